@@ -1,0 +1,191 @@
+"""Analysis: find every loop and comprehension of a function and plan or refuse each one.
+
+Syntax only; the `env` object answers questions about what names refer to:
+    env.is_builtin(name) -> bool        the name is the builtin of that name (not shadowed)
+    env.classify(path) -> str | None    why calling `path` (e.g. "torch.randn") blocks a rewrite
+    env.pure_method(attr) -> bool       `.attr()` on a tensor neither mutates nor leaves torch
+    env.consumer(path) -> str | None    "stack" / "cat" / "tensor" when `path` is that torch function
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from ..frontend import Captured
+from ..plan import LoopInfo, Output
+from . import names as nm
+from .loops import Context, Refuse, plan_comprehension, plan_for, src
+
+_DYNAMIC_SCOPE = {"locals", "vars", "eval", "exec", "globals"}
+
+
+def analyze(cap: Captured, env) -> list[LoopInfo]:
+    fn = cap.tree
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    params |= {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a}
+    local_names = params | nm.stores(fn)
+    ctx = Context(fn=fn, parent=nm.parents(fn), local_names=local_names, env=env,
+                  cellvars=frozenset(cap.fn.__code__.co_cellvars))
+
+    blocked = _dynamic_scope(fn, env, local_names)
+    infos: list[LoopInfo] = []
+    planned_spans: list[tuple[int, int]] = []
+    loop_id = 0
+    for node in _loops_in_order(fn):
+        if any(a <= node.lineno <= b for a, b in planned_spans) and isinstance(node, ast.ListComp):
+            continue  # part of a loop body that is rewritten as a whole
+        loop_id += 1
+        text = src(node)
+        try:
+            if blocked:
+                raise Refuse(blocked, node.lineno)
+            if isinstance(node, ast.For):
+                plan = _with_consumers(plan_for(node, ctx, loop_id), node, ctx)
+            elif isinstance(node, ast.ListComp):
+                consumer, cnode = _comprehension_consumer(node, ctx)
+                plan = plan_comprehension(node, consumer, cnode, ctx, loop_id)
+            elif isinstance(node, ast.GeneratorExp):
+                raise Refuse(f"generator expression at line {node.lineno} (reductions over generators "
+                             "are not rewritten yet)", node.lineno)
+            else:
+                raise Refuse(f"`while` loop at line {node.lineno} (while loops are not rewritten yet)", node.lineno)
+        except Refuse as r:
+            infos.append(LoopInfo(node.lineno, text, None, r.refusal, node.col_offset, _kind(node)))
+            continue
+        planned_spans.append((plan.lineno, plan.end_lineno))
+        infos.append(LoopInfo(node.lineno, text, plan, None, node.col_offset, _kind(node)))
+    return infos
+
+
+def _kind(node: ast.AST) -> str:
+    return {ast.For: "for", ast.While: "while", ast.ListComp: "comprehension",
+            ast.GeneratorExp: "generator"}[type(node)]
+
+
+def _loops_in_order(fn: ast.FunctionDef) -> list[ast.AST]:
+    found = [n for n in ast.walk(fn)
+             if isinstance(n, (ast.For, ast.While, ast.ListComp, ast.GeneratorExp)) and n is not fn]
+    # loops inside nested defs/lambdas belong to those functions
+    inner = {id(m) for n in ast.walk(fn) if isinstance(n, (ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef))
+             and n is not fn for m in ast.walk(n) if m is not n}
+    found = [n for n in found if id(n) not in inner]
+    # nested comprehensions are part of the outer one
+    comps = [n for n in found if isinstance(n, (ast.ListComp, ast.GeneratorExp))]
+    nested = {id(m) for c in comps for m in ast.walk(c) if m is not c}
+    found = [n for n in found if id(n) not in nested]
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _dynamic_scope(fn: ast.FunctionDef, env, local_names) -> str | None:
+    for n in ast.walk(fn):
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _DYNAMIC_SCOPE
+                and n.func.id not in local_names and env.is_builtin(n.func.id)):
+            return f"`{n.func.id}()` at line {n.lineno} inspects local variables, so no loop is rewritten"
+    return None
+
+
+# ----------------------------------------------------------------------------- consumers
+
+def _consumer_call(call: ast.AST, env, arg: ast.AST) -> str | None:
+    """"stack"/"cat"/"tensor" when `call` is torch.stack(arg) (dim 0), torch.cat(arg), torch.tensor(arg)."""
+    if not (isinstance(call, ast.Call) and len(call.args) == 1 and call.args[0] is arg):
+        return None
+    if not isinstance(call.func, (ast.Attribute, ast.Name)):
+        return None
+    kind = env.consumer(src(call.func))
+    if kind is None:
+        return None
+    for kw in call.keywords:
+        if not (kind in ("stack", "cat") and kw.arg == "dim" and isinstance(kw.value, ast.Constant)
+                and kw.value.value == 0):
+            return None
+    return kind
+
+
+def _hoistable(node: ast.AST, ctx: Context) -> bool:
+    """`node` sits in a simple statement and is evaluated first there, exactly once."""
+    up, child = ctx.parent.get(node), node
+    while up is not None and not isinstance(up, ast.stmt):
+        if isinstance(up, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return False
+        if isinstance(up, ast.IfExp) and child is not up.test:
+            return False
+        if isinstance(up, ast.BoolOp) and child is not up.values[0]:
+            return False
+        up, child = ctx.parent.get(up), up
+    if not isinstance(up, (ast.Assign, ast.Return, ast.Expr, ast.AnnAssign, ast.AugAssign)):
+        return False
+    if isinstance(up, ast.AugAssign):
+        return False  # the target is read before the value
+    before = []
+    for n in _eval_order(up.value if not isinstance(up, ast.Expr) else up.value):
+        if n is node:
+            break
+        before.append(n)
+    return not any(isinstance(n, (ast.Call, ast.Await, ast.NamedExpr)) for n in before)
+
+
+def _eval_order(node: ast.AST):
+    """Sub-expressions of `node` in (an approximation of) evaluation order, children first."""
+    for child in ast.iter_child_nodes(node):
+        yield from _eval_order(child)
+    yield node
+
+
+def _comprehension_consumer(comp: ast.ListComp, ctx: Context) -> tuple[str, ast.AST]:
+    call = ctx.parent.get(comp)
+    kind = _consumer_call(call, ctx.env, comp)
+    target = call if kind else comp
+    if not _hoistable(target, ctx):
+        raise Refuse(f"the comprehension at line {comp.lineno} is evaluated where autovec cannot move it "
+                     "(inside a condition, a lambda, or after another call in the same statement)", comp.lineno)
+    return kind or "list", target
+
+
+def _with_consumers(plan, node: ast.For, ctx: Context):
+    """Mark appended lists that are built fresh before the loop and consumed once after it."""
+    outs = []
+    for out in plan.outputs:
+        if out.kind == "append":
+            found = _list_consumer(out.target, node, ctx)
+            if found:
+                kind, call = found
+                out = dataclasses.replace(out, consumer=kind, consumer_src=src(call))
+        outs.append(out)
+    return dataclasses.replace(plan, outputs=tuple(outs))
+
+
+def _list_consumer(name: str, loop: ast.For, ctx: Context):
+    if name in ctx.cellvars:
+        return None
+    block = _block_of(loop, ctx)
+    if block is None:
+        return None
+    pos = block.index(loop)
+    init = None
+    for s in reversed(block[:pos]):
+        if name in {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}:
+            init = s
+            break
+    if not (isinstance(init, ast.Assign) and len(init.targets) == 1 and isinstance(init.targets[0], ast.Name)
+            and init.targets[0].id == name and isinstance(init.value, ast.List) and not init.value.elts):
+        return None
+    refs = [n for n in ast.walk(ctx.fn) if isinstance(n, ast.Name) and n.id == name]
+    after = [n for s in block[pos + 1:] for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == name]
+    if len(after) != 1 or len(refs) != 3:  # `name = []`, the append, the consumer
+        return None
+    use = after[0]
+    call = ctx.parent.get(use)
+    kind = _consumer_call(call, ctx.env, use)
+    if kind is None or not _hoistable(call, ctx):
+        return None
+    return kind, call
+
+
+def _block_of(node: ast.AST, ctx: Context):
+    up = ctx.parent.get(node)
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(up, field, None)
+        if isinstance(block, list) and node in block:
+            return block
+    return None

@@ -1,0 +1,130 @@
+"""Small syntactic analyses: names read and written, and whether a name is read after a loop."""
+from __future__ import annotations
+
+import ast
+
+_SCOPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)
+
+
+def loads(node: ast.AST) -> list[ast.Name]:
+    """Name loads in `node`, in source order, skipping names bound inside nested
+    comprehensions and lambdas (their own scope).
+
+    >>> [n.id for n in loads(ast.parse("a + [b * x for x in c]").body[0])]
+    ['a', 'b', 'c']
+    """
+    out: list[ast.Name] = []
+
+    def visit(n: ast.AST, bound: frozenset) -> None:
+        if isinstance(n, ast.Name):
+            if isinstance(n.ctx, ast.Load) and n.id not in bound:
+                out.append(n)
+            return
+        if isinstance(n, ast.Lambda):
+            args = n.args
+            names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+            names |= {a.arg for a in (args.vararg, args.kwarg) if a}
+            for d in args.defaults + [d for d in args.kw_defaults if d]:
+                visit(d, bound)
+            visit(n.body, bound | names)
+            return
+        if isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            inner = bound
+            for i, gen in enumerate(n.generators):
+                # the first iterable is evaluated in the enclosing scope
+                visit(gen.iter, bound if i == 0 else inner)
+                inner = inner | {t.id for t in ast.walk(gen.target) if isinstance(t, ast.Name)}
+                for cond in gen.ifs:
+                    visit(cond, inner)
+            for part in ((n.key, n.value) if isinstance(n, ast.DictComp) else (n.elt,)):
+                visit(part, inner)
+            return
+        for child in ast.iter_child_nodes(n):
+            visit(child, bound)
+
+    visit(node, frozenset())
+    return sorted(out, key=lambda n: (n.lineno, n.col_offset))
+
+
+def load_ids(node: ast.AST) -> set[str]:
+    return {n.id for n in loads(node)}
+
+
+def target_names(target: ast.AST) -> list[str]:
+    """Names bound by an assignment target (`a`, `a, (b, c)`); subscripts/attributes bind none."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for e in target.elts for n in target_names(e)]
+    if isinstance(target, ast.Starred):
+        return target_names(target.value)
+    return []
+
+
+def stores(node: ast.AST) -> set[str]:
+    """Every name bound anywhere in `node` (assignments, for targets, with-as, imports, defs)."""
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in n.names)
+    return out
+
+
+def parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
+    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def _first_access(stmt: ast.stmt, name: str) -> tuple[str, int] | None:
+    """("read", line) if `stmt` may read `name` before binding it, ("write", line) if it
+    surely binds it first, None if it does not touch it. Conservative for compound statements."""
+    if isinstance(stmt, ast.Assign):
+        for n in loads(stmt.value):
+            if n.id == name:
+                return "read", n.lineno
+        for t in stmt.targets:
+            for n in loads(t):
+                if n.id == name:
+                    return "read", n.lineno
+        if any(name in target_names(t) for t in stmt.targets):
+            return "write", stmt.lineno
+        return None
+    if isinstance(stmt, ast.AnnAssign) and stmt.value is not None and isinstance(stmt.target, ast.Name):
+        if name in load_ids(stmt.value):
+            return "read", stmt.lineno
+        return ("write", stmt.lineno) if stmt.target.id == name else None
+    for n in loads(stmt):
+        if n.id == name:
+            return "read", n.lineno
+    if isinstance(stmt, ast.AugAssign) and name in target_names(stmt.target):
+        return "read", stmt.lineno
+    return None
+
+
+def read_after(fn: ast.FunctionDef, parent: dict, node: ast.AST, name: str) -> int | None:
+    """Line of a possible read of `name` after `node` finishes, or None if the value
+    `node` leaves in `name` is dead. Walks the following statements of every enclosing
+    block; an enclosing loop may run `node` again, so any read inside it counts."""
+    while node is not fn:
+        up = parent[node]
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(up, field, None)
+            if isinstance(block, list) and node in block:
+                for stmt in block[block.index(node) + 1:]:
+                    hit = _first_access(stmt, name)
+                    if hit and hit[0] == "read":
+                        return hit[1]
+                    if hit and hit[0] == "write":
+                        return None
+                break
+        if isinstance(up, (ast.For, ast.While, ast.AsyncFor)):
+            for n in loads(up):
+                if n.id == name:
+                    return n.lineno
+        if isinstance(up, (ast.Try,)) and any(name in load_ids(h) for h in up.handlers):
+            return up.lineno
+        node = up
+    return None

@@ -1,0 +1,253 @@
+"""The public entry points: the @autovec decorator, explain(), and per-function state."""
+from __future__ import annotations
+
+import ast
+import contextlib
+import difflib
+import functools
+import io
+import logging
+import types
+import weakref
+
+from . import cost
+from ._config import switches
+from .analysis import analyze
+from .codegen import build_function
+from .explain import Explanation, LoopReport
+from .frontend import NoSource, capture
+from .lowering import STRATEGIES, choose
+from .purity import Env
+from .rewrite import apply, namer_for
+from .runtime import FunctionRuntime, GuardFailed
+
+log = logging.getLogger("autovec")
+
+_FALLBACKS = ("auto", "python", "compile")
+
+
+class NotVectorizable(Exception):
+    """Raised with `strict=True` when a loop would run its original Python code."""
+
+
+class FunctionState:
+    """Everything autovec knows about one decorated function; built on the first call."""
+
+    def __init__(self, fn, check=False, fallback="auto", strict=False, memory_budget=None):
+        self.fn = fn
+        self.check = check
+        self.fallback = fallback
+        self.strict = strict
+        self.memory_budget = memory_budget
+        self.compiled = None
+        self.reports: list[LoopReport] = []
+        self.rewritten_source = ""
+        self.original_source = ""
+        self.error: str | None = None
+        self.runtime: FunctionRuntime | None = None
+
+    # ------------------------------------------------------------------ build
+
+    def prepare(self):
+        if self.compiled is not None:
+            return
+        try:
+            self._prepare()
+        except NoSource as e:
+            self.error = str(e)
+            self.compiled = self.fn
+        except Exception as e:  # an autovec bug must never break the user's program
+            log.warning("autovec: could not rewrite %s (%s: %s); running the original",
+                        getattr(self.fn, "__qualname__", self.fn), type(e).__name__, e)
+            self.error = f"internal error while rewriting: {type(e).__name__}: {e}"
+            self.reports = [LoopReport(r.lineno, r.source, "python", self.error) for r in self.reports]
+            self.compiled = self.fn
+        if self.strict and self.error:
+            raise NotVectorizable(self.error)
+
+    def _prepare(self):
+        cap = capture(self.fn)
+        env = Env(cap)
+        infos = analyze(cap, env)
+        self.original_source = ast.unparse(cap.tree)
+        namer = namer_for(cap.tree)
+        pieces, matches, reports = [], {}, []
+        for info in infos:
+            if info.plan is None:
+                reports.append(LoopReport(info.lineno, info.source, "python", info.refusal.reason))
+                continue
+            m, _refused = choose(info.plan, env)
+            if m is None:
+                reports.append(LoopReport(info.lineno, info.source, "python", "no strategy matched"))
+                continue
+            module = next(s for s in STRATEGIES if s.__name__.rsplit(".", 1)[-1] == m.strategy)
+            pieces.append((info, module.lower(m, namer)))
+            matches[info.plan.loop_id] = m
+            reports.append(LoopReport(info.lineno, info.source, m.strategy, m.reason))
+        self.reports = reports
+        if self.strict:
+            blocked = [r for r in reports if not r.vectorized]
+            if blocked:
+                r = blocked[0]
+                raise NotVectorizable(f"{cap.filename}:{r.lineno}: {r.reason}")
+        if not pieces:
+            self.rewritten_source = self.original_source
+            self.compiled = self.fn
+            return
+        rw = apply(cap.tree, pieces)
+        self.runtime = FunctionRuntime(cap.qualname, matches)
+        self.runtime.strict = self.strict
+        self.rewritten_source = ast.unparse(rw.display)
+        self.compiled = build_function(self.fn, rw.tree, {namer.runtime: self.runtime}, cap.filename)
+
+    # ------------------------------------------------------------------ call
+
+    def __call__(self, args, kwargs):
+        if switches.disabled:
+            return self.fn(*args, **kwargs)
+        if self.compiled is None:
+            self.prepare()
+        if self.check or switches.check:
+            return self._checked(args, kwargs)
+        return self.compiled(*args, **kwargs)
+
+    def _checked(self, args, kwargs):
+        from .equivalence import EquivalenceError, clone_args, compare
+
+        ref_args, ref_kwargs = clone_args(args, kwargs)
+        try:
+            expected = self.fn(*ref_args, **ref_kwargs)
+        except Exception as e:
+            expected_exc = e
+        else:
+            expected_exc = None
+        try:
+            got = self.compiled(*args, **kwargs)
+        except Exception as e:
+            if expected_exc is None or type(e) is not type(expected_exc) or str(e) != str(expected_exc):
+                raise EquivalenceError(f"{self.fn.__qualname__}: the rewrite raised {type(e).__name__}: {e}"
+                                       + (f" but the original raised {type(expected_exc).__name__}: {expected_exc}"
+                                          if expected_exc else " but the original returned")) from e
+            raise
+        if expected_exc is not None:
+            raise EquivalenceError(f"{self.fn.__qualname__}: the original raised {type(expected_exc).__name__}: "
+                                   f"{expected_exc}, the rewrite returned") from expected_exc
+        diff = compare(expected, got, path="result")
+        if diff is None:
+            diff = compare(list(ref_args), list(args), path="arguments after the call")
+        if diff is None:
+            diff = compare(ref_kwargs, kwargs, path="keyword arguments after the call")
+        if diff is not None:
+            raise EquivalenceError(f"{self.fn.__qualname__}: {diff}")
+        return got
+
+
+# ----------------------------------------------------------------------------- decorator
+
+def autovec(fn=None, *, check=False, fallback="auto", strict=False, memory_budget=None):
+    """Rewrite the loops of `fn` into batched torch code where that is provably the same
+    computation; everything else runs the original code. See API.md."""
+    if fallback not in _FALLBACKS:
+        raise ValueError(f"autovec: fallback must be one of {', '.join(_FALLBACKS)}, not {fallback!r}")
+    if memory_budget is not None and (not isinstance(memory_budget, int) or memory_budget <= 0):
+        raise ValueError(f"autovec: memory_budget is a number of bytes > 0, not {memory_budget!r}")
+    options = dict(check=check, fallback=fallback, strict=strict, memory_budget=memory_budget)
+    if fn is None:
+        return functools.partial(autovec, **options)
+    if isinstance(fn, staticmethod):
+        return staticmethod(autovec(fn.__func__, **options))
+    if isinstance(fn, classmethod):
+        return classmethod(autovec(fn.__func__, **options))
+    if not callable(fn):
+        raise TypeError(f"autovec: expected a function, got {type(fn).__name__}")
+    state = FunctionState(fn, **options)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return state(args, kwargs)
+
+    wrapper._autovec_state = state
+    wrapper.explain = lambda *a, **k: explain(wrapper, *a, **k)
+    return wrapper
+
+
+def is_autovec_wrapper(obj) -> bool:
+    return isinstance(getattr(obj, "_autovec_state", None), FunctionState)
+
+
+_plain_states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _state_of(fn) -> FunctionState:
+    if is_autovec_wrapper(fn):
+        return fn._autovec_state
+    if isinstance(fn, (staticmethod, classmethod)):
+        fn = fn.__func__
+    if isinstance(fn, types.MethodType):
+        fn = fn.__func__
+    try:
+        state = _plain_states.get(fn)
+    except TypeError:
+        state = None
+    if state is None:
+        state = FunctionState(fn)
+        try:
+            _plain_states[fn] = state
+        except TypeError:
+            pass
+    return state
+
+
+def explain(fn, *args, **kwargs) -> Explanation:
+    """What autovec does with `fn`: each loop, the strategy and why, the rewritten source and
+    a diff. With arguments, also which path a call with them takes (the function runs once,
+    on copies of the arguments, with its printed output discarded)."""
+    bound_self = fn.__self__ if isinstance(fn, types.MethodType) and not is_autovec_wrapper(fn) else None
+    state = _state_of(fn)
+    state.prepare()
+    name = getattr(state.fn, "__qualname__", repr(state.fn))
+    loops = list(state.reports)
+    notes = [state.error] if state.error else []
+    diff = "".join(difflib.unified_diff(
+        (state.original_source + "\n").splitlines(True), (state.rewritten_source + "\n").splitlines(True),
+        fromfile=f"{name} (original)", tofile=f"{name} (autovec)")) if state.rewritten_source != state.original_source else ""
+    ex = Explanation(name, loops, state.rewritten_source or state.original_source, diff, notes=notes)
+    if not args and not kwargs:
+        return ex
+    if bound_self is not None:
+        args = (bound_self,) + args
+    if switches.disabled:
+        ex.path = "python"
+        ex.notes.append("AUTOVEC_DISABLE is set: every call runs the original code")
+        return ex
+    rt = state.runtime
+    if rt is None:
+        ex.path = "python"
+        return ex
+    from .equivalence import clone_args
+
+    a, k = clone_args(args, kwargs)
+    rt.events = []
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            state.compiled(*a, **k)
+    except Exception as e:
+        ex.notes.append(f"the call raised {type(e).__name__}: {e}")
+    finally:
+        events, rt.events = rt.events, None
+    ex.path = "vectorized" if any(e[1] == "vectorized" for e in events) else "python"
+    estimate = {"python": 0.0, "vectorized": 0.0}
+    by_line = {}
+    for loop_id, path, reason, est in events:
+        plan = rt.matches[loop_id].plan
+        by_line[plan.lineno] = (path, reason)
+        if est:
+            for key in estimate:
+                estimate[key] += est.get(key, 0.0)
+    for k2, r in enumerate(ex.loops):
+        if r.lineno in by_line and by_line[r.lineno][0] == "python" and r.vectorized:
+            ex.notes.append(f"line {r.lineno}: this call keeps the Python loop: {by_line[r.lineno][1]}")
+        elif r.lineno in by_line and by_line[r.lineno][0] == "vectorized" and by_line[r.lineno][1] != r.strategy:
+            ex.notes.append(f"line {r.lineno}: ran as {by_line[r.lineno][1]}")
+    ex.estimate = estimate if any(estimate.values()) else None
+    return ex

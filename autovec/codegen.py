@@ -1,0 +1,140 @@
+"""Code generation: templates, fresh names, and rebuilding a function from a new AST
+with the original globals, closure and defaults, under the user's file name."""
+from __future__ import annotations
+
+import ast
+import copy
+import linecache
+import types
+
+
+class Namer:
+    """Deterministic fresh names that avoid every name the function already uses."""
+
+    def __init__(self, taken: set[str]):
+        self.taken = set(taken)
+
+    def new(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.taken:
+            k += 1
+            name = f"{base}_{k}"
+        self.taken.add(name)
+        return name
+
+
+def all_names(tree: ast.AST) -> set[str]:
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+        elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+            out.add(n.name)
+    return out
+
+
+class _Subst(ast.NodeTransformer):
+    def __init__(self, subs: dict):
+        self.subs = subs
+
+    def visit_Name(self, node: ast.Name):
+        v = self.subs.get(node.id)
+        if v is None:
+            return node
+        if isinstance(v, str):
+            return ast.copy_location(ast.Name(id=v, ctx=node.ctx), node)
+        if isinstance(v, ast.expr):
+            return copy.deepcopy(v)
+        return node
+
+    def visit_Expr(self, node: ast.Expr):
+        if isinstance(node.value, ast.Name) and isinstance(self.subs.get(node.value.id), list):
+            return [copy.deepcopy(s) for s in self.subs[node.value.id]]
+        return self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef):
+        v = self.subs.get(node.name)
+        if isinstance(v, str):
+            node.name = v
+        for a in node.args.args:
+            w = self.subs.get(a.arg)
+            if isinstance(w, str):
+                a.arg = w
+        return self.generic_visit(node)
+
+    def visit_arg(self, node: ast.arg):
+        v = self.subs.get(node.arg)
+        if isinstance(v, str):
+            node.arg = v
+        return node
+
+
+def template(code: str, **subs) -> list[ast.stmt]:
+    """Parse `code` and replace placeholder names: a str renames, an expression node
+    replaces, a list of statements replaces a placeholder standing alone as a statement.
+
+    >>> ast.unparse(template("x = f(a)", x="y", a=ast.Constant(1))[0])
+    'y = f(1)'
+    """
+    tree = ast.parse(code)
+    out = []
+    for stmt in tree.body:
+        new = _Subst(subs).visit(stmt)
+        out.extend(new if isinstance(new, list) else [new])
+    return out
+
+
+def expr(code: str, **subs) -> ast.expr:
+    node = ast.parse(code, mode="eval").body
+    return _Subst(subs).visit(node)
+
+
+def set_lines(nodes, lineno: int, end_lineno: int | None = None) -> None:
+    """Give generated nodes the line of the user's code they replace."""
+    for top in nodes:
+        for n in ast.walk(top):
+            if "lineno" in n._attributes:
+                n.lineno = lineno
+                n.end_lineno = end_lineno or lineno
+                n.col_offset = getattr(n, "col_offset", 0) or 0
+                n.end_col_offset = getattr(n, "end_col_offset", 0) or 0
+
+
+def build_function(fn: types.FunctionType, tree: ast.FunctionDef, extra: dict[str, object],
+                   filename: str) -> types.FunctionType:
+    """Compile `tree` as a replacement for `fn`: same globals, defaults, closure cells;
+    names in `extra` (the runtime helpers) become additional closure cells."""
+    code = fn.__code__
+    freevars = list(code.co_freevars) + [k for k in extra if k not in code.co_freevars]
+    factory = ast.FunctionDef(
+        name="_av_factory",
+        args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=v) for v in freevars], vararg=None,
+                           kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+        body=[tree, ast.Return(value=ast.Name(id=tree.name, ctx=ast.Load()))],
+        decorator_list=[], returns=None, type_params=[] if hasattr(ast.FunctionDef, "type_params") else None,
+        lineno=1, col_offset=0)
+    if factory.type_params is None:
+        del factory.type_params
+    module = ast.Module(body=[factory], type_ignores=[])
+    ast.fix_missing_locations(module)
+    ns: dict = {}
+    exec(compile(module, filename, "exec", dont_inherit=True), fn.__globals__, ns)
+    inner = next(c for c in ns["_av_factory"].__code__.co_consts
+                 if isinstance(c, types.CodeType) and c.co_name == tree.name)
+    cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
+    closure = tuple(cells[v] if v in cells else types.CellType(extra[v]) for v in inner.co_freevars)
+    new = types.FunctionType(inner, fn.__globals__, fn.__name__, fn.__defaults__, closure or None)
+    new.__kwdefaults__ = copy.copy(fn.__kwdefaults__)
+    new.__dict__.update(fn.__dict__)
+    new.__qualname__ = fn.__qualname__
+    new.__doc__ = fn.__doc__
+    new.__module__ = fn.__module__
+    new.__annotations__ = getattr(fn, "__annotations__", {})
+    return new
+
+
+def register_source(filename: str, text: str) -> None:
+    """Make `text` visible to tracebacks and debuggers under a synthetic file name."""
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)

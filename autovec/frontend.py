@@ -1,0 +1,92 @@
+"""Capture a function's source as an AST whose line numbers are those of the user's file."""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+import types
+from dataclasses import dataclass
+
+
+class NoSource(Exception):
+    """The function cannot be rewritten from source; the message says why."""
+
+
+@dataclass(frozen=True)
+class Captured:
+    fn: types.FunctionType
+    tree: ast.FunctionDef          # decorators removed, user-file line numbers
+    filename: str
+    qualname: str
+
+    def lookup(self, name: str):
+        """Value of a global, closure or builtin name, as the function would see it now.
+
+        Returns (found, value)."""
+        code = self.fn.__code__
+        if name in code.co_freevars and self.fn.__closure__ is not None:
+            cell = self.fn.__closure__[code.co_freevars.index(name)]
+            try:
+                return True, cell.cell_contents
+            except ValueError:
+                return False, None
+        g = self.fn.__globals__
+        if name in g:
+            return True, g[name]
+        b = g.get("__builtins__", __builtins__)
+        b = b if isinstance(b, dict) else vars(b)
+        if name in b:
+            return True, b[name]
+        return False, None
+
+
+def capture(fn) -> Captured:
+    """Parse `fn`'s own source. Raises NoSource with a reason a person can act on."""
+    if not isinstance(fn, types.FunctionType):
+        raise NoSource(f"{fn!r} is not a Python function (builtins and C functions have no source)")
+    code = fn.__code__
+    if code.co_name == "<lambda>":
+        raise NoSource("lambdas are not rewritten; use a `def` to let autovec rewrite the loop")
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR):
+        raise NoSource("generator functions are not rewritten (their loops yield one value at a time)")
+    if code.co_flags & inspect.CO_COROUTINE:
+        raise NoSource("async functions are not rewritten")
+    try:
+        lines, first = inspect.getsourcelines(code)
+    except (OSError, TypeError) as e:
+        raise NoSource(f"no source code is available for `{fn.__qualname__}` "
+                       f"(defined in a REPL, by exec or in a compiled module): {e}") from None
+    text = textwrap.dedent("".join(lines))
+    try:
+        module = ast.parse(text)
+    except SyntaxError:
+        # dedent can fail on oddly indented multi-line strings; parse inside a block instead
+        try:
+            module = ast.parse("if 1:\n" + "".join(lines))
+            module.body = module.body[0].body
+            ast.increment_lineno(module, -1)
+        except SyntaxError as e:
+            raise NoSource(f"could not parse the source of `{fn.__qualname__}`: {e}") from None
+    ast.increment_lineno(module, first - 1)
+    node = module.body[0] if module.body else None
+    if not isinstance(node, ast.FunctionDef) or node.name != code.co_name:
+        raise NoSource(f"the source found for `{fn.__qualname__}` is not its `def` "
+                       "(is it created by a factory or assigned under another name?)")
+    parts = fn.__qualname__.split(".")
+    in_class = len(parts) >= 2 and parts[-2] != "<locals>"
+    if in_class and _uses_private_names(node):
+        # Python mangles `__name` inside a class body; recompiling outside it would not
+        raise NoSource("methods using private (name-mangled) names are not rewritten")
+    node.decorator_list = []
+    return Captured(fn=fn, tree=node, filename=code.co_filename, qualname=fn.__qualname__)
+
+
+def _uses_private_names(node: ast.AST) -> bool:
+    def private(s: str) -> bool:
+        return s.startswith("__") and not s.endswith("__")
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and private(n.id):
+            return True
+        if isinstance(n, ast.Attribute) and private(n.attr):
+            return True
+    return False

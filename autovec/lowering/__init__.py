@@ -1,0 +1,30 @@
+"""Lowering: pick one strategy per planned loop and produce its new statements.
+
+Each strategy module has the same small interface:
+    match(plan, env) -> Match | Refusal
+    lower(match, namer) -> Lowered
+    guards(match) -> list[str]          (run-time checks, in words, for explain)
+Adding a strategy is adding a module and a line in STRATEGIES (tried in order).
+Later strategies (where/mask, reduction, matmul, scan, fission) plug in here.
+"""
+from __future__ import annotations
+
+from ..plan import LoopPlan, Refusal
+from . import broadcast, vmap
+from .common import Lowered, Match
+
+STRATEGIES = [broadcast, vmap]
+
+
+def choose(plan: LoopPlan, env) -> tuple[Match | None, list[Refusal]]:
+    """The first strategy that matches, with the refusals of those tried before it."""
+    refused = []
+    for strategy in STRATEGIES:
+        m = strategy.match(plan, env)
+        if isinstance(m, Match):
+            return m, refused
+        refused.append(m)
+    return None, refused
+
+
+__all__ = ["choose", "Lowered", "Match", "STRATEGIES"]

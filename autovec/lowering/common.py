@@ -1,0 +1,248 @@
+"""What every independent-iteration strategy shares: extracting the body function and
+emitting the guarded vectorized block, its commits, and the untouched original as fallback.
+
+Shape of the emitted code for a `for` loop (names made fresh by the Namer):
+
+    _av_t1 = None
+    try:
+        _av_t1 = _av.begin(1, range(n), mapped, free, calls, writes)
+        if _av_t1 is not None:
+            def _av_body1(x_i): ...; return (value,)
+            _av_o1 = _av_t1.run(_av_body1)
+            _av_p1 = <prepare each output: fit, reduce, convert>
+    except Exception as _av_e:
+        _av_t1 = _av.failed(1, _av_t1, _av_e)
+    if _av_t1 is not None:
+        <commit: out[...] = ..., acc = ..., lst.extend(...)>
+    else:
+        <the original loop, unchanged>
+"""
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass, field
+
+from ..analysis.loops import match_subscript
+from ..codegen import expr, set_lines, template
+from ..plan import LoopPlan
+
+
+@dataclass(frozen=True)
+class Match:
+    strategy: str
+    plan: LoopPlan
+    reason: str
+
+
+@dataclass
+class Lowered:
+    """New code for one loop. For a `for` loop, `stmts` replace the loop statement; for a
+    comprehension they go right before its statement and `result` replaces the consumer.
+    `swaps` maps a consumer call's source to the expression that replaces it."""
+
+    match: Match
+    stmts: list
+    display: list
+    result: str | None = None
+    swaps: dict = field(default_factory=dict)
+    display_swaps: dict = field(default_factory=dict)
+
+
+def _name(n: str, ctx=ast.Load) -> ast.Name:
+    return ast.Name(id=n, ctx=ctx())
+
+
+class _MapSlices(ast.NodeTransformer):
+    """Replace `x[.., i + c, ..]` by the body parameter holding that slice."""
+
+    def __init__(self, plan: LoopPlan):
+        self.plan = plan
+        self.index = plan.space.index
+        start = int(plan.space.enum_start) if plan.space.kind == "elements" else 0
+        self.by_key = {(m.base, m.dim, m.offset - start): m for m in plan.mapped}
+
+    def visit_Subscript(self, node: ast.Subscript):
+        node = self.generic_visit(node)
+        if self.index is None or not isinstance(node.ctx, ast.Load):
+            return node
+        m = match_subscript(node, self.index)
+        if not isinstance(m, tuple):
+            return node
+        mp = self.by_key.get((ast.unparse(node.value), m[0], m[1]))
+        if mp is None:
+            return node
+        entries = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        rest = entries[:m[0]] + entries[m[0] + 1:]
+        if all(isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None
+               for e in rest):
+            return ast.copy_location(_name(mp.param), node)
+        sl = rest[0] if len(rest) == 1 else ast.Tuple(elts=rest, ctx=ast.Load())
+        return ast.copy_location(ast.Subscript(value=_name(mp.param), slice=sl, ctx=ast.Load()), node)
+
+
+def body_function(plan: LoopPlan, name: str) -> tuple[ast.FunctionDef, list[str]]:
+    mapper = _MapSlices(plan)
+    stmts = [mapper.visit(ast.parse(s).body[0]) for s in plan.body]
+    values = [mapper.visit(ast.parse(o.value, mode="eval").body) for o in plan.outputs]
+    params = [m.param for m in plan.mapped]
+    if plan.index_as_value:
+        params.append(plan.space.index)
+    ret = ast.Return(value=ast.Tuple(elts=values, ctx=ast.Load()))
+    fdef = template("def BODY(): pass", BODY=name)[0]
+    fdef.args.args = [ast.arg(arg=p) for p in params]
+    fdef.body = stmts + [ret]
+    return fdef, params
+
+
+def _space_expr(plan: LoopPlan) -> ast.expr:
+    if plan.space.kind == "range":
+        return expr(f"range({', '.join(plan.space.range_args)})")
+    return expr("(" + ", ".join(s for _, s in plan.space.elements) + ",)")
+
+
+def build(m: Match, namer) -> Lowered:
+    plan = m.plan
+    L = plan.loop_id
+    T, O, E = namer.new(f"_av_t{L}"), namer.new(f"_av_o{L}"), namer.new("_av_e")
+    BODY = namer.new(f"_av_body{L}")
+    AV = namer.runtime
+    body_def, params = body_function(plan, BODY)
+    elements = {s for _, s in plan.space.elements}
+    mapped = [mp for mp in plan.mapped if mp.base not in elements]
+    store_keys = {(o.target, o.dim, o.offset) for o in plan.outputs if o.kind == "store"}
+    mapped_expr = expr("(" + "".join(
+        f"({mp.base}, {mp.dim}, {mp.offset}, {int((mp.base, mp.dim, mp.offset) in store_keys)}), "
+        for mp in mapped) + ")")
+    free_expr = expr("(" + "".join(f"{f}, " for f in plan.free) + ")")
+    calls_expr = expr("(" + "".join(f"{c}, " for c in plan.callables) + ")")
+    writes = []
+    for o in plan.outputs:
+        if o.kind == "store":
+            writes.append(f"('store', {o.target}, {o.dim}, {o.offset})")
+        elif o.kind == "append" and o.target and not o.consumer:
+            writes.append(f"('list', {o.target})")
+        elif o.kind == "accum":
+            writes.append(f"('accum', {o.target}, {int(o.inplace)})")
+    writes_expr = expr("(" + "".join(w + ", " for w in writes) + ")")
+
+    prepare, commit, display_tail = [], [], []
+    result, swaps, display_swaps = None, {}, {}
+    for k, o in enumerate(plan.outputs):
+        P = namer.new(f"_av_p{L}_{k}")
+        ok = f"{O}[{k}]"
+        if o.kind == "store":
+            region = o.index_src.format(f"{T}.rows({o.offset})")
+            prepare += template(f"P = AV.fit_store({ok}, {region}, {o.dim})", P=P, AV=AV)
+            aug = {"": "=", "+": "+=", "-": "-=", "*": "*=", "/": "/="}[o.op]
+            commit += template(f"{region} {aug} P", P=P)
+            disp_region = o.index_src.format(_rows_text(plan, o.offset))
+            display_tail.append(f"{disp_region} {aug} {_fit_text(ok, o)}")
+        elif o.kind == "append" and plan.form == "comprehension":
+            result = namer.new(f"_av_r{L}")
+            prepare += template(f"P = AV.consume({o.consumer!r}, {ok})", P=P, AV=AV)
+            commit += template(f"R = P", R=result, P=P)
+            display_tail.append(f"{result} = {_consume_text(o.consumer, ok)}")
+        elif o.kind == "append" and o.consumer:
+            prepare += template(f"P = AV.consume({o.consumer!r}, {ok})", P=P, AV=AV)
+            swaps[o.consumer_src] = expr(f"(P if T is not None else ORIG)", P=P, T=T,
+                                         ORIG=ast.parse(o.consumer_src, mode="eval").body)
+            display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, ok))
+        elif o.kind == "append":
+            prepare += template(f"P = AV.consume('list', {ok})", P=P, AV=AV)
+            commit += template(f"{o.target}.extend(P)", P=P)
+            display_tail.append(f"{o.target}.extend({ok}.unbind(0))")
+        else:  # accum
+            prepare += template(f"P = AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace})", P=P, AV=AV)
+            commit += template(f"{o.target} = AV.commit_accum({o.target}, P, {o.op!r}, {o.inplace})", P=P, AV=AV)
+            display_tail.append(f"{o.target} {o.op}= {ok}.sum(0)" if o.inplace
+                                else f"{o.target} = {o.target} {o.op} {ok}.sum(0)")
+    for j, name in enumerate(plan.live_after):
+        if name == plan.space.index:
+            commit += template(f"{name} = {T}.last_index()")
+            display_tail.append(f"{name} = {_last_text(plan)}")
+        else:
+            pos = [t for t, _ in plan.space.elements].index(name)
+            commit += template(f"{name} = {T}.last_element({pos})")
+            display_tail.append(f"{name} = {plan.space.elements[pos][1]}[-1]")
+
+    stmts = template(f"""
+T = None
+try:
+    T = AV.begin({L}, SPACE, MAPPED, FREE, CALLS, WRITES)
+    if T is not None:
+        BODYDEF
+        O = T.run(BODY)
+        PREPARE
+except Exception as E:
+    T = AV.failed({L}, T, E)
+""", T=T, AV=AV, SPACE=_space_expr(plan), MAPPED=mapped_expr, FREE=free_expr, CALLS=calls_expr,
+        WRITES=writes_expr, BODYDEF=[body_def], O=O, BODY=BODY, PREPARE=prepare or [ast.Pass()], E=E)
+    set_lines(stmts, plan.lineno, plan.lineno)
+
+    display = [copy.deepcopy(body_def)]
+    display += ast.parse(f"{O} = {_run_text(m, plan, BODY, params)}").body
+    display += [s for line in display_tail for s in ast.parse(line).body]
+    return Lowered(m, stmts + [_branch(T, commit)], display, result, swaps, display_swaps)
+
+
+def _branch(T: str, commit: list) -> ast.If:
+    node = template(f"if {T} is not None:\n    COMMIT\nelse:\n    ORIGINAL",
+                    COMMIT=commit or [ast.Pass()], ORIGINAL=[ast.Pass()])[0]
+    return node  # the caller puts the original loop (or consumer) into `orelse`
+
+
+# ----------------------------------------------------------------------------- display text
+
+def _rows_text(plan: LoopPlan, offset: int) -> str:
+    if plan.space.kind == "range":
+        args = list(plan.space.range_args)
+        start, stop = (["0"] + args)[-2:] if len(args) == 1 else args[:2]
+        step = args[2] if len(args) == 3 else None
+        sh = (lambda e: e if offset == 0 else f"{e} + {offset}" if offset > 0 else f"{e} - {-offset}")
+        text = f"{'' if start == '0' and offset == 0 else sh(start)}:{sh(stop)}"
+        return text + (f":{step}" if step else "")
+    n = f"len({plan.space.elements[0][1]})"
+    return f"{offset}:{n} + {offset}" if offset else f":{n}"
+
+
+def _last_text(plan: LoopPlan) -> str:
+    if plan.space.kind == "range":
+        return f"range({', '.join(plan.space.range_args)})[-1]"
+    return f"len({plan.space.elements[0][1]}) - 1 + {plan.space.enum_start}"
+
+
+def _fit_text(ok: str, o) -> str:
+    return ok if o.dim == 0 else f"{ok}.movedim(0, {o.dim})"
+
+
+def _consume_text(kind: str, ok: str) -> str:
+    return {"stack": ok, "cat": f"{ok}.flatten(0, 1)", "tensor": f"{ok}.detach().clone()",
+            "list": f"list({ok}.unbind(0))"}[kind]
+
+
+def _run_text(m: Match, plan: LoopPlan, body: str, params: list[str]) -> str:
+    elements = dict((s, t) for t, s in plan.space.elements)
+    args, dims = [], []
+    for mp in plan.mapped:
+        if mp.base in elements:
+            args.append(mp.base if plan.space.kind == "elements" and len(plan.space.elements) == 1
+                        else f"{mp.base}[:n]")
+        else:
+            rows = _rows_text(plan, mp.offset)
+            args.append(mp.base if rows in (":", f":len({mp.base})") else
+                        f"{mp.base}[{', '.join([':'] * mp.dim + [rows])}]")
+        dims.append(mp.dim)
+    if plan.index_as_value:
+        if plan.space.kind == "range":
+            args.append(f"torch.arange({', '.join(plan.space.range_args)})")
+        else:
+            s = plan.space.enum_start
+            args.append(f"torch.arange({s}, {s} + len({plan.space.elements[0][1]}))")
+        dims.append(0)
+    if m.strategy == "broadcast":
+        if all(d == 0 for d in dims) and len(args) <= 1:
+            return f"{body}({', '.join(args)})"
+        return f"{body}(*autovec.runtime.align([{', '.join(args)}], dims={dims}))"
+    in_dims = "" if all(d == 0 for d in dims) else f", in_dims={tuple(dims)}"
+    return f"torch.func.vmap({body}{in_dims})({', '.join(args)})"

@@ -1,0 +1,94 @@
+"""Frozen values that analysis hands to lowering: one plan (or refusal) per loop."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a loop keeps the Python path; `reason` names the variable and line."""
+
+    reason: str
+    lineno: int
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """A tensor read as `base[..., i + offset, ...]`, the loop index sitting at `dim`."""
+
+    base: str        # source of the indexed expression, e.g. "x" or "self.weight"
+    dim: int
+    offset: int
+    param: str       # name of the per-iteration slice inside the body function
+
+
+@dataclass(frozen=True)
+class IterSpace:
+    """What the loop runs over.
+
+    kind "range": `for index in range(*range_args)`.
+    kind "elements": `for target in source` (and zip / enumerate forms): each
+    `(target, source)` in `elements` binds `target = source[i]`; `index` is the
+    enumerate counter, if any, counting from `enum_start`.
+    """
+
+    kind: str
+    range_args: tuple[str, ...] = ()
+    index: str | None = None
+    enum_start: str = "0"
+    elements: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Output:
+    """One value the loop produces.
+
+    kind "store":  `target[..i..] = value` (op "" or an augmented operator such as "+").
+    kind "append": `target.append(value)`; `consumer` is "stack", "cat", "tensor" when the
+                   list is only consumed once, right after the loop, by that call.
+    kind "accum":  `target = target <op> value` / `target <op>= value` (op "+" or "-").
+    """
+
+    kind: str
+    target: str
+    value: str                # source of the per-iteration value expression
+    lineno: int
+    op: str = ""
+    inplace: bool = False     # accum written as an augmented assignment
+    dim: int = 0              # store: position of the loop index in the target subscript
+    offset: int = 0
+    index_src: str = ""       # store: the subscript with the loop index replaced by `{}`
+    consumer: str = ""
+    consumer_src: str = ""    # source of the consuming call, when `consumer` is set
+
+
+@dataclass(frozen=True)
+class LoopPlan:
+    """Everything lowering needs to rewrite one loop; no AST nodes, only source text."""
+
+    loop_id: int
+    lineno: int
+    end_lineno: int
+    source: str                      # the loop's original text
+    form: str                        # "for" or "comprehension"
+    space: IterSpace
+    body: tuple[str, ...]            # body statements (source), outputs excluded
+    outputs: tuple[Output, ...]
+    mapped: tuple[Mapped, ...]
+    index_as_value: bool             # the loop index is used as a number in the body
+    free: tuple[str, ...]            # loop-invariant names the body reads
+    callables: tuple[str, ...]       # call targets rooted at loop-invariant names
+    live_after: tuple[str, ...] = () # iteration variables read after the loop
+    notes: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class LoopInfo:
+    """Analysis result for one loop: a plan or a refusal, with its location."""
+
+    lineno: int
+    source: str
+    plan: LoopPlan | None
+    refusal: Refusal | None
+    col: int = 0
+    kind: str = "for"      # "for", "while", "comprehension", "generator"

@@ -1,0 +1,248 @@
+"""Which callables a rewritten loop body may call: pure torch functions, tensor methods,
+side-effect-free user helpers and stateless nn.Modules. Also the analysis environment."""
+from __future__ import annotations
+
+import ast
+import builtins
+import types
+
+import torch
+
+from .analysis import names as nm
+from .frontend import Captured, NoSource, capture
+
+_EFFECT_BUILTINS = {"print", "input", "open", "exec", "eval", "setattr", "delattr", "next", "iter",
+                    "globals", "locals", "vars", "breakpoint", "__import__", "compile", "help", "exit",
+                    "quit", "id", "hash"}
+_RANDOM = {"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal",
+           "bernoulli", "multinomial", "poisson", "dropout", "dropout1d", "dropout2d", "dropout3d",
+           "alpha_dropout", "feature_alpha_dropout", "rrelu", "gumbel_softmax", "binomial",
+           "random", "uniform", "shuffle", "choice", "sample", "randrange", "gauss", "seed", "manual_seed"}
+_NOT_BATCHABLE_METHODS = {"item", "tolist", "numpy", "backward", "register_hook", "retain_grad", "data_ptr",
+                          "storage", "untyped_storage", "share_memory_", "pin_memory", "record_stream",
+                          "set_", "resize_", "copy_", "requires_grad_", "cpu", "cuda", "__setitem__",
+                          "apply_", "map_", "random_", "uniform_", "normal_", "bernoulli_", "exponential_",
+                          "geometric_", "log_normal_", "cauchy_", "bernoulli", "multinomial"}
+_CONSUMERS = {torch.stack: "stack", torch.cat: "cat", torch.tensor: "tensor"}
+if hasattr(torch, "concat"):
+    _CONSUMERS[torch.concat] = "cat"
+_MODULE_TRAINING_RANDOM = ("Dropout", "AlphaDropout", "FeatureAlphaDropout", "RReLU")
+_MODULE_TRAINING_STATE = ("BatchNorm", "InstanceNorm", "SyncBatchNorm", "LazyBatchNorm")
+
+
+def pure_tensor_method(name: str) -> bool:
+    if name in _NOT_BATCHABLE_METHODS or (name.endswith("_") and not name.endswith("__")):
+        return False
+    return hasattr(torch.Tensor, name)
+
+
+class Env:
+    """The analysis environment of one captured function (see autovec.analysis)."""
+
+    def __init__(self, cap: Captured):
+        self.cap = cap
+
+    def is_builtin(self, name: str) -> bool:
+        found, value = self.cap.lookup(name)
+        return found and getattr(builtins, name, object()) is value
+
+    def resolve(self, path: str):
+        head, *rest = path.split(".")
+        found, obj = self.cap.lookup(head)
+        if not found:
+            return False, None
+        try:
+            for part in rest:
+                obj = getattr(obj, part)
+        except AttributeError:
+            return False, None
+        return True, obj
+
+    def classify(self, path: str) -> str | None:
+        found, obj = self.resolve(path)
+        if not found:
+            return None  # checked again on the first call
+        return why_impure(obj, path)
+
+    def pure_method(self, attr: str) -> bool:
+        return pure_tensor_method(attr)
+
+    def consumer(self, path: str) -> str | None:
+        found, obj = self.resolve(path)
+        return _CONSUMERS.get(obj) if found and _hashable(obj) else None
+
+
+def _hashable(obj) -> bool:
+    try:
+        hash(obj)
+        return True
+    except TypeError:
+        return False
+
+
+_verdicts: dict = {}
+
+
+def why_impure(obj, path: str = "") -> str | None:
+    """None when calling `obj` inside a batched body is safe, else a reason."""
+    label = path or getattr(obj, "__qualname__", type(obj).__name__)
+    if isinstance(obj, torch.nn.Module):
+        return module_impurity(obj, label)
+    key = _key(obj)
+    if key is not None and key in _verdicts:
+        return _verdicts[key]
+    verdict = _why_impure(obj, label)
+    if key is not None:
+        _verdicts[key] = verdict
+    return verdict
+
+
+def _key(obj):
+    if isinstance(obj, types.MethodType):
+        return None
+    if isinstance(obj, types.BuiltinMethodType) and isinstance(getattr(obj, "__self__", None), torch.Tensor):
+        return ("tensor-method", obj.__name__)
+    try:
+        hash(obj)
+    except TypeError:
+        return None
+    return ("obj", id(obj), obj)  # keep obj alive so its id is not reused
+
+
+def _why_impure(obj, label: str) -> str | None:
+    name = getattr(obj, "__name__", "") or ""
+    if obj in (getattr(builtins, n, None) for n in _EFFECT_BUILTINS):
+        return f"`{label}` has side effects"
+    owner = getattr(obj, "__self__", None)
+    if isinstance(owner, torch.Tensor):
+        return None if pure_tensor_method(name) else f"`.{name}()` modifies its tensor in place or leaves torch"
+    if isinstance(obj, types.MethodType):
+        inner = obj.__func__
+        if isinstance(owner, torch.nn.Module):
+            bad = module_impurity(owner, label)
+            if bad:
+                return bad
+        return _why_impure(inner, label) if isinstance(inner, types.FunctionType) else None
+    module = getattr(obj, "__module__", "") or ""
+    if name in _RANDOM or (module.startswith(("random", "numpy.random")) and callable(obj)):
+        return f"random numbers are drawn by `{label}` (a batched rewrite would draw different values)"
+    if name.endswith("_") and not name.endswith("__"):
+        return f"`{label}` modifies its argument in place"
+    if isinstance(obj, types.FunctionType):
+        return helper_impurity(obj, label)
+    if isinstance(obj, type) or isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        return None
+    if callable(obj) and module.startswith(("torch", "math", "operator", "numpy", "builtins", "functools")):
+        return None
+    if callable(obj):
+        return f"cannot tell whether calling `{label}` ({type(obj).__name__}) has side effects"
+    return None
+
+
+def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
+    """Reason a module call may have effects: hooks, training-mode randomness or statistics,
+    or a custom forward that is not a side-effect-free helper."""
+    for sub_name, sub in mod.named_modules():
+        where = f"`{label}{'.' + sub_name if sub_name else ''}`"
+        if sub._forward_hooks or sub._forward_pre_hooks or getattr(sub, "_backward_hooks", None):
+            return f"{where} has hooks"
+        cls = type(sub)
+        cname = cls.__name__
+        if sub.training and cname.startswith(_MODULE_TRAINING_RANDOM):
+            return f"{where} is a {cname} in training mode (random)"
+        if sub.training and cname.startswith(_MODULE_TRAINING_STATE):
+            return f"{where} is a {cname} in training mode (it updates running statistics)"
+        if not cls.__module__.startswith("torch.nn."):
+            fwd = getattr(cls, "forward", None)
+            if isinstance(fwd, types.FunctionType):
+                bad = helper_impurity(fwd, f"{cls.__qualname__}.forward")
+                if bad:
+                    return bad
+            else:
+                return f"{where} has no Python forward to check"
+    return None
+
+
+_helper_cache: dict = {}
+
+
+def helper_impurity(fn: types.FunctionType, label: str, depth: int = 0) -> str | None:
+    """Check a user helper's source: no global/nonlocal, no writes to attributes or to
+    subscripts of values it did not create, no impure calls. Cached by code object."""
+    code = fn.__code__
+    if code in _helper_cache:
+        return _helper_cache[code]
+    _helper_cache[code] = None  # recursion: assume pure while checking
+    verdict = _helper_impurity(fn, label, depth)
+    _helper_cache[code] = verdict
+    return verdict
+
+
+def _helper_impurity(fn, label, depth) -> str | None:
+    if depth > 4:
+        return f"helper `{label}` calls too deeply nested helpers to check"
+    if (fn.__module__ or "").startswith("torch"):
+        return None
+    try:
+        cap = capture(fn)
+    except NoSource as e:
+        return f"helper `{label}` cannot be checked for side effects: {e}"
+    tree = cap.tree
+    args = tree.args
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    params |= {a.arg for a in (args.vararg, args.kwarg) if a}
+    local = nm.stores(tree) | params
+    env = Env(cap)
+    for n in ast.walk(tree):
+        line = getattr(n, "lineno", tree.lineno)
+        if isinstance(n, (ast.Global, ast.Nonlocal)):
+            return f"helper `{label}` uses `global`/`nonlocal` (line {line})"
+        if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
+            return f"helper `{label}` is a generator or coroutine"
+        if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            root = n.value
+            while isinstance(root, (ast.Attribute, ast.Subscript)):
+                root = root.value
+            if not (isinstance(root, ast.Name) and root.id in local - params):
+                return f"helper `{label}` writes `{ast.unparse(n)}` (line {line})"
+        if isinstance(n, ast.Call):
+            f = n.func
+            if isinstance(f, ast.Attribute):
+                root = f.value
+                while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+                    root = root.func if isinstance(root, ast.Call) else root.value
+                if isinstance(root, ast.Name) and root.id not in local:
+                    found, obj = env.resolve(ast.unparse(f)) if _chain(f) else (False, None)
+                    if found:
+                        bad = why_impure(obj, ast.unparse(f)) if not isinstance(obj, types.FunctionType) \
+                            else helper_impurity(obj, ast.unparse(f), depth + 1)
+                        if bad:
+                            return bad
+                    continue
+                if f.attr in ("append", "extend", "insert", "pop", "update", "add", "remove", "clear") and \
+                        isinstance(root, ast.Name) and root.id in params:
+                    return f"helper `{label}` modifies its argument with `.{f.attr}()` (line {line})"
+                if not pure_tensor_method(f.attr) and f.attr not in ("append", "extend", "items", "keys",
+                                                                      "values", "get", "split", "format", "join"):
+                    if f.attr.endswith("_") or f.attr in _NOT_BATCHABLE_METHODS:
+                        if isinstance(root, ast.Name) and root.id in params | (local - params):
+                            if root.id in params:
+                                return f"helper `{label}` calls `.{f.attr}()` on its argument (line {line})"
+                continue
+            if isinstance(f, ast.Name):
+                if f.id in local:
+                    continue
+                found, obj = cap.lookup(f.id)
+                if not found:
+                    continue
+                bad = helper_impurity(obj, f.id, depth + 1) if isinstance(obj, types.FunctionType) \
+                    else why_impure(obj, f.id)
+                if bad:
+                    return bad if bad.startswith("helper") else f"helper `{label}`: {bad}"
+    return None
+
+
+def _chain(node) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)

@@ -1,0 +1,93 @@
+"""Put lowered loops back into the function: the executable tree (guards and fallbacks)
+and the display tree (what a person would write), both from the same lowering."""
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass
+
+from .codegen import Namer, all_names, set_lines
+from .lowering import Lowered
+
+
+@dataclass
+class Rewritten:
+    tree: ast.FunctionDef          # executable
+    display: ast.FunctionDef       # readable, guards and fallbacks left out
+
+
+def _find(tree: ast.AST, info) -> ast.AST:
+    kind = {"for": ast.For, "comprehension": ast.ListComp}[info.kind]
+    for n in ast.walk(tree):
+        if isinstance(n, kind) and n.lineno == info.lineno and n.col_offset == info.col:
+            return n
+    raise LookupError(f"loop at line {info.lineno} not found")
+
+
+def _parents(tree):
+    return {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+
+
+def _replace(parent: ast.AST, old: ast.AST, new) -> None:
+    for field, value in ast.iter_fields(parent):
+        if isinstance(value, list):
+            for k, v in enumerate(value):
+                if v is old:
+                    value[k:k + 1] = new if isinstance(new, list) else [new]
+                    return
+        elif value is old:
+            setattr(parent, field, new)
+            return
+    raise LookupError("node not found in parent")
+
+
+def _stmt_of(node, parent):
+    while not isinstance(node, ast.stmt):
+        node = parent[node]
+    return node
+
+
+def _swap_calls(tree: ast.AST, swaps: dict) -> None:
+    if not swaps:
+        return
+    parent = _parents(tree)
+    for n in list(ast.walk(tree)):
+        if isinstance(n, ast.Call) and ast.unparse(n) in swaps and n in parent:
+            _replace(parent[n], n, copy.deepcopy(swaps[ast.unparse(n)]))
+
+
+def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]]) -> Rewritten:
+    exe, disp = copy.deepcopy(tree), copy.deepcopy(tree)
+    targets = [(info, low, _find(exe, info), _find(disp, info)) for info, low in pieces]
+    for info, low, node, dnode in targets:
+        p, dp = _parents(exe), _parents(disp)
+        if info.kind == "for":
+            branch = low.stmts[-1]
+            branch.orelse = [node]
+            _replace(p[node], node, low.stmts)
+            _replace(dp[dnode], dnode, copy.deepcopy(low.display))
+            _swap_calls(exe, low.swaps)
+            _swap_calls(disp, low.display_swaps)
+        else:
+            plan = low.match.plan
+            consumer = p[node] if plan.outputs[0].consumer in ("stack", "cat", "tensor") else node
+            dconsumer = dp[dnode] if consumer is not node else dnode
+            stmt, dstmt = _stmt_of(consumer, p), _stmt_of(dconsumer, dp)
+            branch = low.stmts[-1]
+            fallback = ast.Assign(targets=[ast.Name(id=low.result, ctx=ast.Store())], value=consumer,
+                                  lineno=stmt.lineno)
+            set_lines([fallback.targets[0]], stmt.lineno)
+            branch.orelse = [fallback]
+            _replace(p[consumer], consumer, ast.copy_location(ast.Name(id=low.result, ctx=ast.Load()), consumer))
+            _replace(p[stmt], stmt, low.stmts + [stmt])
+            _replace(dp[dconsumer], dconsumer, ast.Name(id=low.result, ctx=ast.Load()))
+            _replace(dp[dstmt], dstmt, copy.deepcopy(low.display) + [dstmt])
+    ast.fix_missing_locations(exe)
+    ast.fix_missing_locations(disp)
+    return Rewritten(exe, disp)
+
+
+def namer_for(tree: ast.FunctionDef) -> Namer:
+    namer = Namer(all_names(tree))
+    namer.runtime = namer.new("_av")
+    return namer

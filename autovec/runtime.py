@@ -1,0 +1,329 @@
+"""Run-time support for rewritten functions: guards, the batched call with its one-time
+check against an unbatched iteration, output conversion, and the memory of failures."""
+from __future__ import annotations
+
+import torch
+
+from . import cost
+from .purity import why_impure
+
+_NUMBER = (bool, int, float, complex)
+
+
+class GuardFailed(Exception):
+    pass
+
+
+def _sig(v):
+    if isinstance(v, torch.Tensor):
+        return ("T", v.dtype, v.dim(), v.device.type, v.requires_grad)
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, _sig(v[0]) if v else None)
+    if isinstance(v, _NUMBER) or v is None or isinstance(v, str):
+        return type(v)
+    return (type(v), id(v))
+
+
+def _storage(t: torch.Tensor):
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:  # tensors without storage (functional wrappers) never alias for us
+        return None
+
+
+class FunctionRuntime:
+    """Shared by every rewritten loop of one function (the `_av` name in generated code)."""
+
+    def __init__(self, qualname: str, matches: dict):
+        self.qualname = qualname
+        self.matches = matches            # loop id -> lowering.Match
+        self.failures: dict = {}          # (loop id, signature) -> reason
+        self.succeeded: set = set()       # (loop id, signature) seen working
+        self.checked: set = set()         # (loop id, signature, mode) probe passed
+        self.events: list | None = None   # set by explain to record decisions
+        self.ran: dict = {}               # loop id -> mode used last ("broadcast"/"vmap")
+
+    # ------------------------------------------------------------------ guards
+
+    def _note(self, loop_id, path, reason, estimate=None):
+        if self.events is not None:
+            self.events.append((loop_id, path, reason, estimate))
+
+    def begin(self, loop_id, space, mapped, free, calls, writes):
+        """A Token when loop `loop_id` may run vectorized for these values, else None."""
+        m = self.matches[loop_id]
+        plan = m.plan
+        try:
+            tok = self._guard(loop_id, m, plan, space, mapped, free, calls, writes)
+        except GuardFailed as e:
+            self._note(loop_id, "python", str(e))
+            return None
+        return tok
+
+    def _guard(self, loop_id, m, plan, space, mapped, free, calls, writes):
+        sources = []
+        if isinstance(space, range):
+            start, step, n = space.start, space.step, len(space)
+            if step <= 0:
+                raise GuardFailed("a range with a negative step keeps the Python loop")
+            first = start
+        else:
+            start, step, first = 0, 1, int(plan.space.enum_start)
+            lengths = []
+            for s in space:
+                if isinstance(s, torch.Tensor):
+                    if s.dim() == 0:
+                        raise GuardFailed("iterating over a 0-d tensor (the loop itself raises)")
+                    lengths.append(s.shape[0])
+                elif isinstance(s, (list, tuple)) and s and all(isinstance(e, torch.Tensor) for e in s):
+                    lengths.append(len(s))
+                else:
+                    raise GuardFailed(f"the loop iterates over a {type(s).__name__}, not a tensor "
+                                      "or a list of tensors")
+                sources.append(s)
+            n = min(lengths)
+        need = cost.min_trip(m.strategy)
+        if n < need:
+            raise GuardFailed(f"{n} iteration(s): below the cost model's threshold of {need}, "
+                              "the Python loop is cheaper")
+        last = start + (n - 1) * step
+        tensors = []
+        for t, d, off, _ in mapped:
+            if not isinstance(t, torch.Tensor):
+                raise GuardFailed(f"an indexed value is a {type(t).__name__}, not a tensor")
+            if t.dim() <= d or start + off < 0 or last + off >= t.shape[d]:
+                raise GuardFailed("the loop's indices run outside an indexed tensor (the loop "
+                                  "decides what happens: wrap-around or IndexError)")
+            tensors.append(t)
+        written = []
+        for w in writes:
+            if w[0] == "store":
+                t, d, off = w[1], w[2], w[3]
+                if not isinstance(t, torch.Tensor):
+                    raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")
+                if t.dim() <= d or start + off < 0 or last + off >= t.shape[d]:
+                    raise GuardFailed("the loop writes outside its output tensor")
+                if t.requires_grad and t.is_leaf and torch.is_grad_enabled():
+                    raise GuardFailed("the output is a leaf tensor that requires grad (the loop raises)")
+                written.append(t)
+            elif w[0] == "list":
+                if type(w[1]) is not list:
+                    raise GuardFailed(f"`.append` is called on a {type(w[1]).__name__}, not a list")
+            elif w[0] == "accum":
+                acc = w[1]
+                if not isinstance(acc, _NUMBER + (torch.Tensor,)):
+                    raise GuardFailed(f"the accumulator is a {type(acc).__name__}")
+                if isinstance(acc, torch.Tensor) and w[2]:
+                    written.append(acc)
+        free_tensors = [v for v in free if isinstance(v, torch.Tensor)]
+        for s in sources:
+            tensors.extend(s if isinstance(s, (list, tuple)) else [s])
+        everything = tensors + free_tensors + written
+        devices = {t.device for t in everything if t.dim() > 0 or t.device.type != "cpu"}
+        if len(devices) > 1:
+            raise GuardFailed(f"tensors on several devices ({', '.join(sorted(map(str, devices)))})")
+        same_index = {id(t) for t, d, off, flag in mapped if flag}
+        for w in written:
+            pw = _storage(w)
+            for r in tensors + free_tensors:
+                if r is w and id(r) in same_index:
+                    continue
+                if pw is not None and _storage(r) == pw:
+                    raise GuardFailed("an output shares memory with a tensor the loop reads")
+            for w2 in written:
+                if w2 is not w and pw is not None and _storage(w2) == pw:
+                    raise GuardFailed("two outputs share memory")
+        for c in calls:
+            bad = why_impure(c)
+            if bad:
+                raise GuardFailed(bad)
+        sig = tuple(_sig(v) for v in (*[t for t, *_ in mapped], *space_sig(space), *free,
+                                      *[w[1] for w in writes]))
+        key = (loop_id, sig)
+        if key in self.failures:
+            raise GuardFailed(f"an earlier call with the same signature failed: {self.failures[key]}")
+        return Token(self, loop_id, m, n, start, step, first, [t for t, *_ in mapped],
+                     [(d, off) for _, d, off, _ in mapped], sources, free_tensors, sig)
+
+    def failed(self, loop_id, tok, exc):
+        reason = f"the vectorized path raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if tok is not None and (loop_id, tok.sig) not in self.succeeded:
+            self.failures[(loop_id, tok.sig)] = reason
+        self._note(loop_id, "python", reason)
+        return None
+
+    # ------------------------------------------------------------------ outputs
+
+    @staticmethod
+    def fit_store(o, region, dim):
+        """Per-iteration values `o` (n, *V) shaped as the loop's `out[.., i, ..] = v` would
+        store them into `region` (the written rows, loop dimension at `dim`)."""
+        n = o.shape[0]
+        slot = region.shape[:dim] + region.shape[dim + 1:]
+        v = o.shape[1:]
+        while len(v) > len(slot) and v[0] == 1:  # setitem drops leading 1s
+            v = v[1:]
+        if len(v) > len(slot):
+            raise GuardFailed(f"a value of shape {tuple(o.shape[1:])} does not fit `{tuple(slot)}`")
+        o = o.reshape(n, *([1] * (len(slot) - len(v))), *v).expand(n, *slot)
+        if o.is_complex() and not region.is_complex():
+            raise GuardFailed("complex values written into a real tensor")
+        return o.movedim(0, dim) if dim else o
+
+    @staticmethod
+    def consume(kind, o):
+        if kind == "stack":
+            return o
+        if kind == "cat":
+            if o.dim() < 2:
+                raise GuardFailed("torch.cat of 0-d tensors (the loop raises)")
+            return o.flatten(0, 1)
+        if kind == "tensor":
+            if o.dim() != 1 or o.device.type != "cpu":
+                raise GuardFailed("torch.tensor of a list of non-scalar tensors")
+            return o.detach().clone()
+        return list(o.unbind(0))
+
+    @staticmethod
+    def accumulate(acc, o, op, inplace):
+        """The value `acc` ends with after `acc = acc op v` (or `acc op= v`) over the rows of `o`,
+        with the loop's types: the first step decides the dtype, as in the loop."""
+        if inplace and isinstance(acc, torch.Tensor):
+            delta = o.sum(0)
+            if acc.requires_grad and acc.is_leaf and torch.is_grad_enabled():
+                raise GuardFailed("in-place update of a leaf that requires grad")
+            if torch.broadcast_shapes(acc.shape, delta.shape) != acc.shape:
+                raise GuardFailed("the accumulated value does not broadcast to the accumulator")
+            if not torch.can_cast(torch.result_type(acc, o[0]), acc.dtype):
+                raise GuardFailed("in-place accumulation would need a dtype cast the loop refuses")
+            return delta
+        first = acc + o[0] if op == "+" else acc - o[0]
+        if o.shape[0] == 1:
+            return first
+        rest = o[1:].sum(0)
+        out = first + rest if op == "+" else first - rest
+        want = torch.result_type(first, o[1])
+        return out.to(want) if out.dtype != want else out
+
+    @staticmethod
+    def commit_accum(acc, prepared, op, inplace):
+        if inplace and isinstance(acc, torch.Tensor):
+            return acc.add_(prepared) if op == "+" else acc.sub_(prepared)
+        return prepared
+
+
+def space_sig(space):
+    return () if isinstance(space, range) else tuple(space)
+
+
+class Token:
+    """One vectorized execution of one loop."""
+
+    def __init__(self, rt, loop_id, match, n, start, step, first, mapped, dims, sources, free_tensors, sig):
+        self.rt, self.loop_id, self.match = rt, loop_id, match
+        self.n, self.start, self.step, self.first = n, start, step, first
+        self.mapped, self.dims, self.sources = mapped, dims, sources
+        self.free_tensors, self.sig = free_tensors, sig
+
+    def rows(self, offset):
+        a = self.start + offset
+        return slice(a, a + (self.n - 1) * self.step + 1, self.step)
+
+    def last_index(self):
+        return self.first + (self.n - 1) * self.step
+
+    def last_element(self, pos):
+        return self.sources[pos][self.n - 1]
+
+    def _inputs(self):
+        """(tensor, in_dim) per body parameter, in the plan's order."""
+        plan = self.match.plan
+        by_source = {}
+        for (target, _), s in zip(plan.space.elements, self.sources):
+            t = torch.stack(list(s)) if isinstance(s, (list, tuple)) else s
+            by_source[target] = t[: self.n] if t.shape[0] != self.n else t
+        it = iter(zip(self.mapped, self.dims))
+        out = []
+        for mp in plan.mapped:
+            if mp.param in by_source and any(t == mp.param for t, _ in plan.space.elements):
+                out.append((by_source[mp.param], 0))
+                continue
+            t, (d, off) = next(it)
+            rows = self.rows(off)
+            if rows.start != 0 or rows.stop != t.shape[d] or rows.step != 1:
+                t = t[(slice(None),) * d + (rows,)]
+            out.append((t, d))
+        return out
+
+    def _index(self, device):
+        return torch.arange(self.first, self.first + self.n * self.step, self.step, device=device)
+
+    def run(self, body):
+        inputs = self._inputs()
+        device = inputs[0][0].device if inputs else None
+        modes = ["broadcast", "vmap"] if self.match.strategy == "broadcast" else ["vmap"]
+        errors = []
+        for mode in modes:
+            try:
+                outs = self._broadcast(body, inputs, device) if mode == "broadcast" else \
+                    self._vmap(body, inputs, device)
+                self._check(body, inputs, outs, mode)
+            except GuardFailed as e:
+                errors.append(f"{mode}: {e}")
+                continue
+            self.rt.succeeded.add((self.loop_id, self.sig))
+            self.rt.ran[self.loop_id] = mode
+            self.rt._note(self.loop_id, "vectorized", mode)
+            return outs
+        raise GuardFailed("; ".join(errors))
+
+    def _broadcast(self, body, inputs, device):
+        n = self.n
+        moved = [t.movedim(d, 0) if d else t for t, d in inputs]
+        r = max(t.dim() - 1 for t in moved)
+        if any(t.dim() > r for t in self.free_tensors):
+            raise GuardFailed("a loop-invariant tensor has more dimensions than the slices")
+        args = [t.reshape(n, *([1] * (r + 1 - t.dim())), *t.shape[1:]) for t in moved]
+        if self.match.plan.index_as_value:
+            args.append(self._index(device).reshape(n, *([1] * r)))
+        outs = body(*args)
+        for o in outs:
+            if not isinstance(o, torch.Tensor) or o.dim() != r + 1 or o.shape[0] != n:
+                raise GuardFailed("an output does not keep the batch dimension")
+        return outs
+
+    def _vmap(self, body, inputs, device):
+        args = [t for t, _ in inputs]
+        dims = [d for _, d in inputs]
+        if self.match.plan.index_as_value:
+            args.append(self._index(device))
+            dims.append(0)
+        return torch.func.vmap(body, in_dims=tuple(dims), out_dims=0)(*args)
+
+    def _check(self, body, inputs, outs, mode):
+        """Once per signature and mode: iteration 0 run unbatched must agree with row 0."""
+        key = (self.loop_id, self.sig, mode)
+        if key in self.rt.checked:
+            return
+        args = [t.select(d, 0) for t, d in inputs]
+        if self.match.plan.index_as_value:
+            args.append(self.first)
+        with torch.no_grad():
+            ref = body(*args)
+        for k, (want, got) in enumerate(zip(ref, outs)):
+            if not isinstance(want, torch.Tensor):
+                raise GuardFailed(f"output {k} of one iteration is a {type(want).__name__}, not a tensor")
+            row = got[0]
+            if want.dtype != row.dtype:
+                raise GuardFailed(f"output {k}: one iteration gives {want.dtype}, the batch {row.dtype}")
+            if want.shape != row.shape:
+                raise GuardFailed(f"output {k}: one iteration gives shape {tuple(want.shape)}, "
+                                  f"the batch {tuple(row.shape)}")
+            row = row.detach()
+            if want.is_floating_point() or want.is_complex():
+                ok = torch.allclose(row, want, rtol=1e-3, atol=1e-5, equal_nan=True)
+            else:
+                ok = torch.equal(row, want)
+            if not ok:
+                raise GuardFailed(f"output {k}: the batched values differ from one iteration's")
+        self.rt.checked.add(key)
