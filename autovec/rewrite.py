@@ -74,9 +74,10 @@ def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]]) -> Rewrit
             dconsumer = dp[dnode] if consumer is not node else dnode
             stmt, dstmt = _stmt_of(consumer, p), _stmt_of(dconsumer, dp)
             branch = low.stmts[-1]
-            fallback = ast.Assign(targets=[ast.Name(id=low.result, ctx=ast.Store())], value=consumer,
-                                  lineno=stmt.lineno)
+            fallback = ast.Assign(targets=[ast.Name(id=low.result, ctx=ast.Store())], value=consumer)
+            ast.copy_location(fallback, stmt)
             set_lines([fallback.targets[0]], stmt.lineno)
+            fallback.end_lineno = max(stmt.end_lineno or stmt.lineno, stmt.lineno)
             branch.orelse = [fallback]
             _replace(p[consumer], consumer, ast.copy_location(ast.Name(id=low.result, ctx=ast.Load()), consumer))
             _replace(p[stmt], stmt, low.stmts + [stmt])

@@ -117,11 +117,13 @@ def _hoistable(node: ast.AST, ctx: Context) -> bool:
         return False
     if isinstance(up, ast.AugAssign):
         return False  # the target is read before the value
+    inside = {id(n) for n in ast.walk(node)}
     before = []
-    for n in _eval_order(up.value if not isinstance(up, ast.Expr) else up.value):
+    for n in _eval_order(up.value):
         if n is node:
             break
-        before.append(n)
+        if id(n) not in inside:
+            before.append(n)
     return not any(isinstance(n, (ast.Call, ast.Await, ast.NamedExpr)) for n in before)
 
 

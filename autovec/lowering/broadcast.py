@@ -26,21 +26,42 @@ _DIM_KEYWORDS = {"dim", "axis", "dims", "keepdim", "out"}
 
 
 def match(plan: LoopPlan, env) -> Match | Refusal:
-    nodes = [ast.parse(s) for s in plan.body] + [ast.parse(o.value, mode="eval") for o in plan.outputs]
-    mapped_src = {_norm(f"{m.base}") for m in plan.mapped}
-    for tree in nodes:
-        for n in ast.walk(tree):
-            bad = _not_elementwise(n, plan, env)
-            if bad:
-                return Refusal(f"not elementwise: {bad}", plan.lineno)
     if not plan.mapped:
         return Refusal("no tensor is sliced by the loop", plan.lineno)
     if any(o.kind == "accum" for o in plan.outputs):
         return Refusal("accumulators go through the vmap form", plan.lineno)
-    del mapped_src
+    varying = {m.param for m in plan.mapped} | {t for t, _ in plan.space.elements}
+    if plan.space.index:
+        varying.add(plan.space.index)
+    trees = [ast.parse(s).body[0] for s in plan.body] + [ast.parse(o.value, mode="eval").body
+                                                          for o in plan.outputs]
+    for tree in trees:
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                varying.add(n.id)
+    for tree in trees:
+        bad = _first_problem(tree, plan, env, varying)
+        if bad:
+            return Refusal(f"not elementwise: {bad}", plan.lineno)
     return Match("broadcast", plan, "the body is elementwise on "
                  + ", ".join(f"`{_slice_text(m, plan)}`" for m in plan.mapped)
                  + ", so it runs once on whole tensors")
+
+
+def _first_problem(node: ast.AST, plan: LoopPlan, env, varying: set) -> str | None:
+    """The first sub-expression that is not elementwise; mapped slices count as leaves."""
+    if isinstance(node, ast.Subscript) and _is_mapped_subscript(node, plan):
+        return None
+    bad = _not_elementwise(node, plan, env, varying)
+    if bad:
+        return bad
+    for child in ast.iter_child_nodes(node):
+        if isinstance(node, ast.Call) and child is node.func:
+            continue  # checked as a whole by _not_elementwise
+        bad = _first_problem(child, plan, env, varying)
+        if bad:
+            return bad
+    return None
 
 
 def _norm(s: str) -> str:
@@ -55,29 +76,51 @@ def _slice_text(m, plan) -> str:
     return f"{m.base}[{', '.join(parts)}]"
 
 
-def _not_elementwise(n: ast.AST, plan: LoopPlan, env) -> str | None:
+def _root(n: ast.AST):
+    while isinstance(n, (ast.Attribute, ast.Subscript, ast.Call)):
+        n = n.func if isinstance(n, ast.Call) else n.value
+    return n.id if isinstance(n, ast.Name) else None
+
+
+def _not_elementwise(n: ast.AST, plan: LoopPlan, env, varying: set) -> str | None:
     if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
         return f"matrix product `{ast.unparse(n)}`"
     if isinstance(n, (ast.BoolOp, ast.IfExp, ast.ListComp, ast.GeneratorExp, ast.Lambda, ast.List, ast.Tuple,
-                      ast.Dict, ast.Set, ast.If, ast.Starred)):
+                      ast.Dict, ast.Set, ast.If, ast.Starred, ast.JoinedStr)):
         return f"`{ast.unparse(n)}` is not an elementwise tensor expression"
     if isinstance(n, ast.Compare) and len(n.ops) > 1:
         return f"chained comparison `{ast.unparse(n)}`"
+    if isinstance(n, ast.Compare) and any(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for o in n.ops):
+        return f"`{ast.unparse(n)}` is not elementwise"
     if isinstance(n, ast.Subscript):
-        if _is_mapped_subscript(n, plan):
-            return None
         return f"indexing `{ast.unparse(n)}`"
-    if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load):
-        return None
+    if isinstance(n, ast.Attribute) and _root(n) in varying:
+        return f"attribute `{ast.unparse(n)}` of a per-iteration value (e.g. its shape)"
     if isinstance(n, ast.Call):
         f = n.func
-        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-        if name is None or name not in ELEMENTWISE and not _elementwise_helper(f, env):
+        if isinstance(f, ast.Attribute):
+            ok = f.attr in ELEMENTWISE and (_root(f) in varying or _torch_function(f, env))
+            ok = ok or _elementwise_helper(f, env)
+        elif isinstance(f, ast.Name):
+            ok = (f.id == "abs" and env.is_builtin("abs")) or _torch_function(f, env) or _elementwise_helper(f, env)
+        else:
+            ok = False
+        if not ok:
             return f"`{ast.unparse(f)}(...)`"
         for kw in n.keywords:
             if kw.arg in _DIM_KEYWORDS or kw.arg is None:
                 return f"`{ast.unparse(n)}` takes a dimension"
     return None
+
+
+def _torch_function(f: ast.AST, env) -> bool:
+    """`f` names an elementwise function of torch (torch.exp, F.relu, from torch import sigmoid)."""
+    found, obj = env.resolve(ast.unparse(f))
+    if not found:
+        return False
+    module = getattr(obj, "__module__", None) or ""
+    name = getattr(obj, "__name__", "")
+    return name in ELEMENTWISE and module.startswith("torch")
 
 
 def _is_mapped_subscript(n: ast.Subscript, plan: LoopPlan) -> bool:
@@ -107,6 +150,8 @@ def _elementwise_helper(f: ast.AST, env) -> bool:
         return False
     from ..purity import Env
     inner_env = Env(cap)
+    args = cap.tree.args
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
     fake = LoopPlan(0, 0, 0, "", "for", plan_space_none(), (), (), (), False, (), ())
     for stmt in cap.tree.body:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
@@ -115,9 +160,10 @@ def _elementwise_helper(f: ast.AST, env) -> bool:
             return False
         if isinstance(stmt, ast.Assign) and not all(isinstance(t, ast.Name) for t in stmt.targets):
             return False
-        for n in ast.walk(stmt.value):
-            if _not_elementwise(n, fake, inner_env):
-                return False
+        if isinstance(stmt, ast.Assign):
+            params |= {t.id for t in stmt.targets}
+        if _first_problem(stmt.value, fake, inner_env, params):
+            return False
     return True
 
 

@@ -1,0 +1,38 @@
+import copy
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = Path(os.environ.get("AUTOVEC_CASES", ROOT.parent / "shared" / "cases"))
+
+
+def case_paths():
+    if not CASES.is_dir():
+        return []
+    return sorted(p for p in CASES.glob("*.py") if not p.name.startswith(("_", "verify")))
+
+
+def load_case(path: Path):
+    name = f"avcase_{path.stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+    yield
+
+
+def clone(x):
+    return copy.deepcopy(x)
