@@ -16,7 +16,7 @@ from .analysis import analyze
 from .codegen import build_function
 from .explain import Explanation, LoopReport
 from .frontend import NoSource, capture
-from .lowering import STRATEGIES, choose
+from .lowering import choose
 from .purity import Env
 from .rewrite import apply, namer_for
 from .runtime import FunctionRuntime, GuardFailed
@@ -76,11 +76,10 @@ class FunctionState:
             if info.plan is None:
                 reports.append(LoopReport(info.lineno, info.source, "python", info.refusal.reason))
                 continue
-            m, _refused = choose(info.plan, env)
+            m, module = choose(info.plan, env)
             if m is None:
                 reports.append(LoopReport(info.lineno, info.source, "python", "no strategy matched"))
                 continue
-            module = next(s for s in STRATEGIES if s.__name__.rsplit(".", 1)[-1] == m.strategy)
             pieces.append((info, module.lower(m, namer)))
             matches[info.plan.loop_id] = m
             reports.append(LoopReport(info.lineno, info.source, m.strategy, m.reason))
@@ -96,6 +95,7 @@ class FunctionState:
             return
         rw = apply(cap.tree, pieces)
         self.runtime = FunctionRuntime(cap.qualname, matches)
+        self.runtime.layouts = {info.plan.loop_id: low.layout for info, low in pieces}
         self.runtime.strict = self.strict
         self.rewritten_source = ast.unparse(rw.display)
         self.compiled = build_function(self.fn, rw.tree, {namer.runtime: self.runtime}, cap.filename)
@@ -247,7 +247,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
     for k2, r in enumerate(ex.loops):
         if r.lineno in by_line and by_line[r.lineno][0] == "python" and r.vectorized:
             ex.notes.append(f"line {r.lineno}: this call keeps the Python loop: {by_line[r.lineno][1]}")
-        elif r.lineno in by_line and by_line[r.lineno][0] == "vectorized" and by_line[r.lineno][1] != r.strategy:
-            ex.notes.append(f"line {r.lineno}: ran as {by_line[r.lineno][1]}")
+        elif r.lineno in by_line and r.strategy == "broadcast" and by_line[r.lineno][1] == "vmap":
+            ex.notes.append(f"line {r.lineno}: the slices did not align for broadcasting; ran as vmap")
     ex.estimate = estimate if any(estimate.values()) else None
     return ex

@@ -47,6 +47,9 @@ class Output:
     kind "append": `target.append(value)`; `consumer` is "stack", "cat", "tensor" when the
                    list is only consumed once, right after the loop, by that call.
     kind "accum":  `target = target <op> value` / `target <op>= value` (op "+" or "-").
+    kind "best":   `target = max(target, value)`, `if value > target: target = value` (op is the
+                   comparison that replaces the best), with payloads taken along.
+    kind "last":   `target = value` read after the loop: the value of the last (true) iteration.
     """
 
     kind: str
@@ -60,6 +63,10 @@ class Output:
     index_src: str = ""       # store: the subscript with the loop index replaced by `{}`
     consumer: str = ""
     consumer_src: str = ""    # source of the consuming call, when `consumer` is set
+    marker: str = ""          # body variable that holds the per-iteration value
+    cond: bool = False        # the output happens only under a data-dependent condition
+    pytype: str = ""          # "item": the loop stores `value.item()` (a Python number)
+    payloads: tuple = ()      # best: (name, marker, source) of values taken with the best one
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,7 @@ class LoopPlan:
     free: tuple[str, ...]            # loop-invariant names the body reads
     callables: tuple[str, ...]       # call targets rooted at loop-invariant names
     live_after: tuple[str, ...] = () # iteration variables read after the loop
+    branches: bool = False           # the body branches on per-iteration data
     notes: tuple[str, ...] = field(default=())
 
 

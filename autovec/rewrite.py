@@ -17,7 +17,7 @@ class Rewritten:
 
 
 def _find(tree: ast.AST, info) -> ast.AST:
-    kind = {"for": ast.For, "comprehension": ast.ListComp}[info.kind]
+    kind = {"for": ast.For, "while": ast.While, "comprehension": ast.ListComp}[info.kind]
     for n in ast.walk(tree):
         if isinstance(n, kind) and n.lineno == info.lineno and n.col_offset == info.col:
             return n
@@ -61,7 +61,7 @@ def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]]) -> Rewrit
     targets = [(info, low, _find(exe, info), _find(disp, info)) for info, low in pieces]
     for info, low, node, dnode in targets:
         p, dp = _parents(exe), _parents(disp)
-        if info.kind == "for":
+        if info.kind in ("for", "while"):
             branch = low.stmts[-1]
             branch.orelse = [node]
             _replace(p[node], node, low.stmts)

@@ -42,6 +42,8 @@ class FunctionRuntime:
         self.checked: set = set()         # (loop id, signature, mode) probe passed
         self.events: list | None = None   # set by explain to record decisions
         self.ran: dict = {}               # loop id -> mode used last ("broadcast"/"vmap")
+        self.pytypes: dict = {}           # (loop id, signature) -> {position: holds Python numbers}
+        self.layouts: dict = {}           # loop id -> output layout (value, payloads, mask positions)
 
     # ------------------------------------------------------------------ guards
 
@@ -109,6 +111,9 @@ class FunctionRuntime:
             elif w[0] == "list":
                 if type(w[1]) is not list:
                     raise GuardFailed(f"`.append` is called on a {type(w[1]).__name__}, not a list")
+            elif w[0] == "best":
+                if not isinstance(w[1], _NUMBER + (torch.Tensor,)):
+                    raise GuardFailed(f"the tracked best value is a {type(w[1]).__name__}")
             elif w[0] == "accum":
                 acc = w[1]
                 if not isinstance(acc, _NUMBER + (torch.Tensor,)):
@@ -154,10 +159,48 @@ class FunctionRuntime:
 
     # ------------------------------------------------------------------ outputs
 
+    # -------------------------------------------------------------- helpers in bodies
+
     @staticmethod
-    def fit_store(o, region, dim):
-        """Per-iteration values `o` (n, *V) shaped as the loop's `out[.., i, ..] = v` would
-        store them into `region` (the written rows, loop dimension at `dim`)."""
+    def truth(c):
+        """`if c:` on one element: a 0-d tensor (or a Python bool) as a mask."""
+        if isinstance(c, torch.Tensor):
+            if c.dim() != 0:
+                raise GuardFailed("a condition on a tensor with several elements (the loop raises)")
+            return c if c.dtype == torch.bool else c != 0
+        return bool(c)
+
+    @staticmethod
+    def lnot(c):
+        return torch.logical_not(c) if isinstance(c, torch.Tensor) else not c
+
+    @staticmethod
+    def land(a, b):
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            return torch.logical_and(torch.as_tensor(a), torch.as_tensor(b))
+        return a and b
+
+    @staticmethod
+    def where(c, a, b, strict=True):
+        """The value a name has after `if c: name = a else: name = b`, for all elements at once.
+        Strict: both sides must have the same type, dtype and shape, as the loop would
+        otherwise give different kinds of values in different iterations."""
+        ta, tb = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
+        if strict:
+            if ta != tb or (not ta and type(a) is not type(b)):
+                raise GuardFailed("the branches give values of different types")
+            if ta and (a.dtype != b.dtype or a.shape != b.shape):
+                raise GuardFailed("the branches give tensors of different dtypes or shapes")
+        if not isinstance(c, torch.Tensor):
+            return a if c else b
+        return torch.where(c, a, b)
+
+    # -------------------------------------------------------------- outputs
+
+    @staticmethod
+    def fit_store(o, region, dim, mask=None, op=""):
+        """New contents of `region` (the written rows, loop dimension at `dim`) after the loop's
+        `out[.., i, ..] = v` (or `op=`) for the per-iteration values `o` (n, *V)."""
         n = o.shape[0]
         slot = region.shape[:dim] + region.shape[dim + 1:]
         v = o.shape[1:]
@@ -168,26 +211,64 @@ class FunctionRuntime:
         o = o.reshape(n, *([1] * (len(slot) - len(v))), *v).expand(n, *slot)
         if o.is_complex() and not region.is_complex():
             raise GuardFailed("complex values written into a real tensor")
-        return o.movedim(0, dim) if dim else o
+        o = o.movedim(0, dim) if dim else o
+        if op:
+            o = {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div}[op](region, o)
+        if mask is not None:
+            m = mask.reshape((1,) * dim + (n,) + (1,) * (o.dim() - dim - 1))
+            o = torch.where(m, o.to(region.dtype) if not op else o, region)
+        return o
 
     @staticmethod
-    def consume(kind, o):
+    def consume(kind, o, mask=None, py=False):
+        """What the loop's list, built by appends, turns into: the stacked tensor, the list itself..."""
+        if mask is not None:
+            o = o[mask]
         if kind == "stack":
+            if o.shape[0] == 0:
+                raise GuardFailed("torch.stack of an empty list (the loop raises)")
+            if py:
+                raise GuardFailed("torch.stack of Python numbers (the loop raises)")
             return o
         if kind == "cat":
-            if o.dim() < 2:
-                raise GuardFailed("torch.cat of 0-d tensors (the loop raises)")
+            if o.dim() < 2 or o.shape[0] == 0 or py:
+                raise GuardFailed("torch.cat of 0-d tensors or of an empty list (the loop raises)")
             return o.flatten(0, 1)
         if kind == "tensor":
+            if o.shape[0] == 0:
+                return torch.tensor([])
+            if py:
+                return torch.tensor(o.tolist())
             if o.dim() != 1 or o.device.type != "cpu":
                 raise GuardFailed("torch.tensor of a list of non-scalar tensors")
             return o.detach().clone()
-        return list(o.unbind(0))
+        return o.tolist() if py else list(o.unbind(0))
 
     @staticmethod
-    def accumulate(acc, o, op, inplace):
+    def _pysum(o):
+        if o.is_floating_point():
+            return o.double().sum().item()
+        if o.is_complex():
+            return o.to(torch.complex128).sum().item()
+        return int(o.sum()) if o.dtype != torch.bool else int(o.sum())
+
+    @classmethod
+    def accumulate(cls, acc, o, op, inplace, mask=None, py=False):
         """The value `acc` ends with after `acc = acc op v` (or `acc op= v`) over the rows of `o`,
         with the loop's types: the first step decides the dtype, as in the loop."""
+        if mask is not None:
+            o = o[mask]
+            if o.shape[0] == 0:
+                return _UNCHANGED
+        if py:
+            if o.dim() != 1:
+                raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)")
+            s = cls._pysum(o)
+            if o.dtype == torch.bool:
+                s = int(s)
+            if isinstance(acc, torch.Tensor) and inplace:
+                return s
+            return acc + s if op == "+" else acc - s
         if inplace and isinstance(acc, torch.Tensor):
             delta = o.sum(0)
             if acc.requires_grad and acc.is_leaf and torch.is_grad_enabled():
@@ -207,9 +288,51 @@ class FunctionRuntime:
 
     @staticmethod
     def commit_accum(acc, prepared, op, inplace):
+        if prepared is _UNCHANGED:
+            return acc
         if inplace and isinstance(acc, torch.Tensor):
             return acc.add_(prepared) if op == "+" else acc.sub_(prepared)
         return prepared
+
+    @staticmethod
+    def best(best, o, op, py, payloads):
+        """The loop's `if v op best: best = v (, payload = p)`: the first (strict op) or last
+        (`>=`, `<=`) extreme value among the iterations, if it beats the initial best."""
+        if o.dim() != 1:
+            raise GuardFailed("comparing tensors with several elements (the loop raises)")
+        vals = o.detach()
+        if vals.is_floating_point():
+            ok = ~torch.isnan(vals)
+            if not bool(ok.any()):
+                return None
+            fill = float("-inf") if op in (">", ">=") else float("inf")
+            vals = torch.where(ok, vals, torch.full_like(vals, fill))
+        ext = vals.max() if op in (">", ">=") else vals.min()
+        hits = (vals == ext).nonzero().flatten()
+        j = int(hits[0] if op in (">", "<") else hits[-1])
+        cand = o[j]
+        beats = {">": cand > best, ">=": cand >= best, "<": cand < best, "<=": cand <= best}[op]
+        if not bool(beats):
+            return None
+        value = cand.item() if py else cand
+        out = [value]
+        for p, ppy in payloads:
+            out.append(p[j].item() if ppy else p[j])
+        return tuple(out)
+
+    @staticmethod
+    def last(o, mask=None, py=False):
+        if mask is not None:
+            idx = mask.nonzero().flatten()
+            if idx.numel() == 0:
+                return None
+            v = o[int(idx[-1])]
+        else:
+            v = o[-1]
+        return (v.item() if py else v,)
+
+
+_UNCHANGED = object()
 
 
 def space_sig(space):
@@ -258,7 +381,11 @@ class Token:
     def _index(self, device):
         return torch.arange(self.first, self.first + self.n * self.step, self.step, device=device)
 
-    def run(self, body):
+    def py(self, pos, static=""):
+        """Whether output position `pos` holds Python numbers in the loop."""
+        return bool(static) or self.rt.pytypes.get((self.loop_id, self.sig), {}).get(pos, False)
+
+    def run(self, body, ref=None):
         inputs = self._inputs()
         device = inputs[0][0].device if inputs else None
         modes = ["broadcast", "vmap"] if self.match.strategy == "broadcast" else ["vmap"]
@@ -267,7 +394,7 @@ class Token:
             try:
                 outs = self._broadcast(body, inputs, device) if mode == "broadcast" else \
                     self._vmap(body, inputs, device)
-                self._check(body, inputs, outs, mode)
+                self._check(ref or body, inputs, outs, mode)
             except GuardFailed as e:
                 errors.append(f"{mode}: {e}")
                 continue
@@ -298,32 +425,76 @@ class Token:
         if self.match.plan.index_as_value:
             args.append(self._index(device))
             dims.append(0)
-        return torch.func.vmap(body, in_dims=tuple(dims), out_dims=0)(*args)
 
-    def _check(self, body, inputs, outs, mode):
-        """Once per signature and mode: iteration 0 run unbatched must agree with row 0."""
+        def tensors_only(*a):
+            return tuple(v if isinstance(v, torch.Tensor) else torch.as_tensor(v) for v in body(*a))
+        outs = torch.func.vmap(tensors_only, in_dims=tuple(dims), out_dims=0)(*args)
+        n = self.n
+        return tuple(o if o.dim() and o.shape[0] == n else o.expand(n, *o.shape) for o in outs)
+
+    def _row_args(self, inputs, j):
+        args = [t.select(d, j) for t, d in inputs]
+        if self.match.plan.index_as_value:
+            args.append(self.first + j * self.step)
+        return args
+
+    def _check(self, ref, inputs, outs, mode):
+        """Once per signature and mode: the original body, run on single iterations (the
+        first, and the first where each conditional output happens), agrees with the batch."""
         key = (self.loop_id, self.sig, mode)
         if key in self.rt.checked:
             return
-        args = [t.select(d, 0) for t, d in inputs]
-        if self.match.plan.index_as_value:
-            args.append(self.first)
-        with torch.no_grad():
-            ref = body(*args)
-        for k, (want, got) in enumerate(zip(ref, outs)):
-            if not isinstance(want, torch.Tensor):
-                raise GuardFailed(f"output {k} of one iteration is a {type(want).__name__}, not a tensor")
-            row = got[0]
-            if want.dtype != row.dtype:
-                raise GuardFailed(f"output {k}: one iteration gives {want.dtype}, the batch {row.dtype}")
-            if want.shape != row.shape:
-                raise GuardFailed(f"output {k}: one iteration gives shape {tuple(want.shape)}, "
-                                  f"the batch {tuple(row.shape)}")
-            row = row.detach()
-            if want.is_floating_point() or want.is_complex():
-                ok = torch.allclose(row, want, rtol=1e-3, atol=1e-5, equal_nan=True)
+        rows = [0]
+        n_masks = sum(1 for lay in self.match_layout() if lay[2] is not None)
+        if ref is not None and n_masks:
+            for pos in (lay[2] for lay in self.match_layout() if lay[2] is not None):
+                hit = outs[pos].nonzero().flatten()
+                if hit.numel():
+                    rows.append(int(hit[0]))
+        seen: dict = {}
+        for j in sorted(set(rows)):
+            with torch.no_grad():
+                want_all = ref(*self._row_args(inputs, j))
+            for k, (want, got) in enumerate(zip(want_all, outs)):
+                if want is None:
+                    continue
+                self._compare(k, want, got[j])
+                seen[k] = not isinstance(want, torch.Tensor)
+        pys = self.rt.pytypes.setdefault((self.loop_id, self.sig), {})
+        for k, is_py in seen.items():
+            if pys.get(k, is_py) != is_py:
+                raise GuardFailed(f"output {k} is a Python number in some iterations and a tensor in others")
+            pys[k] = is_py
+        if len(seen) == len(outs):
+            self.rt.checked.add(key)
+
+    def match_layout(self):
+        return self.rt.layouts.get(self.loop_id, ())
+
+    @staticmethod
+    def _compare(k, want, row):
+        if isinstance(want, (bool, int, float)) and not isinstance(want, torch.Tensor):
+            if row.dim() != 0:
+                raise GuardFailed(f"output {k}: one iteration gives a number, the batch a tensor row")
+            got = row.item()
+            if isinstance(want, bool) or isinstance(want, int) and not isinstance(got, float):
+                ok = got == want
             else:
-                ok = torch.equal(row, want)
+                ok = abs(float(got) - float(want)) <= 1e-5 + 1e-4 * abs(float(want))
             if not ok:
-                raise GuardFailed(f"output {k}: the batched values differ from one iteration's")
-        self.rt.checked.add(key)
+                raise GuardFailed(f"output {k}: one iteration gives {want!r}, the batch {got!r}")
+            return
+        if not isinstance(want, torch.Tensor):
+            raise GuardFailed(f"output {k} of one iteration is a {type(want).__name__}, not a tensor")
+        if want.dtype != row.dtype:
+            raise GuardFailed(f"output {k}: one iteration gives {want.dtype}, the batch {row.dtype}")
+        if want.shape != row.shape:
+            raise GuardFailed(f"output {k}: one iteration gives shape {tuple(want.shape)}, "
+                              f"the batch {tuple(row.shape)}")
+        row = row.detach()
+        if want.is_floating_point() or want.is_complex():
+            ok = torch.allclose(row, want, rtol=1e-3, atol=1e-5, equal_nan=True)
+        else:
+            ok = torch.equal(row, want)
+        if not ok:
+            raise GuardFailed(f"output {k}: the batched values differ from one iteration's")

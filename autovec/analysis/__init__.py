@@ -14,7 +14,7 @@ import dataclasses
 from ..frontend import Captured
 from ..plan import LoopInfo, Output
 from . import names as nm
-from .loops import Context, Refuse, plan_comprehension, plan_for, src
+from .loops import Context, Refuse, plan_comprehension, plan_for, plan_while, src
 
 _DYNAMIC_SCOPE = {"locals", "vars", "eval", "exec", "globals"}
 
@@ -28,6 +28,8 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
                   cellvars=frozenset(cap.fn.__code__.co_cellvars))
 
     blocked = _dynamic_scope(fn, env, local_names)
+    if not blocked and any(n.startswith("_av_") for n in local_names):
+        blocked = "names starting with `_av_` are reserved for autovec's generated code"
     infos: list[LoopInfo] = []
     planned_spans: list[tuple[int, int]] = []
     loop_id = 0
@@ -48,13 +50,22 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
                 raise Refuse(f"generator expression at line {node.lineno} (reductions over generators "
                              "are not rewritten yet)", node.lineno)
             else:
-                raise Refuse(f"`while` loop at line {node.lineno} (while loops are not rewritten yet)", node.lineno)
+                plan = plan_while(node, ctx, loop_id)
         except Refuse as r:
             infos.append(LoopInfo(node.lineno, text, None, r.refusal, node.col_offset, _kind(node)))
             continue
         planned_spans.append((plan.lineno, plan.end_lineno))
         infos.append(LoopInfo(node.lineno, text, plan, None, node.col_offset, _kind(node)))
     return infos
+
+
+def _inside_loop(node, ctx) -> bool:
+    up = ctx.parent.get(node)
+    while up is not None and up is not ctx.fn:
+        if isinstance(up, (ast.For, ast.While)):
+            return True
+        up = ctx.parent.get(up)
+    return False
 
 
 def _kind(node: ast.AST) -> str:

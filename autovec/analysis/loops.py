@@ -6,6 +6,7 @@ Requires names.py. Works on syntax only; questions about the objects a name refe
 from __future__ import annotations
 
 import ast
+import dataclasses
 from dataclasses import dataclass, field
 
 from ..plan import IterSpace, LoopPlan, Mapped, Output, Refusal
@@ -173,20 +174,71 @@ def _root(node: ast.AST) -> str | None:
 
 @dataclass
 class _Body:
-    stmts: list
-    outputs: list
-    assigned: dict          # name -> first line written in the body
-    order: list = field(default_factory=list)   # every top-level statement, in source order
-    based: set = field(default_factory=set)     # ids of Name nodes that only name a sliced tensor
+    stmts: list                                   # the body, outputs replaced by marker assignments
+    outputs: list                                 # (Output, payload) in source order
+    assigned: dict                                # name -> first line written in the body
+    based: set = field(default_factory=set)       # ids of Name nodes that only name a sliced tensor
+    branches: bool = False
+    count: list = field(default_factory=lambda: [0])
+    seen: dict = field(default_factory=dict)      # output key -> [(branch path, marker)]
+
+    def marker(self) -> str:
+        self.count[0] += 1
+        return f"_av_out{self.count[0] - 1}"
 
 
-def plan_for(node: ast.For, ctx: Context, loop_id: int) -> LoopPlan:
+def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None = None,
+             body_stmts: list | None = None, form: str = "for", anchor=None) -> LoopPlan:
     if node.orelse:
         raise Refuse(f"`for ... else` at line {node.lineno} is not supported", node.lineno)
-    space = iteration(node, ctx)
+    space = space or iteration(node, ctx)
     iter_vars = _iter_vars(space)
-    body = _classify(node.body, ctx)
-    return _finish(node, ctx, loop_id, "for", space, iter_vars, body)
+    body = _classify(body_stmts if body_stmts is not None else node.body, ctx, iter_vars)
+    return _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
+
+
+def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
+    """`k = a; while k < n: ...; k += c` is `for k in range(k, n, c)` followed by the last increment."""
+    line = node.lineno
+    t = node.test
+    if node.orelse:
+        raise Refuse(f"`while ... else` at line {line} is not supported", line)
+    if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.left, ast.Name)
+            and isinstance(t.ops[0], (ast.Lt, ast.LtE))):
+        raise Refuse(f"`while {src(t)}` at line {line} is not a counter loop (`while k < n:` ... `k += 1`)", line)
+    k, bound = t.left.id, t.comparators[0]
+    last = node.body[-1] if node.body else None
+    step = None
+    if isinstance(last, ast.AugAssign) and isinstance(last.op, ast.Add) and isinstance(last.target, ast.Name) \
+            and last.target.id == k and isinstance(last.value, ast.Constant) and type(last.value.value) is int:
+        step = last.value.value
+    elif (isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.targets[0], ast.Name)
+          and last.targets[0].id == k and isinstance(last.value, ast.BinOp) and isinstance(last.value.op, ast.Add)
+          and isinstance(last.value.left, ast.Name) and last.value.left.id == k
+          and isinstance(last.value.right, ast.Constant) and type(last.value.right.value) is int):
+        step = last.value.right.value
+    if not step or step <= 0:
+        raise Refuse(f"the `while` loop at line {line} does not end with `{k} += <positive constant>`", line)
+    body = node.body[:-1]
+    for n in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in ({k} | nm.load_ids(bound)):
+            raise Refuse(f"`{n.id}` changes inside the `while` loop at line {n.lineno}", n.lineno)
+        if isinstance(n, (ast.Continue, ast.Break)):
+            raise Refuse(f"`{'continue' if isinstance(n, ast.Continue) else 'break'}` in the `while` loop at "
+                         f"line {n.lineno}", n.lineno)
+    if not _pure_expr(bound):
+        raise Refuse(f"the bound `{src(bound)}` of the `while` loop at line {line} calls a function", line)
+    stop = src(bound) if isinstance(t.ops[0], ast.Lt) else f"({src(bound)}) + 1"
+    space = IterSpace("range", (k, stop, str(step)), index=k)
+    fake = ast.For(target=ast.Name(id=k, ctx=ast.Store()), iter=bound, body=body, orelse=[],
+                   lineno=line, col_offset=node.col_offset, end_lineno=node.end_lineno)
+    plan = plan_for(fake, ctx, loop_id, space=space, body_stmts=body, form="while", anchor=node)
+    # the counter is one step past the last iteration after the loop
+    live = tuple(v for v in plan.live_after if v != k)
+    if nm.read_after(ctx.fn, ctx.parent, node, k) is not None:
+        live = live + (k,)
+    import dataclasses as _dc
+    return _dc.replace(plan, live_after=live, source=src(node), end_lineno=node.end_lineno)
 
 
 def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST,
@@ -195,15 +247,23 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
     if len(comp.generators) != 1:
         raise Refuse(f"the comprehension at line {line} has several `for` clauses", line)
     gen = comp.generators[0]
-    if gen.ifs:
-        raise Refuse(f"the comprehension at line {line} filters with `if` (not supported yet)", line)
     if gen.is_async:
         raise Refuse(f"the comprehension at line {line} is asynchronous", line)
     space = iteration(ast.For(target=gen.target, iter=gen.iter, body=[], orelse=[], lineno=line), ctx)
-    out = Output("append", "", src(comp.elt), line, consumer=consumer,
-                 consumer_src=src(consumer_node))
-    body = _Body([], [(out, comp.elt)], {})
-    return _finish(comp, ctx, loop_id, "comprehension", space, _iter_vars(space), body)
+    iter_vars = _iter_vars(space)
+    body = _Body([], [], {})
+    marker = body.marker()
+    value, pytype = _strip_item(comp.elt)
+    stmt = ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value, lineno=line,
+                      col_offset=comp.col_offset)
+    for cond in reversed(gen.ifs):
+        stmt = ast.If(test=cond, body=[stmt], orelse=[], lineno=line, col_offset=comp.col_offset)
+    body.branches = bool(gen.ifs)
+    body.stmts = [stmt]
+    out = Output("append", "", src(value), line, consumer=consumer, consumer_src=src(consumer_node),
+                 marker=marker, cond=bool(gen.ifs), pytype=pytype)
+    body.outputs.append((out, value))
+    return _finish(comp, ctx, loop_id, "comprehension", space, iter_vars, body)
 
 
 def _iter_vars(space: IterSpace) -> dict[str, str]:
@@ -213,20 +273,176 @@ def _iter_vars(space: IterSpace) -> dict[str, str]:
     return out
 
 
-def _classify(stmts: list[ast.stmt], ctx: Context) -> _Body:
-    """Split the body into plain statements and outputs; refuse statements that block."""
-    body = _Body([], [], {}, list(stmts))
+def _strip_item(value: ast.AST) -> tuple[ast.AST, str]:
+    """`t.item()` (a Python number in the loop) is computed as the tensor `t` and converted back."""
+    if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "item"
+            and not value.args and not value.keywords):
+        return value.func.value, "item"
+    return value, ""
+
+
+def _normalize_continue(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    """`if c: ...; continue` followed by `rest` becomes `if c: ... else: rest`."""
+    out = []
+    for pos, s in enumerate(stmts):
+        if isinstance(s, ast.If):
+            body, orelse = s.body, s.orelse
+            rest = stmts[pos + 1:]
+            if body and isinstance(body[-1], ast.Continue) and not _has_continue(orelse):
+                new = ast.If(test=s.test, body=body[:-1] or [ast.Pass()], orelse=orelse + rest)
+                out.append(ast.copy_location(_normalize_if(new), s))
+                return out
+            if orelse and isinstance(orelse[-1], ast.Continue) and not _has_continue(body):
+                new = ast.If(test=s.test, body=body + rest, orelse=orelse[:-1])
+                out.append(ast.copy_location(_normalize_if(new), s))
+                return out
+            out.append(ast.copy_location(_normalize_if(s), s))
+            continue
+        out.append(s)
+    return out
+
+
+def _normalize_if(s: ast.If) -> ast.If:
+    return ast.If(test=s.test, body=_normalize_continue(s.body), orelse=_normalize_continue(s.orelse),
+                  lineno=s.lineno, col_offset=s.col_offset)
+
+
+def _has_continue(stmts) -> bool:
+    return any(isinstance(n, ast.Continue) for s in stmts for n in ast.walk(s))
+
+
+def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
+    """Replace outputs by marker assignments (keeping their place, inside ifs too) and
+    refuse statements that block a rewrite."""
+    body = _Body([], [], {})
+    stmts = _normalize_continue(stmts)
+    body.stmts = _walk(stmts, body, ctx, depth=0)
+    return body
+
+
+def _exclusive(p1: tuple, p2: tuple) -> bool:
+    """Two places in the body that never both run in one iteration (opposite branches)."""
+    d1 = dict(p1)
+    return any(k in d1 and d1[k] != b for k, b in p2)
+
+
+def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> list[ast.stmt]:
+    out = []
     for s in stmts:
-        out = _output(s)
-        if out is not None:
-            body.outputs.append(out)
+        if isinstance(s, ast.Pass):
+            continue
+        if depth == 0 and isinstance(s, ast.If):
+            best = _tracker(s, body)
+            if best is not None:
+                out.extend(best)
+                continue
+        if depth == 0:
+            best = _max_call(s, body)
+            if best is not None:
+                out.extend(best)
+                continue
+        if isinstance(s, ast.If):
+            body.branches = True
+            new = ast.If(test=s.test, body=_walk(s.body, body, ctx, depth + 1, path + ((id(s), 0),)) or [ast.Pass()],
+                         orelse=_walk(s.orelse, body, ctx, depth + 1, path + ((id(s), 1),)))
+            out.append(ast.copy_location(new, s))
+            continue
+        found = _output(s)
+        if found is not None:
+            o, payload = found
+            value = payload[1] if o.kind == "store" else payload
+            value, pytype = _strip_item(value)
+            key = (o.kind, o.target, o.index_src, o.op, o.inplace, pytype)
+            twin = next((m for p, m in body.seen.get(key, []) if _exclusive(p, path)), None)
+            marker = twin or body.marker()
+            body.seen.setdefault(key, []).append((path, marker))
+            if twin is None:
+                o = dataclasses.replace(o, marker=marker, cond=depth > 0, pytype=pytype, value=src(value))
+                body.outputs.append((o, (payload[0], value) if o.kind == "store" else value))
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())],
+                                                    value=value), s))
             continue
         _check_stmt(s)
-        body.stmts.append(s)
         for n in ast.walk(s):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 body.assigned.setdefault(n.id, n.lineno)
-    return body
+        out.append(s)
+    return out
+
+
+_FLIP = {ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Lt: ast.Gt, ast.LtE: ast.GtE}
+_OPS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<="}
+
+
+def _tracker(s: ast.If, body: _Body):
+    """`if v > best: best = v [; idx = k ...]` (no else): keep the best value and its payloads."""
+    t = s.test
+    if s.orelse or not (isinstance(t, ast.Compare) and len(t.ops) == 1 and type(t.ops[0]) in _OPS):
+        return None
+    left, right, op = t.left, t.comparators[0], type(t.ops[0])
+    assigned = {n.id for a in s.body if isinstance(a, ast.Assign) for tg in a.targets
+                for n in ast.walk(tg) if isinstance(n, ast.Name)}
+    if isinstance(right, ast.Name) and right.id in assigned:
+        value, best = left, right.id            # `if v > best:`
+    elif isinstance(left, ast.Name) and left.id in assigned:
+        value, best, op = right, left.id, _FLIP[op]   # `if best < v:` is `if v > best:`
+    else:
+        return None
+    assigns = []
+    for a in s.body:
+        if not (isinstance(a, ast.Assign) and len(a.targets) == 1):
+            return None
+        tg = a.targets[0]
+        if isinstance(tg, ast.Tuple) and isinstance(a.value, ast.Tuple) and len(tg.elts) == len(a.value.elts):
+            pairs = list(zip(tg.elts, a.value.elts))
+        else:
+            pairs = [(tg, a.value)]
+        for n, v in pairs:
+            if not isinstance(n, ast.Name):
+                return None
+            assigns.append((n.id, v))
+    names = [n for n, _ in assigns]
+    if names.count(best) != 1 or len(set(names)) != len(names):
+        return None
+    if src(dict(assigns)[best]) != src(value) or best in nm.load_ids(value):
+        return None
+    if any(best in nm.load_ids(v) or set(names) & nm.load_ids(v) for _, v in assigns):
+        return None
+    return _best_output(s, body, best, value, _OPS[op], [(n, v) for n, v in assigns if n != best])
+
+
+def _max_call(s: ast.stmt, body: _Body):
+    """`best = max(best, v)` / `best = min(v, best)` with the builtin max/min."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+            and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name)
+            and s.value.func.id in ("max", "min") and len(s.value.args) == 2 and not s.value.keywords):
+        return None
+    best = s.targets[0].id
+    a, b = s.value.args
+    if isinstance(a, ast.Name) and a.id == best and best not in nm.load_ids(b):
+        value = b   # max(best, v) keeps best unless v > best
+    elif isinstance(b, ast.Name) and b.id == best and best not in nm.load_ids(a):
+        value = a   # max(v, best) takes v unless best > v, so v replaces on ties: `>=`
+        return _best_output(s, body, best, value, ">=" if s.value.func.id == "max" else "<=", [], call=True)
+    else:
+        return None
+    return _best_output(s, body, best, value, ">" if s.value.func.id == "max" else "<", [], call=True)
+
+
+def _best_output(s, body: _Body, best: str, value, op: str, payloads, call: bool = False):
+    value, pytype = _strip_item(value)
+    marker = body.marker()
+    stmts = [ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), s)]
+    pays = []
+    for name, v in payloads:
+        pm = body.marker()
+        v2, ptype = _strip_item(v)
+        pays.append((name, pm, src(v2), ptype))
+        stmts.append(ast.copy_location(ast.Assign(targets=[ast.Name(id=pm, ctx=ast.Store())], value=v2), s))
+    o = Output("best", best, src(value), s.lineno, op=op, marker=marker, pytype=pytype, payloads=tuple(pays),
+               consumer="builtin" if call else "")
+    body.outputs.append((o, value))
+    return stmts
 
 
 def _check_stmt(s: ast.stmt) -> None:
@@ -246,15 +462,13 @@ def _check_stmt(s: ast.stmt) -> None:
                         raise Refuse(f"attribute write `{src(sub)}` at line {n.lineno} is a side effect", n.lineno)
                     if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store):
                         raise Refuse(f"write to `{src(sub)}` at line {n.lineno} is not a recognised output "
-                                     "(`out[i] = ...` at the top level of the loop body)", n.lineno)
-            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-                pass  # a plain-name augmented assignment is checked as a read-before-write
+                                     "(`out[i] = ...` with the loop index)", n.lineno)
         if isinstance(n, ast.Expr) and n is s and not isinstance(n.value, ast.Constant):
             raise Refuse(f"the value of `{src(n.value)}` at line {n.lineno} is discarded, so it is "
                          "called for its side effect", n.lineno)
 
 
-def _output(s: ast.stmt) -> tuple[Output, ast.AST] | None:
+def _output(s: ast.stmt):
     """Recognise `out[..] = v`, `out[..] op= v`, `lst.append(v)`, `acc = acc + v`, `acc += v`."""
     line = s.lineno
     if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript):
@@ -289,55 +503,30 @@ def _op(op: ast.operator) -> str:
 
 
 def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
-            iter_vars: dict[str, str], body: _Body) -> LoopPlan:
+            iter_vars: dict[str, str], body: _Body, anchor=None) -> LoopPlan:
     line = node.lineno
     index = space.index
     outputs: list[Output] = []
-    value_nodes: list[ast.AST] = []
     targets: dict[str, Output] = {}
-    store_subs: list[tuple[ast.Subscript, Output]] = []
 
     for out, payload in body.outputs:
         if out.target in iter_vars or out.target in body.assigned:
-            raise Refuse(f"`{out.target}` is both written in the loop and {'an iteration variable' if out.target in iter_vars else 'reassigned in it'} (line {out.lineno})", out.lineno)
+            what = 'an iteration variable' if out.target in iter_vars else 'reassigned in it'
+            raise Refuse(f"`{out.target}` is both updated in the loop and {what} (line {out.lineno})", out.lineno)
         if out.target and out.target in targets:
             raise Refuse(f"`{out.target}` is written more than once in the loop (lines "
                          f"{targets[out.target].lineno} and {out.lineno})", out.lineno)
+        for name, *_ in out.payloads:
+            if name in body.assigned or name in iter_vars or name in targets:
+                raise Refuse(f"`{name}` is assigned more than once in the loop (line {out.lineno})", out.lineno)
         if out.kind == "store":
-            sub, value = payload
-            if index is None:
-                raise Refuse(f"`{out.index_src}` at line {out.lineno} is written in a loop without an index variable", out.lineno)
-            if not _base_ok(sub.value):
-                raise Refuse(f"`{out.index_src}` at line {out.lineno}: the written tensor is not a plain name", out.lineno)
-            m = match_subscript(sub, index)
-            if m is None:
-                raise Refuse(f"every iteration writes the same element `{out.index_src}` (line {out.lineno}): "
-                             "the last write wins, so iterations depend on each other", out.lineno)
-            if m == "other":
-                raise Refuse(f"`{out.index_src}` at line {out.lineno} is written at an index autovec cannot "
-                             "map to one dimension (use `out[i]`, `out[i + c]` or `out[:, i]`)", out.lineno)
-            d, off = m
-            entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
-            for e in entries[:d] + entries[d + 1:]:
-                bad = nm.load_ids(e) & (set(body.assigned) | set(iter_vars))
-                if bad:
-                    raise Refuse(f"the index of `{out.index_src}` at line {out.lineno} uses `{sorted(bad)[0]}`, "
-                                 "which changes inside the loop", out.lineno)
-            if space.kind == "elements" and index:
-                off += int(space.enum_start)
-            parts = [src(e) for e in entries]
-            parts[d] = "{}"
-            holder = src(sub.value) + "[" + ", ".join(parts) + "]"
-            out = Output("store", src(sub.value), out.value, out.lineno, op=out.op, dim=d, offset=off,
-                         index_src=holder)
-            store_subs.append((sub, out))
-            value_nodes.append(value)
-        else:
-            value_nodes.append(payload)
+            out = _store(out, payload[0], space, body, iter_vars)
         targets[out.target] = out
+        for name, *_ in out.payloads:
+            targets[name] = out
         outputs.append(out)
 
-    all_nodes = list(body.stmts) + value_nodes
+    all_nodes = list(body.stmts)
     _check_calls(all_nodes, ctx, body, iter_vars)
 
     # every read of an output target other than the store itself is a dependence
@@ -346,62 +535,117 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
             o = targets.get(ld.id)
             if o is None:
                 continue
-            if o.kind == "store" and _same_index_read(ld, n, o, index) and _before(n, o, body):
+            if o.kind == "store" and _same_index_read(ld, n, o, index) and \
+                    (ld.lineno, ld.col_offset) <= (o.lineno, 10 ** 6) and not o.cond:
                 continue
-            what = {"store": "written", "append": "appended to", "accum": "accumulated"}[o.kind]
+            what = {"store": "written", "append": "appended to", "accum": "accumulated",
+                    "best": "updated"}[o.kind]
             raise Refuse(f"loop-carried dependency: `{ld.id}` is read at line {ld.lineno} and "
                          f"{what} at line {o.lineno}", ld.lineno)
 
-    _check_carried(body.order, body.assigned, set(iter_vars))
-    varying = set(body.assigned) | set(iter_vars)
-    for s in body.stmts:
-        for n in ast.walk(s):
-            if isinstance(n, (ast.If, ast.IfExp, ast.While)) and nm.load_ids(n.test) & varying:
-                raise Refuse(f"the condition `{src(n.test)}` at line {n.lineno} depends on the iteration "
-                             "(data-dependent branches are not rewritten yet)", n.lineno)
+    _check_carried(body.stmts, body.assigned, set(iter_vars) | {o.marker for o in outputs})
 
     mapped, index_as_value = _mapped(all_nodes, space, index, body, ctx, iter_vars)
     for m in mapped:
         if _root_name(m.base) in body.assigned:
             raise Refuse(f"`{m.base}` is indexed at line {line} but reassigned in the loop", line)
 
-    reads = set()
-    for n in all_nodes:
-        reads |= {ld.id for ld in nm.loads(n) if id(ld) not in body.based}
-    free = sorted(reads - set(body.assigned) - set(iter_vars) - set(targets))
-    callables = tuple(sorted({c for c in _callables(all_nodes, body, iter_vars)}))
-
     live = []
-    if form == "for":
+    stmts = list(body.stmts)
+    if form in ("for", "while"):
         for name in sorted(set(body.assigned) | set(iter_vars)):
-            at = nm.read_after(ctx.fn, ctx.parent, node, name)
+            at = nm.read_after(ctx.fn, ctx.parent, anchor or node, name)
             if name in ctx.cellvars:
                 at = line
             if at is None:
                 continue
             if name in iter_vars and name not in body.assigned:
                 live.append(name)
-            else:
-                raise Refuse(f"`{name}` is assigned in the loop and read after it at line {at}", at)
+                continue
+            out = _last_value(name, stmts, body, at)
+            outputs.append(out)
+            targets[name] = out
+
+    reads = set()
+    for n in stmts:
+        reads |= {ld.id for ld in nm.loads(n) if id(ld) not in body.based}
+    free = sorted(reads - set(body.assigned) - set(iter_vars) - set(targets) - {o.marker for o in outputs})
+    callables = tuple(sorted({c for c in _callables(all_nodes, body, iter_vars)}))
 
     return LoopPlan(
         loop_id=loop_id, lineno=line, end_lineno=getattr(node, "end_lineno", line),
-        source=src(node), form=form, space=space, body=tuple(src(s) for s in body.stmts),
+        source=src(node), form=form, space=space, body=tuple(src(s) for s in stmts),
         outputs=tuple(outputs), mapped=tuple(mapped), index_as_value=index_as_value,
-        free=tuple(free), callables=callables, live_after=tuple(live))
+        free=tuple(free), callables=callables, live_after=tuple(live), branches=body.branches)
+
+
+def _store(out: Output, sub: ast.Subscript, space: IterSpace, body: _Body, iter_vars) -> Output:
+    index = space.index
+    if index is None:
+        raise Refuse(f"`{out.index_src}` at line {out.lineno} is written in a loop without an index variable", out.lineno)
+    if not _base_ok(sub.value):
+        raise Refuse(f"`{out.index_src}` at line {out.lineno}: the written tensor is not a plain name", out.lineno)
+    m = match_subscript(sub, index)
+    if m is None:
+        raise Refuse(f"every iteration writes the same element `{out.index_src}` (line {out.lineno}): "
+                     "the last write wins, so iterations depend on each other", out.lineno)
+    if m == "other":
+        raise Refuse(f"`{out.index_src}` at line {out.lineno} is written at an index autovec cannot "
+                     "map to one dimension (use `out[i]`, `out[i + c]` or `out[:, i]`)", out.lineno)
+    d, off = m
+    entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    for e in entries[:d] + entries[d + 1:]:
+        bad = nm.load_ids(e) & (set(body.assigned) | set(iter_vars))
+        if bad:
+            raise Refuse(f"the index of `{out.index_src}` at line {out.lineno} uses `{sorted(bad)[0]}`, "
+                         "which changes inside the loop", out.lineno)
+    if space.kind == "elements" and index:
+        off += int(space.enum_start)
+    parts = [src(e) for e in entries]
+    parts[d] = "{}"
+    holder = src(sub.value) + "[" + ", ".join(parts) + "]"
+    return dataclasses.replace(out, target=src(sub.value), dim=d, offset=off, index_src=holder)
+
+
+def _last_value(name: str, stmts: list, body: _Body, at: int) -> Output:
+    """A name assigned in the loop and read after it: the value of the last iteration (that assigned it)."""
+    writes = [(n, depth) for n, depth in _assignments(stmts, name)]
+    reads_inside = any(name in nm.load_ids(s) for s in stmts)
+    marker = body.marker()
+    if any(d == 0 for _, d in writes):
+        stmts.append(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=ast.Name(id=name, ctx=ast.Load()),
+                                lineno=writes[-1][0].lineno, col_offset=0))
+        return Output("last", name, name, writes[-1][0].lineno, marker=marker)
+    if len(writes) == 1 and not reads_inside:
+        (stmt, _), = writes
+        _insert_after(stmts, stmt, ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())],
+                                               value=ast.Name(id=name, ctx=ast.Load()),
+                                               lineno=stmt.lineno, col_offset=0))
+        return Output("last", name, name, stmt.lineno, marker=marker, cond=True)
+    raise Refuse(f"`{name}` is assigned in the loop and read after it at line {at}", at)
+
+
+def _assignments(stmts, name, depth=0):
+    for s in stmts:
+        if isinstance(s, ast.If):
+            yield from _assignments(s.body, name, depth + 1)
+            yield from _assignments(s.orelse, name, depth + 1)
+        elif name in {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}:
+            yield s, depth
+
+
+def _insert_after(stmts, target, new) -> bool:
+    for k, s in enumerate(stmts):
+        if s is target:
+            stmts.insert(k + 1, new)
+            return True
+        if isinstance(s, ast.If) and (_insert_after(s.body, target, new) or _insert_after(s.orelse, target, new)):
+            return True
+    return False
 
 
 def _root_name(base: str) -> str:
     return base.split(".")[0].split("[")[0]
-
-
-def _before(node: ast.AST, out: Output, body: _Body) -> bool:
-    """`node` (a statement or an output's value) runs no later than the store `out`."""
-    for pos, s in enumerate(body.order):
-        if s is node or any(c is node for c in ast.walk(s)):
-            store_pos = next(k for k, t in enumerate(body.order) if t.lineno == out.lineno)
-            return pos <= store_pos
-    return False
 
 
 def _same_index_read(ld: ast.Name, stmt: ast.AST, out: Output, index: str | None) -> bool:

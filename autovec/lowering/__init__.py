@@ -10,19 +10,19 @@ Later strategies (where/mask, reduction, matmul, scan, fission) plug in here.
 from __future__ import annotations
 
 from ..plan import LoopPlan, Refusal
-from . import broadcast, vmap
+from . import broadcast, masked, reduction, vmap, where
 from .common import Lowered, Match
 
-STRATEGIES = [broadcast, vmap]
+STRATEGIES = [broadcast, reduction, masked, where, vmap]
 
 
-def choose(plan: LoopPlan, env) -> tuple[Match | None, list[Refusal]]:
-    """The first strategy that matches, with the refusals of those tried before it."""
+def choose(plan: LoopPlan, env):
+    """(match, strategy module) for the first strategy that matches, else (None, refusals)."""
     refused = []
     for strategy in STRATEGIES:
         m = strategy.match(plan, env)
         if isinstance(m, Match):
-            return m, refused
+            return m, strategy
         refused.append(m)
     return None, refused
 

@@ -28,8 +28,8 @@ _DIM_KEYWORDS = {"dim", "axis", "dims", "keepdim", "out"}
 def match(plan: LoopPlan, env) -> Match | Refusal:
     if not plan.mapped:
         return Refusal("no tensor is sliced by the loop", plan.lineno)
-    if any(o.kind == "accum" for o in plan.outputs):
-        return Refusal("accumulators go through the vmap form", plan.lineno)
+    if plan.branches or any(o.kind not in ("store", "append") or o.cond or o.pytype for o in plan.outputs):
+        return Refusal("branches, conditional outputs and accumulators go through other strategies", plan.lineno)
     varying = {m.param for m in plan.mapped} | {t for t, _ in plan.space.elements}
     if plan.space.index:
         varying.add(plan.space.index)

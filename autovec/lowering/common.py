@@ -47,6 +47,7 @@ class Lowered:
     result: str | None = None
     swaps: dict = field(default_factory=dict)
     display_swaps: dict = field(default_factory=dict)
+    layout: tuple = ()
 
 
 def _name(n: str, ctx=ast.Load) -> ast.Name:
@@ -81,18 +82,62 @@ class _MapSlices(ast.NodeTransformer):
         return ast.copy_location(ast.Subscript(value=_name(mp.param), slice=sl, ctx=ast.Load()), node)
 
 
-def body_function(plan: LoopPlan, name: str) -> tuple[ast.FunctionDef, list[str]]:
+def _varying(plan: LoopPlan) -> set[str]:
+    v = {m.param for m in plan.mapped} | {t for t, _ in plan.space.elements}
+    if plan.space.index:
+        v.add(plan.space.index)
+    return v
+
+
+def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", convert: bool = False):
+    """The loop body as a function of its slices. Returns (def, params, layout, reference def):
+    `layout[k]` = (value position, payload positions, mask position or None) in the returned tuple.
+    With `convert`, data-dependent branches become `where` (ifconvert); the reference def keeps
+    the original branches, for the one-time check of iteration 0."""
     mapper = _MapSlices(plan)
     stmts = [mapper.visit(ast.parse(s).body[0]) for s in plan.body]
-    values = [mapper.visit(ast.parse(o.value, mode="eval").body) for o in plan.outputs]
     params = [m.param for m in plan.mapped]
     if plan.index_as_value:
         params.append(plan.space.index)
-    ret = ast.Return(value=ast.Tuple(elts=values, ctx=ast.Load()))
+    markers = [o.marker for o in plan.outputs]
+    pay_markers = [[p[1] for p in o.payloads] for o in plan.outputs]
+    all_markers = set(markers) | {p for ps in pay_markers for p in ps}
+    ref = None
+    masks, env = {}, {}
+    if convert:
+        from .ifconvert import convert as ifconvert
+        ref_stmts = copy.deepcopy(stmts)
+        lenient = {o.marker for o in plan.outputs if o.kind == "store"}
+        known = set(params) | set(plan.free)
+        stmts, masks, env = ifconvert(stmts, _varying(plan), known, namer, av, all_markers, lenient)
+        ref = template("def REF(): pass", REF=name + "_ref")[0]
+        ref.args.args = [ast.arg(arg=p) for p in params]
+        inits = [ast.parse(f"{m} = None").body[0] for m in sorted(all_markers)]
+        ref.body = inits + ref_stmts
+    values, layout = [], []
+    for o, m, pays in zip(plan.outputs, markers, pay_markers):
+        pos = len(values)
+        values.append(env.get(m, m))
+        ppos = []
+        for p in pays:
+            ppos.append(len(values))
+            values.append(env.get(p, p))
+        layout.append([pos, ppos, None])
+    for k, (o, m) in enumerate(zip(plan.outputs, markers)):
+        if masks.get(m):
+            layout[k][2] = len(values)
+            values.append(masks[m])
     fdef = template("def BODY(): pass", BODY=name)[0]
     fdef.args.args = [ast.arg(arg=p) for p in params]
-    fdef.body = stmts + [ret]
-    return fdef, params
+    fdef.body = stmts + [ast.Return(value=ast.Tuple(elts=[_name(v) for v in values], ctx=ast.Load()))]
+    if ref is not None:
+        # same layout, original names; a mask is "did this output happen in iteration 0"
+        elts = []
+        for m, pays in zip(markers, pay_markers):
+            elts += [_name(m)] + [_name(p) for p in pays]
+        elts += [ast.parse(f"{m} is not None", mode="eval").body for m in markers if masks.get(m)]
+        ref.body.append(ast.Return(value=ast.Tuple(elts=elts, ctx=ast.Load())))
+    return fdef, params, [tuple(x) for x in layout], ref
 
 
 def _space_expr(plan: LoopPlan) -> ast.expr:
@@ -101,16 +146,17 @@ def _space_expr(plan: LoopPlan) -> ast.expr:
     return expr("(" + ", ".join(s for _, s in plan.space.elements) + ",)")
 
 
-def build(m: Match, namer) -> Lowered:
+def build(m: Match, namer, convert: bool = False) -> Lowered:
     plan = m.plan
     L = plan.loop_id
     T, O, E = namer.new(f"_av_t{L}"), namer.new(f"_av_o{L}"), namer.new("_av_e")
     BODY = namer.new(f"_av_body{L}")
     AV = namer.runtime
-    body_def, params = body_function(plan, BODY)
+    convert = convert or plan.branches
+    body_def, params, layout, ref_def = body_function(plan, BODY, namer, AV, convert)
     elements = {s for _, s in plan.space.elements}
     mapped = [mp for mp in plan.mapped if mp.base not in elements]
-    store_keys = {(o.target, o.dim, o.offset) for o in plan.outputs if o.kind == "store"}
+    store_keys = {(o.target, o.dim, o.offset) for o in plan.outputs if o.kind == "store" and not o.cond}
     mapped_expr = expr("(" + "".join(
         f"({mp.base}, {mp.dim}, {mp.offset}, {int((mp.base, mp.dim, mp.offset) in store_keys)}), "
         for mp in mapped) + ")")
@@ -124,66 +170,107 @@ def build(m: Match, namer) -> Lowered:
             writes.append(f"('list', {o.target})")
         elif o.kind == "accum":
             writes.append(f"('accum', {o.target}, {int(o.inplace)})")
+        elif o.kind == "best":
+            writes.append(f"('best', {o.target})")
     writes_expr = expr("(" + "".join(w + ", " for w in writes) + ")")
 
     prepare, commit, display_tail = [], [], []
     result, swaps, display_swaps = None, {}, {}
     for k, o in enumerate(plan.outputs):
         P = namer.new(f"_av_p{L}_{k}")
-        ok = f"{O}[{k}]"
+        pos, ppos, mpos = layout[k]
+        ok = f"{O}[{pos}]"
+        mask = f"{O}[{mpos}]" if mpos is not None else "None"
+        py = f"{T}.py({pos}, {o.pytype!r})"
         if o.kind == "store":
             region = o.index_src.format(f"{T}.rows({o.offset})")
-            prepare += template(f"P = AV.fit_store({ok}, {region}, {o.dim})", P=P, AV=AV)
-            aug = {"": "=", "+": "+=", "-": "-=", "*": "*=", "/": "/="}[o.op]
-            commit += template(f"{region} {aug} P", P=P)
+            prepare += template(f"P = AV.fit_store({ok}, {region}, {o.dim}, {mask}, {o.op!r})", P=P, AV=AV)
+            commit += template(f"{region} = P", P=P)
             disp_region = o.index_src.format(_rows_text(plan, o.offset))
-            display_tail.append(f"{disp_region} {aug} {_fit_text(ok, o)}")
+            aug = {"": "=", "+": "+=", "-": "-=", "*": "*=", "/": "/="}[o.op]
+            val = _fit_text(ok, o)
+            if mpos is not None:
+                display_tail.append(f"{disp_region} = torch.where({_mask_text(mask, o)}, {val}, {disp_region})"
+                                    if not o.op else f"{disp_region} {aug} torch.where({_mask_text(mask, o)}, {val}, 0)")
+            else:
+                display_tail.append(f"{disp_region} {aug} {val}")
         elif o.kind == "append" and plan.form == "comprehension":
             result = namer.new(f"_av_r{L}")
-            prepare += template(f"P = AV.consume({o.consumer!r}, {ok})", P=P, AV=AV)
+            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py})", P=P, AV=AV)
             commit += template(f"R = P", R=result, P=P)
-            display_tail.append(f"{result} = {_consume_text(o.consumer, ok)}")
+            display_tail.append(f"{result} = {_consume_text(o.consumer, ok, mpos is not None and mask)}")
         elif o.kind == "append" and o.consumer:
-            prepare += template(f"P = AV.consume({o.consumer!r}, {ok})", P=P, AV=AV)
+            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py})", P=P, AV=AV)
             swaps[o.consumer_src] = expr(f"(P if T is not None else ORIG)", P=P, T=T,
                                          ORIG=ast.parse(o.consumer_src, mode="eval").body)
-            display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, ok))
+            display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, ok, mpos is not None and mask))
         elif o.kind == "append":
-            prepare += template(f"P = AV.consume('list', {ok})", P=P, AV=AV)
+            prepare += template(f"P = AV.consume('list', {ok}, {mask}, {py})", P=P, AV=AV)
             commit += template(f"{o.target}.extend(P)", P=P)
-            display_tail.append(f"{o.target}.extend({ok}.unbind(0))")
-        else:  # accum
-            prepare += template(f"P = AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace})", P=P, AV=AV)
+            sel = f"{ok}[{mask}]" if mpos is not None else ok
+            display_tail.append(f"{o.target}.extend({sel}.tolist())" if o.pytype else f"{o.target}.extend({sel}.unbind(0))")
+        elif o.kind == "accum":
+            prepare += template(f"P = AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace}, {mask}, {py})",
+                                P=P, AV=AV)
             commit += template(f"{o.target} = AV.commit_accum({o.target}, P, {o.op!r}, {o.inplace})", P=P, AV=AV)
-            display_tail.append(f"{o.target} {o.op}= {ok}.sum(0)" if o.inplace
-                                else f"{o.target} = {o.target} {o.op} {ok}.sum(0)")
+            sel = f"{ok}[{mask}]" if mpos is not None else ok
+            total = f"{sel}.sum()" + (".item()" if o.pytype else "")
+            display_tail.append(f"{o.target} {o.op}= {total}" if o.inplace
+                                else f"{o.target} = {o.target} {o.op} {total}")
+        elif o.kind == "best":
+            pays = "(" + "".join(f"({O}[{pp}], {T}.py({pp}, {p[3]!r})), "
+                                 for pp, p in zip(ppos, o.payloads)) + ")"
+            prepare += template(f"P = AV.best({o.target}, {ok}, {o.op!r}, {py}, {pays})", P=P, AV=AV)
+            names = [o.target] + [p[0] for p in o.payloads]
+            commit += template(f"if P is not None:\n    {', '.join(names)}, = P", P=P)
+            fn = "argmax" if o.op in (">", ">=") else "argmin"
+            display_tail.append(f"_j = {ok}.{fn}()  # {'first' if o.op in ('>', '<') else 'last'} best wins on ties")
+            display_tail.append(f"if {ok}[_j] {o.op} {o.target}:\n    {', '.join(names)} = "
+                                + ", ".join([f"{ok}[_j]"] + [f"{O}[{pp}][_j]" for pp in ppos]))
+        elif o.kind == "last":
+            prepare += template(f"P = AV.last({ok}, {mask}, {py})", P=P, AV=AV)
+            commit += template(f"if P is not None:\n    {o.target}, = P", P=P)
+            display_tail.append(f"{o.target} = {ok}[-1]" if mpos is None
+                                else f"{o.target} = {ok}[{mask}][-1]")
     for j, name in enumerate(plan.live_after):
         if name == plan.space.index:
-            commit += template(f"{name} = {T}.last_index()")
-            display_tail.append(f"{name} = {_last_text(plan)}")
+            after = f" + {plan.space.range_args[2]}" if plan.form == "while" else ""
+            commit += template(f"{name} = {T}.last_index(){after}")
+            display_tail.append(f"{name} = {_last_text(plan)}{after}")
         else:
             pos = [t for t, _ in plan.space.elements].index(name)
             commit += template(f"{name} = {T}.last_element({pos})")
             display_tail.append(f"{name} = {plan.space.elements[pos][1]}[-1]")
 
+    defs = [body_def] + ([ref_def] if ref_def is not None else [])
+    REF = ref_def.name if ref_def is not None else "None"
     stmts = template(f"""
 T = None
 try:
     T = AV.begin({L}, SPACE, MAPPED, FREE, CALLS, WRITES)
     if T is not None:
         BODYDEF
-        O = T.run(BODY)
+        O = T.run(BODY, {REF})
         PREPARE
 except Exception as E:
     T = AV.failed({L}, T, E)
 """, T=T, AV=AV, SPACE=_space_expr(plan), MAPPED=mapped_expr, FREE=free_expr, CALLS=calls_expr,
-        WRITES=writes_expr, BODYDEF=[body_def], O=O, BODY=BODY, PREPARE=prepare or [ast.Pass()], E=E)
+        WRITES=writes_expr, BODYDEF=defs, O=O, BODY=BODY, PREPARE=prepare or [ast.Pass()], E=E)
     set_lines(stmts, plan.lineno, plan.lineno)
 
-    display = [copy.deepcopy(body_def)]
+    display = [_display_body(body_def, AV)]
     display += ast.parse(f"{O} = {_run_text(m, plan, BODY, params)}").body
     display += [s for line in display_tail for s in ast.parse(line).body]
-    return Lowered(m, stmts + [_branch(T, commit)], display, result, swaps, display_swaps)
+    return Lowered(m, stmts + [_branch(T, commit)], display, result, swaps, display_swaps, tuple(layout))
+
+
+def _display_body(fdef, av: str):
+    """The body as a person would read it: runtime helpers shown as the torch calls they make."""
+    text = ast.unparse(fdef)
+    text = text.replace(f"{av}.truth(", "(").replace(f"{av}.lnot(", "torch.logical_not(")
+    text = text.replace(f"{av}.land(", "torch.logical_and(")
+    text = text.replace(", True)", ")").replace(", False)", ")").replace(f"{av}.where(", "torch.where(")
+    return ast.parse(text).body[0]
 
 
 def _branch(T: str, commit: list) -> ast.If:
@@ -216,9 +303,15 @@ def _fit_text(ok: str, o) -> str:
     return ok if o.dim == 0 else f"{ok}.movedim(0, {o.dim})"
 
 
-def _consume_text(kind: str, ok: str) -> str:
+def _consume_text(kind: str, ok: str, mask=None) -> str:
+    if mask:
+        ok = f"{ok}[{mask}]"
     return {"stack": ok, "cat": f"{ok}.flatten(0, 1)", "tensor": f"{ok}.detach().clone()",
             "list": f"list({ok}.unbind(0))"}[kind]
+
+
+def _mask_text(mask: str, o) -> str:
+    return mask if o.dim == 0 else f"{mask}"
 
 
 def _run_text(m: Match, plan: LoopPlan, body: str, params: list[str]) -> str:

@@ -1,0 +1,159 @@
+"""If-conversion: turn data-dependent `if`/`else` and `a if c else b` in a loop body into
+straight-line code with `where`, so the body can run on a whole batch.
+
+Each name assigned under a condition gets a fresh name per branch; after the `if`, the
+name becomes `_av.where(c, then_value, else_value)`. Output markers assigned under a
+condition record the condition (a mask) instead of merging.
+
+    if v > 0:              _av_c1 = _av.truth(v > 0)
+        y = v         ->   y_1 = v
+    else:                  y_2 = slope * v
+        y = slope * v      y = _av.where(_av_c1, y_1, y_2, True)
+"""
+from __future__ import annotations
+
+import ast
+
+from ..analysis import names as nm
+
+
+class _Renamer(ast.NodeTransformer):
+    def __init__(self, env: dict):
+        self.env = env
+
+    def visit_Name(self, node: ast.Name):
+        if isinstance(node.ctx, ast.Load) and node.id in self.env:
+            return ast.copy_location(ast.Name(id=self.env[node.id], ctx=ast.Load()), node)
+        return node
+
+
+def convert(stmts: list[ast.stmt], varying: set[str], known: set[str], namer, av: str,
+            markers: set[str], lenient: set[str]):
+    """Returns (straight-line statements, {marker: mask name or None}, {name: final SSA name}).
+
+    `known`: names defined before the body runs (parameters, loop-invariant names).
+    `lenient`: markers whose two branch values may differ in type (a stored value: the
+    store converts either one)."""
+    ctx = _Ctx(namer, av, markers, lenient, known)
+    env: dict[str, str] = {}
+    masks: dict[str, str | None] = {}
+    out = _convert(stmts, None, env, masks, set(varying), ctx)
+    for m in markers:
+        masks.setdefault(m, None)
+    return out, masks, env
+
+
+class _Ctx:
+    def __init__(self, namer, av, markers, lenient, known):
+        self.namer, self.av, self.markers, self.lenient, self.known = namer, av, markers, lenient, known
+
+
+def _test_varies(test: ast.AST, varying: set[str], env: dict) -> bool:
+    ids = nm.load_ids(test)
+    return bool(ids & varying) or any(env.get(i, i) != i for i in ids)
+
+
+def _convert(stmts, cond, env, masks, varying, ctx):
+    namer, av, markers = ctx.namer, ctx.av, ctx.markers
+    out = []
+    for s in stmts:
+        if isinstance(s, ast.If) and _test_varies(s.test, varying, env):
+            test = _Renamer(env).visit(_ifexp(s.test, varying, env, namer, av, out))
+            c = namer.new("_av_c")
+            out.append(_assign(c, _call(av, "truth", [test]), s))
+            c_then, c_else = c, namer.new("_av_nc")
+            out.append(_assign(c_else, _call(av, "lnot", [_n(c)]), s))
+            if cond is not None:
+                t, e = namer.new("_av_c"), namer.new("_av_c")
+                out.append(_assign(t, _call(av, "land", [_n(cond), _n(c)]), s))
+                out.append(_assign(e, _call(av, "land", [_n(cond), _n(c_else)]), s))
+                c_then, c_else = t, e
+            before, masks_before = dict(env), dict(masks)
+            out += _convert(s.body, c_then, env, masks, varying, ctx)
+            after_then, masks_then = dict(env), dict(masks)
+            env.clear()
+            env.update(before)
+            out += _convert(s.orelse, c_else, env, masks, varying, ctx)
+            after_else = dict(env)
+            env.clear()
+            env.update(before)
+            for name in sorted(set(after_then) | set(after_else)):
+                a, b = after_then.get(name), after_else.get(name)
+                if a == b:
+                    env[name] = a
+                    continue
+                if name in markers:
+                    if a and b and name not in masks_before:   # written on both sides: unconditional here
+                        merged = namer.new(f"{name}_m")
+                        out.append(_assign(merged, _call(av, "where", [_n(c), _n(a), _n(b),
+                                                                        ast.Constant(name not in ctx.lenient)]), s))
+                        env[name] = merged
+                        masks[name] = cond
+                    else:
+                        env[name] = a or b
+                        masks[name] = masks_then.get(name) if a else masks.get(name)
+                    continue
+                defined = name in before or name in ctx.known
+                if not (a and b) and not defined:
+                    env[name] = a or b   # only meaningful under its own branch
+                    continue
+                a, b = a or before.get(name, name), b or before.get(name, name)
+                merged = namer.new(f"{name}_m")
+                out.append(_assign(merged, _call(av, "where", [_n(c), _n(a), _n(b), ast.Constant(True)]), s))
+                env[name] = merged
+                varying.add(merged)
+            continue
+        if isinstance(s, ast.If):
+            # a branch on loop-invariant values runs as ordinary Python inside the body
+            s = ast.If(test=_Renamer(env).visit(s.test), body=s.body, orelse=s.orelse, lineno=s.lineno,
+                       col_offset=s.col_offset)
+            s.body = _convert(s.body, cond, env, masks, varying, ctx) or [ast.Pass()]
+            s.orelse = _convert(s.orelse, cond, env, masks, varying, ctx)
+            out.append(s)
+            continue
+        s = _Renamer(env).visit(s)
+        s = _replace_ifexps(s, varying, env, namer, av, out)
+        if isinstance(s, ast.Assign):
+            names = [n for t in s.targets for n in nm.target_names(t)]
+            varies = bool(nm.load_ids(s.value) & varying) or cond is not None
+            for t in s.targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                        if n.id in markers:
+                            masks[n.id] = cond
+                        new = namer.new(f"{n.id}_v") if cond is not None else n.id
+                        env[n.id] = new
+                        n.id = new
+                        if varies:
+                            varying.add(new)
+            if varies:
+                varying.update(names)
+        out.append(s)
+    return out
+
+
+def _replace_ifexps(s, varying, env, namer, av, out):
+    class T(ast.NodeTransformer):
+        def visit_IfExp(self, node):
+            node = self.generic_visit(node)
+            if not _test_varies(node.test, varying, env):
+                return node
+            return ast.copy_location(_call(av, "where", [_call(av, "truth", [node.test]), node.body, node.orelse,
+                                                         ast.Constant(True)]), node)
+    return T().visit(s)
+
+
+def _ifexp(test, varying, env, namer, av, out):
+    return _replace_ifexps(ast.Expr(value=test), varying, env, namer, av, out).value
+
+
+def _n(name: str) -> ast.Name:
+    return ast.Name(id=name, ctx=ast.Load())
+
+
+def _call(av: str, fn: str, args: list) -> ast.Call:
+    return ast.Call(func=ast.Attribute(value=_n(av), attr=fn, ctx=ast.Load()), args=args, keywords=[])
+
+
+def _assign(name: str, value: ast.AST, where: ast.AST) -> ast.Assign:
+    return ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=value), where)

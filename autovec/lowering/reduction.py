@@ -1,0 +1,26 @@
+"""The reduction strategy: accumulators (`s += v`, counts under a condition, `max(best, v)`,
+arg-best tracking, the last value assigned) become sums, masked sums and arg-extrema over
+the batch, with the loop's result types (a Python int stays an int)."""
+from __future__ import annotations
+
+from ..plan import LoopPlan, Refusal
+from .common import Lowered, Match, build
+
+_WORDS = {"accum": "a sum", "best": "a running best", "last": "the last value"}
+
+
+def match(plan: LoopPlan, env) -> Match | Refusal:
+    kinds = {o.kind for o in plan.outputs}
+    if not kinds or not kinds <= {"accum", "best", "last"} or kinds == {"last"}:
+        return Refusal("the loop has outputs other than accumulators", plan.lineno)
+    parts = [f"`{o.target}` is {_WORDS[o.kind]}" + (" under a condition" if o.cond else "")
+             for o in plan.outputs if o.kind != "last"]
+    return Match("reduction", plan, "; ".join(parts) + ", computed over all iterations at once")
+
+
+def lower(m: Match, namer) -> Lowered:
+    return build(m, namer, convert=m.plan.branches)
+
+
+def guards(m: Match) -> list[str]:
+    return ["the accumulator is a number or a tensor", "compared values have one element each"]
