@@ -64,6 +64,12 @@ class _Subst(ast.NodeTransformer):
                 a.arg = w
         return self.generic_visit(node)
 
+    def visit_ExceptHandler(self, node: ast.ExceptHandler):
+        v = self.subs.get(node.name) if node.name else None
+        if isinstance(v, str):
+            node.name = v
+        return self.generic_visit(node)
+
     def visit_arg(self, node: ast.arg):
         v = self.subs.get(node.arg)
         if isinstance(v, str):

@@ -142,6 +142,14 @@ class FunctionRuntime:
             bad = why_impure(c)
             if bad:
                 raise GuardFailed(bad)
+        if plan.branches and torch.is_grad_enabled() and (
+                any(t.requires_grad for t in everything)
+                or any(isinstance(c, torch.nn.Module) and any(p.requires_grad for p in c.parameters())
+                       for c in calls)):
+            # where() computes both sides; a side masked out can still send NaN or inf into
+            # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes
+            raise GuardFailed("data-dependent branches with tensors that require grad keep the Python "
+                              "loop (the batched form could give NaN gradients where the loop does not)")
         sig = tuple(_sig(v) for v in (*[t for t, *_ in mapped], *space_sig(space), *free,
                                       *[w[1] for w in writes]))
         key = (loop_id, sig)

@@ -254,10 +254,9 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
     body = _Body([], [], {})
     marker = body.marker()
     value, pytype = _strip_item(comp.elt)
-    stmt = ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value, lineno=line,
-                      col_offset=comp.col_offset)
+    stmt = _located(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), line)
     for cond in reversed(gen.ifs):
-        stmt = ast.If(test=cond, body=[stmt], orelse=[], lineno=line, col_offset=comp.col_offset)
+        stmt = _located(ast.If(test=cond, body=[stmt], orelse=[]), line)
     body.branches = bool(gen.ifs)
     body.stmts = [stmt]
     out = Output("append", "", src(value), line, consumer=consumer, consumer_src=src(consumer_node),
@@ -289,12 +288,12 @@ def _normalize_continue(stmts: list[ast.stmt]) -> list[ast.stmt]:
             body, orelse = s.body, s.orelse
             rest = stmts[pos + 1:]
             if body and isinstance(body[-1], ast.Continue) and not _has_continue(orelse):
-                new = ast.If(test=s.test, body=body[:-1] or [ast.Pass()], orelse=orelse + rest)
-                out.append(ast.copy_location(_normalize_if(new), s))
+                new = ast.copy_location(ast.If(test=s.test, body=body[:-1] or [ast.Pass()], orelse=orelse + rest), s)
+                out.append(_normalize_if(new))
                 return out
             if orelse and isinstance(orelse[-1], ast.Continue) and not _has_continue(body):
-                new = ast.If(test=s.test, body=body + rest, orelse=orelse[:-1])
-                out.append(ast.copy_location(_normalize_if(new), s))
+                new = ast.copy_location(ast.If(test=s.test, body=body + rest, orelse=orelse[:-1]), s)
+                out.append(_normalize_if(new))
                 return out
             out.append(ast.copy_location(_normalize_if(s), s))
             continue
@@ -359,13 +358,17 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             if twin is None:
                 o = dataclasses.replace(o, marker=marker, cond=depth > 0, pytype=pytype, value=src(value))
                 body.outputs.append((o, (payload[0], value) if o.kind == "store" else value))
-            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())],
-                                                    value=value), s))
+            out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())],
+                                                             value=value), s), s.lineno))
+            if any(isinstance(n, ast.IfExp) for n in ast.walk(value)):
+                body.branches = True
             continue
         _check_stmt(s)
         for n in ast.walk(s):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 body.assigned.setdefault(n.id, n.lineno)
+            if isinstance(n, ast.IfExp):
+                body.branches = True
         out.append(s)
     return out
 
@@ -432,13 +435,15 @@ def _max_call(s: ast.stmt, body: _Body):
 def _best_output(s, body: _Body, best: str, value, op: str, payloads, call: bool = False):
     value, pytype = _strip_item(value)
     marker = body.marker()
-    stmts = [ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), s)]
+    stmts = [_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), s),
+                      s.lineno)]
     pays = []
     for name, v in payloads:
         pm = body.marker()
         v2, ptype = _strip_item(v)
         pays.append((name, pm, src(v2), ptype))
-        stmts.append(ast.copy_location(ast.Assign(targets=[ast.Name(id=pm, ctx=ast.Store())], value=v2), s))
+        stmts.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=pm, ctx=ast.Store())], value=v2), s),
+                              s.lineno))
     o = Output("best", best, src(value), s.lineno, op=op, marker=marker, pytype=pytype, payloads=tuple(pays),
                consumer="builtin" if call else "")
     body.outputs.append((o, value))
@@ -607,20 +612,26 @@ def _store(out: Output, sub: ast.Subscript, space: IterSpace, body: _Body, iter_
     return dataclasses.replace(out, target=src(sub.value), dim=d, offset=off, index_src=holder)
 
 
+def _located(node: ast.AST, line: int) -> ast.AST:
+    for n in ast.walk(node):
+        if "lineno" in n._attributes and not hasattr(n, "lineno"):
+            n.lineno, n.col_offset, n.end_lineno, n.end_col_offset = line, 0, line, 0
+    return node
+
+
 def _last_value(name: str, stmts: list, body: _Body, at: int) -> Output:
     """A name assigned in the loop and read after it: the value of the last iteration (that assigned it)."""
     writes = [(n, depth) for n, depth in _assignments(stmts, name)]
     reads_inside = any(name in nm.load_ids(s) for s in stmts)
     marker = body.marker()
     if any(d == 0 for _, d in writes):
-        stmts.append(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=ast.Name(id=name, ctx=ast.Load()),
-                                lineno=writes[-1][0].lineno, col_offset=0))
+        stmts.append(_located(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())],
+                                         value=ast.Name(id=name, ctx=ast.Load())), writes[-1][0].lineno))
         return Output("last", name, name, writes[-1][0].lineno, marker=marker)
     if len(writes) == 1 and not reads_inside:
         (stmt, _), = writes
-        _insert_after(stmts, stmt, ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())],
-                                               value=ast.Name(id=name, ctx=ast.Load()),
-                                               lineno=stmt.lineno, col_offset=0))
+        _insert_after(stmts, stmt, _located(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())],
+                                                        value=ast.Name(id=name, ctx=ast.Load())), stmt.lineno))
         return Output("last", name, name, stmt.lineno, marker=marker, cond=True)
     raise Refuse(f"`{name}` is assigned in the loop and read after it at line {at}", at)
 

@@ -43,7 +43,7 @@ def loads(node: ast.AST) -> list[ast.Name]:
             visit(child, bound)
 
     visit(node, frozenset())
-    return sorted(out, key=lambda n: (n.lineno, n.col_offset))
+    return sorted(out, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
 
 
 def load_ids(node: ast.AST) -> set[str]:

@@ -1,0 +1,228 @@
+"""A corpus of loops, each with inputs, the strategy autovec must choose, and whether
+gradients flow. Shared by the differential tests and the golden tests."""
+import torch
+import torch.nn.functional as F
+
+
+def rows_add(u, v):
+    out = []
+    for k in range(len(u)):
+        out.append(u[k] * 2 + v[k])
+    return torch.stack(out)
+
+
+def softmax_rows(x, t):
+    out = torch.empty_like(x)
+    for k in range(x.shape[0]):
+        out[k] = torch.softmax(x[k] / t, dim=0)
+    return out
+
+
+def col_scale(x, s):
+    out = torch.empty_like(x)
+    for j in range(x.shape[1]):
+        out[:, j] = x[:, j] * s[j]
+    return out
+
+
+def offset_diff(x):
+    out = torch.zeros(x.shape[0] - 1, x.shape[1])
+    for i in range(1, x.shape[0]):
+        out[i - 1] = x[i] - x[i - 1]
+    return out
+
+
+def strided(x):
+    out = []
+    for i in range(1, x.shape[0], 3):
+        out.append(x[i].sum())
+    return torch.stack(out)
+
+
+def index_value(x):
+    out = torch.empty_like(x)
+    for k, row in enumerate(x):
+        out[k] = row * k + 1
+    return out
+
+
+def returned_list(x, w):
+    return [torch.dot(r, w) for r in x]
+
+
+def zipped(a, b):
+    total = 0.0
+    for p, q in zip(a, b):
+        total = total + (p * q).sum()
+    return total
+
+
+def leaky(v, slope):
+    out = torch.empty_like(v)
+    for k in range(v.shape[0]):
+        if v[k] > 0:
+            out[k] = v[k]
+        else:
+            out[k] = slope * v[k]
+    return out
+
+
+def clip_rows(g, m):
+    res = []
+    for row in g:
+        n = row.norm()
+        if n > m:
+            row = row * (m / n)
+        res.append(row)
+    return torch.stack(res)
+
+
+def ifexp_rows(x):
+    out = torch.empty_like(x)
+    for k in range(x.shape[0]):
+        out[k] = x[k] * 2 if x[k].sum() > 0 else -x[k]
+    return out
+
+
+def continue_skip(x):
+    total = torch.zeros(x.shape[1])
+    for k in range(x.shape[0]):
+        if x[k, 0] < 0:
+            continue
+        total = total + x[k]
+    return total
+
+
+def count_hits(logits, labels):
+    hits = 0
+    for k in range(len(labels)):
+        if logits[k].argmax() == labels[k]:
+            hits += 1
+    return hits
+
+
+def filter_pos(vals):
+    kept = []
+    for v in vals:
+        if v > 0:
+            kept.append(v)
+    return torch.tensor(kept)
+
+
+def filter_list(x):
+    kept = []
+    for row in x:
+        if row.sum() > 0:
+            kept.append(row)
+    return kept
+
+
+def filter_comp(x):
+    return torch.stack([r * 2 for r in x if r.mean() > 0])
+
+
+def item_sum(x):
+    s = 0.0
+    for k in range(x.shape[0]):
+        s += x[k].sum().item()
+    return s
+
+
+def running_max(x):
+    best = float("-inf")
+    for k in range(x.shape[0]):
+        best = max(best, x[k].sum())
+    return best
+
+
+def argbest_first(x):
+    best, idx = -1e9, -1
+    for k in range(x.shape[0]):
+        v = x[k].sum()
+        if v > best:
+            best, idx = v, k
+    return best, idx
+
+
+def argbest_last(x):
+    best, idx = -1e9, -1
+    for k in range(x.shape[0]):
+        v = x[k].sum()
+        if v >= best:
+            best = v
+            idx = k
+    return best, idx
+
+
+def flag_any(x, limit):
+    found = False
+    for k in range(x.shape[0]):
+        if x[k].abs().max() > limit:
+            found = True
+    return found
+
+
+def while_axpy(x, y, a):
+    out = torch.empty_like(x)
+    k = 0
+    n = x.shape[0]
+    while k < n:
+        out[k] = a * x[k] + y[k]
+        k += 1
+    return out, k
+
+
+def inplace_same_index(x):
+    for i in range(x.shape[0]):
+        x[i] = x[i] * 2 + 1
+    return x
+
+
+def helper_rows(x):
+    return torch.stack([_gate(r) for r in x])
+
+
+def _gate(v):
+    return v * torch.sigmoid(1.5 * v)
+
+
+def focal(logits, labels, gamma):
+    total = torch.zeros(())
+    for k in range(logits.shape[0]):
+        logp = torch.log_softmax(logits[k], dim=0)[labels[k]]
+        total = total + (1 - torch.exp(logp)) ** gamma * (-logp)
+    return total / logits.shape[0]
+
+
+def _g(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+# name -> (function, inputs, expected strategy, gradients compared)
+CORPUS = {
+    "rows_add": (rows_add, lambda: (torch.randn(40, generator=_g(0)), torch.randn(40, generator=_g(1))), "broadcast", True),
+    "softmax_rows": (softmax_rows, lambda: (torch.randn(30, 7, generator=_g(0)), 0.7), "vmap", True),
+    "col_scale": (col_scale, lambda: (torch.randn(5, 12, generator=_g(0)), torch.randn(12, generator=_g(1))), "broadcast", True),
+    "offset_diff": (offset_diff, lambda: (torch.randn(20, 3, generator=_g(0)),), "broadcast", True),
+    "strided": (strided, lambda: (torch.randn(31, 4, generator=_g(0)),), "vmap", True),
+    "index_value": (index_value, lambda: (torch.randn(25, 3, generator=_g(0)),), "broadcast", True),
+    "returned_list": (returned_list, lambda: (torch.randn(20, 5, generator=_g(0)), torch.randn(5, generator=_g(1))), "vmap", True),
+    "zipped": (zipped, lambda: (torch.randn(20, 4, generator=_g(0)), torch.randn(20, 4, generator=_g(1))), "reduction", True),
+    "leaky": (leaky, lambda: (torch.randn(50, generator=_g(0)), 0.1), "where", False),
+    "clip_rows": (clip_rows, lambda: (torch.randn(40, 6, generator=_g(0)) * 2, 4.0), "where", False),
+    "ifexp_rows": (ifexp_rows, lambda: (torch.randn(30, 4, generator=_g(0)),), "where", False),
+    "continue_skip": (continue_skip, lambda: (torch.randn(30, 4, generator=_g(0)),), "reduction", False),
+    "count_hits": (count_hits, lambda: (torch.randn(60, 5, generator=_g(0)), torch.randint(0, 5, (60,), generator=_g(1))), "reduction", False),
+    "filter_pos": (filter_pos, lambda: (torch.randn(50, generator=_g(0)),), "mask", False),
+    "filter_list": (filter_list, lambda: (torch.randn(30, 3, generator=_g(0)),), "mask", False),
+    "filter_comp": (filter_comp, lambda: (torch.randn(30, 3, generator=_g(0)),), "mask", False),
+    "item_sum": (item_sum, lambda: (torch.randn(40, 3, generator=_g(0)),), "reduction", False),
+    "running_max": (running_max, lambda: (torch.randn(40, 3, generator=_g(0)),), "reduction", True),
+    "argbest_first": (argbest_first, lambda: (torch.randint(0, 3, (40, 2), generator=_g(0)).float(),), "reduction", False),
+    "argbest_last": (argbest_last, lambda: (torch.randint(0, 3, (40, 2), generator=_g(0)).float(),), "reduction", False),
+    "flag_any": (flag_any, lambda: (torch.randn(30, 3, generator=_g(0)), 2.5), "reduction", False),
+    "while_axpy": (while_axpy, lambda: (torch.randn(30, 4, generator=_g(0)), torch.randn(30, 4, generator=_g(1)), 0.5), "broadcast", True),
+    "inplace_same_index": (inplace_same_index, lambda: (torch.randn(20, 3, generator=_g(0)),), "broadcast", False),
+    "helper_rows": (helper_rows, lambda: (torch.randn(20, 6, generator=_g(0)),), "broadcast", True),
+    "focal": (focal, lambda: (torch.randn(30, 5, generator=_g(0)), torch.randint(0, 5, (30,), generator=_g(1)), 2.0), "reduction", True),
+}

@@ -1,0 +1,152 @@
+"""Differential tests: every loop form against the original on random inputs (several
+trials, gradients where they flow), edge cases of each form, and the strategy chosen."""
+import pytest
+import torch
+
+from autovec import assert_equivalent, autovec, explain
+from corpus import CORPUS
+
+NAMES = sorted(CORPUS)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_form_is_equivalent_on_random_inputs(name):
+    fn, inputs, _, grad = CORPUS[name]
+    assert_equivalent(fn, *inputs(), trials=3)
+    if grad:
+        assert_equivalent(fn, *inputs(), grad=True)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_form_takes_its_strategy(name):
+    fn, inputs, strategy, _ = CORPUS[name]
+    ex = explain(fn, *inputs())
+    assert [r.strategy for r in ex.loops] == [strategy], str(ex)
+    assert ex.path == "vectorized", str(ex)
+
+
+def _same(fn, *args):
+    import copy
+    want = fn(*copy.deepcopy(args))
+    got = autovec(fn)(*copy.deepcopy(args))
+    assert type(got) is type(want)
+    if isinstance(want, torch.Tensor):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got, want)
+    elif isinstance(want, tuple):
+        for a, b in zip(got, want):
+            assert type(a) is type(b)
+            if isinstance(b, torch.Tensor):
+                torch.testing.assert_close(a, b)
+            else:
+                assert a == pytest.approx(b)
+    else:
+        assert got == pytest.approx(want)
+    return got
+
+
+def test_count_stays_a_python_int():
+    fn = CORPUS["count_hits"][0]
+    logits = torch.randn(50, 4)
+    got = _same(fn, logits, logits.argmax(1))          # all hits
+    assert type(got) is int and got == 50
+    got = _same(fn, logits, (logits.argmax(1) + 1) % 4)  # no hits
+    assert type(got) is int and got == 0
+
+
+def test_filter_empty_all_and_dtype():
+    fn = CORPUS["filter_pos"][0]
+    _same(fn, -torch.rand(30))                   # nothing kept: torch.tensor([]) is float32
+    _same(fn, torch.rand(30) + 0.1)              # everything kept
+    _same(fn, torch.randint(-5, 5, (40,)))       # integers keep their dtype when not empty
+    assert autovec(fn)(-torch.ones(30, dtype=torch.int64)).dtype == torch.float32
+
+
+def test_filter_stack_of_nothing_raises_like_the_loop():
+    fn = CORPUS["filter_comp"][0]
+    with pytest.raises(RuntimeError) as want:
+        fn(-torch.ones(10, 3))
+    with pytest.raises(RuntimeError) as got:
+        autovec(fn)(-torch.ones(10, 3))
+    assert str(got.value) == str(want.value)
+
+
+def test_argbest_ties_follow_the_comparison():
+    x = torch.zeros(20, 2)
+    x[3] = 1.0
+    x[11] = 1.0
+    best, idx = _same(CORPUS["argbest_first"][0], x)
+    assert idx == 3 and type(idx) is int
+    best, idx = _same(CORPUS["argbest_last"][0], x)
+    assert idx == 11
+    # nothing beats the initial best: the initial values stay, with their Python types
+    best, idx = _same(CORPUS["argbest_first"][0], torch.full((10, 2), -1e10))
+    assert (best, idx) == (-1e9, -1) and type(best) is float
+
+
+def test_running_max_keeps_python_float_when_nothing_beats_it():
+    fn = CORPUS["running_max"][0]
+    assert type(_same(fn, torch.randn(10, 3))) is torch.Tensor
+    x = torch.full((10, 3), float("nan"))
+    assert _same(fn, x) == float("-inf")
+
+
+def test_flag_all_false_and_true():
+    fn = CORPUS["flag_any"][0]
+    assert _same(fn, torch.zeros(20, 3), 1.0) is False
+    assert _same(fn, torch.ones(20, 3) * 5, 1.0) is True
+
+
+def test_where_with_all_true_and_all_false_conditions():
+    fn = CORPUS["leaky"][0]
+    _same(fn, torch.rand(40) + 0.1, 0.1)
+    _same(fn, -torch.rand(40) - 0.1, 0.1)
+
+
+def test_where_with_nan_in_the_untaken_side():
+    # rows with norm 0 take the no-clip side; the clip side divides by zero there
+    fn = CORPUS["clip_rows"][0]
+    g = torch.randn(30, 4) * 3
+    g[5] = 0
+    _same(fn, g, 2.0)
+
+
+def test_branches_with_gradients_keep_the_python_loop():
+    fn, inputs, _, _ = CORPUS["clip_rows"]
+    g, m = inputs()
+    g.requires_grad_(True)
+    assert explain(fn, g, m).path == "python"
+    assert_equivalent(fn, g.detach(), m, grad=True)
+
+
+def test_inplace_update_of_an_argument():
+    fn = CORPUS["inplace_same_index"][0]
+    x = torch.randn(20, 3)
+    want = fn(x.clone())
+    y = x.clone()
+    got = autovec(fn)(y)
+    assert got is y
+    torch.testing.assert_close(y, want)
+
+
+def test_aliased_output_and_input_run_the_loop():
+    def shift(out, x):
+        for i in range(x.shape[0] - 1):
+            out[i + 1] = x[i] * 2
+        return out
+
+    x = torch.arange(10.0)
+    want = shift(x.clone(), x.clone())
+    a = x.clone()
+    got = autovec(shift)(a, a)          # out and x are the same tensor: a true dependence
+    b = x.clone()
+    ref = shift(b, b)
+    torch.testing.assert_close(got, ref)
+    assert explain(shift, x.clone(), x.clone()).path == "vectorized"
+    assert not torch.equal(want, ref)   # the aliasing changes the answer, and autovec kept it
+
+
+def test_while_counter_value_after_the_loop():
+    fn = CORPUS["while_axpy"][0]
+    out, k = autovec(fn)(torch.randn(12, 2), torch.randn(12, 2), 2.0)
+    assert k == 12 and type(k) is int
