@@ -72,7 +72,13 @@ class FunctionState:
         self.original_source = ast.unparse(cap.tree)
         namer = namer_for(cap.tree)
         pieces, matches, reports = [], {}, []
+        nest_strategy = {}
         for info in infos:
+            if info.part_of is not None:
+                parent = nest_strategy.get(info.part_of, "python")
+                reports.append(LoopReport(info.lineno, info.source, parent,
+                                          f"rewritten as part of the loop nest at line {info.part_of}"))
+                continue
             if info.plan is None:
                 reports.append(LoopReport(info.lineno, info.source, "python", info.refusal.reason))
                 continue
@@ -82,6 +88,7 @@ class FunctionState:
                 continue
             pieces.append((info, module.lower(m, namer)))
             matches[info.plan.loop_id] = m
+            nest_strategy[info.lineno] = m.strategy
             reports.append(LoopReport(info.lineno, info.source, m.strategy, m.reason))
         self.reports = reports
         if self.strict:

@@ -20,6 +20,7 @@ class Mapped:
     dim: int
     offset: int
     param: str       # name of the per-iteration slice inside the body function
+    levels: tuple = ()   # loop nests: ((level, position in the subscript, offset), ...)
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class IterSpace:
     kind "elements": `for target in source` (and zip / enumerate forms): each
     `(target, source)` in `elements` binds `target = source[i]`; `index` is the
     enumerate counter, if any, counting from `enum_start`.
+    kind "nest": perfectly nested `for` loops over ranges; `levels` holds
+    `(index, range_args)` from the outermost loop in.
     """
 
     kind: str
@@ -37,6 +40,7 @@ class IterSpace:
     index: str | None = None
     enum_start: str = "0"
     elements: tuple[tuple[str, str], ...] = ()
+    levels: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,9 @@ class Output:
     kind "best":   `target = max(target, value)`, `if value > target: target = value` (op is the
                    comparison that replaces the best), with payloads taken along.
     kind "last":   `target = value` read after the loop: the value of the last (true) iteration.
+    kind "scatter": `target[idx..] op= value` with per-iteration indices (payloads hold them);
+                   "+"/"-" accumulate over repeated indices, "" keeps the last write.
+    kind "cat":    `target = torch.cat([target, value], dim=dim)`.
     """
 
     kind: str
@@ -67,6 +74,7 @@ class Output:
     cond: bool = False        # the output happens only under a data-dependent condition
     pytype: str = ""          # "item": the loop stores `value.item()` (a Python number)
     payloads: tuple = ()      # best: (name, marker, source) of values taken with the best one
+    nest_rows: tuple = ()     # store in a loop nest: (level, offset) per leading dimension
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,7 @@ class LoopPlan:
     callables: tuple[str, ...]       # call targets rooted at loop-invariant names
     live_after: tuple[str, ...] = () # iteration variables read after the loop
     branches: bool = False           # the body branches on per-iteration data
+    value_indices: tuple = ()        # loop nests: indices used as numbers in the body
     notes: tuple[str, ...] = field(default=())
 
 
@@ -100,3 +109,4 @@ class LoopInfo:
     refusal: Refusal | None
     col: int = 0
     kind: str = "for"      # "for", "while", "comprehension", "generator"
+    part_of: int | None = None   # line of the loop nest this inner loop is rewritten with

@@ -64,7 +64,16 @@ class FunctionRuntime:
 
     def _guard(self, loop_id, m, plan, space, mapped, free, calls, writes):
         sources = []
-        if isinstance(space, range):
+        levels = None
+        if plan.space.kind == "nest":
+            levels = [(r.start, r.step, len(r)) for r in space]
+            if any(st <= 0 for _, st, _ in levels):
+                raise GuardFailed("a range with a negative step keeps the Python loop")
+            n = 1
+            for _, _, k in levels:
+                n *= k
+            start, step, first = levels[0][0], levels[0][1], levels[0][0]
+        elif isinstance(space, range):
             start, step, n = space.start, space.step, len(space)
             if step <= 0:
                 raise GuardFailed("a range with a negative step keeps the Python loop")
@@ -93,9 +102,12 @@ class FunctionRuntime:
         for t, d, off, _ in mapped:
             if not isinstance(t, torch.Tensor):
                 raise GuardFailed(f"an indexed value is a {type(t).__name__}, not a tensor")
-            if t.dim() <= d or start + off < 0 or last + off >= t.shape[d]:
-                raise GuardFailed("the loop's indices run outside an indexed tensor (the loop "
-                                  "decides what happens: wrap-around or IndexError)")
+            spec = d if levels is not None else ((0, d, off),)
+            for lv, p, o in spec:
+                st, sp, k = levels[lv] if levels is not None else (start, step, n)
+                if t.dim() <= p or st + o < 0 or st + o + (k - 1) * sp >= t.shape[p]:
+                    raise GuardFailed("the loop's indices run outside an indexed tensor (the loop "
+                                      "decides what happens: wrap-around or IndexError)")
             tensors.append(t)
         written = []
         for w in writes:
@@ -103,14 +115,26 @@ class FunctionRuntime:
                 t, d, off = w[1], w[2], w[3]
                 if not isinstance(t, torch.Tensor):
                     raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")
-                if t.dim() <= d or start + off < 0 or last + off >= t.shape[d]:
-                    raise GuardFailed("the loop writes outside its output tensor")
+                spec = [(lv, lv, o) for lv, o in off] if levels is not None else [(0, d, off)]
+                for lv, p, o in spec:
+                    st, sp, k = levels[lv] if levels is not None else (start, step, n)
+                    if t.dim() <= p or st + o < 0 or st + o + (k - 1) * sp >= t.shape[p]:
+                        raise GuardFailed("the loop writes outside its output tensor")
                 if t.requires_grad and t.is_leaf and torch.is_grad_enabled():
                     raise GuardFailed("the output is a leaf tensor that requires grad (the loop raises)")
                 written.append(t)
             elif w[0] == "list":
                 if type(w[1]) is not list:
                     raise GuardFailed(f"`.append` is called on a {type(w[1]).__name__}, not a list")
+            elif w[0] == "scatter":
+                if not isinstance(w[1], torch.Tensor):
+                    raise GuardFailed(f"the written value is a {type(w[1]).__name__}, not a tensor")
+                if w[1].requires_grad and w[1].is_leaf and torch.is_grad_enabled():
+                    raise GuardFailed("the output is a leaf tensor that requires grad (the loop raises)")
+                written.append(w[1])
+            elif w[0] == "cat":
+                if not isinstance(w[1], torch.Tensor):
+                    raise GuardFailed(f"torch.cat onto a {type(w[1]).__name__}")
             elif w[0] == "best":
                 if not isinstance(w[1], _NUMBER + (torch.Tensor,)):
                     raise GuardFailed(f"the tracked best value is a {type(w[1]).__name__}")
@@ -128,6 +152,7 @@ class FunctionRuntime:
         if len(devices) > 1:
             raise GuardFailed(f"tensors on several devices ({', '.join(sorted(map(str, devices)))})")
         same_index = {id(t) for t, d, off, flag in mapped if flag}
+        space = space if levels is None else ()
         for w in written:
             pw = _storage(w)
             for r in tensors + free_tensors:
@@ -155,8 +180,10 @@ class FunctionRuntime:
         key = (loop_id, sig)
         if key in self.failures:
             raise GuardFailed(f"an earlier call with the same signature failed: {self.failures[key]}")
-        return Token(self, loop_id, m, n, start, step, first, [t for t, *_ in mapped],
-                     [(d, off) for _, d, off, _ in mapped], sources, free_tensors, sig)
+        tok = Token(self, loop_id, m, n, start, step, first, [t for t, *_ in mapped],
+                    [(d, off) for _, d, off, _ in mapped], sources, free_tensors, sig)
+        tok.levels = levels
+        return tok
 
     def failed(self, loop_id, tok, exc):
         reason = f"the vectorized path raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -206,24 +233,25 @@ class FunctionRuntime:
     # -------------------------------------------------------------- outputs
 
     @staticmethod
-    def fit_store(o, region, dim, mask=None, op=""):
-        """New contents of `region` (the written rows, loop dimension at `dim`) after the loop's
-        `out[.., i, ..] = v` (or `op=`) for the per-iteration values `o` (n, *V)."""
-        n = o.shape[0]
-        slot = region.shape[:dim] + region.shape[dim + 1:]
-        v = o.shape[1:]
+    def fit_store(o, region, dim, mask=None, op="", lead=1):
+        """New contents of `region` (the written rows, loop dimension at `dim`; `lead` loop
+        dimensions for a nest) after the loop's `out[.., i, ..] = v` (or `op=`) for the
+        per-iteration values `o` (n, *V)."""
+        n = tuple(o.shape[:lead])
+        slot = region.shape[:dim] + region.shape[dim + lead:]
+        v = o.shape[lead:]
         while len(v) > len(slot) and v[0] == 1:  # setitem drops leading 1s
             v = v[1:]
         if len(v) > len(slot):
-            raise GuardFailed(f"a value of shape {tuple(o.shape[1:])} does not fit `{tuple(slot)}`")
-        o = o.reshape(n, *([1] * (len(slot) - len(v))), *v).expand(n, *slot)
+            raise GuardFailed(f"a value of shape {tuple(o.shape[lead:])} does not fit `{tuple(slot)}`")
+        o = o.reshape(*n, *([1] * (len(slot) - len(v))), *v).expand(*n, *slot)
         if o.is_complex() and not region.is_complex():
             raise GuardFailed("complex values written into a real tensor")
         o = o.movedim(0, dim) if dim else o
         if op:
             o = {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div}[op](region, o)
         if mask is not None:
-            m = mask.reshape((1,) * dim + (n,) + (1,) * (o.dim() - dim - 1))
+            m = mask.reshape((1,) * dim + n + (1,) * (o.dim() - dim - lead))
             o = torch.where(m, o.to(region.dtype) if not op else o, region)
         return o
 
@@ -343,6 +371,72 @@ class FunctionRuntime:
 _UNCHANGED = object()
 
 
+def _scatter_prep(target, vals, idxs, op, mask):
+    """Indices and values for one `index_put_` that does what the loop's
+    `target[i0, i1] op= v` does, repeated indices included."""
+    if mask is not None:
+        vals, idxs = vals[mask], [i[mask] for i in idxs]
+    n = vals.shape[0]
+    if n == 0:
+        return None
+    if len(idxs) > target.dim():
+        raise GuardFailed("too many indices for the written tensor (the loop raises)")
+    norm = []
+    for d, i in enumerate(idxs):
+        if i.dim() != 1 or i.dtype in (torch.bool,) or i.is_floating_point() or i.is_complex():
+            raise GuardFailed("scatter indices must be one integer per iteration")
+        size = target.shape[d]
+        if bool(((i < -size) | (i >= size)).any()):
+            raise GuardFailed("an index is out of range (the loop raises)")
+        norm.append(torch.where(i < 0, i + size, i).to(torch.long))
+    slot = target.shape[len(idxs):]
+    v = vals.shape[1:]
+    while len(v) > len(slot) and v[0] == 1:
+        v = v[1:]
+    if len(v) > len(slot):
+        raise GuardFailed("a value does not fit the written element")
+    vals = vals.reshape(n, *([1] * (len(slot) - len(v))), *v).expand(n, *slot)
+    if op and not torch.can_cast(torch.result_type(target, vals), target.dtype):
+        raise GuardFailed("the in-place update would need a dtype cast the loop refuses")
+    vals = vals.to(target.dtype)
+    if op == "-":
+        vals = -vals
+    if not op:
+        # plain assignment: the last iteration writing an index wins
+        lin = torch.zeros_like(norm[0])
+        for d, i in enumerate(norm):
+            lin = lin * target.shape[d] + i
+        order = torch.arange(n, device=lin.device)
+        last = torch.full((int(lin.max()) + 1,), -1, dtype=torch.long, device=lin.device)
+        last.scatter_reduce_(0, lin, order, reduce="amax")
+        keep = last[lin] == order
+        vals, norm = vals[keep], [i[keep] for i in norm]
+    return tuple(norm), vals
+
+
+def _cat_accum(acc, vals, dim, mask):
+    if mask is not None:
+        vals = vals[mask]
+    if vals.shape[0] == 0:
+        return _UNCHANGED
+    if not isinstance(acc, torch.Tensor) or vals.dim() < 2 or dim >= vals.dim() - 1:
+        raise GuardFailed("torch.cat of 0-d pieces or along a missing dimension (the loop raises)")
+    flat = vals.movedim(0, dim).flatten(dim, dim + 1) if dim else vals.flatten(0, 1)
+    return torch.cat([acc, flat], dim=dim)
+
+
+FunctionRuntime.scatter_prep = staticmethod(_scatter_prep)
+FunctionRuntime.cat_accum = staticmethod(_cat_accum)
+
+
+def _scatter_commit(target, prepared, op):
+    if prepared is not None:
+        target.index_put_(prepared[0], prepared[1], accumulate=bool(op))
+
+
+FunctionRuntime.scatter_commit = staticmethod(_scatter_commit)
+
+
 def space_sig(space):
     return () if isinstance(space, range) else tuple(space)
 
@@ -356,7 +450,13 @@ class Token:
         self.mapped, self.dims, self.sources = mapped, dims, sources
         self.free_tensors, self.sig = free_tensors, sig
 
-    def rows(self, offset):
+    levels = None
+
+    def rows(self, offset, level=None):
+        if level is not None:
+            st, sp, k = self.levels[level]
+            a = st + offset
+            return slice(a, a + (k - 1) * sp + 1, sp)
         a = self.start + offset
         return slice(a, a + (self.n - 1) * self.step + 1, self.step)
 
@@ -367,8 +467,25 @@ class Token:
         return self.sources[pos][self.n - 1]
 
     def _inputs(self):
-        """(tensor, in_dim) per body parameter, in the plan's order."""
+        """(tensor, in_dim) per body parameter, in the plan's order (for a nest: in_dims per level)."""
         plan = self.match.plan
+        if self.levels is not None:
+            out = []
+            for t, (spec, _) in zip(self.mapped, self.dims):
+                for lv, p, off in spec:
+                    r = self.rows(off, lv)
+                    if r.start != 0 or r.stop != t.shape[p] or r.step != 1:
+                        t = t[(slice(None),) * p + (r,)]
+                dims = []
+                for lv in range(len(self.levels)):
+                    hit = [(p, l2) for l2, p, _ in spec if l2 == lv]
+                    if not hit:
+                        dims.append(None)
+                        continue
+                    p = hit[0][0]
+                    dims.append(p - sum(1 for l2, p2, _ in spec if l2 < lv and p2 < p))
+                out.append((t, tuple(dims)))
+            return out
         by_source = {}
         for (target, _), s in zip(plan.space.elements, self.sources):
             t = torch.stack(list(s)) if isinstance(s, (list, tuple)) else s
@@ -427,7 +544,29 @@ class Token:
                 raise GuardFailed("an output does not keep the batch dimension")
         return outs
 
+    def _vmap_nest(self, body, inputs, device):
+        plan = self.match.plan
+        args = [t for t, _ in inputs]
+        dims = [d for _, d in inputs]
+        names = [ix for ix, _ in plan.space.levels]
+        for ix in plan.value_indices:
+            lv = names.index(ix)
+            st, sp, k = self.levels[lv]
+            args.append(torch.arange(st, st + k * sp, sp, device=device))
+            dims.append(tuple(0 if l2 == lv else None for l2 in range(len(names))))
+
+        def tensors_only(*a):
+            return tuple(v if isinstance(v, torch.Tensor) else torch.as_tensor(v) for v in body(*a))
+        f = tensors_only
+        for lv in reversed(range(len(names))):
+            f = torch.func.vmap(f, in_dims=tuple(d[lv] for d in dims), out_dims=0)
+        outs = f(*args)
+        shape = tuple(k for _, _, k in self.levels)
+        return tuple(o if tuple(o.shape[:len(shape)]) == shape else o.expand(*shape, *o.shape) for o in outs)
+
     def _vmap(self, body, inputs, device):
+        if self.levels is not None:
+            return self._vmap_nest(body, inputs, device)
         args = [t for t, _ in inputs]
         dims = [d for _, d in inputs]
         if self.match.plan.index_as_value:
@@ -441,6 +580,23 @@ class Token:
         return tuple(o if o.dim() and o.shape[0] == n else o.expand(n, *o.shape) for o in outs)
 
     def _row_args(self, inputs, j):
+        if self.levels is not None:
+            pos = []
+            for _, _, k in reversed(self.levels):
+                pos.append(j % k)
+                j //= k
+            pos = pos[::-1]
+            args = []
+            for t, dims in inputs:
+                for lv in range(len(self.levels)):
+                    if dims[lv] is not None:
+                        t = t.select(dims[lv], pos[lv])
+                args.append(t)
+            names = [ix for ix, _ in self.match.plan.space.levels]
+            for ix in self.match.plan.value_indices:
+                lv = names.index(ix)
+                args.append(self.levels[lv][0] + pos[lv] * self.levels[lv][1])
+            return args
         args = [t.select(d, j) for t, d in inputs]
         if self.match.plan.index_as_value:
             args.append(self.first + j * self.step)
@@ -456,14 +612,15 @@ class Token:
         n_masks = sum(1 for lay in self.match_layout() if lay[2] is not None)
         if ref is not None and n_masks:
             for pos in (lay[2] for lay in self.match_layout() if lay[2] is not None):
-                hit = outs[pos].nonzero().flatten()
+                hit = outs[pos].flatten().nonzero().flatten()
                 if hit.numel():
                     rows.append(int(hit[0]))
         seen: dict = {}
+        flat = outs if self.levels is None else [o.flatten(0, len(self.levels) - 1) for o in outs]
         for j in sorted(set(rows)):
             with torch.no_grad():
                 want_all = ref(*self._row_args(inputs, j))
-            for k, (want, got) in enumerate(zip(want_all, outs)):
+            for k, (want, got) in enumerate(zip(want_all, flat)):
                 if want is None:
                     continue
                 self._compare(k, want, got[j])

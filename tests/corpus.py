@@ -194,6 +194,76 @@ def focal(logits, labels, gamma):
     return total / logits.shape[0]
 
 
+def hist_add(bins, w, nb):
+    hist = torch.zeros(nb)
+    for k in range(bins.shape[0]):
+        hist[bins[k]] += w[k]
+    return hist
+
+
+def last_write(idx, v, n):
+    out = torch.zeros(n, 2)
+    for k in range(idx.shape[0]):
+        out[idx[k]] = v[k]
+    return out
+
+
+def confusion(t, p, c):
+    cm = torch.zeros(c, c, dtype=torch.long)
+    for k in range(len(t)):
+        cm[t[k], p[k]] += 1
+    return cm
+
+
+def masked_hist(bins, w, nb):
+    hist = torch.zeros(nb)
+    for k in range(bins.shape[0]):
+        if w[k] > 0.5:
+            hist[bins[k]] -= w[k]
+    return hist
+
+
+def cat_grow(chunks, s):
+    acc = torch.tensor([])
+    for k in range(chunks.shape[0]):
+        acc = torch.cat([acc, chunks[k] * s[k]])
+    return acc
+
+
+def pairwise(a, b):
+    d = torch.empty(a.shape[0], b.shape[0])
+    for i in range(a.shape[0]):
+        for j in range(b.shape[0]):
+            d[i, j] = torch.sqrt(((a[i] - b[j]) ** 2).sum())
+    return d
+
+
+def scores3(q, k):
+    nb, nq, _ = q.shape
+    s = torch.zeros(nb, nq, k.shape[1])
+    for b in range(nb):
+        for i in range(nq):
+            for j in range(k.shape[1]):
+                s[b, i, j] = torch.dot(q[b, i], k[b, j])
+    return s
+
+
+def nest_index_value(x):
+    out = torch.empty(x.shape[0], x.shape[1])
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j] * i - j
+    return out
+
+
+def nest_sum(a, b):
+    total = 0.0
+    for i in range(a.shape[0]):
+        for j in range(b.shape[0]):
+            total = total + (a[i] * b[j]).sum()
+    return total
+
+
 def _g(seed):
     return torch.Generator().manual_seed(seed)
 
@@ -224,5 +294,14 @@ CORPUS = {
     "while_axpy": (while_axpy, lambda: (torch.randn(30, 4, generator=_g(0)), torch.randn(30, 4, generator=_g(1)), 0.5), "broadcast", True),
     "inplace_same_index": (inplace_same_index, lambda: (torch.randn(20, 3, generator=_g(0)),), "broadcast", False),
     "helper_rows": (helper_rows, lambda: (torch.randn(20, 6, generator=_g(0)),), "broadcast", True),
+    "hist_add": (hist_add, lambda: (torch.randint(0, 5, (60,), generator=_g(0)), torch.rand(60, generator=_g(1)), 5), "reduction", True),
+    "last_write": (last_write, lambda: (torch.randint(0, 6, (40,), generator=_g(0)), torch.randn(40, 2, generator=_g(1)), 6), "reduction", True),
+    "confusion": (confusion, lambda: (torch.randint(0, 4, (80,), generator=_g(0)), torch.randint(0, 4, (80,), generator=_g(1)), 4), "reduction", False),
+    "masked_hist": (masked_hist, lambda: (torch.randint(0, 5, (60,), generator=_g(0)), torch.rand(60, generator=_g(1)), 5), "reduction", False),
+    "cat_grow": (cat_grow, lambda: (torch.randn(20, 3, generator=_g(0)), torch.rand(20, generator=_g(1))), "reduction", True),
+    "pairwise": (pairwise, lambda: (torch.randn(7, 3, generator=_g(0)), torch.randn(9, 3, generator=_g(1))), "vmap", True),
+    "scores3": (scores3, lambda: (torch.randn(2, 4, 5, generator=_g(0)), torch.randn(2, 6, 5, generator=_g(1))), "vmap", True),
+    "nest_index_value": (nest_index_value, lambda: (torch.randn(5, 6, generator=_g(0)),), "vmap", True),
+    "nest_sum": (nest_sum, lambda: (torch.randn(5, 3, generator=_g(0)), torch.randn(6, 3, generator=_g(1))), "reduction", True),
     "focal": (focal, lambda: (torch.randn(30, 5, generator=_g(0)), torch.randint(0, 5, (30,), generator=_g(1)), 2.0), "reduction", True),
 }

@@ -20,11 +20,6 @@ N = 64  # comfortably above the cost model's trip-count threshold
 THIS_FILE = __file__
 
 
-BUG_EXCEPT_NAME = ("BUG: every exception raised on the vectorized path after the guards (vmap errors, the "
-                   "user's own errors replayed batched, GuardFailed from prepare) becomes NameError: name '_av_e' "
-                   "is not defined, instead of falling back to the original loop: codegen._Subst renames the "
-                   "placeholder `E` in `_av.failed(L, T, E)` but not the ExceptHandler's `as E` name (a str, "
-                   "not a Name node)")
 BUG_CONSUMER_LINE = ("BUG: the swapped consumer `torch.stack(out)` after a rewritten loop has line numbers from "
                      "codegen.expr() (line 1), so an exception it raises (e.g. torch.stack([]) on an empty or "
                      "guard-rejected loop) shows line 1 of the user's file (the module docstring) as its frame "
@@ -274,7 +269,7 @@ def test_star_args_loop():
     check(stack_args, lambda: (tuple(t.clone() for t in xs), {}))
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_EXCEPT_NAME + "; and behind it: " + BUG_CONSUMER_LINE)
+@pytest.mark.xfail(strict=True, reason=BUG_CONSUMER_LINE)
 def test_star_args_with_mixed_shapes_raises_like_the_original():
     xs = [rand(3, seed=k) for k in range(N)] + [rand(4)]
     assert_same_exception(stack_args, *xs)
@@ -603,8 +598,6 @@ def test_closure_variable_reassigned_after_decoration():
     assert_same(x * torch.arange(3.0), scaled(x))
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_EXCEPT_NAME + " (here: the unbound closure variable `offset` "
-                   "read by the guard's argument tuple)")
 def test_closure_variable_bound_only_after_decoration():
     @av
     def late(x):
@@ -741,7 +734,6 @@ def gather_rows(table, ids):
     return out
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_EXCEPT_NAME)
 def test_out_of_range_id_raises_like_the_original():
     table = rand(5, 3)
     ids = torch.randint(0, 5, (N,), generator=gen(3))
@@ -770,7 +762,6 @@ def checked_rows(x):
     return torch.stack(out)
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_EXCEPT_NAME)
 def test_helper_raising_value_error_on_one_row():
     x = rand(N, 3).abs()
     check(checked_rows, lambda: ((x.clone(),), {}))
@@ -790,7 +781,6 @@ def store_wrong_width(x):
     return out
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_EXCEPT_NAME)
 def test_store_with_mismatched_shape_raises_like_the_original():
     assert_same_exception(store_wrong_width, rand(N, 3), user_line="out[k] = x[k] * 2")
 
@@ -803,7 +793,6 @@ def flatten_rows(x):
     return torch.stack(out)
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_EXCEPT_NAME)
 def test_view_on_non_contiguous_rows_raises_like_the_original():
     x = rand(N, 2, 2).transpose(1, 2)   # each x[k] is a transposed 2x2: view(4) is impossible
     assert_same_exception(flatten_rows, x, user_line="x[k].view(4)")
@@ -848,9 +837,7 @@ def test_empty_preallocated_output_with_a_low_trip_threshold(monkeypatch, min_tr
 
 
 @pytest.mark.parametrize("min_trip", [
-    pytest.param("0", marks=pytest.mark.xfail(strict=True, reason=BUG_EXCEPT_NAME + " (here: IndexError from "
-                                              "the one-iteration check on 0 rows); and behind it: "
-                                              + BUG_CONSUMER_LINE)),
+    pytest.param("0", marks=pytest.mark.xfail(strict=True, reason=BUG_CONSUMER_LINE)),
     pytest.param("1", marks=pytest.mark.xfail(strict=True, reason=BUG_CONSUMER_LINE)),
 ])
 def test_empty_input_with_a_low_trip_threshold(monkeypatch, min_trip):
@@ -1122,8 +1109,6 @@ def test_accumulator_argument_aliasing_the_input():
     assert_same(a1[1], a2[1])
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_EXCEPT_NAME + " (here: the GuardFailed for a float-into-int64 "
-                   "in-place accumulation, raised in the prepare step)")
 def test_accumulator_argument_with_a_dtype_the_loop_refuses():
     x = rand(N, 3)
     exc = assert_same_exception(accumulate_into, torch.zeros(3, dtype=torch.int64), x, user_line="acc += x[k]")
@@ -1257,7 +1242,8 @@ def test_filtered_append_values_match():
     check(positives, lambda: ((x.clone(),), {}))
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_EXCEPT_NAME + " (here: the mask strategy with every row filtered out)")
+@pytest.mark.xfail(strict=True, reason=BUG_CONSUMER_LINE + " (here: the mask strategy with every row "
+                   "filtered out)")
 def test_filtered_append_with_every_row_filtered_out_raises_like_the_original():
     x = -rand(N, 3).abs()
     exc = assert_same_exception(positives, x, user_line="return torch.stack(out)")
@@ -1291,8 +1277,6 @@ def gated_gather(table, ids, x):
     return out
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_EXCEPT_NAME + " (here: the `where` strategy evaluates "
-                   "`table[ids[k]]` for rows whose branch is not taken, the original never does)")
 def test_out_of_range_id_in_an_untaken_branch():
     table, x = rand(5, 3), rand(N)
     ids = torch.randint(0, 5, (N,), generator=gen(4))

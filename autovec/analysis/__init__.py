@@ -14,7 +14,7 @@ import dataclasses
 from ..frontend import Captured
 from ..plan import LoopInfo, Output
 from . import names as nm
-from .loops import Context, Refuse, plan_comprehension, plan_for, plan_while, src
+from .loops import Context, Refuse, nest_levels, plan_comprehension, plan_for, plan_nest, plan_while, src
 
 _DYNAMIC_SCOPE = {"locals", "vars", "eval", "exec", "globals"}
 
@@ -33,7 +33,12 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
     infos: list[LoopInfo] = []
     planned_spans: list[tuple[int, int]] = []
     loop_id = 0
+    nest_inner: dict[int, int] = {}
     for node in _loops_in_order(fn):
+        if id(node) in nest_inner:
+            infos.append(LoopInfo(node.lineno, src(node), None, None, node.col_offset, _kind(node),
+                                  part_of=nest_inner[id(node)]))
+            continue
         if any(a <= node.lineno <= b for a, b in planned_spans) and isinstance(node, ast.ListComp):
             continue  # part of a loop body that is rewritten as a whole
         loop_id += 1
@@ -41,7 +46,21 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
         try:
             if blocked:
                 raise Refuse(blocked, node.lineno)
-            if isinstance(node, ast.For):
+            levels = nest_levels(node, ctx) if isinstance(node, ast.For) else []
+            plan = None
+            if len(levels) > 1:
+                try:
+                    plan = plan_nest(levels, ctx, loop_id)
+                    for _, _, inner in levels[1:]:
+                        nest_inner[id(inner)] = node.lineno
+                except Refuse as r:
+                    nest_refusal = r
+                    plan = None
+            if plan is not None:
+                pass
+            elif len(levels) > 1:
+                raise nest_refusal
+            elif isinstance(node, ast.For):
                 plan = _with_consumers(plan_for(node, ctx, loop_id), node, ctx)
             elif isinstance(node, ast.ListComp):
                 consumer, cnode = _comprehension_consumer(node, ctx)

@@ -181,6 +181,8 @@ class _Body:
     branches: bool = False
     count: list = field(default_factory=lambda: [0])
     seen: dict = field(default_factory=dict)      # output key -> [(branch path, marker)]
+    indices: list = field(default_factory=list)   # loop index names (one, or one per nest level)
+    varying: set = field(default_factory=set)     # iteration variables
 
     def marker(self) -> str:
         self.count[0] += 1
@@ -314,9 +316,32 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     """Replace outputs by marker assignments (keeping their place, inside ifs too) and
     refuse statements that block a rewrite."""
     body = _Body([], [], {})
+    body.indices = [k for k, v in iter_vars.items() if v == "index"]
+    body.varying = set(iter_vars)
     stmts = _normalize_continue(stmts)
     body.stmts = _walk(stmts, body, ctx, depth=0)
     return body
+
+
+def _scatter_entries(sub: ast.Subscript, body: "_Body"):
+    """The index entries of a write like `hist[idx[k]] += w` (values that change per iteration,
+    then only full slices), or None when the write is an ordinary `out[i]` store."""
+    idx = body.indices
+    if len(idx) == 1 and isinstance(match_subscript(sub, idx[0]), tuple):
+        return None
+    if len(idx) > 1 and isinstance(match_subscript_nest(sub, idx), list):
+        return None
+    entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    varying = body.varying | set(body.assigned)
+    k = 0
+    while k < len(entries) and not isinstance(entries[k], ast.Slice):
+        k += 1
+    head, tail = entries[:k], entries[k:]
+    if not head or not all(_full_slice(e) for e in tail):
+        return None
+    if not any(nm.load_ids(e) & varying for e in head):
+        return None
+    return head
 
 
 def _exclusive(p1: tuple, p2: tuple) -> bool:
@@ -347,6 +372,11 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             out.append(ast.copy_location(new, s))
             continue
         found = _output(s)
+        if found is not None and found[0].kind == "store" and found[0].op in ("", "+", "-"):
+            entries = _scatter_entries(found[1][0], body)
+            if entries is not None:
+                out.extend(_scatter_output(s, found, entries, body, depth))
+                continue
         if found is not None:
             o, payload = found
             value = payload[1] if o.kind == "store" else payload
@@ -450,6 +480,27 @@ def _best_output(s, body: _Body, best: str, value, op: str, payloads, call: bool
     return stmts
 
 
+def _scatter_output(s, found, entries, body: "_Body", depth: int) -> list:
+    o, (sub, value) = found
+    value, pytype = _strip_item(value)
+    marker = body.marker()
+    stmts = [_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), s),
+                      s.lineno)]
+    pays = []
+    for j, e in enumerate(entries):
+        pm = body.marker()
+        e2, ptype = _strip_item(e)
+        pays.append((f"index{j}", pm, src(e2), ptype))
+        stmts.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=pm, ctx=ast.Store())], value=e2), s),
+                              s.lineno))
+    if not _base_ok(sub.value):
+        raise Refuse(f"`{src(sub)}` at line {s.lineno}: the written tensor is not a plain name", s.lineno)
+    body.outputs.append((Output("scatter", src(sub.value), src(value), s.lineno, op=o.op, marker=marker,
+                                cond=depth > 0, pytype=pytype, payloads=tuple(pays), dim=len(entries),
+                                index_src=src(sub)), value))
+    return stmts
+
+
 def _check_stmt(s: ast.stmt) -> None:
     for n in ast.walk(s):
         for kind, why in _BLOCKING.items():
@@ -492,6 +543,17 @@ def _output(s: ast.stmt):
         if acc not in nm.load_ids(s.value):
             return Output("accum", acc, src(s.value), line, op=_op(s.op), inplace=True), s.value
     if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+            and isinstance(s.value, ast.Call) and len(s.value.args) == 1
+            and isinstance(s.value.args[0], (ast.List, ast.Tuple)) and len(s.value.args[0].elts) == 2
+            and isinstance(s.value.args[0].elts[0], ast.Name) and s.value.args[0].elts[0].id == s.targets[0].id
+            and src(s.value.func).split(".")[-1] in ("cat", "concat")
+            and all(kw.arg == "dim" and isinstance(kw.value, ast.Constant) and type(kw.value.value) is int
+                    and kw.value.value >= 0 for kw in s.value.keywords)):
+        acc, piece = s.targets[0].id, s.value.args[0].elts[1]
+        if acc not in nm.load_ids(piece):
+            dim = s.value.keywords[0].value.value if s.value.keywords else 0
+            return Output("cat", acc, src(piece), line, dim=dim, consumer_src=src(s.value.func)), piece
+    if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
             and isinstance(s.value, ast.BinOp) and isinstance(s.value.op, (ast.Add, ast.Sub))):
         acc, v = s.targets[0].id, s.value
         if isinstance(v.left, ast.Name) and v.left.id == acc and acc not in nm.load_ids(v.right):
@@ -521,14 +583,17 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         if out.target and out.target in targets:
             raise Refuse(f"`{out.target}` is written more than once in the loop (lines "
                          f"{targets[out.target].lineno} and {out.lineno})", out.lineno)
-        for name, *_ in out.payloads:
+        for name, *_ in (out.payloads if out.kind == "best" else ()):
             if name in body.assigned or name in iter_vars or name in targets:
                 raise Refuse(f"`{name}` is assigned more than once in the loop (line {out.lineno})", out.lineno)
         if out.kind == "store":
             out = _store(out, payload[0], space, body, iter_vars)
+        if out.kind == "cat" and ctx.env.consumer(out.consumer_src) != "cat":
+            raise Refuse(f"`{out.consumer_src}` at line {out.lineno} is not torch.cat", out.lineno)
         targets[out.target] = out
-        for name, *_ in out.payloads:
-            targets[name] = out
+        if out.kind == "best":
+            for name, *_ in out.payloads:
+                targets[name] = out
         outputs.append(out)
 
     all_nodes = list(body.stmts)
@@ -544,7 +609,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                     (ld.lineno, ld.col_offset) <= (o.lineno, 10 ** 6) and not o.cond:
                 continue
             what = {"store": "written", "append": "appended to", "accum": "accumulated",
-                    "best": "updated"}[o.kind]
+                    "best": "updated", "scatter": "written", "cat": "concatenated", "last": "assigned"}[o.kind]
             raise Refuse(f"loop-carried dependency: `{ld.id}` is read at line {ld.lineno} and "
                          f"{what} at line {o.lineno}", ld.lineno)
 
@@ -791,3 +856,135 @@ def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
             verdict = ctx.env.classify(src(f))
             if verdict:
                 raise Refuse(f"{verdict} (`{src(f)}` at line {line})", line)
+
+
+# ----------------------------------------------------------------------------- loop nests
+
+def nest_levels(node: ast.For, ctx: Context) -> list[tuple[str, tuple, ast.For]]:
+    """The perfectly nested range loops starting at `node` (one entry when not a nest)."""
+    levels, cur = [], node
+    while isinstance(cur, ast.For) and not cur.orelse:
+        try:
+            space = iteration(cur, ctx)
+        except Refuse:
+            break
+        if space.kind != "range":
+            break
+        outer = {ix for ix, _, _ in levels}
+        if any(nm.load_ids(ast.parse(a, mode="eval")) & outer for a in space.range_args):
+            break  # the inner range depends on an outer index: not a rectangle
+        levels.append((space.index, space.range_args, cur))
+        if len(cur.body) == 1 and isinstance(cur.body[0], ast.For):
+            cur = cur.body[0]
+            continue
+        break
+    return levels
+
+
+def match_subscript_nest(node: ast.Subscript, indices: list[str]):
+    """[(level, position, offset)] when loop indices select dimensions affinely (every entry
+    before the last index entry being a loop index or a full slice), "other" when an index
+    appears otherwise, None when none appears."""
+    entries = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    found, last = [], -1
+    for p, e in enumerate(entries):
+        hit = [lv for lv, ix in enumerate(indices) if ix in nm.load_ids(e)]
+        if not hit:
+            continue
+        if len(hit) > 1:
+            return "other"
+        off = _affine(e, indices[hit[0]])
+        if off is None:
+            return "other"
+        found.append((hit[0], p, off))
+        last = p
+    if not found:
+        return None
+    levels = [lv for lv, _, _ in found]
+    if len(set(levels)) != len(levels):
+        return "other"
+    taken = {p for _, p, _ in found}
+    if not all(_full_slice(e) for p, e in enumerate(entries[:last]) if p not in taken):
+        return "other"
+    return found
+
+
+def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
+    node = levels[0][2]
+    inner = levels[-1][2]
+    indices = [ix for ix, _, _ in levels]
+    line = node.lineno
+    iter_vars = {ix: "index" for ix in indices}
+    body = _classify(inner.body, ctx, iter_vars)
+    space = IterSpace("nest", levels=tuple((ix, args) for ix, args, _ in levels))
+    outputs, targets = [], {}
+    for out, payload in body.outputs:
+        if out.target in iter_vars or out.target in body.assigned or (out.target and out.target in targets):
+            raise Refuse(f"`{out.target}` is written more than once or reassigned in the loop nest "
+                         f"(line {out.lineno})", out.lineno)
+        if out.kind == "store":
+            sub = payload[0]
+            m = match_subscript_nest(sub, indices)
+            if not isinstance(m, list) or sorted(lv for lv, _, _ in m) != list(range(len(indices))) \
+                    or [p for _, p, _ in m] != list(range(len(indices))) \
+                    or [lv for lv, _, _ in m] != list(range(len(indices))):
+                raise Refuse(f"`{out.index_src}` at line {out.lineno} must be indexed by the loop indices in "
+                             f"order ({', '.join(indices)}) in its leading dimensions", out.lineno)
+            if not _base_ok(sub.value):
+                raise Refuse(f"`{out.index_src}` at line {out.lineno}: the written tensor is not a plain name", out.lineno)
+            entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+            rest = entries[len(indices):]
+            for e in rest:
+                if nm.load_ids(e) & (set(body.assigned) | set(iter_vars)):
+                    raise Refuse(f"the index of `{out.index_src}` changes inside the loop (line {out.lineno})", out.lineno)
+            holder = src(sub.value) + "[" + ", ".join(["{}"] + [src(e) for e in rest]) + "]"
+            out = dataclasses.replace(out, target=src(sub.value), dim=0, offset=0, index_src=holder,
+                                      nest_rows=tuple((lv, off) for lv, _, off in m))
+        elif out.kind == "best":
+            raise Refuse(f"running best values in loop nests are not supported (line {out.lineno})", out.lineno)
+        targets[out.target] = out
+        outputs.append(out)
+    _check_calls(body.stmts, ctx, body, iter_vars)
+    for n in body.stmts:
+        for ld in nm.loads(n):
+            if ld.id in targets:
+                raise Refuse(f"loop-carried dependency: `{ld.id}` is read at line {ld.lineno} and "
+                             f"written at line {targets[ld.id].lineno}", ld.lineno)
+    _check_carried(body.stmts, body.assigned, set(iter_vars) | {o.marker for o in outputs})
+    mapped, covered = {}, set()
+    for n in body.stmts:
+        for sub in ast.walk(n):
+            if not isinstance(sub, ast.Subscript) or not isinstance(sub.ctx, ast.Load) or not _base_ok(sub.value):
+                continue
+            m = match_subscript_nest(sub, indices)
+            base = src(sub.value)
+            if not isinstance(m, list) or _root_name(base) in body.assigned:
+                continue
+            key = (base, tuple(m))
+            if key not in mapped:
+                name = f"{base.replace('.', '_')}_" + "".join(indices[lv] for lv, _, _ in m)
+                taken = ctx.local_names | {x.param for x in mapped.values()}
+                while name in taken:
+                    name += "_"
+                mapped[key] = Mapped(base, 0, 0, name, levels=tuple(m))
+            entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+            for _, p, _ in m:
+                covered.update(id(e) for e in ast.walk(entries[p]))
+            body.based.update(id(e) for e in ast.walk(sub.value))
+    value_indices = tuple(ix for ix in indices if any(
+        ld.id == ix and id(ld) not in covered for n in body.stmts for ld in nm.loads(n)))
+    for ix in indices:
+        if nm.read_after(ctx.fn, ctx.parent, node, ix) is not None or ix in ctx.cellvars:
+            raise Refuse(f"the loop index `{ix}` is read after the loop nest", line)
+    for name in body.assigned:
+        at = nm.read_after(ctx.fn, ctx.parent, node, name)
+        if at is not None or name in ctx.cellvars:
+            raise Refuse(f"`{name}` is assigned in the loop nest and read after it at line {at}", at or line)
+    reads = {ld.id for n in body.stmts for ld in nm.loads(n) if id(ld) not in body.based}
+    free = sorted(reads - set(body.assigned) - set(iter_vars) - set(targets) - {o.marker for o in outputs})
+    callables = tuple(sorted(set(_callables(body.stmts, body, iter_vars))))
+    return LoopPlan(
+        loop_id=loop_id, lineno=line, end_lineno=node.end_lineno, source=src(node), form="for", space=space,
+        body=tuple(src(s) for s in body.stmts), outputs=tuple(outputs), mapped=tuple(mapped.values()),
+        index_as_value=bool(value_indices), free=tuple(free), callables=callables, branches=body.branches,
+        value_indices=value_indices)

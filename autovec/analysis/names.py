@@ -96,11 +96,44 @@ def _first_access(stmt: ast.stmt, name: str) -> tuple[str, int] | None:
         if name in load_ids(stmt.value):
             return "read", stmt.lineno
         return ("write", stmt.lineno) if stmt.target.id == name else None
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        for n in loads(stmt.iter):
+            if n.id == name:
+                return "read", n.lineno
+        if name not in target_names(stmt.target):   # else the body reads the loop's own binding
+            hit = _block_access(stmt.body, name)
+            if hit and hit[0] == "read":
+                return hit
+        hit = _block_access(stmt.orelse, name)
+        return hit if hit and hit[0] == "read" else None
+    if isinstance(stmt, ast.While):
+        for n in loads(stmt.test):
+            if n.id == name:
+                return "read", n.lineno
+        hit = _block_access(stmt.body + stmt.orelse, name)
+        return hit if hit and hit[0] == "read" else None
+    if isinstance(stmt, ast.If):
+        for n in loads(stmt.test):
+            if n.id == name:
+                return "read", n.lineno
+        a, b = _block_access(stmt.body, name), _block_access(stmt.orelse, name)
+        for hit in (a, b):
+            if hit and hit[0] == "read":
+                return hit
+        return a if a and b else None
     for n in loads(stmt):
         if n.id == name:
             return "read", n.lineno
     if isinstance(stmt, ast.AugAssign) and name in target_names(stmt.target):
         return "read", stmt.lineno
+    return None
+
+
+def _block_access(stmts, name):
+    for s in stmts:
+        hit = _first_access(s, name)
+        if hit:
+            return hit
     return None
 
 

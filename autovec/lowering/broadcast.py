@@ -26,6 +26,8 @@ _DIM_KEYWORDS = {"dim", "axis", "dims", "keepdim", "out"}
 
 
 def match(plan: LoopPlan, env) -> Match | Refusal:
+    if plan.space.kind == "nest":
+        return Refusal("loop nests run as nested vmap", plan.lineno)
     if not plan.mapped:
         return Refusal("no tensor is sliced by the loop", plan.lineno)
     if plan.branches or any(o.kind not in ("store", "append") or o.cond or o.pytype for o in plan.outputs):

@@ -23,7 +23,7 @@ import ast
 import copy
 from dataclasses import dataclass, field
 
-from ..analysis.loops import match_subscript
+from ..analysis.loops import match_subscript, match_subscript_nest
 from ..codegen import expr, set_lines, template
 from ..plan import LoopPlan
 
@@ -65,6 +65,8 @@ class _MapSlices(ast.NodeTransformer):
 
     def visit_Subscript(self, node: ast.Subscript):
         node = self.generic_visit(node)
+        if self.plan.space.kind == "nest" and isinstance(node.ctx, ast.Load):
+            return self._nest(node)
         if self.index is None or not isinstance(node.ctx, ast.Load):
             return node
         m = match_subscript(node, self.index)
@@ -89,6 +91,25 @@ def _varying(plan: LoopPlan) -> set[str]:
     return v
 
 
+def _nest_visit(self, node: ast.Subscript):
+    m = match_subscript_nest(node, [ix for ix, _ in self.plan.space.levels])
+    if not isinstance(m, list):
+        return node
+    mp = next((x for x in self.plan.mapped if x.base == ast.unparse(node.value) and x.levels == tuple(m)), None)
+    if mp is None:
+        return node
+    entries = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    taken = {p for _, p, _ in m}
+    rest = [e for p, e in enumerate(entries) if p not in taken]
+    if all(isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None for e in rest):
+        return ast.copy_location(_name(mp.param), node)
+    sl = rest[0] if len(rest) == 1 else ast.Tuple(elts=rest, ctx=ast.Load())
+    return ast.copy_location(ast.Subscript(value=_name(mp.param), slice=sl, ctx=ast.Load()), node)
+
+
+_MapSlices._nest = _nest_visit
+
+
 def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", convert: bool = False):
     """The loop body as a function of its slices. Returns (def, params, layout, reference def):
     `layout[k]` = (value position, payload positions, mask position or None) in the returned tuple.
@@ -97,7 +118,9 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
     mapper = _MapSlices(plan)
     stmts = [mapper.visit(ast.parse(s).body[0]) for s in plan.body]
     params = [m.param for m in plan.mapped]
-    if plan.index_as_value:
+    if plan.space.kind == "nest":
+        params += list(plan.value_indices)
+    elif plan.index_as_value:
         params.append(plan.space.index)
     markers = [o.marker for o in plan.outputs]
     pay_markers = [[p[1] for p in o.payloads] for o in plan.outputs]
@@ -141,6 +164,8 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
 
 
 def _space_expr(plan: LoopPlan) -> ast.expr:
+    if plan.space.kind == "nest":
+        return expr("(" + "".join(f"range({', '.join(args)}), " for _, args in plan.space.levels) + ")")
     if plan.space.kind == "range":
         return expr(f"range({', '.join(plan.space.range_args)})")
     return expr("(" + ", ".join(s for _, s in plan.space.elements) + ",)")
@@ -157,14 +182,19 @@ def build(m: Match, namer, convert: bool = False) -> Lowered:
     elements = {s for _, s in plan.space.elements}
     mapped = [mp for mp in plan.mapped if mp.base not in elements]
     store_keys = {(o.target, o.dim, o.offset) for o in plan.outputs if o.kind == "store" and not o.cond}
+    nest = plan.space.kind == "nest"
+    lead = len(plan.space.levels) if nest else 1
     mapped_expr = expr("(" + "".join(
-        f"({mp.base}, {mp.dim}, {mp.offset}, {int((mp.base, mp.dim, mp.offset) in store_keys)}), "
+        (f"({mp.base}, {mp.levels!r}, 0, 0), " if nest else
+         f"({mp.base}, {mp.dim}, {mp.offset}, {int((mp.base, mp.dim, mp.offset) in store_keys)}), ")
         for mp in mapped) + ")")
     free_expr = expr("(" + "".join(f"{f}, " for f in plan.free) + ")")
     calls_expr = expr("(" + "".join(f"{c}, " for c in plan.callables) + ")")
     writes = []
     for o in plan.outputs:
-        if o.kind == "store":
+        if o.kind == "store" and nest:
+            writes.append(f"('store', {o.target}, 0, {o.nest_rows!r})")
+        elif o.kind == "store":
             writes.append(f"('store', {o.target}, {o.dim}, {o.offset})")
         elif o.kind == "append" and o.target and not o.consumer:
             writes.append(f"('list', {o.target})")
@@ -172,6 +202,10 @@ def build(m: Match, namer, convert: bool = False) -> Lowered:
             writes.append(f"('accum', {o.target}, {int(o.inplace)})")
         elif o.kind == "best":
             writes.append(f"('best', {o.target})")
+        elif o.kind == "scatter":
+            writes.append(f"('scatter', {o.target})")
+        elif o.kind == "cat":
+            writes.append(f"('cat', {o.target})")
     writes_expr = expr("(" + "".join(w + ", " for w in writes) + ")")
 
     prepare, commit, display_tail = [], [], []
@@ -181,12 +215,17 @@ def build(m: Match, namer, convert: bool = False) -> Lowered:
         pos, ppos, mpos = layout[k]
         ok = f"{O}[{pos}]"
         mask = f"{O}[{mpos}]" if mpos is not None else "None"
+        if nest and o.kind != "store":
+            ok = f"{ok}.flatten(0, {lead - 1})"
+            mask = f"{mask}.flatten(0, {lead - 1})" if mpos is not None else mask
         py = f"{T}.py({pos}, {o.pytype!r})"
         if o.kind == "store":
-            region = o.index_src.format(f"{T}.rows({o.offset})")
-            prepare += template(f"P = AV.fit_store({ok}, {region}, {o.dim}, {mask}, {o.op!r})", P=P, AV=AV)
+            rows = ", ".join(f"{T}.rows({off}, {lv})" for lv, off in o.nest_rows) if nest else f"{T}.rows({o.offset})"
+            region = o.index_src.format(rows)
+            prepare += template(f"P = AV.fit_store({ok}, {region}, {o.dim}, {mask}, {o.op!r}, {lead})", P=P, AV=AV)
             commit += template(f"{region} = P", P=P)
-            disp_region = o.index_src.format(_rows_text(plan, o.offset))
+            disp_region = o.index_src.format(", ".join(":" for _ in range(lead)) if nest
+                                             else _rows_text(plan, o.offset))
             aug = {"": "=", "+": "+=", "-": "-=", "*": "*=", "/": "/="}[o.op]
             val = _fit_text(ok, o)
             if mpos is not None:
@@ -227,6 +266,23 @@ def build(m: Match, namer, convert: bool = False) -> Lowered:
             display_tail.append(f"_j = {ok}.{fn}()  # {'first' if o.op in ('>', '<') else 'last'} best wins on ties")
             display_tail.append(f"if {ok}[_j] {o.op} {o.target}:\n    {', '.join(names)} = "
                                 + ", ".join([f"{ok}[_j]"] + [f"{O}[{pp}][_j]" for pp in ppos]))
+        elif o.kind == "scatter":
+            idx = "(" + "".join(f"{O}[{pp}]" + (f".flatten(0, {lead - 1})" if nest else "") + ", "
+                                for pp in ppos) + ")"
+            prepare += template(f"P = AV.scatter_prep({o.target}, {ok}, {idx}, {o.op!r}, {mask})", P=P, AV=AV)
+            commit += template(f"AV.scatter_commit({o.target}, P, {o.op!r})", P=P, AV=AV)
+            sel = (lambda t: f"{t}[{mask}]") if mpos is not None else (lambda t: t)
+            ix = ", ".join(sel(f"{O}[{pp}]") for pp in ppos)
+            if o.op:
+                val = sel(ok) if o.op == "+" else f"-{sel(ok)}"
+                display_tail.append(f"{o.target}.index_put_(({ix},), {val}, accumulate=True)")
+            else:
+                display_tail.append(f"{o.target}[{ix}] = {sel(ok)}  # the last write to each index wins")
+        elif o.kind == "cat":
+            prepare += template(f"P = AV.cat_accum({o.target}, {ok}, {o.dim}, {mask})", P=P, AV=AV)
+            commit += template(f"{o.target} = AV.commit_accum({o.target}, P, '+', False)", P=P, AV=AV)
+            flat = f"{ok}.flatten(0, 1)" if o.dim == 0 else f"{ok}.movedim(0, {o.dim}).flatten({o.dim}, {o.dim + 1})"
+            display_tail.append(f"{o.target} = torch.cat([{o.target}, {flat}], dim={o.dim})")
         elif o.kind == "last":
             prepare += template(f"P = AV.last({ok}, {mask}, {py})", P=P, AV=AV)
             commit += template(f"if P is not None:\n    {o.target}, = P", P=P)
@@ -315,6 +371,19 @@ def _mask_text(mask: str, o) -> str:
 
 
 def _run_text(m: Match, plan: LoopPlan, body: str, params: list[str]) -> str:
+    if plan.space.kind == "nest":
+        names = [ix for ix, _ in plan.space.levels]
+        text = body
+        for lv in reversed(range(len(names))):
+            dims = []
+            for mp in plan.mapped:
+                hit = [p for l2, p, _ in mp.levels if l2 == lv]
+                dims.append(None if not hit else hit[0] - sum(1 for l2, p2, _ in mp.levels if l2 < lv and p2 < hit[0]))
+            dims += [0 if ix == names[lv] else None for ix in plan.value_indices]
+            text = f"torch.func.vmap({text}, in_dims={tuple(dims)})"
+        args = [mp.base for mp in plan.mapped] + [f"torch.arange({', '.join(a)})" for ix, a in plan.space.levels
+                                                   if ix in plan.value_indices]
+        return f"{text}({', '.join(args)})"
     elements = dict((s, t) for t, s in plan.space.elements)
     args, dims = [], []
     for mp in plan.mapped:

@@ -6,15 +6,18 @@ from __future__ import annotations
 from ..plan import LoopPlan, Refusal
 from .common import Lowered, Match, build
 
-_WORDS = {"accum": "a sum", "best": "a running best", "last": "the last value assigned"}
+_WORDS = {"accum": "a sum", "best": "a running best", "last": "the last value assigned",
+          "scatter": "a scatter into bins", "cat": "a concatenation"}
 
 
 def match(plan: LoopPlan, env) -> Match | Refusal:
     kinds = {o.kind for o in plan.outputs}
-    if not kinds or not kinds <= {"accum", "best", "last"} or (
+    if not kinds or not kinds <= {"accum", "best", "last", "scatter", "cat"} or (
             kinds == {"last"} and not any(o.cond for o in plan.outputs)):
         return Refusal("the loop has outputs other than accumulators", plan.lineno)
     parts = [f"`{o.target}` is {_WORDS[o.kind]}" + (" under a condition" if o.cond else "")
+             + (" (repeated indices accumulate, as in the loop)" if o.kind == "scatter" and o.op else "")
+             + (" (the last write to an index wins, as in the loop)" if o.kind == "scatter" and not o.op else "")
              for o in plan.outputs if o.kind != "last" or o.cond]
     return Match("reduction", plan, "; ".join(parts) + ", computed over all iterations at once")
 

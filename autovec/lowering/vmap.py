@@ -7,7 +7,9 @@ from .common import Lowered, Match, build
 
 
 def match(plan: LoopPlan, env) -> Match:
-    what = {"for": "iterations", "comprehension": "elements"}[plan.form]
+    what = {"for": "iterations", "while": "iterations", "comprehension": "elements"}[plan.form]
+    if plan.space.kind == "nest":
+        what = f"iterations of the {len(plan.space.levels)}-deep loop nest"
     reason = f"{what} are independent: each reads only its own slice of " + (
         ", ".join(f"`{m.base}`" for m in plan.mapped) or "the loop data")
     if plan.outputs:
