@@ -1,6 +1,7 @@
 """autovec: rewrite Python loops over tensors into batched PyTorch code, without changing
 what the program computes."""
-from .api import NotVectorizable, autovec, explain, is_autovec_wrapper
+from .api import autovec, explain, is_autovec_wrapper
+from .runtime import NotVectorizable
 from .equivalence import EquivalenceError, assert_equivalent
 from .explain import Explanation, LoopReport
 

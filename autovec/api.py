@@ -19,15 +19,11 @@ from .frontend import NoSource, capture
 from .lowering import choose
 from .purity import Env
 from .rewrite import apply, namer_for
-from .runtime import FunctionRuntime, GuardFailed
+from .runtime import FunctionRuntime, NotVectorizable
 
 log = logging.getLogger("autovec")
 
 _FALLBACKS = ("auto", "python", "compile")
-
-
-class NotVectorizable(Exception):
-    """Raised with `strict=True` when a loop would run its original Python code."""
 
 
 class FunctionState:
@@ -48,11 +44,14 @@ class FunctionState:
 
     # ------------------------------------------------------------------ build
 
-    def prepare(self):
+    def prepare(self, raise_strict=True):
         if self.compiled is not None:
             return
         try:
             self._prepare()
+        except NotVectorizable as e:
+            self.error = str(e)
+            self.compiled = self.fn
         except NoSource as e:
             self.error = str(e)
             self.compiled = self.fn
@@ -62,10 +61,15 @@ class FunctionState:
             self.error = f"internal error while rewriting: {type(e).__name__}: {e}"
             self.reports = [LoopReport(r.lineno, r.source, "python", self.error) for r in self.reports]
             self.compiled = self.fn
-        if self.strict and self.error:
+        if self.strict and self.error and raise_strict:
             raise NotVectorizable(self.error)
 
     def _prepare(self):
+        wrapped = getattr(self.fn, "__wrapped__", None)
+        if wrapped is not None:
+            raise NoSource(f"`{getattr(self.fn, '__qualname__', self.fn)}` is a wrapper made by another decorator "
+                           f"(around `{getattr(wrapped, '__qualname__', wrapped)}`); autovec rewrites only the code "
+                           "it is given, so put @autovec directly above the `def`")
         cap = capture(self.fn)
         env = Env(cap)
         infos = analyze(cap, env)
@@ -114,6 +118,8 @@ class FunctionState:
             return self.fn(*args, **kwargs)
         if self.compiled is None:
             self.prepare()
+        elif self.strict and self.error:
+            raise NotVectorizable(self.error)
         if self.check or switches.check:
             return self._checked(args, kwargs)
         return self.compiled(*args, **kwargs)
@@ -167,15 +173,46 @@ def autovec(fn=None, *, check=False, fallback="auto", strict=False, memory_budge
         return classmethod(autovec(fn.__func__, **options))
     if not callable(fn):
         raise TypeError(f"autovec: expected a function, got {type(fn).__name__}")
-    state = FunctionState(fn, **options)
+    return AutovecFunction(fn, FunctionState(fn, **options))
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return state(args, kwargs)
 
-    wrapper._autovec_state = state
-    wrapper.explain = lambda *a, **k: explain(wrapper, *a, **k)
-    return wrapper
+class AutovecFunction:
+    """What @autovec returns: calls like the original (functools.wraps'd), binds like a
+    function when used as a method, and has `.explain(*args)`."""
+
+    def __init__(self, fn, state: FunctionState):
+        functools.update_wrapper(self, fn)
+        self._autovec_state = state
+
+    def __call__(self, *args, **kwargs):
+        return self._autovec_state(args, kwargs)
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else _BoundAutovec(self, obj)
+
+    def explain(self, *args, **kwargs):
+        return explain(self, *args, **kwargs)
+
+    def __repr__(self):
+        return f"<autovec {getattr(self, '__qualname__', self.__wrapped__)!r}>"
+
+
+class _BoundAutovec:
+    """An @autovec method bound to its instance."""
+
+    def __init__(self, fn: AutovecFunction, obj):
+        self.__func__, self.__self__ = fn, obj
+        self.__wrapped__ = types.MethodType(fn.__wrapped__, obj)
+        self.__name__ = getattr(fn, "__name__", "")
+        self.__qualname__ = getattr(fn, "__qualname__", "")
+        self.__doc__ = fn.__doc__
+        self._autovec_state = fn._autovec_state
+
+    def __call__(self, *args, **kwargs):
+        return self._autovec_state((self.__self__,) + args, kwargs)
+
+    def explain(self, *args, **kwargs):
+        return explain(self.__func__, self.__self__, *args, **kwargs)
 
 
 def is_autovec_wrapper(obj) -> bool:
@@ -209,9 +246,11 @@ def explain(fn, *args, **kwargs) -> Explanation:
     """What autovec does with `fn`: each loop, the strategy and why, the rewritten source and
     a diff. With arguments, also which path a call with them takes (the function runs once,
     on copies of the arguments, with its printed output discarded)."""
-    bound_self = fn.__self__ if isinstance(fn, types.MethodType) and not is_autovec_wrapper(fn) else None
+    bound_self = None
+    if isinstance(fn, (types.MethodType, _BoundAutovec)):
+        bound_self, fn = fn.__self__, fn.__func__
     state = _state_of(fn)
-    state.prepare()
+    state.prepare(raise_strict=False)
     name = getattr(state.fn, "__qualname__", repr(state.fn))
     loops = list(state.reports)
     notes = [state.error] if state.error else []

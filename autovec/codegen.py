@@ -114,6 +114,10 @@ def build_function(fn: types.FunctionType, tree: ast.FunctionDef, extra: dict[st
     names in `extra` (the runtime helpers) become additional closure cells."""
     code = fn.__code__
     freevars = list(code.co_freevars) + [k for k in extra if k not in code.co_freevars]
+    # defined under another name, so that the function's own name inside its body stays a
+    # global (recursion goes through the module's binding, as in the original)
+    tree = copy.copy(tree)
+    tree.name = "_av_rewritten"
     factory = ast.FunctionDef(
         name="_av_factory",
         args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=v) for v in freevars], vararg=None,
@@ -129,6 +133,8 @@ def build_function(fn: types.FunctionType, tree: ast.FunctionDef, extra: dict[st
     exec(compile(module, filename, "exec", dont_inherit=True), fn.__globals__, ns)
     inner = next(c for c in ns["_av_factory"].__code__.co_consts
                  if isinstance(c, types.CodeType) and c.co_name == tree.name)
+    inner = inner.replace(co_name=code.co_name, co_qualname=getattr(code, "co_qualname", code.co_name)) \
+        if hasattr(inner, "co_qualname") else inner.replace(co_name=code.co_name)
     cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
     closure = tuple(cells[v] if v in cells else types.CellType(extra[v]) for v in inner.co_freevars)
     new = types.FunctionType(inner, fn.__globals__, fn.__name__, fn.__defaults__, closure or None)

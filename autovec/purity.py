@@ -30,6 +30,12 @@ _MODULE_TRAINING_RANDOM = ("Dropout", "AlphaDropout", "FeatureAlphaDropout", "RR
 _MODULE_TRAINING_STATE = ("BatchNorm", "InstanceNorm", "SyncBatchNorm", "LazyBatchNorm")
 
 
+MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "sort",
+            "reverse", "add", "discard", "write", "writelines", "put", "put_nowait", "send", "flush", "close",
+            "seek", "truncate", "appendleft", "extendleft", "popleft", "rotate", "difference_update",
+            "intersection_update", "symmetric_difference_update", "__setitem__", "__delitem__", "__iadd__"}
+
+
 def pure_tensor_method(name: str) -> bool:
     if name in _NOT_BATCHABLE_METHODS or (name.endswith("_") and not name.endswith("__")):
         return False
@@ -98,8 +104,8 @@ def why_impure(obj, path: str = "") -> str | None:
 
 
 def _key(obj):
-    if isinstance(obj, types.MethodType):
-        return None
+    if isinstance(obj, (types.MethodType, types.FunctionType)):
+        return None  # what a Python function calls is looked up again on every check
     if isinstance(obj, types.BuiltinMethodType) and isinstance(getattr(obj, "__self__", None), torch.Tensor):
         return ("tensor-method", obj.__name__)
     try:
@@ -116,6 +122,9 @@ def _why_impure(obj, label: str) -> str | None:
     owner = getattr(obj, "__self__", None)
     if isinstance(owner, torch.Tensor):
         return None if pure_tensor_method(name) else f"`.{name}()` modifies its tensor in place or leaves torch"
+    if (isinstance(obj, (types.BuiltinMethodType, types.MethodWrapperType)) and owner is not None
+            and not isinstance(owner, types.ModuleType) and name in MUTATORS):
+        return f"`{label}` modifies a {type(owner).__name__}"
     if isinstance(obj, types.MethodType):
         inner = obj.__func__
         if isinstance(owner, torch.nn.Module):
@@ -163,19 +172,38 @@ def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
     return None
 
 
-_helper_cache: dict = {}
+_checking: set = set()
 
 
 def helper_impurity(fn: types.FunctionType, label: str, depth: int = 0) -> str | None:
-    """Check a user helper's source: no global/nonlocal, no writes to attributes or to
-    subscripts of values it did not create, no impure calls. Cached by code object."""
-    code = fn.__code__
-    if code in _helper_cache:
-        return _helper_cache[code]
-    _helper_cache[code] = None  # recursion: assume pure while checking
-    verdict = _helper_impurity(fn, label, depth)
-    _helper_cache[code] = verdict
-    return verdict
+    """Check a user helper: no global/nonlocal, no writes to attributes or to subscripts of
+    values it did not create, no impure calls. The calls it makes are looked up in its
+    globals and closure on every check, so rebinding a name is seen."""
+    key = (fn.__code__, id(fn))
+    if key in _checking:
+        return None  # recursion: the other calls decide
+    _checking.add(key)
+    try:
+        return _helper_impurity(fn, label, depth)
+    finally:
+        _checking.discard(key)
+
+
+_parsed: dict = {}
+
+
+def _capture_cached(fn):
+    """Source analysis is per code object; name lookups use this function's own scope."""
+    hit = _parsed.get(fn.__code__)
+    if hit is None:
+        try:
+            hit = capture(fn)
+        except NoSource as e:
+            hit = e
+        _parsed[fn.__code__] = hit
+    if isinstance(hit, NoSource):
+        raise hit
+    return Captured(fn=fn, tree=hit.tree, filename=hit.filename, qualname=fn.__qualname__)
 
 
 def _helper_impurity(fn, label, depth) -> str | None:
@@ -184,7 +212,7 @@ def _helper_impurity(fn, label, depth) -> str | None:
     if (fn.__module__ or "").startswith("torch"):
         return None
     try:
-        cap = capture(fn)
+        cap = _capture_cached(fn)
     except NoSource as e:
         return f"helper `{label}` cannot be checked for side effects: {e}"
     tree = cap.tree

@@ -53,7 +53,9 @@ def _swap_calls(tree: ast.AST, swaps: dict) -> None:
     parent = _parents(tree)
     for n in list(ast.walk(tree)):
         if isinstance(n, ast.Call) and ast.unparse(n) in swaps and n in parent:
-            _replace(parent[n], n, copy.deepcopy(swaps[ast.unparse(n)]))
+            new = copy.deepcopy(swaps[ast.unparse(n)])
+            set_lines([new], n.lineno, n.end_lineno)   # errors in the consumer point at the user's line
+            _replace(parent[n], n, new)
 
 
 def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]]) -> Rewritten:

@@ -11,7 +11,42 @@ _NUMBER = (bool, int, float, complex)
 
 
 class GuardFailed(Exception):
-    pass
+    """A run-time assumption of the rewrite does not hold for this call. `data`: it depends on
+    the values (not only on types and shapes), so later calls may still vectorize."""
+
+    def __init__(self, msg, data=False, cost=False):
+        super().__init__(msg)
+        self.data = data
+        self.cost = cost
+
+
+class NotVectorizable(Exception):
+    """Raised with `strict=True` when a loop would run its original Python code."""
+
+
+def _reachable_tensors(values, depth=2):
+    """Tensors inside lists, tuples, dicts, modules and plain objects the loop reads, for the
+    aliasing check (`xs[0][k]` may be the very tensor the loop writes)."""
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif depth <= 0:
+            continue
+        elif isinstance(v, (list, tuple)):
+            out.extend(_reachable_tensors(v[:64], depth - 1))
+        elif isinstance(v, dict):
+            out.extend(_reachable_tensors(list(v.values())[:64], depth - 1))
+        elif isinstance(v, torch.nn.Module):
+            out.extend(p for p in v.parameters())
+            out.extend(b for b in v.buffers())
+        elif hasattr(v, "__dict__") and not isinstance(v, type) and not callable(v):
+            out.extend(_reachable_tensors(list(vars(v).values())[:64], depth - 1))
+    return out
+
+
+def _overlapping(t: torch.Tensor) -> bool:
+    return any(st == 0 and sz > 1 for st, sz in zip(t.stride(), t.shape))
 
 
 def _sig(v):
@@ -41,6 +76,7 @@ class FunctionRuntime:
         self.succeeded: set = set()       # (loop id, signature) seen working
         self.checked: set = set()         # (loop id, signature, mode) probe passed
         self.events: list | None = None   # set by explain to record decisions
+        self.strict = False
         self.ran: dict = {}               # loop id -> mode used last ("broadcast"/"vmap")
         self.pytypes: dict = {}           # (loop id, signature) -> {position: holds Python numbers}
         self.layouts: dict = {}           # loop id -> output layout (value, payloads, mask positions)
@@ -59,6 +95,8 @@ class FunctionRuntime:
             tok = self._guard(loop_id, m, plan, space, mapped, free, calls, writes)
         except GuardFailed as e:
             self._note(loop_id, "python", str(e))
+            if self.strict and not e.cost:
+                raise NotVectorizable(f"{self.qualname}, line {plan.lineno}: {e}") from None
             return None
         return tok
 
@@ -96,7 +134,7 @@ class FunctionRuntime:
         need = cost.min_trip(m.strategy)
         if n < need:
             raise GuardFailed(f"{n} iteration(s): below the cost model's threshold of {need}, "
-                              "the Python loop is cheaper")
+                              "the Python loop is cheaper", cost=True)
         last = start + (n - 1) * step
         tensors = []
         for t, d, off, _ in mapped:
@@ -122,6 +160,8 @@ class FunctionRuntime:
                         raise GuardFailed("the loop writes outside its output tensor")
                 if t.requires_grad and t.is_leaf and torch.is_grad_enabled():
                     raise GuardFailed("the output is a leaf tensor that requires grad (the loop raises)")
+                if _overlapping(t):
+                    raise GuardFailed("the output has rows that share memory (an expanded tensor)")
                 written.append(t)
             elif w[0] == "list":
                 if type(w[1]) is not list:
@@ -152,10 +192,12 @@ class FunctionRuntime:
         if len(devices) > 1:
             raise GuardFailed(f"tensors on several devices ({', '.join(sorted(map(str, devices)))})")
         same_index = {id(t) for t, d, off, flag in mapped if flag}
+        readable = tensors + free_tensors + [t for t in _reachable_tensors(
+            [v for v in free if not isinstance(v, torch.Tensor)] + list(calls)) if t is not None]
         space = space if levels is None else ()
         for w in written:
             pw = _storage(w)
-            for r in tensors + free_tensors:
+            for r in readable:
                 if r is w and id(r) in same_index:
                     continue
                 if pw is not None and _storage(r) == pw:
@@ -186,10 +228,18 @@ class FunctionRuntime:
         return tok
 
     def failed(self, loop_id, tok, exc):
+        if isinstance(exc, NotVectorizable):
+            raise exc
         reason = f"the vectorized path raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        if tok is not None and (loop_id, tok.sig) not in self.succeeded:
+        data = isinstance(exc, IndexError) or getattr(exc, "data", False)
+        if tok is not None and (loop_id, tok.sig) not in self.succeeded and not data:
+            # a type-level failure (vmap refusing the body) is remembered for this signature;
+            # a failure that depends on the values (an index out of range) is not
             self.failures[(loop_id, tok.sig)] = reason
         self._note(loop_id, "python", reason)
+        if self.strict:
+            plan = self.matches[loop_id].plan
+            raise NotVectorizable(f"{self.qualname}, line {plan.lineno}: {reason}") from exc
         return None
 
     # ------------------------------------------------------------------ outputs
@@ -256,19 +306,21 @@ class FunctionRuntime:
         return o
 
     @staticmethod
-    def consume(kind, o, mask=None, py=False):
+    def consume(kind, o, mask=None, py=False, tok=None):
         """What the loop's list, built by appends, turns into: the stacked tensor, the list itself..."""
         if mask is not None:
             o = o[mask]
+        elif kind in ("stack", "cat") and tok is not None and tok.shares_input(o):
+            o = o.clone()  # torch.stack returns a new tensor; the batch may be an input itself
         if kind == "stack":
             if o.shape[0] == 0:
-                raise GuardFailed("torch.stack of an empty list (the loop raises)")
+                raise GuardFailed("torch.stack of an empty list (the loop raises)", data=True)
             if py:
                 raise GuardFailed("torch.stack of Python numbers (the loop raises)")
             return o
         if kind == "cat":
             if o.dim() < 2 or o.shape[0] == 0 or py:
-                raise GuardFailed("torch.cat of 0-d tensors or of an empty list (the loop raises)")
+                raise GuardFailed("torch.cat of 0-d tensors or of an empty list (the loop raises)", data=True)
             return o.flatten(0, 1)
         if kind == "tensor":
             if o.shape[0] == 0:
@@ -278,7 +330,12 @@ class FunctionRuntime:
             if o.dim() != 1 or o.device.type != "cpu":
                 raise GuardFailed("torch.tensor of a list of non-scalar tensors")
             return o.detach().clone()
-        return o.tolist() if py else list(o.unbind(0))
+        if py:
+            return o.tolist()
+        if o.requires_grad:
+            # separate views, each of which can be modified in place like the loop's tensors
+            return [o.select(0, i) for i in range(o.shape[0])]
+        return list(o.unbind(0))
 
     @staticmethod
     def _pysum(o):
@@ -387,7 +444,7 @@ def _scatter_prep(target, vals, idxs, op, mask):
             raise GuardFailed("scatter indices must be one integer per iteration")
         size = target.shape[d]
         if bool(((i < -size) | (i >= size)).any()):
-            raise GuardFailed("an index is out of range (the loop raises)")
+            raise GuardFailed("an index is out of range (the loop raises)", data=True)
         norm.append(torch.where(i < 0, i + size, i).to(torch.long))
     slot = target.shape[len(idxs):]
     v = vals.shape[1:]
@@ -459,6 +516,15 @@ class Token:
             return slice(a, a + (k - 1) * sp + 1, sp)
         a = self.start + offset
         return slice(a, a + (self.n - 1) * self.step + 1, self.step)
+
+    def shares_input(self, o):
+        ptr = _storage(o)
+        if ptr is None:
+            return False
+        inputs = list(self.mapped) + list(self.free_tensors)
+        for s in self.sources:
+            inputs.extend(s if isinstance(s, (list, tuple)) else [s])
+        return any(isinstance(t, torch.Tensor) and _storage(t) == ptr for t in inputs)
 
     def last_index(self):
         return self.first + (self.n - 1) * self.step

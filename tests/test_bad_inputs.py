@@ -269,7 +269,6 @@ def test_star_args_loop():
     check(stack_args, lambda: (tuple(t.clone() for t in xs), {}))
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_CONSUMER_LINE)
 def test_star_args_with_mixed_shapes_raises_like_the_original():
     xs = [rand(3, seed=k) for k in range(N)] + [rand(4)]
     assert_same_exception(stack_args, *xs)
@@ -279,14 +278,12 @@ def test_star_args_with_numbers():
     check(stack_args, lambda: (tuple(torch.tensor(float(k)) for k in range(N)), {}))
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_CONSUMER_LINE)
 def test_star_args_with_python_ints_raises_like_the_original():
     # `a * 2 + 1` works on ints; torch.stack of ints raises TypeError in the original
     exc = assert_same_exception(stack_args, *range(N), user_line="return torch.stack(out)")
     assert isinstance(exc, TypeError)
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_CONSUMER_LINE)
 def test_star_args_with_no_arguments():
     assert_same_exception(stack_args, user_line="return torch.stack(out)")   # torch.stack([]) raises
 
@@ -315,11 +312,6 @@ def test_recursive_function_with_a_loop():
     assert_same(x * 0.5 ** 4, halve_until_small(x, 3))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a function that calls itself by name is never rewritten: "
-                   "codegen.build_function defines it inside `_av_factory`, where the `def` binds its name "
-                   "locally, so the recursive reference compiles as a free variable with no cell -> KeyError; "
-                   "explain shows 'internal error while rewriting: KeyError: 'halve_until_small'' (and a "
-                   "warning is logged) instead of a vectorized loop or a readable reason")
 def test_recursive_function_is_rewritten_or_explained():
     x = rand(N, 3)
     ex = explain(halve_until_small, x, 2)
@@ -370,9 +362,6 @@ def test_autovec_above_another_decorator_keeps_its_behaviour():
     check(above_other_decorator, lambda: ((u.clone(), v.clone()), {}))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: explain() of @autovec stacked above a functools.wraps decorator "
-                   "reports the function by its own name with 'no loops found' and no note; it never says "
-                   "that autovec only sees the other decorator's wrapper, although the function has a loop")
 def test_autovec_above_another_decorator_explains_why_nothing_is_rewritten():
     ex = explain(above_other_decorator)
     why = " ".join(ex.notes + [r.reason for r in ex.loops]).lower()
@@ -466,9 +455,6 @@ def test_method_reads_self_weight():
     assert explain(Scaler.forward, a, x).path == "vectorized"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: explain(obj.method, x) on an @autovec method drops the bound "
-                   "`self`: api.explain skips bound_self when is_autovec_wrapper(bound method) is true, so the "
-                   "call raises TypeError internally and path is reported as 'python' for a vectorized call")
 def test_explain_on_a_bound_autovec_method():
     a = Scaler(rand(3, seed=5))
     x = rand(N, 3)
@@ -637,10 +623,6 @@ def test_closure_helper_reassigned_to_one_with_side_effects(capsys):
     assert capsys.readouterr().out == "helper (3,)\n" * N
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: purity verdicts are cached per helper (purity._verdicts by object, "
-                   "_helper_cache by code object) and never re-checked: after a name the helper calls is "
-                   "rebound to a printing function, the loop stays vectorized and the print runs once or twice "
-                   "(with a batch-shaped tensor) instead of 64 times")
 def test_helper_of_helper_reassigned_to_one_with_side_effects(capsys):
     def inner(v):
         return v * 2
@@ -692,10 +674,6 @@ def make_mapper(helper):
     return mapper
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: purity.helper_impurity caches its verdict by code object, so two "
-                   "closures made by one factory share it: once make_forwarding_helper(quiet_double) is judged "
-                   "pure, make_forwarding_helper(loud_double) is too, and its print runs a few times (batched "
-                   "calls and the one-iteration check), not 64")
 def test_closures_sharing_code_with_different_cells(capsys):
     x = rand(N, 3)
     quiet, loud = make_forwarding_helper(quiet_double), make_forwarding_helper(loud_double)
@@ -712,10 +690,6 @@ def logging_double(v):
     return v * 2
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a helper that appends to a global (or closure) list, "
-                   "`GLOBAL_LOG.append(...)`, is judged side-effect free (the bound list.append is a builtin "
-                   "method, which purity._why_impure accepts), so the loop is vectorized and GLOBAL_LOG gets "
-                   "2 entries (vmap call + check) instead of 64")
 def test_helper_appending_to_a_global_list():
     x = rand(N, 3)
     GLOBAL_LOG.clear()
@@ -821,7 +795,6 @@ def add_pairs(u, v):   # add_rows again, for the calls that may make autovec giv
     return torch.stack(out)
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_CONSUMER_LINE)
 def test_empty_input_raises_like_the_original():
     u, v = torch.empty(0, 3), torch.empty(0, 3)
     exc = assert_same_exception(add_pairs, u, v, user_line="return torch.stack(out)")
@@ -837,8 +810,8 @@ def test_empty_preallocated_output_with_a_low_trip_threshold(monkeypatch, min_tr
 
 
 @pytest.mark.parametrize("min_trip", [
-    pytest.param("0", marks=pytest.mark.xfail(strict=True, reason=BUG_CONSUMER_LINE)),
-    pytest.param("1", marks=pytest.mark.xfail(strict=True, reason=BUG_CONSUMER_LINE)),
+    "0",
+    "1",
 ])
 def test_empty_input_with_a_low_trip_threshold(monkeypatch, min_trip):
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", min_trip)
@@ -882,11 +855,6 @@ def fill_squares(out, x):
         out[k] = x[k] * x[k]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a preallocated output that is an expanded tensor (rows share "
-                   "memory) passes the guards; the vectorized commit `out[rows] = P` then raises RuntimeError "
-                   "('unsupported operation: some elements of the input tensor and the written-to tensor "
-                   "refer to a single memory location') where the original loop returns normally; the traceback "
-                   "also shows line 1 of the user's file for the commit statement")
 def test_expanded_output_argument():
     x = rand(N, 3)
 
@@ -1045,9 +1013,6 @@ def shift_from_list(out, xs):
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: wrong answer. `out[k + 1] = xs[0][k] * 2` with xs = [out]: the read "
-                   "`xs[0][k]` is not a mapped tensor and `xs` (a list) is not checked by the aliasing guard, so "
-                   "the loop is vectorized from the old values while the original compounds (row 63 = 2**63 * x[0])")
 def test_output_aliasing_an_input_held_in_a_list():
     def make():
         x = rand(N, 3)
@@ -1142,11 +1107,6 @@ def rows_as_float(x):
     return torch.stack([x[k].float() for k in range(x.shape[0])])
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: torch.stack of per-iteration values that are the input rows "
-                   "themselves (`out.append(x[k])`, `x[k].float()` on float32) returns the input tensor itself "
-                   "on the broadcast and vmap paths (consume('stack') returns the batched value, which is x): the result "
-                   "aliases the caller's input, so writing into the result changes the input; torch.stack in "
-                   "the original always returns a new tensor")
 @pytest.mark.parametrize("f", [copy_rows, rows_as_float])
 def test_stacked_result_does_not_alias_the_input(f):
     x = rand(N, 3)
@@ -1171,10 +1131,6 @@ def rows_list(x):
     return [x[k] * 2 for k in range(x.shape[0])]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a list result built by the rewrite is `list(o.unbind(0))`: with "
-                   "requires_grad inputs its elements are multi-output views, so an in-place op on one "
-                   "(`rows[0].mul_(2)`) raises RuntimeError ('Output 0 of UnbindBackward0 is a view and is being "
-                   "modified inplace...') where the original's separate tensors allow it")
 def test_list_result_elements_are_independent_under_autograd():
     x = rand(N, 3).requires_grad_()
     want = rows_list.__wrapped__(x)
@@ -1242,8 +1198,6 @@ def test_filtered_append_values_match():
     check(positives, lambda: ((x.clone(),), {}))
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_CONSUMER_LINE + " (here: the mask strategy with every row "
-                   "filtered out)")
 def test_filtered_append_with_every_row_filtered_out_raises_like_the_original():
     x = -rand(N, 3).abs()
     exc = assert_same_exception(positives, x, user_line="return torch.stack(out)")
@@ -1490,7 +1444,6 @@ BUG_STRICT = ("BUG: with strict=True, the NotVectorizable raised inside Function
               "silently runs the Python loop")
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_STRICT)
 def test_strict_raises_on_every_call():
     f = make_strict_running()
     x = rand(N, 3)
@@ -1499,8 +1452,6 @@ def test_strict_raises_on_every_call():
             f(x)
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_STRICT + " (the message and explain's loop reason read "
-                   "'internal error while rewriting: NotVectorizable: ...')")
 def test_strict_message_is_not_an_internal_error():
     f = make_strict_running()
     with pytest.raises(NotVectorizable) as info:
@@ -1516,9 +1467,6 @@ def test_strict_lambda_raises_on_first_call():
     assert "lambda" in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: strict=True on a function without source (a lambda) raises "
-                   "NotVectorizable on the first call only; the second call silently runs the original "
-                   "(FunctionState.prepare is skipped once compiled is set)")
 def test_strict_lambda_raises_on_every_call():
     f = av(lambda x: x + 1, strict=True)
     for _ in range(2):

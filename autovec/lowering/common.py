@@ -235,11 +235,11 @@ def build(m: Match, namer, convert: bool = False) -> Lowered:
                 display_tail.append(f"{disp_region} {aug} {val}")
         elif o.kind == "append" and plan.form == "comprehension":
             result = namer.new(f"_av_r{L}")
-            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py})", P=P, AV=AV)
+            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T})", P=P, AV=AV)
             commit += template(f"R = P", R=result, P=P)
             display_tail.append(f"{result} = {_consume_text(o.consumer, ok, mpos is not None and mask)}")
         elif o.kind == "append" and o.consumer:
-            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py})", P=P, AV=AV)
+            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T})", P=P, AV=AV)
             swaps[o.consumer_src] = expr(f"(P if T is not None else ORIG)", P=P, T=T,
                                          ORIG=ast.parse(o.consumer_src, mode="eval").body)
             display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, ok, mpos is not None and mask))
