@@ -427,6 +427,39 @@ class FunctionRuntime:
 
 _UNCHANGED = object()
 
+MM_SEEN: dict = {}   # (kind, levels of a, levels of b) -> the einsum last used, for explain()
+_MM_SPECS = {"dot": {(1, 1): "i,i->"}, "inner": {(1, 1): "i,i->"}, "mv": {(2, 1): "mi,i->m"},
+             "mm": {(2, 2): "mi,in->mn"}, "outer": {(1, 1): "m,n->mn"}, "ger": {(1, 1): "m,n->mn"},
+             "matmul": {(1, 1): "i,i->", (2, 1): "mi,i->m", (1, 2): "i,in->n", (2, 2): "mi,in->mn"}}
+
+
+def mm(kind, a, la, b, lb, sizes):
+    """One iteration's `kind(a, b)` for every iteration at once: `a` carries the loop levels `la`
+    in front of its per-iteration dimensions (none when loop-invariant), `b` likewise."""
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        raise GuardFailed("a matrix product of non-tensors")
+    ra, rb = a.dim() - len(la), b.dim() - len(lb)
+    spec = _MM_SPECS[kind].get((ra, rb))
+    if spec is None:
+        raise GuardFailed(f"`{kind}` of per-iteration ranks {ra} and {rb} (vmap decides)")
+    if a.dtype != b.dtype:
+        raise GuardFailed("a matrix product of different dtypes (the loop raises)")
+    letters = "abcdefgh"
+    sa, rest = spec.split(",")
+    sb, so = rest.split("->")
+    present = sorted(set(la) | set(lb))
+    full = (f"{''.join(letters[x] for x in la)}{sa},{''.join(letters[x] for x in lb)}{sb}"
+            f"->{''.join(letters[x] for x in present)}{so}")
+    out = torch.einsum(full, a, b)
+    MM_SEEN[(kind, tuple(la), tuple(lb))] = full
+    for lv in range(len(sizes)):
+        if lv not in present:
+            out = out.unsqueeze(lv)
+    return out.expand(*sizes, *out.shape[len(sizes):])
+
+
+FunctionRuntime.mm = staticmethod(mm)
+
 
 def _scatter_prep(target, vals, idxs, op, mask):
     """Indices and values for one `index_put_` that does what the loop's
@@ -576,15 +609,22 @@ class Token:
         """Whether output position `pos` holds Python numbers in the loop."""
         return bool(static) or self.rt.pytypes.get((self.loop_id, self.sig), {}).get(pos, False)
 
-    def run(self, body, ref=None):
+    def level_sizes(self):
+        return [self.n] if self.levels is None else [k for _, _, k in self.levels]
+
+    def run(self, body, ref=None, direct=None):
         inputs = self._inputs()
         device = inputs[0][0].device if inputs else None
-        modes = ["broadcast", "vmap"] if self.match.strategy == "broadcast" else ["vmap"]
+        modes = {"broadcast": ["broadcast", "vmap"], "matmul": ["direct", "vmap"]}.get(self.match.strategy, ["vmap"])
         errors = []
         for mode in modes:
             try:
-                outs = self._broadcast(body, inputs, device) if mode == "broadcast" else \
-                    self._vmap(body, inputs, device)
+                if mode == "direct":
+                    outs = self._direct(direct, inputs)
+                elif mode == "broadcast":
+                    outs = self._broadcast(body, inputs, device)
+                else:
+                    outs = self._vmap(body, inputs, device)
                 self._check(ref or body, inputs, outs, mode)
             except GuardFailed as e:
                 errors.append(f"{mode}: {e}")
@@ -608,6 +648,23 @@ class Token:
         for o in outs:
             if not isinstance(o, torch.Tensor) or o.dim() != r + 1 or o.shape[0] != n:
                 raise GuardFailed("an output does not keep the batch dimension")
+        return outs
+
+    def _direct(self, fn, inputs):
+        """Batched inputs with the loop dimensions first (in loop order) for the einsum forms."""
+        args = []
+        for mp, (t, d) in zip(self.match.plan.mapped, inputs):
+            if self.levels is None:
+                args.append(t.movedim(d, 0) if d else t)
+            else:
+                pos = [p for _, p, _ in sorted(mp.levels)]
+                rest = [k for k in range(t.dim()) if k not in pos]
+                args.append(t.permute(*pos, *rest) if pos + rest != list(range(t.dim())) else t)
+        outs = fn(*args, self.level_sizes())
+        sizes = tuple(self.level_sizes())
+        for o in outs:
+            if not isinstance(o, torch.Tensor) or tuple(o.shape[:len(sizes)]) != sizes:
+                raise GuardFailed("a product does not keep the loop dimensions")
         return outs
 
     def _vmap_nest(self, body, inputs, device):

@@ -279,6 +279,8 @@ def _strip_item(value: ast.AST) -> tuple[ast.AST, str]:
     if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "item"
             and not value.args and not value.keywords):
         return value.func.value, "item"
+    if isinstance(value, ast.Constant) and isinstance(value.value, (int, float, bool)):
+        return value, "const"
     return value, ""
 
 

@@ -171,7 +171,54 @@ def _space_expr(plan: LoopPlan) -> ast.expr:
     return expr("(" + ", ".join(s for _, s in plan.space.elements) + ",)")
 
 
-def build(m: Match, namer, convert: bool = False) -> Lowered:
+def direct_function(plan: LoopPlan, name: str, av: str, display: bool = False):
+    """The matmul strategy's batched body: each product becomes an einsum over the batch."""
+    from .matmul import KINDS, analyse
+    from ..purity import Env  # noqa: F401  (analyse only needs env.resolve, passed below)
+    levels_of = {}
+    for mp in plan.mapped:
+        levels_of[mp.param] = tuple(lv for lv, _, _ in mp.levels) if mp.levels else (0,)
+    mapper = _MapSlices(plan)
+    stmts = [mapper.visit(ast.parse(s).body[0]) for s in plan.body]
+    letters = "abcdefgh"
+
+    class Products(ast.NodeTransformer):
+        def visit_BinOp(self, node):
+            if isinstance(node.op, ast.MatMult):
+                return self._mm("matmul", node.left, node.right, node)
+            return self.generic_visit(node)
+
+        def visit_Call(self, node):
+            f = node.func
+            fname = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if fname in KINDS and KINDS[fname] and len(node.args) == 2 and not node.keywords:
+                return self._mm(fname, node.args[0], node.args[1], node)
+            return self.generic_visit(node)
+
+        def _mm(self, kind, a, b, node):
+            la = levels_of.get(a.id, ()) if isinstance(a, ast.Name) else ()
+            lb = levels_of.get(b.id, ()) if isinstance(b, ast.Name) else ()
+            if display and KINDS[kind][1]:
+                sa, rest = KINDS[kind][1].split(",")
+                sb, so = rest.split("->")
+                present = sorted(set(la) | set(lb))
+                spec = (f"{''.join(letters[x] for x in la)}{sa},{''.join(letters[x] for x in lb)}{sb}"
+                        f"->{''.join(letters[x] for x in present)}{so}")
+                return ast.copy_location(expr(f"torch.einsum({spec!r}, A, B)", A=a, B=b), node)
+            fn = f"{av}.mm" if not display else "autovec.runtime.mm"
+            return ast.copy_location(expr(f"{fn}({kind!r}, A, {la!r}, B, {lb!r}, _av_sizes)", A=a, B=b), node)
+
+    stmts = [Products().visit(s) for s in stmts]
+    markers = []
+    for o in plan.outputs:
+        markers += [o.marker] + [p[1] for p in o.payloads]
+    fdef = template("def DIRECT(): pass", DIRECT=name)[0]
+    fdef.args.args = [ast.arg(arg=mp.param) for mp in plan.mapped] + ([] if display else [ast.arg(arg="_av_sizes")])
+    fdef.body = stmts + [ast.Return(value=ast.Tuple(elts=[_name(x) for x in markers], ctx=ast.Load()))]
+    return fdef
+
+
+def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lowered:
     plan = m.plan
     L = plan.loop_id
     T, O, E = namer.new(f"_av_t{L}"), namer.new(f"_av_o{L}"), namer.new("_av_e")
@@ -300,6 +347,10 @@ def build(m: Match, namer, convert: bool = False) -> Lowered:
 
     defs = [body_def] + ([ref_def] if ref_def is not None else [])
     REF = ref_def.name if ref_def is not None else "None"
+    if direct:
+        DIRECT = namer.new(f"_av_direct{L}")
+        defs.append(direct_function(plan, DIRECT, AV))
+        REF += f", direct={DIRECT}"
     stmts = template(f"""
 T = None
 try:
@@ -314,10 +365,83 @@ except Exception as E:
         WRITES=writes_expr, BODYDEF=defs, O=O, BODY=BODY, PREPARE=prepare or [ast.Pass()], E=E)
     set_lines(stmts, plan.lineno, plan.lineno)
 
-    display = [_display_body(body_def, AV)]
-    display += ast.parse(f"{O} = {_run_text(m, plan, BODY, params)}").body
+    if direct:
+        ddef = direct_function(plan, BODY, AV, display=True)
+        display = [ddef] + ast.parse(f"{O} = {BODY}({', '.join(_direct_args(plan))})").body
+    else:
+        display = [_display_body(body_def, AV)]
+        display += ast.parse(f"{O} = {_run_text(m, plan, BODY, params)}").body
     display += [s for line in display_tail for s in ast.parse(line).body]
+    display, oindex = _tidy_display(display, O)
+    display_swaps = {k: oindex.visit(copy.deepcopy(v)) for k, v in display_swaps.items()}
+    extra = {n.id for v in display_swaps.values() for n in ast.walk(v) if isinstance(n, ast.Name)}
+    extra |= {result} if result else set()
+    display = _drop_dead(display, extra)
     return Lowered(m, stmts + [_branch(T, commit)], display, result, swaps, display_swaps, tuple(layout))
+
+
+def _tidy_display(stmts: list, O: str) -> list:
+    """Inline a body function called once on whole tensors (`out = body(u, v)`), replace
+    `O[k]` by what the body returned, and drop helper variables nobody reads."""
+    if (len(stmts) >= 2 and isinstance(stmts[0], ast.FunctionDef) and isinstance(stmts[1], ast.Assign)
+            and isinstance(stmts[1].value, ast.Call) and isinstance(stmts[1].value.func, ast.Name)
+            and stmts[1].value.func.id == stmts[0].name and not stmts[1].value.keywords
+            and all(not isinstance(a, ast.Starred) for a in stmts[1].value.args)):
+        fdef, call = stmts[0], stmts[1].value
+        subs = {a.arg: v for a, v in zip(fdef.args.args, call.args)}
+        body = [_SubstNames(subs).visit(copy.deepcopy(s)) for s in fdef.body[:-1]]
+        oindex = _OIndex(O, fdef.body[-1].value.elts)
+        stmts = body + [oindex.visit(s) for s in stmts[2:]]
+        return stmts, oindex
+    return stmts, _OIndex(O, None)
+
+
+class _SubstNames(ast.NodeTransformer):
+    def __init__(self, subs):
+        self.subs = subs
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load) and node.id in self.subs:
+            return copy.deepcopy(self.subs[node.id])
+        return node
+
+
+class _OIndex(ast.NodeTransformer):
+    def __init__(self, O, returned):
+        self.O, self.returned = O, returned
+
+    def visit_Subscript(self, node):
+        node = self.generic_visit(node)
+        if (self.returned is not None and isinstance(node.value, ast.Name) and node.value.id == self.O
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int)):
+            return copy.deepcopy(self.returned[node.slice.value])
+        return node
+
+
+def _drop_dead(stmts: list, extra=frozenset()) -> list:
+    """Remove `_av_*` assignments whose value is never read (in display code only)."""
+    while True:
+        loads = {n.id for s in stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        loads |= set(extra)
+        changed = False
+
+        def keep(s):
+            nonlocal changed
+            if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                    and s.targets[0].id.startswith("_av_") and s.targets[0].id not in loads):
+                changed = True
+                return False
+            return True
+        new = []
+        for s in stmts:
+            if isinstance(s, ast.FunctionDef):
+                s.body = [b for b in s.body if keep(b)] or [ast.Pass()]
+                new.append(s)
+            elif keep(s):
+                new.append(s)
+        stmts = new
+        if not changed:
+            return stmts
 
 
 def _display_body(fdef, av: str):
@@ -327,6 +451,20 @@ def _display_body(fdef, av: str):
     text = text.replace(f"{av}.land(", "torch.logical_and(")
     text = text.replace(", True)", ")").replace(", False)", ")").replace(f"{av}.where(", "torch.where(")
     return ast.parse(text).body[0]
+
+
+def _direct_args(plan: LoopPlan) -> list[str]:
+    out = []
+    for mp in plan.mapped:
+        if mp.levels:
+            pos = [p for _, p, _ in sorted(mp.levels)]
+            out.append(mp.base if pos == list(range(len(pos))) else f"{mp.base}.permute(...)")
+        elif plan.space.kind == "elements":
+            out.append(mp.base)
+        else:
+            t = _slice_arg(plan, mp)
+            out.append(t if mp.dim == 0 else f"{t}.movedim({mp.dim}, 0)")
+    return out
 
 
 def _branch(T: str, commit: list) -> ast.If:
@@ -347,6 +485,17 @@ def _rows_text(plan: LoopPlan, offset: int) -> str:
         return text + (f":{step}" if step else "")
     n = f"len({plan.space.elements[0][1]})"
     return f"{offset}:{n} + {offset}" if offset else f":{n}"
+
+
+def _slice_arg(plan: LoopPlan, mp) -> str:
+    """`x[a:b]` for the rows a loop reads, or plain `x` when the range is all of x's dimension."""
+    rows = _rows_text(plan, mp.offset)
+    whole = {":", f":len({mp.base})", f":{mp.base}.shape[{mp.dim}]", f":{mp.base}.size({mp.dim})"}
+    if mp.dim == 0:
+        whole |= {f":{mp.base}.shape[0]", f":{mp.base}.size(0)"}
+    if rows in whole:
+        return mp.base
+    return f"{mp.base}[{', '.join([':'] * mp.dim + [rows])}]"
 
 
 def _last_text(plan: LoopPlan) -> str:
@@ -391,9 +540,7 @@ def _run_text(m: Match, plan: LoopPlan, body: str, params: list[str]) -> str:
             args.append(mp.base if plan.space.kind == "elements" and len(plan.space.elements) == 1
                         else f"{mp.base}[:n]")
         else:
-            rows = _rows_text(plan, mp.offset)
-            args.append(mp.base if rows in (":", f":len({mp.base})") else
-                        f"{mp.base}[{', '.join([':'] * mp.dim + [rows])}]")
+            args.append(_slice_arg(plan, mp))
         dims.append(mp.dim)
     if plan.index_as_value:
         if plan.space.kind == "range":
@@ -403,7 +550,7 @@ def _run_text(m: Match, plan: LoopPlan, body: str, params: list[str]) -> str:
             args.append(f"torch.arange({s}, {s} + len({plan.space.elements[0][1]}))")
         dims.append(0)
     if m.strategy == "broadcast":
-        if all(d == 0 for d in dims) and len(args) <= 1:
+        if all(d == 0 for d in dims) and not plan.index_as_value:
             return f"{body}({', '.join(args)})"
         return f"{body}(*autovec.runtime.align([{', '.join(args)}], dims={dims}))"
     in_dims = "" if all(d == 0 for d in dims) else f", in_dims={tuple(dims)}"

@@ -1,0 +1,104 @@
+"""Golden tests: the rewritten source a person reads in explain() for the main forms."""
+import textwrap
+
+import torch
+
+from autovec import explain
+
+
+def scores(feats, w, b):
+    n = feats.shape[0]
+    out = torch.empty(n)
+    for r in range(n):
+        out[r] = torch.dot(feats[r], w) + b
+    return out
+
+
+def attention(dec, enc):
+    nb, nq, hid = dec.shape
+    nk = enc.shape[1]
+    scores = torch.zeros(nb, nq, nk)
+    for b in range(nb):
+        for i in range(nq):
+            for j in range(nk):
+                scores[b, i, j] = torch.dot(dec[b, i], enc[b, j])
+    weights = torch.softmax(scores, dim=-1)
+    context = torch.zeros(nb, nq, hid)
+    for b in range(nb):
+        for i in range(nq):
+            context[b, i] = weights[b, i] @ enc[b]
+    return weights, context
+
+
+def leaky(v, slope):
+    out = torch.empty_like(v)
+    for k in range(v.shape[0]):
+        if v[k] > 0:
+            out[k] = v[k]
+        else:
+            out[k] = slope * v[k]
+    return out
+
+
+def add_rows(u, v):
+    out = []
+    for k in range(len(u)):
+        out.append(u[k] + v[k])
+    return torch.stack(out)
+
+
+def _golden(fn, text, *args):
+    assert explain(fn, *args).rewritten_source.strip() == textwrap.dedent(text).strip()
+
+
+def test_matmul_form_reads_like_a_matrix_product():
+    _golden(scores, """
+    def scores(feats, w, b):
+        n = feats.shape[0]
+        out = torch.empty(n)
+        _av_out0 = torch.einsum('ai,i->a', feats[:n], w) + b
+        out[:n] = _av_out0
+        return out
+    """)
+
+
+def test_attention_becomes_two_batched_products():
+    _golden(attention, """
+    def attention(dec, enc):
+        nb, nq, hid = dec.shape
+        nk = enc.shape[1]
+        scores = torch.zeros(nb, nq, nk)
+        _av_out0 = torch.einsum('abi,aci->abc', dec, enc)
+        scores[:, :, :] = _av_out0
+        weights = torch.softmax(scores, dim=-1)
+        context = torch.zeros(nb, nq, hid)
+        _av_out0 = torch.einsum('abi,ain->abn', weights, enc)
+        context[:, :] = _av_out0
+        return (weights, context)
+    """, torch.randn(2, 3, 4), torch.randn(2, 5, 4))
+
+
+def test_where_form():
+    _golden(leaky, """
+    def leaky(v, slope):
+        out = torch.empty_like(v)
+
+        def _av_body1(v_k):
+            _av_c = v_k > 0
+            _av_out0_v = v_k
+            _av_out0_v_2 = slope * v_k
+            _av_out0_m = torch.where(_av_c, _av_out0_v, _av_out0_v_2)
+            return (_av_out0_m,)
+        _av_o1 = torch.func.vmap(_av_body1)(v)
+        out[:v.shape[0]] = _av_o1[0]
+        return out
+    """)
+
+
+def test_broadcast_form_is_the_whole_tensor_expression():
+    _golden(add_rows, """
+    def add_rows(u, v):
+        out = []
+        _av_out0 = u + v[:len(u)]
+        return _av_out0
+    """)
