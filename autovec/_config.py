@@ -4,8 +4,24 @@ from __future__ import annotations
 import os
 
 
+_RAW = getattr(os.environ, "_data", None)   # CPython's backing dict: a lookup without re-encoding
+
+
+def env(name: str) -> str:
+    """An environment variable, read on every call (tests and users may set it at run time)."""
+    if isinstance(_RAW, dict):
+        v = _RAW.get(os.fsencode(name) if os.name != "nt" else name.upper())
+        if v is None:
+            return ""
+        return os.fsdecode(v) if isinstance(v, bytes) else v
+    return os.environ.get(name, "")
+
+
+_FALSE = ("", "0", "false", "no", "off")
+
+
 def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+    return env(name).strip().lower() not in _FALSE
 
 
 class _Switches:

@@ -107,6 +107,7 @@ class FunctionState:
         rw = apply(cap.tree, pieces)
         self.runtime = FunctionRuntime(cap.qualname, matches)
         self.runtime.layouts = {info.plan.loop_id: low.layout for info, low in pieces}
+        self.runtime.ops = {info.plan.loop_id: _count_ops(info.plan) for info, _ in pieces}
         self.runtime.strict = self.strict
         self.rewritten_source = ast.unparse(rw.display)
         self.compiled = build_function(self.fn, rw.tree, {namer.runtime: self.runtime}, cap.filename)
@@ -156,6 +157,15 @@ class FunctionState:
 
 
 # ----------------------------------------------------------------------------- decorator
+
+def _count_ops(plan) -> int:
+    """Operations in one iteration, for the cost model: calls, arithmetic and subscripts."""
+    n = 0
+    for text in plan.body:
+        for node in ast.walk(ast.parse(text)):
+            n += isinstance(node, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript))
+    return max(n, 1)
+
 
 def autovec(fn=None, *, check=False, fallback="auto", strict=False, memory_budget=None):
     """Rewrite the loops of `fn` into batched torch code where that is provably the same
@@ -300,7 +310,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
     by_line = {}
     for loop_id, path, reason, est in events:
         plan = rt.matches[loop_id].plan
-        by_line[plan.lineno] = (path, reason)
+        if path != "estimate":
+            by_line[plan.lineno] = (path, reason)
         if est:
             for key in estimate:
                 estimate[key] += est.get(key, 0.0)

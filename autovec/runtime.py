@@ -2,6 +2,8 @@
 check against an unbatched iteration, output conversion, and the memory of failures."""
 from __future__ import annotations
 
+import types
+
 import torch
 
 from . import cost
@@ -31,7 +33,8 @@ def _reachable_tensors(values, depth=2):
     for v in values:
         if isinstance(v, torch.Tensor):
             out.append(v)
-        elif depth <= 0:
+        elif depth <= 0 or isinstance(v, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
+                                          types.MethodType, str, bytes, int, float, bool, complex)) or v is None:
             continue
         elif isinstance(v, (list, tuple)):
             out.extend(_reachable_tensors(v[:64], depth - 1))
@@ -76,6 +79,8 @@ class FunctionRuntime:
         self.succeeded: set = set()       # (loop id, signature) seen working
         self.checked: set = set()         # (loop id, signature, mode) probe passed
         self.events: list | None = None   # set by explain to record decisions
+        self.bad_modes: set = set()       # (loop id, signature, mode) whose check failed
+        self.ops: dict = {}               # loop id -> operations in one iteration (cost model)
         self.strict = False
         self.ran: dict = {}               # loop id -> mode used last ("broadcast"/"vmap")
         self.pytypes: dict = {}           # (loop id, signature) -> {position: holds Python numbers}
@@ -87,20 +92,30 @@ class FunctionRuntime:
         if self.events is not None:
             self.events.append((loop_id, path, reason, estimate))
 
-    def begin(self, loop_id, space, mapped, free, calls, writes):
-        """A Token when loop `loop_id` may run vectorized for these values, else None."""
+    def begin(self, loop_id, space):
+        """First, cheap decision from the iteration space alone (trip count, cost model):
+        a pending state for `guard`, or None for the Python loop."""
         m = self.matches[loop_id]
-        plan = m.plan
         try:
-            tok = self._guard(loop_id, m, plan, space, mapped, free, calls, writes)
+            return self._space(loop_id, m, m.plan, space)
         except GuardFailed as e:
-            self._note(loop_id, "python", str(e))
-            if self.strict and not e.cost:
-                raise NotVectorizable(f"{self.qualname}, line {plan.lineno}: {e}") from None
-            return None
-        return tok
+            return self._refuse(loop_id, m.plan, e)
 
-    def _guard(self, loop_id, m, plan, space, mapped, free, calls, writes):
+    def guard(self, pending, mapped, free, calls, writes):
+        """A Token when the loop may run vectorized for these values, else None."""
+        loop_id, m = pending[0], pending[1]
+        try:
+            return self._guard(pending, mapped, free, calls, writes)
+        except GuardFailed as e:
+            return self._refuse(loop_id, m.plan, e)
+
+    def _refuse(self, loop_id, plan, e):
+        self._note(loop_id, "python", str(e))
+        if self.strict and not e.cost:
+            raise NotVectorizable(f"{self.qualname}, line {plan.lineno}: {e}") from None
+        return None
+
+    def _space(self, loop_id, m, plan, space):
         sources = []
         levels = None
         if plan.space.kind == "nest":
@@ -131,10 +146,16 @@ class FunctionRuntime:
                                       "or a list of tensors")
                 sources.append(s)
             n = min(lengths)
-        need = cost.min_trip(m.strategy)
-        if n < need:
-            raise GuardFailed(f"{n} iteration(s): below the cost model's threshold of {need}, "
-                              "the Python loop is cheaper", cost=True)
+        est = cost.estimate(m.strategy, n, self.ops.get(loop_id, 1))
+        if not cost.worth(m.strategy, n, est):
+            self._note(loop_id, "estimate", "", est)
+            raise GuardFailed(f"{n} iteration(s): the cost model expects the Python loop to be faster "
+                              f"(about {est['python'] * 1e6:.0f} us against {est['vectorized'] * 1e6:.0f} us)",
+                              cost=True)
+        return (loop_id, m, plan, space, sources, levels, n, start, step, first, est)
+
+    def _guard(self, pending, mapped, free, calls, writes):
+        loop_id, m, plan, space, sources, levels, n, start, step, first, estimate = pending
         last = start + (n - 1) * step
         tensors = []
         for t, d, off, _ in mapped:
@@ -225,6 +246,7 @@ class FunctionRuntime:
         tok = Token(self, loop_id, m, n, start, step, first, [t for t, *_ in mapped],
                     [(d, off) for _, d, off, _ in mapped], sources, free_tensors, sig)
         tok.levels = levels
+        tok.estimate = estimate
         return tok
 
     def failed(self, loop_id, tok, exc):
@@ -232,6 +254,8 @@ class FunctionRuntime:
             raise exc
         reason = f"the vectorized path raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         data = isinstance(exc, IndexError) or getattr(exc, "data", False)
+        if not isinstance(tok, Token):
+            tok = None
         if tok is not None and (loop_id, tok.sig) not in self.succeeded and not data:
             # a type-level failure (vmap refusing the body) is remembered for this signature;
             # a failure that depends on the values (an index out of range) is not
@@ -618,6 +642,8 @@ class Token:
         modes = {"broadcast": ["broadcast", "vmap"], "matmul": ["direct", "vmap"]}.get(self.match.strategy, ["vmap"])
         errors = []
         for mode in modes:
+            if (self.loop_id, self.sig, mode) in self.rt.bad_modes and mode != modes[-1]:
+                continue  # failed its check for this signature before
             try:
                 if mode == "direct":
                     outs = self._direct(direct, inputs)
@@ -628,10 +654,12 @@ class Token:
                 self._check(ref or body, inputs, outs, mode)
             except GuardFailed as e:
                 errors.append(f"{mode}: {e}")
+                if not e.data:
+                    self.rt.bad_modes.add((self.loop_id, self.sig, mode))
                 continue
             self.rt.succeeded.add((self.loop_id, self.sig))
             self.rt.ran[self.loop_id] = mode
-            self.rt._note(self.loop_id, "vectorized", mode)
+            self.rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
             return outs
         raise GuardFailed("; ".join(errors))
 

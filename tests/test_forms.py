@@ -9,6 +9,12 @@ from corpus import CORPUS
 NAMES = sorted(CORPUS)
 
 
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    """These tests are about the rewrites: take the vectorized path whatever the size."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_form_is_equivalent_on_random_inputs(name):
     fn, inputs, _, grad = CORPUS[name]
@@ -176,3 +182,14 @@ def test_nest_inner_loops_are_reported():
     ex = explain(fn, *inputs())
     assert len(ex.loops) == 3
     assert "part of the loop nest" in ex.loops[1].reason
+
+
+def test_cost_model_keeps_tiny_loops_in_python(monkeypatch):
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP")
+    fn, _, _, _ = CORPUS["softmax_rows"]
+    small, large = torch.randn(3, 4), torch.randn(2000, 4)
+    ex = explain(fn, small, 0.5)
+    assert ex.path == "python" and ex.estimate["python"] < ex.estimate["vectorized"]
+    assert any("cost model" in n for n in ex.notes)
+    ex = explain(fn, large, 0.5)
+    assert ex.path == "vectorized" and ex.estimate["vectorized"] < ex.estimate["python"]

@@ -354,7 +354,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     stmts = template(f"""
 T = None
 try:
-    T = AV.begin({L}, SPACE, MAPPED, FREE, CALLS, WRITES)
+    T = AV.begin({L}, SPACE)
+    if T is not None:
+        T = AV.guard(T, MAPPED, FREE, CALLS, WRITES)
     if T is not None:
         BODYDEF
         O = T.run(BODY, {REF})
