@@ -252,14 +252,13 @@ def _state_of(fn) -> FunctionState:
     return state
 
 
-def _concrete_products(text: str) -> str:
+def _concrete_products(text: str, seen: dict) -> str:
     """With example arguments the ranks are known: show `@` products as the einsum that ran."""
     import re
-    from .runtime import MM_SEEN
 
     def sub(m):
         kind, a, la, b, lb = m.group(1), m.group(2), m.group(3), m.group(4), m.group(5)
-        spec = MM_SEEN.get((kind, ast.literal_eval(la), ast.literal_eval(lb)))
+        spec = seen.get((kind, ast.literal_eval(la), ast.literal_eval(lb)))
         return f"torch.einsum({spec!r}, {a}, {b})" if spec else m.group(0)
     return re.sub(r"autovec\.runtime\.mm\('(\w+)', (\w[\w\.]*), (\([\d, ]*\)), (\w[\w\.]*), "
                   r"(\([\d, ]*\)), _av_sizes\)", sub, text)
@@ -305,7 +304,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
     finally:
         events, rt.events = rt.events, None
     ex.path = "vectorized" if any(e[1] == "vectorized" for e in events) else "python"
-    ex.rewritten_source = _concrete_products(ex.rewritten_source)
+    ex.rewritten_source = _concrete_products(ex.rewritten_source, rt.mm_seen)
     estimate = {"python": 0.0, "vectorized": 0.0}
     by_line = {}
     for loop_id, path, reason, est in events:

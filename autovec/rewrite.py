@@ -17,7 +17,8 @@ class Rewritten:
 
 
 def _find(tree: ast.AST, info) -> ast.AST:
-    kind = {"for": ast.For, "while": ast.While, "comprehension": ast.ListComp}[info.kind]
+    kind = {"for": ast.For, "while": ast.While, "comprehension": ast.ListComp,
+            "generator": ast.GeneratorExp}[info.kind]
     for n in ast.walk(tree):
         if isinstance(n, kind) and n.lineno == info.lineno and n.col_offset == info.col:
             return n
@@ -72,7 +73,7 @@ def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]]) -> Rewrit
             _swap_calls(disp, low.display_swaps)
         else:
             plan = low.match.plan
-            consumer = p[node] if plan.outputs[0].consumer in ("stack", "cat", "tensor") else node
+            consumer = p[node] if plan.outputs[0].consumer != "list" else node
             dconsumer = dp[dnode] if consumer is not node else dnode
             stmt, dstmt = _stmt_of(consumer, p), _stmt_of(dconsumer, dp)
             branch = low.stmts[-1]

@@ -80,6 +80,7 @@ class FunctionRuntime:
         self.checked: set = set()         # (loop id, signature, mode) probe passed
         self.events: list | None = None   # set by explain to record decisions
         self.bad_modes: set = set()       # (loop id, signature, mode) whose check failed
+        self.mm_seen: dict = {}           # (kind, levels of a, levels of b) -> einsum last used
         self.ops: dict = {}               # loop id -> operations in one iteration (cost model)
         self.strict = False
         self.ran: dict = {}               # loop id -> mode used last ("broadcast"/"vmap")
@@ -346,6 +347,8 @@ class FunctionRuntime:
             if o.dim() < 2 or o.shape[0] == 0 or py:
                 raise GuardFailed("torch.cat of 0-d tensors or of an empty list (the loop raises)", data=True)
             return o.flatten(0, 1)
+        if kind in ("sum", "max", "min", "any", "all"):
+            return _reduce_builtin(kind, o, py)
         if kind == "tensor":
             if o.shape[0] == 0:
                 return torch.tensor([])
@@ -451,13 +454,32 @@ class FunctionRuntime:
 
 _UNCHANGED = object()
 
-MM_SEEN: dict = {}   # (kind, levels of a, levels of b) -> the einsum last used, for explain()
+
+def _reduce_builtin(kind, o, py):
+    """Python's sum / max / min / any / all over the elements (rows of `o`), with its types."""
+    n = o.shape[0]
+    if kind == "sum":
+        out = FunctionRuntime.accumulate(0, o, "+", False, None, py)
+        return 0 if out is _UNCHANGED or n == 0 else out
+    if kind in ("any", "all"):
+        if o.dim() != 1:
+            raise GuardFailed("truth value of a tensor with several elements (the loop raises)")
+        truth = o if o.dtype == torch.bool else o != 0
+        return bool(truth.any()) if kind == "any" else bool(truth.all())
+    if n == 0:
+        raise GuardFailed(f"{kind}() of an empty sequence (the loop raises)", data=True)
+    first = o[0].item() if py else o[0]
+    if n == 1:
+        return first
+    got = FunctionRuntime.best(first, o[1:], ">" if kind == "max" else "<", py, ())
+    return first if got is None else got[0]
+
 _MM_SPECS = {"dot": {(1, 1): "i,i->"}, "inner": {(1, 1): "i,i->"}, "mv": {(2, 1): "mi,i->m"},
              "mm": {(2, 2): "mi,in->mn"}, "outer": {(1, 1): "m,n->mn"}, "ger": {(1, 1): "m,n->mn"},
              "matmul": {(1, 1): "i,i->", (2, 1): "mi,i->m", (1, 2): "i,in->n", (2, 2): "mi,in->mn"}}
 
 
-def mm(kind, a, la, b, lb, sizes):
+def mm(kind, a, la, b, lb, sizes, seen=None):
     """One iteration's `kind(a, b)` for every iteration at once: `a` carries the loop levels `la`
     in front of its per-iteration dimensions (none when loop-invariant), `b` likewise."""
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
@@ -475,14 +497,19 @@ def mm(kind, a, la, b, lb, sizes):
     full = (f"{''.join(letters[x] for x in la)}{sa},{''.join(letters[x] for x in lb)}{sb}"
             f"->{''.join(letters[x] for x in present)}{so}")
     out = torch.einsum(full, a, b)
-    MM_SEEN[(kind, tuple(la), tuple(lb))] = full
+    if seen is not None:
+        seen[(kind, tuple(la), tuple(lb))] = full
     for lv in range(len(sizes)):
         if lv not in present:
             out = out.unsqueeze(lv)
     return out.expand(*sizes, *out.shape[len(sizes):])
 
 
-FunctionRuntime.mm = staticmethod(mm)
+def _mm_method(self, kind, a, la, b, lb, sizes):
+    return mm(kind, a, la, b, lb, sizes, self.mm_seen)
+
+
+FunctionRuntime.mm = _mm_method
 
 
 def _scatter_prep(target, vals, idxs, op, mask):

@@ -264,6 +264,22 @@ def nest_sum(a, b):
     return total
 
 
+def gen_sum(x):
+    return sum(x[i].sum() for i in range(x.shape[0]))
+
+
+def gen_sum_items(x):
+    return sum(v.item() for v in x if v > 0)
+
+
+def gen_max(x):
+    return max(r.sum() for r in x)
+
+
+def gen_any(x):
+    return any(r.sum() > 3 for r in x)
+
+
 def _g(seed):
     return torch.Generator().manual_seed(seed)
 
@@ -303,5 +319,9 @@ CORPUS = {
     "scores3": (scores3, lambda: (torch.randn(2, 4, 5, generator=_g(0)), torch.randn(2, 6, 5, generator=_g(1))), "matmul", True),
     "nest_index_value": (nest_index_value, lambda: (torch.randn(5, 6, generator=_g(0)),), "vmap", True),
     "nest_sum": (nest_sum, lambda: (torch.randn(5, 3, generator=_g(0)), torch.randn(6, 3, generator=_g(1))), "reduction", True),
+    "gen_sum": (gen_sum, lambda: (torch.randn(30, 3, generator=_g(0)),), "reduction", True),
+    "gen_sum_items": (gen_sum_items, lambda: (torch.randn(40, generator=_g(0)),), "reduction", False),
+    "gen_max": (gen_max, lambda: (torch.randint(0, 3, (20, 2), generator=_g(0)).float(),), "reduction", False),
+    "gen_any": (gen_any, lambda: (torch.randn(20, 2, generator=_g(0)),), "reduction", False),
     "focal": (focal, lambda: (torch.randn(30, 5, generator=_g(0)), torch.randint(0, 5, (30,), generator=_g(1)), 2.0), "reduction", True),
 }

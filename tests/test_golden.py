@@ -1,6 +1,7 @@
 """Golden tests: the rewritten source a person reads in explain() for the main forms."""
 import textwrap
 
+import pytest
 import torch
 
 from autovec import explain
@@ -45,6 +46,11 @@ def add_rows(u, v):
     for k in range(len(u)):
         out.append(u[k] + v[k])
     return torch.stack(out)
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
 
 
 def _golden(fn, text, *args):

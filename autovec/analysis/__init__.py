@@ -66,8 +66,8 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
                 consumer, cnode = _comprehension_consumer(node, ctx)
                 plan = plan_comprehension(node, consumer, cnode, ctx, loop_id)
             elif isinstance(node, ast.GeneratorExp):
-                raise Refuse(f"generator expression at line {node.lineno} (reductions over generators "
-                             "are not rewritten yet)", node.lineno)
+                consumer, cnode = _generator_consumer(node, ctx)
+                plan = plan_comprehension(node, consumer, cnode, ctx, loop_id)
             else:
                 plan = plan_while(node, ctx, loop_id)
         except Refuse as r:
@@ -172,6 +172,24 @@ def _comprehension_consumer(comp: ast.ListComp, ctx: Context) -> tuple[str, ast.
         raise Refuse(f"the comprehension at line {comp.lineno} is evaluated where autovec cannot move it "
                      "(inside a condition, a lambda, or after another call in the same statement)", comp.lineno)
     return kind or "list", target
+
+
+_REDUCERS = ("sum", "max", "min", "any", "all")
+
+
+def _generator_consumer(gen: ast.GeneratorExp, ctx: Context) -> tuple[str, ast.AST]:
+    """`sum(...)`, `max(...)`, `min(...)`, `any(...)`, `all(...)` over a generator expression."""
+    call = ctx.parent.get(gen)
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in _REDUCERS
+            and len(call.args) == 1 and call.args[0] is gen and not call.keywords
+            and call.func.id not in ctx.local_names and ctx.env.is_builtin(call.func.id)):
+        consumer = call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else "a call"
+        raise Refuse(f"the generator expression at line {gen.lineno} is consumed by `{consumer}(...)` "
+                     "with arguments autovec does not rewrite (sum/max/min/any/all of one generator)", gen.lineno)
+    if not _hoistable(call, ctx):
+        raise Refuse(f"the generator expression at line {gen.lineno} is evaluated where autovec cannot move it",
+                     gen.lineno)
+    return call.func.id, call
 
 
 def _with_consumers(plan, node: ast.For, ctx: Context):

@@ -513,6 +513,8 @@ def _fit_text(ok: str, o) -> str:
 def _consume_text(kind: str, ok: str, mask=None) -> str:
     if mask:
         ok = f"{ok}[{mask}]"
+    if kind in ("sum", "max", "min", "any", "all"):
+        return f"{ok}.{kind}()" if kind in ("sum", "any", "all") else f"{ok}[{ok}.arg{kind}()]"
     return {"stack": ok, "cat": f"{ok}.flatten(0, 1)", "tensor": f"{ok}.detach().clone()",
             "list": f"list({ok}.unbind(0))"}[kind]
 

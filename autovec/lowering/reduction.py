@@ -6,12 +6,19 @@ from __future__ import annotations
 from ..plan import LoopPlan, Refusal
 from .common import Lowered, Match, build
 
+_BUILTINS = {"sum": "one sum", "max": "an arg-max (first maximum wins, as in Python)",
+             "min": "an arg-min (first minimum wins, as in Python)", "any": "`any` of a mask",
+             "all": "`all` of a mask"}
 _WORDS = {"accum": "a sum", "best": "a running best", "last": "the last value assigned",
           "scatter": "a scatter into bins", "cat": "a concatenation"}
 
 
 def match(plan: LoopPlan, env) -> Match | Refusal:
     kinds = {o.kind for o in plan.outputs}
+    if plan.form == "comprehension" and plan.outputs and plan.outputs[0].consumer in _BUILTINS:
+        c = plan.outputs[0].consumer
+        return Match("reduction", plan, f"`{c}(...)` over independent elements becomes {_BUILTINS[c]}"
+                     + (" of the selected elements" if plan.outputs[0].cond else ""))
     if not kinds or not kinds <= {"accum", "best", "last", "scatter", "cat"} or (
             kinds == {"last"} and not any(o.cond for o in plan.outputs)):
         return Refusal("the loop has outputs other than accumulators", plan.lineno)
