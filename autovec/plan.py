@@ -96,6 +96,7 @@ class LoopPlan:
     live_after: tuple[str, ...] = () # iteration variables read after the loop
     branches: bool = False           # the body branches on per-iteration data
     value_indices: tuple = ()        # loop nests: indices used as numbers in the body
+    items: bool = False              # the body converts per-iteration tensors with `.item()`
     notes: tuple[str, ...] = field(default=())
 
 

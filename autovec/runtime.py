@@ -281,6 +281,17 @@ class FunctionRuntime:
         return bool(c)
 
     @staticmethod
+    def item(t):
+        """`t.item()` for a whole batch: the values in Python's precision, still a tensor."""
+        if not isinstance(t, torch.Tensor):
+            return t.item()
+        if t.is_floating_point():
+            return t.double()
+        if t.is_complex():
+            return t.to(torch.complex128)
+        return t if t.dtype == torch.bool else t.long()
+
+    @staticmethod
     def lnot(c):
         return torch.logical_not(c) if isinstance(c, torch.Tensor) else not c
 
@@ -373,6 +384,28 @@ class FunctionRuntime:
         return int(o.sum()) if o.dtype != torch.bool else int(o.sum())
 
     @classmethod
+    def _product(cls, acc, o, inplace, py):
+        if py:
+            import math
+            p = math.prod(o.tolist()) if not o.is_floating_point() else float(o.double().prod())
+            return p if (isinstance(acc, torch.Tensor) and inplace) else acc * p
+        if inplace and isinstance(acc, torch.Tensor):
+            if acc.requires_grad and acc.is_leaf and torch.is_grad_enabled():
+                raise GuardFailed("in-place update of a leaf that requires grad")
+            if not torch.can_cast(torch.result_type(acc, o[0]), acc.dtype):
+                raise GuardFailed("in-place product would need a dtype cast the loop refuses")
+            delta = o.prod(0)
+            if torch.broadcast_shapes(acc.shape, delta.shape) != acc.shape:
+                raise GuardFailed("the multiplied value does not broadcast to the accumulator")
+            return delta
+        first = acc * o[0]
+        if o.shape[0] == 1:
+            return first
+        out = first * o[1:].prod(0)
+        want = torch.result_type(first, o[1])
+        return out.to(want) if out.dtype != want else out
+
+    @classmethod
     def accumulate(cls, acc, o, op, inplace, mask=None, py=False):
         """The value `acc` ends with after `acc = acc op v` (or `acc op= v`) over the rows of `o`,
         with the loop's types: the first step decides the dtype, as in the loop."""
@@ -380,6 +413,8 @@ class FunctionRuntime:
             o = o[mask]
             if o.shape[0] == 0:
                 return _UNCHANGED
+        if op == "*":
+            return cls._product(acc, o, inplace, py)
         if py:
             if o.dim() != 1:
                 raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)")
@@ -411,7 +446,7 @@ class FunctionRuntime:
         if prepared is _UNCHANGED:
             return acc
         if inplace and isinstance(acc, torch.Tensor):
-            return acc.add_(prepared) if op == "+" else acc.sub_(prepared)
+            return {"+": acc.add_, "-": acc.sub_, "*": acc.mul_}[op](prepared)
         return prepared
 
     @staticmethod

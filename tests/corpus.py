@@ -280,6 +280,31 @@ def gen_any(x):
     return any(r.sum() > 3 for r in x)
 
 
+def running_product(x):
+    p = 1.0
+    for k in range(x.shape[0]):
+        p *= x[k]
+    return p
+
+
+def item_threshold(x, thr):
+    n = 0
+    s = 0.0
+    for k in range(x.shape[0]):
+        v = x[k].item()
+        if v > thr:
+            n += 1
+            s += v * 2
+    return n, s
+
+
+def item_list(x):
+    out = []
+    for k in range(x.shape[0]):
+        out.append(x[k].sum().item() * 0.5)
+    return out
+
+
 def _g(seed):
     return torch.Generator().manual_seed(seed)
 
@@ -323,5 +348,8 @@ CORPUS = {
     "gen_sum_items": (gen_sum_items, lambda: (torch.randn(40, generator=_g(0)),), "reduction", False),
     "gen_max": (gen_max, lambda: (torch.randint(0, 3, (20, 2), generator=_g(0)).float(),), "reduction", False),
     "gen_any": (gen_any, lambda: (torch.randn(20, 2, generator=_g(0)),), "reduction", False),
+    "running_product": (running_product, lambda: (torch.rand(20, generator=_g(0)) + 0.5,), "reduction", True),
+    "item_threshold": (item_threshold, lambda: (torch.randn(50, generator=_g(0)), 0.1), "reduction", False),
+    "item_list": (item_list, lambda: (torch.randn(30, 3, generator=_g(0)),), "vmap", False),
     "focal": (focal, lambda: (torch.randn(30, 5, generator=_g(0)), torch.randint(0, 5, (30,), generator=_g(1)), 2.0), "reduction", True),
 }

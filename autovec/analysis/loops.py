@@ -182,6 +182,7 @@ class _Body:
     count: list = field(default_factory=lambda: [0])
     seen: dict = field(default_factory=dict)      # output key -> [(branch path, marker)]
     indices: list = field(default_factory=list)   # loop index names (one, or one per nest level)
+    items: bool = False                           # the body calls `.item()`
     varying: set = field(default_factory=set)     # iteration variables
 
     def marker(self) -> str:
@@ -374,6 +375,9 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             out.append(ast.copy_location(new, s))
             continue
         found = _output(s)
+        if found is not None and found[0].kind in ("accum", "cat") and (
+                found[0].target in body.varying or found[0].target in body.assigned):
+            found = None  # `row = row * s` on a value of this iteration: an ordinary assignment
         if found is not None and found[0].kind == "store" and found[0].op in ("", "+", "-"):
             entries = _scatter_entries(found[1][0], body)
             if entries is not None:
@@ -540,7 +544,7 @@ def _output(s: ast.stmt):
             and s.value.func.attr == "append" and isinstance(s.value.func.value, ast.Name)
             and len(s.value.args) == 1 and not s.value.keywords):
         return Output("append", s.value.func.value.id, src(s.value.args[0]), line), s.value.args[0]
-    if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) and isinstance(s.op, (ast.Add, ast.Sub)):
+    if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) and isinstance(s.op, (ast.Add, ast.Sub, ast.Mult)):
         acc = s.target.id
         if acc not in nm.load_ids(s.value):
             return Output("accum", acc, src(s.value), line, op=_op(s.op), inplace=True), s.value
@@ -556,14 +560,14 @@ def _output(s: ast.stmt):
             dim = s.value.keywords[0].value.value if s.value.keywords else 0
             return Output("cat", acc, src(piece), line, dim=dim, consumer_src=src(s.value.func)), piece
     if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-            and isinstance(s.value, ast.BinOp) and isinstance(s.value.op, (ast.Add, ast.Sub))):
+            and isinstance(s.value, ast.BinOp) and isinstance(s.value.op, (ast.Add, ast.Sub, ast.Mult))):
         acc, v = s.targets[0].id, s.value
         if isinstance(v.left, ast.Name) and v.left.id == acc and acc not in nm.load_ids(v.right):
             return Output("accum", acc, src(v.right), line, op=_op(v.op)), v.right
-        if (isinstance(v.op, ast.Add) and isinstance(v.right, ast.Name) and v.right.id == acc
+        if (isinstance(v.op, (ast.Add, ast.Mult)) and isinstance(v.right, ast.Name) and v.right.id == acc
                 and acc not in nm.load_ids(v.left)):
-            # `acc = v + acc` adds in the other order; for numbers and tensors the sum is the same
-            return Output("accum", acc, src(v.left), line, op="+"), v.left
+            # `acc = v + acc` (or `v * acc`) in the other order: the same value for numbers and tensors
+            return Output("accum", acc, src(v.left), line, op=_op(v.op)), v.left
     return None
 
 
@@ -648,7 +652,8 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         loop_id=loop_id, lineno=line, end_lineno=getattr(node, "end_lineno", line),
         source=src(node), form=form, space=space, body=tuple(src(s) for s in stmts),
         outputs=tuple(outputs), mapped=tuple(mapped), index_as_value=index_as_value,
-        free=tuple(free), callables=callables, live_after=tuple(live), branches=body.branches)
+        free=tuple(free), callables=callables, live_after=tuple(live), branches=body.branches,
+        items=body.items)
 
 
 def _store(out: Output, sub: ast.Subscript, space: IterSpace, body: _Body, iter_vars) -> Output:
@@ -837,6 +842,9 @@ def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
             per_iter = root is not None and (root in body.assigned or root in iter_vars)
             if isinstance(f, ast.Attribute) and (per_iter or root is None or not _base_ok(f)):
                 # a method of a value computed in the loop
+                if f.attr == "item" and not c.args and not c.keywords:
+                    body.items = True
+                    continue  # computed as a float64 / int64 tensor, converted back where it leaves
                 if f.attr in ("item", "tolist", "numpy", "cpu", "backward"):
                     raise Refuse(f"`.{f.attr}()` at line {line} turns a per-iteration value into Python data", line)
                 if not ctx.env.pure_method(f.attr):

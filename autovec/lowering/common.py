@@ -110,6 +110,35 @@ def _nest_visit(self, node: ast.Subscript):
 _MapSlices._nest = _nest_visit
 
 
+class _Items(ast.NodeTransformer):
+    """`t.item()` inside a batched body: the tensor in float64 / int64 (Python's precision)."""
+
+    def __init__(self, av):
+        self.av = av
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "item" and not node.args and not node.keywords:
+            return ast.copy_location(ast.Call(func=ast.Attribute(value=_name(self.av), attr="item", ctx=ast.Load()),
+                                              args=[f.value], keywords=[]), node)
+        return node
+
+
+class _Unitems(ast.NodeTransformer):
+    def __init__(self, av):
+        self.av = av
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        f = node.func
+        if (isinstance(f, ast.Attribute) and f.attr == "item" and isinstance(f.value, ast.Name)
+                and f.value.id == self.av and len(node.args) == 1):
+            return ast.copy_location(ast.Call(func=ast.Attribute(value=node.args[0], attr="item", ctx=ast.Load()),
+                                              args=[], keywords=[]), node)
+        return node
+
+
 def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", convert: bool = False):
     """The loop body as a function of its slices. Returns (def, params, layout, reference def):
     `layout[k]` = (value position, payload positions, mask position or None) in the returned tuple.
@@ -127,9 +156,16 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
     all_markers = set(markers) | {p for ps in pay_markers for p in ps}
     ref = None
     masks, env = {}, {}
+    if plan.items and not convert:
+        # the probe must see the loop's own Python numbers
+        ref = template("def REF(): pass", REF=name + "_ref")[0]
+        ref.args.args = [ast.arg(arg=p) for p in params]
+        ref.body = copy.deepcopy(stmts)
+    if plan.items:
+        stmts = [_Items(av).visit(s) for s in stmts]
     if convert:
         from .ifconvert import convert as ifconvert
-        ref_stmts = copy.deepcopy(stmts)
+        ref_stmts = [_Unitems(av).visit(copy.deepcopy(s)) for s in stmts]
         lenient = {o.marker for o in plan.outputs if o.kind == "store"}
         known = set(params) | set(plan.free)
         stmts, masks, env = ifconvert(stmts, _varying(plan), known, namer, av, all_markers, lenient)
@@ -153,7 +189,9 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
     fdef = template("def BODY(): pass", BODY=name)[0]
     fdef.args.args = [ast.arg(arg=p) for p in params]
     fdef.body = stmts + [ast.Return(value=ast.Tuple(elts=[_name(v) for v in values], ctx=ast.Load()))]
-    if ref is not None:
+    if ref is not None and not convert:
+        ref.body.append(ast.Return(value=ast.Tuple(elts=[_name(v) for v in values], ctx=ast.Load())))
+    elif ref is not None:
         # same layout, original names; a mask is "did this output happen in iteration 0"
         elts = []
         for m, pays in zip(markers, pay_markers):
