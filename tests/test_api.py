@@ -1,0 +1,70 @@
+"""The decorator's contract: wrapping, options, check=True, explain's fields."""
+import inspect
+
+import pytest
+import torch
+
+import autovec
+from autovec import EquivalenceError, autovec as av, explain
+from autovec.runtime import FunctionRuntime
+
+
+def rows_add(u, v):
+    """Add two vectors element by element."""
+    out = []
+    for k in range(len(u)):
+        out.append(u[k] + v[k])
+    return torch.stack(out)
+
+
+def test_wrapper_keeps_name_doc_signature_and_original():
+    f = av(rows_add)
+    assert f.__name__ == "rows_add" and f.__doc__ == rows_add.__doc__
+    assert f.__wrapped__ is rows_add
+    assert inspect.signature(f) == inspect.signature(rows_add)
+    assert autovec.is_autovec_wrapper(f)
+
+
+def test_decorating_never_fails_and_options_are_checked():
+    av(lambda x: x)          # analysed lazily, on the first call
+    with pytest.raises(TypeError, match="expected a function"):
+        av(object())         # not callable at all: a clear error, not a later surprise
+    with pytest.raises(ValueError, match="fallback must be one of"):
+        av(fallback="sometimes")
+    with pytest.raises(ValueError, match="memory_budget"):
+        av(memory_budget=-1)
+
+
+def test_check_true_passes_when_equal_and_raises_on_a_wrong_rewrite(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    u, v = torch.randn(50), torch.randn(50)
+    f = av(check=True)(rows_add)
+    torch.testing.assert_close(f(u, v), u + v)
+    real = FunctionRuntime.consume
+
+    def broken(kind, o, *a, **k):
+        return real(kind, o + 1e-2, *a, **k)
+    monkeypatch.setattr(FunctionRuntime, "consume", staticmethod(broken))
+    g = av(check=True)(rows_add)
+    with pytest.raises(EquivalenceError, match="rows_add"):
+        g(u, v)
+
+
+def test_explain_fields():
+    ex = explain(rows_add)
+    assert ex.function == "rows_add" and ex.path is None and ex.estimate is None
+    (loop,) = ex.loops
+    assert loop.lineno == rows_add.__code__.co_firstlineno + 3
+    assert loop.source.startswith("for k in range(len(u)):")
+    assert loop.strategy == "broadcast" and loop.vectorized and loop.reason
+    assert "---" in ex.diff and "+++" in ex.diff
+    assert "u + v" in ex.rewritten_source
+    text = str(ex)
+    assert "strategy: broadcast" in text and "rewritten source" in text
+    ex = explain(rows_add, torch.randn(5000), torch.randn(5000))
+    assert ex.path == "vectorized" and set(ex.estimate) == {"python", "vectorized"}
+
+
+def test_disable_switch(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_DISABLE", "1")
+    assert explain(rows_add, torch.randn(5000), torch.randn(5000)).path == "python"
