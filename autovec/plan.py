@@ -57,6 +57,7 @@ class Output:
     kind "scatter": `target[idx..] op= value` with per-iteration indices (payloads hold them);
                    "+"/"-" accumulate over repeated indices, "" keeps the last write.
     kind "cat":    `target = torch.cat([target, value], dim=dim)`.
+    kind "scan":   an accumulator read later in the same iteration: a prefix sum / product.
     """
 
     kind: str
@@ -97,6 +98,7 @@ class LoopPlan:
     branches: bool = False           # the body branches on per-iteration data
     value_indices: tuple = ()        # loop nests: indices used as numbers in the body
     items: bool = False              # the body converts per-iteration tensors with `.item()`
+    scans: tuple = ()                # (name, marker, op, position): running values read in the body
     notes: tuple[str, ...] = field(default=())
 
 

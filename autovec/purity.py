@@ -212,62 +212,73 @@ def _helper_impurity(fn, label, depth) -> str | None:
     if (fn.__module__ or "").startswith("torch"):
         return None
     try:
-        cap = _capture_cached(fn)
+        static = _static_scan(fn)
     except NoSource as e:
         return f"helper `{label}` cannot be checked for side effects: {e}"
-    tree = cap.tree
+    reason, targets = static
+    if reason:
+        return reason.replace("{label}", label)
+    cap = Captured(fn=fn, tree=None, filename="", qualname=fn.__qualname__)
+    env = Env(cap)
+    for kind, path in targets:
+        found, obj = env.resolve(path) if kind == "attr" else cap.lookup(path)
+        if not found:
+            continue
+        bad = helper_impurity(obj, path, depth + 1) if isinstance(obj, types.FunctionType) else why_impure(obj, path)
+        if bad:
+            return bad if bad.startswith("helper") or kind == "attr" else f"helper `{label}`: {bad}"
+    return None
+
+
+_static: dict = {}
+
+
+def _static_scan(fn):
+    """Per code object: a reason the helper is impure whatever its names refer to, or the
+    names and attribute paths it calls (looked up again on every check)."""
+    code = fn.__code__
+    hit = _static.get(code)
+    if hit is not None:
+        return hit
+    tree = _capture_cached(fn).tree
     args = tree.args
     params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
     params |= {a.arg for a in (args.vararg, args.kwarg) if a}
     local = nm.stores(tree) | params
-    env = Env(cap)
+    targets, reason = [], None
     for n in ast.walk(tree):
         line = getattr(n, "lineno", tree.lineno)
         if isinstance(n, (ast.Global, ast.Nonlocal)):
-            return f"helper `{label}` uses `global`/`nonlocal` (line {line})"
-        if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
-            return f"helper `{label}` is a generator or coroutine"
-        if isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            reason = f"helper `{{label}}` uses `global`/`nonlocal` (line {line})"
+        elif isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
+            reason = "helper `{label}` is a generator or coroutine"
+        elif isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, (ast.Store, ast.Del)):
             root = n.value
             while isinstance(root, (ast.Attribute, ast.Subscript)):
                 root = root.value
             if not (isinstance(root, ast.Name) and root.id in local - params):
-                return f"helper `{label}` writes `{ast.unparse(n)}` (line {line})"
-        if isinstance(n, ast.Call):
+                reason = f"helper `{{label}}` writes `{ast.unparse(n)}` (line {line})"
+        elif isinstance(n, ast.Call):
             f = n.func
             if isinstance(f, ast.Attribute):
                 root = f.value
                 while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
                     root = root.func if isinstance(root, ast.Call) else root.value
                 if isinstance(root, ast.Name) and root.id not in local:
-                    found, obj = env.resolve(ast.unparse(f)) if _chain(f) else (False, None)
-                    if found:
-                        bad = why_impure(obj, ast.unparse(f)) if not isinstance(obj, types.FunctionType) \
-                            else helper_impurity(obj, ast.unparse(f), depth + 1)
-                        if bad:
-                            return bad
+                    if _chain(f):
+                        targets.append(("attr", ast.unparse(f)))
                     continue
-                if f.attr in ("append", "extend", "insert", "pop", "update", "add", "remove", "clear") and \
-                        isinstance(root, ast.Name) and root.id in params:
-                    return f"helper `{label}` modifies its argument with `.{f.attr}()` (line {line})"
-                if not pure_tensor_method(f.attr) and f.attr not in ("append", "extend", "items", "keys",
-                                                                      "values", "get", "split", "format", "join"):
-                    if f.attr.endswith("_") or f.attr in _NOT_BATCHABLE_METHODS:
-                        if isinstance(root, ast.Name) and root.id in params | (local - params):
-                            if root.id in params:
-                                return f"helper `{label}` calls `.{f.attr}()` on its argument (line {line})"
-                continue
-            if isinstance(f, ast.Name):
-                if f.id in local:
-                    continue
-                found, obj = cap.lookup(f.id)
-                if not found:
-                    continue
-                bad = helper_impurity(obj, f.id, depth + 1) if isinstance(obj, types.FunctionType) \
-                    else why_impure(obj, f.id)
-                if bad:
-                    return bad if bad.startswith("helper") else f"helper `{label}`: {bad}"
-    return None
+                if isinstance(root, ast.Name) and root.id in params and (
+                        f.attr in MUTATORS or f.attr.endswith("_") and not f.attr.endswith("__")
+                        or f.attr in _NOT_BATCHABLE_METHODS - {"item", "tolist", "numpy", "cpu", "cuda"}):
+                    reason = f"helper `{{label}}` modifies its argument with `.{f.attr}()` (line {line})"
+            elif isinstance(f, ast.Name) and f.id not in local:
+                targets.append(("name", f.id))
+        if reason:
+            break
+    hit = (reason, tuple(dict.fromkeys(targets)))
+    _static[code] = hit
+    return hit
 
 
 def _chain(node) -> bool:

@@ -490,6 +490,62 @@ class FunctionRuntime:
 _UNCHANGED = object()
 
 
+def _prefix(s0, v, op, py):
+    """The running values s_i = s0 op v_0 op ... op v_i, with the loop's types."""
+    if op not in ("+", "-", "*"):
+        raise GuardFailed(f"no prefix form for `{op}`")
+    if py:
+        v = v.double() if v.is_floating_point() else v.long()
+        if isinstance(s0, torch.Tensor):
+            raise GuardFailed("a tensor accumulator with Python-number steps")
+    sign = -1 if op == "-" else 1
+    first = s0 + v[0] if op == "+" else s0 - v[0] if op == "-" else s0 * v[0]
+    if not isinstance(first, torch.Tensor):
+        first = torch.as_tensor(first, dtype=v.dtype)
+    if v.shape[0] == 1:
+        return first.unsqueeze(0)
+    want = torch.result_type(first, v[1]) if not py else first.dtype
+    if op == "*":
+        rest = first * torch.cumprod(v[1:], 0)
+    else:
+        rest = first + sign * torch.cumsum(v[1:], 0)
+    out = torch.cat([first.unsqueeze(0).expand(1, *rest.shape[1:]), rest], 0)
+    return out.to(want) if out.dtype != want else out
+
+
+FunctionRuntime.prefix = staticmethod(_prefix)
+
+
+def _commit_scan(s0, final, inplace):
+    """`s += v` on a tensor updates that tensor object; `s = s + v` rebinds the name."""
+    if inplace and isinstance(s0, torch.Tensor):
+        return s0.copy_(final)
+    return final
+
+
+FunctionRuntime.commit_scan = staticmethod(_commit_scan)
+
+
+def _prefix_region(t, dim, tok, op):
+    """Running sum (product) of t[start - 1 : stop] along `dim`, as the loop leaves it."""
+    if not isinstance(t, torch.Tensor):
+        raise GuardFailed("the loop updates a non-tensor")
+    if t.requires_grad and torch.is_grad_enabled():
+        raise GuardFailed("an in-place recurrence on a tensor that requires grad keeps the loop")
+    region = t.narrow(dim, tok.start - 1, tok.n + 1)
+    out = torch.cumsum(region, dim) if op == "+" else torch.cumprod(region, dim)
+    tok.rt._note(tok.loop_id, "vectorized", "scan", getattr(tok, "estimate", None))
+    return out.to(t.dtype)
+
+
+def _prefix_commit(t, dim, tok, values):
+    t.narrow(dim, tok.start - 1, tok.n + 1).copy_(values)
+
+
+FunctionRuntime.prefix_region = staticmethod(_prefix_region)
+FunctionRuntime.prefix_commit = staticmethod(_prefix_commit)
+
+
 def _reduce_builtin(kind, o, py):
     """Python's sum / max / min / any / all over the elements (rows of `o`), with its types."""
     n = o.shape[0]
@@ -698,13 +754,24 @@ class Token:
     def level_sizes(self):
         return [self.n] if self.levels is None else [k for _, _, k in self.levels]
 
-    def run(self, body, ref=None, direct=None):
+    def add_scan(self, prefix, py):
+        """Running values of an accumulator, passed to the body as one more per-iteration input."""
+        self.extra = getattr(self, "extra", []) + [(prefix, py)]
+
+    def scan_final(self, j):
+        prefix, py = self.extra[j]
+        return prefix[-1].item() if py else prefix[-1]
+
+    def run(self, body, ref=None, direct=None, tag="", scan_free=False):
         inputs = self._inputs()
+        if not scan_free:
+            inputs += [(t, 0) for t, _ in getattr(self, "extra", [])]
+        self.tag, self.scan_free = tag, scan_free
         device = inputs[0][0].device if inputs else None
         modes = {"broadcast": ["broadcast", "vmap"], "matmul": ["direct", "vmap"]}.get(self.match.strategy, ["vmap"])
         errors = []
         for mode in modes:
-            if (self.loop_id, self.sig, mode) in self.rt.bad_modes and mode != modes[-1]:
+            if (self.loop_id, self.sig, mode, tag) in self.rt.bad_modes and mode != modes[-1]:
                 continue  # failed its check for this signature before
             try:
                 if mode == "direct":
@@ -717,7 +784,7 @@ class Token:
             except GuardFailed as e:
                 errors.append(f"{mode}: {e}")
                 if not e.data:
-                    self.rt.bad_modes.add((self.loop_id, self.sig, mode))
+                    self.rt.bad_modes.add((self.loop_id, self.sig, mode, tag))
                 continue
             self.rt.succeeded.add((self.loop_id, self.sig))
             self.rt.ran[self.loop_id] = mode
@@ -811,6 +878,11 @@ class Token:
                 args.append(self.levels[lv][0] + pos[lv] * self.levels[lv][1])
             return args
         args = [t.select(d, j) for t, d in inputs]
+        if not getattr(self, "scan_free", True):
+            n_plain = len(inputs) - len(getattr(self, "extra", []))
+            for k, (_, py) in enumerate(getattr(self, "extra", [])):
+                if py:
+                    args[n_plain + k] = args[n_plain + k].item()
         if self.match.plan.index_as_value:
             args.append(self.first + j * self.step)
         return args
@@ -818,7 +890,7 @@ class Token:
     def _check(self, ref, inputs, outs, mode):
         """Once per signature and mode: the original body, run on single iterations (the
         first, and the first where each conditional output happens), agrees with the batch."""
-        key = (self.loop_id, self.sig, mode)
+        key = (self.loop_id, self.sig, mode, getattr(self, "tag", ""))
         if key in self.rt.checked:
             return
         rows = [0]
@@ -838,6 +910,10 @@ class Token:
                     continue
                 self._compare(k, want, got[j])
                 seen[k] = not isinstance(want, torch.Tensor)
+        if getattr(self, "tag", ""):
+            if len(seen) == len(outs):
+                self.rt.checked.add(key)
+            return
         pys = self.rt.pytypes.setdefault((self.loop_id, self.sig), {})
         for k, is_py in seen.items():
             if pys.get(k, is_py) != is_py:

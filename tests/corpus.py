@@ -305,6 +305,45 @@ def item_list(x):
     return out
 
 
+def running_sum(x):
+    s = 0.0
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        s = s + x[i]
+        out[i] = s
+    return out, s
+
+
+def running_inplace(x, total):
+    out = []
+    for t in range(x.shape[0]):
+        total += x[t] * 2
+        out.append(total * 0.5)
+    return torch.stack(out), total
+
+
+def running_items(x):
+    s = 0
+    res = []
+    for k in range(x.shape[0]):
+        s += x[k].item()
+        res.append(s)
+    return res
+
+
+def prefix_inplace(x):
+    acc = x.clone()
+    for k in range(1, acc.shape[0]):
+        acc[k] += acc[k - 1]
+    return acc
+
+
+def prefix_columns(x):
+    for j in range(2, x.shape[1]):
+        x[:, j] = x[:, j] * x[:, j - 1]
+    return x
+
+
 def _g(seed):
     return torch.Generator().manual_seed(seed)
 
@@ -351,5 +390,10 @@ CORPUS = {
     "running_product": (running_product, lambda: (torch.rand(20, generator=_g(0)) + 0.5,), "reduction", True),
     "item_threshold": (item_threshold, lambda: (torch.randn(50, generator=_g(0)), 0.1), "reduction", False),
     "item_list": (item_list, lambda: (torch.randn(30, 3, generator=_g(0)),), "vmap", False),
+    "running_sum": (running_sum, lambda: (torch.randn(40, 3, generator=_g(0)),), "scan", True),
+    "running_inplace": (running_inplace, lambda: (torch.randn(30, 4, generator=_g(0)), torch.zeros(4)), "scan", False),
+    "running_items": (running_items, lambda: (torch.randint(0, 5, (20,), generator=_g(0)),), "scan", False),
+    "prefix_inplace": (prefix_inplace, lambda: (torch.rand(50, 3, generator=_g(0)),), "scan", False),
+    "prefix_columns": (prefix_columns, lambda: (torch.rand(4, 9, generator=_g(0)) + 0.5,), "scan", False),
     "focal": (focal, lambda: (torch.randn(30, 5, generator=_g(0)), torch.randint(0, 5, (30,), generator=_g(1)), 2.0), "reduction", True),
 }

@@ -193,3 +193,26 @@ def test_cost_model_keeps_tiny_loops_in_python(monkeypatch):
     assert any("cost model" in n for n in ex.notes)
     ex = explain(fn, large, 0.5)
     assert ex.path == "vectorized" and ex.estimate["vectorized"] < ex.estimate["python"]
+
+
+def test_running_total_kept_as_one_object_is_not_a_scan():
+    def hist(x):
+        total = torch.zeros(x.shape[1])
+        seen = []
+        for t in range(x.shape[0]):
+            total += x[t]
+            seen.append(total)       # the same tensor object every time, as the loop has it
+        return seen
+    x = torch.randn(12, 3)
+    assert_equivalent(hist, x)
+    assert explain(hist, x).loops[0].strategy == "python"
+
+
+def test_scan_updates_an_argument_accumulator_in_place():
+    fn = CORPUS["running_inplace"][0]
+    x, total = torch.randn(30, 4), torch.zeros(4)
+    want_total = total.clone()
+    fn(x, want_total)
+    got_total = total.clone()
+    autovec(fn)(x, got_total)
+    torch.testing.assert_close(got_total, want_total)

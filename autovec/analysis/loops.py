@@ -604,6 +604,12 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
 
     all_nodes = list(body.stmts)
     _check_calls(all_nodes, ctx, body, iter_vars)
+    prefix = _inplace_prefix(outputs, body, space)
+    if prefix is not None:
+        return LoopPlan(loop_id=loop_id, lineno=line, end_lineno=getattr(node, "end_lineno", line),
+                        source=src(node), form=form, space=space, body=(), outputs=(prefix,), mapped=(),
+                        index_as_value=False, free=(), callables=())
+    outputs, scans = _scans(outputs, body, targets)
 
     # every read of an output target other than the store itself is a dependence
     for n in all_nodes:
@@ -645,7 +651,8 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
     reads = set()
     for n in stmts:
         reads |= {ld.id for ld in nm.loads(n) if id(ld) not in body.based}
-    free = sorted(reads - set(body.assigned) - set(iter_vars) - set(targets) - {o.marker for o in outputs})
+    free = sorted(reads - set(body.assigned) - set(iter_vars) - set(targets) - {o.marker for o in outputs}
+                  - {s[0] for s in scans})
     callables = tuple(sorted({c for c in _callables(all_nodes, body, iter_vars)}))
 
     return LoopPlan(
@@ -653,7 +660,80 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         source=src(node), form=form, space=space, body=tuple(src(s) for s in stmts),
         outputs=tuple(outputs), mapped=tuple(mapped), index_as_value=index_as_value,
         free=tuple(free), callables=callables, live_after=tuple(live), branches=body.branches,
-        items=body.items)
+        items=body.items, scans=tuple(scans))
+
+
+def _scans(outputs, body: _Body, targets: dict):
+    """Accumulators read later in the same iteration (`s = s + x[i]; out[i] = s`) are prefix
+    scans: the body sees the running value. Returns (outputs, scans), scans being
+    (name, marker, op, position of the update in the body)."""
+    scans = []
+    kept = []
+    for o in outputs:
+        if o.kind != "accum" or o.cond or o.op not in ("+", "-", "*"):
+            kept.append(o)
+            continue
+        pos = next((k for k, s in enumerate(body.stmts) if isinstance(s, ast.Assign)
+                    and isinstance(s.targets[0], ast.Name) and s.targets[0].id == o.marker), None)
+        before = [ld for s in body.stmts[:pos] for ld in nm.loads(s) if ld.id == o.target]
+        after = [ld for s in body.stmts[pos + 1:] for ld in nm.loads(s) if ld.id == o.target]
+        if pos is None or before or not after:
+            kept.append(o)
+            continue
+        if o.inplace and not o.pytype and _aliases_running_value(o.target, body.stmts[pos + 1:], outputs):
+            kept.append(o)  # `total += v; hist.append(total)` keeps n references to one tensor
+            continue
+        scans.append((o.target, o.marker, o.op, pos))
+        kept.append(dataclasses.replace(o, kind="scan"))
+        del targets[o.target]
+    return kept, scans
+
+
+def _inplace_prefix(outputs, body: _Body, space: IterSpace):
+    """`t[i] += t[i - 1]` (or `t[i] = t[i] * t[i - 1]`) over `range(a, b)`: an in-place prefix
+    sum (product) of t[a - 1 : b] along the indexed dimension."""
+    if len(outputs) != 1 or len(body.stmts) != 1 or space.kind != "range" or len(space.range_args) == 3:
+        return None
+    o = outputs[0]
+    if o.kind != "store" or o.cond or o.offset != 0:
+        return None
+    value = body.stmts[0].value
+    idx = space.index
+
+    def is_ref(n, off):
+        return (isinstance(n, ast.Subscript) and src(n.value) == o.target
+                and match_subscript(n, idx) == (o.dim, off)
+                and o.index_src.format("{}") == _holder(n, o.dim))
+    if o.op in ("+", "*") and is_ref(value, -1):
+        op = o.op
+    elif (o.op == "" and isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Mult))
+          and (is_ref(value.left, 0) and is_ref(value.right, -1) or is_ref(value.left, -1) and is_ref(value.right, 0))):
+        op = "+" if isinstance(value.op, ast.Add) else "*"
+    else:
+        return None
+    return dataclasses.replace(o, kind="prefix", op=op)
+
+
+def _holder(sub: ast.Subscript, d: int) -> str:
+    entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    parts = [src(e) for e in entries]
+    parts[d] = "{}"
+    return src(sub.value) + "[" + ", ".join(parts) + "]"
+
+
+def _aliases_running_value(name: str, stmts, outputs) -> bool:
+    """After `name += v` (in place on a tensor), a bare `name` handed on (appended, assigned
+    to another name, returned as a value) is the same object every iteration."""
+    copied = {o.marker for o in outputs if o.kind in ("store", "accum", "scatter")}
+    for s in stmts:
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name) and s.value.id == name:
+            if not (isinstance(s.targets[0], ast.Name) and s.targets[0].id in copied):
+                return True
+        for n in ast.walk(s):
+            if isinstance(n, (ast.List, ast.Tuple, ast.Dict)) and any(
+                    isinstance(e, ast.Name) and e.id == name for e in ast.walk(n)):
+                return True
+    return False
 
 
 def _store(out: Output, sub: ast.Subscript, space: IterSpace, body: _Body, iter_vars) -> Output:

@@ -26,6 +26,8 @@ _DIM_KEYWORDS = {"dim", "axis", "dims", "keepdim", "out"}
 
 
 def match(plan: LoopPlan, env) -> Match | Refusal:
+    if plan.scans:
+        return Refusal("running values go through the scan strategy", plan.lineno)
     if plan.space.kind == "nest":
         return Refusal("loop nests run as nested vmap", plan.lineno)
     if not plan.mapped:

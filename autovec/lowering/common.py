@@ -146,7 +146,7 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
     the original branches, for the one-time check of iteration 0."""
     mapper = _MapSlices(plan)
     stmts = [mapper.visit(ast.parse(s).body[0]) for s in plan.body]
-    params = [m.param for m in plan.mapped]
+    params = [m.param for m in plan.mapped] + [s[0] for s in plan.scans]
     if plan.space.kind == "nest":
         params += list(plan.value_indices)
     elif plan.index_as_value:
@@ -368,6 +368,11 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             commit += template(f"{o.target} = AV.commit_accum({o.target}, P, '+', False)", P=P, AV=AV)
             flat = f"{ok}.flatten(0, 1)" if o.dim == 0 else f"{ok}.movedim(0, {o.dim}).flatten({o.dim}, {o.dim + 1})"
             display_tail.append(f"{o.target} = torch.cat([{o.target}, {flat}], dim={o.dim})")
+        elif o.kind == "scan":
+            j = [s[0] for s in plan.scans].index(o.target)
+            prepare += template(f"P = {T}.scan_final({j})", P=P)
+            commit += template(f"{o.target} = AV.commit_scan({o.target}, P, {o.inplace})", P=P, AV=AV)
+            display_tail.append(f"{o.target} = {o.target}_running[-1]")
         elif o.kind == "last":
             prepare += template(f"P = AV.last({ok}, {mask}, {py})", P=P, AV=AV)
             commit += template(f"if P is not None:\n    {o.target}, = P", P=P)
@@ -383,7 +388,23 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             commit += template(f"{name} = {T}.last_element({pos})")
             display_tail.append(f"{name} = {plan.space.elements[pos][1]}[-1]")
 
-    defs = [body_def] + ([ref_def] if ref_def is not None else [])
+    scan_code = []
+    for name, marker, op, pos in plan.scans:
+        # phase 1: the values added at each step, from the body up to the update
+        PRE = namer.new(f"_av_pre{L}")
+        pre = template("def PRE(): pass", PRE=PRE)[0]
+        pre_params = [mp.param for mp in plan.mapped] + ([plan.space.index] if plan.index_as_value else [])
+        pre.args.args = [ast.arg(arg=p) for p in pre_params]
+        mapper = _MapSlices(plan)
+        pre.body = [mapper.visit(ast.parse(s).body[0]) for s in plan.body[:pos + 1]]
+        if plan.items:
+            pre.body = [_Items(AV).visit(s) for s in pre.body]
+        pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load())))
+        o = next(x for x in plan.outputs if x.marker == marker)
+        scan_code += [pre] + template(
+            f"{T}.add_scan(AV.prefix({name}, {T}.run({PRE}, None, tag={PRE!r}, scan_free=True)[0], {op!r}, "
+            f"{bool(o.pytype)}), {bool(o.pytype)})", AV=AV)
+    defs = scan_code + [body_def] + ([ref_def] if ref_def is not None else [])
     REF = ref_def.name if ref_def is not None else "None"
     if direct:
         DIRECT = namer.new(f"_av_direct{L}")

@@ -94,6 +94,8 @@ def _walk(node, env, params, varying, products):
 
 
 def match(plan: LoopPlan, env) -> Match | Refusal:
+    if plan.scans:
+        return Refusal("running values go through the scan strategy", plan.lineno)
     found = analyse(plan, env)
     if isinstance(found, str):
         return Refusal(f"not a matrix-product body: {found}", plan.lineno)

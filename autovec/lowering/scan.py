@@ -1,0 +1,68 @@
+"""The scan strategy: prefix computations.
+
+* An accumulator read later in the same iteration (`s = s + x[i]; out[i] = s`): the values
+  added at each step are computed for all iterations at once, the running values come from
+  `cumsum` / `cumprod`, and the rest of the body runs batched on them.
+* An in-place recurrence on a tensor, `t[i] += t[i - 1]` over `range(a, b)`: `cumsum` (or
+  `cumprod`) of `t[a - 1:b]` written back in place.
+"""
+from __future__ import annotations
+
+from ..codegen import expr, set_lines, template
+from ..plan import LoopPlan, Refusal
+from .common import Lowered, Match, _branch, _space_expr, build
+
+_FORMS = {"+": "cumsum", "-": "cumsum (subtracted)", "*": "cumprod"}
+
+
+def match(plan: LoopPlan, env) -> Match | Refusal:
+    prefix = [o for o in plan.outputs if o.kind == "prefix"]
+    if prefix:
+        o = prefix[0]
+        return Match("scan", plan, f"`{o.index_src.format(plan.space.index)}` {o.op}= the previous element: an "
+                     f"in-place {_FORMS[o.op]} along dimension {o.dim}")
+    if not plan.scans:
+        return Refusal("no running value is read inside the loop", plan.lineno)
+    parts = [f"`{name}` is a running {'product' if op == '*' else 'sum'} read in the loop ({_FORMS[op]})"
+             for name, _, op, _ in plan.scans]
+    return Match("scan", plan, "; ".join(parts) + "; the rest of the body runs on all iterations at once")
+
+
+def lower(m: Match, namer) -> Lowered:
+    plan = m.plan
+    if not any(o.kind == "prefix" for o in plan.outputs):
+        return build(m, namer)
+    o = plan.outputs[0]
+    L = plan.loop_id
+    T, P, E, AV = namer.new(f"_av_t{L}"), namer.new(f"_av_p{L}"), namer.new("_av_e"), namer.runtime
+    writes = expr(f"(('store', {o.target}, {o.dim}, -1), ('store', {o.target}, {o.dim}, 0))")
+    stmts = template(f"""
+T = None
+try:
+    T = AV.begin({L}, SPACE)
+    if T is not None:
+        T = AV.guard(T, (), (), (), WRITES)
+    if T is not None:
+        P = AV.prefix_region({o.target}, {o.dim}, T, {o.op!r})
+except Exception as E:
+    T = AV.failed({L}, T, E)
+""", T=T, AV=AV, SPACE=_space_expr(plan), WRITES=writes, P=P, E=E)
+    set_lines(stmts, plan.lineno)
+    commit = template(f"AV.prefix_commit({o.target}, {o.dim}, T, P)", AV=AV, T=T, P=P)
+    fn = "cumsum" if o.op == "+" else "cumprod"
+    region = o.index_src.format(f"{_start(plan)} - 1:{_stop(plan)}")
+    display = template(f"{region} = torch.{fn}({region}, dim={o.dim})")
+    return Lowered(m, stmts + [_branch(T, commit)], display)
+
+
+def _start(plan):
+    args = plan.space.range_args
+    return args[0] if len(args) == 2 else "0"
+
+
+def _stop(plan):
+    return plan.space.range_args[-1] if len(plan.space.range_args) == 2 else plan.space.range_args[0]
+
+
+def guards(m: Match) -> list[str]:
+    return ["the values added at each step do not depend on the running value"]

@@ -1,0 +1,977 @@
+"""Generate small, seeded Python programs with loops over torch tensors, for differential
+fuzzing of autovec.
+
+`generate(seed)` returns a `Program`: the text of a complete module that defines `f(...)`
+(the function under test, with a loop), any pure helpers it calls, and `make_inputs()`
+(the arguments for `f`, drawn from a torch.Generator seeded by the program's seed). The same
+seed always gives the same text. `kind` names the loop form: `vec/...` for loops autovec is
+meant to vectorize, `exact/...` for loops it must leave computing exactly what they compute
+(loop-carried state, side effects, random draws, exceptions...).
+
+Each form is one small method of `Gen`; the shared pieces (inputs, per-iteration values,
+conditions, list consumers) are methods too, so a form reads like the loop it writes.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_OUT = Path(tempfile.gettempdir()) / "autovec-fuzz"
+
+FLOATS = ("float32", "float64")
+INTS = ("int64",)
+
+
+# ----------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class Val:
+    """A per-iteration value: its source text, dtype (our model of torch's promotion; a
+    wrong guess only changes what is tested, never the verdict) and sizes."""
+    expr: str
+    dtype: str
+    dims: tuple = ()       # source expressions of the sizes, e.g. ("x.shape[1]",)
+    sizes: tuple = ()      # the same sizes as numbers, for inputs built in make_inputs
+
+    def with_expr(self, expr, dtype=None):
+        return Val(expr, dtype or self.dtype, self.dims, self.sizes)
+
+    def scalar(self, expr, dtype=None):
+        return Val(expr, dtype or self.dtype, (), ())
+
+    @property
+    def is_float(self):
+        return self.dtype in FLOATS
+
+
+def promote(a: str, b: str) -> str:
+    order = ["bool", "int32", "int64", "float32", "float64"]
+    return max(a, b, key=order.index)
+
+
+# elementwise ops: (template, result dtype or None for "the same")
+FLOAT_OPS = [("({} * 2.0)", None), ("({} + 1.5)", None), ("torch.exp({})", None), ("torch.tanh({})", None),
+             ("torch.sigmoid({})", None), ("torch.relu({})", None), ("({0} * {0} - 0.5)", None),
+             ("{}.abs()", None), ("torch.clamp({}, -1.0, 1.0)", None), ("(-{})", None),
+             ("({} / 3.0)", None), ("({} ** 2)", None), ("torch.sin({})", None)]
+INT_OPS = [("({} * 2)", None), ("({} + 1)", None), ("({} % 3)", None), ("{}.abs()", None),
+           ("({} // 2)", None), ("torch.clamp({}, min=0)", None), ("({} / 2)", "float32"),
+           ("({}.float() * 0.5)", "float32"), ("({0} * {0})", None)]
+BOOL_OPS = [("(~{})", None), ("({}.long() * 3)", "int64"), ("{}.float()", "float32"),
+            ("torch.logical_not({})", None), ("{}.int()", "int32")]
+
+HELPERS = {
+    "scale": "def scale(r):\n    return r * 2.0 + 1.0\n",
+    "center": "def center(r):\n    return r - r.mean()\n",
+    "unit": "def unit(r):\n    return r / (r.norm() + 1e-6)\n",
+    "score": "def score(a, b):\n    return (a * b).sum()\n",
+    "squash": "def squash(r):\n    s = torch.sigmoid(r)\n    return s * (1.0 - s)\n",
+}
+
+TENSOR_HELPER = '''
+def _tensor(g, shape, dtype, layout="contiguous", grad=False, special=False, low=-4, high=5):
+    """A random tensor; `layout` "t" (transposed), "step" (every other row) or "expand"
+    (one row repeated) gives a non-contiguous one; `special` plants nan, inf and -0.0."""
+    full = list(shape)
+    if layout == "t":
+        full = full[::-1]
+    elif layout == "step":
+        full[0] = 2 * full[0]
+    elif layout == "expand":
+        full = full[1:]
+    if dtype.is_floating_point:
+        t = torch.randn(full, generator=g, dtype=dtype)
+    elif dtype == torch.bool:
+        t = torch.rand(full, generator=g) > 0.5
+    else:
+        t = torch.randint(low, high, full, generator=g, dtype=dtype)
+    if special and t.numel():
+        k = torch.randint(0, t.numel(), (3,), generator=g).tolist()
+        flat = t.view(-1)
+        flat[k[0]], flat[k[1]], flat[k[2]] = float("nan"), float("inf"), -0.0
+    if layout == "t":
+        t = t.t()
+    elif layout == "step":
+        t = t[::2]
+    elif layout == "expand":
+        t = t.expand(*shape)
+    return t.detach().requires_grad_() if grad else t
+'''
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """An input tensor of `f`: its name, dtype and shape (n first)."""
+    name: str
+    dtype: str
+    shape: tuple
+
+    def row(self, expr: str) -> Val:
+        dims = tuple(f"{self.name}.shape[{k}]" for k in range(1, len(self.shape)))
+        return Val(expr, self.dtype, dims, tuple(self.shape[1:]))
+
+
+@dataclass
+class Loop:
+    """An indexed loop header: lines before the body, the index name, the current row of
+    the main tensor, and the line that ends an iteration (the while loop's increment)."""
+    head: list
+    index: str
+    row: Val
+    tail: list
+
+
+# ----------------------------------------------------------------------------- programs
+
+
+@dataclass(frozen=True)
+class Program:
+    seed: int
+    kind: str          # "vec/<form>" or "exact/<form>"
+    source: str
+
+    @property
+    def vectorizable(self) -> bool:
+        return self.kind.startswith("vec/")
+
+    def path(self, out_dir=None) -> Path:
+        return Path(out_dir or DEFAULT_OUT) / f"seed_{self.seed}.py"
+
+    def write(self, out_dir=None) -> Path:
+        """Write the source to its file (atomically: other runs may write the same seed)."""
+        path = self.path(out_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.read_text() == self.source:
+            return path
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(self.source)
+        os.replace(tmp, path)
+        return path
+
+    def load(self, out_dir=None):
+        """Import the program from its file (so inspect.getsource works); a fresh module."""
+        path = self.write(out_dir)
+        name = f"avfuzz_seed_{self.seed}"
+        sys.modules.pop(name, None)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+
+    def make_inputs(self, out_dir=None) -> tuple:
+        return self.load(out_dir).make_inputs()
+
+
+class Gen:
+    """Builds one program from a seeded random stream."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.params: list[str] = []
+        self.inputs: list[str] = []          # lines of make_inputs
+        self.aliases: dict[str, str] = {}    # param -> what make_inputs passes (an alias of another)
+        self.helpers: dict[str, str] = {}
+        self.lines: list[str] = []
+        self.n = self.pick_n()
+        self.d = self.rng.choice([1, 2, 3, 4, 5])
+        self.no_grad = False                 # set by forms that write into their arguments
+
+    # -------------------------------------------------------------- randomness
+
+    def chance(self, p: float) -> bool:
+        return self.rng.random() < p
+
+    def pick(self, seq):
+        return self.rng.choice(list(seq))
+
+    def pick_n(self) -> int:
+        r = self.rng.random()
+        if r < 0.08:
+            return 0
+        if r < 0.2:
+            return 1
+        if r < 0.5:
+            return self.rng.randint(2, 5)
+        if r < 0.8:
+            return self.rng.randint(6, 20)
+        return self.rng.randint(21, 50)
+
+    # -------------------------------------------------------------- emitting
+
+    def emit(self, depth: int, text: str):
+        self.lines.append("    " * depth + text)
+
+    def emit_all(self, depth: int, lines):
+        for line in lines:
+            self.emit(depth, line)
+
+    def helper(self, name: str) -> str:
+        self.helpers[name] = HELPERS[name]
+        return name
+
+    # -------------------------------------------------------------- inputs
+
+    def tensor(self, name, shape, dtype, *, readonly=True, grad_ok=True, low=-4, high=5) -> Tensor:
+        """An input tensor; sometimes non-contiguous, sometimes requiring grad, sometimes with
+        nan/inf planted (floats)."""
+        layouts = ["contiguous"] * 6 + ["step"]
+        if len(shape) == 2:
+            layouts.append("t")
+        if readonly and len(shape) >= 1 and shape[0] > 1:
+            layouts.append("expand")
+        layout = self.pick(layouts)
+        grad = dtype in FLOATS and grad_ok and not self.no_grad and self.chance(0.3)
+        special = dtype in FLOATS and self.chance(0.07)
+        opts = ""
+        if layout != "contiguous":
+            opts += f", layout={layout!r}"
+        if grad:
+            opts += ", grad=True"
+        if special:
+            opts += ", special=True"
+        if dtype not in FLOATS and dtype != "bool" and (low, high) != (-4, 5):
+            opts += f", low={low}, high={high}"
+        self.param(name, f"_tensor(g, {tuple(shape)!r}, torch.{dtype}{opts})")
+        return Tensor(name, dtype, tuple(shape))
+
+    def param(self, name, expr):
+        self.params.append(name)
+        self.inputs.append(f"{name} = {expr}")
+
+    def main(self, name="x", dtypes=None, rank=None, **kw) -> Tensor:
+        """The tensor a loop walks over: (n,) or (n, d)."""
+        dtype = self.pick(dtypes or ("float32", "float32", "float64", "int64", "bool"))
+        rank = rank or self.pick([1, 2, 2])
+        shape = (self.n,) if rank == 1 else (self.n, self.d)
+        return self.tensor(name, shape, dtype, **kw)
+
+    def like(self, x: Tensor, name: str, rows=None, dtype=None, **kw) -> Tensor:
+        """A second input with x's row shape (and x's dtype, or another)."""
+        dtype = dtype or (x.dtype if self.chance(0.8) else self.pick(FLOATS + INTS))
+        shape = ((self.n if rows is None else rows),) + x.shape[1:]
+        return self.tensor(name, shape, dtype, **kw)
+
+    def count(self, x: Tensor) -> str:
+        """The trip-count expression for x's first dimension."""
+        form = self.pick(["{x}.shape[0]", "len({x})", "{x}.size(0)", "{x}.shape[0]", "n"])
+        if form == "n":
+            if "n" not in self.params:
+                self.param("n", str(x.shape[0]))
+            return "n"
+        return form.format(x=x.name)
+
+    # -------------------------------------------------------------- per-iteration values
+
+    def elementwise(self, v: Val) -> Val:
+        ops = FLOAT_OPS if v.is_float else BOOL_OPS if v.dtype == "bool" else INT_OPS
+        tmpl, dtype = self.pick(ops)
+        return v.with_expr(tmpl.format(v.expr), dtype)
+
+    def combine(self, a: Val, b: Val) -> Val:
+        """A binary op of two rows of the same shape."""
+        if "bool" in (a.dtype, b.dtype):
+            if a.dtype == b.dtype == "bool":
+                tmpl, dtype = self.pick([("({} & {})", "bool"), ("({} ^ {})", "bool"), ("({} | {})", "bool")])
+                return a.with_expr(tmpl.format(a.expr, b.expr), dtype)
+            return a.with_expr(f"({a.expr} * {b.expr})", promote(a.dtype, b.dtype))
+        tmpl = self.pick(["({} + {})", "({} * {})", "({} - {})", "(({} - {}) ** 2)", "torch.maximum({}, {})"])
+        return a.with_expr(tmpl.format(a.expr, b.expr), promote(a.dtype, b.dtype))
+
+    def with_index(self, v: Val, i: str) -> Val:
+        tmpl, dtype = self.pick([("({} * {})", None), ("({} + {})", None), ("({} * ({} + 1))", None),
+                                 ("({} - 0.5 * {})", "float32")])
+        dtype = "int64" if v.dtype in ("bool", "int32") and dtype is None else dtype
+        if dtype == "float32" and v.dtype == "float64":
+            dtype = "float64"
+        return v.with_expr(tmpl.format(v.expr, i), dtype)
+
+    def reduce(self, v: Val) -> Val:
+        """A 0-d value from a row."""
+        if not v.dims:
+            if self.chance(0.5):
+                return v
+            return v.scalar(f"{v.expr}.sum()", "int64" if v.dtype in ("bool", "int32") else v.dtype)
+        if v.is_float:
+            opts = ["sum", "mean", "norm", "amax", "dot", "helper", "max"]
+        elif v.dtype == "bool":
+            opts = ["sum", "any", "all"]
+        else:
+            opts = ["sum", "max", "positive"]
+        op = self.pick(opts)
+        if op == "dot":
+            w = self.vector("wv", v)
+            return v.scalar(f"torch.dot({v.expr}, {w})")
+        if op == "helper":
+            return v.scalar(f"{self.helper('score')}({v.expr}, {v.expr})")
+        if op == "positive":
+            return v.scalar(f"({v.expr} > 0).sum()", "int64")
+        if op in ("any", "all"):
+            return v.scalar(f"{v.expr}.{op}()", "bool")
+        dtype = "int64" if op == "sum" and v.dtype in ("bool", "int32") else v.dtype
+        return v.scalar(f"{v.expr}.{op}()", dtype)
+
+    def vector(self, name: str, like: Val) -> str:
+        """A loop-invariant vector input of the row's size and dtype (e.g. `torch.dot`'s `w`)."""
+        if name not in self.params:
+            self.tensor(name, like.sizes, like.dtype, readonly=True)
+        return name
+
+    def row_op(self, v: Val) -> Val:
+        """A row-to-row op that is not elementwise (softmax, matmul, centring, a helper)."""
+        if not v.is_float:
+            return v.with_expr(f"({v.expr} - {v.expr}.min())") if v.dtype != "bool" else v
+        op = self.pick(["softmax", "matmul", "matmul", "center", "unit", "scale", "squash", "norm_div"])
+        if op == "softmax":
+            return v.with_expr(f"torch.softmax({v.expr}, dim=0)")
+        if op == "matmul":
+            k = self.rng.randint(1, 4)
+            if "W" not in self.params:
+                self.tensor("W", (v.sizes[0], k), v.dtype)
+            return Val(f"({v.expr} @ W)", v.dtype, ("W.shape[1]",), (k,))
+        if op == "norm_div":
+            return v.with_expr(f"({v.expr} / ({v.expr}.norm() + 1e-6))")
+        return v.with_expr(f"{self.helper(op)}({v.expr})")
+
+    def value(self, row: Val, index=None, others=(), want="any") -> Val:
+        """A per-iteration value built from `row` (and other rows, and the index as a number).
+        want: "any", "scalar" (0-d) or "same" (the row's shape)."""
+        v = row
+        if self.chance(0.7):
+            v = self.elementwise(v)
+        if others and self.chance(0.7):
+            v = self.combine(v, self.pick(others))
+        if index and self.chance(0.3):
+            v = self.with_index(v, index)
+        if want == "scalar" or (want == "any" and v.dims and self.chance(0.35)):
+            return self.reduce(v)
+        if v.dims and (want == "any" and self.chance(0.3) or want == "same" and self.chance(0.2)):
+            v2 = self.row_op(v)
+            if want == "any" or v2.dims == v.dims:
+                v = v2
+        if self.chance(0.2):
+            v = self.elementwise(v)
+        return v
+
+    def item(self, v: Val) -> Val:
+        """`.item()` of a 0-d value: a Python number."""
+        py = "float" if v.is_float else "bool" if v.dtype == "bool" else "int"
+        return v.scalar(f"{v.expr}.item()", "py" + py)
+
+    def cond(self, row: Val, index=None, others=()) -> str:
+        """A per-iteration condition on the data."""
+        s = self.value(row, index, others, want="scalar")
+        if s.dtype == "bool":
+            return s.expr if self.chance(0.5) else f"not {s.expr}"
+        op = self.pick([">", ">", "<", ">=", "=="])
+        t = self.pick(["0", "0.5", "1", "-0.25"]) if s.is_float else self.pick(["0", "1", "2", "3"])
+        if self.chance(0.15):
+            return f"{s.expr}.item() {op} {t}"
+        return f"{s.expr} {op} {t}"
+
+    # -------------------------------------------------------------- outputs
+
+    def alloc(self, count: str, v: Val, full: bool) -> str:
+        """A preallocation for `out[i] = v` (torch.empty only when every row is written)."""
+        dims = ", ".join((count,) + v.dims)
+        dtype = v.dtype if not v.dtype.startswith("py") else {"pyfloat": "float64", "pyint": "int64",
+                                                                 "pybool": "bool"}[v.dtype]
+        if self.chance(0.15):
+            dtype = self.pick(["float32", "float64", "int64"])
+        ctor = self.pick(["empty", "zeros", "zeros"] if full else ["zeros", "zeros", "ones"])
+        return f"torch.{ctor}({dims}, dtype=torch.{dtype})"
+
+    def consume(self, lst: str, v: Val) -> str:
+        """What the loop's list becomes: the return expression."""
+        opts = ["torch.stack({l})", "{l}", "torch.stack({l})"]
+        if v.dims:
+            opts.append("torch.cat({l})")
+        else:
+            opts += ["torch.tensor({l})", "torch.tensor({l})"]
+        if v.dtype.startswith("py"):
+            opts = ["{l}", "torch.tensor({l})", "sum({l})"]
+        if self.chance(0.1):
+            return f"{lst}, len({lst})"
+        return self.pick(opts).format(l=lst)
+
+    def accum_init(self, v: Val) -> str:
+        if v.dtype.startswith("py"):
+            return self.pick(["0.0", "0", "0.0"])
+        if not v.dims:
+            return self.pick(["0.0", "0", "torch.tensor(0.0)", f"torch.zeros((), dtype=torch.{v.dtype})"])
+        return self.pick([f"torch.zeros({', '.join(v.dims)}, dtype=torch.{v.dtype})", "0.0",
+                          f"torch.zeros({', '.join(v.dims)})"])
+
+    # -------------------------------------------------------------- loops
+
+    def indexed_loop(self, x: Tensor, depth=1, allow_while=True) -> Loop:
+        """`for i in range(N)`, `for i, row in enumerate(x)` or a counted `while`."""
+        i = self.pick(["i", "i", "k", "t"])
+        form = self.pick(["range", "range", "range", "enumerate"] + (["while"] if allow_while else []))
+        count = self.count(x)
+        if form == "enumerate":
+            return Loop([f"for {i}, row in enumerate({x.name}):"], i, x.row("row"), [])
+        row = x.row(f"{x.name}[{i}]" if len(x.shape) == 1 or self.chance(0.7) else f"{x.name}[{i}, :]")
+        if form == "while":
+            return Loop([f"{i} = 0", f"while {i} < {count}:"], i, row, [f"{i} += 1"])
+        return Loop([f"for {i} in range({count}):"], i, row, [])
+
+    # ============================================================== vectorizable forms
+
+    def vec_prealloc(self):
+        x = self.main()
+        others = [self.like(x, "y").row("")] if self.chance(0.3) else []
+        loop = self.indexed_loop(x)
+        others = [o.with_expr(f"y[{loop.index}]") for o in others]
+        v = self.value(loop.row, loop.index, others)
+        self.emit(1, f"out = {self.alloc(self.count(x), v, full=True)}")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"out[{loop.index}] = {v.expr}")
+        self.emit_all(2, loop.tail)
+        self.emit(1, "return out")
+
+    def vec_prealloc_arg(self):
+        self.no_grad = self.chance(0.5)
+        x = self.main()
+        loop = self.indexed_loop(x)
+        v = self.value(loop.row, loop.index)
+        dtype = v.dtype if not v.dtype.startswith("py") else "float64"
+        shape = (self.n,) + v.sizes
+        if self.chance(0.2) and len(shape) == 2 and v.dims:
+            self.param("out", f"torch.zeros({shape[::-1]!r}, dtype=torch.{dtype}).t()")
+        else:
+            self.param("out", f"torch.zeros({shape!r}, dtype=torch.{dtype})")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"out[{loop.index}] = {v.expr}")
+        self.emit_all(2, loop.tail)
+        self.emit(1, self.pick(["return out", "return None", "return out.sum()"]))
+
+    def vec_range_step(self):
+        """`range(a, b, step)`, with offsets `x[i - 1]` / `x[i + 1]` the bounds allow."""
+        x = self.main()
+        a = self.pick([0, 1, 1, 2])
+        hi = self.pick(["", " - 1"])
+        step = self.pick([1, 2, 3])
+        count = self.count(x)
+        i = "i"
+        row = x.row(f"x[{i}]")
+        others = []
+        if a >= 1:
+            others.append(x.row(f"x[{i} - 1]"))
+        if hi:
+            others.append(x.row(f"x[{i} + 1]"))
+        v = self.value(row, i, others)
+        self.emit(1, f"out = {self.alloc(count, v, full=False)}")
+        self.emit(1, f"for {i} in range({a}, {count}{hi}, {step}):" if (a or step > 1 or hi)
+                  else f"for {i} in range({count}):")
+        self.emit(2, f"out[{i}] = {v.expr}")
+        self.emit(1, "return out")
+
+    def vec_for_row(self):
+        x = self.main()
+        v = self.value(x.row("row"))
+        self.emit(1, "res = []")
+        self.emit(1, f"for row in {x.name}:")
+        self.emit(2, f"res.append({v.expr})")
+        self.emit(1, f"return {self.consume('res', v)}")
+
+    def vec_zip(self):
+        x = self.main()
+        rows = self.n if self.chance(0.8) else self.n + self.rng.randint(1, 2)
+        y = self.like(x, "y", rows=rows)
+        v = self.value(x.row("a"), others=[y.row("b")])
+        names = ["x", "y"]
+        if self.chance(0.2):
+            z = self.like(x, "z")
+            v = self.combine(v, z.row("c")) if v.dims == z.row("c").dims else v
+            names.append("z")
+        targets = ", ".join("abc"[:len(names)])
+        if self.chance(0.3):
+            s = self.reduce(v) if v.dims and self.chance(0.5) else v
+            self.emit(1, f"s = {self.accum_init(s)}")
+            self.emit(1, f"for {targets} in zip({', '.join(names)}):")
+            self.emit(2, f"s += {s.expr}")
+            self.emit(1, "return s")
+            return
+        self.emit(1, "res = []")
+        self.emit(1, f"for {targets} in zip({', '.join(names)}):")
+        self.emit(2, f"res.append({v.expr})")
+        self.emit(1, f"return {self.consume('res', v)}")
+
+    def vec_enumerate(self):
+        x = self.main()
+        start = self.pick(["", "", ", start=1"])
+        v = self.value(x.row("row"), "i")
+        if start or self.chance(0.4):
+            self.emit(1, "res = []")
+            self.emit(1, f"for i, row in enumerate({x.name}{start}):")
+            self.emit(2, f"res.append({v.expr})")
+            self.emit(1, f"return {self.consume('res', v)}")
+            return
+        self.emit(1, f"out = {self.alloc('len(' + x.name + ')', v, full=True)}")
+        self.emit(1, f"for i, row in enumerate({x.name}):")
+        self.emit(2, f"out[i] = {v.expr}")
+        self.emit(1, "return out")
+
+    def vec_while(self):
+        x = self.main()
+        count = self.count(x)
+        v = self.value(x.row("x[i]"), "i")
+        self.emit(1, f"out = {self.alloc(count, v, full=True)}")
+        self.emit(1, "i = 0")
+        self.emit(1, f"while i < {count}:")
+        self.emit(2, f"out[i] = {v.expr}")
+        self.emit(2, "i += 1")
+        self.emit(1, "return out")
+
+    def vec_columns(self):
+        """`out[:, j] = ...` column writes."""
+        x = self.main(rank=2)
+        col = Val(f"x[:, j]", x.dtype, ("x.shape[0]",), (self.n,))
+        v = self.value(col, "j", want="same")
+        if v.is_float and self.chance(0.5):
+            v = v.with_expr(f"({v.expr} - x[:, j].float().mean())")
+        self.emit(1, self.pick(["out = torch.zeros_like(x)", "out = torch.empty_like(x)",
+                                f"out = torch.zeros(x.shape, dtype=torch.{v.dtype})"]))
+        self.emit(1, "for j in range(x.shape[1]):")
+        self.emit(2, f"out[:, j] = {v.expr}")
+        self.emit(1, "return out")
+
+    def vec_accumulate(self):
+        x = self.main()
+        loop = self.indexed_loop(x)
+        v = self.value(loop.row, loop.index)
+        if not v.dims and self.chance(0.3):
+            v = self.item(v)
+        op = self.pick(["s += {}", "s = s + {}", "s -= {}", "s = {} + s"])
+        self.emit(1, f"s = {self.accum_init(v)}")
+        self.emit_all(1, loop.head)
+        self.emit(2, op.format(v.expr))
+        self.emit_all(2, loop.tail)
+        self.emit(1, "return s")
+
+    def vec_product(self):
+        x = self.main(dtypes=FLOATS)
+        loop = self.indexed_loop(x)
+        v = self.value(loop.row, loop.index, want=self.pick(["scalar", "same"]))
+        # keep the factors near 1 so that reassociation stays within tolerance
+        factor = v.with_expr(f"(1.0 + 0.1 * torch.tanh({v.expr}))")
+        if not factor.dims and self.chance(0.3):
+            factor = self.item(factor)
+        init = "1.0" if self.chance(0.5) or not factor.dims else f"torch.ones({', '.join(factor.dims)}, dtype=torch.{x.dtype})"
+        self.emit(1, f"p = {init}")
+        self.emit_all(1, loop.head)
+        self.emit(2, self.pick(["p *= {}", "p = p * {}"]).format(factor.expr))
+        self.emit_all(2, loop.tail)
+        self.emit(1, "return p")
+
+    def vec_count(self):
+        x = self.main()
+        loop = self.indexed_loop(x)
+        c = self.cond(loop.row, loop.index)
+        self.emit(1, "c = 0")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"if {c}:")
+        self.emit(3, self.pick(["c += 1", "c += 1", "c = c + 1", "c += 2"]))
+        self.emit_all(2, loop.tail)
+        self.emit(1, "return c")
+
+    def vec_running_max(self):
+        x = self.main(dtypes=("float32", "float64", "int64"))
+        loop = self.indexed_loop(x)
+        v = self.value(loop.row, loop.index, want="scalar")
+        if self.chance(0.5):
+            v = self.item(v)
+        fn = self.pick(["max", "max", "min"])
+        init = self.pick(['float("-inf")' if fn == "max" else 'float("inf")', "0", "0.0"])
+        self.emit(1, f"best = {init}")
+        self.emit_all(1, loop.head)
+        self.emit(2, self.pick([f"best = {fn}(best, {{}})", f"best = {fn}({{}}, best)"]).format(v.expr))
+        self.emit_all(2, loop.tail)
+        self.emit(1, "return best")
+
+    def vec_argbest(self):
+        x = self.main(dtypes=("float32", "float64", "int64", "int64"))
+        loop = self.indexed_loop(x)
+        v = self.value(loop.row, loop.index, want="scalar")
+        if self.chance(0.5):
+            v = self.item(v)
+        op = self.pick([">", ">=", "<", "<="])
+        init = 'float("-inf")' if op[0] == ">" else 'float("inf")'
+        self.emit(1, f"best, idx = {init}, -1")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"v = {v.expr}")
+        self.emit(2, f"if v {op} best:")
+        if self.chance(0.5):
+            self.emit(3, f"best, idx = v, {loop.index}")
+        else:
+            self.emit(3, "best = v")
+            self.emit(3, f"idx = {loop.index}")
+        self.emit_all(2, loop.tail)
+        self.emit(1, "return best, idx")
+
+    def vec_filter(self):
+        x = self.main()
+        loop = self.indexed_loop(x)
+        c = self.cond(loop.row, loop.index)
+        v = self.value(loop.row, loop.index)
+        if not v.dims and self.chance(0.3):
+            v = self.item(v)
+        self.emit(1, "res = []")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"if {c}:")
+        self.emit(3, f"res.append({v.expr})")
+        self.emit_all(2, loop.tail)
+        self.emit(1, f"return {self.consume('res', v)}")
+
+    def vec_if_else(self):
+        x = self.main()
+        loop = self.indexed_loop(x)
+        c = self.cond(loop.row, loop.index)
+        a = self.value(loop.row, loop.index, want="same")
+        b = self.value(loop.row, loop.index, want="same")
+        i = loop.index
+        shape = self.pick(["store", "assign", "default", "append"])
+        if shape == "append":
+            self.emit(1, "res = []")
+        else:
+            self.emit(1, f"out = {self.alloc(self.count(x), a, full=True)}")
+        self.emit_all(1, loop.head)
+        if shape == "store":
+            self.emit_all(2, [f"if {c}:", f"    out[{i}] = {a.expr}", "else:", f"    out[{i}] = {b.expr}"])
+        elif shape == "default":
+            self.emit_all(2, [f"v = {b.expr}", f"if {c}:", f"    v = {a.expr}", f"out[{i}] = v"])
+        else:
+            self.emit_all(2, [f"if {c}:", f"    v = {a.expr}", "else:", f"    v = {b.expr}"])
+            self.emit(2, "res.append(v)" if shape == "append" else f"out[{i}] = v")
+        self.emit_all(2, loop.tail)
+        self.emit(1, f"return {self.consume('res', a)}" if shape == "append" else "return out")
+
+    def vec_continue(self):
+        x = self.main()
+        loop = self.indexed_loop(x, allow_while=False)
+        c = self.cond(loop.row, loop.index)
+        v = self.value(loop.row, loop.index)
+        shape = self.pick(["store", "append", "accum"])
+        self.emit(1, {"store": f"out = {self.alloc(self.count(x), v, full=False)}", "append": "res = []",
+                      "accum": f"s = {self.accum_init(v)}"}[shape])
+        self.emit_all(1, loop.head)
+        self.emit(2, f"if {c}:")
+        self.emit(3, "continue")
+        self.emit(2, {"store": f"out[{loop.index}] = {v.expr}", "append": f"res.append({v.expr})",
+                      "accum": f"s += {v.expr}"}[shape])
+        self.emit(1, {"store": "return out", "append": f"return {self.consume('res', v)}", "accum": "return s"}[shape])
+
+    def scatter_inputs(self):
+        k = self.rng.randint(1, 6)
+        low = -k if self.chance(0.2) else 0
+        self.tensor("idx", (self.n,), "int64", low=low, high=k)
+        w = self.main("w", dtypes=("float32", "float64", "int64"), rank=self.pick([1, 1, 2]))
+        return k, w
+
+    def vec_scatter_add(self):
+        k, w = self.scatter_inputs()
+        dims = ", ".join((str(k),) + tuple(f"w.shape[{d}]" for d in range(1, len(w.shape))))
+        val = self.pick(["w[i]", "w[i]", "w[i] * 2", "1"])
+        op = self.pick(["+=", "+=", "-="])
+        self.emit(1, f"hist = torch.zeros({dims}, dtype=w.dtype)")
+        self.emit(1, f"for i in range({self.count(w)}):")
+        self.emit(2, f"hist[idx[i]] {op} {val}")
+        self.emit(1, "return hist")
+
+    def vec_scatter_set(self):
+        k, w = self.scatter_inputs()
+        dims = ", ".join((str(k),) + tuple(f"w.shape[{d}]" for d in range(1, len(w.shape))))
+        v = self.value(w.row("w[i]"), "i", want="same")
+        self.emit(1, f"out = torch.zeros({dims}, dtype=torch.{v.dtype})")
+        self.emit(1, "for i in range(idx.shape[0]):")
+        self.emit(2, f"out[idx[i]] = {v.expr}")
+        self.emit(1, "return out")
+
+    def vec_cat_accum(self):
+        x = self.main()
+        piece = self.pick(["x[i:i + 1]", "x[i].unsqueeze(0)", "x[i:i + 1] * 2", "x[i].reshape(1, -1)"])
+        if len(x.shape) == 1 and "reshape" in piece:
+            piece = "x[i].reshape(1)"
+        rest = ", ".join(f"x.shape[{d}]" for d in range(1, len(x.shape)))
+        init = self.pick(["x[:0]", f"torch.zeros(0{', ' + rest if rest else ''}, dtype=x.dtype)",
+                          f"torch.empty(0{', ' + rest if rest else ''})"])
+        self.emit(1, f"acc = {init}")
+        self.emit(1, f"for i in range({self.count(x)}):")
+        self.emit(2, f"acc = torch.cat([acc, {piece}])")
+        self.emit(1, "return acc")
+
+    def vec_comprehension(self):
+        x = self.main()
+        if self.chance(0.5):
+            gen, row, i = f"for row in {x.name}", x.row("row"), None
+        else:
+            gen, row, i = f"for i in range({self.count(x)})", x.row(f"{x.name}[i]"), "i"
+        form = self.pick(["stack", "stack", "tensor", "list", "cat", "filtered"])
+        if form == "tensor":
+            v = self.value(row, i, want="scalar")
+            v = self.item(v) if self.chance(0.5) else v
+            self.emit(1, f"return torch.tensor([{v.expr} {gen}])")
+            return
+        v = self.value(row, i, want="same" if form == "cat" else "any")
+        if form == "cat" and not v.dims:
+            v = v.with_expr(f"{v.expr}.reshape(1)")
+        if form == "filtered":
+            c = self.cond(row, i)
+            self.emit(1, f"return [{v.expr} {gen} if {c}]")
+            return
+        wrap = {"stack": "torch.stack([{}])", "list": "[{}]", "cat": "torch.cat([{}])"}[form]
+        self.emit(1, "return " + wrap.format(f"{v.expr} {gen}"))
+
+    def vec_genexp(self):
+        x = self.main()
+        fn = self.pick(["sum", "sum", "max", "min", "any", "all"])
+        v = self.value(x.row(f"{x.name}[i]"), "i", want="scalar")
+        if fn in ("any", "all"):
+            v = v.scalar(f"({v.expr} > 0)", "bool") if v.dtype != "bool" else v
+        if self.chance(0.4):
+            v = self.item(v)
+        if fn == "sum" and self.chance(0.3):
+            v = self.value(x.row(f"{x.name}[i]"), "i", want="same")
+        self.emit(1, f"return {fn}({v.expr} for i in range({self.count(x)}))")
+
+    def vec_nested(self):
+        if self.chance(0.4):
+            x = self.main(rank=2)
+            v = self.value(Val("x[i, j]", x.dtype), "j")
+            self.emit(1, f"out = {self.alloc('x.shape[0], x.shape[1]', v, full=True)}")
+            self.emit(1, "for i in range(x.shape[0]):")
+            self.emit(2, "for j in range(x.shape[1]):")
+            self.emit(3, f"out[i, j] = {v.expr}")
+            self.emit(1, "return out")
+            return
+        x = self.main(dtypes=FLOATS)
+        y = self.tensor("y", (self.rng.randint(0, 6),) + x.shape[1:], x.dtype)
+        a, b = x.row("x[i]"), y.row("y[j]")
+        if a.dims:
+            pair = self.pick([f"(x[i] - y[j]).norm()", f"torch.dot(x[i], y[j])", f"(x[i] * y[j]).sum()",
+                              f"{self.helper('score')}(x[i], y[j])"])
+        else:
+            pair = self.pick(["x[i] + y[j]", "x[i] * y[j] - 1.0", "torch.maximum(x[i], y[j])"])
+        self.emit(1, "out = torch.zeros(x.shape[0], y.shape[0], dtype=x.dtype)")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, "for j in range(y.shape[0]):")
+        self.emit(3, f"out[i, j] = {pair}")
+        self.emit(1, "return out")
+
+    # ============================================================== forms that must stay exact
+
+    def exact_carried(self):
+        """`out[i] = out[i - 1] ... + x[i]`: each iteration reads the previous one's write."""
+        x = self.main(dtypes=("float32", "float64", "int64"))
+        init = self.pick(["x.clone()", "torch.zeros_like(x)"])
+        expr = self.pick(["out[i - 1] + x[i]", "out[i - 1] * 0.5 + x[i]", "torch.maximum(out[i - 1], x[i])",
+                          "out[i - 1] - x[i] * i"])
+        if "0.5" in expr and x.dtype == "int64":
+            expr = "out[i - 1] // 2 + x[i]"
+        self.emit(1, f"out = {init}")
+        self.emit(1, f"for i in range(1, {self.count(x)}):")
+        self.emit(2, f"out[i] = {expr}")
+        self.emit(1, "return out")
+
+    def exact_running_state(self):
+        x = self.main(dtypes=FLOATS)
+        step = self.pick(["h * 0.5 + {r}", "torch.tanh(h + {r})", "h + {r}", "torch.maximum(h, {r})"])
+        loop = self.indexed_loop(x)
+        self.emit(1, "h = torch.zeros_like(x[0]) if len(x) else 0.0" if "maximum" in step or self.chance(0.5)
+                  else "h = 0.0")
+        self.emit(1, "res = []")
+        self.emit_all(1, loop.head)
+        self.emit(2, "h = " + step.format(r=loop.row.expr))
+        self.emit(2, self.pick(["res.append(h)", "res.append(h * 2)"]))
+        self.emit_all(2, loop.tail)
+        self.emit(1, self.pick(["return res, h", "return torch.stack(res) if res else h", "return res"]))
+
+    def exact_break(self):
+        x = self.main()
+        loop = self.indexed_loop(x, allow_while=False)
+        c = self.cond(loop.row, loop.index)
+        v = self.value(loop.row, loop.index)
+        self.emit(1, "res = []")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"if {c}:")
+        self.emit(3, "break")
+        self.emit(2, f"res.append({v.expr})")
+        self.emit(1, f"return {self.consume('res', v)}")
+
+    def exact_append_arg(self):
+        x = self.main()
+        v = self.value(x.row("row"))
+        self.param("log", self.pick(["[]", "[]", "[torch.zeros(())]"]))
+        self.emit(1, f"for row in {x.name}:")
+        self.emit(2, f"log.append({v.expr})")
+        if self.chance(0.3):
+            self.emit(2, "log.append(len(log))")
+        self.emit(1, "return len(log)")
+
+    def exact_print(self):
+        x = self.main(dtypes=("float32", "int64"))
+        loop = self.indexed_loop(x)
+        v = self.value(loop.row, loop.index)
+        self.emit(1, f"out = {self.alloc(self.count(x), v, full=True)}")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"out[{loop.index}] = {v.expr}")
+        self.emit(2, self.pick([f"print({loop.index})", f"print('row', {loop.index}, out[{loop.index}].sum().item())",
+                                f"print({loop.index}, end=' ')"]))
+        self.emit_all(2, loop.tail)
+        self.emit(1, "return out")
+
+    def exact_inplace_arg(self):
+        """In-place updates of an argument, reading a neighbour that may already be updated."""
+        self.no_grad = True
+        x = self.main(dtypes=("float32", "float64", "int64"), readonly=False)
+        body = self.pick([["x[i] += 1", "out[i] = x[i + 1] if i + 1 < len(x) else x[i]"],
+                          ["x[i + 1] += x[i]"], ["x[i + 1] = x[i + 1] * 2 + x[i]"],
+                          ["x[i] = x[i] - x[i + 1]"]])
+        count = "len(x) - 1" if "out" not in body[-1] else "len(x)"
+        if "out" in body[-1]:
+            self.emit(1, "out = torch.zeros_like(x)")
+        self.emit(1, f"for i in range({count}):")
+        self.emit_all(2, body)
+        self.emit(1, "return out" if "out" in body[-1] else "return x.sum()")
+
+    def exact_alias(self):
+        """An output that is an input: `f(t, t)` or a view of it, read at another index."""
+        self.no_grad = True
+        x = self.main(dtypes=("float32", "float64", "int64"), readonly=False)
+        expr = self.pick(["x[i - 1] * 2", "x[i - 1] + x[i]", "x[i - 1] + 1", "x[i + 1] - x[i - 1]"])
+        self.params.append("out")
+        self.aliases["out"] = self.pick(["x", "x", "x[1:]", "x.view(x.shape)"])
+        start = self.pick([1, 1, 2])
+        stop = "len(out)" if "i + 1" not in expr else "len(out) - 1"
+        self.emit(1, f"for i in range({start}, {stop}):")
+        self.emit(2, f"out[i] = {expr}")
+        self.emit(1, self.pick(["return out", "return out.sum()"]))
+
+    def exact_partial_strided(self):
+        """In-place smoothing over a strided part of the argument."""
+        self.no_grad = True
+        x = self.main(dtypes=FLOATS, readonly=False)
+        a, step = self.pick([(1, 2), (2, 3), (1, 1)])
+        self.emit(1, f"for i in range({a}, len(x) - 1, {step}):")
+        self.emit(2, self.pick(["x[i] = (x[i - 1] + x[i + 1]) / 2", "x[i] = x[i - 1] * 2 - x[i + 1] * i"]))
+        self.emit(1, "return x")
+
+    def exact_random(self):
+        x = self.main(dtypes=FLOATS)
+        loop = self.indexed_loop(x)
+        draw = self.pick([f"torch.randn({loop.row.expr}.shape)", "torch.rand(())",
+                          f"torch.rand({loop.row.expr}.shape, dtype={x.name}.dtype)"])
+        form = self.pick(["store", "count", "append"])
+        if form == "count":
+            self.emit(1, "c = 0")
+        elif form == "append":
+            self.emit(1, "res = []")
+        else:
+            self.emit(1, f"out = torch.zeros_like({x.name})")
+        self.emit_all(1, loop.head)
+        if form == "count":
+            self.emit_all(2, ["if torch.rand(()) < 0.5:", "    c += 1"])
+        elif form == "append":
+            self.emit(2, f"res.append({loop.row.expr} * {draw})")
+        else:
+            self.emit(2, f"out[{loop.index}] = {loop.row.expr} + {draw}")
+        self.emit_all(2, loop.tail)
+        self.emit(1, {"count": "return c", "append": "return res", "store": "return out"}[form])
+
+    def exact_raise(self):
+        """An exception mid-loop, after some writes into an argument."""
+        self.no_grad = True
+        form = self.pick(["index", "offset", "value"])
+        if form == "index":
+            x = self.main(dtypes=("float32", "int64"))
+            bad = self.rng.randint(0, max(self.n - 1, 0))
+            self.param("idx", f"torch.arange({self.n}).flip(0).index_fill(0, torch.tensor([{bad}]), {self.n + 3})"
+                       if self.n else "torch.zeros(0, dtype=torch.long)")
+            self.param("out", "torch.zeros_like(x)")
+            self.emit(1, f"for i in range({self.count(x)}):")
+            self.emit(2, "out[i] = x[idx[i]] * 2")
+            self.emit(1, "return out")
+            return
+        if form == "offset":
+            x = self.main(dtypes=("float32", "int64"))
+            self.param("out", "torch.zeros_like(x)")
+            self.emit(1, f"for i in range({self.count(x)}):")
+            self.emit(2, "out[i] = x[i + 1] - x[i]")
+            self.emit(1, "return out")
+            return
+        x = self.main(dtypes=("float32", "float64"))
+        self.param("out", "torch.zeros_like(x)")
+        loop = self.indexed_loop(x, allow_while=False)
+        s = self.value(loop.row, loop.index, want="scalar")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"out[{loop.index}] = {loop.row.expr} * 3")
+        self.emit(2, f"if {s.expr} > 1.0:")
+        self.emit(3, f"raise ValueError(f\"row {{{loop.index}}} is too large\")")
+        self.emit(1, "return out")
+
+    def exact_py_floats(self):
+        """Loops over a Python list of floats."""
+        self.param("xs", f"[round(v, 4) for v in torch.randn({self.n}, generator=g).tolist()]")
+        form = self.pick(["sum", "store", "comp", "best"])
+        if form == "sum":
+            self.emit_all(1, ["s = 0.0", "for v in xs:", f"    s += {self.pick(['v * 2', 'v * v', 'abs(v)'])}",
+                              "return s"])
+        elif form == "store":
+            self.emit_all(1, ["out = torch.zeros(len(xs))", "for i, v in enumerate(xs):",
+                              f"    out[i] = {self.pick(['v * 2', 'v - 1.0', 'v * i'])}", "return out"])
+        elif form == "comp":
+            self.emit(1, f"return torch.tensor([{self.pick(['v * 2', 'v + 1', 'max(v, 0.0)'])} for v in xs])")
+        else:
+            self.emit_all(1, ['best = float("-inf")', "for v in xs:", "    best = max(best, v)", "return best"])
+
+    # -------------------------------------------------------------- assembling
+
+    def source(self, kind: str) -> str:
+        helpers = "\n\n".join(self.helpers[k] for k in sorted(self.helpers))
+        parts = [f'"""autovec fuzz program: seed {self.seed}, form {kind}."""', "import torch", ""]
+        if helpers:
+            parts += ["", helpers]
+        parts += ["", f"def f({', '.join(self.params)}):", *self.lines, "", ""]
+        parts += ["def make_inputs():", f"    g = torch.Generator().manual_seed({self.seed})"]
+        parts += ["    " + line for line in self.inputs]
+        names = [self.aliases.get(p, p) for p in self.params]
+        parts += [f"    return ({', '.join(names)},)", "", TENSOR_HELPER]
+        return "\n".join(parts)
+
+
+VEC_FORMS = {
+    "prealloc": Gen.vec_prealloc, "prealloc_arg": Gen.vec_prealloc_arg, "range_step": Gen.vec_range_step,
+    "for_row": Gen.vec_for_row, "zip": Gen.vec_zip, "enumerate": Gen.vec_enumerate, "while": Gen.vec_while,
+    "columns": Gen.vec_columns, "accumulate": Gen.vec_accumulate, "product": Gen.vec_product,
+    "count": Gen.vec_count, "running_max": Gen.vec_running_max, "argbest": Gen.vec_argbest,
+    "filter": Gen.vec_filter, "if_else": Gen.vec_if_else, "continue": Gen.vec_continue,
+    "scatter_add": Gen.vec_scatter_add, "scatter_set": Gen.vec_scatter_set, "cat_accum": Gen.vec_cat_accum,
+    "comprehension": Gen.vec_comprehension, "genexp": Gen.vec_genexp, "nested": Gen.vec_nested,
+}
+EXACT_FORMS = {
+    "carried": Gen.exact_carried, "running_state": Gen.exact_running_state, "break": Gen.exact_break,
+    "append_arg": Gen.exact_append_arg, "print": Gen.exact_print, "inplace_arg": Gen.exact_inplace_arg,
+    "alias": Gen.exact_alias, "partial_strided": Gen.exact_partial_strided, "random": Gen.exact_random,
+    "raise": Gen.exact_raise, "py_floats": Gen.exact_py_floats,
+}
+KINDS = [f"vec/{k}" for k in VEC_FORMS] + [f"exact/{k}" for k in EXACT_FORMS]
+
+
+def generate(seed: int, kind: str | None = None) -> Program:
+    """The program for `seed` (optionally forcing its form): same seed, same source."""
+    gen = Gen(seed)
+    if kind is None:
+        vec = gen.chance(0.7)
+        forms = VEC_FORMS if vec else EXACT_FORMS
+        kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
+    family, form = kind.split("/")
+    (VEC_FORMS if family == "vec" else EXACT_FORMS)[form](gen)
+    return Program(seed, kind, gen.source(kind))
