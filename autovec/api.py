@@ -303,7 +303,11 @@ def explain(fn, *args, **kwargs) -> Explanation:
         ex.notes.append(f"the call raised {type(e).__name__}: {e}")
     finally:
         events, rt.events = rt.events, None
-    ex.path = "vectorized" if any(e[1] == "vectorized" for e in events) else "python"
+    last = {}
+    for loop_id, path, reason, _ in events:
+        if path != "estimate":
+            last[loop_id] = path   # a loop's final word: a later failure overrides an earlier phase
+    ex.path = "vectorized" if "vectorized" in last.values() else "python"
     ex.rewritten_source = _concrete_products(ex.rewritten_source, rt.mm_seen)
     estimate = {"python": 0.0, "vectorized": 0.0}
     by_line = {}

@@ -58,6 +58,7 @@ class Output:
                    "+"/"-" accumulate over repeated indices, "" keeps the last write.
     kind "cat":    `target = torch.cat([target, value], dim=dim)`.
     kind "scan":   an accumulator read later in the same iteration: a prefix sum / product.
+    kind "linrec": `target = a * target + value` with a loop-invariant factor (payload "decay").
     """
 
     kind: str

@@ -515,6 +515,47 @@ def _prefix(s0, v, op, py):
 
 FunctionRuntime.prefix = staticmethod(_prefix)
 
+_BLOCK = 64
+
+
+def _linear_prefix(h0, b, a):
+    """h_t = a * h_{t-1} + b_t for all t, with h_{-1} = h0 and a loop-invariant factor `a`.
+
+    Blocks of B steps: h[s + i] = a^(i+1) h[s-1] + sum_k a^(i-k) b[s + k], a B x B matrix of
+    powers (per element of `a`) applied to each block. With |a| <= 1 the powers are at most 1,
+    so the error stays that of a B-term sum; larger factors keep the Python loop."""
+    if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
+        raise GuardFailed("a linear recurrence on non-floating values keeps the loop")
+    a0 = a[0] if isinstance(a, torch.Tensor) and a.dim() >= 1 else a
+    a0 = torch.as_tensor(a0, dtype=b.dtype, device=b.device)
+    if bool((a0.abs() > 1).any()):
+        raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)")
+    n = b.shape[0]
+    first = a0 * h0 + b[0]
+    want = torch.result_type(first, b[0])
+    shape = torch.broadcast_shapes(first.shape, b.shape[1:], a0.shape)
+    flat_a = a0.expand(shape).reshape(-1).to(want)
+    c = flat_a.numel()
+    bb = b.expand(n, *shape).reshape(n, c).to(want)
+    block = max(4, min(_BLOCK, int((1 << 22) / max(c, 1)) ** 0.5 if c > 1024 else _BLOCK))
+    j = torch.arange(block + 1, device=b.device)
+    powers = flat_a[None, :] ** j[:, None].to(want)            # (B+1, C): a^0 .. a^B
+    lag = j[:block, None] - j[None, :block]                    # i - k
+    tri = (lag >= 0)
+    mat = powers[lag.clamp(min=0)] * tri[..., None]           # (B, B, C): a^(i-k) for k <= i
+    h = torch.as_tensor(h0, dtype=want, device=b.device).expand(shape).reshape(c) if not (
+        isinstance(h0, torch.Tensor) and h0.requires_grad) else h0.expand(shape).reshape(c).to(want)
+    outs = []
+    for s in range(0, n, block):
+        m = min(block, n - s)
+        chunk = torch.einsum("ikc,kc->ic", mat[:m, :m], bb[s:s + m]) + powers[1:m + 1] * h[None, :]
+        outs.append(chunk)
+        h = chunk[-1]
+    return torch.cat(outs, 0).reshape(n, *shape)
+
+
+FunctionRuntime.linear_prefix = staticmethod(_linear_prefix)
+
 
 def _commit_scan(s0, final, inplace):
     """`s += v` on a tensor updates that tensor object; `s = s + v` rebinds the name."""

@@ -216,3 +216,30 @@ def test_scan_updates_an_argument_accumulator_in_place():
     got_total = total.clone()
     autovec(fn)(x, got_total)
     torch.testing.assert_close(got_total, want_total)
+
+
+def _ema(xs, decay):
+    state = torch.zeros(xs.shape[1])
+    trace = []
+    for t in range(xs.shape[0]):
+        state = decay * state + (1 - decay) * xs[t]
+        trace.append(state)
+    return torch.stack(trace)
+
+
+@pytest.mark.parametrize("decay", [0.0, 1e-3, 0.5, 0.9, 0.999, 1.0])
+def test_linear_recurrence_error_matches_the_loop_against_float64(decay):
+    x = torch.randn(20_000, 8, generator=torch.Generator().manual_seed(1))
+    exact = _ema(x.double(), decay)
+    loop_err = (_ema(x, decay).double() - exact).abs().max().item()
+    got = autovec(_ema)(x, decay)
+    assert explain(_ema, x, decay).loops[0].strategy == "scan"
+    err = (got.double() - exact).abs().max().item()
+    assert err <= 4 * loop_err + 1e-6, (err, loop_err)
+
+
+def test_linear_recurrence_with_growing_factor_keeps_the_loop():
+    x = torch.randn(50, 3)
+    assert explain(_ema, x, -1.5).path == "python"   # |a| > 1: the loop runs
+    assert_equivalent(_ema, x, -1.5)
+    assert_equivalent(_ema, x, 0.7, grad=True)

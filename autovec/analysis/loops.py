@@ -347,6 +347,21 @@ def _scatter_entries(sub: ast.Subscript, body: "_Body"):
     return head
 
 
+def _linear_recurrence(s: ast.stmt):
+    """`h = a * h + b` (also `h * a + b`, `b + a * h`): (h, a, b) with h in neither a nor b."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+            and isinstance(s.value, ast.BinOp) and isinstance(s.value.op, ast.Add)):
+        return None
+    h = s.targets[0].id
+    for prod, b in ((s.value.left, s.value.right), (s.value.right, s.value.left)):
+        if not (isinstance(prod, ast.BinOp) and isinstance(prod.op, ast.Mult)):
+            continue
+        for hh, a in ((prod.right, prod.left), (prod.left, prod.right)):
+            if isinstance(hh, ast.Name) and hh.id == h and h not in nm.load_ids(a) and h not in nm.load_ids(b):
+                return h, a, b
+    return None
+
+
 def _exclusive(p1: tuple, p2: tuple) -> bool:
     """Two places in the body that never both run in one iteration (opposite branches)."""
     d1 = dict(p1)
@@ -383,6 +398,17 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             if entries is not None:
                 out.extend(_scatter_output(s, found, entries, body, depth))
                 continue
+        lin = _linear_recurrence(s) if depth == 0 and found is None else None
+        if lin is not None and lin[0] not in body.varying and lin[0] not in body.assigned:
+            name, a, b = lin
+            mb, ma = body.marker(), body.marker()
+            o = Output("linrec", name, src(b), s.lineno, op="lin", marker=mb, payloads=(("decay", ma, src(a), ""),))
+            body.outputs.append((o, b))
+            out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=mb, ctx=ast.Store())],
+                                                             value=b), s), s.lineno))
+            out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=ma, ctx=ast.Store())],
+                                                             value=a), s), s.lineno))
+            continue
         if found is not None:
             o, payload = found
             value = payload[1] if o.kind == "store" else payload
@@ -620,7 +646,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
             if o.kind == "store" and _same_index_read(ld, n, o, index) and \
                     (ld.lineno, ld.col_offset) <= (o.lineno, 10 ** 6) and not o.cond:
                 continue
-            what = {"store": "written", "append": "appended to", "accum": "accumulated",
+            what = {"store": "written", "append": "appended to", "accum": "accumulated", "linrec": "updated",
                     "best": "updated", "scatter": "written", "cat": "concatenated", "last": "assigned"}[o.kind]
             raise Refuse(f"loop-carried dependency: `{ld.id}` is read at line {ld.lineno} and "
                          f"{what} at line {o.lineno}", ld.lineno)
@@ -670,6 +696,20 @@ def _scans(outputs, body: _Body, targets: dict):
     scans = []
     kept = []
     for o in outputs:
+        if o.kind == "linrec":
+            pos = next(k for k, s in enumerate(body.stmts) if isinstance(s, ast.Assign)
+                       and isinstance(s.targets[0], ast.Name) and s.targets[0].id == o.payloads[0][1])
+            decay = body.stmts[pos].value
+            if nm.load_ids(decay) & (body.varying | set(body.assigned)):
+                raise Refuse(f"`{o.target}` at line {o.lineno} is a recurrence whose factor "
+                             f"`{src(decay)}` changes inside the loop", o.lineno)
+            if any(ld.id == o.target for s in body.stmts[:pos] for ld in nm.loads(s)):
+                raise Refuse(f"loop-carried dependency: `{o.target}` is read before its update at line "
+                             f"{o.lineno}", o.lineno)
+            scans.append((o.target, o.marker, "lin", pos))
+            kept.append(o)
+            targets.pop(o.target, None)
+            continue
         if o.kind != "accum" or o.cond or o.op not in ("+", "-", "*"):
             kept.append(o)
             continue

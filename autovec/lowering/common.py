@@ -368,7 +368,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             commit += template(f"{o.target} = AV.commit_accum({o.target}, P, '+', False)", P=P, AV=AV)
             flat = f"{ok}.flatten(0, 1)" if o.dim == 0 else f"{ok}.movedim(0, {o.dim}).flatten({o.dim}, {o.dim + 1})"
             display_tail.append(f"{o.target} = torch.cat([{o.target}, {flat}], dim={o.dim})")
-        elif o.kind == "scan":
+        elif o.kind in ("scan", "linrec"):
             j = [s[0] for s in plan.scans].index(o.target)
             prepare += template(f"P = {T}.scan_final({j})", P=P)
             commit += template(f"{o.target} = AV.commit_scan({o.target}, P, {o.inplace})", P=P, AV=AV)
@@ -399,8 +399,15 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         pre.body = [mapper.visit(ast.parse(s).body[0]) for s in plan.body[:pos + 1]]
         if plan.items:
             pre.body = [_Items(AV).visit(s) for s in pre.body]
-        pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load())))
         o = next(x for x in plan.outputs if x.marker == marker)
+        if op == "lin":
+            pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker), _name(o.payloads[0][1])],
+                                                       ctx=ast.Load())))
+            scan_code += [pre] + template(
+                f"{T}.add_scan(AV.linear_prefix({name}, *{T}.run({PRE}, None, tag={PRE!r}, scan_free=True)), False)",
+                AV=AV)
+            continue
+        pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load())))
         scan_code += [pre] + template(
             f"{T}.add_scan(AV.prefix({name}, {T}.run({PRE}, None, tag={PRE!r}, scan_free=True)[0], {op!r}, "
             f"{bool(o.pytype)}), {bool(o.pytype)})", AV=AV)
