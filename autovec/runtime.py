@@ -515,6 +515,18 @@ def _prefix(s0, v, op, py):
 
 FunctionRuntime.prefix = staticmethod(_prefix)
 
+
+def _replaces(out, region, value, tok):
+    """Whether `value` may stand for the fresh tensor `out` instead of being copied into it: it
+    covers every element, has out's dtype, device and shape, owns its memory, and is no input."""
+    return (region.shape == out.shape and value.shape == out.shape and value.dtype == out.dtype
+            and value.device == out.device and value.requires_grad == out.requires_grad
+            and not any(st == 0 and sz > 1 for st, sz in zip(value.stride(), value.shape))
+            and value.is_contiguous() and not tok.shares_input(value))
+
+
+FunctionRuntime.replaces = staticmethod(_replaces)
+
 _BLOCK = 64
 
 
@@ -842,11 +854,19 @@ class Token:
         args = [t.reshape(n, *([1] * (r + 1 - t.dim())), *t.shape[1:]) for t in moved]
         if self.match.plan.index_as_value:
             args.append(self._index(device).reshape(n, *([1] * r)))
+        # compute where the widest slice keeps its loop dimension (x[:, i]: dimension 1), so
+        # the elementwise kernels and the final copy run in that tensor's own memory order
+        widest = max(range(len(inputs)), key=lambda k: inputs[k][0].dim())
+        pos = inputs[widest][1] if inputs[widest][0].dim() == r + 1 else 0
+        if pos and any(t.dim() > r - pos for t in self.free_tensors):
+            pos = 0
+        if pos:
+            args = [a.movedim(0, pos) for a in args]
         outs = body(*args)
         for o in outs:
-            if not isinstance(o, torch.Tensor) or o.dim() != r + 1 or o.shape[0] != n:
+            if not isinstance(o, torch.Tensor) or o.dim() != r + 1 or o.shape[pos] != n:
                 raise GuardFailed("an output does not keep the batch dimension")
-        return outs
+        return tuple(o.movedim(pos, 0) for o in outs) if pos else outs
 
     def _direct(self, fn, inputs):
         """Batched inputs with the loop dimensions first (in loop order) for the einsum forms."""

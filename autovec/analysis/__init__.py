@@ -201,8 +201,39 @@ def _with_consumers(plan, node: ast.For, ctx: Context):
             if found:
                 kind, call = found
                 out = dataclasses.replace(out, consumer=kind, consumer_src=src(call))
+        if out.kind == "store" and not out.op and not out.cond and _fresh_allocation(out, node, ctx):
+            out = dataclasses.replace(out, consumer="fresh")
         outs.append(out)
     return dataclasses.replace(plan, outputs=tuple(outs))
+
+
+_ALLOCATORS = ("empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like")
+
+
+def _fresh_allocation(out, loop: ast.For, ctx: Context) -> bool:
+    """`out = torch.empty_like(x)` (or zeros/ones/full) earlier in the same block, `out` not
+    used between, and written as `out[i]` / `out[:, i]`: when a call overwrites every element,
+    the batch can become `out` itself instead of being copied into it."""
+    if "." in out.target or out.target in ctx.cellvars:
+        return False
+    if out.index_src.replace(" ", "") not in (f"{out.target}[{{}}]", f"{out.target}[:,{{}}]",
+                                              f"{out.target}[:,:,{{}}]"):
+        return False
+    block = _block_of(loop, ctx)
+    if block is None:
+        return False
+    for s in reversed(block[:block.index(loop)]):
+        uses = [n for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == out.target]
+        if not uses:
+            continue
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                and s.targets[0].id == out.target and isinstance(s.value, ast.Call) and len(uses) == 1):
+            return False
+        f = s.value.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        found, obj = ctx.env.resolve(src(f)) if name in _ALLOCATORS else (False, None)
+        return found and (getattr(obj, "__module__", "") or "").startswith("torch")
+    return False
 
 
 def _list_consumer(name: str, loop: ast.For, ctx: Context):

@@ -308,7 +308,12 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             rows = ", ".join(f"{T}.rows({off}, {lv})" for lv, off in o.nest_rows) if nest else f"{T}.rows({o.offset})"
             region = o.index_src.format(rows)
             prepare += template(f"P = AV.fit_store({ok}, {region}, {o.dim}, {mask}, {o.op!r}, {lead})", P=P, AV=AV)
-            commit += template(f"{region} = P", P=P)
+            if o.consumer == "fresh":
+                # a freshly allocated output that this call overwrites entirely becomes the batch
+                commit += template(f"if AV.replaces({o.target}, {region}, P, {T}):\n    {o.target} = P\n"
+                                   f"else:\n    {region} = P", P=P, AV=AV)
+            else:
+                commit += template(f"{region} = P", P=P)
             disp_region = o.index_src.format(", ".join(":" for _ in range(lead)) if nest
                                              else _rows_text(plan, o.offset))
             aug = {"": "=", "+": "+=", "-": "-=", "*": "*=", "/": "/="}[o.op]
