@@ -48,6 +48,11 @@ def _reachable_tensors(values, depth=2):
     return out
 
 
+def _selects_rows(plan) -> bool:
+    """Outputs that keep only some iterations' values (the best one, the last one, a filter)."""
+    return any(o.kind in ("best", "last") or o.cond or o.consumer in ("max", "min") for o in plan.outputs)
+
+
 def _overlapping(t: torch.Tensor) -> bool:
     return any(st == 0 and sz > 1 for st, sz in zip(t.stride(), t.shape))
 
@@ -231,14 +236,15 @@ class FunctionRuntime:
             bad = why_impure(c)
             if bad:
                 raise GuardFailed(bad)
-        if plan.branches and torch.is_grad_enabled() and (
+        if (plan.branches or _selects_rows(plan)) and torch.is_grad_enabled() and (
                 any(t.requires_grad for t in everything)
                 or any(isinstance(c, torch.nn.Module) and any(p.requires_grad for p in c.parameters())
                        for c in calls)):
             # where() computes both sides; a side masked out can still send NaN or inf into
             # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes
-            raise GuardFailed("data-dependent branches with tensors that require grad keep the Python "
-                              "loop (the batched form could give NaN gradients where the loop does not)")
+            raise GuardFailed("data-dependent branches or selected iterations with tensors that require grad "
+                              "keep the Python loop (unselected iterations of the batched form could give NaN "
+                              "gradients where the loop computes none)")
         sig = tuple(_sig(v) for v in (*[t for t, *_ in mapped], *space_sig(space), *free,
                                       *[w[1] for w in writes]))
         key = (loop_id, sig)
@@ -294,6 +300,12 @@ class FunctionRuntime:
     @staticmethod
     def lnot(c):
         return torch.logical_not(c) if isinstance(c, torch.Tensor) else not c
+
+    @staticmethod
+    def lor(a, b):
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            return torch.logical_or(torch.as_tensor(a), torch.as_tensor(b))
+        return a or b
 
     @staticmethod
     def land(a, b):
@@ -385,6 +397,8 @@ class FunctionRuntime:
 
     @classmethod
     def _product(cls, acc, o, inplace, py):
+        if o.dtype == torch.bool or isinstance(acc, torch.Tensor) and acc.dtype == torch.bool:
+            raise GuardFailed("a boolean product (the loop decides its type)")
         if py:
             import math
             p = math.prod(o.tolist()) if not o.is_floating_point() else float(o.double().prod())
@@ -424,8 +438,11 @@ class FunctionRuntime:
             if isinstance(acc, torch.Tensor) and inplace:
                 return s
             return acc + s if op == "+" else acc - s
+        if o.dtype == torch.bool and op != "+" or isinstance(acc, torch.Tensor) and acc.dtype == torch.bool:
+            raise GuardFailed("a boolean accumulator (the loop's logical or / errors are kept)")
         if inplace and isinstance(acc, torch.Tensor):
-            delta = o.sum(0)
+            step = torch.result_type(acc, o[0])
+            delta = o.sum(0, dtype=step if step != torch.bool else None)
             if acc.requires_grad and acc.is_leaf and torch.is_grad_enabled():
                 raise GuardFailed("in-place update of a leaf that requires grad")
             if torch.broadcast_shapes(acc.shape, delta.shape) != acc.shape:
@@ -436,9 +453,9 @@ class FunctionRuntime:
         first = acc + o[0] if op == "+" else acc - o[0]
         if o.shape[0] == 1:
             return first
-        rest = o[1:].sum(0)
-        out = first + rest if op == "+" else first - rest
         want = torch.result_type(first, o[1])
+        rest = o[1:].sum(0, dtype=want if want != torch.bool else None)  # summed at the loop's precision
+        out = first + rest if op == "+" else first - rest
         return out.to(want) if out.dtype != want else out
 
     @staticmethod
@@ -456,12 +473,11 @@ class FunctionRuntime:
         if o.dim() != 1:
             raise GuardFailed("comparing tensors with several elements (the loop raises)")
         vals = o.detach()
-        if vals.is_floating_point():
-            ok = ~torch.isnan(vals)
-            if not bool(ok.any()):
-                return None
-            fill = float("-inf") if op in (">", ">=") else float("inf")
-            vals = torch.where(ok, vals, torch.full_like(vals, fill))
+        if (vals.is_floating_point() or vals.is_complex()) and bool(torch.isnan(vals).any()) or (
+                isinstance(best, float) and best != best) or (
+                isinstance(best, torch.Tensor) and best.is_floating_point() and bool(torch.isnan(best).any())):
+            # Python's max/min with NaN depends on the order of the comparisons: keep the loop
+            raise GuardFailed("NaN among the compared values (the loop's order of comparisons decides)", data=True)
         ext = vals.max() if op in (">", ">=") else vals.min()
         hits = (vals == ext).nonzero().flatten()
         j = int(hits[0] if op in (">", "<") else hits[-1])
@@ -505,10 +521,13 @@ def _prefix(s0, v, op, py):
     if v.shape[0] == 1:
         return first.unsqueeze(0)
     want = torch.result_type(first, v[1]) if not py else first.dtype
+    if v.dtype == torch.bool:
+        raise GuardFailed("a running value of booleans (the loop decides its type)")
+    steps = v[1:].to(want) if want != torch.bool else v[1:]   # accumulated at the loop's precision
     if op == "*":
-        rest = first * torch.cumprod(v[1:], 0)
+        rest = first * torch.cumprod(steps, 0)
     else:
-        rest = first + sign * torch.cumsum(v[1:], 0)
+        rest = first + sign * torch.cumsum(steps, 0)
     out = torch.cat([first.unsqueeze(0).expand(1, *rest.shape[1:]), rest], 0)
     return out.to(want) if out.dtype != want else out
 
@@ -539,12 +558,16 @@ def _linear_prefix(h0, b, a):
     if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
         raise GuardFailed("a linear recurrence on non-floating values keeps the loop")
     a0 = a[0] if isinstance(a, torch.Tensor) and a.dim() >= 1 else a
-    a0 = torch.as_tensor(a0, dtype=b.dtype, device=b.device)
-    if bool((a0.abs() > 1).any()):
-        raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)")
+    if not bool(torch.isfinite(b).all()) or (isinstance(h0, torch.Tensor) and not bool(torch.isfinite(h0).all())) \
+            or (isinstance(h0, float) and h0 != h0 or h0 in (float("inf"), float("-inf"))):
+        raise GuardFailed("non-finite values in a linear recurrence keep the loop", data=True)
     n = b.shape[0]
     first = a0 * h0 + b[0]
     want = torch.result_type(first, b[0])
+    a0 = torch.as_tensor(a0, dtype=torch.float64 if not isinstance(a0, torch.Tensor) else None,
+                         device=b.device).to(want)
+    if bool((a0.abs() > 1).any()):
+        raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)")
     shape = torch.broadcast_shapes(first.shape, b.shape[1:], a0.shape)
     flat_a = a0.expand(shape).reshape(-1).to(want)
     c = flat_a.numel()

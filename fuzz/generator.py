@@ -102,6 +102,15 @@ def _tensor(g, shape, dtype, layout="contiguous", grad=False, special=False, low
     elif layout == "expand":
         t = t.expand(*shape)
     return t.detach().requires_grad_() if grad else t
+
+
+def _seeded(g, module, grad):
+    """`module` with parameters drawn from `g` (its own init uses the global RNG)."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+            p.requires_grad_(grad)
+    return module
 '''
 
 
@@ -165,6 +174,10 @@ class Program:
         spec.loader.exec_module(mod)
         return mod
 
+    def reset(self, mod):
+        """Run the module again in its own namespace: fresh globals for the next call."""
+        exec(compile(self.source, mod.__file__, "exec"), mod.__dict__)
+
     def make_inputs(self, out_dir=None) -> tuple:
         return self.load(out_dir).make_inputs()
 
@@ -183,6 +196,7 @@ class Gen:
         self.n = self.pick_n()
         self.d = self.rng.choice([1, 2, 3, 4, 5])
         self.no_grad = False                 # set by forms that write into their arguments
+        self.n_delta = self.pick([0, 0, 0, 0, -1, 1])  # an `n` argument may be off x's length
 
     # -------------------------------------------------------------- randomness
 
@@ -229,7 +243,7 @@ class Gen:
             layouts.append("expand")
         layout = self.pick(layouts)
         grad = dtype in FLOATS and grad_ok and not self.no_grad and self.chance(0.3)
-        special = dtype in FLOATS and self.chance(0.07)
+        special = dtype in FLOATS and self.chance(0.12)
         opts = ""
         if layout != "contiguous":
             opts += f", layout={layout!r}"
@@ -264,7 +278,8 @@ class Gen:
         form = self.pick(["{x}.shape[0]", "len({x})", "{x}.size(0)", "{x}.shape[0]", "n"])
         if form == "n":
             if "n" not in self.params:
-                self.param("n", str(x.shape[0]))
+                n = max(x.shape[0] + self.n_delta, 0)
+                self.param("n", f"torch.tensor({n})" if self.chance(0.1) else str(n))
             return "n"
         return form.format(x=x.name)
 
@@ -350,6 +365,8 @@ class Gen:
             v = self.combine(v, self.pick(others))
         if index and self.chance(0.3):
             v = self.with_index(v, index)
+        if self.chance(0.2):
+            v = self.invariant(v, keep_dims=want != "any")
         if want == "scalar" or (want == "any" and v.dims and self.chance(0.35)):
             return self.reduce(v)
         if v.dims and (want == "any" and self.chance(0.3) or want == "same" and self.chance(0.2)):
@@ -360,13 +377,40 @@ class Gen:
             v = self.elementwise(v)
         return v
 
+    def invariant(self, v: Val, keep_dims: bool) -> Val:
+        """`v` combined with a loop-invariant argument: a 0-d tensor, a vector or a Python
+        number, of any dtype (promotion treats a 0-d row and a batch of rows differently)."""
+        form = self.pick(["0d", "0d", "number"] + ([] if keep_dims and not v.dims else ["vector"]))
+        dtype = self.pick(["float32", "float64", "int64", "bool"])
+        op = self.pick(["*", "+", "*"])
+        name = self.fresh("c")
+        if form == "number":
+            self.param(name, self.pick(["2", "-1", "0.5", "1.25", "True"]))
+            return v.with_expr(f"({v.expr} {op} {name})")
+        if form == "0d":
+            value = {"bool": "True", "int64": "3"}.get(dtype, "1.5")
+            self.param(name, f"torch.tensor({value}, dtype=torch.{dtype})")
+            return v.with_expr(f"({v.expr} {op} {name})", promote(v.dtype, dtype))
+        size = v.sizes[0] if v.dims else self.d
+        self.tensor(name, (size,), dtype)
+        dims = v.dims or (f"{name}.shape[0]",)
+        return Val(f"({v.expr} {op} {name})", promote(v.dtype, dtype), dims, (size,))
+
+    def fresh(self, prefix: str) -> str:
+        k = 0
+        while f"{prefix}{k}" in self.params:
+            k += 1
+        return f"{prefix}{k}"
+
     def item(self, v: Val) -> Val:
         """`.item()` of a 0-d value: a Python number."""
         py = "float" if v.is_float else "bool" if v.dtype == "bool" else "int"
         return v.scalar(f"{v.expr}.item()", "py" + py)
 
     def cond(self, row: Val, index=None, others=()) -> str:
-        """A per-iteration condition on the data."""
+        """A per-iteration condition on the data (sometimes on the index only)."""
+        if index and self.chance(0.12):
+            return self.pick([f"{index} % 2 == 0", f"{index} > 0", f"{index} < 3", f"{index} == 0"])
         s = self.value(row, index, others, want="scalar")
         if s.dtype == "bool":
             return s.expr if self.chance(0.5) else f"not {s.expr}"
@@ -385,6 +429,7 @@ class Gen:
                                                                  "pybool": "bool"}[v.dtype]
         if self.chance(0.15):
             dtype = self.pick(["float32", "float64", "int64"])
+        full = full and not self.n_delta   # `range(n)` may not cover every row
         ctor = self.pick(["empty", "zeros", "zeros"] if full else ["zeros", "zeros", "ones"])
         return f"torch.{ctor}({dims}, dtype=torch.{dtype})"
 
@@ -766,14 +811,362 @@ class Gen:
         self.emit(3, f"out[i, j] = {pair}")
         self.emit(1, "return out")
 
+    def vec_live_out(self):
+        """Names the loop leaves behind: the index, the row, a temporary (unbound when n == 0)."""
+        x = self.main()
+        loop = self.indexed_loop(x)
+        v = self.value(loop.row, loop.index)
+        if self.chance(0.3):
+            self.emit(1, f"{loop.index} = -1")
+        self.emit(1, f"out = {self.alloc(self.count(x), v, full=True)}")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"tmp = {v.expr}")
+        self.emit(2, f"out[{loop.index}] = tmp")
+        self.emit_all(2, loop.tail)
+        extra = self.pick([loop.index, "tmp", loop.row.expr if loop.row.expr == "row" else loop.index])
+        self.emit(1, f"return out, {extra}")
+
+    def vec_accumulate_arg(self):
+        """`acc += v` into a tensor the caller passed: an in-place effect on an argument."""
+        self.no_grad = True
+        x = self.main(dtypes=("float32", "float64", "int64"))
+        loop = self.indexed_loop(x)
+        v = self.value(loop.row, loop.index, want="same")
+        self.param("acc", f"torch.zeros({v.sizes!r}, dtype=torch.{self.pick([x.dtype, 'float64'])})")
+        self.emit_all(1, loop.head)
+        self.emit(2, self.pick(["acc += {}", "acc -= {}", "acc.add_({})"]).format(v.expr))
+        self.emit_all(2, loop.tail)
+        self.emit(1, self.pick(["return acc", "return None", "return acc.sum()"]))
+
+    def vec_accumulate_view(self):
+        """An accumulator that starts as a view of the input (`s = x[0]`): `s += ...` writes x."""
+        self.no_grad = True
+        x = self.main(dtypes=("float32", "float64", "int64"), readonly=False)
+        start = self.pick([0, 1])
+        self.emit(1, self.pick(["s = x[0]", "s = x[0]", "s = x[-1]"]))
+        self.emit(1, f"for i in range({start}, {self.count(x)}):")
+        self.emit(2, self.pick(["s += x[i]", "s += x[i] * 2", "s = s + x[i]", "s *= 1"]))
+        self.emit(1, self.pick(["return s", "return s, x"]))
+
+    def vec_same_tensor(self):
+        """`f(t, t)`: the output is the input, written at the index it reads (or not)."""
+        self.no_grad = True
+        x = self.main(dtypes=("float32", "float64", "int64"), readonly=False)
+        self.params.append("out")
+        self.aliases["out"] = self.pick(["x", "x", "x.clone()"])
+        body = self.pick(["out[i] = x[i] * 2", "out[i] = x[i] - x.sum()", "out[i] = x[i] / (x[i].abs().sum() + 1)",
+                          "out[i] = x[i] + x[0]", "out[i] = x[-1 - i] * 1", "x[i] = x[i] * 2", "x[i] *= 2",
+                          "x[i] -= x.max()"])
+        if x.dtype == "int64" and "/" in body:
+            body = body.replace("/", "//")
+        self.emit(1, f"for i in range({self.count(x)}):")
+        self.emit(2, body)
+        self.emit(1, self.pick(["return out", "return x", "return None"]))
+
+    def vec_write_index(self):
+        """Writes at other positions than `i`: reversed, shifted, doubled, chained, last-wins."""
+        x = self.main()
+        i = "i"
+        v = self.value(x.row("x[i]"), i, want="same")
+        rest = "".join(f", {d}" for d in v.dims)
+        form = self.pick(["rev", "shift", "double", "chain", "half", "rev_range", "reversed"])
+        rows = {"shift": f"{self.count(x)} + 1", "double": f"2 * {self.count(x)}"}.get(form, self.count(x))
+        dtype = v.dtype if not v.dtype.startswith("py") else "float64"
+        self.emit(1, f"out = torch.zeros({rows}{rest}, dtype=torch.{dtype})")
+        header = {"rev_range": f"for i in range({self.count(x)} - 1, -1, -1):",
+                  "reversed": f"for i in reversed(range({self.count(x)})):"}.get(form, f"for i in range({self.count(x)}):")
+        self.emit(1, header)
+        target = {"rev": "out[len(x) - 1 - i]", "shift": "out[i + 1]", "double": "out[2 * i]",
+                  "chain": "out[i][...]", "half": "out[i // 2]"}.get(form, "out[i]")
+        self.emit(2, f"{target} = {v.expr}")
+        self.emit(1, "return out")
+
+    def vec_sources(self):
+        """Other things to iterate over: lists of tensors (ragged too), x.T, unbind, slices."""
+        x = self.main(rank=2)
+        src = self.pick(["xs", "xs", "ragged", "x.T", "x.unbind(1)", "x[1:]", "x[::2]", "x.flip(0)"])
+        if src == "xs":
+            self.param("xs", "[r.detach().requires_grad_(r.requires_grad) for r in x.unbind(0)]")
+            row = x.row("row")
+        elif src == "ragged":
+            self.param("xs", f"[torch.randn({self.rng.randint(1, 3)} + k % 2, generator=g) for k in range({self.n})]")
+            src, row = "xs", Val("row", "float32")
+        elif src in ("x.T", "x.unbind(1)"):
+            row = Val("row", x.dtype, ("x.shape[0]",), (self.n,))
+        else:
+            row = x.row("row")
+        v = self.value(row, want=self.pick(["scalar", "same"]))
+        if self.chance(0.5):
+            self.emit(1, "res = []")
+            self.emit(1, f"for row in {src}:")
+            self.emit(2, f"res.append({v.expr})")
+            self.emit(1, f"return {self.pick(['torch.stack(res)', 'res'])}")
+        else:
+            self.emit(1, f"return torch.stack([{v.expr} for row in {src}])")
+
+    def vec_branches(self):
+        """Ternaries, if without else, elif chains."""
+        x = self.main()
+        loop = self.indexed_loop(x, allow_while=False)
+        c1, c2 = self.cond(loop.row, loop.index), self.cond(loop.row, loop.index)
+        a, b, c = (self.value(loop.row, loop.index, want="same") for _ in range(3))
+        i = loop.index
+        form = self.pick(["ternary", "no_else", "elif", "nested"])
+        self.emit(1, f"out = {self.alloc(self.count(x), a, full=form in ('ternary', 'elif'))}")
+        self.emit_all(1, loop.head)
+        if form == "ternary":
+            self.emit(2, f"out[{i}] = {a.expr} if {c1} else {b.expr}")
+        elif form == "no_else":
+            self.emit_all(2, [f"if {c1}:", f"    out[{i}] = {a.expr}"])
+        elif form == "elif":
+            self.emit_all(2, [f"if {c1}:", f"    out[{i}] = {a.expr}", f"elif {c2}:", f"    out[{i}] = {b.expr}",
+                              "else:", f"    out[{i}] = {c.expr}"])
+        else:
+            self.emit_all(2, [f"if {c1}:", f"    if {c2}:", f"        out[{i}] = {a.expr}", "    else:",
+                              f"        out[{i}] = {b.expr}"])
+        self.emit_all(2, loop.tail)
+        self.emit(1, "return out")
+
+    def vec_two_loops(self):
+        """A second loop reading what the first wrote."""
+        x = self.main()
+        v = self.value(x.row("x[i]"), "i")
+        self.emit(1, f"out = {self.alloc(self.count(x), v, full=True)}")
+        self.emit(1, f"for i in range({self.count(x)}):")
+        self.emit(2, f"out[i] = {v.expr}")
+        second = self.pick(["s = 0\n    for i in range(len(out)):\n        s = s + out[i]\n    return out, s",
+                            "res = []\n    for row in out:\n        res.append(row * 2)\n    return res",
+                            "for i in range(len(out)):\n        out[i] = out[i] + 1\n    return out"])
+        self.emit(1, second)
+
+    def vec_consumers(self):
+        """Lists consumed with a dim, a dtype or a start value."""
+        x = self.main(dtypes=("float32", "float64", "int64"))
+        v = self.value(x.row("row"), want=self.pick(["scalar", "same"]))
+        self.emit(1, "res = []")
+        self.emit(1, "for row in x:")
+        self.emit(2, f"res.append({v.expr})")
+        opts = ["torch.stack(res, dim=-1)", "torch.tensor(res, dtype=torch.float64)", "sum(res, 0.0)",
+                f"sum(res, torch.ones((), dtype=torch.{x.dtype}))", "torch.stack(res).sum(0)", "tuple(res)"]
+        if v.dims:
+            opts += ["torch.stack(res, dim=1)", "torch.cat(res, dim=0)", "torch.cat(res, dim=-1)"]
+        self.emit(1, f"return {self.pick(opts)}")
+
+    def vec_globals(self):
+        """A module-level tensor and a closure read in the body (pure)."""
+        x = self.main(dtypes=FLOATS)
+        self.helpers["GLOBAL"] = f"SHIFT = torch.linspace(-1.0, 1.0, {self.d}, dtype=torch.{x.dtype})\n"
+        inner = self.pick(["    def g(r):\n        return r * scale + SHIFT",
+                           "    g = lambda r: torch.tanh(r) * scale"])
+        row = "x[i]" if len(x.shape) == 2 else "x[i] * torch.ones_like(SHIFT)"
+        self.emit(1, "scale = 0.5")
+        self.emit(0, inner)
+        self.emit(1, f"out = torch.zeros({self.count(x)}, SHIFT.shape[0], dtype=x.dtype)")
+        self.emit(1, f"for i in range({self.count(x)}):")
+        self.emit(2, f"out[i] = g({row}) + SHIFT")
+        self.emit(1, "return out")
+
+    def vec_row_inplace(self):
+        """In-place updates through the rows the loop yields (views of the argument)."""
+        self.no_grad = True
+        x = self.main(dtypes=("float32", "float64", "int64"), rank=2, readonly=False)
+        op = self.pick(["row *= 2", "row += 1", "row.mul_(3)", "row -= row.min()", "row[0] = row.sum()",
+                        "row.clamp_(min=0)"])
+        self.emit(1, f"for row in {self.pick(['x', 'x', 'x.unbind(0)'])}:")
+        self.emit(2, op)
+        self.emit(1, self.pick(["return x", "return None", "return x.sum()"]))
+
+    def vec_multi_out(self):
+        """Two outputs written in one body, plus a zip with a Python list of numbers."""
+        x = self.main()
+        if self.chance(0.4):
+            self.param("ws", f"[round(v, 3) for v in torch.randn({self.n}, generator=g).tolist()]")
+            v = self.value(x.row("row"), want="same")
+            self.emit_all(1, ["res = []", "for w, row in zip(ws, x):", f"    res.append({v.expr} * w)",
+                              f"return {self.pick(['torch.stack(res)', 'res'])}"])
+            return
+        a = self.value(x.row("x[i]"), "i")
+        b = self.value(x.row("x[i]"), "i", want="scalar")
+        self.emit(1, f"a = {self.alloc(self.count(x), a, full=True)}")
+        self.emit(1, f"b = {self.alloc(self.count(x), b, full=True)}")
+        self.emit(1, f"for i in range({self.count(x)}):")
+        self.emit(2, f"a[i] = {a.expr}")
+        self.emit(2, f"b[i] = {b.expr}")
+        self.emit(1, self.pick(["return a, b", "return {'a': a, 'b': b}"]))
+
+    def vec_triangular(self):
+        """Nests whose inner range depends on the outer index."""
+        x = self.main(dtypes=("float32", "float64", "int64"))
+        inner = self.pick(["range(i)", "range(i + 1, len(x))", "range(i, len(x))"])
+        body = self.pick(["out[i] += x[j]", "out[i, j] = (x[i] - x[j]).abs().sum()", "out[j] += x[i] * 2"])
+        shape = "len(x), len(x)" if "out[i, j]" in body else "x.shape"
+        self.emit(1, f"out = torch.zeros({shape}, dtype=x.dtype)")
+        self.emit(1, "for i in range(len(x)):")
+        self.emit(2, f"for j in {inner}:")
+        self.emit(3, body)
+        self.emit(1, "return out")
+
+    def vec_list_out(self):
+        """A Python list as the output: `outs[i] = v` into `[None] * n`."""
+        x = self.main()
+        v = self.value(x.row("x[i]"), "i")
+        self.emit(1, f"outs = {self.pick(['[None] * len(x)', '[0.0] * len(x)', 'list(range(len(x)))'])}")
+        self.emit(1, "for i in range(len(x)):")
+        self.emit(2, f"outs[i] = {v.expr}")
+        self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
+
+    def vec_item_index(self):
+        """Python ints from tensors as indices: `hist[idx[i].item()] += w[i]`."""
+        k, w = self.scatter_inputs()
+        ix = self.pick(["idx[i].item()", "int(idx[i])", "idx[i].tolist()"])
+        self.emit(1, f"hist = torch.zeros({k}, *w.shape[1:], dtype=w.dtype)")
+        self.emit(1, "for i in range(len(idx)):")
+        self.emit(2, f"hist[{ix}] {self.pick(['+=', '=', '-='])} w[i]")
+        self.emit(1, "return hist")
+
+    def vec_slice_write(self):
+        """Writes and reads of part of a row: `out[i, :2] = ...`, `out[i, 1:] += ...`."""
+        x = self.main(rank=2, dtypes=("float32", "float64", "int64"))
+        body = self.pick(["out[i, :2] = x[i, -2:] * 2", "out[i, 1:] += x[i, :-1]", "out[i, 0] = x[i].sum()",
+                          "out[i, ::2] = x[i, ::2] + 1", "out[i][1:] = x[i][1:] - x[i][:-1]"])
+        self.emit(1, "out = torch.zeros_like(x)")
+        self.emit(1, f"for i in range({self.count(x)}):")
+        self.emit(2, body)
+        self.emit(1, "return out")
+
+    def vec_for_else(self):
+        """`for ... else:` without a break: the else block always runs."""
+        x = self.main()
+        v = self.value(x.row("x[i]"), "i")
+        self.emit(1, "res = []")
+        self.emit(1, f"for i in range({self.count(x)}):")
+        self.emit(2, f"res.append({v.expr})")
+        self.emit(1, "else:")
+        self.emit(2, self.pick(["res.append(res[-1] if res else None)", "done = True"]))
+        self.emit(1, self.pick(["return res", "return res, locals().get('done')"]))
+
+    def vec_no_grad(self):
+        """A body under `torch.no_grad()` (or the whole loop)."""
+        x = self.main(dtypes=FLOATS)
+        v = self.value(x.row("x[i]"), "i", want="same")
+        self.emit(1, f"out = torch.zeros({', '.join(('len(x)',) + v.dims)}, dtype=torch.{v.dtype})")
+        if self.chance(0.5):
+            self.emit_all(1, ["with torch.no_grad():", "    for i in range(len(x)):", f"        out[i] = {v.expr}"])
+        else:
+            self.emit_all(1, ["for i in range(len(x)):", "    with torch.no_grad():", f"        out[i] = {v.expr}"])
+        self.emit(1, "return out")
+
+    def vec_attributes(self):
+        """Weights read from an object (`self.weight`, as in a method) or a stateless module."""
+        x = self.main(dtypes=("float32",), rank=2)
+        k = self.rng.randint(1, 4)
+        grad = self.chance(0.3)
+        form = self.pick(["namespace", "linear", "sequential"])
+        if form == "namespace":
+            self.param("self", f"types.SimpleNamespace(weight=_tensor(g, ({self.d}, {k}), torch.float32, grad={grad}), "
+                               f"bias=_tensor(g, ({k},), torch.float32))")
+            self.params.insert(0, self.params.pop())     # `self` first, like a method
+            call = self.pick(["row @ self.weight + self.bias", "torch.tanh(row @ self.weight) * self.bias"])
+        else:
+            layers = f"torch.nn.Linear({self.d}, {k})" if form == "linear" else \
+                f"torch.nn.Sequential(torch.nn.Linear({self.d}, {k}), torch.nn.Tanh(), torch.nn.Linear({k}, 2))"
+            self.param("model", f"_seeded(g, {layers}, {grad})")
+            call = "model(row)"
+        self.emit(1, "res = []")
+        self.emit(1, f"for row in {x.name}:")
+        self.emit(2, f"res.append({call})")
+        self.emit(1, self.pick(["return torch.stack(res)", "return res"]))
+
     # ============================================================== forms that must stay exact
+
+    def exact_impure_helper(self):
+        """A helper with a side effect or a random draw, called in the body."""
+        x = self.main(dtypes=FLOATS)
+        kind = self.pick(["log", "noise", "counter"])
+        self.helpers["IMPURE"] = {
+            "log": "LOG = []\n\n\ndef h(r):\n    LOG.append(r.sum().item())\n    return r * 2\n",
+            "noise": "def h(r):\n    return r + torch.randn(r.shape, dtype=r.dtype)\n",
+            "counter": "CALLS = [0]\n\n\ndef h(r):\n    CALLS[0] += 1\n    return r * CALLS[0]\n",
+        }[kind]
+        self.emit(1, f"out = torch.zeros_like(x)")
+        self.emit(1, f"for i in range({self.count(x)}):")
+        self.emit(2, "out[i] = h(x[i])")
+        ret = {"log": "out, list(LOG)", "noise": "out", "counter": "out, CALLS[0]"}[kind]
+        self.emit(1, f"return {ret}")
+
+    def exact_early_return(self):
+        x = self.main()
+        loop = self.indexed_loop(x, allow_while=False)
+        c = self.cond(loop.row, loop.index)
+        self.emit(1, "res = []")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"if {c}:")
+        self.emit(3, self.pick([f"return {loop.index}", "return res", f"return {loop.row.expr}"]))
+        self.emit(2, f"res.append({loop.row.expr} * 2)")
+        self.emit(1, "return None")
+
+    def exact_rebind(self):
+        """Rebinding the index or the iterated tensor inside the body."""
+        x = self.main(dtypes=("float32", "float64", "int64"))
+        form = self.pick(["index", "input", "bound", "while_step", "while_data"])
+        if form == "index":
+            self.emit_all(1, ["out = torch.zeros(2 * len(x) + 1, *x.shape[1:], dtype=x.dtype)",
+                              "for i in range(len(x)):", "    j = i", "    i = i * 2 + 1", "    out[i] = x[j] * i",
+                              "return out, i if len(x) else None"])
+        elif form == "input":
+            self.emit_all(1, ["out = torch.zeros_like(x)", "for i in range(len(x)):", "    x = x + 1",
+                              "    out[i] = x[i]", "return out"])
+        elif form == "bound":
+            self.emit_all(1, ["n = len(x)", "out = torch.zeros_like(x)", "for i in range(n):", "    n = n - 1",
+                              "    out[i] = x[i] * n", "return out, n"])
+        elif form == "while_step":
+            step = self.pick([2, 3])
+            self.emit_all(1, ["out = torch.zeros_like(x)", "i = 0", f"while i <= len(x) - 1:",
+                              "    out[i] = x[i] * 2", f"    i += {step}", "return out, i"])
+        else:
+            self.emit_all(1, ["out = torch.zeros_like(x)", "i = 0", "while i < len(x) and x[i].sum() > -1:",
+                              "    out[i] = x[i] * 2", "    i += 1", "return out, i"])
+
+    def exact_for_else_break(self):
+        x = self.main()
+        c = self.cond(x.row("x[i]"), "i")
+        self.emit_all(1, ["found = -1", f"for i in range({self.count(x)}):", f"    if {c}:", "        found = i",
+                          "        break", "else:", "    found = None", "return found"])
+
+    def exact_try(self):
+        """try/except or assert in the body: the exception decides the result."""
+        x = self.main(dtypes=("float32", "int64"))
+        form = self.pick(["try_index", "try_value", "assert"])
+        self.tensor("idx", (self.n,), "int64", low=-self.n - 2, high=self.n + 2)
+        self.emit(1, "out = torch.zeros_like(x)")
+        self.emit(1, f"for i in range({self.count(x)}):")
+        if form == "try_index":
+            self.emit_all(2, ["try:", "    out[i] = x[idx[i]] * 2", "except IndexError:", "    out[i] = -1"])
+        elif form == "try_value":
+            self.emit_all(2, ["try:", "    if x[i].sum() > 1:", "        raise ValueError(i)", "    out[i] = x[i] + 1",
+                              "except ValueError as e:", "    out[i] = e.args[0]"])
+        else:
+            self.emit_all(2, ["assert idx[i] < len(x), f'index {int(idx[i])} at {i}'", "out[i] = x[idx[i]]"])
+        self.emit(1, "return out")
+
+    def exact_stateful_module(self):
+        """Modules whose calls draw random numbers or update buffers (dropout, batch norm)."""
+        x = self.main(dtypes=("float32",), rank=2)
+        layers = self.pick([f"torch.nn.Dropout(0.5)", f"torch.nn.BatchNorm1d({self.d})",
+                            f"torch.nn.Sequential(torch.nn.Linear({self.d}, 3), torch.nn.Dropout(0.3))"])
+        self.param("model", f"_seeded(g, {layers}, False)")
+        row = "row" if "BatchNorm" not in layers else "row.unsqueeze(0).expand(2, -1)"
+        self.emit(1, "res = []")
+        self.emit(1, f"for row in {x.name}:")
+        self.emit(2, f"res.append(model({row}))")
+        self.emit(1, "return torch.stack(res) if res else None")
 
     def exact_carried(self):
         """`out[i] = out[i - 1] ... + x[i]`: each iteration reads the previous one's write."""
         x = self.main(dtypes=("float32", "float64", "int64"))
         init = self.pick(["x.clone()", "torch.zeros_like(x)"])
         expr = self.pick(["out[i - 1] + x[i]", "out[i - 1] * 0.5 + x[i]", "torch.maximum(out[i - 1], x[i])",
-                          "out[i - 1] - x[i] * i"])
+                          "out[i - 1] - x[i] * i", "x[i] + out.sum(0)", "x[i] - out[:i].sum(0)", "out[0] + x[i]"])
         if "0.5" in expr and x.dtype == "int64":
             expr = "out[i - 1] // 2 + x[i]"
         self.emit(1, f"out = {init}")
@@ -783,8 +1176,29 @@ class Gen:
 
     def exact_running_state(self):
         x = self.main(dtypes=FLOATS)
-        step = self.pick(["h * 0.5 + {r}", "torch.tanh(h + {r})", "h + {r}", "torch.maximum(h, {r})"])
+        step = self.pick(["h * 0.5 + {r}", "torch.tanh(h + {r})", "h + {r}", "torch.maximum(h, {r})", "inplace",
+                          "scan_out"])
         loop = self.indexed_loop(x)
+        if step == "inplace":
+            # `h += row` then `res.append(h)`: the list holds n references to one tensor
+            self.emit(1, "h = torch.zeros_like(x[0]) if len(x) else torch.zeros(())")
+            self.emit(1, "res = []")
+            self.emit_all(1, loop.head)
+            self.emit(2, self.pick(["h += {r}", "h.add_({r})", "h *= 0.5\n        h += {r}"]).format(r=loop.row.expr))
+            self.emit(2, "res.append(h)")
+            self.emit_all(2, loop.tail)
+            self.emit(1, self.pick(["return res", "return torch.stack(res) if res else h"]))
+            return
+        if step == "scan_out":
+            self.emit(1, self.pick(["s = 0.0", "s = torch.zeros_like(x[0]) if len(x) else 0.0"]))
+            self.emit(1, "out = torch.zeros_like(x)")
+            self.emit_all(1, loop.head)
+            self.emit(2, self.pick(["s = s + {r}", "s = s * 0.9 + {r}", "s = torch.maximum(s, {r}) if {i} else {r}"])
+                      .format(r=loop.row.expr, i=loop.index))
+            self.emit(2, f"out[{loop.index}] = s")
+            self.emit_all(2, loop.tail)
+            self.emit(1, "return out, s")
+            return
         self.emit(1, "h = torch.zeros_like(x[0]) if len(x) else 0.0" if "maximum" in step or self.chance(0.5)
                   else "h = 0.0")
         self.emit(1, "res = []")
@@ -936,7 +1350,7 @@ class Gen:
 
     def source(self, kind: str) -> str:
         helpers = "\n\n".join(self.helpers[k] for k in sorted(self.helpers))
-        parts = [f'"""autovec fuzz program: seed {self.seed}, form {kind}."""', "import torch", ""]
+        parts = [f'"""autovec fuzz program: seed {self.seed}, form {kind}."""', "import types", "", "import torch", ""]
         if helpers:
             parts += ["", helpers]
         parts += ["", f"def f({', '.join(self.params)}):", *self.lines, "", ""]
@@ -955,12 +1369,21 @@ VEC_FORMS = {
     "filter": Gen.vec_filter, "if_else": Gen.vec_if_else, "continue": Gen.vec_continue,
     "scatter_add": Gen.vec_scatter_add, "scatter_set": Gen.vec_scatter_set, "cat_accum": Gen.vec_cat_accum,
     "comprehension": Gen.vec_comprehension, "genexp": Gen.vec_genexp, "nested": Gen.vec_nested,
+    "live_out": Gen.vec_live_out, "accumulate_arg": Gen.vec_accumulate_arg,
+    "accumulate_view": Gen.vec_accumulate_view, "same_tensor": Gen.vec_same_tensor,
+    "write_index": Gen.vec_write_index, "sources": Gen.vec_sources, "branches": Gen.vec_branches,
+    "two_loops": Gen.vec_two_loops, "consumers": Gen.vec_consumers, "globals": Gen.vec_globals,
+    "row_inplace": Gen.vec_row_inplace, "multi_out": Gen.vec_multi_out, "triangular": Gen.vec_triangular,
+    "list_out": Gen.vec_list_out, "item_index": Gen.vec_item_index, "slice_write": Gen.vec_slice_write,
+    "for_else": Gen.vec_for_else, "no_grad": Gen.vec_no_grad, "attributes": Gen.vec_attributes,
 }
 EXACT_FORMS = {
     "carried": Gen.exact_carried, "running_state": Gen.exact_running_state, "break": Gen.exact_break,
     "append_arg": Gen.exact_append_arg, "print": Gen.exact_print, "inplace_arg": Gen.exact_inplace_arg,
     "alias": Gen.exact_alias, "partial_strided": Gen.exact_partial_strided, "random": Gen.exact_random,
-    "raise": Gen.exact_raise, "py_floats": Gen.exact_py_floats,
+    "raise": Gen.exact_raise, "py_floats": Gen.exact_py_floats, "impure_helper": Gen.exact_impure_helper,
+    "early_return": Gen.exact_early_return, "rebind": Gen.exact_rebind, "for_else_break": Gen.exact_for_else_break,
+    "try": Gen.exact_try, "stateful_module": Gen.exact_stateful_module,
 }
 KINDS = [f"vec/{k}" for k in VEC_FORMS] + [f"exact/{k}" for k in EXACT_FORMS]
 

@@ -425,7 +425,7 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             if any(isinstance(n, ast.IfExp) for n in ast.walk(value)):
                 body.branches = True
             continue
-        _check_stmt(s)
+        _check_stmt(s, body)
         for n in ast.walk(s):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 body.assigned.setdefault(n.id, n.lineno)
@@ -533,8 +533,13 @@ def _scatter_output(s, found, entries, body: "_Body", depth: int) -> list:
     return stmts
 
 
-def _check_stmt(s: ast.stmt) -> None:
+def _check_stmt(s: ast.stmt, body: "_Body" = None) -> None:
     for n in ast.walk(s):
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            raise Refuse(f"`{src(n)}` at line {n.lineno} updates `{n.target.id}` in place (on a tensor that "
+                         "may be a slice of an input)", n.lineno)
+        if body is not None and isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in body.indices:
+            raise Refuse(f"the loop index `{n.id}` is reassigned at line {n.lineno}", n.lineno)
         for kind, why in _BLOCKING.items():
             if isinstance(n, kind):
                 raise Refuse(why.format(l=n.lineno), n.lineno)

@@ -73,25 +73,37 @@ def _convert(stmts, cond, env, masks, varying, ctx):
             after_then, masks_then = dict(env), dict(masks)
             env.clear()
             env.update(before)
+            masks.clear()
+            masks.update(masks_before)
             out += _convert(s.orelse, c_else, env, masks, varying, ctx)
-            after_else = dict(env)
+            after_else, masks_else = dict(env), dict(masks)
             env.clear()
             env.update(before)
+            masks.clear()
+            masks.update(masks_before)
             for name in sorted(set(after_then) | set(after_else)):
                 a, b = after_then.get(name), after_else.get(name)
                 if a == b:
                     env[name] = a
                     continue
                 if name in markers:
-                    if a and b and name not in masks_before:   # written on both sides: unconditional here
+                    if a and b and name not in masks_before:
+                        # written on both sides: the merged value, present wherever either side ran
                         merged = namer.new(f"{name}_m")
                         out.append(_assign(merged, _call(av, "where", [_n(c), _n(a), _n(b),
                                                                         ast.Constant(name not in ctx.lenient)]), s))
                         env[name] = merged
-                        masks[name] = cond
+                        mt, me = masks_then.get(name), masks_else.get(name)
+                        if mt == c_then and me == c_else:
+                            masks[name] = cond
+                        else:
+                            either = namer.new("_av_c")
+                            out.append(_assign(either, _call(av, "lor", [_n(mt) if mt else ast.Constant(True),
+                                                                         _n(me) if me else ast.Constant(True)]), s))
+                            masks[name] = either
                     else:
                         env[name] = a or b
-                        masks[name] = masks_then.get(name) if a else masks.get(name)
+                        masks[name] = masks_then.get(name) if a else masks_else.get(name)
                     continue
                 defined = name in before or name in ctx.known
                 if not (a and b) and not defined:

@@ -1,0 +1,468 @@
+"""Differential fuzzing of autovec: run each generated program's `f` and `autovec(f)` on
+copies of the same inputs and report any difference in what they compute.
+
+Compared, for the original against each of two autovec calls (the first call, which
+analyses and checks, and the second, which runs from the cache):
+- the return value: exact types; tensors by dtype, shape, device, requires_grad and values
+  (torch.testing.assert_close default tolerances, equal_nan); ints, bools and strings
+  exactly; Python floats with a relative tolerance of 1e-5 (absolute 1e-6 near zero);
+- the arguments after the call (in-place effects), also when the call raised;
+- the exception raised (type and message), or that neither raised;
+- the text printed to stdout;
+- the global torch RNG state after the call;
+- for inputs that require grad: the gradients of a fixed weighted sum of the float outputs
+  with respect to each leaf input (or the same error from backward).
+
+    python -m fuzz.runner --n 1000 --seed 0 [--timeout 20] [--time-limit SECONDS] [--jobs 1]
+    python -m fuzz.runner --repro SEED
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import io
+import logging
+import math
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import torch
+
+from autovec import autovec, explain
+from fuzz.generator import DEFAULT_OUT, generate
+
+RNG_SEED = 20240601
+FLOAT_RTOL, FLOAT_ATOL = 1e-5, 1e-6
+
+
+class Hang(BaseException):
+    """Raised by the per-program alarm; a BaseException so that `except Exception` in the
+    code under test cannot swallow it."""
+
+
+@dataclass
+class Outcome:
+    """What one call did."""
+    value: object = None
+    error: tuple | None = None          # (type name, message)
+    args: tuple = ()                    # the arguments after the call
+    stdout: str = ""
+    rng: torch.Tensor | None = None
+    grads: object = None                # list of gradients, ("error", type, msg), or None
+    trace: str = ""
+
+
+@dataclass
+class Result:
+    seed: int
+    kind: str
+    file: str
+    status: str = "ok"                  # ok | mismatch | crash | hang | fuzzer
+    detail: str = ""
+    path: str | None = None             # explain(...).path
+    seconds: float = 0.0
+    notes: list = field(default_factory=list)   # autovec's own warnings (internal errors)
+    precision: list = field(default_factory=list)   # float64 results within float32 tolerance only
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "ok"
+
+    def line(self) -> str:
+        return f"seed {self.seed} [{self.kind}] {self.file}: {self.status}: {self.detail}"
+
+
+# ----------------------------------------------------------------------------- comparing
+
+
+def diff(want, got, path="result", notes=None) -> str | None:
+    """None when `got` is what the original gave (`want`), else one line saying where not.
+    A float64 tensor that differs by more than float64 tolerances but within float32 ones
+    passes (float32 arithmetic reassociated inside the program shows up at that size in a
+    float64 result), with a line added to `notes` if given."""
+    if type(want) is not type(got):
+        return f"{path}: type {type(want).__name__} != {type(got).__name__} (original vs autovec)"
+    if isinstance(want, torch.Tensor):
+        return diff_tensor(want, got, path, notes)
+    if isinstance(want, (list, tuple)):
+        if len(want) != len(got):
+            return f"{path}: length {len(want)} != {len(got)}"
+        for k, (a, b) in enumerate(zip(want, got)):
+            d = diff(a, b, f"{path}[{k}]", notes)
+            if d:
+                return d
+        return None
+    if isinstance(want, dict):
+        if list(want) != list(got):
+            return f"{path}: keys {list(want)} != {list(got)}"
+        for k in want:
+            d = diff(want[k], got[k], f"{path}[{k!r}]", notes)
+            if d:
+                return d
+        return None
+    if isinstance(want, torch.nn.Module):
+        return diff(module_state(want), module_state(got), path, notes)
+    if hasattr(want, "__dict__") and not callable(want):
+        return diff(vars(want), vars(got), path, notes)
+    if isinstance(want, float):
+        if math.isnan(want) and math.isnan(got):
+            return None
+        if want == got or math.isclose(want, got, rel_tol=FLOAT_RTOL, abs_tol=FLOAT_ATOL):
+            return None
+        return f"{path}: {want!r} != {got!r}"
+    if want != got:
+        return f"{path}: {want!r} != {got!r}"
+    return None
+
+
+def module_state(m: torch.nn.Module) -> dict:
+    """What a call can change in a module: parameters, buffers (running stats), the mode."""
+    state = {f"param {k}": v for k, v in m.named_parameters()}
+    state.update({f"buffer {k}": v for k, v in m.named_buffers()})
+    state["training"] = m.training
+    return state
+
+
+def diff_tensor(want: torch.Tensor, got: torch.Tensor, path: str, notes=None) -> str | None:
+    for attr in ("dtype", "shape", "device", "requires_grad"):
+        if getattr(want, attr) != getattr(got, attr):
+            return f"{path}: {attr} {getattr(want, attr)} != {getattr(got, attr)}"
+    try:
+        torch.testing.assert_close(got.detach(), want.detach(), equal_nan=True)
+    except AssertionError as e:
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        where = next((ln for ln in lines if "index" in ln.lower()), lines[-1] if lines else "")
+        if want.dtype == torch.float64 and _close_as_float32(want, got):
+            if notes is not None:
+                notes.append(f"{path}: float64 values differ beyond float64 tolerances, within float32 ones ({where})")
+            return None
+        return f"{path}: values differ ({where}); original {short(want)}, autovec {short(got)}"
+    return None
+
+
+def _close_as_float32(want, got) -> bool:
+    try:
+        torch.testing.assert_close(got.detach(), want.detach(), equal_nan=True, rtol=1.3e-6, atol=1e-5)
+    except AssertionError:
+        return False
+    return True
+
+
+def short(t: torch.Tensor) -> str:
+    vals = t.detach().flatten()[:6].tolist()
+    more = ", ..." if t.numel() > 6 else ""
+    return f"[{', '.join(f'{v:.4g}' if isinstance(v, float) else str(v) for v in vals)}{more}]"
+
+
+def compare(want: Outcome, got: Outcome, label: str, notes=None) -> tuple[str, str] | None:
+    """(status, detail) for the first difference between two outcomes, else None."""
+    if want.error != got.error:
+        status = "crash" if got.error and not want.error else "mismatch"
+        w = f"raised {want.error[0]}: {want.error[1]}" if want.error else "returned"
+        g = f"raised {got.error[0]}: {got.error[1]}" if got.error else "returned"
+        return status, f"{label}: the original {w}; autovec {g}"
+    checks = [] if want.error else [("return value", want.value, got.value)]
+    checks.append(("arguments after the call", list(want.args), list(got.args)))
+    for what, a, b in checks:
+        d = diff(a, b, what, notes)
+        if d:
+            return "mismatch", f"{label}: {d}"
+    if want.stdout != got.stdout:
+        return "mismatch", f"{label}: printed {want.stdout[:80]!r} vs {got.stdout[:80]!r}"
+    if not torch.equal(want.rng, got.rng):
+        return "mismatch", f"{label}: the global torch RNG state differs after the call"
+    if isinstance(want.grads, tuple) or isinstance(got.grads, tuple):
+        if want.grads != got.grads:
+            return "mismatch", f"{label}: gradients: original {describe(want.grads)}, autovec {describe(got.grads)}"
+    elif want.grads is not None or got.grads is not None:
+        d = diff(want.grads, got.grads, "gradients", notes)
+        if d:
+            return "mismatch", f"{label}: {d}"
+    return None
+
+
+def describe(grads) -> str:
+    if isinstance(grads, tuple):
+        return f"backward raised {grads[1]}: {grads[2]}"
+    return "no gradient" if grads is None else "gradients"
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def tensors_in(obj, depth=3):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, torch.nn.Module):
+        yield from obj.parameters()
+    elif depth and hasattr(obj, "__dict__") and not callable(obj):
+        yield from tensors_in(list(vars(obj).values()), depth - 1)
+    elif depth and isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from tensors_in(o, depth - 1)
+    elif depth and isinstance(obj, dict):
+        for o in obj.values():
+            yield from tensors_in(o, depth - 1)
+
+
+def gradients(value, args):
+    """Gradients of sum((o.float() * w).sum()) over the float outputs (returned, or arguments
+    written in place) with respect to each leaf argument that requires grad."""
+    leaves = [t for t in tensors_in(args) if t.is_leaf and t.requires_grad]
+    if not leaves:
+        return None
+    outs = [t for t in tensors_in(value) if t.requires_grad and t.is_floating_point()]
+    outs += [t for t in tensors_in(args) if t.requires_grad and not t.is_leaf and t.is_floating_point()]
+    if not outs:
+        return None
+    try:
+        loss = sum((o.float() * torch.linspace(-1.0, 1.0, o.numel()).reshape(o.shape)).sum() for o in outs)
+        grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+    except Exception as e:
+        return ("error", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    return list(grads)
+
+
+def call(fn, inputs) -> Outcome:
+    args = copy.deepcopy(inputs)
+    out = Outcome()
+    buf = io.StringIO()
+    torch.manual_seed(RNG_SEED)
+    try:
+        with contextlib.redirect_stdout(buf):
+            out.value = fn(*args)
+    except Exception as e:
+        out.error = (type(e).__name__, str(e))
+        out.trace = traceback.format_exc()
+    out.rng = torch.get_rng_state()
+    out.stdout = buf.getvalue()
+    out.args = args
+    if out.error is None:
+        out.grads = gradients(out.value, args)
+    return out
+
+
+@contextlib.contextmanager
+def deadline(seconds: float):
+    """Raise Hang in this (main) thread after `seconds`."""
+    if not seconds or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def fire(signum, frame):
+        raise Hang()
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+class _Warnings(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def vectorize_always():
+    """AUTOVEC_MIN_TRIP=1 (the vectorized path whatever the trip count), for this block only."""
+    old = os.environ.get("AUTOVEC_MIN_TRIP")
+    os.environ["AUTOVEC_MIN_TRIP"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["AUTOVEC_MIN_TRIP"]
+        else:
+            os.environ["AUTOVEC_MIN_TRIP"] = old
+
+
+def run(seed: int, timeout: float = 20.0, out_dir=None, verbose=False) -> Result:
+    """Generate, run and compare the program for `seed`."""
+    with vectorize_always():
+        return _run(seed, timeout, out_dir, verbose)
+
+
+def _run(seed, timeout, out_dir, verbose) -> Result:
+    start = time.perf_counter()
+    prog = generate(seed)
+    res = Result(seed, prog.kind, str(prog.path(out_dir)))
+    handler = _Warnings()
+    log = logging.getLogger("autovec")
+    log.addHandler(handler)
+    stage = "loading the program"
+    try:
+        with deadline(timeout), warnings_quiet():
+            mod = prog.load(out_dir)
+            f = mod.f
+            inputs = mod.make_inputs()
+            # each call starts from fresh module state (helpers may keep a log or a counter);
+            # re-running the module resets the globals that f, and its rewrite, read
+            stage = "the original"
+            want = call(f, inputs)
+            stage = "autovec"
+            g = autovec(f)
+            prog.reset(mod)
+            got1 = call(g, inputs)
+            prog.reset(mod)
+            got2 = call(g, inputs)
+            stage = "explain"
+            prog.reset(mod)
+            with contextlib.redirect_stdout(io.StringIO()):
+                ex = explain(g, *copy.deepcopy(inputs))
+            res.path = ex.path
+        stage = "comparing"
+        for label, got in (("first call", got1), ("second call", got2)):
+            verdict = compare(want, got, label, res.precision)
+            if verdict:
+                res.status, res.detail = verdict
+                break
+        if verbose:
+            print(report(prog, res.file, want, got1, got2, ex))
+    except Hang:
+        res.status = "hang" if stage in ("autovec", "explain") else "fuzzer"
+        res.detail = f"no answer within {timeout:g} s (in {stage})"
+    except Exception as e:
+        res.status = "crash" if stage in ("autovec", "explain") else "fuzzer"
+        res.detail = f"{stage} raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        if verbose:
+            traceback.print_exc()
+    finally:
+        log.removeHandler(handler)
+        sys.modules.pop(f"avfuzz_seed_{seed}", None)
+    res.notes = handler.records
+    res.seconds = time.perf_counter() - start
+    return res
+
+
+@contextlib.contextmanager
+def warnings_quiet():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def report(prog, file, want, got1, got2, ex) -> str:
+    parts = [f"--- seed {prog.seed} [{prog.kind}] {file}", prog.source.split("\ndef make_inputs")[0].rstrip(),
+             "", str(ex), ""]
+    for label, o in (("original", want), ("autovec, first call", got1), ("autovec, second call", got2)):
+        what = f"raised {o.error[0]}: {o.error[1]}" if o.error else f"returned {o.value!r}"
+        parts.append(f"{label}: {what}")
+        if o.stdout:
+            parts.append(f"  printed {o.stdout[:200]!r}")
+        if o.grads is not None:
+            parts.append(f"  gradients: {o.grads!r}")
+        if o.error and label != "original":
+            parts.append(o.trace)
+    return "\n".join(parts)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _worker_init():
+    torch.set_num_threads(1)
+    logging.getLogger("autovec").propagate = False
+
+
+def _run_star(job):
+    return run(*job)
+
+
+def run_many(seeds, timeout, out_dir, jobs, time_limit, progress):
+    start = time.perf_counter()
+    results = []
+    if jobs <= 1:
+        logging.getLogger("autovec").propagate = False   # reported per program instead
+        it = (run(s, timeout, out_dir) for s in seeds)
+        pool = None
+    else:
+        import multiprocessing
+        pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_worker_init)
+        it = pool.imap(_run_star, [(s, timeout, out_dir) for s in seeds], chunksize=4)
+    try:
+        for r in it:
+            results.append(r)
+            if progress and len(results) % 100 == 0:
+                progress(results, time.perf_counter() - start)
+            if time_limit and time.perf_counter() - start > time_limit:
+                break
+    finally:
+        if pool is not None:
+            pool.terminate()
+    return results, time.perf_counter() - start
+
+
+def summary(results) -> str:
+    n = len(results)
+    vec = sum(r.path == "vectorized" for r in results)
+    count = {s: sum(r.status == s for r in results) for s in ("mismatch", "crash", "hang", "fuzzer")}
+    line = (f"fuzz: {n} programs, {vec} vectorized ({100.0 * vec / max(n, 1):.1f}%), {count['mismatch']} mismatches, "
+            f"{count['crash']} crashes, {count['hang']} hangs")
+    if count["fuzzer"]:
+        line += f", {count['fuzzer']} fuzzer errors"
+    return line
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fuzz.runner", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=1000, help="number of programs (seeds seed .. seed+n-1)")
+    ap.add_argument("--seed", type=int, default=0, help="first seed")
+    ap.add_argument("--timeout", type=float, default=20.0, help="seconds per program before it counts as a hang")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="stop starting programs after this many seconds in all (the summary counts those run)")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes")
+    ap.add_argument("--out", default=None, help=f"where program files go (default {DEFAULT_OUT})")
+    ap.add_argument("--repro", type=int, default=None, metavar="SEED", help="rerun one seed verbosely")
+    ap.add_argument("--by-kind", action="store_true", help="also print the share vectorized per loop form")
+    a = ap.parse_args(argv)
+    if a.repro is not None:
+        r = run(a.repro, a.timeout, a.out, verbose=True)
+        print(r.line() if r.failed else f"seed {r.seed} [{r.kind}]: ok (path {r.path})")
+        for note in r.notes:
+            print(f"  autovec warned: {note}")
+        return 1 if r.failed else 0
+
+    def progress(results, elapsed):
+        bad = sum(r.failed for r in results)
+        vec = sum(r.path == "vectorized" for r in results)
+        print(f"  [{len(results)}/{a.n}] {elapsed:.1f}s, {vec} vectorized, {bad} failures", flush=True)
+
+    results, elapsed = run_many(range(a.seed, a.seed + a.n), a.timeout, a.out, a.jobs, a.time_limit, progress)
+    if a.by_kind:
+        kinds = sorted({r.kind for r in results})
+        for k in kinds:
+            rs = [r for r in results if r.kind == k]
+            print(f"  {k:26s} {len(rs):5d} programs, {sum(r.path == 'vectorized' for r in rs):5d} vectorized, "
+                  f"{sum(r.failed for r in rs)} failures")
+    imprecise = [r for r in results if r.precision and not r.failed]
+    if imprecise:
+        print(f"  {len(imprecise)} programs gave float64 results equal only to float32 tolerance (not counted as "
+              f"mismatches; check whether a float64 computation ran in float32): seeds "
+              f"{', '.join(str(r.seed) for r in imprecise[:20])}{' ...' if len(imprecise) > 20 else ''}")
+    noted = [r for r in results if r.notes]
+    if noted:
+        print(f"  {len(noted)} programs made autovec log a warning (it fell back to the original), e.g. "
+              f"seed {noted[0].seed}: {noted[0].notes[0][:200]}")
+    for r in results:
+        if r.failed:
+            print(r.line())
+    print(f"wall time {elapsed:.1f}s")
+    print(summary(results))
+    return 1 if any(r.failed for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
