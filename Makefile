@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install bench fuzz clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -25,6 +25,11 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(VPY) -m pip install --quiet matplotlib
 	$(VPY) benchmarks/run.py
+
+# a long differential fuzzing run: FUZZ_N programs, original against autovec
+FUZZ_N ?= 10000
+fuzz: $(STAMP)
+	$(VPY) -m fuzz.runner --n $(FUZZ_N)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

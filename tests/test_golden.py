@@ -108,3 +108,14 @@ def test_broadcast_form_is_the_whole_tensor_expression():
         _av_out0 = u + v[:len(u)]
         return _av_out0
     """)
+
+
+def test_every_rewritten_source_is_valid_python():
+    import ast
+    import sys
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    from corpus import CORPUS
+    for name, (fn, inputs, _, _) in CORPUS.items():
+        text = explain(fn, *inputs()).rewritten_source
+        tree = ast.parse(text)
+        assert tree.body and isinstance(tree.body[0], ast.FunctionDef), name

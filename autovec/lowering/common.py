@@ -393,7 +393,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             commit += template(f"{name} = {T}.last_element({pos})")
             display_tail.append(f"{name} = {plan.space.elements[pos][1]}[-1]")
 
-    scan_code = []
+    scan_code, scan_display = [], []
     for name, marker, op, pos in plan.scans:
         # phase 1: the values added at each step, from the body up to the update
         PRE = namer.new(f"_av_pre{L}")
@@ -405,6 +405,16 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         if plan.items:
             pre.body = [_Items(AV).visit(s) for s in pre.body]
         o = next(x for x in plan.outputs if x.marker == marker)
+        pre_args = ", ".join(_run_args(plan)[:len(plan.mapped)])
+        shown = copy.deepcopy(pre)
+        shown.body.append(ast.Return(value=ast.Tuple(
+            elts=[_name(marker)] + ([_name(o.payloads[0][1])] if op == "lin" else []), ctx=ast.Load())))
+        scan_display.append(_display_body(shown, AV))
+        scan_display += ast.parse(
+            f"{name}_running = autovec.runtime.linear_prefix({name}, *torch.func.vmap({PRE})({pre_args}))"
+            if op == "lin" else
+            f"{name}_running = {name} {'*' if op == '*' else '+' if op == '+' else '-'} "
+            f"torch.{'cumprod' if op == '*' else 'cumsum'}(torch.func.vmap({PRE})({pre_args})[0], 0)").body
         if op == "lin":
             pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker), _name(o.payloads[0][1])],
                                                        ctx=ast.Load())))
@@ -442,7 +452,7 @@ except Exception as E:
         ddef = direct_function(plan, BODY, AV, display=True)
         display = [ddef] + ast.parse(f"{O} = {BODY}({', '.join(_direct_args(plan))})").body
     else:
-        display = [_display_body(body_def, AV)]
+        display = scan_display + [_display_body(body_def, AV)]
         display += ast.parse(f"{O} = {_run_text(m, plan, BODY, params)}").body
     display += [s for line in display_tail for s in ast.parse(line).body]
     display, oindex = _tidy_display(display, O)
@@ -594,6 +604,20 @@ def _mask_text(mask: str, o) -> str:
     return mask if o.dim == 0 else f"{mask}"
 
 
+def _run_args(plan: LoopPlan) -> list[str]:
+    """The batched arguments of the body function, as source text (for explain)."""
+    elements = dict((s, t) for t, s in plan.space.elements)
+    srcs = [s for _, s in plan.space.elements]
+    n = "min(" + ", ".join(f"len({s})" for s in srcs) + ")" if len(srcs) > 1 else None
+    args = []
+    for mp in plan.mapped:
+        if mp.base in elements:
+            args.append(mp.base if n is None else f"{mp.base}[:{n}]")
+        else:
+            args.append(_slice_arg(plan, mp))
+    return args + [f"{name}_running" for name, *_ in plan.scans]
+
+
 def _run_text(m: Match, plan: LoopPlan, body: str, params: list[str]) -> str:
     if plan.space.kind == "nest":
         names = [ix for ix, _ in plan.space.levels]
@@ -608,15 +632,8 @@ def _run_text(m: Match, plan: LoopPlan, body: str, params: list[str]) -> str:
         args = [mp.base for mp in plan.mapped] + [f"torch.arange({', '.join(a)})" for ix, a in plan.space.levels
                                                    if ix in plan.value_indices]
         return f"{text}({', '.join(args)})"
-    elements = dict((s, t) for t, s in plan.space.elements)
-    args, dims = [], []
-    for mp in plan.mapped:
-        if mp.base in elements:
-            args.append(mp.base if plan.space.kind == "elements" and len(plan.space.elements) == 1
-                        else f"{mp.base}[:n]")
-        else:
-            args.append(_slice_arg(plan, mp))
-        dims.append(mp.dim)
+    args = _run_args(plan)
+    dims = [mp.dim for mp in plan.mapped] + [0 for _ in plan.scans]
     if plan.index_as_value:
         if plan.space.kind == "range":
             args.append(f"torch.arange({', '.join(plan.space.range_args)})")
