@@ -41,6 +41,7 @@ class IterSpace:
     enum_start: str = "0"
     elements: tuple[tuple[str, str], ...] = ()
     levels: tuple = ()
+    reverse: bool = False    # `reversed(range(...))`
 
 
 @dataclass(frozen=True)

@@ -134,8 +134,6 @@ class FunctionRuntime:
             start, step, first = levels[0][0], levels[0][1], levels[0][0]
         elif isinstance(space, range):
             start, step, n = space.start, space.step, len(space)
-            if step <= 0:
-                raise GuardFailed("a range with a negative step keeps the Python loop")
             first = start
         else:
             start, step, first = 0, 1, int(plan.space.enum_start)
@@ -163,13 +161,14 @@ class FunctionRuntime:
     def _guard(self, pending, mapped, free, calls, writes):
         loop_id, m, plan, space, sources, levels, n, start, step, first, estimate = pending
         last = start + (n - 1) * step
+        span = (min(start, last), abs(step), n)   # bounds are checked on the lowest and highest index
         tensors = []
         for t, d, off, _ in mapped:
             if not isinstance(t, torch.Tensor):
                 raise GuardFailed(f"an indexed value is a {type(t).__name__}, not a tensor")
             spec = d if levels is not None else ((0, d, off),)
             for lv, p, o in spec:
-                st, sp, k = levels[lv] if levels is not None else (start, step, n)
+                st, sp, k = levels[lv] if levels is not None else span
                 if t.dim() <= p or st + o < 0 or st + o + (k - 1) * sp >= t.shape[p]:
                     raise GuardFailed("the loop's indices run outside an indexed tensor (the loop "
                                       "decides what happens: wrap-around or IndexError)")
@@ -182,7 +181,7 @@ class FunctionRuntime:
                     raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")
                 spec = [(lv, lv, o) for lv, o in off] if levels is not None else [(0, d, off)]
                 for lv, p, o in spec:
-                    st, sp, k = levels[lv] if levels is not None else (start, step, n)
+                    st, sp, k = levels[lv] if levels is not None else span
                     if t.dim() <= p or st + o < 0 or st + o + (k - 1) * sp >= t.shape[p]:
                         raise GuardFailed("the loop writes outside its output tensor")
                 if t.requires_grad and t.is_leaf and torch.is_grad_enabled():
@@ -559,7 +558,7 @@ def _linear_prefix(h0, b, a):
         raise GuardFailed("a linear recurrence on non-floating values keeps the loop")
     a0 = a[0] if isinstance(a, torch.Tensor) and a.dim() >= 1 else a
     if not bool(torch.isfinite(b).all()) or (isinstance(h0, torch.Tensor) and not bool(torch.isfinite(h0).all())) \
-            or (isinstance(h0, float) and h0 != h0 or h0 in (float("inf"), float("-inf"))):
+            or (isinstance(h0, float) and (h0 != h0 or h0 in (float("inf"), float("-inf")))):
         raise GuardFailed("non-finite values in a linear recurrence keep the loop", data=True)
     n = b.shape[0]
     first = a0 * h0 + b[0]
@@ -761,12 +760,22 @@ class Token:
     levels = None
 
     def rows(self, offset, level=None):
+        """The rows a loop touches at `offset`, in ascending order (a reversed loop's too)."""
         if level is not None:
             st, sp, k = self.levels[level]
             a = st + offset
             return slice(a, a + (k - 1) * sp + 1, sp)
+        if self.step < 0:
+            lo = self.start + (self.n - 1) * self.step + offset
+            return slice(lo, lo + (self.n - 1) * -self.step + 1, -self.step)
         a = self.start + offset
         return slice(a, a + (self.n - 1) * self.step + 1, self.step)
+
+    def ascending(self, o):
+        """Per-iteration values reordered to ascending row order (a reversed loop runs backwards)."""
+        if o is None or self.step > 0 or self.levels is not None:
+            return o
+        return o.flip(0)
 
     def shares_input(self, o):
         ptr = _storage(o)
@@ -817,6 +826,8 @@ class Token:
             rows = self.rows(off)
             if rows.start != 0 or rows.stop != t.shape[d] or rows.step != 1:
                 t = t[(slice(None),) * d + (rows,)]
+            if self.step < 0:
+                t = t.flip(d)   # iteration order
             out.append((t, d))
         return out
 

@@ -344,6 +344,29 @@ def prefix_columns(x):
     return x
 
 
+def discounted_returns(r, gamma):
+    G = 0.0
+    returns = torch.empty_like(r)
+    for t in reversed(range(r.shape[0])):
+        G = r[t] + gamma * G
+        returns[t] = G
+    return returns
+
+
+def reversed_diffs(x):
+    out = []
+    for i in reversed(range(1, x.shape[0])):
+        out.append(x[i] - x[i - 1])
+    return torch.stack(out)
+
+
+def negative_step_store(x):
+    y = torch.zeros_like(x)
+    for i in range(x.shape[0] - 1, 0, -2):
+        y[i] = x[i] * i
+    return y
+
+
 def _g(seed):
     return torch.Generator().manual_seed(seed)
 
@@ -395,5 +418,8 @@ CORPUS = {
     "running_items": (running_items, lambda: (torch.randint(0, 5, (20,), generator=_g(0)),), "scan", False),
     "prefix_inplace": (prefix_inplace, lambda: (torch.rand(50, 3, generator=_g(0)),), "scan", False),
     "prefix_columns": (prefix_columns, lambda: (torch.rand(4, 9, generator=_g(0)) + 0.5,), "scan", False),
+    "discounted_returns": (discounted_returns, lambda: (torch.randn(50, generator=_g(0)), 0.99), "scan", True),
+    "reversed_diffs": (reversed_diffs, lambda: (torch.randn(20, 3, generator=_g(0)),), "broadcast", True),
+    "negative_step_store": (negative_step_store, lambda: (torch.randn(21, 2, generator=_g(0)),), "broadcast", True),
     "focal": (focal, lambda: (torch.randn(30, 5, generator=_g(0)), torch.randint(0, 5, (30,), generator=_g(1)), 2.0), "reduction", True),
 }

@@ -83,6 +83,12 @@ def _pure_expr(node: ast.AST) -> bool:
 
 def iteration(node: ast.For, ctx: Context) -> IterSpace:
     it, tgt, line = node.iter, node.target, node.lineno
+    if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "reversed"
+            and _is_builtin(ctx, "reversed") and len(it.args) == 1 and not it.keywords
+            and isinstance(it.args[0], ast.Call) and isinstance(it.args[0].func, ast.Name)
+            and it.args[0].func.id == "range"):
+        inner = iteration(ast.For(target=tgt, iter=it.args[0], body=[], orelse=[], lineno=line), ctx)
+        return dataclasses.replace(inner, reverse=True)
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords:
         fname = it.func.id
         if fname == "range" and _is_builtin(ctx, "range") and 1 <= len(it.args) <= 3:
@@ -737,7 +743,8 @@ def _scans(outputs, body: _Body, targets: dict):
 def _inplace_prefix(outputs, body: _Body, space: IterSpace):
     """`t[i] += t[i - 1]` (or `t[i] = t[i] * t[i - 1]`) over `range(a, b)`: an in-place prefix
     sum (product) of t[a - 1 : b] along the indexed dimension."""
-    if len(outputs) != 1 or len(body.stmts) != 1 or space.kind != "range" or len(space.range_args) == 3:
+    if (len(outputs) != 1 or len(body.stmts) != 1 or space.kind != "range" or len(space.range_args) == 3
+            or space.reverse):
         return None
     o = outputs[0]
     if o.kind != "store" or o.cond or o.offset != 0:

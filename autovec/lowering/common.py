@@ -205,7 +205,7 @@ def _space_expr(plan: LoopPlan) -> ast.expr:
     if plan.space.kind == "nest":
         return expr("(" + "".join(f"range({', '.join(args)}), " for _, args in plan.space.levels) + ")")
     if plan.space.kind == "range":
-        return expr(f"range({', '.join(plan.space.range_args)})")
+        return expr(f"range({', '.join(plan.space.range_args)})" + ("[::-1]" if plan.space.reverse else ""))
     return expr("(" + ", ".join(s for _, s in plan.space.elements) + ",)")
 
 
@@ -307,7 +307,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         if o.kind == "store":
             rows = ", ".join(f"{T}.rows({off}, {lv})" for lv, off in o.nest_rows) if nest else f"{T}.rows({o.offset})"
             region = o.index_src.format(rows)
-            prepare += template(f"P = AV.fit_store({ok}, {region}, {o.dim}, {mask}, {o.op!r}, {lead})", P=P, AV=AV)
+            ok_s, mask_s = (ok, mask) if nest else (f"{T}.ascending({ok})", f"{T}.ascending({mask})")
+            prepare += template(f"P = AV.fit_store({ok_s}, {region}, {o.dim}, {mask_s}, {o.op!r}, {lead})",
+                                P=P, AV=AV)
             if o.consumer == "fresh":
                 # a freshly allocated output that this call overwrites entirely becomes the batch
                 commit += template(f"if AV.replaces({o.target}, {region}, P, {T}):\n    {o.target} = P\n"
