@@ -101,6 +101,7 @@ class LoopPlan:
     value_indices: tuple = ()        # loop nests: indices used as numbers in the body
     items: bool = False              # the body converts per-iteration tensors with `.item()`
     scans: tuple = ()                # (name, marker, op, position): running values read in the body
+    fission_loop: object = None      # fission: the loop that stays, reading hoisted values (an AST)
     notes: tuple[str, ...] = field(default=())
 
 

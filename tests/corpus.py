@@ -367,6 +367,26 @@ def negative_step_store(x):
     return y
 
 
+def rnn_encoder(xs, h, w1, b1, w_hh):
+    outs = []
+    for t in range(xs.shape[0]):
+        e = torch.relu(xs[t] @ w1 + b1)
+        h = torch.tanh(e + h @ w_hh)
+        outs.append(h)
+    return torch.stack(outs), h
+
+
+def lstm_like(xs, h, c, w_ih, w_hh):
+    hs = []
+    for t in range(xs.shape[0]):
+        z = xs[t] @ w_ih.T + h @ w_hh.T
+        i, f, g, o = z.chunk(4, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        hs.append(h)
+    return torch.stack(hs), h, c
+
+
 def _g(seed):
     return torch.Generator().manual_seed(seed)
 
@@ -421,5 +441,11 @@ CORPUS = {
     "discounted_returns": (discounted_returns, lambda: (torch.randn(50, generator=_g(0)), 0.99), "scan", True),
     "reversed_diffs": (reversed_diffs, lambda: (torch.randn(20, 3, generator=_g(0)),), "broadcast", True),
     "negative_step_store": (negative_step_store, lambda: (torch.randn(21, 2, generator=_g(0)),), "broadcast", True),
+    "rnn_encoder": (rnn_encoder, lambda: (torch.randn(12, 2, 4, generator=_g(0)), torch.zeros(2, 5),
+                                          torch.randn(4, 5, generator=_g(1)) * 0.3, torch.randn(5, generator=_g(2)),
+                                          torch.randn(5, 5, generator=_g(3)) * 0.3), "fission", True),
+    "lstm_like": (lstm_like, lambda: (torch.randn(10, 2, 3, generator=_g(0)), torch.zeros(2, 4), torch.zeros(2, 4),
+                                      torch.randn(16, 3, generator=_g(1)) * 0.3,
+                                      torch.randn(16, 4, generator=_g(2)) * 0.3), "fission", True),
     "focal": (focal, lambda: (torch.randn(30, 5, generator=_g(0)), torch.randint(0, 5, (30,), generator=_g(1)), 2.0), "reduction", True),
 }

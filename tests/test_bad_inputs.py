@@ -1260,8 +1260,8 @@ def test_print_inside_the_loop(capsys):
     assert got_text == want_text and got_text.count("\n") == N
     ex = explain(printing, x)
     assert capsys.readouterr().out == ""
-    assert ex.path == "python"
-    assert ex.loops[0].strategy == "python" and "print" in ex.loops[0].reason
+    # the print stays in a Python loop (possibly with its independent arithmetic batched ahead)
+    assert ex.loops[0].strategy in ("python", "fission") and "print" in ex.loops[0].reason
 
 
 @av

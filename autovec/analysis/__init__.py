@@ -14,6 +14,7 @@ import dataclasses
 from ..frontend import Captured
 from ..plan import LoopInfo, Output
 from . import names as nm
+from .fission import plan_fission
 from .loops import Context, Refuse, nest_levels, plan_comprehension, plan_for, plan_nest, plan_while, src
 
 _DYNAMIC_SCOPE = {"locals", "vars", "eval", "exec", "globals"}
@@ -61,7 +62,12 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
             elif len(levels) > 1:
                 raise nest_refusal
             elif isinstance(node, ast.For):
-                plan = _with_consumers(plan_for(node, ctx, loop_id), node, ctx)
+                try:
+                    plan = _with_consumers(plan_for(node, ctx, loop_id), node, ctx)
+                except Refuse as r:
+                    if not _simple_body(node):
+                        raise
+                    plan = plan_fission(node, ctx, loop_id, r.refusal)
             elif isinstance(node, ast.ListComp):
                 consumer, cnode = _comprehension_consumer(node, ctx)
                 plan = plan_comprehension(node, consumer, cnode, ctx, loop_id)
@@ -85,6 +91,16 @@ def _inside_loop(node, ctx) -> bool:
             return True
         up = ctx.parent.get(up)
     return False
+
+
+def _simple_body(node: ast.For) -> bool:
+    """Fission keeps the loop in Python, so only constructs it can rebuild are allowed."""
+    for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+        if isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.Try,
+                          ast.With, ast.Global, ast.Nonlocal, ast.FunctionDef, ast.ClassDef, ast.Lambda,
+                          ast.For, ast.While, ast.NamedExpr)):
+            return False
+    return not node.orelse
 
 
 def _kind(node: ast.AST) -> str:

@@ -712,8 +712,8 @@ def _scans(outputs, body: _Body, targets: dict):
                        and isinstance(s.targets[0], ast.Name) and s.targets[0].id == o.payloads[0][1])
             decay = body.stmts[pos].value
             if nm.load_ids(decay) & (body.varying | set(body.assigned)):
-                raise Refuse(f"`{o.target}` at line {o.lineno} is a recurrence whose factor "
-                             f"`{src(decay)}` changes inside the loop", o.lineno)
+                raise Refuse(f"loop-carried dependency: `{o.target}` at line {o.lineno} is a recurrence whose "
+                             f"factor `{src(decay)}` changes inside the loop", o.lineno)
             if any(ld.id == o.target for s in body.stmts[:pos] for ld in nm.loads(s)):
                 raise Refuse(f"loop-carried dependency: `{o.target}` is read before its update at line "
                              f"{o.lineno}", o.lineno)

@@ -10,10 +10,10 @@ Later strategies (where/mask, reduction, matmul, scan, fission) plug in here.
 from __future__ import annotations
 
 from ..plan import LoopPlan, Refusal
-from . import broadcast, masked, matmul, reduction, scan, vmap, where
+from . import broadcast, fission, masked, matmul, reduction, scan, vmap, where
 from .common import Lowered, Match
 
-STRATEGIES = [scan, broadcast, matmul, reduction, masked, where, vmap]
+STRATEGIES = [fission, scan, broadcast, matmul, reduction, masked, where, vmap]
 
 
 def choose(plan: LoopPlan, env):

@@ -1,0 +1,198 @@
+"""Loop fission: in a loop that must stay sequential (a value carried from one iteration to
+the next), find the computations that do not depend on the carried values and can run for
+all iterations at once before the loop.
+
+    for t in range(n):                          e_all = <e for every t, batched>
+        e = relu(xs[t] @ w1 + b1)         ->    for j, t in enumerate(range(n)):
+        h = tanh(e + h @ w_hh)                      e = e_all[j]
+        outs.append(h)                              h = tanh(e + h @ w_hh); outs.append(h)
+
+Works on syntax; the hoisted computations must call only side-effect-free functions
+(checked like any loop body). Requires names.py and loops.py.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+
+from ..plan import LoopPlan
+from . import names as nm
+from .loops import Context, Refuse, _check_calls, iteration, plan_for, src
+
+
+def _heavy(node: ast.AST) -> bool:
+    """Worth computing ahead of the loop: a call or an arithmetic operation."""
+    return any(isinstance(n, (ast.Call, ast.BinOp, ast.UnaryOp)) for n in ast.walk(node))
+
+
+def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan:
+    line = node.lineno
+    carried_reason = refusal.reason
+    space = iteration(node, ctx)
+    iter_vars = {t for t, _ in space.elements} | ({space.index} if space.index else set())
+    assigned = nm.stores(ast.Module(body=node.body, type_ignores=[]))
+    indep = set(iter_vars)
+    hoisted: list[tuple[str, ast.AST]] = []     # (name holding the batched value, expression)
+    hoist_stmts: list[ast.stmt] = []            # what the batched pre-pass computes, in order
+    new_body: list[ast.stmt] = []
+    counter = [0]
+
+    def independent(expr: ast.AST) -> bool:
+        for n in ast.walk(expr):
+            if isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda, ast.ListComp,
+                              ast.GeneratorExp, ast.DictComp, ast.SetComp)):
+                return False
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "item":
+                return False
+            if isinstance(n, ast.Call) and not _pure_call(n, ctx):
+                return False
+        return all(ld.id in indep or ld.id not in assigned for ld in nm.loads(expr))
+
+    def fresh() -> str:
+        counter[0] += 1
+        return f"_av_h{counter[0] - 1}"
+
+    def take(expr: ast.AST) -> ast.AST:
+        """Replace maximal independent heavy sub-expressions by rows of their batched values."""
+        if independent(expr) and _heavy(expr):
+            name = fresh()
+            hoisted.append((name, expr))
+            hoist_stmts.append(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=copy.deepcopy(expr)))
+            return ast.Subscript(value=ast.Name(id=name, ctx=ast.Load()), slice=ast.Name(id="_av_j", ctx=ast.Load()),
+                                 ctx=ast.Load())
+        if isinstance(expr, (ast.IfExp, ast.BoolOp, ast.Lambda, ast.comprehension)):
+            return expr  # evaluated conditionally or in another scope: leave as is
+        for field, value in ast.iter_fields(expr):
+            if isinstance(value, ast.expr) and not (isinstance(expr, ast.Call) and value is expr.func):
+                setattr(expr, field, take(value))
+            elif isinstance(value, list):
+                setattr(expr, field, [take(v) if isinstance(v, ast.expr) else v for v in value])
+        return expr
+
+    for s in node.body:
+        s = copy.deepcopy(s)
+        if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                and independent(s.value)):
+            name = s.targets[0].id
+            if _heavy(s.value):
+                hname = fresh()
+                hoisted.append((hname, s.value))
+                # the pre-pass keeps the name, so later hoisted expressions can read it
+                hoist_stmts.append(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                                              value=copy.deepcopy(s.value)))
+                hoist_stmts.append(ast.Assign(targets=[ast.Name(id=hname, ctx=ast.Store())],
+                                              value=ast.Name(id=name, ctx=ast.Load())))
+                s.value = ast.Subscript(value=ast.Name(id=hname, ctx=ast.Load()),
+                                        slice=ast.Name(id="_av_j", ctx=ast.Load()), ctx=ast.Load())
+            else:
+                hoist_stmts.append(copy.deepcopy(s))
+            indep.add(name)
+            new_body.append(s)
+            continue
+        if isinstance(s, (ast.Assign, ast.AugAssign, ast.Expr, ast.Return)) and getattr(s, "value", None) is not None:
+            s.value = take(s.value)
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                indep.discard(n.id)
+        new_body.append(s)
+
+    if not hoisted:
+        raise Refuse(carried_reason, refusal.lineno)
+    _check_rest(node, ctx, hoist_stmts, carried_reason)
+    # the pre-pass: the same loop header, the hoisted computations, each value collected
+    pre_body = hoist_stmts + [ast.Expr(value=ast.Call(
+        func=ast.Attribute(value=ast.Name(id=f"{h}_list", ctx=ast.Load()), attr="append", ctx=ast.Load()),
+        args=[ast.Name(id=h, ctx=ast.Load())], keywords=[])) for h, _ in hoisted]
+    pre = ast.For(target=copy.deepcopy(node.target), iter=copy.deepcopy(node.iter), body=pre_body, orelse=[])
+    ast.copy_location(pre, node)
+    for n in ast.walk(pre):
+        if "lineno" in n._attributes and not hasattr(n, "lineno"):
+            n.lineno, n.col_offset, n.end_lineno, n.end_col_offset = line, 0, line, 0
+    try:
+        _check_calls(hoist_stmts, ctx, _Fake(), {v: "" for v in iter_vars})
+        plan = plan_for(pre, ctx, loop_id, form="fission-pre")
+    except Refuse as r:
+        raise Refuse(f"{carried_reason}; its independent part cannot run batched: {r.refusal.reason}", line) from None
+    outputs = tuple(dataclasses.replace(o, consumer="batch", target=o.target[:-len("_list")])
+                    for o in plan.outputs if o.kind == "append")
+    loop = ast.For(target=ast.Tuple(elts=[ast.Name(id="_av_j", ctx=ast.Store()), copy.deepcopy(node.target)],
+                                    ctx=ast.Store()),
+                   iter=ast.Call(func=ast.Name(id="enumerate", ctx=ast.Load()), args=[copy.deepcopy(node.iter)],
+                                 keywords=[]),
+                   body=new_body, orelse=[])
+    ast.copy_location(loop, node)
+    for n in ast.walk(loop):
+        if "lineno" in n._attributes and not hasattr(n, "lineno"):
+            n.lineno, n.col_offset, n.end_lineno, n.end_col_offset = line, 0, line, 0
+    what = ", ".join(f"`{src(e)}`" for _, e in hoisted[:3]) + (" ..." if len(hoisted) > 3 else "")
+    note = f"{carried_reason}; {len(hoisted)} independent computation(s) ({what}) run for all iterations before the loop"
+    return dataclasses.replace(plan, outputs=outputs, form="fission", source=src(node), notes=(note,),
+                               live_after=(), lineno=line, end_lineno=node.end_lineno, fission_loop=loop)
+
+
+def _pure_call(call: ast.Call, ctx: Context) -> bool:
+    f = call.func
+    if isinstance(f, ast.Attribute) and not _chain(f):
+        return ctx.env.pure_method(f.attr)
+    if not isinstance(f, (ast.Name, ast.Attribute)):
+        return False
+    head = src(f).split(".")[0]
+    if head in ctx.local_names:
+        if isinstance(f, ast.Attribute):
+            return ctx.env.pure_method(f.attr) and not f.attr.endswith("_")
+        return True   # a callable argument: checked at run time like any loop body's
+    return ctx.env.classify(src(f)) is None
+
+
+def _chain(node) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -> None:
+    """The part that stays in the loop must not change anything the batched part reads: no
+    in-place updates (`+=`, `.add_()`), no attribute writes, no calls with side effects other
+    than `print` and appends, and writes only into tensors the batched part does not read."""
+    read = {ld.id for s in hoist_stmts for ld in nm.loads(s)}
+    line = node.lineno
+
+    def refuse(why, at):
+        raise Refuse(f"{carried_reason}; the loop cannot be split: {why} (line {at})", at)
+    for s in node.body:
+        for n in ast.walk(s):
+            at = getattr(n, "lineno", line)
+            if isinstance(n, ast.AugAssign):
+                refuse(f"`{src(n)}` updates a value in place", at)
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
+                refuse(f"`{src(n)}` is an attribute write", at)
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
+                root = n.value
+                while isinstance(root, (ast.Attribute, ast.Subscript)):
+                    root = root.value
+                if not isinstance(root, ast.Name) or root.id in read:
+                    refuse(f"`{src(n)}` writes into a value the batched part reads", at)
+            if isinstance(n, ast.Call):
+                f = n.func
+                if isinstance(f, ast.Name) and f.id == "print" and ctx.env.is_builtin("print"):
+                    continue
+                if isinstance(f, ast.Attribute) and f.attr == "append" and isinstance(f.value, ast.Name) \
+                        and f.value.id not in read:
+                    continue
+                if isinstance(f, ast.Attribute) and (f.attr.endswith("_") and not f.attr.endswith("__")):
+                    refuse(f"`.{f.attr}()` updates a tensor in place", at)
+                if isinstance(f, ast.Attribute) and f.attr in ("append", "extend", "insert", "pop", "update",
+                                                               "add", "remove", "clear", "setdefault"):
+                    refuse(f"`{src(f)}()` changes a container the batched part reads", at)
+                path = src(f)
+                head = path.split(".")[0].split("[")[0]
+                if head in ctx.local_names:
+                    continue  # a value of this function: its own methods are checked below
+                verdict = ctx.env.classify(path) if isinstance(f, (ast.Name, ast.Attribute)) else None
+                if verdict and "random" not in verdict:
+                    refuse(verdict, at)
+
+
+class _Fake:
+    assigned: dict = {}

@@ -1,0 +1,34 @@
+"""The fission strategy: a sequential loop keeps running in Python, but the computations that
+do not depend on its carried values run for all iterations at once beforehand (see
+analysis/fission.py); the loop reads them row by row."""
+from __future__ import annotations
+
+import copy
+
+from ..plan import LoopPlan, Refusal
+from .common import Lowered, Match, build
+
+
+def match(plan: LoopPlan, env) -> Match | Refusal:
+    if plan.form != "fission":
+        return Refusal("not a loop split by fission", plan.lineno)
+    return Match("fission", plan, plan.notes[0])
+
+
+def lower(m: Match, namer) -> Lowered:
+    low = build(m, namer)
+    loop = copy.deepcopy(m.plan.fission_loop)
+    branch = low.stmts[-1]
+    branch.body = [s for s in branch.body if not _is_pass(s)] + [loop]
+    low.display = low.display + [copy.deepcopy(m.plan.fission_loop)]
+    return low
+
+
+def _is_pass(s) -> bool:
+    import ast
+    return isinstance(s, ast.Pass)
+
+
+def guards(m: Match) -> list[str]:
+    return ["the independent part is checked like any batched body; if it cannot run, the whole "
+            "original loop runs"]
