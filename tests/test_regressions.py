@@ -1,0 +1,118 @@
+"""Regression tests for differences the fuzzer found (each once a wrong answer or a crash)."""
+import pytest
+import torch
+
+from autovec import assert_equivalent, autovec
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def elif_chain(x):
+    out = torch.zeros(len(x))
+    for i in range(len(x)):
+        if x[i] > 1:
+            out[i] = 1.0
+        elif x[i] > 0:
+            out[i] = 2.0
+        else:
+            out[i] = 3.0
+    return out
+
+
+def index_rebound(x):
+    out = torch.zeros(2 * len(x))
+    for i in range(len(x)):
+        j = i
+        i = 2 * i
+        out[i] = x[j]
+    return out
+
+
+def rows_in_place(x):
+    for row in x:
+        row *= 2
+    return x
+
+
+def max_with_nan(x):
+    best = 0.0
+    for i in range(len(x)):
+        best = max(x[i].item(), best)
+    return best
+
+
+def min_tensor_with_nan(x):
+    best = float("inf")
+    for i in range(len(x)):
+        best = min(x[i], best)
+    return best
+
+
+def recurrence_with_inf(x):
+    h = 0.0
+    res = []
+    for i in range(len(x)):
+        h = h * 0.5 + x[i]
+        res.append(h)
+    return torch.stack(res)
+
+
+def bool_accumulator(x):
+    s = torch.zeros(2, dtype=torch.bool)
+    for i in range(len(x)):
+        s += x[i]
+    return s
+
+
+def bool_subtraction(x):
+    s = torch.zeros(2)
+    for i in range(len(x)):
+        s -= x[i]
+    return s
+
+
+def float64_accumulator(x):
+    acc = torch.zeros((), dtype=torch.float64)
+    for i in range(len(x)):
+        acc += x[i]
+    return acc
+
+
+def max_generator(x):
+    return max(-x[i] * x[i] for i in range(len(x)))
+
+
+CASES = [
+    (elif_chain, (torch.tensor([2.0, 0.5, -1.0]),)),
+    (index_rebound, (torch.tensor([1.0, 2.0, 3.0]),)),
+    (rows_in_place, (torch.ones(3, 2),)),
+    (max_with_nan, (torch.tensor([5.0, float("nan"), 1.0]),)),
+    (min_tensor_with_nan, (torch.tensor([float("nan")]),)),
+    (recurrence_with_inf, (torch.tensor([1.0, 2.0, float("inf"), 3.0]),)),
+    (bool_accumulator, (torch.tensor([[True, False], [False, False]]),)),
+    (bool_subtraction, (torch.tensor([[True, False], [True, True]]),)),
+    (float64_accumulator, (torch.full((50,), 1000.1),)),
+]
+
+
+@pytest.mark.parametrize("fn, args", CASES, ids=[f.__name__ for f, _ in CASES])
+def test_fuzzer_finding_stays_fixed(fn, args):
+    assert_equivalent(fn, *args)
+    assert_equivalent(fn, *args)   # the second call runs from the per-signature cache
+
+
+def test_first_call_of_in_place_rows_changes_the_input_once():
+    x = torch.ones(3, 2)
+    autovec(rows_in_place)(x)
+    assert torch.equal(x, torch.full((3, 2), 2.0))
+
+
+def test_gradient_through_a_selected_iteration_has_no_nan():
+    x = torch.tensor([0.5, float("inf"), 0.1], requires_grad=True)
+    assert_equivalent(max_generator, x, grad=True)
+    y = torch.tensor([0.5, float("inf"), 0.1], requires_grad=True)
+    autovec(max_generator)(y).backward()
+    assert not torch.isnan(y.grad).any()
