@@ -387,6 +387,13 @@ def lstm_like(xs, h, c, w_ih, w_hh):
     return torch.stack(hs), h, c
 
 
+def unit_slices(logits, y):
+    loss = 0.0
+    for b in range(logits.shape[0]):
+        loss = loss + F.cross_entropy(logits[b:b + 1], y[b:b + 1])
+    return loss / logits.shape[0]
+
+
 def _g(seed):
     return torch.Generator().manual_seed(seed)
 
@@ -447,5 +454,6 @@ CORPUS = {
     "lstm_like": (lstm_like, lambda: (torch.randn(10, 2, 3, generator=_g(0)), torch.zeros(2, 4), torch.zeros(2, 4),
                                       torch.randn(16, 3, generator=_g(1)) * 0.3,
                                       torch.randn(16, 4, generator=_g(2)) * 0.3), "fission", True),
+    "unit_slices": (unit_slices, lambda: (torch.randn(20, 5, generator=_g(0)), torch.randint(0, 5, (20,), generator=_g(1))), "reduction", True),
     "focal": (focal, lambda: (torch.randn(30, 5, generator=_g(0)), torch.randint(0, 5, (30,), generator=_g(1)), 2.0), "reduction", True),
 }

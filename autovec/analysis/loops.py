@@ -6,6 +6,7 @@ Requires names.py. Works on syntax only; questions about the objects a name refe
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -327,6 +328,8 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     body = _Body([], [], {})
     body.indices = [k for k, v in iter_vars.items() if v == "index"]
     body.varying = set(iter_vars)
+    if len(body.indices) == 1:
+        stmts = [_UnitSlices(body.indices[0]).visit(copy.deepcopy(s)) for s in stmts]
     stmts = _normalize_continue(stmts)
     body.stmts = _walk(stmts, body, ctx, depth=0)
     return body
@@ -366,6 +369,38 @@ def _linear_recurrence(s: ast.stmt):
             if isinstance(hh, ast.Name) and hh.id == h and h not in nm.load_ids(a) and h not in nm.load_ids(b):
                 return h, a, b
     return None
+
+
+class _UnitSlices(ast.NodeTransformer):
+    """`x[i:i + 1]` (and `x[:, i:i + 1]`) reads as `x[i].unsqueeze(0)`: the same view while i is in
+    range (the guards check that; out of range the original loop runs)."""
+
+    def __init__(self, index: str):
+        self.index = index
+
+    def visit_Subscript(self, node: ast.Subscript):
+        node = self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load):
+            return node
+        entries = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        for d, e in enumerate(entries):
+            if not (isinstance(e, ast.Slice) and e.lower is not None and e.upper is not None
+                    and (e.step is None or isinstance(e.step, ast.Constant) and e.step.value == 1)):
+                continue
+            lo, hi = _affine(e.lower, self.index), _affine(e.upper, self.index)
+            if lo is None or hi is None or hi != lo + 1 or not all(_full_slice(x) for x in entries[:d]):
+                continue
+            if any(isinstance(x, ast.Constant) and x.value in (None, Ellipsis) for x in entries):
+                continue
+            picked = list(entries)
+            picked[d] = e.lower
+            sl = picked[0] if len(picked) == 1 else ast.Tuple(elts=picked, ctx=ast.Load())
+            inner = ast.Subscript(value=node.value, slice=sl, ctx=ast.Load())
+            # later integer entries remove dimensions after d, so d stays d
+            call = ast.Call(func=ast.Attribute(value=inner, attr="unsqueeze", ctx=ast.Load()),
+                            args=[ast.Constant(d)], keywords=[])
+            return ast.copy_location(_located(call, node.lineno), node)
+        return node
 
 
 def _exclusive(p1: tuple, p2: tuple) -> bool:

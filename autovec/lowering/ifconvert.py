@@ -70,17 +70,9 @@ def _convert(stmts, cond, env, masks, varying, ctx):
                 c_then, c_else = t, e
             before, masks_before = dict(env), dict(masks)
             out += _convert(s.body, c_then, env, masks, varying, ctx)
-            after_then, masks_then = dict(env), dict(masks)
-            env.clear()
-            env.update(before)
-            masks.clear()
-            masks.update(masks_before)
+            after_then, masks_then = _reset(env, before, masks, masks_before)
             out += _convert(s.orelse, c_else, env, masks, varying, ctx)
-            after_else, masks_else = dict(env), dict(masks)
-            env.clear()
-            env.update(before)
-            masks.clear()
-            masks.update(masks_before)
+            after_else, masks_else = _reset(env, before, masks, masks_before)
             for name in sorted(set(after_then) | set(after_else)):
                 a, b = after_then.get(name), after_else.get(name)
                 if a == b:
@@ -142,6 +134,16 @@ def _convert(stmts, cond, env, masks, varying, ctx):
                 varying.update(names)
         out.append(s)
     return out
+
+
+def _reset(env, env_before, masks, masks_before):
+    """Snapshot what a branch left in `env` and `masks`, then restore both for the next branch."""
+    snap = dict(env), dict(masks)
+    env.clear()
+    env.update(env_before)
+    masks.clear()
+    masks.update(masks_before)
+    return snap
 
 
 def _replace_ifexps(s, varying, env, namer, av, out):
