@@ -371,6 +371,15 @@ class FunctionRuntime:
             return o.flatten(0, 1)
         if kind in ("sum", "max", "min", "any", "all"):
             return _reduce_builtin(kind, o, py)
+        if "@" in kind:   # torch.stack(lst, dim=d) / torch.cat(lst, dim=d)
+            base, d = kind.split("@")
+            d = int(d)
+            if py or o.shape[0] == 0 or d > o.dim() - (1 if base == "stack" else 2):
+                raise GuardFailed(f"torch.{base} along a dimension the pieces do not have (the loop raises)",
+                                  data=True)
+            if tok is not None and tok.shares_input(o):
+                o = o.clone()
+            return o.movedim(0, d) if base == "stack" else o.movedim(0, d).flatten(d, d + 1)
         if kind == "tensor":
             if o.shape[0] == 0:
                 return torch.tensor([])

@@ -394,6 +394,17 @@ def unit_slices(logits, y):
     return loss / logits.shape[0]
 
 
+def cat_columns(x):
+    out = []
+    for j in range(x.shape[1]):
+        out.append(x[:, j:j + 1] * 2)
+    return torch.cat(out, dim=1)
+
+
+def stack_dim1(x):
+    return torch.stack([r * 2 for r in x], dim=1)
+
+
 def _g(seed):
     return torch.Generator().manual_seed(seed)
 
@@ -455,5 +466,7 @@ CORPUS = {
                                       torch.randn(16, 3, generator=_g(1)) * 0.3,
                                       torch.randn(16, 4, generator=_g(2)) * 0.3), "fission", True),
     "unit_slices": (unit_slices, lambda: (torch.randn(20, 5, generator=_g(0)), torch.randint(0, 5, (20,), generator=_g(1))), "reduction", True),
+    "cat_columns": (cat_columns, lambda: (torch.randn(4, 6, generator=_g(0)),), "vmap", True),
+    "stack_dim1": (stack_dim1, lambda: (torch.randn(4, 6, 2, generator=_g(0)),), "broadcast", True),
     "focal": (focal, lambda: (torch.randn(30, 5, generator=_g(0)), torch.randint(0, 5, (30,), generator=_g(1)), 2.0), "reduction", True),
 }

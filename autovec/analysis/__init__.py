@@ -141,11 +141,13 @@ def _consumer_call(call: ast.AST, env, arg: ast.AST) -> str | None:
     kind = env.consumer(src(call.func))
     if kind is None:
         return None
-    for kw in call.keywords:
-        if not (kind in ("stack", "cat") and kw.arg == "dim" and isinstance(kw.value, ast.Constant)
-                and kw.value.value == 0):
-            return None
-    return kind
+    dims = [kw.value.value if isinstance(kw.value, ast.Constant) and type(kw.value.value) is int else None
+            for kw in call.keywords if kw.arg == "dim"]
+    if len(dims) != len(call.keywords) or kind not in ("stack", "cat") and dims:
+        return None
+    if dims and (dims[0] is None or dims[0] < 0):
+        return None
+    return kind if not dims or dims[0] == 0 else f"{kind}@{dims[0]}"   # e.g. "stack@1"
 
 
 def _hoistable(node: ast.AST, ctx: Context) -> bool:

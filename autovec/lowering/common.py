@@ -602,6 +602,9 @@ def _consume_text(kind: str, ok: str, mask=None) -> str:
         ok = f"{ok}[{mask}]"
     if kind in ("sum", "max", "min", "any", "all"):
         return f"{ok}.{kind}()" if kind in ("sum", "any", "all") else f"{ok}[{ok}.arg{kind}()]"
+    if "@" in kind:
+        base, d = kind.split("@")
+        return f"{ok}.movedim(0, {d})" if base == "stack" else f"{ok}.movedim(0, {d}).flatten({d}, {int(d) + 1})"
     return {"stack": ok, "cat": f"{ok}.flatten(0, 1)", "tensor": f"{ok}.detach().clone()",
             "list": f"list({ok}.unbind(0))"}[kind]
 
