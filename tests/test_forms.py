@@ -243,3 +243,27 @@ def test_linear_recurrence_with_growing_factor_keeps_the_loop():
     assert explain(_ema, x, -1.5).path == "python"   # |a| > 1: the loop runs
     assert_equivalent(_ema, x, -1.5)
     assert_equivalent(_ema, x, 0.7, grad=True)
+
+
+def test_fission_does_not_hoist_across_a_call_that_may_mutate():
+    w = torch.randn(3, 3)
+
+    def step():
+        w.add_(1.0)      # like an optimizer step between time steps
+
+    def train(xs, h):
+        outs = []
+        for t in range(xs.shape[0]):
+            e = torch.relu(xs[t] @ w)
+            h = torch.tanh(e + h)
+            step()
+            outs.append(h)
+        return torch.stack(outs)
+
+    assert explain(train).loops[0].strategy == "python"
+    w0 = w.clone()
+    xs, h = torch.randn(6, 3), torch.zeros(3)
+    want = train(xs, h)
+    w.copy_(w0)
+    got = autovec(train)(xs, h)
+    torch.testing.assert_close(got, want)

@@ -187,8 +187,12 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
                     refuse(f"`{src(f)}()` changes a container the batched part reads", at)
                 path = src(f)
                 head = path.split(".")[0].split("[")[0]
-                if head in ctx.local_names:
-                    continue  # a value of this function: its own methods are checked below
+                if head in ctx.local_names or not _chain(f):
+                    # a value of this function (an argument, a temporary): only side-effect-free
+                    # tensor methods; `opt.step()` or `model(x)` could change what was batched
+                    if isinstance(f, ast.Attribute) and ctx.env.pure_method(f.attr):
+                        continue
+                    refuse(f"`{path}(...)` may change values the batched part reads", at)
                 verdict = ctx.env.classify(path) if isinstance(f, (ast.Name, ast.Attribute)) else None
                 if verdict and "random" not in verdict:
                     refuse(verdict, at)
