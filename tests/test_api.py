@@ -68,3 +68,23 @@ def test_explain_fields():
 def test_disable_switch(monkeypatch):
     monkeypatch.setenv("AUTOVEC_DISABLE", "1")
     assert explain(rows_add, torch.randn(5000), torch.randn(5000)).path == "python"
+
+
+def test_cost_constants_are_measured_once_and_cached(monkeypatch, tmp_path):
+    import json
+
+    from autovec import cost
+    monkeypatch.setattr(cost, "_constants", None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("AUTOVEC_COSTS", raising=False)
+    c = cost.constants()
+    files = list((tmp_path / "autovec").glob("costs-*.json"))
+    assert len(files) == 1 and set(json.loads(files[0].read_text())) <= set(c)
+    assert all(v > 0 for v in c.values())
+    # an explicit file wins, and its figures drive the decision
+    override = tmp_path / "costs.json"
+    override.write_text(json.dumps({"py_op": 1.0, "py_iter": 1.0}))   # a very slow interpreter
+    monkeypatch.setattr(cost, "_constants", None)
+    monkeypatch.setenv("AUTOVEC_COSTS", str(override))
+    assert cost.worth("vmap", 2, cost.estimate("vmap", 2, 1))
+    monkeypatch.setattr(cost, "_constants", None)
