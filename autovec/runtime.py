@@ -50,7 +50,8 @@ def _reachable_tensors(values, depth=2):
 
 def _selects_rows(plan) -> bool:
     """Outputs that keep only some iterations' values (the best one, the last one, a filter)."""
-    return any(o.kind in ("best", "last") or o.cond or o.consumer in ("max", "min") for o in plan.outputs)
+    return any(o.kind in ("best", "last") or o.cond or o.consumer in ("max", "min")
+               or o.op in ("max", "min") for o in plan.outputs)
 
 
 def _overlapping(t: torch.Tensor) -> bool:
@@ -437,6 +438,12 @@ class FunctionRuntime:
                 return _UNCHANGED
         if op == "*":
             return cls._product(acc, o, inplace, py)
+        if op in ("max", "min"):
+            if py or not isinstance(acc, torch.Tensor) and not isinstance(acc, (int, float)):
+                raise GuardFailed("a running extreme of Python numbers keeps the loop")
+            ext = o.amax(0) if op == "max" else o.amin(0)
+            return torch.maximum(torch.as_tensor(acc, device=o.device), ext) if op == "max" else \
+                torch.minimum(torch.as_tensor(acc, device=o.device), ext)
         if py:
             if o.dim() != 1:
                 raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)")
@@ -516,7 +523,7 @@ _UNCHANGED = object()
 
 def _prefix(s0, v, op, py):
     """The running values s_i = s0 op v_0 op ... op v_i, with the loop's types."""
-    if op not in ("+", "-", "*"):
+    if op not in ("+", "-", "*", "max", "min"):
         raise GuardFailed(f"no prefix form for `{op}`")
     if py:
         v = v.double() if v.is_floating_point() else v.long()
@@ -531,6 +538,12 @@ def _prefix(s0, v, op, py):
     want = torch.result_type(first, v[1]) if not py else first.dtype
     if v.dtype == torch.bool:
         raise GuardFailed("a running value of booleans (the loop decides its type)")
+    if op in ("max", "min"):
+        if py or (v.is_floating_point() and bool(torch.isnan(v).any())):
+            raise GuardFailed("NaN or Python numbers in a running extreme keep the loop", data=True)
+        run = torch.cummax(v, 0).values if op == "max" else torch.cummin(v, 0).values
+        s = torch.as_tensor(s0, device=v.device)
+        return torch.maximum(s, run) if op == "max" else torch.minimum(s, run)
     steps = v[1:].to(want) if want != torch.bool else v[1:]   # accumulated at the loop's precision
     if op == "*":
         rest = first * torch.cumprod(steps, 0)

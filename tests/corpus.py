@@ -405,6 +405,22 @@ def stack_dim1(x):
     return torch.stack([r * 2 for r in x], dim=1)
 
 
+def running_maximum(x):
+    m = torch.full((x.shape[1],), float("-inf"))
+    for i in range(x.shape[0]):
+        m = torch.maximum(m, x[i])
+    return m
+
+
+def drawdown(p):
+    peak = p[0]
+    dd = torch.empty_like(p)
+    for i in range(p.shape[0]):
+        peak = torch.max(peak, p[i])
+        dd[i] = (peak - p[i]) / peak
+    return dd
+
+
 def _g(seed):
     return torch.Generator().manual_seed(seed)
 
@@ -468,5 +484,7 @@ CORPUS = {
     "unit_slices": (unit_slices, lambda: (torch.randn(20, 5, generator=_g(0)), torch.randint(0, 5, (20,), generator=_g(1))), "reduction", True),
     "cat_columns": (cat_columns, lambda: (torch.randn(4, 6, generator=_g(0)),), "vmap", True),
     "stack_dim1": (stack_dim1, lambda: (torch.randn(4, 6, 2, generator=_g(0)),), "broadcast", True),
+    "running_maximum": (running_maximum, lambda: (torch.randn(30, 4, generator=_g(0)),), "reduction", False),
+    "drawdown": (drawdown, lambda: (torch.rand(40, generator=_g(0)) + 1,), "scan", False),
     "focal": (focal, lambda: (torch.randn(30, 5, generator=_g(0)), torch.randint(0, 5, (30,), generator=_g(1)), 2.0), "reduction", True),
 }

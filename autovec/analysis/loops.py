@@ -621,6 +621,18 @@ def _output(s: ast.stmt):
         if acc not in nm.load_ids(s.value):
             return Output("accum", acc, src(s.value), line, op=_op(s.op), inplace=True), s.value
     if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+            and isinstance(s.value, ast.Call) and len(s.value.args) == 2 and not s.value.keywords
+            and src(s.value.func).split(".")[-1] in ("maximum", "minimum", "max", "min", "fmax", "fmin")
+            and isinstance(s.value.func, ast.Attribute)):
+        # `m = torch.maximum(m, v)`: an elementwise running extreme (torch, not Python's max)
+        acc = s.targets[0].id
+        a, b = s.value.args
+        name = s.value.func.attr
+        op = "max" if name in ("maximum", "max", "fmax") else "min"
+        for me, other in ((a, b), (b, a)):
+            if isinstance(me, ast.Name) and me.id == acc and acc not in nm.load_ids(other):
+                return Output("accum", acc, src(other), line, op=op, consumer_src=src(s.value.func)), other
+    if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
             and isinstance(s.value, ast.Call) and len(s.value.args) == 1
             and isinstance(s.value.args[0], (ast.List, ast.Tuple)) and len(s.value.args[0].elts) == 2
             and isinstance(s.value.args[0].elts[0], ast.Name) and s.value.args[0].elts[0].id == s.targets[0].id
@@ -666,6 +678,12 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                 raise Refuse(f"`{name}` is assigned more than once in the loop (line {out.lineno})", out.lineno)
         if out.kind == "store":
             out = _store(out, payload[0], space, body, iter_vars)
+        if out.kind == "accum" and out.op in ("max", "min"):
+            found, obj = ctx.env.resolve(out.consumer_src)
+            if not found or not (getattr(obj, "__module__", "") or "").startswith("torch") or \
+                    getattr(obj, "__name__", "") not in ("maximum", "minimum", "max", "min"):
+                raise Refuse(f"`{out.consumer_src}` at line {out.lineno} is not torch.maximum / torch.minimum",
+                             out.lineno)
         if out.kind == "cat" and ctx.env.consumer(out.consumer_src) != "cat":
             raise Refuse(f"`{out.consumer_src}` at line {out.lineno} is not torch.cat", out.lineno)
         targets[out.target] = out
@@ -756,7 +774,7 @@ def _scans(outputs, body: _Body, targets: dict):
             kept.append(o)
             targets.pop(o.target, None)
             continue
-        if o.kind != "accum" or o.cond or o.op not in ("+", "-", "*"):
+        if o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min"):
             kept.append(o)
             continue
         pos = next((k for k, s in enumerate(body.stmts) if isinstance(s, ast.Assign)

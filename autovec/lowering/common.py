@@ -350,6 +350,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             commit += template(f"{o.target} = AV.commit_accum({o.target}, P, {o.op!r}, {o.inplace})", P=P, AV=AV)
             sel = f"{ok}[{mask}]" if mpos is not None else ok
             total = f"{sel}.sum()" + (".item()" if o.pytype else "")
+            if o.op in ("max", "min"):
+                fn = "maximum" if o.op == "max" else "minimum"
+                display_tail.append(f"{o.target} = torch.{fn}({o.target}, {sel}.a{o.op}(0))")
+                continue
             display_tail.append(f"{o.target} {o.op}= {total}" if o.inplace
                                 else f"{o.target} = {o.target} {o.op} {total}")
         elif o.kind == "best":
@@ -419,6 +423,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         scan_display += ast.parse(
             f"{name}_running = autovec.runtime.linear_prefix({name}, *torch.func.vmap({PRE})({pre_args}))"
             if op == "lin" else
+            f"{name}_running = torch.{'maximum' if op == 'max' else 'minimum'}({name}, torch.cum{op}("
+            f"torch.func.vmap({PRE})({pre_args})[0], 0).values)" if op in ("max", "min") else
             f"{name}_running = {name} {'*' if op == '*' else '+' if op == '+' else '-'} "
             f"torch.{'cumprod' if op == '*' else 'cumsum'}(torch.func.vmap({PRE})({pre_args})[0], 0)").body
         if op == "lin":

@@ -9,7 +9,7 @@ from .common import Lowered, Match, build
 _BUILTINS = {"sum": "one sum", "max": "an arg-max (first maximum wins, as in Python)",
              "min": "an arg-min (first minimum wins, as in Python)", "any": "`any` of a mask",
              "all": "`all` of a mask"}
-_WORDS = {"accum": "a sum", "best": "a running best", "last": "the last value assigned",
+_WORDS = {"accum": "an accumulation", "best": "a running best", "last": "the last value assigned",
           "scatter": "a scatter into bins", "cat": "a concatenation"}
 
 
@@ -22,7 +22,9 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     if not kinds or not kinds <= {"accum", "best", "last", "scatter", "cat"} or (
             kinds == {"last"} and not any(o.cond for o in plan.outputs)):
         return Refusal("the loop has outputs other than accumulators", plan.lineno)
-    parts = [f"`{o.target}` is {_WORDS[o.kind]}" + (" under a condition" if o.cond else "")
+    parts = [f"`{o.target}` is " + ({"max": "a running maximum (amax)", "min": "a running minimum (amin)",
+                                     "*": "a product", "+": "a sum", "-": "a sum"}.get(o.op, _WORDS[o.kind])
+                                    if o.kind == "accum" else _WORDS[o.kind]) + (" under a condition" if o.cond else "")
              + (" (repeated indices accumulate, as in the loop)" if o.kind == "scatter" and o.op else "")
              + (" (the last write to an index wins, as in the loop)" if o.kind == "scatter" and not o.op else "")
              for o in plan.outputs if o.kind != "last" or o.cond]

@@ -12,7 +12,7 @@ from ..codegen import expr, set_lines, template
 from ..plan import LoopPlan, Refusal
 from .common import Lowered, Match, _branch, _space_expr, build
 
-_FORMS = {"+": "cumsum", "-": "cumsum (subtracted)", "*": "cumprod",
+_FORMS = {"+": "cumsum", "-": "cumsum (subtracted)", "*": "cumprod", "max": "cummax", "min": "cummin",
           "lin": "a first-order linear recurrence, evaluated in blocks of powers of the factor"}
 
 
@@ -25,7 +25,8 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     if not plan.scans:
         return Refusal("no running value is read inside the loop", plan.lineno)
     parts = [f"`{name}` is {_FORMS[op]}" if op == "lin" else
-             f"`{name}` is a running {'product' if op == '*' else 'sum'} read in the loop ({_FORMS[op]})"
+             f"`{name}` is a running {'product' if op == '*' else 'extreme' if op in ('max', 'min') else 'sum'} "
+             f"read in the loop ({_FORMS[op]})"
              for name, _, op, _ in plan.scans]
     return Match("scan", plan, "; ".join(parts) + "; the rest of the body runs on all iterations at once")
 
