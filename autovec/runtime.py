@@ -439,8 +439,8 @@ class FunctionRuntime:
         if op == "*":
             return cls._product(acc, o, inplace, py)
         if op in ("max", "min"):
-            if py or not isinstance(acc, torch.Tensor) and not isinstance(acc, (int, float)):
-                raise GuardFailed("a running extreme of Python numbers keeps the loop")
+            if py or not isinstance(acc, torch.Tensor):
+                raise GuardFailed("torch.maximum of a non-tensor (the loop decides)")
             ext = o.amax(0) if op == "max" else o.amin(0)
             return torch.maximum(torch.as_tensor(acc, device=o.device), ext) if op == "max" else \
                 torch.minimum(torch.as_tensor(acc, device=o.device), ext)
@@ -539,7 +539,7 @@ def _prefix(s0, v, op, py):
     if v.dtype == torch.bool:
         raise GuardFailed("a running value of booleans (the loop decides its type)")
     if op in ("max", "min"):
-        if py or (v.is_floating_point() and bool(torch.isnan(v).any())):
+        if py or not isinstance(s0, torch.Tensor) or (v.is_floating_point() and bool(torch.isnan(v).any())):
             raise GuardFailed("NaN or Python numbers in a running extreme keep the loop", data=True)
         run = torch.cummax(v, 0).values if op == "max" else torch.cummin(v, 0).values
         s = torch.as_tensor(s0, device=v.device)
