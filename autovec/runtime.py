@@ -525,6 +525,12 @@ def _prefix(s0, v, op, py):
     """The running values s_i = s0 op v_0 op ... op v_i, with the loop's types."""
     if op not in ("+", "-", "*", "max", "min"):
         raise GuardFailed(f"no prefix form for `{op}`")
+    if op in ("max", "min"):
+        if py or not isinstance(s0, torch.Tensor) or v.dtype == torch.bool or (
+                v.is_floating_point() and bool(torch.isnan(v).any())):
+            raise GuardFailed("NaN, booleans or Python numbers in a running extreme keep the loop", data=True)
+        run = torch.cummax(v, 0).values if op == "max" else torch.cummin(v, 0).values
+        return torch.maximum(s0, run) if op == "max" else torch.minimum(s0, run)
     if py:
         v = v.double() if v.is_floating_point() else v.long()
         if isinstance(s0, torch.Tensor):
@@ -538,12 +544,6 @@ def _prefix(s0, v, op, py):
     want = torch.result_type(first, v[1]) if not py else first.dtype
     if v.dtype == torch.bool:
         raise GuardFailed("a running value of booleans (the loop decides its type)")
-    if op in ("max", "min"):
-        if py or not isinstance(s0, torch.Tensor) or (v.is_floating_point() and bool(torch.isnan(v).any())):
-            raise GuardFailed("NaN or Python numbers in a running extreme keep the loop", data=True)
-        run = torch.cummax(v, 0).values if op == "max" else torch.cummin(v, 0).values
-        s = torch.as_tensor(s0, device=v.device)
-        return torch.maximum(s, run) if op == "max" else torch.minimum(s, run)
     steps = v[1:].to(want) if want != torch.bool else v[1:]   # accumulated at the loop's precision
     if op == "*":
         rest = first * torch.cumprod(steps, 0)

@@ -233,9 +233,9 @@ class Gen:
 
     # -------------------------------------------------------------- inputs
 
-    def tensor(self, name, shape, dtype, *, readonly=True, grad_ok=True, low=-4, high=5) -> Tensor:
+    def tensor(self, name, shape, dtype, *, readonly=True, grad_ok=True, low=-4, high=5, special_p=None) -> Tensor:
         """An input tensor; sometimes non-contiguous, sometimes requiring grad, sometimes with
-        nan/inf planted (floats)."""
+        nan/inf planted (floats; with probability `special_p`, 0.12 unless given)."""
         layouts = ["contiguous"] * 6 + ["step"]
         if len(shape) == 2:
             layouts.append("t")
@@ -243,7 +243,7 @@ class Gen:
             layouts.append("expand")
         layout = self.pick(layouts)
         grad = dtype in FLOATS and grad_ok and not self.no_grad and self.chance(0.3)
-        special = dtype in FLOATS and self.chance(0.12)
+        special = dtype in FLOATS and self.chance(0.12 if special_p is None else special_p)
         opts = ""
         if layout != "contiguous":
             opts += f", layout={layout!r}"

@@ -116,3 +116,19 @@ def test_gradient_through_a_selected_iteration_has_no_nan():
     y = torch.tensor([0.5, float("inf"), 0.1], requires_grad=True)
     autovec(max_generator)(y).backward()
     assert not torch.isnan(y.grad).any()
+
+
+def running_max_one_step(x):
+    h = torch.zeros_like(x[0])
+    res = []
+    k = 0
+    while k < x.shape[0]:
+        h = torch.maximum(h, x[k, :])
+        res.append(h)
+        k += 1
+    return torch.stack(res)
+
+
+def test_running_extreme_of_a_single_step():
+    assert_equivalent(running_max_one_step, torch.randn(1, 5, dtype=torch.float64))
+    assert_equivalent(running_max_one_step, torch.randn(7, 5))
