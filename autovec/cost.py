@@ -101,6 +101,12 @@ def estimate(strategy: str, n: int, ops: int) -> dict[str, float]:
     return {"python": python, "vectorized": fixed + ops * c["op"]}
 
 
+def list_overhead(nbytes: int, ops: int) -> float:
+    """Seconds a batched call spends stacking a list of tensors and allocating a batch-sized
+    result per operation (page faults included): rough, 2 GB/s for the stack, 3 GB/s per op."""
+    return nbytes / 4e9 + nbytes * max(ops, 1) / 2e10
+
+
 def worth(strategy: str, n: int, est: dict) -> bool:
     """Vectorize when the estimate says so (or when AUTOVEC_MIN_TRIP=<n> forces a threshold)."""
     forced = min_trip(strategy)

@@ -252,6 +252,9 @@ def _static_scan(fn):
             reason = f"helper `{{label}}` uses `global`/`nonlocal` (line {line})"
         elif isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
             reason = "helper `{label}` is a generator or coroutine"
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            reason = (f"helper `{{label}}` updates `{n.target.id}` in place with `{ast.unparse(n)}` "
+                      f"(line {line})")
         elif isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, (ast.Store, ast.Del)):
             root = n.value
             while isinstance(root, (ast.Attribute, ast.Subscript)):

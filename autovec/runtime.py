@@ -214,6 +214,7 @@ class FunctionRuntime:
         free_tensors = [v for v in free if isinstance(v, torch.Tensor)]
         for s in sources:
             tensors.extend(s if isinstance(s, (list, tuple)) else [s])
+
         everything = tensors + free_tensors + written
         devices = {t.device for t in everything if t.dim() > 0 or t.device.type != "cpu"}
         if len(devices) > 1:
@@ -519,10 +520,29 @@ class FunctionRuntime:
 
 
 _UNCHANGED = object()
+_CHUNK_BYTES = 32 << 20   # lists of tensors larger than this run in chunks of about 4 MB
 
 
-def _prefix(s0, v, op, py):
-    """The running values s_i = s0 op v_0 op ... op v_i, with the loop's types."""
+class _Rows:
+    """A list of tensors, stacked a chunk of rows at a time."""
+
+    def __init__(self, items, n):
+        self.items, self.n = items, n
+
+    def take(self, a, b):
+        return torch.stack(list(self.items[a:b]))
+
+
+def _prefix(s0, v, op, py, inplace=False):
+    """The running values s_i = s0 op v_0 op ... op v_i, with the loop's types (`s += v` on a
+    tensor keeps its dtype and shape: every step is cast back, as the in-place op does)."""
+    if inplace and isinstance(s0, torch.Tensor):
+        if not torch.can_cast(torch.result_type(s0, v[0]), s0.dtype) or v.dtype == torch.bool:
+            raise GuardFailed("the in-place update needs a cast the loop refuses")
+        if torch.broadcast_shapes(s0.shape, v.shape[1:]) != s0.shape:
+            raise GuardFailed("the in-place update does not broadcast to the accumulator")
+        if v.dtype != s0.dtype:
+            raise GuardFailed("an in-place running value of another dtype rounds at every step (kept as a loop)")
     if op not in ("+", "-", "*", "max", "min"):
         raise GuardFailed(f"no prefix form for `{op}`")
     if op in ("max", "min"):
@@ -836,6 +856,9 @@ class Token:
             return out
         by_source = {}
         for (target, _), s in zip(plan.space.elements, self.sources):
+            if isinstance(s, (list, tuple)) and getattr(self, "lazy_lists", False):
+                by_source[target] = _Rows(s, self.n)   # stacked a chunk at a time by _run_chunked
+                continue
             t = torch.stack(list(s)) if isinstance(s, (list, tuple)) else s
             by_source[target] = t[: self.n] if t.shape[0] != self.n else t
         it = iter(zip(self.mapped, self.dims))
@@ -872,6 +895,9 @@ class Token:
         return prefix[-1].item() if py else prefix[-1]
 
     def run(self, body, ref=None, direct=None, tag="", scan_free=False):
+        chunk = self._chunk_rows()
+        if chunk:
+            return self._run_chunked(body, ref, chunk)
         inputs = self._inputs()
         if not scan_free:
             inputs += [(t, 0) for t, _ in getattr(self, "extra", [])]
@@ -900,6 +926,66 @@ class Token:
             self.rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
             return outs
         raise GuardFailed("; ".join(errors))
+
+    def _chunk_rows(self):
+        """Rows per chunk when the loop runs over a large list of tensors (stacking it whole and
+        materialising every step would be slower than the loop), else 0."""
+        plan = self.match.plan
+        lists = [s for s in self.sources if isinstance(s, (list, tuple))]
+        if (not lists or self.levels is not None or plan.index_as_value or plan.scans or self.step != 1
+                or getattr(self, "extra", None) or self.match.strategy not in ("broadcast", "vmap")):
+            return 0
+        row = sum(s[0].numel() * s[0].element_size() for s in lists)
+        if row * self.n < _CHUNK_BYTES:
+            return 0
+        return max(1, _CHUNK_BYTES // 8 // max(row, 1))
+
+    def _run_chunked(self, body, ref, rows):
+        """Run the batch in cache-sized chunks, writing each chunk's results into full outputs."""
+        self.lazy_lists = True
+        self.tag, self.scan_free = "", True
+        try:
+            lazy = self._inputs()
+        finally:
+            self.lazy_lists = False
+        n, full, parts = self.n, None, None
+        modes = ["broadcast", "vmap"] if self.match.strategy == "broadcast" else ["vmap"]
+        mode = next((m for m in modes if (self.loop_id, self.sig, m, "") not in self.rt.bad_modes), modes[-1])
+        try:
+            for c0 in range(0, n, rows):
+                c1 = min(n, c0 + rows)
+                self.n = c1 - c0
+                inputs = [(t.take(c0, c1) if isinstance(t, _Rows) else t.narrow(d, c0, c1 - c0), d)
+                          for t, d in lazy]
+                try:
+                    outs = self._broadcast(body, inputs, None) if mode == "broadcast" else \
+                        self._vmap(body, inputs, None)
+                    if c0 == 0:
+                        self._check(ref or body, inputs, outs, mode)
+                except GuardFailed:
+                    if c0 != 0 or mode == modes[-1]:
+                        raise
+                    self.rt.bad_modes.add((self.loop_id, self.sig, mode, ""))
+                    mode = modes[-1]
+                    outs = self._vmap(body, inputs, None)
+                    self._check(ref or body, inputs, outs, mode)
+                if full is None:
+                    grad = any(o.requires_grad for o in outs)
+                    parts = [[] for _ in outs] if grad else None
+                    full = None if grad else [torch.empty((n, *o.shape[1:]), dtype=o.dtype, device=o.device)
+                                              for o in outs]
+                for k, o in enumerate(outs):
+                    if parts is not None:
+                        parts[k].append(o)
+                    else:
+                        full[k][c0:c1] = o
+        finally:
+            self.n = n
+        outs = tuple(torch.cat(p, 0) for p in parts) if parts is not None else tuple(full)
+        self.rt.succeeded.add((self.loop_id, self.sig))
+        self.rt.ran[self.loop_id] = mode
+        self.rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
+        return outs
 
     def _broadcast(self, body, inputs, device):
         n = self.n

@@ -1346,6 +1346,516 @@ class Gen:
         else:
             self.emit_all(1, ['best = float("-inf")', "for v in xs:", "    best = max(best, v)", "return best"])
 
+    # ============================================================== newer features
+    # (fission, running extremes, scans, reversed ranges, in-place prefixes, unit slices,
+    # preallocated outputs replaced by the batch). Chosen by `generate` from their own
+    # random stream, so the programs of the older forms keep their seeds.
+
+    def functional(self) -> str:
+        self.helpers["F"] = "import torch.nn.functional as F\n"
+        return "F"
+
+    def rnn_inputs(self, gates: int, mixed_ok=True):
+        """xs (n[, B], din), h (and c) ([B,] H), weights; all of one float dtype (rarely not)."""
+        dt = self.pick(FLOATS + ("float32",))
+        batch = self.pick([None, None, 1, 2, 3])
+        din, hid = self.rng.randint(1, 4), self.rng.randint(1, 5)
+        bshape = (batch,) if batch else ()
+        xs = self.tensor("xs", (self.n,) + bshape + (din,), dt)
+        self.tensor("h", bshape + (hid,), dt)
+        if gates == 4:
+            self.tensor("c", bshape + (hid,), dt)
+        wdt = self.pick(FLOATS) if mixed_ok and self.chance(0.05) else dt
+        return xs, dt, wdt, din, hid
+
+    def rnn_loop(self, xs):
+        """The loop header over time steps: a Loop whose row is the step's input."""
+        form = self.pick(["range", "range", "range", "iter", "enumerate", "reversed", "while"])
+        count = self.count(xs)
+        if form == "iter":
+            return Loop(["for x_t in xs:"], None, Val("x_t", xs.dtype), [])
+        if form == "enumerate":
+            return Loop(["for t, x_t in enumerate(xs):"], "t", Val("x_t", xs.dtype), [])
+        if form == "reversed":
+            head = self.pick([f"for t in reversed(range({count})):", f"for t in range({count} - 1, -1, -1):"])
+            return Loop([head], "t", Val("xs[t]", xs.dtype), [])
+        if form == "while":
+            return Loop(["t = 0", f"while t < {count}:"], "t", Val("xs[t]", xs.dtype), ["t += 1"])
+        return Loop([f"for t in range({count}):"], "t", Val("xs[t]", xs.dtype), [])
+
+    def rnn_body(self, r: str) -> list:
+        """`e = <independent of h>`, then the recurrence on h."""
+        F = self.functional()
+        indep = self.pick(["torch.relu({r} @ w1 + b1)", "{r} @ w1", "torch.tanh({r} @ w1) * b1",
+                           F + ".linear({r}, w1.T, b1)", "torch.relu({r} @ w1 + b1) * 2.0 - b1"]).format(r=r)
+        lines = [f"e = {indep}"]
+        if self.chance(0.25):
+            lines.append(self.pick(["e = e + b1", "u = torch.sigmoid(e)\ne = e * u", "e = e.clamp(-2.0, 2.0)"]))
+        lines += ("h = " + self.pick(["torch.tanh(e + h @ w_hh)", "torch.tanh(e + h @ w_hh) * 0.5 + h * 0.5",
+                                      "torch.relu(e - h @ w_hh)", "torch.sigmoid(h @ w_hh + e) * e",
+                                      "torch.tanh(e + h @ w_hh + b1)"])).split("\n")
+        return [ln for line in lines for ln in line.split("\n")]
+
+    def rnn_weights(self, wdt, din, hid):
+        self.tensor("w1", (din, hid), wdt)
+        self.tensor("b1", (hid,), wdt)
+        self.tensor("w_hh", (hid, hid), wdt)
+
+    def rnn_collect(self, has_index: bool):
+        """(init line, per-step line, return) for what the loop keeps of h."""
+        form = self.pick(["stack", "stack", "list", "store", "sum", "last", "both"] if has_index else
+                         ["stack", "stack", "list", "sum", "last", "both"])
+        if form == "store":
+            return (["out = torch.zeros(xs.shape[0], *h.shape, dtype=h.dtype)"], ["out[t] = h"], "out, h")
+        if form == "last":
+            return ([], [], self.pick(["h", "h.sum()"]))
+        if form == "sum":
+            return (["outs = []"], ["outs.append(h.sum())"], self.pick(["outs", "torch.stack(outs) if outs else h"]))
+        if form == "both":
+            return (["outs = []"], ["outs.append(e + h)"], "torch.stack(outs) if outs else None, h")
+        return (["outs = []"], ["outs.append(h)"],
+                self.pick(["torch.stack(outs), h", "outs", "torch.stack(outs) if outs else h"]))
+
+    def vec_fission_rnn(self):
+        """Sequential loop with heavy independent work: `e = relu(xs[t] @ w1 + b1)` for every t
+        at once, `h = tanh(e + h @ w_hh)` stays a loop."""
+        xs, dt, wdt, din, hid = self.rnn_inputs(1)
+        self.rnn_weights(wdt, din, hid)
+        loop = self.rnn_loop(xs)
+        init, step, ret = self.rnn_collect(loop.index is not None)
+        self.emit_all(1, init)
+        self.emit_all(1, loop.head)
+        self.emit_all(2, self.rnn_body(loop.row.expr))
+        self.emit_all(2, step)
+        self.emit_all(2, loop.tail)
+        self.emit(1, f"return {ret}")
+
+    def lstm_body(self, r: str, hid: int) -> list:
+        F = self.functional()
+        z = self.pick(["{r} @ w_ih.T + h @ w_hh.T", "{r} @ w_ih.T + h @ w_hh.T + b", "h @ w_hh.T + {r} @ w_ih.T",
+                       F + ".linear({r}, w_ih, b) + " + F + ".linear(h, w_hh)"]).format(r=r)
+        split = self.pick(["gi, gf, gg, go = z.chunk(4, dim=-1)", f"gi, gf, gg, go = torch.split(z, {hid}, dim=-1)",
+                           f"gi, gf, gg, go = z[..., :{hid}], z[..., {hid}:{2 * hid}], z[..., {2 * hid}:{3 * hid}], "
+                           f"z[..., {3 * hid}:]"])
+        return [f"z = {z}", split, "c = torch.sigmoid(gf) * c + torch.sigmoid(gi) * torch.tanh(gg)",
+                "h = torch.sigmoid(go) * torch.tanh(c)"]
+
+    def vec_fission_lstm(self):
+        """An LSTM cell over time: the input projection is independent, the gates are not."""
+        xs, dt, wdt, din, hid = self.rnn_inputs(4)
+        self.tensor("w_ih", (4 * hid, din), wdt)
+        self.tensor("w_hh", (4 * hid, hid), wdt)
+        self.tensor("b", (4 * hid,), wdt)
+        loop = self.rnn_loop(xs)
+        self.emit(1, "hs = []")
+        self.emit_all(1, loop.head)
+        self.emit_all(2, self.lstm_body(loop.row.expr, hid))
+        self.emit(2, self.pick(["hs.append(h)", "hs.append(h)", "hs.append(c + h)"]))
+        self.emit_all(2, loop.tail)
+        self.emit(1, self.pick(["return torch.stack(hs), h, c", "return hs, c", "return torch.stack(hs) if hs else h"]))
+
+    def exact_fission_effects(self):
+        """A fission candidate whose body also mutates a weight the independent part reads,
+        prints, or appends to the caller's list: the order of effects must be kept."""
+        effect = self.pick(["mutate_helper", "mutate_direct", "mutate_global", "print", "log", "log"])
+        if effect.startswith("mutate") and self.chance(0.7):
+            self.no_grad = True
+        lstm = self.chance(0.3)
+        xs, dt, wdt, din, hid = self.rnn_inputs(4 if lstm else 1, mixed_ok=False)
+        if lstm:
+            self.tensor("w_ih", (4 * hid, din), wdt)
+            self.tensor("w_hh", (4 * hid, hid), wdt)
+            self.tensor("b", (4 * hid,), wdt)
+            w = self.pick(["w_ih", "b"])
+        else:
+            self.rnn_weights(wdt, din, hid)
+            w = self.pick(["w1", "w1", "b1"])
+        loop = self.rnn_loop(xs)
+        t = loop.index or "len(log)"
+        if effect == "mutate_helper":
+            self.helpers["DECAY"] = self.pick(["def decay(w):\n    w.mul_(0.9)\n    return w\n",
+                                               "def decay(w):\n    w += 0.125\n",
+                                               "def decay(w):\n    with torch.no_grad():\n        w.mul_(0.5)\n"])
+            line = f"decay({w})"
+        elif effect == "mutate_direct":
+            line = self.pick([f"{w} += 0.25", f"{w}.mul_(0.5)", f"{w}[0] = 1.0" if w != "b1" else f"{w}.zero_()"])
+        elif effect == "mutate_global":
+            self.helpers["STATE"] = "STATE = {}\n\n\ndef remember(w):\n    STATE.setdefault('w', w)\n    STATE['w'].add_(1.0)\n"
+            line = f"remember({w})"
+        elif effect == "print":
+            line = self.pick([f"print('step', {loop.index or 'x_t.shape'})", "print(tuple(h.shape))",
+                              f"print({loop.index or 0}, end=' ')"])
+        else:
+            self.param("log", "[]")
+            line = self.pick(["log.append(e.shape)", "log.append(h)", "log.append(h.sum().item())", "log.append(len(log))",
+                              "log.append(e)"] if not lstm else ["log.append(z)", "log.append(c.sum().item())",
+                                                                  "log.append(len(log))"])
+        body = self.lstm_body(loop.row.expr, hid) if lstm else self.rnn_body(loop.row.expr)
+        pos = self.pick(["first", "last", "middle"])
+        if pos == "first":
+            body = [line] + body
+        elif pos == "last":
+            body = body + [line]
+        else:
+            body = body[:1] + [line] + body[1:]
+        self.emit(1, "outs = []")
+        self.emit_all(1, loop.head)
+        self.emit_all(2, body)
+        self.emit(2, "outs.append(h)")
+        self.emit_all(2, loop.tail)
+        self.emit(1, self.pick(["return torch.stack(outs) if outs else h", "return outs, h"]))
+
+    # -------------------------------------------------------------- running extremes
+
+    def extreme_init(self, x: Tensor, fn: str) -> str:
+        inf = '-inf' if fn in ("maximum", "max") else 'inf'
+        if len(x.shape) == 1:
+            return self.pick([f'torch.tensor(float("{inf}"))', "x[0]", "torch.tensor(0)", "torch.zeros(())",
+                              f'torch.tensor(float("{inf}"), dtype=x.dtype)' if x.dtype in FLOATS else "x[0]"])
+        return self.pick([f'torch.full((x.shape[1],), float("{inf}"))', "x[0]", "x[0].clone()",
+                          "torch.zeros(x.shape[1])", "torch.zeros_like(x[0])", f'torch.tensor(float("{inf}"))',
+                          f'torch.full_like(x[0], {"-" if "-" in inf else ""}1e9)' if x.dtype in FLOATS else "x[-1]"])
+
+    def vec_running_extreme(self):
+        """`m = torch.maximum(m, x[i])` (amax), or read in the loop (cummax), NaN sometimes."""
+        x = self.main(dtypes=("float32", "float32", "float64", "int64"), special_p=0.35)
+        fn = self.pick(["maximum", "minimum", "max", "min"])
+        loop = self.indexed_loop(x)
+        r = loop.row.expr
+        if self.chance(0.2):
+            r = self.elementwise(loop.row).expr
+        call = self.pick([f"torch.{fn}(m, {r})", f"torch.{fn}({r}, m)"])
+        read = self.pick(["none", "none", "store", "append", "drawdown"])
+        self.emit(1, f"m = {self.extreme_init(x, fn)}")
+        if read in ("store", "drawdown"):
+            self.emit(1, self.pick(["out = torch.empty_like(x)", "out = torch.zeros_like(x)",
+                                    "out = torch.zeros(x.shape, dtype=torch.float64)"]) if self.n_delta == 0 and
+                      "n" not in self.params else "out = torch.zeros_like(x)")
+        elif read == "append":
+            self.emit(1, "res = []")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"m = {call}")
+        if read == "store":
+            self.emit(2, f"out[{loop.index}] = m")
+        elif read == "drawdown":
+            self.emit(2, f"out[{loop.index}] = " + self.pick([f"m - {loop.row.expr}", f"({loop.row.expr} - m) / m"]))
+        elif read == "append":
+            self.emit(2, self.pick(["res.append(m)", "res.append(m * 2)"]))
+        self.emit_all(2, loop.tail)
+        self.emit(1, {"none": "return m", "store": self.pick(["return out", "return out, m"]),
+                      "drawdown": "return out", "append": self.pick(["return res", "return torch.stack(res) if res else m"])}[read])
+
+    def vec_drawdown(self):
+        """`peak = torch.max(peak, p[i]); dd[i] = peak - p[i]`, forwards or reversed."""
+        p = self.main("p", dtypes=("float32", "float64", "int64"), rank=self.pick([1, 1, 2]), special_p=0.3)
+        head = self.pick([f"for i in range({self.count(p)}):", f"for i in range({self.count(p)}):",
+                          "for i in reversed(range(p.shape[0])):", "for i in range(p.shape[0] - 1, -1, -1):",
+                          "for i in range(1, p.shape[0]):"])
+        fn = self.pick(["max", "maximum", "min", "fmax"])
+        self.emit(1, f"peak = {self.pick(['p[0]', 'p[0]', 'p[-1]', 'torch.zeros_like(p[0])', 'p[0].clone()'])}")
+        self.emit(1, self.pick(["dd = torch.empty_like(p)", "dd = torch.zeros_like(p)", "dd = torch.zeros_like(p, dtype=torch.float64)"])
+                  if "range(1" not in head and "n" not in self.params else "dd = torch.zeros_like(p)")
+        self.emit(1, head)
+        self.emit(2, f"peak = torch.{fn}(peak, p[i])")
+        self.emit(2, self.pick(["dd[i] = peak - p[i]", "dd[i] = (peak - p[i]) / peak", "dd[i] = p[i] - peak"]))
+        self.emit(1, self.pick(["return dd", "return dd, peak", "return dd.max()"]))
+
+    def exact_running_extreme(self):
+        """Running extremes that are not a scan: in place on one tensor (the list holds one object),
+        a decayed max, a product inside."""
+        x = self.main(dtypes=("float32", "float64"), special_p=0.3)
+        loop = self.indexed_loop(x)
+        r = loop.row.expr
+        form = self.pick(["out_same", "copy_same", "decay", "nonlinear", "inplace_init_view"])
+        init = self.pick(["x[0].clone()", "torch.zeros_like(x[0])"]) if form != "inplace_init_view" else "x[0]"
+        if form == "inplace_init_view":
+            self.no_grad = True
+        self.emit(1, f"m = {init}")
+        self.emit(1, "res = []")
+        self.emit_all(1, loop.head)
+        if form in ("out_same", "inplace_init_view"):
+            self.emit(2, f"torch.maximum(m, {r}, out=m)")
+        elif form == "copy_same":
+            self.emit(2, f"m.copy_(torch.minimum(m, {r}))")
+        elif form == "decay":
+            self.emit(2, f"m = torch.maximum(m * 0.9, {r})")
+        else:
+            self.emit(2, f"m = torch.maximum(m, {r} * m)")
+        self.emit(2, "res.append(m)")
+        self.emit_all(2, loop.tail)
+        self.emit(1, self.pick(["return res", "return torch.stack(res) if res else m", "return m, x"]))
+
+    # -------------------------------------------------------------- scans
+
+    def vec_scan(self):
+        """Running sums and products read in the loop: `s = s + x[i]; out[i] = s`,
+        `total += x[t]; trace.append(total * 0.5)`, `.item()` sums."""
+        x = self.main(dtypes=("float32", "float32", "float64", "int64", "int32", "bool"))
+        loop = self.indexed_loop(x)
+        r = loop.row
+        form = self.pick(["sum", "sum", "sum", "prod", "item"])
+        if form == "item":
+            v = self.item(self.reduce(r) if r.dims else r)
+            self.emit(1, f"s = {self.pick(['0', '0.0', '0'])}")
+            self.emit(1, "res = []")
+            self.emit_all(1, loop.head)
+            self.emit(2, self.pick(["s += {}", "s = s + {}", "s = {} + s"]).format(v.expr))
+            self.emit(2, self.pick(["res.append(s)", "res.append(s * 0.5)", "res.append((s, 1))"]))
+            self.emit_all(2, loop.tail)
+            self.emit(1, self.pick(["return res", "return res, s", "return torch.tensor(res)"]))
+            return
+        if form == "prod":
+            v = r.with_expr(f"(1.0 + 0.1 * torch.tanh({r.expr}.float()))", "float32") if r.dtype != "float64" else \
+                r.with_expr(f"(1.0 + 0.1 * torch.tanh({r.expr}))")
+            op = self.pick(["p = p * {}", "p = {} * p", "p *= {}"])
+            name = "p"
+            init = self.pick(["1.0", "1", "torch.ones(())"] + ([f"torch.ones({', '.join(r.dims)})"] if r.dims else []))
+        else:
+            v = self.value(r, loop.index, want="same") if self.chance(0.4) else r
+            op = self.pick(["s = s + {}", "s = {} + s", "s += {}", "s -= {}", "s = s - {}"])
+            name = "s"
+            init = self.accum_init(v)
+            if self.chance(0.2):
+                self.no_grad = True
+                self.param("total", f"torch.zeros({v.sizes!r}, dtype=torch.{self.pick(FLOATS)})")
+                init = None
+                name = "total"
+                op = op.replace("s", "total", 1).replace(" s", " total")
+        read = self.pick(["store", "store", "append_new", "append_new"])
+        if init is not None:
+            self.emit(1, f"{name} = {init}")
+        if read == "store":
+            full = self.n_delta == 0 and "n" not in self.params and loop.head[0].startswith("for")
+            self.emit(1, self.pick(["out = torch.empty_like(x)", "out = torch.zeros_like(x)"]) if full and x.dtype != "bool"
+                      else f"out = torch.zeros(x.shape, dtype=torch.{self.pick(['float32', 'float64'] if v.is_float or form == 'prod' else ['float32', 'float64', 'int64'])})")
+        else:
+            self.emit(1, "trace = []")
+        self.emit_all(1, loop.head)
+        self.emit(2, op.format(v.expr))
+        if read == "store":
+            self.emit(2, f"out[{loop.index}] = {name}")
+        else:
+            self.emit(2, self.pick([f"trace.append({name} * 0.5)", f"trace.append({name} + 0)", f"trace.append({name}.clone())"]))
+        self.emit_all(2, loop.tail)
+        res = "out" if read == "store" else self.pick(["torch.stack(trace) if trace else None", "trace"])
+        self.emit(1, f"return {res}, {name}" if self.chance(0.6) else f"return {res}")
+
+    def exact_scan_alias(self):
+        """`total += x[t]; hist.append(total)`: the list holds the same tensor each time (or
+        the first iteration rebinds a number, later ones add in place)."""
+        x = self.main(dtypes=("float32", "float64", "int64"))
+        loop = self.indexed_loop(x)
+        r = loop.row.expr
+        init = self.pick(["torch.zeros_like(x[0])", "0.0", "0", "x[0].clone()", "torch.zeros(())", "arg"])
+        if init == "arg":
+            self.no_grad = True
+            self.param("total", f"torch.zeros({x.shape[1:]!r}, dtype=torch.{self.pick(FLOATS)})")
+        else:
+            self.emit(1, f"total = {init}")
+        op = self.pick(["total += {}", "total.add_({})", "total *= 1\n        total += {}", "total -= {}"])
+        if op == "total.add_({})" and init in ("0.0", "0"):
+            op = "total += {}"
+        self.emit(1, "hist = []")
+        self.emit_all(1, loop.head)
+        self.emit_all(2, op.format(r).split("\n        "))
+        self.emit(2, self.pick(["hist.append(total)", "hist.append(total)", "hist.append(total[...])",
+                                "hist.append(total.view(total.shape))"]))
+        self.emit_all(2, loop.tail)
+        self.emit(1, self.pick(["return hist", "return torch.stack(hist) if hist else total", "return hist, total"]))
+
+    def vec_linear_rec(self):
+        """`h = a * h + x[t]`: a float in [-1.5, 1.5] or a per-channel tensor (inf/nan sometimes),
+        forwards or reversed (`G = r[t] + gamma * G; ret[t] = G`)."""
+        x = self.main(dtypes=FLOATS, special_p=0.2)
+        form = self.pick(["float", "float", "arg", "tensor0", "channel"])
+        value = round(self.rng.uniform(-1.5, 1.5), 2)
+        if self.chance(0.1):
+            value = self.pick(['float("nan")', 'float("inf")', "1.0", "-1.0", "0.0"])
+        if form == "float":
+            a = str(value)
+        else:
+            a = "a"
+            if form == "arg":
+                self.param("a", str(value))
+            elif form == "tensor0":
+                self.param("a", f"torch.tensor({value}, dtype=torch.{self.pick(FLOATS)})")
+            else:
+                size = x.shape[1] if len(x.shape) == 2 else self.d
+                extra = ""
+                if self.chance(0.2):
+                    bad = self.pick(['float("nan")', 'float("inf")', '-float("inf")'])
+                    extra = f".index_fill_(0, torch.tensor([0]), {bad})"
+                self.param("a", f"torch.empty({size}, dtype=torch.{self.pick([x.dtype, x.dtype, 'float32'])})"
+                                f".uniform_(-1.5, 1.5, generator=g){extra}")
+        count = self.count(x)
+        head = self.pick([f"for t in range({count}):", f"for t in range({count}):", f"for t in reversed(range({count})):",
+                          f"for t in range({count} - 1, -1, -1):", f"for t in range({count} - 1, 0, -2):",
+                          f"for t in range(1, {count}):"])
+        step = self.pick(["{a} * h + x[t]", "h * {a} + x[t]", "x[t] + {a} * h", "{a} * h + (1 - {a}) * x[t]",
+                          "{a} * h - 2.0 * x[t]"]).format(a=a)
+        init = self.pick(["0.0", "0.0", "torch.zeros_like(x[0])", "x[-1]", "torch.zeros(())"])
+        read = self.pick(["none", "store", "store", "append"])
+        self.emit(1, f"h = {init}")
+        if read == "store":
+            self.emit(1, self.pick(["out = torch.empty_like(x)", "out = torch.zeros_like(x)"])
+                      if "-2)" not in head and "range(1" not in head and "n" not in self.params else "out = torch.zeros_like(x)")
+        elif read == "append":
+            self.emit(1, "res = []")
+        self.emit(1, head)
+        self.emit(2, f"h = {step}")
+        if read == "store":
+            self.emit(2, "out[t] = h")
+        elif read == "append":
+            self.emit(2, "res.append(h)")
+        self.emit(1, {"none": "return h", "store": self.pick(["return out", "return out, h"]),
+                      "append": self.pick(["return res", "return torch.stack(res) if res else None"])}[read])
+
+    # -------------------------------------------------------------- in-place prefixes
+
+    def vec_prefix_inplace(self):
+        """`acc[k] += acc[k - 1]` (cumsum in place), `x[:, j] = x[:, j] * x[:, j - 1]`, ints too;
+        and near misses (`-=`, a factor, a stride of 2) that must stay loops."""
+        self.no_grad = True
+        dt = self.pick(["float32", "float64", "int64", "int64", "int32"])
+        if self.chance(0.5):
+            x = self.main(dtypes=(dt,), readonly=False)
+            acc = self.pick(["acc = x.clone()", "acc = x", "acc = x.clone()", "acc = x.double()"])
+            start = self.pick([1, 1, 2])
+            back = "k - 2" if start == 2 and self.chance(0.5) else "k - 1"
+            body = self.pick(["acc[k] += acc[{b}]", "acc[k] += acc[{b}]", "acc[k] = acc[k] + acc[{b}]",
+                              "acc[k] = acc[{b}] + acc[k]", "acc[k] *= acc[{b}]", "acc[k] = acc[k] * acc[{b}]",
+                              "acc[k] -= acc[{b}]", "acc[k] += 2 * acc[{b}]", "acc[k] = torch.maximum(acc[k], acc[{b}])"]
+                             ).format(b=back)
+            if "*" in body and dt in FLOATS:
+                self.inputs[-1] = self.inputs[-1]  # products of floats stay in range for n <= 50
+            self.emit(1, acc)
+            self.emit(1, f"for k in range({start}, {self.count(x).replace('x', 'acc') if self.chance(0.5) else self.count(x)}):")
+            self.emit(2, body)
+            self.emit(1, self.pick(["return acc", "return acc, x", "return x"]))
+            return
+        m = self.rng.randint(0, 8)
+        self.tensor("x", (self.n, m), dt, readonly=False)
+        start = self.pick([1, 2])
+        body = self.pick(["x[:, j] = x[:, j] * x[:, j - 1]", "x[:, j] = x[:, j] * x[:, j - 1]", "x[:, j] += x[:, j - 1]",
+                          "x[:, j] = x[:, j - 1] + x[:, j]", "x[:, j] *= x[:, j - 1]", "x[:, j] = x[:, j] - x[:, j - 1]",
+                          "x[..., j] += x[..., j - 1]"])
+        self.emit(1, f"for j in range({start}, {self.pick(['x.shape[1]', 'x.size(1)', 'x.shape[-1]'])}):")
+        self.emit(2, body)
+        self.emit(1, self.pick(["return x", "return None", "return x.sum()"]))
+
+    # -------------------------------------------------------------- unit slices
+
+    def vec_unit_slices(self):
+        """`x[b:b + 1]` as a batch of one: losses accumulated, columns concatenated, a stack on dim 1."""
+        F = self.functional()
+        form = self.pick(["loss", "loss", "loss_list", "columns", "stack_dim", "rows"])
+        if form in ("loss", "loss_list"):
+            k = self.rng.randint(1, 5)
+            self.tensor("logits", (self.n, k), self.pick(FLOATS))
+            bad = self.chance(0.1)
+            self.tensor("y", (self.n,), "int64", low=0 if not bad else -1, high=k if not bad else k + 1)
+            count = self.count(Tensor("logits", "float32", (self.n, k)))
+            loss = self.pick([F + ".cross_entropy(logits[b:b + 1], y[b:b + 1])",
+                              F + ".cross_entropy(logits[b:b + 1], y[b:b + 1], reduction='sum')",
+                              F + ".nll_loss(" + F + ".log_softmax(logits[b:b + 1], dim=1), y[b:b + 1])",
+                              F + ".cross_entropy(logits[b:b + 1] * 2.0, y[b:b + 1], label_smoothing=0.1)",
+                              F + ".mse_loss(logits[b:b + 1], torch.zeros_like(logits[b:b + 1]))"])
+            if form == "loss":
+                self.emit(1, f"loss = {self.pick(['0.0', '0.0', 'torch.zeros(())', '0'])}")
+                self.emit(1, f"for b in range({count}):")
+                self.emit(2, self.pick(["loss = loss + {}", "loss += {}"]).format(loss))
+                self.emit(1, self.pick(["return loss", "return loss / max(logits.shape[0], 1)", "return loss / logits.shape[0]"]))
+            else:
+                self.emit(1, "losses = []")
+                self.emit(1, f"for b in range({count}):")
+                self.emit(2, f"losses.append({loss})")
+                self.emit(1, self.pick(["return torch.stack(losses)", "return losses", "return sum(losses)"]))
+            return
+        x = self.main(rank=2, dtypes=("float32", "float64", "int64"))
+        if form == "columns":
+            piece = self.pick(["x[:, j:j + 1] * 2", "torch.tanh(x[:, j:j + 1].float())", "x[:, j:j + 1] - x[:, j:j + 1].sum()",
+                               "x[:, j:j + 1]", "x[:, j:j + 1].T"])
+            self.emit(1, "out = []")
+            self.emit(1, f"for j in range({self.pick(['x.shape[1]', 'x.size(1)'])}):")
+            self.emit(2, f"out.append({piece})")
+            self.emit(1, "return " + self.pick(["torch.cat(out, dim=1)", "torch.cat(out, dim=-1)", "torch.cat(out, 1)",
+                                                "torch.cat(out, dim=0)", "torch.cat(out, dim=1) if out else x"]))
+        elif form == "stack_dim":
+            if self.chance(0.5):
+                self.param("x3", f"_tensor(g, ({self.n}, {self.d}, {self.rng.randint(1, 3)}), torch.float32, "
+                                 f"grad={self.chance(0.3)})")
+                src = "x3"
+            else:
+                src = "x"
+            body = self.pick(["r * 2", "r + 1", "r.abs()", "r[0:1]" if src == "x" else "r[:, 0:1]"])
+            self.emit(1, "return torch.stack([{} for r in {}], dim={})".format(body, src, self.pick([1, -1, 0, "1"])))
+        else:
+            count = self.count(x)
+            piece = self.pick(["x[i:i + 1] * 2", "x[i:i + 1].sum(dim=1)", "x[i:i + 1].T @ x[i:i + 1]" if x.dtype != "int64"
+                               else "x[i:i + 1] * x[i:i + 1]", "x[i:i + 1] - x[i].mean()" if x.dtype != "int64" else "x[i:i + 1] - 1"])
+            self.emit(1, "res = []")
+            self.emit(1, f"for i in range({count}):")
+            self.emit(2, f"res.append({piece})")
+            self.emit(1, "return " + self.pick(["torch.cat(res)", "torch.stack(res)", "res"]))
+
+    # -------------------------------------------------------------- preallocated outputs
+
+    def vec_prealloc_full(self):
+        """`out = torch.empty_like(x)` written entirely (replaced by the batch), `torch.zeros`
+        written from 1 (row 0 kept), an output passed by the caller."""
+        form = self.pick(["empty", "empty", "partial", "arg"])
+        if form == "arg":
+            self.no_grad = self.chance(0.6)
+        x = self.main()
+        count = self.count(x)
+        full_ok = self.n_delta == 0 and "n" not in self.params
+        v = self.value(x.row("x[i]"), "i", want=self.pick(["same", "same", "scalar"]))
+        if form == "empty" and full_ok:
+            alloc = self.pick(["torch.empty_like(x)", "torch.empty_like(x)", "torch.empty(x.shape, dtype=x.dtype)",
+                               "x.new_empty(x.shape)", "torch.empty_like(x, dtype=torch.float64)", "torch.zeros_like(x)",
+                               f"torch.empty({', '.join(('len(x)',) + v.dims)}, dtype=torch.{v.dtype if not v.dtype.startswith('py') else 'float64'})"])
+            head = self.pick(["for i in range(len(x)):", "for i in range(x.shape[0]):", "for i, _ in enumerate(x):",
+                              "for i in reversed(range(len(x))):"])
+        elif form == "arg":
+            shape = x.shape if self.chance(0.8) else x.shape[:1]
+            self.param("out", f"torch.randn({shape!r}, generator=g, dtype=torch.{self.pick(FLOATS)})")
+            alloc = None
+            head = self.pick([f"for i in range({count}):", "for i in range(1, len(out)):", "for i in range(len(x)):"])
+        else:
+            alloc = self.pick(["torch.zeros_like(x)", "torch.ones(x.shape, dtype=torch.float64)", "torch.full_like(x, 7)"])
+            head = self.pick([f"for i in range(1, {count}):", f"for i in range(0, {count}, 2):",
+                              f"for i in range({count} - 1):"])
+        if alloc:
+            self.emit(1, f"out = {alloc}")
+        self.emit(1, head)
+        self.emit(2, f"out[i] = {v.expr}")
+        self.emit(1, self.pick(["return out", "return out", "return out, out.sum()"] +
+                               (["return None"] if form == "arg" else [])))
+
+    def exact_prealloc_alias(self):
+        """A preallocated output that another name also refers to (a view, a list, the same
+        object), or that the body reads: replacing it by the batch would lose those."""
+        x = self.main()
+        v = self.value(x.row("x[i]"), "i", want="same")
+        form = self.pick(["view", "same", "list", "row_view", "read_prev", "read_self"])
+        self.emit(1, self.pick(["out = torch.empty_like(x)", "out = torch.zeros_like(x)"]) if form not in ("read_self",)
+                  else "out = torch.zeros_like(x)")
+        pre = {"view": "alias = out.view(out.shape)", "same": "alias = out", "list": "keep = [out]",
+               "row_view": "first = out[:1]", "read_prev": "", "read_self": ""}[form]
+        if pre:
+            self.emit(1, pre)
+        self.emit(1, "for i in range(len(x)):")
+        if form == "read_prev":
+            self.emit(2, f"out[i] = {v.expr} + (out[i - 1] if i else 0)")
+        elif form == "read_self":
+            self.emit(2, f"out[i] = {v.expr} + out.sum()")
+        else:
+            self.emit(2, f"out[i] = {v.expr}")
+        ret = {"view": "alias", "same": "alias, out", "list": "keep", "row_view": "first, out", "read_prev": "out",
+               "read_self": "out"}[form]
+        self.emit(1, f"return {ret}")
+
+
     # -------------------------------------------------------------- assembling
 
     def source(self, kind: str) -> str:
@@ -1385,16 +1895,37 @@ EXACT_FORMS = {
     "early_return": Gen.exact_early_return, "rebind": Gen.exact_rebind, "for_else_break": Gen.exact_for_else_break,
     "try": Gen.exact_try, "stateful_module": Gen.exact_stateful_module,
 }
-KINDS = [f"vec/{k}" for k in VEC_FORMS] + [f"exact/{k}" for k in EXACT_FORMS]
+# forms for the newer features: picked for about a third of the seeds, from a random stream
+# of their own, so that the other seeds keep the programs they had before these existed
+NEW_VEC_FORMS = {
+    "fission_rnn": Gen.vec_fission_rnn, "fission_lstm": Gen.vec_fission_lstm,
+    "running_extreme": Gen.vec_running_extreme, "drawdown": Gen.vec_drawdown, "scan": Gen.vec_scan,
+    "linear_rec": Gen.vec_linear_rec, "prefix_inplace": Gen.vec_prefix_inplace, "unit_slices": Gen.vec_unit_slices,
+    "prealloc_full": Gen.vec_prealloc_full,
+}
+NEW_EXACT_FORMS = {
+    "fission_effects": Gen.exact_fission_effects, "running_extreme": Gen.exact_running_extreme,
+    "scan_alias": Gen.exact_scan_alias, "prealloc_alias": Gen.exact_prealloc_alias,
+}
+NEW_SHARE = 0.35
+KINDS = ([f"vec/{k}" for k in VEC_FORMS] + [f"exact/{k}" for k in EXACT_FORMS] +
+         [f"vec/{k}" for k in NEW_VEC_FORMS] + [f"exact/{k}" for k in NEW_EXACT_FORMS])
 
 
 def generate(seed: int, kind: str | None = None) -> Program:
     """The program for `seed` (optionally forcing its form): same seed, same source."""
     gen = Gen(seed)
     if kind is None:
-        vec = gen.chance(0.7)
-        forms = VEC_FORMS if vec else EXACT_FORMS
-        kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
+        side = random.Random(f"autovec-fuzz-new-forms-{seed}")   # str seeds hash the same in every process
+        if side.random() < NEW_SHARE:
+            vec = side.random() < 0.65
+            forms = NEW_VEC_FORMS if vec else NEW_EXACT_FORMS
+            kind = ("vec/" if vec else "exact/") + side.choice(sorted(forms))
+        else:
+            vec = gen.chance(0.7)
+            forms = VEC_FORMS if vec else EXACT_FORMS
+            kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
     family, form = kind.split("/")
-    (VEC_FORMS if family == "vec" else EXACT_FORMS)[form](gen)
+    table = {**VEC_FORMS, **NEW_VEC_FORMS} if family == "vec" else {**EXACT_FORMS, **NEW_EXACT_FORMS}
+    table[form](gen)
     return Program(seed, kind, gen.source(kind))

@@ -132,3 +132,42 @@ def running_max_one_step(x):
 def test_running_extreme_of_a_single_step():
     assert_equivalent(running_max_one_step, torch.randn(1, 5, dtype=torch.float64))
     assert_equivalent(running_max_one_step, torch.randn(7, 5))
+
+
+def _decay(w):
+    w += 0.125
+    return w * 1
+
+
+def helper_updating_its_argument(x, w):
+    out = torch.empty(x.shape[0], w.shape[1])
+    for i in range(x.shape[0]):
+        out[i] = x[i] @ _decay(w)
+    return out
+
+
+def view_of_running_total(x):
+    total = torch.zeros(())
+    hist = []
+    for i in range(x.shape[0]):
+        total += x[i]
+        hist.append(total[...])
+    return torch.stack(hist)
+
+
+def inplace_running_sum_other_dtype(x):
+    s = torch.zeros(x.shape[1])
+    trace = []
+    for t in range(x.shape[0]):
+        s += x[t]
+        trace.append(s * 0.5)
+    return torch.stack(trace)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (helper_updating_its_argument, lambda: (torch.ones(3, 2), torch.ones(2, 2))),
+    (view_of_running_total, lambda: (torch.tensor([1.0, 2.0, 3.0]),)),
+    (inplace_running_sum_other_dtype, lambda: (torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64),)),
+], ids=["helper_aug_assign", "view_of_running_total", "inplace_sum_dtype"])
+def test_second_fuzzer_round_findings(fn, args):
+    assert_equivalent(fn, *args())

@@ -827,17 +827,20 @@ def _holder(sub: ast.Subscript, d: int) -> str:
 
 
 def _aliases_running_value(name: str, stmts, outputs) -> bool:
-    """After `name += v` (in place on a tensor), a bare `name` handed on (appended, assigned
-    to another name, returned as a value) is the same object every iteration."""
+    """After `name += v` (in place on a tensor) the running value is one object, changed
+    every iteration: only arithmetic on it (which makes new tensors) may follow; handing it
+    on, or a view of it (`name[...]`, `name.view(...)`), would see later updates."""
     copied = {o.marker for o in outputs if o.kind in ("store", "accum", "scatter")}
     for s in stmts:
-        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name) and s.value.id == name:
-            if not (isinstance(s.targets[0], ast.Name) and s.targets[0].id in copied):
-                return True
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name) and s.value.id == name \
+                and isinstance(s.targets[0], ast.Name) and s.targets[0].id in copied:
+            continue   # `out[i] = name` copies the values
+        parents = {c: p for p in ast.walk(s) for c in ast.iter_child_nodes(p)}
         for n in ast.walk(s):
-            if isinstance(n, (ast.List, ast.Tuple, ast.Dict)) and any(
-                    isinstance(e, ast.Name) and e.id == name for e in ast.walk(n)):
-                return True
+            if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+                up = parents.get(n)
+                if not isinstance(up, (ast.BinOp, ast.UnaryOp, ast.Compare)):
+                    return True
     return False
 
 

@@ -437,7 +437,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load())))
         scan_code += [pre] + template(
             f"{T}.add_scan(AV.prefix({name}, {T}.run({PRE}, None, tag={PRE!r}, scan_free=True)[0], {op!r}, "
-            f"{bool(o.pytype)}), {bool(o.pytype)})", AV=AV)
+            f"{bool(o.pytype)}, {bool(o.inplace)}), {bool(o.pytype)})", AV=AV)
     defs = scan_code + [body_def] + ([ref_def] if ref_def is not None else [])
     REF = ref_def.name if ref_def is not None else "None"
     if direct:
