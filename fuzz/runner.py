@@ -132,8 +132,11 @@ def diff_tensor(want: torch.Tensor, got: torch.Tensor, path: str, notes=None) ->
     for attr in ("dtype", "shape", "device", "requires_grad"):
         if getattr(want, attr) != getattr(got, attr):
             return f"{path}: {attr} {getattr(want, attr)} != {getattr(got, attr)}"
+    # gradients are sums over iterations: batched and looped sums differ by reassociation
+    loose = dict(rtol=1e-4, atol=1e-5) if "gradient" in path and want.dtype in (torch.float32, torch.float16,
+                                                                                 torch.bfloat16) else {}
     try:
-        torch.testing.assert_close(got.detach(), want.detach(), equal_nan=True)
+        torch.testing.assert_close(got.detach(), want.detach(), equal_nan=True, **loose)
     except AssertionError as e:
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
         where = next((ln for ln in lines if "index" in ln.lower()), lines[-1] if lines else "")
