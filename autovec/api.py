@@ -10,7 +10,6 @@ import logging
 import types
 import weakref
 
-from . import cost
 from ._config import switches
 from .analysis import analyze
 from .codegen import build_function

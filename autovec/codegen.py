@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import linecache
 import types
 
 
@@ -146,7 +145,3 @@ def build_function(fn: types.FunctionType, tree: ast.FunctionDef, extra: dict[st
     new.__annotations__ = getattr(fn, "__annotations__", {})
     return new
 
-
-def register_source(filename: str, text: str) -> None:
-    """Make `text` visible to tracebacks and debuggers under a synthetic file name."""
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)

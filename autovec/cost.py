@@ -8,7 +8,6 @@ AUTOVEC_MIN_TRIP=<n> (a plain trip-count threshold) and AUTOVEC_COSTS=<file.json
 from __future__ import annotations
 
 import json
-import os
 import platform
 import time
 from pathlib import Path
@@ -99,12 +98,6 @@ def estimate(strategy: str, n: int, ops: int) -> dict[str, float]:
     if strategy not in _OWN:
         fixed += c["vmap_call"]
     return {"python": python, "vectorized": fixed + ops * c["op"]}
-
-
-def list_overhead(nbytes: int, ops: int) -> float:
-    """Seconds a batched call spends stacking a list of tensors and allocating a batch-sized
-    result per operation (page faults included): rough, 2 GB/s for the stack, 3 GB/s per op."""
-    return nbytes / 4e9 + nbytes * max(ops, 1) / 2e10
 
 
 def worth(strategy: str, n: int, est: dict) -> bool:

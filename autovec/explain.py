@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-STRATEGIES = ("broadcast", "vmap", "matmul", "where", "mask", "reduction", "scan", "fission", "compile", "python")
 
 
 @dataclass(frozen=True)

@@ -969,7 +969,7 @@ class Token:
                     mode = modes[-1]
                     outs = self._vmap(body, inputs, None)
                     self._check(ref or body, inputs, outs, mode)
-                if full is None:
+                if c0 == 0:
                     grad = any(o.requires_grad for o in outs)
                     parts = [[] for _ in outs] if grad else None
                     full = None if grad else [torch.empty((n, *o.shape[1:]), dtype=o.dtype, device=o.device)

@@ -267,3 +267,20 @@ def test_fission_does_not_hoist_across_a_call_that_may_mutate():
     w.copy_(w0)
     got = autovec(train)(xs, h)
     torch.testing.assert_close(got, want)
+
+
+def test_list_of_tensors_in_chunks_with_gradients(monkeypatch):
+    import autovec.runtime as rt
+    monkeypatch.setattr(rt, "_CHUNK_BYTES", 256)   # force several chunks on a small list
+
+    def normalize(images, mean, std):
+        out = []
+        for im in images:
+            out.append((im - mean) / std)
+        return torch.stack(out)
+
+    images = [torch.randn(3, 4, 4) for _ in range(40)]
+    mean, std = torch.rand(3, 1, 1), torch.rand(3, 1, 1) + 0.5
+    assert explain(normalize, images, mean, std).path == "vectorized"
+    assert_equivalent(normalize, images, mean, std, grad=True)
+    assert_equivalent(normalize, [im.requires_grad_() for im in images], mean, std, grad=True)

@@ -12,7 +12,7 @@ import ast
 import dataclasses
 
 from ..frontend import Captured
-from ..plan import LoopInfo, Output
+from ..plan import LoopInfo
 from . import names as nm
 from .fission import plan_fission
 from .loops import Context, Refuse, nest_levels, plan_comprehension, plan_for, plan_nest, plan_while, src
@@ -82,15 +82,6 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
         planned_spans.append((plan.lineno, plan.end_lineno))
         infos.append(LoopInfo(node.lineno, text, plan, None, node.col_offset, _kind(node)))
     return infos
-
-
-def _inside_loop(node, ctx) -> bool:
-    up = ctx.parent.get(node)
-    while up is not None and up is not ctx.fn:
-        if isinstance(up, (ast.For, ast.While)):
-            return True
-        up = ctx.parent.get(up)
-    return False
 
 
 def _simple_body(node: ast.For) -> bool:

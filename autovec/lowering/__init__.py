@@ -9,7 +9,7 @@ Later strategies (where/mask, reduction, matmul, scan, fission) plug in here.
 """
 from __future__ import annotations
 
-from ..plan import LoopPlan, Refusal
+from ..plan import LoopPlan
 from . import broadcast, fission, masked, matmul, reduction, scan, vmap, where
 from .common import Lowered, Match
 

@@ -68,10 +68,6 @@ def _first_problem(node: ast.AST, plan: LoopPlan, env, varying: set) -> str | No
     return None
 
 
-def _norm(s: str) -> str:
-    return s.replace(" ", "")
-
-
 def _slice_text(m, plan) -> str:
     if plan.space.kind == "elements" and any(src == m.base for _, src in plan.space.elements):
         return m.param

@@ -5,7 +5,9 @@ Shape of the emitted code for a `for` loop (names made fresh by the Namer):
 
     _av_t1 = None
     try:
-        _av_t1 = _av.begin(1, range(n), mapped, free, calls, writes)
+        _av_t1 = _av.begin(1, range(n))            # trip count and cost model only
+        if _av_t1 is not None:
+            _av_t1 = _av.guard(_av_t1, mapped, free, calls, writes)
         if _av_t1 is not None:
             def _av_body1(x_i): ...; return (value,)
             _av_o1 = _av_t1.run(_av_body1)
@@ -211,8 +213,7 @@ def _space_expr(plan: LoopPlan) -> ast.expr:
 
 def direct_function(plan: LoopPlan, name: str, av: str, display: bool = False):
     """The matmul strategy's batched body: each product becomes an einsum over the batch."""
-    from .matmul import KINDS, analyse
-    from ..purity import Env  # noqa: F401  (analyse only needs env.resolve, passed below)
+    from .matmul import KINDS
     levels_of = {}
     for mp in plan.mapped:
         levels_of[mp.param] = tuple(lv for lv, _, _ in mp.levels) if mp.levels else (0,)
@@ -321,14 +322,14 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             aug = {"": "=", "+": "+=", "-": "-=", "*": "*=", "/": "/="}[o.op]
             val = _fit_text(ok, o)
             if mpos is not None:
-                display_tail.append(f"{disp_region} = torch.where({_mask_text(mask, o)}, {val}, {disp_region})"
-                                    if not o.op else f"{disp_region} {aug} torch.where({_mask_text(mask, o)}, {val}, 0)")
+                display_tail.append(f"{disp_region} = torch.where({mask}, {val}, {disp_region})"
+                                    if not o.op else f"{disp_region} {aug} torch.where({mask}, {val}, 0)")
             else:
                 display_tail.append(f"{disp_region} {aug} {val}")
         elif o.kind == "append" and plan.form == "comprehension":
             result = namer.new(f"_av_r{L}")
             prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T})", P=P, AV=AV)
-            commit += template(f"R = P", R=result, P=P)
+            commit += template("R = P", R=result, P=P)
             display_tail.append(f"{result} = {_consume_text(o.consumer, ok, mpos is not None and mask)}")
         elif o.kind == "append" and o.consumer == "batch":
             # fission: the batched values the sequential loop reads row by row
@@ -336,7 +337,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             display_tail.append(f"{o.target} = {ok}")
         elif o.kind == "append" and o.consumer:
             prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T})", P=P, AV=AV)
-            swaps[o.consumer_src] = expr(f"(P if T is not None else ORIG)", P=P, T=T,
+            swaps[o.consumer_src] = expr("(P if T is not None else ORIG)", P=P, T=T,
                                          ORIG=ast.parse(o.consumer_src, mode="eval").body)
             display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, ok, mpos is not None and mask))
         elif o.kind == "append":
@@ -613,10 +614,6 @@ def _consume_text(kind: str, ok: str, mask=None) -> str:
         return f"{ok}.movedim(0, {d})" if base == "stack" else f"{ok}.movedim(0, {d}).flatten({d}, {int(d) + 1})"
     return {"stack": ok, "cat": f"{ok}.flatten(0, 1)", "tensor": f"{ok}.detach().clone()",
             "list": f"list({ok}.unbind(0))"}[kind]
-
-
-def _mask_text(mask: str, o) -> str:
-    return mask if o.dim == 0 else f"{mask}"
 
 
 def _run_args(plan: LoopPlan) -> list[str]:
