@@ -7,10 +7,17 @@ import os
 _RAW = getattr(os.environ, "_data", None)   # CPython's backing dict: a lookup without re-encoding
 
 
+_KEYS: dict = {}
+
+
 def env(name: str) -> str:
-    """An environment variable, read on every call (tests and users may set it at run time)."""
+    """An environment variable, read on every call (tests and users may set it at run time);
+    a dictionary lookup on the hot path (the encoded key is computed once)."""
     if isinstance(_RAW, dict):
-        v = _RAW.get(os.fsencode(name) if os.name != "nt" else name.upper())
+        key = _KEYS.get(name)
+        if key is None:
+            key = _KEYS[name] = os.fsencode(name) if os.name != "nt" else name.upper()
+        v = _RAW.get(key)
         if v is None:
             return ""
         return os.fsdecode(v) if isinstance(v, bytes) else v
@@ -21,7 +28,8 @@ _FALSE = ("", "0", "false", "no", "off")
 
 
 def _env_flag(name: str) -> bool:
-    return env(name).strip().lower() not in _FALSE
+    v = env(name)
+    return bool(v) and v.strip().lower() not in _FALSE
 
 
 class _Switches:

@@ -108,6 +108,7 @@ class FunctionState:
         self.runtime.layouts = {info.plan.loop_id: low.layout for info, low in pieces}
         self.runtime.ops = {info.plan.loop_id: _count_ops(info.plan) for info, _ in pieces}
         self.runtime.strict = self.strict
+        self.runtime.memory_budget = self.memory_budget
         self.rewritten_source = ast.unparse(rw.display)
         self.compiled = build_function(self.fn, rw.tree, {namer.runtime: self.runtime}, cap.filename)
 
@@ -263,6 +264,10 @@ def _concrete_products(text: str, seen: dict) -> str:
                   r"(\([\d, ]*\)), _av_sizes\)", sub, text)
 
 
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 1024:.1f} KiB"
+
+
 def explain(fn, *args, **kwargs) -> Explanation:
     """What autovec does with `fn`: each loop, the strategy and why, the rewritten source and
     a diff. With arguments, also which path a call with them takes (the function runs once,
@@ -295,6 +300,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
 
     a, k = clone_args(args, kwargs)
     rt.events = []
+    rt.chunked.clear()
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             state.compiled(*a, **k)
@@ -322,5 +328,9 @@ def explain(fn, *args, **kwargs) -> Explanation:
             ex.notes.append(f"line {r.lineno}: this call keeps the Python loop: {by_line[r.lineno][1]}")
         elif r.lineno in by_line and r.strategy == "broadcast" and by_line[r.lineno][1] == "vmap":
             ex.notes.append(f"line {r.lineno}: the slices did not align for broadcasting; ran as vmap")
+    for loop_id, (chunks, rows, need, budget) in rt.chunked.items():
+        ex.notes.append(f"line {rt.matches[loop_id].plan.lineno}: ran in {chunks} chunks of {rows} iterations "
+                        f"(all at once would need about {_mib(need)} for intermediates; the memory budget is "
+                        f"{_mib(budget)})")
     ex.estimate = estimate if any(estimate.values()) else None
     return ex

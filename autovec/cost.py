@@ -18,8 +18,8 @@ from ._config import env as _env
 DEFAULTS = {"py_iter": 1.0e-6, "py_op": 0.8e-6, "op": 5e-6, "vmap_call": 25e-6, "own_op": 2e-6}
 # autovec's own work per vectorized call (guards, slicing, conversions), in units of one
 # small torch op (measured: ~20 us for broadcast, ~60 us besides vmap itself, at 2 us an op)
-_OWN = {"broadcast": 10, "matmul": 20}
-_OWN_DEFAULT = 32
+_OWN = {"broadcast": 5, "matmul": 10}
+_OWN_DEFAULT = 12
 _constants: dict | None = None
 
 
@@ -27,7 +27,7 @@ def _cache_file() -> Path:
     import torch
     base = Path(_env("XDG_CACHE_HOME") or Path.home() / ".cache") / "autovec"
     tag = f"{torch.__version__}-{platform.machine()}-{platform.python_version()}".replace("/", "_")
-    return base / f"costs-{tag}.json"
+    return base / f"costs-v2-{tag}.json"   # v2: vmap_call measured without torch.func's wrapper
 
 
 def _measure() -> dict:
@@ -51,8 +51,8 @@ def _measure() -> dict:
 
     py = best(loop, 20) / 8                      # one iteration: index + multiply
     op = best(lambda: x * 2.0, 200)
-    f = torch.func.vmap(lambda a: a * 2.0)
-    vm = best(lambda: f(x), 50)
+    from .runtime import vmap_call
+    vm = best(lambda: vmap_call(lambda a: (a * 2.0,), (x,), (0,), 8), 50)
     # a loop body mixes cheap steps (indexing, comparisons) with real ops: about half an op each
     return {"py_iter": max(py - 2 * op, 0.2e-6), "py_op": op * 0.45, "op": op * 2, "vmap_call": vm,
             "own_op": op}

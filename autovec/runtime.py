@@ -2,9 +2,11 @@
 check against an unbatched iteration, output conversion, and the memory of failures."""
 from __future__ import annotations
 
+import functools
 import types
 
 import torch
+import torch.utils._python_dispatch
 
 from . import cost
 from .purity import why_impure
@@ -60,7 +62,7 @@ def _overlapping(t: torch.Tensor) -> bool:
 
 def _sig(v):
     if isinstance(v, torch.Tensor):
-        return ("T", v.dtype, v.dim(), v.device.type, v.requires_grad)
+        return ("T", v.dtype, v.dim(), "cpu" if v.is_cpu else v.device.type, v.requires_grad)
     if isinstance(v, (list, tuple)):
         return (type(v).__name__, _sig(v[0]) if v else None)
     if isinstance(v, _NUMBER) or v is None or isinstance(v, str):
@@ -92,6 +94,11 @@ class FunctionRuntime:
         self.ran: dict = {}               # loop id -> mode used last ("broadcast"/"vmap")
         self.pytypes: dict = {}           # (loop id, signature) -> {position: holds Python numbers}
         self.layouts: dict = {}           # loop id -> output layout (value, payloads, mask positions)
+        self.selects: dict = {}           # loop id -> has branches or keeps only some iterations
+        self.fast: dict = {}              # (loop id, signature, tag) -> mode that passed its check
+        self.iter_bytes: dict = {}        # (loop id, signature) -> bytes one iteration allocates
+        self.chunked: dict = {}           # loop id -> (chunks, rows, bytes needed, budget) of the last run
+        self.memory_budget = None         # bytes, from @autovec(memory_budget=...); None: half of free memory
 
     # ------------------------------------------------------------------ guards
 
@@ -216,28 +223,42 @@ class FunctionRuntime:
             tensors.extend(s if isinstance(s, (list, tuple)) else [s])
 
         everything = tensors + free_tensors + written
-        devices = {t.device for t in everything if t.dim() > 0 or t.device.type != "cpu"}
-        if len(devices) > 1:
-            raise GuardFailed(f"tensors on several devices ({', '.join(sorted(map(str, devices)))})")
-        same_index = {id(t) for t, d, off, flag in mapped if flag}
-        readable = tensors + free_tensors + [t for t in _reachable_tensors(
-            [v for v in free if not isinstance(v, torch.Tensor)] + list(calls)) if t is not None]
+        if any(not t.is_cpu for t in everything):
+            devices = {t.device for t in everything if t.dim() > 0 or not t.is_cpu}
+            if len(devices) > 1:
+                raise GuardFailed(f"tensors on several devices ({', '.join(sorted(map(str, devices)))})")
         space = space if levels is None else ()
-        for w in written:
-            pw = _storage(w)
-            for r in readable:
-                if r is w and id(r) in same_index:
+        if written:
+            same_index = {id(t) for t, d, off, flag in mapped if flag}
+            readable = tensors + free_tensors + [t for t in _reachable_tensors(
+                [v for v in free if not isinstance(v, torch.Tensor)] + list(calls)) if t is not None]
+            ptrs: dict = {}
+
+            def ptr(t):
+                p = ptrs.get(id(t), ptrs)
+                if p is ptrs:
+                    p = ptrs[id(t)] = _storage(t)
+                return p
+            for w in written:
+                pw = ptr(w)
+                if pw is None:
                     continue
-                if pw is not None and _storage(r) == pw:
-                    raise GuardFailed("an output shares memory with a tensor the loop reads")
-            for w2 in written:
-                if w2 is not w and pw is not None and _storage(w2) == pw:
-                    raise GuardFailed("two outputs share memory")
+                for r in readable:
+                    if r is w and id(r) in same_index:
+                        continue
+                    if ptr(r) == pw:
+                        raise GuardFailed("an output shares memory with a tensor the loop reads")
+                for w2 in written:
+                    if w2 is not w and ptr(w2) == pw:
+                        raise GuardFailed("two outputs share memory")
         for c in calls:
             bad = why_impure(c)
             if bad:
                 raise GuardFailed(bad)
-        if (plan.branches or _selects_rows(plan)) and torch.is_grad_enabled() and (
+        selects = self.selects.get(loop_id)
+        if selects is None:
+            selects = self.selects[loop_id] = bool(plan.branches or _selects_rows(plan))
+        if selects and torch.is_grad_enabled() and (
                 any(t.requires_grad for t in everything)
                 or any(isinstance(c, torch.nn.Module) and any(p.requires_grad for p in c.parameters())
                        for c in calls)):
@@ -613,7 +634,7 @@ def _linear_prefix(h0, b, a):
     flat_a = a0.expand(shape).reshape(-1).to(want)
     c = flat_a.numel()
     bb = b.expand(n, *shape).reshape(n, c).to(want)
-    block = max(4, min(_BLOCK, int((1 << 22) / max(c, 1)) ** 0.5 if c > 1024 else _BLOCK))
+    block = max(4, min(_BLOCK, int(((1 << 22) / max(c, 1)) ** 0.5) if c > 1024 else _BLOCK))
     j = torch.arange(block + 1, device=b.device)
     powers = flat_a[None, :] ** j[:, None].to(want)            # (B+1, C): a^0 .. a^B
     lag = j[:block, None] - j[None, :block]                    # i - k
@@ -693,24 +714,41 @@ def mm(kind, a, la, b, lb, sizes, seen=None):
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
         raise GuardFailed("a matrix product of non-tensors")
     ra, rb = a.dim() - len(la), b.dim() - len(lb)
+    if a.dtype != b.dtype:
+        raise GuardFailed("a matrix product of different dtypes (the loop raises)")
+    key = (kind, la, lb, ra, rb, len(sizes))
+    spec = _MM_FULL.get(key)
+    if spec is None:
+        spec = _MM_FULL[key] = _mm_spec(kind, la, lb, ra, rb, len(sizes))
+    full, missing = spec
+    if type(a) is torch.Tensor and type(b) is torch.Tensor:
+        out = torch._VF.einsum(full, (a, b))   # what torch.einsum runs for two operands
+    else:
+        out = torch.einsum(full, a, b)
+    if seen is not None:
+        seen[(kind, tuple(la), tuple(lb))] = full
+    for lv in missing:
+        out = out.unsqueeze(lv)
+    if missing:
+        out = out.expand(*sizes, *out.shape[len(sizes):])
+    return out
+
+
+_MM_FULL: dict = {}
+
+
+def _mm_spec(kind, la, lb, ra, rb, levels):
+    """The einsum equation for `kind` with loop levels in front, and the levels neither operand has."""
     spec = _MM_SPECS[kind].get((ra, rb))
     if spec is None:
         raise GuardFailed(f"`{kind}` of per-iteration ranks {ra} and {rb} (vmap decides)")
-    if a.dtype != b.dtype:
-        raise GuardFailed("a matrix product of different dtypes (the loop raises)")
     letters = "abcdefgh"
     sa, rest = spec.split(",")
     sb, so = rest.split("->")
     present = sorted(set(la) | set(lb))
     full = (f"{''.join(letters[x] for x in la)}{sa},{''.join(letters[x] for x in lb)}{sb}"
             f"->{''.join(letters[x] for x in present)}{so}")
-    out = torch.einsum(full, a, b)
-    if seen is not None:
-        seen[(kind, tuple(la), tuple(lb))] = full
-    for lv in range(len(sizes)):
-        if lv not in present:
-            out = out.unsqueeze(lv)
-    return out.expand(*sizes, *out.shape[len(sizes):])
+    return full, tuple(lv for lv in range(levels) if lv not in present)
 
 
 def _mm_method(self, kind, a, la, b, lb, sizes):
@@ -786,6 +824,79 @@ def _scatter_commit(target, prepared, op):
 FunctionRuntime.scatter_commit = staticmethod(_scatter_commit)
 
 
+try:  # vmap's own primitives: torch.func.vmap spends ~20 us per call on pytrees and checks
+    from torch._C import _functorch as _ft
+    from torch._functorch import predispatch as _pre
+    _pre.lazy_load_decompositions
+    _ft._add_batch_dim, _ft._remove_batch_dim, _ft._vmap_increment_nesting, _ft._vmap_decrement_nesting
+except (ImportError, AttributeError):  # pragma: no cover - other torch versions: the public API
+    _ft = None
+
+
+def vmap_call(fn, args, dims, n):
+    """`torch.func.vmap(fn, in_dims=dims)(*args)` for flat tensor arguments and a tuple of
+    tensor outputs (batched along dim 0), without the public wrapper's pytree handling."""
+    if _ft is None:
+        return torch.func.vmap(fn, in_dims=tuple(dims), out_dims=0)(*args)
+    _pre.lazy_load_decompositions()
+    # under a torch-function mode (export's pre-dispatch tracing) use the wrappers that see it
+    m = _pre if torch._C._is_torch_function_mode_enabled() else _ft
+    level = m._vmap_increment_nesting(n, "error")
+    try:
+        add = m._add_batch_dim
+        outs = fn(*[a if d is None else add(a, d, level) for a, d in zip(args, dims)])
+        return tuple(m._remove_batch_dim(o, level, n, 0) for o in outs)
+    finally:
+        m._vmap_decrement_nesting()
+
+
+def _as_tensor(v):
+    """A Python number returned by a body, in Python's own precision (a float is a double)."""
+    if isinstance(v, float):
+        return torch.tensor(v, dtype=torch.float64)
+    if isinstance(v, complex):
+        return torch.tensor(v, dtype=torch.complex128)
+    return torch.as_tensor(v)
+
+
+def _star(f):
+    return lambda *a: f(a)
+
+
+_CHUNKABLE = ("broadcast", "vmap", "reduction", "masked", "where")
+_MEMORY_FLOOR = 64 << 20   # below this, no budget is looked up (the default one is far larger)
+
+
+def default_budget(device) -> int:
+    """Half the memory free on `device` now (CUDA: the driver's count; CPU: available RAM)."""
+    try:
+        if device is not None and device.type == "cuda":
+            return int(torch.cuda.mem_get_info(device)[0] * 0.5)
+        import os
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * 0.5)
+    except (AttributeError, ValueError, OSError, RuntimeError):
+        return 0
+
+
+class _ByteCounter(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the bytes of the storages the operations under it create."""
+
+    def __init__(self, inputs):
+        super().__init__()
+        self.total = 0
+        self.seen = {_storage(t) for t in inputs if isinstance(t, torch.Tensor)}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(t, torch.Tensor):
+                p = _storage(t)
+                if p not in self.seen:
+                    self.seen.add(p)
+                    self.total += t.untyped_storage().nbytes()
+        return out
+
+
 def space_sig(space):
     return () if isinstance(space, range) else tuple(space)
 
@@ -798,11 +909,19 @@ class Token:
         self.n, self.start, self.step, self.first = n, start, step, first
         self.mapped, self.dims, self.sources = mapped, dims, sources
         self.free_tensors, self.sig = free_tensors, sig
+        self._rows = {}
 
     levels = None
 
     def rows(self, offset, level=None):
         """The rows a loop touches at `offset`, in ascending order (a reversed loop's too)."""
+        key = (offset, level)
+        r = self._rows.get(key)
+        if r is None:
+            r = self._rows[key] = self._rows_uncached(offset, level)
+        return r
+
+    def _rows_uncached(self, offset, level):
         if level is not None:
             st, sp, k = self.levels[level]
             a = st + offset
@@ -895,66 +1014,125 @@ class Token:
         return prefix[-1].item() if py else prefix[-1]
 
     def run(self, body, ref=None, direct=None, tag="", scan_free=False):
-        chunk = self._chunk_rows()
+        rt = self.rt
+        self.tag, self.scan_free = tag, scan_free
+        chunk = self._chunk_rows() or self._memory_rows(ref or body)
         if chunk:
             return self._run_chunked(body, ref, chunk)
         inputs = self._inputs()
         if not scan_free:
             inputs += [(t, 0) for t, _ in getattr(self, "extra", [])]
-        self.tag, self.scan_free = tag, scan_free
-        device = inputs[0][0].device if inputs else None
+        key = (self.loop_id, self.sig, tag)
+        mode = rt.fast.get(key)
+        if mode is not None:   # steady state: this mode passed its check for this signature
+            try:
+                outs = self._mode(mode, body, direct, inputs)
+            except GuardFailed:
+                pass           # the general path below decides, with its bookkeeping
+            else:
+                rt.ran[self.loop_id] = mode
+                if rt.events is not None:
+                    rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
+                return outs
         modes = {"broadcast": ["broadcast", "vmap"], "matmul": ["direct", "vmap"]}.get(self.match.strategy, ["vmap"])
         errors = []
         for mode in modes:
-            if (self.loop_id, self.sig, mode, tag) in self.rt.bad_modes and mode != modes[-1]:
+            if (self.loop_id, self.sig, mode, tag) in rt.bad_modes and mode != modes[-1]:
                 continue  # failed its check for this signature before
             try:
-                if mode == "direct":
-                    outs = self._direct(direct, inputs)
-                elif mode == "broadcast":
-                    outs = self._broadcast(body, inputs, device)
-                else:
-                    outs = self._vmap(body, inputs, device)
+                outs = self._mode(mode, body, direct, inputs)
                 self._check(ref or body, inputs, outs, mode)
             except GuardFailed as e:
                 errors.append(f"{mode}: {e}")
                 if not e.data:
-                    self.rt.bad_modes.add((self.loop_id, self.sig, mode, tag))
+                    rt.bad_modes.add((self.loop_id, self.sig, mode, tag))
                 continue
-            self.rt.succeeded.add((self.loop_id, self.sig))
-            self.rt.ran[self.loop_id] = mode
-            self.rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
+            rt.succeeded.add((self.loop_id, self.sig))
+            if (self.loop_id, self.sig, mode, tag) in rt.checked:
+                rt.fast[key] = mode
+            rt.ran[self.loop_id] = mode
+            rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
             return outs
         raise GuardFailed("; ".join(errors))
+
+    def _mode(self, mode, body, direct, inputs):
+        if mode == "direct":
+            return self._direct(direct, inputs)
+        if mode == "broadcast":
+            return self._broadcast(body, inputs, None)
+        return self._vmap(body, inputs, inputs[0][0].device if inputs else None)
+
+    def _chunkable(self):
+        plan = self.match.plan
+        return not (self.levels is not None or plan.scans or getattr(self, "extra", None)
+                    or self.match.strategy not in _CHUNKABLE)
 
     def _chunk_rows(self):
         """Rows per chunk when the loop runs over a large list of tensors (stacking it whole and
         materialising every step would be slower than the loop), else 0."""
-        plan = self.match.plan
         lists = [s for s in self.sources if isinstance(s, (list, tuple))]
-        if (not lists or self.levels is not None or plan.index_as_value or plan.scans or self.step != 1
-                or getattr(self, "extra", None) or self.match.strategy not in ("broadcast", "vmap")):
+        if not lists or self.match.plan.index_as_value or self.step != 1 or not self._chunkable():
             return 0
         row = sum(s[0].numel() * s[0].element_size() for s in lists)
         if row * self.n < _CHUNK_BYTES:
             return 0
         return max(1, _CHUNK_BYTES // 8 // max(row, 1))
 
+    def _memory_rows(self, ref):
+        """Rows per chunk when running every iteration at once would need more memory than the
+        budget (the bytes one iteration allocates, measured once per signature, times the trip
+        count), else 0."""
+        rt = self.rt
+        key = (self.loop_id, self.sig)
+        per = rt.iter_bytes.get(key)
+        if per is None:
+            per = rt.iter_bytes[key] = self._iteration_bytes(ref) if self._chunkable() else 0
+        need = per * self.n
+        if need <= _MEMORY_FLOOR and rt.memory_budget is None:
+            return 0
+        device = self.mapped[0].device if self.mapped else None
+        budget = rt.memory_budget or default_budget(device)
+        if not budget or need <= budget:
+            return 0
+        rows = max(1, budget // max(per, 1))
+        rt.chunked[self.loop_id] = (-(-self.n // rows), rows, need, budget)
+        return rows
+
+    def _iteration_bytes(self, ref):
+        """Bytes of the new tensors one iteration creates (each storage counted once)."""
+        self.lazy_lists = True
+        try:
+            lazy = self._inputs()
+        finally:
+            self.lazy_lists = False
+        if not lazy or self.n == 0:
+            return 0
+        args = [t.take(0, 1)[0] if isinstance(t, _Rows) else t.select(d, 0) for t, d in lazy]
+        if self.match.plan.index_as_value:
+            args.append(self.first)
+        counter = _ByteCounter(args)
+        try:
+            with torch.no_grad(), counter:
+                ref(*args)
+        except Exception:
+            return 0   # the batched run reports real failures
+        return counter.total
+
     def _run_chunked(self, body, ref, rows):
-        """Run the batch in cache-sized chunks, writing each chunk's results into full outputs."""
+        """Run the batch in chunks of `rows` iterations, writing each chunk's results into full outputs."""
         self.lazy_lists = True
         self.tag, self.scan_free = "", True
         try:
             lazy = self._inputs()
         finally:
             self.lazy_lists = False
-        n, full, parts = self.n, None, None
+        n, first, full, parts = self.n, self.first, None, None
         modes = ["broadcast", "vmap"] if self.match.strategy == "broadcast" else ["vmap"]
         mode = next((m for m in modes if (self.loop_id, self.sig, m, "") not in self.rt.bad_modes), modes[-1])
         try:
             for c0 in range(0, n, rows):
                 c1 = min(n, c0 + rows)
-                self.n = c1 - c0
+                self.n, self.first, self._rows = c1 - c0, first + c0 * self.step, {}
                 inputs = [(t.take(c0, c1) if isinstance(t, _Rows) else t.narrow(d, c0, c1 - c0), d)
                           for t, d in lazy]
                 try:
@@ -980,7 +1158,7 @@ class Token:
                     else:
                         full[k][c0:c1] = o
         finally:
-            self.n = n
+            self.n, self.first, self._rows = n, first, {}
         outs = tuple(torch.cat(p, 0) for p in parts) if parts is not None else tuple(full)
         self.rt.succeeded.add((self.loop_id, self.sig))
         self.rt.ran[self.loop_id] = mode
@@ -1039,10 +1217,11 @@ class Token:
             dims.append(tuple(0 if l2 == lv else None for l2 in range(len(names))))
 
         def tensors_only(*a):
-            return tuple(v if isinstance(v, torch.Tensor) else torch.as_tensor(v) for v in body(*a))
+            return tuple(v if isinstance(v, torch.Tensor) else _as_tensor(v) for v in body(*a))
         f = tensors_only
         for lv in reversed(range(len(names))):
-            f = torch.func.vmap(f, in_dims=tuple(d[lv] for d in dims), out_dims=0)
+            f = functools.partial(vmap_call, f, dims=tuple(d[lv] for d in dims), n=self.levels[lv][2])
+            f = _star(f)
         outs = f(*args)
         shape = tuple(k for _, _, k in self.levels)
         return tuple(o if tuple(o.shape[:len(shape)]) == shape else o.expand(*shape, *o.shape) for o in outs)
@@ -1057,8 +1236,8 @@ class Token:
             dims.append(0)
 
         def tensors_only(*a):
-            return tuple(v if isinstance(v, torch.Tensor) else torch.as_tensor(v) for v in body(*a))
-        outs = torch.func.vmap(tensors_only, in_dims=tuple(dims), out_dims=0)(*args)
+            return tuple(v if isinstance(v, torch.Tensor) else _as_tensor(v) for v in body(*a))
+        outs = vmap_call(tensors_only, args, dims, self.n)
         n = self.n
         return tuple(o if o.dim() and o.shape[0] == n else o.expand(n, *o.shape) for o in outs)
 

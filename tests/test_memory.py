@@ -1,0 +1,108 @@
+"""Memory-aware chunking: a batched run whose intermediates would exceed `memory_budget`
+runs in chunks of iterations, with the same results and gradients as the loop."""
+import re
+
+import pytest
+import torch
+
+from autovec import assert_equivalent, autovec, explain
+
+
+def attention(q, k, v):
+    out = torch.empty(q.shape[0], q.shape[1], v.shape[2])
+    for b in range(q.shape[0]):
+        s = torch.softmax(q[b] @ k[b].T / 8.0, dim=-1)
+        out[b] = s @ v[b]
+    return out
+
+
+def scaled_by_index(x):
+    rows = []
+    for i in range(1, x.shape[0], 2):
+        rows.append(torch.tanh(x[i] * i).outer(x[i]).sum(0))
+    return torch.stack(rows)
+
+
+def total_energy(x):
+    total = 0.0
+    for row in x:
+        total = total + (row[:, None] * row[None, :]).exp().sum()
+    return total
+
+
+def normalize_list(images):
+    out = []
+    for img in images:
+        out.append((img - img.mean()) / (img.std() + 1e-5))
+    return torch.stack(out)
+
+
+def _chunks(ex):
+    notes = [n for n in ex.notes if "chunks of" in n]
+    if not notes:
+        return None
+    m = re.search(r"ran in (\d+) chunks of (\d+) iterations", notes[0])
+    return int(m.group(1)), int(m.group(2))
+
+
+@pytest.fixture
+def always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def test_attention_runs_in_chunks_under_a_small_budget(always_vectorize):
+    q, k, v = (torch.randn(16, 64, 32) for _ in range(3))
+    f = autovec(attention, memory_budget=100_000)
+    ex = explain(f, q, k, v)
+    assert ex.path == "vectorized"
+    chunks, rows = _chunks(ex)
+    # one iteration allocates at least its (64, 64) float32 scores: 16 KiB
+    assert chunks > 1 and rows * 64 * 64 * 4 <= 100_000
+    torch.testing.assert_close(f(q, k, v), attention(q, k, v))
+    assert_equivalent(f, q.requires_grad_(), k, v)
+
+
+def test_no_chunks_when_the_batch_fits(always_vectorize):
+    q, k, v = (torch.randn(4, 8, 8) for _ in range(3))
+    ex = explain(autovec(attention), q, k, v)
+    assert ex.path == "vectorized" and _chunks(ex) is None
+
+
+def test_a_budget_below_one_iteration_runs_one_iteration_per_chunk(always_vectorize):
+    q, k, v = (torch.randn(5, 16, 8) for _ in range(3))
+    f = autovec(attention, memory_budget=16)
+    assert _chunks(explain(f, q, k, v)) == (5, 1)
+    torch.testing.assert_close(f(q, k, v), attention(q, k, v))
+
+
+def test_chunks_keep_the_loop_index_and_its_step(always_vectorize):
+    x = torch.randn(23, 12, dtype=torch.float64)
+    f = autovec(scaled_by_index, memory_budget=3000)
+    chunks, rows = _chunks(explain(f, x))
+    assert chunks > 1
+    torch.testing.assert_close(f(x), scaled_by_index(x))
+    assert_equivalent(f, x.requires_grad_())
+
+
+def test_chunked_reduction_into_a_python_float(always_vectorize):
+    x = torch.randn(30, 20, dtype=torch.float64) * 0.1
+    f = autovec(total_energy, memory_budget=10_000)
+    ex = explain(f, x)
+    assert ex.path == "vectorized" and _chunks(ex)[0] > 1
+    got, want = f(x), total_energy(x)
+    assert type(got) is type(want)
+    torch.testing.assert_close(got, want)
+
+
+def test_chunked_list_of_tensors(always_vectorize):
+    images = [torch.randn(3, 16, 16) for _ in range(20)]
+    f = autovec(normalize_list, memory_budget=20_000)
+    ex = explain(f, images)
+    assert ex.path == "vectorized" and _chunks(ex)[0] > 1
+    torch.testing.assert_close(f(images), normalize_list(images))
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1.5, "1GB"])
+def test_memory_budget_must_be_a_positive_number_of_bytes(bad):
+    with pytest.raises(ValueError, match="memory_budget"):
+        autovec(attention, memory_budget=bad)

@@ -1,0 +1,620 @@
+"""The scan strategy (prefix recurrences) against float64 loops.
+
+Each form is a small module-level loop decorated with `@autovec`; `fn.__wrapped__` is the
+plain loop. On long sequences the rewrite's float32 error against the same loop run in
+float64 must stay within a few times the plain float32 loop's own error; shapes and dtypes
+must be those of the float32 loop; gradients are compared with `assert_equivalent` on
+smaller inputs; `explain` must report the scan (or, where autovec keeps the loop on
+purpose, the Python path with bit-for-bit the loop's results).
+"""
+import math
+
+import pytest
+import torch
+
+from autovec import assert_equivalent, autovec, explain
+
+EPS32 = torch.finfo(torch.float32).eps
+FACTORS = [0.0, 0.01, 0.5, 0.9, 0.99, 0.999, 1.0, -0.5, -1.0]   # |a| <= 1: the scan is documented
+
+
+@pytest.fixture
+def always_vectorize(monkeypatch):
+    """Small inputs: take the vectorized path whatever the cost model would pick."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+# ---------------------------------------------------------------------------
+# Running sums, products and extremes
+
+
+@autovec
+def cumsum_rows(x):
+    s = torch.zeros_like(x[0])
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        s = s + x[i]
+        out[i] = s
+    return out
+
+
+@autovec
+def cumsum_augmented(x):
+    s = torch.zeros_like(x[0])
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        s += x[i]
+        out[i] = s
+    return out
+
+
+@autovec
+def cumsum_cols(x):
+    s = torch.zeros(x.shape[0], dtype=x.dtype)
+    out = torch.empty_like(x)
+    for j in range(x.shape[1]):
+        s = s + x[:, j]
+        out[:, j] = s
+    return out
+
+
+@autovec
+def cumsum_list(x):
+    s = torch.zeros_like(x[0])
+    res = []
+    for i in range(x.shape[0]):
+        s = s + x[i]
+        res.append(s)
+    return torch.stack(res)
+
+
+@autovec
+def suffix_sum(x):
+    s = torch.zeros_like(x[0])
+    out = torch.empty_like(x)
+    for i in reversed(range(x.shape[0])):
+        s = s + x[i]
+        out[i] = s
+    return out
+
+
+@autovec
+def running_difference(x):
+    s = torch.zeros_like(x[0])
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        s = s - x[i]
+        out[i] = s
+    return out
+
+
+@autovec
+def cumprod_rows(x):
+    p = torch.ones_like(x[0])
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        p = p * x[i]
+        out[i] = p
+    return out
+
+
+@autovec
+def cumprod_cols_list(x):
+    p = torch.ones(x.shape[0], dtype=x.dtype)
+    res = []
+    for j in range(x.shape[1]):
+        p = p * x[:, j]
+        res.append(p)
+    return torch.stack(res, dim=1)
+
+
+@autovec
+def cummax_rows(x):
+    m = torch.full_like(x[0], float("-inf"))
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        m = torch.maximum(m, x[i])
+        out[i] = m
+    return out
+
+
+@autovec
+def cummin_cols(x):
+    m = x[:, 0]
+    out = torch.empty_like(x)
+    for j in range(x.shape[1]):
+        m = torch.minimum(m, x[:, j])
+        out[:, j] = m
+    return out
+
+
+@autovec
+def drawdown(p):
+    peak = p[0]
+    dd = torch.empty_like(p)
+    for i in range(p.shape[0]):
+        peak = torch.max(peak, p[i])
+        dd[i] = peak - p[i]
+    return dd
+
+
+# In-place prefix updates: the loop mutates its argument and returns it.
+
+
+@autovec
+def prefix_rows(x):
+    for i in range(1, x.shape[0]):
+        x[i] += x[i - 1]
+    return x
+
+
+@autovec
+def prefix_cols(x):
+    for j in range(1, x.shape[1]):
+        x[:, j] += x[:, j - 1]
+    return x
+
+
+@autovec
+def prefix_product_rows(x):
+    for i in range(1, x.shape[0]):
+        x[i] = x[i] * x[i - 1]
+    return x
+
+
+@autovec
+def prefix_product_cols(x):
+    for j in range(1, x.shape[1]):
+        x[:, j] = x[:, j] * x[:, j - 1]
+    return x
+
+
+@autovec
+def prefix_rows_of_copy(x):
+    y = x * 1.0
+    for i in range(1, y.shape[0]):
+        y[i] += y[i - 1]
+    return y
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _near_one(*shape, seed=0):
+    """Factors of a long product that stays in range: 1 + 1% noise."""
+    return 1 + 0.01 * _randn(*shape, seed=seed)
+
+
+def _positive(*shape, seed=0):
+    return _randn(*shape, seed=seed).abs() + 1
+
+
+# (function, shape: a function of n, data, in place, exact): "n" sequences, "nd" rows of
+# d features, "bn" b rows scanned along dimension 1.
+SHAPES = {"n": lambda n: (n,), "nd": lambda n: (n, 4), "bn": lambda n: (3, n)}
+SCANS = {
+    "cumsum_rows-n": (cumsum_rows, "n", _randn, False, False),
+    "cumsum_rows-nd": (cumsum_rows, "nd", _randn, False, False),
+    "cumsum_augmented-nd": (cumsum_augmented, "nd", _randn, False, False),
+    "cumsum_cols-bn": (cumsum_cols, "bn", _randn, False, False),
+    "cumsum_list-nd": (cumsum_list, "nd", _randn, False, False),
+    "suffix_sum-nd": (suffix_sum, "nd", _randn, False, False),
+    "running_difference-n": (running_difference, "n", _randn, False, False),
+    "cumprod_rows-nd": (cumprod_rows, "nd", _near_one, False, False),
+    "cumprod_cols_list-bn": (cumprod_cols_list, "bn", _near_one, False, False),
+    "cummax_rows-nd": (cummax_rows, "nd", _randn, False, True),
+    "cummin_cols-bn": (cummin_cols, "bn", _randn, False, True),
+    "drawdown-n": (drawdown, "n", _positive, False, True),
+    "prefix_rows-n": (prefix_rows, "n", _randn, True, False),
+    "prefix_rows-nd": (prefix_rows, "nd", _randn, True, False),
+    "prefix_cols-bn": (prefix_cols, "bn", _randn, True, False),
+    "prefix_product_rows-nd": (prefix_product_rows, "nd", _near_one, True, False),
+    "prefix_product_cols-bn": (prefix_product_cols, "bn", _near_one, True, False),
+}
+
+
+# ---------------------------------------------------------------------------
+# First-order linear recurrences with a loop-invariant Python float factor
+
+
+@autovec
+def decay_rows(x, a):
+    h = torch.zeros_like(x[0])
+    out = torch.empty_like(x)
+    for t in range(x.shape[0]):
+        h = a * h + x[t]
+        out[t] = h
+    return out
+
+
+@autovec
+def decay_cols(x, a):
+    h = torch.zeros(x.shape[0], dtype=x.dtype)
+    out = torch.empty_like(x)
+    for t in range(x.shape[1]):
+        h = a * h + x[:, t]
+        out[:, t] = h
+    return out
+
+
+@autovec
+def ema_list(x, a):
+    h = torch.zeros_like(x[0])
+    trace = []
+    for t in range(x.shape[0]):
+        h = a * h + (1 - a) * x[t]
+        trace.append(h)
+    return torch.stack(trace)
+
+
+@autovec
+def returns_reversed(r, gamma):
+    g = 0.0
+    out = torch.empty_like(r)
+    for t in reversed(range(r.shape[0])):
+        g = r[t] + gamma * g
+        out[t] = g
+    return out
+
+
+@autovec
+def returns_negative_step(r, gamma):
+    g = torch.zeros_like(r[0])
+    out = torch.empty_like(r)
+    for t in range(r.shape[0] - 1, -1, -1):
+        g = r[t] + gamma * g
+        out[t] = g
+    return out
+
+
+@autovec
+def returns_cols(r, gamma):
+    g = torch.zeros(r.shape[0], dtype=r.dtype)
+    out = torch.empty_like(r)
+    for t in reversed(range(r.shape[1])):
+        g = r[:, t] + gamma * g
+        out[:, t] = g
+    return out
+
+
+LINEAR = {
+    "decay_rows-n": (decay_rows, "n"),
+    "decay_rows-nd": (decay_rows, "nd"),
+    "decay_cols-bn": (decay_cols, "bn"),
+    "ema_list-nd": (ema_list, "nd"),
+    "returns_reversed-n": (returns_reversed, "n"),
+    "returns_negative_step-nd": (returns_negative_step, "nd"),
+    "returns_cols-bn": (returns_cols, "bn"),
+}
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+
+
+def _error_against_float64(fn, x, *rest, inplace=False):
+    """(autovec's error, the float32 loop's error, largest exact value, autovec's result,
+    the float32 loop's result): errors are max abs differences from the float64 loop."""
+    loop_fn = fn.__wrapped__
+    exact = loop_fn(x.double().clone(), *rest)
+    assert exact.dtype == torch.float64
+    loop = loop_fn(x.clone(), *rest)
+    arg = x.clone()
+    got = fn(arg, *rest)
+    if inplace:   # the loop returns its argument, updated in place
+        assert got is arg
+        assert not torch.equal(arg, x)
+    assert type(got) is type(loop) and got.shape == loop.shape and got.dtype == loop.dtype == x.dtype
+    assert got.device == loop.device
+    err = (got.double() - exact).abs().max().item()
+    loop_err = (loop.double() - exact).abs().max().item()
+    return err, loop_err, exact.abs().max().item(), got, loop
+
+
+def _assert_close_to_float64(fn, x, *rest, inplace=False, factor=4.0):
+    err, loop_err, scale, got, loop = _error_against_float64(fn, x, *rest, inplace=inplace)
+    # a few times the loop's own error, plus two float32 ulps of the largest value
+    atol = 2 * EPS32 * max(scale, 1.0)
+    assert err <= factor * loop_err + atol, (
+        f"autovec error {err:.3g} vs float32 loop error {loop_err:.3g} (scale {scale:.3g})")
+    return got, loop
+
+
+def _assert_scan(fn, *args):
+    ex = explain(fn, *args)
+    assert ex.path == "vectorized", str(ex)
+    assert [lp.strategy for lp in ex.loops] == ["scan"], str(ex)
+    assert all(lp.vectorized for lp in ex.loops)
+    return ex
+
+
+def _assert_python_and_exact(fn, *args):
+    """autovec keeps the loop: the result is the loop's, bit for bit."""
+    ex = explain(fn, *args)
+    assert ex.path == "python", str(ex)
+    want = fn.__wrapped__(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+    got = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got.nan_to_num(), want.nan_to_num())
+    return ex
+
+
+# ---------------------------------------------------------------------------
+# Long sequences against float64
+
+
+@pytest.mark.parametrize("n", [2000, 10000])
+@pytest.mark.parametrize("name", sorted(SCANS))
+def test_scan_error_against_float64(name, n):
+    fn, shape, data, inplace, exact = SCANS[name]
+    x = data(*SHAPES[shape](n), seed=n)
+    _assert_scan(fn, x.clone())          # the cost model picks the scan on its own at this size
+    got, loop = _assert_close_to_float64(fn, x, inplace=inplace)
+    if exact:   # running extremes pick elements: no rounding at all
+        assert torch.equal(got, loop)
+
+
+LONG_LINEAR = [(name, 2000) for name in LINEAR] + [("decay_rows-nd", 10000), ("returns_reversed-n", 10000)]
+
+
+@pytest.mark.parametrize("a", FACTORS)
+@pytest.mark.parametrize("name, n", LONG_LINEAR)
+def test_linear_recurrence_error_against_float64(name, n, a):
+    fn, shape = LINEAR[name]
+    x = _randn(*SHAPES[shape](n), seed=n)
+    _assert_scan(fn, x, a)
+    _assert_close_to_float64(fn, x, a)
+
+
+def test_decay_one_is_a_plain_cumsum():
+    x = _randn(10000, 4, seed=1)
+    got = decay_rows(x, 1.0)
+    want = torch.cumsum(x.double(), 0)
+    # the blocked evaluation is no worse than float32 cumsum's own rounding
+    err = (got.double() - want).abs().max().item()
+    ref = (torch.cumsum(x, 0).double() - want).abs().max().item()
+    assert err <= 4 * ref + 2 * EPS32 * want.abs().max().item()
+
+
+def test_decay_zero_is_the_input():
+    x = _randn(2000, 4, seed=2)
+    assert torch.equal(decay_rows(x, 0.0), x)
+    assert torch.equal(returns_reversed(x[:, 0].contiguous(), 0.0), x[:, 0])
+
+
+# ---------------------------------------------------------------------------
+# Gradients and strategies on small inputs
+
+
+GRAD_SCANS = sorted(name for name, (_, _, _, inplace, _) in SCANS.items() if not inplace)
+
+
+@pytest.mark.parametrize("name", GRAD_SCANS)
+def test_scan_gradients(name, always_vectorize):
+    fn, shape, data, _, exact = SCANS[name]
+    x = data(*SHAPES[shape](60), seed=3)
+    _assert_scan(fn, x)
+    assert_equivalent(fn, x, trials=3)
+    x.requires_grad_()
+    if not exact:
+        # running extremes with grad keep the loop today (selections under grad are
+        # refused, see the README's known limits): only equivalence is asserted for them
+        _assert_scan(fn, x)
+    assert_equivalent(fn, x, grad=True)
+
+
+@pytest.mark.parametrize("a", [0.0, 0.5, 0.9, 0.999, 1.0, -1.0])
+@pytest.mark.parametrize("name", sorted(LINEAR))
+def test_linear_recurrence_gradients(name, a, always_vectorize):
+    fn, shape = LINEAR[name]
+    x = _randn(*SHAPES[shape](150), seed=4).requires_grad_()
+    _assert_scan(fn, x, a)
+    assert_equivalent(fn, x, a, grad=True)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, spec in SCANS.items() if spec[3]))
+def test_inplace_prefix_small(name, always_vectorize):
+    fn, shape, data, _, _ = SCANS[name]
+    x = data(*SHAPES[shape](40), seed=5)
+    _assert_scan(fn, x)
+    assert_equivalent(fn, x, trials=3)
+
+
+def test_inplace_prefix_on_a_tensor_that_requires_grad_keeps_the_loop(always_vectorize):
+    x = _randn(40, 3, seed=6)
+    _assert_scan(prefix_rows_of_copy, x)
+    xg = x.clone().requires_grad_()
+    assert explain(prefix_rows_of_copy, xg).path == "python"   # documented guard
+    assert_equivalent(prefix_rows_of_copy, xg, grad=True)
+
+
+@pytest.mark.parametrize("fn", [prefix_rows, prefix_cols])
+def test_inplace_prefix_on_a_transposed_argument(fn, always_vectorize):
+    base = _randn(40, 5, seed=7)
+    x = base.clone().t()                     # non-contiguous: the loop writes through the view
+    want = fn.__wrapped__(base.clone().t())
+    got = fn(x)
+    assert got is x
+    torch.testing.assert_close(got, want)
+
+
+def test_running_extreme_ties_keep_the_loop_gradient(always_vectorize):
+    # torch.maximum splits the gradient between equal values; cummax does not
+    x = torch.tensor([[1.0, 2.0], [1.0, 2.0], [3.0, 2.0], [3.0, 0.0]], requires_grad=True)
+    assert_equivalent(cummax_rows, x, grad=True)
+    assert_equivalent(cummin_cols, torch.randint(0, 3, (3, 20)).float().requires_grad_(), grad=True)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+@pytest.mark.parametrize("fn, args", [(cumsum_rows, ()), (cumprod_rows, ()), (cummax_rows, ()),
+                                      (decay_rows, (0.9,)), (returns_reversed, (0.99,))],
+                         ids=["cumsum", "cumprod", "cummax", "decay", "returns"])
+def test_short_sequences(fn, args, n, always_vectorize):
+    x = _randn(n, 3, seed=8)
+    assert_equivalent(fn, x, *args)
+    if n:
+        _assert_scan(fn, x, *args)
+
+
+def test_decay_with_initial_state_argument(always_vectorize):
+    @autovec
+    def ema_from(x, h, a):
+        trace = []
+        for t in range(x.shape[0]):
+            h = a * h + (1 - a) * x[t]
+            trace.append(h)
+        return torch.stack(trace), h
+
+    x, h0 = _randn(2000, 4, seed=9), _randn(4, seed=10)
+    _assert_scan(ema_from, x, h0, 0.99)
+    exact, exact_h = ema_from.__wrapped__(x.double(), h0.double(), 0.99)
+    loop, loop_h = ema_from.__wrapped__(x, h0, 0.99)
+    got, got_h = ema_from(x, h0, 0.99)
+    assert got_h.shape == loop_h.shape and got_h.dtype == loop_h.dtype
+    for g, lp, e in ((got, loop, exact), (got_h, loop_h, exact_h)):
+        assert (g.double() - e).abs().max() <= 4 * (lp.double() - e).abs().max() + 2 * EPS32 * e.abs().max()
+    assert_equivalent(ema_from, x[:100], h0.clone().requires_grad_(), 0.9, grad=True)
+
+
+def test_per_feature_tensor_factor(always_vectorize):
+    x = _randn(2000, 3, seed=11)
+    a = torch.tensor([0.5, 0.99, -0.9])
+    _assert_scan(decay_rows, x, a)
+    _assert_close_to_float64(decay_rows, x, a)
+    assert_equivalent(decay_rows, x[:100], a.clone().requires_grad_(), grad=True)
+
+
+# ---------------------------------------------------------------------------
+# Where autovec keeps the loop on purpose
+
+
+@pytest.mark.parametrize("a", [1.5, -1.5, 1.001, -1.0001, 2])
+def test_growing_factor_keeps_the_loop(a, always_vectorize):
+    # documented: |a| > 1 would lose accuracy in the blocked form
+    _assert_python_and_exact(decay_rows, _randn(300, 3, seed=12), a)
+    _assert_python_and_exact(returns_reversed, _randn(300, seed=13), a)
+
+
+def test_growing_tensor_factor_keeps_the_loop(always_vectorize):
+    _assert_python_and_exact(decay_rows, _randn(300, 3, seed=14), torch.tensor([0.5, 1.5, 0.9]))
+
+
+@pytest.mark.parametrize("fn, args", [(decay_rows, (0.9,)), (cummax_rows, ()), (cumsum_rows, ())],
+                         ids=["decay", "cummax", "cumsum"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_values(fn, args, bad, always_vectorize):
+    x = _randn(200, 3, seed=15)
+    x[50, 1] = bad
+    want = fn.__wrapped__(x.clone(), *args)
+    got = fn(x.clone(), *args)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    # non-finite values in a linear recurrence, and NaN in a running extreme, keep the loop
+    if fn is decay_rows or (fn is cummax_rows and math.isnan(bad)):
+        _assert_python_and_exact(fn, x, *args)
+
+
+def test_varying_factor_is_not_a_scan(always_vectorize):
+    @autovec
+    def returns_with_dones(r, done, gamma):
+        g = 0.0
+        out = torch.empty_like(r)
+        for t in reversed(range(r.shape[0])):
+            g = r[t] + gamma * g * (1 - done[t])
+            out[t] = g
+        return out
+
+    r, done = _randn(300, seed=16), (torch.rand(300, generator=torch.Generator().manual_seed(17)) < 0.05).float()
+    ex = explain(returns_with_dones, r, done, 0.99)
+    assert [lp.strategy for lp in ex.loops] != ["scan"], str(ex)
+    assert torch.equal(returns_with_dones(r, done, 0.99), returns_with_dones.__wrapped__(r, done, 0.99))
+
+
+# Related forms autovec does not rewrite as a scan today: they must still give the loop's
+# answer (no path assertion: these are missing rewrites, not decisions).
+
+
+@autovec
+def suffix_inplace(x):
+    for i in reversed(range(x.shape[0] - 1)):
+        x[i] += x[i + 1]
+    return x
+
+
+@autovec
+def alternating_inplace(x):
+    for i in range(1, x.shape[0]):
+        x[i] -= x[i - 1]
+    return x
+
+
+@autovec
+def cumprod_clone_list(x):
+    p = torch.ones_like(x[0])
+    res = []
+    for i in range(x.shape[0]):
+        p *= x[i]
+        res.append(p.clone())
+    return torch.stack(res)
+
+
+@autovec
+def ema_lerp_form(x, a):
+    h = torch.zeros_like(x[0])
+    out = torch.empty_like(x)
+    for t in range(x.shape[0]):
+        h = h + a * (x[t] - h)
+        out[t] = h
+    return out
+
+
+@autovec
+def ema_torch_lerp(x, a):
+    h = torch.zeros_like(x[0])
+    out = torch.empty_like(x)
+    for t in range(x.shape[0]):
+        h = torch.lerp(h, x[t], a)
+        out[t] = h
+    return out
+
+
+@autovec
+def decay_two_statements(x, a):
+    h = torch.zeros_like(x[0])
+    out = torch.empty_like(x)
+    for t in range(x.shape[0]):
+        h *= a
+        h += x[t]
+        out[t] = h
+    return out
+
+
+@pytest.mark.parametrize("fn, args", [
+    (suffix_inplace, ()), (alternating_inplace, ()), (cumprod_clone_list, ()),
+    (ema_lerp_form, (0.1,)), (ema_torch_lerp, (0.1,)), (decay_two_statements, (0.9,)),
+], ids=["suffix_inplace", "alternating_inplace", "cumprod_clone_list", "ema_lerp_form", "ema_torch_lerp",
+        "decay_two_statements"])
+def test_unrewritten_recurrences_stay_exact(fn, args, always_vectorize):
+    x = _near_one(100, 3, seed=18)
+    assert_equivalent(fn, x, *args, trials=2)
+
+
+# ---------------------------------------------------------------------------
+# Regressions: bugs this file found (both fixed)
+
+
+@pytest.mark.parametrize("a", [0.9, 0.999])
+def test_float64_decay_keeps_float64_accuracy(a, always_vectorize):
+    x = _randn(2000, 3, seed=19).double()
+    _assert_scan(decay_rows, x, a)
+    assert_equivalent(decay_rows, x, a)
+
+
+@pytest.mark.parametrize("fn, shape", [(decay_rows, (64, 2048)), (decay_cols, (2048, 64))],
+                         ids=["rows", "cols"])
+def test_wide_state_linear_recurrence_is_vectorized(fn, shape, always_vectorize):
+    x = _randn(*shape, seed=20)
+    _assert_close_to_float64(fn, x, 0.9)
+    ex = explain(fn, x, 0.9)
+    assert ex.path == "vectorized", str(ex)
