@@ -611,7 +611,7 @@ FunctionRuntime.replaces = staticmethod(_replaces)
 _BLOCK = 64
 
 
-def _linear_prefix(h0, b, a):
+def _linear_prefix(h0, b, a, py_a=False):
     """h_t = a * h_{t-1} + b_t for all t, with h_{-1} = h0 and a loop-invariant factor `a`.
 
     Blocks of B steps: h[s + i] = a^(i+1) h[s-1] + sum_k a^(i-k) b[s + k], a B x B matrix of
@@ -620,6 +620,8 @@ def _linear_prefix(h0, b, a):
     if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
         raise GuardFailed("a linear recurrence on non-floating values keeps the loop")
     a0 = a[0] if isinstance(a, torch.Tensor) and a.dim() >= 1 else a
+    if py_a and isinstance(a0, torch.Tensor):
+        a0 = a0.item()   # a Python number in the loop: it promotes like one (and keeps its double)
     if not bool(torch.isfinite(b).all()) or (isinstance(h0, torch.Tensor) and not bool(torch.isfinite(h0).all())) \
             or (isinstance(h0, float) and (h0 != h0 or h0 in (float("inf"), float("-inf")))):
         raise GuardFailed("non-finite values in a linear recurrence keep the loop", data=True)
@@ -998,6 +1000,10 @@ class Token:
     def _index(self, device):
         return torch.arange(self.first, self.first + self.n * self.step, self.step, device=device)
 
+    def py_out(self, tag, pos):
+        """Whether output `pos` of the tagged pre-body run is a Python number in the loop."""
+        return self.rt.pytypes.get((self.loop_id, self.sig, tag), {}).get(pos, False)
+
     def py(self, pos, static=""):
         """Whether output position `pos` holds Python numbers in the loop."""
         return bool(static) or self.rt.pytypes.get((self.loop_id, self.sig), {}).get(pos, False)
@@ -1293,6 +1299,7 @@ class Token:
                 self._compare(k, want, got[j])
                 seen[k] = not isinstance(want, torch.Tensor)
         if getattr(self, "tag", ""):
+            self.rt.pytypes.setdefault((self.loop_id, self.sig, self.tag), {}).update(seen)
             if len(seen) == len(outs):
                 self.rt.checked.add(key)
             return

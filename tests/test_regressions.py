@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from autovec import assert_equivalent, autovec
+from autovec import assert_equivalent, autovec, explain
 
 
 @pytest.fixture(autouse=True)
@@ -171,3 +171,35 @@ def inplace_running_sum_other_dtype(x):
 ], ids=["helper_aug_assign", "view_of_running_total", "inplace_sum_dtype"])
 def test_second_fuzzer_round_findings(fn, args):
     assert_equivalent(fn, *args())
+
+
+def reversed_decay_from_python_float(x):
+    h = 0.0
+    res = []
+    for t in range(x.size(0) - 1, -1, -1):
+        h = h * -0.92 + x[t]
+        res.append(h)
+    return torch.stack(res)
+
+
+def decay_with_python_factor_state(x):
+    h = torch.zeros_like(x[0])
+    res = []
+    for t in range(x.shape[0]):
+        h = h * 0.5 + x[t]
+        res.append(h * 2)
+    return res
+
+
+@pytest.mark.parametrize("fn, x", [
+    (reversed_decay_from_python_float, torch.randn(2)),
+    (reversed_decay_from_python_float, torch.randn(40, 3)),
+    (decay_with_python_factor_state, torch.randn(1)),
+    (decay_with_python_factor_state, torch.randn(9, 2)),
+])
+def test_python_float_factor_promotes_like_a_python_number(fn, x, monkeypatch):
+    # fuzzer seeds 3558 and 2853: a factor that is a Python float in the loop came back from
+    # the batched pre-body as a float64 0-d tensor and promoted a float32 recurrence to float64
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    assert explain(autovec(fn), x).path == "vectorized"
+    assert_equivalent(fn, x)
