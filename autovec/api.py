@@ -15,7 +15,9 @@ from .analysis import analyze
 from .codegen import build_function
 from .explain import Explanation, LoopReport
 from .frontend import NoSource, capture
+from .compiled import Stepping
 from .lowering import choose
+from .lowering import compile as compile_lowering
 from .purity import Env
 from .rewrite import apply, namer_for
 from .runtime import FunctionRuntime, NotVectorizable
@@ -74,7 +76,7 @@ class FunctionState:
         infos = analyze(cap, env)
         self.original_source = ast.unparse(cap.tree)
         namer = namer_for(cap.tree)
-        pieces, matches, reports = [], {}, []
+        pieces, matches, reports, steps = [], {}, [], []
         nest_strategy = {}
         for info in infos:
             if info.part_of is not None:
@@ -83,6 +85,14 @@ class FunctionState:
                                           f"rewritten as part of the loop nest at line {info.part_of}"))
                 continue
             if info.plan is None:
+                if info.step is not None and self.fallback != "python":
+                    steps.append(info)
+                    # "auto" compiles only where the cost model says it pays, per call: the loop is
+                    # reported as Python, with the option in the reason (explain(fn, *args) tells)
+                    reports.append(LoopReport(info.lineno, info.source,
+                                              "compile" if self.fallback == "compile" else "python",
+                                              compile_lowering.reason(info.step, info.refusal.reason, self.fallback)))
+                    continue
                 reports.append(LoopReport(info.lineno, info.source, "python", info.refusal.reason))
                 continue
             m, module = choose(info.plan, env)
@@ -99,12 +109,28 @@ class FunctionState:
             if blocked:
                 r = blocked[0]
                 raise NotVectorizable(f"{cap.filename}:{r.lineno}: {r.reason}")
-        if not pieces:
+        # a compiled step never sits inside (or around) a loop that is rewritten
+        spans = [(info.plan.lineno, info.plan.end_lineno) for info, _ in pieces]
+        kept = []
+        for info in steps:
+            end = max(getattr(s, "end_lineno", info.lineno) or info.lineno for s in info.step.body) \
+                if info.step.body else info.lineno
+            if any(a <= info.lineno <= b or info.lineno <= a <= end for a, b in spans):
+                k = next(i for i, r in enumerate(reports) if r.lineno == info.lineno)
+                reports[k] = LoopReport(info.lineno, info.source, "python", info.refusal.reason)
+            else:
+                kept.append(info)
+        steps = kept
+        self.reports = reports
+        if not pieces and not steps:
             self.rewritten_source = self.original_source
             self.compiled = self.fn
             return
-        rw = apply(cap.tree, pieces)
+        lower_steps = [(info, functools.partial(compile_lowering.lower, info.step, namer=namer, runtime=namer.runtime))
+                       for info in steps]
+        rw = apply(cap.tree, pieces, lower_steps)
         self.runtime = FunctionRuntime(cap.qualname, matches)
+        self.runtime.steps = {info.step.loop_id: Stepping(info.step, self.fallback) for info in steps}
         self.runtime.layouts = {info.plan.loop_id: low.layout for info, low in pieces}
         self.runtime.ops = {info.plan.loop_id: _count_ops(info.plan) for info, _ in pieces}
         self.runtime.strict = self.strict
@@ -312,14 +338,18 @@ def explain(fn, *args, **kwargs) -> Explanation:
     for loop_id, path, reason, _ in events:
         if path != "estimate":
             last[loop_id] = path   # a loop's final word: a later failure overrides an earlier phase
-    ex.path = "vectorized" if "vectorized" in last.values() else "python"
+    ex.path = ("vectorized" if "vectorized" in last.values() else
+               "compile" if "compile" in last.values() else "python")
     ex.rewritten_source = _concrete_products(ex.rewritten_source, rt.mm_seen)
     estimate = {"python": 0.0, "vectorized": 0.0}
     by_line = {}
+    compile_notes = {}
     for loop_id, path, reason, est in events:
-        plan = rt.matches[loop_id].plan
+        lineno = rt.matches[loop_id].plan.lineno if loop_id in rt.matches else rt.steps[loop_id].plan.lineno
         if path != "estimate":
-            by_line[plan.lineno] = (path, reason)
+            by_line[lineno] = (path, reason)
+        if loop_id in rt.steps and path in ("python", "compile"):
+            compile_notes[lineno] = (path, reason, rt.steps[loop_id])
         if est:
             for key in estimate:
                 estimate[key] += est.get(key, 0.0)
@@ -328,6 +358,14 @@ def explain(fn, *args, **kwargs) -> Explanation:
             ex.notes.append(f"line {r.lineno}: this call keeps the Python loop: {by_line[r.lineno][1]}")
         elif r.lineno in by_line and r.strategy == "broadcast" and by_line[r.lineno][1] == "vmap":
             ex.notes.append(f"line {r.lineno}: the slices did not align for broadcasting; ran as vmap")
+    for lineno, (path, reason, st) in compile_notes.items():
+        if path == "compile":
+            timing = (f"; measured {st.step_s[1] * 1e6:.0f} us a step compiled against {st.step_s[0] * 1e6:.0f} us "
+                      "in Python" if st.step_s else "")
+            took = f" (the compile took {st.compile_s:.2f} s)" if st.compile_s is not None else ""
+            ex.notes.append(f"line {lineno}: this call runs the loop body as a torch.compile'd step{took}{timing}")
+        else:
+            ex.notes.append(f"line {lineno}: not compiled for this call: {reason}")
     for loop_id, (chunks, rows, need, budget) in rt.chunked.items():
         ex.notes.append(f"line {rt.matches[loop_id].plan.lineno}: ran in {chunks} chunks of {rows} iterations "
                         f"(all at once would need about {_mib(need)} for intermediates; the memory budget is "

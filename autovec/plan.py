@@ -106,6 +106,23 @@ class LoopPlan:
 
 
 @dataclass(frozen=True)
+class StepPlan:
+    """A loop that is not vectorized, as `returns = step(*args)` per iteration followed by the
+    driver's statements (appends, stores): what the compile fallback hands to torch.compile."""
+
+    loop_id: int
+    lineno: int
+    params: tuple            # the step function's parameters
+    args: tuple              # what the driver passes for them (expressions, as text)
+    body: tuple              # the step's statements (ast nodes with the user's line numbers)
+    returns: tuple           # names the step returns, rebound by the driver
+    driver: tuple            # statements the driver runs after each step (text)
+    calls: tuple             # callables (as text) checked for side effects before each loop
+    ops: int                 # operations in one step (cost model)
+    invariants: int = 0      # the last parameters are loop invariants (the others change every step)
+
+
+@dataclass(frozen=True)
 class LoopInfo:
     """Analysis result for one loop: a plan or a refusal, with its location."""
 
@@ -116,3 +133,4 @@ class LoopInfo:
     col: int = 0
     kind: str = "for"      # "for", "while", "comprehension", "generator"
     part_of: int | None = None   # line of the loop nest this inner loop is rewritten with
+    step: StepPlan | None = None # the compile fallback's form of a loop that is not vectorized

@@ -59,9 +59,16 @@ def _swap_calls(tree: ast.AST, swaps: dict) -> None:
             _replace(parent[n], n, new)
 
 
-def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]]) -> Rewritten:
+def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]], steps=()) -> Rewritten:
+    """`steps`: (info, lower) for loops kept in Python with a compiled-step form, where
+    lower(loop node) -> (statements replacing it, display statements)."""
     exe, disp = copy.deepcopy(tree), copy.deepcopy(tree)
+    step_targets = [(info, lower, _find(exe, info), _find(disp, info)) for info, lower in steps]
     targets = [(info, low, _find(exe, info), _find(disp, info)) for info, low in pieces]
+    for info, lower, node, dnode in step_targets:
+        stmts, display = lower(node)
+        _replace(_parents(exe)[node], node, stmts)
+        _replace(_parents(disp)[dnode], dnode, display)
     for info, low, node, dnode in targets:
         p, dp = _parents(exe), _parents(disp)
         if info.kind in ("for", "while"):

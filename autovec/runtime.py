@@ -99,6 +99,12 @@ class FunctionRuntime:
         self.iter_bytes: dict = {}        # (loop id, signature) -> bytes one iteration allocates
         self.chunked: dict = {}           # loop id -> (chunks, rows, bytes needed, budget) of the last run
         self.memory_budget = None         # bytes, from @autovec(memory_budget=...); None: half of free memory
+        self.steps: dict = {}             # loop id -> compiled.Stepping (loops with a compiled-step form)
+
+    def stepper(self, loop_id, fn, calls, it):
+        """The compile fallback's step callable for this run of a loop, or None (the original loop)."""
+        from .compiled import stepper
+        return stepper(self, loop_id, fn, calls, it)
 
     # ------------------------------------------------------------------ guards
 

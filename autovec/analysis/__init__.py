@@ -15,6 +15,7 @@ from ..frontend import Captured
 from ..plan import LoopInfo
 from . import names as nm
 from .fission import plan_fission
+from .step import NoStep, plan_step
 from .loops import Context, Refuse, nest_levels, plan_comprehension, plan_for, plan_nest, plan_while, src
 
 _DYNAMIC_SCOPE = {"locals", "vars", "eval", "exec", "globals"}
@@ -77,7 +78,13 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
             else:
                 plan = plan_while(node, ctx, loop_id)
         except Refuse as r:
-            infos.append(LoopInfo(node.lineno, text, None, r.refusal, node.col_offset, _kind(node)))
+            step = None
+            if isinstance(node, ast.For) and not blocked:
+                try:
+                    step = plan_step(node, ctx, loop_id)
+                except NoStep:
+                    step = None
+            infos.append(LoopInfo(node.lineno, text, None, r.refusal, node.col_offset, _kind(node), step=step))
             continue
         planned_spans.append((plan.lineno, plan.end_lineno))
         infos.append(LoopInfo(node.lineno, text, plan, None, node.col_offset, _kind(node)))
