@@ -617,7 +617,7 @@ FunctionRuntime.replaces = staticmethod(_replaces)
 _BLOCK = 64
 
 
-def _linear_prefix(h0, b, a, py_a=False):
+def _linear_prefix(h0, b, a, py_a=False, varying=False):
     """h_t = a * h_{t-1} + b_t for all t, with h_{-1} = h0 and a loop-invariant factor `a`.
 
     Blocks of B steps: h[s + i] = a^(i+1) h[s-1] + sum_k a^(i-k) b[s + k], a B x B matrix of
@@ -625,6 +625,8 @@ def _linear_prefix(h0, b, a, py_a=False):
     so the error stays that of a B-term sum; larger factors keep the Python loop."""
     if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
         raise GuardFailed("a linear recurrence on non-floating values keeps the loop")
+    if varying:
+        return _linear_scan(h0, b, a, py_a)
     a0 = a[0] if isinstance(a, torch.Tensor) and a.dim() >= 1 else a
     if py_a and isinstance(a0, torch.Tensor):
         a0 = a0.item()   # a Python number in the loop: it promotes like one (and keeps its double)
@@ -657,6 +659,38 @@ def _linear_prefix(h0, b, a, py_a=False):
         outs.append(chunk)
         h = chunk[-1]
     return torch.cat(outs, 0).reshape(n, *shape)
+
+
+def _linear_scan(h0, b, a, py_a):
+    """h_t = a_t * h_{t-1} + b_t with a factor per step: a parallel (Hillis-Steele) scan over
+    the pairs (a_t, b_t), combined as (a, b) . (a', b') = (a a', a' b + b'). log2(n) passes of
+    whole-tensor operations; with every |a_t| <= 1 the products stay bounded and each h_t is a
+    tree-ordered sum of the loop's own terms."""
+    if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
+        raise GuardFailed("a linear recurrence on non-floating values keeps the loop")
+    if not isinstance(a, torch.Tensor):
+        raise GuardFailed("a per-step recurrence factor that is not a tensor")
+    n = b.shape[0]
+    if n == 0:
+        raise GuardFailed("an empty recurrence keeps the loop")
+    if not bool(torch.isfinite(b).all()) or not bool(torch.isfinite(a).all()) or (
+            isinstance(h0, torch.Tensor) and not bool(torch.isfinite(h0).all())) or (
+            isinstance(h0, float) and (h0 != h0 or h0 in (float("inf"), float("-inf")))):
+        raise GuardFailed("non-finite values in a linear recurrence keep the loop", data=True)
+    a_first = a[0].item() if py_a else a[0]
+    want = torch.result_type(a_first * h0 + b[0], b[0])
+    if bool((a.abs() > 1).any()):
+        raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)", data=True)
+    shape = torch.broadcast_shapes((a_first * h0 + b[0]).shape, b.shape[1:], a.shape[1:])
+    A = a.to(want).reshape(n, *([1] * (len(shape) - (a.dim() - 1))), *a.shape[1:]).expand(n, *shape)
+    B = b.to(want).reshape(n, *([1] * (len(shape) - (b.dim() - 1))), *b.shape[1:]).expand(n, *shape)
+    d = 1
+    while d < n:
+        B = torch.cat((B[:d], B[d:] + A[d:] * B[:-d]), 0)
+        A = torch.cat((A[:d], A[d:] * A[:-d]), 0)
+        d *= 2
+    h = h0 if isinstance(h0, torch.Tensor) else torch.as_tensor(h0, dtype=want, device=b.device)
+    return A * h.to(want) + B
 
 
 FunctionRuntime.linear_prefix = staticmethod(_linear_prefix)

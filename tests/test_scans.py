@@ -515,20 +515,86 @@ def test_non_finite_values(fn, args, bad, always_vectorize):
         _assert_python_and_exact(fn, x, *args)
 
 
-def test_varying_factor_is_not_a_scan(always_vectorize):
-    @autovec
-    def returns_with_dones(r, done, gamma):
-        g = 0.0
-        out = torch.empty_like(r)
-        for t in reversed(range(r.shape[0])):
-            g = r[t] + gamma * g * (1 - done[t])
-            out[t] = g
-        return out
+@autovec
+def returns_with_dones(r, done, gamma):
+    g = 0.0
+    out = torch.empty_like(r)
+    for t in reversed(range(r.shape[0])):
+        g = r[t] + gamma * g * (1 - done[t])
+        out[t] = g
+    return out
 
-    r, done = _randn(300, seed=16), (torch.rand(300, generator=torch.Generator().manual_seed(17)) < 0.05).float()
-    ex = explain(returns_with_dones, r, done, 0.99)
-    assert [lp.strategy for lp in ex.loops] != ["scan"], str(ex)
-    assert torch.equal(returns_with_dones(r, done, 0.99), returns_with_dones.__wrapped__(r, done, 0.99))
+
+@autovec
+def gated_rows(x, z):
+    h = torch.zeros(x.shape[1])
+    out = []
+    for t in range(x.shape[0]):
+        gate = torch.sigmoid(z[t])
+        h = gate * h + (1 - gate) * x[t]
+        out.append(h)
+    return torch.stack(out)
+
+
+@autovec
+def ema_lerp_form(x, a):
+    h = x[0]
+    res = []
+    for t in range(x.shape[0]):
+        h = h + a * (x[t] - h)
+        res.append(h)
+    return torch.stack(res)
+
+
+@autovec
+def decay_after_add(x, a):
+    h = torch.zeros(x.shape[1])
+    out = torch.empty_like(x)
+    for t in range(x.shape[0]):
+        h = a * (h + x[t])
+        out[t] = h
+    return out
+
+
+@pytest.mark.parametrize("n", [300, 4000])
+@pytest.mark.parametrize("gamma", [0.9, 0.99, 1.0])
+def test_discounted_returns_with_dones_are_a_parallel_scan(n, gamma):
+    g = torch.Generator().manual_seed(16)
+    r, done = torch.randn(n, generator=g), (torch.rand(n, generator=g) < 0.05).float()
+    ex = _assert_scan(returns_with_dones, r, done, gamma)
+    assert "changes every step" in ex.loops[0].reason
+    _assert_close_to_float64(returns_with_dones, r, done, gamma)
+
+
+@pytest.mark.parametrize("n", [50, 3000])
+def test_gated_recurrence_with_a_per_step_gate(n):
+    x, z = _randn(n, 4, seed=21), _randn(n, 4, seed=22)
+    _assert_scan(gated_rows, x, z)
+    _assert_close_to_float64(gated_rows, x, z)
+
+
+@pytest.mark.parametrize("fn", [ema_lerp_form, decay_after_add], ids=["lerp-form", "factor-outside"])
+@pytest.mark.parametrize("a", [0.01, 0.5, 0.9])
+def test_other_spellings_of_a_decay(fn, a):
+    x = _randn(2000, 3, seed=23)
+    _assert_scan(fn, x, a)
+    _assert_close_to_float64(fn, x, a)
+
+
+def test_per_step_factors_keep_gradients(always_vectorize):
+    g = torch.Generator().manual_seed(24)
+    r = torch.randn(40, 3, generator=g, requires_grad=True)
+    done = (torch.rand(40, 3, generator=g) < 0.2).float()
+    assert_equivalent(returns_with_dones, r, done, 0.95, grad=True)
+    x, z = _randn(30, 4, seed=25).requires_grad_(), _randn(30, 4, seed=26).requires_grad_()
+    assert_equivalent(gated_rows, x, z, grad=True)
+
+
+def test_a_per_step_factor_above_one_keeps_the_loop(always_vectorize):
+    r = _randn(100, seed=29)
+    done = torch.zeros(100)
+    done[40] = -1.0   # a factor of gamma * 2 at one step
+    _assert_python_and_exact(returns_with_dones, r, done, 0.9)
 
 
 # Related forms autovec does not rewrite as a scan today: they must still give the loop's

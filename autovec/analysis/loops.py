@@ -357,18 +357,106 @@ def _scatter_entries(sub: ast.Subscript, body: "_Body"):
 
 
 def _linear_recurrence(s: ast.stmt):
-    """`h = a * h + b` (also `h * a + b`, `b + a * h`): (h, a, b) with h in neither a nor b."""
-    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-            and isinstance(s.value, ast.BinOp) and isinstance(s.value.op, ast.Add)):
+    """`h = <expression affine in h>` with a factor other than 1: `a * h + b`, `h * a * m + b`,
+    `b + g * h * (1 - d)`, `h + a * (x - h)`, `a * (h + x)`, `(h * a + b) / c`. Returns
+    (h, a, b) as expressions free of h, or None."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
         return None
     h = s.targets[0].id
-    for prod, b in ((s.value.left, s.value.right), (s.value.right, s.value.left)):
-        if not (isinstance(prod, ast.BinOp) and isinstance(prod.op, ast.Mult)):
-            continue
-        for hh, a in ((prod.right, prod.left), (prod.left, prod.right)):
-            if isinstance(hh, ast.Name) and hh.id == h and h not in nm.load_ids(a) and h not in nm.load_ids(b):
-                return h, a, b
+    form = _affine_in(s.value, h)
+    if form is None:
+        return None
+    a, b = form
+    if a is _ZERO or a is _ONE or b is _ZERO:   # no recurrence, an accumulator or a product (handled as such)
+        return None
+    return h, _materialize(a, s.value), _materialize(b, s.value)
+
+
+_ONE, _ZERO, _MINUS_ONE = object(), object(), object()
+
+
+def _affine_in(e: ast.expr, h: str):
+    """(A, B) with e == A * h + B, A and B free of h (_ONE / _ZERO for the constants), or None."""
+    if h not in nm.load_ids(e):
+        return _ZERO, e
+    if isinstance(e, ast.Name):
+        return _ONE, _ZERO
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        inner = _affine_in(e.operand, h)
+        return None if inner is None else (_neg(inner[0]), _neg(inner[1]))
+    if not isinstance(e, ast.BinOp):
+        return None
+    in_left, in_right = h in nm.load_ids(e.left), h in nm.load_ids(e.right)
+    if isinstance(e.op, (ast.Add, ast.Sub)):
+        left, right = _affine_in(e.left, h), _affine_in(e.right, h)
+        if left is None or right is None:
+            return None
+        combine = _add if isinstance(e.op, ast.Add) else _sub
+        return combine(left[0], right[0]), combine(left[1], right[1])
+    if isinstance(e.op, ast.Mult) and in_left != in_right:
+        inner = _affine_in(e.left if in_left else e.right, h)
+        other = e.right if in_left else e.left
+        if inner is None:
+            return None
+        return (_mul(inner[0], other, in_left), _mul(inner[1], other, in_left))
+    if isinstance(e.op, ast.Div) and in_left and not in_right:
+        inner = _affine_in(e.left, h)
+        if inner is None:
+            return None
+        return tuple(_ZERO if t is _ZERO else ast.BinOp(left=_materialize(t, e), op=ast.Div(), right=e.right)
+                     for t in inner)
     return None
+
+
+def _materialize(t, where):
+    if t is _ONE:
+        return ast.copy_location(ast.Constant(1), where)
+    if t is _MINUS_ONE:
+        return ast.copy_location(ast.Constant(-1), where)
+    if t is _ZERO:
+        return ast.copy_location(ast.Constant(0), where)
+    return t
+
+
+def _neg(t):
+    if t is _ZERO:
+        return _ZERO
+    if t is _ONE:
+        return _MINUS_ONE
+    if t is _MINUS_ONE:
+        return _ONE
+    if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.USub):
+        return t.operand
+    return ast.UnaryOp(op=ast.USub(), operand=t)
+
+
+def _add(x, y):
+    if x is _ZERO:
+        return y
+    if y is _ZERO:
+        return x
+    if isinstance(y, ast.UnaryOp) and isinstance(y.op, ast.USub):
+        return _sub(x, y.operand)
+    return ast.BinOp(left=_materialize(x, ast.Constant(0)), op=ast.Add(), right=_materialize(y, ast.Constant(0)))
+
+
+def _sub(x, y):
+    if y is _ZERO:
+        return x
+    if x is _ZERO:
+        return _neg(y)
+    return ast.BinOp(left=_materialize(x, ast.Constant(0)), op=ast.Sub(), right=_materialize(y, ast.Constant(0)))
+
+
+def _mul(t, other, t_on_left):
+    """t * other, in the order the original expression multiplies them."""
+    if t is _ZERO:
+        return _ZERO
+    if t is _ONE:
+        return other
+    if t is _MINUS_ONE:
+        return _neg(other)
+    return ast.BinOp(left=t, op=ast.Mult(), right=other) if t_on_left else ast.BinOp(left=other, op=ast.Mult(), right=t)
 
 
 class _UnitSlices(ast.NodeTransformer):
@@ -443,6 +531,7 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
         if lin is not None and lin[0] not in body.varying and lin[0] not in body.assigned:
             name, a, b = lin
             mb, ma = body.marker(), body.marker()
+            a, b = (ast.fix_missing_locations(_located(ast.copy_location(v, s.value), s.lineno)) for v in (a, b))
             o = Output("linrec", name, src(b), s.lineno, op="lin", marker=mb, payloads=(("decay", ma, src(a), ""),))
             body.outputs.append((o, b))
             out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=mb, ctx=ast.Store())],
@@ -765,8 +854,8 @@ def _scans(outputs, body: _Body, targets: dict):
                        and isinstance(s.targets[0], ast.Name) and s.targets[0].id == o.payloads[0][1])
             decay = body.stmts[pos].value
             if nm.load_ids(decay) & (body.varying | set(body.assigned)):
-                raise Refuse(f"loop-carried dependency: `{o.target}` at line {o.lineno} is a recurrence whose "
-                             f"factor `{src(decay)}` changes inside the loop", o.lineno)
+                # a factor that changes every step (`gamma * (1 - done[t])`): computed per step
+                o = dataclasses.replace(o, payloads=((*o.payloads[0][:3], "varying"),))
             if any(ld.id == o.target for s in body.stmts[:pos] for ld in nm.loads(s)):
                 raise Refuse(f"loop-carried dependency: `{o.target}` is read before its update at line "
                              f"{o.lineno}", o.lineno)

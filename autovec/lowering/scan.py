@@ -24,7 +24,12 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
                      f"in-place {_FORMS[o.op]} along dimension {o.dim}")
     if not plan.scans:
         return Refusal("no running value is read inside the loop", plan.lineno)
-    parts = [f"`{name}` is {_FORMS[op]}" if op == "lin" else
+    lin = {o.target: o for o in plan.outputs if o.kind == "linrec"}
+    parts = [(f"`{name}` = a * `{name}` + b is a first-order linear recurrence with factor "
+              f"`{lin[name].payloads[0][2]}`" + (", which changes every step (evaluated as a parallel scan)"
+                                                 if lin[name].payloads[0][3] == "varying" else
+                                                 " (evaluated in blocks of powers of the factor)"))
+             if op == "lin" and name in lin else f"`{name}` is {_FORMS[op]}" if op == "lin" else
              f"`{name}` is a running {'product' if op == '*' else 'extreme' if op in ('max', 'min') else 'sum'} "
              f"read in the loop ({_FORMS[op]})"
              for name, _, op, _ in plan.scans]
