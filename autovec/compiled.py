@@ -71,10 +71,8 @@ def decide(st: Stepping, n: int, kind: str) -> str | None:
         return st.failed
     if st.compiled:
         return None
-    if st.calls < 2:
-        return "the first call runs the Python loop; compiling waits for repeated calls"
     if st.fallback == "compile":
-        return None
+        return "the first call runs the Python loop; compiling waits for repeated calls" if st.calls < 2 else None
     from . import cost
     c = cost.constants()
     per_op = _OP_COST.get(kind, c["py_op"])
@@ -82,6 +80,8 @@ def decide(st: Stepping, n: int, kind: str) -> str | None:
     if saving <= 0:
         return (f"each step has {st.plan.ops} operations: too few for a compiled step to beat the Python one "
                 f"(a compiled call costs about {_CALL_OVERHEAD.get(kind, 20e-6) * 1e6:.0f} us on {kind})")
+    if st.calls < 2:
+        return "the first call runs the Python loop; compiling waits for repeated calls"
     expected = _expected_compile_s(kind)
     if st.steps * saving < expected:
         return (f"the cost model expects compiling (about {expected:.0f} s) to pay back only after more calls: "

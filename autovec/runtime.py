@@ -466,6 +466,11 @@ class FunctionRuntime:
                 return _UNCHANGED
         if op == "*":
             return cls._product(acc, o, inplace, py)
+        if op == "lse":
+            if py or not isinstance(acc, torch.Tensor) or not (o.is_floating_point() or o.is_complex()):
+                raise GuardFailed("torch.logaddexp of a non-tensor or of integers (the loop decides)")
+            _finite_or_minus_inf(acc, o)
+            return torch.logaddexp(acc, torch.logsumexp(o, 0))
         if op in ("max", "min"):
             if py or not isinstance(acc, torch.Tensor):
                 raise GuardFailed("torch.maximum of a non-tensor (the loop decides)")
@@ -560,6 +565,14 @@ class _Rows:
         return torch.stack(list(self.items[a:b]))
 
 
+def _finite_or_minus_inf(*ts):
+    """logaddexp / logsumexp agree with a step-by-step log-sum-exp on finite values and -inf;
+    NaN and +inf take the loop."""
+    for t in ts:
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and bool((torch.isnan(t) | (t == float("inf"))).any()):
+            raise GuardFailed("NaN or +inf in a running log-sum-exp keeps the loop", data=True)
+
+
 def _prefix(s0, v, op, py, inplace=False):
     """The running values s_i = s0 op v_0 op ... op v_i, with the loop's types (`s += v` on a
     tensor keeps its dtype and shape: every step is cast back, as the in-place op does)."""
@@ -570,8 +583,13 @@ def _prefix(s0, v, op, py, inplace=False):
             raise GuardFailed("the in-place update does not broadcast to the accumulator")
         if v.dtype != s0.dtype:
             raise GuardFailed("an in-place running value of another dtype rounds at every step (kept as a loop)")
-    if op not in ("+", "-", "*", "max", "min"):
+    if op not in ("+", "-", "*", "max", "min", "lse"):
         raise GuardFailed(f"no prefix form for `{op}`")
+    if op == "lse":
+        if py or not isinstance(s0, torch.Tensor) or not v.is_floating_point():
+            raise GuardFailed("torch.logaddexp of a non-tensor or of integers (the loop decides)")
+        _finite_or_minus_inf(s0, v)
+        return torch.logaddexp(s0, torch.logcumsumexp(v, 0))
     if op in ("max", "min"):
         if py or not isinstance(s0, torch.Tensor) or v.dtype == torch.bool or (
                 v.is_floating_point() and bool(torch.isnan(v).any())):

@@ -684,3 +684,63 @@ def test_wide_state_linear_recurrence_is_vectorized(fn, shape, always_vectorize)
     _assert_close_to_float64(fn, x, 0.9)
     ex = explain(fn, x, 0.9)
     assert ex.path == "vectorized", str(ex)
+
+
+# ---------------------------------------------------------------------------
+# Running log-sum-exp: torch.logaddexp accumulators (logcumsumexp / logsumexp)
+
+
+@autovec
+def lse_rows(x):
+    s = torch.full_like(x[0], float("-inf"))
+    out = []
+    for t in range(x.shape[0]):
+        s = torch.logaddexp(s, x[t])
+        out.append(s)
+    return torch.stack(out)
+
+
+@autovec
+def lse_cols_reversed(x):
+    s = torch.full((x.shape[0],), float("-inf"), dtype=x.dtype)
+    out = torch.empty_like(x)
+    for j in reversed(range(x.shape[1])):
+        s = torch.logaddexp(x[:, j], s)
+        out[:, j] = s
+    return out
+
+
+@autovec
+def lse_total(x):
+    s = torch.tensor(float("-inf"), dtype=x.dtype)
+    for row in x:
+        s = torch.logaddexp(s, row.sum())
+    return s
+
+
+@pytest.mark.parametrize("fn, shape, strategy", [
+    (lse_rows, (2000, 3), "scan"), (lse_rows, (10000,), "scan"),
+    (lse_cols_reversed, (4, 3000), "scan"), (lse_total, (3000, 5), "reduction")],
+    ids=["rows", "long", "cols-reversed", "total"])
+def test_running_log_sum_exp(fn, shape, strategy, always_vectorize):
+    x = _randn(*shape, seed=31) * 10
+    ex = explain(fn, x)
+    assert ex.path == "vectorized" and [lp.strategy for lp in ex.loops] == [strategy], str(ex)
+    assert "log-sum-exp" in ex.loops[0].reason
+    _assert_close_to_float64(fn, x)
+    assert_equivalent(fn, _randn(*[min(s, 40) for s in shape], seed=32).requires_grad_(), grad=True)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_log_sum_exp_with_nan_or_inf_keeps_the_loop(bad, always_vectorize):
+    x = _randn(100, 3, seed=33)
+    x[17, 2] = bad
+    _assert_python_and_exact(lse_rows, x)
+
+
+def test_log_sum_exp_with_minus_inf_is_a_scan(always_vectorize):
+    x = _randn(100, 3, seed=34)
+    x[:10] = float("-inf")
+    _assert_scan(lse_rows, x)
+    got, want = lse_rows(x), lse_rows.__wrapped__(x)
+    torch.testing.assert_close(got, want)

@@ -711,13 +711,13 @@ def _output(s: ast.stmt):
             return Output("accum", acc, src(s.value), line, op=_op(s.op), inplace=True), s.value
     if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
             and isinstance(s.value, ast.Call) and len(s.value.args) == 2 and not s.value.keywords
-            and src(s.value.func).split(".")[-1] in ("maximum", "minimum", "max", "min", "fmax", "fmin")
+            and src(s.value.func).split(".")[-1] in ("maximum", "minimum", "max", "min", "fmax", "fmin", "logaddexp")
             and isinstance(s.value.func, ast.Attribute)):
         # `m = torch.maximum(m, v)`: an elementwise running extreme (torch, not Python's max)
         acc = s.targets[0].id
         a, b = s.value.args
         name = s.value.func.attr
-        op = "max" if name in ("maximum", "max", "fmax") else "min"
+        op = "max" if name in ("maximum", "max", "fmax") else "lse" if name == "logaddexp" else "min"
         for me, other in ((a, b), (b, a)):
             if isinstance(me, ast.Name) and me.id == acc and acc not in nm.load_ids(other):
                 return Output("accum", acc, src(other), line, op=op, consumer_src=src(s.value.func)), other
@@ -767,11 +767,12 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                 raise Refuse(f"`{name}` is assigned more than once in the loop (line {out.lineno})", out.lineno)
         if out.kind == "store":
             out = _store(out, payload[0], space, body, iter_vars)
-        if out.kind == "accum" and out.op in ("max", "min"):
+        if out.kind == "accum" and out.op in ("max", "min", "lse"):
             found, obj = ctx.env.resolve(out.consumer_src)
+            names = ("logaddexp",) if out.op == "lse" else ("maximum", "minimum", "max", "min")
             if not found or not (getattr(obj, "__module__", "") or "").startswith("torch") or \
-                    getattr(obj, "__name__", "") not in ("maximum", "minimum", "max", "min"):
-                raise Refuse(f"`{out.consumer_src}` at line {out.lineno} is not torch.maximum / torch.minimum",
+                    getattr(obj, "__name__", "") not in names:
+                raise Refuse(f"`{out.consumer_src}` at line {out.lineno} is not torch.{' / torch.'.join(names[:2])}",
                              out.lineno)
         if out.kind == "cat" and ctx.env.consumer(out.consumer_src) != "cat":
             raise Refuse(f"`{out.consumer_src}` at line {out.lineno} is not torch.cat", out.lineno)
@@ -863,7 +864,7 @@ def _scans(outputs, body: _Body, targets: dict):
             kept.append(o)
             targets.pop(o.target, None)
             continue
-        if o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min"):
+        if o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min", "lse"):
             kept.append(o)
             continue
         pos = next((k for k, s in enumerate(body.stmts) if isinstance(s, ast.Assign)

@@ -22,6 +22,9 @@ _FORBIDDEN = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast
               ast.Import, ast.ImportFrom)
 
 
+_MIN_OPS = 3   # "bodies of several operations": fewer never repay a compiled call
+
+
 class NoStep(Exception):
     """The loop's body cannot be a compiled step function; the message says why."""
 
@@ -131,6 +134,8 @@ def plan_step(node: ast.For, ctx, loop_id: int) -> StepPlan:
                             f"{container}[{ast.unparse(index)}] = {tmp}")
     if not returns:
         raise NoStep("the body produces nothing")
+    if ops < _MIN_OPS:
+        raise NoStep(f"the body has {ops} operation(s): too little for a compiled step to pay")
     return StepPlan(loop_id=loop_id, lineno=node.lineno, params=tuple(params), args=tuple(args),
                     body=tuple(new_body), returns=tuple(returns), driver=tuple(driver_stmts),
                     calls=tuple(calls), ops=max(ops, 1), invariants=len(invariants))

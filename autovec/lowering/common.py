@@ -355,6 +355,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 fn = "maximum" if o.op == "max" else "minimum"
                 display_tail.append(f"{o.target} = torch.{fn}({o.target}, {sel}.a{o.op}(0))")
                 continue
+            if o.op == "lse":
+                display_tail.append(f"{o.target} = torch.logaddexp({o.target}, {sel}.logsumexp(0))")
+                continue
             display_tail.append(f"{o.target} {o.op}= {total}" if o.inplace
                                 else f"{o.target} = {o.target} {o.op} {total}")
         elif o.kind == "best":
@@ -426,6 +429,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             if op == "lin" else
             f"{name}_running = torch.{'maximum' if op == 'max' else 'minimum'}({name}, torch.cum{op}("
             f"torch.func.vmap({PRE})({pre_args})[0], 0).values)" if op in ("max", "min") else
+            f"{name}_running = torch.logaddexp({name}, torch.logcumsumexp("
+            f"torch.func.vmap({PRE})({pre_args})[0], 0))" if op == "lse" else
             f"{name}_running = {name} {'*' if op == '*' else '+' if op == '+' else '-'} "
             f"torch.{'cumprod' if op == '*' else 'cumsum'}(torch.func.vmap({PRE})({pre_args})[0], 0)").body
         if op == "lin":

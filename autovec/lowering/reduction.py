@@ -23,7 +23,8 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
             kinds == {"last"} and not any(o.cond for o in plan.outputs)):
         return Refusal("the loop has outputs other than accumulators", plan.lineno)
     parts = [f"`{o.target}` is " + ({"max": "a running maximum (amax)", "min": "a running minimum (amin)",
-                                     "*": "a product", "+": "a sum", "-": "a sum"}.get(o.op, _WORDS[o.kind])
+                                     "*": "a product", "+": "a sum", "-": "a sum",
+                                     "lse": "a running log-sum-exp (logsumexp)"}.get(o.op, _WORDS[o.kind])
                                     if o.kind == "accum" else _WORDS[o.kind]) + (" under a condition" if o.cond else "")
              + (" (repeated indices accumulate, as in the loop)" if o.kind == "scatter" and o.op else "")
              + (" (the last write to an index wins, as in the loop)" if o.kind == "scatter" and not o.op else "")
