@@ -941,6 +941,10 @@ def default_budget(device) -> int:
 class _ByteCounter(torch.utils._python_dispatch.TorchDispatchMode):
     """Counts the bytes of the storages the operations under it create."""
 
+    @classmethod
+    def _should_skip_dynamo(cls):
+        return False   # else torch wraps __torch_dispatch__ with a dynamo guard: a 2 s import of dynamo
+
     def __init__(self, inputs):
         super().__init__()
         self.total = 0

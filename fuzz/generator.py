@@ -74,6 +74,12 @@ HELPERS = {
     "squash": "def squash(r):\n    s = torch.sigmoid(r)\n    return s * (1.0 - s)\n",
 }
 
+WEIGHT_HELPER = '''def _weight(g, shape, dtype, scale=0.5, grad=False):
+    """A weight drawn from `g`, scaled; a leaf that requires grad if asked."""
+    w = torch.randn(shape, generator=g, dtype=dtype) * scale
+    return w.requires_grad_() if grad else w
+'''
+
 TENSOR_HELPER = '''
 def _tensor(g, shape, dtype, layout="contiguous", grad=False, special=False, low=-4, high=5):
     """A random tensor; `layout` "t" (transposed), "step" (every other row) or "expand"
@@ -142,15 +148,30 @@ class Loop:
 @dataclass(frozen=True)
 class Program:
     seed: int
-    kind: str          # "vec/<form>" or "exact/<form>"
+    kind: str          # "vec/<form>", "exact/<form>", "rec/<form>" or "compile/<form>"
     source: str
 
     @property
     def vectorizable(self) -> bool:
         return self.kind.startswith("vec/")
 
+    @property
+    def family(self) -> str:
+        """"default" (vec/ and exact/ forms), "rec" or "compile"."""
+        fam = self.kind.split("/")[0]
+        return fam if fam in FAMILIES else "default"
+
+    @property
+    def stem(self) -> str:
+        """The file and module name: the default family's are seed_N, the others' <family>_seed_N."""
+        return f"seed_{self.seed}" if self.family == "default" else f"{self.family}_seed_{self.seed}"
+
+    @property
+    def module_name(self) -> str:
+        return f"avfuzz_{self.stem}"
+
     def path(self, out_dir=None) -> Path:
-        return Path(out_dir or DEFAULT_OUT) / f"seed_{self.seed}.py"
+        return Path(out_dir or DEFAULT_OUT) / f"{self.stem}.py"
 
     def write(self, out_dir=None) -> Path:
         """Write the source to its file (atomically: other runs may write the same seed)."""
@@ -166,7 +187,7 @@ class Program:
     def load(self, out_dir=None):
         """Import the program from its file (so inspect.getsource works); a fresh module."""
         path = self.write(out_dir)
-        name = f"avfuzz_seed_{self.seed}"
+        name = self.module_name
         sys.modules.pop(name, None)
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
@@ -178,8 +199,9 @@ class Program:
         """Run the module again in its own namespace: fresh globals for the next call."""
         exec(compile(self.source, mod.__file__, "exec"), mod.__dict__)
 
-    def make_inputs(self, out_dir=None) -> tuple:
-        return self.load(out_dir).make_inputs()
+    def make_inputs(self, out_dir=None, variant=0) -> tuple:
+        mod = self.load(out_dir)
+        return mod.make_inputs(variant) if variant else mod.make_inputs()
 
 
 class Gen:
@@ -197,6 +219,8 @@ class Gen:
         self.d = self.rng.choice([1, 2, 3, 4, 5])
         self.no_grad = False                 # set by forms that write into their arguments
         self.n_delta = self.pick([0, 0, 0, 0, -1, 1])  # an `n` argument may be off x's length
+        self.variants = False                # make_inputs(variant) (family "compile")
+        self.rec_tail: list[str] = []
 
     # -------------------------------------------------------------- randomness
 
@@ -1856,6 +1880,548 @@ class Gen:
         self.emit(1, f"return {ret}")
 
 
+    # ============================================================== family "rec": linear recurrences
+    # Spellings of `h = a * h + b` that autovec recognises as scans (and near misses it must
+    # keep exact): the lerp form, a factor outside a sum, discounted returns with done flags,
+    # divisions, negated factors, gates that change every step. Reached only through
+    # `generate(seed, family="rec")`, so the default family keeps its programs.
+
+    def rec_main(self, rank=None) -> Tensor:
+        if self.chance(0.15):
+            self.n = self.rng.randint(60, 600)       # long enough for the blocked scans
+        return self.main("x", dtypes=FLOATS, rank=rank, special_p=0.05)
+
+    def rec_value(self, lo=-0.99, hi=0.999, big=0.12) -> float:
+        """A factor: mostly in [lo, hi], now and then exactly 1, -1 or 0, or above 1 in magnitude."""
+        r = self.rng.random()
+        if r < 0.06:
+            return self.pick([1.0, -1.0, 0.0])
+        if r < 0.06 + big:
+            return round(self.pick([1, 1, -1]) * self.rng.uniform(1.01, 1.6), 3)
+        if r < 0.3:
+            return round(self.rng.uniform(lo, 0.0), 3)
+        return round(self.rng.uniform(0.0, hi), 3)
+
+    def rec_factor(self, x: Tensor, state: tuple, name="a", value=None, forms=None) -> str:
+        """A loop-invariant factor: a literal, a Python float argument, a 0-d tensor or a
+        per-feature tensor (of the state's size), of x's dtype or the other one."""
+        value = self.rec_value() if value is None else value
+        form = self.pick(forms or (["literal", "arg", "arg", "tensor0", "tensor0"] +
+                                   (["feature", "feature"] if state else ["feature"])))
+        grad = not self.no_grad and self.chance(0.25)
+        dt = x.dtype if self.chance(0.75) else self.pick(FLOATS)
+        if form == "literal":
+            return f"({value})" if value < 0 else repr(value)
+        if form == "arg":
+            self.param(name, repr(value))
+            return name
+        if form == "tensor0":
+            self.param(name, f"torch.tensor({value}, dtype=torch.{dt}{', requires_grad=True' if grad else ''})")
+            return name
+        size = state[0] if state else self.d     # a 0-d state broadcasts to (d,) after one step
+        lo, hi = (0.0, 0.99) if value >= 0 else (-0.99, 0.99)
+        expr = f"torch.empty({size}, dtype=torch.{dt}).uniform_({lo}, {hi}, generator=g)"
+        if size and (abs(value) > 1 or self.chance(0.1)):
+            expr += f".index_fill_(0, torch.tensor([{self.rng.randrange(size)}]), {value})"
+        self.param(name, expr + (".requires_grad_()" if grad else ""))
+        return name
+
+    def rec_loop(self, x: Tensor, cols: bool, others=(), backward_p=0.3):
+        """(head lines, index or None, {input: row expression}, tail lines) for a walk over
+        x's rows (or columns), reading the same step of the inputs in `others`."""
+        names = [x.name] + list(others)
+        if cols:
+            count = f"{x.name}.shape[1]"
+            form = self.pick(["range", "reversed", "negstep"] if self.chance(backward_p) else ["range"])
+        else:
+            count = self.count(x)
+            fwd = ["range", "range", "enumerate", "while"] + (["iter"] if not others else ["zip"])
+            form = self.pick(["reversed", "negstep", "reversed_step"] if self.chance(backward_p) else fwd)
+        t = "t"
+
+        def rows(tmpl):
+            return {nm: tmpl.format(nm) for nm in names}
+        sl = "{}[:, t]" if cols else "{}[t]"
+        if form == "range":
+            return [f"for t in range({count}):"], t, rows(sl), []
+        if form == "reversed":
+            return [f"for t in reversed(range({count})):"], t, rows(sl), []
+        if form == "negstep":
+            return [f"for t in range({count} - 1, -1, -1):"], t, rows(sl), []
+        if form == "reversed_step":
+            return [self.pick([f"for t in range({count} - 1, 0, -1):", f"for t in range(1, {count}):"])], t, rows(sl), []
+        if form == "while":
+            return ["t = 0", f"while t < {count}:"], t, rows(sl), ["t += 1"]
+        if form == "enumerate":
+            r = rows(sl)
+            r[x.name] = "x_t"
+            return [f"for t, x_t in enumerate({x.name}):"], t, r, []
+        if form == "iter":
+            return [f"for x_t in {x.name}:"], None, {x.name: "x_t"}, []
+        # zip
+        targets = [f"{nm}_t" for nm in names]
+        return [f"for {', '.join(targets)} in zip({', '.join(names)}):"], None, dict(zip(names, targets)), []
+
+    def rec_init(self, x: Tensor, cols: bool, state: tuple) -> str:
+        opts = ["0.0", "0.0", "0", "torch.zeros(())", "h0", "h0"]
+        if cols:
+            opts += ["torch.zeros(x.shape[0], dtype=x.dtype)", "x[:, 0]", "torch.zeros(x.shape[0])"]
+        else:
+            opts += ["torch.zeros_like(x[0])", "torch.zeros_like(x[0])", "x[0]", "x[-1].clone()"]
+            if len(x.shape) == 2:
+                opts.append("torch.zeros(x.shape[1])")
+        init = self.pick(opts)
+        if init == "h0":
+            dt = x.dtype if self.chance(0.8) else self.pick(FLOATS)
+            grad = not self.no_grad and self.chance(0.3)
+            self.param("h0", f"_tensor(g, {state!r}, torch.{dt}{', grad=True' if grad else ''})")
+        return init
+
+    def rec_program(self, x: Tensor, cols: bool, head, index, pre: list, step: str, state: tuple,
+                    broadcast_state=False):
+        """Emit `h = init; [out/res]; loop: pre; h = step; [out[t] = h / res.append(h)]; return`."""
+        init = self.rec_init(x, cols, state)
+        reads = ["none", "store", "store", "append", "append"] if index else ["none", "append", "append"]
+        if broadcast_state:       # h may take another shape than x's rows: no preallocated output
+            reads = ["none", "append"]
+        read = self.pick(reads)
+        self.emit(1, f"h = {init}")
+        if read == "store":
+            full = head[0].startswith("for") and "n" not in self.params and "0, -1)" not in head[0] \
+                and "range(1," not in head[0]
+            alloc = ["torch.zeros_like(x)", "torch.zeros(x.shape, dtype=torch.float64)"]
+            if full:
+                alloc += ["torch.empty_like(x)", "torch.empty_like(x)"]
+            self.emit(1, f"out = {self.pick(alloc)}")
+        elif read == "append":
+            self.emit(1, "res = []")
+        self.emit_all(1, head[:-1])
+        self.emit(1, head[-1])
+        self.emit_all(2, pre)
+        self.emit(2, self.pick([f"h = {step}"] * 6 + [f"h = ({step})"]))
+        if read == "store":
+            self.emit(2, f"out[:, {index}] = h" if cols else f"out[{index}] = h")
+        elif read == "append":
+            self.emit(2, self.pick(["res.append(h)", "res.append(h)", "res.append(h * 2.0)"]))
+        self.emit_all(2, self.rec_tail)
+        ret = {"none": ["h", "h", "h.sum()"], "store": ["out", "out", "(out, h)"],
+               "append": ["torch.stack(res)", "torch.stack(res) if res else h", "res",
+                          "torch.stack(res, dim=-1) if res else None"]}[read]
+        self.emit(1, f"return {self.pick(ret)}")
+
+    def rec_setup(self, others=(), backward_p=0.3):
+        x = self.rec_main()
+        cols = len(x.shape) == 2 and self.chance(0.15)
+        state = (x.shape[0],) if cols else x.shape[1:]
+        head, index, rows, tail = self.rec_loop(x, cols, others, backward_p)
+        self.rec_tail = tail
+        X = rows[x.name]
+        if self.chance(0.2):      # b = some elementwise function of the row
+            X = self.pick(["torch.tanh({})", "({} * 0.5)", "{}.sin()", "({} - 0.25)"]).format(X)
+        return x, cols, state, head, index, rows, X
+
+    def rec_lerp(self):
+        """`h = h + a * (x[t] - h)` (EMA as a lerp) and its rearrangements; the factor of h is 1 - a."""
+        x, cols, state, head, index, rows, X = self.rec_setup()
+        value = self.rec_value(lo=-0.5, hi=1.0)
+        if value > 1 and self.chance(0.5):
+            value = round(value + 1.0, 3)       # 1 - a below -1
+        a = self.rec_factor(x, state, value=value)
+        step = self.pick(["h + {a} * ({X} - h)", "h + {a} * ({X} - h)", "h + ({X} - h) * {a}", "h - {a} * (h - {X})",
+                          "(1 - {a}) * h + {a} * {X}", "{a} * {X} + (1.0 - {a}) * h", "torch.lerp(h, {X}, {a})"])
+        self.rec_program(x, cols, head, index, [], step.format(a=a, X=X), state, broadcast_state=a == "a" and not state)
+
+    def rec_scaled_sum(self):
+        """`h = a * (h + x[t])`: the factor outside the sum."""
+        x, cols, state, head, index, rows, X = self.rec_setup()
+        a = self.rec_factor(x, state)
+        step = self.pick(["{a} * (h + {X})", "{a} * (h + {X})", "(h + {X}) * {a}", "({X} + h) * {a}",
+                          "{a} * (h - {X})"])
+        self.rec_program(x, cols, head, index, [], step.format(a=a, X=X), state, broadcast_state=a == "a" and not state)
+
+    def rec_dones(self):
+        """Discounted returns with done flags: `G = r[t] + gamma * G * (1 - d[t])`, mostly backwards."""
+        x, cols, state, head, index, rows, X = self.rec_setup(others=("done",), backward_p=0.7)
+        gamma = self.rec_value(lo=0.8, hi=1.0, big=0.08) if self.chance(0.8) else self.rec_value()
+        G = self.rec_factor(x, state, name="gamma", value=gamma)
+        shape = x.shape
+        ddt = self.pick(["float32", "float32", x.dtype, "float64", "int64", "bool"])
+        p = self.pick([0.05, 0.2, 0.5])
+        expr = f"(torch.rand({shape!r}, generator=g) < {p})"
+        if ddt != "bool":
+            expr += f".to(torch.{ddt})"
+            if self.n and self.chance(0.12):     # a flag of -1 or 2: a factor above 1 (or negative) at one step
+                k = self.rng.randrange(self.n)
+                expr += f".index_fill_(0, torch.tensor([{k}]), {self.pick([-1, 2])})"
+        self.param("done", expr)
+        D = rows["done"]
+        nd = f"(~{D})" if ddt == "bool" and self.chance(0.6) else f"(1 - {D})"
+        if ddt == "bool" and self.chance(0.5):
+            nd = f"(1 - {D}.float())"
+        step = self.pick(["{X} + {G} * h * {nd}", "{X} + {G} * h * {nd}", "{X} + {G} * {nd} * h", "{G} * h * {nd} + {X}",
+                          "{X} + h * {G} * {nd}", "{X} + {nd} * ({G} * h)"])
+        self.rec_program(x, cols, head, index, [], step.format(G=G, X=X, nd=nd), state,
+                         broadcast_state=G == "gamma" and not state)
+
+    def rec_divide(self):
+        """`h = (h * a + x[t]) / c`: the factor is a / c."""
+        x, cols, state, head, index, rows, X = self.rec_setup()
+        a = self.rec_factor(x, state) if self.chance(0.7) else None
+        cval = self.pick([2.0, 1.5, 4.0, 1.25, 3.0, 1.0, 0.5, -2.0, 0.9])
+        c = self.rec_factor(x, state, name="c", value=cval, forms=["literal", "literal", "arg", "tensor0"])
+        step = self.pick(["(h * {a} + {X}) / {c}", "({a} * h + {X}) / {c}", "({X} + {a} * h) / {c}",
+                          "({X} - h * {a}) / {c}"] if a else ["(h + {X}) / {c}", "({X} + h) / {c}", "(h - {X}) / {c}"])
+        self.rec_program(x, cols, head, index, [], step.format(a=a, c=c, X=X), state,
+                         broadcast_state=(a == "a") and not state)
+
+    def rec_negated(self):
+        """`h = -a * h + x[t]`: a negated factor (alternating signs)."""
+        x, cols, state, head, index, rows, X = self.rec_setup()
+        a = self.rec_factor(x, state, value=self.rec_value(lo=-0.5, hi=0.999))
+        step = self.pick(["-{a} * h + {X}", "-{a} * h + {X}", "{X} - {a} * h", "-({a} * h) + {X}", "{X} + (-{a}) * h",
+                          "-h * {a} + {X}"])
+        self.rec_program(x, cols, head, index, [], step.format(a=a, X=X), state, broadcast_state=a == "a" and not state)
+
+    def rec_gated(self):
+        """A factor that changes every step: `g = torch.sigmoid(z[t]); h = g * h + (1 - g) * x[t]`,
+        or read from an input (`a[t]`, above 1 now and then)."""
+        form = self.pick(["sigmoid", "sigmoid", "sigmoid", "input"])
+        name = "z" if form == "sigmoid" else "a"
+        x, cols, state, head, index, rows, X = self.rec_setup(others=(name,))
+        zshape = x.shape if self.chance(0.85) or cols else x.shape[:1]   # per step and feature, or per step only
+        grad = not self.no_grad and self.chance(0.3)
+        dt = x.dtype if self.chance(0.8) else self.pick(FLOATS)
+        if form == "sigmoid":
+            self.param("z", f"_tensor(g, {zshape!r}, torch.{dt}{', grad=True' if grad else ''})")
+            Z = rows["z"]
+            gate = self.pick(["torch.sigmoid({Z})", "torch.sigmoid({Z})", "{Z}.sigmoid()", "torch.sigmoid({Z} * 2.0 - 1.0)"]
+                             ).format(Z=Z)
+            if len(zshape) == 1 and len(x.shape) == 2 and not cols:
+                gate = f"{gate}.unsqueeze(-1)" if self.chance(0.5) else gate   # (1,) against (d,), or 0-d
+            pre = [f"gate = {gate}"]
+            step = self.pick(["gate * h + (1 - gate) * {X}", "gate * h + (1 - gate) * {X}", "(1 - gate) * {X} + gate * h",
+                              "h * gate + {X} * (1.0 - gate)", "gate * h + {X}", "h + (1 - gate) * ({X} - h)"])
+        else:
+            hi = self.pick([0.99, 0.99, 1.0, 1.3])
+            lo = self.pick([0.0, -0.99, -1.3]) if hi < 1.3 else 0.0
+            expr = f"torch.empty({zshape!r}, dtype=torch.{dt}).uniform_({lo}, {hi}, generator=g)"
+            self.param("a", expr + (".requires_grad_()" if grad else ""))
+            A = rows["a"]
+            pre = [] if self.chance(0.6) else [f"f_t = {A}"]
+            A = "f_t" if pre else A
+            step = self.pick(["{A} * h + {X}", "h * {A} + {X}", "{X} + {A} * h", "{A} * h + (1 - {A}) * {X}"])
+            gate = A
+        self.rec_program(x, cols, head, index, pre, step.format(X=X, A=gate), state)
+
+    # ============================================================== family "compile": sequential loops
+    # Loops with a true loop-carried dependence whose straight-line body the compile fallback
+    # (`autovec(f, fallback="compile")`) may run as a torch.compile'd step, and bodies it must
+    # refuse. Reached through `generate(seed, family="compile")`; their `make_inputs(variant)`
+    # gives other inputs for variant 1 (another trip count, sometimes another batch shape or
+    # Python number), which the runner's compile mode uses for a last call.
+
+    def comp_inputs(self, body: str, list_ok=True):
+        """x (or a list xs) of T steps ([B,] D) and the weights; returns (source name, is_list, dtype)."""
+        self.variants = True
+        self.helpers["WEIGHT"] = WEIGHT_HELPER
+        dt = self.pick(FLOATS + ("float32",))
+        t0 = self.rng.randint(10, 24)
+        t1 = self.pick([t0, self.rng.randint(2, 30), self.rng.randint(10, 30), 1, 0])
+        b0 = self.pick(["()", "()", "(2,)", "(3,)"])
+        b1 = b0 if self.chance(0.8) else self.pick(["()", "(1,)", "(2,)", "(4,)"])
+        H = self.rng.randint(1, 5)
+        D = H if body not in ("proj", "lstm") else self.rng.randint(1, 4)
+        is_list = list_ok and self.chance(0.3)
+        if is_list:
+            t1 = max(t1, 1)
+        self.inputs.append(f"T = {t0} if variant == 0 else {t1}")
+        self.inputs.append(f"B = {b0} if variant == 0 else {b1}")
+        grad = not self.no_grad and self.chance(0.3)
+        self.wgrad = not self.no_grad and self.chance(0.25)
+        self.dt, self.H, self.D = dt, H, D
+        if is_list:
+            src = "xs"
+            if grad:
+                self.param("xs", f"[r.detach().requires_grad_() for r in _tensor(g, (T, *B, {D}), torch.{dt})]")
+            else:
+                self.param("xs", f"list(_tensor(g, (T, *B, {D}), torch.{dt}).unbind(0))")
+            if self.chance(0.1):      # variant 1: one step of another width (the loop raises there)
+                self.inputs.append("if variant:\n        xs[len(xs) // 2] = torch.cat([xs[len(xs) // 2]] * 2, -1)")
+        else:
+            src = "x"
+            layout = ", layout='step'" if self.chance(0.15) else ""
+            self.param("x", f"_tensor(g, (T, *B, {D}), torch.{dt}{layout}{', grad=True' if grad else ''})")
+        return src, is_list, dt
+
+    def weight(self, name, shape, scale=0.5):
+        dt = self.dt if self.chance(0.95) else self.pick(FLOATS)
+        self.param(name, f"_weight(g, {shape!r}, torch.{dt}, {scale}{', grad=True' if self.wgrad else ''})")
+
+    def comp_loop(self, src: str, is_list: bool, other=None):
+        """(head, index or None, row expression, {other: its row}): `other` (a mask `m`, or a
+        second input `y`) is read at the same step, or walked together with `zip`."""
+        n = f"len({src})" if is_list or self.chance(0.3) else f"{src}.shape[0]"
+        forms = ["range", "range", "iter", "enumerate"] + ([] if is_list else ["reversed", "negstep", "from1"])
+        if other:
+            forms = [f for f in forms if f != "iter"] + ["zip", "zip"]
+        form = self.pick(forms)
+        rows = {other: f"{other}[t]"} if other else {}
+        if form == "range":
+            return f"for t in range({n}):", "t", f"{src}[t]", rows
+        if form == "iter":
+            return f"for x_t in {src}:", None, "x_t", rows
+        if form == "enumerate":
+            return f"for t, x_t in enumerate({src}):", "t", "x_t", rows
+        if form == "reversed":
+            return f"for t in reversed(range({n})):", "t", f"{src}[t]", rows
+        if form == "negstep":
+            return f"for t in range({n} - 1, -1, -1):", "t", f"{src}[t]", rows
+        if form == "from1":
+            return f"for t in range(1, {n}):", "t", f"{src}[t]", rows
+        return f"for x_t, {other}_t in zip({src}, {other}):", None, "x_t", {other: f"{other}_t"}
+
+    def comp_h_init(self, src, is_list):
+        first = f"{src}[0]"
+        opts = ["torch.zeros(U.shape[0], dtype=U.dtype)", "h0", "h0",
+                f"torch.zeros(*{first}.shape[:-1], U.shape[0], dtype={first}.dtype)"]
+        if self.dt == "float32" or self.chance(0.1):    # float32 whatever the inputs (else matmul raises)
+            opts.append("torch.zeros(U.shape[0])")
+        if self.D == self.H:
+            opts += [f"torch.zeros_like({first})", f"{first} * 0.5"]
+        init = self.pick(opts)
+        if init == "h0":
+            self.param("h0", f"_tensor(g, (*B, {self.H}), torch.{self.dt}"
+                             f"{', grad=True' if not self.no_grad and self.chance(0.3) else ''})")
+        return init
+
+    def comp_body(self, body: str, R: str, rows: dict) -> tuple:
+        """(lines before the loop, body lines, carried names besides h)."""
+        if body == "tanh":
+            return [], [self.pick(["h = torch.tanh(h @ U + {R})", "h = torch.tanh({R} + h @ U) * 0.5 + h * 0.5",
+                                   "h = torch.tanh(torch.matmul(h, U) + {R})", "h = (h @ U + {R}).clamp(-1.0, 1.0)",
+                                   "h = torch.sigmoid(h @ U) * torch.tanh({R}) + 0.5 * h",
+                                   "h = (h.matmul(U) + {R}).tanh()", "h = (h @ U).add({R}).clamp(min=-1.0, max=1.0)",
+                                   "h = torch.tanh(h @ U.T + {R})", "h = torch.tanh(h @ U + {R}).to(h.dtype)"]
+                                  ).format(R=R)], []
+        if body == "temps":
+            return [], self.pick([["a = h @ U", f"b = a + {R}", "h = torch.tanh(b)"],
+                                  [f"u = torch.sigmoid({R})", "v = torch.tanh(h @ U)", "h = u * v + (1 - u) * h"],
+                                  ["prev = h", f"h = torch.tanh(prev @ U + {R})", "d = h - prev"]]), []
+        if body == "proj":
+            self.weight("W", (self.D, self.H))
+            self.weight("bias", (self.H,), 0.1)
+            return [], [f"pre = {R} @ W + bias", "h = torch.relu(pre + h @ U) - 0.1 * h"], []
+        if body == "scale":
+            self.inputs.append(f"scale = {self.pick(['0.5', '1.5', '-0.25'])} if variant == 0 else "
+                               f"{self.pick(['0.5', '0.75', '2.0'])}")
+            self.params.append("scale")
+            return [], [f"h = torch.tanh(h @ U + {R} * scale)"], []
+        if body == "global":
+            self.helpers["BIAS"] = f"BIAS = torch.linspace(-0.5, 0.5, {self.H}, dtype=torch.{self.dt})\n"
+            return [], [f"h = torch.tanh(h @ U + {R} + BIAS)"], []
+        if body == "config":
+            self.helpers["CFG"] = "CFG = {'scale': 1.0}\n"
+            self.inputs.append(f"scale = 0.5 if variant == 0 else {self.pick(['0.5', '0.75'])}")
+            self.params.append("scale")
+            return ["CFG['scale'] = scale"], [f"h = torch.tanh(h @ U + {R} * CFG['scale'])"], []
+        if body == "pair":
+            return [], [self.pick(["h = torch.tanh(h @ U + {R} * {Y})", "h = torch.tanh(h @ U + {R}) + 0.1 * {Y}",
+                                   "u = torch.sigmoid({Y})\nh = u * torch.tanh(h @ U + {R}) + (1 - u) * h"]
+                                  ).format(R=R, Y=rows["y"])], []
+        if body == "helper":
+            self.helpers["CELL"] = "def cell(h, r, U):\n    return torch.tanh(h @ U + r)\n"
+            return [], [f"h = cell(h, {R}, U)"], []
+        if body == "functional":
+            F = self.functional()
+            return [], [self.pick([f"h = {F}.layer_norm(torch.tanh(h @ U + {R}), (U.shape[0],))",
+                                   f"h = {F}.gelu(h @ U + {R}) * 0.5", f"h = {F}.normalize(h @ U + {R}, dim=-1)"])], []
+        if body == "masked":
+            return [], [f"h = torch.where({rows['m']} > 0, torch.tanh(h @ U + {R}), h)"], []
+        if body == "hc":
+            c_init = self.pick(["torch.zeros_like(h)", "h", "h * 0", "h + 1.0"])
+            return [f"c = {c_init}"], self.pick([
+                ["h = torch.tanh(h @ U + {R})", "c = c * 0.9 + h.sigmoid() * c.cos()"],
+                ["h, c = torch.tanh(h @ U + {R} + c), c * 0.5 + h"],
+                ["c = c + h * {R}", "h = torch.tanh(c @ U)"],
+                ["c, h = h, torch.tanh(h @ U + {R} - c)"]]), ["c"]
+        if body == "lstm":
+            self.weight("Wx", (self.D, 4 * self.H))
+            self.weight("Wh", (self.H, 4 * self.H))
+            split = self.pick(["i, f, g_, o = z.chunk(4, dim=-1)", f"i, f, g_, o = torch.split(z, {self.H}, dim=-1)"])
+            return ["c = torch.zeros_like(h)"], [f"z = {R} @ Wx + h @ Wh", split,
+                                                 "c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g_)",
+                                                 "h = torch.sigmoid(o) * torch.tanh(c)"], ["c"]
+        if body == "extra":
+            form = self.pick(["max", "max", "sum", "sum", "prod", "prod", "flag", "flag", "sum0", "count"])
+            init = {"max": "m = torch.full_like(h, -2.0)", "sum": "s = torch.zeros(())", "sum0": "s = 0.0",
+                    "count": "k = 0", "prod": "p = torch.ones_like(h)",
+                    "flag": "seen = torch.zeros((), dtype=torch.bool)"}[form]
+            line = {"max": "m = torch.maximum(m, h)", "sum": "s = s + h.sum()", "sum0": "s = s + h.mean()",
+                    "count": "k = k + 1", "prod": "p = p * (1.0 + 0.1 * h)",
+                    "flag": "seen = seen | (h.sum() > 0.5)"}[form]
+            name = init.split(" ")[0]
+            return [init], [f"h = torch.tanh(h @ U + {R})", line], [name]
+        raise ValueError(body)
+
+    def comp_program(self, body: str, refusal=None):
+        if refusal == "inplace" or self.chance(0.05):
+            self.no_grad = self.chance(0.7)
+        src, is_list, dt = self.comp_inputs(body)
+        self.weight("U", (self.H, self.H), self.pick([0.5, 0.5, 0.3, 1.0]))
+        other = {"masked": "m", "pair": "y"}.get(body)
+        head, t, R, rows = self.comp_loop(src, is_list, other)
+        if body == "masked":
+            self.param("m", f"(torch.rand((T, *B, 1), generator=g) < 0.7).to(torch.{self.pick(['float32', 'int64', 'bool'])})")
+        elif body == "pair":
+            if is_list:
+                self.param("y", f"list(_tensor(g, (T, *B, {self.D}), torch.{self.dt}).unbind(0))")
+            else:
+                self.param("y", f"_tensor(g, (T, *B, {self.D}), torch.{self.dt})")
+        h_init = self.comp_h_init(src, is_list)
+        pre, lines, carried = self.comp_body(body, R, rows)
+        first = f"{src}[0]"
+        # what the loop keeps: appends and stores at the end of the body
+        collect = self.pick(["stack", "stack", "list", "store", "last", "log", "both", "sum"] if t else
+                            ["stack", "stack", "list", "last", "log", "both", "sum"])
+        if collect == "both" and not carried:
+            collect = "stack"
+        if refusal == "append_first" and collect == "last":
+            collect = "stack"
+        if collect == "store" and self.no_grad and self.chance(0.4):
+            collect = "store_arg"
+        init, step, ret = [], [], "h"
+        if collect in ("stack", "list"):
+            init, step = ["outs = []"], [self.pick(["outs.append(h)", "outs.append(h)", "outs.append(h * 2.0)"])]
+            ret = self.pick(["torch.stack(outs) if outs else h", "(torch.stack(outs) if outs else None, h)"]) \
+                if collect == "stack" else "outs"
+        elif collect == "sum":
+            init, step, ret = ["outs = []"], ["outs.append(h.sum())"], "outs"
+        elif collect == "both":
+            c = carried[0]
+            init, step = ["hs = []", "cs = []"], ["hs.append(h)", f"cs.append({c})"]
+            ret = f"hs, cs, {c}"
+        elif collect == "store":
+            init = [f"out = torch.zeros(len({src}), *{first}.shape[:-1], U.shape[0], dtype={first}.dtype)"
+                    if is_list else f"out = torch.zeros(*{src}.shape[:-1], U.shape[0], dtype={src}.dtype)"]
+            step, ret = [self.pick([f"out[{t}] = h", f"out[{t}] = h", f"out[{t}] = h.tanh()", f"out[{t} + 1] = h",
+                                    f"out[-1 - {t}] = h"])], "out, h"
+            if "+ 1]" in step[0]:
+                init = [init[0].replace("zeros(len(xs)", "zeros(len(xs) + 1").replace("zeros(*x.shape[:-1]",
+                                                                                      "zeros(x.shape[0] + 1, *x.shape[1:-1]")]
+        elif collect == "store_arg":
+            self.param("out", f"torch.zeros((T, *B, {self.H}), dtype=torch.{self.pick(FLOATS)})")
+            step, ret = [f"out[{t}] = h"], self.pick(["out", "None", "h"])
+        elif collect == "log":
+            self.param("log", "[]")
+            step, ret = [self.pick(["log.append(h)", "log.append(h.sum())"])], self.pick(["h", "None"])
+        if carried and collect not in ("both",) and self.chance(0.5):
+            ret = f"({ret}, {', '.join(carried)})" if not ret.startswith("(") else ret[:-1] + f", {', '.join(carried)})"
+        body_lines = [ln.format(R=R) for ln in lines]
+        body_lines = self.comp_refuse(refusal, body_lines, step, t, R) if refusal else body_lines + step
+        body_lines = [ln for line in body_lines for ln in line.split("\n")]
+        self.emit(1, f"h = {h_init}")
+        self.emit_all(1, pre + init)
+        d = 1
+        if self.chance(0.08):     # the loop under no_grad (dynamo guards on the grad mode)
+            self.emit(1, "with torch.no_grad():")
+            d = 2
+        self.emit(d, head)
+        self.emit_all(d + 1, body_lines)
+        self.emit(1, f"return {ret}")
+
+    def comp_refuse(self, refusal, lines, step, t, R):
+        """The body with what keeps it from being a pure step (print, in place, break, ...)."""
+        idx = t or "0"
+        if refusal == "print":
+            extra = self.pick([f"print({idx})", "print(tuple(h.shape))", f"print('step', {idx}, end=' ')"])
+            pos = self.rng.randint(0, len(lines))
+            return lines[:pos] + [extra] + lines[pos:] + step
+        if refusal == "inplace":
+            extra = self.pick(["h.mul_(0.5)", "h.mul_(0.5)", "h += 0.25", "h.clamp_(-0.5, 0.5)", "h.add_(h)"])
+            return lines + [extra] + step
+        if refusal == "break":
+            thr = self.pick(["0.0", "0.5", "-0.5", "2.0", "100"])
+            cond = self.pick([f"h.sum() > {thr}", f"h.mean().item() < {thr}", f"bool((h > {thr}).all())"])
+            pos = self.pick([0, len(lines)])
+            return lines[:pos] + [f"if {cond}:", "    break"] + lines[pos:] + step
+        if refusal == "index":
+            if not t:
+                return lines + ["h = h * 0.9"] + step     # (no index to use: an assignment after the update)
+            extra = self.pick([f"h = h * (1.0 / ({t} + 1))", f"h = h + 0.01 * {t}", f"h = torch.tanh(h + {t})"])
+            return lines + [extra] + step
+        if refusal == "append_first":
+            return step + lines
+        # other: continue, a random draw, the filled list read, .item(), a counter, a helper with effects
+        form = self.pick(["continue", "random", "read_list", "item", "impure", "if"])
+        if form == "continue" and t:
+            return [f"if {t} % 3 == 1:", "    continue"] + lines + step
+        if form == "random":
+            return lines + ["h = h + 0.01 * torch.randn(h.shape, dtype=h.dtype)"] + step
+        if form == "read_list" and step and "outs.append" in step[0]:
+            return lines + ["h = h + (outs[-1] * 0.1 if outs else 0.0)"] + step
+        if form == "item":
+            return lines + ["h = h * (1.0 if h.sum().item() > 0 else -1.0)"] + step
+        if form == "impure":
+            self.helpers["IMPURE"] = "CALLS = [0]\n\n\ndef bump(h):\n    CALLS[0] += 1\n    return h * (1.0 + 0.01 * CALLS[0])\n"
+            return lines + ["h = bump(h)"] + step
+        return lines + ["if h.sum() > 0:", "    h = h * 0.5"] + step
+
+    def comp_rnn(self):
+        """`h = torch.tanh(h @ U + x[t])` and variants: one carried value, temporaries, a
+        projection, a Python number or a global in the body, a helper, torch.nn.functional."""
+        self.comp_program(self.pick(["tanh", "tanh", "tanh", "temps", "proj", "scale", "global", "config", "helper",
+                                     "functional", "masked", "pair"]))
+
+    def comp_multi(self):
+        """Several carried values: `h, c`, an LSTM cell, a running max / sum / counter."""
+        self.comp_program(self.pick(["hc", "hc", "lstm", "extra", "extra"]))
+
+    def comp_refuse_print(self):
+        self.comp_program(self.pick(["tanh", "hc", "temps"]), refusal="print")
+
+    def comp_refuse_inplace(self):
+        self.comp_program(self.pick(["tanh", "hc", "temps"]), refusal="inplace")
+
+    def comp_refuse_break(self):
+        self.comp_program(self.pick(["tanh", "hc", "temps"]), refusal="break")
+
+    def comp_refuse_index(self):
+        self.comp_program(self.pick(["tanh", "hc", "temps"]), refusal="index")
+
+    def comp_refuse_append_first(self):
+        self.comp_program(self.pick(["tanh", "hc", "temps"]), refusal="append_first")
+
+    def comp_refuse_other(self):
+        self.comp_program(self.pick(["tanh", "hc", "temps"]), refusal="other")
+
+    def comp_store_self(self):
+        """The step's result stored into the tensor the loop reads: `x[t + 1] = h` (the next
+        step must see it), or into the row it just read."""
+        self.no_grad = True
+        self.variants = True
+        self.helpers["WEIGHT"] = WEIGHT_HELPER
+        self.dt, self.wgrad = self.pick(FLOATS), False
+        H = self.rng.randint(1, 5)
+        self.H = self.D = H
+        self.inputs.append(f"T = {self.rng.randint(10, 24)} if variant == 0 else {self.rng.randint(2, 30)}")
+        self.param("x", f"_tensor(g, (T, {H}), torch.{self.dt})")
+        self.weight("U", (H, H))
+        form = self.pick(["next", "same", "prev"])
+        self.emit(1, f"h = {self.pick(['torch.zeros_like(x[0])', 'x[0].clone()', 'torch.zeros(U.shape[0], dtype=U.dtype)'])}")
+        if form == "next":
+            self.emit(1, "for t in range(x.shape[0] - 1):")
+            self.emit(2, "h = torch.tanh(h @ U + x[t])")
+            self.emit(2, self.pick(["x[t + 1] = h", "x[t + 1] = x[t + 1] * 0.5 + h"]))
+        elif form == "same":
+            self.emit(1, "for t in range(x.shape[0]):")
+            self.emit(2, "h = torch.tanh(h @ U + x[t])")
+            self.emit(2, "x[t] = h")
+        else:
+            self.emit(1, "for t in range(1, x.shape[0]):")
+            self.emit(2, "h = torch.tanh(h @ U + x[t] + x[t - 1])")
+            self.emit(2, "x[t] = h")
+        self.emit(1, self.pick(["return x, h", "return h", "return x.sum()"]))
+
     # -------------------------------------------------------------- assembling
 
     def source(self, kind: str) -> str:
@@ -1864,7 +2430,11 @@ class Gen:
         if helpers:
             parts += ["", helpers]
         parts += ["", f"def f({', '.join(self.params)}):", *self.lines, "", ""]
-        parts += ["def make_inputs():", f"    g = torch.Generator().manual_seed({self.seed})"]
+        if self.variants:
+            parts += ["def make_inputs(variant=0):",
+                      f"    g = torch.Generator().manual_seed({self.seed} + 1000003 * variant)"]
+        else:
+            parts += ["def make_inputs():", f"    g = torch.Generator().manual_seed({self.seed})"]
         parts += ["    " + line for line in self.inputs]
         names = [self.aliases.get(p, p) for p in self.params]
         parts += [f"    return ({', '.join(names)},)", "", TENSOR_HELPER]
@@ -1912,10 +2482,36 @@ KINDS = ([f"vec/{k}" for k in VEC_FORMS] + [f"exact/{k}" for k in EXACT_FORMS] +
          [f"vec/{k}" for k in NEW_VEC_FORMS] + [f"exact/{k}" for k in NEW_EXACT_FORMS])
 
 
-def generate(seed: int, kind: str | None = None) -> Program:
-    """The program for `seed` (optionally forcing its form): same seed, same source."""
+# family "rec": spellings of linear recurrences (scans) and near misses; family "compile":
+# sequential loops for the compile fallback (and bodies it must refuse). Neither is drawn by
+# the default family, so every default seed keeps its program; `generate(seed, family=...)`
+# picks one of their forms from a stream of its own.
+REC_FORMS = {
+    "lerp": Gen.rec_lerp, "scaled_sum": Gen.rec_scaled_sum, "dones": Gen.rec_dones, "divide": Gen.rec_divide,
+    "negated": Gen.rec_negated, "gated": Gen.rec_gated,
+}
+COMPILE_FORMS = {
+    "rnn": Gen.comp_rnn, "multi": Gen.comp_multi,
+    "store_self": Gen.comp_store_self,
+    "refuse_print": Gen.comp_refuse_print, "refuse_inplace": Gen.comp_refuse_inplace,
+    "refuse_break": Gen.comp_refuse_break, "refuse_index": Gen.comp_refuse_index,
+    "refuse_append_first": Gen.comp_refuse_append_first, "refuse_other": Gen.comp_refuse_other,
+}
+FORM_WEIGHTS = {"compile/rnn": 3, "compile/multi": 3}   # the forms the fallback takes, drawn more often
+FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS}
+REC_KINDS = [f"rec/{k}" for k in REC_FORMS]
+COMPILE_KINDS = [f"compile/{k}" for k in COMPILE_FORMS]
+
+
+def generate(seed: int, kind: str | None = None, family: str = "default") -> Program:
+    """The program for `seed` (optionally forcing its form): same seed, same source.
+    `family`: "default" (the vec/ and exact/ forms), "rec" or "compile"."""
     gen = Gen(seed)
-    if kind is None:
+    if kind is None and family != "default":
+        forms = FAMILIES[family]
+        kinds = [f"{family}/{k}" for k in sorted(forms) for _ in range(FORM_WEIGHTS.get(f"{family}/{k}", 1))]
+        kind = random.Random(f"autovec-fuzz-{family}-{seed}").choice(kinds)
+    elif kind is None:
         side = random.Random(f"autovec-fuzz-new-forms-{seed}")   # str seeds hash the same in every process
         if side.random() < NEW_SHARE:
             vec = side.random() < 0.65
@@ -1926,6 +2522,9 @@ def generate(seed: int, kind: str | None = None) -> Program:
             forms = VEC_FORMS if vec else EXACT_FORMS
             kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
     family, form = kind.split("/")
-    table = {**VEC_FORMS, **NEW_VEC_FORMS} if family == "vec" else {**EXACT_FORMS, **NEW_EXACT_FORMS}
+    if family in ("rec", "compile"):
+        table = FAMILIES[family]
+    else:
+        table = {**VEC_FORMS, **NEW_VEC_FORMS} if family == "vec" else {**EXACT_FORMS, **NEW_EXACT_FORMS}
     table[form](gen)
     return Program(seed, kind, gen.source(kind))

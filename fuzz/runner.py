@@ -15,6 +15,17 @@ analyses and checks, and the second, which runs from the cache):
 
     python -m fuzz.runner --n 1000 --seed 0 [--timeout 20] [--time-limit SECONDS] [--jobs 1]
     python -m fuzz.runner --repro SEED
+    python -m fuzz.runner --family rec --n 2000     # linear recurrences in their many spellings
+    python -m fuzz.runner --compile --n 200         # the compile fallback (family "compile")
+
+`--family` picks the generator's family of forms: "default" (the vec/ and exact/ forms),
+"rec" (spellings of linear recurrences) or "compile" (sequential loops for the compile
+fallback). `--compile` runs `autovec(f, fallback="compile")` with dynamo's eager backend
+(`autovec.compiled._BACKEND = "eager"`: a compile takes about a second) and calls each
+program three times on fresh copies of its inputs (the first call runs Python, the second
+compiles, the third runs the compiled step), then, where `make_inputs` takes a variant,
+once more on other inputs (another trip count, batch shape or Python number); every call is
+compared with the original. Its family is "compile" unless `--family` says otherwise.
 """
 from __future__ import annotations
 
@@ -34,7 +45,8 @@ from dataclasses import dataclass, field
 import torch
 
 from autovec import autovec, explain
-from fuzz.generator import DEFAULT_OUT, generate
+from autovec import compiled as av_compiled
+from fuzz.generator import DEFAULT_OUT, FAMILIES, generate
 
 RNG_SEED = 20240601
 FLOAT_RTOL, FLOAT_ATOL = 1e-5, 1e-6
@@ -80,20 +92,24 @@ class Result:
 # ----------------------------------------------------------------------------- comparing
 
 
-def diff(want, got, path="result", notes=None) -> str | None:
+def diff(want, got, path="result", notes=None, ref=None) -> str | None:
     """None when `got` is what the original gave (`want`), else one line saying where not.
     A float64 tensor that differs by more than float64 tolerances but within float32 ones
     passes (float32 arithmetic reassociated inside the program shows up at that size in a
-    float64 result), with a line added to `notes` if given."""
+    float64 result), with a line added to `notes` if given. `ref`, where given, is what the
+    original gave on the inputs in float64 (the same structure): a float32 tensor that differs
+    from the original's passes when it is no further from that reference than the original's
+    own result is (see `refereed`), with a line starting "refereed" added to `notes`."""
     if type(want) is not type(got):
         return f"{path}: type {type(want).__name__} != {type(got).__name__} (original vs autovec)"
     if isinstance(want, torch.Tensor):
-        return diff_tensor(want, got, path, notes)
+        return diff_tensor(want, got, path, notes, ref if isinstance(ref, torch.Tensor) else None)
     if isinstance(want, (list, tuple)):
         if len(want) != len(got):
             return f"{path}: length {len(want)} != {len(got)}"
-        for k, (a, b) in enumerate(zip(want, got)):
-            d = diff(a, b, f"{path}[{k}]", notes)
+        refs = ref if isinstance(ref, (list, tuple)) and len(ref) == len(want) else [None] * len(want)
+        for k, (a, b, r) in enumerate(zip(want, got, refs)):
+            d = diff(a, b, f"{path}[{k}]", notes, r)
             if d:
                 return d
         return None
@@ -101,7 +117,7 @@ def diff(want, got, path="result", notes=None) -> str | None:
         if list(want) != list(got):
             return f"{path}: keys {list(want)} != {list(got)}"
         for k in want:
-            d = diff(want[k], got[k], f"{path}[{k!r}]", notes)
+            d = diff(want[k], got[k], f"{path}[{k!r}]", notes, ref.get(k) if isinstance(ref, dict) else None)
             if d:
                 return d
         return None
@@ -128,7 +144,7 @@ def module_state(m: torch.nn.Module) -> dict:
     return state
 
 
-def diff_tensor(want: torch.Tensor, got: torch.Tensor, path: str, notes=None) -> str | None:
+def diff_tensor(want: torch.Tensor, got: torch.Tensor, path: str, notes=None, ref=None) -> str | None:
     for attr in ("dtype", "shape", "device", "requires_grad"):
         if getattr(want, attr) != getattr(got, attr):
             return f"{path}: {attr} {getattr(want, attr)} != {getattr(got, attr)}"
@@ -144,8 +160,54 @@ def diff_tensor(want: torch.Tensor, got: torch.Tensor, path: str, notes=None) ->
             if notes is not None:
                 notes.append(f"{path}: float64 values differ beyond float64 tolerances, within float32 ones ({where})")
             return None
+        if ref is not None and want.dtype in (torch.float32, torch.float16, torch.bfloat16) and refereed(want, got, ref):
+            if notes is not None:
+                notes.append(f"refereed {path}: float32 values differ from the original's ({where}), but are no "
+                             "further than the original's from a float64 run of it")
+            return None
         return f"{path}: values differ ({where}); original {short(want)}, autovec {short(got)}"
     return None
+
+
+def refereed(want: torch.Tensor, got: torch.Tensor, ref: torch.Tensor) -> bool:
+    """True when `got` (autovec, float32) is as close to `ref` (the original run in float64) as
+    `want` (the original, float32) is: reassociated float32 arithmetic (a scan instead of a
+    loop) differs from the loop by rounding, which shows as a difference where the loop
+    rounds to exactly zero by cancellation (allowed: twice the loop's error, plus 1e-5 of the
+    largest value). Abstains (False) where the float64 run is not close to the loop itself
+    (a branch taken differently, a chaotic recurrence)."""
+    if ref.shape != want.shape:
+        return False
+    w, g, r = want.detach().double(), got.detach().double(), ref.detach().double()
+    if not torch.equal(w.isnan(), g.isnan()) or not torch.equal(w.isinf(), g.isinf()) or \
+            not torch.equal(w[w.isinf()], g[g.isinf()]):
+        return False
+    fin = w.isfinite() & r.isfinite()
+    if not torch.equal(fin, g.isfinite() & r.isfinite()) or not fin.any():
+        return False
+    w, g, r = w[fin], g[fin], r[fin]
+    scale = 1.0 + r.abs().max().item()
+    loop_err = (w - r).abs().max().item()
+    if loop_err > 1e-3 * scale:
+        return False
+    return (g - r).abs().max().item() <= 2.0 * loop_err + 1e-5 * scale
+
+
+def in_float64(obj):
+    """A copy of `obj` with float32 (and half) tensors as float64 ones, leaves kept leaves."""
+    if isinstance(obj, torch.Tensor):
+        if obj.dtype in (torch.float32, torch.float16, torch.bfloat16):
+            t = obj.detach().to(torch.float64)
+        else:
+            t = obj.detach().clone()
+        return t.requires_grad_() if obj.requires_grad else t
+    if isinstance(obj, list):
+        return [in_float64(o) for o in obj]
+    if isinstance(obj, tuple):
+        return tuple(in_float64(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: in_float64(v) for k, v in obj.items()}
+    return copy.deepcopy(obj)
 
 
 def _close_as_float32(want, got) -> bool:
@@ -162,17 +224,18 @@ def short(t: torch.Tensor) -> str:
     return f"[{', '.join(f'{v:.4g}' if isinstance(v, float) else str(v) for v in vals)}{more}]"
 
 
-def compare(want: Outcome, got: Outcome, label: str, notes=None) -> tuple[str, str] | None:
-    """(status, detail) for the first difference between two outcomes, else None."""
+def compare(want: Outcome, got: Outcome, label: str, notes=None, ref: Outcome | None = None) -> tuple[str, str] | None:
+    """(status, detail) for the first difference between two outcomes, else None. `ref`: the
+    original's outcome on the inputs in float64 (a referee for float32 values, see `diff`)."""
     if want.error != got.error:
         status = "crash" if got.error and not want.error else "mismatch"
         w = f"raised {want.error[0]}: {want.error[1]}" if want.error else "returned"
         g = f"raised {got.error[0]}: {got.error[1]}" if got.error else "returned"
         return status, f"{label}: the original {w}; autovec {g}"
-    checks = [] if want.error else [("return value", want.value, got.value)]
-    checks.append(("arguments after the call", list(want.args), list(got.args)))
-    for what, a, b in checks:
-        d = diff(a, b, what, notes)
+    checks = [] if want.error else [("return value", want.value, got.value, ref.value if ref else None)]
+    checks.append(("arguments after the call", list(want.args), list(got.args), list(ref.args) if ref else None))
+    for what, a, b, r in checks:
+        d = diff(a, b, what, notes, r)
         if d:
             return "mismatch", f"{label}: {d}"
     if want.stdout != got.stdout:
@@ -291,15 +354,38 @@ def vectorize_always():
             os.environ["AUTOVEC_MIN_TRIP"] = old
 
 
-def run(seed: int, timeout: float = 20.0, out_dir=None, verbose=False) -> Result:
-    """Generate, run and compare the program for `seed`."""
-    with vectorize_always():
-        return _run(seed, timeout, out_dir, verbose)
+@contextlib.contextmanager
+def eager_compiles():
+    """The compile fallback through dynamo's eager backend (about a second a compile, where
+    inductor takes many), for this block only."""
+    old = av_compiled._BACKEND
+    av_compiled._BACKEND = "eager"
+    try:
+        yield
+    finally:
+        av_compiled._BACKEND = old
 
 
-def _run(seed, timeout, out_dir, verbose) -> Result:
+COMPILE_CALLS = 3   # compile mode: Python, then the compile, then the compiled step
+
+
+def run(seed: int, timeout: float = 20.0, out_dir=None, verbose=False, family: str = "default",
+        compile: bool = False) -> Result:
+    """Generate, run and compare the program for `seed` (of `family`); `compile`: the autovec
+    side is `autovec(f, fallback="compile")`, called COMPILE_CALLS times (and once on the
+    program's variant inputs, where it has them)."""
+    with vectorize_always(), (eager_compiles() if compile else contextlib.nullcontext()):
+        return _run(seed, timeout, out_dir, verbose, family, compile)
+
+
+def _accepts_variant(make_inputs) -> bool:
+    import inspect
+    return "variant" in inspect.signature(make_inputs).parameters
+
+
+def _run(seed, timeout, out_dir, verbose, family="default", compile=False) -> Result:
     start = time.perf_counter()
-    prog = generate(seed)
+    prog = generate(seed, family=family)
     res = Result(seed, prog.kind, str(prog.path(out_dir)))
     handler = _Warnings()
     log = logging.getLogger("autovec")
@@ -314,25 +400,45 @@ def _run(seed, timeout, out_dir, verbose) -> Result:
             # re-running the module resets the globals that f, and its rewrite, read
             stage = "the original"
             want = call(f, inputs)
+            other = None
+            if compile and _accepts_variant(mod.make_inputs):
+                stage = "the original"
+                prog.reset(mod)
+                other = mod.make_inputs(1)
+                want_other = call(f, other)
             stage = "autovec"
-            g = autovec(f)
-            prog.reset(mod)
-            got1 = call(g, inputs)
-            prog.reset(mod)
-            got2 = call(g, inputs)
+            g = autovec(f, fallback="compile") if compile else autovec(f)
+            labels = ["first call", "second call"] + [f"call {k + 1}" for k in range(2, COMPILE_CALLS if compile else 2)]
+            runs = []
+            for label in labels:
+                prog.reset(mod)
+                runs.append((label, want, call(g, inputs), inputs))
+            if other is not None:
+                prog.reset(mod)
+                runs.append((f"call {len(labels) + 1}, on other inputs (variant 1)", want_other, call(g, other), other))
             stage = "explain"
             prog.reset(mod)
             with contextlib.redirect_stdout(io.StringIO()):
                 ex = explain(g, *copy.deepcopy(inputs))
             res.path = ex.path
         stage = "comparing"
-        for label, got in (("first call", got1), ("second call", got2)):
-            verdict = compare(want, got, label, res.precision)
+        refs = {}
+        for label, w, got, args in runs:
+            verdict = compare(w, got, label, res.precision)
+            if verdict and verdict[0] == "mismatch" and "values differ" in verdict[1]:
+                # float32 rounding or a real difference? ask the original in float64
+                if id(args) not in refs:
+                    stage = "the original in float64"
+                    with deadline(timeout), warnings_quiet():
+                        refs[id(args)] = referee_call(prog, mod, f, args)
+                    stage = "comparing"
+                if refs[id(args)] is not None:
+                    verdict = compare(w, got, label, res.precision, refs[id(args)])
             if verdict:
                 res.status, res.detail = verdict
                 break
         if verbose:
-            print(report(prog, res.file, want, got1, got2, ex))
+            print(report(prog, res.file, want, [r[:3] for r in runs], ex))
     except Hang:
         res.status = "hang" if stage in ("autovec", "explain") else "fuzzer"
         res.detail = f"no answer within {timeout:g} s (in {stage})"
@@ -343,10 +449,23 @@ def _run(seed, timeout, out_dir, verbose) -> Result:
             traceback.print_exc()
     finally:
         log.removeHandler(handler)
-        sys.modules.pop(f"avfuzz_seed_{seed}", None)
+        sys.modules.pop(prog.module_name, None)
     res.notes = handler.records
     res.seconds = time.perf_counter() - start
     return res
+
+
+def referee_call(prog, mod, f, inputs) -> Outcome | None:
+    """The original on the inputs in float64 (and float64 as torch's default dtype), or None
+    where that raises."""
+    prog.reset(mod)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        out = call(f, in_float64(inputs))
+    finally:
+        torch.set_default_dtype(old)
+    return None if out.error else out
 
 
 @contextlib.contextmanager
@@ -357,10 +476,15 @@ def warnings_quiet():
         yield
 
 
-def report(prog, file, want, got1, got2, ex) -> str:
+def report(prog, file, want, runs, ex) -> str:
     parts = [f"--- seed {prog.seed} [{prog.kind}] {file}", prog.source.split("\ndef make_inputs")[0].rstrip(),
              "", str(ex), ""]
-    for label, o in (("original", want), ("autovec, first call", got1), ("autovec, second call", got2)):
+    outcomes = [("original", want)]
+    for label, w, got in runs:
+        if w is not want and w is not outcomes[-1][1]:
+            outcomes.append(("original, on other inputs", w))
+        outcomes.append((f"autovec, {label}", got))
+    for label, o in outcomes:
         what = f"raised {o.error[0]}: {o.error[1]}" if o.error else f"returned {o.value!r}"
         parts.append(f"{label}: {what}")
         if o.stdout:
@@ -384,17 +508,17 @@ def _run_star(job):
     return run(*job)
 
 
-def run_many(seeds, timeout, out_dir, jobs, time_limit, progress):
+def run_many(seeds, timeout, out_dir, jobs, time_limit, progress, family="default", compile=False):
     start = time.perf_counter()
     results = []
     if jobs <= 1:
         logging.getLogger("autovec").propagate = False   # reported per program instead
-        it = (run(s, timeout, out_dir) for s in seeds)
+        it = (run(s, timeout, out_dir, False, family, compile) for s in seeds)
         pool = None
     else:
         import multiprocessing
         pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_worker_init)
-        it = pool.imap(_run_star, [(s, timeout, out_dir) for s in seeds], chunksize=4)
+        it = pool.imap(_run_star, [(s, timeout, out_dir, False, family, compile) for s in seeds], chunksize=4)
     try:
         for r in it:
             results.append(r)
@@ -412,8 +536,10 @@ def summary(results) -> str:
     n = len(results)
     vec = sum(r.path == "vectorized" for r in results)
     count = {s: sum(r.status == s for r in results) for s in ("mismatch", "crash", "hang", "fuzzer")}
-    line = (f"fuzz: {n} programs, {vec} vectorized ({100.0 * vec / max(n, 1):.1f}%), {count['mismatch']} mismatches, "
-            f"{count['crash']} crashes, {count['hang']} hangs")
+    comp = sum(r.path == "compile" for r in results)
+    line = (f"fuzz: {n} programs, {vec} vectorized ({100.0 * vec / max(n, 1):.1f}%), "
+            + (f"{comp} compiled ({100.0 * comp / max(n, 1):.1f}%), " if comp else "")
+            + f"{count['mismatch']} mismatches, {count['crash']} crashes, {count['hang']} hangs")
     if count["fuzzer"]:
         line += f", {count['fuzzer']} fuzzer errors"
     return line
@@ -430,9 +556,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help=f"where program files go (default {DEFAULT_OUT})")
     ap.add_argument("--repro", type=int, default=None, metavar="SEED", help="rerun one seed verbosely")
     ap.add_argument("--by-kind", action="store_true", help="also print the share vectorized per loop form")
+    ap.add_argument("--family", choices=sorted(FAMILIES), default=None,
+                    help="the generator's family of forms (default: 'default', or 'compile' with --compile)")
+    ap.add_argument("--compile", action="store_true",
+                    help="autovec(f, fallback='compile') with the eager dynamo backend, each program called "
+                         f"{COMPILE_CALLS} times (and once on variant inputs)")
     a = ap.parse_args(argv)
+    family = a.family or ("compile" if a.compile else "default")
     if a.repro is not None:
-        r = run(a.repro, a.timeout, a.out, verbose=True)
+        r = run(a.repro, a.timeout, a.out, verbose=True, family=family, compile=a.compile)
         print(r.line() if r.failed else f"seed {r.seed} [{r.kind}]: ok (path {r.path})")
         for note in r.notes:
             print(f"  autovec warned: {note}")
@@ -443,14 +575,21 @@ def main(argv=None) -> int:
         vec = sum(r.path == "vectorized" for r in results)
         print(f"  [{len(results)}/{a.n}] {elapsed:.1f}s, {vec} vectorized, {bad} failures", flush=True)
 
-    results, elapsed = run_many(range(a.seed, a.seed + a.n), a.timeout, a.out, a.jobs, a.time_limit, progress)
+    results, elapsed = run_many(range(a.seed, a.seed + a.n), a.timeout, a.out, a.jobs, a.time_limit, progress,
+                                family, a.compile)
     if a.by_kind:
         kinds = sorted({r.kind for r in results})
         for k in kinds:
             rs = [r for r in results if r.kind == k]
+            comp = sum(r.path == "compile" for r in rs)
             print(f"  {k:26s} {len(rs):5d} programs, {sum(r.path == 'vectorized' for r in rs):5d} vectorized, "
-                  f"{sum(r.failed for r in rs)} failures")
-    imprecise = [r for r in results if r.precision and not r.failed]
+                  + (f"{comp:5d} compiled, " if a.compile else "") + f"{sum(r.failed for r in rs)} failures")
+    ref = [r for r in results if any(p.startswith("refereed") for p in r.precision) and not r.failed]
+    if ref:
+        print(f"  {len(ref)} programs gave float32 results that differ from the original's beyond float32 "
+              f"tolerances, but are no further than the original's from a float64 run of it (rounding; not "
+              f"counted as mismatches): seeds {', '.join(str(r.seed) for r in ref[:20])}{' ...' if len(ref) > 20 else ''}")
+    imprecise = [r for r in results if any(not p.startswith("refereed") for p in r.precision) and not r.failed]
     if imprecise:
         print(f"  {len(imprecise)} programs gave float64 results equal only to float32 tolerance (not counted as "
               f"mismatches; check whether a float64 computation ran in float32): seeds "
