@@ -102,6 +102,7 @@ class LoopPlan:
     items: bool = False              # the body converts per-iteration tensors with `.item()`
     scans: tuple = ()                # (name, marker, op, position): running values read in the body
     fission_loop: object = None      # fission: the loop that stays, reading hoisted values (an AST)
+    invariants: tuple = ()           # fission: statements computed once before the loop (ASTs)
     notes: tuple[str, ...] = field(default=())
 
 

@@ -2146,7 +2146,7 @@ class Gen:
             else:
                 self.param("xs", f"list(_tensor(g, (T, *B, {D}), torch.{dt}).unbind(0))")
             if self.chance(0.1):      # variant 1: one step of another width (the loop raises there)
-                self.inputs.append("if variant:\n        xs[len(xs) // 2] = torch.cat([xs[len(xs) // 2]] * 2, -1)")
+                self.inputs.append("if variant:\n        k = len(xs) // 2\n        xs[k] = torch.cat([xs[k]] * 2, -1).detach().requires_grad_(xs[k].requires_grad)")
         else:
             src = "x"
             layout = ", layout='step'" if self.chance(0.15) else ""

@@ -35,6 +35,12 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
     indep = set(iter_vars)
     hoisted: list[tuple[str, ast.AST]] = []     # (name holding the batched value, expression)
     hoist_stmts: list[ast.stmt] = []            # what the batched pre-pass computes, in order
+    invariant_stmts: list[ast.stmt] = []        # computed once before the loop (no loop variable)
+    invariant: set[str] = set()                 # names those bind
+    writes: dict[str, int] = {}
+    for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            writes[n.id] = writes.get(n.id, 0) + 1
     new_body: list[ast.stmt] = []
     counter = [0]
 
@@ -53,8 +59,18 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
         counter[0] += 1
         return f"_av_h{counter[0] - 1}"
 
+    def loop_invariant(expr: ast.AST) -> bool:
+        """Independent of the loop variables too: one value for every iteration."""
+        return independent(expr) and all(ld.id not in iter_vars and (ld.id not in assigned or ld.id in invariant)
+                                          for ld in nm.loads(expr))
+
     def take(expr: ast.AST) -> ast.AST:
         """Replace maximal independent heavy sub-expressions by rows of their batched values."""
+        if loop_invariant(expr) and _heavy(expr):
+            name = fresh()
+            invariant_stmts.append(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=copy.deepcopy(expr)))
+            invariant.add(name)
+            return ast.Name(id=name, ctx=ast.Load())
         if independent(expr) and _heavy(expr):
             name = fresh()
             hoisted.append((name, expr))
@@ -70,8 +86,19 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
                 setattr(expr, field, [take(v) if isinstance(v, ast.expr) else v for v in value])
         return expr
 
+    read_before: set[str] = set()               # names read by the statements already seen
     for s in node.body:
         s = copy.deepcopy(s)
+        read_here = nm.load_ids(s)
+        if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                and writes.get(s.targets[0].id) == 1 and s.targets[0].id not in read_before
+                and loop_invariant(s.value) and _heavy(s.value)):
+            # `Wt = W.t()` in the loop: computed once before it; the name keeps that value
+            invariant_stmts.append(s)
+            invariant.add(s.targets[0].id)
+            indep.add(s.targets[0].id)
+            read_before |= read_here
+            continue
         if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
                 and independent(s.value)):
             name = s.targets[0].id
@@ -89,6 +116,7 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
                 hoist_stmts.append(copy.deepcopy(s))
             indep.add(name)
             new_body.append(s)
+            read_before |= read_here
             continue
         if isinstance(s, (ast.Assign, ast.AugAssign, ast.Expr, ast.Return)) and getattr(s, "value", None) is not None:
             s.value = take(s.value)
@@ -96,10 +124,11 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 indep.discard(n.id)
         new_body.append(s)
+        read_before |= read_here
 
     if not hoisted:
         raise Refuse(carried_reason, refusal.lineno)
-    _check_rest(node, ctx, hoist_stmts, carried_reason)
+    _check_rest(node, ctx, hoist_stmts + invariant_stmts, carried_reason)
     # the pre-pass: the same loop header, the hoisted computations, each value collected
     pre_body = hoist_stmts + [ast.Expr(value=ast.Call(
         func=ast.Attribute(value=ast.Name(id=f"{h}_list", ctx=ast.Load()), attr="append", ctx=ast.Load()),
@@ -109,8 +138,13 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
     for n in ast.walk(pre):
         if "lineno" in n._attributes and not hasattr(n, "lineno"):
             n.lineno, n.col_offset, n.end_lineno, n.end_col_offset = line, 0, line, 0
+    for s in invariant_stmts:
+        ast.copy_location(s, node)
+        for n in ast.walk(s):
+            if "lineno" in n._attributes and not hasattr(n, "lineno"):
+                n.lineno, n.col_offset, n.end_lineno, n.end_col_offset = line, 0, line, 0
     try:
-        _check_calls(hoist_stmts, ctx, _Fake(), {v: "" for v in iter_vars})
+        _check_calls(hoist_stmts + invariant_stmts, ctx, _Fake(), {v: "" for v in iter_vars})
         plan = plan_for(pre, ctx, loop_id, form="fission-pre")
     except Refuse as r:
         raise Refuse(f"{carried_reason}; its independent part cannot run batched: {r.refusal.reason}", line) from None
@@ -127,8 +161,12 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
             n.lineno, n.col_offset, n.end_lineno, n.end_col_offset = line, 0, line, 0
     what = ", ".join(f"`{src(e)}`" for _, e in hoisted[:3]) + (" ..." if len(hoisted) > 3 else "")
     note = f"{carried_reason}; {len(hoisted)} independent computation(s) ({what}) run for all iterations before the loop"
+    if invariant_stmts:
+        shown = ", ".join(f"`{src(s.value)}`" for s in invariant_stmts[:3]) + (" ..." if len(invariant_stmts) > 3 else "")
+        note += f", and {len(invariant_stmts)} loop-invariant one(s) ({shown}) once"
     return dataclasses.replace(plan, outputs=outputs, form="fission", source=src(node), notes=(note,),
-                               live_after=(), lineno=line, end_lineno=node.end_lineno, fission_loop=loop)
+                               live_after=(), lineno=line, end_lineno=node.end_lineno, fission_loop=loop,
+                               invariants=tuple(invariant_stmts))
 
 
 def _pure_call(call: ast.Call, ctx: Context) -> bool:

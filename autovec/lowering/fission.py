@@ -3,6 +3,7 @@ do not depend on its carried values run for all iterations at once beforehand (s
 analysis/fission.py); the loop reads them row by row."""
 from __future__ import annotations
 
+import ast
 import copy
 
 from ..plan import LoopPlan, Refusal
@@ -20,6 +21,13 @@ def lower(m: Match, namer) -> Lowered:
     loop = copy.deepcopy(m.plan.fission_loop)
     branch = low.stmts[-1]
     branch.body = [s for s in branch.body if not _is_pass(s)] + [loop]
+    if m.plan.invariants:
+        # computed once, inside the guarded block before the batched pre-pass (which may read
+        # them): an exception there runs the original loop, which raises it at its own place
+        try_stmt = next(s for s in low.stmts if isinstance(s, ast.Try))
+        guard_if = try_stmt.body[1]
+        guard_if.body[0:0] = [copy.deepcopy(s) for s in m.plan.invariants]
+        low.display = [copy.deepcopy(s) for s in m.plan.invariants] + low.display
     low.display = low.display + [copy.deepcopy(m.plan.fission_loop)]
     return low
 
