@@ -573,6 +573,42 @@ def _finite_or_minus_inf(*ts):
             raise GuardFailed("NaN or +inf in a running log-sum-exp keeps the loop", data=True)
 
 
+def _best_prefix(s0, v, op, py):
+    """The running values of `m = max(m, v)` / `if v > m: m = v` (op ">", ">=", "<", "<="): the
+    extreme of the initial value and the values so far. The loop's value at each step is one of
+    those objects; with no NaN (the comparisons' order would decide) the values are those of
+    cummax / cummin; where the initial value could survive a step, it must have the values'
+    type and dtype (else the loop's result would change type there)."""
+    if v.dim() != 1:
+        raise GuardFailed("comparing tensors with several elements (the loop raises)")
+    if v.dtype == torch.bool or v.is_complex():
+        raise GuardFailed("a running extreme of booleans or complex values keeps the loop")
+    if (v.is_floating_point() and bool(torch.isnan(v).any())) or (isinstance(s0, float) and s0 != s0) or (
+            isinstance(s0, torch.Tensor) and s0.is_floating_point() and bool(torch.isnan(s0).any())):
+        raise GuardFailed("NaN among the compared values (the loop's order of comparisons decides)", data=True)
+    if torch.is_grad_enabled() and (v.requires_grad or isinstance(s0, torch.Tensor) and s0.requires_grad):
+        raise GuardFailed("a running extreme that requires grad keeps the loop (on ties the loop's own "
+                          "comparisons decide which element receives the gradient)")
+    up = op.startswith(">")
+    run = torch.cummax(v, 0).values if up else torch.cummin(v, 0).values
+    if py:
+        if isinstance(s0, torch.Tensor) or isinstance(s0, bool):
+            raise GuardFailed("a running extreme of Python numbers that starts as a tensor or a bool")
+        same_type = isinstance(s0, float) if v.is_floating_point() else isinstance(s0, int)
+    else:
+        if not isinstance(s0, torch.Tensor) or s0.dim() != 0:
+            raise GuardFailed("a running extreme of tensors that starts as a Python number or a wider tensor",
+                              data=not isinstance(s0, torch.Tensor))
+        same_type = s0.dtype == v.dtype and s0.device == v.device and s0.requires_grad == v.requires_grad
+    first = v[0]
+    beats = {">": first > s0, ">=": first >= s0, "<": first < s0, "<=": first <= s0}[op]
+    if not same_type and not bool(beats):
+        raise GuardFailed("the initial value survives a step and has another type than the values", data=True)
+    if bool(beats):
+        return run
+    return run.clamp(min=s0) if up else run.clamp(max=s0)
+
+
 def _prefix(s0, v, op, py, inplace=False):
     """The running values s_i = s0 op v_0 op ... op v_i, with the loop's types (`s += v` on a
     tensor keeps its dtype and shape: every step is cast back, as the in-place op does)."""
@@ -583,6 +619,8 @@ def _prefix(s0, v, op, py, inplace=False):
             raise GuardFailed("the in-place update does not broadcast to the accumulator")
         if v.dtype != s0.dtype:
             raise GuardFailed("an in-place running value of another dtype rounds at every step (kept as a loop)")
+    if op.startswith("best"):
+        return _best_prefix(s0, v, op[4:], py)
     if op not in ("+", "-", "*", "max", "min", "lse"):
         raise GuardFailed(f"no prefix form for `{op}`")
     if op == "lse":

@@ -744,3 +744,83 @@ def test_log_sum_exp_with_minus_inf_is_a_scan(always_vectorize):
     _assert_scan(lse_rows, x)
     got, want = lse_rows(x), lse_rows.__wrapped__(x)
     torch.testing.assert_close(got, want)
+
+
+# ---------------------------------------------------------------------------
+# Running extremes with Python's max / min or an `if` tracker, read in the loop
+
+
+@autovec
+def py_running_max(x):
+    m = float("-inf")
+    out = []
+    for i in range(x.shape[0]):
+        m = max(m, x[i].item())
+        out.append(m)
+    return out
+
+
+@autovec
+def tensor_running_min(x):
+    m = x[0]
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        m = min(x[i], m)
+        out[i] = m * 2
+    return out
+
+
+@autovec
+def tracker_read_in_loop(x):
+    best = x[0]
+    gap = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        if x[i] > best:
+            best = x[i]
+        gap[i] = best - x[i]
+    return gap, best
+
+
+@autovec
+def int_start_float_values(x):
+    m = 0
+    out = []
+    for i in range(x.shape[0]):
+        m = max(m, x[i].item())
+        out.append(m)
+    return out
+
+
+@pytest.mark.parametrize("fn", [py_running_max, tensor_running_min, tracker_read_in_loop])
+@pytest.mark.parametrize("n", [1, 7, 3000])
+def test_running_extremes_read_in_the_loop(fn, n, always_vectorize):
+    x = _randn(n, seed=35)
+    ex = explain(fn, x)
+    assert ex.path == "vectorized" and [lp.strategy for lp in ex.loops] == ["scan"], str(ex)
+    assert_equivalent(fn, x)
+    got, want = fn(x.clone()), fn.__wrapped__(x.clone())
+    if isinstance(want, list):
+        assert got == want and [type(v) for v in got] == [type(v) for v in want]
+
+
+def test_running_extremes_with_ties_and_repeats(always_vectorize):
+    x = torch.tensor([1.0, 3.0, 3.0, -2.0, 3.0, 5.0, 5.0])
+    for fn in (py_running_max, tensor_running_min, tracker_read_in_loop):
+        assert_equivalent(fn, x)
+
+
+@pytest.mark.parametrize("x", [torch.tensor([-1.0, 0.5, 2.0]), torch.tensor([0.5, -1.0, 2.0])],
+                         ids=["start-survives", "start-beaten"])
+def test_an_int_start_keeps_the_loops_types(x, always_vectorize):
+    got, want = int_start_float_values(x), int_start_float_values.__wrapped__(x)
+    assert got == want and [type(v) for v in got] == [type(v) for v in want]
+
+
+def test_running_extremes_with_nan_or_grad_keep_the_loop(always_vectorize):
+    x = _randn(50, seed=36)
+    x[20] = float("nan")
+    assert explain(tracker_read_in_loop, x).path == "python"
+    assert_equivalent(tracker_read_in_loop, x)
+    y = _randn(50, seed=37).requires_grad_()
+    assert explain(tensor_running_min, y).path == "python"
+    assert_equivalent(tensor_running_min, y, grad=True)

@@ -864,7 +864,8 @@ def _scans(outputs, body: _Body, targets: dict):
             kept.append(o)
             targets.pop(o.target, None)
             continue
-        if o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min", "lse"):
+        best_scan = o.kind == "best" and not o.payloads and not o.cond and o.op in (">", ">=", "<", "<=")
+        if not best_scan and (o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min", "lse")):
             kept.append(o)
             continue
         pos = next((k for k, s in enumerate(body.stmts) if isinstance(s, ast.Assign)
@@ -877,7 +878,8 @@ def _scans(outputs, body: _Body, targets: dict):
         if o.inplace and not o.pytype and _aliases_running_value(o.target, body.stmts[pos + 1:], outputs):
             kept.append(o)  # `total += v; hist.append(total)` keeps n references to one tensor
             continue
-        scans.append((o.target, o.marker, o.op, pos))
+        # a running best (`m = max(m, v)`, `if v > m: m = v`) read later: op "best>" etc.
+        scans.append((o.target, o.marker, "best" + o.op if best_scan else o.op, pos))
         kept.append(dataclasses.replace(o, kind="scan"))
         del targets[o.target]
     return kept, scans

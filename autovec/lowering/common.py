@@ -431,6 +431,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             f"torch.func.vmap({PRE})({pre_args})[0], 0).values)" if op in ("max", "min") else
             f"{name}_running = torch.logaddexp({name}, torch.logcumsumexp("
             f"torch.func.vmap({PRE})({pre_args})[0], 0))" if op == "lse" else
+            f"{name}_running = torch.cum{'max' if '>' in op else 'min'}(torch.func.vmap({PRE})({pre_args})[0], 0)"
+            f".values.clamp({'min' if '>' in op else 'max'}={name})" if op.startswith("best") else
             f"{name}_running = {name} {'*' if op == '*' else '+' if op == '+' else '-'} "
             f"torch.{'cumprod' if op == '*' else 'cumsum'}(torch.func.vmap({PRE})({pre_args})[0], 0)").body
         if op == "lin":

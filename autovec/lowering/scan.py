@@ -13,6 +13,7 @@ from ..plan import LoopPlan, Refusal
 from .common import Lowered, Match, _branch, _space_expr, build
 
 _FORMS = {"+": "cumsum", "-": "cumsum (subtracted)", "*": "cumprod", "max": "cummax", "min": "cummin", "lse": "logcumsumexp",
+          "best>": "cummax", "best>=": "cummax", "best<": "cummin", "best<=": "cummin",
           "lin": "a first-order linear recurrence, evaluated in blocks of powers of the factor"}
 
 
@@ -30,7 +31,7 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
                                                  if lin[name].payloads[0][3] == "varying" else
                                                  " (evaluated in blocks of powers of the factor)"))
              if op == "lin" and name in lin else f"`{name}` is {_FORMS[op]}" if op == "lin" else
-             f"`{name}` is a running {'product' if op == '*' else 'extreme' if op in ('max', 'min') else 'log-sum-exp' if op == 'lse' else 'sum'} "
+             f"`{name}` is a running {'product' if op == '*' else 'extreme' if op in ('max', 'min') or op.startswith('best') else 'log-sum-exp' if op == 'lse' else 'sum'} "
              f"read in the loop ({_FORMS[op]})"
              for name, _, op, _ in plan.scans]
     return Match("scan", plan, "; ".join(parts) + "; the rest of the body runs on all iterations at once")
