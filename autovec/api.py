@@ -221,7 +221,11 @@ class AutovecFunction:
         self._autovec_state = state
 
     def __call__(self, *args, **kwargs):
-        return self._autovec_state(args, kwargs)
+        st = self._autovec_state
+        c = st.compiled
+        if c is not None and not st.check and not (st.strict and st.error) and switches.plain():
+            return c(*args, **kwargs)   # the steady state, in as few steps as possible
+        return st(args, kwargs)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else _BoundAutovec(self, obj)

@@ -159,6 +159,8 @@ class FunctionRuntime:
                     lengths.append(s.shape[0])
                 elif isinstance(s, (list, tuple)) and s and all(isinstance(e, torch.Tensor) for e in s):
                     lengths.append(len(s))
+                elif self.events is None and not self.strict:
+                    return None   # Python numbers, strings, generators: the loop, quietly
                 else:
                     raise GuardFailed(f"the loop iterates over a {type(s).__name__}, not a tensor "
                                       "or a list of tensors")
@@ -166,6 +168,8 @@ class FunctionRuntime:
             n = min(lengths)
         est = cost.estimate(m.strategy, n, self.ops.get(loop_id, 1))
         if not cost.worth(m.strategy, n, est):
+            if self.events is None and not self.strict:
+                return None   # the common quiet case: no exception, no message
             self._note(loop_id, "estimate", "", est)
             raise GuardFailed(f"{n} iteration(s): the cost model expects the Python loop to be faster "
                               f"(about {est['python'] * 1e6:.0f} us against {est['vectorized'] * 1e6:.0f} us)",
@@ -1041,12 +1045,14 @@ class Token:
         return o.flip(0)
 
     def shares_input(self, o):
-        ptr = _storage(o)
-        if ptr is None:
-            return False
         inputs = list(self.mapped) + list(self.free_tensors)
         for s in self.sources:
             inputs.extend(s if isinstance(s, (list, tuple)) else [s])
+        if not o._is_view() and all(o is not t for t in inputs):
+            return False   # a new tensor that is no view owns its storage
+        ptr = _storage(o)
+        if ptr is None:
+            return False
         return any(isinstance(t, torch.Tensor) and _storage(t) == ptr for t in inputs)
 
     def last_index(self):
@@ -1274,15 +1280,16 @@ class Token:
     def _broadcast(self, body, inputs, device):
         n = self.n
         moved = [t.movedim(d, 0) if d else t for t, d in inputs]
-        r = max(t.dim() - 1 for t in moved)
+        dims = [t.dim() for t in moved]
+        r = max(dims) - 1
         if any(t.dim() > r for t in self.free_tensors):
             raise GuardFailed("a loop-invariant tensor has more dimensions than the slices")
-        args = [t.reshape(n, *([1] * (r + 1 - t.dim())), *t.shape[1:]) for t in moved]
+        args = [t if k == r + 1 else t.reshape(n, *([1] * (r + 1 - k)), *t.shape[1:]) for t, k in zip(moved, dims)]
         if self.match.plan.index_as_value:
             args.append(self._index(device).reshape(n, *([1] * r)))
         # compute where the widest slice keeps its loop dimension (x[:, i]: dimension 1), so
         # the elementwise kernels and the final copy run in that tensor's own memory order
-        widest = max(range(len(inputs)), key=lambda k: inputs[k][0].dim())
+        widest = dims.index(r + 1)
         pos = inputs[widest][1] if inputs[widest][0].dim() == r + 1 else 0
         if pos and any(t.dim() > r - pos for t in self.free_tensors):
             pos = 0
