@@ -875,9 +875,12 @@ def _scatter_prep(target, vals, idxs, op, mask):
         if i.dim() != 1 or i.dtype in (torch.bool,) or i.is_floating_point() or i.is_complex():
             raise GuardFailed("scatter indices must be one integer per iteration")
         size = target.shape[d]
-        if bool(((i < -size) | (i >= size)).any()):
+        lo, hi = torch.aminmax(i)
+        if int(lo) < -size or int(hi) >= size:
             raise GuardFailed("an index is out of range (the loop raises)", data=True)
-        norm.append(torch.where(i < 0, i + size, i).to(torch.long))
+        if int(lo) < 0:
+            i = torch.where(i < 0, i + size, i)
+        norm.append(i if i.dtype == torch.long else i.to(torch.long))
     slot = target.shape[len(idxs):]
     v = vals.shape[1:]
     while len(v) > len(slot) and v[0] == 1:
@@ -919,8 +922,13 @@ FunctionRuntime.cat_accum = staticmethod(_cat_accum)
 
 
 def _scatter_commit(target, prepared, op):
-    if prepared is not None:
-        target.index_put_(prepared[0], prepared[1], accumulate=bool(op))
+    if prepared is None:
+        return
+    idx, vals = prepared
+    if op and len(idx) == 1 and target.dim() >= 1:
+        target.index_add_(0, idx[0], vals)   # the same accumulation, a faster kernel on one dimension
+    else:
+        target.index_put_(idx, vals, accumulate=bool(op))
 
 
 FunctionRuntime.scatter_commit = staticmethod(_scatter_commit)

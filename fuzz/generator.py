@@ -2394,6 +2394,63 @@ class Gen:
     def comp_refuse_other(self):
         self.comp_program(self.pick(["tanh", "hc", "temps"]), refusal="other")
 
+    def comp_simple(self, grad_ok=True):
+        """x (T, [B,] H), U and h = zeros: the plain setting of the forms below."""
+        self.no_grad = not grad_ok
+        self.variants = True
+        self.helpers["WEIGHT"] = WEIGHT_HELPER
+        self.dt, self.wgrad = self.pick(FLOATS), False
+        H = self.rng.randint(1, 5)
+        self.H = self.D = H
+        self.inputs.append(f"T = {self.rng.randint(10, 24)} if variant == 0 else {self.rng.randint(0, 30)}")
+        self.inputs.append(f"B = {self.pick(['()', '()', '(2,)'])}")
+        grad = grad_ok and self.chance(0.3)
+        self.param("x", f"_tensor(g, (T, *B, {H}), torch.{self.dt}{', grad=True' if grad else ''})")
+        self.weight("U", (H, H))
+        self.emit(1, f"h = {self.pick(['torch.zeros_like(x[0])', 'torch.zeros(*x.shape[1:-1], U.shape[0], dtype=U.dtype)'])}")
+
+    def comp_driver_order(self):
+        """Appends and stores at the end of the body where a later one reads what an earlier
+        one filled (`log.append(h); log.append(len(log))`): the step may not compute both
+        values before the driver does the first."""
+        self.comp_simple()
+        form = self.pick(["len_same", "len_other", "read_store", "read_last", "sum_list"])
+        head = self.pick(["for t in range(x.shape[0]):", "for t, x_t in enumerate(x):"])
+        R = "x_t" if "x_t" in head else "x[t]"
+        if form == "len_same":
+            init, tail, ret = ["log = []"], ["log.append(h)", "log.append(len(log))"], "log"
+        elif form == "len_other":
+            init, tail, ret = ["outs = []", "sizes = []"], ["outs.append(h)", "sizes.append(len(outs))"], "outs, sizes"
+        elif form == "read_store":
+            init = ["out = torch.zeros(*x.shape[:-1], U.shape[0], dtype=U.dtype)", "totals = []"]
+            tail, ret = ["out[t] = h", "totals.append(out.sum())"], "out, totals"
+        elif form == "read_last":
+            init, tail, ret = ["outs = []", "pairs = []"], ["outs.append(h)", "pairs.append(outs[-1] * 2.0)"], "outs, pairs"
+        else:
+            init, tail, ret = ["outs = []", "run = []"], ["outs.append(h.sum())", "run.append(sum(outs))"], "outs, run"
+        self.emit_all(1, init)
+        self.emit(1, head)
+        self.emit(2, f"h = torch.tanh(h @ U + {R})")
+        self.emit_all(2, tail)
+        self.emit(1, f"return {ret}")
+
+    def comp_alias_after(self):
+        """What the loop appends is a view of an input, the carried value itself or a loop
+        invariant; changed in place after the loop, the list must see the change."""
+        self.comp_simple(grad_ok=False)
+        form = self.pick(["row", "element", "state", "invariant"])
+        head = "for x_t in x:" if form == "element" else "for t in range(x.shape[0]):"
+        R = "x_t" if form == "element" else "x[t]"
+        self.emit(1, "outs = []")
+        self.emit(1, head)
+        self.emit(2, f"h = torch.tanh(h @ U + {R})")
+        self.emit(2, {"row": "outs.append(x[t])", "element": "outs.append(x_t)", "state": "outs.append(h)",
+                      "invariant": "outs.append(U)"}[form])
+        after = {"row": ["x.mul_(2.0)", "x[0] = 7.0", "x += 1"], "element": ["x.mul_(2.0)", "x.zero_()"],
+                 "state": ["h.add_(1.0)", "h.zero_()"], "invariant": ["U.mul_(2.0)", "U.zero_()"]}[form]
+        self.emit(1, self.pick(after))
+        self.emit(1, self.pick(["return outs, h", "return [o.clone() for o in outs]", "return torch.stack(outs) if outs else h"]))
+
     def comp_store_self(self):
         """The step's result stored into the tensor the loop reads: `x[t + 1] = h` (the next
         step must see it), or into the row it just read."""
@@ -2492,7 +2549,7 @@ REC_FORMS = {
 }
 COMPILE_FORMS = {
     "rnn": Gen.comp_rnn, "multi": Gen.comp_multi,
-    "store_self": Gen.comp_store_self,
+    "store_self": Gen.comp_store_self, "driver_order": Gen.comp_driver_order, "alias_after": Gen.comp_alias_after,
     "refuse_print": Gen.comp_refuse_print, "refuse_inplace": Gen.comp_refuse_inplace,
     "refuse_break": Gen.comp_refuse_break, "refuse_index": Gen.comp_refuse_index,
     "refuse_append_first": Gen.comp_refuse_append_first, "refuse_other": Gen.comp_refuse_other,
