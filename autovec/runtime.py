@@ -231,6 +231,9 @@ class FunctionRuntime:
         free_tensors = [v for v in free if isinstance(v, torch.Tensor)]
         for s in sources:
             tensors.extend(s if isinstance(s, (list, tuple)) else [s])
+            if isinstance(s, (list, tuple)) and torch.is_grad_enabled() and any(e.requires_grad for e in s):
+                raise GuardFailed("the loop runs over a list of tensors that require grad: stacking them would "
+                                  "give every element a gradient (zeros where the loop leaves `.grad` None)")
 
         everything = tensors + free_tensors + written
         if any(not t.is_cpu for t in everything):
@@ -703,7 +706,9 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False):
     shape = torch.broadcast_shapes(first.shape, b.shape[1:], a0.shape)
     flat_a = a0.expand(shape).reshape(-1).to(want)
     c = flat_a.numel()
-    bb = b.expand(n, *shape).reshape(n, c).to(want)
+    # each step's term broadcasts against the state as in the loop (a 0-d x[t] against a
+    # per-feature factor): align its own dimensions to the right, after the step dimension
+    bb = b.reshape(n, *([1] * (len(shape) - (b.dim() - 1))), *b.shape[1:]).expand(n, *shape).reshape(n, c).to(want)
     block = max(4, min(_BLOCK, int(((1 << 22) / max(c, 1)) ** 0.5) if c > 1024 else _BLOCK))
     j = torch.arange(block + 1, device=b.device)
     powers = flat_a[None, :] ** j[:, None].to(want)            # (B+1, C): a^0 .. a^B

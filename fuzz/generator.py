@@ -8,6 +8,12 @@ seed always gives the same text. `kind` names the loop form: `vec/...` for loops
 meant to vectorize, `exact/...` for loops it must leave computing exactly what they compute
 (loop-carried state, side effects, random draws, exceptions...).
 
+`generate(seed, family=...)` draws from another family of forms, so that the default family
+keeps every seed's program: "rec" (`rec/...`: linear recurrences in the spellings autovec
+scans, factors above 1 now and then) and "compile" (`compile/...`: sequential loops for the
+compile fallback, and bodies it must refuse; their `make_inputs(variant=0)` gives other
+inputs for variant 1). Their files are `<family>_seed_N.py`.
+
 Each form is one small method of `Gen`; the shared pieces (inputs, per-iteration values,
 conditions, list consumers) are methods too, so a form reads like the loop it writes.
 """

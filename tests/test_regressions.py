@@ -203,3 +203,62 @@ def test_python_float_factor_promotes_like_a_python_number(fn, x, monkeypatch):
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
     assert explain(autovec(fn), x).path == "vectorized"
     assert_equivalent(fn, x)
+
+
+def decay_into_features(x, a):
+    h = 0.0
+    for t in range(x.shape[0]):
+        h = a * h + x[t]          # x[t] is 0-d, a is (d,): h becomes (d,)
+    return h
+
+
+def test_per_feature_factor_broadcasting_a_scalar_state(monkeypatch):
+    # fuzzer `rec` seed 497: the stacked x[t] (n,) was aligned with the feature dimension
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    g = torch.Generator().manual_seed(0)
+    for n, d in ((64, 64), (50, 3), (3, 50)):
+        x, a = torch.randn(n, generator=g), torch.rand(d, generator=g) * 0.9
+        assert explain(autovec(decay_into_features), x, a).path == "vectorized"
+        assert_equivalent(decay_into_features, x, a)
+
+
+W_GRAD = torch.randn(16, 16)
+
+
+def last_update_unused(xs, h):
+    outs = []
+    for x_t in xs:
+        outs.append(h)
+        h = h * 0.5 + torch.tanh(x_t @ W_GRAD)   # the last update is never used
+    return torch.stack(outs)
+
+
+def test_unused_list_elements_keep_a_none_gradient(monkeypatch):
+    # fuzzer `compile` seed 424: stacking the list gave the last element a zero gradient
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    for fn in (last_update_unused, autovec(last_update_unused)):
+        xs = [torch.ones(2, 16, requires_grad=True) for _ in range(5)]
+        fn(xs, torch.zeros(2, 16)).sum().backward()
+        assert xs[-1].grad is None and xs[0].grad is not None
+    xs = [torch.ones(2, 16) for _ in range(5)]
+    assert explain(autovec(last_update_unused), xs, torch.zeros(2, 16)).path == "vectorized"
+
+
+def appends_its_own_length(x):
+    log = []
+    for row in x:
+        log.append(torch.tanh(row * 2.0) * 0.5)
+        log.append(len(log))
+    return log
+
+
+def test_compiled_step_never_reads_a_list_it_fills(monkeypatch):
+    # fuzzer `compile` seed 18: every appended value was computed before the first append
+    from autovec import compiled
+    monkeypatch.setattr(compiled, "_BACKEND", "eager")
+    f = autovec(appends_its_own_length, fallback="compile")
+    x = torch.randn(3, 2)
+    assert "_av_step" not in explain(f).rewritten_source
+    for _ in range(3):
+        got, want = f(x), appends_its_own_length(x)
+        assert [v for v in got if isinstance(v, int)] == [v for v in want if isinstance(v, int)]

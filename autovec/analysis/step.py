@@ -76,6 +76,11 @@ def plan_step(node: ast.For, ctx, loop_id: int) -> StepPlan:
     for kind, container, index, value in driver:
         if index is not None and nm.load_ids(index) & written:
             raise NoStep(f"the index of the store into `{container}` uses a value the body computes")
+        used = (nm.load_ids(value) | (nm.load_ids(index) if index is not None else set())) & containers
+        if used:
+            # the step computes every appended value before the driver appends any of them
+            raise NoStep(f"the value stored or appended at line {value.lineno} reads `{sorted(used)[0]}`, which "
+                         "the loop fills")
     for stmt in new_body:
         read = nm.load_ids(stmt)
         if read & containers:
@@ -148,6 +153,10 @@ def _targets(node: ast.For, ctx) -> tuple[list[str], list[str]]:
         raise NoStep("the loop target is not a name or a tuple of names")
     fname = it.func.id if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) else None
     builtin = fname is not None and fname not in ctx.local_names and ctx.env.is_builtin(fname)
+    if builtin and fname == "reversed" and len(it.args) == 1 and isinstance(it.args[0], ast.Call) \
+            and isinstance(it.args[0].func, ast.Name) and it.args[0].func.id == "range" \
+            and "range" not in ctx.local_names and ctx.env.is_builtin("range"):
+        fname = "range"
     if builtin and fname == "range":
         if not isinstance(target, ast.Name):
             raise NoStep("a range loop with a tuple target")
