@@ -262,3 +262,49 @@ def test_compiled_step_never_reads_a_list_it_fills(monkeypatch):
     for _ in range(3):
         got, want = f(x), appends_its_own_length(x)
         assert [v for v in got if isinstance(v, int)] == [v for v in want if isinstance(v, int)]
+
+
+def inplace_running_product_traced(x):
+    p = torch.ones(())
+    trace = []
+    for k, row in enumerate(x):
+        p *= (1.0 + 0.1 * torch.tanh(row.float()))
+        trace.append(p * 0.5)
+    return trace, p
+
+
+def branch_only_raises_on_odd_rows(x):
+    out = torch.zeros(x.shape[0], x.shape[1])
+    for i in range(x.shape[0]):
+        if i % 2 == 0:
+            v = x[i].float() * 2
+        else:
+            v = (~x[i]) - 0.5 * i      # bool tensor minus a Python float: the loop raises
+        out[i] = v
+    return out
+
+
+def ifexp_branch_raises_late(x):
+    out = torch.ones(x.shape[0], x.shape[1])
+    for i in range(len(x)):
+        out[i] = x[i].float() if i < 3 else torch.sigmoid(x[i] - 0.5 * i)
+    return out
+
+
+def test_in_place_running_product_keeps_its_gradient(monkeypatch):
+    # fuzzer seed 40386: the product saved the accumulator, which the commit then overwrote
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    assert_equivalent(inplace_running_product_traced, torch.randn(8, requires_grad=True), grad=True)
+
+
+@pytest.mark.parametrize("fn", [branch_only_raises_on_odd_rows, ifexp_branch_raises_late])
+def test_a_branch_that_raises_later_is_checked_before_the_batch_is_trusted(fn, monkeypatch):
+    # fuzzer seeds 40754 and 44626: the one-time check ran only iteration 0, whose branch works;
+    # the batched form (the index as a tensor) computed the other branch without the loop's error
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.rand(9, 4) > 0.5
+    with pytest.raises(RuntimeError) as want:
+        fn(x)
+    with pytest.raises(RuntimeError) as got:
+        autovec(fn)(x)
+    assert str(got.value) == str(want.value)

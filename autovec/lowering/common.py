@@ -157,7 +157,7 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
     pay_markers = [[p[1] for p in o.payloads] for o in plan.outputs]
     all_markers = set(markers) | {p for ps in pay_markers for p in ps}
     ref = None
-    masks, env = {}, {}
+    masks, env, branches = {}, {}, []
     if plan.items and not convert:
         # the probe must see the loop's own Python numbers
         ref = template("def REF(): pass", REF=name + "_ref")[0]
@@ -170,7 +170,7 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
         ref_stmts = [_Unitems(av).visit(copy.deepcopy(s)) for s in stmts]
         lenient = {o.marker for o in plan.outputs if o.kind == "store"}
         known = set(params) | set(plan.free)
-        stmts, masks, env = ifconvert(stmts, _varying(plan), known, namer, av, all_markers, lenient)
+        stmts, masks, env, branches = ifconvert(stmts, _varying(plan), known, namer, av, all_markers, lenient)
         ref = template("def REF(): pass", REF=name + "_ref")[0]
         ref.args.args = [ast.arg(arg=p) for p in params]
         inits = [ast.parse(f"{m} = None").body[0] for m in sorted(all_markers)]
@@ -188,9 +188,15 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
         if masks.get(m):
             layout[k][2] = len(values)
             values.append(masks[m])
+    for c in branches:
+        # check-only entries: where each branch runs, so the one-time check runs the original
+        # body on an iteration of every branch (an error or a type only that branch has)
+        layout.append([None, [], len(values)])
+        values.append(c)
     fdef = template("def BODY(): pass", BODY=name)[0]
     fdef.args.args = [ast.arg(arg=p) for p in params]
     fdef.body = stmts + [ast.Return(value=ast.Tuple(elts=[_name(v) for v in values], ctx=ast.Load()))]
+    fdef.probes = len(branches)   # trailing check-only values, not shown
     if ref is not None and not convert:
         ref.body.append(ast.Return(value=ast.Tuple(elts=[_name(v) for v in values], ctx=ast.Load())))
     elif ref is not None:
@@ -199,6 +205,7 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
         for m, pays in zip(markers, pay_markers):
             elts += [_name(m)] + [_name(p) for p in pays]
         elts += [ast.parse(f"{m} is not None", mode="eval").body for m in markers if masks.get(m)]
+        elts += [ast.Constant(None) for _ in branches]
         ref.body.append(ast.Return(value=ast.Tuple(elts=elts, ctx=ast.Load())))
     return fdef, params, [tuple(x) for x in layout], ref
 
@@ -550,6 +557,10 @@ def _drop_dead(stmts: list, extra=frozenset()) -> list:
 
 def _display_body(fdef, av: str):
     """The body as a person would read it: runtime helpers shown as the torch calls they make."""
+    probes = getattr(fdef, "probes", 0)
+    if probes:
+        fdef = copy.deepcopy(fdef)
+        fdef.body[-1].value.elts = fdef.body[-1].value.elts[:-probes]
     text = ast.unparse(fdef)
     text = text.replace(f"{av}.truth(", "(").replace(f"{av}.lnot(", "torch.logical_not(")
     text = text.replace(f"{av}.land(", "torch.logical_and(")

@@ -40,12 +40,13 @@ def convert(stmts: list[ast.stmt], varying: set[str], known: set[str], namer, av
     out = _convert(stmts, None, env, masks, set(varying), ctx)
     for m in markers:
         masks.setdefault(m, None)
-    return out, masks, env
+    return out, masks, env, ctx.branches
 
 
 class _Ctx:
     def __init__(self, namer, av, markers, lenient, known):
         self.namer, self.av, self.markers, self.lenient, self.known = namer, av, markers, lenient, known
+        self.branches: list[str] = []   # the mask of every branch (then and else), for the one-time check
 
 
 def _test_varies(test: ast.AST, varying: set[str], env: dict) -> bool:
@@ -58,7 +59,7 @@ def _convert(stmts, cond, env, masks, varying, ctx):
     out = []
     for s in stmts:
         if isinstance(s, ast.If) and _test_varies(s.test, varying, env):
-            test = _Renamer(env).visit(_ifexp(s.test, varying, env, namer, av, out))
+            test = _Renamer(env).visit(_ifexp(s.test, varying, env, namer, av, out, ctx.branches))
             c = namer.new("_av_c")
             out.append(_assign(c, _call(av, "truth", [test]), s))
             c_then, c_else = c, namer.new("_av_nc")
@@ -68,6 +69,7 @@ def _convert(stmts, cond, env, masks, varying, ctx):
                 out.append(_assign(t, _call(av, "land", [_n(cond), _n(c)]), s))
                 out.append(_assign(e, _call(av, "land", [_n(cond), _n(c_else)]), s))
                 c_then, c_else = t, e
+            ctx.branches += [c_then, c_else]
             before, masks_before = dict(env), dict(masks)
             out += _convert(s.body, c_then, env, masks, varying, ctx)
             after_then, masks_then = _reset(env, before, masks, masks_before)
@@ -116,7 +118,7 @@ def _convert(stmts, cond, env, masks, varying, ctx):
             out.append(s)
             continue
         s = _Renamer(env).visit(s)
-        s = _replace_ifexps(s, varying, env, namer, av, out)
+        s = _replace_ifexps(s, varying, env, namer, av, out, ctx.branches)
         if isinstance(s, ast.Assign):
             names = [n for t in s.targets for n in nm.target_names(t)]
             varies = bool(nm.load_ids(s.value) & varying) or cond is not None
@@ -146,19 +148,36 @@ def _reset(env, env_before, masks, masks_before):
     return snap
 
 
-def _replace_ifexps(s, varying, env, namer, av, out):
+def _replace_ifexps(s, varying, env, namer, av, out, branches=None):
+    """`a if c else b` on data becomes `where(c, a, b)`; outside nested scopes the condition is
+    named first (before the statement), and its two masks are recorded in `branches`."""
     class T(ast.NodeTransformer):
+        depth = 0
+
+        def scoped(self, node):
+            self.depth += 1
+            node = self.generic_visit(node)
+            self.depth -= 1
+            return node
+        visit_Lambda = visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = scoped
+
         def visit_IfExp(self, node):
             node = self.generic_visit(node)
             if not _test_varies(node.test, varying, env):
                 return node
-            return ast.copy_location(_call(av, "where", [_call(av, "truth", [node.test]), node.body, node.orelse,
-                                                         ast.Constant(True)]), node)
+            cond = _call(av, "truth", [node.test])
+            if branches is not None and self.depth == 0:
+                c, nc = namer.new("_av_c"), namer.new("_av_nc")
+                out.append(_assign(c, cond, s))
+                out.append(_assign(nc, _call(av, "lnot", [_n(c)]), s))
+                branches.extend((c, nc))
+                cond = _n(c)
+            return ast.copy_location(_call(av, "where", [cond, node.body, node.orelse, ast.Constant(True)]), node)
     return T().visit(s)
 
 
-def _ifexp(test, varying, env, namer, av, out):
-    return _replace_ifexps(ast.Expr(value=test), varying, env, namer, av, out).value
+def _ifexp(test, varying, env, namer, av, out, branches=None):
+    return _replace_ifexps(ast.Expr(value=test), varying, env, namer, av, out, branches).value
 
 
 def _n(name: str) -> ast.Name:
