@@ -616,6 +616,34 @@ def _best_prefix(s0, v, op, py):
     return run.clamp(min=s0) if up else run.clamp(max=s0)
 
 
+def _payload_prefix(best0, p0, v, p, op, py_v, py_p):
+    """What a payload of a running best holds after each step of `if v > best: best, j = v, p`:
+    p at the step that last set the best, or p0 while the initial best still stands."""
+    if v.dim() != 1:
+        raise GuardFailed("comparing tensors with several elements (the loop raises)")
+    run = _best_prefix(best0, v, op, py_v)      # also refuses NaN, gradients and type changes
+    prev = torch.cat([torch.as_tensor(best0, dtype=run.dtype, device=run.device).reshape(1), run[:-1]])
+    new = {">": v > prev, ">=": v >= prev, "<": v < prev, "<=": v <= prev}[op]
+    steps = torch.arange(v.shape[0], device=v.device)
+    winner = torch.cummax(torch.where(new, steps, torch.full_like(steps, -1)), 0).values
+    kept = winner < 0
+    if bool(kept.any()):
+        if py_p:
+            if isinstance(p0, bool) or not isinstance(p0, (int, float)) or (
+                    isinstance(p0, int) != (not p.is_floating_point())):
+                raise GuardFailed("the payload's initial value survives a step and has another type", data=True)
+        elif not isinstance(p0, torch.Tensor) or p0.dtype != p.dtype or p0.shape != p.shape[1:] or p0.requires_grad:
+            raise GuardFailed("the payload's initial value survives a step and has another type", data=True)
+        start = torch.as_tensor(p0, dtype=p.dtype, device=p.device).expand(p.shape[1:])
+        out = p[winner.clamp(min=0)]
+        mask = kept.reshape(-1, *([1] * (p.dim() - 1)))
+        return torch.where(mask, start, out)
+    return p[winner]
+
+
+FunctionRuntime.payload_prefix = staticmethod(_payload_prefix)
+
+
 def _prefix(s0, v, op, py, inplace=False):
     """The running values s_i = s0 op v_0 op ... op v_i, with the loop's types (`s += v` on a
     tensor keeps its dtype and shape: every step is cast back, as the in-place op does)."""

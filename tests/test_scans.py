@@ -824,3 +824,70 @@ def test_running_extremes_with_nan_or_grad_keep_the_loop(always_vectorize):
     y = _randn(50, seed=37).requires_grad_()
     assert explain(tensor_running_min, y).path == "python"
     assert_equivalent(tensor_running_min, y, grad=True)
+
+
+# Running arg-best read in the loop: cummax / cummin with the index (or any payload) as the loop had it
+
+
+@autovec
+def running_argmax_items(x):
+    best = float("-inf")
+    idx = -1
+    vals, where = [], []
+    for i in range(x.shape[0]):
+        v = x[i].item()
+        if v > best:
+            best, idx = v, i
+        vals.append(best)
+        where.append(idx)
+    return vals, where, best, idx
+
+
+@autovec
+def running_argmin_ties_last(x):
+    best = x[0]
+    j = 0
+    out_v = torch.empty_like(x)
+    out_j = torch.zeros(x.shape[0], dtype=torch.long)
+    for i in range(x.shape[0]):
+        if x[i] <= best:
+            best = x[i]
+            j = i
+        out_v[i] = best
+        out_j[i] = j
+    return out_v, out_j, j
+
+
+@autovec
+def running_argmax_none_start(x):
+    best = 10.0
+    idx = None
+    where = []
+    for i in range(x.shape[0]):
+        v = x[i].item()
+        if v > best:
+            best, idx = v, i
+        where.append(idx)
+    return where
+
+
+@pytest.mark.parametrize("fn", [running_argmax_items, running_argmin_ties_last])
+@pytest.mark.parametrize("x", [torch.tensor([0.5, 2.0, 2.0, -1.0, 3.0, 3.0, 1.0]), _randn(3000, seed=38),
+                               torch.tensor([1.0]), torch.zeros(6)], ids=["ties", "long", "one", "all-equal"])
+def test_running_arg_extremes_read_in_the_loop(fn, x, always_vectorize):
+    ex = _assert_scan(fn, x)
+    assert "follows the running best" in ex.loops[0].reason
+    got, want = fn(x.clone()), fn.__wrapped__(x.clone())
+    assert_equivalent(fn, x)
+    for g, w in zip(got, want):
+        if isinstance(w, list):
+            assert g == w and [type(a) for a in g] == [type(a) for a in w]
+
+
+def test_a_payload_that_starts_as_none_keeps_the_loop_while_it_survives(always_vectorize):
+    x = torch.tensor([1.0, 12.0, 3.0])        # the first step keeps best = 10.0 and idx = None
+    assert explain(running_argmax_none_start, x).path == "python"
+    assert running_argmax_none_start(x) == running_argmax_none_start.__wrapped__(x)
+    y = torch.tensor([11.0, 12.0, 3.0])       # beaten at once: None never reaches the output
+    assert explain(running_argmax_none_start, y).path == "vectorized"
+    assert running_argmax_none_start(y) == running_argmax_none_start.__wrapped__(y)

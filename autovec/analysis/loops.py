@@ -864,14 +864,16 @@ def _scans(outputs, body: _Body, targets: dict):
             kept.append(o)
             targets.pop(o.target, None)
             continue
-        best_scan = o.kind == "best" and not o.payloads and not o.cond and o.op in (">", ">=", "<", "<=")
+        best_scan = o.kind == "best" and not o.cond and o.op in (">", ">=", "<", "<=")
         if not best_scan and (o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min", "lse")):
             kept.append(o)
             continue
+        last = o.payloads[-1][1] if best_scan and o.payloads else o.marker
         pos = next((k for k, s in enumerate(body.stmts) if isinstance(s, ast.Assign)
-                    and isinstance(s.targets[0], ast.Name) and s.targets[0].id == o.marker), None)
-        before = [ld for s in body.stmts[:pos] for ld in nm.loads(s) if ld.id == o.target]
-        after = [ld for s in body.stmts[pos + 1:] for ld in nm.loads(s) if ld.id == o.target]
+                    and isinstance(s.targets[0], ast.Name) and s.targets[0].id == last), None)
+        names = {o.target} | ({p[0] for p in o.payloads} if best_scan else set())
+        before = [ld for s in body.stmts[:pos] for ld in nm.loads(s) if ld.id in names]
+        after = [ld for s in body.stmts[pos + 1:] for ld in nm.loads(s) if ld.id in names]
         if pos is None or before or not after:
             kept.append(o)
             continue
@@ -882,6 +884,10 @@ def _scans(outputs, body: _Body, targets: dict):
         scans.append((o.target, o.marker, "best" + o.op if best_scan else o.op, pos))
         kept.append(dataclasses.replace(o, kind="scan"))
         del targets[o.target]
+        for k, p in enumerate(o.payloads if best_scan else ()):
+            # `if v > m: m, j = v, i`: the payload as the loop had it at each step (op "pay")
+            scans.append((p[0], o.marker, f"pay{o.op}:{k}", pos))
+            targets.pop(p[0], None)
     return kept, scans
 
 

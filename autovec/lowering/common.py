@@ -399,6 +399,12 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             prepare += template(f"P = {T}.scan_final({j})", P=P)
             commit += template(f"{o.target} = AV.commit_scan({o.target}, P, {o.inplace})", P=P, AV=AV)
             display_tail.append(f"{o.target} = {o.target}_running[-1]")
+            for pname, *_ in (o.payloads if o.kind == "scan" else ()):
+                jp = [s[0] for s in plan.scans].index(pname)
+                PP = namer.new(f"_av_p{L}_{k}")
+                prepare += template(f"PP = {T}.scan_final({jp})", PP=PP)
+                commit += template(f"{pname} = PP", PP=PP)
+                display_tail.append(f"{pname} = {pname}_running[-1]")
         elif o.kind == "last":
             prepare += template(f"P = AV.last({ok}, {mask}, {py})", P=P, AV=AV)
             commit += template(f"if P is not None:\n    {o.target}, = P", P=P)
@@ -423,13 +429,19 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         pre.args.args = [ast.arg(arg=p) for p in pre_params]
         mapper = _MapSlices(plan)
         pre.body = [mapper.visit(ast.parse(s).body[0]) for s in plan.body[:pos + 1]]
+        PRE_REF = "None"
         if plan.items:
+            # the one-time check runs the loop's own `.item()` (Python numbers), the batch the float64 form
+            pre_ref = copy.deepcopy(pre)
+            pre_ref.name = PRE_REF = namer.new(f"{PRE}_ref")
             pre.body = [_Items(AV).visit(s) for s in pre.body]
         o = next(x for x in plan.outputs if x.marker == marker)
         pre_args = ", ".join(_run_args(plan)[:len(plan.mapped)])
         shown = copy.deepcopy(pre)
         shown.body.append(ast.Return(value=ast.Tuple(
-            elts=[_name(marker)] + ([_name(o.payloads[0][1])] if op == "lin" else []), ctx=ast.Load())))
+            elts=[_name(marker)] + ([_name(o.payloads[0][1])] if op == "lin" else
+                                    [_name(o.payloads[int(op.split(":")[1])][1])] if op.startswith("pay") else []),
+            ctx=ast.Load())))
         scan_display.append(_display_body(shown, AV))
         scan_display += ast.parse(
             f"{name}_running = autovec.runtime.linear_prefix({name}, *torch.func.vmap({PRE})({pre_args}))"
@@ -440,8 +452,25 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             f"torch.func.vmap({PRE})({pre_args})[0], 0))" if op == "lse" else
             f"{name}_running = torch.cum{'max' if '>' in op else 'min'}(torch.func.vmap({PRE})({pre_args})[0], 0)"
             f".values.clamp({'min' if '>' in op else 'max'}={name})" if op.startswith("best") else
+            f"{name}_running = autovec.runtime.payload_prefix({o.target}, {name}, "
+            f"*torch.func.vmap({PRE})({pre_args}))  # the payload at each step's best" if op.startswith("pay") else
             f"{name}_running = {name} {'*' if op == '*' else '+' if op == '+' else '-'} "
             f"torch.{'cumprod' if op == '*' else 'cumsum'}(torch.func.vmap({PRE})({pre_args})[0], 0)").body
+        if op.startswith("pay"):
+            # a payload of a running best: the compared values and this payload, per step
+            best_name = o.target
+            cmp, k = op[3:].split(":")
+            PYP = f"({bool(o.payloads[int(k)][3])} or {T}.py_out({PRE!r}, 1))"
+            ret = ast.Return(value=ast.Tuple(elts=[_name(marker), _name(o.payloads[int(k)][1])], ctx=ast.Load()))
+            pre.body.append(ret)
+            if PRE_REF != "None":
+                pre_ref.body.append(copy.deepcopy(ret))
+                scan_code.append(pre_ref)
+            scan_code += [pre] + template(
+                f"{T}.add_scan(AV.payload_prefix({best_name}, {name}, *{T}.run({PRE}, {PRE_REF}, tag={PRE!r}, "
+                f"scan_free=True), {cmp!r}, {bool(o.pytype)} or {T}.py_out({PRE!r}, 0), {PYP}), {PYP})",
+                AV=AV)
+            continue
         if op == "lin":
             pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker), _name(o.payloads[0][1])],
                                                        ctx=ast.Load())))
@@ -451,9 +480,17 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 AV=AV)
             continue
         pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load())))
+        if PRE_REF != "None" and op.startswith("best"):
+            pre_ref.body.append(copy.deepcopy(pre.body[-1]))
+            scan_code.append(pre_ref)
+        else:
+            PRE_REF = "None"
+        # a running best's values may be Python numbers without a visible `.item()` (`v = x[i].item()`
+        # earlier): the first run's check tells
+        PY = f"({bool(o.pytype)} or {T}.py_out({PRE!r}, 0))" if op.startswith("best") else str(bool(o.pytype))
         scan_code += [pre] + template(
-            f"{T}.add_scan(AV.prefix({name}, {T}.run({PRE}, None, tag={PRE!r}, scan_free=True)[0], {op!r}, "
-            f"{bool(o.pytype)}, {bool(o.inplace)}), {bool(o.pytype)})", AV=AV)
+            f"{T}.add_scan(AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
+            f"{PY}, {bool(o.inplace)}), {PY})", AV=AV)
     defs = scan_code + [body_def] + ([ref_def] if ref_def is not None else [])
     REF = ref_def.name if ref_def is not None else "None"
     if direct:
