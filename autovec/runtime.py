@@ -575,9 +575,13 @@ class _Rows:
 def _finite_or_minus_inf(*ts):
     """logaddexp / logsumexp agree with a step-by-step log-sum-exp on finite values and -inf;
     NaN and +inf take the loop."""
+    grad = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in ts)
     for t in ts:
         if isinstance(t, torch.Tensor) and t.is_floating_point() and bool((torch.isnan(t) | (t == float("inf"))).any()):
             raise GuardFailed("NaN or +inf in a running log-sum-exp keeps the loop", data=True)
+        if grad and isinstance(t, torch.Tensor) and t.is_floating_point() and bool((t == float("-inf")).any()):
+            # logaddexp's gradient at -inf (0 or NaN, step by step) differs from logcumsumexp's
+            raise GuardFailed("-inf in a running log-sum-exp that requires grad keeps the loop", data=True)
 
 
 def _best_prefix(s0, v, op, py):

@@ -2560,8 +2560,249 @@ COMPILE_FORMS = {
     "refuse_break": Gen.comp_refuse_break, "refuse_index": Gen.comp_refuse_index,
     "refuse_append_first": Gen.comp_refuse_append_first, "refuse_other": Gen.comp_refuse_other,
 }
-FORM_WEIGHTS = {"compile/rnn": 3, "compile/multi": 3}   # the forms the fallback takes, drawn more often
-FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS}
+# ============================================================== family "scan2": newer scans
+# Running extremes read inside the loop (Python max/min of .item() or 0-d tensors, `if x[i] >
+# best: best = x[i]`, arg-best with payloads), running log-sum-exp with torch.logaddexp, and
+# fission of sequential loops with loop-invariant computations in the body. Reached only
+# through `generate(seed, family="scan2")`, so the other families keep their programs.
+
+def _s2_values(self, name="x", rank=1, int_ok=True, grad_ok=True, nan_p=0.15):
+    """(n,) or (n, d) small integer-valued values (ties), float32/float64 or int64; NaN now and then."""
+    n = self.n
+    shape = (n,) if rank == 1 else (n, self.d)
+    dt = self.pick(FLOATS + ("float32",) + (("int64",) if int_ok else ()))
+    hi = self.pick([2, 3, 5])
+    expr = f"torch.randint(-{hi}, {hi + 1}, {shape!r}, generator=g)"
+    expr = f"{expr}.to(torch.{dt})" if dt != "int64" else expr
+    if dt in FLOATS and n and self.chance(nan_p):
+        expr += f".index_fill_(0, torch.tensor([{self.rng.randrange(n)}]), float('nan'))"
+    if dt in FLOATS and grad_ok and not self.no_grad and self.chance(0.3):
+        expr += ".requires_grad_()"
+    self.param(name, expr)
+    return Tensor(name, dt, shape)
+
+
+def _s2_loop(self, x, index="i"):
+    """(head, index, row, tail): forwards, backwards, from 1, or a while loop."""
+    cnt = self.pick([f"{x.name}.shape[0]", f"len({x.name})"])
+    form = self.pick(["range", "range", "range", "reversed", "from1", "while", "enumerate"])
+    i = index
+    if form == "range":
+        return [f"for {i} in range({cnt}):"], i, f"{x.name}[{i}]", []
+    if form == "reversed":
+        return [self.pick([f"for {i} in reversed(range({cnt})):", f"for {i} in range({cnt} - 1, -1, -1):"])], i, \
+            f"{x.name}[{i}]", []
+    if form == "from1":
+        return [f"for {i} in range(1, {cnt}):"], i, f"{x.name}[{i}]", []
+    if form == "enumerate":
+        return [f"for {i}, v_ in enumerate({x.name}):"], i, "v_", []
+    return [f"{i} = 0", f"while {i} < {cnt}:"], i, f"{x.name}[{i}]", [f"{i} += 1"]
+
+
+def scan2_item_extreme(self):
+    """`m = max(m, x[i].item())` (Python floats) or `m = min(x[i], m)` (0-d tensors), read in the loop."""
+    x = _s2_values(self, grad_ok=True)
+    head, i, r, tail = _s2_loop(self, x)
+    fn = self.pick(["max", "min"])
+    item = self.chance(0.5)
+    v = f"{r}.item()" if item else r
+    call = self.pick([f"{fn}(m, {v})", f"{fn}({v}, m)"])
+    inf = "-inf" if fn == "max" else "inf"
+    inits = [f"float('{inf}')", "0", "10.0", "-10.0"] + ([f"{x.name}[0].item()"] if item else [f"{x.name}[0]"])
+    if not item:
+        inits += [f"torch.tensor(float('{inf}'))", f"torch.tensor(0.0, dtype={x.name}.dtype)" if x.dtype in FLOATS
+                  else "torch.tensor(0)"]
+    self.emit(1, f"m = {self.pick(inits)}")
+    read = self.pick(["none", "append", "append", "store", "gap"])
+    if read == "append":
+        self.emit(1, "vals = []")
+    elif read in ("store", "gap"):
+        self.emit(1, self.pick([f"out = torch.zeros({x.name}.shape[0])", f"out = torch.zeros_like({x.name}, dtype=torch.float64)",
+                                f"out = torch.full(({x.name}.shape[0],), -1.0)"]))
+    self.emit_all(1, head)
+    self.emit(2, f"m = {call}")
+    if read == "append":
+        self.emit(2, self.pick(["vals.append(m)", "vals.append(m * 2)"]))
+    elif read == "store":
+        self.emit(2, f"out[{i}] = m")
+    elif read == "gap":
+        self.emit(2, f"out[{i}] = m - {r}")
+    self.emit_all(2, tail)
+    self.emit(1, {"none": "return m", "append": self.pick(["return vals", "return vals, m"]),
+                  "store": "return out, m", "gap": "return out"}[read])
+
+
+def scan2_if_best(self):
+    """`if x[i] > best: best = x[i]` then `gap[i] = best - x[i]` (a running max read in the loop)."""
+    x = _s2_values(self)
+    head, i, r, tail = _s2_loop(self, x)
+    op = self.pick([">", ">=", "<", "<="])
+    lt = op.startswith("<")
+    inf = "inf" if lt else "-inf"
+    init = self.pick([f"float('{inf}')", f"{x.name}[0]", "0", "10.0", f"torch.tensor(float('{inf}'))"])
+    swapped = self.chance(0.3)
+    cond = f"best {'>' if op[0] == '<' else '<'}{op[1:]} {r}" if swapped else f"{r} {op} best"
+    self.emit(1, f"best = {init}")
+    out = self.pick(["gap", "gap", "append", "none"])
+    if out == "gap":
+        self.emit(1, self.pick([f"gap = torch.zeros({x.name}.shape[0])", f"gap = torch.zeros_like({x.name})",
+                                f"gap = torch.empty({x.name}.shape[0], dtype=torch.float64)"]
+                               if "range(1" not in head[0] else [f"gap = torch.zeros({x.name}.shape[0])"]))
+    elif out == "append":
+        self.emit(1, "vals = []")
+    self.emit_all(1, head)
+    self.emit(2, f"if {cond}:")
+    self.emit(3, f"best = {r}")
+    if out == "gap":
+        self.emit(2, f"gap[{i}] = " + self.pick([f"best - {r}", f"{r} - best"]))
+    elif out == "append":
+        self.emit(2, "vals.append(best)")
+    self.emit_all(2, tail)
+    self.emit(1, {"gap": self.pick(["return gap", "return gap, best"]), "append": "return vals, best",
+                  "none": "return best"}[out])
+
+
+def scan2_argbest(self):
+    """`if v > best: best, idx = v, i` (>=, <, <=, `if best < v`) with the payload appended or stored."""
+    x = _s2_values(self)
+    head, i, r, tail = _s2_loop(self, x)
+    op = self.pick([">", ">=", "<", "<="])
+    lt = op.startswith("<")
+    inf = "inf" if lt else "-inf"
+    item = self.chance(0.25)
+    vexpr = f"{r}.item()" if item else r
+    init = self.pick([f"float('{inf}')", f"float('{inf}')", f"{x.name}[0]" + (".item()" if item else ""), "0", "10.0"])
+    pinit = self.pick(["-1", "0", "None"])
+    swapped = self.chance(0.3)
+    flip = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
+    cond = f"best {flip[op]} v" if swapped else f"v {op} best"
+    self.emit(1, f"best, idx = {init}, {pinit}" if self.chance(0.5) else f"best = {init}\n    idx = {pinit}")
+    read = self.pick(["append", "append", "store", "none"])
+    if read == "append":
+        self.emit(1, "vals = []")
+        self.emit(1, "where = []")
+    elif read == "store":
+        self.emit(1, self.pick([f"vals = torch.zeros({x.name}.shape[0], dtype=torch.float64)",
+                                f"vals = torch.full(({x.name}.shape[0],), -5.0)"]))
+        self.emit(1, self.pick([f"where = torch.full(({x.name}.shape[0],), -1, dtype=torch.long)",
+                                f"where = torch.zeros({x.name}.shape[0], dtype=torch.long)"]))
+        if pinit == "None":
+            pinit = "-1"
+            self.lines[-3] = self.lines[-3].replace("None", "-1")
+    self.emit_all(1, head)
+    self.emit(2, f"v = {vexpr}")
+    body = self.pick(["tuple", "two"])
+    self.emit(2, f"if {cond}:")
+    if body == "tuple":
+        self.emit(3, f"best, idx = v, {i}")
+    else:
+        self.emit(3, "best = v")
+        self.emit(3, f"idx = {i}")
+    if read == "append":
+        self.emit(2, "vals.append(best)")
+        self.emit(2, "where.append(idx)")
+    elif read == "store":
+        self.emit(2, f"vals[{i}] = best")
+        self.emit(2, f"where[{i}] = idx")
+    self.emit_all(2, tail)
+    self.emit(1, {"append": self.pick(["return vals, where", "return vals, where, best, idx"]),
+                  "store": self.pick(["return vals, where", "return vals, where, idx"]),
+                  "none": "return best, idx"}[read])
+
+
+def scan2_logaddexp(self):
+    """`s = torch.logaddexp(s, x[t])`, read in the loop or only the final value."""
+    rank = self.pick([1, 2, 2])
+    dt = self.pick(FLOATS)
+    shape = (self.n,) if rank == 1 else (self.n, self.d)
+    expr = f"torch.randn({shape!r}, generator=g, dtype=torch.{dt}) * {self.pick([1, 3, 30])}"
+    if self.n and self.chance(0.3):
+        k = self.pick([0, self.n - 1, self.rng.randrange(self.n)])     # first or last steps: a -inf prefix
+        ks = list(range(k + 1)) if k == 0 or self.chance(0.3) else [k]
+        expr = f"({expr}).index_fill_(0, torch.tensor({ks}), float('{self.pick(['-inf', '-inf', 'inf', 'nan'])}'))"
+    if self.chance(0.3):
+        expr = f"({expr}).requires_grad_()"
+    self.param("x", expr)
+    cols = rank == 2 and self.chance(0.3)
+    cnt = "x.shape[1]" if cols else self.pick(["x.shape[0]", "len(x)"])
+    row = "x[:, t]" if cols else "x[t]"
+    head = self.pick([f"for t in range({cnt}):", f"for t in range({cnt}):", f"for t in reversed(range({cnt})):",
+                      f"for t in range({cnt} - 1, -1, -1):", f"for t in range(1, {cnt}):"])
+    st = ("x.shape[0]",) if cols else (() if rank == 1 else ("x.shape[1]",))
+    shp = f"({st[0]},)" if st else "()"
+    inits = ["float('-inf')", f"torch.full({shp}, float('-inf'), dtype=x.dtype)", f"torch.zeros({shp}, dtype=x.dtype)",
+             "x[:, 0]" if cols else "x[0]", f"torch.tensor(float('-inf'), dtype=x.dtype)"]
+    init = self.pick(inits)
+    if init == "float('-inf')":
+        init = f"torch.tensor(float('-inf'), dtype=x.dtype)" if self.chance(0.5) else f"torch.full({shp}, -float('inf'), dtype=x.dtype)"
+    if self.chance(0.15):
+        self.param("s0", f"torch.randn({shp}, generator=g, dtype=torch.{dt})" + (".requires_grad_()" if self.chance(0.5) else ""))
+        init = "s0"
+    self.emit(1, f"s = {init}")
+    read = self.pick(["none", "append", "append", "store", "minus"])
+    if read in ("append", "minus"):
+        self.emit(1, "outs = []")
+    elif read == "store":
+        self.emit(1, "out = torch.zeros_like(x)")
+    self.emit(1, head)
+    self.emit(2, "s = " + self.pick([f"torch.logaddexp(s, {row})", f"torch.logaddexp({row}, s)"]))
+    if read == "append":
+        self.emit(2, "outs.append(s)")
+    elif read == "minus":
+        self.emit(2, f"outs.append({row} - s)")
+    elif read == "store":
+        self.emit(2, (f"out[:, t] = s" if cols else "out[t] = s"))
+    self.emit(1, {"none": "return s", "append": self.pick(["return outs", "return torch.stack(outs) if outs else s"]),
+                  "minus": "return outs, s", "store": "return out, s"}[read])
+
+
+def scan2_fission_inv(self):
+    """A sequential RNN whose body also computes loop invariants (`Ut = U.t()`, `bias = b * 2.0`),
+    uses them inside expressions, reads a name before assigning it, or assigns it twice."""
+    dt = self.pick(FLOATS + ("float32",))
+    T = self.pick([0, 1, 2, self.rng.randint(3, 12)])
+    D, H = self.rng.randint(1, 4), self.rng.randint(1, 4)
+    wg = lambda: ".requires_grad_()" if self.chance(0.3) else ""
+    self.param("x", f"torch.randn(({T}, {D}), generator=g, dtype=torch.{dt})" + wg())
+    self.param("W", f"(torch.randn(({D}, {H}), generator=g, dtype=torch.{dt}) * 0.5)" + wg())
+    self.param("U", f"(torch.randn(({H}, {H}), generator=g, dtype=torch.{dt}) * 0.5)" + wg())
+    self.param("b", f"torch.randn(({H},), generator=g, dtype=torch.{dt})" + wg())
+    form = self.pick(["names", "inline", "read_before", "twice", "mixed"])
+    self.emit(1, "h = torch.zeros(U.shape[0], dtype=U.dtype)" if self.chance(0.7) else "h = b * 0.0")
+    if form == "read_before":
+        self.emit(1, "Ut = U.t()")
+    self.emit(1, "outs = []")
+    self.emit(1, self.pick(["for t in range(x.shape[0]):", "for t in range(len(x)):", "for t in reversed(range(x.shape[0])):"]))
+    bias = self.pick(["b * 2.0", "b + 1.0", "torch.sigmoid(b)", "b"])
+    act = self.pick(["torch.tanh", "torch.relu", "torch.sigmoid"])
+    if form == "names":
+        body = ["Ut = U.t()", f"bias = {bias}", f"h = {act}(x[t] @ W + h @ Ut + bias)"]
+        if self.chance(0.5):
+            body = [body[1], body[0], body[2]]
+    elif form == "inline":
+        body = [f"h = {act}(x[t] @ W + h @ U.t() + {bias})"]
+    elif form == "read_before":
+        body = ["y = h @ Ut", "Ut = U.t()", f"h = {act}(x[t] @ W + y + {bias})"]
+    elif form == "twice":
+        body = ["Ut = U.t()", "Ut = Ut * 0.5", f"bias = {bias}", f"h = {act}(x[t] @ W + h @ Ut + bias)"]
+        if self.chance(0.4):
+            body = ["Ut = U.t()", f"h = {act}(x[t] @ W + h @ Ut + {bias})", "Ut = U * 2.0"]
+    else:
+        body = ["Wt = W.t().t()", "e = x[t] @ Wt", f"bias = {bias}", "Ut = U.t()", f"h = {act}(e + h @ Ut + bias)"]
+    body.append(self.pick(["outs.append(h)", "outs.append(h)", "outs.append(h + bias)" if "bias =" in " ".join(body) else "outs.append(h * 2)"]))
+    self.emit_all(2, body)
+    self.emit(1, self.pick(["return torch.stack(outs) if outs else h", "return outs, h", "return h"]))
+
+
+SCAN2_FORMS = {
+    "item_extreme": scan2_item_extreme, "if_best": scan2_if_best, "argbest": scan2_argbest,
+    "logaddexp": scan2_logaddexp, "fission_inv": scan2_fission_inv,
+}
+SCAN2_KINDS = [f"scan2/{k}" for k in SCAN2_FORMS]
+
+
+FORM_WEIGHTS = {"compile/rnn": 3, "compile/multi": 3, "scan2/argbest": 2, "scan2/item_extreme": 2}   # the forms the fallback takes, drawn more often
+FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS}
 REC_KINDS = [f"rec/{k}" for k in REC_FORMS]
 COMPILE_KINDS = [f"compile/{k}" for k in COMPILE_FORMS]
 
@@ -2585,7 +2826,7 @@ def generate(seed: int, kind: str | None = None, family: str = "default") -> Pro
             forms = VEC_FORMS if vec else EXACT_FORMS
             kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
     family, form = kind.split("/")
-    if family in ("rec", "compile"):
+    if family in ("rec", "compile", "scan2"):
         table = FAMILIES[family]
     else:
         table = {**VEC_FORMS, **NEW_VEC_FORMS} if family == "vec" else {**EXACT_FORMS, **NEW_EXACT_FORMS}

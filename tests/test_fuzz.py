@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from fuzz import runner  # noqa: E402
-from fuzz.generator import COMPILE_KINDS, KINDS, REC_KINDS, generate  # noqa: E402
+from fuzz.generator import COMPILE_KINDS, KINDS, REC_KINDS, SCAN2_KINDS, generate  # noqa: E402
 
 N_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_N", "300"))
 TIME_LIMIT_S = 45.0
@@ -23,6 +23,8 @@ REC_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_REC_N", "100"))        # family "re
 REC_TIME_LIMIT_S = 20.0
 COMPILE_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_COMPILE_N", "30"))  # compile mode: about 5 s (eager backend)
 COMPILE_TIME_LIMIT_S = 30.0
+SCAN2_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_SCAN2_N", "60"))      # family "scan2": about 3 s
+SCAN2_TIME_LIMIT_S = 15.0
 
 # Programs of the bounded runs below that fail because of autovec bugs the fuzzer found and
 # that are not fixed yet: (family, seed) -> the bug. The bounded runs leave them out and
@@ -82,6 +84,23 @@ def test_bounded_fuzz_run_of_the_compile_fallback(tmp_path):
     results, summary = _bounded("compile", COMPILE_SEEDS, COMPILE_TIME_LIMIT_S, tmp_path, compile=True)
     assert len(results) >= min(COMPILE_SEEDS, 10), summary
     assert any(r.path == "compile" for r in results), summary
+
+
+def test_bounded_fuzz_run_of_the_newer_scans(tmp_path):
+    """Family "scan2": running extremes read in the loop (Python max/min, `if x[i] > best`,
+    arg-best with payloads), running log-sum-exp, fission with loop invariants in the body."""
+    results, summary = _bounded("scan2", SCAN2_SEEDS, SCAN2_TIME_LIMIT_S, tmp_path)
+    assert len(results) >= min(SCAN2_SEEDS, 30), summary
+    assert sum(r.path == "vectorized" for r in results) >= len(results) // 4, summary
+
+
+def test_scan2_family_is_deterministic_and_covers_its_forms(tmp_path):
+    assert {generate(s, family="scan2").kind for s in range(300)} == set(SCAN2_KINDS)
+    for seed in range(40):
+        a, b = generate(seed, family="scan2"), generate(seed, family="scan2")
+        assert (a.kind, a.source) == (b.kind, b.source) and a.kind.startswith("scan2/")
+        assert a.path(tmp_path) != generate(seed).path(tmp_path)
+        assert isinstance(a.load(tmp_path).make_inputs(), tuple)
 
 
 @pytest.mark.parametrize("family, seed", sorted(FIXED_AUTOVEC_BUGS))

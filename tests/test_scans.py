@@ -891,3 +891,16 @@ def test_a_payload_that_starts_as_none_keeps_the_loop_while_it_survives(always_v
     y = torch.tensor([11.0, 12.0, 3.0])       # beaten at once: None never reaches the output
     assert explain(running_argmax_none_start, y).path == "vectorized"
     assert running_argmax_none_start(y) == running_argmax_none_start.__wrapped__(y)
+
+
+@pytest.mark.parametrize("x", [[float("-inf")], [float("-inf"), float("-inf"), 1.0], [float("-inf"), 1.0]])
+@pytest.mark.parametrize("start", [0.0, float("-inf")])
+def test_log_sum_exp_gradients_with_minus_inf_are_the_loops(x, start, always_vectorize):
+    # fuzzer family scan2 (seeds 1121, 5266): logcumsumexp's gradient over -inf differs from the loop's
+    @autovec
+    def running(x):
+        s = torch.tensor(start)
+        for t in range(x.shape[0]):
+            s = torch.logaddexp(s, x[t])
+        return s
+    assert_equivalent(running, torch.tensor(x, requires_grad=True), grad=True)
