@@ -96,6 +96,7 @@ class FunctionRuntime:
         self.layouts: dict = {}           # loop id -> output layout (value, payloads, mask positions)
         self.selects: dict = {}           # loop id -> has branches or keeps only some iterations
         self.fast: dict = {}              # (loop id, signature, tag) -> mode that passed its check
+        self.decisions: dict = {}         # (loop id, trip-count bucket) -> the cost model's verdict
         self.iter_bytes: dict = {}        # (loop id, signature) -> bytes one iteration allocates
         self.chunked: dict = {}           # loop id -> (chunks, rows, bytes needed, budget) of the last run
         self.memory_budget = None         # bytes, from @autovec(memory_budget=...); None: half of free memory
@@ -166,10 +167,17 @@ class FunctionRuntime:
                                       "or a list of tensors")
                 sources.append(s)
             n = min(lengths)
+        if self.events is None and not self.strict and cost.min_trip(m.strategy) is None:
+            # the steady state: one decision per loop and power-of-two bucket of trip counts
+            key = (loop_id, n.bit_length())
+            ok = self.decisions.get(key)
+            if ok is None:
+                ok = self.decisions[key] = cost.worth(m.strategy, n, cost.estimate(m.strategy, n, self.ops.get(loop_id, 1)))
+            if not ok:
+                return None
+            return (loop_id, m, plan, space, sources, levels, n, start, step, first, None)
         est = cost.estimate(m.strategy, n, self.ops.get(loop_id, 1))
         if not cost.worth(m.strategy, n, est):
-            if self.events is None and not self.strict:
-                return None   # the common quiet case: no exception, no message
             self._note(loop_id, "estimate", "", est)
             raise GuardFailed(f"{n} iteration(s): the cost model expects the Python loop to be faster "
                               f"(about {est['python'] * 1e6:.0f} us against {est['vectorized'] * 1e6:.0f} us)",

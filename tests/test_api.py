@@ -88,3 +88,21 @@ def test_cost_constants_are_measured_once_and_cached(monkeypatch, tmp_path):
     monkeypatch.setenv("AUTOVEC_COSTS", str(override))
     assert cost.worth("vmap", 2, cost.estimate("vmap", 2, 1))
     monkeypatch.setattr(cost, "_constants", None)
+
+
+def test_cost_decisions_are_cached_per_power_of_two_bucket(monkeypatch):
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+
+    def double(x):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * 2
+        return out
+
+    f = av(double)
+    for n in (3, 2, 700, 1000):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(f(x), double(x))
+    decisions = f._autovec_state.runtime.decisions
+    assert set(decisions) == {(1, 2), (1, 10)}        # 2 and 3 share a bucket, 700 and 1000 another
+    assert decisions[(1, 10)] is True                 # a thousand rows: vectorized
