@@ -263,7 +263,10 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
     iter_vars = _iter_vars(space)
     body = _Body([], [], {})
     marker = body.marker()
-    value, pytype = _strip_item(comp.elt)
+    elt = comp.elt
+    if space.index:   # `x[i:i + 1]` reads as `x[i].unsqueeze(0)`, as in a for loop
+        elt = _UnitSlices(space.index).visit(copy.deepcopy(elt))
+    value, pytype = _strip_item(elt)
     stmt = _located(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), line)
     for cond in reversed(gen.ifs):
         stmt = _located(ast.If(test=cond, body=[stmt], orelse=[]), line)

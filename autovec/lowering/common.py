@@ -90,6 +90,8 @@ def _varying(plan: LoopPlan) -> set[str]:
     v = {m.param for m in plan.mapped} | {t for t, _ in plan.space.elements}
     if plan.space.index:
         v.add(plan.space.index)
+    if plan.space.kind == "nest":
+        v |= set(plan.value_indices)   # `if i != j:` in a nest: the indices are batched values
     return v
 
 

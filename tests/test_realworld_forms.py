@@ -1,0 +1,136 @@
+"""Loops written the way model and data code writes them: each is checked against the original
+(values and gradients) and must take the vectorized path."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+def enum_zip(x, y):
+    out = []
+    for i, (a, b) in enumerate(zip(x, y)):
+        out.append((a * b).sum() + i)
+    return torch.stack(out)
+
+def ce_slices(logits, y):
+    losses = [F.cross_entropy(logits[i:i + 1], y[i:i + 1]) for i in range(logits.shape[0])]
+    return torch.stack(losses).mean()
+
+def per_batch_mm(x, w):
+    out = torch.empty(x.shape[0], x.shape[1], w.shape[2])
+    for b in range(x.shape[0]):
+        out[b] = x[b] @ w[b]
+    return out
+
+def inplace_rownorm(x):
+    for i in range(x.shape[0]):
+        x[i] = x[i] / x[i].norm()
+    return x
+
+def rnn_cols(x, W, U):
+    h = torch.zeros(W.shape[0])
+    for t in range(x.shape[1]):
+        h = torch.tanh(W @ h + U @ x[:, t])
+    return h
+
+def mask_float(x):
+    masks = []
+    for i in range(x.shape[0]):
+        masks.append((x[i] > 0).float())
+    return torch.stack(masks)
+
+def pair_offdiag(x):
+    n = x.shape[0]
+    d = torch.zeros(n, n)
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                d[i, j] = (x[i] - x[j]).pow(2).sum()
+    return d
+
+def smooth_l1_sum(pred, tgt):
+    total = 0.0
+    for p, t in zip(pred, tgt):
+        diff = (p - t).abs()
+        total += torch.where(diff < 1, 0.5 * diff ** 2, diff - 0.5).sum()
+    return total
+
+def topk_rows(x):
+    res = []
+    for row in x:
+        v, _ = row.topk(2)
+        res.append(v)
+    return torch.stack(res)
+
+def clamp_counter(x, lo):
+    n = 0
+    for v in x:
+        if v.item() < lo:
+            n += 1
+    return n
+
+def gather_rows(table, idx):
+    out = torch.empty(len(idx), table.shape[1])
+    for k, i in enumerate(idx):
+        out[k] = table[i]
+    return out
+
+def normalize_cols(x):
+    out = torch.empty_like(x)
+    for j in range(x.shape[1]):
+        col = x[:, j]
+        out[:, j] = (col - col.mean()) / (col.std() + 1e-5)
+    return out
+
+def dist_to_centroids(x, c):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(((x[i][None, :] - c) ** 2).sum(-1).argmin())
+    return torch.stack(out)
+
+def weighted_sum_list(xs, ws):
+    acc = torch.zeros_like(xs[0])
+    for x_, w in zip(xs, ws):
+        acc = acc + w * x_
+    return acc
+
+def kl_rows(p, q):
+    kls = []
+    for i in range(p.shape[0]):
+        kls.append((p[i] * (p[i] / q[i]).log()).sum())
+    return torch.tensor(kls)
+
+CASES = [
+    (enum_zip, lambda: (torch.randn(50, 4), torch.randn(50, 4))),
+    (ce_slices, lambda: (torch.randn(40, 5), torch.randint(0, 5, (40,)))),
+    (per_batch_mm, lambda: (torch.randn(30, 3, 4), torch.randn(30, 4, 5))),
+    (inplace_rownorm, lambda: (torch.randn(40, 6),)),
+    (rnn_cols, lambda: (torch.randn(5, 60), torch.randn(8, 8) * 0.3, torch.randn(8, 5))),
+    (mask_float, lambda: (torch.randn(40, 3),)),
+    (pair_offdiag, lambda: (torch.randn(12, 3),)),
+    (smooth_l1_sum, lambda: (torch.randn(40, 3), torch.randn(40, 3))),
+    (topk_rows, lambda: (torch.randn(40, 6),)),
+    (clamp_counter, lambda: (torch.randn(60), -0.3)),
+    (gather_rows, lambda: (torch.randn(10, 4), torch.randint(0, 10, (30,)))),
+    (normalize_cols, lambda: (torch.randn(20, 40),)),
+    (dist_to_centroids, lambda: (torch.randn(40, 3), torch.randn(5, 3))),
+    (weighted_sum_list, lambda: ([torch.randn(4) for _ in range(30)], torch.rand(30))),
+    (kl_rows, lambda: (torch.rand(30, 4) + 0.1, torch.rand(30, 4) + 0.1)),
+]
+
+
+@pytest.fixture(autouse=True)
+def always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+@pytest.mark.parametrize("fn, make", CASES, ids=[fn.__name__ for fn, _ in CASES])
+def test_real_world_loop(fn, make):
+    from autovec import assert_equivalent, autovec, explain
+    torch.manual_seed(0)
+    args = make()
+    ex = explain(autovec(fn), *args)
+    assert ex.path == "vectorized", str(ex)
+    assert_equivalent(fn, *args)
+    if fn is not inplace_rownorm and fn is not kl_rows:   # in place on a leaf / torch.tensor of grads
+        grad_args = tuple(a.clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                          for a in args)
+        assert_equivalent(fn, *grad_args, grad=True)
