@@ -741,6 +741,7 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False):
     n = b.shape[0]
     first = a0 * h0 + b[0]
     want = torch.result_type(first, b[0])
+    _same_promotion(h0, b, want)
     a0 = torch.as_tensor(a0, dtype=torch.float64 if not isinstance(a0, torch.Tensor) else None,
                          device=b.device).to(want)
     if bool((a0.abs() > 1).any()):
@@ -768,6 +769,15 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False):
     return torch.cat(outs, 0).reshape(n, *shape)
 
 
+def _same_promotion(h0, b, want):
+    """The affine form `a * h + b` may group the loop's factors differently (`g * h * m` as
+    `(g * m) * h`), so a factor of a wider dtype could promote where the loop's order did not:
+    only a result in the state's and terms' own dtype is trusted."""
+    if want != torch.result_type(h0, b[0]):
+        raise GuardFailed("the recurrence factor has a wider dtype than its state and terms (the loop's "
+                          "order of operations decides the result's dtype)")
+
+
 def _linear_scan(h0, b, a, py_a):
     """h_t = a_t * h_{t-1} + b_t with a factor per step: a parallel (Hillis-Steele) scan over
     the pairs (a_t, b_t), combined as (a, b) . (a', b') = (a a', a' b + b'). log2(n) passes of
@@ -786,6 +796,7 @@ def _linear_scan(h0, b, a, py_a):
         raise GuardFailed("non-finite values in a linear recurrence keep the loop", data=True)
     a_first = a[0].item() if py_a else a[0]
     want = torch.result_type(a_first * h0 + b[0], b[0])
+    _same_promotion(h0, b, want)
     if bool((a.abs() > 1).any()):
         raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)", data=True)
     shape = torch.broadcast_shapes((a_first * h0 + b[0]).shape, b.shape[1:], a.shape[1:])

@@ -308,3 +308,22 @@ def test_a_branch_that_raises_later_is_checked_before_the_batch_is_trusted(fn, m
     with pytest.raises(RuntimeError) as got:
         autovec(fn)(x)
     assert str(got.value) == str(want.value)
+
+
+def returns_with_wide_gamma(x, gamma, done):
+    h = x[0]
+    for x_t, done_t in zip(x, done):
+        h = x_t + gamma * h * (~done_t)
+    return h
+
+
+def test_a_wider_factor_does_not_change_the_recurrences_dtype(monkeypatch):
+    # fuzzer `rec` seed 31073: `gamma * h * (~done)` grouped as `(gamma * ~done) * h` promoted a
+    # float32 state to float64 through a float64 0-d gamma
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(50, 1, generator=g)
+    done = torch.rand(50, 1, generator=g) < 0.2
+    assert_equivalent(returns_with_wide_gamma, x, torch.tensor(0.9, dtype=torch.float64), done)
+    assert_equivalent(returns_with_wide_gamma, x, 0.9, done)
+    assert explain(autovec(returns_with_wide_gamma), x, 0.9, done).path == "vectorized"
