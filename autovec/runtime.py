@@ -880,8 +880,21 @@ def mm(kind, a, la, b, lb, sizes, seen=None):
     spec = _MM_FULL.get(key)
     if spec is None:
         spec = _MM_FULL[key] = _mm_spec(kind, la, lb, ra, rb, len(sizes))
-    full, missing = spec
-    if type(a) is torch.Tensor and type(b) is torch.Tensor:
+    full, missing, plan = spec
+    if plan is not None:
+        # a batched matrix product in the operands' own layout: one matmul (einsum's own
+        # permutations and reshapes cost more than the product at these sizes)
+        t_b, sq_a, sq_b = plan
+        x = a.unsqueeze(-2) if sq_a else a
+        y = b.unsqueeze(-1) if sq_b else (b.transpose(-1, -2) if t_b else b)
+        out = torch.matmul(x, y)
+        if sq_a and sq_b:
+            out = out.squeeze(-1).squeeze(-1)
+        elif sq_a:
+            out = out.squeeze(-2)
+        elif sq_b:
+            out = out.squeeze(-1)
+    elif type(a) is torch.Tensor and type(b) is torch.Tensor:
         out = torch._VF.einsum(full, (a, b))   # what torch.einsum runs for two operands
     else:
         out = torch.einsum(full, a, b)
@@ -906,9 +919,35 @@ def _mm_spec(kind, la, lb, ra, rb, levels):
     sa, rest = spec.split(",")
     sb, so = rest.split("->")
     present = sorted(set(la) | set(lb))
-    full = (f"{''.join(letters[x] for x in la)}{sa},{''.join(letters[x] for x in lb)}{sb}"
-            f"->{''.join(letters[x] for x in present)}{so}")
-    return full, tuple(lv for lv in range(levels) if lv not in present)
+    A = f"{''.join(letters[x] for x in la)}{sa}"
+    B = f"{''.join(letters[x] for x in lb)}{sb}"
+    out = f"{''.join(letters[x] for x in present)}{so}"
+    return f"{A},{B}->{out}", tuple(lv for lv in range(levels) if lv not in present), _matmul_plan(A, B, out)
+
+
+def _matmul_plan(A: str, B: str, out: str):
+    """(transpose b, unsqueeze a as a row, unsqueeze b as a column) when `A,B->out` is
+    `torch.matmul` of the operands as they are (batch letters first, in the same order, one
+    contracted letter), else None."""
+    shared = [c for c in A if c in B]
+    contracted = [c for c in shared if c not in out]
+    if len(contracted) != 1 or len(set(A)) != len(A) or len(set(B)) != len(B):
+        return None
+    c = contracted[0]
+    batch = [x for x in out if x in A and x in B]
+    left = [x for x in out if x in A and x not in B]
+    right = [x for x in out if x in B and x not in A]
+    if out != "".join(batch + left + right) or len(left) > 1 or len(right) > 1:
+        return None
+    if A != "".join(batch + left + [c]):
+        return None
+    if B == "".join(batch + [c] + right):
+        t_b = False
+    elif B == "".join(batch + right + [c]) and right:
+        t_b = True
+    else:
+        return None
+    return t_b, not left, not right
 
 
 def _mm_method(self, kind, a, la, b, lb, sizes):
