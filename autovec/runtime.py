@@ -431,6 +431,8 @@ class FunctionRuntime:
                 return torch.tensor(o.tolist())
             if o.dim() != 1 or o.device.type != "cpu":
                 raise GuardFailed("torch.tensor of a list of non-scalar tensors")
+            if o.is_contiguous() and tok is not None and not tok.shares_input(o):
+                return o.detach()   # a fresh batch nobody else holds: torch.tensor's copy is not needed
             return o.detach().clone()
         if py:
             return o.tolist()
