@@ -40,12 +40,6 @@ class _Switches:
 
     def plain(self) -> bool:
         """Neither AUTOVEC_DISABLE nor checking is on (the hot path's one question)."""
-        if self.check_override:
-            return False
-        raw = _RAW if isinstance(_RAW, dict) else None
-        if raw is not None and _KEYS.get("AUTOVEC_DISABLE") and _KEYS.get("AUTOVEC_CHECK"):
-            if raw.get(_KEYS["AUTOVEC_DISABLE"]) is None and raw.get(_KEYS["AUTOVEC_CHECK"]) is None:
-                return True
         return not self.disabled and not self.check
 
     @property

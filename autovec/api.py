@@ -113,9 +113,7 @@ class FunctionState:
         spans = [(info.plan.lineno, info.plan.end_lineno) for info, _ in pieces]
         kept = []
         for info in steps:
-            end = max(getattr(s, "end_lineno", info.lineno) or info.lineno for s in info.step.body) \
-                if info.step.body else info.lineno
-            if any(a <= info.lineno <= b or info.lineno <= a <= end for a, b in spans):
+            if any(a <= info.lineno <= b or info.lineno <= a <= info.step.end_lineno for a, b in spans):
                 k = next(i for i, r in enumerate(reports) if r.lineno == info.lineno)
                 reports[k] = LoopReport(info.lineno, info.source, "python", info.refusal.reason)
             else:

@@ -63,7 +63,7 @@ def _expected_compile_s(kind: str) -> float:
     return _COMPILE_S.get(kind, _COMPILE_S["cpu"])
 
 
-def decide(st: Stepping, n: int, kind: str) -> str | None:
+def decide(st: Stepping, kind: str) -> str | None:
     """None when this call should compile (or use) the step, else why not."""
     if st.fallback == "python":
         return "fallback='python'"
@@ -76,10 +76,11 @@ def decide(st: Stepping, n: int, kind: str) -> str | None:
     from . import cost
     c = cost.constants()
     per_op = _OP_COST.get(kind, c["py_op"])
-    saving = st.plan.ops * per_op * 0.5 - _CALL_OVERHEAD.get(kind, _CALL_OVERHEAD["cpu"])
+    overhead = _CALL_OVERHEAD.get(kind, _CALL_OVERHEAD["cpu"])
+    saving = st.plan.ops * per_op * 0.5 - overhead
     if saving <= 0:
         return (f"each step has {st.plan.ops} operations: too few for a compiled step to beat the Python one "
-                f"(a compiled call costs about {_CALL_OVERHEAD.get(kind, 20e-6) * 1e6:.0f} us on {kind})")
+                f"(a compiled call costs about {overhead * 1e6:.0f} us on {kind})")
     if st.calls < 2:
         return "the first call runs the Python loop; compiling waits for repeated calls"
     expected = _expected_compile_s(kind)
@@ -108,16 +109,9 @@ def _backend():
 
 
 def _agree(a, b) -> bool:
-    if isinstance(a, (tuple, list)):
-        return isinstance(b, (tuple, list)) and len(a) == len(b) and all(_agree(x, y) for x, y in zip(a, b))
-    if isinstance(a, torch.Tensor):
-        if not isinstance(b, torch.Tensor) or a.dtype != b.dtype or a.shape != b.shape or a.device != b.device:
-            return False
-        if a.is_floating_point() or a.is_complex():
-            tol = {torch.float64: (1e-7, 1e-9), torch.complex128: (1e-7, 1e-9)}.get(a.dtype, (1e-4, 1e-5))
-            return torch.allclose(a.detach(), b.detach(), rtol=tol[0], atol=tol[1], equal_nan=True)
-        return torch.equal(a, b)
-    return type(a) is type(b) and (a == b or (a != a and b != b))
+    """The compiled step's results match the Python step's (the library's equivalence rules)."""
+    from .equivalence import compare
+    return compare(a, b) is None
 
 
 class Runner:
@@ -227,10 +221,9 @@ def stepper(rt, loop_id, fn, calls, it):
         return None
     try:
         st.calls += 1
-        n = len(it) if hasattr(it, "__len__") else 1
-        st.steps += n
+        st.steps += len(it) if hasattr(it, "__len__") else 1
         kind = it.device.type if isinstance(it, torch.Tensor) else "cpu"
-        why = decide(st, n, kind)
+        why = decide(st, kind)
         if why is not None:
             rt._note(loop_id, "python", why)
             return None

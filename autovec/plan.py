@@ -120,6 +120,7 @@ class StepPlan:
     driver: tuple            # statements the driver runs after each step (text)
     calls: tuple             # callables (as text) checked for side effects before each loop
     ops: int                 # operations in one step (cost model)
+    end_lineno: int = 0      # the loop's last line
     invariants: int = 0      # the last parameters are loop invariants (the others change every step)
 
 

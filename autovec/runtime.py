@@ -2,7 +2,6 @@
 check against an unbatched iteration, output conversion, and the memory of failures."""
 from __future__ import annotations
 
-import functools
 import types
 
 import torch
@@ -633,8 +632,6 @@ def _best_prefix(s0, v, op, py):
 def _payload_prefix(best0, p0, v, p, op, py_v, py_p):
     """What a payload of a running best holds after each step of `if v > best: best, j = v, p`:
     p at the step that last set the best, or p0 while the initial best still stands."""
-    if v.dim() != 1:
-        raise GuardFailed("comparing tensors with several elements (the loop raises)")
     run = _best_prefix(best0, v, op, py_v)      # also refuses NaN, gradients and type changes
     prev = torch.cat([torch.as_tensor(best0, dtype=run.dtype, device=run.device).reshape(1), run[:-1]])
     new = {">": v > prev, ">=": v >= prev, "<": v < prev, "<=": v <= prev}[op]
@@ -732,14 +729,14 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False):
     so the error stays that of a B-term sum; larger factors keep the Python loop."""
     if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
         raise GuardFailed("a linear recurrence on non-floating values keeps the loop")
+    if not bool(torch.isfinite(b).all()) or (isinstance(h0, torch.Tensor) and not bool(torch.isfinite(h0).all())) \
+            or (isinstance(h0, float) and (h0 != h0 or h0 in (float("inf"), float("-inf")))):
+        raise GuardFailed("non-finite values in a linear recurrence keep the loop", data=True)
     if varying:
         return _linear_scan(h0, b, a, py_a)
     a0 = a[0] if isinstance(a, torch.Tensor) and a.dim() >= 1 else a
     if py_a and isinstance(a0, torch.Tensor):
         a0 = a0.item()   # a Python number in the loop: it promotes like one (and keeps its double)
-    if not bool(torch.isfinite(b).all()) or (isinstance(h0, torch.Tensor) and not bool(torch.isfinite(h0).all())) \
-            or (isinstance(h0, float) and (h0 != h0 or h0 in (float("inf"), float("-inf")))):
-        raise GuardFailed("non-finite values in a linear recurrence keep the loop", data=True)
     n = b.shape[0]
     first = a0 * h0 + b[0]
     want = torch.result_type(first, b[0])
@@ -751,9 +748,7 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False):
     shape = torch.broadcast_shapes(first.shape, b.shape[1:], a0.shape)
     flat_a = a0.expand(shape).reshape(-1).to(want)
     c = flat_a.numel()
-    # each step's term broadcasts against the state as in the loop (a 0-d x[t] against a
-    # per-feature factor): align its own dimensions to the right, after the step dimension
-    bb = b.reshape(n, *([1] * (len(shape) - (b.dim() - 1))), *b.shape[1:]).expand(n, *shape).reshape(n, c).to(want)
+    bb = _per_step(b, shape).reshape(n, c).to(want)
     block = max(4, min(_BLOCK, int(((1 << 22) / max(c, 1)) ** 0.5) if c > 1024 else _BLOCK))
     j = torch.arange(block + 1, device=b.device)
     powers = flat_a[None, :] ** j[:, None].to(want)            # (B+1, C): a^0 .. a^B
@@ -780,30 +775,33 @@ def _same_promotion(h0, b, want):
                           "order of operations decides the result's dtype)")
 
 
+def _per_step(t, shape):
+    """Per-step values (n, ...) broadcast against the state's `shape` as each step's value is
+    in the loop (a 0-d x[t] against a per-feature state): own dimensions right-aligned after
+    the step dimension."""
+    return t.reshape(t.shape[0], *([1] * (len(shape) - (t.dim() - 1))), *t.shape[1:]).expand(t.shape[0], *shape)
+
+
 def _linear_scan(h0, b, a, py_a):
     """h_t = a_t * h_{t-1} + b_t with a factor per step: a parallel (Hillis-Steele) scan over
     the pairs (a_t, b_t), combined as (a, b) . (a', b') = (a a', a' b + b'). log2(n) passes of
     whole-tensor operations; with every |a_t| <= 1 the products stay bounded and each h_t is a
-    tree-ordered sum of the loop's own terms."""
-    if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
-        raise GuardFailed("a linear recurrence on non-floating values keeps the loop")
+    tree-ordered sum of the loop's own terms. (b and h0 are checked by linear_prefix.)"""
     if not isinstance(a, torch.Tensor):
         raise GuardFailed("a per-step recurrence factor that is not a tensor")
     n = b.shape[0]
     if n == 0:
         raise GuardFailed("an empty recurrence keeps the loop")
-    if not bool(torch.isfinite(b).all()) or not bool(torch.isfinite(a).all()) or (
-            isinstance(h0, torch.Tensor) and not bool(torch.isfinite(h0).all())) or (
-            isinstance(h0, float) and (h0 != h0 or h0 in (float("inf"), float("-inf")))):
+    if not bool(torch.isfinite(a).all()):
         raise GuardFailed("non-finite values in a linear recurrence keep the loop", data=True)
     a_first = a[0].item() if py_a else a[0]
-    want = torch.result_type(a_first * h0 + b[0], b[0])
+    first = a_first * h0 + b[0]
+    want = torch.result_type(first, b[0])
     _same_promotion(h0, b, want)
     if bool((a.abs() > 1).any()):
         raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)", data=True)
-    shape = torch.broadcast_shapes((a_first * h0 + b[0]).shape, b.shape[1:], a.shape[1:])
-    A = a.to(want).reshape(n, *([1] * (len(shape) - (a.dim() - 1))), *a.shape[1:]).expand(n, *shape)
-    B = b.to(want).reshape(n, *([1] * (len(shape) - (b.dim() - 1))), *b.shape[1:]).expand(n, *shape)
+    shape = torch.broadcast_shapes(first.shape, b.shape[1:], a.shape[1:])
+    A, B = _per_step(a.to(want), shape), _per_step(b.to(want), shape)
     d = 1
     while d < n:
         B = torch.cat((B[:d], B[d:] + A[d:] * B[:-d]), 0)
@@ -1068,8 +1066,9 @@ def _as_tensor(v):
     return torch.as_tensor(v)
 
 
-def _star(f):
-    return lambda *a: f(a)
+def _vmapped(f, dims, n):
+    """`f` vmapped over one loop level (nests apply one per level)."""
+    return lambda *a: vmap_call(f, a, dims, n)
 
 
 _CHUNKABLE = ("broadcast", "vmap", "reduction", "masked", "where")
@@ -1440,8 +1439,7 @@ class Token:
             return tuple(v if isinstance(v, torch.Tensor) else _as_tensor(v) for v in body(*a))
         f = tensors_only
         for lv in reversed(range(len(names))):
-            f = functools.partial(vmap_call, f, dims=tuple(d[lv] for d in dims), n=self.levels[lv][2])
-            f = _star(f)
+            f = _vmapped(f, tuple(d[lv] for d in dims), self.levels[lv][2])
         outs = f(*args)
         shape = tuple(k for _, _, k in self.levels)
         return tuple(o if tuple(o.shape[:len(shape)]) == shape else o.expand(*shape, *o.shape) for o in outs)
@@ -1496,9 +1494,11 @@ class Token:
         if key in self.rt.checked:
             return
         rows = [0]
-        n_masks = sum(1 for lay in self.match_layout() if lay[2] is not None)
-        if ref is not None and n_masks:
-            for pos in (lay[2] for lay in self.match_layout() if lay[2] is not None):
+        tagged = bool(getattr(self, "tag", ""))
+        layout = () if tagged else self.match_layout()   # the main body's; a tagged pre-body has its own outputs
+        masks = [lay[2] for lay in layout if lay[2] is not None]
+        if ref is not None and masks:
+            for pos in masks:
                 hit = outs[pos].flatten().nonzero().flatten()
                 if hit.numel():
                     rows.append(int(hit[0]))
@@ -1512,8 +1512,8 @@ class Token:
                     continue
                 self._compare(k, want, got[j])
                 seen[k] = not isinstance(want, torch.Tensor)
-        needed = len(outs) - sum(1 for lay in self.match_layout() if lay[0] is None)  # not branch probes
-        if getattr(self, "tag", ""):
+        needed = len(outs) - sum(1 for lay in layout if lay[0] is None)  # branch probes return no value
+        if tagged:
             self.rt.pytypes.setdefault((self.loop_id, self.sig, self.tag), {}).update(seen)
             if len(seen) >= needed:
                 self.rt.checked.add(key)

@@ -15,7 +15,7 @@ from ..frontend import Captured
 from ..plan import LoopInfo
 from . import names as nm
 from .fission import plan_fission
-from .step import NoStep, plan_step
+from .step import CONTROL_FLOW, NoStep, plan_step
 from .loops import Context, Refuse, nest_levels, plan_comprehension, plan_for, plan_nest, plan_while, src
 
 _DYNAMIC_SCOPE = {"locals", "vars", "eval", "exec", "globals"}
@@ -83,7 +83,7 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
                 try:
                     step = plan_step(node, ctx, loop_id)
                 except NoStep:
-                    step = None
+                    pass   # no compiled-step form: the loop runs as written
             infos.append(LoopInfo(node.lineno, text, None, r.refusal, node.col_offset, _kind(node), step=step))
             continue
         planned_spans.append((plan.lineno, plan.end_lineno))
@@ -94,9 +94,7 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
 def _simple_body(node: ast.For) -> bool:
     """Fission keeps the loop in Python, so only constructs it can rebuild are allowed."""
     for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
-        if isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.Try,
-                          ast.With, ast.Global, ast.Nonlocal, ast.FunctionDef, ast.ClassDef, ast.Lambda,
-                          ast.For, ast.While, ast.NamedExpr)):
+        if isinstance(n, CONTROL_FLOW + (ast.Lambda,)):
             return False
     return not node.orelse
 

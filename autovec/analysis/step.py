@@ -16,10 +16,12 @@ from ..plan import StepPlan
 from . import names as nm
 
 _EFFECT_FREE_STMTS = (ast.Assign, ast.Pass)
-_FORBIDDEN = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.Try, ast.With,
-              ast.Global, ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For,
-              ast.While, ast.NamedExpr, ast.If, ast.AugAssign, ast.Delete, ast.Raise, ast.Assert,
-              ast.Import, ast.ImportFrom)
+# constructs a loop kept in Python cannot be rebuilt around (shared with fission)
+CONTROL_FLOW = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.Try, ast.With,
+                ast.Global, ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For,
+                ast.While, ast.NamedExpr)
+# a step is straight-line code besides
+_FORBIDDEN = CONTROL_FLOW + (ast.If, ast.AugAssign, ast.Delete, ast.Raise, ast.Assert, ast.Import, ast.ImportFrom)
 
 
 _MIN_OPS = 3   # "bodies of several operations": fewer never repay a compiled call
@@ -141,7 +143,8 @@ def plan_step(node: ast.For, ctx, loop_id: int) -> StepPlan:
         raise NoStep("the body produces nothing")
     if ops < _MIN_OPS:
         raise NoStep(f"the body has {ops} operation(s): too little for a compiled step to pay")
-    return StepPlan(loop_id=loop_id, lineno=node.lineno, params=tuple(params), args=tuple(args),
+    return StepPlan(loop_id=loop_id, lineno=node.lineno, end_lineno=node.end_lineno or node.lineno,
+                    params=tuple(params), args=tuple(args),
                     body=tuple(new_body), returns=tuple(returns), driver=tuple(driver_stmts),
                     calls=tuple(calls), ops=max(ops, 1), invariants=len(invariants))
 

@@ -431,11 +431,13 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         pre.args.args = [ast.arg(arg=p) for p in pre_params]
         mapper = _MapSlices(plan)
         pre.body = [mapper.visit(ast.parse(s).body[0]) for s in plan.body[:pos + 1]]
-        PRE_REF = "None"
+        PRE_REF, pre_ref = "None", None
         if plan.items:
-            # the one-time check runs the loop's own `.item()` (Python numbers), the batch the float64 form
-            pre_ref = copy.deepcopy(pre)
-            pre_ref.name = PRE_REF = namer.new(f"{PRE}_ref")
+            if op.startswith(("best", "pay")):
+                # the one-time check runs the loop's own `.item()`: it tells whether a running
+                # best holds Python numbers (the batch computes them in float64)
+                pre_ref = copy.deepcopy(pre)
+                pre_ref.name = PRE_REF = namer.new(f"{PRE}_ref")
             pre.body = [_Items(AV).visit(s) for s in pre.body]
         o = next(x for x in plan.outputs if x.marker == marker)
         pre_args = ", ".join(_run_args(plan)[:len(plan.mapped)])
@@ -465,7 +467,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             PYP = f"({bool(o.payloads[int(k)][3])} or {T}.py_out({PRE!r}, 1))"
             ret = ast.Return(value=ast.Tuple(elts=[_name(marker), _name(o.payloads[int(k)][1])], ctx=ast.Load()))
             pre.body.append(ret)
-            if PRE_REF != "None":
+            if pre_ref is not None:
                 pre_ref.body.append(copy.deepcopy(ret))
                 scan_code.append(pre_ref)
             scan_code += [pre] + template(
@@ -482,11 +484,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 AV=AV)
             continue
         pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load())))
-        if PRE_REF != "None" and op.startswith("best"):
+        if pre_ref is not None:
             pre_ref.body.append(copy.deepcopy(pre.body[-1]))
             scan_code.append(pre_ref)
-        else:
-            PRE_REF = "None"
         # a running best's values may be Python numbers without a visible `.item()` (`v = x[i].item()`
         # earlier): the first run's check tells
         PY = f"({bool(o.pytype)} or {T}.py_out({PRE!r}, 0))" if op.startswith("best") else str(bool(o.pytype))
