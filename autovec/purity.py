@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
+import operator
 import types
 
 import torch
@@ -14,6 +16,10 @@ from .frontend import Captured, NoSource, capture
 _EFFECT_BUILTINS = {"print", "input", "open", "exec", "eval", "setattr", "delattr", "next", "iter",
                     "globals", "locals", "vars", "breakpoint", "__import__", "compile", "help", "exit",
                     "quit", "id", "hash"}
+# modules whose functions and classes compute values without effects (the effectful builtins
+# and random functions are refused by name first)
+_PURE_MODULES = {"torch", "math", "cmath", "operator", "_operator", "numpy", "builtins", "functools",
+                 "itertools", "numbers", "fractions", "decimal", "collections", "typing", "enum", "dataclasses"}
 _RANDOM = {"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal",
            "bernoulli", "multinomial", "poisson", "dropout", "dropout1d", "dropout2d", "dropout3d",
            "alpha_dropout", "feature_alpha_dropout", "rrelu", "gumbel_softmax", "binomial",
@@ -87,10 +93,14 @@ def _hashable(obj) -> bool:
 
 
 _verdicts: dict = {}
+_by_id: dict = {}     # id(obj) -> (obj, None) for callables known to be pure whatever calls them
 
 
 def why_impure(obj, path: str = "") -> str | None:
     """None when calling `obj` inside a batched body is safe, else a reason."""
+    hit = _by_id.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return hit[1]   # the steady state: a callable whose verdict depends on the object alone
     label = path or getattr(obj, "__qualname__", type(obj).__name__)
     if isinstance(obj, torch.nn.Module):
         return module_impurity(obj, label)
@@ -100,10 +110,14 @@ def why_impure(obj, path: str = "") -> str | None:
     verdict = _why_impure(obj, label)
     if key is not None:
         _verdicts[key] = verdict
+        if verdict is None and key[0] == "obj":
+            _by_id[id(obj)] = (obj, None)   # keeps obj alive, so its id is not reused
     return verdict
 
 
 def _key(obj):
+    if isinstance(obj, types.FunctionType) and (obj.__module__ or "").startswith("torch"):
+        return ("obj", id(obj), obj)  # torch's own Python functions: the verdict depends on the object only
     if isinstance(obj, (types.MethodType, types.FunctionType)):
         return None  # what a Python function calls is looked up again on every check
     if isinstance(obj, types.BuiltinMethodType) and isinstance(getattr(obj, "__self__", None), torch.Tensor):
@@ -132,6 +146,11 @@ def _why_impure(obj, label: str) -> str | None:
             if bad:
                 return bad
         return _why_impure(inner, label) if isinstance(inner, types.FunctionType) else None
+    if isinstance(obj, functools.partial):
+        # the wrapped callable decides (`functools.partial(print, ...)` prints)
+        return why_impure(obj.func, label)
+    if isinstance(obj, operator.methodcaller):
+        return f"cannot tell whether calling `{label}` (an operator.methodcaller) has side effects"
     module = getattr(obj, "__module__", "") or ""
     if name in _RANDOM or (module.startswith(("random", "numpy.random")) and callable(obj)):
         return f"random numbers are drawn by `{label}` (a batched rewrite would draw different values)"
@@ -139,10 +158,15 @@ def _why_impure(obj, label: str) -> str | None:
         return f"`{label}` modifies its argument in place"
     if isinstance(obj, types.FunctionType):
         return helper_impurity(obj, label)
-    if isinstance(obj, type) or isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+    if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)) and not (
+            owner is None or isinstance(owner, types.ModuleType)):
+        return None   # a method of a value (`d.get`); the mutating ones are refused above
+    if module.split(".")[0] in _PURE_MODULES and (
+            isinstance(obj, (type, types.BuiltinFunctionType, types.BuiltinMethodType)) or callable(obj)):
         return None
-    if callable(obj) and module.startswith(("torch", "math", "operator", "numpy", "builtins", "functools")):
-        return None
+    if isinstance(obj, (type, types.BuiltinFunctionType, types.BuiltinMethodType)):
+        # `os.remove`, `time.time`, a user class: effects, or a different value every call
+        return f"cannot tell whether calling `{label}` (from `{module or '?'}`) has side effects"
     if callable(obj):
         return f"cannot tell whether calling `{label}` ({type(obj).__name__}) has side effects"
     return None

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import os
+import time
 import traceback
 
 import pytest
@@ -1262,6 +1264,43 @@ def test_print_inside_the_loop(capsys):
     assert capsys.readouterr().out == ""
     # the print stays in a Python loop (possibly with its independent arithmetic batched ahead)
     assert ex.loops[0].strategy in ("python", "fission") and "print" in ex.loops[0].reason
+
+
+_shout = functools.partial(print, "row")
+
+
+@av
+def printing_through_partial(x):
+    out = torch.empty_like(x)
+    for k in range(x.shape[0]):
+        _shout(x[k])
+        out[k] = x[k] * 2
+    return out
+
+
+@av
+def stamping(x):
+    out = torch.empty(x.shape[0])
+    for k in range(x.shape[0]):
+        out[k] = x[k].sum() + time.monotonic_ns() % 1    # a different value every call
+        os.getpid()                                      # a module builtin nobody vouches for
+    return out
+
+
+def test_effects_behind_partials_and_module_builtins(capsys):
+    # functools.partial(print) prints; os/time builtins may act or change between iterations: a
+    # batched rewrite must not call them once (or with a batched tensor)
+    x = rand(N, 3)
+    want = printing_through_partial.__wrapped__(x)
+    want_text = capsys.readouterr().out
+    got = printing_through_partial(x)
+    assert capsys.readouterr().out == want_text and "Batched" not in want_text
+    assert_same(want, got)
+    ex = explain(printing_through_partial, x)
+    assert ex.path == "python" and "side effects" in ex.loops[0].reason
+    assert_same(stamping.__wrapped__(x), stamping(x))
+    ex = explain(stamping, x)
+    assert ex.path == "python" and "cannot tell" in ex.loops[0].reason
 
 
 @av
