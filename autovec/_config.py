@@ -25,6 +25,8 @@ def env(name: str) -> str:
 
 
 _FALSE = ("", "0", "false", "no", "off")
+_DISABLE_KEY = os.fsencode("AUTOVEC_DISABLE") if os.name != "nt" else "AUTOVEC_DISABLE"
+_CHECK_KEY = os.fsencode("AUTOVEC_CHECK") if os.name != "nt" else "AUTOVEC_CHECK"
 
 
 def _env_flag(name: str) -> bool:
@@ -40,6 +42,9 @@ class _Switches:
 
     def plain(self) -> bool:
         """Neither AUTOVEC_DISABLE nor checking is on (the hot path's one question)."""
+        if isinstance(_RAW, dict) and _RAW.get(_DISABLE_KEY) is None and (
+                self.check_override is False or self.check_override is None and _RAW.get(_CHECK_KEY) is None):
+            return True   # neither variable is set: two dictionary lookups
         return not self.disabled and not self.check
 
     @property

@@ -76,6 +76,37 @@ def _storage(t: torch.Tensor):
         return None
 
 
+_OUTSIDE = ("the loop's indices run outside an indexed tensor (the loop decides what happens: wrap-around "
+            "or IndexError)")
+
+
+def _no_aliasing(written, mapped, tensors, free_tensors, free, calls):
+    """Outputs share no memory with each other or with any tensor the loop reads (also inside
+    lists, dicts, modules and objects it reads), except a tensor read at the very index it writes."""
+    same_index = {id(t) for t, d, off, flag in mapped if flag}
+    readable = tensors + free_tensors + [t for t in _reachable_tensors(
+        [v for v in free if not isinstance(v, torch.Tensor)] + list(calls)) if t is not None]
+    ptrs: dict = {}
+
+    def ptr(t):
+        p = ptrs.get(id(t), ptrs)
+        if p is ptrs:
+            p = ptrs[id(t)] = _storage(t)
+        return p
+    for w in written:
+        pw = ptr(w)
+        if pw is None:
+            continue
+        for r in readable:
+            if r is w and id(r) in same_index:
+                continue
+            if ptr(r) == pw:
+                raise GuardFailed("an output shares memory with a tensor the loop reads")
+        for w2 in written:
+            if w2 is not w and ptr(w2) == pw:
+                raise GuardFailed("two outputs share memory")
+
+
 class FunctionRuntime:
     """Shared by every rewritten loop of one function (the `_av` name in generated code)."""
 
@@ -84,6 +115,8 @@ class FunctionRuntime:
         self.matches = matches            # loop id -> lowering.Match
         self.failures: dict = {}          # (loop id, signature) -> reason
         self.succeeded: set = set()       # (loop id, signature) seen working
+        self.sig_ids: dict = {}           # (loop id, signature tuple) -> the small int that stands for it
+        self.bcast: dict = {}             # (loop id, signature, tag) -> how the slices broadcast
         self.checked: set = set()         # (loop id, signature, mode) probe passed
         self.events: list | None = None   # set by explain to record decisions
         self.bad_modes: set = set()       # (loop id, signature, mode) whose check failed
@@ -116,6 +149,21 @@ class FunctionRuntime:
         """First, cheap decision from the iteration space alone (trip count, cost model):
         a pending state for `guard`, or None for the Python loop."""
         m = self.matches[loop_id]
+        if type(space) is range and self.events is None and not self.strict and m.plan.space.kind == "range":
+            # the steady state: one decision per loop and power-of-two bucket of trip counts
+            n = len(space)
+            forced = cost.min_trip(None)
+            if forced is None:
+                ok = self.decisions.get((loop_id, n.bit_length()))
+                if ok is None:
+                    ok = self.decisions[(loop_id, n.bit_length())] = cost.worth(
+                        m.strategy, n, cost.estimate(m.strategy, n, self.ops.get(loop_id, 1)))
+            else:
+                ok = n >= max(forced, 1)
+            if not ok:
+                return None
+            start = space.start
+            return (loop_id, m, m.plan, space, (), None, n, start, space.step, start, None)
         try:
             return self._space(loop_id, m, m.plan, space)
         except GuardFailed as e:
@@ -184,93 +232,110 @@ class FunctionRuntime:
         return (loop_id, m, plan, space, sources, levels, n, start, step, first, est)
 
     def _guard(self, pending, mapped, free, calls, writes):
+        """Every check of the rewrite's assumptions for these values, in one pass (this runs on
+        every vectorized call): indexed and written tensors within the loop's indices, types,
+        one device, no aliasing between outputs and inputs, pure callees, and gradients only
+        where the batched form gives the loop's. The signature (types, dtypes, ranks, devices,
+        requires_grad) is interned as a small int that keys every per-signature cache."""
         loop_id, m, plan, space, sources, levels, n, start, step, first, estimate = pending
-        last = start + (n - 1) * step
-        span = (min(start, last), abs(step), n)   # bounds are checked on the lowest and highest index
+        Tensor = torch.Tensor
+        if levels is None:
+            last = start + (n - 1) * step
+            lo = min(start, last)                  # bounds are checked on the lowest and highest index
+            hi = lo + (n - 1) * (step if step > 0 else -step)
+        sig = []
         tensors = []
+        cpu = True
         for t, d, off, _ in mapped:
-            if not isinstance(t, torch.Tensor):
+            if not isinstance(t, Tensor):
                 raise GuardFailed(f"an indexed value is a {type(t).__name__}, not a tensor")
-            spec = d if levels is not None else ((0, d, off),)
-            for lv, p, o in spec:
-                st, sp, k = levels[lv] if levels is not None else span
-                if t.dim() <= p or st + o < 0 or st + o + (k - 1) * sp >= t.shape[p]:
-                    raise GuardFailed("the loop's indices run outside an indexed tensor (the loop "
-                                      "decides what happens: wrap-around or IndexError)")
+            k = t.dim()
+            if levels is None:
+                if k <= d or lo + off < 0 or hi + off >= t.shape[d]:
+                    raise GuardFailed(_OUTSIDE)
+            else:
+                for lv, p, o in d:
+                    st, sp, kk = levels[lv]
+                    if k <= p or st + o < 0 or st + o + (kk - 1) * sp >= t.shape[p]:
+                        raise GuardFailed(_OUTSIDE)
+            if t.is_cpu:
+                sig.append(("T", t.dtype, k, "cpu", t.requires_grad))
+            else:
+                cpu = False
+                sig.append(("T", t.dtype, k, t.device.type, t.requires_grad))
             tensors.append(t)
+        grad = torch.is_grad_enabled()
+        for s in sources:
+            if isinstance(s, Tensor):
+                tensors.append(s)
+                cpu = cpu and s.is_cpu
+            else:
+                tensors.extend(s)
+                cpu = cpu and all(e.is_cpu for e in s)
+                if grad and any(e.requires_grad for e in s):
+                    raise GuardFailed("the loop runs over a list of tensors that require grad: stacking them "
+                                      "would give every element a gradient (zeros where the loop leaves "
+                                      "`.grad` None)")
+            if levels is None:
+                sig.append(_sig(s))
+        free_tensors = []
+        for v in free:
+            if isinstance(v, Tensor):
+                free_tensors.append(v)
+                cpu = cpu and v.is_cpu
+            sig.append(_sig(v))
         written = []
         for w in writes:
-            if w[0] == "store":
-                t, d, off = w[1], w[2], w[3]
-                if not isinstance(t, torch.Tensor):
+            kind, t = w[0], w[1]
+            sig.append(_sig(t))
+            if kind == "store":
+                if not isinstance(t, Tensor):
                     raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")
-                spec = [(lv, lv, o) for lv, o in off] if levels is not None else [(0, d, off)]
-                for lv, p, o in spec:
-                    st, sp, k = levels[lv] if levels is not None else span
-                    if t.dim() <= p or st + o < 0 or st + o + (k - 1) * sp >= t.shape[p]:
+                d, off = w[2], w[3]
+                k = t.dim()
+                if levels is None:
+                    if k <= d or lo + off < 0 or hi + off >= t.shape[d]:
                         raise GuardFailed("the loop writes outside its output tensor")
-                if t.requires_grad and t.is_leaf and torch.is_grad_enabled():
+                else:
+                    for lv, o in off:
+                        st, sp, kk = levels[lv]
+                        if k <= lv or st + o < 0 or st + o + (kk - 1) * sp >= t.shape[lv]:
+                            raise GuardFailed("the loop writes outside its output tensor")
+                if grad and t.requires_grad and t.is_leaf:
                     raise GuardFailed("the output is a leaf tensor that requires grad (the loop raises)")
-                if _overlapping(t):
+                if not t.is_contiguous() and _overlapping(t):
                     raise GuardFailed("the output has rows that share memory (an expanded tensor)")
                 written.append(t)
-            elif w[0] == "list":
-                if type(w[1]) is not list:
-                    raise GuardFailed(f"`.append` is called on a {type(w[1]).__name__}, not a list")
-            elif w[0] == "scatter":
-                if not isinstance(w[1], torch.Tensor):
-                    raise GuardFailed(f"the written value is a {type(w[1]).__name__}, not a tensor")
-                if w[1].requires_grad and w[1].is_leaf and torch.is_grad_enabled():
+            elif kind == "list":
+                if type(t) is not list:
+                    raise GuardFailed(f"`.append` is called on a {type(t).__name__}, not a list")
+            elif kind == "scatter":
+                if not isinstance(t, Tensor):
+                    raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")
+                if grad and t.requires_grad and t.is_leaf:
                     raise GuardFailed("the output is a leaf tensor that requires grad (the loop raises)")
-                written.append(w[1])
-            elif w[0] == "cat":
-                if not isinstance(w[1], torch.Tensor):
-                    raise GuardFailed(f"torch.cat onto a {type(w[1]).__name__}")
-            elif w[0] == "best":
-                if not isinstance(w[1], _NUMBER + (torch.Tensor,)):
-                    raise GuardFailed(f"the tracked best value is a {type(w[1]).__name__}")
-            elif w[0] == "accum":
-                acc = w[1]
-                if not isinstance(acc, _NUMBER + (torch.Tensor,)):
-                    raise GuardFailed(f"the accumulator is a {type(acc).__name__}")
-                if isinstance(acc, torch.Tensor) and w[2]:
-                    written.append(acc)
-        free_tensors = [v for v in free if isinstance(v, torch.Tensor)]
-        for s in sources:
-            tensors.extend(s if isinstance(s, (list, tuple)) else [s])
-            if isinstance(s, (list, tuple)) and torch.is_grad_enabled() and any(e.requires_grad for e in s):
-                raise GuardFailed("the loop runs over a list of tensors that require grad: stacking them would "
-                                  "give every element a gradient (zeros where the loop leaves `.grad` None)")
-
-        everything = tensors + free_tensors + written
-        if any(not t.is_cpu for t in everything):
+                written.append(t)
+            elif kind == "cat":
+                if not isinstance(t, Tensor):
+                    raise GuardFailed(f"torch.cat onto a {type(t).__name__}")
+            elif kind == "best":
+                if not isinstance(t, _NUMBER + (Tensor,)):
+                    raise GuardFailed(f"the tracked best value is a {type(t).__name__}")
+            elif kind == "accum":
+                if not isinstance(t, _NUMBER + (Tensor,)):
+                    raise GuardFailed(f"the accumulator is a {type(t).__name__}")
+                if isinstance(t, Tensor) and w[2]:
+                    written.append(t)
+        if written:
+            cpu = cpu and all(t.is_cpu for t in written)
+        everything = None
+        if not cpu:
+            everything = tensors + free_tensors + written
             devices = {t.device for t in everything if t.dim() > 0 or not t.is_cpu}
             if len(devices) > 1:
                 raise GuardFailed(f"tensors on several devices ({', '.join(sorted(map(str, devices)))})")
-        space = space if levels is None else ()
         if written:
-            same_index = {id(t) for t, d, off, flag in mapped if flag}
-            readable = tensors + free_tensors + [t for t in _reachable_tensors(
-                [v for v in free if not isinstance(v, torch.Tensor)] + list(calls)) if t is not None]
-            ptrs: dict = {}
-
-            def ptr(t):
-                p = ptrs.get(id(t), ptrs)
-                if p is ptrs:
-                    p = ptrs[id(t)] = _storage(t)
-                return p
-            for w in written:
-                pw = ptr(w)
-                if pw is None:
-                    continue
-                for r in readable:
-                    if r is w and id(r) in same_index:
-                        continue
-                    if ptr(r) == pw:
-                        raise GuardFailed("an output shares memory with a tensor the loop reads")
-                for w2 in written:
-                    if w2 is not w and ptr(w2) == pw:
-                        raise GuardFailed("two outputs share memory")
+            _no_aliasing(written, mapped, tensors, free_tensors, free, calls)
         for c in calls:
             bad = why_impure(c)
             if bad:
@@ -278,25 +343,23 @@ class FunctionRuntime:
         selects = self.selects.get(loop_id)
         if selects is None:
             selects = self.selects[loop_id] = bool(plan.branches or _selects_rows(plan))
-        if selects and torch.is_grad_enabled() and (
-                any(t.requires_grad for t in everything)
-                or any(isinstance(c, torch.nn.Module) and any(p.requires_grad for p in c.parameters())
-                       for c in calls)):
-            # where() computes both sides; a side masked out can still send NaN or inf into
-            # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes
-            raise GuardFailed("data-dependent branches or selected iterations with tensors that require grad "
-                              "keep the Python loop (unselected iterations of the batched form could give NaN "
-                              "gradients where the loop computes none)")
-        sig = tuple(_sig(v) for v in (*[t for t, *_ in mapped], *space_sig(space), *free,
-                                      *[w[1] for w in writes]))
-        key = (loop_id, sig)
-        if key in self.failures:
-            raise GuardFailed(f"an earlier call with the same signature failed: {self.failures[key]}")
-        tok = Token(self, loop_id, m, n, start, step, first, [t for t, *_ in mapped],
-                    [(d, off) for _, d, off, _ in mapped], sources, free_tensors, sig)
-        tok.levels = levels
-        tok.estimate = estimate
-        return tok
+        if selects and grad:
+            everything = everything or tensors + free_tensors + written
+            if (any(t.requires_grad for t in everything)
+                    or any(isinstance(c, torch.nn.Module) and any(p.requires_grad for p in c.parameters())
+                           for c in calls)):
+                # where() computes both sides; a side masked out can still send NaN or inf into
+                # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes
+                raise GuardFailed("data-dependent branches or selected iterations with tensors that require "
+                                  "grad keep the Python loop (unselected iterations of the batched form could "
+                                  "give NaN gradients where the loop computes none)")
+        key = (loop_id, tuple(sig))
+        sid = self.sig_ids.get(key)
+        if sid is None:
+            sid = self.sig_ids[key] = len(self.sig_ids)
+        if (loop_id, sid) in self.failures:
+            raise GuardFailed(f"an earlier call with the same signature failed: {self.failures[(loop_id, sid)]}")
+        return Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
 
     def failed(self, loop_id, tok, exc):
         if isinstance(exc, NotVectorizable):
@@ -1116,14 +1179,21 @@ def space_sig(space):
 class Token:
     """One vectorized execution of one loop."""
 
-    def __init__(self, rt, loop_id, match, n, start, step, first, mapped, dims, sources, free_tensors, sig):
+    def __init__(self, rt, loop_id, match, n, start, step, first, mapped, sources, free_tensors, sig,
+                 levels=None, estimate=None):
+        """`mapped`: the guard's ((tensor, dim or level spec, offset, same-index flag), ...)."""
         self.rt, self.loop_id, self.match = rt, loop_id, match
         self.n, self.start, self.step, self.first = n, start, step, first
-        self.mapped, self.dims, self.sources = mapped, dims, sources
+        self.raw, self.sources = mapped, sources
         self.free_tensors, self.sig = free_tensors, sig
+        self.levels, self.estimate = levels, estimate
         self._rows = {}
 
-    levels = None
+    # per-run state, set by run() and the scan helpers
+    tag = ""
+    scan_free = True
+    extra = ()
+    lazy_lists = False
 
     def rows(self, offset, level=None):
         """The rows a loop touches at `offset`, in ascending order (a reversed loop's too)."""
@@ -1150,12 +1220,28 @@ class Token:
             return o
         return o.flip(0)
 
-    def shares_input(self, o):
-        inputs = list(self.mapped) + list(self.free_tensors)
+    def _is_input(self, o):
+        for m in self.raw:
+            if m[0] is o:
+                return True
+        for t in self.free_tensors:
+            if t is o:
+                return True
+        for s in self.sources:
+            if s is o or isinstance(s, (list, tuple)) and any(e is o for e in s):
+                return True
+        return False
+
+    def _all_inputs(self):
+        inputs = [t for t, *_ in self.raw] + list(self.free_tensors)
         for s in self.sources:
             inputs.extend(s if isinstance(s, (list, tuple)) else [s])
-        if not o._is_view() and all(o is not t for t in inputs):
+        return inputs
+
+    def shares_input(self, o):
+        if not o._is_view() and not self._is_input(o):
             return False   # a new tensor that is no view owns its storage
+        inputs = self._all_inputs()
         ptr = _storage(o)
         if ptr is None:
             return False
@@ -1172,7 +1258,7 @@ class Token:
         plan = self.match.plan
         if self.levels is not None:
             out = []
-            for t, (spec, _) in zip(self.mapped, self.dims):
+            for t, spec, _, _ in self.raw:
                 for lv, p, off in spec:
                     r = self.rows(off, lv)
                     if r.start != 0 or r.stop != t.shape[p] or r.step != 1:
@@ -1187,20 +1273,33 @@ class Token:
                     dims.append(p - sum(1 for l2, p2, _ in spec if l2 < lv and p2 < p))
                 out.append((t, tuple(dims)))
             return out
+        if not self.sources:
+            # a range loop: each input is its tensor, or the rows the loop reads from it
+            n, step, start = self.n, self.step, self.start
+            out = []
+            for t, d, off, _ in self.raw:
+                if step != 1 or start + off != 0 or t.shape[d] != n:
+                    rows = self.rows(off)
+                    if rows.start != 0 or rows.stop != t.shape[d] or rows.step != 1:
+                        t = t[(slice(None),) * d + (rows,)]
+                    if step < 0:
+                        t = t.flip(d)   # iteration order
+                out.append((t, d))
+            return out
         by_source = {}
         for (target, _), s in zip(plan.space.elements, self.sources):
-            if isinstance(s, (list, tuple)) and getattr(self, "lazy_lists", False):
+            if isinstance(s, (list, tuple)) and self.lazy_lists:
                 by_source[target] = _Rows(s, self.n)   # stacked a chunk at a time by _run_chunked
                 continue
             t = torch.stack(list(s)) if isinstance(s, (list, tuple)) else s
             by_source[target] = t[: self.n] if t.shape[0] != self.n else t
-        it = iter(zip(self.mapped, self.dims))
+        it = iter(self.raw)
         out = []
         for mp in plan.mapped:
             if mp.param in by_source and any(t == mp.param for t, _ in plan.space.elements):
                 out.append((by_source[mp.param], 0))
                 continue
-            t, (d, off) = next(it)
+            t, d, off, _ = next(it)
             rows = self.rows(off)
             if rows.start != 0 or rows.stop != t.shape[d] or rows.step != 1:
                 t = t[(slice(None),) * d + (rows,)]
@@ -1225,7 +1324,7 @@ class Token:
 
     def add_scan(self, prefix, py):
         """Running values of an accumulator, passed to the body as one more per-iteration input."""
-        self.extra = getattr(self, "extra", []) + [(prefix, py)]
+        self.extra = list(self.extra) + [(prefix, py)]
 
     def scan_final(self, j):
         prefix, py = self.extra[j]
@@ -1288,6 +1387,8 @@ class Token:
     def _chunk_rows(self):
         """Rows per chunk when the loop runs over a large list of tensors (stacking it whole and
         materialising every step would be slower than the loop), else 0."""
+        if not self.sources:
+            return 0
         lists = [s for s in self.sources if isinstance(s, (list, tuple))]
         if not lists or self.match.plan.index_as_value or self.step != 1 or not self._chunkable():
             return 0
@@ -1308,7 +1409,7 @@ class Token:
         need = per * self.n
         if need <= _MEMORY_FLOOR and rt.memory_budget is None:
             return 0
-        device = self.mapped[0].device if self.mapped else None
+        device = self.raw[0][0].device if self.raw else None
         budget = rt.memory_budget or default_budget(device)
         if not budget or need <= budget:
             return 0
@@ -1385,20 +1486,20 @@ class Token:
 
     def _broadcast(self, body, inputs, device):
         n = self.n
-        moved = [t.movedim(d, 0) if d else t for t, d in inputs]
-        dims = [t.dim() for t in moved]
-        r = max(dims) - 1
-        if any(t.dim() > r for t in self.free_tensors):
-            raise GuardFailed("a loop-invariant tensor has more dimensions than the slices")
-        args = [t if k == r + 1 else t.reshape(n, *([1] * (r + 1 - k)), *t.shape[1:]) for t, k in zip(moved, dims)]
+        key = (self.loop_id, self.sig, self.tag)
+        recipe = self.rt.bcast.get(key)
+        if recipe is None:
+            recipe = self.rt.bcast[key] = self._broadcast_recipe(inputs)
+        if isinstance(recipe, str):
+            raise GuardFailed(recipe)
+        r, ones, pos = recipe
+        args = []
+        for (t, d), k in zip(inputs, ones):
+            if d:
+                t = t.movedim(d, 0)
+            args.append(t.reshape(n, *([1] * k), *t.shape[1:]) if k else t)
         if self.match.plan.index_as_value:
             args.append(self._index(device).reshape(n, *([1] * r)))
-        # compute where the widest slice keeps its loop dimension (x[:, i]: dimension 1), so
-        # the elementwise kernels and the final copy run in that tensor's own memory order
-        widest = dims.index(r + 1)
-        pos = inputs[widest][1] if inputs[widest][0].dim() == r + 1 else 0
-        if pos and any(t.dim() > r - pos for t in self.free_tensors):
-            pos = 0
         if pos:
             args = [a.movedim(0, pos) for a in args]
         outs = body(*args)
@@ -1406,6 +1507,21 @@ class Token:
             if not isinstance(o, torch.Tensor) or o.dim() != r + 1 or o.shape[pos] != n:
                 raise GuardFailed("an output does not keep the batch dimension")
         return tuple(o.movedim(pos, 0) for o in outs) if pos else outs
+
+    def _broadcast_recipe(self, inputs):
+        """How the slices line up for broadcasting, from their ranks alone (so once per signature):
+        (rank of one iteration, size-1 dimensions each input needs after its loop dimension, the
+        dimension that keeps the loop), or the reason it cannot."""
+        dims = [t.dim() for t, _ in inputs]
+        r = max(dims) - 1
+        if any(t.dim() > r for t in self.free_tensors):
+            return "a loop-invariant tensor has more dimensions than the slices"
+        # compute where the widest slice keeps its loop dimension (x[:, i]: dimension 1), so
+        # the elementwise kernels and the final copy run in that tensor's own memory order
+        pos = inputs[dims.index(r + 1)][1]
+        if pos and any(t.dim() > r - pos for t in self.free_tensors):
+            pos = 0
+        return r, tuple(r + 1 - k for k in dims), pos
 
     def _direct(self, fn, inputs):
         """Batched inputs with the loop dimensions first (in loop order) for the einsum forms."""
