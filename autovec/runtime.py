@@ -117,6 +117,8 @@ class FunctionRuntime:
         self.succeeded: set = set()       # (loop id, signature) seen working
         self.sig_ids: dict = {}           # (loop id, signature tuple) -> the small int that stands for it
         self.bcast: dict = {}             # (loop id, signature, tag) -> how the slices broadcast
+        self.nest_dims: dict = {}         # loop id -> vmap in_dims per level of each indexed tensor
+        self.perms: dict = {}             # (loop id, signature) -> loop dimensions first, per matmul input
         self.checked: set = set()         # (loop id, signature, mode) probe passed
         self.events: list | None = None   # set by explain to record decisions
         self.bad_modes: set = set()       # (loop id, signature, mode) whose check failed
@@ -149,21 +151,34 @@ class FunctionRuntime:
         """First, cheap decision from the iteration space alone (trip count, cost model):
         a pending state for `guard`, or None for the Python loop."""
         m = self.matches[loop_id]
-        if type(space) is range and self.events is None and not self.strict and m.plan.space.kind == "range":
+        kind = m.plan.space.kind
+        if self.events is None and not self.strict and kind != "elements":
             # the steady state: one decision per loop and power-of-two bucket of trip counts
-            n = len(space)
-            forced = cost.min_trip(None)
-            if forced is None:
-                ok = self.decisions.get((loop_id, n.bit_length()))
-                if ok is None:
-                    ok = self.decisions[(loop_id, n.bit_length())] = cost.worth(
-                        m.strategy, n, cost.estimate(m.strategy, n, self.ops.get(loop_id, 1)))
+            if kind == "range":
+                n, levels = len(space), None
+                start, step = space.start, space.step
             else:
-                ok = n >= max(forced, 1)
-            if not ok:
-                return None
-            start = space.start
-            return (loop_id, m, m.plan, space, (), None, n, start, space.step, start, None)
+                n, levels = 1, []
+                for r in space:
+                    if r.step <= 0:
+                        break      # refused, with its reason, below
+                    k = len(r)
+                    levels.append((r.start, r.step, k))
+                    n *= k
+                else:
+                    start, step = levels[0][0], levels[0][1]
+            if levels is None or len(levels) == len(space):
+                forced = cost.min_trip(None)
+                if forced is None:
+                    ok = self.decisions.get((loop_id, n.bit_length()))
+                    if ok is None:
+                        ok = self.decisions[(loop_id, n.bit_length())] = cost.worth(
+                            m.strategy, n, cost.estimate(m.strategy, n, self.ops.get(loop_id, 1)))
+                else:
+                    ok = n >= max(forced, 1)
+                if not ok:
+                    return None
+                return (loop_id, m, m.plan, space, (), levels, n, start, step, start, None)
         try:
             return self._space(loop_id, m, m.plan, space)
         except GuardFailed as e:
@@ -440,14 +455,16 @@ class FunctionRuntime:
         """New contents of `region` (the written rows, loop dimension at `dim`; `lead` loop
         dimensions for a nest) after the loop's `out[.., i, ..] = v` (or `op=`) for the
         per-iteration values `o` (n, *V)."""
-        n = tuple(o.shape[:lead])
-        slot = region.shape[:dim] + region.shape[dim + lead:]
-        v = o.shape[lead:]
-        while len(v) > len(slot) and v[0] == 1:  # setitem drops leading 1s
-            v = v[1:]
-        if len(v) > len(slot):
-            raise GuardFailed(f"a value of shape {tuple(o.shape[lead:])} does not fit `{tuple(slot)}`")
-        o = o.reshape(*n, *([1] * (len(slot) - len(v))), *v).expand(*n, *slot)
+        shape = o.shape
+        n = shape[:lead]
+        slot = region.shape[:dim] + region.shape[dim + lead:] if dim else region.shape[lead:]
+        v = shape[lead:]
+        if v != slot:
+            while len(v) > len(slot) and v[0] == 1:  # setitem drops leading 1s
+                v = v[1:]
+            if len(v) > len(slot):
+                raise GuardFailed(f"a value of shape {tuple(o.shape[lead:])} does not fit `{tuple(slot)}`")
+            o = o.reshape(*n, *([1] * (len(slot) - len(v))), *v).expand(*n, *slot)
         if o.is_complex() and not region.is_complex():
             raise GuardFailed("complex values written into a real tensor")
         o = o.movedim(0, dim) if dim else o
@@ -1172,6 +1189,20 @@ class _ByteCounter(torch.utils._python_dispatch.TorchDispatchMode):
         return out
 
 
+def _nest_in_dims(spec, levels):
+    """vmap in_dims per loop level of a tensor indexed at `spec` ((level, position, offset), ...):
+    where that level's index sits once the outer levels' dimensions are gone, or None."""
+    dims = []
+    for lv in range(levels):
+        hit = [p for l2, p, _ in spec if l2 == lv]
+        if not hit:
+            dims.append(None)
+            continue
+        p = hit[0]
+        dims.append(p - sum(1 for l2, p2, _ in spec if l2 < lv and p2 < p))
+    return tuple(dims)
+
+
 def space_sig(space):
     return () if isinstance(space, range) else tuple(space)
 
@@ -1257,21 +1288,20 @@ class Token:
         """(tensor, in_dim) per body parameter, in the plan's order (for a nest: in_dims per level)."""
         plan = self.match.plan
         if self.levels is not None:
+            levels = self.levels
+            nest_dims = self.rt.nest_dims.get(self.loop_id)
+            if nest_dims is None:
+                nest_dims = self.rt.nest_dims[self.loop_id] = [_nest_in_dims(spec, len(levels))
+                                                               for _, spec, _, _ in self.raw]
             out = []
-            for t, spec, _, _ in self.raw:
+            for (t, spec, _, _), dims in zip(self.raw, nest_dims):
                 for lv, p, off in spec:
-                    r = self.rows(off, lv)
-                    if r.start != 0 or r.stop != t.shape[p] or r.step != 1:
-                        t = t[(slice(None),) * p + (r,)]
-                dims = []
-                for lv in range(len(self.levels)):
-                    hit = [(p, l2) for l2, p, _ in spec if l2 == lv]
-                    if not hit:
-                        dims.append(None)
-                        continue
-                    p = hit[0][0]
-                    dims.append(p - sum(1 for l2, p2, _ in spec if l2 < lv and p2 < p))
-                out.append((t, tuple(dims)))
+                    st, sp, k = levels[lv]
+                    if sp != 1 or st + off != 0 or t.shape[p] != k:
+                        r = self.rows(off, lv)
+                        if r.start != 0 or r.stop != t.shape[p] or r.step != 1:
+                            t = t[(slice(None),) * p + (r,)]
+                out.append((t, dims))
             return out
         if not self.sources:
             # a range loop: each input is its tensor, or the rows the loop reads from it
@@ -1525,16 +1555,20 @@ class Token:
 
     def _direct(self, fn, inputs):
         """Batched inputs with the loop dimensions first (in loop order) for the einsum forms."""
-        args = []
-        for mp, (t, d) in zip(self.match.plan.mapped, inputs):
-            if self.levels is None:
-                args.append(t.movedim(d, 0) if d else t)
-            else:
-                pos = [p for _, p, _ in sorted(mp.levels)]
-                rest = [k for k in range(t.dim()) if k not in pos]
-                args.append(t.permute(*pos, *rest) if pos + rest != list(range(t.dim())) else t)
-        outs = fn(*args, self.level_sizes())
-        sizes = tuple(self.level_sizes())
+        if self.levels is None:
+            args = [t.movedim(d, 0) if d else t for t, d in inputs]
+        else:
+            perms = self.rt.perms.get((self.loop_id, self.sig))
+            if perms is None:
+                perms = self.rt.perms[(self.loop_id, self.sig)] = []
+                for mp, (t, _) in zip(self.match.plan.mapped, inputs):
+                    pos = [p for _, p, _ in sorted(mp.levels)]
+                    rest = [k for k in range(t.dim()) if k not in pos]
+                    perms.append(None if pos + rest == list(range(t.dim())) else (*pos, *rest))
+            args = [t if pm is None else t.permute(*pm) for (t, _), pm in zip(inputs, perms)]
+        sizes = self.level_sizes()
+        outs = fn(*args, sizes)
+        sizes = tuple(sizes)
         for o in outs:
             if not isinstance(o, torch.Tensor) or tuple(o.shape[:len(sizes)]) != sizes:
                 raise GuardFailed("a product does not keep the loop dimensions")

@@ -284,3 +284,62 @@ def test_list_of_tensors_in_chunks_with_gradients(monkeypatch):
     assert explain(normalize, images, mean, std).path == "vectorized"
     assert_equivalent(normalize, images, mean, std, grad=True)
     assert_equivalent(normalize, [im.requires_grad_() for im in images], mean, std, grad=True)
+
+
+class _CountCopies(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the copies into existing tensors (`out[...] = batch`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.copies = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.copies += func is torch.ops.aten.copy_.default
+        return func(*args, **(kwargs or {}))
+
+
+def _fill_for(x, y):
+    out = torch.empty_like(x)
+    for k in range(x.shape[0]):
+        out[k] = x[k] * 2 + y[k]
+    return out
+
+
+def _fill_while(x, y):
+    out = torch.empty_like(x)
+    n = x.shape[0]
+    k = 0
+    while k < n:
+        out[k] = x[k] * 2 + y[k]
+        k += 1
+    return out
+
+
+def _fill_nest(x, y):
+    out = torch.zeros(x.shape[0], y.shape[0])
+    for i in range(x.shape[0]):
+        for j in range(y.shape[0]):
+            out[i, j] = torch.dot(x[i], y[j])
+    return out
+
+
+def _fill_part(x, y):
+    out = torch.zeros_like(x)
+    for k in range(1, x.shape[0]):     # row 0 keeps its zeros: the output is copied into
+        out[k] = x[k] * 2 + y[k]
+    return out
+
+
+@pytest.mark.parametrize("fn, copies", [(_fill_for, 0), (_fill_while, 0), (_fill_nest, 0), (_fill_part, 1)])
+def test_a_fresh_output_written_everywhere_becomes_the_batch(fn, copies):
+    # for, while and nested loops: no copy of the batch into `out` when the loop overwrites all of it
+    x, y = torch.randn(6, 3), torch.randn(6, 3)
+    fast = autovec(fn)
+    want = fn(x, y)
+    fast(x, y)
+    counter = _CountCopies()
+    with counter:
+        got = fast(x, y)
+    torch.testing.assert_close(got, want)
+    assert counter.copies == copies
+    assert explain(fast, x, y).path == "vectorized"

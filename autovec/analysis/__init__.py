@@ -52,7 +52,7 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
             plan = None
             if len(levels) > 1:
                 try:
-                    plan = plan_nest(levels, ctx, loop_id)
+                    plan = _with_consumers(plan_nest(levels, ctx, loop_id), node, ctx)
                     for _, _, inner in levels[1:]:
                         nest_inner[id(inner)] = node.lineno
                 except Refuse as r:
@@ -76,7 +76,7 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
                 consumer, cnode = _generator_consumer(node, ctx)
                 plan = plan_comprehension(node, consumer, cnode, ctx, loop_id)
             else:
-                plan = plan_while(node, ctx, loop_id)
+                plan = _with_consumers(plan_while(node, ctx, loop_id), node, ctx)
         except Refuse as r:
             step = None
             if isinstance(node, ast.For) and not blocked:
