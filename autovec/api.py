@@ -130,6 +130,7 @@ class FunctionState:
         self.runtime = FunctionRuntime(cap.qualname, matches)
         self.runtime.steps = {info.step.loop_id: Stepping(info.step, self.fallback) for info in steps}
         self.runtime.layouts = {info.plan.loop_id: low.layout for info, low in pieces}
+        self.runtime.batchable = {info.plan.loop_id: low.body for info, low in pieces if low.body is not None}
         self.runtime.ops = {info.plan.loop_id: _count_ops(info.plan) for info, _ in pieces}
         self.runtime.strict = self.strict
         self.runtime.memory_budget = self.memory_budget
@@ -329,6 +330,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
     a, k = clone_args(args, kwargs)
     rt.events = []
     rt.chunked.clear()
+    rt.batched_seen.clear()
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             state.compiled(*a, **k)
@@ -368,6 +370,15 @@ def explain(fn, *args, **kwargs) -> Explanation:
             ex.notes.append(f"line {lineno}: this call runs the loop body as a torch.compile'd step{took}{timing}")
         else:
             ex.notes.append(f"line {lineno}: not compiled for this call: {reason}")
+    for loop_id, code in rt.batched_seen.items():
+        lineno = rt.matches[loop_id].plan.lineno
+        if last.get(loop_id) != "vectorized":
+            continue
+        if isinstance(code, str):
+            ex.notes.append(f"line {lineno}: ran under vmap (no whole-batch form: {code})")
+        else:
+            ex.notes.append(f"line {lineno}: ran as whole-batch torch operations (no vmap), batch first:\n"
+                            + code.source)
     for loop_id, (chunks, rows, need, budget) in rt.chunked.items():
         ex.notes.append(f"line {rt.matches[loop_id].plan.lineno}: ran in {chunks} chunks of {rows} iterations "
                         f"(all at once would need about {_mib(need)} for intermediates; the memory budget is "

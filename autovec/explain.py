@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-
 @dataclass(frozen=True)
 class LoopReport:
     lineno: int
@@ -42,7 +41,9 @@ class Explanation:
                 est = ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in self.estimate.items())
                 out.append(f"  estimated: {est}")
         for note in self.notes:
-            out.append(f"  note: {note}")
+            first, *rest = note.splitlines() or [""]
+            out.append(f"  note: {first}")
+            out.extend("      " + line for line in rest)
         if self.diff:
             out.append("  rewritten source:")
             out.extend("    " + line for line in self.rewritten_source.splitlines())

@@ -118,6 +118,9 @@ class FunctionRuntime:
         self.sig_ids: dict = {}           # (loop id, signature tuple) -> the small int that stands for it
         self.bcast: dict = {}             # (loop id, signature, tag) -> how the slices broadcast
         self.nest_dims: dict = {}         # loop id -> vmap in_dims per level of each indexed tensor
+        self.batchable: dict = {}         # loop id -> (body def, runtime name) with a possible batched form
+        self.batched: dict = {}           # (loop id, signature) -> batching.BatchedBody, or why there is none
+        self.batched_seen: dict = {}      # loop id -> the batched body (or reason) explain's call met
         self.perms: dict = {}             # (loop id, signature) -> loop dimensions first, per matmul input
         self.checked: set = set()         # (loop id, signature, mode) probe passed
         self.events: list | None = None   # set by explain to record decisions
@@ -1189,6 +1192,11 @@ class _ByteCounter(torch.utils._python_dispatch.TorchDispatchMode):
         return out
 
 
+def _switch_on(name):
+    from ._config import env
+    return env(name).strip().lower() not in ("0", "false", "no", "off")
+
+
 def _nest_in_dims(spec, levels):
     """vmap in_dims per loop level of a tensor indexed at `spec` ((level, position, offset), ...):
     where that level's index sits once the outer levels' dimensions are gone, or None."""
@@ -1381,7 +1389,11 @@ class Token:
                 if rt.events is not None:
                     rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
                 return outs
-        modes = {"broadcast": ["broadcast", "vmap"], "matmul": ["direct", "vmap"]}.get(self.match.strategy, ["vmap"])
+        modes = {"broadcast": ["broadcast", "vmap"], "matmul": ["direct", "vmap"]}.get(self.match.strategy)
+        if modes is None:
+            # a body with a direct batched form runs without vmap's per-operation dispatch
+            modes = ["batched", "vmap"] if not tag and self.levels is None and \
+                self.loop_id in rt.batchable and _switch_on("AUTOVEC_BATCHED") else ["vmap"]
         errors = []
         for mode in modes:
             if (self.loop_id, self.sig, mode, tag) in rt.bad_modes and mode != modes[-1]:
@@ -1403,6 +1415,8 @@ class Token:
         raise GuardFailed("; ".join(errors))
 
     def _mode(self, mode, body, direct, inputs):
+        if mode == "batched":
+            return self._batched(body, inputs)
         if mode == "direct":
             return self._direct(direct, inputs)
         if mode == "broadcast":
@@ -1512,6 +1526,35 @@ class Token:
         self.rt.succeeded.add((self.loop_id, self.sig))
         self.rt.ran[self.loop_id] = mode
         self.rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
+        return outs
+
+    def _batched(self, body, inputs):
+        """The body rewritten into whole-batch operations for this signature (lowering/batched.py)."""
+        rt, n = self.rt, self.n
+        key = (self.loop_id, self.sig)
+        code = rt.batched.get(key)
+        args = [t.movedim(d, 0) if d else t for t, d in inputs]
+        if self.match.plan.index_as_value:
+            args.append(self._index(args[0].device if args else None))
+        if code is None:
+            from .batching import build
+            fdef, av = rt.batchable[self.loop_id]
+            code = rt.batched[key] = build(fdef, av, body, self._row_args(inputs, 0), args, n)
+        if rt.events is not None:
+            rt.batched_seen[self.loop_id] = code     # for explain: the batched body, or why there is none
+        if isinstance(code, str):
+            raise GuardFailed(f"no batched form: {code}")
+        try:
+            outs = code.bind(body)(*args, n)
+        except GuardFailed:
+            raise
+        except IndexError as e:
+            raise GuardFailed(f"the batched body raised IndexError: {e}", data=True) from None
+        except Exception as e:
+            raise GuardFailed(f"the batched body raised {type(e).__name__}: {e}") from None
+        for o in outs:
+            if not isinstance(o, torch.Tensor) or not o.dim() or o.shape[0] != n:
+                raise GuardFailed("a batched output does not keep the batch dimension")
         return outs
 
     def _broadcast(self, body, inputs, device):

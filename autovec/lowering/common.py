@@ -50,6 +50,7 @@ class Lowered:
     swaps: dict = field(default_factory=dict)
     display_swaps: dict = field(default_factory=dict)
     layout: tuple = ()
+    body: tuple | None = None     # (body def, runtime name): a body the batched mode may rewrite
 
 
 def _name(n: str, ctx=ast.Load) -> ast.Name:
@@ -527,7 +528,9 @@ except Exception as E:
     extra = {n.id for v in display_swaps.values() for n in ast.walk(v) if isinstance(n, ast.Name)}
     extra |= {result} if result else set()
     display = _drop_dead(display, extra)
-    return Lowered(m, stmts + [_branch(T, commit)], display, result, swaps, display_swaps, tuple(layout))
+    batchable = None if direct or m.strategy == "broadcast" or nest else (copy.deepcopy(body_def), AV)
+    return Lowered(m, stmts + [_branch(T, commit)], display, result, swaps, display_swaps, tuple(layout),
+                   batchable)
 
 
 def _tidy_display(stmts: list, O: str) -> list:

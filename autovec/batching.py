@@ -1,0 +1,191 @@
+"""Run-time side of batched bodies (lowering/batched.py): probe one iteration, write and compile
+the batched body for the signature, verify it on two rows, and bind it to each call's closure."""
+from __future__ import annotations
+
+import ast
+import builtins
+import types
+
+import torch
+
+from .lowering.batched import Unsupported, agrees, batched_def, fact_of, number_nodes, probe_def
+
+
+class _Helpers:
+    """`_avb` in batched bodies: the few operations with no one-call torch spelling."""
+
+    @staticmethod
+    def dim(d, rank):
+        if not isinstance(d, int) or isinstance(d, bool) or not -rank <= d < rank:
+            raise IndexError(f"dimension {d!r} out of range for a {rank}-d value")
+        return d + 1 if d >= 0 else d
+
+    @staticmethod
+    def take(x, idx):
+        """x_i[idx_i] for every row: one element (or sub-tensor) per row."""
+        rows = torch.arange(x.shape[0], device=x.device)
+        return x[rows, idx]
+
+    @staticmethod
+    def truth(c):
+        return c if c.dtype == torch.bool else c != 0
+
+    @staticmethod
+    def land(a, b):
+        return torch.logical_and(torch.as_tensor(a), torch.as_tensor(b))
+
+    @staticmethod
+    def lor(a, b):
+        return torch.logical_or(torch.as_tensor(a), torch.as_tensor(b))
+
+    @staticmethod
+    def bcast(v, n):
+        """A value the same in every iteration, as a batch (what vmap returns for it)."""
+        from .runtime import _as_tensor
+        t = v if isinstance(v, torch.Tensor) else _as_tensor(v)
+        return t.expand(n, *t.shape)
+
+    @staticmethod
+    def extreme(x, dims, is_max):
+        """x.max() / x.min() of every row (over `dims`), with their gradient."""
+        if torch.is_grad_enabled() and x.requires_grad:
+            return _EvenExtreme.apply(x, dims, is_max)
+        return x.amax(dims) if is_max else x.amin(dims)
+
+    @staticmethod
+    def mm(kind, a, la, b, lb, sizes):
+        from .runtime import mm
+        return mm(kind, a, la, b, lb, sizes)
+
+
+class _EvenExtreme(torch.autograd.Function):
+    """Per row, the gradient of a full max()/min(): shared evenly by the elements equal to the
+    result, or by the NaN elements when the result is NaN (torch's evenly_distribute_backward)."""
+
+    @staticmethod
+    def forward(ctx, x, dims, is_max):
+        v = x.amax(dims) if is_max else x.amin(dims)
+        ctx.save_for_backward(x, v)
+        ctx.dims = dims
+        return v
+
+    @staticmethod
+    def backward(ctx, g):
+        x, v = ctx.saved_tensors
+        shape = (-1,) + (1,) * len(ctx.dims)
+        value, grad = v.reshape(shape), g.reshape(shape)
+        mask = torch.where(value.isnan(), x.isnan(), x == value)
+        share = grad / mask.sum(ctx.dims, keepdim=True)
+        return torch.where(mask, share, torch.zeros((), dtype=share.dtype, device=share.device)), None, None
+
+
+_HELPER_CELLS = {"_avb": types.CellType(_Helpers), "_avb_torch": types.CellType(torch)}
+
+
+class BatchedBody:
+    """A compiled batched body for one signature, bound to each call's closure cells."""
+
+    def __init__(self, code: types.CodeType, body_code: types.CodeType, cells=None):
+        self.code = code
+        names = body_code.co_freevars
+        extra = {**_HELPER_CELLS, **(cells or {})}
+        self.picks = tuple(names.index(v) if v in names else extra[v] for v in code.co_freevars)
+
+    def bind(self, body):
+        cells = body.__closure__ or ()
+        closure = tuple(cells[p] if type(p) is int else p for p in self.picks)
+        return types.FunctionType(self.code, body.__globals__, self.code.co_name, None, closure or None)
+
+
+def _compile(fdef: ast.FunctionDef, body, extra=()) -> types.CodeType:
+    """Code of `fdef` as a closure over the body's free variables (and the helpers)."""
+    free = list(body.__code__.co_freevars) + [v for v in (*_HELPER_CELLS, *extra) if v not in body.__code__.co_freevars]
+    factory = ast.FunctionDef(
+        name="_av_factory", args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=v) for v in free], vararg=None,
+                                               kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+        body=[fdef, ast.Return(value=ast.Name(id=fdef.name, ctx=ast.Load()))], decorator_list=[], returns=None,
+        type_params=[], lineno=fdef.lineno, col_offset=0)
+    if not hasattr(ast.FunctionDef, "type_params"):
+        del factory.type_params
+    module = ast.Module(body=[factory], type_ignores=[])
+    ast.fix_missing_locations(module)
+    code = compile(module, body.__code__.co_filename, "exec", dont_inherit=True)
+    factory_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return next(c for c in factory_code.co_consts if isinstance(c, types.CodeType) and c.co_name == fdef.name)
+
+
+def _resolver(body):
+    cells = dict(zip(body.__code__.co_freevars, body.__closure__ or ()))
+    glb = body.__globals__
+
+    def resolve(text: str):
+        head, *rest = text.split(".")
+        if head in cells:
+            try:
+                obj = cells[head].cell_contents
+            except ValueError:
+                return False, None
+        elif head in glb:
+            obj = glb[head]
+        elif hasattr(builtins, head):
+            obj = getattr(builtins, head)
+        else:
+            return False, None
+        try:
+            for part in rest:
+                obj = getattr(obj, part)
+        except AttributeError:
+            return False, None
+        return True, obj
+    return resolve
+
+
+def build(fdef: ast.FunctionDef, av: str, body, row_args, batch_args, n: int) -> BatchedBody | str:
+    """The batched body of `fdef` for this signature, or the reason there is none. `row_args`:
+    the body's arguments on iteration 0; `batch_args`: the batched arguments (batch first)."""
+    facts: dict = {}
+
+    def record(k, v):
+        if k not in facts:
+            facts[k] = fact_of(v)
+        return v
+    probe, _ = probe_def(fdef, fdef.name + "_probe")
+    try:
+        fn = BatchedBody(_compile(probe, body, ("_avp",)), body.__code__, {"_avp": types.CellType(record)})
+        with torch.no_grad():
+            fn.bind(body)(*row_args)
+    except Exception as e:
+        return f"one iteration of the body raised {type(e).__name__}: {e}"
+    params = [a.arg for a in fdef.args.args]
+    ids = number_nodes(fdef)
+    resolve = _resolver(body)
+    try:
+        fast = batched_def(fdef, facts, ids, params, av, resolve, fdef.name + "_batched")
+        seen: dict = {}
+        checked = batched_def(fdef, facts, ids, params, av, resolve, fdef.name + "_batched_probe", probe=True,
+                              batched_nodes=seen)
+    except Unsupported as e:
+        return str(e)
+    rows = min(n, 2)
+    got: dict = {}
+
+    def record2(k, v):
+        if k not in got:
+            got[k] = fact_of(v)
+        return v
+    try:
+        check = BatchedBody(_compile(checked, body, ("_avp",)), body.__code__, {"_avp": types.CellType(record2)})
+        few = [a.narrow(0, 0, rows) for a in batch_args]
+        with torch.no_grad():
+            check.bind(body)(*few, rows)
+    except Exception as e:
+        return f"the batched body raised {type(e).__name__}: {e}"
+    nodes = {k: node for node in ast.walk(fdef) for k in [ids.get(id(node))] if k is not None}
+    for k, batched in seen.items():
+        if k in facts and k in got and not agrees(facts[k], got[k], batched, rows):
+            one, many = facts[k], got[k]
+            return (f"`{ast.unparse(nodes[k])}` would be {many.dtype or many.kind} of shape {list(many.shape)} "
+                    f"for {rows} rows, where one iteration gives {one.dtype or one.kind} of shape {list(one.shape)}")
+    out = BatchedBody(_compile(fast, body), body.__code__)
+    out.source = ast.unparse(fast)
+    return out

@@ -1,0 +1,912 @@
+"""Batched bodies without vmap: a loop body rewritten into whole-batch torch operations.
+
+vmap runs every operation of a body through a batching rule (a few microseconds each, on top
+of a fixed cost per call). Most bodies an expert would vectorize by hand are elementwise
+arithmetic, reductions over the slice's own dimensions, `softmax(dim=...)`, gathers and
+products with loop-invariant matrices; those have a direct batched form, with the batch
+dimension in front:
+
+    def body(x_k, w):                      def batched(x_k, w, _avb_n):
+        s = torch.softmax(x_k, dim=0)          s = torch.softmax(x_k, dim=1)
+        return (s @ w, x_k.sum())              return (_avb.mm('matmul', s, (0,), w, (), [_avb_n]),
+                                                       x_k.sum(dim=(1,)))
+
+Ranks decide the rewrite (a reduction of a 1-d slice with no `dim` reduces dimension 1 of the
+batch; a 0-d slice meeting a matrix gets size-1 dimensions), so it is done once per signature
+from what one iteration shows: `probe_def` numbers every expression of the body and records the
+type, rank, dtype and shape of its value on iteration 0; `batched_def` then writes the batched
+body from those facts, or raises `Unsupported` naming the construct (vmap runs it instead).
+The runtime checks the batched body once per signature against the same facts on two rows
+(every intermediate value must have the per-iteration value's dtype and shape after the batch
+dimension), then against whole iterations, like every other mode.
+
+Requires: the body as it is handed to vmap (straight-line, `if` converted to `where`).
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from .broadcast import ELEMENTWISE
+
+
+class Unsupported(Exception):
+    """The body uses something without a direct batched form here."""
+
+
+@dataclass(frozen=True)
+class Fact:
+    """What one value was on the probed iteration."""
+
+    kind: str                 # "tensor", "int", "float", "bool", "complex", "size", "tuple", "none", "other"
+    rank: int = 0
+    dtype: object = None
+    shape: tuple = ()
+    items: tuple = ()         # "tuple": the facts of its elements
+
+    @property
+    def number(self) -> bool:
+        return self.kind in ("int", "float", "bool", "complex")
+
+
+def fact_of(v) -> Fact:
+    if isinstance(v, torch.Tensor):
+        return Fact("tensor", v.dim(), v.dtype, tuple(v.shape))
+    if isinstance(v, bool):
+        return Fact("bool")
+    if isinstance(v, int):
+        return Fact("int")
+    if isinstance(v, float):
+        return Fact("float")
+    if isinstance(v, complex):
+        return Fact("complex")
+    if isinstance(v, torch.Size):
+        return Fact("size", len(v), shape=tuple(v))
+    if isinstance(v, tuple):
+        return Fact("tuple", len(v), items=tuple(fact_of(e) for e in v))
+    if v is None:
+        return Fact("none")
+    return Fact("other")
+
+
+_NUMBER_DTYPES = {"int": torch.int64, "float": torch.float64, "bool": torch.bool, "complex": torch.complex128}
+
+
+def agrees(one: Fact, batch: Fact, batched: bool, rows: int) -> bool:
+    """Whether the batched body's value at a node is the per-iteration value with a batch
+    dimension of `rows` in front (or, for a loop-invariant node, the same value)."""
+    if not batched:
+        return one == batch
+    if one.kind == "tuple":
+        return batch.kind == "tuple" and len(one.items) == len(batch.items) and all(
+            agrees(a, b, True, rows) for a, b in zip(one.items, batch.items))
+    if one.number:
+        # a per-iteration Python number is a tensor of the batch (vmap's view of it too)
+        return batch.kind == "tensor" and batch.rank == 1 and batch.dtype == _NUMBER_DTYPES[one.kind] \
+            and batch.shape == (rows,)
+    return (one.kind == "tensor" and batch.kind == "tensor" and batch.dtype == one.dtype
+            and batch.shape == (rows, *one.shape))
+
+
+# ----------------------------------------------------------------------------- numbering
+
+_SKIP = (ast.Constant, ast.Slice, ast.Starred, ast.Tuple, ast.List, ast.Lambda)
+
+
+def number_nodes(fdef: ast.FunctionDef) -> dict:
+    """id(node) -> k for every expression of the body whose value the rewrite looks at."""
+    ids = {}
+    callees = {id(n.func) for n in ast.walk(fdef) if isinstance(n, ast.Call)}
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.expr) and not isinstance(n, _SKIP) and id(n) not in callees \
+                and not (isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)) \
+                and not (isinstance(n, (ast.Attribute, ast.Subscript)) and not isinstance(n.ctx, ast.Load)):
+            ids[id(n)] = len(ids)
+    return ids
+
+
+class _Wrap(ast.NodeTransformer):
+    def __init__(self, ids):
+        self.ids = ids
+
+    def generic_visit(self, node):
+        k = self.ids.get(id(node))
+        node = super().generic_visit(node)
+        if k is None:
+            return node
+        return ast.copy_location(ast.Call(func=ast.Name(id="_avp", ctx=ast.Load()),
+                                          args=[ast.Constant(k), node], keywords=[]), node)
+
+
+def probe_def(fdef: ast.FunctionDef, name: str) -> tuple[ast.FunctionDef, dict]:
+    """A copy of the body that reports `_avp(k, value)` for every numbered expression."""
+    tree = copy.deepcopy(fdef)
+    ids = number_nodes(tree)
+    order = {id(n): ids[id(n)] for n in ast.walk(tree) if id(n) in ids}
+    tree = _Wrap(order).visit(tree)
+    tree.name = name
+    ast.fix_missing_locations(tree)
+    return tree, order
+
+
+# ----------------------------------------------------------------------------- the rewrite
+
+@dataclass
+class _V:
+    """A rewritten expression: its new node, whether it carries the batch, and the fact of its
+    per-iteration value."""
+
+    node: ast.expr
+    batched: bool
+    fact: Fact
+
+
+def _name(n):
+    return ast.Name(id=n, ctx=ast.Load())
+
+
+def _call(func: ast.expr, args, keywords=()):
+    return ast.Call(func=func, args=list(args), keywords=list(keywords))
+
+
+def _attr(value: ast.expr, attr: str):
+    return ast.Attribute(value=value, attr=attr, ctx=ast.Load())
+
+
+def _helper(name, *args, keywords=()):
+    return _call(_attr(_name("_avb"), name), args, keywords)
+
+
+def _torch(path: str):
+    node = _name("_avb_torch")
+    for part in path.split("."):
+        node = _attr(node, part)
+    return node
+
+
+def _const(v):
+    return ast.Constant(v)
+
+
+def _lift(v: _V, k: int) -> ast.expr:
+    """The batched value with `k` size-1 dimensions after the batch: `x[:, None, None]`."""
+    if k <= 0:
+        return v.node
+    return ast.Subscript(value=v.node, slice=ast.Tuple(
+        elts=[ast.Slice()] + [_const(None)] * k, ctx=ast.Load()), ctx=ast.Load())
+
+
+def _rank(v: _V) -> int:
+    if v.fact.kind == "tensor":
+        return v.fact.rank
+    return 0
+
+
+def _is_tensorish(v: _V) -> bool:
+    return v.fact.kind == "tensor" or (v.batched and v.fact.number)
+
+
+def _align(vals: list[_V], binary: bool = False) -> list[ast.expr]:
+    """Operands of an elementwise operation: a batched value of lower rank than another
+    operand gets size-1 dimensions after its batch dimension, so broadcasting lines the
+    per-iteration dimensions up as in one iteration. With `binary` (a two-operand operator),
+    a per-iteration Python number, batched as a tensor, is cast to the dtype one iteration
+    computes in, as torch treats a Python number as a weak scalar (`x_i.int() * (i + 1)` is
+    int32 arithmetic, `0.5 * i` is a Python float)."""
+    for v in vals:
+        if v.batched and not _is_tensorish(v):
+            raise Unsupported(f"an elementwise operation on a per-iteration {v.fact.kind}")
+    top = max((_rank(v) for v in vals if _is_tensorish(v)), default=0)
+    out = [_lift(v, top - _rank(v)) if v.batched else v.node for v in vals]
+    if binary and any(v.batched and v.fact.number for v in vals):
+        dtype = _compute_dtype(vals)
+        if dtype is not None:
+            out = [_cast(node, dtype) if v.batched and v.fact.number else node for v, node in zip(vals, out)]
+    return out
+
+
+_PY_KINDS = ("bool", "int", "float", "complex")
+_DUMMY = {"bool": True, "int": 1, "float": 1.0, "complex": 1j}
+
+
+def _compute_dtype(vals: list[_V]):
+    """The dtype one iteration computes a two-operand operation in."""
+    facts = [v.fact for v in vals]
+    if all(f.number for f in facts):
+        kind = max((f.kind for f in facts), key=_PY_KINDS.index)
+        return _NUMBER_DTYPES["int" if kind == "bool" else kind]
+    if len(facts) != 2 or not all(f.number or f.kind == "tensor" for f in facts):
+        return None
+    dummies = [_DUMMY[f.kind] if f.number else torch.empty((1,) * f.rank, dtype=f.dtype) for f in facts]
+    if not isinstance(dummies[0], torch.Tensor) and not isinstance(dummies[1], torch.Tensor):
+        return None
+    return torch.result_type(*dummies)
+
+
+def _cast(node: ast.expr, dtype) -> ast.expr:
+    return _call(_attr(node, "to"), [_torch(str(dtype).replace("torch.", ""))])
+
+
+def _literal_int(d: ast.expr):
+    """The int a literal spells (`-1` is a unary minus in the tree), else None."""
+    if isinstance(d, ast.UnaryOp) and isinstance(d.op, ast.USub):
+        k = _literal_int(d.operand)
+        return -k if k is not None else None
+    if isinstance(d, ast.Constant) and type(d.value) is int:
+        return d.value
+    return None
+
+
+def _dim(d: ast.expr, dfact, rank: int) -> ast.expr:
+    """A per-iteration dimension as the batched one (the batch is dimension 0)."""
+    if _literal_int(d) is not None:
+        k = _literal_int(d)
+        if not -rank <= k < rank:
+            raise Unsupported(f"dimension {k} of a {rank}-d value")
+        return _const(k + 1 if k >= 0 else k)
+    if isinstance(d, (ast.Tuple, ast.List)):
+        return ast.Tuple(elts=[_dim(e, None, rank) for e in d.elts], ctx=ast.Load())
+    if dfact is not None and dfact.kind == "int":
+        return _helper("dim", d, _const(rank))
+    raise Unsupported(f"a dimension given as `{ast.unparse(d)}`")
+
+
+def _insert_dim(d: ast.expr, rank: int) -> ast.expr:
+    """unsqueeze / stack: a new dimension among rank + 1."""
+    if _literal_int(d) is not None:
+        k = _literal_int(d)
+        if not -(rank + 1) <= k <= rank:
+            raise Unsupported(f"new dimension {k} of a {rank}-d value")
+        return _const(k + 1 if k >= 0 else k)
+    raise Unsupported(f"a dimension given as `{ast.unparse(d)}`")
+
+
+def _all_dims(rank: int) -> ast.expr:
+    return ast.Tuple(elts=[_const(k) for k in range(1, rank + 1)], ctx=ast.Load())
+
+
+# reductions: name -> (accepts a tuple of dimensions, keyword names besides dim/keepdim)
+_REDUCTIONS = {
+    "sum": True, "mean": True, "nansum": True, "nanmean": True, "amax": True, "amin": True,
+    "all": True, "any": True, "std": True, "var": True, "count_nonzero": True, "logsumexp": True,
+    "prod": False, "argmax": False, "argmin": False, "max": False, "min": False,
+}
+_DIM_OPS = {"softmax", "log_softmax", "cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"}
+_VIEW_METHODS = {"contiguous", "clone", "detach", "float", "double", "half", "bfloat16", "int", "long",
+                 "bool", "short", "char", "byte", "abs", "neg", "conj", "relu", "sigmoid", "tanh", "exp",
+                 "log", "sqrt", "rsqrt", "reciprocal", "square", "sign", "floor", "ceil", "round", "trunc",
+                 "frac", "sin", "cos", "log1p", "expm1", "erf"}
+_PRODUCTS = {"dot", "inner", "mv", "mm", "matmul", "outer", "ger"}
+
+
+def _canonical_table() -> dict:
+    """Callable -> (namespace, name) for the torch functions the rewrite knows."""
+    table = {}
+    names = set(ELEMENTWISE) | set(_REDUCTIONS) | _DIM_OPS | _PRODUCTS | {
+        "norm", "where", "stack", "cat", "concat", "unsqueeze", "squeeze", "flatten", "reshape", "transpose",
+        "swapaxes", "swapdims", "permute", "movedim", "linear", "normalize", "flip", "t"}
+    for ns_name, ns in (("torch", torch), ("F", F), ("linalg", torch.linalg), ("special", torch.special)):
+        for n in names:
+            obj = getattr(ns, n, None)
+            if obj is None or not callable(obj):
+                continue
+            try:
+                table.setdefault(obj, (ns_name, n))
+            except TypeError:
+                pass
+    vn = getattr(torch.linalg, "vector_norm", None)
+    if vn is not None:
+        table[vn] = ("linalg", "vector_norm")
+    return table
+
+
+_TABLE: dict | None = None
+
+
+def _lookup(obj):
+    global _TABLE
+    if _TABLE is None:
+        _TABLE = _canonical_table()
+    try:
+        return _TABLE.get(obj)
+    except TypeError:
+        return None
+
+
+@dataclass
+class _Ctx:
+    facts: dict
+    ids: dict
+    batched: set
+    av: str
+    resolve: object           # callee text -> (found, object)
+    probe: bool = False
+    local: set = field(default_factory=set)
+    seen: dict = field(default_factory=dict)    # node number -> whether its value carries the batch
+
+
+class _Batcher:
+    """Rewrites the statements of one body; see the module docstring."""
+
+    def __init__(self, ctx: _Ctx):
+        self.c = ctx
+        self.memo = {}    # id(node) -> its rewrite (a node is rewritten once, wherever it is asked for)
+
+    # -------------------------------------------------------------- statements
+
+    def body(self, stmts: list) -> list:
+        out = []
+        for s in stmts:
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+                continue
+            if isinstance(s, ast.Pass):
+                continue
+            if isinstance(s, ast.Assign):
+                out.append(self.assign(s))
+            elif isinstance(s, ast.Return):
+                out.append(self.ret(s))
+            else:
+                raise Unsupported(f"`{type(s).__name__}` statement in the body")
+        return out
+
+    def assign(self, s: ast.Assign) -> ast.Assign:
+        if len(s.targets) != 1:
+            raise Unsupported("chained assignment")
+        t = s.targets[0]
+        v = self.expr(s.value)
+        if isinstance(t, ast.Name):
+            self._bind(t.id, v.batched)
+        elif isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts):
+            for e in t.elts:
+                self._bind(e.id, v.batched)
+        else:
+            raise Unsupported(f"assignment to `{ast.unparse(t)}`")
+        return ast.copy_location(ast.Assign(targets=[copy.deepcopy(t)], value=v.node), s)
+
+    def _bind(self, name, batched):
+        self.c.local.add(name)
+        if batched:
+            self.c.batched.add(name)
+        else:
+            self.c.batched.discard(name)
+
+    def ret(self, s: ast.Return) -> ast.Return:
+        if not isinstance(s.value, ast.Tuple):
+            raise Unsupported("the body returns something other than a tuple")
+        elts = []
+        for e in s.value.elts:
+            v = self.expr(e)
+            elts.append(v.node if v.batched else _helper("bcast", v.node, _name("_avb_n")))
+        return ast.copy_location(ast.Return(value=ast.Tuple(elts=elts, ctx=ast.Load())), s)
+
+    # -------------------------------------------------------------- expressions
+
+    def fact(self, node) -> Fact:
+        k = self.c.ids.get(id(node))
+        f = self.c.facts.get(k) if k is not None else None
+        if f is None:
+            raise Unsupported(f"`{ast.unparse(node)}` was not seen on the probed iteration")
+        return f
+
+    def varies(self, node) -> bool:
+        return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in self.c.batched
+                   for n in ast.walk(node))
+
+    def expr(self, node) -> _V:
+        hit = self.memo.get(id(node))
+        if hit is None:
+            hit = self.memo[id(node)] = self._expr(node)
+        return hit
+
+    def _expr(self, node) -> _V:
+        if not self.varies(node):
+            f = self.c.facts.get(self.c.ids.get(id(node))) if id(node) in self.c.ids else None
+            if f is None and isinstance(node, ast.Constant):
+                f = fact_of(node.value)
+            new = copy.deepcopy(node)
+            return _V(self._wrap(new, node, False), False, f or Fact("other"))
+        meth = getattr(self, "e_" + type(node).__name__, None)
+        if meth is None:
+            raise Unsupported(f"`{ast.unparse(node)}` ({type(node).__name__}) on per-iteration values")
+        new = meth(node)
+        if isinstance(new, _V):
+            # an explicit verdict: a per-iteration value's shape, rank or length (the same in every
+            # iteration), an invariant call, a list of per-iteration values
+            fact = new.fact or self.fact(node)
+            return _V(self._wrap(ast.copy_location(new.node, node), node, new.batched), new.batched, fact)
+        return _V(self._wrap(ast.copy_location(new, node), node, True), True, self.fact(node))
+
+    def fixed(self, node) -> ast.expr:
+        """The rewritten `node`, which must be the same in every iteration."""
+        v = self.expr(node)
+        if v.batched:
+            raise Unsupported(f"`{ast.unparse(node)}` changes from one iteration to the next here")
+        return v.node
+
+    def _wrap(self, new, old, batched):
+        k = self.c.ids.get(id(old))
+        if k is not None:
+            self.c.seen[k] = batched
+        if not self.c.probe or k is None:
+            return new
+        return _call(_name("_avp"), [_const(k), new])
+
+    def e_List(self, node):
+        """A list of values, only as torch.stack / torch.cat take it."""
+        elts = [self.expr(e) for e in node.elts]
+        new = type(node)(elts=[e.node for e in elts], ctx=ast.Load())
+        return _V(new, any(e.batched for e in elts), Fact("list", len(elts)))
+
+    e_Tuple = e_List
+
+    def e_Name(self, node):
+        return copy.deepcopy(node)
+
+    def e_BinOp(self, node):
+        a, b = self.expr(node.left), self.expr(node.right)
+        if not a.batched and not b.batched:
+            return _V(ast.BinOp(left=a.node, op=node.op, right=b.node), False, None)
+        if isinstance(node.op, ast.MatMult):
+            return self._product("matmul", a, b)
+        la, lb = _align([a, b], binary=True)
+        return ast.BinOp(left=la, op=node.op, right=lb)
+
+    def e_UnaryOp(self, node):
+        if isinstance(node.op, ast.Not):
+            raise Unsupported("`not` of a per-iteration value")
+        v = self.expr(node.operand)
+        new = ast.UnaryOp(op=node.op, operand=v.node)
+        return new if v.batched else _V(new, False, None)
+
+    def e_Compare(self, node):
+        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Lt, ast.Gt, ast.LtE, ast.GtE, ast.Eq, ast.NotEq)):
+            raise Unsupported(f"comparison `{ast.unparse(node)}`")
+        a, b = self.expr(node.left), self.expr(node.comparators[0])
+        if not a.batched and not b.batched:
+            return _V(ast.Compare(left=a.node, ops=node.ops, comparators=[b.node]), False, None)
+        la, lb = _align([a, b], binary=True)
+        return ast.Compare(left=la, ops=node.ops, comparators=[lb])
+
+    def e_Attribute(self, node):
+        v = self.expr(node.value)
+        if v.fact.kind != "tensor":
+            raise Unsupported(f"attribute `{node.attr}` of a per-iteration {v.fact.kind}")
+        r = v.fact.rank
+        if node.attr == "shape":
+            return _V(ast.Subscript(value=_attr(v.node, "shape"), slice=ast.Slice(lower=_const(1)), ctx=ast.Load()),
+                      False, None)
+        if node.attr == "ndim":
+            return _V(_const(r), False, None)
+        if node.attr in ("dtype", "device", "is_cuda", "is_floating_point"):
+            return _V(_attr(v.node, node.attr), False, None)
+        if node.attr == "T" and r == 2:
+            return _call(_attr(v.node, "transpose"), [_const(1), _const(2)])
+        if node.attr == "mT" and r >= 2:
+            return _call(_attr(v.node, "transpose"), [_const(-2), _const(-1)])
+        if node.attr in ("real", "imag"):
+            return _attr(v.node, node.attr)
+        raise Unsupported(f"attribute `.{node.attr}` of a per-iteration tensor")
+
+    def _index_part(self, p) -> _V:
+        if isinstance(p, ast.Slice):
+            new = ast.Slice(lower=p.lower and self.fixed(p.lower), upper=p.upper and self.fixed(p.upper),
+                            step=p.step and self.fixed(p.step))
+            return _V(new, False, Fact("slice"))
+        if isinstance(p, ast.Constant):
+            return _V(copy.deepcopy(p), False, fact_of(p.value) if p.value is not Ellipsis else Fact("ellipsis"))
+        return self.expr(p)
+
+    def e_Subscript(self, node):
+        base = self.expr(node.value)
+        idx = node.slice
+        parts = [self._index_part(p) for p in (idx.elts if isinstance(idx, ast.Tuple) else [idx])]
+        if not base.batched and not any(p.batched for p in parts):
+            new = parts[0].node if len(parts) == 1 and not isinstance(idx, ast.Tuple) else \
+                ast.Tuple(elts=[p.node for p in parts], ctx=ast.Load())
+            return _V(ast.Subscript(value=base.node, slice=new, ctx=ast.Load()), False, None)
+        if base.batched:
+            if base.fact.kind != "tensor":
+                raise Unsupported("indexing a per-iteration non-tensor")
+            if not any(p.batched for p in parts):
+                tensors = 0
+                for p in parts:
+                    if p.fact.kind in ("slice", "ellipsis", "none", "int"):
+                        continue
+                    if p.fact.kind == "tensor" and p.fact.dtype != torch.uint8 and (p.fact.dtype == torch.bool or not (
+                            p.fact.dtype.is_floating_point or p.fact.dtype.is_complex)):
+                        tensors += 1
+                        continue
+                    raise Unsupported(f"index `{ast.unparse(idx)}`")
+                if tensors > 1:
+                    raise Unsupported("several tensor indices")
+                return ast.Subscript(value=base.node, slice=ast.Tuple(
+                    elts=[ast.Slice()] + [p.node for p in parts], ctx=ast.Load()), ctx=ast.Load())
+            if len(parts) == 1 and self._integer_scalar(parts[0]):
+                return _helper("take", base.node, parts[0].node)
+            raise Unsupported(f"index `{ast.unparse(idx)}` of a per-iteration tensor by per-iteration values")
+        # a loop-invariant tensor indexed by per-iteration integers: a gather
+        if base.fact.kind != "tensor":
+            raise Unsupported(f"indexing a {base.fact.kind} by per-iteration values")
+        first, rest = parts[0], parts[1:]
+        if not first.batched or not self._integer(first) or any(p.batched for p in rest):
+            raise Unsupported(f"index `{ast.unparse(idx)}`")
+        if any(p.fact.kind not in ("slice", "int") for p in rest):
+            raise Unsupported(f"index `{ast.unparse(idx)}` after a per-iteration index")
+        if not rest:
+            return ast.Subscript(value=base.node, slice=first.node, ctx=ast.Load())
+        return ast.Subscript(value=base.node, slice=ast.Tuple(
+            elts=[first.node] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
+
+    @staticmethod
+    def _integer(v: _V) -> bool:
+        f = v.fact
+        if f.kind == "int":
+            return True
+        # uint8 indices are masks in torch's indexing
+        return f.kind == "tensor" and f.dtype not in (torch.bool, torch.uint8) and not (
+            f.dtype.is_floating_point or f.dtype.is_complex)
+
+    def _integer_scalar(self, v: _V) -> bool:
+        return self._integer(v) and (v.fact.kind == "int" or v.fact.rank == 0)
+
+    # -------------------------------------------------------------- calls
+
+    def e_Call(self, node):
+        f = node.func
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise Unsupported("`*args` / `**kwargs` in a call")
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == self.c.av:
+            return self._runtime_helper(f.attr, node)
+        recv = self.expr(f.value) if isinstance(f, ast.Attribute) and self.varies(f.value) else None
+        args = [self.expr(a) for a in node.args]
+        kwargs = [self.expr(k.value) for k in node.keywords]
+        if not any(v.batched for v in args + kwargs) and not (recv is not None and recv.batched):
+            # the same value in every iteration (`torch.zeros(x_k.shape)`): the call as written
+            func = _attr(recv.node, f.attr) if recv is not None else copy.deepcopy(f)
+            if recv is not None and f.attr in ("size", "dim", "numel") and recv.fact.kind == "tensor":
+                return self._shape_method(f.attr, recv, node)
+            return _V(_call(func, [v.node for v in args],
+                            [ast.keyword(arg=k.arg, value=v.node) for k, v in zip(node.keywords, kwargs)]),
+                      False, None)
+        if isinstance(f, ast.Attribute) and self.varies(f.value):
+            recv = self.expr(f.value)
+            if recv.fact.kind != "tensor" or not recv.batched:
+                raise Unsupported(f"method `.{f.attr}()` of a per-iteration {recv.fact.kind}")
+            return self._op(f.attr, recv, node.args, node.keywords, node, method=True)
+        text = ast.unparse(f)
+        root = text.split(".")[0]
+        if root in self.c.local:
+            raise Unsupported(f"a call of `{text}`, assigned in the body")
+        found, obj = self.c.resolve(text)
+        if not found:
+            raise Unsupported(f"`{text}` could not be resolved")
+        if obj is builtins.abs:
+            return self._elementwise(f, node, [self.expr(a) for a in node.args], [])
+        if obj is builtins.len:
+            v = self.expr(node.args[0])
+            if v.fact.kind != "tensor" or v.fact.rank < 1:
+                raise Unsupported("len() of a 0-d value")
+            return _V(ast.Subscript(value=_attr(v.node, "shape"), slice=_const(1), ctx=ast.Load()), False, None)
+        known = _lookup(obj)
+        if known is None:
+            raise Unsupported(f"a call of `{text}`")
+        ns, name = known
+        if not node.args:
+            raise Unsupported(f"`{text}()` without positional arguments")
+        if name in ("stack", "cat", "concat"):
+            return self._join(name, node)
+        if name == "where":
+            if len(node.args) != 3 or node.keywords:
+                raise Unsupported("torch.where with other than three arguments")
+            vals = [self.expr(a) for a in node.args]
+            return _call(copy.deepcopy(f), _align(vals))
+        if name == "linear":
+            vals = [self.expr(a) for a in node.args]
+            if any(v.batched for v in vals[1:]) or any(self.varies(k.value) for k in node.keywords):
+                raise Unsupported("F.linear with per-iteration weights")
+            return _call(copy.deepcopy(f), [vals[0].node] + [v.node for v in vals[1:]],
+                         [copy.deepcopy(k) for k in node.keywords])
+        first = self.expr(node.args[0])
+        if name in _PRODUCTS and len(node.args) == 2 and not node.keywords:
+            return self._product(name, first, self.expr(node.args[1]))
+        if ns == "linalg" and name == "vector_norm":
+            name = "vector_norm"
+        return self._op(name, first, node.args[1:], node.keywords, node, method=False, func=f, ns=ns)
+
+    def _shape_method(self, attr, recv, node):
+        """`x_k.size(d)`, `x_k.dim()`, `x_k.numel()` of a per-iteration tensor (the same every iteration)."""
+        r = recv.fact.rank
+        if attr == "dim" and not node.args:
+            return _V(_const(r), False, None)
+        if attr == "numel" and not node.args:
+            shape = ast.Subscript(value=_attr(recv.node, "shape"), slice=ast.Slice(lower=_const(1)), ctx=ast.Load())
+            return _V(_call(_attr(shape, "numel"), []), False, None)
+        if attr == "size" and not node.args and not node.keywords:
+            return _V(ast.Subscript(value=_attr(recv.node, "shape"), slice=ast.Slice(lower=_const(1)),
+                                    ctx=ast.Load()), False, None)
+        if attr == "size" and len(node.args) == 1 and not node.keywords:
+            return _V(_call(_attr(recv.node, "size"), [_dim(node.args[0], None, r)]), False, None)
+        raise Unsupported(f"`.{attr}()` with these arguments")
+
+    def _runtime_helper(self, attr, node):
+        args = [self.expr(a) for a in node.args]
+        if attr == "truth":
+            c = args[0]
+            if _rank(c) != 0:
+                raise Unsupported("a condition on a per-iteration tensor with several elements")
+            return _helper("truth", c.node)
+        if attr == "lnot":
+            return _call(_torch("logical_not"), [args[0].node])
+        if attr in ("land", "lor"):
+            if any(_rank(a) != 0 for a in args):
+                raise Unsupported("a logical operation on tensors with several elements")
+            return _helper(attr, args[0].node, args[1].node)
+        if attr == "where":
+            c, a, b = args[0], args[1], args[2]
+            if not c.batched:
+                raise Unsupported("a branch on a fixed condition with per-iteration values")
+            if _rank(c) != 0:
+                raise Unsupported("a condition with several elements")
+            top = max(_rank(a) if _is_tensorish(a) else 0, _rank(b) if _is_tensorish(b) else 0)
+            if a.fact.kind != "tensor" and not a.batched or b.fact.kind != "tensor" and not b.batched:
+                raise Unsupported("a branch between a per-iteration tensor and a Python value")
+            na, nb = _align([a, b]) if top else (a.node, b.node)
+            return _call(_torch("where"), [_lift(c, top), na, nb])
+        if attr == "item":
+            return _call(_attr(_name(self.c.av), "item"), [args[0].node])
+        raise Unsupported(f"runtime helper `{attr}`")
+
+    def _elementwise(self, func, node, vals, keywords):
+        for k in keywords:
+            if k.arg in ("dim", "axis", "dims", "keepdim", "out"):
+                raise Unsupported(f"`{k.arg}=` in an elementwise call")
+        kvals = [self.expr(k.value) for k in keywords]
+        aligned = _align(vals + kvals)
+        new_kw = [ast.keyword(arg=k.arg, value=v) for k, v in zip(keywords, aligned[len(vals):])]
+        return _call(copy.deepcopy(func), aligned[:len(vals)], new_kw)
+
+    def _product(self, kind, a, b):
+        if kind == "inner":
+            kind = "dot"
+        if kind == "ger":
+            kind = "outer"
+        for v in (a, b):
+            if v.fact.kind != "tensor":
+                raise Unsupported(f"`{kind}` of a non-tensor")
+        la = ast.Tuple(elts=[_const(0)] if a.batched else [], ctx=ast.Load())
+        lb = ast.Tuple(elts=[_const(0)] if b.batched else [], ctx=ast.Load())
+        return _helper("mm", _const(kind), a.node, la, b.node, lb, ast.List(elts=[_name("_avb_n")], ctx=ast.Load()))
+
+    def _join(self, name, node):
+        seq = node.args[0]
+        if not isinstance(seq, (ast.List, ast.Tuple)) or not seq.elts:
+            raise Unsupported(f"torch.{name} of something other than a list of values")
+        vals = [self.expr(e) for e in seq.elts]
+        if not all(v.batched and v.fact.kind == "tensor" for v in vals) or len({v.fact.rank for v in vals}) != 1:
+            raise Unsupported(f"torch.{name} of fixed values or of values of different ranks")
+        r = vals[0].fact.rank
+        dim = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "dim"), _const(0))
+        if len(node.args) > 2 or any(k.arg != "dim" for k in node.keywords):
+            raise Unsupported(f"torch.{name} with other arguments")
+        d = _insert_dim(dim, r) if name == "stack" else _dim(dim, None, r)
+        return _call(_torch(name if name != "concat" else "cat"),
+                     [ast.List(elts=[v.node for v in vals], ctx=ast.Load())], [ast.keyword(arg="dim", value=d)])
+
+    def _op(self, name, x: _V, args, keywords, node, method, func=None, ns="torch"):
+        """`x.name(*args, **keywords)` (or `torch.name(x, ...)`) with `x` per-iteration."""
+        r = x.fact.rank if x.fact.kind == "tensor" else 0
+        extra = [self.expr(a) for a in args]
+        kextra = [self.expr(k.value) for k in keywords]
+        elementwise = name in ELEMENTWISE or (method and name in _VIEW_METHODS) or (
+            name in ("max", "min") and extra and extra[0].fact.kind == "tensor")
+        if elementwise:
+            for k in keywords:
+                if k.arg in ("dim", "axis", "dims", "keepdim", "out"):
+                    raise Unsupported(f"`{k.arg}=` in `{name}`")
+            aligned = _align([x] + extra + kextra)
+            kw = [ast.keyword(arg=k.arg, value=v) for k, v in zip(keywords, aligned[1 + len(extra):])]
+            if method:
+                return _call(_attr(aligned[0], name), aligned[1:1 + len(extra)], kw)
+            return _call(copy.deepcopy(func), aligned[:1 + len(extra)], kw)
+        if not x.batched or x.fact.kind != "tensor":
+            raise Unsupported(f"`{name}` of a fixed first argument with per-iteration arguments")
+        if any(v.batched for v in extra + kextra):
+            raise Unsupported(f"`{name}` with per-iteration arguments besides the tensor")
+        kw = {k.arg: k.value for k in keywords}
+        recv = x.node
+        if method:
+            def call(nm, a, k):
+                return _call(_attr(recv, nm), a, k)
+        else:
+            def call(nm, a, k):
+                return _call(copy.deepcopy(func) if nm == name else _torch(nm), [recv] + list(a), k)
+
+        def keyword_list(d):
+            return [ast.keyword(arg=a, value=copy.deepcopy(v)) for a, v in d.items()]
+
+        def arg_fact(a):
+            return self.c.facts.get(self.c.ids.get(id(a)))
+
+        if name == "to":
+            if len(args) == 1 and not kw and isinstance(args[0], ast.Attribute) or kw.keys() <= {"dtype"} and not args:
+                return call("to", [copy.deepcopy(a) for a in args], keyword_list(kw))
+            raise Unsupported("`.to()` with a device or several arguments")
+        if name in _REDUCTIONS:
+            return self._reduce(name, x, args, kw, call, keyword_list, r)
+        if name == "norm" or name == "vector_norm":
+            return self._norm(name, x, args, kw, r)
+        if name in _DIM_OPS:
+            if "out" in kw:
+                raise Unsupported(f"`out=` in `{name}`")
+            dim = args[0] if args else kw.pop("dim", None)
+            if dim is None:
+                raise Unsupported(f"`{name}` without a dimension")
+            if name in ("softmax", "log_softmax") and ns == "F" and len(args) > 1:
+                raise Unsupported(f"F.{name} with positional arguments after dim")
+            rest = [copy.deepcopy(a) for a in args[1:]]
+            if r == 0:
+                raise Unsupported(f"`{name}` of a 0-d value")
+            return call(name, [_dim(dim, arg_fact(dim), r)] + rest, keyword_list(kw))
+        if name == "normalize" and not method:
+            if len(args) > 1:
+                raise Unsupported("F.normalize with positional dim")
+            dim = kw.pop("dim", _const(1))
+            if r == 0:
+                raise Unsupported("F.normalize of a 0-d value")
+            kw["dim"] = _dim(dim, arg_fact(dim), r)
+            return call(name, [copy.deepcopy(a) for a in args], keyword_list(kw))
+        if name == "unsqueeze":
+            dim = args[0] if args else kw.get("dim")
+            if dim is None or len(args) + len(kw) != 1:
+                raise Unsupported("unsqueeze without one dimension")
+            return call("unsqueeze", [_insert_dim(dim, r)], [])
+        if name == "squeeze":
+            dim = args[0] if args else kw.get("dim")
+            if dim is None or len(args) + len(kw) != 1 or r == 0:
+                raise Unsupported("squeeze() without a dimension (it would drop a batch of one)")
+            return call("squeeze", [_dim(dim, arg_fact(dim), r)], [])
+        if name == "flatten":
+            if r == 0 or kw.keys() - {"start_dim", "end_dim"}:
+                raise Unsupported("flatten of a 0-d value")
+            start = args[0] if args else kw.get("start_dim", _const(0))
+            end = args[1] if len(args) > 1 else kw.get("end_dim", _const(-1))
+            return call("flatten", [_dim(start, arg_fact(start), r), _dim(end, arg_fact(end), r)], [])
+        if name in ("reshape", "view") and method:
+            if kw:
+                raise Unsupported(f"`{name}` with keywords")
+            shape = list(args)
+            if len(shape) == 1 and not (isinstance(shape[0], ast.Constant) and type(shape[0].value) is int) and (
+                    arg_fact(shape[0]) is None or arg_fact(shape[0]).kind != "int"):
+                return call(name, [_call(_torch("Size"), [ast.BinOp(
+                    left=ast.Tuple(elts=[_name("_avb_n")], ctx=ast.Load()), op=ast.Add(),
+                    right=_call(_name("tuple"), [copy.deepcopy(shape[0])]))])], [])
+            return call(name, [_name("_avb_n")] + [copy.deepcopy(a) for a in shape], [])
+        if name == "t" and not args and not kw:
+            if r < 2:
+                return recv
+            return call("transpose", [_const(1), _const(2)], [])
+        if name in ("transpose", "swapaxes", "swapdims", "movedim") and len(args) == 2 and not kw:
+            if r == 0:
+                raise Unsupported(f"`{name}` of a 0-d value")
+            return call(name, [_dim(a, arg_fact(a), r) for a in args], [])
+        if name == "permute" and method and not kw:
+            dims = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
+            if len(dims) != r or any(_literal_int(d) is None or not -r <= _literal_int(d) < r for d in dims):
+                raise Unsupported("permute with computed or out-of-range dimensions")
+            norm = [_literal_int(d) % r for d in dims]
+            return call("permute", [_const(0)] + [_const(k + 1) for k in norm], [])
+        if name == "flip":
+            dims = args[0] if args else kw.get("dims")
+            if dims is None or not isinstance(dims, (ast.Tuple, ast.List)) or r == 0:
+                raise Unsupported("flip without a list of dimensions")
+            return call("flip", [_dim(dims, None, r)], [])
+        raise Unsupported(f"`{name}` on a per-iteration tensor")
+
+    def _reduce(self, name, x, args, kw, call, keyword_list, r):
+        tuple_ok = _REDUCTIONS[name]
+        if "out" in kw:
+            raise Unsupported(f"`out=` in `{name}`")
+        rest = list(args)
+        dim = None
+        if name in ("std", "var") and rest and (isinstance(rest[0], ast.Constant) and isinstance(rest[0].value, bool)):
+            kw = {"unbiased": rest.pop(0), **kw}
+        if rest:
+            dim = rest.pop(0)
+        if "dim" in kw:
+            dim = kw.pop("dim")
+        if "axis" in kw:
+            dim = kw.pop("axis")
+        if isinstance(dim, ast.Constant) and dim.value is None:
+            dim = None
+        if name in ("amax", "amin") and isinstance(dim, (ast.Tuple, ast.List)) and not dim.elts:
+            dim = None     # amax(x, dim=()) reduces every dimension
+        if dim is None:
+            if rest or kw.get("keepdim") is not None:
+                raise Unsupported(f"`{name}` over every dimension with more arguments")
+            if name == "logsumexp":
+                raise Unsupported("logsumexp without a dimension")
+            if name in ("max", "min"):
+                # max() spreads its gradient over the tied (or NaN) elements, amax over the
+                # equal ones only: a helper with max()'s own backward, per row
+                dims = _all_dims(r) if r else ast.Tuple(elts=[_const(1)], ctx=ast.Load())
+                target = x.node if r else _call(_attr(x.node, "unsqueeze"), [_const(1)])
+                return _helper("extreme", target, dims, _const(name == "max"))
+            fname = name
+            if r == 0:
+                # a 0-d value reduces to itself, with the reduction's dtype: as a column of one
+                column = _call(_attr(x.node, "unsqueeze"), [_const(1)])
+                return _call(_attr(column, fname), [_const(1)], keyword_list(kw))
+            if tuple_ok:
+                return _call(_attr(x.node, fname), [], [ast.keyword(arg="dim", value=_all_dims(r))] + keyword_list(kw))
+            flat = _call(_attr(x.node, "reshape"), [_name("_avb_n"), _const(-1)])
+            return _call(_attr(flat, fname), [_const(1)], keyword_list(kw))
+        if r == 0:
+            raise Unsupported(f"`{name}` along a dimension of a 0-d value")
+        if isinstance(dim, (ast.Tuple, ast.List)) and not tuple_ok:
+            raise Unsupported(f"`{name}` over several dimensions")
+        d = _dim(dim, self.c.facts.get(self.c.ids.get(id(dim))), r)
+        if rest and name in ("std", "var"):
+            kw = {"unbiased": rest.pop(0), **kw}     # std(dim, unbiased, keepdim)
+        if rest:
+            keep = rest.pop(0)
+            kw = {"keepdim": keep, **kw}
+        if rest:
+            raise Unsupported(f"`{name}` with more positional arguments")
+        return call(name, [d], keyword_list(kw))
+
+    def _norm(self, name, x, args, kw, r):
+        rest = list(args)
+        p = rest.pop(0) if rest else kw.pop("p", kw.pop("ord", None))
+        dim = rest.pop(0) if rest else kw.pop("dim", None)
+        keep = rest.pop(0) if rest else kw.pop("keepdim", None)
+        if rest or kw.keys() - {"dtype"}:
+            raise Unsupported("norm with more arguments")
+        if isinstance(dim, ast.Constant) and dim.value is None:
+            dim = None
+        if isinstance(p, ast.Constant) and p.value in ("fro", None):
+            p = None
+        if p is not None and not (isinstance(p, ast.Constant) and isinstance(p.value, (int, float))
+                                  and not isinstance(p.value, bool)):
+            raise Unsupported("a norm other than a vector p-norm")
+        extra = [ast.keyword(arg="dtype", value=copy.deepcopy(kw["dtype"]))] if "dtype" in kw else []
+        if keep is not None:
+            extra.append(ast.keyword(arg="keepdim", value=copy.deepcopy(keep)))
+        ord_ = [ast.keyword(arg="ord", value=copy.deepcopy(p))] if p is not None else []
+        if dim is None:
+            if keep is not None:
+                raise Unsupported("norm over every dimension with keepdim")
+            target = x.node if r else _call(_attr(x.node, "unsqueeze"), [_const(1)])
+            dims = _all_dims(r) if r else ast.Tuple(elts=[_const(1)], ctx=ast.Load())
+            return _call(_torch("linalg.vector_norm"), [target], ord_ + [ast.keyword(arg="dim", value=dims)] + extra)
+        if r == 0:
+            raise Unsupported("norm along a dimension of a 0-d value")
+        if isinstance(dim, (ast.Tuple, ast.List)) and len(dim.elts) != 1 and name == "norm":
+            raise Unsupported("norm over two dimensions (a matrix norm)")
+        d = _dim(dim, self.c.facts.get(self.c.ids.get(id(dim))), r)
+        return _call(_torch("linalg.vector_norm"), [x.node], ord_ + [ast.keyword(arg="dim", value=d)] + extra)
+
+
+def batched_def(fdef: ast.FunctionDef, facts: dict, ids: dict, batched_params, av: str, resolve,
+                name: str, probe: bool = False, batched_nodes: dict | None = None) -> ast.FunctionDef:
+    """The batched body (see the module docstring); raises Unsupported. `ids` numbers the nodes
+    of `fdef` as `probe_def` did (`number_nodes` of the same tree); `batched_nodes` receives,
+    per node number, whether the rewritten value carries the batch."""
+    ctx = _Ctx(facts, ids, set(batched_params), av, resolve, probe)
+    if batched_nodes is not None:
+        ctx.seen = batched_nodes
+    ctx.local |= {a.arg for a in fdef.args.args}
+    stmts = _Batcher(ctx).body(fdef.body)
+    new = ast.FunctionDef(name=name, args=ast.arguments(
+        posonlyargs=[], args=[ast.arg(arg=a.arg) for a in fdef.args.args] + [ast.arg(arg="_avb_n")],
+        vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+        body=stmts, decorator_list=[], returns=None, type_params=[])
+    if not hasattr(ast.FunctionDef, "type_params"):
+        del new.type_params
+    ast.copy_location(new, fdef)
+    ast.fix_missing_locations(new)
+    return new

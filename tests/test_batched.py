@@ -1,0 +1,248 @@
+"""The batched mode: bodies rewritten into whole-batch torch operations instead of vmap, checked
+against the original loop (values, dtypes, gradients) and for the mode that ran."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autovec import assert_equivalent, autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+W = torch.randn(5, 3)
+TABLE = torch.randn(7, 4)
+
+
+def rows_softmax(x, t):
+    out = torch.empty_like(x)
+    for k in range(x.shape[0]):
+        out[k] = torch.softmax(x[k] / t, dim=0)
+    return out
+
+
+def cosine(p, q):
+    sims = []
+    for k in range(p.shape[0]):
+        sims.append(torch.dot(p[k], q[k]) / (torch.norm(p[k]) * torch.norm(q[k])))
+    return torch.stack(sims)
+
+
+def standardize_rows(x):
+    out = torch.empty_like(x)
+    for k in range(x.shape[0]):
+        v = x[k]
+        out[k] = (v - v.mean()) / (v.std() + 1e-3)
+    return out
+
+
+def reductions(x):
+    res = []
+    for row in x:
+        res.append(torch.stack([row.sum(), row.mean(), row.amax(), row.prod(), row.norm(1),
+                                row.var(unbiased=False), row.logsumexp(0), row.max(), row.min(), row.std(0, False),
+                                row.argmax().float(), torch.linalg.vector_norm(row, 3)]))
+    return torch.stack(res)
+
+
+def along_dims(x):
+    res = []
+    for m in x:
+        a = m.sum(dim=-1, keepdim=True) + m.mean(0)
+        v, i = m.max(dim=1)
+        c = torch.cumsum(m, dim=1) * F.log_softmax(m, dim=-1)
+        res.append(a.sum() + v.sum() + i.float().sum() + c.sum() + torch.logsumexp(m, dim=(0, 1)))
+    return torch.stack(res)
+
+
+def shapes(x):
+    res = []
+    for m in x:
+        flat = m.flatten()
+        t = m.t() @ m
+        u = m.unsqueeze(0).squeeze(0).reshape(-1, 2).view(2, -1).transpose(0, 1)
+        res.append(flat.sum() + t.sum() + u[0].sum() + m.permute(1, 0)[0].sum()
+                   + m.shape[0] * m.ndim + len(m))
+    return torch.stack(res)
+
+
+def gather_label(logits, labels, gamma):
+    total = torch.zeros(())
+    for k in range(logits.shape[0]):
+        logp = torch.log_softmax(logits[k], dim=0)[labels[k]]
+        total = total + (1 - torch.exp(logp)) ** gamma * (-logp)
+    return total
+
+
+def table_lookup(ids, scale):
+    out = torch.empty(ids.shape[0], TABLE.shape[1])
+    for k in range(ids.shape[0]):
+        out[k] = TABLE[ids[k]] * scale[k] + TABLE[ids[k], 0]
+    return out
+
+
+def products(x, v):
+    res = []
+    for k in range(x.shape[0]):
+        a = W @ x[k]                 # (5, 3) @ (3,)
+        b = x[k] @ W.t()             # (3,) @ (3, 5)
+        c = torch.dot(x[k], v[k])
+        d = torch.outer(x[k], v[k]).sum()
+        res.append(a + b + c + d + torch.mv(W, v[k]))
+    return torch.stack(res)
+
+
+def clip_rows(grads, max_norm):
+    clipped = []
+    for row in grads:
+        n = row.norm()
+        if n > max_norm:
+            row = row * (max_norm / n)
+        clipped.append(row)
+    return torch.stack(clipped)
+
+
+def count_hits(logits, labels):
+    hits = 0
+    for k in range(len(labels)):
+        if logits[k].argmax() == labels[k]:
+            hits += 1
+    return hits
+
+
+def index_arithmetic(x):
+    out = torch.empty(x.shape[0], x.shape[1], dtype=torch.int32)
+    f = torch.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = x[i].int() * (i + 1)      # int32 arithmetic, as in the loop
+        f[i] = 0.5 * i + x[i].sum() * 0    # a Python float per iteration
+    return out, f
+
+
+def elementwise_mix(x, y):
+    res = []
+    for k in range(x.shape[0]):
+        s = x[k].sum()                     # 0-d per iteration, against a row below
+        z = torch.where(x[k] > 0, x[k] * s, y[k]) + torch.clamp(y[k], min=-0.5, max=0.5)
+        res.append(F.normalize(z, dim=0) + F.linear(z, W[:, :z.shape[0]]).mean() + abs(z) + torch.maximum(z, y[k]))
+    return torch.stack(res)
+
+
+def stack_pieces(x):
+    res = []
+    for row in x:
+        res.append(torch.stack([row * 2, row.exp()], dim=-1).sum(0) + torch.cat([row, row]).sum())
+    return torch.stack(res)
+
+
+CASES = {
+    "rows_softmax": (rows_softmax, lambda: (torch.randn(6, 5), 0.7)),
+    "cosine": (cosine, lambda: (torch.randn(6, 4), torch.randn(6, 4))),
+    "standardize_rows": (standardize_rows, lambda: (torch.randn(6, 5),)),
+    "reductions": (reductions, lambda: (torch.rand(6, 5) + 0.5,)),
+    "along_dims": (along_dims, lambda: (torch.randn(6, 3, 4),)),
+    "shapes": (shapes, lambda: (torch.randn(6, 4, 3),)),
+    "gather_label": (gather_label, lambda: (torch.randn(6, 7), torch.randint(0, 7, (6,)), 2.0)),
+    "table_lookup": (table_lookup, lambda: (torch.randint(0, 7, (6,)), torch.rand(6))),
+    "products": (products, lambda: (torch.randn(6, 3), torch.randn(6, 3))),
+    "clip_rows": (clip_rows, lambda: (torch.randn(6, 4) * 3, 2.0)),
+    "count_hits": (count_hits, lambda: (torch.randn(6, 4), torch.randint(0, 4, (6,)))),
+    "index_arithmetic": (index_arithmetic, lambda: (torch.randint(-50, 50, (6, 3)).float(),)),
+    "elementwise_mix": (elementwise_mix, lambda: (torch.randn(6, 3), torch.randn(6, 3))),
+    "stack_pieces": (stack_pieces, lambda: (torch.randn(6, 4),)),
+}
+GRAD = {"rows_softmax", "cosine", "standardize_rows", "reductions", "along_dims", "shapes", "gather_label",
+        "products", "elementwise_mix", "stack_pieces"}
+
+
+def _ran(fast):
+    rt = fast._autovec_state.runtime
+    return set(rt.ran.values())
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_batched_body_matches_the_loop(name):
+    fn, make = CASES[name]
+    assert_equivalent(fn, *make(), trials=3)
+    if name in GRAD:
+        args = [a.requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in make()]
+        assert_equivalent(fn, *args, grad=True)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_batched_mode_runs_without_vmap(name):
+    fn, make = CASES[name]
+    fast = autovec(fn)
+    fast(*make())
+    assert _ran(fast) == {"batched"}, fast._autovec_state.runtime.batched
+
+
+def test_switch_off_runs_vmap(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_BATCHED", "0")
+    fast = autovec(rows_softmax)
+    x = torch.randn(6, 5)
+    torch.testing.assert_close(fast(x, 0.5), rows_softmax(x, 0.5))
+    assert _ran(fast) == {"vmap"}
+
+
+def test_explain_shows_the_batched_body():
+    x = torch.randn(6, 5)
+    ex = explain(rows_softmax, x, 0.7)
+    text = str(ex)
+    assert ex.path == "vectorized"
+    assert "whole-batch torch operations" in text and "softmax(x_k / t, 1)" in text.replace("dim=1", "1")
+
+
+# --------------------------------------------------------------------- what has no batched form
+
+
+def zero_d_with_dim(x):
+    res = []
+    for k in range(x.shape[0]):
+        res.append(x[k].sum(0) + x[k].softmax(-1))   # x[k] is 0-d: dim 0 / -1 are the value itself
+    return torch.stack(res)
+
+
+def squeeze_all(x):
+    res = []
+    for k in range(x.shape[0]):
+        res.append(x[k].squeeze().sum())
+    return torch.stack(res)
+
+
+def double_scalar(x, s):
+    res = []
+    for k in range(x.shape[0]):
+        res.append(x[k] * s[k])     # s[k]: a 0-d float64 tensor, x[k] a float32 row: float32
+    return torch.stack(res)
+
+
+def full_max_with_ties(x):
+    res = []
+    for row in x:
+        res.append(row.max() * 2 + row.min())
+    return torch.stack(res)
+
+
+@pytest.mark.parametrize("fn, make, mode", [
+    (zero_d_with_dim, lambda: (torch.randn(6),), "vmap"),
+    (squeeze_all, lambda: (torch.randn(6, 1, 3),), "vmap"),
+    (double_scalar, lambda: (torch.randn(6, 3), torch.randn(6, dtype=torch.float64)), "vmap"),
+])
+def test_no_batched_form_falls_back_to_vmap(fn, make, mode):
+    assert_equivalent(fn, *make(), trials=2)
+    fast = autovec(fn)
+    fast(*make())
+    assert _ran(fast) == {mode}
+
+
+def test_full_max_gradient_is_shared_by_ties_and_nan():
+    # max() gives each tied element an equal share, and with NaN only the NaN elements: as the loop
+    x = torch.tensor([[1.0, 3.0, 3.0], [2.0, float("nan"), 1.0], [0.5, 0.5, 0.5], [4.0, 1.0, 2.0]],
+                     requires_grad=True)
+    assert_equivalent(full_max_with_ties, x, grad=True)
+    fast = autovec(full_max_with_ties)
+    fast(x)
+    assert _ran(fast) == {"batched"}
