@@ -10,6 +10,7 @@ import logging
 import types
 import weakref
 
+from . import cost
 from ._config import switches
 from .analysis import analyze
 from .codegen import build_function
@@ -132,6 +133,7 @@ class FunctionState:
         self.runtime.layouts = {info.plan.loop_id: low.layout for info, low in pieces}
         self.runtime.batchable = {info.plan.loop_id: low.body for info, low in pieces if low.body is not None}
         self.runtime.ops = {info.plan.loop_id: _count_ops(info.plan) for info, _ in pieces}
+        self.runtime.units = {info.plan.loop_id: cost.output_units(info.plan) for info, _ in pieces}
         self.runtime.strict = self.strict
         self.runtime.memory_budget = self.memory_budget
         self.rewritten_source = ast.unparse(rw.display)
@@ -348,6 +350,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
     estimate = {"python": 0.0, "vectorized": 0.0}
     by_line = {}
     compile_notes = {}
+    timed = {}
     for loop_id, path, reason, est in events:
         lineno = rt.matches[loop_id].plan.lineno if loop_id in rt.matches else rt.steps[loop_id].plan.lineno
         if path != "estimate":
@@ -357,6 +360,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
         if est:
             for key in estimate:
                 estimate[key] += est.get(key, 0.0)
+            if "measured python" in est and path == "estimate" or "measured python" in est and lineno not in timed:
+                timed[lineno] = (est["measured python"], est["measured vectorized"])
     for k2, r in enumerate(ex.loops):
         if r.lineno in by_line and by_line[r.lineno][0] == "python" and r.vectorized:
             ex.notes.append(f"line {r.lineno}: this call keeps the Python loop: {by_line[r.lineno][1]}")
@@ -370,6 +375,9 @@ def explain(fn, *args, **kwargs) -> Explanation:
             ex.notes.append(f"line {lineno}: this call runs the loop body as a torch.compile'd step{took}{timing}")
         else:
             ex.notes.append(f"line {lineno}: not compiled for this call: {reason}")
+    for lineno, (py, vec) in sorted(timed.items()):
+        ex.notes.append(f"line {lineno}: timed on earlier calls at this size: python {py * 1e6:.0f} us, "
+                        f"vectorized {'-' if vec == float('inf') else f'{vec * 1e6:.0f} us'}")
     for loop_id, code in rt.batched_seen.items():
         lineno = rt.matches[loop_id].plan.lineno
         if last.get(loop_id) != "vectorized":

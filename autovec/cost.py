@@ -16,10 +16,17 @@ from ._config import env as _env
 
 # Used when nothing can be measured; figures from a 2-thread CPU with torch 2.13.
 DEFAULTS = {"py_iter": 1.0e-6, "py_op": 0.8e-6, "op": 5e-6, "vmap_call": 25e-6, "own_op": 2e-6}
-# autovec's own work per vectorized call (guards, slicing, conversions), in units of one
-# small torch op (measured: ~20 us for broadcast, ~60 us besides vmap itself, at 2 us an op)
-_OWN = {"broadcast": 5, "matmul": 10}
-_OWN_DEFAULT = 12
+# autovec's own work per vectorized call (guards, slicing, conversions), in units of one small
+# torch op: a base, and what each kind of output adds (a store checks bounds, strides and
+# aliasing and fits the value; an accumulator converts the loop's types). Calibrated on this
+# project's cases (measured: ~8 us for a broadcast append, ~20 us for a store, at 1.8 us an op).
+_BASE = 3.0
+_OUTPUT_UNITS = {"store": 5.0, "scatter": 5.0, "accum": 5.0, "best": 5.0, "last": 4.0, "cat": 5.0,
+                 "scan": 6.0, "linrec": 8.0, "append": 1.0}
+# one batched operation of a small body, in small-op units (whole-tensor ops on a few rows)
+_BATCHED_OP = 0.6
+# under vmap every operation also goes through a batching rule
+_VMAP_OP = 1.5
 _constants: dict | None = None
 
 
@@ -90,14 +97,29 @@ def min_trip(strategy: str) -> int | None:
     return None
 
 
-def estimate(strategy: str, n: int, ops: int) -> dict[str, float]:
-    """Rough seconds per path for a loop of `n` iterations whose body has `ops` operations."""
+def output_units(plan) -> float:
+    """autovec's own per-call work for a loop's outputs, in small-op units (see _OUTPUT_UNITS)."""
+    units = 0.0
+    for o in plan.outputs:
+        units += _OUTPUT_UNITS.get(o.kind, 2.0)
+        if o.kind == "append" and not o.consumer:
+            units += 1.0   # a caller's list: extended after the batch
+    return units
+
+
+def estimate(strategy: str, n: int, ops: int, units: float = 0.0, vmap: bool = False) -> dict[str, float]:
+    """Rough seconds per path for a loop of `n` iterations whose body has `ops` operations;
+    `units`: the outputs' share of autovec's own work (output_units); `vmap`: the body runs
+    under vmap (no direct batched form)."""
     c = constants()
     python = n * (c["py_iter"] + ops * c["py_op"])
-    fixed = _OWN.get(strategy, _OWN_DEFAULT) * c.get("own_op", c["py_op"] / 0.45)
-    if strategy not in _OWN:
-        fixed += c["vmap_call"]
-    return {"python": python, "vectorized": fixed + ops * c["op"]}
+    own = c.get("own_op", c["py_op"] / 0.45)
+    fixed = (_BASE + units) * own
+    if vmap:
+        vectorized = fixed + c["vmap_call"] + ops * own * _VMAP_OP
+    else:
+        vectorized = fixed + ops * own * _BATCHED_OP
+    return {"python": python, "vectorized": vectorized}
 
 
 def worth(strategy: str, n: int, est: dict) -> bool:
@@ -106,3 +128,61 @@ def worth(strategy: str, n: int, est: dict) -> bool:
     if forced is not None:
         return n >= max(forced, 1)
     return n >= 1 and est["vectorized"] < est["python"]
+
+
+class Decision:
+    """The path a loop takes at the trip counts of one power-of-two bucket.
+
+    The cost model's verdict comes first. Where it is not clear-cut (neither estimate is five
+    times the other), the actual calls time each path three times (the first run of each, and a
+    vectorized call that ran its one-time check, only warm up) and the faster best time is kept
+    from then on. A decision is a few
+    attribute reads on the hot path."""
+
+    __slots__ = ("vec", "final", "py_iter", "vec_call", "py_runs", "vec_runs")
+
+    def __init__(self, est: dict):
+        p, v = est["python"], est["vectorized"]
+        self.vec = v < p
+        self.final = v > 5 * p or p > 5 * v
+        self.py_iter = float("inf")     # best seconds per iteration of the loop as written
+        self.vec_call = float("inf")    # best seconds of a vectorized call
+        self.py_runs = self.vec_runs = 0
+
+    def choose(self) -> bool:
+        """True: try the vectorized path on this call."""
+        if self.final:
+            return self.vec
+        if self.vec_runs < 3 and (self.vec or self.py_runs >= 3):
+            return True
+        if self.py_runs < 3:
+            return False
+        return self.vec
+
+    def python_ran(self, seconds: float, n: int):
+        self.py_runs += 1
+        if self.py_runs > 1:   # the first run of a bucket warms caches (often it is the first call ever)
+            self.py_iter = min(self.py_iter, seconds / max(n, 1))
+        self._settle(n)
+
+    def vectorized_ran(self, seconds: float, n: int):
+        self.vec_runs += 1
+        if self.vec_runs > 1:  # the first steady-state call still warms caches
+            self.vec_call = min(self.vec_call, seconds)
+        self._settle(n)
+
+    def vectorized_failed(self):
+        """The vectorized path refused this call (a guard, or an error in the batched code)."""
+        self.vec_runs += 1
+        if self.vec_runs >= 3 and self.vec_call == float("inf"):
+            self.vec, self.final = False, True
+
+    def _settle(self, n):
+        if self.py_runs >= 3 and self.vec_runs >= 3:
+            self.vec = self.vec_call < self.py_iter * n
+            self.final = True
+
+    def measured(self, n: int) -> dict | None:
+        if self.py_runs and self.vec_runs:
+            return {"python": self.py_iter * n, "vectorized": self.vec_call}
+        return None

@@ -73,7 +73,7 @@ def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]], steps=())
         p, dp = _parents(exe), _parents(disp)
         if info.kind in ("for", "while"):
             branch = low.stmts[-1]
-            branch.orelse = [node]
+            branch.orelse = [node] + low.after
             _replace(p[node], node, low.stmts)
             _replace(dp[dnode], dnode, copy.deepcopy(low.display))
             _swap_calls(exe, low.swaps)
@@ -88,7 +88,7 @@ def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]], steps=())
             ast.copy_location(fallback, stmt)
             set_lines([fallback.targets[0]], stmt.lineno)
             fallback.end_lineno = max(stmt.end_lineno or stmt.lineno, stmt.lineno)
-            branch.orelse = [fallback]
+            branch.orelse = [fallback] + low.after
             _replace(p[consumer], consumer, ast.copy_location(ast.Name(id=low.result, ctx=ast.Load()), consumer))
             _replace(p[stmt], stmt, low.stmts + [stmt])
             _replace(dp[dconsumer], dconsumer, ast.Name(id=low.result, ctx=ast.Load()))

@@ -3,6 +3,7 @@ check against an unbatched iteration, output conversion, and the memory of failu
 from __future__ import annotations
 
 import types
+from time import perf_counter as _clock
 
 import torch
 import torch.utils._python_dispatch
@@ -32,6 +33,8 @@ def _reachable_tensors(values, depth=2):
     aliasing check (`xs[0][k]` may be the very tensor the loop writes)."""
     out = []
     for v in values:
+        if type(v) in _ATOMS:
+            continue
         if isinstance(v, torch.Tensor):
             out.append(v)
         elif depth <= 0 or isinstance(v, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
@@ -47,6 +50,10 @@ def _reachable_tensors(values, depth=2):
         elif hasattr(v, "__dict__") and not isinstance(v, type) and not callable(v):
             out.extend(_reachable_tensors(list(vars(v).values())[:64], depth - 1))
     return out
+
+
+_ATOMS = {types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, str, bytes, int,
+          float, bool, complex, type(None)}
 
 
 def _selects_rows(plan) -> bool:
@@ -83,27 +90,21 @@ _OUTSIDE = ("the loop's indices run outside an indexed tensor (the loop decides 
 def _no_aliasing(written, mapped, tensors, free_tensors, free, calls):
     """Outputs share no memory with each other or with any tensor the loop reads (also inside
     lists, dicts, modules and objects it reads), except a tensor read at the very index it writes."""
-    same_index = {id(t) for t, d, off, flag in mapped if flag}
-    readable = tensors + free_tensors + [t for t in _reachable_tensors(
-        [v for v in free if not isinstance(v, torch.Tensor)] + list(calls)) if t is not None]
-    ptrs: dict = {}
-
-    def ptr(t):
-        p = ptrs.get(id(t), ptrs)
-        if p is ptrs:
-            p = ptrs[id(t)] = _storage(t)
-        return p
-    for w in written:
-        pw = ptr(w)
+    same_index = [t for t, d, off, flag in mapped if flag]
+    others = [v for v in free if not isinstance(v, torch.Tensor)] + list(calls)
+    readable = tensors + free_tensors
+    if others:
+        readable = readable + [t for t in _reachable_tensors(others) if t is not None]
+    wptr = [_storage(w) for w in written]
+    rptr = [_storage(r) for r in readable]
+    for w, pw in zip(written, wptr):
         if pw is None:
             continue
-        for r in readable:
-            if r is w and id(r) in same_index:
-                continue
-            if ptr(r) == pw:
+        for r, pr in zip(readable, rptr):
+            if pr == pw and not (r is w and any(r is s for s in same_index)):
                 raise GuardFailed("an output shares memory with a tensor the loop reads")
-        for w2 in written:
-            if w2 is not w and ptr(w2) == pw:
+        for w2, p2 in zip(written, wptr):
+            if w2 is not w and p2 == pw:
                 raise GuardFailed("two outputs share memory")
 
 
@@ -133,7 +134,9 @@ class FunctionRuntime:
         self.layouts: dict = {}           # loop id -> output layout (value, payloads, mask positions)
         self.selects: dict = {}           # loop id -> has branches or keeps only some iterations
         self.fast: dict = {}              # (loop id, signature, tag) -> mode that passed its check
-        self.decisions: dict = {}         # (loop id, trip-count bucket) -> the cost model's verdict
+        self.decisions: dict = {}         # (loop id, trip-count bucket) -> cost.Decision
+        self.units: dict = {}             # loop id -> the outputs' share of autovec's own work (cost model)
+        self.py_clock: dict = {}          # loop id -> (start, trip count, decision) of a timed Python run
         self.iter_bytes: dict = {}        # (loop id, signature) -> bytes one iteration allocates
         self.chunked: dict = {}           # loop id -> (chunks, rows, bytes needed, budget) of the last run
         self.memory_budget = None         # bytes, from @autovec(memory_budget=...); None: half of free memory
@@ -172,20 +175,42 @@ class FunctionRuntime:
                     start, step = levels[0][0], levels[0][1]
             if levels is None or len(levels) == len(space):
                 forced = cost.min_trip(None)
+                decision = None
                 if forced is None:
-                    ok = self.decisions.get((loop_id, n.bit_length()))
-                    if ok is None:
-                        ok = self.decisions[(loop_id, n.bit_length())] = cost.worth(
-                            m.strategy, n, cost.estimate(m.strategy, n, self.ops.get(loop_id, 1)))
+                    decision = self._decision(loop_id, m, n)
+                    ok = decision.choose()
+                    if decision.final:
+                        decision = None
+                    elif not ok:
+                        self.py_clock[loop_id] = (_clock(), n, decision)   # timed by python_ran
                 else:
                     ok = n >= max(forced, 1)
                 if not ok:
                     return None
-                return (loop_id, m, m.plan, space, (), levels, n, start, step, start, None)
+                return (loop_id, m, m.plan, space, (), levels, n, start, step, start, None, decision,
+                        _clock() if decision is not None else 0.0)
         try:
             return self._space(loop_id, m, m.plan, space)
         except GuardFailed as e:
             return self._refuse(loop_id, m.plan, e)
+
+    def _decision(self, loop_id, m, n):
+        key = (loop_id, n.bit_length())
+        d = self.decisions.get(key)
+        if d is None:
+            d = self.decisions[key] = cost.Decision(self._estimate(loop_id, m, n))
+        return d
+
+    def _estimate(self, loop_id, m, n):
+        vmap = m.plan.space.kind == "nest" and m.strategy != "matmul" or self.ran.get(loop_id) == "vmap"
+        return cost.estimate(m.strategy, n, self.ops.get(loop_id, 1), self.units.get(loop_id, 0.0), vmap)
+
+    def python_ran(self, loop_id):
+        """After the loop as written ran where the cost model chose it: its time, for the decision."""
+        started = self.py_clock.pop(loop_id, None)
+        if started is not None:
+            t0, n, decision = started
+            decision.python_ran(_clock() - t0, n)
 
     def guard(self, pending, mapped, free, calls, writes):
         """A Token when the loop may run vectorized for these values, else None."""
@@ -193,6 +218,8 @@ class FunctionRuntime:
         try:
             return self._guard(pending, mapped, free, calls, writes)
         except GuardFailed as e:
+            if pending[11] is not None:
+                pending[11].vectorized_failed()
             return self._refuse(loop_id, m.plan, e)
 
     def _refuse(self, loop_id, plan, e):
@@ -234,20 +261,32 @@ class FunctionRuntime:
             n = min(lengths)
         if self.events is None and not self.strict and cost.min_trip(m.strategy) is None:
             # the steady state: one decision per loop and power-of-two bucket of trip counts
-            key = (loop_id, n.bit_length())
-            ok = self.decisions.get(key)
-            if ok is None:
-                ok = self.decisions[key] = cost.worth(m.strategy, n, cost.estimate(m.strategy, n, self.ops.get(loop_id, 1)))
+            decision = self._decision(loop_id, m, n)
+            ok = decision.choose()
+            if decision.final:
+                decision = None
+            elif not ok:
+                self.py_clock[loop_id] = (_clock(), n, decision)
             if not ok:
                 return None
-            return (loop_id, m, plan, space, sources, levels, n, start, step, first, None)
-        est = cost.estimate(m.strategy, n, self.ops.get(loop_id, 1))
-        if not cost.worth(m.strategy, n, est):
+            return (loop_id, m, plan, space, sources, levels, n, start, step, first, None, decision,
+                    _clock() if decision is not None else 0.0)
+        est = self._estimate(loop_id, m, n)
+        known = self.decisions.get((loop_id, n.bit_length()))
+        measured = known.measured(n) if known is not None else None
+        if measured:
+            est = {**est, "measured python": measured["python"], "measured vectorized": measured["vectorized"]}
+        if cost.min_trip(m.strategy) is None and known is not None and known.final:
+            ok, why = known.vec, "timings of earlier calls"
+        else:
+            ok, why = cost.worth(m.strategy, n, est), "the cost model"
+        if not ok:
             self._note(loop_id, "estimate", "", est)
-            raise GuardFailed(f"{n} iteration(s): the cost model expects the Python loop to be faster "
-                              f"(about {est['python'] * 1e6:.0f} us against {est['vectorized'] * 1e6:.0f} us)",
+            shown = measured or est
+            raise GuardFailed(f"{n} iteration(s): {why} expects the Python loop to be faster "
+                              f"(about {shown['python'] * 1e6:.0f} us against {shown['vectorized'] * 1e6:.0f} us)",
                               cost=True)
-        return (loop_id, m, plan, space, sources, levels, n, start, step, first, est)
+        return (loop_id, m, plan, space, sources, levels, n, start, step, first, est, None, 0.0)
 
     def _guard(self, pending, mapped, free, calls, writes):
         """Every check of the rewrite's assumptions for these values, in one pass (this runs on
@@ -255,7 +294,7 @@ class FunctionRuntime:
         one device, no aliasing between outputs and inputs, pure callees, and gradients only
         where the batched form gives the loop's. The signature (types, dtypes, ranks, devices,
         requires_grad) is interned as a small int that keys every per-signature cache."""
-        loop_id, m, plan, space, sources, levels, n, start, step, first, estimate = pending
+        loop_id, m, plan, space, sources, levels, n, start, step, first, estimate, decision, t0 = pending
         Tensor = torch.Tensor
         if levels is None:
             last = start + (n - 1) * step
@@ -352,6 +391,12 @@ class FunctionRuntime:
             devices = {t.device for t in everything if t.dim() > 0 or not t.is_cpu}
             if len(devices) > 1:
                 raise GuardFailed(f"tensors on several devices ({', '.join(sorted(map(str, devices)))})")
+        key = (loop_id, tuple(sig))
+        sid = self.sig_ids.get(key)
+        if sid is None:
+            sid = self.sig_ids[key] = len(self.sig_ids)
+        if (loop_id, sid) in self.failures:
+            raise GuardFailed(f"an earlier call with the same signature failed: {self.failures[(loop_id, sid)]}")
         if written:
             _no_aliasing(written, mapped, tensors, free_tensors, free, calls)
         for c in calls:
@@ -371,13 +416,10 @@ class FunctionRuntime:
                 raise GuardFailed("data-dependent branches or selected iterations with tensors that require "
                                   "grad keep the Python loop (unselected iterations of the batched form could "
                                   "give NaN gradients where the loop computes none)")
-        key = (loop_id, tuple(sig))
-        sid = self.sig_ids.get(key)
-        if sid is None:
-            sid = self.sig_ids[key] = len(self.sig_ids)
-        if (loop_id, sid) in self.failures:
-            raise GuardFailed(f"an earlier call with the same signature failed: {self.failures[(loop_id, sid)]}")
-        return Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
+        tok = Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
+        if decision is not None:
+            tok.decision, tok.t0 = decision, t0
+        return tok
 
     def failed(self, loop_id, tok, exc):
         if isinstance(exc, NotVectorizable):
@@ -386,6 +428,8 @@ class FunctionRuntime:
         data = isinstance(exc, IndexError) or getattr(exc, "data", False)
         if not isinstance(tok, Token):
             tok = None
+        elif tok.decision is not None:
+            tok.decision.vectorized_failed()
         if tok is not None and (loop_id, tok.sig) not in self.succeeded and not data:
             # a type-level failure (vmap refusing the body) is remembered for this signature;
             # a failure that depends on the values (an index out of range) is not
@@ -793,10 +837,11 @@ FunctionRuntime.prefix = staticmethod(_prefix)
 def _replaces(out, region, value, tok):
     """Whether `value` may stand for the fresh tensor `out` instead of being copied into it: it
     covers every element, has out's dtype, device and shape, owns its memory, and is no input."""
-    return (region.shape == out.shape and value.shape == out.shape and value.dtype == out.dtype
-            and value.device == out.device and value.requires_grad == out.requires_grad
-            and not any(st == 0 and sz > 1 for st, sz in zip(value.stride(), value.shape))
-            and value.is_contiguous() and not tok.shares_input(value))
+    shape = out.shape
+    return (region.shape == shape and value.shape == shape and value.dtype == out.dtype
+            and value.requires_grad == out.requires_grad and value.device == out.device
+            and value.is_contiguous() and (value.numel() > 0 or not _overlapping(value))
+            and not tok.shares_input(value))
 
 
 FunctionRuntime.replaces = staticmethod(_replaces)
@@ -1229,6 +1274,9 @@ class Token:
         self._rows = {}
 
     # per-run state, set by run() and the scan helpers
+    decision = None       # cost.Decision still measuring this bucket, with the call's start time
+    t0 = 0.0
+    cold = False          # this call ran a one-time check or build: not a steady-state timing
     tag = ""
     scan_free = True
     extra = ()
@@ -1285,6 +1333,11 @@ class Token:
         if ptr is None:
             return False
         return any(isinstance(t, torch.Tensor) and _storage(t) == ptr for t in inputs)
+
+    def done(self):
+        """The vectorized call has committed its results: its time, for the decision."""
+        if self.decision is not None and not self.cold:
+            self.decision.vectorized_ran(_clock() - self.t0, self.n)
 
     def last_index(self):
         return self.first + (self.n - 1) * self.step
@@ -1373,6 +1426,7 @@ class Token:
         self.tag, self.scan_free = tag, scan_free
         chunk = self._chunk_rows() or self._memory_rows(ref or body)
         if chunk:
+            self.cold = True
             return self._run_chunked(body, ref, chunk)
         inputs = self._inputs()
         if not scan_free:
@@ -1389,11 +1443,11 @@ class Token:
                 if rt.events is not None:
                     rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
                 return outs
-        modes = {"broadcast": ["broadcast", "vmap"], "matmul": ["direct", "vmap"]}.get(self.match.strategy)
-        if modes is None:
-            # a body with a direct batched form runs without vmap's per-operation dispatch
-            modes = ["batched", "vmap"] if not tag and self.levels is None and \
-                self.loop_id in rt.batchable and _switch_on("AUTOVEC_BATCHED") else ["vmap"]
+        self.cold = True
+        modes = {"broadcast": ["broadcast"], "matmul": ["direct"]}.get(self.match.strategy, [])
+        if not tag and self.levels is None and self.loop_id in rt.batchable and _switch_on("AUTOVEC_BATCHED"):
+            modes.append("batched")   # a direct batched form: no vmap per-operation dispatch
+        modes.append("vmap")
         errors = []
         for mode in modes:
             if (self.loop_id, self.sig, mode, tag) in rt.bad_modes and mode != modes[-1]:

@@ -105,4 +105,54 @@ def test_cost_decisions_are_cached_per_power_of_two_bucket(monkeypatch):
         torch.testing.assert_close(f(x), double(x))
     decisions = f._autovec_state.runtime.decisions
     assert set(decisions) == {(1, 2), (1, 10)}        # 2 and 3 share a bucket, 700 and 1000 another
-    assert decisions[(1, 10)] is True                 # a thousand rows: vectorized
+    assert decisions[(1, 10)].vec is True             # a thousand rows: vectorized
+
+
+def test_decision_is_the_model_verdict_when_lopsided():
+    from autovec.cost import Decision
+    d = Decision({"python": 1e-3, "vectorized": 1e-5})
+    assert d.final and d.vec and d.choose()
+    d = Decision({"python": 1e-6, "vectorized": 1e-4})
+    assert d.final and not d.vec and not d.choose()
+
+
+def test_close_decision_times_both_paths_and_keeps_the_faster():
+    from autovec.cost import Decision
+    d = Decision({"python": 10e-6, "vectorized": 8e-6})     # the model leans vectorized
+    seen = []
+    for _ in range(12):
+        vec = d.choose()
+        seen.append(vec)
+        if vec:
+            d.vectorized_ran(30e-6, 4)          # in fact 30 us a call
+        else:
+            d.python_ran(12e-6, 4)              # against 12 us for the loop
+    assert d.final and not d.vec
+    assert seen[:3] == [True] * 3 and seen[3:6] == [False] * 3 and not any(seen[6:])
+    d = Decision({"python": 10e-6, "vectorized": 8e-6})
+    for _ in range(3):
+        assert d.choose()
+        d.vectorized_failed()                   # a guard refuses every call
+    for _ in range(3):
+        assert not d.choose()
+        d.python_ran(12e-6, 4)
+    assert d.final and not d.vec
+
+
+def test_timed_decision_settles_on_real_calls(monkeypatch):
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+
+    def scale_rows(x, y):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * 2 + y[i]
+        return out
+
+    f = av(scale_rows)
+    x, y = torch.randn(6, 3), torch.randn(6, 3)
+    for _ in range(12):
+        torch.testing.assert_close(f(x, y), scale_rows(x, y))
+    (d,) = f._autovec_state.runtime.decisions.values()
+    assert d.final                      # timed both ways (or the model was clear-cut)
+    ex = explain(f, x, y)
+    assert ex.path == ("vectorized" if d.vec else "python")

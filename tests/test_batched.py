@@ -90,7 +90,10 @@ def products(x, v):
         b = x[k] @ W.t()             # (3,) @ (3, 5)
         c = torch.dot(x[k], v[k])
         d = torch.outer(x[k], v[k]).sum()
-        res.append(a + b + c + d + torch.mv(W, v[k]))
+        m = torch.outer(v[k], x[k])          # a per-iteration matrix
+        e = m @ x[k] + x[k] @ m + torch.dot(W[0, :3], x[k]) + W[0, :3] @ m + (m @ m).sum(0)
+        f = torch.outer(W[1, :3], x[k]).sum(1) + torch.outer(x[k], W[2, :3]).sum(0)
+        res.append(a + b + c + d + torch.mv(W, v[k]) + (e + f).sum())
     return torch.stack(res)
 
 

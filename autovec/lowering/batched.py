@@ -671,16 +671,46 @@ class _Batcher:
         return _call(copy.deepcopy(func), aligned[:len(vals)], new_kw)
 
     def _product(self, kind, a, b):
-        if kind == "inner":
-            kind = "dot"
-        if kind == "ger":
-            kind = "outer"
+        """Products of per-iteration vectors and matrices (ranks 1 and 2), as the matmul an
+        expert writes for the batch: `x_k @ W` is `X @ W`, `W @ x_k` is `(W @ X[..., None])[..., 0]`,
+        a dot of two per-iteration vectors is `vecdot`."""
+        kind = {"inner": "dot", "ger": "outer"}.get(kind, kind)
         for v in (a, b):
             if v.fact.kind != "tensor":
                 raise Unsupported(f"`{kind}` of a non-tensor")
-        la = ast.Tuple(elts=[_const(0)] if a.batched else [], ctx=ast.Load())
-        lb = ast.Tuple(elts=[_const(0)] if b.batched else [], ctx=ast.Load())
-        return _helper("mm", _const(kind), a.node, la, b.node, lb, ast.List(elts=[_name("_avb_n")], ctx=ast.Load()))
+        ra, rb = a.fact.rank, b.fact.rank
+        want = {"dot": {(1, 1)}, "outer": {(1, 1)}, "mv": {(2, 1)}, "mm": {(2, 2)},
+                "matmul": {(1, 1), (1, 2), (2, 1), (2, 2)}}[kind]
+        if (ra, rb) not in want:
+            raise Unsupported(f"`{kind}` of per-iteration ranks {ra} and {rb}")
+        A, B = a.node, b.node
+
+        def mat(x, y):
+            return ast.BinOp(left=x, op=ast.MatMult(), right=y)
+
+        def sub(x, *idx):
+            return ast.Subscript(value=x, slice=ast.Tuple(elts=list(idx), ctx=ast.Load()), ctx=ast.Load())
+        every, none = ast.Slice(), _const(None)
+        ell = _const(Ellipsis)
+        if kind == "outer":
+            left = sub(A, every, every, none) if a.batched else sub(A, every, none)
+            right = sub(B, every, none, every) if b.batched else B
+            return ast.BinOp(left=left, op=ast.Mult(), right=right)
+        if a.batched and b.batched:
+            if (ra, rb) == (1, 1):
+                return _call(_torch("linalg.vecdot"), [A, B])
+            if (ra, rb) == (2, 1):
+                return sub(mat(A, sub(B, ell, none)), ell, _const(0))
+            if (ra, rb) == (1, 2):
+                return sub(mat(sub(A, every, none), B), every, _const(0))
+            return mat(A, B)
+        if a.batched:
+            return mat(A, B)                       # (n, ..) @ W broadcasts W over the batch
+        if (ra, rb) == (1, 1):
+            return mat(B, A)                       # w . x_k: the same dot
+        if (ra, rb) == (2, 1):
+            return sub(mat(A, sub(B, ell, none)), ell, _const(0))
+        return mat(A, B)                           # v @ X_k, W @ X_k: matmul broadcasts the batch
 
     def _join(self, name, node):
         seq = node.args[0]

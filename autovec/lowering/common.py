@@ -51,6 +51,7 @@ class Lowered:
     display_swaps: dict = field(default_factory=dict)
     layout: tuple = ()
     body: tuple | None = None     # (body def, runtime name): a body the batched mode may rewrite
+    after: list = field(default_factory=list)   # run after the original loop (its timing)
 
 
 def _name(n: str, ctx=ast.Load) -> ast.Name:
@@ -528,9 +529,13 @@ except Exception as E:
     extra = {n.id for v in display_swaps.values() for n in ast.walk(v) if isinstance(n, ast.Name)}
     extra |= {result} if result else set()
     display = _drop_dead(display, extra)
-    batchable = None if direct or m.strategy == "broadcast" or nest else (copy.deepcopy(body_def), AV)
+    batchable = None if nest else (copy.deepcopy(body_def), AV)
+    # the cost model times both paths where its estimates are close (cost.Decision)
+    commit = commit + template(f"{T}.done()")
+    after = template(f"{AV}.python_ran({L})")
+    set_lines(commit[-1:] + after, plan.lineno, plan.lineno)
     return Lowered(m, stmts + [_branch(T, commit)], display, result, swaps, display_swaps, tuple(layout),
-                   batchable)
+                   batchable, after)
 
 
 def _tidy_display(stmts: list, O: str) -> list:

@@ -61,11 +61,13 @@ except Exception as E:
     T = AV.failed({L}, T, E)
 """, T=T, AV=AV, SPACE=_space_expr(plan), WRITES=writes, P=P, E=E)
     set_lines(stmts, plan.lineno)
-    commit = template(f"AV.prefix_commit({o.target}, {o.dim}, T, P)", AV=AV, T=T, P=P)
+    commit = template(f"AV.prefix_commit({o.target}, {o.dim}, T, P)\nT.done()", AV=AV, T=T, P=P)
+    after = template(f"AV.python_ran({L})", AV=AV)
+    set_lines(commit + after, plan.lineno)
     fn = "cumsum" if o.op == "+" else "cumprod"
     region = o.index_src.format(f"{_start(plan)} - 1:{_stop(plan)}")
     display = template(f"{region} = torch.{fn}({region}, dim={o.dim})")
-    return Lowered(m, stmts + [_branch(T, commit)], display)
+    return Lowered(m, stmts + [_branch(T, commit)], display, after=after)
 
 
 def _start(plan):
