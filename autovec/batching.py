@@ -15,10 +15,10 @@ class _Helpers:
     """`_avb` in batched bodies: the few operations with no one-call torch spelling."""
 
     @staticmethod
-    def dim(d, rank):
+    def dim(d, rank, lead=1):
         if not isinstance(d, int) or isinstance(d, bool) or not -rank <= d < rank:
             raise IndexError(f"dimension {d!r} out of range for a {rank}-d value")
-        return d + 1 if d >= 0 else d
+        return d + lead if d >= 0 else d
 
     @staticmethod
     def take(x, idx):
@@ -39,11 +39,16 @@ class _Helpers:
         return torch.logical_or(torch.as_tensor(a), torch.as_tensor(b))
 
     @staticmethod
-    def bcast(v, n):
+    def bcast(v, sizes):
         """A value the same in every iteration, as a batch (what vmap returns for it)."""
         from .runtime import _as_tensor
         t = v if isinstance(v, torch.Tensor) else _as_tensor(v)
-        return t.expand(n, *t.shape)
+        return t.expand(*sizes, *t.shape)
+
+    @staticmethod
+    def full(v, sizes):
+        """A loop nest's value over every level (size 1 where it does not vary)."""
+        return v.expand(*sizes, *v.shape[len(sizes):])
 
     @staticmethod
     def extreme(x, dims, is_max):
@@ -72,7 +77,7 @@ class _EvenExtreme(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         x, v = ctx.saved_tensors
-        shape = (-1,) + (1,) * len(ctx.dims)
+        shape = (*v.shape, *(1,) * len(ctx.dims))     # the reduced dimensions are the trailing ones
         value, grad = v.reshape(shape), g.reshape(shape)
         mask = torch.where(value.isnan(), x.isnan(), x == value)
         share = grad / mask.sum(ctx.dims, keepdim=True)
@@ -140,9 +145,11 @@ def _resolver(body):
     return resolve
 
 
-def build(fdef: ast.FunctionDef, av: str, body, row_args, batch_args, n: int) -> BatchedBody | str:
-    """The batched body of `fdef` for this signature, or the reason there is none. `row_args`:
-    the body's arguments on iteration 0; `batch_args`: the batched arguments (batch first)."""
+def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: list) -> BatchedBody | str:
+    """The batched body of `fdef` for this signature, or the reason there is none.
+    `row_args_at(j)`: the body's arguments on iteration j (flat over a nest's levels);
+    `batch_args`: the batched arguments (one dimension per loop level in front, size 1 where a
+    value does not vary over that level); `sizes`: the trip count of each level."""
     facts: dict = {}
 
     def record(k, v):
@@ -153,20 +160,23 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args, batch_args, n: int) ->
     try:
         fn = BatchedBody(_compile(probe, body, ("_avp",)), body.__code__, {"_avp": types.CellType(record)})
         with torch.no_grad():
-            fn.bind(body)(*row_args)
+            fn.bind(body)(*row_args_at(0))
     except Exception as e:
         return f"one iteration of the body raised {type(e).__name__}: {e}"
     params = [a.arg for a in fdef.args.args]
     ids = number_nodes(fdef)
     resolve = _resolver(body)
+    lead = len(sizes)
     try:
-        fast = batched_def(fdef, facts, ids, params, av, resolve, fdef.name + "_batched")
+        fast = batched_def(fdef, facts, ids, params, av, resolve, fdef.name + "_batched", lead=lead)
         seen: dict = {}
         checked = batched_def(fdef, facts, ids, params, av, resolve, fdef.name + "_batched_probe", probe=True,
-                              batched_nodes=seen)
+                              batched_nodes=seen, lead=lead)
     except Unsupported as e:
         return str(e)
-    rows = min(n, 2)
+    # two rows of every level: each intermediate value must be one iteration's, batch in front,
+    # and every output must equal the loop body's on each of those iterations
+    rows = tuple(min(k, 2) for k in sizes)
     got: dict = {}
 
     def record2(k, v):
@@ -175,9 +185,14 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args, batch_args, n: int) ->
         return v
     try:
         check = BatchedBody(_compile(checked, body, ("_avp",)), body.__code__, {"_avp": types.CellType(record2)})
-        few = [a.narrow(0, 0, rows) for a in batch_args]
+        few = []
+        for a in batch_args:
+            for lv, r in enumerate(rows):
+                if a.shape[lv] != 1:
+                    a = a.narrow(lv, 0, r)
+            few.append(a)
         with torch.no_grad():
-            check.bind(body)(*few, rows)
+            outs = check.bind(body)(*few, list(rows))
     except Exception as e:
         return f"the batched body raised {type(e).__name__}: {e}"
     nodes = {k: node for node in ast.walk(fdef) for k in [ids.get(id(node))] if k is not None}
@@ -185,7 +200,33 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args, batch_args, n: int) ->
         if k in facts and k in got and not agrees(facts[k], got[k], batched, rows):
             one, many = facts[k], got[k]
             return (f"`{ast.unparse(nodes[k])}` would be {many.dtype or many.kind} of shape {list(many.shape)} "
-                    f"for {rows} rows, where one iteration gives {one.dtype or one.kind} of shape {list(one.shape)}")
+                    f"for {list(rows)} rows, where one iteration gives {one.dtype or one.kind} of shape "
+                    f"{list(one.shape)}")
+    bad = _outputs_differ(outs, rows, sizes, row_args_at, body)
+    if bad:
+        return bad
     out = BatchedBody(_compile(fast, body), body.__code__)
     out.source = ast.unparse(fast)
     return out
+
+
+def _outputs_differ(outs, rows, sizes, row_args_at, body):
+    """Each probed iteration's outputs, from the loop body itself, against the batched ones."""
+    import itertools
+    from .equivalence import compare
+    for pos in itertools.product(*[range(r) for r in rows]):
+        j = 0
+        for p, k in zip(pos, sizes):
+            j = j * k + p
+        with torch.no_grad():
+            want = body(*row_args_at(j))
+        for k, (w, o) in enumerate(zip(want, outs)):
+            got = o[pos]
+            if not isinstance(w, torch.Tensor):
+                if got.dim() != 0:
+                    return f"output {k} is a number in one iteration and a tensor row in the batch"
+                w = torch.as_tensor(w, dtype=got.dtype)
+            diff = compare(w.detach(), got.detach(), path=f"output {k}")
+            if diff:
+                return f"the batched body differs from iteration {list(pos)}: {diff}"
+    return None

@@ -1445,7 +1445,7 @@ class Token:
                 return outs
         self.cold = True
         modes = {"broadcast": ["broadcast"], "matmul": ["direct"]}.get(self.match.strategy, [])
-        if not tag and self.levels is None and self.loop_id in rt.batchable and _switch_on("AUTOVEC_BATCHED"):
+        if not tag and self.loop_id in rt.batchable and _switch_on("AUTOVEC_BATCHED"):
             modes.append("batched")   # a direct batched form: no vmap per-operation dispatch
         modes.append("vmap")
         errors = []
@@ -1587,29 +1587,61 @@ class Token:
         rt, n = self.rt, self.n
         key = (self.loop_id, self.sig)
         code = rt.batched.get(key)
-        args = [t.movedim(d, 0) if d else t for t, d in inputs]
-        if self.match.plan.index_as_value:
-            args.append(self._index(args[0].device if args else None))
+        if self.levels is None:
+            sizes = [n]
+            args = [t.movedim(d, 0) if d else t for t, d in inputs]
+            if self.match.plan.index_as_value:
+                args.append(self._index(args[0].device if args else None))
+        else:
+            sizes = self.level_sizes()
+            args = self._nest_layout(inputs)
         if code is None:
             from .batching import build
             fdef, av = rt.batchable[self.loop_id]
-            code = rt.batched[key] = build(fdef, av, body, self._row_args(inputs, 0), args, n)
+            code = rt.batched[key] = build(fdef, av, body, lambda j: self._row_args(inputs, j), args, sizes)
         if rt.events is not None:
             rt.batched_seen[self.loop_id] = code     # for explain: the batched body, or why there is none
         if isinstance(code, str):
             raise GuardFailed(f"no batched form: {code}")
         try:
-            outs = code.bind(body)(*args, n)
+            outs = code.bind(body)(*args, sizes)
         except GuardFailed:
             raise
         except IndexError as e:
             raise GuardFailed(f"the batched body raised IndexError: {e}", data=True) from None
         except Exception as e:
             raise GuardFailed(f"the batched body raised {type(e).__name__}: {e}") from None
+        lead = len(sizes)
         for o in outs:
-            if not isinstance(o, torch.Tensor) or not o.dim() or o.shape[0] != n:
-                raise GuardFailed("a batched output does not keep the batch dimension")
+            if not isinstance(o, torch.Tensor) or o.dim() < lead or list(o.shape[:lead]) != sizes:
+                raise GuardFailed("a batched output does not keep the batch dimensions")
         return outs
+
+    def _nest_layout(self, inputs):
+        """A loop nest's inputs for the batched body: one dimension per level in front, in level
+        order (size 1 for a level a tensor is not indexed by), then the per-iteration dimensions;
+        the indices used as numbers as aranges along their level."""
+        levels = len(self.levels)
+        args = []
+        for (t, _), (_, spec, _, _) in zip(inputs, self.raw):
+            pos = {lv: p for lv, p, _ in spec}
+            order = [pos[lv] for lv in range(levels) if lv in pos]
+            rest = [k for k in range(t.dim()) if k not in order]
+            if order + rest != list(range(t.dim())):
+                t = t.permute(*order, *rest)
+            for lv in range(levels):
+                if lv not in pos:
+                    t = t.unsqueeze(lv)
+            args.append(t)
+        names = [ix for ix, _ in self.match.plan.space.levels]
+        device = args[0].device if args else None
+        for ix in self.match.plan.value_indices:
+            lv = names.index(ix)
+            st, sp, k = self.levels[lv]
+            shape = [1] * levels
+            shape[lv] = k
+            args.append(torch.arange(st, st + k * sp, sp, device=device).reshape(shape))
+        return args
 
     def _broadcast(self, body, inputs, device):
         n = self.n

@@ -249,3 +249,50 @@ def test_full_max_gradient_is_shared_by_ties_and_nan():
     fast = autovec(full_max_with_ties)
     fast(x)
     assert _ran(fast) == {"batched"}
+
+
+# --------------------------------------------------------------------- loop nests
+
+
+def pairwise(a, b):
+    d = torch.empty(a.shape[0], b.shape[0])
+    for i in range(a.shape[0]):
+        for j in range(b.shape[0]):
+            d[i, j] = torch.sqrt(((a[i] - b[j]) ** 2).sum())
+    return d
+
+
+def pairwise_mixed(a, b, w):
+    s = torch.zeros(a.shape[0], b.shape[0])
+    for i in range(a.shape[0]):
+        for j in range(b.shape[0]):
+            if i != j:
+                s[i, j] = torch.dot(a[i], b[j]) * w[i] + F.softmax(a[i] * b[j], dim=0).amax() + (a[i] @ W.t()).sum()
+    return s
+
+
+def grid_values(x):
+    out = torch.zeros(x.shape[0], x.shape[1])
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j].sum() * (i + 1) - j + x[i, j].norm(dim=-1).max()
+    return out
+
+
+NESTS = {
+    "pairwise": (pairwise, lambda: (torch.randn(5, 3), torch.randn(4, 3))),
+    "pairwise_mixed": (pairwise_mixed, lambda: (torch.randn(4, 3), torch.randn(4, 3), torch.rand(4))),
+    "grid_values": (grid_values, lambda: (torch.randn(3, 4, 2, 5),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTS))
+def test_batched_loop_nest_matches_the_loop(name):
+    fn, make = NESTS[name]
+    assert_equivalent(fn, *make(), trials=3)
+    fast = autovec(fn)
+    fast(*make())
+    assert _ran(fast) == {"batched"}, fast._autovec_state.runtime.batched
+    args = [a.requires_grad_() if isinstance(a, torch.Tensor) else a for a in make()]
+    if name != "pairwise_mixed":      # (a branch on the indices keeps gradients on the loop)
+        assert_equivalent(fn, *args, grad=True)

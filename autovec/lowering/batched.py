@@ -77,20 +77,26 @@ def fact_of(v) -> Fact:
 _NUMBER_DTYPES = {"int": torch.int64, "float": torch.float64, "bool": torch.bool, "complex": torch.complex128}
 
 
-def agrees(one: Fact, batch: Fact, batched: bool, rows: int) -> bool:
-    """Whether the batched body's value at a node is the per-iteration value with a batch
-    dimension of `rows` in front (or, for a loop-invariant node, the same value)."""
+def agrees(one: Fact, batch: Fact, batched: bool, rows: tuple) -> bool:
+    """Whether the batched body's value at a node is the per-iteration value with the batch
+    dimensions in front (`rows`: the probed size of each loop level; a value that does not
+    vary over a level of a loop nest keeps size 1 there), or, for a loop-invariant node, the
+    same value."""
     if not batched:
         return one == batch
     if one.kind == "tuple":
         return batch.kind == "tuple" and len(one.items) == len(batch.items) and all(
             agrees(a, b, True, rows) for a, b in zip(one.items, batch.items))
+    lead = len(rows)
+    if batch.kind != "tensor" or len(batch.shape) < lead:
+        return False
+    front = batch.shape[:lead]
+    if lead == 1 and front != rows or any(s not in (1, r) for s, r in zip(front, rows)):
+        return False
     if one.number:
         # a per-iteration Python number is a tensor of the batch (vmap's view of it too)
-        return batch.kind == "tensor" and batch.rank == 1 and batch.dtype == _NUMBER_DTYPES[one.kind] \
-            and batch.shape == (rows,)
-    return (one.kind == "tensor" and batch.kind == "tensor" and batch.dtype == one.dtype
-            and batch.shape == (rows, *one.shape))
+        return batch.dtype == _NUMBER_DTYPES[one.kind] and len(batch.shape) == lead
+    return one.kind == "tensor" and batch.dtype == one.dtype and batch.shape[lead:] == one.shape
 
 
 # ----------------------------------------------------------------------------- numbering
@@ -173,12 +179,12 @@ def _const(v):
     return ast.Constant(v)
 
 
-def _lift(v: _V, k: int) -> ast.expr:
-    """The batched value with `k` size-1 dimensions after the batch: `x[:, None, None]`."""
+def _lift(v: _V, k: int, lead: int = 1) -> ast.expr:
+    """The batched value with `k` size-1 dimensions after the `lead` batch dimensions: `x[:, None, None]`."""
     if k <= 0:
         return v.node
     return ast.Subscript(value=v.node, slice=ast.Tuple(
-        elts=[ast.Slice()] + [_const(None)] * k, ctx=ast.Load()), ctx=ast.Load())
+        elts=[ast.Slice() for _ in range(lead)] + [_const(None)] * k, ctx=ast.Load()), ctx=ast.Load())
 
 
 def _rank(v: _V) -> int:
@@ -191,7 +197,7 @@ def _is_tensorish(v: _V) -> bool:
     return v.fact.kind == "tensor" or (v.batched and v.fact.number)
 
 
-def _align(vals: list[_V], binary: bool = False) -> list[ast.expr]:
+def _align(vals: list[_V], binary: bool = False, lead: int = 1) -> list[ast.expr]:
     """Operands of an elementwise operation: a batched value of lower rank than another
     operand gets size-1 dimensions after its batch dimension, so broadcasting lines the
     per-iteration dimensions up as in one iteration. With `binary` (a two-operand operator),
@@ -202,7 +208,7 @@ def _align(vals: list[_V], binary: bool = False) -> list[ast.expr]:
         if v.batched and not _is_tensorish(v):
             raise Unsupported(f"an elementwise operation on a per-iteration {v.fact.kind}")
     top = max((_rank(v) for v in vals if _is_tensorish(v)), default=0)
-    out = [_lift(v, top - _rank(v)) if v.batched else v.node for v in vals]
+    out = [_lift(v, top - _rank(v), lead) if v.batched else v.node for v in vals]
     if binary and any(v.batched and v.fact.number for v in vals):
         dtype = _compute_dtype(vals)
         if dtype is not None:
@@ -242,32 +248,32 @@ def _literal_int(d: ast.expr):
     return None
 
 
-def _dim(d: ast.expr, dfact, rank: int) -> ast.expr:
-    """A per-iteration dimension as the batched one (the batch is dimension 0)."""
+def _dim(d: ast.expr, dfact, rank: int, lead: int = 1) -> ast.expr:
+    """A per-iteration dimension as the batched one (the `lead` batch dimensions come first)."""
     if _literal_int(d) is not None:
         k = _literal_int(d)
         if not -rank <= k < rank:
             raise Unsupported(f"dimension {k} of a {rank}-d value")
-        return _const(k + 1 if k >= 0 else k)
+        return _const(k + lead if k >= 0 else k)
     if isinstance(d, (ast.Tuple, ast.List)):
-        return ast.Tuple(elts=[_dim(e, None, rank) for e in d.elts], ctx=ast.Load())
+        return ast.Tuple(elts=[_dim(e, None, rank, lead) for e in d.elts], ctx=ast.Load())
     if dfact is not None and dfact.kind == "int":
-        return _helper("dim", d, _const(rank))
+        return _helper("dim", d, _const(rank), _const(lead))
     raise Unsupported(f"a dimension given as `{ast.unparse(d)}`")
 
 
-def _insert_dim(d: ast.expr, rank: int) -> ast.expr:
+def _insert_dim(d: ast.expr, rank: int, lead: int = 1) -> ast.expr:
     """unsqueeze / stack: a new dimension among rank + 1."""
     if _literal_int(d) is not None:
         k = _literal_int(d)
         if not -(rank + 1) <= k <= rank:
             raise Unsupported(f"new dimension {k} of a {rank}-d value")
-        return _const(k + 1 if k >= 0 else k)
+        return _const(k + lead if k >= 0 else k)
     raise Unsupported(f"a dimension given as `{ast.unparse(d)}`")
 
 
-def _all_dims(rank: int) -> ast.expr:
-    return ast.Tuple(elts=[_const(k) for k in range(1, rank + 1)], ctx=ast.Load())
+def _all_dims(rank: int, lead: int = 1) -> ast.expr:
+    return ast.Tuple(elts=[_const(k) for k in range(lead, lead + rank)], ctx=ast.Load())
 
 
 # reductions: name -> (accepts a tuple of dimensions, keyword names besides dim/keepdim)
@@ -326,6 +332,7 @@ class _Ctx:
     av: str
     resolve: object           # callee text -> (found, object)
     probe: bool = False
+    lead: int = 1             # batch dimensions in front: one per loop level
     local: set = field(default_factory=set)
     seen: dict = field(default_factory=dict)    # node number -> whether its value carries the batch
 
@@ -381,7 +388,12 @@ class _Batcher:
         elts = []
         for e in s.value.elts:
             v = self.expr(e)
-            elts.append(v.node if v.batched else _helper("bcast", v.node, _name("_avb_n")))
+            if not v.batched:
+                elts.append(_helper("bcast", v.node, _name("_avb_n")))
+            elif self.c.lead > 1:
+                elts.append(_helper("full", v.node, _name("_avb_n")))   # levels it does not vary over
+            else:
+                elts.append(v.node)
         return ast.copy_location(ast.Return(value=ast.Tuple(elts=elts, ctx=ast.Load())), s)
 
     # -------------------------------------------------------------- expressions
@@ -453,7 +465,7 @@ class _Batcher:
             return _V(ast.BinOp(left=a.node, op=node.op, right=b.node), False, None)
         if isinstance(node.op, ast.MatMult):
             return self._product("matmul", a, b)
-        la, lb = _align([a, b], binary=True)
+        la, lb = _align([a, b], binary=True, lead=self.c.lead)
         return ast.BinOp(left=la, op=node.op, right=lb)
 
     def e_UnaryOp(self, node):
@@ -469,7 +481,7 @@ class _Batcher:
         a, b = self.expr(node.left), self.expr(node.comparators[0])
         if not a.batched and not b.batched:
             return _V(ast.Compare(left=a.node, ops=node.ops, comparators=[b.node]), False, None)
-        la, lb = _align([a, b], binary=True)
+        la, lb = _align([a, b], binary=True, lead=self.c.lead)
         return ast.Compare(left=la, ops=node.ops, comparators=[lb])
 
     def e_Attribute(self, node):
@@ -478,14 +490,13 @@ class _Batcher:
             raise Unsupported(f"attribute `{node.attr}` of a per-iteration {v.fact.kind}")
         r = v.fact.rank
         if node.attr == "shape":
-            return _V(ast.Subscript(value=_attr(v.node, "shape"), slice=ast.Slice(lower=_const(1)), ctx=ast.Load()),
-                      False, None)
+            return _V(self._item_shape(v), False, None)
         if node.attr == "ndim":
             return _V(_const(r), False, None)
         if node.attr in ("dtype", "device", "is_cuda", "is_floating_point"):
             return _V(_attr(v.node, node.attr), False, None)
         if node.attr == "T" and r == 2:
-            return _call(_attr(v.node, "transpose"), [_const(1), _const(2)])
+            return _call(_attr(v.node, "transpose"), [_const(self.c.lead), _const(self.c.lead + 1)])
         if node.attr == "mT" and r >= 2:
             return _call(_attr(v.node, "transpose"), [_const(-2), _const(-1)])
         if node.attr in ("real", "imag"):
@@ -525,8 +536,9 @@ class _Batcher:
                 if tensors > 1:
                     raise Unsupported("several tensor indices")
                 return ast.Subscript(value=base.node, slice=ast.Tuple(
-                    elts=[ast.Slice()] + [p.node for p in parts], ctx=ast.Load()), ctx=ast.Load())
-            if len(parts) == 1 and self._integer_scalar(parts[0]):
+                    elts=[ast.Slice() for _ in range(self.c.lead)] + [p.node for p in parts], ctx=ast.Load()),
+                    ctx=ast.Load())
+            if len(parts) == 1 and self._integer_scalar(parts[0]) and self.c.lead == 1:
                 return _helper("take", base.node, parts[0].node)
             raise Unsupported(f"index `{ast.unparse(idx)}` of a per-iteration tensor by per-iteration values")
         # a loop-invariant tensor indexed by per-iteration integers: a gather
@@ -591,7 +603,8 @@ class _Batcher:
             v = self.expr(node.args[0])
             if v.fact.kind != "tensor" or v.fact.rank < 1:
                 raise Unsupported("len() of a 0-d value")
-            return _V(ast.Subscript(value=_attr(v.node, "shape"), slice=_const(1), ctx=ast.Load()), False, None)
+            return _V(ast.Subscript(value=_attr(v.node, "shape"), slice=_const(self.c.lead), ctx=ast.Load()),
+                      False, None)
         known = _lookup(obj)
         if known is None:
             raise Unsupported(f"a call of `{text}`")
@@ -604,7 +617,7 @@ class _Batcher:
             if len(node.args) != 3 or node.keywords:
                 raise Unsupported("torch.where with other than three arguments")
             vals = [self.expr(a) for a in node.args]
-            return _call(copy.deepcopy(f), _align(vals))
+            return _call(copy.deepcopy(f), _align(vals, lead=self.c.lead))
         if name == "linear":
             vals = [self.expr(a) for a in node.args]
             if any(v.batched for v in vals[1:]) or any(self.varies(k.value) for k in node.keywords):
@@ -618,19 +631,24 @@ class _Batcher:
             name = "vector_norm"
         return self._op(name, first, node.args[1:], node.keywords, node, method=False, func=f, ns=ns)
 
+    def _item_shape(self, v: _V) -> ast.expr:
+        """The per-iteration shape of a batched tensor: its shape after the batch dimensions."""
+        return ast.Subscript(value=_attr(v.node, "shape"), slice=ast.Slice(lower=_const(self.c.lead)), ctx=ast.Load())
+
+    def _batch_shape(self, v: _V) -> ast.expr:
+        return ast.Subscript(value=_attr(v.node, "shape"), slice=ast.Slice(upper=_const(self.c.lead)), ctx=ast.Load())
+
     def _shape_method(self, attr, recv, node):
         """`x_k.size(d)`, `x_k.dim()`, `x_k.numel()` of a per-iteration tensor (the same every iteration)."""
         r = recv.fact.rank
         if attr == "dim" and not node.args:
             return _V(_const(r), False, None)
         if attr == "numel" and not node.args:
-            shape = ast.Subscript(value=_attr(recv.node, "shape"), slice=ast.Slice(lower=_const(1)), ctx=ast.Load())
-            return _V(_call(_attr(shape, "numel"), []), False, None)
+            return _V(_call(_attr(self._item_shape(recv), "numel"), []), False, None)
         if attr == "size" and not node.args and not node.keywords:
-            return _V(ast.Subscript(value=_attr(recv.node, "shape"), slice=ast.Slice(lower=_const(1)),
-                                    ctx=ast.Load()), False, None)
+            return _V(self._item_shape(recv), False, None)
         if attr == "size" and len(node.args) == 1 and not node.keywords:
-            return _V(_call(_attr(recv.node, "size"), [_dim(node.args[0], None, r)]), False, None)
+            return _V(_call(_attr(recv.node, "size"), [_dim(node.args[0], None, r, self.c.lead)]), False, None)
         raise Unsupported(f"`.{attr}()` with these arguments")
 
     def _runtime_helper(self, attr, node):
@@ -655,8 +673,8 @@ class _Batcher:
             top = max(_rank(a) if _is_tensorish(a) else 0, _rank(b) if _is_tensorish(b) else 0)
             if a.fact.kind != "tensor" and not a.batched or b.fact.kind != "tensor" and not b.batched:
                 raise Unsupported("a branch between a per-iteration tensor and a Python value")
-            na, nb = _align([a, b]) if top else (a.node, b.node)
-            return _call(_torch("where"), [_lift(c, top), na, nb])
+            na, nb = _align([a, b], lead=self.c.lead) if top else (a.node, b.node)
+            return _call(_torch("where"), [_lift(c, top, self.c.lead), na, nb])
         if attr == "item":
             return _call(_attr(_name(self.c.av), "item"), [args[0].node])
         raise Unsupported(f"runtime helper `{attr}`")
@@ -666,7 +684,7 @@ class _Batcher:
             if k.arg in ("dim", "axis", "dims", "keepdim", "out"):
                 raise Unsupported(f"`{k.arg}=` in an elementwise call")
         kvals = [self.expr(k.value) for k in keywords]
-        aligned = _align(vals + kvals)
+        aligned = _align(vals + kvals, lead=self.c.lead)
         new_kw = [ast.keyword(arg=k.arg, value=v) for k, v in zip(keywords, aligned[len(vals):])]
         return _call(copy.deepcopy(func), aligned[:len(vals)], new_kw)
 
@@ -693,8 +711,8 @@ class _Batcher:
         every, none = ast.Slice(), _const(None)
         ell = _const(Ellipsis)
         if kind == "outer":
-            left = sub(A, every, every, none) if a.batched else sub(A, every, none)
-            right = sub(B, every, none, every) if b.batched else B
+            left = sub(A, ell, every, none) if a.batched else sub(A, every, none)
+            right = sub(B, ell, none, every) if b.batched else B
             return ast.BinOp(left=left, op=ast.Mult(), right=right)
         if a.batched and b.batched:
             if (ra, rb) == (1, 1):
@@ -702,7 +720,7 @@ class _Batcher:
             if (ra, rb) == (2, 1):
                 return sub(mat(A, sub(B, ell, none)), ell, _const(0))
             if (ra, rb) == (1, 2):
-                return sub(mat(sub(A, every, none), B), every, _const(0))
+                return sub(mat(sub(A, ell, none, every), B), ell, _const(0), every)
             return mat(A, B)
         if a.batched:
             return mat(A, B)                       # (n, ..) @ W broadcasts W over the batch
@@ -723,7 +741,7 @@ class _Batcher:
         dim = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "dim"), _const(0))
         if len(node.args) > 2 or any(k.arg != "dim" for k in node.keywords):
             raise Unsupported(f"torch.{name} with other arguments")
-        d = _insert_dim(dim, r) if name == "stack" else _dim(dim, None, r)
+        d = _insert_dim(dim, r, self.c.lead) if name == "stack" else _dim(dim, None, r, self.c.lead)
         return _call(_torch(name if name != "concat" else "cat"),
                      [ast.List(elts=[v.node for v in vals], ctx=ast.Load())], [ast.keyword(arg="dim", value=d)])
 
@@ -738,7 +756,7 @@ class _Batcher:
             for k in keywords:
                 if k.arg in ("dim", "axis", "dims", "keepdim", "out"):
                     raise Unsupported(f"`{k.arg}=` in `{name}`")
-            aligned = _align([x] + extra + kextra)
+            aligned = _align([x] + extra + kextra, lead=self.c.lead)
             kw = [ast.keyword(arg=k.arg, value=v) for k, v in zip(keywords, aligned[1 + len(extra):])]
             if method:
                 return _call(_attr(aligned[0], name), aligned[1:1 + len(extra)], kw)
@@ -781,60 +799,61 @@ class _Batcher:
             rest = [copy.deepcopy(a) for a in args[1:]]
             if r == 0:
                 raise Unsupported(f"`{name}` of a 0-d value")
-            return call(name, [_dim(dim, arg_fact(dim), r)] + rest, keyword_list(kw))
+            return call(name, [_dim(dim, arg_fact(dim), r, self.c.lead)] + rest, keyword_list(kw))
         if name == "normalize" and not method:
             if len(args) > 1:
                 raise Unsupported("F.normalize with positional dim")
             dim = kw.pop("dim", _const(1))
             if r == 0:
                 raise Unsupported("F.normalize of a 0-d value")
-            kw["dim"] = _dim(dim, arg_fact(dim), r)
+            kw["dim"] = _dim(dim, arg_fact(dim), r, self.c.lead)
             return call(name, [copy.deepcopy(a) for a in args], keyword_list(kw))
         if name == "unsqueeze":
             dim = args[0] if args else kw.get("dim")
             if dim is None or len(args) + len(kw) != 1:
                 raise Unsupported("unsqueeze without one dimension")
-            return call("unsqueeze", [_insert_dim(dim, r)], [])
+            return call("unsqueeze", [_insert_dim(dim, r, self.c.lead)], [])
         if name == "squeeze":
             dim = args[0] if args else kw.get("dim")
             if dim is None or len(args) + len(kw) != 1 or r == 0:
                 raise Unsupported("squeeze() without a dimension (it would drop a batch of one)")
-            return call("squeeze", [_dim(dim, arg_fact(dim), r)], [])
+            return call("squeeze", [_dim(dim, arg_fact(dim), r, self.c.lead)], [])
         if name == "flatten":
             if r == 0 or kw.keys() - {"start_dim", "end_dim"}:
                 raise Unsupported("flatten of a 0-d value")
             start = args[0] if args else kw.get("start_dim", _const(0))
             end = args[1] if len(args) > 1 else kw.get("end_dim", _const(-1))
-            return call("flatten", [_dim(start, arg_fact(start), r), _dim(end, arg_fact(end), r)], [])
+            return call("flatten", [_dim(start, arg_fact(start), r, self.c.lead), _dim(end, arg_fact(end), r, self.c.lead)], [])
         if name in ("reshape", "view") and method:
             if kw:
                 raise Unsupported(f"`{name}` with keywords")
             shape = list(args)
-            if len(shape) == 1 and not (isinstance(shape[0], ast.Constant) and type(shape[0].value) is int) and (
+            batch = ast.Starred(value=self._batch_shape(x), ctx=ast.Load())
+            if len(shape) == 1 and _literal_int(shape[0]) is None and (
                     arg_fact(shape[0]) is None or arg_fact(shape[0]).kind != "int"):
-                return call(name, [_call(_torch("Size"), [ast.BinOp(
-                    left=ast.Tuple(elts=[_name("_avb_n")], ctx=ast.Load()), op=ast.Add(),
-                    right=_call(_name("tuple"), [copy.deepcopy(shape[0])]))])], [])
-            return call(name, [_name("_avb_n")] + [copy.deepcopy(a) for a in shape], [])
+                # one shape argument (a tuple, a list, a torch.Size)
+                return call(name, [batch, ast.Starred(value=copy.deepcopy(shape[0]), ctx=ast.Load())], [])
+            return call(name, [batch] + [copy.deepcopy(a) for a in shape], [])
         if name == "t" and not args and not kw:
             if r < 2:
                 return recv
-            return call("transpose", [_const(1), _const(2)], [])
+            return call("transpose", [_const(self.c.lead), _const(self.c.lead + 1)], [])
         if name in ("transpose", "swapaxes", "swapdims", "movedim") and len(args) == 2 and not kw:
             if r == 0:
                 raise Unsupported(f"`{name}` of a 0-d value")
-            return call(name, [_dim(a, arg_fact(a), r) for a in args], [])
+            return call(name, [_dim(a, arg_fact(a), r, self.c.lead) for a in args], [])
         if name == "permute" and method and not kw:
             dims = args[0].elts if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)) else args
             if len(dims) != r or any(_literal_int(d) is None or not -r <= _literal_int(d) < r for d in dims):
                 raise Unsupported("permute with computed or out-of-range dimensions")
             norm = [_literal_int(d) % r for d in dims]
-            return call("permute", [_const(0)] + [_const(k + 1) for k in norm], [])
+            lead = self.c.lead
+            return call("permute", [_const(k) for k in range(lead)] + [_const(k + lead) for k in norm], [])
         if name == "flip":
             dims = args[0] if args else kw.get("dims")
             if dims is None or not isinstance(dims, (ast.Tuple, ast.List)) or r == 0:
                 raise Unsupported("flip without a list of dimensions")
-            return call("flip", [_dim(dims, None, r)], [])
+            return call("flip", [_dim(dims, None, r, self.c.lead)], [])
         raise Unsupported(f"`{name}` on a per-iteration tensor")
 
     def _reduce(self, name, x, args, kw, call, keyword_list, r):
@@ -863,23 +882,25 @@ class _Batcher:
             if name in ("max", "min"):
                 # max() spreads its gradient over the tied (or NaN) elements, amax over the
                 # equal ones only: a helper with max()'s own backward, per row
-                dims = _all_dims(r) if r else ast.Tuple(elts=[_const(1)], ctx=ast.Load())
-                target = x.node if r else _call(_attr(x.node, "unsqueeze"), [_const(1)])
+                dims = _all_dims(r, self.c.lead) if r else ast.Tuple(elts=[_const(self.c.lead)], ctx=ast.Load())
+                target = x.node if r else _call(_attr(x.node, "unsqueeze"), [_const(self.c.lead)])
                 return _helper("extreme", target, dims, _const(name == "max"))
             fname = name
             if r == 0:
                 # a 0-d value reduces to itself, with the reduction's dtype: as a column of one
-                column = _call(_attr(x.node, "unsqueeze"), [_const(1)])
-                return _call(_attr(column, fname), [_const(1)], keyword_list(kw))
+                column = _call(_attr(x.node, "unsqueeze"), [_const(self.c.lead)])
+                return _call(_attr(column, fname), [_const(self.c.lead)], keyword_list(kw))
             if tuple_ok:
-                return _call(_attr(x.node, fname), [], [ast.keyword(arg="dim", value=_all_dims(r))] + keyword_list(kw))
-            flat = _call(_attr(x.node, "reshape"), [_name("_avb_n"), _const(-1)])
-            return _call(_attr(flat, fname), [_const(1)], keyword_list(kw))
+                return _call(_attr(x.node, fname), [], [ast.keyword(arg="dim", value=_all_dims(r, self.c.lead))] + keyword_list(kw))
+            if r == 1:
+                return _call(_attr(x.node, fname), [_const(self.c.lead)], keyword_list(kw))
+            flat = _call(_attr(x.node, "reshape"), [ast.Starred(value=self._batch_shape(x), ctx=ast.Load()), _const(-1)])
+            return _call(_attr(flat, fname), [_const(self.c.lead)], keyword_list(kw))
         if r == 0:
             raise Unsupported(f"`{name}` along a dimension of a 0-d value")
         if isinstance(dim, (ast.Tuple, ast.List)) and not tuple_ok:
             raise Unsupported(f"`{name}` over several dimensions")
-        d = _dim(dim, self.c.facts.get(self.c.ids.get(id(dim))), r)
+        d = _dim(dim, self.c.facts.get(self.c.ids.get(id(dim))), r, self.c.lead)
         if rest and name in ("std", "var"):
             kw = {"unbiased": rest.pop(0), **kw}     # std(dim, unbiased, keepdim)
         if rest:
@@ -910,23 +931,23 @@ class _Batcher:
         if dim is None:
             if keep is not None:
                 raise Unsupported("norm over every dimension with keepdim")
-            target = x.node if r else _call(_attr(x.node, "unsqueeze"), [_const(1)])
-            dims = _all_dims(r) if r else ast.Tuple(elts=[_const(1)], ctx=ast.Load())
+            target = x.node if r else _call(_attr(x.node, "unsqueeze"), [_const(self.c.lead)])
+            dims = _all_dims(r, self.c.lead) if r else ast.Tuple(elts=[_const(self.c.lead)], ctx=ast.Load())
             return _call(_torch("linalg.vector_norm"), [target], ord_ + [ast.keyword(arg="dim", value=dims)] + extra)
         if r == 0:
             raise Unsupported("norm along a dimension of a 0-d value")
         if isinstance(dim, (ast.Tuple, ast.List)) and len(dim.elts) != 1 and name == "norm":
             raise Unsupported("norm over two dimensions (a matrix norm)")
-        d = _dim(dim, self.c.facts.get(self.c.ids.get(id(dim))), r)
+        d = _dim(dim, self.c.facts.get(self.c.ids.get(id(dim))), r, self.c.lead)
         return _call(_torch("linalg.vector_norm"), [x.node], ord_ + [ast.keyword(arg="dim", value=d)] + extra)
 
 
 def batched_def(fdef: ast.FunctionDef, facts: dict, ids: dict, batched_params, av: str, resolve,
-                name: str, probe: bool = False, batched_nodes: dict | None = None) -> ast.FunctionDef:
+                name: str, probe: bool = False, batched_nodes: dict | None = None, lead: int = 1) -> ast.FunctionDef:
     """The batched body (see the module docstring); raises Unsupported. `ids` numbers the nodes
     of `fdef` as `probe_def` did (`number_nodes` of the same tree); `batched_nodes` receives,
     per node number, whether the rewritten value carries the batch."""
-    ctx = _Ctx(facts, ids, set(batched_params), av, resolve, probe)
+    ctx = _Ctx(facts, ids, set(batched_params), av, resolve, probe, lead)
     if batched_nodes is not None:
         ctx.seen = batched_nodes
     ctx.local |= {a.arg for a in fdef.args.args}

@@ -529,7 +529,7 @@ except Exception as E:
     extra = {n.id for v in display_swaps.values() for n in ast.walk(v) if isinstance(n, ast.Name)}
     extra |= {result} if result else set()
     display = _drop_dead(display, extra)
-    batchable = None if nest else (copy.deepcopy(body_def), AV)
+    batchable = (copy.deepcopy(body_def), AV)
     # the cost model times both paths where its estimates are close (cost.Decision)
     commit = commit + template(f"{T}.done()")
     after = template(f"{AV}.python_ran({L})")
