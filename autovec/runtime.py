@@ -1448,6 +1448,8 @@ class Token:
         if not tag and self.loop_id in rt.batchable and _switch_on("AUTOVEC_BATCHED"):
             modes.append("batched")   # a direct batched form: no vmap per-operation dispatch
         modes.append("vmap")
+        if not _switch_on("AUTOVEC_DIRECT"):
+            modes = ["vmap"]          # the generic form only (benchmarks measure what the direct forms gain)
         errors = []
         for mode in modes:
             if (self.loop_id, self.sig, mode, tag) in rt.bad_modes and mode != modes[-1]:
@@ -1544,7 +1546,8 @@ class Token:
         finally:
             self.lazy_lists = False
         n, first, full, parts = self.n, self.first, None, None
-        modes = ["broadcast", "vmap"] if self.match.strategy == "broadcast" else ["vmap"]
+        modes = ["broadcast", "vmap"] if self.match.strategy == "broadcast" and _switch_on("AUTOVEC_DIRECT") \
+            else ["vmap"]
         mode = next((m for m in modes if (self.loop_id, self.sig, m, "") not in self.rt.bad_modes), modes[-1])
         try:
             for c0 in range(0, n, rows):

@@ -144,6 +144,8 @@ class Row:
     small_loop_us: float | None = None
     small_hand_us: float | None = None
     small_auto_us: float | None = None
+    vmap_ms: float | None = None        # autovec with only the generic vmap form (AUTOVEC_DIRECT=0)
+    nobatched_ms: float | None = None   # autovec without batched bodies (AUTOVEC_BATCHED=0)
     compile_ms: float | None = None
     compile_cold_s: float | None = None
     compile_note: str = ""
@@ -210,6 +212,25 @@ def bench_case(path: Path, opts, autovec_mod) -> Row:
             row.auto_ms = timer_median_s(fast, large, threads=th, min_run_time=mrt, copy_args=mutates) * 1e3
         else:
             row.notes.append("autovec steady state skipped (case budget)")
+
+        # what the direct forms gain: the same wrapper logic with only vmap, and without batched bodies
+        if row.path == "vectorized" and row.auto_ms is not None:
+            for attr, switch in (("vmap_ms", "AUTOVEC_DIRECT"), ("nobatched_ms", "AUTOVEC_BATCHED")):
+                if not fits(budget, row.auto_ms / 1e3 * 3, mrt, warmup=True):
+                    break
+                old = os.environ.get(switch)
+                os.environ[switch] = "0"
+                try:
+                    variant = autovec_mod.autovec(mod.loop)
+                    one_call_s(variant, large)
+                    one_call_s(variant, large)
+                    setattr(row, attr, timer_median_s(variant, large, threads=th, min_run_time=mrt,
+                                                      copy_args=mutates) * 1e3)
+                finally:
+                    if old is None:
+                        del os.environ[switch]
+                    else:
+                        os.environ[switch] = old
 
         t_ref1 = one_call_s(mod.reference, large)[0] if budget.left() > 0.1 else math.inf
         if fits(budget, t_ref1, mrt):
@@ -344,6 +365,14 @@ def summary_lines(rows: list[Row]) -> list[str]:
         gr = geomean(r.auto_over_hand for r in group)
         lines.append(f"geometric mean over {len(group)} {label}: speed-up over the loop: hand-written "
                      f"{fmt_x(gh)}, autovec {fmt_x(ga)}; autovec/hand time ratio {fmt_x(gr)}")
+    both = [r for r in rows if r.auto_ms and r.vmap_ms]
+    if both:
+        lines.append(f"direct forms against vmap alone, over {len(both)} vectorized cases: geometric mean "
+                     f"{fmt_x(geomean(r.vmap_ms / r.auto_ms for r in both))} faster (vmap-only time / autovec time)")
+    both = [r for r in rows if r.auto_ms and r.nobatched_ms]
+    if both:
+        lines.append(f"batched bodies, over {len(both)} vectorized cases: geometric mean "
+                     f"{fmt_x(geomean(r.nobatched_ms / r.auto_ms for r in both))} (time without / with)")
     vec = [r for r in rows if r.kind == "vectorizable"]
     n_vec = sum(1 for r in vec if r.path == "vectorized")
     lines.append(f"autovec took the vectorized path on {n_vec} of {len(vec)} vectorizable cases "
@@ -371,7 +400,8 @@ def machine_lines(opts) -> list[str]:
 
 def write_markdown(rows: list[Row], opts, out: Path, plot_note: str) -> None:
     head = ["case", "kind", "path", "loop ms", "hand ms", "autovec ms", "first call ms",
-            "autovec/hand", "hand speed-up", "autovec speed-up", "small-size overhead"]
+            "autovec/hand", "hand speed-up", "autovec speed-up", "small-size overhead",
+            "vmap-only ms", "no batched bodies ms"]
     if opts.compile:
         head += ["compile ms", "compile cold s"]
     head.append("notes")
@@ -392,7 +422,9 @@ def write_markdown(rows: list[Row], opts, out: Path, plot_note: str) -> None:
         "*first call*: one call of a fresh `autovec(case.loop)` wrapper, including analysis and "
         "rewriting (in a process where torch is already warm). *speed-up*: loop time / that time. "
         "*small-size overhead*: autovec at the \"small\" size minus the faster of loop and "
-        "hand-written (and the ratio).",
+        "hand-written (and the ratio). *vmap-only*: autovec with its direct forms switched off "
+        "(`AUTOVEC_DIRECT=0`: every loop through `torch.func.vmap`); *no batched bodies*: "
+        "`AUTOVEC_BATCHED=0` (bodies without a broadcast or matmul form run under vmap).",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "|".join("---" for _ in head) + "|",
@@ -403,7 +435,7 @@ def write_markdown(rows: list[Row], opts, out: Path, plot_note: str) -> None:
             notes.insert(0, f"ERROR: {r.error}")
         cells = [r.name, r.kind, r.path or "-", fmt_ms(r.loop_ms), fmt_ms(r.hand_ms), fmt_ms(r.auto_ms),
                  fmt_ms(r.first_ms), fmt_x(r.auto_over_hand), fmt_x(r.speedup_hand), fmt_x(r.speedup_auto),
-                 fmt_overhead(r)]
+                 fmt_overhead(r), fmt_ms(r.vmap_ms), fmt_ms(r.nobatched_ms)]
         if opts.compile:
             cells += [fmt_ms(r.compile_ms) if not r.compile_note.startswith("cap") else r.compile_note,
                       f"{r.compile_cold_s:.1f}" if r.compile_cold_s is not None else "-"]
