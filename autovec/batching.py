@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
+import inspect
 import types
 
 import torch
@@ -96,7 +98,12 @@ class BatchedBody:
         extra = {**_HELPER_CELLS, **(cells or {})}
         self.picks = tuple(names.index(v) if v in names else extra[v] for v in code.co_freevars)
 
+    checks = ()    # what inlined helpers must still be (see _Inliner)
+    source = ""
+
     def bind(self, body):
+        if self.checks and not _still_same(self.checks, body):
+            raise _Stale("a helper the batched body inlined has changed")
         cells = body.__closure__ or ()
         closure = tuple(cells[p] if type(p) is int else p for p in self.picks)
         return types.FunctionType(self.code, body.__globals__, self.code.co_name, None, closure or None)
@@ -119,8 +126,9 @@ def _compile(fdef: ast.FunctionDef, body, extra=()) -> types.CodeType:
     return next(c for c in factory_code.co_consts if isinstance(c, types.CodeType) and c.co_name == fdef.name)
 
 
-def _resolver(body):
+def _resolver(body, extra=None):
     cells = dict(zip(body.__code__.co_freevars, body.__closure__ or ()))
+    cells.update(extra or {})
     glb = body.__globals__
 
     def resolve(text: str):
@@ -145,6 +153,197 @@ def _resolver(body):
     return resolve
 
 
+# ----------------------------------------------------------------------------- helpers inlined
+
+class _Stale(Exception):
+    """A helper the batched body inlined is no longer what the loop calls."""
+
+
+class _Inliner:
+    """Inline calls of side-effect-free user helpers (straight-line: assignments, then one
+    `return`) into the body, so the batched rewrite sees their operations. A helper's own free
+    names (its module's `torch`, a constant) become closure cells holding what they named when
+    the batched body was written; every call checks that the loop still calls the same helper
+    code and that those names still name the same objects (else the body is written again)."""
+
+    def __init__(self, resolve, local):
+        self.resolve, self.local = resolve, set(local)
+        self.cells: dict = {}       # injected name -> cell
+        self.checks: list = []      # (callee text, function, code) and (function, name, object)
+        self.count = 0
+
+    def run(self, fdef: ast.FunctionDef) -> ast.FunctionDef:
+        fdef = copy.deepcopy(fdef)
+        fdef.body = self.block(fdef.body, depth=0)
+        ast.fix_missing_locations(fdef)
+        return fdef
+
+    def block(self, stmts, depth, lookup=None):
+        out = []
+        for s in stmts:
+            pre = []
+            s = self.stmt(s, pre, depth, lookup)
+            out += pre + [s]
+            if isinstance(s, ast.Assign):
+                for t in s.targets:
+                    self.local |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+        return out
+
+    def stmt(self, s, pre, depth, lookup):
+        inliner = self
+
+        class Calls(ast.NodeTransformer):
+            def visit_Lambda(self, node):
+                return node          # a nested scope: left alone (the rewrite refuses it)
+            visit_ListComp = visit_GeneratorExp = visit_SetComp = visit_DictComp = visit_Lambda
+
+            def visit_Call(self, node):
+                node = self.generic_visit(node)
+                got = inliner.call(node, pre, depth, lookup)
+                return got if got is not None else node
+        return Calls().visit(s)
+
+    def call(self, node, pre, depth, lookup):
+        if depth > 3 or any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return None
+        f = node.func
+        try:
+            text = ast.unparse(f)
+        except Exception:
+            return None
+        root = text.split(".")[0]
+        if not all(p.isidentifier() for p in text.split(".")):
+            return None
+        if root in self.cells:        # a helper's free name (checked on every call)
+            found, obj = _resolve_in_cells(self.cells, text)
+        elif lookup is None and root not in self.local:
+            found, obj = self.resolve(text)
+        else:
+            return None
+        if not found:
+            return None
+        receiver = None
+        if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType) and isinstance(f, ast.Attribute):
+            receiver, fn = f.value, obj.__func__
+        elif isinstance(obj, types.FunctionType):
+            fn = obj
+        else:
+            return None
+        if (fn.__module__ or "").startswith(("torch", "autovec")) or fn.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+            return None
+        from .purity import NoSource, _capture_cached
+        try:
+            cap = _capture_cached(fn)
+        except NoSource:
+            return None
+        tree = cap.tree
+        a = tree.args
+        if a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg:
+            return None
+        stmts = [s for s in tree.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if not stmts or not isinstance(stmts[-1], ast.Return) or stmts[-1].value is None or not all(
+                isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets) for s in stmts[:-1]):
+            return None
+        params = [p.arg for p in a.args]
+        given = ([receiver] if receiver is not None else []) + list(node.args)
+        if len(given) > len(params):
+            return None
+        bound = dict(zip(params, given))
+        for k in node.keywords:
+            if k.arg not in params or k.arg in bound:
+                return None
+            bound[k.arg] = k.value
+        defaults = dict(zip(params[len(params) - len(fn.__defaults__ or ()):], fn.__defaults__ or ()))
+        self.count += 1
+        tag = f"_avh{self.count}_"
+        rename = {}
+        for p in params:
+            if p in bound:
+                value = bound[p]
+            elif p in defaults and isinstance(defaults[p], (int, float, bool, complex, str, type(None))):
+                value = ast.Constant(defaults[p])
+            else:
+                return None
+            rename[p] = tag + p
+            pre.append(ast.Assign(targets=[ast.Name(id=tag + p, ctx=ast.Store())], value=value))
+        assigned = {t.id for s in stmts[:-1] for t in s.targets}
+        for n in assigned:
+            rename.setdefault(n, tag + n)
+        # the helper's free names: cells with what they name now, checked on every call
+        for n in {x.id for s in stmts for x in ast.walk(s) if isinstance(x, ast.Name)} - set(rename):
+            found, value = cap.lookup(n)
+            if not found:
+                return None
+            rename[n] = tag + n
+            self.cells[tag + n] = types.CellType(value)
+            self.checks.append((fn, n, value))
+        self.checks.append((text if lookup is None else None, fn, fn.__code__))
+        renamer = _Rename(rename)
+        inner = [renamer.visit(copy.deepcopy(s)) for s in stmts]
+        inner = self.block(inner[:-1] + [inner[-1]], depth + 1, lookup=cap)
+        ret = inner.pop()
+        pre += inner
+        result = tag + "return"
+        pre.append(ast.Assign(targets=[ast.Name(id=result, ctx=ast.Store())], value=ret.value))
+        return ast.copy_location(ast.Name(id=result, ctx=ast.Load()), node)
+
+
+def _resolve_in_cells(cells, text):
+    head, *rest = text.split(".")
+    obj = cells[head].cell_contents
+    try:
+        for part in rest:
+            obj = getattr(obj, part)
+    except AttributeError:
+        return False, None
+    return True, obj
+
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, names):
+        self.names = names
+
+    def visit_Name(self, node):
+        new = self.names.get(node.id)
+        return ast.copy_location(ast.Name(id=new, ctx=node.ctx), node) if new else node
+
+
+def _still_same(checks, body) -> bool:
+    """The inlined helpers are still what the loop calls, with the same free names."""
+    if not checks:
+        return True
+    resolve = _resolver(body)
+    for a, b, c in checks:
+        if isinstance(a, types.FunctionType):          # (helper, free name, object)
+            found, value = _capture_lookup(a, b)
+            if not found or value is not c:
+                return False
+        else:                                          # (callee text, helper, code)
+            if a is not None:
+                found, obj = resolve(a)
+                obj = getattr(obj, "__func__", obj)
+                if not found or obj is not b:
+                    return False
+            if b.__code__ is not c:
+                return False
+    return True
+
+
+def _capture_lookup(fn, name):
+    code = fn.__code__
+    if name in code.co_freevars and fn.__closure__ is not None:
+        try:
+            return True, fn.__closure__[code.co_freevars.index(name)].cell_contents
+        except ValueError:
+            return False, None
+    g = fn.__globals__
+    if name in g:
+        return True, g[name]
+    b = g.get("__builtins__", builtins.__dict__)
+    b = b if isinstance(b, dict) else vars(b)
+    return (True, b[name]) if name in b else (False, None)
+
+
 def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: list) -> BatchedBody | str:
     """The batched body of `fdef` for this signature, or the reason there is none.
     `row_args_at(j)`: the body's arguments on iteration j (flat over a nest's levels);
@@ -156,16 +355,23 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
         if k not in facts:
             facts[k] = fact_of(v)
         return v
+    inliner = _Inliner(_resolver(body), [a.arg for a in fdef.args.args] + [av])
+    try:
+        fdef = inliner.run(fdef)
+    except Exception as e:   # an inliner bug must only cost the batched form
+        return f"inlining a helper failed: {type(e).__name__}: {e}"
+    helpers = inliner.cells
     probe, _ = probe_def(fdef, fdef.name + "_probe")
     try:
-        fn = BatchedBody(_compile(probe, body, ("_avp",)), body.__code__, {"_avp": types.CellType(record)})
+        fn = BatchedBody(_compile(probe, body, ("_avp", *helpers)), body.__code__,
+                         {"_avp": types.CellType(record), **helpers})
         with torch.no_grad():
             fn.bind(body)(*row_args_at(0))
     except Exception as e:
         return f"one iteration of the body raised {type(e).__name__}: {e}"
     params = [a.arg for a in fdef.args.args]
     ids = number_nodes(fdef)
-    resolve = _resolver(body)
+    resolve = _resolver(body, helpers)
     lead = len(sizes)
     try:
         fast = batched_def(fdef, facts, ids, params, av, resolve, fdef.name + "_batched", lead=lead)
@@ -184,7 +390,8 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
             got[k] = fact_of(v)
         return v
     try:
-        check = BatchedBody(_compile(checked, body, ("_avp",)), body.__code__, {"_avp": types.CellType(record2)})
+        check = BatchedBody(_compile(checked, body, ("_avp", *helpers)), body.__code__,
+                            {"_avp": types.CellType(record2), **helpers})
         few = []
         for a in batch_args:
             for lv, r in enumerate(rows):
@@ -205,7 +412,11 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
     bad = _outputs_differ(outs, rows, sizes, row_args_at, body)
     if bad:
         return bad
-    out = BatchedBody(_compile(fast, body), body.__code__)
+    out = BatchedBody(_compile(fast, body, tuple(helpers)), body.__code__, helpers)
+    # (a rebound loop-invariant name, `act = torch.softmax` after `act = torch.relu`, is another
+    # signature: non-tensor values enter it by identity; a helper's own names do not, so they
+    # are checked on every call)
+    out.checks = inliner.checks
     out.source = ast.unparse(fast)
     return out
 

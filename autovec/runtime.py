@@ -1607,7 +1607,12 @@ class Token:
         if isinstance(code, str):
             raise GuardFailed(f"no batched form: {code}")
         try:
-            outs = code.bind(body)(*args, sizes)
+            fn = code.bind(body)
+        except Exception:          # an inlined helper was redefined: write the batched body again
+            del rt.batched[key]
+            raise GuardFailed("a helper changed since the batched body was written", data=True) from None
+        try:
+            outs = fn(*args, sizes)
         except GuardFailed:
             raise
         except IndexError as e:

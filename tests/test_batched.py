@@ -296,3 +296,93 @@ def test_batched_loop_nest_matches_the_loop(name):
     args = [a.requires_grad_() if isinstance(a, torch.Tensor) else a for a in make()]
     if name != "pairwise_mixed":      # (a branch on the indices keeps gradients on the loop)
         assert_equivalent(fn, *args, grad=True)
+
+
+# --------------------------------------------------------------------- helpers inlined
+
+SCALE = 2.0
+
+
+def _center(v):
+    return v - v.mean()
+
+
+def _standardize(v, eps=1e-5):
+    """A helper calling a helper, with a default."""
+    c = _center(v)
+    return c / torch.sqrt((c ** 2).mean() + eps) * SCALE
+
+
+def with_helpers(x):
+    out = torch.empty_like(x)
+    for k in range(x.shape[0]):
+        out[k] = _standardize(x[k])
+    return out
+
+
+class Scorer:
+    def __init__(self, w):
+        self.w = w
+
+    def score(self, v):
+        return (v * self.w).sum()
+
+    def run(self, x):
+        res = []
+        for k in range(x.shape[0]):
+            res.append(self.score(x[k]))
+        return torch.stack(res)
+
+
+def test_helpers_are_inlined_into_the_batched_body():
+    x = torch.randn(6, 5, requires_grad=True)
+    assert_equivalent(with_helpers, x, trials=2, grad=True)
+    fast = autovec(with_helpers)
+    fast(x)
+    assert _ran(fast) == {"batched"}
+    s = Scorer(torch.randn(5))
+    fast = autovec(Scorer.run)
+    torch.testing.assert_close(fast(s, x), s.run(x))
+    assert _ran(fast) == {"batched"}
+
+
+def test_a_changed_helper_or_global_is_seen(monkeypatch):
+    global _center
+    x = torch.randn(6, 5)
+    fast = autovec(with_helpers)
+    torch.testing.assert_close(fast(x), with_helpers(x))
+    monkeypatch.setattr(__import__(__name__), "SCALE", 3.0)          # a global the helper reads
+    torch.testing.assert_close(fast(x), with_helpers(x))
+    old = _center
+    try:
+        _center = lambda v: v * 0 + 1.0                                    # noqa: E731  (the helper's helper)
+        torch.testing.assert_close(fast(x), with_helpers(x))
+    finally:
+        _center = old
+    torch.testing.assert_close(fast(x), with_helpers(x))
+
+
+act = torch.relu
+
+
+def activate_rows(x):
+    out = torch.empty_like(x)
+    for k in range(x.shape[0]):
+        out[k] = act(x[k] * 2)
+    return out
+
+
+def test_a_rebound_function_name_is_seen(monkeypatch):
+    # the batched body assumed `act` is elementwise; rebinding it to softmax must not reuse that
+    x = torch.randn(6, 5)
+    fast = autovec(activate_rows)
+    torch.testing.assert_close(fast(x), activate_rows(x))
+    assert _ran(fast) <= {"batched", "broadcast"}
+    monkeypatch.setattr(__import__(__name__), "act", _column_softmax)
+    torch.testing.assert_close(fast(x), activate_rows(x))
+    monkeypatch.setattr(__import__(__name__), "act", torch.cumsum_like if hasattr(torch, "cumsum_like") else torch.sigmoid)
+    torch.testing.assert_close(fast(x), activate_rows(x))
+
+
+def _column_softmax(v):
+    return torch.softmax(v, dim=0)
