@@ -417,8 +417,18 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
     # signature: non-tensor values enter it by identity; a helper's own names do not, so they
     # are checked on every call)
     out.checks = inliner.checks
-    out.source = ast.unparse(fast)
+    out.source = _readable(ast.unparse(fast))
     return out
+
+
+def _readable(text: str) -> str:
+    """The batched body as explain shows it: torch's own names for the helpers' one-liners."""
+    import re
+    text = text.replace("_avb_torch.", "torch.").replace(", _avb_n):", "):")
+    text = re.sub(r"_avb\.truth\(", "(", text)
+    text = text.replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
+    text = text.replace("_avb.full(", "_expand_to_levels(").replace("_avb.extreme(", "_max_or_min_per_row(")
+    return text.replace("_avb_n", "batch_sizes")
 
 
 def _outputs_differ(outs, rows, sizes, row_args_at, body):

@@ -131,7 +131,7 @@ def _key(obj):
 
 def _why_impure(obj, label: str) -> str | None:
     name = getattr(obj, "__name__", "") or ""
-    if obj in (getattr(builtins, n, None) for n in _EFFECT_BUILTINS):
+    if name in _EFFECT_BUILTINS and getattr(builtins, name, None) is obj:
         return f"`{label}` has side effects"
     owner = getattr(obj, "__self__", None)
     if isinstance(owner, torch.Tensor):
