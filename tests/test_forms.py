@@ -343,3 +343,19 @@ def test_a_fresh_output_written_everywhere_becomes_the_batch(fn, copies):
     torch.testing.assert_close(got, want)
     assert counter.copies == copies
     assert explain(fast, x, y).path == "vectorized"
+
+
+def _fill_into(x, buf):
+    out = torch.zeros(x.shape, out=buf)      # the allocation returns the caller's tensor
+    for k in range(x.shape[0]):
+        out[k] = x[k] * 2
+    return out
+
+
+def test_an_allocation_with_out_is_written_into():
+    x = torch.randn(6, 3)
+    b1, b2 = torch.empty(6, 3), torch.empty(6, 3)
+    r1, r2 = _fill_into(x, b1), autovec(_fill_into)(x, b2)
+    torch.testing.assert_close(r2, r1)
+    torch.testing.assert_close(b2, b1)         # the caller's buffer holds the result, as in the loop
+    assert r2 is b2

@@ -243,6 +243,8 @@ def _fresh_allocation(out, loop: ast.For, ctx: Context) -> bool:
         if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
                 and s.targets[0].id == out.target and isinstance(s.value, ast.Call) and len(uses) == 1):
             return False
+        if any(k.arg in ("out", None) for k in s.value.keywords) or any(isinstance(a, ast.Starred) for a in s.value.args):
+            return False   # `torch.zeros(n, out=buf)` returns buf: the loop writes into the caller's tensor
         f = s.value.func
         name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
         found, obj = ctx.env.resolve(src(f)) if name in _ALLOCATORS else (False, None)
