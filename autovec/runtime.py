@@ -342,10 +342,11 @@ class FunctionRuntime:
                 cpu = cpu and v.is_cpu
             sig.append(_sig(v))
         written = []
+        fresh = []       # outputs allocated right before the loop: checked like the others, but alias nothing
         for w in writes:
             kind, t = w[0], w[1]
             sig.append(_sig(t))
-            if kind == "store":
+            if kind == "store" or kind == "fresh":
                 if not isinstance(t, Tensor):
                     raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")
                 d, off = w[2], w[3]
@@ -362,7 +363,7 @@ class FunctionRuntime:
                     raise GuardFailed("the output is a leaf tensor that requires grad (the loop raises)")
                 if not t.is_contiguous() and _overlapping(t):
                     raise GuardFailed("the output has rows that share memory (an expanded tensor)")
-                written.append(t)
+                (written if kind == "store" else fresh).append(t)
             elif kind == "list":
                 if type(t) is not list:
                     raise GuardFailed(f"`.append` is called on a {type(t).__name__}, not a list")
@@ -383,11 +384,11 @@ class FunctionRuntime:
                     raise GuardFailed(f"the accumulator is a {type(t).__name__}")
                 if isinstance(t, Tensor) and w[2]:
                     written.append(t)
-        if written:
-            cpu = cpu and all(t.is_cpu for t in written)
+        if written or fresh:
+            cpu = cpu and all(t.is_cpu for t in written) and all(t.is_cpu for t in fresh)
         everything = None
         if not cpu:
-            everything = tensors + free_tensors + written
+            everything = tensors + free_tensors + written + fresh
             devices = {t.device for t in everything if t.dim() > 0 or not t.is_cpu}
             if len(devices) > 1:
                 raise GuardFailed(f"tensors on several devices ({', '.join(sorted(map(str, devices)))})")
@@ -407,7 +408,7 @@ class FunctionRuntime:
         if selects is None:
             selects = self.selects[loop_id] = bool(plan.branches or _selects_rows(plan))
         if selects and grad:
-            everything = everything or tensors + free_tensors + written
+            everything = everything or tensors + free_tensors + written + fresh
             if (any(t.requires_grad for t in everything)
                     or any(isinstance(c, torch.nn.Module) and any(p.requires_grad for p in c.parameters())
                            for c in calls)):

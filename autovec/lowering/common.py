@@ -289,10 +289,13 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     calls_expr = expr("(" + "".join(f"{c}, " for c in plan.callables) + ")")
     writes = []
     for o in plan.outputs:
+        # a fresh output (allocated right before the loop, analysis/_fresh_allocation) is a new
+        # tensor: it shares memory with nothing, so the guard skips its aliasing check
+        kind = "fresh" if o.consumer == "fresh" else "store"
         if o.kind == "store" and nest:
-            writes.append(f"('store', {o.target}, 0, {o.nest_rows!r})")
+            writes.append(f"('{kind}', {o.target}, 0, {o.nest_rows!r})")
         elif o.kind == "store":
-            writes.append(f"('store', {o.target}, {o.dim}, {o.offset})")
+            writes.append(f"('{kind}', {o.target}, {o.dim}, {o.offset})")
         elif o.kind == "append" and o.target and not o.consumer:
             writes.append(f"('list', {o.target})")
         elif o.kind == "accum":
