@@ -1302,6 +1302,13 @@ class Token:
         a = self.start + offset
         return slice(a, a + (self.n - 1) * self.step + 1, self.step)
 
+    def region(self, t, offset, dim):
+        """`t[:, .., rows]` (the loop index at `dim`): `t` itself when the rows are all of it."""
+        r = self.rows(offset)
+        if r.start == 0 and r.step == 1 and r.stop == t.shape[dim]:
+            return t
+        return t[(slice(None),) * dim + (r,)]
+
     def ascending(self, o):
         """Per-iteration values reordered to ascending row order (a reversed loop runs backwards)."""
         if o is None or self.step > 0 or self.levels is not None:
@@ -1425,13 +1432,16 @@ class Token:
     def run(self, body, ref=None, direct=None, tag="", scan_free=False):
         rt = self.rt
         self.tag, self.scan_free = tag, scan_free
-        chunk = self._chunk_rows() or self._memory_rows(ref or body)
-        if chunk:
-            self.cold = True
-            return self._run_chunked(body, ref, chunk)
+        per = rt.iter_bytes.get((self.loop_id, self.sig))
+        if self.sources or per is None or per * self.n > _MEMORY_FLOOR or rt.memory_budget is not None:
+            # (the common case, a small batch of known size and no list, skips both lookups)
+            chunk = self._chunk_rows() or self._memory_rows(ref or body)
+            if chunk:
+                self.cold = True
+                return self._run_chunked(body, ref, chunk)
         inputs = self._inputs()
-        if not scan_free:
-            inputs += [(t, 0) for t, _ in getattr(self, "extra", [])]
+        if not scan_free and self.extra:
+            inputs += [(t, 0) for t, _ in self.extra]
         key = (self.loop_id, self.sig, tag)
         mode = rt.fast.get(key)
         if mode is not None:   # steady state: this mode passed its check for this signature

@@ -322,12 +322,15 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         if o.kind == "store":
             rows = ", ".join(f"{T}.rows({off}, {lv})" for lv, off in o.nest_rows) if nest else f"{T}.rows({o.offset})"
             region = o.index_src.format(rows)
+            # reading the region: the tensor itself when the loop covers its whole dimension
+            simple = not nest and o.index_src.replace(" ", "") == f"{o.target}[" + ":," * o.dim + "{}]"
+            read = f"{T}.region({o.target}, {o.offset}, {o.dim})" if simple else region
             ok_s, mask_s = (ok, mask) if nest else (f"{T}.ascending({ok})", f"{T}.ascending({mask})")
-            prepare += template(f"P = AV.fit_store({ok_s}, {region}, {o.dim}, {mask_s}, {o.op!r}, {lead})",
+            prepare += template(f"P = AV.fit_store({ok_s}, {read}, {o.dim}, {mask_s}, {o.op!r}, {lead})",
                                 P=P, AV=AV)
             if o.consumer == "fresh":
                 # a freshly allocated output that this call overwrites entirely becomes the batch
-                commit += template(f"if AV.replaces({o.target}, {region}, P, {T}):\n    {o.target} = P\n"
+                commit += template(f"if AV.replaces({o.target}, {read}, P, {T}):\n    {o.target} = P\n"
                                    f"else:\n    {region} = P", P=P, AV=AV)
             else:
                 commit += template(f"{region} = P", P=P)
