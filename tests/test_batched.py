@@ -386,3 +386,82 @@ def test_a_rebound_function_name_is_seen(monkeypatch):
 
 def _column_softmax(v):
     return torch.softmax(v, dim=0)
+
+
+# --------------------------------------------------------------------- random bodies
+
+
+def _random_body(rng):
+    """Source of a loop whose body composes the batched rules at random (ranks, dims, keepdim,
+    negative dims, broadcasting against fixed tensors), and inputs for it. Expressions are kept
+    only if one iteration evaluates them."""
+    shape = [rng.randint(2, 4) for _ in range(rng.randint(1, 2))]
+    sample = {"x[k]": torch.randn(*shape), "y[k]": torch.randn(*shape), "w": torch.randn(shape[-1]),
+              "c": 0.5}
+
+    def valid(e):
+        try:
+            return eval(e, {"torch": torch, "F": F}, sample)
+        except Exception:
+            return None
+
+    def gen(depth):
+        leaves = ["x[k]", "y[k]", "w", "x[k].sum()", "y[k].amax()"]
+        if depth == 0:
+            return rng.choice(leaves)
+        a, b = gen(depth - 1), gen(depth - 1)
+        va = valid(a)
+        r = va.dim() if isinstance(va, torch.Tensor) else 0
+        d = rng.randint(-r, r - 1) if r else 0
+        kd = rng.choice(["True", "False"])
+        forms = [f"({a} + {b})", f"({a} * {b})", f"torch.tanh({a})", f"({a} - c * {b})",
+                 f"{a}.sum()", f"{a}.mean()", f"{a}.norm()", f"{a}.max()", f"{a}.std()",
+                 f"torch.where({a} > 0, {a}, {b})", f"{a}.abs().sqrt()", f"{a}.exp().clamp(max=3.0)"]
+        if r:
+            forms += [f"{a}.sum(dim={d}, keepdim={kd})", f"torch.softmax({a}, dim={d})",
+                      f"{a}.amax({d})", f"{a}.max(dim={d}).values", f"{a}.unsqueeze({d})",
+                      f"torch.logsumexp({a}, dim={d})", f"{a}.cumsum({d})", f"{a}.flatten()",
+                      f"{a}.argmax({d}).float()", f"F.normalize({a}, dim={d})", f"{a}.var({d}, False)",
+                      f"{a}.transpose(0, -1)", f"({a} @ w)"]
+        if r == 2:
+            forms += [f"{a}.t()", f"({a} @ {a}.t())", f"{a}.reshape(-1)", f"{a}.permute(1, 0)"]
+        for _ in range(8):
+            e = rng.choice(forms)
+            if valid(e) is not None:
+                return e
+        return a
+
+    expr = gen(rng.randint(1, 3))
+    src = (f"def body(x, y, w, c):\n    out = []\n    for k in range(x.shape[0]):\n"
+           f"        out.append({expr})\n    return torch.stack(out)\n")
+    n = rng.randint(2, 5)
+    return src, (torch.randn(n, *shape), torch.randn(n, *shape), torch.randn(shape[-1]), 0.5)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_random_batched_bodies(seed, tmp_path):
+    import importlib.util
+    import random
+    src, args = _random_body(random.Random(seed))
+    path = tmp_path / f"body_{seed}.py"
+    path.write_text("import torch\nimport torch.nn.functional as F\n\n" + src)
+    spec = importlib.util.spec_from_file_location(f"body_{seed}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    grad_args = [a.clone().requires_grad_() if isinstance(a, torch.Tensor) else a for a in args]
+    assert_equivalent(mod.body, *args, trials=2)
+    assert_equivalent(mod.body, *grad_args, grad=True)
+    fast = autovec(mod.body)
+    fast(*args)
+    _RAN[seed] = _ran(fast)
+
+
+_RAN: dict = {}
+
+
+def test_random_bodies_mostly_run_batched():
+    # (after the parametrized runs above) most random bodies run without vmap
+    if len(_RAN) < 60:
+        pytest.skip("needs the random-body runs")
+    direct = [s for s, r in _RAN.items() if r and r <= {"batched", "broadcast"}]
+    assert len(direct) >= 45, {s: r for s, r in _RAN.items() if s not in direct}
