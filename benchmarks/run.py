@@ -144,6 +144,8 @@ class Row:
     small_loop_us: float | None = None
     small_hand_us: float | None = None
     small_auto_us: float | None = None
+    forced_small_us: float | None = None       # small size, vectorized whatever the cost model says
+    forced_small_vmap_us: float | None = None  # the same with vmap only
     vmap_ms: float | None = None        # autovec with only the generic vmap form (AUTOVEC_DIRECT=0)
     nobatched_ms: float | None = None   # autovec without batched bodies (AUTOVEC_BATCHED=0)
     compile_ms: float | None = None
@@ -231,6 +233,26 @@ def bench_case(path: Path, opts, autovec_mod) -> Row:
                         del os.environ[switch]
                     else:
                         os.environ[switch] = old
+
+        # the vectorized path's own cost at the small size (AUTOVEC_MIN_TRIP=1), with and without
+        # the direct forms
+        if row.path == "vectorized" and budget.left() > 1.0:
+            for attr, env in (("forced_small_us", {"AUTOVEC_MIN_TRIP": "1"}),
+                              ("forced_small_vmap_us", {"AUTOVEC_MIN_TRIP": "1", "AUTOVEC_DIRECT": "0"})):
+                old = {k: os.environ.get(k) for k in env}
+                os.environ.update(env)
+                try:
+                    variant = autovec_mod.autovec(mod.loop)
+                    for _ in range(3):
+                        one_call_s(variant, small)
+                    setattr(row, attr, timer_median_s(variant, small, threads=th, min_run_time=min(mrt, 0.1),
+                                                      copy_args=mutates) * 1e6)
+                finally:
+                    for k, v in old.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
 
         t_ref1 = one_call_s(mod.reference, large)[0] if budget.left() > 0.1 else math.inf
         if fits(budget, t_ref1, mrt):
@@ -369,6 +391,11 @@ def summary_lines(rows: list[Row]) -> list[str]:
     if both:
         lines.append(f"direct forms against vmap alone, over {len(both)} vectorized cases: geometric mean "
                      f"{fmt_x(geomean(r.vmap_ms / r.auto_ms for r in both))} faster (vmap-only time / autovec time)")
+    both = [r for r in rows if r.forced_small_us and r.forced_small_vmap_us]
+    if both:
+        lines.append(f"at the small size on the vectorized path, over {len(both)} cases: geometric mean "
+                     f"{fmt_x(geomean(r.forced_small_vmap_us / r.forced_small_us for r in both))} faster than "
+                     "vmap alone")
     both = [r for r in rows if r.auto_ms and r.nobatched_ms]
     if both:
         lines.append(f"batched bodies, over {len(both)} vectorized cases: geometric mean "
@@ -401,7 +428,7 @@ def machine_lines(opts) -> list[str]:
 def write_markdown(rows: list[Row], opts, out: Path, plot_note: str) -> None:
     head = ["case", "kind", "path", "loop ms", "hand ms", "autovec ms", "first call ms",
             "autovec/hand", "hand speed-up", "autovec speed-up", "small-size overhead",
-            "vmap-only ms", "no batched bodies ms"]
+            "vmap-only ms", "no batched bodies ms", "small vectorized us", "small vmap-only us"]
     if opts.compile:
         head += ["compile ms", "compile cold s"]
     head.append("notes")
@@ -424,7 +451,10 @@ def write_markdown(rows: list[Row], opts, out: Path, plot_note: str) -> None:
         "*small-size overhead*: autovec at the \"small\" size minus the faster of loop and "
         "hand-written (and the ratio). *vmap-only*: autovec with its direct forms switched off "
         "(`AUTOVEC_DIRECT=0`: every loop through `torch.func.vmap`); *no batched bodies*: "
-        "`AUTOVEC_BATCHED=0` (bodies without a broadcast or matmul form run under vmap).",
+        "`AUTOVEC_BATCHED=0` (bodies without a broadcast or matmul form run under vmap). "
+        "*small vectorized* / *small vmap-only*: a call at the small size on the vectorized path "
+        "whatever the cost model says (`AUTOVEC_MIN_TRIP=1`), with the direct forms and with vmap "
+        "only: the fixed cost of a vectorized call.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "|".join("---" for _ in head) + "|",
@@ -435,7 +465,8 @@ def write_markdown(rows: list[Row], opts, out: Path, plot_note: str) -> None:
             notes.insert(0, f"ERROR: {r.error}")
         cells = [r.name, r.kind, r.path or "-", fmt_ms(r.loop_ms), fmt_ms(r.hand_ms), fmt_ms(r.auto_ms),
                  fmt_ms(r.first_ms), fmt_x(r.auto_over_hand), fmt_x(r.speedup_hand), fmt_x(r.speedup_auto),
-                 fmt_overhead(r), fmt_ms(r.vmap_ms), fmt_ms(r.nobatched_ms)]
+                 fmt_overhead(r), fmt_ms(r.vmap_ms), fmt_ms(r.nobatched_ms),
+                 fmt_ms(r.forced_small_us), fmt_ms(r.forced_small_vmap_us)]
         if opts.compile:
             cells += [fmt_ms(r.compile_ms) if not r.compile_note.startswith("cap") else r.compile_note,
                       f"{r.compile_cold_s:.1f}" if r.compile_cold_s is not None else "-"]
