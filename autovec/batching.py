@@ -127,12 +127,18 @@ def _compile(fdef: ast.FunctionDef, body, extra=()) -> types.CodeType:
 
 
 def _resolver(body, extra=None):
-    cells = dict(zip(body.__code__.co_freevars, body.__closure__ or ()))
-    cells.update(extra or {})
+    names = body.__code__.co_freevars
+    closure = body.__closure__ or ()
     glb = body.__globals__
 
     def resolve(text: str):
         head, *rest = text.split(".")
+        if extra and head in extra:
+            cells = extra
+        elif head in names:
+            cells = {head: closure[names.index(head)]}
+        else:
+            cells = ()
         if head in cells:
             try:
                 obj = cells[head].cell_contents
@@ -312,7 +318,7 @@ def _still_same(checks, body) -> bool:
     """The inlined helpers are still what the loop calls, with the same free names."""
     if not checks:
         return True
-    resolve = _resolver(body)
+    resolve = None
     for a, b, c in checks:
         if isinstance(a, types.FunctionType):          # (helper, free name, object)
             found, value = _capture_lookup(a, b)
@@ -320,6 +326,7 @@ def _still_same(checks, body) -> bool:
                 return False
         else:                                          # (callee text, helper, code)
             if a is not None:
+                resolve = resolve or _resolver(body)
                 found, obj = resolve(a)
                 obj = getattr(obj, "__func__", obj)
                 if not found or obj is not b:
