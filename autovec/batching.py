@@ -3,13 +3,13 @@ the batched body for the signature, verify it on two rows, and bind it to each c
 from __future__ import annotations
 
 import ast
-import builtins
 import copy
 import inspect
 import types
 
 import torch
 
+from .frontend import attr_chain, scope_lookup
 from .lowering.batched import Unsupported, agrees, batched_def, fact_of, number_nodes, probe_def
 
 
@@ -58,11 +58,6 @@ class _Helpers:
         if torch.is_grad_enabled() and x.requires_grad:
             return _EvenExtreme.apply(x, dims, is_max)
         return x.amax(dims) if is_max else x.amin(dims)
-
-    @staticmethod
-    def mm(kind, a, la, b, lb, sizes):
-        from .runtime import mm
-        return mm(kind, a, la, b, lb, sizes)
 
 
 class _EvenExtreme(torch.autograd.Function):
@@ -127,35 +122,13 @@ def _compile(fdef: ast.FunctionDef, body, extra=()) -> types.CodeType:
 
 
 def _resolver(body, extra=None):
-    names = body.__code__.co_freevars
-    closure = body.__closure__ or ()
-    glb = body.__globals__
-
+    """Dotted names as the body sees them (its closure, globals, builtins), or in `extra` cells."""
     def resolve(text: str):
         head, *rest = text.split(".")
         if extra and head in extra:
-            cells = extra
-        elif head in names:
-            cells = {head: closure[names.index(head)]}
-        else:
-            cells = ()
-        if head in cells:
-            try:
-                obj = cells[head].cell_contents
-            except ValueError:
-                return False, None
-        elif head in glb:
-            obj = glb[head]
-        elif hasattr(builtins, head):
-            obj = getattr(builtins, head)
-        else:
-            return False, None
-        try:
-            for part in rest:
-                obj = getattr(obj, part)
-        except AttributeError:
-            return False, None
-        return True, obj
+            return _resolve_in_cells(extra, text)
+        found, obj = scope_lookup(body, head)
+        return attr_chain(obj, rest) if found else (False, None)
     return resolve
 
 
@@ -296,13 +269,7 @@ class _Inliner:
 
 def _resolve_in_cells(cells, text):
     head, *rest = text.split(".")
-    obj = cells[head].cell_contents
-    try:
-        for part in rest:
-            obj = getattr(obj, part)
-    except AttributeError:
-        return False, None
-    return True, obj
+    return attr_chain(cells[head].cell_contents, rest)
 
 
 class _Rename(ast.NodeTransformer):
@@ -321,7 +288,7 @@ def _still_same(checks, body) -> bool:
     resolve = None
     for a, b, c in checks:
         if isinstance(a, types.FunctionType):          # (helper, free name, object)
-            found, value = _capture_lookup(a, b)
+            found, value = scope_lookup(a, b)
             if not found or value is not c:
                 return False
         else:                                          # (callee text, helper, code)
@@ -334,21 +301,6 @@ def _still_same(checks, body) -> bool:
             if b.__code__ is not c:
                 return False
     return True
-
-
-def _capture_lookup(fn, name):
-    code = fn.__code__
-    if name in code.co_freevars and fn.__closure__ is not None:
-        try:
-            return True, fn.__closure__[code.co_freevars.index(name)].cell_contents
-        except ValueError:
-            return False, None
-    g = fn.__globals__
-    if name in g:
-        return True, g[name]
-    b = g.get("__builtins__", builtins.__dict__)
-    b = b if isinstance(b, dict) else vars(b)
-    return (True, b[name]) if name in b else (False, None)
 
 
 def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: list) -> BatchedBody | str:

@@ -23,21 +23,36 @@ class Captured:
         """Value of a global, closure or builtin name, as the function would see it now.
 
         Returns (found, value)."""
-        code = self.fn.__code__
-        if name in code.co_freevars and self.fn.__closure__ is not None:
-            cell = self.fn.__closure__[code.co_freevars.index(name)]
-            try:
-                return True, cell.cell_contents
-            except ValueError:
-                return False, None
-        g = self.fn.__globals__
-        if name in g:
-            return True, g[name]
-        b = g.get("__builtins__", __builtins__)
-        b = b if isinstance(b, dict) else vars(b)
-        if name in b:
-            return True, b[name]
+        return scope_lookup(self.fn, name)
+
+
+def scope_lookup(fn: types.FunctionType, name: str):
+    """(found, value) of a closure, global or builtin name of `fn`, as it would see it now."""
+    code = fn.__code__
+    if name in code.co_freevars and fn.__closure__ is not None:
+        cell = fn.__closure__[code.co_freevars.index(name)]
+        try:
+            return True, cell.cell_contents
+        except ValueError:
+            return False, None
+    g = fn.__globals__
+    if name in g:
+        return True, g[name]
+    b = g.get("__builtins__", __builtins__)
+    b = b if isinstance(b, dict) else vars(b)
+    if name in b:
+        return True, b[name]
+    return False, None
+
+
+def attr_chain(obj, parts):
+    """(found, value) of `obj.a.b` for parts ["a", "b"]."""
+    try:
+        for part in parts:
+            obj = getattr(obj, part)
+    except AttributeError:
         return False, None
+    return True, obj
 
 
 def capture(fn) -> Captured:

@@ -11,7 +11,7 @@ import types
 import torch
 
 from .analysis import names as nm
-from .frontend import Captured, NoSource, capture
+from .frontend import Captured, NoSource, attr_chain, capture
 
 _EFFECT_BUILTINS = {"print", "input", "open", "exec", "eval", "setattr", "delattr", "next", "iter",
                     "globals", "locals", "vars", "breakpoint", "__import__", "compile", "help", "exit",
@@ -63,12 +63,7 @@ class Env:
         found, obj = self.cap.lookup(head)
         if not found:
             return False, None
-        try:
-            for part in rest:
-                obj = getattr(obj, part)
-        except AttributeError:
-            return False, None
-        return True, obj
+        return attr_chain(obj, rest)
 
     def classify(self, path: str) -> str | None:
         found, obj = self.resolve(path)

@@ -438,6 +438,7 @@ def _random_body(rng):
     return src, (torch.randn(n, *shape), torch.randn(n, *shape), torch.randn(shape[-1]), 0.5)
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("seed", range(60))
 def test_random_batched_bodies(seed, tmp_path):
     import importlib.util

@@ -6,10 +6,9 @@ arithmetic, reductions over the slice's own dimensions, `softmax(dim=...)`, gath
 products with loop-invariant matrices; those have a direct batched form, with the batch
 dimension in front:
 
-    def body(x_k, w):                      def batched(x_k, w, _avb_n):
+    def body(x_k):                         def batched(x_k, _avb_n):
         s = torch.softmax(x_k, dim=0)          s = torch.softmax(x_k, dim=1)
-        return (s @ w, x_k.sum())              return (_avb.mm('matmul', s, (0,), w, (), [_avb_n]),
-                                                       x_k.sum(dim=(1,)))
+        return (s @ w, x_k.sum())              return (s @ w, x_k.sum(dim=(1,)))
 
 Ranks decide the rewrite (a reduction of a 1-d slice with no `dim` reduces dimension 1 of the
 batch; a 0-d slice meeting a matrix gets size-1 dimensions), so it is done once per signature
