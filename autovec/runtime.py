@@ -277,13 +277,13 @@ class FunctionRuntime:
         if measured:
             est = {**est, "measured python": measured["python"], "measured vectorized": measured["vectorized"]}
         if cost.min_trip(m.strategy) is None and known is not None and known.final:
-            ok, why = known.vec, "timings of earlier calls"
+            ok, why = known.vec, "timings of earlier calls show the Python loop is faster"
         else:
-            ok, why = cost.worth(m.strategy, n, est), "the cost model"
+            ok, why = cost.worth(m.strategy, n, est), "the cost model expects the Python loop to be faster"
         if not ok:
             self._note(loop_id, "estimate", "", est)
             shown = measured or est
-            raise GuardFailed(f"{n} iteration(s): {why} expects the Python loop to be faster "
+            raise GuardFailed(f"{n} iteration(s): {why} "
                               f"(about {shown['python'] * 1e6:.0f} us against {shown['vectorized'] * 1e6:.0f} us)",
                               cost=True)
         return (loop_id, m, plan, space, sources, levels, n, start, step, first, est, None, 0.0)
