@@ -175,16 +175,10 @@ class FunctionRuntime:
                     start, step = levels[0][0], levels[0][1]
             if levels is None or len(levels) == len(space):
                 forced = cost.min_trip(None)
-                decision = None
                 if forced is None:
-                    decision = self._decision(loop_id, m, n)
-                    ok = decision.choose()
-                    if decision.final:
-                        decision = None
-                    elif not ok:
-                        self.py_clock[loop_id] = (_clock(), n, decision)   # timed by python_ran
+                    ok, decision = self._choose(loop_id, m, n)
                 else:
-                    ok = n >= max(forced, 1)
+                    ok, decision = n >= max(forced, 1), None
                 if not ok:
                     return None
                 return (loop_id, m, m.plan, space, (), levels, n, start, step, start, None, decision,
@@ -193,6 +187,16 @@ class FunctionRuntime:
             return self._space(loop_id, m, m.plan, space)
         except GuardFailed as e:
             return self._refuse(loop_id, m.plan, e)
+
+    def _choose(self, loop_id, m, n):
+        """(vectorize this call?, the decision still timing this bucket or None)."""
+        decision = self._decision(loop_id, m, n)
+        ok = decision.choose()
+        if decision.final:
+            return ok, None
+        if not ok:
+            self.py_clock[loop_id] = (_clock(), n, decision)   # timed by python_ran
+        return ok, decision
 
     def _decision(self, loop_id, m, n):
         key = (loop_id, n.bit_length())
@@ -261,12 +265,7 @@ class FunctionRuntime:
             n = min(lengths)
         if self.events is None and not self.strict and cost.min_trip(m.strategy) is None:
             # the steady state: one decision per loop and power-of-two bucket of trip counts
-            decision = self._decision(loop_id, m, n)
-            ok = decision.choose()
-            if decision.final:
-                decision = None
-            elif not ok:
-                self.py_clock[loop_id] = (_clock(), n, decision)
+            ok, decision = self._choose(loop_id, m, n)
             if not ok:
                 return None
             return (loop_id, m, plan, space, sources, levels, n, start, step, first, None, decision,

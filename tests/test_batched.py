@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from autovec import assert_equivalent, autovec, explain
+from corpus import clip_rows, count_hits, pairwise, softmax_rows as rows_softmax
 
 
 @pytest.fixture(autouse=True)
@@ -14,13 +15,6 @@ def _always_vectorize(monkeypatch):
 
 W = torch.randn(5, 3)
 TABLE = torch.randn(7, 4)
-
-
-def rows_softmax(x, t):
-    out = torch.empty_like(x)
-    for k in range(x.shape[0]):
-        out[k] = torch.softmax(x[k] / t, dim=0)
-    return out
 
 
 def cosine(p, q):
@@ -95,24 +89,6 @@ def products(x, v):
         f = torch.outer(W[1, :3], x[k]).sum(1) + torch.outer(x[k], W[2, :3]).sum(0)
         res.append(a + b + c + d + torch.mv(W, v[k]) + (e + f).sum())
     return torch.stack(res)
-
-
-def clip_rows(grads, max_norm):
-    clipped = []
-    for row in grads:
-        n = row.norm()
-        if n > max_norm:
-            row = row * (max_norm / n)
-        clipped.append(row)
-    return torch.stack(clipped)
-
-
-def count_hits(logits, labels):
-    hits = 0
-    for k in range(len(labels)):
-        if logits[k].argmax() == labels[k]:
-            hits += 1
-    return hits
 
 
 def index_arithmetic(x):
@@ -252,14 +228,6 @@ def test_full_max_gradient_is_shared_by_ties_and_nan():
 
 
 # --------------------------------------------------------------------- loop nests
-
-
-def pairwise(a, b):
-    d = torch.empty(a.shape[0], b.shape[0])
-    for i in range(a.shape[0]):
-        for j in range(b.shape[0]):
-            d[i, j] = torch.sqrt(((a[i] - b[j]) ** 2).sum())
-    return d
 
 
 def pairwise_mixed(a, b, w):

@@ -597,7 +597,9 @@ class _Batcher:
         if not found:
             raise Unsupported(f"`{text}` could not be resolved")
         if obj is builtins.abs:
-            return self._elementwise(f, node, [self.expr(a) for a in node.args], [])
+            if len(node.args) != 1 or node.keywords:
+                raise Unsupported("abs() with other than one argument")
+            return self._op("abs", self.expr(node.args[0]), [], [], node, method=False, func=f)
         if obj is builtins.len:
             v = self.expr(node.args[0])
             if v.fact.kind != "tensor" or v.fact.rank < 1:
@@ -677,15 +679,6 @@ class _Batcher:
         if attr == "item":
             return _call(_attr(_name(self.c.av), "item"), [args[0].node])
         raise Unsupported(f"runtime helper `{attr}`")
-
-    def _elementwise(self, func, node, vals, keywords):
-        for k in keywords:
-            if k.arg in ("dim", "axis", "dims", "keepdim", "out"):
-                raise Unsupported(f"`{k.arg}=` in an elementwise call")
-        kvals = [self.expr(k.value) for k in keywords]
-        aligned = _align(vals + kvals, lead=self.c.lead)
-        new_kw = [ast.keyword(arg=k.arg, value=v) for k, v in zip(keywords, aligned[len(vals):])]
-        return _call(copy.deepcopy(func), aligned[:len(vals)], new_kw)
 
     def _product(self, kind, a, b):
         """Products of per-iteration vectors and matrices (ranks 1 and 2), as the matmul an
