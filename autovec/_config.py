@@ -24,6 +24,16 @@ def env(name: str) -> str:
     return os.environ.get(name, "")
 
 
+def unset(name: str) -> bool:
+    """True when the variable is certainly not set: one dictionary lookup (the hot path's question)."""
+    if isinstance(_RAW, dict):
+        key = _KEYS.get(name)
+        if key is None:
+            key = _KEYS[name] = os.fsencode(name) if os.name != "nt" else name.upper()
+        return _RAW.get(key) is None
+    return False
+
+
 _FALSE = ("", "0", "false", "no", "off")
 _DISABLE_KEY = os.fsencode("AUTOVEC_DISABLE") if os.name != "nt" else "AUTOVEC_DISABLE"
 _CHECK_KEY = os.fsencode("AUTOVEC_CHECK") if os.name != "nt" else "AUTOVEC_CHECK"

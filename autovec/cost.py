@@ -12,7 +12,7 @@ import platform
 import time
 from pathlib import Path
 
-from ._config import env as _env
+from ._config import env as _env, unset as _unset
 
 # Used when nothing can be measured; figures from a 2-thread CPU with torch 2.13.
 DEFAULTS = {"py_iter": 1.0e-6, "py_op": 0.8e-6, "op": 5e-6, "vmap_call": 25e-6, "own_op": 2e-6}
@@ -91,6 +91,8 @@ def constants() -> dict:
 
 
 def min_trip(strategy: str) -> int | None:
+    if _unset("AUTOVEC_MIN_TRIP"):
+        return None
     text = _env("AUTOVEC_MIN_TRIP")
     if text and text.strip().isdigit():
         return int(text)

@@ -498,10 +498,15 @@ class FunctionRuntime:
     # -------------------------------------------------------------- outputs
 
     @staticmethod
-    def fit_store(o, region, dim, mask=None, op="", lead=1):
+    def fit_store(o, region, dim, mask=None, op="", lead=1, tok=None):
         """New contents of `region` (the written rows, loop dimension at `dim`; `lead` loop
         dimensions for a nest) after the loop's `out[.., i, ..] = v` (or `op=`) for the
         per-iteration values `o` (n, *V)."""
+        if dim and tok is not None and tok.unmoved is not None and tok.unmoved_at == dim and mask is None \
+                and not op:
+            orig = tok.unmoved.get(id(o))
+            if orig is not None and orig.shape == region.shape and not orig.is_complex():
+                return orig   # o.movedim(0, dim), as the broadcast body computed it
         shape = o.shape
         n = shape[:lead]
         slot = region.shape[:dim] + region.shape[dim + lead:] if dim else region.shape[lead:]
@@ -832,6 +837,9 @@ def _prefix(s0, v, op, py, inplace=False):
 
 
 FunctionRuntime.prefix = staticmethod(_prefix)
+
+
+_ONES = (1,) * 64
 
 
 def _replaces(out, region, value, tok):
@@ -1278,6 +1286,8 @@ class Token:
     t0 = 0.0
     cold = False          # this call ran a one-time check or build: not a steady-state timing
     tag = ""
+    unmoved = None        # broadcast outputs computed with the loop dimension elsewhere: id(moved) -> as computed
+    unmoved_at = 0
     scan_free = True
     extra = ()
     lazy_lists = False
@@ -1307,6 +1317,18 @@ class Token:
         if r.start == 0 and r.step == 1 and r.stop == t.shape[dim]:
             return t
         return t[(slice(None),) * dim + (r,)]
+
+    def nest_region(self, t, offsets):
+        """`t[rows of level 0, rows of level 1, ..]` (a nest's store, one dimension per level):
+        `t` itself when the rows are all of it."""
+        whole = True
+        idx = []
+        for lv, off in offsets:
+            st, sp, k = self.levels[lv]
+            if whole and not (sp == 1 and st + off == 0 and t.dim() > lv and t.shape[lv] == k):
+                whole = False
+            idx.append(self.rows(off, lv))
+        return t if whole else t[tuple(idx)]
 
     def ascending(self, o):
         """Per-iteration values reordered to ascending row order (a reversed loop runs backwards)."""
@@ -1672,18 +1694,29 @@ class Token:
         r, ones, pos = recipe
         args = []
         for (t, d), k in zip(inputs, ones):
-            if d:
-                t = t.movedim(d, 0)
-            args.append(t.reshape(n, *([1] * k), *t.shape[1:]) if k else t)
+            if not k and d == pos:
+                args.append(t)                    # already in place: no view at all
+            elif t.dim() == 1:
+                args.append(t.view(*_ONES[:pos], n, *_ONES[:r - pos]))   # one value per iteration
+            else:
+                if d:
+                    t = t.movedim(d, 0)
+                if k:
+                    t = t.reshape(n, *_ONES[:k], *t.shape[1:])
+                args.append(t.movedim(0, pos) if pos else t)
         if self.match.plan.index_as_value:
-            args.append(self._index(device).reshape(n, *([1] * r)))
-        if pos:
-            args = [a.movedim(0, pos) for a in args]
+            args.append(self._index(device).view(*_ONES[:pos], n, *_ONES[:r - pos]))
         outs = body(*args)
         for o in outs:
             if not isinstance(o, torch.Tensor) or o.dim() != r + 1 or o.shape[pos] != n:
                 raise GuardFailed("an output does not keep the batch dimension")
-        return tuple(o.movedim(pos, 0) for o in outs) if pos else outs
+        if not pos:
+            return outs
+        moved = tuple(o.movedim(pos, 0) for o in outs)
+        # a store at the same dimension takes the output as computed (fit_store), not moved twice
+        self.unmoved = {id(m): o for m, o in zip(moved, outs)}
+        self.unmoved_at = pos
+        return moved
 
     def _broadcast_recipe(self, inputs):
         """How the slices line up for broadcasting, from their ranks alone (so once per signature):

@@ -323,15 +323,22 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             rows = ", ".join(f"{T}.rows({off}, {lv})" for lv, off in o.nest_rows) if nest else f"{T}.rows({o.offset})"
             region = o.index_src.format(rows)
             # reading the region: the tensor itself when the loop covers its whole dimension
-            simple = not nest and o.index_src.replace(" ", "") == f"{o.target}[" + ":," * o.dim + "{}]"
-            read = f"{T}.region({o.target}, {o.offset}, {o.dim})" if simple else region
+            compact = o.index_src.replace(" ", "")
+            simple = not nest and compact == f"{o.target}[" + ":," * o.dim + "{}]"
+            if simple:
+                read = f"{T}.region({o.target}, {o.offset}, {o.dim})"
+            elif nest and compact == f"{o.target}[{{}}]":
+                read = f"{T}.nest_region({o.target}, {tuple(o.nest_rows)!r})"
+            else:
+                read = region
+            RG = namer.new(f"_av_g{L}_{k}")   # the region read once, for fit_store and replaces
             ok_s, mask_s = (ok, mask) if nest else (f"{T}.ascending({ok})", f"{T}.ascending({mask})")
-            prepare += template(f"P = AV.fit_store({ok_s}, {read}, {o.dim}, {mask_s}, {o.op!r}, {lead})",
-                                P=P, AV=AV)
+            prepare += template(f"RG = {read}\nP = AV.fit_store({ok_s}, RG, {o.dim}, {mask_s}, {o.op!r}, {lead}, {T})",
+                                P=P, AV=AV, RG=RG)
             if o.consumer == "fresh":
                 # a freshly allocated output that this call overwrites entirely becomes the batch
-                commit += template(f"if AV.replaces({o.target}, {read}, P, {T}):\n    {o.target} = P\n"
-                                   f"else:\n    {region} = P", P=P, AV=AV)
+                commit += template(f"if AV.replaces({o.target}, RG, P, {T}):\n    {o.target} = P\n"
+                                   f"else:\n    {region} = P", P=P, AV=AV, RG=RG)
             else:
                 commit += template(f"{region} = P", P=P)
             disp_region = o.index_src.format(", ".join(":" for _ in range(lead)) if nest
