@@ -92,6 +92,11 @@ class BatchedBody:
         names = body_code.co_freevars
         extra = {**_HELPER_CELLS, **(cells or {})}
         self.picks = tuple(names.index(v) if v in names else extra[v] for v in code.co_freevars)
+        # the body's own closure as it is (no tuple to build), or no per-call cells at all (one
+        # function for every call)
+        self.same = bool(names) and self.picks == tuple(range(len(names)))
+        self.fixed = not any(type(p) is int for p in self.picks)
+        self._fn = None
 
     checks = ()    # what inlined helpers must still be (see _Inliner)
     source = ""
@@ -99,8 +104,17 @@ class BatchedBody:
     def bind(self, body):
         if self.checks and not _still_same(self.checks, body):
             raise _Stale("a helper the batched body inlined has changed")
-        cells = body.__closure__ or ()
-        closure = tuple(cells[p] if type(p) is int else p for p in self.picks)
+        if self.fixed:
+            fn = self._fn
+            if fn is None or fn.__globals__ is not body.__globals__:
+                fn = self._fn = types.FunctionType(self.code, body.__globals__, self.code.co_name, None,
+                                                   self.picks or None)
+            return fn
+        if self.same:
+            closure = body.__closure__
+        else:
+            cells = body.__closure__ or ()
+            closure = tuple(cells[p] if type(p) is int else p for p in self.picks)
         return types.FunctionType(self.code, body.__globals__, self.code.co_name, None, closure or None)
 
 
@@ -371,6 +385,7 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
     bad = _outputs_differ(outs, rows, sizes, row_args_at, body)
     if bad:
         return bad
+    fast = _single_uses_inlined(fast)
     out = BatchedBody(_compile(fast, body, tuple(helpers)), body.__code__, helpers)
     # (a rebound loop-invariant name, `act = torch.softmax` after `act = torch.relu`, is another
     # signature: non-tensor values enter it by identity; a helper's own names do not, so they
@@ -378,6 +393,80 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
     out.checks = inliner.checks
     out.source = _readable(ast.unparse(fast))
     return out
+
+
+def _single_uses_inlined(fdef: ast.FunctionDef) -> ast.FunctionDef:
+    """`t = a - b; u = t * c` as `u = (a - b) * c`, where `t` is assigned once and read once, by
+    the next statement, before that statement computes anything else: the same operations in
+    the same order, but each whole-batch temporary is freed as soon as the next operation has
+    read it, as in hand-written expressions (a named temporary stays alive to the end of the
+    body, and batch-sized tensors that stay alive cost memory and page faults)."""
+    stmts = fdef.body
+    if not stmts or not isinstance(stmts[-1], ast.Return) or not all(
+            isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+            for st in stmts[:-1]):
+        return fdef
+    stores: dict = {}
+    for st in stmts[:-1]:
+        stores[st.targets[0].id] = stores.get(st.targets[0].id, 0) + 1
+    loads: dict = {}
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            loads[n.id] = loads.get(n.id, 0) + 1
+    out = [stmts[0]]
+    for st in stmts[1:]:
+        prev = out[-1]
+        if isinstance(prev, ast.Assign):
+            name = prev.targets[0].id
+            if stores[name] == 1 and loads.get(name) == 1 and _read_first(st.value, name):
+                st = _Replace(name, prev.value).visit(st)
+                out[-1] = st
+                continue
+        out.append(st)
+    if len(out) == len(stmts):
+        return fdef
+    new = copy.copy(fdef)
+    new.body = out
+    return ast.fix_missing_locations(new)
+
+
+_OPS = (ast.BinOp, ast.UnaryOp, ast.Call, ast.Subscript, ast.Compare, ast.BoolOp)
+
+
+def _read_first(node, name) -> bool:
+    """Whether evaluating `node` reads `name` before any operation completes (and reads it once,
+    outside anything evaluated lazily or repeatedly)."""
+    state = {"op": False, "hit": False}
+
+    def walk(n):
+        if isinstance(n, (ast.Lambda, ast.IfExp, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+                          ast.BoolOp, ast.NamedExpr)):
+            if any(isinstance(m, ast.Name) and m.id == name for m in ast.walk(n)):
+                return False
+            state["op"] = True
+            return True
+        if isinstance(n, ast.Name):
+            if n.id == name:
+                state["hit"] = not state["op"]
+                return state["hit"]
+            return True
+        for child in ast.iter_child_nodes(n):   # field order is evaluation order for these nodes
+            if not walk(child):
+                return False
+            if state["hit"]:
+                return True
+        if isinstance(n, _OPS):
+            state["op"] = True
+        return True
+    return walk(node) and state["hit"]
+
+
+class _Replace(ast.NodeTransformer):
+    def __init__(self, name, value):
+        self.name, self.value = name, value
+
+    def visit_Name(self, node):
+        return self.value if isinstance(node.ctx, ast.Load) and node.id == self.name else node
 
 
 def _readable(text: str) -> str:

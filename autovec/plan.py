@@ -78,6 +78,9 @@ class Output:
     pytype: str = ""          # "item": the loop stores `value.item()` (a Python number)
     payloads: tuple = ()      # best: (name, marker, source) of values taken with the best one
     nest_rows: tuple = ()     # store in a loop nest: (level, offset) per leading dimension
+    fill: str = ""            # fresh output: "empty", "0" or "1" when the allocation can be made
+                              # again from its metadata (torch.empty/zeros/ones[_like] with no
+                              # keyword beyond dtype, device, requires_grad, memory_format)
 
 
 @dataclass(frozen=True)

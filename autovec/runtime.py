@@ -338,8 +338,13 @@ class FunctionRuntime:
         for v in free:
             if isinstance(v, Tensor):
                 free_tensors.append(v)
-                cpu = cpu and v.is_cpu
-            sig.append(_sig(v))
+                if v.is_cpu:
+                    sig.append(("T", v.dtype, v.dim(), "cpu", v.requires_grad))
+                else:
+                    cpu = False
+                    sig.append(_sig(v))
+            else:
+                sig.append(_sig(v))
         written = []
         fresh = []       # outputs allocated right before the loop: checked like the others, but alias nothing
         for w in writes:
@@ -383,8 +388,13 @@ class FunctionRuntime:
                     raise GuardFailed(f"the accumulator is a {type(t).__name__}")
                 if isinstance(t, Tensor) and w[2]:
                     written.append(t)
-        if written or fresh:
-            cpu = cpu and all(t.is_cpu for t in written) and all(t.is_cpu for t in fresh)
+        if cpu:
+            for t in written:
+                if not t.is_cpu:
+                    cpu = False
+            for t in fresh:
+                if not t.is_cpu:
+                    cpu = False
         everything = None
         if not cpu:
             everything = tensors + free_tensors + written + fresh
@@ -516,7 +526,10 @@ class FunctionRuntime:
                 v = v[1:]
             if len(v) > len(slot):
                 raise GuardFailed(f"a value of shape {tuple(o.shape[lead:])} does not fit `{tuple(slot)}`")
-            o = o.reshape(*n, *([1] * (len(slot) - len(v))), *v).expand(*n, *slot)
+            if v == slot:
+                o = o.reshape(*n, *slot)   # only leading 1s dropped: one view (unpacked: faster than a Size)
+            else:
+                o = o.reshape(*n, *([1] * (len(slot) - len(v))), *v).expand(*n, *slot)
         if o.is_complex() and not region.is_complex():
             raise GuardFailed("complex values written into a real tensor")
         o = o.movedim(0, dim) if dim else o
@@ -840,15 +853,42 @@ FunctionRuntime.prefix = staticmethod(_prefix)
 
 
 _ONES = (1,) * 64
+_RELEASE_FLOOR = 1 << 18     # bytes: smaller fresh outputs are kept (a stand-in costs microseconds)
+
+
+def _unreleased(t, tok):
+    """The loop's own fresh output again in place of its stand-in (Token.release)."""
+    if not isinstance(tok, Token) or tok.released is None:
+        return t
+    entry = tok.released.pop(id(t), None)
+    if entry is None or entry[0] is not t:
+        return t
+    _, device, fill = entry
+    with torch.no_grad():
+        real = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device)
+        if fill == "0":
+            real.zero_()
+        elif fill == "1":
+            real.fill_(1)
+    return real.requires_grad_() if t.requires_grad else real
+
+
+FunctionRuntime.unreleased = staticmethod(_unreleased)
 
 
 def _replaces(out, region, value, tok):
     """Whether `value` may stand for the fresh tensor `out` instead of being copied into it: it
     covers every element, has out's dtype, device and shape, owns its memory, and is no input."""
     shape = out.shape
-    return (region.shape == shape and value.shape == shape and value.dtype == out.dtype
-            and value.requires_grad == out.requires_grad and value.device == out.device
-            and value.is_contiguous() and (value.numel() > 0 or not _overlapping(value))
+    if tok.released is not None and id(out) in tok.released:
+        device = tok.released[id(out)][1]       # a stand-in: the output's own device
+        same_device = value.device == device
+    else:
+        same_device = value.is_cpu and out.is_cpu or value.device == out.device
+    return (value.dtype == out.dtype and value.requires_grad == out.requires_grad
+            and (region is out or region.shape == shape) and value.shape == shape
+            and value.is_contiguous() and same_device
+            and (value.numel() > 0 or not _overlapping(value))
             and not tok.shares_input(value))
 
 
@@ -1286,6 +1326,7 @@ class Token:
     t0 = 0.0
     cold = False          # this call ran a one-time check or build: not a steady-state timing
     tag = ""
+    released = None       # id(stand-in) -> (stand-in, device, fill) of fresh outputs not held (release)
     unmoved = None        # broadcast outputs computed with the loop dimension elsewhere: id(moved) -> as computed
     unmoved_at = 0
     scan_free = True
@@ -1313,6 +1354,8 @@ class Token:
 
     def region(self, t, offset, dim):
         """`t[:, .., rows]` (the loop index at `dim`): `t` itself when the rows are all of it."""
+        if self.step == 1 and self.start + offset == 0 and self.n == t.shape[dim]:
+            return t
         r = self.rows(offset)
         if r.start == 0 and r.step == 1 and r.stop == t.shape[dim]:
             return t
@@ -1329,6 +1372,20 @@ class Token:
                 whole = False
             idx.append(self.rows(off, lv))
         return t if whole else t[tuple(idx)]
+
+    def release(self, t, fill):
+        """A stand-in for the fresh output `t` while the batch is computed: the allocation the
+        batch will replace is not held meanwhile (a large unused buffer makes the batch's own
+        temporaries land on fresh pages: page faults). `unreleased` makes it again, from its
+        metadata and fill, where the loop's own tensor is needed after all."""
+        if t.layout is not torch.strided or t.numel() * t.element_size() < _RELEASE_FLOOR or t._is_view():
+            return t
+        standin = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta",
+                                      requires_grad=t.requires_grad)
+        if self.released is None:
+            self.released = {}
+        self.released[id(standin)] = (standin, t.device, fill)
+        return standin
 
     def ascending(self, o):
         """Per-iteration values reordered to ascending row order (a reversed loop runs backwards)."""
@@ -1653,7 +1710,8 @@ class Token:
             raise GuardFailed(f"the batched body raised {type(e).__name__}: {e}") from None
         lead = len(sizes)
         for o in outs:
-            if not isinstance(o, torch.Tensor) or o.dim() < lead or list(o.shape[:lead]) != sizes:
+            if not isinstance(o, torch.Tensor) or o.dim() < lead or (
+                    o.shape[0] != n if lead == 1 else list(o.shape[:lead]) != sizes):
                 raise GuardFailed("a batched output does not keep the batch dimensions")
         return outs
 

@@ -1,5 +1,7 @@
 """The batched mode: bodies rewritten into whole-batch torch operations instead of vmap, checked
 against the original loop (values, dtypes, gradients) and for the mode that ran."""
+import ast
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -434,3 +436,26 @@ def test_random_bodies_mostly_run_batched():
         pytest.skip("needs the random-body runs")
     direct = [s for s, r in _RAN.items() if r and r <= {"batched", "broadcast"}]
     assert len(direct) >= 45, {s: r for s, r in _RAN.items() if s not in direct}
+
+
+def _inlined(src):
+    import ast
+    from autovec.batching import _single_uses_inlined
+    return ast.unparse(_single_uses_inlined(ast.parse(src).body[0]))
+
+
+def test_a_temporary_read_once_by_the_next_statement_is_inlined():
+    # the same operations in the same order; the temporary is freed as soon as it is read
+    assert _inlined("def f(a, b, c):\n    t = a - b\n    u = t * c\n    return (u,)") == \
+        "def f(a, b, c):\n    return ((a - b) * c,)"
+
+
+@pytest.mark.parametrize("src", [
+    "def f(a, b, c):\n    t = a - b\n    u = c * 2 + t\n    return (u,)",       # c * 2 would run first
+    "def f(a, b, c):\n    t = a - b\n    u = t * t\n    return (u,)",           # read twice
+    "def f(a, b, c):\n    t = a - b\n    v = c + 1\n    u = t * v\n    return (u,)",   # not the next statement
+    "def f(a, b, c):\n    t = a - b\n    u = [t * k for k in c]\n    return (u,)",   # evaluated repeatedly
+    "def f(a, b, c):\n    t = a - b\n    t = t * c\n    return (t,)",           # assigned twice
+])
+def test_a_temporary_whose_inlining_would_change_the_order_stays(src):
+    assert "\n    t = a - b\n" in _inlined(src)

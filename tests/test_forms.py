@@ -359,3 +359,142 @@ def test_an_allocation_with_out_is_written_into():
     torch.testing.assert_close(r2, r1)
     torch.testing.assert_close(b2, b1)         # the caller's buffer holds the result, as in the loop
     assert r2 is b2
+
+
+# ------------------------------------------------------- fresh outputs not held meanwhile
+
+class _StandIns(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the meta stand-ins made for large fresh outputs (Token.release)."""
+
+    def __init__(self):
+        super().__init__()
+        self.made = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.made += func is torch.ops.aten.empty_strided.default and str(kwargs.get("device")) == "meta"
+        return func(*args, **kwargs)
+
+
+def _big_empty(x, y):
+    out = torch.empty_like(x)
+    for k in range(x.shape[0]):
+        out[k] = x[k] * 2 + y[k]
+    return out
+
+
+def _big_zeros_part(x, y):
+    out = torch.zeros(x.shape[0], x.shape[1])
+    for k in range(1, x.shape[0]):         # row 0 keeps its zeros: the output is made again
+        out[k] = x[k] * 2 + y[k]
+    return out
+
+
+def _big_ones_part(x, y):
+    out = torch.ones_like(x)
+    for k in range(0, x.shape[0] - 1):
+        out[k] = x[k] - y[k]
+    return out
+
+
+def _big_other_dtype(x, y):
+    out = torch.zeros(x.shape, dtype=torch.float64)   # the float32 batch is cast into it
+    for k in range(x.shape[0]):
+        out[k] = x[k] + y[k]
+    return out
+
+
+def _big_columns(x, y):
+    out = torch.empty_like(x)
+    for c in range(x.shape[1]):
+        out[:, c] = x[:, c] * y[:, c]
+    return out
+
+
+def _big_nest(x, y):
+    out = torch.zeros(x.shape[0], y.shape[0])
+    for i in range(x.shape[0]):
+        for j in range(y.shape[0]):
+            out[i, j] = x[i, j] + y[j, i]
+    return out
+
+
+def _big_while(x, y):
+    out = torch.ones(x.shape)
+    n = x.shape[0]
+    k = 0
+    while k < n:
+        out[k] = x[k] + y[k]
+        k += 1
+    return out
+
+
+@pytest.mark.parametrize("fn", [_big_empty, _big_zeros_part, _big_ones_part, _big_other_dtype, _big_columns,
+                                _big_nest, _big_while])
+def test_a_large_fresh_output_is_not_held_while_the_batch_is_computed(fn):
+    # 512 x 512 float32 is 1 MiB: over the floor, so a stand-in takes its place; where the
+    # batch cannot replace it (rows left unwritten, another dtype) the tensor is made again
+    # with its fill and the batch is copied in, as the loop would have
+    x, y = torch.randn(512, 512), torch.randn(512, 512)
+    fast = autovec(fn)
+    assert explain(fast, x, y).path == "vectorized"
+    fast(x, y)
+    counter = _StandIns()
+    with counter:
+        got = fast(x, y)
+    want = fn(x, y)
+    assert counter.made == 1
+    assert got.dtype == want.dtype and got.stride() == want.stride()
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_a_small_fresh_output_is_kept():
+    x, y = torch.randn(6, 3), torch.randn(6, 3)
+    fast = autovec(_big_zeros_part)
+    fast(x, y)
+    counter = _StandIns()
+    with counter:
+        got = fast(x, y)
+    assert counter.made == 0
+    torch.testing.assert_close(got, _big_zeros_part(x, y))
+
+
+def test_a_failure_after_the_release_gives_the_loop_its_own_tensor(monkeypatch):
+    import autovec.runtime as rt
+    x, y = torch.randn(512, 512), torch.randn(512, 512)
+    fast = autovec(_big_zeros_part)
+    fast(x, y)
+    real_run = rt.Token.run
+
+    def failing(self, *a, **k):
+        raise RuntimeError("injected after the release")
+    monkeypatch.setattr(rt.Token, "run", failing)
+    counter = _StandIns()
+    with counter:
+        got = fast(x, y)          # the Python loop, into a zero-filled tensor made again
+    monkeypatch.setattr(rt.Token, "run", real_run)
+    assert counter.made == 1
+    torch.testing.assert_close(got, _big_zeros_part(x, y), rtol=0, atol=0)
+
+
+def _big_leaf(x):
+    out = torch.zeros(x.shape[0], x.shape[1], requires_grad=True)
+    for k in range(x.shape[0]):
+        out[k] = x[k] * 3
+    return out
+
+
+def test_a_released_leaf_that_requires_grad_comes_back_a_leaf():
+    # (under no_grad the loop may write into a leaf that requires grad: the batch, which does
+    # not require grad, cannot stand for it, so the leaf is made again and written into)
+    x = torch.randn(512, 512)
+    with torch.no_grad():
+        want = _big_leaf(x)
+        fast = autovec(_big_leaf)
+        fast(x)
+        counter = _StandIns()
+        with counter:
+            got = fast(x)
+    assert counter.made == 1
+    assert got.requires_grad and got.is_leaf and got.grad_fn is None
+    torch.testing.assert_close(got, want)

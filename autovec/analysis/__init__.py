@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+import torch
+
 from ..frontend import Captured
 from ..plan import LoopInfo
 from . import names as nm
@@ -215,8 +217,9 @@ def _with_consumers(plan, node: ast.For, ctx: Context):
             if found:
                 kind, call = found
                 out = dataclasses.replace(out, consumer=kind, consumer_src=src(call))
-        if out.kind == "store" and not out.op and not out.cond and _fresh_allocation(out, node, ctx):
-            out = dataclasses.replace(out, consumer="fresh")
+        fresh = out.kind == "store" and not out.op and not out.cond and _fresh_allocation(out, node, ctx)
+        if fresh:
+            out = dataclasses.replace(out, consumer="fresh", fill=fresh if isinstance(fresh, str) else "")
         outs.append(out)
     return dataclasses.replace(plan, outputs=tuple(outs))
 
@@ -248,8 +251,18 @@ def _fresh_allocation(out, loop: ast.For, ctx: Context) -> bool:
         f = s.value.func
         name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
         found, obj = ctx.env.resolve(src(f)) if name in _ALLOCATORS else (False, None)
-        return found and (getattr(obj, "__module__", "") or "").startswith("torch")
+        if not (found and (getattr(obj, "__module__", "") or "").startswith("torch")):
+            return False
+        # the fill an allocation can be made again with from the tensor's metadata (Token.release)
+        if all(k.arg in _REMADE_KEYWORDS for k in s.value.keywords):
+            fill = {"empty": "empty", "zeros": "0", "ones": "1"}.get(name.removesuffix("_like"))
+            if fill and obj is getattr(torch, name, None):
+                return fill
+        return True
     return False
+
+
+_REMADE_KEYWORDS = ("dtype", "device", "requires_grad", "memory_format")
 
 
 def _list_consumer(name: str, loop: ast.For, ctx: Context):

@@ -309,6 +309,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     writes_expr = expr("(" + "".join(w + ", " for w in writes) + ")")
 
     prepare, commit, display_tail = [], [], []
+    releases = []   # (fresh output, its fill): not held while the batch is computed (Token.release)
     result, swaps, display_swaps = None, {}, {}
     for k, o in enumerate(plan.outputs):
         P = namer.new(f"_av_p{L}_{k}")
@@ -338,7 +339,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             if o.consumer == "fresh":
                 # a freshly allocated output that this call overwrites entirely becomes the batch
                 commit += template(f"if AV.replaces({o.target}, RG, P, {T}):\n    {o.target} = P\n"
-                                   f"else:\n    {region} = P", P=P, AV=AV, RG=RG)
+                                   f"else:\n    {o.target} = AV.unreleased({o.target}, {T})\n    {region} = P",
+                                   P=P, AV=AV, RG=RG)
+                if o.fill and mask == "None":
+                    releases.append((o.target, o.fill))
             else:
                 commit += template(f"{region} = P", P=P)
             disp_region = o.index_src.format(", ".join(":" for _ in range(lead)) if nest
@@ -522,12 +526,18 @@ try:
         T = AV.guard(T, MAPPED, FREE, CALLS, WRITES)
     if T is not None:
         BODYDEF
+        RELEASE
         O = T.run(BODY, {REF})
         PREPARE
 except Exception as E:
+    RESTORE
     T = AV.failed({L}, T, E)
 """, T=T, AV=AV, SPACE=_space_expr(plan), MAPPED=mapped_expr, FREE=free_expr, CALLS=calls_expr,
-        WRITES=writes_expr, BODYDEF=defs, O=O, BODY=BODY, PREPARE=prepare or [ast.Pass()], E=E)
+        WRITES=writes_expr, BODYDEF=defs, O=O, BODY=BODY, PREPARE=prepare or [ast.Pass()], E=E,
+        RELEASE=[s for name, fill in releases for s in template(f"{name} = {T}.release({name}, {fill!r})")]
+        or [ast.Pass()],
+        RESTORE=[s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")]
+        or [ast.Pass()])
     set_lines(stmts, plan.lineno, plan.lineno)
 
     if direct:
