@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+import operator
 import types
 
 import torch
@@ -13,8 +14,65 @@ from .frontend import attr_chain, scope_lookup
 from .lowering.batched import Unsupported, agrees, batched_def, fact_of, number_nodes, probe_def
 
 
+_INPLACE_FLOOR = 1 << 16      # elements: smaller temporaries are cheap to allocate
+_IN_PLACE = {"add": torch.Tensor.add_, "sub": torch.Tensor.sub_, "mul": torch.Tensor.mul_,
+             "div": torch.Tensor.div_, "pow": torch.Tensor.pow_}
+_OUT_OF_PLACE = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+                 "pow": operator.pow}
+_OP_NAMES = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
+
+
+def _in_place(a, b, op):
+    """`a op b` where `a` is a temporary nobody else holds (the result of the expression's own
+    previous operation): into `a` itself when that gives the same tensor (a plain tensor, large,
+    no gradient, the result's dtype and shape are a's), else as written. The same kernel
+    either way; one batch-sized allocation fewer."""
+    if type(a) is torch.Tensor and a.numel() >= _INPLACE_FLOOR and not a.requires_grad:
+        tb = type(b)
+        if tb is torch.Tensor:
+            ok = (not b.requires_grad and b.device == a.device and torch.result_type(a, b) == a.dtype
+                  and (b.shape == a.shape or torch.broadcast_shapes(a.shape, b.shape) == a.shape))
+        else:
+            ok = (tb is int or tb is float) and torch.result_type(a, b) == a.dtype
+        if ok and (op != "div" or a.is_floating_point() or a.is_complex()):
+            return _IN_PLACE[op](a, b)
+    return _OUT_OF_PLACE[op](a, b)
+
+
+def temporaries_in_place(fdef: ast.FunctionDef) -> ast.FunctionDef | None:
+    """`fdef` with `(a - b) / c` as `_avb.inplace(a - b, c, 'div')` (see _in_place): for large
+    batches, where each elementwise temporary is a batch-sized allocation. None when no
+    operation has a temporary on its left."""
+    changed = [False]
+
+    class _T(ast.NodeTransformer):
+        def visit_BinOp(self, node):
+            self.generic_visit(node)
+            op = _OP_NAMES.get(type(node.op))
+            left = node.left
+            temp = isinstance(left, ast.BinOp) and type(left.op) in _OP_NAMES or (
+                isinstance(left, ast.Call) and isinstance(left.func, ast.Attribute)
+                and isinstance(left.func.value, ast.Name) and left.func.value.id == "_avb"
+                and left.func.attr == "inplace")
+            if op is None or not temp:
+                return node
+            changed[0] = True
+            call = ast.Call(func=ast.Attribute(value=ast.Name(id="_avb", ctx=ast.Load()), attr="inplace",
+                                               ctx=ast.Load()),
+                            args=[left, node.right, ast.Constant(op)], keywords=[])
+            return ast.copy_location(call, node)
+
+        def visit_Lambda(self, node):
+            return node
+
+    new = _T().visit(copy.deepcopy(fdef))
+    return ast.fix_missing_locations(new) if changed[0] else None
+
+
 class _Helpers:
     """`_avb` in batched bodies: the few operations with no one-call torch spelling."""
+
+    inplace = staticmethod(_in_place)
 
     @staticmethod
     def dim(d, rank, lead=1):
@@ -100,6 +158,7 @@ class BatchedBody:
 
     checks = ()    # what inlined helpers must still be (see _Inliner)
     source = ""
+    big = None     # the same body with elementwise temporaries reused in place (large batches)
 
     def bind(self, body):
         if self.checks and not _still_same(self.checks, body):
@@ -387,6 +446,10 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
         return bad
     fast = _single_uses_inlined(fast)
     out = BatchedBody(_compile(fast, body, tuple(helpers)), body.__code__, helpers)
+    big = temporaries_in_place(fast)
+    if big is not None:      # the variant for large batches (Token._batched)
+        out.big = BatchedBody(_compile(big, body, tuple(helpers)), body.__code__, helpers)
+        out.big.checks = inliner.checks
     # (a rebound loop-invariant name, `act = torch.softmax` after `act = torch.relu`, is another
     # signature: non-tensor values enter it by identity; a helper's own names do not, so they
     # are checked on every call)

@@ -141,6 +141,7 @@ class FunctionRuntime:
         self.chunked: dict = {}           # loop id -> (chunks, rows, bytes needed, budget) of the last run
         self.memory_budget = None         # bytes, from @autovec(memory_budget=...); None: half of free memory
         self.steps: dict = {}             # loop id -> compiled.Stepping (loops with a compiled-step form)
+        self.in_place: dict = {}          # loop id -> the broadcast body reusing temporaries, or None
 
     def stepper(self, loop_id, fn, calls, it):
         """The compile fallback's step callable for this run of a loop, or None (the original loop)."""
@@ -853,6 +854,15 @@ FunctionRuntime.prefix = staticmethod(_prefix)
 
 
 _ONES = (1,) * 64
+_LARGE = 1 << 16   # elements: a batch this large reuses its elementwise temporaries in place
+
+
+def _large(args):
+    for a in args:
+        if type(a) is torch.Tensor and a.numel() >= _LARGE:
+            return True
+    return False
+
 _RELEASE_FLOOR = 1 << 18     # bytes: smaller fresh outputs are kept (a stand-in costs microseconds)
 
 
@@ -1364,14 +1374,15 @@ class Token:
     def nest_region(self, t, offsets):
         """`t[rows of level 0, rows of level 1, ..]` (a nest's store, one dimension per level):
         `t` itself when the rows are all of it."""
-        whole = True
-        idx = []
-        for lv, off in offsets:
-            st, sp, k = self.levels[lv]
-            if whole and not (sp == 1 and st + off == 0 and t.dim() > lv and t.shape[lv] == k):
-                whole = False
-            idx.append(self.rows(off, lv))
-        return t if whole else t[tuple(idx)]
+        levels, shape = self.levels, t.shape
+        if len(shape) >= len(offsets):
+            for lv, off in offsets:
+                st, sp, k = levels[lv]
+                if sp != 1 or st + off != 0 or shape[lv] != k:
+                    break
+            else:
+                return t
+        return t[tuple(self.rows(off, lv) for lv, off in offsets)]
 
     def release(self, t, fill):
         """A stand-in for the fresh output `t` while the batch is computed: the allocation the
@@ -1695,6 +1706,8 @@ class Token:
             rt.batched_seen[self.loop_id] = code     # for explain: the batched body, or why there is none
         if isinstance(code, str):
             raise GuardFailed(f"no batched form: {code}")
+        if code.big is not None and _large(args):
+            code = code.big        # elementwise temporaries reused in place
         try:
             fn = code.bind(body)
         except Exception:          # an inlined helper was redefined: write the batched body again
@@ -1764,6 +1777,8 @@ class Token:
                 args.append(t.movedim(0, pos) if pos else t)
         if self.match.plan.index_as_value:
             args.append(self._index(device).view(*_ONES[:pos], n, *_ONES[:r - pos]))
+        if _large(args):
+            body = self._in_place_body(body)
         outs = body(*args)
         for o in outs:
             if not isinstance(o, torch.Tensor) or o.dim() != r + 1 or o.shape[pos] != n:
@@ -1775,6 +1790,22 @@ class Token:
         self.unmoved = {id(m): o for m, o in zip(moved, outs)}
         self.unmoved_at = pos
         return moved
+
+    def _in_place_body(self, body):
+        """The body with elementwise temporaries reused in place (batching.temporaries_in_place),
+        or the body itself when nothing changes."""
+        rt = self.rt
+        code = rt.in_place.get(self.loop_id, False)
+        if code is False:
+            code = None
+            entry = rt.batchable.get(self.loop_id)
+            if entry is not None:
+                from .batching import BatchedBody, _compile, temporaries_in_place
+                fdef = temporaries_in_place(entry[0])
+                if fdef is not None:
+                    code = BatchedBody(_compile(fdef, body), body.__code__)
+            rt.in_place[self.loop_id] = code
+        return body if code is None else code.bind(body)
 
     def _broadcast_recipe(self, inputs):
         """How the slices line up for broadcasting, from their ranks alone (so once per signature):

@@ -459,3 +459,87 @@ def test_a_temporary_read_once_by_the_next_statement_is_inlined():
 ])
 def test_a_temporary_whose_inlining_would_change_the_order_stays(src):
     assert "\n    t = a - b\n" in _inlined(src)
+
+
+# ------------------------------------------------- elementwise temporaries reused in place
+
+class _Allocations(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the out-of-place and in-place elementwise kernels that run."""
+
+    def __init__(self):
+        super().__init__()
+        self.out_of_place = self.in_place = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name in ("add", "sub", "mul", "div", "pow"):
+            self.out_of_place += 1
+        elif name in ("add_", "sub_", "mul_", "div_", "pow_"):
+            self.in_place += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _affine_rows(x, shift, scale, bias):
+    out = torch.empty_like(x)
+    for k in range(x.shape[0]):
+        out[k] = (x[k] - shift) / scale * 2.0 + bias
+    return out
+
+
+def _standardized_rows(x, gamma):
+    out = []
+    for k in range(x.shape[0]):
+        v = x[k]
+        out.append((v - v.mean()) / (v.std() + 1e-5) * gamma)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn, n", [(_affine_rows, 4), (_standardized_rows, 2)])
+def test_large_batches_reuse_elementwise_temporaries_in_place(fn, n):
+    # the same kernels, into the expression's own temporaries: bitwise the same values
+    x = torch.randn(512, 256)
+    args = (x, torch.randn(256), torch.rand(256) + 0.5, torch.randn(256))[:n]
+    fast = autovec(fn)
+    fast(*args)
+    counter = _Allocations()
+    with counter:
+        got = fast(*args)
+    assert counter.in_place >= 2
+    torch.testing.assert_close(got, fn(*args), rtol=0, atol=0)
+
+
+def test_small_batches_and_gradients_keep_every_temporary():
+    x = torch.randn(512, 256)
+    shift, scale, bias = torch.randn(256), torch.rand(256) + 0.5, torch.randn(256)
+    fast = autovec(_affine_rows)
+    small = (x[:4, :8], shift[:8], scale[:8], bias[:8])
+    fast(*small)
+    counter = _Allocations()
+    with counter:
+        fast(*small)
+    assert counter.in_place == 0
+    # with gradients: no temporary is overwritten (autograd may need it), and gradients agree
+    assert_equivalent(_affine_rows, x, shift.requires_grad_(), scale.requires_grad_(), bias, grad=True)
+
+
+@pytest.mark.parametrize("a, b, op, in_place", [
+    (torch.zeros(70000), torch.ones(70000), "add", True),
+    (torch.zeros(70000), 2.0, "mul", True),
+    (torch.zeros(70000, dtype=torch.int64), 2.5, "mul", False),        # promotes to float
+    (torch.ones(70000, dtype=torch.int64), 2, "div", False),           # true division gives floats
+    (torch.zeros(70000, 1), torch.ones(1, 3), "add", False),           # broadcasting grows the result
+    (torch.zeros(70000), torch.ones(70000, dtype=torch.float64), "sub", False),
+    (torch.zeros(70000), torch.ones(70000, requires_grad=True), "add", False),
+    (torch.zeros(100), torch.ones(100), "add", False),                 # small: not worth it
+    (torch.zeros(70000, dtype=torch.float16), torch.ones((), dtype=torch.float64), "pow", True),
+])
+def test_an_operation_runs_in_place_only_when_it_gives_the_same_tensor(a, b, op, in_place):
+    import operator
+    from autovec.batching import _in_place
+    want = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+            "pow": operator.pow}[op](a, b)
+    got = _in_place(a.clone(), b, op)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    probe = a.clone()
+    assert (_in_place(probe, b, op) is probe) == in_place
