@@ -1170,10 +1170,12 @@ def _scatter_prep(target, vals, idxs, op, mask):
         v = v[1:]
     if len(v) > len(slot):
         raise GuardFailed("a value does not fit the written element")
-    vals = vals.reshape(n, *([1] * (len(slot) - len(v))), *v).expand(n, *slot)
-    if op and not torch.can_cast(torch.result_type(target, vals), target.dtype):
-        raise GuardFailed("the in-place update would need a dtype cast the loop refuses")
-    vals = vals.to(target.dtype)
+    if vals.shape[1:] != slot:
+        vals = vals.reshape(n, *([1] * (len(slot) - len(v))), *v).expand(n, *slot)
+    if vals.dtype != target.dtype:
+        if op and not torch.can_cast(torch.result_type(target, vals), target.dtype):
+            raise GuardFailed("the in-place update would need a dtype cast the loop refuses")
+        vals = vals.to(target.dtype)
     if op == "-":
         vals = -vals
     if not op:
