@@ -515,9 +515,9 @@ class FunctionRuntime:
         per-iteration values `o` (n, *V)."""
         if dim and tok is not None and tok.unmoved is not None and tok.unmoved_at == dim and mask is None \
                 and not op:
-            orig = tok.unmoved.get(id(o))
-            if orig is not None and orig.shape == region.shape and not orig.is_complex():
-                return orig   # o.movedim(0, dim), as the broadcast body computed it
+            entry = tok.unmoved.get(id(o))
+            if entry is not None and entry[0] is o and entry[1].shape == region.shape and not o.is_complex():
+                return entry[1]   # o.movedim(0, dim), as the broadcast body computed it
         shape = o.shape
         n = shape[:lead]
         slot = region.shape[:dim] + region.shape[dim + lead:] if dim else region.shape[lead:]
@@ -1339,7 +1339,7 @@ class Token:
     cold = False          # this call ran a one-time check or build: not a steady-state timing
     tag = ""
     released = None       # id(stand-in) -> (stand-in, device, fill) of fresh outputs not held (release)
-    unmoved = None        # broadcast outputs computed with the loop dimension elsewhere: id(moved) -> as computed
+    unmoved = None        # broadcast outputs computed with the loop dimension elsewhere: id(moved) -> (moved, as computed)
     unmoved_at = 0
     scan_free = True
     extra = ()
@@ -1789,7 +1789,7 @@ class Token:
             return outs
         moved = tuple(o.movedim(pos, 0) for o in outs)
         # a store at the same dimension takes the output as computed (fit_store), not moved twice
-        self.unmoved = {id(m): o for m, o in zip(moved, outs)}
+        self.unmoved = {id(m): (m, o) for m, o in zip(moved, outs)}   # (holding m: its id stays its own)
         self.unmoved_at = pos
         return moved
 
