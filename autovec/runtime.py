@@ -9,6 +9,7 @@ import torch
 import torch.utils._python_dispatch
 
 from . import cost
+from .batching import _INPLACE_FLOOR
 from .purity import why_impure
 
 _NUMBER = (bool, int, float, complex)
@@ -854,14 +855,15 @@ FunctionRuntime.prefix = staticmethod(_prefix)
 
 
 _ONES = (1,) * 64
-_LARGE = 1 << 16   # elements: a batch this large reuses its elementwise temporaries in place
 
 
 def _large(args):
+    """Whether a batch is large enough to reuse its elementwise temporaries in place."""
     for a in args:
-        if type(a) is torch.Tensor and a.numel() >= _LARGE:
+        if type(a) is torch.Tensor and a.numel() >= _INPLACE_FLOOR:
             return True
     return False
+
 
 _RELEASE_FLOOR = 1 << 18     # bytes: smaller fresh outputs are kept (a stand-in costs microseconds)
 
