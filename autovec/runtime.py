@@ -143,6 +143,7 @@ class FunctionRuntime:
         self.memory_budget = None         # bytes, from @autovec(memory_budget=...); None: half of free memory
         self.steps: dict = {}             # loop id -> compiled.Stepping (loops with a compiled-step form)
         self.in_place: dict = {}          # loop id -> the broadcast body reusing temporaries, or None
+        self.src_picks: dict = {}         # loop id -> per body parameter, the element it is (or None)
 
     def stepper(self, loop_id, fn, calls, it):
         """The compile fallback's step callable for this run of a loop, or None (the original loop)."""
@@ -575,7 +576,7 @@ class FunctionRuntime:
                 return torch.tensor([])
             if py:
                 return torch.tensor(o.tolist())
-            if o.dim() != 1 or o.device.type != "cpu":
+            if o.dim() != 1 or not o.is_cpu:
                 raise GuardFailed("torch.tensor of a list of non-scalar tensors")
             if o.is_contiguous() and tok is not None and not tok.shares_input(o):
                 return o.detach()   # a fresh batch nobody else holds: torch.tensor's copy is not needed
@@ -1193,7 +1194,7 @@ def _scatter_prep(target, vals, idxs, op, mask):
     return tuple(norm), vals
 
 
-def _cat_accum(acc, vals, dim, mask):
+def _cat_accum(acc, vals, dim, mask, tok=None):
     if mask is not None:
         vals = vals[mask]
     if vals.shape[0] == 0:
@@ -1201,6 +1202,12 @@ def _cat_accum(acc, vals, dim, mask):
     if not isinstance(acc, torch.Tensor) or vals.dim() < 2 or dim >= vals.dim() - 1:
         raise GuardFailed("torch.cat of 0-d pieces or along a missing dimension (the loop raises)")
     flat = vals.movedim(0, dim).flatten(dim, dim + 1) if dim else vals.flatten(0, 1)
+    if (acc.dim() == 1 and acc.shape[0] == 0 and not acc.requires_grad and tok is not None
+            and acc.device == flat.device and torch.promote_types(acc.dtype, flat.dtype) == flat.dtype
+            and flat.is_contiguous() and not tok.shares_input(flat)):
+        # `torch.cat([torch.tensor([]), pieces])` skips the empty start: the new batch itself is
+        # the result (the copy would give the same values)
+        return flat
     return torch.cat([acc, flat], dim=dim)
 
 
@@ -1478,18 +1485,24 @@ class Token:
                         t = t.flip(d)   # iteration order
                 out.append((t, d))
             return out
-        by_source = {}
-        for (target, _), s in zip(plan.space.elements, self.sources):
+        batches = []
+        for s in self.sources:
             if isinstance(s, (list, tuple)) and self.lazy_lists:
-                by_source[target] = _Rows(s, self.n)   # stacked a chunk at a time by _run_chunked
+                batches.append(_Rows(s, self.n))   # stacked a chunk at a time by _run_chunked
                 continue
             t = torch.stack(list(s)) if isinstance(s, (list, tuple)) else s
-            by_source[target] = t[: self.n] if t.shape[0] != self.n else t
+            batches.append(t[: self.n] if t.shape[0] != self.n else t)
+        picks = self.rt.src_picks.get(self.loop_id)
+        if picks is None:
+            # per body parameter: the position of the element it is (or None: an indexed tensor)
+            targets = [t for t, _ in plan.space.elements]
+            picks = self.rt.src_picks[self.loop_id] = [targets.index(mp.param) if mp.param in targets else None
+                                                       for mp in plan.mapped]
         it = iter(self.raw)
         out = []
-        for mp in plan.mapped:
-            if mp.param in by_source and any(t == mp.param for t, _ in plan.space.elements):
-                out.append((by_source[mp.param], 0))
+        for j in picks:
+            if j is not None:
+                out.append((batches[j], 0))
                 continue
             t, d, off, _ = next(it)
             rows = self.rows(off)
@@ -1526,7 +1539,8 @@ class Token:
         rt = self.rt
         self.tag, self.scan_free = tag, scan_free
         per = rt.iter_bytes.get((self.loop_id, self.sig))
-        if self.sources or per is None or per * self.n > _MEMORY_FLOOR or rt.memory_budget is not None:
+        if per is None or per * self.n > _MEMORY_FLOOR or rt.memory_budget is not None or (
+                self.sources and not all(type(s) is torch.Tensor for s in self.sources)):
             # (the common case, a small batch of known size and no list, skips both lookups)
             chunk = self._chunk_rows() or self._memory_rows(ref or body)
             if chunk:

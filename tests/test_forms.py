@@ -498,3 +498,41 @@ def test_a_released_leaf_that_requires_grad_comes_back_a_leaf():
     assert counter.made == 1
     assert got.requires_grad and got.is_leaf and got.grad_fn is None
     torch.testing.assert_close(got, want)
+
+
+# ------------------------------------------------------- torch.cat onto an empty start
+
+def _cat_scaled(chunks, s):
+    acc = torch.tensor([])
+    for k in range(chunks.shape[0]):
+        acc = torch.cat([acc, chunks[k] * s[k]])
+    return acc
+
+
+def _cat_rows(x):
+    acc = torch.tensor([])
+    for k in range(x.shape[0]):
+        acc = torch.cat([acc, x[k]])
+    return acc
+
+
+def _cat_wider(x):
+    acc = torch.tensor([], dtype=torch.float64)
+    for k in range(x.shape[0]):
+        acc = torch.cat([acc, x[k] * 2])
+    return acc
+
+
+@pytest.mark.parametrize("fn", [_cat_scaled, _cat_rows, _cat_wider])
+def test_a_cat_onto_an_empty_start_gives_the_loops_tensor(fn):
+    x, s = torch.randn(7, 5), torch.rand(7)
+    args = (x, s) if fn is _cat_scaled else (x,)
+    fast = autovec(fn)
+    assert explain(fast, *args).path == "vectorized"
+    want, got = fn(*args), fast(*args)
+    assert got.dtype == want.dtype and got.is_contiguous()
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    before = x.clone()
+    got.add_(1)                     # the result is a new tensor, never a view of an argument
+    torch.testing.assert_close(x, before, rtol=0, atol=0)
+    assert_equivalent(fn, *args)

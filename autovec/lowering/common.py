@@ -411,7 +411,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             else:
                 display_tail.append(f"{o.target}[{ix}] = {sel(ok)}  # the last write to each index wins")
         elif o.kind == "cat":
-            prepare += template(f"P = AV.cat_accum({o.target}, {ok}, {o.dim}, {mask})", P=P, AV=AV)
+            prepare += template(f"P = AV.cat_accum({o.target}, {ok}, {o.dim}, {mask}, {T})", P=P, AV=AV)
             commit += template(f"{o.target} = AV.commit_accum({o.target}, P, '+', False)", P=P, AV=AV)
             flat = f"{ok}.flatten(0, 1)" if o.dim == 0 else f"{ok}.movedim(0, {o.dim}).flatten({o.dim}, {o.dim + 1})"
             display_tail.append(f"{o.target} = torch.cat([{o.target}, {flat}], dim={o.dim})")
