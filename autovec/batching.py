@@ -39,11 +39,21 @@ def _in_place(a, b, op):
     return _OUT_OF_PLACE[op](a, b)
 
 
-def temporaries_in_place(fdef: ast.FunctionDef) -> ast.FunctionDef | None:
+def temporaries_in_place(fdef: ast.FunctionDef, owned=()) -> ast.FunctionDef | None:
     """`fdef` with `(a - b) / c` as `_avb.inplace(a - b, c, 'div')` (see _in_place): for large
-    batches, where each elementwise temporary is a batch-sized allocation. None when no
-    operation has a temporary on its left."""
+    batches, where each elementwise temporary is a batch-sized allocation. `owned`: parameters
+    that hold a tensor the caller made for this call alone (a stacked chunk of a list): one
+    read once, as a left operand, counts as a temporary too. None when no operation has a
+    temporary on its left."""
     changed = [False]
+    loads: dict = {}
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Name):
+            loads[n.id] = loads.get(n.id, 0) + (1 if isinstance(n.ctx, ast.Load) else 2)  # a store disqualifies
+    nested = {m.id for n in ast.walk(fdef)
+              if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))
+              for m in ast.walk(n) if isinstance(m, ast.Name)}
+    mine = {p for p in owned if loads.get(p) == 1 and p not in nested}
 
     class _T(ast.NodeTransformer):
         def visit_BinOp(self, node):
@@ -53,7 +63,7 @@ def temporaries_in_place(fdef: ast.FunctionDef) -> ast.FunctionDef | None:
             temp = isinstance(left, ast.BinOp) and type(left.op) in _OP_NAMES or (
                 isinstance(left, ast.Call) and isinstance(left.func, ast.Attribute)
                 and isinstance(left.func.value, ast.Name) and left.func.value.id == "_avb"
-                and left.func.attr == "inplace")
+                and left.func.attr == "inplace") or isinstance(left, ast.Name) and left.id in mine
             if op is None or not temp:
                 return node
             changed[0] = True

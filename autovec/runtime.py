@@ -142,7 +142,7 @@ class FunctionRuntime:
         self.chunked: dict = {}           # loop id -> (chunks, rows, bytes needed, budget) of the last run
         self.memory_budget = None         # bytes, from @autovec(memory_budget=...); None: half of free memory
         self.steps: dict = {}             # loop id -> compiled.Stepping (loops with a compiled-step form)
-        self.in_place: dict = {}          # loop id -> the broadcast body reusing temporaries, or None
+        self.in_place: dict = {}          # (loop id, owned parameters) -> the broadcast body reusing temporaries, or None
         self.src_picks: dict = {}         # loop id -> per body parameter, the element it is (or None)
 
     def stepper(self, loop_id, fn, calls, it):
@@ -330,11 +330,18 @@ class FunctionRuntime:
                 cpu = cpu and s.is_cpu
             else:
                 tensors.extend(s)
-                cpu = cpu and all(e.is_cpu for e in s)
-                if grad and any(e.requires_grad for e in s):
-                    raise GuardFailed("the loop runs over a list of tensors that require grad: stacking them "
-                                      "would give every element a gradient (zeros where the loop leaves "
-                                      "`.grad` None)")
+                shape, dtype = s[0].shape, s[0].dtype
+                for e in s:
+                    if e.dtype is not dtype or e.shape != shape:
+                        # stacking would promote to one dtype, or fail where the loop does not
+                        # (a chunked run could even broadcast a chunk of other shapes)
+                        raise GuardFailed("the list holds tensors of different shapes or dtypes", data=True)
+                    if cpu and not e.is_cpu:
+                        cpu = False
+                    if grad and e.requires_grad:
+                        raise GuardFailed("the loop runs over a list of tensors that require grad: stacking "
+                                          "them would give every element a gradient (zeros where the loop "
+                                          "leaves `.grad` None)")
             if levels is None:
                 sig.append(_sig(s))
         free_tensors = []
@@ -725,7 +732,9 @@ class _Rows:
     def __init__(self, items, n):
         self.items, self.n = items, n
 
-    def take(self, a, b):
+    def take(self, a, b, out=None):
+        if out is not None:
+            return torch.stack(list(self.items[a:b]), out=out)
         return torch.stack(list(self.items[a:b]))
 
 
@@ -1667,12 +1676,26 @@ class Token:
         modes = ["broadcast", "vmap"] if self.match.strategy == "broadcast" and _switch_on("AUTOVEC_DIRECT") \
             else ["vmap"]
         mode = next((m for m in modes if (self.loop_id, self.sig, m, "") not in self.rt.bad_modes), modes[-1])
+        # one list whose stacked chunk is the shape and dtype of the one output: from the second
+        # chunk on, the chunk is stacked straight into the output's rows and the body computes
+        # in place there (no temporaries, no copy), where its operations allow
+        lists = [j for j, (t, _) in enumerate(lazy) if isinstance(t, _Rows)]
+        owned_at, own_body = None, None
         try:
             for c0 in range(0, n, rows):
                 c1 = min(n, c0 + rows)
                 self.n, self.first, self._rows = c1 - c0, first + c0 * self.step, {}
-                inputs = [(t.take(c0, c1) if isinstance(t, _Rows) else t.narrow(d, c0, c1 - c0), d)
-                          for t, d in lazy]
+                dest = full[0].narrow(0, c0, c1 - c0) if owned_at is not None else None
+                inputs = [(t.take(c0, c1, out=dest if j == owned_at else None) if isinstance(t, _Rows)
+                           else t.narrow(d, c0, c1 - c0), d) for j, (t, d) in enumerate(lazy)]
+                if dest is not None:
+                    o = self._broadcast(own_body, inputs, None, in_place=False)[0]
+                    if not (o.data_ptr() == dest.data_ptr() and o.shape == dest.shape
+                            and o.stride() == dest.stride() and o.dtype == dest.dtype):
+                        # the body did not end in place: as full[c0:c1] = o (a view of the chunk's
+                        # own rows, a transpose, is copied out first)
+                        dest.copy_(o.clone() if _storage(o) == _storage(dest) else o)
+                    continue
                 try:
                     outs = self._broadcast(body, inputs, None) if mode == "broadcast" else \
                         self._vmap(body, inputs, None)
@@ -1690,6 +1713,15 @@ class Token:
                     parts = [[] for _ in outs] if grad else None
                     full = None if grad else [torch.empty((n, *o.shape[1:]), dtype=o.dtype, device=o.device)
                                               for o in outs]
+                    if full is not None and mode == "broadcast" and len(lists) == 1 and len(outs) == 1:
+                        item = lazy[lists[0]][0].items[0]
+                        o = outs[0]
+                        if (type(item) is torch.Tensor and o.shape[1:] == item.shape and o.dtype == item.dtype
+                                and o.device == item.device and not item.requires_grad):
+                            param = self.match.plan.mapped[lists[0]].param
+                            own = self._in_place_body(body, (param,))
+                            if own is not body:
+                                owned_at, own_body = lists[0], own
                 for k, o in enumerate(outs):
                     if parts is not None:
                         parts[k].append(o)
@@ -1772,7 +1804,7 @@ class Token:
             args.append(torch.arange(st, st + k * sp, sp, device=device).reshape(shape))
         return args
 
-    def _broadcast(self, body, inputs, device):
+    def _broadcast(self, body, inputs, device, in_place=True):
         n = self.n
         key = (self.loop_id, self.sig, self.tag)
         recipe = self.rt.bcast.get(key)
@@ -1795,7 +1827,7 @@ class Token:
                 args.append(t.movedim(0, pos) if pos else t)
         if self.match.plan.index_as_value:
             args.append(self._index(device).view(*_ONES[:pos], n, *_ONES[:r - pos]))
-        if _large(args):
+        if in_place and _large(args):
             body = self._in_place_body(body)
         outs = body(*args)
         for o in outs:
@@ -1809,20 +1841,22 @@ class Token:
         self.unmoved_at = pos
         return moved
 
-    def _in_place_body(self, body):
-        """The body with elementwise temporaries reused in place (batching.temporaries_in_place),
-        or the body itself when nothing changes."""
+    def _in_place_body(self, body, owned=()):
+        """The body with elementwise temporaries reused in place (batching.temporaries_in_place;
+        `owned`: parameters holding a tensor made for this call alone), or the body itself when
+        nothing changes."""
         rt = self.rt
-        code = rt.in_place.get(self.loop_id, False)
+        key = (self.loop_id, owned)
+        code = rt.in_place.get(key, False)
         if code is False:
             code = None
             entry = rt.batchable.get(self.loop_id)
             if entry is not None:
                 from .batching import BatchedBody, _compile, temporaries_in_place
-                fdef = temporaries_in_place(entry[0])
+                fdef = temporaries_in_place(entry[0], owned)
                 if fdef is not None:
                     code = BatchedBody(_compile(fdef, body), body.__code__)
-            rt.in_place[self.loop_id] = code
+            rt.in_place[key] = code
         return body if code is None else code.bind(body)
 
     def _broadcast_recipe(self, inputs):

@@ -536,3 +536,89 @@ def test_a_cat_onto_an_empty_start_gives_the_loops_tensor(fn):
     got.add_(1)                     # the result is a new tensor, never a view of an argument
     torch.testing.assert_close(x, before, rtol=0, atol=0)
     assert_equivalent(fn, *args)
+
+
+# ------------------------------------- large lists: chunks stacked straight into the output
+
+class _Kernels(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def _norm_list(images, mean, std):
+    out = []
+    for im in images:
+        out.append((im - mean) / std)
+    return torch.stack(out)
+
+
+def _twice_list(images, mean, std):
+    out = []
+    for im in images:
+        out.append(im * std + im)          # read twice: the chunk is not overwritten
+    return torch.stack(out)
+
+
+def _turned_list(images, mean, std):
+    out = []
+    for im in images:
+        out.append((im - mean).transpose(1, 2))   # not elementwise: vmap, chunks kept apart
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn, into, ends_in_place", [(_norm_list, True, True), (_twice_list, True, False),
+                                                     (_turned_list, False, False)])
+def test_a_large_list_is_stacked_into_the_output_and_computed_there(fn, into, ends_in_place):
+    # 2200 images of 4 x 32 x 32 floats: 36 MB, over the size at which lists run in chunks
+    g = torch.Generator().manual_seed(0)
+    images = [torch.rand(4, 32, 32, generator=g) for _ in range(2200)]
+    mean, std = torch.rand(4, 1, 1, generator=g), torch.rand(4, 1, 1, generator=g) + 0.5
+    kept = [im.clone() for im in images]
+    fast = autovec(fn)
+    fast(images, mean, std)
+    seen = _Kernels()
+    with seen:
+        got = fast(images, mean, std)
+    want = fn(images, mean, std)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert ("stack.out" in seen.names) == into          # chunks after the first: into the output
+    if into:
+        assert ("sub_.Tensor" in seen.names) == (fn is not _twice_list)   # the chunk itself is overwritten
+        # where the body does not end in the chunk's own rows, the result is copied in
+        assert ("copy_.default" in seen.names[seen.names.index("stack.out"):]) == (not ends_in_place)
+    for im, k in zip(images, kept):       # the list's own tensors are never written
+        torch.testing.assert_close(im, k, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("odd", [(1, 32, 32), (4, 32, 1)])
+def test_a_large_list_with_other_shapes_gives_the_loops_result(odd):
+    # the last 400 images have another shape (each broadcasts against `mean` in the loop):
+    # the list keeps the loop, whatever its chunks would hold
+    g = torch.Generator().manual_seed(0)
+    images = [torch.rand(4, 32, 32, generator=g) for _ in range(2200)] + \
+             [torch.rand(*odd, generator=g) for _ in range(400)]
+    mean, std = torch.rand(4, 1, 1, generator=g), torch.rand(4, 1, 1, generator=g) + 0.5
+    try:
+        want = _norm_list(images, mean, std)
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=str(e)[:30]):
+            autovec(_norm_list)(images, mean, std)
+    else:
+        torch.testing.assert_close(autovec(_norm_list)(images, mean, std), want, rtol=0, atol=0)
+
+
+def test_a_list_of_mixed_dtypes_keeps_each_elements_precision():
+    g = torch.Generator().manual_seed(0)
+    images = [torch.rand(4, 8, 8, generator=g) for _ in range(6)] + \
+             [torch.rand(4, 8, 8, generator=g, dtype=torch.float64) for _ in range(6)]
+    mean, std = torch.rand(4, 1, 1, generator=g), torch.rand(4, 1, 1, generator=g) + 0.5
+    want = _norm_list(images, mean, std)
+    got = autovec(_norm_list)(images, mean, std)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
