@@ -1085,7 +1085,10 @@ def mm(kind, a, la, b, lb, sizes, seen=None):
         t_b, sq_a, sq_b = plan
         x = a.unsqueeze(-2) if sq_a else a
         y = b.unsqueeze(-1) if sq_b else (b.transpose(-1, -2) if t_b else b)
-        out = torch.matmul(x, y)
+        if x.dim() == 3 and y.dim() == 3 and x.shape[0] == y.shape[0] and type(x) is type(y) is torch.Tensor:
+            out = torch.bmm(x, y)    # what matmul runs for these shapes, without its batch folding
+        else:
+            out = torch.matmul(x, y)
         if sq_a and sq_b:
             out = out.squeeze(-1).squeeze(-1)
         elif sq_a:
@@ -1149,7 +1152,8 @@ def _matmul_plan(A: str, B: str, out: str):
 
 
 def _mm_method(self, kind, a, la, b, lb, sizes):
-    return mm(kind, a, la, b, lb, sizes, self.mm_seen)
+    # the einsum is recorded for explain's display only (the call explain makes has events)
+    return mm(kind, a, la, b, lb, sizes, self.mm_seen if self.events is not None else None)
 
 
 FunctionRuntime.mm = _mm_method
@@ -1889,9 +1893,9 @@ class Token:
             args = [t if pm is None else t.permute(*pm) for (t, _), pm in zip(inputs, perms)]
         sizes = self.level_sizes()
         outs = fn(*args, sizes)
-        sizes = tuple(sizes)
+        lead = len(sizes)
         for o in outs:
-            if not isinstance(o, torch.Tensor) or tuple(o.shape[:len(sizes)]) != sizes:
+            if not isinstance(o, torch.Tensor) or list(o.shape[:lead]) != sizes:
                 raise GuardFailed("a product does not keep the loop dimensions")
         return outs
 
