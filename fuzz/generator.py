@@ -914,10 +914,14 @@ class Gen:
     def vec_sources(self):
         """Other things to iterate over: lists of tensors (ragged too), x.T, unbind, slices."""
         x = self.main(rank=2)
-        src = self.pick(["xs", "xs", "ragged", "x.T", "x.unbind(1)", "x[1:]", "x[::2]", "x.flip(0)"])
+        src = self.pick(["xs", "xs", "ragged", "mixed", "x.T", "x.unbind(1)", "x[1:]", "x[::2]", "x.flip(0)"])
         if src == "xs":
             self.param("xs", "[r.detach().requires_grad_(r.requires_grad) for r in x.unbind(0)]")
             row = x.row("row")
+        elif src == "mixed":
+            # every other row in float64: each element computes at its own precision in the loop
+            self.param("xs", "[r.detach().double() if k % 2 else r.detach() for k, r in enumerate(x.unbind(0))]")
+            src, row = "xs", x.row("row")
         elif src == "ragged":
             self.param("xs", f"[torch.randn({self.rng.randint(1, 3)} + k % 2, generator=g) for k in range({self.n})]")
             src, row = "xs", Val("row", "float32")
