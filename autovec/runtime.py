@@ -143,6 +143,7 @@ class FunctionRuntime:
         self.memory_budget = None         # bytes, from @autovec(memory_budget=...); None: half of free memory
         self.steps: dict = {}             # loop id -> compiled.Stepping (loops with a compiled-step form)
         self.in_place: dict = {}          # (loop id, owned parameters) -> the broadcast body reusing temporaries, or None
+        self.nest_layouts: dict = {}      # (loop id, signature) -> per input of a nest's batched body: (permutation, levels to add)
         self.src_picks: dict = {}         # loop id -> per body parameter, the element it is (or None)
 
     def stepper(self, loop_id, fn, calls, it):
@@ -1787,20 +1788,31 @@ class Token:
         order (size 1 for a level a tensor is not indexed by), then the per-iteration dimensions;
         the indices used as numbers as aranges along their level."""
         levels = len(self.levels)
+        key = (self.loop_id, self.sig)
+        recipe = self.rt.nest_layouts.get(key)
+        if recipe is None:
+            # from ranks alone, so once per signature: (permutation or None, levels to add) per input
+            recipe = []
+            for (t, _), (_, spec, _, _) in zip(inputs, self.raw):
+                pos = {lv: p for lv, p, _ in spec}
+                order = [pos[lv] for lv in range(levels) if lv in pos]
+                rest = [k for k in range(t.dim()) if k not in order]
+                recipe.append((None if order + rest == list(range(t.dim())) else (*order, *rest),
+                               tuple(lv for lv in range(levels) if lv not in pos)))
+            self.rt.nest_layouts[key] = recipe
         args = []
-        for (t, _), (_, spec, _, _) in zip(inputs, self.raw):
-            pos = {lv: p for lv, p, _ in spec}
-            order = [pos[lv] for lv in range(levels) if lv in pos]
-            rest = [k for k in range(t.dim()) if k not in order]
-            if order + rest != list(range(t.dim())):
-                t = t.permute(*order, *rest)
-            for lv in range(levels):
-                if lv not in pos:
-                    t = t.unsqueeze(lv)
+        for (t, _), (perm, missing) in zip(inputs, recipe):
+            if perm is not None:
+                t = t.permute(*perm)
+            for lv in missing:
+                t = t.unsqueeze(lv)
             args.append(t)
+        value_indices = self.match.plan.value_indices
+        if not value_indices:
+            return args
         names = [ix for ix, _ in self.match.plan.space.levels]
         device = args[0].device if args else None
-        for ix in self.match.plan.value_indices:
+        for ix in value_indices:
             lv = names.index(ix)
             st, sp, k = self.levels[lv]
             shape = [1] * levels
