@@ -132,16 +132,22 @@ def worth(strategy: str, n: int, est: dict) -> bool:
     return n >= 1 and est["vectorized"] < est["python"]
 
 
+_PY_RUNS, _PY_WARM = 3, 1      # timed Python runs of a close decision, of which the first only warms up
+_VEC_RUNS, _VEC_WARM = 6, 2    # vectorized: its steady state takes a few calls to reach (caches, allocator)
+
+
 class Decision:
     """The path a loop takes at the trip counts of one power-of-two bucket.
 
     The cost model's verdict comes first. Where it is not clear-cut (neither estimate is five
-    times the other), the actual calls time each path three times (the first run of each, and a
-    vectorized call that ran its one-time check, only warm up) and the faster best time is kept
-    from then on. A decision is a few
-    attribute reads on the hot path."""
+    times the other), the actual calls time each path: the loop three times (the first run
+    only warms up), the vectorized path six times (the first two only warm up: its fixed cost
+    keeps falling for a few calls as caches and the allocator settle; a call that ran its
+    one-time check does not count). The faster best time is kept from then on; three refused
+    vectorized attempts with none timed settle on the loop. A decision is a few attribute
+    reads on the hot path."""
 
-    __slots__ = ("vec", "final", "py_iter", "vec_call", "py_runs", "vec_runs")
+    __slots__ = ("vec", "final", "py_iter", "vec_call", "py_runs", "vec_runs", "vec_failed")
 
     def __init__(self, est: dict):
         p, v = est["python"], est["vectorized"]
@@ -149,38 +155,38 @@ class Decision:
         self.final = v > 5 * p or p > 5 * v
         self.py_iter = float("inf")     # best seconds per iteration of the loop as written
         self.vec_call = float("inf")    # best seconds of a vectorized call
-        self.py_runs = self.vec_runs = 0
+        self.py_runs = self.vec_runs = self.vec_failed = 0
 
     def choose(self) -> bool:
         """True: try the vectorized path on this call."""
         if self.final:
             return self.vec
-        if self.vec_runs < 3 and (self.vec or self.py_runs >= 3):
+        if self.vec_runs < _VEC_RUNS and (self.vec or self.py_runs >= _PY_RUNS):
             return True
-        if self.py_runs < 3:
+        if self.py_runs < _PY_RUNS:
             return False
         return self.vec
 
     def python_ran(self, seconds: float, n: int):
         self.py_runs += 1
-        if self.py_runs > 1:   # the first run of a bucket warms caches (often it is the first call ever)
+        if self.py_runs > _PY_WARM:   # the first run of a bucket warms caches (often it is the first call ever)
             self.py_iter = min(self.py_iter, seconds / max(n, 1))
         self._settle(n)
 
     def vectorized_ran(self, seconds: float, n: int):
         self.vec_runs += 1
-        if self.vec_runs > 1:  # the first steady-state call still warms caches
+        if self.vec_runs > _VEC_WARM:
             self.vec_call = min(self.vec_call, seconds)
         self._settle(n)
 
     def vectorized_failed(self):
         """The vectorized path refused this call (a guard, or an error in the batched code)."""
-        self.vec_runs += 1
-        if self.vec_runs >= 3 and self.vec_call == float("inf"):
+        self.vec_failed += 1
+        if self.vec_failed >= 3 and self.vec_call == float("inf"):
             self.vec, self.final = False, True
 
     def _settle(self, n):
-        if self.py_runs >= 3 and self.vec_runs >= 3:
+        if self.py_runs >= _PY_RUNS and self.vec_runs >= _VEC_RUNS:
             self.vec = self.vec_call < self.py_iter * n
             self.final = True
 

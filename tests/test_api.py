@@ -120,7 +120,7 @@ def test_close_decision_times_both_paths_and_keeps_the_faster():
     from autovec.cost import Decision
     d = Decision({"python": 10e-6, "vectorized": 8e-6})     # the model leans vectorized
     seen = []
-    for _ in range(12):
+    for _ in range(15):
         vec = d.choose()
         seen.append(vec)
         if vec:
@@ -128,7 +128,7 @@ def test_close_decision_times_both_paths_and_keeps_the_faster():
         else:
             d.python_ran(12e-6, 4)              # against 12 us for the loop
     assert d.final and not d.vec
-    assert seen[:3] == [True] * 3 and seen[3:6] == [False] * 3 and not any(seen[6:])
+    assert seen[:6] == [True] * 6 and seen[6:9] == [False] * 3 and not any(seen[9:])
     d = Decision({"python": 10e-6, "vectorized": 8e-6})
     for _ in range(3):
         assert d.choose()
@@ -137,6 +137,18 @@ def test_close_decision_times_both_paths_and_keeps_the_faster():
         assert not d.choose()
         d.python_ran(12e-6, 4)
     assert d.final and not d.vec
+
+
+def test_close_decision_waits_for_the_vectorized_steady_state():
+    from autovec.cost import Decision
+    d = Decision({"python": 10e-6, "vectorized": 8e-6})
+    for t in (60e-6, 40e-6, 30e-6, 14e-6, 12e-6, 11e-6):     # a vectorized call warming up
+        assert d.choose()
+        d.vectorized_ran(t, 4)
+    for _ in range(3):
+        assert not d.choose()
+        d.python_ran(16e-6, 4)                  # the loop: 16 us
+    assert d.final and d.vec                    # 11 us once warm: vectorized
 
 
 def test_timed_decision_settles_on_real_calls(monkeypatch):
@@ -150,7 +162,7 @@ def test_timed_decision_settles_on_real_calls(monkeypatch):
 
     f = av(scale_rows)
     x, y = torch.randn(6, 3), torch.randn(6, 3)
-    for _ in range(12):
+    for _ in range(15):
         torch.testing.assert_close(f(x, y), scale_rows(x, y))
     (d,) = f._autovec_state.runtime.decisions.values()
     assert d.final                      # timed both ways (or the model was clear-cut)
