@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import difflib
 import functools
 import io
@@ -185,6 +186,10 @@ class FunctionState:
 
 # ----------------------------------------------------------------------------- decorator
 
+_RAN = {"batched": "whole-batch torch operations (a batched body, no vmap)", "vmap": "torch.func.vmap",
+        "broadcast": "one call on whole tensors (broadcasting)", "direct": "batched matrix products"}
+
+
 def _count_ops(plan) -> int:
     """Operations in one iteration, for the cost model: calls, arithmetic and subscripts."""
     n = 0
@@ -363,6 +368,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
             if "measured python" in est and path == "estimate" or "measured python" in est and lineno not in timed:
                 timed[lineno] = (est["measured python"], est["measured vectorized"])
     for k2, r in enumerate(ex.loops):
+        if r.lineno in by_line and by_line[r.lineno][0] == "vectorized" and by_line[r.lineno][1] in _RAN:
+            ex.loops[k2] = r = dataclasses.replace(r, ran=_RAN[by_line[r.lineno][1]])
         if r.lineno in by_line and by_line[r.lineno][0] == "python" and r.vectorized:
             ex.notes.append(f"line {r.lineno}: this call keeps the Python loop: {by_line[r.lineno][1]}")
         elif r.lineno in by_line and r.strategy == "broadcast" and by_line[r.lineno][1] == "vmap":

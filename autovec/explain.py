@@ -10,6 +10,7 @@ class LoopReport:
     source: str
     strategy: str
     reason: str
+    ran: str = ""      # with arguments: how that call ran the vectorized loop (batched body, vmap, ...)
 
     @property
     def vectorized(self) -> bool:
@@ -33,7 +34,8 @@ class Explanation:
         for r in self.loops:
             first = r.source.splitlines()[0] if r.source else ""
             out.append(f"  line {r.lineno}: {first}")
-            out.append(f"    strategy: {r.strategy}" + (" (vectorized)" if r.vectorized else ""))
+            out.append(f"    strategy: {r.strategy}" + (" (vectorized)" if r.vectorized else "")
+                       + (f"; this call ran it as {r.ran}" if r.ran else ""))
             out.append(f"    reason:   {r.reason}")
         if self.path is not None:
             out.append(f"  a call with these arguments runs: {self.path}")

@@ -543,3 +543,12 @@ def test_an_operation_runs_in_place_only_when_it_gives_the_same_tensor(a, b, op,
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     probe = a.clone()
     assert (_in_place(probe, b, op) is probe) == in_place
+
+
+def test_explain_says_how_the_call_ran_each_loop():
+    x = torch.randn(20, 6)
+    ex = explain(rows_softmax, x, 0.5)
+    (r,) = ex.loops
+    assert r.strategy == "vmap" and "batched body" in r.ran
+    assert "this call ran it as whole-batch torch operations" in str(ex)
+    assert explain(rows_softmax).loops[0].ran == ""      # without arguments: nothing ran
