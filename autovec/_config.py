@@ -5,6 +5,7 @@ import os
 
 
 _RAW = getattr(os.environ, "_data", None)   # CPython's backing dict: a lookup without re-encoding
+_RAW_DICT = _RAW if isinstance(_RAW, dict) else None
 
 
 _KEYS: dict = {}
@@ -52,8 +53,8 @@ class _Switches:
 
     def plain(self) -> bool:
         """Neither AUTOVEC_DISABLE nor checking is on (the hot path's one question)."""
-        if isinstance(_RAW, dict) and _RAW.get(_DISABLE_KEY) is None and (
-                self.check_override is False or self.check_override is None and _RAW.get(_CHECK_KEY) is None):
+        if _RAW_DICT is not None and _RAW_DICT.get(_DISABLE_KEY) is None and (
+                self.check_override is False or self.check_override is None and _RAW_DICT.get(_CHECK_KEY) is None):
             return True   # neither variable is set: two dictionary lookups
         return not self.disabled and not self.check
 

@@ -44,6 +44,7 @@ class FunctionState:
         self.original_source = ""
         self.error: str | None = None
         self.runtime: FunctionRuntime | None = None
+        self.steady = None     # set by prepare: the function a plain call runs
 
     # ------------------------------------------------------------------ build
 
@@ -64,6 +65,8 @@ class FunctionState:
             self.error = f"internal error while rewriting: {type(e).__name__}: {e}"
             self.reports = [LoopReport(r.lineno, r.source, "python", self.error) for r in self.reports]
             self.compiled = self.fn
+        # what a plain call runs from now on (none where checking or a strict error decides)
+        self.steady = None if self.check or (self.strict and self.error) else self.compiled
         if self.strict and self.error and raise_strict:
             raise NotVectorizable(self.error)
 
@@ -228,8 +231,8 @@ class AutovecFunction:
 
     def __call__(self, *args, **kwargs):
         st = self._autovec_state
-        c = st.compiled
-        if c is not None and not st.check and not (st.strict and st.error) and switches.plain():
+        c = st.steady
+        if c is not None and switches.plain():
             return c(*args, **kwargs)   # the steady state, in as few steps as possible
         return st(args, kwargs)
 

@@ -2,17 +2,28 @@
 check against an unbatched iteration, output conversion, and the memory of failures."""
 from __future__ import annotations
 
+import functools
+import os
 import types
 from time import perf_counter as _clock
 
 import torch
 import torch.utils._python_dispatch
 
-from . import cost
+from . import _config, cost
 from .batching import _INPLACE_FLOOR
 from .purity import why_impure
 
 _NUMBER = (bool, int, float, complex)
+
+
+def _min_trip_unset() -> bool:
+    """AUTOVEC_MIN_TRIP is not set (cost.min_trip(...) is None): one dictionary lookup."""
+    return _RAW_ENV is not None and _RAW_ENV.get(_MIN_TRIP_KEY) is None
+
+
+_RAW_ENV = _config._RAW if isinstance(_config._RAW, dict) else None
+_MIN_TRIP_KEY = os.fsencode("AUTOVEC_MIN_TRIP") if os.name != "nt" else "AUTOVEC_MIN_TRIP"
 
 
 class GuardFailed(Exception):
@@ -145,6 +156,8 @@ class FunctionRuntime:
         self.in_place: dict = {}          # (loop id, owned parameters) -> the broadcast body reusing temporaries, or None
         self.nest_layouts: dict = {}      # (loop id, signature) -> per input of a nest's batched body: (permutation, levels to add)
         self.src_picks: dict = {}         # loop id -> per body parameter, the element it is (or None)
+        self.hot: dict = {}               # (loop id, signature, tag) -> (largest trip count, steady-state runner)
+        self.range_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "range")
 
     def stepper(self, loop_id, fn, calls, it):
         """The compile fallback's step callable for this run of a loop, or None (the original loop)."""
@@ -160,6 +173,17 @@ class FunctionRuntime:
     def begin(self, loop_id, space):
         """First, cheap decision from the iteration space alone (trip count, cost model):
         a pending state for `guard`, or None for the Python loop."""
+        if type(space) is range and self.events is None and not self.strict and loop_id in self.range_loops \
+                and _min_trip_unset():
+            # the steady state of a `for i in range(..)` loop whose bucket is decided: two lookups
+            n = len(space)
+            d = self.decisions.get((loop_id, n.bit_length()))
+            if d is not None and d.final:
+                if not d.vec:
+                    return None
+                m = self.matches[loop_id]
+                start = space.start
+                return (loop_id, m, m.plan, space, (), None, n, start, space.step, start, None, None, 0.0)
         m = self.matches[loop_id]
         kind = m.plan.space.kind
         if self.events is None and not self.strict and kind != "elements":
@@ -307,7 +331,7 @@ class FunctionRuntime:
         tensors = []
         cpu = True
         for t, d, off, _ in mapped:
-            if not isinstance(t, Tensor):
+            if type(t) is not Tensor and not isinstance(t, Tensor):
                 raise GuardFailed(f"an indexed value is a {type(t).__name__}, not a tensor")
             k = t.dim()
             if levels is None:
@@ -868,6 +892,59 @@ FunctionRuntime.prefix = staticmethod(_prefix)
 _ONES = (1,) * 64
 
 
+def _covered(tok):
+    """The indexed tensors themselves when the loop covers each one's loop dimension from row 0
+    in steps of 1 (no view needed), else None."""
+    n, start = tok.n, tok.start
+    if tok.step != 1:
+        return None
+    args = []
+    for t, d, off, _ in tok.raw:
+        if start + off != 0 or t.shape[d] != n:
+            return None
+        args.append(t)
+    return args
+
+
+def _hot_broadcast(rank, tok, body, direct):
+    """Token._broadcast's steady state where every slice is already in place (loop dimension 0
+    of every input, as wide as the widest): the body on the tensors themselves."""
+    args = _covered(tok)
+    if args is None or _large(args):
+        return None     # views, or in-place temporaries: the general path
+    outs = body(*args)
+    n = tok.n
+    for o in outs:
+        if type(o) is not torch.Tensor or o.dim() != rank or o.shape[0] != n:
+            return None
+    return outs
+
+
+def _hot_batched(code, dims, tok, body, direct):
+    """Token._batched's steady state for a range loop whose batched body is written."""
+    args = _covered(tok)
+    if args is None:
+        return None
+    if dims is not None:
+        args = [t.movedim(d, 0) if d else t for t, d in zip(args, dims)]
+    if code.big is not None and _large(args):
+        return None
+    try:
+        fn = code.bind(body)
+    except Exception:
+        return None    # a helper changed: the general path writes the body again
+    n = tok.n
+    sizes = [n]
+    try:
+        outs = fn(*args, sizes)
+    except Exception:
+        return None    # the general path runs it again and decides, with its bookkeeping
+    for o in outs:
+        if not isinstance(o, torch.Tensor) or o.dim() < 1 or o.shape[0] != n:
+            return None
+    return outs
+
+
 def _large(args):
     """Whether a batch is large enough to reuse its elementwise temporaries in place."""
     for a in args:
@@ -1354,7 +1431,6 @@ class Token:
         self.raw, self.sources = mapped, sources
         self.free_tensors, self.sig = free_tensors, sig
         self.levels, self.estimate = levels, estimate
-        self._rows = {}
 
     # per-run state, set by run() and the scan helpers
     decision = None       # cost.Decision still measuring this bucket, with the call's start time
@@ -1368,9 +1444,13 @@ class Token:
     extra = ()
     lazy_lists = False
 
+    _rows = None          # (offset, level) -> rows, made on first use
+
     def rows(self, offset, level=None):
         """The rows a loop touches at `offset`, in ascending order (a reversed loop's too)."""
         key = (offset, level)
+        if self._rows is None:
+            self._rows = {}
         r = self._rows.get(key)
         if r is None:
             r = self._rows[key] = self._rows_uncached(offset, level)
@@ -1552,6 +1632,14 @@ class Token:
     def run(self, body, ref=None, direct=None, tag="", scan_free=False):
         rt = self.rt
         self.tag, self.scan_free = tag, scan_free
+        if self.levels is None and not self.sources and not self.extra and rt.memory_budget is None \
+                and rt.events is None:
+            hot = rt.hot.get((self.loop_id, self.sig, tag))
+            if hot is not None and self.n <= hot[0]:
+                outs = hot[1](self, body, direct)
+                if outs is not None:
+                    rt.ran[self.loop_id] = hot[2]
+                    return outs
         per = rt.iter_bytes.get((self.loop_id, self.sig))
         if per is None or per * self.n > _MEMORY_FLOOR or rt.memory_budget is not None or (
                 self.sources and not all(type(s) is torch.Tensor for s in self.sources)):
@@ -1597,10 +1685,39 @@ class Token:
             rt.succeeded.add((self.loop_id, self.sig))
             if (self.loop_id, self.sig, mode, tag) in rt.checked:
                 rt.fast[key] = mode
+                self._make_hot(key, mode)
             rt.ran[self.loop_id] = mode
             rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
             return outs
         raise GuardFailed("; ".join(errors))
+
+    def _make_hot(self, key, mode):
+        """The steady state of a range loop (no lists, no nest, no scan inputs) for one signature,
+        tag and mode: a runner that calls the body on the indexed tensors themselves while the
+        loop covers them, row for row from row 0 (anything else: None, and the general path of
+        `run` decides). Kept with the largest trip count below the memory floor."""
+        rt = self.rt
+        if self.levels is not None or self.sources or self.extra or self.match.plan.index_as_value:
+            return
+        per = rt.iter_bytes.get((self.loop_id, self.sig))
+        if per is None:
+            return
+        limit = _MEMORY_FLOOR // per if per else 1 << 62
+        raw_dims = tuple(d for _, d, _, _ in self.raw)
+        if mode == "broadcast":
+            recipe = rt.bcast.get((self.loop_id, self.sig, self.tag))
+            if not isinstance(recipe, tuple) or recipe[2] or any(recipe[1]) or any(raw_dims):
+                return
+            rank = recipe[0] + 1
+            runner = functools.partial(_hot_broadcast, rank)
+        elif mode == "batched":
+            code = rt.batched.get((self.loop_id, self.sig))
+            if code is None or isinstance(code, str):
+                return
+            runner = functools.partial(_hot_batched, code, raw_dims if any(raw_dims) else None)
+        else:
+            return
+        rt.hot[key] = (limit, runner, mode)
 
     def _mode(self, mode, body, direct, inputs):
         if mode == "batched":
@@ -1740,7 +1857,7 @@ class Token:
         self.rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
         return outs
 
-    def _batched(self, body, inputs):
+    def _batched(self, body, inputs):  # noqa: C901 (the general path; _hot_batched is the steady state)
         """The body rewritten into whole-batch operations for this signature (lowering/batched.py)."""
         rt, n = self.rt, self.n
         key = (self.loop_id, self.sig)
