@@ -15,6 +15,7 @@ from .batching import _INPLACE_FLOOR
 from .purity import why_impure
 
 _NUMBER = (bool, int, float, complex)
+_NUMBER_OR_TENSOR = _NUMBER + (torch.Tensor,)
 
 
 def _min_trip_unset() -> bool:
@@ -78,7 +79,16 @@ def _overlapping(t: torch.Tensor) -> bool:
     return any(st == 0 and sz > 1 for st, sz in zip(t.stride(), t.shape))
 
 
+_PLAIN_SIGS = {t: t for t in (bool, int, float, complex, str, type(None))}
+
+
 def _sig(v):
+    tp = type(v)
+    plain = _PLAIN_SIGS.get(tp)
+    if plain is not None:
+        return plain                        # the common non-tensor values: their type alone
+    if tp is types.ModuleType:
+        return (tp, id(v))
     if isinstance(v, torch.Tensor):
         return ("T", v.dtype, v.dim(), "cpu" if v.is_cpu else v.device.type, v.requires_grad)
     if isinstance(v, (list, tuple)):
@@ -158,6 +168,10 @@ class FunctionRuntime:
         self.src_picks: dict = {}         # loop id -> per body parameter, the element it is (or None)
         self.hot: dict = {}               # (loop id, signature, tag) -> (largest trip count, steady-state runner)
         self.range_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "range")
+        self.element_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "elements")
+        self.enum_start = {k: int(v.plan.space.enum_start) for k, v in matches.items()
+                           if v.plan.space.kind == "elements"}
+        self.nest_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "nest")
 
     def stepper(self, loop_id, fn, calls, it):
         """The compile fallback's step callable for this run of a loop, or None (the original loop)."""
@@ -184,6 +198,41 @@ class FunctionRuntime:
                 m = self.matches[loop_id]
                 start = space.start
                 return (loop_id, m, m.plan, space, (), None, n, start, space.step, start, None, None, 0.0)
+        elif type(space) is tuple and loop_id in self.element_loops and self.events is None and not self.strict \
+                and _min_trip_unset():
+            # the same for `for row in x` / zip(a, b) / enumerate(x) over tensors
+            n = -1
+            for t in space:
+                if type(t) is not torch.Tensor or not t.dim():
+                    break
+                k = t.shape[0]
+                if n < 0 or k < n:
+                    n = k
+            else:
+                d = self.decisions.get((loop_id, n.bit_length())) if n >= 0 else None
+                if d is not None and d.final:
+                    if not d.vec:
+                        return None
+                    m = self.matches[loop_id]
+                    return (loop_id, m, m.plan, space, list(space), None, n, 0, 1, self.enum_start[loop_id],
+                            None, None, 0.0)
+        elif loop_id in self.nest_loops and self.events is None and not self.strict and _min_trip_unset():
+            # the same for a loop nest: one range per level, all counting up
+            n, levels = 1, []
+            for r in space:
+                if type(r) is not range or r.step <= 0:
+                    break
+                k = len(r)
+                levels.append((r.start, r.step, k))
+                n *= k
+            else:
+                d = self.decisions.get((loop_id, n.bit_length()))
+                if d is not None and d.final:
+                    if not d.vec:
+                        return None
+                    m = self.matches[loop_id]
+                    start = levels[0][0]
+                    return (loop_id, m, m.plan, space, (), levels, n, start, levels[0][1], start, None, None, 0.0)
         m = self.matches[loop_id]
         kind = m.plan.space.kind
         if self.events is None and not self.strict and kind != "elements":
@@ -416,10 +465,10 @@ class FunctionRuntime:
                 if not isinstance(t, Tensor):
                     raise GuardFailed(f"torch.cat onto a {type(t).__name__}")
             elif kind == "best":
-                if not isinstance(t, _NUMBER + (Tensor,)):
+                if not isinstance(t, _NUMBER_OR_TENSOR):
                     raise GuardFailed(f"the tracked best value is a {type(t).__name__}")
             elif kind == "accum":
-                if not isinstance(t, _NUMBER + (Tensor,)):
+                if not isinstance(t, _NUMBER_OR_TENSOR):
                     raise GuardFailed(f"the accumulator is a {type(t).__name__}")
                 if isinstance(t, Tensor) and w[2]:
                     written.append(t)
@@ -440,7 +489,7 @@ class FunctionRuntime:
         sid = self.sig_ids.get(key)
         if sid is None:
             sid = self.sig_ids[key] = len(self.sig_ids)
-        if (loop_id, sid) in self.failures:
+        if self.failures and (loop_id, sid) in self.failures:
             raise GuardFailed(f"an earlier call with the same signature failed: {self.failures[(loop_id, sid)]}")
         if written:
             _no_aliasing(written, mapped, tensors, free_tensors, free, calls)
@@ -893,13 +942,34 @@ _ONES = (1,) * 64
 
 
 def _covered(tok):
-    """The indexed tensors themselves when the loop covers each one's loop dimension from row 0
-    in steps of 1 (no view needed), else None."""
+    """The body's batched inputs as the tensors themselves, in the body's order, when the loop
+    covers each one's loop dimension from row 0 in steps of 1 (no view needed): the indexed
+    tensors, and the tensors a loop over elements walks (`for row in x`, zip, enumerate); else
+    None (views, lists, unequal lengths: the general path)."""
     n, start = tok.n, tok.start
     if tok.step != 1:
         return None
+    sources = tok.sources
+    if not sources:
+        args = []
+        for t, d, off, _ in tok.raw:
+            if start + off != 0 or t.shape[d] != n:
+                return None
+            args.append(t)
+        return args
+    for s in sources:
+        if type(s) is not torch.Tensor or s.shape[0] != n:
+            return None
+    picks = tok.rt.src_picks.get(tok.loop_id)
+    if picks is None:
+        return None
+    it = iter(tok.raw)
     args = []
-    for t, d, off, _ in tok.raw:
+    for j in picks:
+        if j is not None:
+            args.append(sources[j])
+            continue
+        t, d, off, _ = next(it)
         if start + off != 0 or t.shape[d] != n:
             return None
         args.append(t)
@@ -916,6 +986,63 @@ def _hot_broadcast(rank, tok, body, direct):
     n = tok.n
     for o in outs:
         if type(o) is not torch.Tensor or o.dim() != rank or o.shape[0] != n:
+            return None
+    return outs
+
+
+def _hot_direct(dims, tok, body, direct):
+    """Token._direct's steady state for a range loop (batched matrix products)."""
+    args = _covered(tok)
+    if args is None:
+        return None
+    if dims is not None:
+        args = [t.movedim(d, 0) if d else t for t, d in zip(args, dims)]
+    n = tok.n
+    sizes = [n]
+    try:
+        outs = direct(*args, sizes)
+    except Exception:
+        return None    # the general path runs it again and decides, with its bookkeeping
+    for o in outs:
+        if not isinstance(o, torch.Tensor) or o.dim() < 1 or o.shape[0] != n:
+            return None
+    return outs
+
+
+def _hot_nest(layout, code, tok, body, direct):
+    """The steady state of a loop nest over whole dimensions (each level's range covers its
+    dimension from 0 in steps of 1): batched products (`code` None; `layout`: the permutation
+    per input, Token._direct) or a batched body (`layout`: Token._nest_layout's recipe)."""
+    levels = tok.levels
+    args = []
+    for (t, spec, _, _), how in zip(tok.raw, layout):
+        for lv, p, off in spec:
+            st, sp, k = levels[lv]
+            if sp != 1 or st + off != 0 or t.shape[p] != k:
+                return None
+        if code is None:
+            if how is not None:
+                t = t.permute(*how)
+        else:
+            perm, missing = how
+            if perm is not None:
+                t = t.permute(*perm)
+            for lv in missing:
+                t = t.unsqueeze(lv)
+        args.append(t)
+    sizes = [k for _, _, k in levels]
+    try:
+        if code is None:
+            outs = direct(*args, sizes)
+        else:
+            if code.big is not None and _large(args):
+                return None
+            outs = code.bind(body)(*args, sizes)
+    except Exception:
+        return None    # the general path runs it again and decides, with its bookkeeping
+    lead = len(sizes)
+    for o in outs:
+        if not isinstance(o, torch.Tensor) or list(o.shape[:lead]) != sizes:
             return None
     return outs
 
@@ -1632,8 +1759,7 @@ class Token:
     def run(self, body, ref=None, direct=None, tag="", scan_free=False):
         rt = self.rt
         self.tag, self.scan_free = tag, scan_free
-        if self.levels is None and not self.sources and not self.extra and rt.memory_budget is None \
-                and rt.events is None:
+        if not self.extra and rt.memory_budget is None and rt.events is None:
             hot = rt.hot.get((self.loop_id, self.sig, tag))
             if hot is not None and self.n <= hot[0]:
                 outs = hot[1](self, body, direct)
@@ -1697,14 +1823,40 @@ class Token:
         loop covers them, row for row from row 0 (anything else: None, and the general path of
         `run` decides). Kept with the largest trip count below the memory floor."""
         rt = self.rt
-        if self.levels is not None or self.sources or self.extra or self.match.plan.index_as_value:
+        plan = self.match.plan
+        if self.extra or plan.index_as_value or plan.value_indices:
+            return
+        if self.sources and (self.levels is not None or not all(type(t) is torch.Tensor for t in self.sources)
+                             or self.rt.src_picks.get(self.loop_id) is None):
             return
         per = rt.iter_bytes.get((self.loop_id, self.sig))
         if per is None:
             return
         limit = _MEMORY_FLOOR // per if per else 1 << 62
-        raw_dims = tuple(d for _, d, _, _ in self.raw)
-        if mode == "broadcast":
+        if self.levels is not None:
+            if mode == "direct":
+                perms = rt.perms.get((self.loop_id, self.sig))
+                if perms is None:
+                    return
+                runner = functools.partial(_hot_nest, perms, None)
+            elif mode == "batched":
+                code = rt.batched.get((self.loop_id, self.sig))
+                layout = rt.nest_layouts.get((self.loop_id, self.sig))
+                if code is None or isinstance(code, str) or layout is None:
+                    return
+                runner = functools.partial(_hot_nest, layout, code)
+            else:
+                return
+            rt.hot[key] = (limit, runner, mode)
+            return
+        if self.sources:
+            it = iter(self.raw)
+            raw_dims = tuple(0 if j is not None else next(it)[1] for j in rt.src_picks[self.loop_id])
+        else:
+            raw_dims = tuple(d for _, d, _, _ in self.raw)
+        if mode == "direct":
+            runner = functools.partial(_hot_direct, raw_dims if any(raw_dims) else None)
+        elif mode == "broadcast":
             recipe = rt.bcast.get((self.loop_id, self.sig, self.tag))
             if not isinstance(recipe, tuple) or recipe[2] or any(recipe[1]) or any(raw_dims):
                 return

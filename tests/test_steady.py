@@ -1,0 +1,266 @@
+"""The steady state: once a loop's bucket is decided and a signature's mode has passed its
+check, a call takes the hot runner (runtime._hot_*: the body on the covered tensors themselves,
+no input list, no mode dispatch) and begin's two-lookup path. Every call here is compared with
+the loop, and the calls the hot runner must leave to the general path (views, partial coverage,
+unequal zip lengths, lists, a changed helper, errors) are checked to give the loop's answer."""
+import pytest
+import torch
+
+from autovec import autovec, explain
+from autovec import runtime as rt_mod
+
+
+@pytest.fixture
+def vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def _no_general_path(monkeypatch):
+    """Make the general path of Token.run fail loudly: only the hot runner may run."""
+    def refuse(self, *a, **k):
+        raise AssertionError("the general path ran on a steady call")
+    monkeypatch.setattr(rt_mod.Token, "_inputs", refuse)
+
+
+def add_rows(u, v):
+    out = []
+    for k in range(len(u)):
+        out.append(u[k] + v[k])
+    return torch.stack(out)
+
+
+def row_softmax(x, t):
+    out = torch.empty_like(x)
+    for k in range(x.shape[0]):
+        out[k] = torch.softmax(x[k] / t, dim=0) * x[k].sum()
+    return out
+
+
+def dots(a, b):
+    res = []
+    for i in range(a.shape[0]):
+        res.append(a[i] @ b[i])
+    return torch.stack(res)
+
+
+def pairwise(a, b):
+    d = torch.zeros(a.shape[0], b.shape[0])
+    for i in range(a.shape[0]):
+        for j in range(b.shape[0]):
+            d[i, j] = torch.dot(a[i], b[j])
+    return d
+
+
+def pair_dist(a, b):
+    d = torch.zeros(a.shape[0], b.shape[0])
+    for i in range(a.shape[0]):
+        for j in range(b.shape[0]):
+            d[i, j] = ((a[i] - b[j]) ** 2).sum().sqrt()
+    return d
+
+
+def row_norms(x):
+    out = []
+    for row in x:
+        out.append(row / (row.norm() + 1.0))
+    return torch.stack(out)
+
+
+def mse(p, q):
+    total = 0.0
+    for a, b in zip(p, q):
+        total = total + ((a - b) ** 2).mean()
+    return total
+
+
+def scaled_by_other(x, w):
+    out = []
+    for i, row in enumerate(x):
+        out.append(row * w[i].sum())
+    return torch.stack(out)
+
+
+def col_norms(x):
+    out = torch.empty_like(x)
+    for j in range(x.shape[1]):
+        c = x[:, j]
+        out[:, j] = c / (c.norm() + 1.0)
+    return out
+
+
+FORMS = [
+    ("broadcast", add_rows, lambda n: (torch.randn(n), torch.randn(n))),
+    ("batched", row_softmax, lambda n: (torch.randn(n, 6), 0.7)),
+    ("matmul", dots, lambda n: (torch.randn(n, 3, 4), torch.randn(n, 4, 2))),
+    ("nest direct", pairwise, lambda n: (torch.randn(n, 5), torch.randn(n + 2, 5))),
+    ("nest batched", pair_dist, lambda n: (torch.randn(n, 5), torch.randn(n + 1, 5))),
+    ("elements", row_norms, lambda n: (torch.randn(n, 4),)),
+    ("zip", mse, lambda n: (torch.randn(n, 3), torch.randn(n, 3))),
+    ("enumerate", scaled_by_other, lambda n: (torch.randn(n, 4), torch.randn(n, 2))),
+    ("columns", col_norms, lambda n: (torch.randn(n, n),)),      # square: a wrong batch dim would pass shapes
+]
+
+
+@pytest.mark.parametrize("name,fn,make", FORMS, ids=[f[0] for f in FORMS])
+def test_steady_calls_take_the_hot_runner_and_match_the_loop(vectorize, monkeypatch, name, fn, make):
+    f = autovec(fn)
+    args = make(6)
+    torch.testing.assert_close(f(*args), fn(*args))          # the first call: build and check
+    rt = f._autovec_state.runtime
+    assert rt.hot, f"{name}: no hot runner after a checked call"
+    _no_general_path(monkeypatch)
+    for _ in range(3):
+        args = make(6)                                          # same signature, new values
+        torch.testing.assert_close(f(*args), fn(*args))
+
+
+@pytest.mark.parametrize("name,fn,make", FORMS, ids=[f[0] for f in FORMS])
+def test_hot_runner_leaves_other_trip_counts_and_layouts_to_the_general_path(vectorize, name, fn, make):
+    f = autovec(fn)
+    f(*make(6))
+    for n in (6, 2, 9, 1):
+        args = make(n)
+        torch.testing.assert_close(f(*args), fn(*args))
+        # transposed copies: same ranks and dtypes, other strides
+        t_args = tuple(a.t().contiguous().t() if isinstance(a, torch.Tensor) and a.dim() == 2 else a for a in args)
+        torch.testing.assert_close(f(*t_args), fn(*t_args))
+
+
+def test_partial_coverage_and_views_run_the_loops_rows(vectorize):
+    def shifted(x, y):
+        out = torch.zeros(x.shape[0])
+        for i in range(1, x.shape[0]):
+            out[i] = x[i] * y[i - 1]
+        return out
+
+    f = autovec(shifted)
+    x, y = torch.randn(8), torch.randn(8)
+    torch.testing.assert_close(f(x, y), shifted(x, y))
+    torch.testing.assert_close(f(x, y), shifted(x, y))
+    big = torch.randn(20)
+    torch.testing.assert_close(f(big[::2], big[1::2]), shifted(big[::2], big[1::2]))   # strided views
+
+
+def test_zip_of_unequal_lengths_stops_at_the_shorter(vectorize):
+    f = autovec(mse)
+    p, q = torch.randn(6, 3), torch.randn(6, 3)
+    torch.testing.assert_close(f(p, q), mse(p, q))
+    torch.testing.assert_close(f(p, q), mse(p, q))
+    q2 = torch.randn(4, 3)
+    torch.testing.assert_close(f(p, q2), mse(p, q2))
+    torch.testing.assert_close(f(q2, p), mse(q2, p))
+
+
+def test_list_of_tensors_is_not_taken_by_the_hot_runner(vectorize):
+    f = autovec(row_norms)
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(f(x), row_norms(x))
+    torch.testing.assert_close(f(x), row_norms(x))
+    rows = list(torch.randn(5, 4))
+    torch.testing.assert_close(f(rows), row_norms(rows))
+
+
+SCALE = [2.0]
+
+
+def _helper(v):
+    return v * SCALE[0]
+
+
+def helper_rows(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = _helper(x[i]).sum() + x[i]
+    return out
+
+
+def test_rebound_helper_is_seen_by_steady_calls(vectorize):
+    global _helper
+    f = autovec(helper_rows)
+    x = torch.randn(5, 3)
+    torch.testing.assert_close(f(x), helper_rows(x))
+    torch.testing.assert_close(f(x), helper_rows(x))
+    saved = _helper
+    try:
+        _helper = lambda v: v - 1.0     # noqa: E731 (a rebound helper)
+        torch.testing.assert_close(f(x), helper_rows(x))
+        torch.testing.assert_close(f(x), helper_rows(x))
+    finally:
+        _helper = saved
+    torch.testing.assert_close(f(x), helper_rows(x))
+
+
+def gather_rows(table, idx):
+    out = []
+    for k in range(idx.shape[0]):
+        out.append(table[idx[k]] * 2)
+    return torch.stack(out)
+
+
+def test_error_on_a_steady_call_is_the_loops_own(vectorize):
+    f = autovec(gather_rows)
+    table, idx = torch.randn(7, 3), torch.randint(0, 7, (5,))
+    torch.testing.assert_close(f(table, idx), gather_rows(table, idx))
+    torch.testing.assert_close(f(table, idx), gather_rows(table, idx))
+    bad = torch.tensor([0, 1, 9, 2, 3])
+    with pytest.raises(IndexError) as got:
+        f(table, bad)
+    with pytest.raises(IndexError) as want:
+        gather_rows(table, bad)
+    assert str(got.value) == str(want.value)
+    torch.testing.assert_close(f(table, idx), gather_rows(table, idx))     # and it vectorizes again
+
+
+def test_gradients_on_steady_calls(vectorize):
+    f = autovec(row_softmax)
+    for _ in range(3):
+        x = torch.randn(5, 4, requires_grad=True)
+        x2 = x.detach().clone().requires_grad_()
+        f(x, 0.5).pow(2).sum().backward()
+        row_softmax(x2, 0.5).pow(2).sum().backward()
+        torch.testing.assert_close(x.grad, x2.grad)
+
+
+def test_decided_buckets_take_the_short_begin(monkeypatch):
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    f = autovec(add_rows)
+    u, v = torch.randn(50_000), torch.randn(50_000)        # lopsided: the model decides at once
+    torch.testing.assert_close(f(u, v), add_rows(u, v))
+    rt = f._autovec_state.runtime
+    (d,) = rt.decisions.values()
+    assert d.final and d.vec
+    pending = rt.begin(1, range(len(u)))
+    assert pending is not None and pending[6] == 50_000 and pending[11] is None
+    monkeypatch.setattr(rt, "_choose", lambda *a: pytest.fail("a decided bucket asked the cost model again"))
+    for _ in range(2):
+        u, v = torch.randn(40_000), torch.randn(40_000)    # the same bucket (2**15 .. 2**16 - 1)
+        torch.testing.assert_close(f(u, v), add_rows(u, v))
+    assert explain(f, u, v).path == "vectorized"
+
+
+def test_decided_python_bucket_runs_the_loop(monkeypatch):
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    f = autovec(row_softmax)
+    x = torch.randn(1, 3)
+    for _ in range(12):                  # a one-row loop: the timed decision settles
+        torch.testing.assert_close(f(x, 0.3), row_softmax(x, 0.3))
+    rt = f._autovec_state.runtime
+    (d,) = rt.decisions.values()
+    assert d.final
+    assert (rt.begin(1, range(1)) is None) == (not d.vec)
+
+
+def test_nest_begin_with_a_reversed_level_keeps_the_general_path(monkeypatch):
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+
+    def backwards(a, b):
+        d = torch.zeros(a.shape[0], b.shape[0])
+        for i in range(a.shape[0] - 1, -1, -1):
+            for j in range(b.shape[0]):
+                d[i, j] = torch.dot(a[i], b[j])
+        return d
+
+    f = autovec(backwards)
+    a, b = torch.randn(60, 8), torch.randn(70, 8)
+    for _ in range(3):
+        torch.testing.assert_close(f(a, b), backwards(a, b))
