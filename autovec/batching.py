@@ -169,6 +169,8 @@ class BatchedBody:
     checks = ()    # what inlined helpers must still be (see _Inliner)
     source = ""
     big = None     # the same body with elementwise temporaries reused in place (large batches)
+    lean = None    # the same body returning None for its trailing check-only masks (without_probes)
+    probes = 0     # how many trailing values are check-only masks
 
     def bind(self, body):
         if self.checks and not _still_same(self.checks, body):
@@ -454,8 +456,14 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
     bad = _outputs_differ(outs, rows, sizes, row_args_at, body)
     if bad:
         return bad
+    probes = getattr(fdef, "probes", 0)
     fast = _single_uses_inlined(fast)
     out = BatchedBody(_compile(fast, body, tuple(helpers)), body.__code__, helpers)
+    lean = without_probes(fast, probes)
+    if lean is not None:     # the steady state's variant: no check-only branch masks (runtime._hot_batched)
+        out.lean = BatchedBody(_compile(lean, body, tuple(helpers)), body.__code__, helpers)
+        out.lean.checks = inliner.checks
+        out.probes = probes
     big = temporaries_in_place(fast)
     if big is not None:      # the variant for large batches (Token._batched)
         out.big = BatchedBody(_compile(big, body, tuple(helpers)), body.__code__, helpers)
@@ -466,6 +474,52 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
     out.checks = inliner.checks
     out.source = _readable(ast.unparse(fast))
     return out
+
+
+_MASK_CALLS = frozenset({"logical_not", "logical_and", "logical_or", "truth", "land", "lor", "lnot"})
+
+
+def _mask_only(node) -> bool:
+    """An expression that only combines masks (names, constants, comparisons, logical_*): it
+    cannot raise once its operands exist, so leaving it out changes nothing but its cost."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            f = n.func
+            if not (isinstance(f, ast.Attribute) and f.attr in _MASK_CALLS) or n.keywords:
+                return False
+        elif not isinstance(n, (ast.Name, ast.Constant, ast.Attribute, ast.Load, ast.UnaryOp, ast.Not,
+                                ast.Invert, ast.expr_context, ast.Compare, ast.cmpop, ast.BoolOp,
+                                ast.boolop)):
+            return False
+    return True
+
+
+def without_probes(fdef: ast.FunctionDef, probes: int) -> ast.FunctionDef | None:
+    """The batched body with its `probes` trailing check-only masks (lowering/common.body_function:
+    where each branch runs, read only by the one-time check) returned as None, and the mask
+    computations nothing else reads left out (`_av_nc = torch.logical_not(_av_c)`); None when
+    there are none or the body is not straight-line assignments."""
+    if not probes or not fdef.body or not isinstance(fdef.body[-1], ast.Return) \
+            or not isinstance(fdef.body[-1].value, ast.Tuple) or len(fdef.body[-1].value.elts) < probes:
+        return None
+    stmts = fdef.body[:-1]
+    if not all(isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+               for st in stmts):
+        return None
+    elts = fdef.body[-1].value.elts[:-probes] + [ast.Constant(None)] * probes
+    ret = ast.Return(value=ast.Tuple(elts=elts, ctx=ast.Load()))
+    used = {n.id for e in elts for n in ast.walk(e) if isinstance(n, ast.Name)}
+    kept = []
+    for st in reversed(stmts):
+        name = st.targets[0].id
+        if name not in used and _mask_only(st.value):
+            continue
+        used.discard(name)
+        used |= {n.id for n in ast.walk(st.value) if isinstance(n, ast.Name)}
+        kept.append(st)
+    new = copy.copy(fdef)
+    new.body = kept[::-1] + [ret]
+    return ast.fix_missing_locations(new)
 
 
 def _single_uses_inlined(fdef: ast.FunctionDef) -> ast.FunctionDef:

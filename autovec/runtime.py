@@ -1047,8 +1047,10 @@ def _hot_nest(layout, code, tok, body, direct):
     return outs
 
 
-def _hot_batched(code, dims, tok, body, direct):
-    """Token._batched's steady state for a range loop whose batched body is written."""
+def _hot_batched(code, dims, probes, tok, body, direct):
+    """Token._batched's steady state for a range loop whose batched body is written; `probes`:
+    the trailing check-only masks (the one-time check has read them: the lean variant returns
+    None there and skips computing them)."""
     args = _covered(tok)
     if args is None:
         return None
@@ -1056,6 +1058,17 @@ def _hot_batched(code, dims, tok, body, direct):
         args = [t.movedim(d, 0) if d else t for t, d in zip(args, dims)]
     if code.big is not None and _large(args):
         return None
+    if probes and code.lean is not None and code.probes == probes:
+        code = code.lean
+        try:
+            outs = code.bind(body)(*args, [tok.n])
+        except Exception:
+            return None
+        n = tok.n
+        for o in outs[:len(outs) - probes]:
+            if not isinstance(o, torch.Tensor) or o.dim() < 1 or o.shape[0] != n:
+                return None
+        return outs
     try:
         fn = code.bind(body)
     except Exception:
@@ -1866,7 +1879,8 @@ class Token:
             code = rt.batched.get((self.loop_id, self.sig))
             if code is None or isinstance(code, str):
                 return
-            runner = functools.partial(_hot_batched, code, raw_dims if any(raw_dims) else None)
+            probes = sum(1 for lay in self.match_layout() if lay[0] is None)   # check-only masks
+            runner = functools.partial(_hot_batched, code, raw_dims if any(raw_dims) else None, probes)
         else:
             return
         rt.hot[key] = (limit, runner, mode)

@@ -264,3 +264,78 @@ def test_nest_begin_with_a_reversed_level_keeps_the_general_path(monkeypatch):
     a, b = torch.randn(60, 8), torch.randn(70, 8)
     for _ in range(3):
         torch.testing.assert_close(f(a, b), backwards(a, b))
+
+
+# ----------------------------------------------------------------------------- branches
+
+def leaky(v, slope):
+    out = torch.empty_like(v)
+    for k in range(v.shape[0]):
+        if v[k] > 0:
+            out[k] = v[k]
+        else:
+            out[k] = slope * v[k]
+    return out
+
+
+def positive_only(v):
+    out = torch.zeros(v.shape[0], 3)
+    for k in range(v.shape[0]):
+        if v[k].sum() > 0:
+            out[k] = v[k] * 2
+    return out
+
+
+def mixed_types(v):
+    out = torch.ones(v.shape[0], dtype=torch.float64)
+    for k in range(v.shape[0]):
+        if v[k] > 0.5:
+            out[k] = v[k]
+        elif v[k] < -0.5:
+            out[k] = 0
+    return out
+
+
+def used_before(v):
+    out = torch.zeros_like(v)
+    out[0] = 5.0
+    for k in range(1, v.shape[0]):
+        if v[k] > 0:
+            out[k] = v[k]
+    return out
+
+
+def test_lean_batched_body_leaves_out_check_only_masks(vectorize, monkeypatch):
+    f = autovec(leaky)
+    v = torch.randn(40)
+    torch.testing.assert_close(f(v, 0.1), leaky(v, 0.1))
+    rt = f._autovec_state.runtime
+    (code,) = [c for c in rt.batched.values() if not isinstance(c, str)]
+    assert code.probes == 2 and code.lean is not None        # `if` and `else` masks
+    assert "logical_not" not in repr(code.lean.code.co_names)
+    _no_general_path(monkeypatch)
+    for _ in range(3):
+        v = torch.randn(40)
+        torch.testing.assert_close(f(v, 0.1), leaky(v, 0.1))
+
+
+@pytest.mark.parametrize("fn", [leaky, positive_only, mixed_types, used_before])
+def test_conditional_stores_into_fresh_outputs(vectorize, fn):
+    f = autovec(fn)
+    for n in (7, 7, 30, 1):
+        v = torch.randn(n, 3) if fn is positive_only else torch.randn(n)
+        args = (v, 0.2) if fn is leaky else (v,)
+        got, want = f(*args), fn(*args)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want)
+
+
+def test_conditional_store_into_a_fresh_output_becomes_the_batch(vectorize):
+    def kinds(src):
+        from autovec.api import _state_of
+        return [o.consumer for m in _state_of(src).runtime.matches.values() for o in m.plan.outputs]
+    f, g = autovec(leaky), autovec(used_before)
+    f(torch.randn(5), 0.1)
+    g(torch.randn(5))
+    assert kinds(f) == ["fresh"]        # allocated right before the loop: the batch replaces it
+    assert kinds(g) == [""]             # written between the allocation and the loop: copied into

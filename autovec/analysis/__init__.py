@@ -217,7 +217,9 @@ def _with_consumers(plan, node: ast.For, ctx: Context):
             if found:
                 kind, call = found
                 out = dataclasses.replace(out, consumer=kind, consumer_src=src(call))
-        fresh = out.kind == "store" and not out.op and not out.cond and _fresh_allocation(out, node, ctx)
+        # (a store under a condition too: the batch is where(mask, values, the allocation's own
+        # values), a new tensor as a whole, or the values alone where every branch stores)
+        fresh = out.kind == "store" and not out.op and _fresh_allocation(out, node, ctx)
         if fresh:
             out = dataclasses.replace(out, consumer="fresh", fill=fresh if isinstance(fresh, str) else "")
         outs.append(out)
