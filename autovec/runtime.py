@@ -204,6 +204,8 @@ class FunctionRuntime:
             n = -1
             for t in space:
                 if type(t) is not torch.Tensor or not t.dim():
+                    if (type(t) is list or type(t) is tuple) and (not t or not isinstance(t[0], torch.Tensor)):
+                        return None     # a list of Python numbers: the loop, quietly (as _space decides)
                     break
                 k = t.shape[0]
                 if n < 0 or k < n:
@@ -288,7 +290,7 @@ class FunctionRuntime:
 
     def python_ran(self, loop_id):
         """After the loop as written ran where the cost model chose it: its time, for the decision."""
-        started = self.py_clock.pop(loop_id, None)
+        started = self.py_clock.pop(loop_id, None) if self.py_clock else None
         if started is not None:
             t0, n, decision = started
             decision.python_ran(_clock() - t0, n)
@@ -980,8 +982,10 @@ def _hot_broadcast(rank, tok, body, direct):
     """Token._broadcast's steady state where every slice is already in place (loop dimension 0
     of every input, as wide as the widest): the body on the tensors themselves."""
     args = _covered(tok)
-    if args is None or _large(args):
-        return None     # views, or in-place temporaries: the general path
+    if args is None:
+        return None     # views, lists, other lengths: the general path
+    if _large(args):
+        body = tok._in_place_body(body)     # elementwise temporaries reused in place (Token._broadcast)
     outs = body(*args)
     n = tok.n
     for o in outs:
@@ -1036,7 +1040,7 @@ def _hot_nest(layout, code, tok, body, direct):
             outs = direct(*args, sizes)
         else:
             if code.big is not None and _large(args):
-                return None
+                code = code.big
             outs = code.bind(body)(*args, sizes)
     except Exception:
         return None    # the general path runs it again and decides, with its bookkeeping
@@ -1056,30 +1060,17 @@ def _hot_batched(code, dims, probes, tok, body, direct):
         return None
     if dims is not None:
         args = [t.movedim(d, 0) if d else t for t, d in zip(args, dims)]
+    real = None                             # how many leading outputs are values (None: all)
     if code.big is not None and _large(args):
-        return None
-    if probes and code.lean is not None and code.probes == probes:
-        code = code.lean
-        try:
-            outs = code.bind(body)(*args, [tok.n])
-        except Exception:
-            return None
-        n = tok.n
-        for o in outs[:len(outs) - probes]:
-            if not isinstance(o, torch.Tensor) or o.dim() < 1 or o.shape[0] != n:
-                return None
-        return outs
-    try:
-        fn = code.bind(body)
-    except Exception:
-        return None    # a helper changed: the general path writes the body again
+        code = code.big                     # elementwise temporaries reused in place (Token._batched)
+    elif probes and code.lean is not None and code.probes == probes:
+        code, real = code.lean, -probes
     n = tok.n
-    sizes = [n]
     try:
-        outs = fn(*args, sizes)
+        outs = code.bind(body)(*args, [n])
     except Exception:
-        return None    # the general path runs it again and decides, with its bookkeeping
-    for o in outs:
+        return None    # a changed helper, or an error: the general path decides, with its bookkeeping
+    for o in outs[:real]:
         if not isinstance(o, torch.Tensor) or o.dim() < 1 or o.shape[0] != n:
             return None
     return outs

@@ -339,3 +339,23 @@ def test_conditional_store_into_a_fresh_output_becomes_the_batch(vectorize):
     g(torch.randn(5))
     assert kinds(f) == ["fresh"]        # allocated right before the loop: the batch replaces it
     assert kinds(g) == [""]             # written between the allocation and the loop: copied into
+
+
+def total(values):
+    acc = 0.0
+    for v in values:
+        acc += v
+    return acc
+
+
+def test_lists_of_python_numbers_keep_the_loop_quietly(monkeypatch):
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    f = autovec(total)
+    for values in ([0.5, 1.5, 2.0], [], (1, 2, 3), [torch.tensor(1.0), 2.0]):
+        got, want = f(values), total(values)
+        assert type(got) is type(want) and got == want
+    rt = f._autovec_state.runtime
+    assert rt.begin(1, ([1.0, 2.0],)) is None and rt.begin(1, ([],)) is None
+    x = torch.randn(3000, dtype=torch.float64)
+    torch.testing.assert_close(f(x), total(x))          # a tensor still vectorizes
+    assert explain(f, x).path == "vectorized"
