@@ -359,3 +359,35 @@ def test_lists_of_python_numbers_keep_the_loop_quietly(monkeypatch):
     x = torch.randn(3000, dtype=torch.float64)
     torch.testing.assert_close(f(x), total(x))          # a tensor still vectorizes
     assert explain(f, x).path == "vectorized"
+
+
+def standardize(x, eps):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = (x[i] - x[i].mean()) / (x[i].std() + eps)
+    return out
+
+
+def axpy(x, y, a):
+    out = []
+    for i in range(x.shape[0]):
+        out.append((a * x[i] + y[i]) * 0.5 - y[i])
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn,make", [(standardize, lambda: (torch.randn(100, 700), 1e-3)),
+                                     (axpy, lambda: (torch.randn(100, 700), torch.randn(100, 700), 0.3))])
+def test_hot_runner_at_in_place_sizes(vectorize, monkeypatch, fn, make):
+    from autovec.batching import _INPLACE_FLOOR
+    args = make()
+    assert args[0].numel() >= _INPLACE_FLOOR            # temporaries reused in place from here on
+    f = autovec(fn)
+    torch.testing.assert_close(f(*args), fn(*args))
+    _no_general_path(monkeypatch)
+    for _ in range(2):
+        args = make()
+        keep = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        torch.testing.assert_close(f(*args), fn(*keep))
+        for a, k in zip(args, keep):                    # the inputs are never written
+            if isinstance(a, torch.Tensor):
+                assert torch.equal(a, k)
