@@ -133,7 +133,12 @@ def worth(strategy: str, n: int, est: dict) -> bool:
 
 
 _PY_RUNS, _PY_WARM = 3, 1      # timed Python runs of a close decision, of which the first only warms up
-_VEC_RUNS, _VEC_WARM = 6, 2    # vectorized: its steady state takes a few calls to reach (caches, allocator)
+# vectorized: its steady state takes many calls to reach. A vectorized call runs each line of
+# autovec's own code once, so it is still warming up (Python's specializing interpreter,
+# caches, the allocator) long after the loop, which runs its body n times a call, has: measured
+# in a fresh process on the dev cases at 5 rows, calls 4-7 took 1.5-2.5x the steady state,
+# calls 10-16 about 1.2-1.5x. Sixteen runs, the best of the last ten kept.
+_VEC_RUNS, _VEC_WARM = 16, 6
 
 
 class Decision:
@@ -141,9 +146,9 @@ class Decision:
 
     The cost model's verdict comes first. Where it is not clear-cut (neither estimate is five
     times the other), the actual calls time each path: the loop three times (the first run
-    only warms up), the vectorized path six times (the first two only warm up: its fixed cost
-    keeps falling for a few calls as caches and the allocator settle; a call that ran its
-    one-time check does not count). The faster best time is kept from then on; three refused
+    only warms up), the vectorized path sixteen times (the first six only warm up: its fixed
+    cost keeps falling for a dozen calls or more as the interpreter, caches and the allocator
+    settle; a call that ran its one-time check does not count). The faster best time is kept from then on; three refused
     vectorized attempts with none timed settle on the loop. A decision is a few attribute
     reads on the hot path."""
 

@@ -117,10 +117,10 @@ def test_decision_is_the_model_verdict_when_lopsided():
 
 
 def test_close_decision_times_both_paths_and_keeps_the_faster():
-    from autovec.cost import Decision
+    from autovec.cost import _PY_RUNS, _VEC_RUNS, Decision
     d = Decision({"python": 10e-6, "vectorized": 8e-6})     # the model leans vectorized
     seen = []
-    for _ in range(15):
+    for _ in range(_VEC_RUNS + _PY_RUNS + 6):
         vec = d.choose()
         seen.append(vec)
         if vec:
@@ -128,7 +128,8 @@ def test_close_decision_times_both_paths_and_keeps_the_faster():
         else:
             d.python_ran(12e-6, 4)              # against 12 us for the loop
     assert d.final and not d.vec
-    assert seen[:6] == [True] * 6 and seen[6:9] == [False] * 3 and not any(seen[9:])
+    v, p = _VEC_RUNS, _PY_RUNS
+    assert seen[:v] == [True] * v and seen[v:v + p] == [False] * p and not any(seen[v + p:])
     d = Decision({"python": 10e-6, "vectorized": 8e-6})
     for _ in range(3):
         assert d.choose()
@@ -140,15 +141,26 @@ def test_close_decision_times_both_paths_and_keeps_the_faster():
 
 
 def test_close_decision_waits_for_the_vectorized_steady_state():
-    from autovec.cost import Decision
+    from autovec.cost import _PY_RUNS, _VEC_RUNS, _VEC_WARM, Decision
     d = Decision({"python": 10e-6, "vectorized": 8e-6})
-    for t in (60e-6, 40e-6, 30e-6, 14e-6, 12e-6, 11e-6):     # a vectorized call warming up
+    # a vectorized call warming up: slower than the loop for its first calls, 11 us once warm
+    times = [60e-6, 40e-6, 30e-6, 24e-6, 20e-6, 18e-6] + [11e-6] * (_VEC_RUNS - 6)
+    assert _VEC_WARM >= 2 and len(times) == _VEC_RUNS
+    for t in times:
         assert d.choose()
         d.vectorized_ran(t, 4)
-    for _ in range(3):
+    for _ in range(_PY_RUNS):
         assert not d.choose()
         d.python_ran(16e-6, 4)                  # the loop: 16 us
     assert d.final and d.vec                    # 11 us once warm: vectorized
+    d = Decision({"python": 10e-6, "vectorized": 8e-6})
+    for t in [60e-6] * _VEC_WARM + [30e-6] * (_VEC_RUNS - _VEC_WARM):
+        d.choose()
+        d.vectorized_ran(t, 4)
+    for _ in range(_PY_RUNS):
+        d.choose()
+        d.python_ran(16e-6, 4)
+    assert d.final and not d.vec                # never faster than the loop: the loop
 
 
 def test_timed_decision_settles_on_real_calls(monkeypatch):
@@ -162,7 +174,7 @@ def test_timed_decision_settles_on_real_calls(monkeypatch):
 
     f = av(scale_rows)
     x, y = torch.randn(6, 3), torch.randn(6, 3)
-    for _ in range(15):
+    for _ in range(30):
         torch.testing.assert_close(f(x, y), scale_rows(x, y))
     (d,) = f._autovec_state.runtime.decisions.values()
     assert d.final                      # timed both ways (or the model was clear-cut)
