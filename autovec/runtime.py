@@ -978,12 +978,20 @@ def _covered(tok):
     return args
 
 
-def _hot_broadcast(rank, tok, body, direct):
+def _index_arange(tok, args):
+    """The loop index as a number, one per iteration (Token._index), on the inputs' device."""
+    return torch.arange(tok.first, tok.first + tok.n, device=args[0].device if args else None)
+
+
+def _hot_broadcast(rank, index, tok, body, direct):
     """Token._broadcast's steady state where every slice is already in place (loop dimension 0
-    of every input, as wide as the widest): the body on the tensors themselves."""
+    of every input, as wide as the widest): the body on the tensors themselves (and the index
+    as an arange where the body uses it as a number)."""
     args = _covered(tok)
     if args is None:
         return None     # views, lists, other lengths: the general path
+    if index:
+        args.append(_index_arange(tok, args).view(tok.n, *_ONES[:rank - 1]))
     if _large(args):
         body = tok._in_place_body(body)     # elementwise temporaries reused in place (Token._broadcast)
     outs = body(*args)
@@ -1051,7 +1059,7 @@ def _hot_nest(layout, code, tok, body, direct):
     return outs
 
 
-def _hot_batched(code, dims, probes, tok, body, direct):
+def _hot_batched(code, dims, probes, index, tok, body, direct):
     """Token._batched's steady state for a range loop whose batched body is written; `probes`:
     the trailing check-only masks (the one-time check has read them: the lean variant returns
     None there and skips computing them)."""
@@ -1060,6 +1068,8 @@ def _hot_batched(code, dims, probes, tok, body, direct):
         return None
     if dims is not None:
         args = [t.movedim(d, 0) if d else t for t, d in zip(args, dims)]
+    if index:
+        args.append(_index_arange(tok, args))
     real = None                             # how many leading outputs are values (None: all)
     if code.big is not None and _large(args):
         code = code.big                     # elementwise temporaries reused in place (Token._batched)
@@ -1828,7 +1838,8 @@ class Token:
         `run` decides). Kept with the largest trip count below the memory floor."""
         rt = self.rt
         plan = self.match.plan
-        if self.extra or plan.index_as_value or plan.value_indices:
+        index = plan.index_as_value       # the loop index used as a number: an arange joins the inputs
+        if self.extra or plan.value_indices or index and (self.levels is not None or mode == "direct"):
             return
         if self.sources and (self.levels is not None or not all(type(t) is torch.Tensor for t in self.sources)
                              or self.rt.src_picks.get(self.loop_id) is None):
@@ -1865,13 +1876,13 @@ class Token:
             if not isinstance(recipe, tuple) or recipe[2] or any(recipe[1]) or any(raw_dims):
                 return
             rank = recipe[0] + 1
-            runner = functools.partial(_hot_broadcast, rank)
+            runner = functools.partial(_hot_broadcast, rank, index)
         elif mode == "batched":
             code = rt.batched.get((self.loop_id, self.sig))
             if code is None or isinstance(code, str):
                 return
             probes = sum(1 for lay in self.match_layout() if lay[0] is None)   # check-only masks
-            runner = functools.partial(_hot_batched, code, raw_dims if any(raw_dims) else None, probes)
+            runner = functools.partial(_hot_batched, code, raw_dims if any(raw_dims) else None, probes, index)
         else:
             return
         rt.hot[key] = (limit, runner, mode)

@@ -88,6 +88,27 @@ def col_norms(x):
     return out
 
 
+def index_scale(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] * i + 1)
+    return torch.stack(out)
+
+
+def index_softmax(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = torch.softmax(x[i] * (i + 1), dim=0) * x[i].sum()
+    return out
+
+
+def enumerate_from_one(x):
+    out = []
+    for i, row in enumerate(x, 1):
+        out.append(row / i)
+    return torch.stack(out)
+
+
 FORMS = [
     ("broadcast", add_rows, lambda n: (torch.randn(n), torch.randn(n))),
     ("batched", row_softmax, lambda n: (torch.randn(n, 6), 0.7)),
@@ -98,6 +119,9 @@ FORMS = [
     ("zip", mse, lambda n: (torch.randn(n, 3), torch.randn(n, 3))),
     ("enumerate", scaled_by_other, lambda n: (torch.randn(n, 4), torch.randn(n, 2))),
     ("columns", col_norms, lambda n: (torch.randn(n, n),)),      # square: a wrong batch dim would pass shapes
+    ("index broadcast", index_scale, lambda n: (torch.randn(n, 3),)),
+    ("index batched", index_softmax, lambda n: (torch.randn(n, 4),)),
+    ("enumerate from 1", enumerate_from_one, lambda n: (torch.randn(n, 3),)),
 ]
 
 
