@@ -8,6 +8,7 @@ import torch
 
 from autovec import autovec, explain
 from autovec import runtime as rt_mod
+from corpus import leaky
 
 
 @pytest.fixture
@@ -291,16 +292,6 @@ def test_nest_begin_with_a_reversed_level_keeps_the_general_path(monkeypatch):
 
 
 # ----------------------------------------------------------------------------- branches
-
-def leaky(v, slope):
-    out = torch.empty_like(v)
-    for k in range(v.shape[0]):
-        if v[k] > 0:
-            out[k] = v[k]
-        else:
-            out[k] = slope * v[k]
-    return out
-
 
 def positive_only(v):
     out = torch.zeros(v.shape[0], 3)
