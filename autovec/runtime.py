@@ -1821,6 +1821,9 @@ class Token:
                 errors.append(f"{mode}: {e}")
                 if not e.data:
                     rt.bad_modes.add((self.loop_id, self.sig, mode, tag))
+                    hot = rt.hot.get(key)
+                    if hot is not None and hot[2] == mode:
+                        del rt.hot[key]     # the steady state must not run a mode that failed for this signature
                 continue
             rt.succeeded.add((self.loop_id, self.sig))
             if (self.loop_id, self.sig, mode, tag) in rt.checked:
@@ -1837,6 +1840,7 @@ class Token:
         loop covers them, row for row from row 0 (anything else: None, and the general path of
         `run` decides). Kept with the largest trip count below the memory floor."""
         rt = self.rt
+        rt.hot.pop(key, None)             # a runner for another mode (or an older body) is stale now
         plan = self.match.plan
         index = plan.index_as_value       # the loop index used as a number: an arange joins the inputs
         if self.extra or plan.value_indices or index and (self.levels is not None or mode == "direct"):

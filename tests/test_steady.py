@@ -406,3 +406,23 @@ def test_hot_runner_at_in_place_sizes(vectorize, monkeypatch, fn, make):
         for a, k in zip(args, keep):                    # the inputs are never written
             if isinstance(a, torch.Tensor):
                 assert torch.equal(a, k)
+
+
+def test_a_mode_that_fails_later_loses_its_hot_runner(vectorize, monkeypatch):
+    f = autovec(row_softmax)
+    x = torch.randn(6, 4)
+    torch.testing.assert_close(f(x, 0.5), row_softmax(x, 0.5))
+    rt = f._autovec_state.runtime
+    (key,) = rt.hot
+    assert rt.hot[key][2] == "batched"
+    (code,) = [c for c in rt.batched.values() if not isinstance(c, str)]
+
+    def broken(body):
+        def fn(*a):
+            raise RuntimeError("the batched body fails for this signature from now on")
+        return fn
+    monkeypatch.setattr(code, "bind", broken)
+    for _ in range(2):
+        x = torch.randn(6, 4)
+        torch.testing.assert_close(f(x, 0.5), row_softmax(x, 0.5))
+    assert key not in rt.hot and rt.fast[key] == "vmap"      # vmap answers now, through the general path
