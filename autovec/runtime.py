@@ -166,7 +166,7 @@ class FunctionRuntime:
         self.in_place: dict = {}          # (loop id, owned parameters) -> the broadcast body reusing temporaries, or None
         self.nest_layouts: dict = {}      # (loop id, signature) -> per input of a nest's batched body: (permutation, levels to add)
         self.src_picks: dict = {}         # loop id -> per body parameter, the element it is (or None)
-        self.hot: dict = {}               # (loop id, signature, tag) -> (largest trip count, steady-state runner)
+        self.hot: dict = {}               # (loop id, signature, tag) -> (largest trip count, steady-state runner, mode)
         self.range_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "range")
         self.element_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "elements")
         self.enum_start = {k: int(v.plan.space.enum_start) for k, v in matches.items()
@@ -1847,10 +1847,13 @@ class Token:
         raise GuardFailed("; ".join(errors))
 
     def _make_hot(self, key, mode):
-        """The steady state of a range loop (no lists, no nest, no scan inputs) for one signature,
-        tag and mode: a runner that calls the body on the indexed tensors themselves while the
-        loop covers them, row for row from row 0 (anything else: None, and the general path of
-        `run` decides). Kept with the largest trip count below the memory floor."""
+        """The steady state of one signature, tag and mode, once that mode has passed its check:
+        a runner (runtime._hot_*) that calls the batched body, broadcast body or batched products
+        on the tensors themselves while the loop covers them from row 0 in steps of 1 (range
+        loops, loop nests, loops over tensors' elements; not lists of tensors, scan inputs or
+        vmap). Where it cannot, the runner answers None and the general path of `run` decides.
+        Kept with the largest trip count below the memory floor (larger batches may need
+        chunks)."""
         rt = self.rt
         rt.hot.pop(key, None)             # a runner for another mode (or an older body) is stale now
         plan = self.match.plan
