@@ -426,3 +426,73 @@ def test_a_mode_that_fails_later_loses_its_hot_runner(vectorize, monkeypatch):
         x = torch.randn(6, 4)
         torch.testing.assert_close(f(x, 0.5), row_softmax(x, 0.5))
     assert key not in rt.hot and rt.fast[key] == "vmap"      # vmap answers now, through the general path
+
+
+# ----------------------------------------------------------------------------- scatter-add
+
+def histogram(bins, weights, hist):
+    for k in range(bins.shape[0]):
+        hist[bins[k]] += weights[k]
+    return hist
+
+
+def histogram_minus(bins, weights, hist):
+    for k in range(bins.shape[0]):
+        hist[bins[k]] -= weights[k] * 2
+    return hist
+
+
+@pytest.mark.parametrize("fn", [histogram, histogram_minus])
+@pytest.mark.parametrize("idx_dtype", [torch.int64, torch.int32])
+def test_scatter_add_as_one_index_add(vectorize, monkeypatch, fn, idx_dtype):
+    whole = []
+    real = rt_mod._scatter_whole
+    monkeypatch.setattr(rt_mod, "_scatter_whole", lambda *a: whole.append(real(*a)) or whole[-1])
+    f = autovec(fn)
+    for n, k, low in ((40, 5, 0), (40, 5, 0), (40, 5, -5), (3, 8, 0)):    # -5: negative bins wrap
+        bins = torch.randint(low, k, (n,), dtype=idx_dtype)
+        w = torch.randn(n, 3)
+        h1, h2 = torch.randn(k, 3), None
+        h2 = h1.clone()
+        got, want = f(bins, w, h1), fn(bins, w, h2)
+        assert got is h1                                   # the caller's tensor, written in place
+        torch.testing.assert_close(h1, h2)
+    # one index_add for the in-range calls; negative bins (and a target larger than the values)
+    # took the checked path
+    assert [w is not None for w in whole] == [True, True, False, False]
+
+
+def test_scatter_add_out_of_range_leaves_what_the_loop_leaves(vectorize):
+    f = autovec(histogram)
+    w = torch.randn(6)
+    f(torch.tensor([0, 1, 2, 0, 1, 2]), w, torch.zeros(3))         # the steady state
+    bins = torch.tensor([0, 1, 7, 0, 1, 2])
+    h1, h2 = torch.zeros(3), torch.zeros(3)
+    with pytest.raises(IndexError):
+        f(bins, w, h1)
+    with pytest.raises(IndexError):
+        histogram(bins, w, h2)
+    assert torch.equal(h1, h2)                 # the loop's first two updates, and nothing else
+
+
+def test_scatter_add_gradients(vectorize):
+    f = autovec(histogram)
+    bins = torch.randint(0, 4, (30,))
+    w1 = torch.randn(30, requires_grad=True)
+    w2 = w1.detach().clone().requires_grad_()
+    (f(bins, w1, torch.zeros(4)) ** 2).sum().backward()
+    (histogram(bins, w2, torch.zeros(4)) ** 2).sum().backward()
+    torch.testing.assert_close(w1.grad, w2.grad)
+
+
+def test_scatter_add_with_negative_bins_on_the_first_call_still_vectorizes(vectorize):
+    f = autovec(histogram)
+    for low in (-5, 0, -5):
+        bins = torch.randint(low, 5, (40,))
+        w = torch.randn(40, 3)
+        h1 = torch.randn(5, 3)
+        h2 = h1.clone()
+        f(bins, w, h1)
+        histogram(bins, w, h2)
+        torch.testing.assert_close(h1, h2)
+        assert explain(f, bins, w, torch.randn(5, 3)).path == "vectorized"
