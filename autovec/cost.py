@@ -132,7 +132,11 @@ def worth(strategy: str, n: int, est: dict) -> bool:
     return n >= 1 and est["vectorized"] < est["python"]
 
 
-_PY_RUNS, _PY_WARM = 3, 1      # timed Python runs of a close decision, of which the first only warms up
+# timed Python runs of a close decision, of which the first four only warm up: in a fresh
+# process the loop's first calls are slow too (scatter's and cat's loops at 3-4 rows: 391, 86,
+# 54 us, then about 22 us), and with two kept runs of three they lost to a vectorized path
+# that was in fact 1.2-1.5x slower than the loop
+_PY_RUNS, _PY_WARM = 8, 4
 # vectorized: its steady state takes many calls to reach. A vectorized call runs each line of
 # autovec's own code once, so it is still warming up (Python's specializing interpreter,
 # caches, the allocator) long after the loop, which runs its body n times a call, has: measured
@@ -145,8 +149,8 @@ class Decision:
     """The path a loop takes at the trip counts of one power-of-two bucket.
 
     The cost model's verdict comes first. Where it is not clear-cut (neither estimate is five
-    times the other), the actual calls time each path: the loop three times (the first run
-    only warms up), the vectorized path sixteen times (the first six only warm up: its fixed
+    times the other), the actual calls time each path: the loop eight times (the first four
+    only warm up), the vectorized path sixteen times (the first six only warm up: its fixed
     cost keeps falling for a dozen calls or more as the interpreter, caches and the allocator
     settle; a call that ran its one-time check does not count). The faster best time is kept from then on; three refused
     vectorized attempts with none timed settle on the loop. A decision is a few attribute
