@@ -3,7 +3,6 @@ check against an unbatched iteration, output conversion, and the memory of failu
 from __future__ import annotations
 
 import functools
-import os
 import types
 from time import perf_counter as _clock
 
@@ -17,14 +16,6 @@ from .purity import _by_id as _PURE_BY_ID, why_impure
 _NUMBER = (bool, int, float, complex)
 _NUMBER_OR_TENSOR = _NUMBER + (torch.Tensor,)
 
-
-def _min_trip_unset() -> bool:
-    """AUTOVEC_MIN_TRIP is not set (cost.min_trip(...) is None): one dictionary lookup."""
-    return _RAW_ENV is not None and _RAW_ENV.get(_MIN_TRIP_KEY) is None
-
-
-_RAW_ENV = _config._RAW if isinstance(_config._RAW, dict) else None
-_MIN_TRIP_KEY = os.fsencode("AUTOVEC_MIN_TRIP") if os.name != "nt" else "AUTOVEC_MIN_TRIP"
 
 
 class GuardFailed(Exception):
@@ -188,7 +179,7 @@ class FunctionRuntime:
         """First, cheap decision from the iteration space alone (trip count, cost model):
         a pending state for `guard`, or None for the Python loop."""
         if type(space) is range and self.events is None and not self.strict and loop_id in self.range_loops \
-                and _min_trip_unset():
+                and _config.unset("AUTOVEC_MIN_TRIP"):
             # the steady state of a `for i in range(..)` loop whose bucket is decided: two lookups
             n = len(space)
             d = self.decisions.get((loop_id, n.bit_length()))
@@ -199,7 +190,7 @@ class FunctionRuntime:
                 start = space.start
                 return (loop_id, m, m.plan, space, (), None, n, start, space.step, start, None, None, 0.0)
         elif type(space) is tuple and loop_id in self.element_loops and self.events is None and not self.strict \
-                and _min_trip_unset():
+                and _config.unset("AUTOVEC_MIN_TRIP"):
             # the same for `for row in x` / zip(a, b) / enumerate(x) over tensors
             n = -1
             for t in space:
@@ -218,7 +209,7 @@ class FunctionRuntime:
                     m = self.matches[loop_id]
                     return (loop_id, m, m.plan, space, list(space), None, n, 0, 1, self.enum_start[loop_id],
                             None, None, 0.0)
-        elif loop_id in self.nest_loops and self.events is None and not self.strict and _min_trip_unset():
+        elif loop_id in self.nest_loops and self.events is None and not self.strict and _config.unset("AUTOVEC_MIN_TRIP"):
             # the same for a loop nest: one range per level, all counting up
             n, levels = 1, []
             for r in space:
@@ -422,13 +413,7 @@ class FunctionRuntime:
                 sig.append(_sig(s))
         free_tensors = []
         for v in free:
-            tp = type(v)
-            plain = _PLAIN_SIGS.get(tp)
-            if plain is not None:
-                sig.append(plain)              # _sig's answer for numbers, strings and None
-            elif tp is types.ModuleType:
-                sig.append((tp, id(v)))
-            elif isinstance(v, Tensor):
+            if isinstance(v, Tensor):
                 free_tensors.append(v)
                 if v.is_cpu:
                     sig.append(("T", v.dtype, v.dim(), "cpu", v.requires_grad))
@@ -1014,25 +999,6 @@ def _hot_broadcast(rank, index, tok, body, direct):
     return outs
 
 
-def _hot_direct(dims, tok, body, direct):
-    """Token._direct's steady state for a range loop (batched matrix products)."""
-    args = _covered(tok)
-    if args is None:
-        return None
-    if dims is not None:
-        args = [t.movedim(d, 0) if d else t for t, d in zip(args, dims)]
-    n = tok.n
-    sizes = [n]
-    try:
-        outs = direct(*args, sizes)
-    except Exception:
-        return None    # the general path runs it again and decides, with its bookkeeping
-    for o in outs:
-        if not isinstance(o, torch.Tensor) or o.dim() < 1 or o.shape[0] != n:
-            return None
-    return outs
-
-
 def _hot_nest(layout, code, tok, body, direct):
     """The steady state of a loop nest over whole dimensions (each level's range covers its
     dimension from 0 in steps of 1): batched products (`code` None; `layout`: the permutation
@@ -1072,9 +1038,9 @@ def _hot_nest(layout, code, tok, body, direct):
 
 
 def _hot_batched(code, dims, probes, index, tok, body, direct):
-    """Token._batched's steady state for a range loop whose batched body is written; `probes`:
-    the trailing check-only masks (the one-time check has read them: the lean variant returns
-    None there and skips computing them)."""
+    """Token._batched's steady state for a loop whose batched body is written, or Token._direct's
+    (batched matrix products) where `code` is None; `probes`: the trailing check-only masks (the
+    one-time check has read them: the lean variant returns None there and skips computing them)."""
     args = _covered(tok)
     if args is None:
         return None
@@ -1083,13 +1049,17 @@ def _hot_batched(code, dims, probes, index, tok, body, direct):
     if index:
         args.append(_index_arange(tok, args))
     real = None                             # how many leading outputs are values (None: all)
-    if code.big is not None and _large(args):
+    if code is None:
+        fn = direct
+    elif code.big is not None and _large(args):
         code = code.big                     # elementwise temporaries reused in place (Token._batched)
     elif probes and code.lean is not None and code.probes == probes:
         code, real = code.lean, -probes
     n = tok.n
     try:
-        outs = code.bind(body)(*args, [n])
+        if code is not None:
+            fn = code.bind(body)
+        outs = fn(*args, [n])
     except Exception:
         return None    # a changed helper, or an error: the general path decides, with its bookkeeping
     for o in outs[:real]:
@@ -1920,7 +1890,7 @@ class Token:
         else:
             raw_dims = tuple(d for _, d, _, _ in self.raw)
         if mode == "direct":
-            runner = functools.partial(_hot_direct, raw_dims if any(raw_dims) else None)
+            runner = functools.partial(_hot_batched, None, raw_dims if any(raw_dims) else None, 0, False)
         elif mode == "broadcast":
             recipe = rt.bcast.get((self.loop_id, self.sig, self.tag))
             if not isinstance(recipe, tuple) or recipe[2] or any(recipe[1]) or any(raw_dims):

@@ -496,3 +496,31 @@ def test_scatter_add_with_negative_bins_on_the_first_call_still_vectorizes(vecto
         histogram(bins, w, h2)
         torch.testing.assert_close(h1, h2)
         assert explain(f, bins, w, torch.randn(5, 3)).path == "vectorized"
+
+
+def nested_branches(a, b):
+    d = torch.zeros(a.shape[0], b.shape[0])
+    for i in range(a.shape[0]):
+        for j in range(b.shape[0]):
+            if a[i].sum() > b[j].sum():
+                d[i, j] = (a[i] - b[j]).abs().sum()
+    return d
+
+
+def nested_both_branches(a, b):
+    d = torch.empty(a.shape[0], b.shape[0])
+    for i in range(a.shape[0]):
+        for j in range(b.shape[0]):
+            if a[i].sum() > b[j].sum():
+                d[i, j] = (a[i] - b[j]).abs().sum()
+            else:
+                d[i, j] = -1.0
+    return d
+
+
+@pytest.mark.parametrize("fn", [nested_branches, nested_both_branches])
+def test_conditional_stores_into_fresh_outputs_of_loop_nests(vectorize, fn):
+    f = autovec(fn)
+    for n, m in ((4, 5), (4, 5), (7, 3), (1, 1)):
+        a, b = torch.randn(n, 3), torch.randn(m, 3)
+        torch.testing.assert_close(f(a, b), fn(a, b))
