@@ -975,9 +975,18 @@ def _covered(tok):
     return args
 
 
+def _device_of(inputs, free_tensors):
+    """The device of a batch: its first batched input's, else its first loop-invariant
+    tensor's, else None (torch's default)."""
+    if inputs:
+        return inputs[0][0].device
+    return free_tensors[0].device if free_tensors else None
+
+
 def _index_arange(tok, args):
     """The loop index as a number, one per iteration (Token._index), on the inputs' device."""
-    return torch.arange(tok.first, tok.first + tok.n, device=args[0].device if args else None)
+    device = args[0].device if args else (tok.free_tensors[0].device if tok.free_tensors else None)
+    return torch.arange(tok.first, tok.first + tok.n, device=device)
 
 
 def _hot_broadcast(rank, index, tok, body, direct):
@@ -1914,7 +1923,7 @@ class Token:
             return self._direct(direct, inputs)
         if mode == "broadcast":
             return self._broadcast(body, inputs, None)
-        return self._vmap(body, inputs, inputs[0][0].device if inputs else None)
+        return self._vmap(body, inputs, _device_of(inputs, self.free_tensors))
 
     def _chunkable(self):
         plan = self.match.plan
@@ -2054,7 +2063,7 @@ class Token:
             sizes = [n]
             args = [t.movedim(d, 0) if d else t for t, d in inputs]
             if self.match.plan.index_as_value:
-                args.append(self._index(args[0].device if args else None))
+                args.append(self._index(args[0].device if args else _device_of((), self.free_tensors)))
         else:
             sizes = self.level_sizes()
             args = self._nest_layout(inputs)
@@ -2147,6 +2156,8 @@ class Token:
                     t = t.reshape(n, *_ONES[:k], *t.shape[1:])
                 args.append(t.movedim(0, pos) if pos else t)
         if self.match.plan.index_as_value:
+            if device is None:     # the index lives with the data (a GPU loop's index on the GPU)
+                device = _device_of(inputs, self.free_tensors)
             args.append(self._index(device).view(*_ONES[:pos], n, *_ONES[:r - pos]))
         if in_place and _large(args):
             body = self._in_place_body(body)

@@ -524,3 +524,37 @@ def test_conditional_stores_into_fresh_outputs_of_loop_nests(vectorize, fn):
     for n, m in ((4, 5), (4, 5), (7, 3), (1, 1)):
         a, b = torch.randn(n, 3), torch.randn(m, 3)
         torch.testing.assert_close(f(a, b), fn(a, b))
+
+
+def scale_by_index(x, w):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * i + w
+    return out
+
+
+def bias_by_index(w, n: int):
+    out = []
+    for i in range(n):
+        out.append(w * i)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (scale_by_index, lambda: (torch.randn(6, 3, device="cpu"), torch.randn(3, device="cpu"))),
+    (bias_by_index, lambda: (torch.randn(3, device="cpu"), 5)),
+])
+def test_the_index_is_made_on_the_datas_device_not_the_default_one(vectorize, fn, make):
+    """The loop index as a number is an arange on the device of the data, where the default
+    device is another one (a GPU program's index on its GPU): the 'meta' default stands in for
+    a GPU here, and an index made there would fail every vectorized call."""
+    f = autovec(fn)
+    for _ in range(3):
+        args = make()
+        with torch.device("meta"):
+            got = f(*args)
+        torch.testing.assert_close(got, fn(*args))
+        assert got.device.type == "cpu"
+    assert explain(fn, *make()).path == "vectorized"
+    rt = f._autovec_state.runtime
+    assert rt.ran and not rt.failures, rt.failures
