@@ -97,6 +97,14 @@ class _Helpers:
         return x[rows, idx]
 
     @staticmethod
+    def classes(k):
+        """F.one_hot's num_classes for a batch: -1 (each iteration's own maximum) has no
+        batched form, so the batched body raises and the loop decides."""
+        if not isinstance(k, int) or k < 0:
+            raise ValueError(f"one_hot with num_classes={k!r} in a batched body")
+        return k
+
+    @staticmethod
     def truth(c):
         return c if c.dtype == torch.bool else c != 0
 
@@ -600,7 +608,7 @@ def _readable(text: str) -> str:
     """The batched body as explain shows it: torch's own names for the helpers' one-liners."""
     import re
     text = text.replace("_avb_torch.", "torch.").replace(", _avb_n):", "):")
-    text = re.sub(r"_avb\.truth\(", "(", text)
+    text = re.sub(r"_avb\.(truth|classes)\(", "(", text)
     text = text.replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
     text = text.replace("_avb.full(", "_expand_to_levels(").replace("_avb.extreme(", "_max_or_min_per_row(")
     return text.replace("_avb_n", "batch_sizes")

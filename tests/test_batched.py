@@ -118,7 +118,33 @@ def stack_pieces(x):
     return torch.stack(res)
 
 
+LN_W, LN_B = torch.randn(4) * 0.5 + 1, torch.randn(4) * 0.1
+EMB = torch.randn(9, 3)
+
+
+def norm_layers(x, w2, b2):
+    res = []
+    for m in x:                                        # m: (3, 4)
+        a = torch.layer_norm(m, (4,), LN_W, LN_B, 1e-5)
+        b = F.layer_norm(m @ w2 + b2, (m.shape[1],))   # normalized_shape from a shape
+        c = F.layer_norm(m, m.shape)                   # over both of the slice's dimensions
+        res.append(torch.relu(a + b) * 2 + c)
+    return torch.stack(res)
+
+
+def lookups(ids, classes: int):
+    res = []
+    for k in range(ids.shape[0]):
+        e = F.embedding(ids[k], EMB)                   # (2, 3)
+        h = F.one_hot(ids[k], classes).float()         # (2, classes)
+        g = F.one_hot(ids[k], 9).float()
+        res.append(torch.cat([e.sum(0), h.sum(0) + g.sum(0)[:classes]]))
+    return torch.stack(res)
+
+
 CASES = {
+    "norm_layers": (norm_layers, lambda: (torch.randn(6, 3, 4), torch.randn(4, 4), torch.randn(4))),
+    "lookups": (lookups, lambda: (torch.randint(0, 9, (6, 2)), 9)),
     "rows_softmax": (rows_softmax, lambda: (torch.randn(6, 5), 0.7)),
     "cosine": (cosine, lambda: (torch.randn(6, 4), torch.randn(6, 4))),
     "standardize_rows": (standardize_rows, lambda: (torch.randn(6, 5),)),
@@ -134,7 +160,7 @@ CASES = {
     "elementwise_mix": (elementwise_mix, lambda: (torch.randn(6, 3), torch.randn(6, 3))),
     "stack_pieces": (stack_pieces, lambda: (torch.randn(6, 4),)),
 }
-GRAD = {"rows_softmax", "cosine", "standardize_rows", "reductions", "along_dims", "shapes", "gather_label",
+GRAD = {"norm_layers", "rows_softmax", "cosine", "standardize_rows", "reductions", "along_dims", "shapes", "gather_label",
         "products", "elementwise_mix", "stack_pieces"}
 
 
@@ -552,3 +578,39 @@ def test_explain_says_how_the_call_ran_each_loop():
     assert r.strategy == "vmap" and "batched body" in r.ran
     assert "this call ran it as whole-batch torch operations" in str(ex)
     assert explain(rows_softmax).loops[0].ran == ""      # without arguments: nothing ran
+
+
+def one_hot_inferred(ids):
+    res = []
+    for k in range(ids.shape[0]):
+        res.append(F.one_hot(ids[k], -1).sum(0))       # each iteration's own number of classes
+    return res
+
+
+def test_one_hot_with_inferred_classes_keeps_each_iterations_width():
+    """num_classes=-1 infers the width from each iteration's own maximum: the batched body
+    refuses it at run time rather than using the batch's maximum for every row."""
+    ids = torch.tensor([[0, 1], [2, 0], [4, 1]])
+    fast = autovec(one_hot_inferred)
+    got, want = fast(ids), one_hot_inferred(ids)
+    assert [t.shape for t in got] == [t.shape for t in want] == [(2,), (3,), (5,)]
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    assert "batched" not in _ran(fast)
+
+
+def embedding_max_norm(ids, table):
+    res = []
+    for k in range(ids.shape[0]):
+        res.append(F.embedding(ids[k], table, max_norm=1.0))
+    return torch.stack(res)
+
+
+def test_embedding_with_max_norm_is_not_batched():
+    """max_norm renormalizes the table's rows in place as the loop reaches them: no batched form."""
+    ids, table = torch.randint(0, 5, (4,)), torch.randn(5, 3) * 3
+    t1, t2 = table.clone(), table.clone()
+    fast = autovec(embedding_max_norm)
+    torch.testing.assert_close(fast(ids, t1), embedding_max_norm(ids, t2))
+    torch.testing.assert_close(t1, t2)
+    assert "batched" not in _ran(fast)

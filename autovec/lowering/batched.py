@@ -287,6 +287,9 @@ _VIEW_METHODS = {"contiguous", "clone", "detach", "float", "double", "half", "bf
                  "log", "sqrt", "rsqrt", "reciprocal", "square", "sign", "floor", "ceil", "round", "trunc",
                  "frac", "sin", "cos", "log1p", "expm1", "erf"}
 _PRODUCTS = {"dot", "inner", "mv", "mm", "matmul", "outer", "ger"}
+# calls that work on the trailing dimensions of their first argument alone (normalized_shape's
+# dimensions, or a new last one): the same call on the batch, leading dimension and all
+_TRAILING = {"layer_norm", "rms_norm", "embedding", "one_hot"}
 
 
 def _canonical_table() -> dict:
@@ -294,7 +297,7 @@ def _canonical_table() -> dict:
     table = {}
     names = set(ELEMENTWISE) | set(_REDUCTIONS) | _DIM_OPS | _PRODUCTS | {
         "norm", "where", "stack", "cat", "concat", "unsqueeze", "squeeze", "flatten", "reshape", "transpose",
-        "swapaxes", "swapdims", "permute", "movedim", "linear", "normalize", "flip", "t"}
+        "swapaxes", "swapdims", "permute", "movedim", "linear", "normalize", "flip", "t"} | _TRAILING
     for ns_name, ns in (("torch", torch), ("F", F), ("linalg", torch.linalg), ("special", torch.special)):
         for n in names:
             obj = getattr(ns, n, None)
@@ -792,6 +795,9 @@ class _Batcher:
             if r == 0:
                 raise Unsupported(f"`{name}` of a 0-d value")
             return call(name, [_dim(dim, arg_fact(dim), r, self.c.lead)] + rest, keyword_list(kw))
+        if name in _TRAILING and not method and (ns == "F" or name != "embedding"):   # torch.embedding: (weight, ids)
+            return self._trailing(name, args, kw, call, arg_fact, r, [v.node for v in extra],
+                                  [ast.keyword(arg=k.arg, value=v.node) for k, v in zip(keywords, kextra)])
         if name == "normalize" and not method:
             if len(args) > 1:
                 raise Unsupported("F.normalize with positional dim")
@@ -847,6 +853,41 @@ class _Batcher:
                 raise Unsupported("flip without a list of dimensions")
             return call("flip", [_dim(dims, None, r, self.c.lead)], [])
         raise Unsupported(f"`{name}` on a per-iteration tensor")
+
+    def _trailing(self, name, args, kw, call, arg_fact, r, new_args, new_keywords):
+        """layer_norm / rms_norm over the last len(normalized_shape) dimensions, embedding and
+        one_hot (a new last dimension): the batch keeps its leading dimension through them."""
+        if name in ("layer_norm", "rms_norm"):
+            shape = args[0] if args else kw.get("normalized_shape")
+            if shape is None:
+                raise Unsupported(f"`{name}` without normalized_shape")
+            if isinstance(shape, (ast.Tuple, ast.List)):
+                k = len(shape.elts)
+            else:
+                f = arg_fact(shape)
+                k = f.rank if f is not None and f.kind in ("tuple", "size") else \
+                    1 if f is not None and f.kind == "int" else None
+            if k is None or k > r:
+                # normalized over more dimensions than one iteration has: the loop raises
+                raise Unsupported(f"`{name}` over dimensions the slice may not have")
+        elif name == "embedding":
+            if len(args) > 2 or \
+                    kw.keys() - {"weight", "padding_idx"} or not (args or "weight" in kw):
+                # max_norm renormalizes rows of the table in place; sparse / scale_grad_by_freq
+                # change the gradient: the loop as written
+                raise Unsupported("F.embedding with options beyond weight and padding_idx")
+        else:  # one_hot: with num_classes given (without it, the batch's own maximum decides)
+            classes = args[0] if args else kw.get("num_classes")
+            f = arg_fact(classes) if classes is not None else None
+            if classes is None or len(args) + len(kw) != 1 or not (
+                    isinstance(classes, ast.Constant) and isinstance(classes.value, int) and classes.value > 0
+                    or f is not None and f.kind == "int"):
+                raise Unsupported("F.one_hot without a number of classes")
+            if not isinstance(classes, ast.Constant):
+                # -1 means "each iteration's own maximum": never from the batch (_avb.classes raises)
+                return call(name, [_helper("classes", new_args[0] if new_args else new_keywords[0].value)], [])
+        # the other arguments as the batched body computes them (`m.shape[1]` is the slice's)
+        return call(name, new_args, new_keywords)
 
     def _reduce(self, name, x, args, kw, call, keyword_list, r):
         tuple_ok = _REDUCTIONS[name]
