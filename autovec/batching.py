@@ -97,6 +97,34 @@ class _Helpers:
         return x[rows, idx]
 
     @staticmethod
+    def rows(mod, x, rank, lead):
+        """`mod(x_k)` for every iteration: one call on the batch (see module_form)."""
+        form = module_form(mod, rank)      # the module may have changed since the rewrite
+        if form is None:
+            raise ValueError(f"{type(mod).__name__} has no layer-by-layer batched form now")
+        if form == "prepend":
+            return mod(x)
+        lead_shape = x.shape[:lead + 1]
+        return mod(x.flatten(0, lead)).unflatten(0, lead_shape)
+
+    @staticmethod
+    def class_loss(fn, x, t, rank, lead, reduction, ignore_index):
+        """F.cross_entropy / F.nll_loss(x_k, t_k, reduction=...) for every iteration k."""
+        if reduction not in ("mean", "sum", "none") or type(ignore_index) is not int:
+            raise ValueError(f"reduction={reduction!r}, ignore_index={ignore_index!r}: the loop decides")
+        if rank == 1:                      # (classes,) against a 0-d target: one row
+            x, t = x.unsqueeze(lead), t.unsqueeze(lead)
+        shape = t.shape
+        rows = fn(x.flatten(0, lead), t.flatten(0, lead), reduction="none",
+                  ignore_index=ignore_index).unflatten(0, shape)
+        if reduction == "none":
+            return rows.squeeze(lead) if rank == 1 else rows
+        total = rows.sum(lead)
+        if reduction == "sum":
+            return total
+        return total / (t != ignore_index).sum(lead)     # the loop's mean over the rows it counts
+
+    @staticmethod
     def classes(k):
         """F.one_hot's num_classes for a batch: -1 (each iteration's own maximum) has no
         batched form, so the batched body raises and the loop decides."""
@@ -134,6 +162,83 @@ class _Helpers:
         if torch.is_grad_enabled() and x.requires_grad:
             return _EvenExtreme.apply(x, dims, is_max)
         return x.amax(dims) if is_max else x.amin(dims)
+
+
+# layers that act on the trailing dimensions of their input alone, whatever leads them
+_TRAILING_LAYERS = tuple(getattr(torch.nn, n) for n in (
+    "Linear", "LayerNorm", "RMSNorm", "Identity", "ReLU", "ReLU6", "GELU", "SiLU", "Tanh", "Sigmoid",
+    "LeakyReLU", "ELU", "SELU", "CELU", "Softplus", "Softsign", "Mish", "Hardswish", "Hardsigmoid",
+    "Hardtanh", "Tanhshrink", "LogSigmoid") if hasattr(torch.nn, n))
+_ELEMENTWISE_LAYERS = _TRAILING_LAYERS[3:]          # any rank, even 1
+_DROPOUT_LAYERS = tuple(getattr(torch.nn, n) for n in ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d",
+                                                       "AlphaDropout") if hasattr(torch.nn, n))
+# layers that need their input's first dimension to be a batch of N-d samples: N per class
+_SAMPLE_LAYERS = {getattr(torch.nn, f"{kind}{n}d"): n for n in (1, 2, 3) for kind in (
+    "Conv", "MaxPool", "AvgPool", "AdaptiveAvgPool", "AdaptiveMaxPool", "BatchNorm")}
+
+
+def _normalized_dims(mod):
+    """How many trailing dimensions a LayerNorm / RMSNorm normalizes over (0 for other layers)."""
+    shape = getattr(mod, "normalized_shape", None)
+    return len(shape) if shape is not None else 0
+
+
+def _trailing_only(mod, rank: int) -> bool:
+    """Whether `mod` on a rank-`rank` input reads and writes only dimensions a leading batch
+    dimension would not shift: the same call on the batch is every iteration's call."""
+    tp = type(mod)      # exact types: a subclass may have its own forward
+    if tp in _TRAILING_LAYERS:
+        return _normalized_dims(mod) <= rank    # more: the loop raises, the batch might not
+    if tp in _DROPOUT_LAYERS:
+        return not mod.training
+    if tp in (torch.nn.Softmax, torch.nn.LogSoftmax):
+        return mod.dim is not None and -rank <= mod.dim < 0
+    if tp is torch.nn.Sequential:
+        return all(_trailing_only(m, rank) for m in mod)    # these layers keep the rank
+    return False
+
+
+def _rows_rank(mod, k: int):
+    """The output rank when `mod` maps the rows of its rank-`k` input's first dimension
+    independently (each row's output is the module's output for that row alone), else None."""
+    tp = type(mod)
+    if tp is torch.nn.Sequential:
+        for m in mod:
+            k = _rows_rank(m, k)
+            if k is None:
+                return None
+        return k
+    if tp in _ELEMENTWISE_LAYERS or tp in _DROPOUT_LAYERS and not mod.training:
+        return k if k >= 1 else None
+    if tp in _TRAILING_LAYERS:
+        # on a 1-d input, dimension 0 is the features; a norm must not reach the rows
+        return k if k >= 2 and _normalized_dims(mod) < k else None
+    if tp in (torch.nn.Softmax, torch.nn.LogSoftmax):
+        return k if mod.dim is not None and k >= 2 and (mod.dim < 0 or 1 <= mod.dim < k) else None
+    if tp is torch.nn.Flatten:
+        s, e = mod.start_dim % k if k else 0, mod.end_dim % k if k else 0
+        return k - (e - s) if k >= 2 and 1 <= s <= e else None
+    n = _SAMPLE_LAYERS.get(tp)
+    if n is not None and k == n + 2:
+        if tp.__name__.startswith("BatchNorm") and (mod.training or not mod.track_running_stats
+                                                     or mod.running_mean is None):
+            return None     # statistics of the batch it is given: not row by row
+        if getattr(mod, "return_indices", False):
+            return None
+        return k
+    return None
+
+
+def module_form(mod, rank: int):
+    """How a batch of per-iteration inputs of rank `rank` goes through `mod` in one call:
+    "prepend" (the module works on trailing dimensions: the batch as it is), "merge" (the
+    batch dimensions merged into the input's first, which the module treats row by row), or
+    None. Hooks and training-mode layers with effects are the purity check's to refuse."""
+    if rank >= 1 and _trailing_only(mod, rank):
+        return "prepend"
+    if rank >= 1 and _rows_rank(mod, rank) is not None:
+        return "merge"
+    return None
 
 
 class _EvenExtreme(torch.autograd.Function):
@@ -611,6 +716,7 @@ def _readable(text: str) -> str:
     text = re.sub(r"_avb\.(truth|classes)\(", "(", text)
     text = text.replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
     text = text.replace("_avb.full(", "_expand_to_levels(").replace("_avb.extreme(", "_max_or_min_per_row(")
+    text = text.replace("_avb.rows(", "_module_on_the_batch(").replace("_avb.class_loss(", "_loss_per_iteration(")
     return text.replace("_avb_n", "batch_sizes")
 
 

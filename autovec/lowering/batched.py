@@ -297,7 +297,8 @@ def _canonical_table() -> dict:
     table = {}
     names = set(ELEMENTWISE) | set(_REDUCTIONS) | _DIM_OPS | _PRODUCTS | {
         "norm", "where", "stack", "cat", "concat", "unsqueeze", "squeeze", "flatten", "reshape", "transpose",
-        "swapaxes", "swapdims", "permute", "movedim", "linear", "normalize", "flip", "t"} | _TRAILING
+        "swapaxes", "swapdims", "permute", "movedim", "linear", "normalize", "flip", "t", "cross_entropy",
+        "nll_loss"} | _TRAILING
     for ns_name, ns in (("torch", torch), ("F", F), ("linalg", torch.linalg), ("special", torch.special)):
         for n in names:
             obj = getattr(ns, n, None)
@@ -609,6 +610,8 @@ class _Batcher:
                 raise Unsupported("len() of a 0-d value")
             return _V(ast.Subscript(value=_attr(v.node, "shape"), slice=_const(self.c.lead), ctx=ast.Load()),
                       False, None)
+        if isinstance(obj, torch.nn.Module):
+            return self._module(text, f, node, obj)
         known = _lookup(obj)
         if known is None:
             raise Unsupported(f"a call of `{text}`")
@@ -628,6 +631,8 @@ class _Batcher:
                 raise Unsupported("F.linear with per-iteration weights")
             return _call(copy.deepcopy(f), [vals[0].node] + [v.node for v in vals[1:]],
                          [copy.deepcopy(k) for k in node.keywords])
+        if name in ("cross_entropy", "nll_loss") and ns == "F":
+            return self._class_loss(f, node)
         first = self.expr(node.args[0])
         if name in _PRODUCTS and len(node.args) == 2 and not node.keywords:
             return self._product(name, first, self.expr(node.args[1]))
@@ -853,6 +858,48 @@ class _Batcher:
                 raise Unsupported("flip without a list of dimensions")
             return call("flip", [_dim(dims, None, r, self.c.lead)], [])
         raise Unsupported(f"`{name}` on a per-iteration tensor")
+
+    def _module(self, text, f, node, mod):
+        """`model(x)` on a per-iteration tensor, for modules made of layers that treat the rows
+        of their input's first dimension independently (batching.module_form): the module on
+        the batch, its leading dimensions merged into that first dimension where it needs its
+        own rank (conv, pooling); re-checked on every call (_avb.rows), as modules change."""
+        from ..batching import module_form
+        if len(node.args) != 1 or node.keywords:
+            raise Unsupported(f"the module `{text}` called with other than one positional argument")
+        x = self.expr(node.args[0])
+        if not x.batched or x.fact.kind != "tensor":
+            raise Unsupported(f"the module `{text}` called on a value that is the same in every iteration")
+        r = x.fact.rank
+        if module_form(mod, r) is None:
+            raise Unsupported(f"the module `{text}` ({type(mod).__name__}): no layer-by-layer batched form")
+        return _helper("rows", copy.deepcopy(f), x.node, _const(r), _const(self.c.lead))
+
+    def _class_loss(self, f, node):
+        """F.cross_entropy / F.nll_loss of one iteration's (rows, classes) scores, or (classes,),
+        against class indices: per-row losses of the whole batch, then each iteration's own
+        reduction (a mean over the rows its targets do not ignore)."""
+        name = f.attr if isinstance(f, ast.Attribute) else ast.unparse(f)
+        if len(node.args) != 2 or node.keywords and {k.arg for k in node.keywords} - {"reduction", "ignore_index"}:
+            raise Unsupported(f"`{name}` with class weights, label smoothing or positional options")
+        x, t = self.expr(node.args[0]), self.expr(node.args[1])
+        if not x.batched or x.fact.kind != "tensor" or t.fact.kind != "tensor" or not t.batched:
+            raise Unsupported(f"`{name}` of scores or targets that are the same in every iteration")
+        r = x.fact.rank
+        if r not in (1, 2) or t.fact.rank != r - 1 or t.fact.dtype not in (torch.int64, torch.int32, torch.uint8):
+            raise Unsupported(f"`{name}` other than (rows, classes) scores against class indices")
+        kw = {k.arg: k.value for k in node.keywords}
+        fixed = {}
+        for k in ("reduction", "ignore_index"):
+            if k in kw:
+                v = self.expr(kw[k])
+                if v.batched:
+                    raise Unsupported(f"`{name}` with a per-iteration {k}")
+                fixed[k] = v.node
+        reduction = fixed.get("reduction", _const("mean"))      # checked by _avb.class_loss
+        ignore = fixed.get("ignore_index", _const(-100))
+        return _helper("class_loss", copy.deepcopy(f), x.node, t.node, _const(r), _const(self.c.lead),
+                       reduction, ignore)
 
     def _trailing(self, name, args, kw, call, arg_fact, r, new_args, new_keywords):
         """layer_norm / rms_norm over the last len(normalized_shape) dimensions, embedding and
