@@ -883,6 +883,7 @@ def _payload_prefix(best0, p0, v, p, op, py_v, py_p):
 
 
 FunctionRuntime.payload_prefix = staticmethod(_payload_prefix)
+payload_prefix = _payload_prefix
 
 
 def _prefix(s0, v, op, py, inplace=False):
@@ -981,6 +982,19 @@ def _device_of(inputs, free_tensors):
     if inputs:
         return inputs[0][0].device
     return free_tensors[0].device if free_tensors else None
+
+
+def align(tensors, dims):
+    """What the broadcast form's display calls: each tensor with its loop dimension (`dims`)
+    first and size-1 dimensions after it, so that one iteration's dimensions line up on the
+    right across the tensors (the batched body then broadcasts as one iteration does)."""
+    moved = [t.movedim(d, 0) if d else t for t, d in zip(tensors, dims)]
+    r = max(t.dim() for t in moved) - 1
+    return [t.reshape(t.shape[0], *(1,) * (r - t.dim() + 1), *t.shape[1:]) for t in moved]
+
+
+linear_prefix = None     # set below: the module-level names the displayed rewrite uses
+payload_prefix = None
 
 
 def _index_arange(tok, args):
@@ -1220,6 +1234,7 @@ def _linear_scan(h0, b, a, py_a):
 
 
 FunctionRuntime.linear_prefix = staticmethod(_linear_prefix)
+linear_prefix = _linear_prefix
 
 
 def _commit_scan(s0, final, inplace):

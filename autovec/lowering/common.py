@@ -348,7 +348,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             disp_region = o.index_src.format(", ".join(":" for _ in range(lead)) if nest
                                              else _rows_text(plan, o.offset))
             aug = {"": "=", "+": "+=", "-": "-=", "*": "*=", "/": "/="}[o.op]
-            val = _fit_text(ok, o)
+            # a reversed loop's values come in its own order; the region is in ascending order
+            val = _fit_text(f"{ok}.flip(0)" if plan.space.reverse and not nest else ok, o)
             if mpos is not None:
                 display_tail.append(f"{disp_region} = torch.where({mask}, {val}, {disp_region})"
                                     if not o.op else f"{disp_region} {aug} torch.where({mask}, {val}, 0)")
@@ -378,7 +379,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                                 P=P, AV=AV)
             commit += template(f"{o.target} = AV.commit_accum({o.target}, P, {o.op!r}, {o.inplace})", P=P, AV=AV)
             sel = f"{ok}[{mask}]" if mpos is not None else ok
-            total = f"{sel}.sum()" + (".item()" if o.pytype else "")
+            # over the iterations only (dimension 0, or a nest's leading ones; a mask flattens them)
+            # over the iterations only: dimension 0 (a mask or a nest's flatten leaves them there)
+            total = f"{sel}.{'prod' if o.op == '*' else 'sum'}(0)" + (".item()" if o.pytype else "")
             if o.op in ("max", "min"):
                 fn = "maximum" if o.op == "max" else "minimum"
                 display_tail.append(f"{o.target} = torch.{fn}({o.target}, {sel}.a{o.op}(0))")
@@ -419,7 +422,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             j = [s[0] for s in plan.scans].index(o.target)
             prepare += template(f"P = {T}.scan_final({j})", P=P)
             commit += template(f"{o.target} = AV.commit_scan({o.target}, P, {o.inplace})", P=P, AV=AV)
-            display_tail.append(f"{o.target} = {o.target}_running[-1]")
+            display_tail.append(
+                f"{o.target} = {o.target}.copy_({o.target}_running[-1]) if isinstance({o.target}, torch.Tensor) "
+                f"else {o.target}_running[-1]" if o.inplace and not o.pytype      # `s += v` updates a tensor in place
+                else f"{o.target} = {o.target}_running[-1]")
             for pname, *_ in (o.payloads if o.kind == "scan" else ()):
                 jp = [s[0] for s in plan.scans].index(pname)
                 PP = namer.new(f"_av_p{L}_{k}")
@@ -666,6 +672,9 @@ def _rows_text(plan: LoopPlan, offset: int) -> str:
         start, stop = (["0"] + args)[-2:] if len(args) == 1 else args[:2]
         step = args[2] if len(args) == 3 else None
         sh = (lambda e: e if offset == 0 else f"{e} + {offset}" if offset > 0 else f"{e} - {-offset}")
+        if step is not None and not step.isdigit():
+            # a negative or computed step: tensors take no negative slice step, a list of rows works
+            return f"list(range({sh(start)}, {sh(stop)}, {step}))"
         text = f"{'' if start == '0' and offset == 0 else sh(start)}:{sh(stop)}"
         return text + (f":{step}" if step else "")
     n = f"len({plan.space.elements[0][1]})"
@@ -678,14 +687,14 @@ def _slice_arg(plan: LoopPlan, mp) -> str:
     whole = {":", f":len({mp.base})", f":{mp.base}.shape[{mp.dim}]", f":{mp.base}.size({mp.dim})"}
     if mp.dim == 0:
         whole |= {f":{mp.base}.shape[0]", f":{mp.base}.size(0)"}
-    if rows in whole:
-        return mp.base
-    return f"{mp.base}[{', '.join([':'] * mp.dim + [rows])}]"
+    text = mp.base if rows in whole else f"{mp.base}[{', '.join([':'] * mp.dim + [rows])}]"
+    # `reversed(range(..))`: the rows in the order the loop visits them
+    return f"{text}.flip({mp.dim})" if plan.space.reverse else text
 
 
 def _last_text(plan: LoopPlan) -> str:
     if plan.space.kind == "range":
-        return f"range({', '.join(plan.space.range_args)})[-1]"
+        return f"range({', '.join(plan.space.range_args)})[{0 if plan.space.reverse else -1}]"
     return f"len({plan.space.elements[0][1]}) - 1 + {plan.space.enum_start}"
 
 
@@ -737,7 +746,7 @@ def _run_text(m: Match, plan: LoopPlan, body: str, params: list[str]) -> str:
     dims = [mp.dim for mp in plan.mapped] + [0 for _ in plan.scans]
     if plan.index_as_value:
         if plan.space.kind == "range":
-            args.append(f"torch.arange({', '.join(plan.space.range_args)})")
+            args.append(f"torch.arange({', '.join(plan.space.range_args)})" + (".flip(0)" if plan.space.reverse else ""))
         else:
             s = plan.space.enum_start
             args.append(f"torch.arange({s}, {s} + len({plan.space.elements[0][1]}))")
