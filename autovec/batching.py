@@ -125,6 +125,15 @@ class _Helpers:
         return total / (t != ignore_index).sum(lead)     # the loop's mean over the rows it counts
 
     @staticmethod
+    def pick(is_max, first, *rest):
+        """Builtin max(a, b, ..) / min(..) of 0-d tensors per row: as Python compares, a later
+        value replaces the one held only where it is strictly greater (smaller)."""
+        held = first
+        for v in rest:
+            held = torch.where(v > held if is_max else v < held, v, held)
+        return held
+
+    @staticmethod
     def classes(k):
         """F.one_hot's num_classes for a batch: -1 (each iteration's own maximum) has no
         batched form, so the batched body raises and the loop decides."""
@@ -716,6 +725,7 @@ def _readable(text: str) -> str:
     text = re.sub(r"_avb\.(truth|classes)\(", "(", text)
     text = text.replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
     text = text.replace("_avb.full(", "_expand_to_levels(").replace("_avb.extreme(", "_max_or_min_per_row(")
+    text = text.replace("_avb.pick(True, ", "_python_max(").replace("_avb.pick(False, ", "_python_min(")
     text = text.replace("_avb.rows(", "_module_on_the_batch(").replace("_avb.class_loss(", "_loss_per_iteration(")
     return text.replace("_avb_n", "batch_sizes")
 

@@ -614,3 +614,72 @@ def test_embedding_with_max_norm_is_not_batched():
     torch.testing.assert_close(fast(ids, t1), embedding_max_norm(ids, t2))
     torch.testing.assert_close(t1, t2)
     assert "batched" not in _ran(fast)
+
+
+def box_iou(pred, gt):
+    iou = torch.zeros(pred.shape[0], gt.shape[0])
+    for i in range(pred.shape[0]):
+        for j in range(gt.shape[0]):
+            xx1, yy1 = max(pred[i, 0], gt[j, 0]), max(pred[i, 1], gt[j, 1])
+            xx2, yy2 = min(pred[i, 2], gt[j, 2]), min(pred[i, 3], gt[j, 3])
+            inter = (xx2 - xx1).clamp(min=0) * (yy2 - yy1).clamp(min=0)
+            area_p = (pred[i, 2] - pred[i, 0]) * (pred[i, 3] - pred[i, 1])
+            area_g = (gt[j, 2] - gt[j, 0]) * (gt[j, 3] - gt[j, 1])
+            iou[i, j] = inter / (area_p + area_g - inter)
+    return iou
+
+
+def _boxes(n):
+    lo = torch.rand(n, 2)
+    return torch.cat([lo, lo + torch.rand(n, 2) + 0.1], 1)
+
+
+def python_extremes(x, y, z):
+    out = []
+    for k in range(x.shape[0]):
+        out.append(max(x[k], y[k]) + min(x[k], y[k], z[k]) * 2 + max(z[k], x[k], y[k]))
+    return torch.stack(out)
+
+
+def test_builtin_max_min_of_0d_tensors_run_batched():
+    assert_equivalent(box_iou, _boxes(5), _boxes(4), trials=3)
+    fast = autovec(box_iou)
+    fast(_boxes(5), _boxes(4))
+    assert _ran(fast) == {"batched"}
+    fast = autovec(python_extremes)
+    x, y, z = torch.randn(8), torch.randn(8), torch.randn(8)
+    torch.testing.assert_close(fast(x, y, z), python_extremes(x, y, z))
+    assert _ran(fast) == {"batched"}
+
+
+def test_builtin_max_min_keep_pythons_nan_and_tie_rules():
+    """max(a, b) is b only where b > a: a NaN first argument stays, a NaN second one is
+    dropped, and on ties the first argument (and its gradient) wins, unlike torch.maximum."""
+    nan = float("nan")
+    x = torch.tensor([nan, 1.0, 2.0, 3.0, nan, 0.5], requires_grad=True)
+    y = torch.tensor([1.0, nan, 2.0, 1.0, nan, 0.5], requires_grad=True)
+    z = torch.tensor([0.0, 0.0, 2.0, 5.0, 1.0, 0.5], requires_grad=True)
+    fast = autovec(python_extremes)
+    got = fast(x, y, z)
+    x2, y2, z2 = (t.detach().clone().requires_grad_() for t in (x, y, z))
+    want = python_extremes(x2, y2, z2)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    torch.nan_to_num(got).sum().backward()
+    torch.nan_to_num(want).sum().backward()
+    for a, b in ((x, x2), (y, y2), (z, z2)):
+        torch.testing.assert_close(a.grad, b.grad)
+    assert _ran(fast) == {"batched"}
+
+
+def mixed_max(x, c):
+    out = []
+    for k in range(x.shape[0]):
+        out.append(x[k] * max(c, x[k].abs().sum()))      # a Python float against a tensor
+    return torch.stack(out)
+
+
+def test_builtin_max_of_a_python_number_and_a_tensor_is_not_batched():
+    x = torch.randn(6, 3)
+    fast = autovec(mixed_max)
+    torch.testing.assert_close(fast(x, 1.0), mixed_max(x, 1.0))
+    assert "batched" not in (_ran(fast) if fast._autovec_state.runtime else set())

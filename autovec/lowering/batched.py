@@ -604,6 +604,13 @@ class _Batcher:
             if len(node.args) != 1 or node.keywords:
                 raise Unsupported("abs() with other than one argument")
             return self._op("abs", self.expr(node.args[0]), [], [], node, method=False, func=f)
+        if obj is builtins.max or obj is builtins.min:
+            # Python's max(a, b): b where b > a, else a (the first of equals; NaN as it falls)
+            vals = [self.expr(a) for a in node.args]
+            if len(vals) < 2 or node.keywords or any(v.fact.kind != "tensor" or v.fact.rank != 0 for v in vals) \
+                    or len({v.fact.dtype for v in vals}) != 1:
+                raise Unsupported(f"{text}() of other than 0-d tensors of one dtype")
+            return _helper("pick", _const(obj is builtins.max), *_align(vals, lead=self.c.lead))
         if obj is builtins.len:
             v = self.expr(node.args[0])
             if v.fact.kind != "tensor" or v.fact.rank < 1:
