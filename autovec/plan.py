@@ -107,6 +107,12 @@ class LoopPlan:
     fission_loop: object = None      # fission: the loop that stays, reading hoisted values (an AST)
     invariants: tuple = ()           # fission: statements computed once before the loop (ASTs)
     notes: tuple[str, ...] = field(default=())
+    # `if cond: ...; break` at the top of the body: `exit_cond` is the body variable that holds
+    # the condition (the marker assignment sits at its place in `body`); `exit_tail` holds the
+    # statements the stopping iteration runs as written (the ones before the `if`, then the
+    # `if`'s own, without the `break`), as ASTs with the user's line numbers
+    exit_cond: str = ""
+    exit_tail: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -1722,6 +1722,34 @@ class Token:
     def last_index(self):
         return self.first + (self.n - 1) * self.step
 
+    broke = False         # exit_at found an iteration where the loop's `break` condition holds
+    exit_k = 0
+
+    def exit_at(self, flags):
+        """`if cond: ...; break` with `flags` the condition of every iteration: the batch covers
+        the iterations before the first one where it holds (the trip count is cut there), and
+        that iteration runs as written afterwards (exit_index / exit_element bind its loop
+        variables). A loop that stops at its first iteration runs as written altogether."""
+        n = self.n
+        f = flags if isinstance(flags, torch.Tensor) else torch.as_tensor(flags)
+        if f.dim() == 0:
+            f = f.expand(n)                # the same condition for every iteration
+        if f.dim() != 1 or f.shape[0] != n:
+            raise GuardFailed("a `break` condition with several elements (the loop raises)", data=True)
+        hit = f if f.dtype == torch.bool else f != 0      # Python's truth of one element (NaN is true)
+        k = int(hit.to(torch.uint8).argmax()) if bool(hit.any()) else n
+        if k == 0:
+            raise GuardFailed("the loop stops at its first iteration", data=True)
+        if k < n:
+            self.broke, self.exit_k, self.n = True, k, k
+            self._rows = None
+
+    def exit_index(self):
+        return self.first + self.exit_k * self.step
+
+    def exit_element(self, pos):
+        return self.sources[pos][self.exit_k]
+
     def last_element(self, pos):
         return self.sources[pos][self.n - 1]
 

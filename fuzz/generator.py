@@ -1254,6 +1254,52 @@ class Gen:
         self.emit(2, f"res.append({v.expr})")
         self.emit(1, f"return {self.consume('res', v)}")
 
+    def exact_break_rich(self):
+        """`if cond: ...; break` with work before it (a temporary the condition reads, an append or
+        a count that the stopping iteration still does), assignments in the `if`, and the loop
+        variables read after the loop."""
+        x = self.main()
+        loop = self.indexed_loop(x, allow_while=False)
+        v = self.value(loop.row, loop.index)
+        self.emit(1, "res = []")
+        self.emit(1, "found = -1")
+        self.emit(1, "count = 0")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"t = {v.expr}")
+        before = self.pick(["", "res.append(t)", "count += 1"])
+        if before:
+            self.emit(2, before)
+        c = self.cond(loop.row.with_expr("t") if self.chance(0.5) and not v.dtype.startswith("py") else loop.row,
+                      loop.index)
+        self.emit(2, f"if {c}:")
+        self.emit(3, self.pick([f"found = {loop.index}", "found = 100", "count += 10", "res.append(t * 0)"]))
+        self.emit(3, "break")
+        if before != "res.append(t)":
+            self.emit(2, "res.append(t * 2)")
+        if before != "count += 1" and self.chance(0.5):
+            self.emit(2, "count += 1")
+        last = self.pick([loop.index, "found", "count", "len(res)"])
+        self.emit(1, f"return ({self.consume('res', v)} if res else None), {last}, found, count")
+
+    def exact_break_elements(self):
+        """`for row in x` / `for a, b in zip(x, y)` that stops early, the element read after."""
+        x = self.main()
+        pair = self.chance(0.5)
+        y = self.like(x, "y") if pair else None
+        head = "for a, b in zip(x, y):" if pair else "for a in x:"
+        row = x.row("a")
+        others = [y.row("b")] if pair else []
+        v = self.value(row, None, others)
+        c = self.cond(row, None, others)
+        self.emit(1, "res = []")
+        self.emit(1, "stopped = False")
+        self.emit(1, head)
+        self.emit(2, f"if {c}:")
+        self.emit(3, self.pick(["stopped = True", "res.append(a)"]))
+        self.emit(3, "break")
+        self.emit(2, f"res.append({v.expr})")
+        self.emit(1, f"return res, stopped, a")
+
     def exact_append_arg(self):
         x = self.main()
         v = self.value(x.row("row"))
@@ -2806,14 +2852,16 @@ SCAN2_KINDS = [f"scan2/{k}" for k in SCAN2_FORMS]
 
 
 FORM_WEIGHTS = {"compile/rnn": 3, "compile/multi": 3, "scan2/argbest": 2, "scan2/item_extreme": 2}   # the forms the fallback takes, drawn more often
-FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS}
+BREAK_FORMS = {"break": Gen.exact_break, "break_rich": Gen.exact_break_rich,
+               "break_elements": Gen.exact_break_elements}
+FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS}
 REC_KINDS = [f"rec/{k}" for k in REC_FORMS]
 COMPILE_KINDS = [f"compile/{k}" for k in COMPILE_FORMS]
 
 
 def generate(seed: int, kind: str | None = None, family: str = "default") -> Program:
     """The program for `seed` (optionally forcing its form): same seed, same source.
-    `family`: "default" (the vec/ and exact/ forms), "rec" or "compile"."""
+    `family`: "default" (the vec/ and exact/ forms), "rec", "compile", "scan2" or "brk"."""
     gen = Gen(seed)
     if kind is None and family != "default":
         forms = FAMILIES[family]
@@ -2830,7 +2878,7 @@ def generate(seed: int, kind: str | None = None, family: str = "default") -> Pro
             forms = VEC_FORMS if vec else EXACT_FORMS
             kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
     family, form = kind.split("/")
-    if family in ("rec", "compile", "scan2"):
+    if family in ("rec", "compile", "scan2", "brk"):
         table = FAMILIES[family]
     else:
         table = {**VEC_FORMS, **NEW_VEC_FORMS} if family == "vec" else {**EXACT_FORMS, **NEW_EXACT_FORMS}

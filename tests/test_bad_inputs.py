@@ -1382,8 +1382,9 @@ def test_break_on_data():
     assert type(got) is list and len(got) == 20
     check(until_large, lambda: ((x.clone(), 1e9), {}))
     ex = explain(until_large, x, 50.0)
-    assert ex.path == "python"
-    assert ex.loops[0].strategy == "python" and "break" in ex.loops[0].reason
+    # the 20 rows before the stop run batched (tests/test_break.py), and the rewrite says so
+    assert ex.path == "vectorized"
+    assert "the first one where `x[k].sum() > limit` holds" in ex.rewritten_source
 
 
 @av

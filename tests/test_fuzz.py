@@ -199,7 +199,7 @@ def test_default_family_keeps_its_programs():
 
 
 def test_families_are_deterministic_and_separate(tmp_path):
-    for family in ("rec", "compile"):
+    for family in ("rec", "compile", "brk"):
         for seed in range(50):
             a, b = generate(seed, family=family), generate(seed, family=family)
             assert (a.kind, a.source) == (b.kind, b.source) and a.kind.startswith(family + "/")

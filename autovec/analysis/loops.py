@@ -203,8 +203,55 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
         raise Refuse(f"`for ... else` at line {node.lineno} is not supported", node.lineno)
     space = space or iteration(node, ctx)
     iter_vars = _iter_vars(space)
-    body = _classify(body_stmts if body_stmts is not None else node.body, ctx, iter_vars)
-    return _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
+    stmts = body_stmts if body_stmts is not None else node.body
+    exit_split = _exit_split(stmts) if form == "for" and body_stmts is None else None
+    if exit_split is not None:
+        pos, stop = exit_split
+        # the condition becomes a body value at its place (every check of the plan applies to it:
+        # carried values, calls, slices); the runtime finds the first iteration where it holds
+        cond = ast.copy_location(ast.Assign(targets=[ast.copy_location(ast.Name(id=EXIT, ctx=ast.Store()), stop)],
+                                            value=stop.test), stop)
+        ast.fix_missing_locations(cond)
+        stmts = stmts[:pos] + [cond] + stmts[pos + 1:]
+    body = _classify(stmts, ctx, iter_vars)
+    plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
+    if exit_split is not None:
+        pos, stop = exit_split
+        if EXIT in plan.live_after or any(o.target == EXIT for o in plan.outputs):
+            raise Refuse(f"the `break` at line {stop.body[-1].lineno} ends the loop early depending on the data",
+                         stop.lineno)
+        tail = tuple(node.body[:pos]) + tuple(stop.body[:-1])
+        plan = dataclasses.replace(plan, exit_cond=EXIT, exit_tail=tail)
+    return plan
+
+
+EXIT = "_av_exit"
+
+
+def _exit_split(stmts):
+    """(position, the `if`) when the body stops at the first iteration where a condition holds:
+    one top-level `if cond: ...; break` without `else`, no other `break` or `continue`, and
+    nothing before it that needs the loop (the statements before it and the `if`'s own run
+    as written for the stopping iteration)."""
+    found = None
+    for pos, s in enumerate(stmts):
+        if isinstance(s, ast.If) and s.body and isinstance(s.body[-1], ast.Break) and not s.orelse:
+            if found is not None:
+                return None
+            found = (pos, s)
+    if found is None:
+        return None
+    pos, stop = found
+    breaks = [n for s in stmts for n in ast.walk(s) if isinstance(n, (ast.Break, ast.Continue))]
+    if breaks != [stop.body[-1]]:
+        return None          # another break or continue: the loop as written
+    for n in ast.walk(stop.test):
+        if isinstance(n, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda)):
+            return None
+    if any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await))
+           for s in stmts[:pos] for n in ast.walk(s)):
+        return None
+    return found
 
 
 def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:

@@ -20,6 +20,10 @@ def choose(plan: LoopPlan, env):
     """(match, strategy module) for the first strategy that matches, else (None, refusals)."""
     refused = []
     for strategy in STRATEGIES:
+        if plan.exit_cond and strategy in (fission, scan, matmul):
+            # a loop with `break`: the strategies that build a body (the condition runs first)
+            refused.append(f"{strategy.__name__.rsplit('.', 1)[-1]}: not with `break`")
+            continue
         m = strategy.match(plan, env)
         if isinstance(m, Match):
             return m, strategy

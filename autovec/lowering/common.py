@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 
 from ..analysis.loops import match_subscript, match_subscript_nest
@@ -275,6 +276,11 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     BODY = namer.new(f"_av_body{L}")
     AV = namer.runtime
     convert = convert or plan.branches
+    exit_code, exit_text = [], ""
+    if plan.exit_cond:
+        exit_text = _exit_text(plan)
+        exit_code, plan = _exit_code(plan, T, L, namer, AV, convert)
+        m = Match(m.strategy, plan, m.reason)
     body_def, params, layout, ref_def = body_function(plan, BODY, namer, AV, convert)
     elements = {s for _, s in plan.space.elements}
     mapped = [mp for mp in plan.mapped if mp.base not in elements]
@@ -518,7 +524,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         scan_code += [pre] + template(
             f"{T}.add_scan(AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
             f"{PY}, {bool(o.inplace)}), {PY})", AV=AV)
-    defs = scan_code + [body_def] + ([ref_def] if ref_def is not None else [])
+    defs = exit_code + scan_code + [body_def] + ([ref_def] if ref_def is not None else [])
     REF = ref_def.name if ref_def is not None else "None"
     if direct:
         DIRECT = namer.new(f"_av_direct{L}")
@@ -563,8 +569,53 @@ except Exception as E:
     commit = commit + template(f"{T}.done()")
     after = template(f"{AV}.python_ran({L})")
     set_lines(commit[-1:] + after, plan.lineno, plan.lineno)
+    if plan.exit_cond:
+        commit.append(_exit_tail(plan, T))
+        display.insert(0, ast.Expr(value=ast.Constant(
+            f"autovec: the iterations before the first one where `{exit_text}` holds run batched; "
+            "that iteration runs as written (the statements before its `break`)")))
     return Lowered(m, stmts + [_branch(T, commit)], display, result, swaps, display_swaps, tuple(layout),
                    batchable, after)
+
+
+def _exit_text(plan: LoopPlan) -> str:
+    line = next(s for s in plan.body if s.startswith(f"{plan.exit_cond} = "))
+    return line[len(plan.exit_cond) + 3:]
+
+
+def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
+    """A loop that stops at the first iteration where a condition holds (`if c: ...; break`):
+    the condition for every iteration first (a body of its own, the statements up to it), the
+    trip count cut to the iterations before that one (Token.exit_at), then the loop's body
+    without the condition. Returns (statements, the plan of that body)."""
+    from ..plan import Output
+    k = next(i for i, s in enumerate(plan.body) if s.startswith(f"{plan.exit_cond} = "))
+    flag = Output("last", "", "", plan.lineno, marker=plan.exit_cond)
+    probe = dataclasses.replace(plan, body=plan.body[:k + 1], outputs=(flag,))
+    EXIT = namer.new(f"_av_exit{L}")
+    exit_def, _, _, exit_ref = body_function(probe, EXIT, namer, AV, convert)
+    code = [exit_def] + ([exit_ref] if exit_ref is not None else [])
+    REF = exit_ref.name if exit_ref is not None else "None"
+    code += template(f"{T}.exit_at({T}.run({EXIT}, {REF}, tag={EXIT!r})[0])")
+    return code, dataclasses.replace(plan, body=plan.body[:k] + plan.body[k + 1:])
+
+
+def _exit_tail(plan: LoopPlan, T: str) -> ast.If:
+    """After the batched iterations: the stopping iteration as written, its loop variables bound."""
+    binds = []
+    if plan.space.kind == "range":
+        binds += template(f"{plan.space.index} = {T}.exit_index()")
+    else:
+        for pos, (target, _) in enumerate(plan.space.elements):
+            binds += template(f"{target} = {T}.exit_element({pos})")
+        if plan.space.index:
+            binds += template(f"{plan.space.index} = {T}.exit_index()")
+    set_lines(binds, plan.lineno, plan.lineno)
+    node = template(f"if {T}.broke:\n    pass")[0]
+    set_lines([node], plan.lineno, plan.lineno)
+    # the user's statements keep their own lines (tracebacks point at them)
+    node.body = binds + [copy.deepcopy(s) for s in plan.exit_tail] or [ast.Pass()]
+    return node
 
 
 def _tidy_display(stmts: list, O: str) -> list:

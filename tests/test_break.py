@@ -1,0 +1,204 @@
+"""Loops that stop early: `if cond: ...; break`. The condition runs for every iteration first, the
+batch covers the iterations before the first one where it holds, and that iteration runs as
+written (the statements before the `if`, then the `if`'s own). Checked against the loop: results,
+rows left unwritten, in-place effects, loop variables after the loop, errors and gradients."""
+import traceback
+
+import pytest
+import torch
+
+from autovec import assert_equivalent, autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def _ran(fast):
+    rt = fast._autovec_state.runtime
+    return set(rt.ran.values()) if rt is not None else set()
+
+
+def find_first(vals, target):
+    first = -1
+    for step, v in enumerate(vals):
+        if v < target:
+            first = step
+            break
+    return first
+
+
+def rows_until(x, limit):
+    out = []
+    count = 0
+    for i in range(x.shape[0]):
+        s = x[i].sum()
+        count += 1                     # the stopping iteration still counts
+        if s > limit:
+            break
+        out.append(x[i] * 2)
+    return (torch.stack(out) if out else None), count, i, s
+
+
+def fill_until(x, limit):
+    out = torch.zeros_like(x)          # rows from the stopping one on stay zero
+    for i in range(x.shape[0]):
+        if x[i].abs().max() > limit:
+            break
+        out[i] = x[i] + 1
+    return out
+
+
+def write_until(x, out, limit):
+    for i in range(x.shape[0]):
+        if x[i].max() > limit:
+            out[i] = -1.0              # the stopping iteration's own statements
+            break
+        out[i] = x[i].sum()
+    return i
+
+
+def walk_pairs(a, b, limit):
+    res = []
+    stopped = False
+    for p, q in zip(a, b):
+        if (p * q).sum() > limit:
+            stopped = True
+            break
+        res.append(p - q)
+    return res, stopped, p, q
+
+
+@pytest.mark.parametrize("fn, make", [
+    (find_first, lambda t: (torch.randn(40), -1.0 - t)),
+    (rows_until, lambda t: (torch.randn(12, 3), 1.5 + t)),
+    (fill_until, lambda t: (torch.randn(12, 3), 1.5 + t)),
+    (walk_pairs, lambda t: (torch.randn(10, 3), torch.randn(10, 3), 1.0 + t)),
+])
+def test_stops_where_the_loop_stops(fn, make):
+    for t in (0.0, 0.3, 0.8, 1.5, 5.0):       # early, late and no stop at all
+        assert_equivalent(fn, *make(t), trials=3)
+
+
+def test_the_iterations_before_the_stop_run_batched():
+    x = torch.tensor([[0.1, 0.2], [0.3, -0.1], [0.2, 0.2], [5.0, 1.0], [0.0, 0.1]])
+    fast = autovec(rows_until)
+    got, want = fast(x, 2.0), rows_until(x, 2.0)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:3] == want[1:3] == (4, 3)
+    torch.testing.assert_close(got[3], want[3])
+    assert _ran(fast) == {"batched"}
+    assert explain(rows_until, x, 2.0).path == "vectorized"
+
+
+def test_an_argument_is_written_only_up_to_the_stop():
+    x = torch.randn(8, 3)
+    x[5, 1] = 9.0
+    out1, out2 = torch.full((8,), 7.0), torch.full((8,), 7.0)
+    fast = autovec(write_until)
+    assert fast(x, out1, 3.0) == write_until(x, out2, 3.0) == 5
+    torch.testing.assert_close(out1, out2)
+    assert out1[6:].eq(7.0).all() and out1[5] == -1.0
+    assert _ran(fast)
+
+
+def test_a_stop_at_the_first_iteration_runs_the_loop():
+    fast = autovec(find_first)
+    v = torch.tensor([-5.0, 1.0, 2.0])
+    assert fast(v, 0.0) == find_first(v, 0.0) == 0
+
+
+def table_walk(idx, table):
+    total = []
+    for i in range(idx.shape[0]):
+        if table[idx[i]] < 0:          # past the stop, idx holds an index out of range
+            break
+        total.append(table[idx[i]] * 2)
+    return torch.stack(total), i
+
+
+def test_a_condition_that_fails_past_the_stop_gives_the_loops_answer():
+    table = torch.tensor([1.0, 2.0, -1.0, 3.0])
+    idx = torch.tensor([0, 1, 3, 2, 99, 100])
+    got, want = autovec(table_walk)(idx, table), table_walk(idx, table)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1] == 3
+
+
+def ambiguous(x):
+    out = []
+    for i in range(x.shape[0]):
+        if x[i] > 0:                   # a row: `if` on several elements raises
+            break
+        out.append(x[i])
+    return out
+
+
+def test_a_condition_on_several_elements_raises_like_the_loop():
+    x = torch.randn(4, 3)
+    with pytest.raises(RuntimeError) as want:
+        ambiguous(x)
+    with pytest.raises(RuntimeError) as got:
+        autovec(ambiguous)(x)
+    assert str(got.value) == str(want.value)
+
+
+def tail_error(x, d):
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            r = 1 / d                  # runs only for the stopping iteration
+            break
+    return i
+
+
+def test_an_error_in_the_stopping_iteration_points_at_the_users_line():
+    x = torch.tensor([-1.0, -2.0, 3.0, 4.0])
+    fast = autovec(tail_error)
+    with pytest.raises(ZeroDivisionError) as got:
+        fast(x, 0)
+    frames = traceback.extract_tb(got.value.__traceback__)
+    assert frames[-1].filename == __file__ and frames[-1].line.startswith("r = 1 / d")
+    assert _ran(fast), "the iterations before the stop did not run batched"
+
+
+def test_gradients_through_the_rows_before_the_stop():
+    x = torch.randn(10, 3, requires_grad=True)
+    assert_equivalent(rows_until, x, 1.0, grad=True)
+
+
+def budget(costs, limit):
+    spent = 0
+    taken = 0
+    for c in costs:
+        if spent + c > limit:          # reads a running total: carried from step to step
+            break
+        spent = spent + c
+        taken += 1
+    return taken, int(spent)
+
+
+def test_a_condition_on_a_running_total_keeps_the_loop():
+    costs = torch.randint(1, 50, (40,))
+    fast = autovec(budget)
+    assert fast(costs, 300) == budget(costs, 300)
+    assert not _ran(fast)
+    assert "break" in explain(budget, costs, 300).loops[0].reason or \
+        explain(budget, costs, 300).path == "python"
+
+
+def while_break(x):
+    i = 0
+    out = []
+    while i < x.shape[0]:
+        if x[i] < 0:
+            break
+        out.append(x[i] * 2)
+        i += 1
+    return out, i
+
+
+def test_while_loops_with_break_keep_the_loop():
+    x = torch.tensor([1.0, 2.0, -1.0, 3.0])
+    got, want = autovec(while_break)(x), while_break(x)
+    assert got[1] == want[1] and len(got[0]) == len(want[0])
