@@ -2852,9 +2852,43 @@ SCAN2_KINDS = [f"scan2/{k}" for k in SCAN2_FORMS]
 
 
 FORM_WEIGHTS = {"compile/rnn": 3, "compile/multi": 3, "scan2/argbest": 2, "scan2/item_extreme": 2}   # the forms the fallback takes, drawn more often
+def store2_rows(self):
+    """Several stores into one output per iteration: whole rows and single columns, in any
+    order, sometimes an update (`+=`), a store under a condition, or a read of the output
+    between stores (those keep the loop)."""
+    x = self.main(rank=2, dtypes=("float32", "float64", "int64"))
+    loop = self.indexed_loop(x, allow_while=False)
+    i = loop.index
+    dtype = self.pick(["float32", "float64", x.dtype])
+    ctor = self.pick(["zeros", "ones", "zeros"])
+    self.emit(1, f"out = torch.{ctor}({self.count(x)}, x.shape[1], dtype=torch.{dtype})")
+    self.emit_all(1, loop.head)
+    for k in range(self.pick([2, 2, 3, 4])):
+        col = self.rng.randrange(self.d)
+        if self.chance(0.35):
+            target = f"out[{i}]"
+            v = self.value(loop.row, i, want="same")
+        else:
+            target = f"out[{i}, {col}]"
+            v = self.value(loop.row, i, want="scalar")
+        expr = v.expr
+        if k and self.chance(0.1):
+            expr = f"({expr}) + out[{i}, {self.rng.randrange(self.d)}]"     # a read between stores
+        op = "+=" if k and self.chance(0.1) else "="
+        if k and self.chance(0.15):
+            self.emit(2, f"if {self.cond(loop.row, i)}:")
+            self.emit(3, f"{target} {op} {expr}")
+        else:
+            self.emit(2, f"{target} {op} {expr}")
+    self.emit_all(2, loop.tail)
+    self.emit(1, self.pick(["return out", "return out.sum(0)"]))
+
+
+STORE2_FORMS = {"rows": store2_rows}
 BREAK_FORMS = {"break": Gen.exact_break, "break_rich": Gen.exact_break_rich,
                "break_elements": Gen.exact_break_elements}
-FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS}
+FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS,
+            "store2": STORE2_FORMS}
 REC_KINDS = [f"rec/{k}" for k in REC_FORMS]
 COMPILE_KINDS = [f"compile/{k}" for k in COMPILE_FORMS]
 
@@ -2878,7 +2912,7 @@ def generate(seed: int, kind: str | None = None, family: str = "default") -> Pro
             forms = VEC_FORMS if vec else EXACT_FORMS
             kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
     family, form = kind.split("/")
-    if family in ("rec", "compile", "scan2", "brk"):
+    if family in ("rec", "compile", "scan2", "brk", "store2"):
         table = FAMILIES[family]
     else:
         table = {**VEC_FORMS, **NEW_VEC_FORMS} if family == "vec" else {**EXACT_FORMS, **NEW_EXACT_FORMS}

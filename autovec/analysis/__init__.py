@@ -219,7 +219,10 @@ def _with_consumers(plan, node: ast.For, ctx: Context):
                 out = dataclasses.replace(out, consumer=kind, consumer_src=src(call))
         # (a store under a condition too: the batch is where(mask, values, the allocation's own
         # values), a new tensor as a whole, or the values alone where every branch stores)
-        fresh = out.kind == "store" and not out.op and _fresh_allocation(out, node, ctx)
+        # (not with several stores into it: the first store's batch would become the output and
+        # a later store would write into that batch in place, which autograd may have saved)
+        stores = sum(1 for o in plan.outputs if o.kind == "store" and o.target == out.target)
+        fresh = out.kind == "store" and not out.op and stores == 1 and _fresh_allocation(out, node, ctx)
         if fresh:
             out = dataclasses.replace(out, consumer="fresh", fill=fresh if isinstance(fresh, str) else "")
         outs.append(out)

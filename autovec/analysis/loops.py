@@ -804,12 +804,25 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
     index = space.index
     outputs: list[Output] = []
     targets: dict[str, Output] = {}
+    several = set()     # targets stored into more than once (`out[i, 0] = a; out[i, 1] = b`)
 
     for out, payload in body.outputs:
         if out.target in iter_vars or out.target in body.assigned:
             what = 'an iteration variable' if out.target in iter_vars else 'reassigned in it'
             raise Refuse(f"`{out.target}` is both updated in the loop and {what} (line {out.lineno})", out.lineno)
         if out.target and out.target in targets:
+            first = targets[out.target]
+            if out.kind == "store" and first.kind == "store" and not out.op and not out.cond:
+                stored = _store(out, payload[0], space, body, iter_vars)
+                if (stored.dim, stored.offset) == (first.dim, first.offset):
+                    # each iteration writes its own row (the loop index at one place), so the
+                    # stores commit one after the other in the loop's order, row by row the same.
+                    # A later store must overwrite unconditionally: an update (`+=`) or a masked
+                    # store is computed from the rows as they were before the first store; and
+                    # the body must not read the target (a read between two stores sees the first)
+                    several.add(out.target)
+                    outputs.append(stored)
+                    continue
             raise Refuse(f"`{out.target}` is written more than once in the loop (lines "
                          f"{targets[out.target].lineno} and {out.lineno})", out.lineno)
         for name, *_ in (out.payloads if out.kind == "best" else ()):
@@ -847,6 +860,9 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
             o = targets.get(ld.id)
             if o is None:
                 continue
+            if ld.id in several:
+                raise Refuse(f"`{ld.id}` is read at line {ld.lineno} and stored into more than once in the loop",
+                             ld.lineno)
             if o.kind == "store" and _same_index_read(ld, n, o, index) and \
                     (ld.lineno, ld.col_offset) <= (o.lineno, 10 ** 6) and not o.cond:
                 continue

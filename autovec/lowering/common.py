@@ -347,7 +347,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 commit += template(f"if AV.replaces({o.target}, RG, P, {T}):\n    {o.target} = P\n"
                                    f"else:\n    {o.target} = AV.unreleased({o.target}, {T})\n    {region} = P",
                                    P=P, AV=AV, RG=RG)
-                if o.fill and mask == "None":
+                if o.fill and mask == "None" and all(t != o.target for t, _ in releases):
                     releases.append((o.target, o.fill))
             else:
                 commit += template(f"{region} = P", P=P)

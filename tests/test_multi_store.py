@@ -1,0 +1,156 @@
+"""Several stores into one output per iteration (`out[i, 0] = a; out[i, 1] = b`): committed one
+after the other in the loop's order. Checked against the loop, including stores that overlap
+within a row, an input stored as is (it must stay unchanged), and the forms that keep the loop."""
+import pytest
+import torch
+
+from autovec import assert_equivalent, autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def _ran(fast):
+    rt = fast._autovec_state.runtime
+    return set(rt.ran.values()) if rt is not None else set()
+
+
+def cxcywh_to_xyxy(boxes):
+    out = torch.empty_like(boxes)
+    for i in range(boxes.shape[0]):
+        cx, cy, w, h = boxes[i, 0], boxes[i, 1], boxes[i, 2], boxes[i, 3]
+        out[i, 0] = cx - w / 2
+        out[i, 1] = cy - h / 2
+        out[i, 2] = cx + w / 2
+        out[i, 3] = cy + h / 2
+    return out
+
+
+def overwrite(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i]              # the input itself, then a column of it overwritten
+        out[i, 0] = 0.0
+    return out
+
+
+def twice(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 3
+        out[i] = x[i] + 1          # the last store wins
+    return out
+
+
+def columns(x, out):
+    for j in range(x.shape[1]):
+        out[:, j] = x[:, j].cumsum(0) - 1
+        out[:, j] = x[:, j] * 2          # the column stored again: the second store wins
+    return out
+
+
+def update_after_store(x, out):
+    for j in range(x.shape[1]):
+        out[:, j] = x[:, j].cumsum(0)
+        out[:, j] *= x[:, j].abs() + 1   # reads the column the first store wrote
+    return out
+
+
+def masked_after_store(x):
+    out = torch.zeros(x.shape[0], 2)
+    for i in range(x.shape[0]):
+        out[i] = x[i, :2] * 2
+        if x[i].sum() > 0:
+            out[i, 0] = -1.0             # where it does not happen, the first store stays
+    return out
+
+
+def masked(x):
+    out = torch.zeros(x.shape[0], 2)
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            out[i, 0] = x[i].sum()
+        out[i, 1] = x[i].max()
+    return out
+
+
+CASES = {
+    "cxcywh_to_xyxy": (cxcywh_to_xyxy, lambda: (torch.rand(9, 4),)),
+    "overwrite": (overwrite, lambda: (torch.randn(7, 3),)),
+    "twice": (twice, lambda: (torch.randn(7, 3),)),
+    "columns": (columns, lambda: (torch.randn(5, 4), torch.randn(5, 4))),
+    "masked": (masked, lambda: (torch.randn(8, 3),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_the_loop_and_vectorizes(name):
+    fn, make = CASES[name]
+    assert_equivalent(fn, *make(), trials=3)      # results and every argument after the call
+    fast = autovec(fn)
+    fast(*make())
+    assert _ran(fast), explain(fn, *make())
+
+
+def test_an_input_stored_as_is_stays_unchanged():
+    x = torch.randn(6, 3)
+    keep = x.clone()
+    got = autovec(overwrite)(x)
+    torch.testing.assert_close(x, keep)
+    torch.testing.assert_close(got, overwrite(keep))
+
+
+def test_gradients():
+    x = torch.rand(6, 4, requires_grad=True)
+    assert_equivalent(cxcywh_to_xyxy, x, grad=True)
+
+
+def shifted(x):
+    out = torch.zeros(x.shape[0] + 1, 2)
+    for i in range(x.shape[0]):
+        out[i] = x[i]              # row i, then row i + 1: a later iteration overwrites
+        out[i + 1, 0] = -1.0
+    return out
+
+
+def reads_between(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i, 0] = x[i, 0] * 2
+        out[i, 1] = out[i, 0] + 1  # sees the first store
+    return out
+
+
+@pytest.mark.parametrize("fn, make", [
+    (shifted, lambda: (torch.randn(5, 2),)),
+    (reads_between, lambda: (torch.randn(5, 2),)),
+    (update_after_store, lambda: (torch.randn(5, 4), torch.randn(5, 4))),
+    (masked_after_store, lambda: (torch.randn(6, 3),)),
+])
+def test_stores_at_other_rows_read_back_or_updated_keep_the_loop(fn, make):
+    assert_equivalent(fn, *make(), trials=3)
+    ex = explain(fn, *make())
+    # the loop as written, or fission (the stores stay in a Python loop, values computed first)
+    assert ex.loops[0].strategy in ("python", "fission")
+    assert "more than once" in ex.loops[0].reason
+
+
+def exp_then_column(x):
+    out = torch.ones(x.shape[0], x.shape[1], dtype=torch.float64)
+    for i in range(x.shape[0]):
+        out[i, 1] = (x[i] * x[i]).max()
+        out[i] = torch.exp(x[i] - x[i].mean())
+        out[i, 0] = x[i].amax()
+    return out
+
+
+def test_a_fresh_output_stored_into_twice_is_not_the_first_batch_itself():
+    """The first store's batch (exp's output, saved for its gradient) must not become the output
+    that the second store then writes into in place: the loop copies into `out`."""
+    x = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
+    assert_equivalent(exp_then_column, x, grad=True)
+    fast = autovec(exp_then_column)
+    fast(x).sum().backward()
+    assert _ran(fast)
