@@ -113,6 +113,7 @@ class LoopPlan:
     # `if`'s own, without the `break`), as ASTs with the user's line numbers
     exit_cond: str = ""
     exit_tail: tuple = ()
+    exit_scans: tuple = ()           # (name, marker, op, position): sums the condition reads before their update
 
 
 @dataclass(frozen=True)

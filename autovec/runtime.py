@@ -1247,6 +1247,29 @@ def _commit_scan(s0, final, inplace):
 FunctionRuntime.commit_scan = staticmethod(_commit_scan)
 
 
+def _exit_prefix(init, v, op, py):
+    """A running total before each iteration (`spent` in `if spent + c > budget: break`, then
+    `spent = spent + c`), for the `break` condition: init plus the sum of the earlier values.
+    Integers only: summed in another order, floats could round to a different side of the
+    threshold and stop the loop elsewhere; integer sums wrap the same in any order."""
+    if py or not isinstance(v, torch.Tensor) or v.dim() < 1:
+        raise GuardFailed("a running total of Python numbers decides where the loop stops")
+    if v.is_floating_point() or v.is_complex() or isinstance(init, (float, complex)) or (
+            isinstance(init, torch.Tensor) and (init.is_floating_point() or init.is_complex())):
+        raise GuardFailed("a running total of floating-point values decides where the loop stops (a batched "
+                          "sum rounds differently, so the loop could stop one step earlier or later)")
+    if not isinstance(init, (int, torch.Tensor)):
+        raise GuardFailed(f"a running total that starts as a {type(init).__name__}")
+    # the loop's own arithmetic: `init + v[0]` of two scalars decides the dtype (and where it wraps)
+    dtype = torch.result_type(init, v[0])
+    v = v.to(dtype)
+    before = torch.cumsum(v, 0, dtype=dtype) - v
+    return init + before if op == "+" else init - before
+
+
+FunctionRuntime.exit_prefix = staticmethod(_exit_prefix)
+
+
 def _prefix_region(t, dim, tok, op):
     """Running sum (product) of t[start - 1 : stop] along `dim`, as the loop leaves it."""
     if not isinstance(t, torch.Tensor):
@@ -1738,6 +1761,7 @@ class Token:
             raise GuardFailed("a `break` condition with several elements (the loop raises)", data=True)
         hit = f if f.dtype == torch.bool else f != 0      # Python's truth of one element (NaN is true)
         k = int(hit.to(torch.uint8).argmax()) if bool(hit.any()) else n
+        self.extra = ()                    # the running totals the condition read (exit_prefix)
         if k == 0:
             raise GuardFailed("the loop stops at its first iteration", data=True)
         if k < n:

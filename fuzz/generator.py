@@ -1300,6 +1300,30 @@ class Gen:
         self.emit(2, f"res.append({v.expr})")
         self.emit(1, f"return res, stopped, a")
 
+    def exact_break_budget(self):
+        """Stop when a running total would pass a limit: the condition reads the total before
+        its update (integers vectorize, floats and Python numbers keep the loop)."""
+        x = self.main(rank=1, dtypes=("int64", "int64", "int32", "float32", "bool"))
+        loop = self.indexed_loop(x, allow_while=False)
+        c = loop.row.expr
+        if self.chance(0.2):
+            c = f"{c}.item()"
+        init = self.pick(["0", "0", "5", "torch.tensor(0)"])
+        limit = self.pick(["3", "10", "40", "-1", "100000"])
+        op, cmp = self.pick([("+", f"spent + v > {limit}"), ("+", f"spent > {limit}"),
+                             ("-", f"spent - v < -{limit}")])
+        self.emit(1, f"spent = {init}")
+        self.emit(1, "taken = 0")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"v = {c}")
+        self.emit(2, f"if {cmp}:")
+        self.emit(3, self.pick(["break", "taken -= 100", "spent = spent * 1"]))
+        if self.lines[-1].strip() != "break":
+            self.emit(3, "break")
+        self.emit(2, self.pick([f"spent = spent {op} v", f"spent {op}= v"]))
+        self.emit(2, "taken += 1")
+        self.emit(1, f"return spent, taken, {loop.index}")
+
     def exact_append_arg(self):
         x = self.main()
         v = self.value(x.row("row"))
@@ -2886,7 +2910,7 @@ def store2_rows(self):
 
 STORE2_FORMS = {"rows": store2_rows}
 BREAK_FORMS = {"break": Gen.exact_break, "break_rich": Gen.exact_break_rich,
-               "break_elements": Gen.exact_break_elements}
+               "break_elements": Gen.exact_break_elements, "break_budget": Gen.exact_break_budget}
 FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS,
             "store2": STORE2_FORMS}
 REC_KINDS = [f"rec/{k}" for k in REC_FORMS]

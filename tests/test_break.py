@@ -178,13 +178,70 @@ def budget(costs, limit):
     return taken, int(spent)
 
 
-def test_a_condition_on_a_running_total_keeps_the_loop():
-    costs = torch.randint(1, 50, (40,))
+def test_a_condition_on_an_integer_running_total_stops_where_the_loop_stops():
+    """The condition reads `spent` before its update: the running total before each iteration
+    (an exclusive prefix sum, exact for integers)."""
     fast = autovec(budget)
-    assert fast(costs, 300) == budget(costs, 300)
-    assert not _ran(fast)
-    assert "break" in explain(budget, costs, 300).loops[0].reason or \
-        explain(budget, costs, 300).path == "python"
+    for dtype in (torch.int64, torch.int32, torch.uint8):
+        costs = torch.randint(1, 50, (40,), dtype=dtype)
+        for limit in (0, 10, 300, 700, 10_000):
+            assert fast(costs, limit) == budget(costs, limit), (dtype, limit)
+    assert _ran(fast)
+    assert explain(budget, costs, 300).path == "vectorized"
+
+
+def test_an_integer_running_total_wraps_as_the_loop_wraps():
+    costs = torch.full((12,), 2 ** 30, dtype=torch.int32)       # int32 sums wrap after two steps
+    for limit in (2 ** 31 - 1, 2 ** 29, -1):
+        got, want = autovec(budget)(costs, limit), budget(costs, limit)
+        assert got == want, (limit, got, want)
+
+
+def remaining_budget(costs, total):
+    left = total
+    n = 0
+    for c in costs:
+        if left < c:
+            break
+        left -= c
+        n += 1
+    return n, int(left)
+
+
+def float_budget(costs, limit):
+    spent = 0.0
+    for c in costs:
+        if spent + c > limit:
+            break
+        spent = spent + c
+    return float(spent)
+
+
+def item_budget(costs, limit):
+    spent = 0
+    for i in range(costs.shape[0]):
+        c = costs[i].item()
+        if spent + c > limit:
+            break
+        spent += c
+    return spent
+
+
+def test_other_running_totals_in_a_break_condition():
+    costs = torch.randint(1, 9, (30,))
+    fast = autovec(remaining_budget)
+    for total in (0, 5, 40, 500):
+        assert fast(costs, total) == remaining_budget(costs, total)
+    assert _ran(fast)
+    # floats could round to the other side of the limit when summed in another order, and
+    # Python integers do not wrap: both keep the loop
+    x = torch.rand(30, dtype=torch.float64)
+    for fn, args in ((float_budget, (x, 3.0)), (item_budget, (costs, 40))):
+        f = autovec(fn)
+        assert f(*args) == fn(*args)
+        ex = explain(fn, *args)
+        assert ex.path == "python", ex
+        assert "running total" in str(ex)
 
 
 def while_break(x):

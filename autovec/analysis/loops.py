@@ -217,7 +217,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
     plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
     if exit_split is not None:
         pos, stop = exit_split
-        if EXIT in plan.live_after or any(o.target == EXIT for o in plan.outputs):
+        if EXIT in plan.live_after or any(o.target == EXIT for o in plan.outputs) or plan.scans:
             raise Refuse(f"the `break` at line {stop.body[-1].lineno} ends the loop early depending on the data",
                          stop.lineno)
         tail = tuple(node.body[:pos]) + tuple(stop.body[:-1])
@@ -853,10 +853,13 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                         source=src(node), form=form, space=space, body=(), outputs=(prefix,), mapped=(),
                         index_as_value=False, free=(), callables=())
     outputs, scans = _scans(outputs, body, targets)
+    exit_scans, exempt = _exit_scans(outputs, body)
 
     # every read of an output target other than the store itself is a dependence
     for n in all_nodes:
         for ld in nm.loads(n):
+            if id(ld) in exempt:
+                continue     # a running total read by the `break` condition (exit_scans)
             o = targets.get(ld.id)
             if o is None:
                 continue
@@ -906,7 +909,33 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         source=src(node), form=form, space=space, body=tuple(src(s) for s in stmts),
         outputs=tuple(outputs), mapped=tuple(mapped), index_as_value=index_as_value,
         free=tuple(free), callables=callables, live_after=tuple(live), branches=body.branches,
-        items=body.items, scans=tuple(scans))
+        items=body.items, scans=tuple(scans), exit_scans=tuple(exit_scans))
+
+
+def _exit_scans(outputs, body: _Body):
+    """Sums the `break` condition reads before their update (`if spent + c > budget: break`
+    then `spent = spent + c`): the condition sees each iteration's running total before it,
+    an exclusive prefix sum (Token-side: runtime.exit_prefix, integers only). Returns
+    ((name, marker, op, update position), ...) and the ids of the condition's reads of them."""
+    at = next((k for k, s in enumerate(body.stmts) if isinstance(s, ast.Assign) and len(s.targets) == 1
+               and isinstance(s.targets[0], ast.Name) and s.targets[0].id == EXIT), None)
+    if at is None:
+        return [], set()
+    cond = body.stmts[at]
+    found, exempt = [], set()
+    for o in outputs:
+        if o.kind != "accum" or o.cond or o.op not in ("+", "-"):
+            continue
+        reads = [ld for ld in nm.loads(cond) if ld.id == o.target]
+        pos = next((k for k, s in enumerate(body.stmts) if isinstance(s, ast.Assign)
+                    and isinstance(s.targets[0], ast.Name) and s.targets[0].id == o.marker), None)
+        if not reads or pos is None or pos < at:
+            continue
+        if any(ld.id == o.target for k, s in enumerate(body.stmts) if k != at for ld in nm.loads(s)):
+            continue     # read elsewhere too: a carried value (refused below)
+        found.append((o.target, o.marker, o.op, pos))
+        exempt |= {id(ld) for ld in reads}
+    return found, exempt
 
 
 def _scans(outputs, body: _Body, targets: dict):

@@ -590,11 +590,22 @@ def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
     without the condition. Returns (statements, the plan of that body)."""
     from ..plan import Output
     k = next(i for i, s in enumerate(plan.body) if s.startswith(f"{plan.exit_cond} = "))
+    code = []
+    for name, marker, op, pos in plan.exit_scans:
+        # the values a running total adds, for every iteration, then its value before each one
+        PRE = namer.new(f"_av_pre_exit{L}")
+        value = Output("last", "", "", plan.lineno, marker=marker)
+        pre = dataclasses.replace(plan, body=plan.body[:k] + plan.body[k + 1:pos + 1], outputs=(value,))
+        pre_def, _, _, pre_ref = body_function(pre, PRE, namer, AV, convert)
+        code += [pre_def] + ([pre_ref] if pre_ref is not None else [])
+        code += template(f"{T}.add_scan({AV}.exit_prefix({name}, {T}.run({PRE}, "
+                         f"{pre_ref.name if pre_ref is not None else 'None'}, tag={PRE!r}, scan_free=True)[0], "
+                         f"{op!r}, {T}.py_out({PRE!r}, 0)), False)")
     flag = Output("last", "", "", plan.lineno, marker=plan.exit_cond)
-    probe = dataclasses.replace(plan, body=plan.body[:k + 1], outputs=(flag,))
+    probe = dataclasses.replace(plan, body=plan.body[:k + 1], outputs=(flag,), scans=plan.exit_scans)
     EXIT = namer.new(f"_av_exit{L}")
     exit_def, _, _, exit_ref = body_function(probe, EXIT, namer, AV, convert)
-    code = [exit_def] + ([exit_ref] if exit_ref is not None else [])
+    code += [exit_def] + ([exit_ref] if exit_ref is not None else [])
     REF = exit_ref.name if exit_ref is not None else "None"
     code += template(f"{T}.exit_at({T}.run({EXIT}, {REF}, tag={EXIT!r})[0])")
     return code, dataclasses.replace(plan, body=plan.body[:k] + plan.body[k + 1:])
