@@ -51,6 +51,8 @@ def test_sequential_case_names_the_dependence(path):
     ex = explain(case.loop, *case.inputs("small"))
     if all(r.strategy == "scan" for r in ex.loops):
         return  # a true recurrence with a closed batched form (cumsum): matched to the loop above
+    if "the first one where" in ex.rewritten_source and "`break`" in ex.rewritten_source:
+        return  # stops at a `break`: batched up to that iteration (tests/test_break.py), matched above
     assert ex.path == "python"
     reasons = " ".join(r.reason for r in ex.loops)
     assert any(word in reasons for word in ("dependency", "break", "read", "depends")), reasons
