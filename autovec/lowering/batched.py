@@ -609,7 +609,10 @@ class _Batcher:
             vals = [self.expr(a) for a in node.args]
             if len(vals) < 2 or node.keywords or any(v.fact.kind != "tensor" or v.fact.rank != 0 for v in vals) \
                     or len({v.fact.dtype for v in vals}) != 1:
-                raise Unsupported(f"{text}() of other than 0-d tensors of one dtype")
+                # (a Python number against a tensor gives a number in some iterations and a tensor
+                # in others, whose dtypes combine differently with what follows: vmap decides)
+                raise Unsupported(f"{text}() of other than 0-d tensors of one dtype "
+                                  f"({', '.join(v.fact.kind for v in vals)})")
             return _helper("pick", _const(obj is builtins.max), *_align(vals, lead=self.c.lead))
         if obj is builtins.len:
             v = self.expr(node.args[0])
