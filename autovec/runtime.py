@@ -655,7 +655,14 @@ class FunctionRuntime:
             if o.shape[0] == 0:
                 return torch.tensor([])
             if py:
-                return torch.tensor(o.tolist())
+                # torch.tensor of Python numbers: floats at the default dtype (each double rounded
+                # as .to rounds it), ints as int64, bools as bool, on the default device; the
+                # batch holds them at Python's precision, so one conversion, not a list of n
+                if o.dim() != 1 or o.is_complex():
+                    return torch.tensor(o.tolist())
+                want = torch.get_default_dtype() if o.is_floating_point() else \
+                    torch.bool if o.dtype == torch.bool else torch.int64     # (every value exact as a double)
+                return o.detach().to(device=_default_device(), dtype=want, copy=True)
             if o.dim() != 1 or not o.is_cpu:
                 raise GuardFailed("torch.tensor of a list of non-scalar tensors")
             if o.is_contiguous() and tok is not None and not tok.shares_input(o):
@@ -1290,6 +1297,11 @@ FunctionRuntime.prefix_region = staticmethod(_prefix_region)
 FunctionRuntime.prefix_commit = staticmethod(_prefix_commit)
 
 
+def _default_device():
+    get = getattr(torch, "get_default_device", None)
+    return get() if get is not None else torch.device("cpu")
+
+
 def _reduce_builtin(kind, o, py):
     """Python's sum / max / min / any / all over the elements (rows of `o`), with its types."""
     n = o.shape[0]
@@ -1450,10 +1462,23 @@ def _scatter_prep(target, vals, idxs, op, mask):
         lin = torch.zeros_like(norm[0])
         for d, i in enumerate(norm):
             lin = lin * target.shape[d] + i
+        step = lin[1:] - lin[:-1]
+        if n < 2 or bool((step > 0).all()) or bool((step < 0).all()):
+            return tuple(norm), vals      # every index written once (`out[i, labels[i]]`): nothing to drop
         order = torch.arange(n, device=lin.device)
-        last = torch.full((int(lin.max()) + 1,), -1, dtype=torch.long, device=lin.device)
-        last.scatter_reduce_(0, lin, order, reduce="amax")
-        keep = last[lin] == order
+        span = int(lin.max()) + 1
+        if span <= 4 * n:
+            last = torch.full((span,), -1, dtype=torch.long, device=lin.device)
+            last.scatter_reduce_(0, lin, order, reduce="amax")
+            keep = last[lin] == order
+        else:
+            # a sparse range of indices: sort instead of a table as large as the range
+            # (a stable sort keeps iteration order among equal indices: the last one wins)
+            ranked, perm = torch.sort(lin, stable=True)
+            ends = torch.ones(n, dtype=torch.bool, device=lin.device)
+            ends[:-1] = ranked[1:] != ranked[:-1]
+            keep = torch.zeros(n, dtype=torch.bool, device=lin.device)
+            keep[perm[ends]] = True
         vals, norm = vals[keep], [i[keep] for i in norm]
     return tuple(norm), vals
 
