@@ -193,22 +193,29 @@ class FunctionRuntime:
                 and _config.unset("AUTOVEC_MIN_TRIP"):
             # the same for `for row in x` / zip(a, b) / enumerate(x) over tensors
             n = -1
+            lists = False
             for t in space:
                 if type(t) is not torch.Tensor or not t.dim():
-                    if (type(t) is list or type(t) is tuple) and (not t or not isinstance(t[0], torch.Tensor)):
-                        return None     # a list of Python numbers: the loop, quietly (as _space decides)
-                    break
-                k = t.shape[0]
+                    if type(t) is list or type(t) is tuple:
+                        if not t or not isinstance(t[0], torch.Tensor):
+                            return None     # a list of Python numbers: the loop, quietly (as _space decides)
+                        lists = True        # a list of tensors: its length, for the decision below
+                        k = len(t)
+                    else:
+                        break
+                else:
+                    k = t.shape[0]
                 if n < 0 or k < n:
                     n = k
             else:
                 d = self.decisions.get((loop_id, n.bit_length())) if n >= 0 else None
                 if d is not None and d.final:
                     if not d.vec:
-                        return None
-                    m = self.matches[loop_id]
-                    return (loop_id, m, m.plan, space, list(space), None, n, 0, 1, self.enum_start[loop_id],
-                            None, None, 0.0)
+                        return None         # decided for the loop: no check of the list's tensors
+                    if not lists:
+                        m = self.matches[loop_id]
+                        return (loop_id, m, m.plan, space, list(space), None, n, 0, 1, self.enum_start[loop_id],
+                                None, None, 0.0)
         elif loop_id in self.nest_loops and self.events is None and not self.strict and _config.unset("AUTOVEC_MIN_TRIP"):
             # the same for a loop nest: one range per level, all counting up
             n, levels = 1, []

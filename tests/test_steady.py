@@ -558,3 +558,29 @@ def test_the_index_is_made_on_the_datas_device_not_the_default_one(vectorize, fn
     assert explain(fn, *make()).path == "vectorized"
     rt = f._autovec_state.runtime
     assert rt.ran and not rt.failures, rt.failures
+
+
+def normalize_images(images, mean):
+    out = []
+    for im in images:
+        out.append(im - mean)
+    return torch.stack(out)
+
+
+def test_a_list_of_tensors_in_a_bucket_decided_for_the_loop_skips_the_list_checks(monkeypatch):
+    """A decided Python bucket answers from the list's length alone, without the general path's
+    walk over the list's tensors (it cost a third of a 3-image call); a vectorized bucket still
+    takes the general path (lists are not covered by the hot runners)."""
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    f = autovec(normalize_images)
+    images, mean = [torch.rand(3, 4, 4) for _ in range(2)], torch.rand(3, 1, 1)
+    for _ in range(40):
+        torch.testing.assert_close(f(images, mean), normalize_images(images, mean))
+    rt = f._autovec_state.runtime
+    (d,) = rt.decisions.values()
+    assert d.final
+    calls = []
+    real = rt_mod.FunctionRuntime._space
+    monkeypatch.setattr(rt_mod.FunctionRuntime, "_space", lambda self, *a: calls.append(1) or real(self, *a))
+    torch.testing.assert_close(f(images, mean), normalize_images(images, mean))
+    assert bool(calls) == d.vec
