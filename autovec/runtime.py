@@ -2276,6 +2276,8 @@ class Token:
         """The body with elementwise temporaries reused in place (batching.temporaries_in_place;
         `owned`: parameters holding a tensor made for this call alone), or the body itself when
         nothing changes."""
+        if self.tag:
+            return body        # a pre-body or `break` condition: the in-place variant is the main body's
         rt = self.rt
         key = (self.loop_id, owned)
         code = rt.in_place.get(key, False)

@@ -259,3 +259,25 @@ def test_while_loops_with_break_keep_the_loop():
     x = torch.tensor([1.0, 2.0, -1.0, 3.0])
     got, want = autovec(while_break)(x), while_break(x)
     assert got[1] == want[1] and len(got[0]) == len(want[0])
+
+
+def scaled_until(x, t):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        if x[i] > t:
+            break
+        out[i] = x[i] * 2 + 1
+    return out
+
+
+def test_a_large_batch_runs_the_conditions_own_body():
+    """On large batches the broadcast form reuses its temporaries in place, from the loop body's
+    rewrite; the condition's body must run as itself (it ran the loop body's code and failed its
+    check, so the condition fell back to vmap)."""
+    x = torch.rand(70_000) * 0.5          # over the 64K elements where temporaries are reused
+    x[66_000] = 3.0
+    fast = autovec(scaled_until)
+    torch.testing.assert_close(fast(x, 1.0), scaled_until(x, 1.0))
+    rt = fast._autovec_state.runtime
+    assert not [m for m in rt.bad_modes if m[3]], rt.bad_modes     # no mode failed for a tagged body
+    assert _ran(fast) == {"broadcast"}
