@@ -1277,8 +1277,12 @@ def _exit_prefix(init, v, op, py):
     # the loop's own arithmetic: `init + v[0]` of two scalars decides the dtype (and where it wraps)
     dtype = torch.result_type(init, v[0])
     v = v.to(dtype)
-    before = torch.cumsum(v, 0, dtype=dtype) - v
-    return init + before if op == "+" else init - before
+    before = torch.cumsum(v, 0, dtype=dtype).sub_(v)          # in place: one batch-sized buffer
+    if op == "-":
+        before.neg_()
+    if not (type(init) is int and init == 0):
+        before.add_(init)
+    return before
 
 
 FunctionRuntime.exit_prefix = staticmethod(_exit_prefix)
@@ -1792,7 +1796,9 @@ class Token:
         if f.dim() != 1 or f.shape[0] != n:
             raise GuardFailed("a `break` condition with several elements (the loop raises)", data=True)
         hit = f if f.dtype == torch.bool else f != 0      # Python's truth of one element (NaN is true)
-        k = int(hit.to(torch.uint8).argmax()) if bool(hit.any()) else n
+        k = int(hit.view(torch.uint8).argmax())          # the first true one, or 0 when none is
+        if k == 0 and not bool(hit[0]):
+            k = n
         self.extra = ()                    # the running totals the condition read (exit_prefix)
         if k == 0:
             raise GuardFailed("the loop stops at its first iteration", data=True)
@@ -1926,7 +1932,7 @@ class Token:
                 return outs
         self.cold = True
         modes = {"broadcast": ["broadcast"], "matmul": ["direct"]}.get(self.match.strategy, [])
-        if not tag and self.loop_id in rt.batchable and _switch_on("AUTOVEC_BATCHED"):
+        if (self.loop_id if not tag else (self.loop_id, tag)) in rt.batchable and _switch_on("AUTOVEC_BATCHED"):
             modes.append("batched")   # a direct batched form: no vmap per-operation dispatch
         modes.append("vmap")
         if not _switch_on("AUTOVEC_DIRECT"):
@@ -2006,10 +2012,11 @@ class Token:
             rank = recipe[0] + 1
             runner = functools.partial(_hot_broadcast, rank, index)
         elif mode == "batched":
-            code = rt.batched.get((self.loop_id, self.sig))
+            code = rt.batched.get((self.loop_id, self.sig) if not self.tag else (self.loop_id, self.sig, self.tag))
             if code is None or isinstance(code, str):
                 return
-            probes = sum(1 for lay in self.match_layout() if lay[0] is None)   # check-only masks
+            # check-only masks (the main body's layout; a tagged body keeps all its outputs)
+            probes = sum(1 for lay in self.match_layout() if lay[0] is None) if not self.tag else 0
             runner = functools.partial(_hot_batched, code, raw_dims if any(raw_dims) else None, probes, index)
         else:
             return
@@ -2156,7 +2163,7 @@ class Token:
     def _batched(self, body, inputs):  # noqa: C901 (the general path; _hot_batched is the steady state)
         """The body rewritten into whole-batch operations for this signature (lowering/batched.py)."""
         rt, n = self.rt, self.n
-        key = (self.loop_id, self.sig)
+        key = (self.loop_id, self.sig) if not self.tag else (self.loop_id, self.sig, self.tag)
         code = rt.batched.get(key)
         if self.levels is None:
             sizes = [n]
@@ -2168,9 +2175,9 @@ class Token:
             args = self._nest_layout(inputs)
         if code is None:
             from .batching import build
-            fdef, av = rt.batchable[self.loop_id]
+            fdef, av = rt.batchable[self.loop_id if not self.tag else (self.loop_id, self.tag)]
             code = rt.batched[key] = build(fdef, av, body, lambda j: self._row_args(inputs, j), args, sizes)
-        if rt.events is not None:
+        if rt.events is not None and not self.tag:
             rt.batched_seen[self.loop_id] = code     # for explain: the batched body, or why there is none
         if isinstance(code, str):
             raise GuardFailed(f"no batched form: {code}")

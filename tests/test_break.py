@@ -89,6 +89,10 @@ def test_the_iterations_before_the_stop_run_batched():
     assert got[1:3] == want[1:3] == (4, 3)
     torch.testing.assert_close(got[3], want[3])
     assert _ran(fast) == {"batched"}
+    fast(x, 2.0)
+    # the condition's own body runs as a batched body too (no vmap), under its tag
+    modes = fast._autovec_state.runtime.fast
+    assert len(modes) == 2 and set(modes.values()) == {"batched"}, modes
     assert explain(rows_until, x, 2.0).path == "vectorized"
 
 

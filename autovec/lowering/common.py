@@ -53,6 +53,7 @@ class Lowered:
     layout: tuple = ()
     body: tuple | None = None     # (body def, runtime name): a body the batched mode may rewrite
     after: list = field(default_factory=list)   # run after the original loop (its timing)
+    tagged: dict = field(default_factory=dict)  # tag -> (body def, runtime name): the `break` condition's bodies
 
 
 def _name(n: str, ctx=ast.Load) -> ast.Name:
@@ -276,10 +277,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     BODY = namer.new(f"_av_body{L}")
     AV = namer.runtime
     convert = convert or plan.branches
-    exit_code, exit_text = [], ""
+    exit_code, exit_text, tagged = [], "", {}
     if plan.exit_cond:
         exit_text = _exit_text(plan)
-        exit_code, plan = _exit_code(plan, T, L, namer, AV, convert)
+        exit_code, plan, tagged = _exit_code(plan, T, L, namer, AV, convert)
         m = Match(m.strategy, plan, m.reason)
     body_def, params, layout, ref_def = body_function(plan, BODY, namer, AV, convert)
     elements = {s for _, s in plan.space.elements}
@@ -575,7 +576,7 @@ except Exception as E:
             f"autovec: the iterations before the first one where `{exit_text}` holds run batched; "
             "that iteration runs as written (the statements before its `break`)")))
     return Lowered(m, stmts + [_branch(T, commit)], display, result, swaps, display_swaps, tuple(layout),
-                   batchable, after)
+                   batchable, after, tagged)
 
 
 def _exit_text(plan: LoopPlan) -> str:
@@ -590,13 +591,14 @@ def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
     without the condition. Returns (statements, the plan of that body)."""
     from ..plan import Output
     k = next(i for i, s in enumerate(plan.body) if s.startswith(f"{plan.exit_cond} = "))
-    code = []
+    code, tagged = [], {}     # tagged: the bodies the batched mode may rewrite too
     for name, marker, op, pos in plan.exit_scans:
         # the values a running total adds, for every iteration, then its value before each one
         PRE = namer.new(f"_av_pre_exit{L}")
         value = Output("last", "", "", plan.lineno, marker=marker)
         pre = dataclasses.replace(plan, body=plan.body[:k] + plan.body[k + 1:pos + 1], outputs=(value,))
         pre_def, _, _, pre_ref = body_function(pre, PRE, namer, AV, convert)
+        tagged[PRE] = (copy.deepcopy(pre_def), AV)
         code += [pre_def] + ([pre_ref] if pre_ref is not None else [])
         code += template(f"{T}.add_scan({AV}.exit_prefix({name}, {T}.run({PRE}, "
                          f"{pre_ref.name if pre_ref is not None else 'None'}, tag={PRE!r}, scan_free=True)[0], "
@@ -605,10 +607,11 @@ def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
     probe = dataclasses.replace(plan, body=plan.body[:k + 1], outputs=(flag,), scans=plan.exit_scans)
     EXIT = namer.new(f"_av_exit{L}")
     exit_def, _, _, exit_ref = body_function(probe, EXIT, namer, AV, convert)
+    tagged[EXIT] = (copy.deepcopy(exit_def), AV)
     code += [exit_def] + ([exit_ref] if exit_ref is not None else [])
     REF = exit_ref.name if exit_ref is not None else "None"
     code += template(f"{T}.exit_at({T}.run({EXIT}, {REF}, tag={EXIT!r})[0])")
-    return code, dataclasses.replace(plan, body=plan.body[:k] + plan.body[k + 1:])
+    return code, dataclasses.replace(plan, body=plan.body[:k] + plan.body[k + 1:]), tagged
 
 
 def _exit_tail(plan: LoopPlan, T: str) -> ast.If:
