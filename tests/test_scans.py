@@ -904,3 +904,20 @@ def test_log_sum_exp_gradients_with_minus_inf_are_the_loops(x, start, always_vec
             s = torch.logaddexp(s, x[t])
         return s
     assert_equivalent(running, torch.tensor(x, requires_grad=True), grad=True)
+
+
+def test_the_running_values_own_body_runs_batched(monkeypatch):
+    """The body that computes what a running sum adds (the scan's pre-body) is rewritten into
+    whole-batch operations like the loop body, under its own tag (no vmap)."""
+    import sys
+    from autovec import autovec
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    from corpus import CORPUS
+    for name in ("running_sum", "discounted_returns", "drawdown"):
+        fn, inputs, _, _ = CORPUS[name]
+        fast = autovec(fn)
+        for _ in range(2):
+            torch.testing.assert_close(fast(*inputs()), fn(*inputs()))
+        modes = fast._autovec_state.runtime.fast
+        assert any(tag for _, _, tag in modes) and set(modes.values()) == {"batched"}, (name, modes)

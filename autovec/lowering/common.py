@@ -525,6 +525,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         scan_code += [pre] + template(
             f"{T}.add_scan(AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
             f"{PY}, {bool(o.inplace)}), {PY})", AV=AV)
+    for fd in scan_code:
+        # the running values' own bodies: the batched mode may rewrite them too (by tag)
+        if isinstance(fd, ast.FunctionDef) and not fd.name.endswith("_ref"):
+            tagged[fd.name] = (copy.deepcopy(fd), AV)
     defs = exit_code + scan_code + [body_def] + ([ref_def] if ref_def is not None else [])
     REF = ref_def.name if ref_def is not None else "None"
     if direct:
