@@ -1259,7 +1259,7 @@ class Gen:
         a count that the stopping iteration still does), assignments in the `if`, and the loop
         variables read after the loop."""
         x = self.main()
-        loop = self.indexed_loop(x, allow_while=False)
+        loop = self.indexed_loop(x, allow_while=True)
         v = self.value(loop.row, loop.index)
         self.emit(1, "res = []")
         self.emit(1, "found = -1")
@@ -1278,6 +1278,7 @@ class Gen:
             self.emit(2, "res.append(t * 2)")
         if before != "count += 1" and self.chance(0.5):
             self.emit(2, "count += 1")
+        self.emit_all(2, loop.tail)          # a `while` loop's counter step
         last = self.pick([loop.index, "found", "count", "len(res)"])
         self.emit(1, f"return ({self.consume('res', v)} if res else None), {last}, found, count")
 

@@ -204,7 +204,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
     space = space or iteration(node, ctx)
     iter_vars = _iter_vars(space)
     stmts = body_stmts if body_stmts is not None else node.body
-    exit_split = _exit_split(stmts) if form == "for" and body_stmts is None else None
+    exit_split = _exit_split(stmts) if form in ("for", "while") else None
     if exit_split is not None:
         pos, stop = exit_split
         # the condition becomes a body value at its place (every check of the plan applies to it:
@@ -277,10 +277,11 @@ def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
     if not step or step <= 0:
         raise Refuse(f"the `while` loop at line {line} does not end with `{k} += <positive constant>`", line)
     body = node.body[:-1]
+    stop = _exit_split(body)      # one top-level `if cond: ...; break`: as in a `for` loop
     for n in ast.walk(ast.Module(body=body, type_ignores=[])):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in ({k} | nm.load_ids(bound)):
             raise Refuse(f"`{n.id}` changes inside the `while` loop at line {n.lineno}", n.lineno)
-        if isinstance(n, (ast.Continue, ast.Break)):
+        if isinstance(n, (ast.Continue, ast.Break)) and not (stop is not None and n is stop[1].body[-1]):
             raise Refuse(f"`{'continue' if isinstance(n, ast.Continue) else 'break'}` in the `while` loop at "
                          f"line {n.lineno}", n.lineno)
     if not _pure_expr(bound):
