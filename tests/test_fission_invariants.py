@@ -82,3 +82,36 @@ def test_names_that_change_between_iterations_are_not_hoisted(fn):
     assert_equivalent(fn, x, W, U)
     got, want = autovec(fn)(x, W, U), fn(x, W, U)
     torch.testing.assert_close(got, want)
+
+
+def printing_rnn(x, W, U):
+    h = torch.zeros(U.shape[0])
+    for t in range(x.shape[0]):
+        e = torch.tanh(x[t] @ W)
+        h = torch.tanh(e + h @ U)
+        print("step", t)
+    return h
+
+
+def test_the_cost_models_timing_of_a_fission_call_includes_the_loop_that_stays(monkeypatch, capsys):
+    """The vectorized path is weighed against the whole Python loop, so its time must include
+    the recurrence that still runs in Python (it ended before that loop: small fission calls
+    settled on a path slower than the loop)."""
+    from autovec import cost
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    real = cost.Decision.vectorized_ran
+
+    def noted(self, *a):
+        print("timed")
+        return real(self, *a)
+    monkeypatch.setattr(cost.Decision, "vectorized_ran", noted)
+    fast = autovec(printing_rnn)
+    x, W, U = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5, 5)
+    for _ in range(12):
+        print("call")
+        fast(x, W, U)
+    lines = capsys.readouterr().out.split("\n")
+    assert "timed" in lines
+    for k, line in enumerate(lines):
+        if line == "timed":      # after the call's last step, not before its first
+            assert lines[k - 1] == "step 2" and lines[k + 1] in ("call", ""), lines[max(0, k - 4):k + 2]
