@@ -575,7 +575,7 @@ except Exception as E:
     after = template(f"{AV}.python_ran({L})")
     set_lines(commit[-1:] + after, plan.lineno, plan.lineno)
     if plan.exit_cond:
-        commit.append(_exit_tail(plan, T))
+        commit.insert(len(commit) - 1, _exit_tail(plan, T))   # before done(): the call's time includes it
         display.insert(0, ast.Expr(value=ast.Constant(
             f"autovec: the iterations before the first one where `{exit_text}` holds run batched; "
             "that iteration runs as written (the statements before its `break`)")))
