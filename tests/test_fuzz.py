@@ -25,6 +25,9 @@ COMPILE_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_COMPILE_N", "30"))  # compile m
 COMPILE_TIME_LIMIT_S = 30.0
 SCAN2_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_SCAN2_N", "60"))      # family "scan2": about 3 s
 SCAN2_TIME_LIMIT_S = 15.0
+BRK_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_BRK_N", "60"))          # families "brk", "store2": about 3 s each
+STORE2_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_STORE2_N", "60"))
+NEW_TIME_LIMIT_S = 15.0
 
 # Programs of the bounded runs below that fail because of autovec bugs the fuzzer found and
 # that are not fixed yet: (family, seed) -> the bug. The bounded runs leave them out and
@@ -38,6 +41,8 @@ FIXED_AUTOVEC_BUGS = {
                       "None (the batch stacked every element)",
     ("rec", 497): "linear recurrence: a 0-d state that a per-feature factor `a` broadcasts to (d,) was scanned "
                   "with the stacked x[t] (n,) aligned with the feature dimension (wrong values when n == d)",
+    ("store2", 190507): "several stores into a fresh output: the first store's batch (exp's output, saved for "
+                        "its gradient) became the output, and a later store wrote into it in place",
 }
 
 
@@ -91,6 +96,16 @@ def test_bounded_fuzz_run_of_the_newer_scans(tmp_path):
     arg-best with payloads), running log-sum-exp, fission with loop invariants in the body."""
     results, summary = _bounded("scan2", SCAN2_SEEDS, SCAN2_TIME_LIMIT_S, tmp_path)
     assert len(results) >= min(SCAN2_SEEDS, 30), summary
+    assert sum(r.path == "vectorized" for r in results) >= len(results) // 4, summary
+
+
+@pytest.mark.parametrize("family, n", [("brk", BRK_SEEDS), ("store2", STORE2_SEEDS)])
+def test_bounded_fuzz_run_of_breaks_and_repeated_stores(family, n, tmp_path):
+    """Family "brk": loops that stop at a `break` (work before it, assignments in its `if`, loop
+    variables and running totals read after, while loops); "store2": several stores into one
+    output per iteration (rows, columns, updates, conditions, reads between them)."""
+    results, summary = _bounded(family, n, NEW_TIME_LIMIT_S, tmp_path)
+    assert len(results) >= min(n, 30), summary
     assert sum(r.path == "vectorized" for r in results) >= len(results) // 4, summary
 
 
