@@ -135,8 +135,10 @@ class FunctionState:
         self.runtime = FunctionRuntime(cap.qualname, matches)
         self.runtime.steps = {info.step.loop_id: Stepping(info.step, self.fallback) for info in steps}
         self.runtime.layouts = {info.plan.loop_id: low.layout for info, low in pieces}
-        self.runtime.batchable = {info.plan.loop_id: low.body for info, low in pieces if low.body is not None}
-        for info, low in pieces:     # a `break` condition's bodies, by (loop id, tag)
+        # the bodies the batched mode may rewrite, by (loop id, tag): the loop body under "", a
+        # `break` condition's and running values' bodies under their own tags
+        self.runtime.batchable = {(info.plan.loop_id, ""): low.body for info, low in pieces if low.body is not None}
+        for info, low in pieces:
             self.runtime.batchable.update({(info.plan.loop_id, tag): b for tag, b in low.tagged.items()})
         self.runtime.ops = {info.plan.loop_id: _count_ops(info.plan) for info, _ in pieces}
         self.runtime.units = {info.plan.loop_id: cost.output_units(info.plan) for info, _ in pieces}

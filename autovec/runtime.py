@@ -132,8 +132,8 @@ class FunctionRuntime:
         self.sig_ids: dict = {}           # (loop id, signature tuple) -> the small int that stands for it
         self.bcast: dict = {}             # (loop id, signature, tag) -> how the slices broadcast
         self.nest_dims: dict = {}         # loop id -> vmap in_dims per level of each indexed tensor
-        self.batchable: dict = {}         # loop id -> (body def, runtime name) with a possible batched form
-        self.batched: dict = {}           # (loop id, signature) -> batching.BatchedBody, or why there is none
+        self.batchable: dict = {}         # (loop id, tag) -> (body def, runtime name) with a possible batched form
+        self.batched: dict = {}           # (loop id, signature, tag) -> batching.BatchedBody, or why there is none
         self.batched_seen: dict = {}      # loop id -> the batched body (or reason) explain's call met
         self.perms: dict = {}             # (loop id, signature) -> loop dimensions first, per matmul input
         self.checked: set = set()         # (loop id, signature, mode) probe passed
@@ -897,7 +897,7 @@ def _payload_prefix(best0, p0, v, p, op, py_v, py_p):
 
 
 FunctionRuntime.payload_prefix = staticmethod(_payload_prefix)
-payload_prefix = _payload_prefix
+payload_prefix = _payload_prefix    # the module-level name the displayed rewrite uses
 
 
 def _prefix(s0, v, op, py, inplace=False):
@@ -990,11 +990,11 @@ def _covered(tok):
     return args
 
 
-def _device_of(inputs, free_tensors):
-    """The device of a batch: its first batched input's, else its first loop-invariant
-    tensor's, else None (torch's default)."""
-    if inputs:
-        return inputs[0][0].device
+def _device_of(first, free_tensors):
+    """The device of a batch: its first batched input's (`first`, or None), else its first
+    loop-invariant tensor's, else None (torch's default)."""
+    if first is not None:
+        return first.device
     return free_tensors[0].device if free_tensors else None
 
 
@@ -1007,14 +1007,9 @@ def align(tensors, dims):
     return [t.reshape(t.shape[0], *(1,) * (r - t.dim() + 1), *t.shape[1:]) for t in moved]
 
 
-linear_prefix = None     # set below: the module-level names the displayed rewrite uses
-payload_prefix = None
-
-
 def _index_arange(tok, args):
     """The loop index as a number, one per iteration (Token._index), on the inputs' device."""
-    device = args[0].device if args else (tok.free_tensors[0].device if tok.free_tensors else None)
-    return torch.arange(tok.first, tok.first + tok.n, device=device)
+    return torch.arange(tok.first, tok.first + tok.n, device=_device_of(args[0] if args else None, tok.free_tensors))
 
 
 def _hot_broadcast(rank, index, tok, body, direct):
@@ -1248,7 +1243,7 @@ def _linear_scan(h0, b, a, py_a):
 
 
 FunctionRuntime.linear_prefix = staticmethod(_linear_prefix)
-linear_prefix = _linear_prefix
+linear_prefix = _linear_prefix      # the module-level name the displayed rewrite uses
 
 
 def _commit_scan(s0, final, inplace):
@@ -1932,7 +1927,7 @@ class Token:
                 return outs
         self.cold = True
         modes = {"broadcast": ["broadcast"], "matmul": ["direct"]}.get(self.match.strategy, [])
-        if (self.loop_id if not tag else (self.loop_id, tag)) in rt.batchable and _switch_on("AUTOVEC_BATCHED"):
+        if (self.loop_id, tag) in rt.batchable and _switch_on("AUTOVEC_BATCHED"):
             modes.append("batched")   # a direct batched form: no vmap per-operation dispatch
         modes.append("vmap")
         if not _switch_on("AUTOVEC_DIRECT"):
@@ -1989,7 +1984,7 @@ class Token:
                     return
                 runner = functools.partial(_hot_nest, perms, None)
             elif mode == "batched":
-                code = rt.batched.get((self.loop_id, self.sig))
+                code = rt.batched.get(key)
                 layout = rt.nest_layouts.get((self.loop_id, self.sig))
                 if code is None or isinstance(code, str) or layout is None:
                     return
@@ -2012,7 +2007,7 @@ class Token:
             rank = recipe[0] + 1
             runner = functools.partial(_hot_broadcast, rank, index)
         elif mode == "batched":
-            code = rt.batched.get((self.loop_id, self.sig) if not self.tag else (self.loop_id, self.sig, self.tag))
+            code = rt.batched.get(key)
             if code is None or isinstance(code, str):
                 return
             # check-only masks (the main body's layout; a tagged body keeps all its outputs)
@@ -2029,7 +2024,7 @@ class Token:
             return self._direct(direct, inputs)
         if mode == "broadcast":
             return self._broadcast(body, inputs, None)
-        return self._vmap(body, inputs, _device_of(inputs, self.free_tensors))
+        return self._vmap(body, inputs, _device_of(inputs[0][0] if inputs else None, self.free_tensors))
 
     def _chunkable(self):
         plan = self.match.plan
@@ -2163,19 +2158,19 @@ class Token:
     def _batched(self, body, inputs):  # noqa: C901 (the general path; _hot_batched is the steady state)
         """The body rewritten into whole-batch operations for this signature (lowering/batched.py)."""
         rt, n = self.rt, self.n
-        key = (self.loop_id, self.sig) if not self.tag else (self.loop_id, self.sig, self.tag)
+        key = (self.loop_id, self.sig, self.tag)
         code = rt.batched.get(key)
         if self.levels is None:
             sizes = [n]
             args = [t.movedim(d, 0) if d else t for t, d in inputs]
             if self.match.plan.index_as_value:
-                args.append(self._index(args[0].device if args else _device_of((), self.free_tensors)))
+                args.append(self._index(_device_of(args[0] if args else None, self.free_tensors)))
         else:
             sizes = self.level_sizes()
             args = self._nest_layout(inputs)
         if code is None:
             from .batching import build
-            fdef, av = rt.batchable[self.loop_id if not self.tag else (self.loop_id, self.tag)]
+            fdef, av = rt.batchable[(self.loop_id, self.tag)]
             code = rt.batched[key] = build(fdef, av, body, lambda j: self._row_args(inputs, j), args, sizes)
         if rt.events is not None and not self.tag:
             rt.batched_seen[self.loop_id] = code     # for explain: the batched body, or why there is none
@@ -2263,7 +2258,7 @@ class Token:
                 args.append(t.movedim(0, pos) if pos else t)
         if self.match.plan.index_as_value:
             if device is None:     # the index lives with the data (a GPU loop's index on the GPU)
-                device = _device_of(inputs, self.free_tensors)
+                device = _device_of(inputs[0][0] if inputs else None, self.free_tensors)
             args.append(self._index(device).view(*_ONES[:pos], n, *_ONES[:r - pos]))
         if in_place and _large(args):
             body = self._in_place_body(body)
@@ -2290,7 +2285,7 @@ class Token:
         code = rt.in_place.get(key, False)
         if code is False:
             code = None
-            entry = rt.batchable.get(self.loop_id)
+            entry = rt.batchable.get((self.loop_id, ""))
             if entry is not None:
                 from .batching import BatchedBody, _compile, temporaries_in_place
                 fdef = temporaries_in_place(entry[0], owned)

@@ -53,7 +53,8 @@ class Lowered:
     layout: tuple = ()
     body: tuple | None = None     # (body def, runtime name): a body the batched mode may rewrite
     after: list = field(default_factory=list)   # run after the original loop (its timing)
-    tagged: dict = field(default_factory=dict)  # tag -> (body def, runtime name): the `break` condition's bodies
+    tagged: dict = field(default_factory=dict)  # tag -> (body def, runtime name): a `break` condition's
+                                                # and running values' own bodies
 
 
 def _name(n: str, ctx=ast.Load) -> ast.Name:
@@ -279,8 +280,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     convert = convert or plan.branches
     exit_code, exit_text, tagged = [], "", {}
     if plan.exit_cond:
-        exit_text = _exit_text(plan)
-        exit_code, plan, tagged = _exit_code(plan, T, L, namer, AV, convert)
+        exit_code, exit_text, plan, tagged = _exit_code(plan, T, L, namer, AV, convert)
         m = Match(m.strategy, plan, m.reason)
     body_def, params, layout, ref_def = body_function(plan, BODY, namer, AV, convert)
     elements = {s for _, s in plan.space.elements}
@@ -386,7 +386,6 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                                 P=P, AV=AV)
             commit += template(f"{o.target} = AV.commit_accum({o.target}, P, {o.op!r}, {o.inplace})", P=P, AV=AV)
             sel = f"{ok}[{mask}]" if mpos is not None else ok
-            # over the iterations only (dimension 0, or a nest's leading ones; a mask flattens them)
             # over the iterations only: dimension 0 (a mask or a nest's flatten leaves them there)
             total = f"{sel}.{'prod' if o.op == '*' else 'sum'}(0)" + (".item()" if o.pytype else "")
             if o.op in ("max", "min"):
@@ -583,18 +582,15 @@ except Exception as E:
                    batchable, after, tagged)
 
 
-def _exit_text(plan: LoopPlan) -> str:
-    line = next(s for s in plan.body if s.startswith(f"{plan.exit_cond} = "))
-    return line[len(plan.exit_cond) + 3:]
-
-
 def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
     """A loop that stops at the first iteration where a condition holds (`if c: ...; break`):
     the condition for every iteration first (a body of its own, the statements up to it), the
     trip count cut to the iterations before that one (Token.exit_at), then the loop's body
-    without the condition. Returns (statements, the plan of that body)."""
+    without the condition. Returns (statements, the condition's text, the plan of that body,
+    {tag: body} for the batched mode)."""
     from ..plan import Output
     k = next(i for i, s in enumerate(plan.body) if s.startswith(f"{plan.exit_cond} = "))
+    text = plan.body[k][len(plan.exit_cond) + 3:]
     code, tagged = [], {}     # tagged: the bodies the batched mode may rewrite too
     for name, marker, op, pos in plan.exit_scans:
         # the values a running total adds, for every iteration, then its value before each one
@@ -615,7 +611,7 @@ def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
     code += [exit_def] + ([exit_ref] if exit_ref is not None else [])
     REF = exit_ref.name if exit_ref is not None else "None"
     code += template(f"{T}.exit_at({T}.run({EXIT}, {REF}, tag={EXIT!r})[0])")
-    return code, dataclasses.replace(plan, body=plan.body[:k] + plan.body[k + 1:]), tagged
+    return code, text, dataclasses.replace(plan, body=plan.body[:k] + plan.body[k + 1:]), tagged
 
 
 def _exit_tail(plan: LoopPlan, T: str) -> ast.If:

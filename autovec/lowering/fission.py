@@ -20,12 +20,10 @@ def lower(m: Match, namer) -> Lowered:
     low = build(m, namer)
     loop = copy.deepcopy(m.plan.fission_loop)
     branch = low.stmts[-1]
-    body = [s for s in branch.body if not _is_pass(s)]
+    *commit, done = branch.body     # the commit ends with `T.done()` (build)
     # the call's time for the cost model (Token.done) includes the loop that stays: the Python
     # path it is weighed against runs that loop too
-    done = [s for s in body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-            and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "done"]
-    branch.body = [s for s in body if not any(s is d for d in done)] + [loop] + done
+    branch.body = [s for s in commit if not _is_pass(s)] + [loop, done]
     if m.plan.invariants:
         # computed once, inside the guarded block before the batched pre-pass (which may read
         # them): an exception there runs the original loop, which raises it at its own place
