@@ -134,6 +134,39 @@ class _Helpers:
         return held
 
     @staticmethod
+    def number(kind, x):
+        """int(x_k) / float(x_k) / bool(x_k) of every row's 0-d value (a tensor, or a Python
+        number batched as one), in Python's precision: int64, float64, bool."""
+        from .runtime import GuardFailed
+        if x.is_complex() or x.dtype == torch.uint64:
+            raise GuardFailed(f"{kind}() of {x.dtype} values in a batched body")
+        if kind == "float":
+            return x.double()
+        if kind == "bool":
+            return x if x.dtype == torch.bool else x != 0
+        if not x.is_floating_point():
+            return x.long()
+        t = x.double().trunc()        # int() of a float rounds toward zero
+        if t.numel() and not bool((t.abs() < 2.0 ** 63).all()):
+            # NaN, infinities and values past int64: the loop raises or gives a big int itself
+            raise GuardFailed("int() of a NaN, an infinity or a value past int64", data=True)
+        return t.long()
+
+    @staticmethod
+    def listed(seq, idx):
+        """seq[idx_k] for every row, where `seq` is a loop-invariant list (or tuple) of Python
+        numbers of one type and idx_k a per-iteration integer: a gather, with Python's negative
+        indices; an index out of range leaves the call to the loop (which raises IndexError)."""
+        from .runtime import GuardFailed, _number_list
+        if type(seq) is not list and type(seq) is not tuple:
+            raise GuardFailed(f"indexing a {type(seq).__name__} by per-iteration values in a batched body")
+        t = _number_list(seq).to(idx.device)
+        n = len(seq)
+        if idx.numel() and not bool(((idx >= -n) & (idx < n)).all()):
+            raise GuardFailed("an index out of the list's range (the loop raises IndexError)", data=True)
+        return t[idx]
+
+    @staticmethod
     def classes(k):
         """F.one_hot's num_classes for a batch: -1 (each iteration's own maximum) has no
         batched form, so the batched body raises and the loop decides."""

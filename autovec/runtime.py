@@ -89,6 +89,25 @@ def _sig(v):
     return (type(v), id(v))
 
 
+_LIST_DTYPES = {float: torch.float64, int: torch.int64, bool: torch.bool}
+
+
+def _number_list(v) -> torch.Tensor:
+    """A list (or tuple) of Python numbers the loop indexes, as one tensor in Python's precision
+    (float64, int64, bool). Every element must be of one type, as the batch gives every
+    iteration the same kind of number; the body sees each element as a Python number again
+    where it runs one iteration, and the batched body treats the batch as one (Token.numbers)."""
+    kinds = set(map(type, v))
+    if len(kinds) != 1 or next(iter(kinds)) not in _LIST_DTYPES:
+        names = ", ".join(sorted(k.__name__ for k in kinds)) or "nothing"
+        raise GuardFailed(f"an indexed value is a {type(v).__name__} of {names}, not a tensor or a list "
+                          "of Python numbers of one type")
+    try:
+        return torch.tensor(v, dtype=_LIST_DTYPES[kinds.pop()])
+    except (OverflowError, RuntimeError) as e:   # an int beyond int64
+        raise GuardFailed(f"a list of numbers that does not fit a tensor ({e})", data=True) from None
+
+
 def _storage(t: torch.Tensor):
     try:
         return t.untyped_storage().data_ptr()
@@ -379,9 +398,20 @@ class FunctionRuntime:
         sig = []
         tensors = []
         cpu = True
-        for t, d, off, _ in mapped:
+        numbers = None     # positions of lists of Python numbers indexed by the loop, as tensors
+        for pos, (t, d, off, _) in enumerate(mapped):
             if type(t) is not Tensor and not isinstance(t, Tensor):
-                raise GuardFailed(f"an indexed value is a {type(t).__name__}, not a tensor")
+                if (type(t) is not list and type(t) is not tuple) or levels is not None or sources:
+                    raise GuardFailed(f"an indexed value is a {type(t).__name__}, not a tensor")
+                t = _number_list(t)
+                if numbers is None:
+                    numbers, mapped = [], list(mapped)
+                numbers.append(pos)
+                mapped[pos] = (t,) + tuple(mapped[pos][1:])
+                if d != 0 or lo + off < 0 or hi + off >= t.shape[0]:
+                    raise GuardFailed(_OUTSIDE)
+                sig.append(("N", t.dtype))
+                continue
             k = t.dim()
             if levels is None:
                 if k <= d or lo + off < 0 or hi + off >= t.shape[d]:
@@ -488,6 +518,10 @@ class FunctionRuntime:
             devices = {t.device for t in everything if t.dim() > 0 or not t.is_cpu}
             if len(devices) > 1:
                 raise GuardFailed(f"tensors on several devices ({', '.join(sorted(map(str, devices)))})")
+            if numbers and devices:
+                device = next(iter(devices))
+                for pos in numbers:
+                    mapped[pos] = (mapped[pos][0].to(device),) + tuple(mapped[pos][1:])
         key = (loop_id, tuple(sig))
         sid = self.sig_ids.get(key)
         if sid is None:
@@ -516,7 +550,11 @@ class FunctionRuntime:
                 raise GuardFailed("data-dependent branches or selected iterations with tensors that require "
                                   "grad keep the Python loop (unselected iterations of the batched form could "
                                   "give NaN gradients where the loop computes none)")
+        if numbers:
+            mapped = tuple(mapped)
         tok = Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
+        if numbers:
+            tok.numbers = frozenset(numbers)
         if decision is not None:
             tok.decision, tok.t0 = decision, t0
         return tok
@@ -1675,6 +1713,7 @@ class Token:
     scan_free = True
     extra = ()
     lazy_lists = False
+    numbers = ()          # positions of inputs that are lists of Python numbers (runtime._number_list)
 
     _rows = None          # (offset, level) -> rows, made on first use
 
@@ -1932,6 +1971,13 @@ class Token:
         modes.append("vmap")
         if not _switch_on("AUTOVEC_DIRECT"):
             modes = ["vmap"]          # the generic form only (benchmarks measure what the direct forms gain)
+        if self.numbers:
+            # a list of Python numbers: only the batched body treats its batch as Python numbers
+            # (vmap and broadcasting would see 0-d float64 tensors, which promote differently)
+            modes = [m for m in modes if m == "batched"]
+            if not modes:
+                raise GuardFailed("the loop indexes a list of Python numbers, which only a batched body "
+                                  "(not vmap) computes with as the loop does")
         errors = []
         for mode in modes:
             if (self.loop_id, self.sig, mode, tag) in rt.bad_modes and mode != modes[-1]:
@@ -2028,7 +2074,7 @@ class Token:
 
     def _chunkable(self):
         plan = self.match.plan
-        return not (self.levels is not None or plan.scans or getattr(self, "extra", None)
+        return not (self.levels is not None or plan.scans or getattr(self, "extra", None) or self.numbers
                     or self.match.strategy not in _CHUNKABLE)
 
     def _chunk_rows(self):
@@ -2384,6 +2430,8 @@ class Token:
                 args.append(self.levels[lv][0] + pos[lv] * self.levels[lv][1])
             return args
         args = [t.select(d, j) for t, d in inputs]
+        for k in self.numbers:
+            args[k] = args[k].item()    # the element itself, a Python number, as the loop reads it
         if not getattr(self, "scan_free", True):
             n_plain = len(inputs) - len(getattr(self, "extra", []))
             for k, (_, py) in enumerate(getattr(self, "extra", [])):

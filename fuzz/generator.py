@@ -57,7 +57,7 @@ class Val:
 
 
 def promote(a: str, b: str) -> str:
-    order = ["bool", "int32", "int64", "float32", "float64"]
+    order = ["bool", "int32", "int64", "float16", "float32", "float64"]
     return max(a, b, key=order.index)
 
 
@@ -2910,10 +2910,110 @@ def store2_rows(self):
 
 
 STORE2_FORMS = {"rows": store2_rows}
+
+
+def _number_list(self, n: int, kind: str) -> str:
+    """The source of a list (or tuple) of `n` Python numbers of `kind`, sometimes of other kinds."""
+    if kind == "float":
+        vals = [self.pick(["0.5", "1.25", "-0.75", "2.0", "0.1", "3.0", "1e-3"]) for _ in range(n)]
+    elif kind == "int":
+        vals = [str(self.rng.randint(-3, 5)) for _ in range(n)]
+    else:
+        vals = [self.pick(["True", "False"]) for _ in range(n)]
+    if n and self.chance(0.12):     # an element of another kind: the loop
+        vals[self.rng.randrange(n)] = self.pick(["2", "0.5", "True", "__import__('numpy').float64(1.5)", "2 ** 70", "None"])
+    text = ", ".join(vals)
+    return f"({text},)" if text and self.chance(0.2) else f"[{text}]"
+
+
+def nums_indexed(self):
+    """A list of Python numbers indexed by the loop (`temps[i]`), in arithmetic with the row,
+    in Python arithmetic first, or as a condition; the list is sometimes shorter, of mixed
+    kinds, a tuple, or read at `i - 1` (Python wraps around)."""
+    x = self.main(dtypes=("float32", "float32", "float64", "int64", "float16"))
+    loop = self.indexed_loop(x, allow_while=self.chance(0.3))
+    i = loop.index
+    kind = self.pick(["float", "float", "int", "bool"])
+    self.param("w", _number_list(self, max(self.n + self.pick([0, 0, 0, 0, -1, 1]), 0), kind))
+    at = self.pick([i, i, i, f"{i} - 1"])
+    v = self.value(loop.row, i, want=self.pick(["any", "same"]))
+    if kind == "bool":
+        use = self.pick(["cond", "cond", "arith"])
+    else:
+        use = self.pick(["arith", "arith", "py", "cond"])
+    num = f"w[{at}]"
+    if use == "py":
+        num = self.pick([f"(w[{at}] * 2 + 1)", f"(w[{at}] - 0.5)", f"abs(w[{at}])", f"(w[{at}] ** 2)"])
+    out = self.pick(["store", "append", "accum"])
+    if out == "store":
+        self.emit(1, f"out = {self.alloc(self.count(x), v, full=False)}")
+    elif out == "append":
+        self.emit(1, "outs = []")
+    else:
+        self.emit(1, f"total = {self.pick(['0.0', '0'])}")
+    self.emit_all(1, loop.head)
+    if use == "cond":
+        value = v.expr
+        self.emit(2, f"if {num}{self.pick(['', ' > 0', ' == 1'] if kind != 'bool' else [''])}:")
+        depth = 3
+    else:
+        value = self.pick([f"({v.expr}) * {num}", f"{num} * ({v.expr})", f"({v.expr}) + {num}",
+                           f"({v.expr}) / ({num} + 10)"])
+        depth = 2
+    self.emit(depth, {"store": f"out[{i}] = {value}", "append": f"outs.append({value})",
+                      "accum": f"total = total + {value}"}[out])
+    self.emit_all(2, loop.tail)
+    self.emit(1, {"store": "return out", "append": self.pick(["return outs", "return torch.stack(outs) if outs else None"]),
+                  "accum": "return total"}[out])
+
+
+def nums_gather(self):
+    """A loop-invariant list of numbers indexed by a per-iteration integer: `w =
+    weights[int(y[i])]` (labels as integers, floats rounded toward zero by int(), negative,
+    out of range or NaN), accumulated, stored or appended."""
+    loss = self.main("loss", dtypes=("float32", "float64"), rank=self.pick([1, 1, 2]))
+    c = self.rng.randint(1, 5)
+    ydt = self.pick(["int64", "int64", "int32", "float32"])
+    lo = self.pick([0, 0, -c])
+    hi = c + (1 if self.chance(0.1) else 0)
+    if ydt == "float32":
+        self.param("y", f"(torch.rand(({self.n},), generator=g) * {hi - lo} + {lo})"
+                   + (".index_fill_(0, torch.tensor([0]), float('nan'))" if self.n and self.chance(0.1) else ""))
+    else:
+        self.tensor("y", (self.n,), f"torch.{ydt}".split(".")[1], low=lo, high=hi)
+    self.param("weights", _number_list(self, c, self.pick(["float", "float", "int"])))
+    loop = self.indexed_loop(loss, allow_while=False)
+    i = loop.index
+    lab = self.pick([f"int(y[{i}])", f"int(y[{i}])", f"y[{i}]" if ydt != "float32" else f"int(y[{i}])",
+                     f"int(y[{i}].item())"])
+    form = self.pick(["ratio", "store", "append"])
+    row = loop.row.expr
+    if form == "ratio":
+        self.emit(1, f"num = {self.pick(['0.0', '0'])}")
+        self.emit(1, "den = 0.0")
+    elif form == "store":
+        self.emit(1, "out = torch.zeros_like(loss)")
+    else:
+        self.emit(1, "outs = []")
+    self.emit_all(1, loop.head)
+    self.emit(2, f"w = weights[{lab}]")
+    if form == "ratio":
+        self.emit(2, f"num = num + w * {row}")
+        self.emit(2, "den = den + w")
+    elif form == "store":
+        self.emit(2, f"out[{i}] = {row} * w")
+    else:
+        self.emit(2, self.pick([f"outs.append({row} * w)", "outs.append(w)", f"outs.append(w + {row}.sum())"]))
+    self.emit_all(2, loop.tail)
+    self.emit(1, {"ratio": self.pick(["return num / den if den else num", "return num, den"]),
+                  "store": "return out", "append": self.pick(["return outs", "return torch.stack(outs) if outs else None"])}[form])
+
+
+NUMS_FORMS = {"indexed": nums_indexed, "gather": nums_gather}
 BREAK_FORMS = {"break": Gen.exact_break, "break_rich": Gen.exact_break_rich,
                "break_elements": Gen.exact_break_elements, "break_budget": Gen.exact_break_budget}
 FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS,
-            "store2": STORE2_FORMS}
+            "store2": STORE2_FORMS, "nums": NUMS_FORMS}
 REC_KINDS = [f"rec/{k}" for k in REC_FORMS]
 COMPILE_KINDS = [f"compile/{k}" for k in COMPILE_FORMS]
 
@@ -2937,7 +3037,7 @@ def generate(seed: int, kind: str | None = None, family: str = "default") -> Pro
             forms = VEC_FORMS if vec else EXACT_FORMS
             kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
     family, form = kind.split("/")
-    if family in ("rec", "compile", "scan2", "brk", "store2"):
+    if family in ("rec", "compile", "scan2", "brk", "store2", "nums"):
         table = FAMILIES[family]
     else:
         table = {**VEC_FORMS, **NEW_VEC_FORMS} if family == "vec" else {**EXACT_FORMS, **NEW_EXACT_FORMS}

@@ -210,6 +210,11 @@ def _align(vals: list[_V], binary: bool = False, lead: int = 1) -> list[ast.expr
     out = [_lift(v, top - _rank(v), lead) if v.batched else v.node for v in vals]
     if binary and any(v.batched and v.fact.number for v in vals):
         dtype = _compute_dtype(vals)
+        if dtype in (torch.float16, torch.bfloat16) and any(
+                v.batched and v.fact.kind in ("int", "float", "complex") for v in vals):
+            # torch computes a half-precision tensor against a Python number in float32 (the
+            # number is never rounded to half): a batch of numbers cast to half would round it
+            raise Unsupported(f"a per-iteration Python number against a {dtype} tensor")
         if dtype is not None:
             out = [_cast(node, dtype) if v.batched and v.fact.number else node for v, node in zip(vals, out)]
     return out
@@ -545,6 +550,10 @@ class _Batcher:
                 return _helper("take", base.node, parts[0].node)
             raise Unsupported(f"index `{ast.unparse(idx)}` of a per-iteration tensor by per-iteration values")
         # a loop-invariant tensor indexed by per-iteration integers: a gather
+        if base.fact.kind in ("other", "tuple") and len(parts) == 1 and not isinstance(idx, ast.Tuple) \
+                and self._integer_scalar(parts[0]):
+            # a list (or tuple) of Python numbers: the helper checks it is one, on every call
+            return _helper("listed", base.node, parts[0].node)
         if base.fact.kind != "tensor":
             raise Unsupported(f"indexing a {base.fact.kind} by per-iteration values")
         first, rest = parts[0], parts[1:]
@@ -614,6 +623,11 @@ class _Batcher:
                 raise Unsupported(f"{text}() of other than 0-d tensors of one dtype "
                                   f"({', '.join(v.fact.kind for v in vals)})")
             return _helper("pick", _const(obj is builtins.max), *_align(vals, lead=self.c.lead))
+        if obj is builtins.int or obj is builtins.float or obj is builtins.bool:
+            v = self.expr(node.args[0]) if len(node.args) == 1 and not node.keywords else None
+            if v is None or not (v.fact.kind == "tensor" and v.fact.rank == 0 or v.fact.kind in ("int", "float", "bool")):
+                raise Unsupported(f"{text}() of other than one 0-d value")
+            return _helper("number", _const(obj.__name__), v.node)
         if obj is builtins.len:
             v = self.expr(node.args[0])
             if v.fact.kind != "tensor" or v.fact.rank < 1:

@@ -1,0 +1,303 @@
+"""Python lists of numbers in loops: a list indexed by the loop (`temps[i]`) and a loop-invariant
+list indexed by a per-iteration integer (`weights[int(y[i])]`). The batched body treats the list as
+a batch of Python numbers (float64, int64, bool), so every operation promotes as the loop's weak
+Python scalars do; vmap and broadcasting would see 0-d tensors, so they never run such a loop.
+Checked against the loop: values, dtypes, errors, gradients, and the path taken."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from autovec import assert_equivalent, autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def _ran(fast):
+    rt = fast._autovec_state.runtime
+    return set(rt.ran.values()) if rt is not None else set()
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
+        torch.testing.assert_close(b, a, equal_nan=True, rtol=1e-5, atol=1e-6)
+    else:
+        assert type(a) is type(b)
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-12) if isinstance(a, float) else a == b
+
+
+def tempered_softmax(logits, temps):
+    out = torch.empty_like(logits)
+    for i in range(logits.shape[0]):
+        out[i] = torch.softmax(logits[i] / temps[i], dim=0)
+    return out
+
+
+def scale_by_counts(x, counts):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * counts[i]
+    return out
+
+
+def number_arithmetic(x, scale):
+    out = []
+    for i in range(len(scale)):
+        s = scale[i] * 2 + 1           # Python arithmetic on the element
+        out.append(x[i] * s)
+    return torch.stack(out)
+
+
+def gated(x, flags):
+    out = x.clone()
+    for i in range(x.shape[0]):
+        if flags[i]:
+            out[i] = x[i] * 2
+    return out
+
+
+def shifted(x, temps):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] / temps[i - 1]   # temps[-1] on the first iteration: Python wraps around
+    return out
+
+
+def class_weighted(loss, y, class_weights):
+    num = 0.0
+    den = 0.0
+    for i in range(loss.shape[0]):
+        w = class_weights[int(y[i])]
+        num = num + w * loss[i]
+        den = den + w
+    return num / den, den
+
+
+def table_by_float(v, table):
+    out = []
+    for i in range(v.shape[0]):
+        out.append(table[int(v[i])] * v[i])
+    return torch.stack(out)
+
+
+def float_total(c):
+    acc = 0.0
+    for i in range(c.shape[0]):
+        acc = acc + float(c[i]) * 0.5
+    return acc
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_temperature_list_runs_batched_and_matches(dtype):
+    logits = torch.randn(40, 7).to(dtype)
+    temps = [0.5 + (i % 5) * 0.3 for i in range(40)]
+    fast = autovec(tempered_softmax)
+    for _ in range(3):               # the first call checks, the later ones run the steady state
+        _same(tempered_softmax(logits, temps), fast(logits, temps))
+    assert _ran(fast) == {"batched"}
+    assert explain(tempered_softmax, logits, temps).path == "vectorized"
+
+
+def test_temperature_tuple_and_gradients():
+    logits = torch.randn(12, 5, requires_grad=True)
+    temps = tuple(0.25 + 0.1 * i for i in range(12))
+    assert_equivalent(tempered_softmax, logits, temps, grad=True)
+    fast = autovec(tempered_softmax)
+    fast(logits, temps)
+    assert _ran(fast) == {"batched"}
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.float32, torch.uint8])
+def test_int_list_keeps_the_loops_dtype(dtype):
+    x = torch.randint(0, 9, (30, 4)).to(dtype)
+    counts = [i % 4 for i in range(30)]
+    fast = autovec(scale_by_counts)
+    _same(scale_by_counts(x, counts), fast(x, counts))
+    assert _ran(fast) == {"batched"}
+
+
+def test_python_arithmetic_on_the_element():
+    x = torch.randn(20, 3)
+    scale = [0.1 * i for i in range(20)]
+    fast = autovec(number_arithmetic)
+    _same(number_arithmetic(x, scale), fast(x, scale))
+    assert _ran(fast) == {"batched"}
+
+
+def test_bool_list_as_condition():
+    x = torch.randn(25, 3)
+    flags = [i % 3 == 0 for i in range(25)]
+    fast = autovec(gated)
+    _same(gated(x, flags), fast(x, flags))
+    assert_equivalent(gated, x, flags)
+
+
+@pytest.mark.parametrize("temps", [
+    [1.0, 2, 3.0, 4.0, 5.0, 6.0],                                  # an int among floats: types differ
+    [np.float64(1.0)] * 6,                                         # numpy numbers, not Python floats
+    [1.0, 2.0, "3", 4.0, 5.0, 6.0],                                # not numbers
+    [[1.0]] * 6,                                                   # nested lists
+])
+def test_lists_of_other_kinds_keep_the_loop(temps):
+    x = torch.randn(6, 3)
+    fast = autovec(tempered_softmax)
+    try:
+        want = tempered_softmax(x, temps)
+    except Exception as e:
+        with pytest.raises(type(e)):
+            fast(x, temps)
+        return
+    _same(want, fast(x, temps))
+    assert "batched" not in _ran(fast)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_keeps_the_loop(dtype):
+    # torch computes a half tensor against a Python number in float32: a batch of the numbers
+    # rounded to half would give other values, so the loop runs
+    logits = torch.randn(40, 7).to(dtype)
+    temps = [0.3 + (i % 5) * 0.37 for i in range(40)]
+    fast = autovec(tempered_softmax)
+    for _ in range(2):
+        torch.testing.assert_close(fast(logits, temps), tempered_softmax(logits, temps), rtol=0, atol=0)
+    assert _ran(fast) == set()
+
+
+def test_ints_past_int64_keep_the_loop():
+    x = torch.randn(4, 2, dtype=torch.float64)
+    counts = [2 ** 70, 1, 2, 3]
+    fast = autovec(scale_by_counts)
+    with pytest.raises(OverflowError):
+        scale_by_counts(x, counts)
+    with pytest.raises(OverflowError):
+        fast(x, counts)
+    counts = [2 ** 62, 1, 2, 3]          # within int64: the batch
+    _same(scale_by_counts(x, counts), fast(x, counts))
+
+
+def test_short_list_raises_as_the_loop():
+    x = torch.randn(8, 3)
+    with pytest.raises(IndexError):
+        tempered_softmax(x, [1.0] * 5)
+    fast = autovec(tempered_softmax)
+    with pytest.raises(IndexError):
+        fast(x, [1.0] * 5)
+
+
+def test_wrap_around_index_keeps_the_loops_answer():
+    x = torch.randn(6, 2)
+    temps = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    _same(shifted(x, temps), autovec(shifted)(x, temps))
+
+
+def test_list_changed_between_calls():
+    x = torch.randn(10, 4)
+    fast = autovec(tempered_softmax)
+    temps = [1.0] * 10
+    for k in range(4):
+        temps[k] = 0.5 + k              # the list is read again on every call
+        _same(tempered_softmax(x, temps), fast(x, temps))
+    ints = [1 + i for i in range(10)]   # another element type: another signature
+    _same(tempered_softmax(x, ints), fast(x, ints))
+    assert _ran(fast) == {"batched"}
+
+
+def test_zip_over_a_number_list_keeps_the_loop():
+    def zipped(x, temps):
+        out = []
+        for t, row in zip(temps, x):
+            out.append(row / t)
+        return torch.stack(out)
+    x = torch.randn(5, 3)
+    temps = [1.0, 2.0, 3.0, 4.0, 5.0]
+    fast = autovec(zipped)
+    _same(zipped(x, temps), fast(x, temps))
+
+
+@pytest.mark.parametrize("weights", [[1.0, 2.5, 0.5, 4.0], (1, 3, 5, 7), [0.5] * 4])
+def test_class_weights_gather(weights):
+    loss = torch.rand(50)
+    y = torch.randint(-4, 4, (50,))    # negative labels index from the end, as in Python
+    fast = autovec(class_weighted)
+    for _ in range(2):
+        want, got = class_weighted(loss, y, weights), fast(loss, y, weights)
+        _same(want[0], got[0])
+        _same(want[1], got[1])
+    assert _ran(fast) == {"batched"}
+
+
+def test_class_weights_out_of_range_raises_as_the_loop():
+    loss = torch.rand(20)
+    y = torch.randint(0, 4, (20,))
+    y[7] = 4
+    fast = autovec(class_weighted)
+    with pytest.raises(IndexError):
+        class_weighted(loss, y, [1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(IndexError):
+        fast(loss, y, [1.0, 2.0, 3.0, 4.0])
+
+
+def test_class_weights_mixed_list_keeps_the_loop():
+    loss = torch.rand(20)
+    y = torch.randint(0, 4, (20,))
+    fast = autovec(class_weighted)
+    want, got = class_weighted(loss, y, [1.0, 2, 3.0, 4.0]), fast(loss, y, [1.0, 2, 3.0, 4.0])
+    _same(want[0], got[0])
+    _same(want[1], got[1])
+    assert "batched" not in _ran(fast)
+
+
+def test_int_of_float_rounds_toward_zero():
+    v = torch.tensor([2.7, -1.5, 0.2, -0.9, 3.99, -3.2])
+    table = [10.0, 20.0, 30.0, 40.0]
+    fast = autovec(table_by_float)
+    _same(table_by_float(v, table), fast(v, table))
+    assert _ran(fast) == {"batched"}
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, 1e30])
+def test_int_of_nan_or_huge_behaves_as_the_loop(bad):
+    v = torch.tensor([1.0, 2.0, bad, 0.5])
+    table = [10.0, 20.0, 30.0, 40.0]
+    fast = autovec(table_by_float)
+    try:
+        want = table_by_float(v, table)
+    except Exception as e:
+        with pytest.raises(type(e)):
+            fast(v, table)
+    else:
+        _same(want, fast(v, table))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.bool])
+def test_float_of_elements_is_a_python_sum(dtype):
+    c = (torch.rand(64) * 10).to(dtype)
+    fast = autovec(float_total)
+    want, got = float_total(c), fast(c)
+    assert type(got) is float
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+def diag_scaled(x, temps):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(torch.diag(x[i]) * temps[i])    # torch.diag has no batched form here
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_no_batched_form_keeps_the_loop_not_vmap(dtype):
+    # vmap would see each element as a 0-d float64 tensor: int64 rows times it give float64,
+    # where the loop's Python float gives float32
+    x = torch.randint(0, 5, (6, 3)).to(dtype)
+    temps = [0.5 * i for i in range(6)]
+    fast = autovec(diag_scaled)
+    for _ in range(2):
+        _same(diag_scaled(x, temps), fast(x, temps))
+    assert _ran(fast) == set()
+    assert explain(diag_scaled, x, temps).path == "python"
