@@ -176,6 +176,7 @@ class FunctionRuntime:
         self.in_place: dict = {}          # (loop id, owned parameters) -> the broadcast body reusing temporaries, or None
         self.nest_layouts: dict = {}      # (loop id, signature) -> per input of a nest's batched body: (permutation, levels to add)
         self.src_picks: dict = {}         # loop id -> per body parameter, the element it is (or None)
+        self.indexing: dict = {}          # loop id -> whether a loop over elements also indexes values (_indexes)
         self.hot: dict = {}               # (loop id, signature, tag) -> (largest trip count, steady-state runner, mode)
         self.range_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "range")
         self.element_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "elements")
@@ -213,20 +214,25 @@ class FunctionRuntime:
             # the same for `for row in x` / zip(a, b) / enumerate(x) over tensors
             n = -1
             lists = False
+            tensors = False
             for t in space:
                 if type(t) is not torch.Tensor or not t.dim():
                     if type(t) is list or type(t) is tuple:
-                        if not t or not isinstance(t[0], torch.Tensor):
-                            return None     # a list of Python numbers: the loop, quietly (as _space decides)
-                        lists = True        # a list of tensors: its length, for the decision below
+                        if not t or not (isinstance(t[0], torch.Tensor) or type(t[0]) in _LIST_DTYPES):
+                            return None     # empty, or not tensors or numbers: the loop, quietly (as _space)
+                        lists = True        # a list: its length, for the decision below
+                        tensors = tensors or isinstance(t[0], torch.Tensor)
                         k = len(t)
                     else:
                         break
                 else:
                     k = t.shape[0]
+                    tensors = True
                 if n < 0 or k < n:
                     n = k
             else:
+                if not tensors and not self._indexes(loop_id):
+                    return None             # Python numbers alone: no torch work to batch
                 d = self.decisions.get((loop_id, n.bit_length())) if n >= 0 else None
                 if d is not None and d.final:
                     if not d.vec:
@@ -283,6 +289,16 @@ class FunctionRuntime:
             return self._space(loop_id, m, m.plan, space)
         except GuardFailed as e:
             return self._refuse(loop_id, m.plan, e)
+
+    def _indexes(self, loop_id) -> bool:
+        """Whether a loop over elements also indexes values by its index (`x[i]` beside
+        `enumerate(w)`): then a list of Python numbers it walks has tensors to batch with."""
+        hit = self.indexing.get(loop_id)
+        if hit is None:
+            plan = self.matches[loop_id].plan
+            targets = {t for t, _ in plan.space.elements}
+            hit = self.indexing[loop_id] = any(mp.param not in targets for mp in plan.mapped)
+        return hit
 
     def _choose(self, loop_id, m, n):
         """(vectorize this call?, the decision still timing this bucket or None)."""
@@ -352,6 +368,8 @@ class FunctionRuntime:
                     lengths.append(s.shape[0])
                 elif isinstance(s, (list, tuple)) and s and all(isinstance(e, torch.Tensor) for e in s):
                     lengths.append(len(s))
+                elif isinstance(s, (list, tuple)) and s and type(s[0]) in _LIST_DTYPES:
+                    lengths.append(len(s))    # Python numbers beside tensors: checked, as one tensor, by _guard
                 elif self.events is None and not self.strict:
                     return None   # Python numbers, strings, generators: the loop, quietly
                 else:
@@ -359,6 +377,11 @@ class FunctionRuntime:
                                       "or a list of tensors")
                 sources.append(s)
             n = min(lengths)
+            if not any(isinstance(s, torch.Tensor) or isinstance(s[0], torch.Tensor) for s in sources) \
+                    and not self._indexes(loop_id):
+                if self.events is None and not self.strict:
+                    return None
+                raise GuardFailed("the loop iterates over Python numbers alone (no tensor to batch)")
         if self.events is None and not self.strict and cost.min_trip(m.strategy) is None:
             # the steady state: one decision per loop and power-of-two bucket of trip counts
             ok, decision = self._choose(loop_id, m, n)
@@ -401,7 +424,7 @@ class FunctionRuntime:
         numbers = None     # positions of lists of Python numbers indexed by the loop, as tensors
         for pos, (t, d, off, _) in enumerate(mapped):
             if type(t) is not Tensor and not isinstance(t, Tensor):
-                if (type(t) is not list and type(t) is not tuple) or levels is not None or sources:
+                if (type(t) is not list and type(t) is not tuple) or levels is not None:
                     raise GuardFailed(f"an indexed value is a {type(t).__name__}, not a tensor")
                 t = _number_list(t)
                 if numbers is None:
@@ -428,10 +451,20 @@ class FunctionRuntime:
                 sig.append(("T", t.dtype, k, t.device.type, t.requires_grad))
             tensors.append(t)
         grad = torch.is_grad_enabled()
-        for s in sources:
+        number_sources = None
+        for j, s in enumerate(sources):
             if isinstance(s, Tensor):
                 tensors.append(s)
                 cpu = cpu and s.is_cpu
+            elif type(s[0]) in _LIST_DTYPES:
+                # Python numbers beside tensors (`zip(temps, x)`): one tensor, as for an indexed list
+                if number_sources is None:
+                    number_sources, sources = [], list(sources)
+                if levels is None:
+                    sig.append(("N", type(s[0])))
+                sources[j] = _number_list(s)
+                number_sources.append(j)
+                continue
             else:
                 tensors.extend(s)
                 shape, dtype = s[0].shape, s[0].dtype
@@ -518,10 +551,12 @@ class FunctionRuntime:
             devices = {t.device for t in everything if t.dim() > 0 or not t.is_cpu}
             if len(devices) > 1:
                 raise GuardFailed(f"tensors on several devices ({', '.join(sorted(map(str, devices)))})")
-            if numbers and devices:
+            if devices:
                 device = next(iter(devices))
-                for pos in numbers:
+                for pos in numbers or ():
                     mapped[pos] = (mapped[pos][0].to(device),) + tuple(mapped[pos][1:])
+                for j in number_sources or ():
+                    sources[j] = sources[j].to(device)
         key = (loop_id, tuple(sig))
         sid = self.sig_ids.get(key)
         if sid is None:
@@ -554,7 +589,9 @@ class FunctionRuntime:
             mapped = tuple(mapped)
         tok = Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
         if numbers:
-            tok.numbers = frozenset(numbers)
+            tok.raw_numbers = tok.numbers = frozenset(numbers)   # (input positions: _inputs maps them)
+        if number_sources:
+            tok.number_sources = frozenset(number_sources)
         if decision is not None:
             tok.decision, tok.t0 = decision, t0
         return tok
@@ -1714,6 +1751,8 @@ class Token:
     extra = ()
     lazy_lists = False
     numbers = ()          # positions of inputs that are lists of Python numbers (runtime._number_list)
+    number_sources = ()   # positions of the loop's sources that are (`zip(temps, x)`); _inputs maps them
+    raw_numbers = ()      # positions of the indexed values that are (`temps[i]`), among the guard's
 
     _rows = None          # (offset, level) -> rows, made on first use
 
@@ -1844,10 +1883,12 @@ class Token:
         return self.first + self.exit_k * self.step
 
     def exit_element(self, pos):
-        return self.sources[pos][self.exit_k]
+        v = self.sources[pos][self.exit_k]
+        return v.item() if pos in self.number_sources else v    # a Python number, as the loop binds it
 
     def last_element(self, pos):
-        return self.sources[pos][self.n - 1]
+        v = self.sources[pos][self.n - 1]
+        return v.item() if pos in self.number_sources else v
 
     def _inputs(self):
         """(tensor, in_dim) per body parameter, in the plan's order (for a nest: in_dims per level)."""
@@ -1894,6 +1935,11 @@ class Token:
             targets = [t for t, _ in plan.space.elements]
             picks = self.rt.src_picks[self.loop_id] = [targets.index(mp.param) if mp.param in targets else None
                                                        for mp in plan.mapped]
+        if self.number_sources or self.raw_numbers:
+            # input positions: a source's where the body takes it, an indexed value's in order
+            raw_at = [k for k, j in enumerate(picks) if j is None]
+            self.numbers = frozenset([k for k, j in enumerate(picks) if j in self.number_sources]
+                                     + [raw_at[r] for r in self.raw_numbers])
         it = iter(self.raw)
         out = []
         for j in picks:
@@ -2074,8 +2120,8 @@ class Token:
 
     def _chunkable(self):
         plan = self.match.plan
-        return not (self.levels is not None or plan.scans or getattr(self, "extra", None) or self.numbers
-                    or self.match.strategy not in _CHUNKABLE)
+        return not (self.levels is not None or plan.scans or getattr(self, "extra", None) or self.raw_numbers
+                    or self.number_sources or self.match.strategy not in _CHUNKABLE)
 
     def _chunk_rows(self):
         """Rows per chunk when the loop runs over a large list of tensors (stacking it whole and

@@ -3009,7 +3009,39 @@ def nums_gather(self):
                   "store": "return out", "append": self.pick(["return outs", "return torch.stack(outs) if outs else None"])}[form])
 
 
-NUMS_FORMS = {"indexed": nums_indexed, "gather": nums_gather}
+def nums_zip(self):
+    """A list of Python numbers walked beside a tensor: `zip(w, x)`, `zip(x, w)` or
+    `enumerate(w)` with `x[i]`; sometimes of another length, of mixed kinds, or with a `break`;
+    the loop variables are read after the loop."""
+    x = self.main(dtypes=("float32", "float32", "float64", "int64"))
+    kind = self.pick(["float", "float", "int", "bool"])
+    self.param("w", _number_list(self, max(self.n + self.pick([0, 0, 0, -1, 1, 3]), 0), kind))
+    form = self.pick(["zip", "zip_rev", "enumerate"])
+    head = {"zip": "for t, row in zip(w, x):", "zip_rev": "for row, t in zip(x, w):",
+            "enumerate": "for i, t in enumerate(w):"}[form]
+    row = x.row("row" if form != "enumerate" else "x[i]")
+    v = self.value(row, want=self.pick(["any", "same"]))
+    out = self.pick(["append", "accum"])
+    self.emit(1, "outs = []" if out == "append" else f"total = {self.pick(['0.0', '0'])}")
+    if form == "enumerate":
+        self.emit(1, "i = -1")
+    self.emit(1, "t = None")
+    self.emit(1, head)
+    if self.chance(0.15):
+        self.emit(2, f"if {self.cond(row)}:")
+        self.emit(3, "break")
+    if kind == "bool" and self.chance(0.6):
+        self.emit(2, "if t:")
+        depth = 3
+    else:
+        depth = 2
+    value = self.pick([f"({v.expr}) * t", f"t * ({v.expr})", f"({v.expr}) + t * 2", f"({v.expr}) - t"])
+    self.emit(depth, f"outs.append({value})" if out == "append" else f"total = total + {value}")
+    self.emit(1, (self.pick(["return outs, t", "return (torch.stack(outs) if outs else None), t"]) if out == "append"
+                  else "return total, t") + (", i" if form == "enumerate" else ""))
+
+
+NUMS_FORMS = {"indexed": nums_indexed, "gather": nums_gather, "zip": nums_zip}
 BREAK_FORMS = {"break": Gen.exact_break, "break_rich": Gen.exact_break_rich,
                "break_elements": Gen.exact_break_elements, "break_budget": Gen.exact_break_budget}
 FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS,

@@ -207,16 +207,55 @@ def test_list_changed_between_calls():
     assert _ran(fast) == {"batched"}
 
 
-def test_zip_over_a_number_list_keeps_the_loop():
-    def zipped(x, temps):
-        out = []
-        for t, row in zip(temps, x):
-            out.append(row / t)
-        return torch.stack(out)
-    x = torch.randn(5, 3)
-    temps = [1.0, 2.0, 3.0, 4.0, 5.0]
-    fast = autovec(zipped)
-    _same(zipped(x, temps), fast(x, temps))
+def zipped(x, temps):
+    out = []
+    for t, row in zip(temps, x):
+        out.append(torch.softmax(row / t, 0))
+    return torch.stack(out), t, row              # the loop variables after the loop
+
+
+def enumerated(x, w):
+    total = 0.0
+    for i, wi in enumerate(w):
+        total = total + wi * x[i].sum()
+    return total, wi, i
+
+
+def stop_at(x, w):
+    for t, row in zip(w, x):
+        if row.sum() * t > 3:
+            break
+    return t, row
+
+
+def python_sum(values):
+    acc = 0.0
+    for v in values:
+        acc += v * 2
+    return acc
+
+
+@pytest.mark.parametrize("fn", [zipped, enumerated, stop_at])
+def test_loops_over_a_number_list_beside_tensors(fn):
+    x = torch.randn(30, 4)
+    w = [0.5 + i * 0.1 for i in range(30)]
+    fast = autovec(fn)
+    for _ in range(3):
+        want, got = fn(x, w), fast(x, w)
+        for a, b in zip(want, got):
+            _same(a, b)                            # a loop variable holds a Python number, as in the loop
+    assert _ran(fast) == {"batched"}
+    short = w[:17]                                 # zip stops at the shorter
+    for a, b in zip(fn(x, short), fast(x, short)):
+        _same(a, b)
+
+
+def test_numbers_alone_keep_the_loop():
+    fast = autovec(python_sum)
+    values = [0.1 * i for i in range(50)]
+    for _ in range(3):
+        assert fast(values) == python_sum(values)   # exactly: the loop's own additions
+    assert _ran(fast) == set()
 
 
 @pytest.mark.parametrize("weights", [[1.0, 2.5, 0.5, 4.0], (1, 3, 5, 7), [0.5] * 4])
@@ -301,3 +340,19 @@ def test_no_batched_form_keeps_the_loop_not_vmap(dtype):
         _same(diag_scaled(x, temps), fast(x, temps))
     assert _ran(fast) == set()
     assert explain(diag_scaled, x, temps).path == "python"
+
+
+def rows_by_weight(x, w):
+    out = []
+    for i, row in enumerate(x):
+        out.append(row * w[i] + w[i])      # an indexed list beside the walked tensor
+    return torch.stack(out)
+
+
+def test_indexed_list_in_a_loop_over_elements():
+    x = torch.randn(12, 3)
+    w = [0.25 * i for i in range(12)]
+    fast = autovec(rows_by_weight)
+    for _ in range(2):
+        _same(rows_by_weight(x, w), fast(x, w))
+    assert _ran(fast) == {"batched"}
