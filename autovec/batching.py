@@ -167,6 +167,48 @@ class _Helpers:
         return t[idx]
 
     @staticmethod
+    def fill_range(row, dim, lo, hi, v, varies=False):
+        """`row_k[.., lo_k:hi_k] = v` for every row k (runtime.fill_range), as a mask of the
+        positions: each bound as Python's slice takes it (None, negative from the end, clamped
+        to the size), integers only; `v` converted to the row's dtype as the assignment converts
+        it (a Python number that does not fit raises, as there); `varies`: `v` is one 0-d tensor
+        per iteration, a batch."""
+        from .runtime import GuardFailed
+        size = row.shape[1 + dim]
+        n = row.shape[0]
+
+        def bound(b, default):
+            if b is None:
+                return torch.full((n,), default, dtype=torch.long, device=row.device)
+            if isinstance(b, torch.Tensor):
+                if b.is_floating_point() or b.is_complex() or b.dim() > 1:
+                    raise GuardFailed("a slice bound that is not an integer (the loop raises)")
+                b = b.long().reshape(-1).to(row.device).expand(n)
+            elif type(b) is int or type(b) is bool:
+                b = torch.full((n,), int(b), dtype=torch.long, device=row.device)
+            else:
+                raise GuardFailed(f"a slice bound of type {type(b).__name__}")
+            return torch.where(b < 0, (b + size).clamp(min=0), b.clamp(max=size))
+        a, b = bound(lo, 0), bound(hi, size)
+        p = torch.arange(size, device=row.device)
+        mask = (p >= a[:, None]) & (p < b[:, None])
+        mask = mask.reshape(n, *([1] * dim), size, *([1] * (row.dim() - 2 - dim)))
+        if varies:
+            fill = v.to(device=row.device, dtype=row.dtype).reshape(n, *([1] * (row.dim() - 1)))
+        elif isinstance(v, torch.Tensor):
+            if v.dim() != 0:
+                raise GuardFailed("a slice assigned a tensor with dimensions (its shape must fit each slice)")
+            fill = v.to(device=row.device, dtype=row.dtype)
+        elif type(v) in (int, float, bool):
+            try:
+                fill = torch.full((), v, dtype=row.dtype, device=row.device)
+            except RuntimeError as e:           # does not fit the dtype: the loop raises
+                raise GuardFailed(f"the assigned value: {e}", data=True) from None
+        else:
+            raise GuardFailed(f"a slice assigned a {type(v).__name__}")
+        return torch.where(mask, fill, row)
+
+    @staticmethod
     def classes(k):
         """F.one_hot's num_classes for a batch: -1 (each iteration's own maximum) has no
         batched form, so the batched body raises and the loop decides."""

@@ -72,7 +72,8 @@ class Env:
         return why_impure(obj, path)
 
     def pure_method(self, attr: str) -> bool:
-        return pure_tensor_method(attr)
+        # (`_av_fill`: the analysis's own spelling of `out[i, lo:hi] = v` on a copy of the row)
+        return attr == "_av_fill" or pure_tensor_method(attr)
 
     def consumer(self, path: str) -> str | None:
         found, obj = self.resolve(path)

@@ -629,6 +629,14 @@ class FunctionRuntime:
         return bool(c)
 
     @staticmethod
+    def fill_range(row, dim, lo, hi, v):
+        """One iteration's `out[i, .., lo:hi] = v` (`dim`: the slice's place in the row), done
+        on a copy of the row, which the loop's store then writes back."""
+        r = row.clone()
+        r[(slice(None),) * dim + (slice(lo, hi),)] = v
+        return r
+
+    @staticmethod
     def item(t):
         """`t.item()` for a whole batch: the values in Python's precision, still a tensor."""
         if not isinstance(t, torch.Tensor):

@@ -3042,10 +3042,64 @@ def nums_zip(self):
 
 
 NUMS_FORMS = {"indexed": nums_indexed, "gather": nums_gather, "zip": nums_zip}
+
+
+def fill_slices(self):
+    """`out[i, lo:hi] = v` with bounds that change per iteration (lengths, starts and ends,
+    a bound computed in the body; negative, past the end, floats, a Python list), on the
+    row's first or second dimension, into a copy, a new tensor or an argument written in
+    place; sometimes under a condition or with a value that changes per iteration."""
+    rank = self.pick([2, 2, 3])
+    dt = self.pick(["float32", "float64", "int64", "bool"])
+    shape = (self.n, self.d) if rank == 2 else (self.n, self.rng.randint(1, 3), self.d)
+    where = self.pick(["clone", "new", "arg"])
+    if where == "arg":
+        self.no_grad = True
+    x = self.tensor("x", shape, dt, readonly=where != "arg")
+    span = max(shape[1:])
+    lenkind = self.pick(["tensor", "tensor", "tensor", "list", "float"])
+    lo, hi = -span - 2, span + 3
+    if lenkind == "list":
+        self.param("lengths", "[" + ", ".join(str(self.rng.randint(lo, hi - 1)) for _ in range(self.n + self.pick([0, 0, 1, -1]))) + "]")
+    elif lenkind == "float":
+        self.param("lengths", f"torch.randint({lo}, {hi}, ({self.n},), generator=g).float()")
+    else:
+        self.tensor("lengths", (self.n,), self.pick(["int64", "int64", "int32"]), low=lo, high=hi)
+    both = self.chance(0.25)
+    if both:
+        self.tensor("ends", (self.n,), "int64", low=lo, high=hi)
+    loop = self.indexed_loop(x, allow_while=self.chance(0.3))
+    i = loop.index
+    if where == "clone":
+        self.emit(1, "out = x.clone()")
+    elif where == "new":
+        self.emit(1, f"out = torch.{self.pick(['zeros', 'ones'])}({', '.join('x.shape[%d]' % k for k in range(rank))}, dtype=torch.{self.pick([dt, 'float32'])})")
+    else:
+        self.emit(1, "out = x")
+    self.emit_all(1, loop.head)
+    b = f"lengths[{i}]"
+    if self.chance(0.3):
+        self.emit(2, f"L = lengths[{i}] {self.pick(['- 1', '+ 1', '* 2', '// 2'])}")
+        b = "L"
+    sl = f"{b}:ends[{i}]" if both else self.pick([f"{b}:", f":{b}", f"{b}:", f"-1:{b}" if self.chance(0.3) else f"{b}:"])
+    target = f"out[{i}, {sl}]" if rank == 2 else self.pick([f"out[{i}, :, {sl}]", f"out[{i}, {sl}]", f"out[{i}, {sl}, :]"])
+    v = self.pick(["0", "-1.5", "True", "float('-inf')", "pad", "1", f"x[{i}].sum()"])
+    if v == "pad":
+        self.param("pad", self.pick(["torch.tensor(2.5)", "torch.tensor(3)", "0.25"]))
+    if self.chance(0.12):
+        self.emit(2, f"if {self.cond(loop.row, i)}:")
+        self.emit(3, f"{target} = {v}")
+    else:
+        self.emit(2, f"{target} = {v}")
+    self.emit_all(2, loop.tail)
+    self.emit(1, self.pick(["return out", "return out.sum(0)", "return None"]) if where == "arg" else "return out")
+
+
+FILL_FORMS = {"slices": fill_slices}
 BREAK_FORMS = {"break": Gen.exact_break, "break_rich": Gen.exact_break_rich,
                "break_elements": Gen.exact_break_elements, "break_budget": Gen.exact_break_budget}
 FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS,
-            "store2": STORE2_FORMS, "nums": NUMS_FORMS}
+            "store2": STORE2_FORMS, "nums": NUMS_FORMS, "fill": FILL_FORMS}
 REC_KINDS = [f"rec/{k}" for k in REC_FORMS]
 COMPILE_KINDS = [f"compile/{k}" for k in COMPILE_FORMS]
 
@@ -3069,7 +3123,7 @@ def generate(seed: int, kind: str | None = None, family: str = "default") -> Pro
             forms = VEC_FORMS if vec else EXACT_FORMS
             kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
     family, form = kind.split("/")
-    if family in ("rec", "compile", "scan2", "brk", "store2", "nums"):
+    if family in ("rec", "compile", "scan2", "brk", "store2", "nums", "fill"):
         table = FAMILIES[family]
     else:
         table = {**VEC_FORMS, **NEW_VEC_FORMS} if family == "vec" else {**EXACT_FORMS, **NEW_EXACT_FORMS}

@@ -381,6 +381,8 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     body.varying = set(iter_vars)
     if len(body.indices) == 1:
         stmts = [_UnitSlices(body.indices[0]).visit(copy.deepcopy(s)) for s in stmts]
+        fills = _RangeFills(body.indices[0], _stored_names(stmts) | set(iter_vars))
+        stmts = [fills.visit(s) for s in stmts]
     stmts = _normalize_continue(stmts)
     body.stmts = _walk(stmts, body, ctx, depth=0)
     return body
@@ -508,6 +510,49 @@ def _mul(t, other, t_on_left):
     if t is _MINUS_ONE:
         return _neg(other)
     return ast.BinOp(left=t, op=ast.Mult(), right=other) if t_on_left else ast.BinOp(left=other, op=ast.Mult(), right=t)
+
+
+FILL = "_av_fill"    # `row._av_fill(dim, lo, hi, v)`: the row with `row[.., lo:hi] = v` done (runtime.fill_range)
+
+
+def _stored_names(stmts) -> set:
+    return {n.id for s in stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+class _RangeFills(ast.NodeTransformer):
+    """`out[i, lo:hi] = v` with bounds that change from one iteration to the next (`out[i,
+    lengths[i]:] = 0`) reads as `out[i] = out[i]._av_fill(0, lo, hi, v)`: a store of the whole
+    row, computed from the row as it was (one iteration runs the loop's own slice assignment on
+    a copy; a batched body makes a mask of the positions, runtime.fill_range). Only where the
+    slice is the one entry after the index and the others are full slices; the index entry
+    as the loop's stores take it (`i`, `i + c`)."""
+
+    def __init__(self, index: str, varying: set):
+        self.index, self.varying = index, varying
+
+    def visit_Assign(self, node: ast.Assign):
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
+            return node
+        t = node.targets[0]
+        entries = t.slice.elts if isinstance(t.slice, ast.Tuple) else [t.slice]
+        if len(entries) < 2 or not _base_ok(t.value) or self.index not in nm.load_ids(entries[0]) \
+                or _affine(entries[0], self.index) is None:
+            return node
+        cut = [k for k, e in enumerate(entries[1:], 1) if not _full_slice(e)]
+        if len(cut) != 1 or not isinstance(entries[cut[0]], ast.Slice):
+            return node
+        sl = entries[cut[0]]
+        if sl.step is not None and not (isinstance(sl.step, ast.Constant) and sl.step.value == 1):
+            return node
+        bounds = [b for b in (sl.lower, sl.upper) if b is not None]
+        if not any(nm.load_ids(b) & (self.varying | {self.index}) for b in bounds):
+            return node   # fixed bounds: an ordinary store of `out[i, lo:hi]`
+        none = ast.Constant(None)
+        row = lambda ctx: ast.Subscript(value=copy.deepcopy(t.value), slice=copy.deepcopy(entries[0]), ctx=ctx)
+        call = ast.Call(func=ast.Attribute(value=row(ast.Load()), attr=FILL, ctx=ast.Load()),
+                        args=[ast.Constant(cut[0] - 1), sl.lower or none, sl.upper or none, node.value], keywords=[])
+        new = ast.Assign(targets=[row(ast.Store())], value=call)
+        return ast.copy_location(_located(new, node.lineno), node)
 
 
 class _UnitSlices(ast.NodeTransformer):

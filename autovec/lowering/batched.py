@@ -710,6 +710,15 @@ class _Batcher:
             return _call(_torch("where"), [_lift(c, top, self.c.lead), na, nb])
         if attr == "item":
             return _call(_attr(_name(self.c.av), "item"), [args[0].node])
+        if attr == "fill_range":
+            row, dim, lo, hi, v = args
+            if not row.batched or row.fact.kind != "tensor" or self.c.lead != 1 or v.batched and not (
+                    v.fact.kind == "tensor" and v.fact.rank == 0):
+                raise Unsupported("a slice assignment of other than one value into a per-iteration row")
+            for b in (lo, hi):
+                if b.batched and not (b.fact.kind in ("int", "bool") or b.fact.kind == "tensor" and b.fact.rank == 0):
+                    raise Unsupported("a slice bound that is not one integer per iteration")
+            return _helper("fill_range", row.node, dim.node, lo.node, hi.node, v.node, _const(v.batched))
         raise Unsupported(f"runtime helper `{attr}`")
 
     def _product(self, kind, a, b):

@@ -26,7 +26,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 
-from ..analysis.loops import match_subscript, match_subscript_nest
+from ..analysis.loops import FILL, match_subscript, match_subscript_nest
 from ..codegen import expr, set_lines, template
 from ..plan import LoopPlan
 
@@ -134,6 +134,23 @@ class _Items(ast.NodeTransformer):
         return node
 
 
+class _Fills(ast.NodeTransformer):
+    """The analysis's `row._av_fill(dim, lo, hi, v)` (`out[i, lo:hi] = v`) as the runtime's
+    `AV.fill_range(row, dim, lo, hi, v)`."""
+
+    def __init__(self, av):
+        self.av = av
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == FILL and len(node.args) == 4 and not node.keywords:
+            return ast.copy_location(ast.Call(func=ast.Attribute(value=_name(self.av), attr="fill_range",
+                                                                 ctx=ast.Load()),
+                                              args=[f.value] + node.args, keywords=[]), node)
+        return node
+
+
 class _Unitems(ast.NodeTransformer):
     def __init__(self, av):
         self.av = av
@@ -155,6 +172,8 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
     the original branches, for the one-time check of iteration 0."""
     mapper = _MapSlices(plan)
     stmts = [mapper.visit(ast.parse(s).body[0]) for s in plan.body]
+    if any(FILL in s for s in plan.body):
+        stmts = [_Fills(av).visit(s) for s in stmts]
     params = [m.param for m in plan.mapped] + [s[0] for s in plan.scans]
     if plan.space.kind == "nest":
         params += list(plan.value_indices)
@@ -233,6 +252,8 @@ def direct_function(plan: LoopPlan, name: str, av: str, display: bool = False):
         levels_of[mp.param] = tuple(lv for lv, _, _ in mp.levels) if mp.levels else (0,)
     mapper = _MapSlices(plan)
     stmts = [mapper.visit(ast.parse(s).body[0]) for s in plan.body]
+    if any(FILL in s for s in plan.body):
+        stmts = [_Fills(av).visit(s) for s in stmts]
     letters = "abcdefgh"
 
     class Products(ast.NodeTransformer):

@@ -1,0 +1,182 @@
+"""Slice assignments whose bounds change per iteration: `out[i, lengths[i]:] = 0`,
+`mask[i, :lengths[i]] = True`. The analysis reads them as a store of the whole row computed from
+the row as it was; one iteration runs the loop's own slice assignment on a copy, and a batched
+body makes a mask of the positions (Python's slice rules: None, negative bounds from the end,
+clamping). Checked against the loop: values, dtypes, errors, gradients, arguments written in place."""
+import pytest
+import torch
+
+from autovec import assert_equivalent, autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def _ran(fast):
+    rt = fast._autovec_state.runtime
+    return set(rt.ran.values()) if rt is not None else set()
+
+
+def zero_padding(h, lengths):
+    out = h.clone()
+    for i in range(h.shape[0]):
+        out[i, lengths[i]:] = 0
+    return out
+
+
+def pad_mask(lengths, T):
+    mask = torch.zeros(len(lengths), T, dtype=torch.bool)
+    for i in range(len(lengths)):
+        mask[i, :lengths[i]] = True
+    return mask
+
+
+def window(x, starts, ends):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i, starts[i]:ends[i]] = 1.5
+    return out
+
+
+def mask_scores(scores, lengths):
+    out = scores.clone()
+    for b in range(scores.shape[0]):
+        k = lengths[b] - 1                   # a bound computed in the body
+        out[b, :, k:] = float("-inf")        # the slice on the row's second dimension
+    return out
+
+
+def in_place(out, lengths, pad):
+    for i in range(out.shape[0]):
+        out[i, lengths[i]:] = pad
+    return out
+
+
+def shifted(out, lengths):
+    for i in range(out.shape[0] - 1):
+        out[i + 1, lengths[i]:] = -1
+    return out
+
+
+def only_some(out, lengths, flags):
+    for i in range(out.shape[0]):
+        if flags[i] > 0:
+            out[i, lengths[i]:] = 0
+    return out
+
+
+@pytest.mark.parametrize("shape", [(30, 7), (30, 7, 3)])
+def test_zero_padding_runs_batched(shape):
+    h = torch.randn(*shape)
+    lengths = torch.randint(0, shape[1] + 1, (shape[0],))
+    fast = autovec(zero_padding)
+    for _ in range(3):
+        assert torch.equal(fast(h, lengths), zero_padding(h, lengths))
+    assert _ran(fast) == {"batched"}
+    assert explain(zero_padding, h, lengths).path == "vectorized"
+
+
+def test_negative_and_large_bounds_follow_python_slices():
+    lengths = torch.tensor([-9, -3, -1, 0, 1, 5, 6, 7, 100])
+    fast = autovec(pad_mask)
+    for _ in range(2):
+        got = fast(lengths, 6)
+        assert got.dtype == torch.bool and torch.equal(got, pad_mask(lengths, 6))
+    assert _ran(fast) == {"batched"}
+
+
+def test_both_bounds_change():
+    x = torch.randn(40, 9)
+    starts = torch.randint(-10, 10, (40,))
+    ends = torch.randint(-10, 10, (40,))
+    fast = autovec(window)
+    assert torch.equal(fast(x, starts, ends), window(x, starts, ends))
+    assert _ran(fast) == {"batched"}
+
+
+def test_slice_on_a_later_dimension_with_a_computed_bound():
+    s = torch.randn(12, 3, 8)
+    lengths = torch.randint(0, 9, (12,))
+    fast = autovec(mask_scores)
+    assert torch.equal(fast(s, lengths), mask_scores(s, lengths))
+    assert _ran(fast) == {"batched"}
+
+
+@pytest.mark.parametrize("pad", [0, -1.5, True, torch.tensor(2.25), torch.tensor(7, dtype=torch.int32)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_values_convert_as_the_assignment_does(pad, dtype):
+    out = (torch.randn(10, 6) * 5).to(dtype)
+    lengths = torch.randint(0, 7, (10,))
+    assert_equivalent(in_place, out, lengths, pad)
+    fast = autovec(in_place)
+    a, b = out.clone(), out.clone()
+    assert torch.equal(fast(a, lengths, pad), in_place(b, lengths, pad))
+    assert torch.equal(a, b)                 # the argument, written in place
+
+
+def test_value_that_does_not_fit_raises_as_the_loop():
+    out = torch.zeros(5, 4, dtype=torch.int64)
+    lengths = torch.tensor([1, 2, 0, 3, 4])
+    with pytest.raises(RuntimeError):
+        in_place(out.clone(), lengths, float("-inf"))
+    with pytest.raises(RuntimeError):
+        autovec(in_place)(out.clone(), lengths, float("-inf"))
+
+
+def test_float_bounds_raise_as_the_loop():
+    h = torch.randn(4, 5)
+    lengths = torch.tensor([1.0, 2.0, 3.0, 0.0])
+    with pytest.raises(TypeError):
+        zero_padding(h, lengths)
+    with pytest.raises(TypeError):
+        autovec(zero_padding)(h, lengths)
+
+
+def test_python_list_of_lengths():
+    h = torch.randn(8, 5)
+    lengths = [3, 0, 5, 2, -1, 7, 1, 4]
+    fast = autovec(zero_padding)
+    assert torch.equal(fast(h, lengths), zero_padding(h, lengths))
+    assert _ran(fast) == {"batched"}
+
+
+def test_gradients_match():
+    h = torch.randn(10, 6, requires_grad=True)
+    lengths = torch.randint(0, 7, (10,))
+    assert_equivalent(zero_padding, h, lengths, grad=True)
+
+
+def test_offset_index():
+    out = torch.randn(9, 4)
+    lengths = torch.randint(0, 5, (9,))
+    a, b = out.clone(), out.clone()
+    assert torch.equal(autovec(shifted)(a, lengths), shifted(b, lengths))
+
+
+def test_conditional_fill_keeps_the_loops_answer():
+    out = torch.randn(9, 4)
+    lengths = torch.randint(0, 5, (9,))
+    flags = torch.randn(9)
+    a, b = out.clone(), out.clone()
+    assert torch.equal(autovec(only_some)(a, lengths, flags), only_some(b, lengths, flags))
+    assert torch.equal(a, b)
+
+
+def fill_with_row_stat(x, lengths):
+    out = torch.zeros(x.shape[0], x.shape[1], dtype=torch.int64)
+    for i in range(x.shape[0]):
+        out[i, lengths[i]:] = x[i].sum()      # one value per iteration, cast to the output's dtype
+    return out
+
+
+def test_a_value_per_iteration():
+    x = torch.randn(20, 6) * 4
+    lengths = torch.randint(-7, 8, (20,))
+    fast = autovec(fill_with_row_stat)
+    for _ in range(2):
+        assert torch.equal(fast(x, lengths), fill_with_row_stat(x, lengths))
+    assert _ran(fast) == {"batched"}
+    h = torch.randn(20, 6, requires_grad=True)
+    assert_equivalent(zero_padding, h, lengths.clamp(min=0), grad=True)
