@@ -27,6 +27,8 @@ SCAN2_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_SCAN2_N", "60"))      # family "s
 SCAN2_TIME_LIMIT_S = 15.0
 BRK_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_BRK_N", "60"))          # families "brk", "store2": about 3 s each
 STORE2_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_STORE2_N", "60"))
+NUMS_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_NUMS_N", "60"))        # families "nums", "fill": about 2 s each
+FILL_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_FILL_N", "60"))
 NEW_TIME_LIMIT_S = 15.0
 
 # Programs of the bounded runs below that fail because of autovec bugs the fuzzer found and
@@ -99,11 +101,14 @@ def test_bounded_fuzz_run_of_the_newer_scans(tmp_path):
     assert sum(r.path == "vectorized" for r in results) >= len(results) // 4, summary
 
 
-@pytest.mark.parametrize("family, n", [("brk", BRK_SEEDS), ("store2", STORE2_SEEDS)])
+@pytest.mark.parametrize("family, n", [("brk", BRK_SEEDS), ("store2", STORE2_SEEDS), ("nums", NUMS_SEEDS),
+                                       ("fill", FILL_SEEDS)])
 def test_bounded_fuzz_run_of_breaks_and_repeated_stores(family, n, tmp_path):
     """Family "brk": loops that stop at a `break` (work before it, assignments in its `if`, loop
     variables and running totals read after, while loops); "store2": several stores into one
-    output per iteration (rows, columns, updates, conditions, reads between them)."""
+    output per iteration (rows, columns, updates, conditions, reads between them); "nums":
+    lists of Python numbers indexed, zipped and gathered by labels; "fill": slice assignments
+    with per-iteration bounds."""
     results, summary = _bounded(family, n, NEW_TIME_LIMIT_S, tmp_path)
     assert len(results) >= min(n, 30), summary
     assert sum(r.path == "vectorized" for r in results) >= len(results) // 4, summary
@@ -214,7 +219,7 @@ def test_default_family_keeps_its_programs():
 
 
 def test_families_are_deterministic_and_separate(tmp_path):
-    for family in ("rec", "compile", "brk"):
+    for family in ("rec", "compile", "brk", "nums", "fill"):
         for seed in range(50):
             a, b = generate(seed, family=family), generate(seed, family=family)
             assert (a.kind, a.source) == (b.kind, b.source) and a.kind.startswith(family + "/")
