@@ -641,6 +641,7 @@ class FunctionRuntime:
         """`t.item()` for a whole batch: the values in Python's precision, still a tensor."""
         if not isinstance(t, torch.Tensor):
             return t.item()
+        t = t.detach()            # a Python number carries no gradient
         if t.is_floating_point():
             return t.double()
         if t.is_complex():
@@ -681,19 +682,30 @@ class FunctionRuntime:
     # -------------------------------------------------------------- outputs
 
     @staticmethod
-    def fit_store(o, region, dim, mask=None, op="", lead=1, tok=None):
+    def fit_store(o, region, dim, mask=None, op="", lead=1, tok=None, py=False, inplace=False):
         """New contents of `region` (the written rows, loop dimension at `dim`; `lead` loop
         dimensions for a nest) after the loop's `out[.., i, ..] = v` (or `op=`) for the
-        per-iteration values `o` (n, *V)."""
+        per-iteration values `o` (n, *V); `py`: the values are Python numbers in the loop.
+        `inplace` (an unconditional `op=`): (the values laid out as the region and in the dtype
+        the loop's update computes in, op), for `update` to apply in place at the commit; where
+        they share memory with the region, (the new contents, "=")."""
         if dim and tok is not None and tok.unmoved is not None and tok.unmoved_at == dim and mask is None \
                 and not op:
             entry = tok.unmoved.get(id(o))
             if entry is not None and entry[0] is o and entry[1].shape == region.shape and not o.is_complex():
                 return entry[1]   # o.movedim(0, dim), as the broadcast body computed it
+        if py and o.requires_grad:
+            o = o.detach()        # Python numbers in the loop (`.item()`): no gradient reaches the output
         shape = o.shape
         n = shape[:lead]
         slot = region.shape[:dim] + region.shape[dim + lead:] if dim else region.shape[lead:]
         v = shape[lead:]
+        compute = None
+        if op:
+            if len(v) > len(slot):
+                raise GuardFailed(f"`{op}=` of a value of shape {tuple(v)} into `{tuple(slot)}` (the loop's "
+                                  "in-place update raises)")
+            o, compute = _update_operand(o, region.dtype, len(slot), len(v), op, py)
         if v != slot:
             while len(v) > len(slot) and v[0] == 1:  # setitem drops leading 1s
                 v = v[1:]
@@ -706,12 +718,34 @@ class FunctionRuntime:
         if o.is_complex() and not region.is_complex():
             raise GuardFailed("complex values written into a real tensor")
         o = o.movedim(0, dim) if dim else o
+        if inplace and _storage(o) != _storage(region):
+            return o, op
         if op:
-            o = {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div}[op](region, o)
+            o = {"+": torch.add, "-": torch.sub, "*": torch.mul, "/": torch.div}[op](
+                region if region.dtype == compute else region.to(compute), o)
+            if o.dtype != region.dtype:
+                o = o.to(region.dtype)    # the in-place result, stored in the output's dtype
         if mask is not None:
             m = mask.reshape((1,) * dim + n + (1,) * (o.dim() - dim - lead))
             o = torch.where(m, o.to(region.dtype) if not op else o, region)
-        return o
+        return (o, "=") if inplace else o
+
+    @staticmethod
+    def update(region, o, op):
+        """The commit of an unconditional `out[i] op= v` prepared by fit_store(inplace=True):
+        the loop's own in-place operation, once on the region (a view of the output), with
+        the values in the dtype one iteration computes in; or, where fit_store gave the new
+        contents instead (shared memory), their copy."""
+        if op == "=":
+            region.copy_(o)
+        elif op == "+":
+            region.add_(o)
+        elif op == "-":
+            region.sub_(o)
+        elif op == "*":
+            region.mul_(o)
+        else:
+            region.div_(o)
 
     @staticmethod
     def consume(kind, o, mask=None, py=False, tok=None):
@@ -894,6 +928,36 @@ class FunctionRuntime:
 
 _UNCHANGED = object()
 _CHUNK_BYTES = 32 << 20   # lists of tensors larger than this run in chunks of about 4 MB
+
+
+_REDUCED = (torch.float16, torch.bfloat16)
+_PY_DUMMY = {torch.bool: True, torch.int64: 1, torch.float64: 1.0, torch.complex128: 1j}
+
+
+def _update_operand(o, out_dtype, slot_rank, value_rank, op, py):
+    """The batch of values of the loop's `out[i] op= v` in the dtype one iteration computes
+    its in-place update in, and that dtype: torch's promotion of the row (of `slot_rank`
+    dimensions) with one value (of `value_rank`; a Python number where `py`), true division
+    in a floating dtype. Raises where the loop raises: a result its output's dtype cannot
+    hold (`ints[i] *= 0.5`); and for a float16 / bfloat16 update by a 0-d CPU value or a
+    Python number, which torch's kernels read at float32 for some operations (`*`, `/`) and
+    at half precision for others (`+`, `-`): the loop decides."""
+    row = torch.empty((1,) * slot_rank, dtype=out_dtype)
+    if py:
+        common = torch.result_type(row, _PY_DUMMY.get(o.dtype, 1.0))
+    else:
+        common = torch.result_type(row, torch.empty((1,) * value_rank, dtype=o.dtype))
+    if op == "/" and not (common.is_floating_point or common.is_complex):
+        common = torch.get_default_dtype()
+    if op == "-" and (o.dtype == torch.bool or out_dtype == torch.bool):
+        raise GuardFailed("`-=` with a bool tensor (the loop raises)")
+    if not torch.can_cast(common, out_dtype):
+        raise GuardFailed(f"`{op}=` computes in {common}, which the loop cannot store into its {out_dtype} "
+                          "output (it raises)")
+    if common in _REDUCED and (py or value_rank == 0 and o.device.type == "cpu"):
+        raise GuardFailed(f"`{op}=` of a scalar into a {common} output (torch's kernels differ in the "
+                          "precision they read it at)")
+    return (o if o.dtype == common else o.to(common)), common
 
 
 class _Rows:

@@ -3095,7 +3095,52 @@ def fill_slices(self):
     self.emit(1, self.pick(["return out", "return out.sum(0)", "return None"]) if where == "arg" else "return out")
 
 
-FILL_FORMS = {"slices": fill_slices}
+def fill_updates(self):
+    """`out[i] op= v` (and `out[i, c] op= v`, `out[:, i] op= v`) into an output of any dtype
+    (float16 to bool) with values of other dtypes and ranks, 0-d tensors, Python numbers from
+    `.item()` or a number list: the loop's in-place update decides the dtype it computes in,
+    and raises where its output cannot hold the result."""
+    self.no_grad = self.chance(0.5)
+    x = self.main(dtypes=("float32", "float64", "int64", "bool", "float16"))
+    odt = self.pick(["float32", "float64", "int64", "int32", "float16", "bool"])
+    cols = len(x.shape) == 2 and self.chance(0.2)
+    where = self.pick(["arg", "clone", "new"])
+    shape = x.shape if not cols else x.shape[::-1]
+    if where == "arg":
+        self.no_grad = True
+        self.param("out", f"(torch.randn({tuple(shape)!r}, generator=g) * 4).to(torch.{odt})")
+    loop = self.indexed_loop(x, allow_while=False)
+    i = loop.index
+    v = self.value(loop.row, i, want=self.pick(["same", "scalar", "scalar"]))
+    src = self.pick(["value", "value", "item", "list"])
+    val = v.expr
+    if src == "item" and not v.dims:
+        val = f"({v.expr}).item()"
+    elif src == "list":
+        self.param("w", _number_list(self, self.n, self.pick(["float", "int"])))
+        val = f"w[{i}]"
+    if where == "clone":
+        self.emit(1, f"out = {self.pick(['x.clone()', f'x.to(torch.{odt})'])}")
+    elif where == "new":
+        self.emit(1, f"out = torch.{self.pick(['zeros', 'ones'])}({', '.join('x.shape[%d]' % k for k in range(len(shape)))}, dtype=torch.{odt})")
+    self.emit_all(1, loop.head)
+    op = self.pick(["+=", "+=", "*=", "-=", "/="])
+    if cols:
+        target = f"out[:, {i}]"
+    elif len(shape) == 2 and self.chance(0.2) and not v.dims:
+        target = f"out[{i}, {self.rng.randrange(self.d)}]"
+    else:
+        target = f"out[{i}]"
+    if self.chance(0.1):
+        self.emit(2, f"if {self.cond(loop.row, i)}:")
+        self.emit(3, f"{target} {op} {val}")
+    else:
+        self.emit(2, f"{target} {op} {val}")
+    self.emit_all(2, loop.tail)
+    self.emit(1, "return out")
+
+
+FILL_FORMS = {"slices": fill_slices, "updates": fill_updates}
 BREAK_FORMS = {"break": Gen.exact_break, "break_rich": Gen.exact_break_rich,
                "break_elements": Gen.exact_break_elements, "break_budget": Gen.exact_break_budget}
 FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS,

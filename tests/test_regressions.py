@@ -392,3 +392,95 @@ def test_torch_tensor_of_python_numbers_is_one_conversion(fn, dtype):
         torch.testing.assert_close(got, want)
     finally:
         torch.set_default_dtype(old)
+
+
+# ----------------------------------------------------------------------------- in-place updates
+
+def scale_rows(x, w):
+    for i in range(x.shape[0]):
+        x[i] *= w[i]
+    return x
+
+
+def add_scaled(x, w):
+    for i in range(x.shape[0]):
+        x[i] += w[i] * 3
+    return x
+
+
+def minus_mask(x, m):
+    for i in range(x.shape[0]):
+        x[i] -= m[i]
+    return x
+
+
+def add_columns(x, v):
+    for j in range(x.shape[1]):
+        x[:, j] += v[j].sum()
+    return x
+
+
+@pytest.mark.parametrize("fn", [scale_rows, add_scaled])
+@pytest.mark.parametrize("xd, wd", [(torch.float32, torch.float64), (torch.float32, torch.float32),
+                                    (torch.float16, torch.float32), (torch.float64, torch.float16),
+                                    (torch.int64, torch.float32), (torch.int32, torch.int64)])
+def test_update_computes_in_the_loops_dtype_bit_for_bit(fn, xd, wd):
+    # `x[i] *= w[i]` with a 0-d w[i]: one iteration computes in x's dtype (a 0-d operand does not
+    # promote), so a batch (n, 1) of float64 factors must not compute in float64; an int output
+    # with float factors raises, as in the loop
+    x = (torch.randn(300, 8) * 10).to(xd)
+    w = (torch.randn(300) * 3).to(wd)
+    try:
+        want = fn(x.clone(), w)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            autovec(fn)(x.clone(), w)
+        return
+    fast = autovec(fn)
+    for _ in range(2):
+        got = fast(x.clone(), w)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_subtracting_a_mask_raises_as_the_loop():
+    x = torch.randn(5, 3)
+    m = torch.rand(5, 3) > 0.5
+    with pytest.raises(RuntimeError):
+        minus_mask(x.clone(), m)
+    with pytest.raises(RuntimeError):
+        autovec(minus_mask)(x.clone(), m)
+
+
+def test_column_updates_in_place_on_the_argument():
+    x = torch.randn(6, 9)
+    v = torch.randn(9, 4)
+    a, b = x.clone(), x.clone()
+    fast = autovec(add_columns)
+    assert fast(a, v) is a
+    add_columns(b, v)
+    assert torch.equal(a, b)
+    assert_equivalent(add_columns, x, v)
+
+
+def item_rows(x):
+    out = torch.zeros(x.shape[0], dtype=torch.float64)
+    for k in range(x.shape[0]):
+        out[k] = (x[k] * 2).sum().item()
+    return out
+
+
+def item_update(x, out):
+    for k, row in enumerate(x):
+        out[k] /= (row * 1.5).sum().item()
+    return out
+
+
+def test_python_numbers_stored_carry_no_gradient():
+    # `.item()` gives a number: the output the loop fills with it does not require grad
+    x = torch.randn(10, 3, requires_grad=True)
+    got = autovec(item_rows)(x)
+    assert not got.requires_grad and torch.equal(got, item_rows(x))
+    out = torch.randn(10, dtype=torch.float64)
+    a, b = out.clone(), out.clone()
+    got = autovec(item_update)(x, a)
+    assert not got.requires_grad and torch.equal(got, item_update(x, b))

@@ -362,9 +362,15 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 read = region
             RG = namer.new(f"_av_g{L}_{k}")   # the region read once, for fit_store and replaces
             ok_s, mask_s = (ok, mask) if nest else (f"{T}.ascending({ok})", f"{T}.ascending({mask})")
-            prepare += template(f"RG = {read}\nP = AV.fit_store({ok_s}, RG, {o.dim}, {mask_s}, {o.op!r}, {lead}, {T})",
-                                P=P, AV=AV, RG=RG)
-            if o.consumer == "fresh":
+            # an update computes as a Python number does; unconditional into an existing output,
+            # it runs in place at the commit, as the loop's own operation
+            update = bool(o.op) and mask == "None" and o.consumer != "fresh"
+            extra = f", {py}" + (", inplace=True" if update else "")
+            prepare += template(f"RG = {read}\nP = AV.fit_store({ok_s}, RG, {o.dim}, {mask_s}, {o.op!r}, {lead}, {T}"
+                                f"{extra})", P=P, AV=AV, RG=RG)
+            if update:
+                commit += template("AV.update(RG, P[0], P[1])", P=P, AV=AV, RG=RG)
+            elif o.consumer == "fresh":
                 # a freshly allocated output that this call overwrites entirely becomes the batch
                 commit += template(f"if AV.replaces({o.target}, RG, P, {T}):\n    {o.target} = P\n"
                                    f"else:\n    {o.target} = AV.unreleased({o.target}, {T})\n    {region} = P",
