@@ -696,6 +696,10 @@ class FunctionRuntime:
                 return entry[1]   # o.movedim(0, dim), as the broadcast body computed it
         if py and o.requires_grad:
             o = o.detach()        # Python numbers in the loop (`.item()`): no gradient reaches the output
+        if o.requires_grad and not (region.is_floating_point() or region.is_complex()):
+            # autograd has no integer or bool outputs: the loop's first such store makes a
+            # tensor torch then refuses to write into again (it raises): the loop decides
+            raise GuardFailed(f"a value that requires grad stored into a {region.dtype} output")
         shape = o.shape
         n = shape[:lead]
         slot = region.shape[:dim] + region.shape[dim + lead:] if dim else region.shape[lead:]

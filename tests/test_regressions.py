@@ -484,3 +484,26 @@ def test_python_numbers_stored_carry_no_gradient():
     a, b = out.clone(), out.clone()
     got = autovec(item_update)(x, a)
     assert not got.requires_grad and torch.equal(got, item_update(x, b))
+
+
+def store_into_bools(x, c0):
+    out = torch.empty_like(x)
+    for i in range(len(x)):
+        out[i] = ((x[i].int() * i) * c0).mean()
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_value_requiring_grad_into_a_bool_output_behaves_as_the_loop(n):
+    # torch lets the first such store make a bool tensor that requires grad, then refuses the
+    # next one: the loop decides both
+    c0 = torch.randn(3, requires_grad=True)
+    x = torch.rand(n, 3) > 0.5
+    try:
+        want = store_into_bools(x, c0)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            autovec(store_into_bools)(x, c0)
+        return
+    got = autovec(store_into_bools)(x, c0)
+    assert (got.requires_grad, got.dtype) == (want.requires_grad, want.dtype) and torch.equal(got, want)
