@@ -900,14 +900,22 @@ class FunctionRuntime:
         if o.dim() != 1:
             raise GuardFailed("comparing tensors with several elements (the loop raises)")
         vals = o.detach()
-        if (vals.is_floating_point() or vals.is_complex()) and bool(torch.isnan(vals).any()) or (
-                isinstance(best, float) and best != best) or (
+        if vals.is_complex():
+            raise GuardFailed("comparing complex values (the loop raises)")
+        if (isinstance(best, float) and best != best) or (
                 isinstance(best, torch.Tensor) and best.is_floating_point() and bool(torch.isnan(best).any())):
+            raise GuardFailed("NaN among the compared values (the loop's order of comparisons decides)", data=True)
+        if vals.shape[0] == 0:
+            return None
+        # the first extreme (argmax / argmin give the first of equals), or the last one (of the
+        # reversed values); a NaN is their extreme, which the check below finds
+        pick = torch.argmax if op in (">", ">=") else torch.argmin
+        if vals.dtype == torch.bool:
+            vals = vals.to(torch.uint8)
+        j = int(pick(vals)) if op in (">", "<") else vals.shape[0] - 1 - int(pick(vals.flip(0)))
+        if vals.is_floating_point() and bool(vals[j] != vals[j]):
             # Python's max/min with NaN depends on the order of the comparisons: keep the loop
             raise GuardFailed("NaN among the compared values (the loop's order of comparisons decides)", data=True)
-        ext = vals.max() if op in (">", ">=") else vals.min()
-        hits = (vals == ext).nonzero().flatten()
-        j = int(hits[0] if op in (">", "<") else hits[-1])
         cand = o[j]
         beats = {">": cand > best, ">=": cand >= best, "<": cand < best, "<=": cand <= best}[op]
         if not bool(beats):
