@@ -209,6 +209,13 @@ class _Helpers:
         return torch.where(mask, fill, row)
 
     @staticmethod
+    def where_store(c, a, b):
+        """A stored value's branches (runtime.where with strict=False) for every row: a Python
+        number and a tensor, both in a dtype that holds them exactly."""
+        from .runtime import FunctionRuntime
+        return FunctionRuntime.where(c, a, b, strict=False)
+
+    @staticmethod
     def classes(k):
         """F.one_hot's num_classes for a batch: -1 (each iteration's own maximum) has no
         batched form, so the batched body raises and the loop decides."""
@@ -617,8 +624,9 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
     try:
         fast = batched_def(fdef, facts, ids, params, av, resolve, fdef.name + "_batched", lead=lead)
         seen: dict = {}
+        exempt: set = set()
         checked = batched_def(fdef, facts, ids, params, av, resolve, fdef.name + "_batched_probe", probe=True,
-                              batched_nodes=seen, lead=lead)
+                              batched_nodes=seen, lead=lead, exempt_nodes=exempt)
     except Unsupported as e:
         return str(e)
     # two rows of every level: each intermediate value must be one iteration's, batch in front,
@@ -645,6 +653,8 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
         return f"the batched body raised {type(e).__name__}: {e}"
     nodes = {k: node for node in ast.walk(fdef) for k in [ids.get(id(node))] if k is not None}
     for k, batched in seen.items():
+        if k in exempt:
+            continue         # checked through the outputs below
         if k in facts and k in got and not agrees(facts[k], got[k], batched, rows):
             one, many = facts[k], got[k]
             return (f"`{ast.unparse(nodes[k])}` would be {many.dtype or many.kind} of shape {list(many.shape)} "

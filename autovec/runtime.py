@@ -677,6 +677,16 @@ class FunctionRuntime:
                 raise GuardFailed("the branches give tensors of different dtypes or shapes")
         if not isinstance(c, torch.Tensor):
             return a if c else b
+        if not strict:
+            dtype = _lossless(a, b)
+            ta, tb = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
+            if ta and a.dtype != dtype:
+                a = a.to(dtype)
+            if tb and b.dtype != dtype:
+                b = b.to(dtype)
+            if not ta and not tb:
+                a = torch.tensor(a, dtype=dtype, device=c.device)
+            # (a Python number beside a tensor of `dtype` enters as itself: that dtype holds it)
         return torch.where(c, a, b)
 
     # -------------------------------------------------------------- outputs
@@ -940,6 +950,64 @@ class FunctionRuntime:
 
 _UNCHANGED = object()
 _CHUNK_BYTES = 32 << 20   # lists of tensors larger than this run in chunks of about 4 MB
+
+
+_PY_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+_EXACT_IN_FLOAT64 = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32)
+
+
+def _lossless(a, b):
+    """A dtype that holds every value of `a` and of `b` exactly (tensors or Python numbers): the
+    values a stored branch gives (`if v > c: out[i] = c else: out[i] = x[i]`), which the store
+    then converts to the output's dtype as the loop converts each one. torch.where's own
+    promotion would round them first (a Python float to a float32 tensor's dtype, an int64
+    tensor to float32)."""
+    dtypes = []
+    for v in (a, b):
+        if isinstance(v, torch.Tensor):
+            dtypes.append(v.dtype)
+        else:
+            dt = _PY_DTYPES.get(type(v))
+            if dt is None:
+                raise GuardFailed(f"a stored branch gives a {type(v).__name__}")
+            if dt is torch.int64 and abs(v) >= 2 ** 53 and any(
+                    isinstance(w, float) or isinstance(w, torch.Tensor) and w.is_floating_point() for w in (a, b)):
+                raise GuardFailed("a stored branch gives an int past float64's exact range")
+            dtypes.append(dt)
+    x, y = dtypes
+    if x == y:
+        return x
+    for num, t in ((a, b), (b, a)):
+        # a Python number the tensor's own dtype holds exactly (1.5, 0.0, -1 in float32): that dtype
+        if not isinstance(num, torch.Tensor) and isinstance(t, torch.Tensor) and _holds(t.dtype, num):
+            return t.dtype
+    out = torch.promote_types(x, y)
+    if out.is_floating_point or out.is_complex:
+        for v, d in ((a, x), (b, y)):
+            if not (d.is_floating_point or d.is_complex):
+                # an integer side: exact in float64 if narrow, or a Python int checked above
+                if d not in _EXACT_IN_FLOAT64 and isinstance(v, torch.Tensor):
+                    raise GuardFailed(f"stored branches of {x} and {y} (no dtype holds both exactly)")
+                out = torch.complex128 if out.is_complex else torch.float64
+    return out
+
+
+def _holds(dtype, num) -> bool:
+    """Whether a tensor of `dtype` holds the Python number `num` exactly (as a number of its
+    own kind: a float in a floating dtype, an int in any but bool, a bool in bool)."""
+    if type(num) is bool:
+        return dtype is torch.bool
+    if dtype is torch.bool or dtype.is_complex:
+        return False
+    if type(num) is float and not dtype.is_floating_point:
+        return False
+    if type(num) not in (int, float):
+        return False
+    try:
+        back = torch.tensor(num, dtype=dtype).item()
+    except (RuntimeError, OverflowError):
+        return False
+    return back == num or (num != num and back != back)
 
 
 _REDUCED = (torch.float16, torch.bfloat16)
@@ -2588,13 +2656,20 @@ class Token:
                     rows.append(int(hit[0]))
         seen: dict = {}
         flat = outs if self.levels is None else [o.flatten(0, len(self.levels) - 1) for o in outs]
+        stored = self._stored_values(layout)
         for j in sorted(set(rows)):
             with torch.no_grad():
                 want_all = ref(*self._row_args(inputs, j))
             for k, (want, got) in enumerate(zip(want_all, flat)):
                 if want is None:
                     continue
-                self._compare(k, want, got[j])
+                row = got[j]
+                if k in stored and isinstance(want, torch.Tensor) and row.dtype != want.dtype \
+                        and _lossless(want, row) == row.dtype:
+                    # a stored value from branches of several dtypes, held in one that holds them
+                    # all (runtime.where): the store converts it as the loop converts this one
+                    row = row.to(want.dtype)
+                self._compare(k, want, row)
                 seen[k] = not isinstance(want, torch.Tensor)
         needed = len(outs) - sum(1 for lay in layout if lay[0] is None)  # branch probes return no value
         if tagged:
@@ -2609,6 +2684,11 @@ class Token:
             pys[k] = is_py
         if len(seen) >= needed:
             self.rt.checked.add(key)
+
+    def _stored_values(self, layout):
+        """Output positions that are values a store writes (`out[i] = v`), not lists or totals."""
+        outputs = self.match.plan.outputs
+        return {lay[0] for lay, o in zip(layout, outputs) if o.kind == "store"} if layout else set()
 
     def match_layout(self):
         return self.rt.layouts.get(self.loop_id, ())

@@ -507,3 +507,47 @@ def test_value_requiring_grad_into_a_bool_output_behaves_as_the_loop(n):
         return
     got = autovec(store_into_bools)(x, c0)
     assert (got.requires_grad, got.dtype) == (want.requires_grad, want.dtype) and torch.equal(got, want)
+
+
+def clamp_store(g, c, dtype):
+    out = torch.empty(g.shape[0], dtype=dtype)
+    for i in range(g.shape[0]):
+        v = g[i].item()
+        if v > c:
+            out[i] = c               # a Python number in some iterations
+        elif v < -c:
+            out[i] = -c
+        else:
+            out[i] = g[i]            # a tensor in the others
+    return out
+
+
+@pytest.mark.parametrize("c", [1.5, 0.1, 2, 1e300])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64])
+def test_stored_branches_keep_each_value_exact(c, dtype):
+    # torch.where(m, 0.1, float32 tensor) would round 0.1 to float32 before a float64 output
+    # stores it: the branches meet in a dtype that holds both (float32 where it holds c)
+    g = torch.randn(64) * 2
+    try:
+        want = clamp_store(g, c, dtype)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            autovec(clamp_store)(g, c, dtype)
+        return
+    fast = autovec(clamp_store)
+    for _ in range(2):
+        got = fast(g, c, dtype)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert _ran(fast) <= {"batched", "vmap"}
+
+
+def _ran(fast):
+    rt = fast._autovec_state.runtime
+    return set(rt.ran.values()) if rt is not None else set()
+
+
+def test_stored_branches_run_batched():
+    g = torch.randn(64) * 2
+    fast = autovec(clamp_store)
+    fast(g, 1.5, torch.float32)
+    assert _ran(fast) == {"batched"}

@@ -343,6 +343,7 @@ class _Ctx:
     lead: int = 1             # batch dimensions in front: one per loop level
     local: set = field(default_factory=set)
     seen: dict = field(default_factory=dict)    # node number -> whether its value carries the batch
+    exempt: set = field(default_factory=set)    # node numbers whose dtype may differ from one iteration's
 
 
 class _Batcher:
@@ -703,6 +704,21 @@ class _Batcher:
                 raise Unsupported("a branch on a fixed condition with per-iteration values")
             if _rank(c) != 0:
                 raise Unsupported("a condition with several elements")
+            lenient = len(node.args) == 4 and isinstance(node.args[3], ast.Constant) and node.args[3].value is False
+            if lenient and not (_is_tensorish(a) and _is_tensorish(b)):
+                # a stored value whose branches give a Python number and a tensor (`if v > c:
+                # out[i] = c else: out[i] = x[i]`): both in a dtype that holds them exactly
+                # (runtime._lossless); the store converts the result as the loop converts each
+                for v in (a, b):
+                    if not (_is_tensorish(v) or v.fact.number):
+                        raise Unsupported(f"a stored branch gives a {v.fact.kind}")
+                top = max(_rank(a) if a.fact.kind == "tensor" else 0, _rank(b) if b.fact.kind == "tensor" else 0)
+                na, nb = (_lift(v, top - _rank(v), self.c.lead) if v.batched else v.node for v in (a, b))
+                k = self.c.ids.get(id(node))
+                if k is not None:
+                    self.c.exempt.add(k)     # its dtype is the lossless one, not one iteration's
+                return _V(_helper("where_store", _lift(c, top, self.c.lead), na, nb), True,
+                          Fact("tensor", top, None, ()))
             top = max(_rank(a) if _is_tensorish(a) else 0, _rank(b) if _is_tensorish(b) else 0)
             if a.fact.kind != "tensor" and not a.batched or b.fact.kind != "tensor" and not b.batched:
                 raise Unsupported("a branch between a per-iteration tensor and a Python value")
@@ -1056,13 +1072,16 @@ class _Batcher:
 
 
 def batched_def(fdef: ast.FunctionDef, facts: dict, ids: dict, batched_params, av: str, resolve,
-                name: str, probe: bool = False, batched_nodes: dict | None = None, lead: int = 1) -> ast.FunctionDef:
+                name: str, probe: bool = False, batched_nodes: dict | None = None, lead: int = 1,
+                exempt_nodes: set | None = None) -> ast.FunctionDef:
     """The batched body (see the module docstring); raises Unsupported. `ids` numbers the nodes
     of `fdef` as `probe_def` did (`number_nodes` of the same tree); `batched_nodes` receives,
     per node number, whether the rewritten value carries the batch."""
     ctx = _Ctx(facts, ids, set(batched_params), av, resolve, probe, lead)
     if batched_nodes is not None:
         ctx.seen = batched_nodes
+    if exempt_nodes is not None:
+        ctx.exempt = exempt_nodes
     ctx.local |= {a.arg for a in fdef.args.args}
     stmts = _Batcher(ctx).body(fdef.body)
     new = ast.FunctionDef(name=name, args=ast.arguments(
