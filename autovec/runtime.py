@@ -140,6 +140,49 @@ def _no_aliasing(written, mapped, tensors, free_tensors, free, calls):
                 raise GuardFailed("two outputs share memory")
 
 
+def _index_meets_floats(plan) -> bool:
+    """Whether the loop index, used as a number, enters arithmetic that makes a Python float in
+    the loop (`0.1 * i`, `i / n`, `i ** 0.5`, `scale * i` with a loop-invariant name that may be
+    a float): broadcasting and vmap hold the index as an int64 tensor, so there it would be a
+    float32 tensor (the default dtype), rounded where the loop's float is not, and promoting a
+    half-precision row the loop's number does not. Names assigned from the index count as it."""
+    import ast as _ast
+    names = []
+    if plan.space.kind == "nest":
+        names = list(plan.value_indices)
+    elif plan.index_as_value and plan.space.index:
+        names = [plan.space.index]
+    if not names:
+        return False
+    derived = set(names)
+    free = set(plan.free)
+    stmts = [_ast.parse(t).body[0] for t in plan.body]
+
+    def mentions(node):
+        return any(isinstance(n, _ast.Name) and n.id in derived for n in _ast.walk(node))
+
+    def floaty(node):
+        return any(isinstance(n, _ast.Constant) and type(n.value) in (float, complex)
+                   or isinstance(n, _ast.Name) and n.id in free for n in _ast.walk(node))
+    for s in stmts:
+        for n in _ast.walk(s):
+            if isinstance(n, _ast.Assign) and mentions(n.value):
+                derived |= {t.id for tg in n.targets for t in _ast.walk(tg) if isinstance(t, _ast.Name)}
+    for s in stmts:
+        for n in _ast.walk(s):
+            if isinstance(n, (_ast.BinOp, _ast.AugAssign)):
+                left = n.left if isinstance(n, _ast.BinOp) else n.target
+                right = n.right if isinstance(n, _ast.BinOp) else n.value
+                a, b = mentions(left), mentions(right)
+                if not (a or b):
+                    continue
+                if isinstance(n.op, (_ast.Div, _ast.Pow)):
+                    return True
+                if (a and not b and floaty(right)) or (b and not a and floaty(left)):
+                    return True
+    return False
+
+
 class FunctionRuntime:
     """Shared by every rewritten loop of one function (the `_av` name in generated code)."""
 
@@ -183,6 +226,9 @@ class FunctionRuntime:
         self.enum_start = {k: int(v.plan.space.enum_start) for k, v in matches.items()
                            if v.plan.space.kind == "elements"}
         self.nest_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "nest")
+        # loops whose index, as a number, meets Python floats (`0.1 * i`, `i / n`): only a
+        # batched body computes that as the loop does (in float64, as Python numbers)
+        self.index_py = frozenset(k for k, v in matches.items() if _index_meets_floats(v.plan))
 
     def stepper(self, loop_id, fn, calls, it):
         """The compile fallback's step callable for this run of a loop, or None (the original loop)."""
@@ -2169,13 +2215,14 @@ class Token:
         modes.append("vmap")
         if not _switch_on("AUTOVEC_DIRECT"):
             modes = ["vmap"]          # the generic form only (benchmarks measure what the direct forms gain)
-        if self.numbers:
-            # a list of Python numbers: only the batched body treats its batch as Python numbers
-            # (vmap and broadcasting would see 0-d float64 tensors, which promote differently)
+        if self.numbers or self.loop_id in rt.index_py:
+            # a list of Python numbers, or the index in float arithmetic: only the batched body
+            # treats their batch as Python numbers (vmap and broadcasting would see 0-d float64
+            # tensors, or an int64 index making float32 values, which compute differently)
             modes = [m for m in modes if m == "batched"]
             if not modes:
-                raise GuardFailed("the loop indexes a list of Python numbers, which only a batched body "
-                                  "(not vmap) computes with as the loop does")
+                raise GuardFailed("the loop reads Python numbers (a list of them, or its index in float "
+                                  "arithmetic), which only a batched body (not vmap) computes with as the loop does")
         errors = []
         for mode in modes:
             if (self.loop_id, self.sig, mode, tag) in rt.bad_modes and mode != modes[-1]:
@@ -2273,7 +2320,8 @@ class Token:
     def _chunkable(self):
         plan = self.match.plan
         return not (self.levels is not None or plan.scans or getattr(self, "extra", None) or self.raw_numbers
-                    or self.number_sources or self.match.strategy not in _CHUNKABLE)
+                    or self.number_sources or self.loop_id in self.rt.index_py
+                    or self.match.strategy not in _CHUNKABLE)
 
     def _chunk_rows(self):
         """Rows per chunk when the loop runs over a large list of tensors (stacking it whole and

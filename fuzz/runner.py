@@ -150,8 +150,12 @@ def diff_tensor(want: torch.Tensor, got: torch.Tensor, path: str, notes=None, re
         if getattr(want, attr) != getattr(got, attr):
             return f"{path}: {attr} {getattr(want, attr)} != {getattr(got, attr)}"
     # gradients are sums over iterations: batched and looped sums differ by reassociation
-    loose = dict(rtol=1e-4, atol=1e-5) if "gradient" in path and want.dtype in (torch.float32, torch.float16,
-                                                                                 torch.bfloat16) else {}
+    loose = dict(rtol=1e-4, atol=1e-5) if "gradient" in path and want.dtype == torch.float32 else {}
+    if "gradient" in path and want.dtype in (torch.float16, torch.bfloat16):
+        # half-precision sums over iterations round at every step of the loop (8 bits of
+        # mantissa for bfloat16): reassociated, they differ by several units in the last place
+        eps = torch.finfo(want.dtype).eps
+        loose = dict(rtol=16 * eps, atol=16 * eps)
     try:
         torch.testing.assert_close(got.detach(), want.detach(), equal_nan=True, **loose)
     except AssertionError as e:

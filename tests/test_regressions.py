@@ -551,3 +551,57 @@ def test_stored_branches_run_batched():
     fast = autovec(clamp_store)
     fast(g, 1.5, torch.float32)
     assert _ran(fast) == {"batched"}
+
+
+# ----------------------------------------------------------------------------- the index as a Python number
+
+def index_times_float(x):
+    out = torch.zeros(x.shape, dtype=x.dtype)
+    for i in range(len(x)):
+        out[i] = x[i] * (0.1 * i)          # a Python float in the loop (double precision)
+    return out
+
+
+def index_minus_half(x):
+    out = torch.zeros(x.shape, dtype=torch.float32)
+    for i in range(len(x)):
+        out[i] = x[i] - 0.5 * i
+    return out
+
+
+def index_derived(x, scale):
+    res = []
+    for i, row in enumerate(x):
+        t = i / len(x)                     # true division of ints: a float
+        res.append(row * (t + scale))
+    return torch.stack(res)
+
+
+def nest_index(x):
+    out = torch.zeros(x.shape, dtype=x.dtype)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j] * (0.1 * i + j)
+    return out
+
+
+@pytest.mark.parametrize("fn", [index_times_float, index_minus_half, nest_index])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+def test_index_in_float_arithmetic_is_exact(fn, dtype):
+    # broadcasting held the index as an int64 tensor: 0.1 * i became a float32 tensor, rounded
+    # where the loop's Python float is not, and promoting a half-precision row to float32
+    x = torch.randn(40, 3).to(dtype)
+    want = fn(x)
+    fast = autovec(fn)
+    for _ in range(2):
+        got = fast(x)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert "broadcast" not in _ran(fast) and "vmap" not in _ran(fast)
+
+
+def test_index_derived_name_and_free_float():
+    x = torch.randn(30, 4, dtype=torch.float64)
+    want = index_derived(x, 0.3)
+    fast = autovec(index_derived)
+    got = fast(x, 0.3)
+    assert torch.equal(got, want)
