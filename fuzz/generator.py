@@ -57,7 +57,7 @@ class Val:
 
 
 def promote(a: str, b: str) -> str:
-    order = ["bool", "int32", "int64", "bfloat16", "float16", "float32", "float64"]
+    order = ["bool", "uint8", "int16", "int32", "int64", "bfloat16", "float16", "float32", "float64"]
     return max(a, b, key=order.index)
 
 
@@ -281,6 +281,8 @@ class Gen:
             opts += ", grad=True"
         if special:
             opts += ", special=True"
+        if dtype == "uint8":
+            low = max(low, 0)
         if dtype not in FLOATS and dtype != "bool" and (low, high) != (-4, 5):
             opts += f", low={low}, high={high}"
         self.param(name, f"_tensor(g, {tuple(shape)!r}, torch.{dtype}{opts})")
@@ -292,7 +294,7 @@ class Gen:
 
     def main(self, name="x", dtypes=None, rank=None, **kw) -> Tensor:
         """The tensor a loop walks over: (n,) or (n, d)."""
-        dtype = self.pick(dtypes or (FLOATS[0], FLOATS[0], FLOATS[-1], "int64", "bool"))
+        dtype = self.pick(dtypes or (FLOATS[0], FLOATS[0], FLOATS[-1], INTS[0], "bool"))
         rank = rank or self.pick([1, 2, 2])
         shape = (self.n,) if rank == 1 else (self.n, self.d)
         return self.tensor(name, shape, dtype, **kw)
@@ -3145,10 +3147,14 @@ FILL_FORMS = {"slices": fill_slices, "updates": fill_updates}
 # family "half": the default family's vectorizable forms with float16 / bfloat16 among the
 # floating dtypes (weak Python scalars, 0-d operands and reductions behave differently there)
 HALF_FORMS = {**VEC_FORMS, **NEW_VEC_FORMS}
+# family "ints": the same forms with narrow integer data (int32, int16, uint8) beside int64:
+# a Python int or a 0-d int64 value does not widen them, a batch of int64 values would
+INTS_FORMS = {**VEC_FORMS, **NEW_VEC_FORMS}
 BREAK_FORMS = {"break": Gen.exact_break, "break_rich": Gen.exact_break_rich,
                "break_elements": Gen.exact_break_elements, "break_budget": Gen.exact_break_budget}
 FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS,
-            "store2": STORE2_FORMS, "nums": NUMS_FORMS, "fill": FILL_FORMS, "half": HALF_FORMS}
+            "store2": STORE2_FORMS, "nums": NUMS_FORMS, "fill": FILL_FORMS, "half": HALF_FORMS,
+            "ints": INTS_FORMS}
 REC_KINDS = [f"rec/{k}" for k in REC_FORMS]
 COMPILE_KINDS = [f"compile/{k}" for k in COMPILE_FORMS]
 
@@ -3172,18 +3178,21 @@ def generate(seed: int, kind: str | None = None, family: str = "default") -> Pro
             forms = VEC_FORMS if vec else EXACT_FORMS
             kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
     family, form = kind.split("/")
-    if family in ("rec", "compile", "scan2", "brk", "store2", "nums", "fill", "half"):
+    if family in ("rec", "compile", "scan2", "brk", "store2", "nums", "fill", "half", "ints"):
         table = FAMILIES[family]
     else:
         table = {**VEC_FORMS, **NEW_VEC_FORMS} if family == "vec" else {**EXACT_FORMS, **NEW_EXACT_FORMS}
-    if family == "half":
-        global FLOATS
-        saved = FLOATS
-        FLOATS = ("float16", "bfloat16", "float32")      # every form's floating dtypes, this program only
+    if family in ("half", "ints"):
+        global FLOATS, INTS
+        saved = FLOATS, INTS
+        if family == "half":
+            FLOATS = ("float16", "bfloat16", "float32")      # every form's floating dtypes, this program only
+        else:
+            INTS = ("int32", "int16", "uint8", "int64")
         try:
             table[form](gen)
         finally:
-            FLOATS = saved
+            FLOATS, INTS = saved
     else:
         table[form](gen)
     return Program(seed, kind, gen.source(kind))
