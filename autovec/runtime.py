@@ -159,7 +159,12 @@ def _index_meets_floats(plan) -> bool:
     stmts = [_ast.parse(t).body[0] for t in plan.body]
 
     def mentions(node):
-        return any(isinstance(n, _ast.Name) and n.id in derived for n in _ast.walk(node))
+        # the index as a value: not where it only selects elements (`x[i]` is a tensor's element)
+        if isinstance(node, _ast.Name):
+            return node.id in derived
+        if isinstance(node, _ast.Subscript):
+            return mentions(node.value)
+        return any(mentions(c) for c in _ast.iter_child_nodes(node))
 
     def floaty(node):
         return any(isinstance(n, _ast.Constant) and type(n.value) in (float, complex)
@@ -223,6 +228,7 @@ class FunctionRuntime:
         self.hot: dict = {}               # (loop id, signature, tag) -> (largest trip count, steady-state runner, mode)
         self.range_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "range")
         self.element_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "elements")
+        self.indexing_loops = frozenset(k for k in self.element_loops if self._indexes(k))
         self.enum_start = {k: int(v.plan.space.enum_start) for k, v in matches.items()
                            if v.plan.space.kind == "elements"}
         self.nest_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "nest")
@@ -260,14 +266,17 @@ class FunctionRuntime:
             # the same for `for row in x` / zip(a, b) / enumerate(x) over tensors
             n = -1
             lists = False
-            tensors = False
+            tensors = False     # (a list of Python numbers alone has nothing to batch)
             for t in space:
                 if type(t) is not torch.Tensor or not t.dim():
                     if type(t) is list or type(t) is tuple:
-                        if not t or not (isinstance(t[0], torch.Tensor) or type(t[0]) in _LIST_DTYPES):
-                            return None     # empty, or not tensors or numbers: the loop, quietly (as _space)
+                        if not t:
+                            return None     # empty: the loop, quietly (as _space)
+                        if isinstance(t[0], torch.Tensor):
+                            tensors = True
+                        elif type(t[0]) not in _LIST_DTYPES or len(space) == 1 and loop_id not in self.indexing_loops:
+                            return None     # not tensors or numbers, or numbers alone: the loop, quietly
                         lists = True        # a list: its length, for the decision below
-                        tensors = tensors or isinstance(t[0], torch.Tensor)
                         k = len(t)
                     else:
                         break
@@ -277,7 +286,7 @@ class FunctionRuntime:
                 if n < 0 or k < n:
                     n = k
             else:
-                if not tensors and not self._indexes(loop_id):
+                if not tensors and loop_id not in self.indexing_loops:
                     return None             # Python numbers alone: no torch work to batch
                 d = self.decisions.get((loop_id, n.bit_length())) if n >= 0 else None
                 if d is not None and d.final:
@@ -468,10 +477,11 @@ class FunctionRuntime:
         tensors = []
         cpu = True
         numbers = None     # positions of lists of Python numbers indexed by the loop, as tensors
-        for pos, (t, d, off, _) in enumerate(mapped):
+        for t, d, off, _ in mapped:
             if type(t) is not Tensor and not isinstance(t, Tensor):
                 if (type(t) is not list and type(t) is not tuple) or levels is not None:
                     raise GuardFailed(f"an indexed value is a {type(t).__name__}, not a tensor")
+                pos = next(k for k, e in enumerate(mapped) if e[0] is t)
                 t = _number_list(t)
                 if numbers is None:
                     numbers, mapped = [], list(mapped)
@@ -498,12 +508,13 @@ class FunctionRuntime:
             tensors.append(t)
         grad = torch.is_grad_enabled()
         number_sources = None
-        for j, s in enumerate(sources):
+        for s in sources:
             if isinstance(s, Tensor):
                 tensors.append(s)
                 cpu = cpu and s.is_cpu
             elif type(s[0]) in _LIST_DTYPES:
                 # Python numbers beside tensors (`zip(temps, x)`): one tensor, as for an indexed list
+                j = next(k for k, e in enumerate(sources) if e is s)
                 if number_sources is None:
                     number_sources, sources = [], list(sources)
                 if levels is None:
@@ -738,10 +749,11 @@ class FunctionRuntime:
     # -------------------------------------------------------------- outputs
 
     @staticmethod
-    def fit_store(o, region, dim, mask=None, op="", lead=1, tok=None, py=False, inplace=False):
+    def fit_store(o, region, dim, mask=None, op="", lead=1, tok=None, py=None, inplace=False):
         """New contents of `region` (the written rows, loop dimension at `dim`; `lead` loop
         dimensions for a nest) after the loop's `out[.., i, ..] = v` (or `op=`) for the
-        per-iteration values `o` (n, *V); `py`: the values are Python numbers in the loop.
+        per-iteration values `o` (n, *V); `py`: (output position, static flag) for tok.py,
+        whether the values are Python numbers in the loop (asked only where it matters).
         `inplace` (an unconditional `op=`): (the values laid out as the region and in the dtype
         the loop's update computes in, op), for `update` to apply in place at the commit; where
         they share memory with the region, (the new contents, "=")."""
@@ -750,6 +762,10 @@ class FunctionRuntime:
             entry = tok.unmoved.get(id(o))
             if entry is not None and entry[0] is o and entry[1].shape == region.shape and not o.is_complex():
                 return entry[1]   # o.movedim(0, dim), as the broadcast body computed it
+        if py is not None and (op or o.requires_grad):
+            py = tok.py(*py) if tok is not None else bool(py[1])
+        else:
+            py = False
         if py and o.requires_grad:
             o = o.detach()        # Python numbers in the loop (`.item()`): no gradient reaches the output
         if o.requires_grad and not (region.is_floating_point() or region.is_complex()):
@@ -1038,9 +1054,22 @@ def _lossless(a, b):
     return out
 
 
+_HOLDS: dict = {}
+
+
 def _holds(dtype, num) -> bool:
     """Whether a tensor of `dtype` holds the Python number `num` exactly (as a number of its
     own kind: a float in a floating dtype, an int in any but bool, a bool in bool)."""
+    key = (dtype, type(num), num)
+    hit = _HOLDS.get(key)
+    if hit is None:
+        hit = _holds_uncached(dtype, num)
+        if len(_HOLDS) < 4096:
+            _HOLDS[key] = hit
+    return hit
+
+
+def _holds_uncached(dtype, num) -> bool:
     if type(num) is bool:
         return dtype is torch.bool
     if dtype is torch.bool or dtype.is_complex:
@@ -1068,22 +1097,37 @@ def _update_operand(o, out_dtype, slot_rank, value_rank, op, py):
     hold (`ints[i] *= 0.5`); and for a float16 / bfloat16 update by a 0-d CPU value or a
     Python number, which torch's kernels read at float32 for some operations (`*`, `/`) and
     at half precision for others (`+`, `-`): the loop decides."""
+    scalar = py or value_rank == 0 and o.device.type == "cpu"
+    key = (out_dtype, slot_rank, value_rank if not py else -1, o.dtype, op, scalar, torch.get_default_dtype())
+    common = _UPDATE_DTYPES.get(key)
+    if common is None:
+        common = _update_dtype(out_dtype, slot_rank, value_rank, o.dtype, op, py, scalar)
+        if len(_UPDATE_DTYPES) < 4096:
+            _UPDATE_DTYPES[key] = common
+    if isinstance(common, str):
+        raise GuardFailed(common)
+    return (o if o.dtype == common else o.to(common)), common
+
+
+_UPDATE_DTYPES: dict = {}     # (out dtype, ranks, value dtype, op, ...) -> the update's dtype, or why it raises
+
+
+def _update_dtype(out_dtype, slot_rank, value_rank, value_dtype, op, py, scalar):
     row = torch.empty((1,) * slot_rank, dtype=out_dtype)
     if py:
-        common = torch.result_type(row, _PY_DUMMY.get(o.dtype, 1.0))
+        common = torch.result_type(row, _PY_DUMMY.get(value_dtype, 1.0))
     else:
-        common = torch.result_type(row, torch.empty((1,) * value_rank, dtype=o.dtype))
+        common = torch.result_type(row, torch.empty((1,) * value_rank, dtype=value_dtype))
     if op == "/" and not (common.is_floating_point or common.is_complex):
         common = torch.get_default_dtype()
-    if op == "-" and (o.dtype == torch.bool or out_dtype == torch.bool):
-        raise GuardFailed("`-=` with a bool tensor (the loop raises)")
+    if op == "-" and (value_dtype == torch.bool or out_dtype == torch.bool):
+        return "`-=` with a bool tensor (the loop raises)"
     if not torch.can_cast(common, out_dtype):
-        raise GuardFailed(f"`{op}=` computes in {common}, which the loop cannot store into its {out_dtype} "
-                          "output (it raises)")
-    if common in _REDUCED and (py or value_rank == 0 and o.device.type == "cpu"):
-        raise GuardFailed(f"`{op}=` of a scalar into a {common} output (torch's kernels differ in the "
-                          "precision they read it at)")
-    return (o if o.dtype == common else o.to(common)), common
+        return f"`{op}=` computes in {common}, which the loop cannot store into its {out_dtype} output (it raises)"
+    if common in _REDUCED and scalar:
+        return (f"`{op}=` of a scalar into a {common} output (torch's kernels differ in the precision they "
+                "read it at)")
+    return common
 
 
 class _Rows:

@@ -365,7 +365,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             # an update computes as a Python number does; unconditional into an existing output,
             # it runs in place at the commit, as the loop's own operation
             update = bool(o.op) and mask == "None" and o.consumer != "fresh"
-            extra = f", {py}" + (", inplace=True" if update else "")
+            extra = f", {(pos, o.pytype)!r}" + (", inplace=True" if update else "")
             prepare += template(f"RG = {read}\nP = AV.fit_store({ok_s}, RG, {o.dim}, {mask_s}, {o.op!r}, {lead}, {T}"
                                 f"{extra})", P=P, AV=AV, RG=RG)
             if update:
