@@ -605,3 +605,20 @@ def test_index_derived_name_and_free_float():
     fast = autovec(index_derived)
     got = fast(x, 0.3)
     assert torch.equal(got, want)
+
+
+def axpy_counter(x, y, a):
+    out = torch.empty_like(x)
+    i = 0
+    while i < x.shape[0]:
+        out[i] = a * x[i] + y[i]          # the index only selects rows: not a number here
+        i += 1
+    return out
+
+
+def test_index_that_only_selects_rows_keeps_broadcasting():
+    x, y = torch.randn(50, 3), torch.randn(50, 3)
+    fast = autovec(axpy_counter)
+    for _ in range(2):
+        assert torch.equal(fast(x, y, 0.3), axpy_counter(x, y, 0.3))
+    assert _ran(fast) == {"broadcast"}
