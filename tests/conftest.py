@@ -36,3 +36,10 @@ def _seed():
 
 def clone(x):
     return copy.deepcopy(x)
+
+
+def ran_modes(fast) -> set:
+    """How the vectorized loops of an @autovec function ran on its calls so far ("batched",
+    "vmap", "broadcast", "direct"); empty when every loop kept Python."""
+    rt = fast._autovec_state.runtime
+    return set(rt.ran.values()) if rt is not None else set()

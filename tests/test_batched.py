@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from autovec import assert_equivalent, autovec, explain
+from conftest import ran_modes as _ran
 from corpus import clip_rows, count_hits, pairwise, softmax_rows as rows_softmax
 
 
@@ -162,11 +163,6 @@ CASES = {
 }
 GRAD = {"norm_layers", "rows_softmax", "cosine", "standardize_rows", "reductions", "along_dims", "shapes", "gather_label",
         "products", "elementwise_mix", "stack_pieces"}
-
-
-def _ran(fast):
-    rt = fast._autovec_state.runtime
-    return set(rt.ran.values())
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -8,15 +8,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from autovec import assert_equivalent, autovec
+from conftest import ran_modes as _ran
 
 
 @pytest.fixture(autouse=True)
 def _always_vectorize(monkeypatch):
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
-
-
-def _ran(fast):
-    return set(fast._autovec_state.runtime.ran.values())
 
 
 def _conv_net():

@@ -10,16 +10,12 @@ import pytest
 import torch
 
 from autovec import assert_equivalent, autovec, explain
+from conftest import ran_modes as _ran
 
 
 @pytest.fixture(autouse=True)
 def _always_vectorize(monkeypatch):
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
-
-
-def _ran(fast):
-    rt = fast._autovec_state.runtime
-    return set(rt.ran.values()) if rt is not None else set()
 
 
 def _same(a, b):

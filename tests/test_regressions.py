@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from autovec import assert_equivalent, autovec, explain
+from conftest import ran_modes as _ran
 
 
 @pytest.fixture(autouse=True)
@@ -539,11 +540,6 @@ def test_stored_branches_keep_each_value_exact(c, dtype):
         got = fast(g, c, dtype)
         assert got.dtype == want.dtype and torch.equal(got, want)
     assert _ran(fast) <= {"batched", "vmap"}
-
-
-def _ran(fast):
-    rt = fast._autovec_state.runtime
-    return set(rt.ran.values()) if rt is not None else set()
 
 
 def test_stored_branches_run_batched():
