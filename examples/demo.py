@@ -49,6 +49,17 @@ def cosine_rows(p, q):
     return torch.tensor(sims)
 
 
+def mask_padding(h, lengths, temps):
+    """Padded sequences: a per-sequence temperature from a Python list, then zero the time
+    steps past each sequence's length with a slice that changes per row."""
+    out = torch.empty_like(h)
+    for b in range(h.shape[0]):
+        out[b] = h[b] / temps[b]
+    for b in range(h.shape[0]):
+        out[b, lengths[b]:] = 0
+    return out
+
+
 def make_inputs():
     g = torch.Generator().manual_seed(0)
     return [
@@ -58,6 +69,9 @@ def make_inputs():
          (torch.randn(5_000, 64, generator=g), 0.7)),
         ("per-row cosine similarity into torch.tensor(list)", cosine_rows,
          (torch.randn(4_000, 128, generator=g), torch.randn(4_000, 128, generator=g))),
+        ("padding mask out[b, L[b]:] = 0, a list of temps", mask_padding,
+         (torch.randn(4_000, 16, 8, generator=g), torch.randint(0, 17, (4_000,), generator=g),
+          [0.5 + (b % 5) * 0.25 for b in range(4_000)])),
     ]
 
 
