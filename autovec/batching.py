@@ -79,6 +79,27 @@ def temporaries_in_place(fdef: ast.FunctionDef, owned=()) -> ast.FunctionDef | N
     return ast.fix_missing_locations(new) if changed[0] else None
 
 
+def _stored_rows(row, base, varies, rank):
+    """The rows after the loop's `out[k] = base_k` (a batch, per-iteration rank `rank`, where
+    `varies`; else one value for every row), as setitem broadcasts and converts them."""
+    from .runtime import GuardFailed
+    slot = row.shape[1:]
+    if isinstance(base, torch.Tensor):
+        shape = base.shape[1:] if varies else base.shape
+        while len(shape) > len(slot) and shape[0] == 1:      # setitem drops leading 1s
+            shape = shape[1:]
+        if len(shape) > len(slot):
+            raise GuardFailed(f"a value of shape {tuple(shape)} does not fit a row of {tuple(slot)}")
+        b = base.reshape(*((row.shape[0],) if varies else ()), *([1] * (len(slot) - len(shape))), *shape)
+        return b.to(dtype=row.dtype, device=row.device).expand(row.shape)
+    if type(base) in (int, float, bool):
+        try:
+            return torch.full(row.shape, base, dtype=row.dtype, device=row.device)
+        except RuntimeError as e:
+            raise GuardFailed(f"the stored value: {e}", data=True) from None
+    raise GuardFailed(f"a row stored from a {type(base).__name__}")
+
+
 class _Helpers:
     """`_avb` in batched bodies: the few operations with no one-call torch spelling."""
 
@@ -167,12 +188,13 @@ class _Helpers:
         return t[idx]
 
     @staticmethod
-    def fill_range(row, dim, lo, hi, v, varies=False):
+    def fill_range(row, dim, lo, hi, v, varies=False, base=None, base_varies=False, base_rank=0):
         """`row_k[.., lo_k:hi_k] = v` for every row k (runtime.fill_range), as a mask of the
         positions: each bound as Python's slice takes it (None, negative from the end, clamped
         to the size), integers only; `v` converted to the row's dtype as the assignment converts
         it (a Python number that does not fit raises, as there); `varies`: `v` is one 0-d tensor
-        per iteration, a batch."""
+        per iteration, a batch. With `base` (a batch of `base_rank`-d values where `base_varies`,
+        else one value), the rows are first what the loop's `out[k] = base_k` leaves."""
         from .runtime import GuardFailed
         size = row.shape[1 + dim]
         n = row.shape[0]
@@ -206,6 +228,8 @@ class _Helpers:
                 raise GuardFailed(f"the assigned value: {e}", data=True) from None
         else:
             raise GuardFailed(f"a slice assigned a {type(v).__name__}")
+        if base is not None:
+            row = _stored_rows(row, base, base_varies, base_rank)
         return torch.where(mask, fill, row)
 
     @staticmethod

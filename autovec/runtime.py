@@ -119,21 +119,24 @@ _OUTSIDE = ("the loop's indices run outside an indexed tensor (the loop decides 
             "or IndexError)")
 
 
-def _no_aliasing(written, mapped, tensors, free_tensors, free, calls):
+def _no_aliasing(written, mapped, rest, free_tensors, free, calls):
     """Outputs share no memory with each other or with any tensor the loop reads (also inside
-    lists, dicts, modules and objects it reads), except a tensor read at the very index it writes."""
-    same_index = [t for t, d, off, flag in mapped if flag]
+    lists, dicts, modules and objects it reads), except a tensor read at the very index it
+    writes: that read's own entry (the analysis flags it), not another read that happens to be
+    the same tensor (`out = x`, then `x[t]` read after `out[t]` is written: the loop reads the
+    new row there). `rest`: the tensors the loop walks (its sources)."""
     others = [v for v in free if not isinstance(v, torch.Tensor)] + list(calls)
-    readable = tensors + free_tensors
+    readable = [(t, flag) for t, _, _, flag in mapped] + [(t, False) for t in rest] + \
+        [(t, False) for t in free_tensors]
     if others:
-        readable = readable + [t for t in _reachable_tensors(others) if t is not None]
+        readable += [(t, False) for t in _reachable_tensors(others) if t is not None]
     wptr = [_storage(w) for w in written]
-    rptr = [_storage(r) for r in readable]
+    rptr = [_storage(r) for r, _ in readable]
     for w, pw in zip(written, wptr):
         if pw is None:
             continue
-        for r, pr in zip(readable, rptr):
-            if pr == pw and not (r is w and any(r is s for s in same_index)):
+        for (r, flag), pr in zip(readable, rptr):
+            if pr == pw and not (flag and r is w):
                 raise GuardFailed("an output shares memory with a tensor the loop reads")
         for w2, p2 in zip(written, wptr):
             if w2 is not w and p2 == pw:
@@ -621,7 +624,7 @@ class FunctionRuntime:
         if self.failures and (loop_id, sid) in self.failures:
             raise GuardFailed(f"an earlier call with the same signature failed: {self.failures[(loop_id, sid)]}")
         if written:
-            _no_aliasing(written, mapped, tensors, free_tensors, free, calls)
+            _no_aliasing(written, mapped, tensors[len(mapped) - len(numbers or ()):], free_tensors, free, calls)
         for c in calls:
             hit = _PURE_BY_ID.get(id(c))
             if hit is not None and hit[0] is c and hit[1] is None:
@@ -686,10 +689,13 @@ class FunctionRuntime:
         return bool(c)
 
     @staticmethod
-    def fill_range(row, dim, lo, hi, v):
+    def fill_range(row, dim, lo, hi, v, *base):
         """One iteration's `out[i, .., lo:hi] = v` (`dim`: the slice's place in the row), done
-        on a copy of the row, which the loop's store then writes back."""
+        on a copy of the row, which the loop's store then writes back; with `base`, the loop's
+        `out[i] = base` first (analysis._merge_fills)."""
         r = row.clone()
+        if base:
+            r[...] = base[0]
         r[(slice(None),) * dim + (slice(lo, hi),)] = v
         return r
 

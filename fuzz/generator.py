@@ -3088,6 +3088,13 @@ def fill_slices(self):
     v = self.pick(["0", "-1.5", "True", "float('-inf')", "pad", "1", f"x[{i}].sum()"])
     if v == "pad":
         self.param("pad", self.pick(["torch.tensor(2.5)", "torch.tensor(3)", "0.25"]))
+    if self.chance(0.25):
+        # a store into the same row first (sometimes with a statement between them, which may
+        # read the stored row)
+        row_t = target.split(",")[0] + "]"
+        self.emit(2, f"{row_t} = {self.pick([f'x[{i}] * 2', '0.5', f'x[{i}]', f'x[{i}].sum()'])}")
+        if self.chance(0.3):
+            self.emit(2, self.pick([f"z = x[{i}].sum()", f"z = {row_t}.sum()"]))
     if self.chance(0.12):
         self.emit(2, f"if {self.cond(loop.row, i)}:")
         self.emit(3, f"{target} = {v}")

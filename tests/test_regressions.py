@@ -618,3 +618,32 @@ def test_index_that_only_selects_rows_keeps_broadcasting():
     for _ in range(2):
         assert torch.equal(fast(x, y, 0.3), axpy_counter(x, y, 0.3))
     assert _ran(fast) == {"broadcast"}
+
+
+def alias_read_after_store(x):
+    out = x                                  # the same tensor under two names
+    acc = 0.0
+    for t in range(x.shape[0]):
+        out[t] = out[t] * 2                  # a read at the very index it writes: allowed
+        acc = acc + x[t].sum()               # a read after the store: the loop sees the new row
+    return out, acc
+
+
+def alias_fill_after_store(x, lengths):
+    out = x
+    for t in range(x.shape[0]):
+        out[t] = x[t] * 2
+        out[t, lengths[t]:] = x[t].sum()     # x[t] is the row the first store wrote
+    return out
+
+
+def test_a_read_of_the_output_under_another_name_keeps_the_loop():
+    # the aliasing check let any read of the written tensor through once one read of it was at
+    # the index it writes, so `x[t]` after `out[t] = ...` read the old row (wrong totals)
+    x = torch.randn(10, 3)
+    a, b = x.clone(), x.clone()
+    want, got = alias_read_after_store(a), autovec(alias_read_after_store)(b)
+    assert torch.equal(got[0], want[0]) and got[1] == want[1]
+    lengths = torch.randint(0, 4, (10,))
+    a, b = x.clone(), x.clone()
+    assert torch.equal(autovec(alias_fill_after_store)(b, lengths), alias_fill_after_store(a, lengths))

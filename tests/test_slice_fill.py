@@ -176,3 +176,59 @@ def test_a_value_per_iteration():
     assert _ran(fast) == {"batched"}
     h = torch.randn(20, 6, requires_grad=True)
     assert_equivalent(zero_padding, h, lengths.clamp(min=0), grad=True)
+
+
+def scale_then_pad(h, lengths, temps):
+    out = torch.empty_like(h)
+    for b in range(h.shape[0]):
+        out[b] = h[b] / temps[b]
+        out[b, lengths[b]:] = 0
+    return out
+
+
+def sums_then_mask(h, lengths):
+    out = torch.zeros(h.shape[0], h.shape[1], dtype=torch.float64)
+    for b in range(h.shape[0]):
+        out[b] = h[b].sum(-1)                # float32 sums, stored into float64 rows
+        out[b, :lengths[b]] = float("-inf")
+    return out
+
+
+def constant_then_fill(h, lengths):
+    out = torch.zeros_like(h)
+    for b in range(h.shape[0]):
+        out[b] = 1.5
+        y = h[b] * 2                          # between the two: does not touch `out`
+        out[b, lengths[b]:] = y.sum()
+    return out
+
+
+def reads_between(h, lengths):
+    out = torch.zeros_like(h)
+    for b in range(h.shape[0]):
+        out[b] = h[b]
+        s = out[b].sum()                      # reads the row the first store wrote
+        out[b, lengths[b]:] = s
+    return out
+
+
+@pytest.mark.parametrize("fn, extra", [(scale_then_pad, True), (sums_then_mask, False), (constant_then_fill, False)])
+def test_a_store_then_a_fill_of_the_same_row(fn, extra):
+    # one store: the row as the first store leaves it (converted and broadcast as setitem
+    # does), then filled
+    h = torch.randn(30, 6, 4)
+    lengths = torch.randint(-8, 9, (30,))
+    args = (h, lengths, [0.5 + i * 0.1 for i in range(30)]) if extra else (h, lengths)
+    fast = autovec(fn)
+    for _ in range(2):
+        want, got = fn(*args), fast(*args)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert _ran(fast) == {"batched"}
+
+
+def test_a_read_between_the_store_and_the_fill_keeps_the_loop():
+    h = torch.randn(10, 5)
+    lengths = torch.randint(0, 6, (10,))
+    fast = autovec(reads_between)
+    assert torch.equal(fast(h, lengths), reads_between(h, lengths))
+    assert _ran(fast) == set()

@@ -382,7 +382,7 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     if len(body.indices) == 1:
         stmts = [_UnitSlices(body.indices[0]).visit(copy.deepcopy(s)) for s in stmts]
         fills = _RangeFills(body.indices[0], _stored_names(stmts) | set(iter_vars))
-        stmts = [fills.visit(s) for s in stmts]
+        stmts = _merge_fills([fills.visit(s) for s in stmts])
     stmts = _normalize_continue(stmts)
     body.stmts = _walk(stmts, body, ctx, depth=0)
     return body
@@ -553,6 +553,35 @@ class _RangeFills(ast.NodeTransformer):
                         args=[ast.Constant(cut[0] - 1), sl.lower or none, sl.upper or none, node.value], keywords=[])
         new = ast.Assign(targets=[row(ast.Store())], value=call)
         return ast.copy_location(_located(new, node.lineno), node)
+
+
+def _merge_fills(stmts: list) -> list:
+    """`out[i] = v` followed by a fill of that row (`out[i, lo:hi] = c`, as _RangeFills wrote it),
+    with nothing between them touching `out`: one store, `out[i] = out[i]._av_fill(.., c, v)`,
+    the row as the first store leaves it, then filled (the fill must not read the row the
+    first store wrote, which the loop's stores cannot take)."""
+    out = list(stmts)
+    k = 0
+    while k < len(out):
+        s = out[k]
+        call = s.value if isinstance(s, ast.Assign) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == FILL
+                and len(call.args) == 4):
+            k += 1
+            continue
+        target = src(s.targets[0])
+        root = _root_name(target)
+        j = k - 1
+        while j >= 0 and root not in nm.load_ids(out[j]) and root not in _stored_names([out[j]]):
+            j -= 1
+        first = out[j] if j >= 0 else None
+        if (isinstance(first, ast.Assign) and len(first.targets) == 1 and src(first.targets[0]) == target
+                and not any(root in nm.load_ids(a) for a in call.args[1:])):
+            call.args.append(first.value)
+            del out[j]
+            k -= 1
+        k += 1
+    return out
 
 
 class _UnitSlices(ast.NodeTransformer):

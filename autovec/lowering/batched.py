@@ -727,14 +727,20 @@ class _Batcher:
         if attr == "item":
             return _call(_attr(_name(self.c.av), "item"), [args[0].node])
         if attr == "fill_range":
-            row, dim, lo, hi, v = args
+            row, dim, lo, hi, v = args[:5]
+            base = args[5] if len(args) == 6 else None
             if not row.batched or row.fact.kind != "tensor" or self.c.lead != 1 or v.batched and not (
                     v.fact.kind == "tensor" and v.fact.rank == 0):
                 raise Unsupported("a slice assignment of other than one value into a per-iteration row")
             for b in (lo, hi):
                 if b.batched and not (b.fact.kind in ("int", "bool") or b.fact.kind == "tensor" and b.fact.rank == 0):
                     raise Unsupported("a slice bound that is not one integer per iteration")
-            return _helper("fill_range", row.node, dim.node, lo.node, hi.node, v.node, _const(v.batched))
+            extra = []
+            if base is not None:
+                if base.batched and base.fact.kind != "tensor":
+                    raise Unsupported("a row stored before a slice fill from per-iteration Python values")
+                extra = [base.node, _const(base.batched), _const(_rank(base))]
+            return _helper("fill_range", row.node, dim.node, lo.node, hi.node, v.node, _const(v.batched), *extra)
         raise Unsupported(f"runtime helper `{attr}`")
 
     def _product(self, kind, a, b):

@@ -144,7 +144,7 @@ class _Fills(ast.NodeTransformer):
     def visit_Call(self, node):
         node = self.generic_visit(node)
         f = node.func
-        if isinstance(f, ast.Attribute) and f.attr == FILL and len(node.args) == 4 and not node.keywords:
+        if isinstance(f, ast.Attribute) and f.attr == FILL and len(node.args) in (4, 5) and not node.keywords:
             return ast.copy_location(ast.Call(func=ast.Attribute(value=_name(self.av), attr="fill_range",
                                                                  ctx=ast.Load()),
                                               args=[f.value] + node.args, keywords=[]), node)
