@@ -55,7 +55,6 @@ def mask_padding(h, lengths, temps):
     out = torch.empty_like(h)
     for b in range(h.shape[0]):
         out[b] = h[b] / temps[b]
-    for b in range(h.shape[0]):
         out[b, lengths[b]:] = 0
     return out
 
