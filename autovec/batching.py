@@ -79,9 +79,9 @@ def temporaries_in_place(fdef: ast.FunctionDef, owned=()) -> ast.FunctionDef | N
     return ast.fix_missing_locations(new) if changed[0] else None
 
 
-def _stored_rows(row, base, varies, rank):
-    """The rows after the loop's `out[k] = base_k` (a batch, per-iteration rank `rank`, where
-    `varies`; else one value for every row), as setitem broadcasts and converts them."""
+def _stored_rows(row, base, varies):
+    """The rows after the loop's `out[k] = base_k` (a batch where `varies`, else one value for
+    every row), as setitem broadcasts and converts them."""
     from .runtime import GuardFailed
     slot = row.shape[1:]
     if isinstance(base, torch.Tensor):
@@ -188,13 +188,13 @@ class _Helpers:
         return t[idx]
 
     @staticmethod
-    def fill_range(row, dim, lo, hi, v, varies=False, base=None, base_varies=False, base_rank=0):
+    def fill_range(row, dim, lo, hi, v, varies=False, base=None, base_varies=False):
         """`row_k[.., lo_k:hi_k] = v` for every row k (runtime.fill_range), as a mask of the
         positions: each bound as Python's slice takes it (None, negative from the end, clamped
         to the size), integers only; `v` converted to the row's dtype as the assignment converts
         it (a Python number that does not fit raises, as there); `varies`: `v` is one 0-d tensor
-        per iteration, a batch. With `base` (a batch of `base_rank`-d values where `base_varies`,
-        else one value), the rows are first what the loop's `out[k] = base_k` leaves."""
+        per iteration, a batch. With `base` (a batch where `base_varies`, else one value), the
+        rows are first what the loop's `out[k] = base_k` leaves."""
         from .runtime import GuardFailed
         size = row.shape[1 + dim]
         n = row.shape[0]
@@ -229,7 +229,7 @@ class _Helpers:
         else:
             raise GuardFailed(f"a slice assigned a {type(v).__name__}")
         if base is not None:
-            row = _stored_rows(row, base, base_varies, base_rank)
+            row = _stored_rows(row, base, base_varies)
         return torch.where(mask, fill, row)
 
     @staticmethod

@@ -102,6 +102,7 @@ class LoopPlan:
     live_after: tuple[str, ...] = () # iteration variables read after the loop
     branches: bool = False           # the body branches on per-iteration data
     value_indices: tuple = ()        # loop nests: indices used as numbers in the body
+    index_float: bool = False        # the index, as a number, meets Python floats (`0.1 * i`, `i / n`)
     items: bool = False              # the body converts per-iteration tensors with `.item()`
     scans: tuple = ()                # (name, marker, op, position): running values read in the body
     fission_loop: object = None      # fission: the loop that stays, reading hoisted values (an AST)

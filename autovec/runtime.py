@@ -143,54 +143,6 @@ def _no_aliasing(written, mapped, rest, free_tensors, free, calls):
                 raise GuardFailed("two outputs share memory")
 
 
-def _index_meets_floats(plan) -> bool:
-    """Whether the loop index, used as a number, enters arithmetic that makes a Python float in
-    the loop (`0.1 * i`, `i / n`, `i ** 0.5`, `scale * i` with a loop-invariant name that may be
-    a float): broadcasting and vmap hold the index as an int64 tensor, so there it would be a
-    float32 tensor (the default dtype), rounded where the loop's float is not, and promoting a
-    half-precision row the loop's number does not. Names assigned from the index count as it."""
-    import ast as _ast
-    names = []
-    if plan.space.kind == "nest":
-        names = list(plan.value_indices)
-    elif plan.index_as_value and plan.space.index:
-        names = [plan.space.index]
-    if not names:
-        return False
-    derived = set(names)
-    free = set(plan.free)
-    stmts = [_ast.parse(t).body[0] for t in plan.body]
-
-    def mentions(node):
-        # the index as a value: not where it only selects elements (`x[i]` is a tensor's element)
-        if isinstance(node, _ast.Name):
-            return node.id in derived
-        if isinstance(node, _ast.Subscript):
-            return mentions(node.value)
-        return any(mentions(c) for c in _ast.iter_child_nodes(node))
-
-    def floaty(node):
-        return any(isinstance(n, _ast.Constant) and type(n.value) in (float, complex)
-                   or isinstance(n, _ast.Name) and n.id in free for n in _ast.walk(node))
-    for s in stmts:
-        for n in _ast.walk(s):
-            if isinstance(n, _ast.Assign) and mentions(n.value):
-                derived |= {t.id for tg in n.targets for t in _ast.walk(tg) if isinstance(t, _ast.Name)}
-    for s in stmts:
-        for n in _ast.walk(s):
-            if isinstance(n, (_ast.BinOp, _ast.AugAssign)):
-                left = n.left if isinstance(n, _ast.BinOp) else n.target
-                right = n.right if isinstance(n, _ast.BinOp) else n.value
-                a, b = mentions(left), mentions(right)
-                if not (a or b):
-                    continue
-                if isinstance(n.op, (_ast.Div, _ast.Pow)):
-                    return True
-                if (a and not b and floaty(right)) or (b and not a and floaty(left)):
-                    return True
-    return False
-
-
 class FunctionRuntime:
     """Shared by every rewritten loop of one function (the `_av` name in generated code)."""
 
@@ -237,7 +189,7 @@ class FunctionRuntime:
         self.nest_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "nest")
         # loops whose index, as a number, meets Python floats (`0.1 * i`, `i / n`): only a
         # batched body computes that as the loop does (in float64, as Python numbers)
-        self.index_py = frozenset(k for k, v in matches.items() if _index_meets_floats(v.plan))
+        self.index_py = frozenset(k for k, v in matches.items() if v.plan.index_float)
 
     def stepper(self, loop_id, fn, calls, it):
         """The compile fallback's step callable for this run of a loop, or None (the original loop)."""
@@ -509,6 +461,7 @@ class FunctionRuntime:
                 cpu = False
                 sig.append(("T", t.dtype, k, t.device.type, t.requires_grad))
             tensors.append(t)
+        n_mapped = len(tensors)   # (the sources' tensors follow)
         grad = torch.is_grad_enabled()
         number_sources = None
         for s in sources:
@@ -624,7 +577,7 @@ class FunctionRuntime:
         if self.failures and (loop_id, sid) in self.failures:
             raise GuardFailed(f"an earlier call with the same signature failed: {self.failures[(loop_id, sid)]}")
         if written:
-            _no_aliasing(written, mapped, tensors[len(mapped) - len(numbers or ()):], free_tensors, free, calls)
+            _no_aliasing(written, mapped, tensors[n_mapped:], free_tensors, free, calls)
         for c in calls:
             hit = _PURE_BY_ID.get(id(c))
             if hit is not None and hit[0] is c and hit[1] is None:
@@ -763,11 +716,6 @@ class FunctionRuntime:
         `inplace` (an unconditional `op=`): (the values laid out as the region and in the dtype
         the loop's update computes in, op), for `update` to apply in place at the commit; where
         they share memory with the region, (the new contents, "=")."""
-        if dim and tok is not None and tok.unmoved is not None and tok.unmoved_at == dim and mask is None \
-                and not op:
-            entry = tok.unmoved.get(id(o))
-            if entry is not None and entry[0] is o and entry[1].shape == region.shape and not o.is_complex():
-                return entry[1]   # o.movedim(0, dim), as the broadcast body computed it
         if py is not None and (op or o.requires_grad):
             py = tok.py(*py) if tok is not None else bool(py[1])
         else:
@@ -778,6 +726,11 @@ class FunctionRuntime:
             # autograd has no integer or bool outputs: the loop's first such store makes a
             # tensor torch then refuses to write into again (it raises): the loop decides
             raise GuardFailed(f"a value that requires grad stored into a {region.dtype} output")
+        if dim and tok is not None and tok.unmoved is not None and tok.unmoved_at == dim and mask is None \
+                and not op and not py:
+            entry = tok.unmoved.get(id(o))
+            if entry is not None and entry[0] is o and entry[1].shape == region.shape and not o.is_complex():
+                return entry[1]   # o.movedim(0, dim), as the broadcast body computed it
         shape = o.shape
         n = shape[:lead]
         slot = region.shape[:dim] + region.shape[dim + lead:] if dim else region.shape[lead:]
@@ -2784,9 +2737,12 @@ class Token:
             self.rt.checked.add(key)
 
     def _stored_values(self, layout):
-        """Output positions that are values a store writes (`out[i] = v`), not lists or totals."""
-        outputs = self.match.plan.outputs
-        return {lay[0] for lay, o in zip(layout, outputs) if o.kind == "store"} if layout else set()
+        """Output positions that are values a store writes from branches (`if ..: out[i] = c
+        else: out[i] = x[i]`, runtime.where with strict=False), not lists or totals."""
+        plan = self.match.plan
+        if not layout or not plan.branches:
+            return set()
+        return {lay[0] for lay, o in zip(layout, plan.outputs) if o.kind == "store"}
 
     def match_layout(self):
         return self.rt.layouts.get(self.loop_id, ())

@@ -381,7 +381,7 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     body.varying = set(iter_vars)
     if len(body.indices) == 1:
         stmts = [_UnitSlices(body.indices[0]).visit(copy.deepcopy(s)) for s in stmts]
-        fills = _RangeFills(body.indices[0], _stored_names(stmts) | set(iter_vars))
+        fills = _RangeFills(body.indices[0], set().union(*map(nm.stores, stmts)) | set(iter_vars))
         stmts = _merge_fills([fills.visit(s) for s in stmts])
     stmts = _normalize_continue(stmts)
     body.stmts = _walk(stmts, body, ctx, depth=0)
@@ -515,10 +515,6 @@ def _mul(t, other, t_on_left):
 FILL = "_av_fill"    # `row._av_fill(dim, lo, hi, v)`: the row with `row[.., lo:hi] = v` done (runtime.fill_range)
 
 
-def _stored_names(stmts) -> set:
-    return {n.id for s in stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-
-
 class _RangeFills(ast.NodeTransformer):
     """`out[i, lo:hi] = v` with bounds that change from one iteration to the next (`out[i,
     lengths[i]:] = 0`) reads as `out[i] = out[i]._av_fill(0, lo, hi, v)`: a store of the whole
@@ -572,7 +568,7 @@ def _merge_fills(stmts: list) -> list:
         target = src(s.targets[0])
         root = _root_name(target)
         j = k - 1
-        while j >= 0 and root not in nm.load_ids(out[j]) and root not in _stored_names([out[j]]):
+        while j >= 0 and root not in nm.load_ids(out[j]) and root not in nm.stores(out[j]):
             j -= 1
         first = out[j] if j >= 0 else None
         if (isinstance(first, ast.Assign) and len(first.targets) == 1 and src(first.targets[0]) == target
@@ -984,7 +980,47 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         source=src(node), form=form, space=space, body=tuple(src(s) for s in stmts),
         outputs=tuple(outputs), mapped=tuple(mapped), index_as_value=index_as_value,
         free=tuple(free), callables=callables, live_after=tuple(live), branches=body.branches,
-        items=body.items, scans=tuple(scans), exit_scans=tuple(exit_scans))
+        items=body.items, scans=tuple(scans), exit_scans=tuple(exit_scans),
+        index_float=index_as_value and _index_meets_floats(stmts, [index], free))
+
+
+def _index_meets_floats(stmts, names, free) -> bool:
+    """Whether the loop index (`names`: the indices used as numbers), as a number, enters
+    arithmetic that makes a Python float in the loop (`0.1 * i`, `i / n`, `i ** 0.5`, `scale * i`
+    with a loop-invariant name that may be a float). Broadcasting and vmap hold the index as an
+    int64 tensor, so there that is a float32 tensor (the default dtype), rounded where the
+    loop's float is not and promoting half-precision rows; only a batched body holds it as a
+    Python number (runtime: Token.run). Names assigned from the index count as it; an index
+    that only selects elements (`x[i]`) does not."""
+    derived = set(names)
+    if not derived:
+        return False
+    free = set(free)
+
+    def mentions(node):
+        if isinstance(node, ast.Name):
+            return node.id in derived
+        if isinstance(node, ast.Subscript):
+            return mentions(node.value)
+        return any(mentions(c) for c in ast.iter_child_nodes(node))
+
+    def floaty(node):
+        return any(isinstance(n, ast.Constant) and type(n.value) in (float, complex)
+                   or isinstance(n, ast.Name) and n.id in free for n in ast.walk(node))
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Assign) and mentions(n.value):
+                derived |= {t.id for tg in n.targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, (ast.BinOp, ast.AugAssign)):
+                left, right = (n.left, n.right) if isinstance(n, ast.BinOp) else (n.target, n.value)
+                a, b = mentions(left), mentions(right)
+                if a or b:
+                    if isinstance(n.op, (ast.Div, ast.Pow)) or (a and not b and floaty(right)) \
+                            or (b and not a and floaty(left)):
+                        return True
+    return False
 
 
 def _exit_scans(outputs, body: _Body):
@@ -1453,4 +1489,4 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
         loop_id=loop_id, lineno=line, end_lineno=node.end_lineno, source=src(node), form="for", space=space,
         body=tuple(src(s) for s in body.stmts), outputs=tuple(outputs), mapped=tuple(mapped.values()),
         index_as_value=bool(value_indices), free=tuple(free), callables=callables, branches=body.branches,
-        value_indices=value_indices)
+        value_indices=value_indices, index_float=_index_meets_floats(body.stmts, value_indices, free))

@@ -739,7 +739,7 @@ class _Batcher:
             if base is not None:
                 if base.batched and base.fact.kind != "tensor":
                     raise Unsupported("a row stored before a slice fill from per-iteration Python values")
-                extra = [base.node, _const(base.batched), _const(_rank(base))]
+                extra = [base.node, _const(base.batched)]
             return _helper("fill_range", row.node, dim.node, lo.node, hi.node, v.node, _const(v.batched), *extra)
         raise Unsupported(f"runtime helper `{attr}`")
 
