@@ -558,6 +558,20 @@ class _Batcher:
         if base.fact.kind != "tensor":
             raise Unsupported(f"indexing a {base.fact.kind} by per-iteration values")
         first, rest = parts[0], parts[1:]
+        lead = 1
+        while lead < len(parts) and parts[lead].batched:
+            lead += 1
+        if lead > 1:
+            # `x[i, t[i]]`: several per-iteration integers, leading and side by side, index one
+            # element (or row) each. As one advanced index of the batch they broadcast to its
+            # rows, and adjacent advanced indices keep their place: the batch dimension first
+            if not all(self._integer_scalar(p) for p in parts[:lead]):
+                raise Unsupported(f"index `{ast.unparse(idx)}`")
+            first, rest = ast.Tuple(elts=[p.node for p in parts[:lead]], ctx=ast.Load()), parts[lead:]
+            if any(p.batched or p.fact.kind not in ("slice", "int") for p in rest):
+                raise Unsupported(f"index `{ast.unparse(idx)}` after per-iteration indices")
+            return ast.Subscript(value=base.node, slice=ast.Tuple(
+                elts=list(first.elts) + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
         if not first.batched or not self._integer(first) or any(p.batched for p in rest):
             raise Unsupported(f"index `{ast.unparse(idx)}`")
         if any(p.fact.kind not in ("slice", "int") for p in rest):
