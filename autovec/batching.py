@@ -633,7 +633,7 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
     except Exception as e:   # an inliner bug must only cost the batched form
         return f"inlining a helper failed: {type(e).__name__}: {e}"
     helpers = inliner.cells
-    probe, _ = probe_def(fdef, fdef.name + "_probe")
+    probe, _ = probe_def(fdef, fdef.name + "_probe", av)
     try:
         fn = BatchedBody(_compile(probe, body, ("_avp", *helpers)), body.__code__,
                          {"_avp": types.CellType(record), **helpers})
@@ -684,7 +684,8 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
             return (f"`{ast.unparse(nodes[k])}` would be {many.dtype or many.kind} of shape {list(many.shape)} "
                     f"for {list(rows)} rows, where one iteration gives {one.dtype or one.kind} of shape "
                     f"{list(one.shape)}")
-    bad = _outputs_differ(outs, rows, sizes, row_args_at, body)
+    # (against the probe: the loop's own `.item()` numbers, where `body` has 0-d float64 tensors)
+    bad = _outputs_differ(outs, rows, sizes, row_args_at, fn.bind(body))
     if bad:
         return bad
     probes = getattr(fdef, "probes", 0)

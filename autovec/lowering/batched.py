@@ -128,12 +128,36 @@ class _Wrap(ast.NodeTransformer):
                                           args=[ast.Constant(k), node], keywords=[]), node)
 
 
-def probe_def(fdef: ast.FunctionDef, name: str) -> tuple[ast.FunctionDef, dict]:
-    """A copy of the body that reports `_avp(k, value)` for every numbered expression."""
+class _LoopItems(ast.NodeTransformer):
+    """`av.item(t)` (the name `av` possibly wrapped in a probe's `_avp(k, av)`) as `t.item()`."""
+
+    def __init__(self, av):
+        self.av = av
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "item" and len(node.args) == 1 and not node.keywords:
+            v = f.value
+            if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "_avp" and len(v.args) == 2:
+                v = v.args[1]
+            if isinstance(v, ast.Name) and v.id == self.av:
+                return ast.copy_location(ast.Call(func=ast.Attribute(value=node.args[0], attr="item", ctx=ast.Load()),
+                                                  args=[], keywords=[]), node)
+        return node
+
+
+def probe_def(fdef: ast.FunctionDef, name: str, av: str | None = None) -> tuple[ast.FunctionDef, dict]:
+    """A copy of the body that reports `_avp(k, value)` for every numbered expression. With
+    `av`, the rewrite's `av.item(t)` is the loop's own `t.item()` again: the probe sees the
+    Python numbers the loop computes with, and the batched body then treats their batch as
+    Python numbers (weak scalars), where `av.item`'s 0-d float64 tensors would promote."""
     tree = copy.deepcopy(fdef)
     ids = number_nodes(tree)
     order = {id(n): ids[id(n)] for n in ast.walk(tree) if id(n) in ids}
     tree = _Wrap(order).visit(tree)
+    if av is not None:
+        tree = _LoopItems(av).visit(tree)   # (after numbering: the ids stay those of `fdef`)
     tree.name = name
     ast.fix_missing_locations(tree)
     return tree, order
@@ -344,6 +368,7 @@ class _Ctx:
     local: set = field(default_factory=set)
     seen: dict = field(default_factory=dict)    # node number -> whether its value carries the batch
     exempt: set = field(default_factory=set)    # node numbers whose dtype may differ from one iteration's
+    lossless: dict = field(default_factory=dict)   # name -> the fact of the exempt value it holds
 
 
 class _Batcher:
@@ -377,9 +402,15 @@ class _Batcher:
         v = self.expr(s.value)
         if isinstance(t, ast.Name):
             self._bind(t.id, v.batched)
+            k = self.c.ids.get(id(s.value))
+            if k is not None and k in self.c.exempt:
+                self.c.lossless[t.id] = v.fact   # its reads hold the stored branches' lossless value
+            else:
+                self.c.lossless.pop(t.id, None)
         elif isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts):
             for e in t.elts:
                 self._bind(e.id, v.batched)
+                self.c.lossless.pop(e.id, None)
         else:
             raise Unsupported(f"assignment to `{ast.unparse(t)}`")
         return ast.copy_location(ast.Assign(targets=[copy.deepcopy(t)], value=v.node), s)
@@ -435,6 +466,11 @@ class _Batcher:
         if meth is None:
             raise Unsupported(f"`{ast.unparse(node)}` ({type(node).__name__}) on per-iteration values")
         new = meth(node)
+        if isinstance(node, ast.Name) and node.id in self.c.lossless:
+            k = self.c.ids.get(id(node))
+            if k is not None:
+                self.c.exempt.add(k)
+            return _V(self._wrap(ast.copy_location(new, node), node, True), True, self.c.lossless[node.id])
         if isinstance(new, _V):
             # an explicit verdict: a per-iteration value's shape, rank or length (the same in every
             # iteration), an invariant call, a list of per-iteration values
@@ -631,6 +667,12 @@ class _Batcher:
         if obj is builtins.max or obj is builtins.min:
             # Python's max(a, b): b where b > a, else a (the first of equals; NaN as it falls)
             vals = [self.expr(a) for a in node.args]
+            if len(vals) >= 2 and not node.keywords and len({v.fact.kind for v in vals}) == 1 \
+                    and vals[0].fact.kind in ("int", "float"):
+                # Python numbers of one kind (`min(1.0, c / norm.item())`): the batch holds them
+                # in Python's precision (float64, int64), so its comparisons are Python's, and
+                # every iteration's result is a number of that kind
+                return _helper("pick", _const(obj is builtins.max), *(v.node for v in vals))
             if len(vals) < 2 or node.keywords or any(v.fact.kind != "tensor" or v.fact.rank != 0 for v in vals) \
                     or len({v.fact.dtype for v in vals}) != 1:
                 # (a Python number against a tensor gives a number in some iterations and a tensor

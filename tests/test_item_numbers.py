@@ -1,0 +1,137 @@
+"""`.item()` values in batched bodies: the batched body treats their batch as the Python numbers
+the loop computes with (weak scalars in torch's promotion: a float32 row times a Python float is
+float32), and builtin min()/max() of Python numbers of one kind compare as Python does (the
+first of equals; NaN as it falls). Checked against the loop: values, dtypes, NaNs, gradients
+and the path taken."""
+import math
+
+import pytest
+import torch
+
+from autovec import autovec
+from conftest import ran_modes as _ran
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def _same(a, b):
+    assert type(a) is type(b)
+    if isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        torch.testing.assert_close(b, a, equal_nan=True, rtol=1e-5, atol=1e-5)
+    else:
+        assert a == pytest.approx(b, rel=1e-12, nan_ok=True)
+
+
+def clipped_sum(grads, clip):
+    total = torch.zeros(grads.shape[1])
+    for i in range(grads.shape[0]):
+        g = grads[i]
+        factor = min(1.0, clip / (g.norm().item() + 1e-6))
+        total += g * factor
+    return total
+
+
+def hinge_rows(x, margin):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * max(0.0, x[i].sum().item() - margin)
+    return out
+
+
+def min_first(v):
+    out = torch.empty_like(v)
+    for i in range(v.shape[0]):
+        out[i] = min(1.0, v[i].item())
+    return out
+
+
+def min_last(v):
+    out = torch.empty_like(v)
+    for i in range(v.shape[0]):
+        out[i] = min(v[i].item(), 1.0, 2.0 * v[i].item())
+    return out
+
+
+def mixed_kinds(v):
+    out = torch.empty_like(v)
+    for i in range(v.shape[0]):
+        out[i] = v[i] * min(1, v[i].item())     # an int in some iterations, a float in others
+    return out
+
+
+def scalar_times_item(x, s):
+    total = 0.0
+    for i in range(x.shape[0]):
+        total = total + x[i] * s[i].item()
+    return total
+
+
+def shifted_counts(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] * max(0, k[i].item() - 1))
+    return torch.stack(out)
+
+
+def test_clipped_per_example_sum():
+    g = torch.Generator().manual_seed(0)
+    grads = torch.randn(300, 16, generator=g) * torch.rand(300, 1, generator=g) * 3
+    fast = autovec(clipped_sum)
+    for clip in (0.5, 2.0, 1e9):
+        want, got = clipped_sum(grads, clip), fast(grads, clip)
+        assert got.dtype == want.dtype == torch.float32
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)   # (a sum of 300 rows, in float32)
+    assert _ran(fast) == {"batched"}
+
+
+def test_hinge_on_row_sums_with_gradients():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(200, 5, generator=g, requires_grad=True)
+    fast = autovec(hinge_rows)
+    want, got = hinge_rows(x, 0.3), fast(x, 0.3)
+    _same(want, got)
+    # `.item()` is a Python number: the gradient flows through x[i] alone, as in the loop
+    gw = torch.autograd.grad(want.pow(2).sum(), x)[0]
+    gg = torch.autograd.grad(got.pow(2).sum(), x)[0]
+    torch.testing.assert_close(gg, gw)
+
+
+@pytest.mark.parametrize("fn", [min_first, min_last])
+def test_min_with_nans_infinities_and_ties(fn):
+    v = torch.tensor([0.5, 1.0, 2.0, float("nan"), float("inf"), -float("inf"), -0.0, 0.0, 1.5, 0.5],
+                     dtype=torch.float64)
+    fast = autovec(fn)
+    _same(fn(v), fast(v))
+    assert _ran(fast) == {"batched"}
+
+
+def test_min_of_an_int_and_a_float_keeps_the_loops_types():
+    v = torch.tensor([0.5, 3.0, -2.0, 7.0], dtype=torch.float16)
+    fast = autovec(mixed_kinds)
+    _same(mixed_kinds(v), fast(v))
+    assert "batched" not in _ran(fast)
+
+
+def test_zero_dim_row_times_item_stays_float32():
+    g = torch.Generator().manual_seed(2)
+    x, s = torch.randn(500, generator=g), torch.randn(500, generator=g, dtype=torch.float64)
+    fast = autovec(scalar_times_item)
+    want, got = scalar_times_item(x, s), fast(x, s)
+    assert got.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert _ran(fast) == {"batched"}
+
+
+def test_int_items_with_max():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(100, 3, generator=g)
+    k = torch.randint(-3, 4, (100,), generator=g, dtype=torch.int32)
+    fast = autovec(shifted_counts)
+    _same(shifted_counts(x, k), fast(x, k))
+    assert _ran(fast) == {"batched"}
+    xi = torch.randint(-5, 5, (100, 3), generator=g)
+    _same(shifted_counts(xi, k), fast(xi, k))
