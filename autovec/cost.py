@@ -25,6 +25,9 @@ _OUTPUT_UNITS = {"store": 5.0, "scatter": 5.0, "accum": 5.0, "best": 5.0, "last"
                  "scan": 6.0, "linrec": 8.0, "append": 1.0}
 # one batched operation of a small body, in small-op units (whole-tensor ops on a few rows)
 _BATCHED_OP = 0.6
+# one element of a list of tensors the loop walks: its check in the guard and its share of
+# torch.stack, in small-op units (measured: about 1 us an element, at 2 us an op)
+_LIST_ELEMENT = 0.5
 # under vmap every operation also goes through a batching rule
 _VMAP_OP = 1.5
 _constants: dict | None = None
@@ -109,14 +112,16 @@ def output_units(plan) -> float:
     return units
 
 
-def estimate(strategy: str, n: int, ops: int, units: float = 0.0, vmap: bool = False) -> dict[str, float]:
+def estimate(strategy: str, n: int, ops: int, units: float = 0.0, vmap: bool = False,
+             lists: int = 0) -> dict[str, float]:
     """Rough seconds per path for a loop of `n` iterations whose body has `ops` operations;
     `units`: the outputs' share of autovec's own work (output_units); `vmap`: the body runs
-    under vmap (no direct batched form)."""
+    under vmap (no direct batched form); `lists`: Python lists of tensors the loop walks, each
+    checked and stacked element by element on the vectorized path."""
     c = constants()
     python = n * (c["py_iter"] + ops * c["py_op"])
     own = c.get("own_op", c["py_op"] / 0.45)
-    fixed = (_BASE + units) * own
+    fixed = (_BASE + units + n * lists * _LIST_ELEMENT) * own
     if vmap:
         vectorized = fixed + c["vmap_call"] + ops * own * _VMAP_OP
     else:

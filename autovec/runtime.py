@@ -310,9 +310,9 @@ class FunctionRuntime:
             hit = self.indexing[loop_id] = any(mp.param not in targets for mp in plan.mapped)
         return hit
 
-    def _choose(self, loop_id, m, n):
+    def _choose(self, loop_id, m, n, lists=0):
         """(vectorize this call?, the decision still timing this bucket or None)."""
-        decision = self._decision(loop_id, m, n)
+        decision = self._decision(loop_id, m, n, lists)
         ok = decision.choose()
         if decision.final:
             return ok, None
@@ -320,16 +320,16 @@ class FunctionRuntime:
             self.py_clock[loop_id] = (_clock(), n, decision)   # timed by python_ran
         return ok, decision
 
-    def _decision(self, loop_id, m, n):
+    def _decision(self, loop_id, m, n, lists=0):
         key = (loop_id, n.bit_length())
         d = self.decisions.get(key)
         if d is None:
-            d = self.decisions[key] = cost.Decision(self._estimate(loop_id, m, n))
+            d = self.decisions[key] = cost.Decision(self._estimate(loop_id, m, n, lists))
         return d
 
-    def _estimate(self, loop_id, m, n):
+    def _estimate(self, loop_id, m, n, lists=0):
         vmap = m.plan.space.kind == "nest" and m.strategy != "matmul" or self.ran.get(loop_id) == "vmap"
-        return cost.estimate(m.strategy, n, self.ops.get(loop_id, 1), self.units.get(loop_id, 0.0), vmap)
+        return cost.estimate(m.strategy, n, self.ops.get(loop_id, 1), self.units.get(loop_id, 0.0), vmap, lists)
 
     def python_ran(self, loop_id):
         """After the loop as written ran where the cost model chose it: its time, for the decision."""
@@ -392,14 +392,15 @@ class FunctionRuntime:
                 if self.events is None and not self.strict:
                     return None
                 raise GuardFailed("the loop iterates over Python numbers alone (no tensor to batch)")
+        lists = sum(1 for s in sources if type(s) is list or type(s) is tuple)
         if self.events is None and not self.strict and cost.min_trip(m.strategy) is None:
             # the steady state: one decision per loop and power-of-two bucket of trip counts
-            ok, decision = self._choose(loop_id, m, n)
+            ok, decision = self._choose(loop_id, m, n, lists)
             if not ok:
                 return None
             return (loop_id, m, plan, space, sources, levels, n, start, step, first, None, decision,
                     _clock() if decision is not None else 0.0)
-        est = self._estimate(loop_id, m, n)
+        est = self._estimate(loop_id, m, n, lists)
         known = self.decisions.get((loop_id, n.bit_length()))
         measured = known.measured(n) if known is not None else None
         if measured:

@@ -180,3 +180,25 @@ def test_timed_decision_settles_on_real_calls(monkeypatch):
     assert d.final                      # timed both ways (or the model was clear-cut)
     ex = explain(f, x, y)
     assert ex.path == ("vectorized" if d.vec else "python")
+
+
+def test_a_list_of_tensors_costs_the_vectorized_path_per_element(monkeypatch):
+    # each element of a list is checked and stacked: for a body as cheap as `.item()` the two
+    # paths are close, so the decision times them instead of taking the model's verdict
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    from autovec.cost import Decision
+
+    def item_total(xs):
+        total = 0.0
+        for v in xs:
+            total += v.item()
+        return total
+
+    values = torch.rand(4000)
+    on_list, on_tensor = explain(item_total, list(values)), explain(item_total, values)
+    assert on_list.estimate["python"] == on_tensor.estimate["python"]
+    assert on_list.estimate["vectorized"] > 5 * on_tensor.estimate["vectorized"]
+    assert not Decision(on_list.estimate).final and Decision(on_tensor.estimate).final
+    f = av(item_total)
+    for _ in range(30):
+        assert f(list(values)) == pytest.approx(item_total(list(values)), rel=1e-6)
