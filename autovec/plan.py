@@ -42,6 +42,9 @@ class IterSpace:
     elements: tuple[tuple[str, str], ...] = ()
     levels: tuple = ()
     reverse: bool = False    # `reversed(range(...))`
+    # `for a, b in x` (or `in x.tolist()`): the element's name the analysis gives the row, and
+    # the body's first statement `a, b = row.unbind(0)` (then `a = a.item()`, .. for .tolist())
+    unpack: tuple = ()       # ((row name, (a, b, ..), Python numbers?), ...)
 
 
 @dataclass(frozen=True)

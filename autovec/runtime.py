@@ -187,6 +187,14 @@ class FunctionRuntime:
         self.enum_start = {k: int(v.plan.space.enum_start) for k, v in matches.items()
                            if v.plan.space.kind == "elements"}
         self.nest_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "nest")
+        # `for a, b in x.tolist()`: the rows of `x` stand for its .tolist() only when `x` is a
+        # tensor (a list has no .tolist(): the loop raises AttributeError)
+        self.tensor_only = {}
+        for k, v in matches.items():
+            names = [t for t, _ in v.plan.space.elements]
+            hit = frozenset(names.index(row) for row, _, numbers in v.plan.space.unpack if numbers and row in names)
+            if hit:
+                self.tensor_only[k] = hit
         # loops whose index, as a number, meets Python floats (`0.1 * i`, `i / n`): only a
         # batched body computes that as the loop does (in float64, as Python numbers)
         self.index_py = frozenset(k for k, v in matches.items() if v.plan.index_float)
@@ -371,6 +379,11 @@ class FunctionRuntime:
         else:
             start, step, first = 0, 1, int(plan.space.enum_start)
             lengths = []
+            for j in self.tensor_only.get(loop_id, ()):
+                if not isinstance(space[j], torch.Tensor):
+                    if self.events is None and not self.strict:
+                        return None
+                    raise GuardFailed(f"`.tolist()` of a {type(space[j]).__name__}, not a tensor (the loop raises)")
             for s in space:
                 if isinstance(s, torch.Tensor):
                     if s.dim() == 0:

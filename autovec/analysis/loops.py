@@ -106,12 +106,52 @@ def iteration(node: ast.For, ctx: Context) -> IterSpace:
                 if not (isinstance(it.args[1], ast.Constant) and type(it.args[1].value) is int):
                     raise Refuse(f"`enumerate` at line {line} has a start that is not an integer literal", line)
                 start = str(it.args[1].value)
-            inner = _elements(it.args[0], tgt.elts[1], ctx, line)
-            return IterSpace("elements", index=tgt.elts[0].id, enum_start=start, elements=inner)
-    return IterSpace("elements", elements=_elements(it, tgt, ctx, line))
+            unpack = []
+            inner = _elements(it.args[0], tgt.elts[1], ctx, line, unpack)
+            return IterSpace("elements", index=tgt.elts[0].id, enum_start=start, elements=inner,
+                             unpack=tuple(unpack))
+    unpack = []
+    return IterSpace("elements", elements=_elements(it, tgt, ctx, line, unpack), unpack=tuple(unpack))
 
 
-def _elements(it: ast.AST, tgt: ast.AST, ctx: Context, line: int) -> tuple[tuple[str, str], ...]:
+def _unpacked(it: ast.AST, tgt: ast.AST, ctx: Context, unpack: list):
+    """`for a, b in x` / `for a, b in x.tolist()`: (the row's name, the source) when `x` can be
+    read as rows (each row unpacked by the body's first statement), else None."""
+    if not (isinstance(tgt, (ast.Tuple, ast.List)) and tgt.elts and all(isinstance(e, ast.Name) for e in tgt.elts)):
+        return None
+    names = [e.id for e in tgt.elts]
+    if len(set(names)) != len(names):
+        return None
+    numbers = False
+    if (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "tolist"
+            and not it.args and not it.keywords):
+        it, numbers = it.func.value, True
+    if not (isinstance(it, (ast.Name, ast.Attribute, ast.Subscript)) and _pure_expr(it)):
+        return None
+    ctx.counter[0] += 1
+    row = f"_av_row{ctx.counter[0]}"
+    unpack.append((row, tuple(names), numbers))
+    return row, src(it)
+
+
+def unpack_stmts(space: IterSpace, line: int) -> list:
+    """The statements that unpack each row (IterSpace.unpack), at the loop's line."""
+    out = []
+    for row, names, numbers in space.unpack:
+        text = f"{', '.join(names)}, = {row}.unbind(0)"
+        if numbers:
+            text += "".join(f"\n{n} = {n}.item()" for n in names)
+        for s in ast.parse(text).body:
+            for n in ast.walk(s):
+                if hasattr(n, "lineno"):
+                    n.lineno = n.end_lineno = line
+                    n.col_offset = n.end_col_offset = 0
+            out.append(s)
+    return out
+
+
+def _elements(it: ast.AST, tgt: ast.AST, ctx: Context, line: int,
+              unpack: list | None = None) -> tuple[tuple[str, str], ...]:
     if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "zip"
             and _is_builtin(ctx, "zip") and not it.keywords and it.args):
         if not (isinstance(tgt, ast.Tuple) and len(tgt.elts) == len(it.args)
@@ -121,8 +161,12 @@ def _elements(it: ast.AST, tgt: ast.AST, ctx: Context, line: int) -> tuple[tuple
             raise Refuse(f"an argument of `zip` at line {line} calls a function", line)
         return tuple((e.id, src(a)) for e, a in zip(tgt.elts, it.args))
     if not isinstance(tgt, ast.Name):
+        hit = _unpacked(it, tgt, ctx, unpack) if unpack is not None else None
+        if hit is not None:
+            return (hit,)
         raise Refuse(f"the loop at line {line} unpacks each element (`{src(tgt)}`); "
-                     "only a plain name, zip(...) or enumerate(...) is supported", line)
+                     "only a plain name, zip(...) or enumerate(...) is supported, or names unpacking "
+                     "the rows of a tensor (`for a, b in pairs`, `in pairs.tolist()`)", line)
     if not (isinstance(it, (ast.Name, ast.Attribute, ast.Subscript)) and _pure_expr(it)):
         raise Refuse(f"the loop at line {line} iterates over `{src(it)}`, which is not a range, "
                      "a tensor or list of tensors, zip(...) or enumerate(...)", line)
@@ -204,6 +248,8 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
     space = space or iteration(node, ctx)
     iter_vars = _iter_vars(space)
     stmts = body_stmts if body_stmts is not None else node.body
+    if space.unpack:
+        stmts = unpack_stmts(space, node.lineno) + list(stmts)
     exit_split = _exit_split(stmts) if form in ("for", "while") else None
     if exit_split is not None:
         pos, stop = exit_split
@@ -309,7 +355,8 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
         raise Refuse(f"the comprehension at line {line} is asynchronous", line)
     space = iteration(ast.For(target=gen.target, iter=gen.iter, body=[], orelse=[], lineno=line), ctx)
     iter_vars = _iter_vars(space)
-    body = _Body([], [], {})
+    # `for a, b in pairs`: the statements unpacking each row come first, as in a for loop
+    body = _classify(unpack_stmts(space, line), ctx, iter_vars) if space.unpack else _Body([], [], {})
     marker = body.marker()
     elt = comp.elt
     if space.index:   # `x[i:i + 1]` reads as `x[i].unsqueeze(0)`, as in a for loop
@@ -319,7 +366,7 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
     for cond in reversed(gen.ifs):
         stmt = _located(ast.If(test=cond, body=[stmt], orelse=[]), line)
     body.branches = bool(gen.ifs)
-    body.stmts = [stmt]
+    body.stmts = body.stmts + [stmt]
     out = Output("append", "", src(value), line, consumer=consumer, consumer_src=src(consumer_node),
                  marker=marker, cond=bool(gen.ifs), pytype=pytype)
     body.outputs.append((out, value))

@@ -922,6 +922,12 @@ class _Batcher:
                 raise Unsupported("F.normalize of a 0-d value")
             kw["dim"] = _dim(dim, arg_fact(dim), r, self.c.lead)
             return call(name, [copy.deepcopy(a) for a in args], keyword_list(kw))
+        if name == "unbind":
+            # `a, b = row.unbind(0)` (and `for a, b in pairs`): a tuple of per-iteration slices
+            dim = args[0] if args else kw.get("dim", _const(0))
+            if len(args) + len(kw) > 1 or r == 0:
+                raise Unsupported("unbind of a 0-d value, or with other arguments")
+            return call("unbind", [_dim(dim, arg_fact(dim), r, self.c.lead)], [])
         if name == "unsqueeze":
             dim = args[0] if args else kw.get("dim")
             if dim is None or len(args) + len(kw) != 1:

@@ -1,0 +1,131 @@
+"""Loops that unpack each row: `for a, b in pairs`, `for i, j in pairs.tolist()`,
+`for k, (a, b) in enumerate(pairs)`, and the same in comprehensions and generator expressions.
+The analysis reads them as a loop over the rows with `a, b = row.unbind(0)` (then `.item()` for
+`.tolist()`) first in the body; the loop as written stays the fallback. Checked against the
+loop: values, gradients, names after the loop, errors, and the path taken."""
+import pytest
+import torch
+
+from autovec import autovec, explain
+from conftest import ran_modes as _ran
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def pair_scores(pairs, emb):
+    out = []
+    for a, b in pairs:
+        out.append((emb[a] * emb[b]).sum())
+    return torch.stack(out)
+
+
+def pair_scores_tolist(pairs, emb):
+    out = []
+    for a, b in pairs.tolist():
+        out.append((emb[a] * emb[b]).sum())
+    return torch.stack(out)
+
+
+def weighted_with_last(pairs, emb):
+    total = 0.0
+    for k, (a, b) in enumerate(pairs):
+        total = total + (emb[a] - emb[b]).norm() * k
+    return total, a, b
+
+
+def last_names_tolist(pairs, emb):
+    total = torch.zeros(emb.shape[1])
+    for i, j in pairs.tolist():
+        total += emb[i] - emb[j]
+    return total, i, j
+
+
+def gen_sum(emb, pairs):
+    return sum((emb[i] - emb[j]).norm() for i, j in pairs.tolist())
+
+
+def comp_outer_names(emb, pairs):
+    i = 5
+    s = torch.stack([(emb[i] * emb[j]).sum() for i, j in pairs])
+    return s, i
+
+
+def three_columns(rows):
+    out = []
+    for a, b, c in rows:
+        out.append(a * b + c)
+    return torch.stack(out)
+
+
+def _pairs(n=40, k=12, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(-k, k, (n, 2), generator=g), torch.randn(k, 5, generator=g)
+
+
+@pytest.mark.parametrize("fn", [pair_scores, pair_scores_tolist])
+def test_rows_unpacked_run_batched_with_gradients(fn):
+    pairs, emb = _pairs()
+    emb.requires_grad_()
+    fast = autovec(fn)
+    want, got = fn(pairs, emb), fast(pairs, emb)
+    torch.testing.assert_close(got, want)
+    gw = torch.autograd.grad((want ** 2).sum(), emb)[0]
+    gg = torch.autograd.grad((got ** 2).sum(), emb)[0]
+    torch.testing.assert_close(gg, gw)
+    assert _ran(fast) == {"batched"}
+
+
+@pytest.mark.parametrize("fn", [weighted_with_last, last_names_tolist])
+def test_names_after_the_loop_hold_the_last_row(fn):
+    pairs, emb = _pairs(seed=1)
+    fast = autovec(fn)
+    want, got = fn(pairs, emb), fast(pairs, emb)
+    torch.testing.assert_close(got[0], want[0])
+    for w, g in zip(want[1:], got[1:]):
+        assert type(g) is type(w)
+        assert (g == w) if not isinstance(w, torch.Tensor) else torch.equal(g, w)
+    assert _ran(fast) == {"batched"}
+
+
+def test_generator_and_comprehension_forms():
+    pairs, emb = _pairs(seed=2)
+    for fn in (gen_sum, comp_outer_names):
+        fast = autovec(fn)
+        torch.testing.assert_close(fast(emb, pairs), fn(emb, pairs))
+        assert _ran(fast) == {"batched"}
+    # the comprehension's names are its own: the function's `i` is still 5
+    assert autovec(comp_outer_names)(emb, pairs)[1] == 5
+
+
+def test_a_list_of_row_tensors():
+    pairs, emb = _pairs(seed=3)
+    rows = list(pairs)
+    fast = autovec(pair_scores)
+    torch.testing.assert_close(fast(rows, emb), pair_scores(rows, emb))
+
+
+@pytest.mark.parametrize("fn, args", [
+    (pair_scores, (torch.randint(0, 3, (6, 3)), torch.randn(3, 2))),      # three values, two names
+    (three_columns, (torch.randn(6, 2),)),                                 # two values, three names
+    (pair_scores, (torch.randint(0, 3, (6,)), torch.randn(3, 2))),         # 0-d rows
+    (pair_scores_tolist, (list(torch.randint(0, 3, (6, 2))), torch.randn(3, 2))),   # a list has no .tolist()
+    (pair_scores_tolist, ([], torch.randn(3, 2))),
+])
+def test_errors_are_the_loops(fn, args):
+    with pytest.raises(Exception) as want:
+        fn(*args)
+    with pytest.raises(Exception) as got:
+        autovec(fn)(*args)
+    assert type(got.value) is type(want.value) and str(got.value) == str(want.value)
+
+
+def test_three_columns_and_the_explanation():
+    rows = torch.randn(30, 3)
+    fast = autovec(three_columns)
+    torch.testing.assert_close(fast(rows), three_columns(rows))
+    assert _ran(fast) == {"batched"}
+    ex = explain(three_columns, rows)
+    assert ex.path == "vectorized" and "unbind" in ex.rewritten_source
