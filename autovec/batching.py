@@ -685,7 +685,10 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
                     f"for {list(rows)} rows, where one iteration gives {one.dtype or one.kind} of shape "
                     f"{list(one.shape)}")
     # (against the probe: the loop's own `.item()` numbers, where `body` has 0-d float64 tensors)
-    bad = _outputs_differ(outs, rows, sizes, row_args_at, fn.bind(body))
+    ret = next((n for n in fdef.body if isinstance(n, ast.Return)), None)
+    spread = {k for k, e in enumerate(ret.value.elts if ret is not None and isinstance(ret.value, ast.Tuple) else ())
+              if ids.get(id(e)) in exempt}     # stored branch values: a number fills its row
+    bad = _outputs_differ(outs, rows, sizes, row_args_at, fn.bind(body), spread)
     if bad:
         return bad
     probes = getattr(fdef, "probes", 0)
@@ -840,8 +843,9 @@ def _readable(text: str) -> str:
     return text.replace("_avb_n", "batch_sizes")
 
 
-def _outputs_differ(outs, rows, sizes, row_args_at, body):
-    """Each probed iteration's outputs, from the loop body itself, against the batched ones."""
+def _outputs_differ(outs, rows, sizes, row_args_at, body, spread=frozenset()):
+    """Each probed iteration's outputs, from the loop body itself, against the batched ones.
+    `spread`: positions of stored values, where a Python number stands for a row filled with it."""
     import itertools
     from .equivalence import compare
     for pos in itertools.product(*[range(r) for r in rows]):
@@ -853,9 +857,9 @@ def _outputs_differ(outs, rows, sizes, row_args_at, body):
         for k, (w, o) in enumerate(zip(want, outs)):
             got = o[pos]
             if not isinstance(w, torch.Tensor):
-                if got.dim() != 0:
+                if got.dim() != 0 and not (k in spread and isinstance(w, (bool, int, float))):
                     return f"output {k} is a number in one iteration and a tensor row in the batch"
-                w = torch.as_tensor(w, dtype=got.dtype)
+                w = torch.full(got.shape, w, dtype=got.dtype)
             diff = compare(w.detach(), got.detach(), path=f"output {k}")
             if diff:
                 return f"the batched body differs from iteration {list(pos)}: {diff}"

@@ -2786,8 +2786,12 @@ class Token:
                     # a stored value from branches of several dtypes, held in one that holds them
                     # all (runtime.where): the store converts it as the loop converts this one
                     row = row.to(want.dtype)
-                self._compare(k, want, row)
                 seen[k] = not isinstance(want, torch.Tensor)
+                if k in stored and isinstance(want, (bool, int, float)) and row.dim() != 0:
+                    # a number stored into a row (`out[i] = 0` in one branch): setitem fills the
+                    # row with it, as the batch's row must already hold it (in a dtype holding it)
+                    want = torch.full(row.shape, want, dtype=row.dtype, device=row.device)
+                self._compare(k, want, row)
         needed = len(outs) - sum(1 for lay in layout if lay[0] is None)  # branch probes return no value
         if tagged:
             self.rt.pytypes.setdefault((self.loop_id, self.sig, self.tag), {}).update(seen)

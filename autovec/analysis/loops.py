@@ -6,6 +6,7 @@ Requires names.py. Works on syntax only; questions about the objects a name refe
 from __future__ import annotations
 
 import ast
+import types
 import copy
 import dataclasses
 from dataclasses import dataclass, field
@@ -711,10 +712,16 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             o, payload = found
             value = payload[1] if o.kind == "store" else payload
             value, pytype = _strip_item(value)
-            key = (o.kind, o.target, o.index_src, o.op, o.inplace, pytype)
+            # a plain store of a constant in one branch and of a tensor in another is one store
+            # (a constant carries no gradient; the store converts each value as setitem does)
+            plain = o.kind == "store" and not o.op and pytype in ("", "const")
+            key = (o.kind, o.target, o.index_src, o.op, o.inplace, "" if plain else pytype)
             twin = next((m for p, m in body.seen.get(key, []) if _exclusive(p, path)), None)
             marker = twin or body.marker()
             body.seen.setdefault(key, []).append((path, marker))
+            if twin is not None and plain and not pytype:
+                body.outputs = [(dataclasses.replace(b, pytype="") if b.marker == twin else b, pay)
+                                for b, pay in body.outputs]
             if twin is None:
                 o = dataclasses.replace(o, marker=marker, cond=depth > 0, pytype=pytype, value=src(value))
                 body.outputs.append((o, (payload[0], value) if o.kind == "store" else value))
@@ -1395,8 +1402,9 @@ def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
             if not isinstance(f, (ast.Name, ast.Attribute)) or not _base_ok(f):
                 raise Refuse(f"the call `{src(f)}(...)` at line {line} picks its function in a way autovec "
                              "cannot follow", line)
-            if isinstance(f, ast.Attribute) and f.attr in _MUTATORS | {"item", "tolist", "numpy"} or (
-                    isinstance(f, ast.Attribute) and f.attr.endswith("_") and not f.attr.endswith("__")):
+            if (isinstance(f, ast.Attribute) and f.attr in _MUTATORS | {"item", "tolist", "numpy"} or (
+                    isinstance(f, ast.Attribute) and f.attr.endswith("_") and not f.attr.endswith("__"))) \
+                    and not _module_function(f, ctx):
                 raise Refuse(f"`{src(f)}()` at line {line} modifies an object defined outside the loop", line)
             if root in ctx.local_names:
                 continue  # a local value (argument, module): checked on each call at run time
@@ -1405,6 +1413,18 @@ def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
             verdict = ctx.env.classify(src(f))
             if verdict:
                 raise Refuse(f"{verdict} (`{src(f)}` at line {line})", line)
+
+
+def _module_function(f: ast.Attribute, ctx: Context) -> bool:
+    """`torch.sort`: a function of a module (not a list's `.sort()`), whose purity the
+    environment's classification decides, not its name."""
+    if f.attr.endswith("_") or not (isinstance(f.value, (ast.Name, ast.Attribute)) and _base_ok(f.value)):
+        return False
+    root = _root(f.value)
+    if root is None or root in ctx.local_names:
+        return False
+    found, obj = ctx.env.resolve(src(f.value))
+    return found and isinstance(obj, types.ModuleType)
 
 
 # ----------------------------------------------------------------------------- loop nests

@@ -515,7 +515,11 @@ class _Batcher:
 
     def e_UnaryOp(self, node):
         if isinstance(node.op, ast.Not):
-            raise Unsupported("`not` of a per-iteration value")
+            # `not x` of one element per iteration (a 0-d tensor or a Python number): not bool(x)
+            v = self.expr(node.operand)
+            if not (v.fact.kind == "tensor" and v.fact.rank == 0 or v.fact.number):
+                raise Unsupported("`not` of a per-iteration value with several elements")
+            return _call(_torch("logical_not"), [_helper("truth", v.node)])
         v = self.expr(node.operand)
         new = ast.UnaryOp(op=node.op, operand=v.node)
         return new if v.batched else _V(new, False, None)

@@ -88,6 +88,8 @@ def _not_elementwise(n: ast.AST, plan: LoopPlan, env, varying: set) -> str | Non
     if isinstance(n, (ast.BoolOp, ast.IfExp, ast.ListComp, ast.GeneratorExp, ast.Lambda, ast.List, ast.Tuple,
                       ast.Dict, ast.Set, ast.If, ast.Starred, ast.JoinedStr)):
         return f"`{ast.unparse(n)}` is not an elementwise tensor expression"
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+        return f"`{ast.unparse(n)}` asks for the truth of one element"
     if isinstance(n, ast.Compare) and len(n.ops) > 1:
         return f"chained comparison `{ast.unparse(n)}`"
     if isinstance(n, ast.Compare) and any(isinstance(o, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for o in n.ops):

@@ -1,0 +1,121 @@
+"""Stores under data-dependent branches where one branch stores a Python constant into a whole
+row (`if not keep[i]: out[i] = 0 else: out[i] = x[i] / 0.9`), `not` of one element per
+iteration in batched bodies, and module functions whose names are also list methods
+(`torch.sort`). Checked against the loop: values, dtypes, NaN conditions and the path taken."""
+import pytest
+import torch
+
+from autovec import autovec
+from conftest import ran_modes as _ran
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def drop_rows(x, keep):
+    out = x.clone()
+    for i in range(x.shape[0]):
+        if not keep[i]:
+            out[i] = 0
+        else:
+            out[i] = x[i] / 0.9
+    return out
+
+
+def fill_or_copy(x, flags, c):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        if flags[i] > 0:
+            out[i] = x[i] * 2
+        else:
+            out[i] = c
+    return out
+
+
+def not_of_values(v):
+    out = torch.empty(v.shape[0], dtype=torch.bool)
+    for i in range(v.shape[0]):
+        out[i] = not v[i]
+    return out
+
+
+def sorted_top(x, k):
+    res = torch.empty(x.shape[0], k, dtype=x.dtype)
+    for i in range(x.shape[0]):
+        s, _ = torch.sort(x[i], descending=True)
+        res[i] = s[:k]
+    return res
+
+
+def _same(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape
+    torch.testing.assert_close(b, a, equal_nan=True, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+def test_a_constant_row_in_one_branch(dtype):
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(60, 4, generator=g) * 10).to(dtype)
+    keep = torch.rand(60, generator=g) < 0.7
+    fast = autovec(drop_rows)
+    if dtype == torch.int64:
+        # x[i] / 0.9 is a float row stored into an int row: the loop truncates; so must we
+        _same(drop_rows(x, keep), fast(x, keep))
+    else:
+        _same(drop_rows(x, keep), fast(x, keep))
+        assert _ran(fast) == {"batched"}
+
+
+@pytest.mark.parametrize("c", [0, -1.5, 1e30, True])
+def test_constants_of_several_kinds_fill_their_rows(c):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(40, 3, generator=g)
+    flags = torch.randn(40, generator=g)
+    fast = autovec(fill_or_copy)
+    _same(fill_or_copy(x, flags, c), fast(x, flags, c))
+    assert _ran(fast) == {"batched"}
+
+
+@pytest.mark.parametrize("v", [
+    torch.tensor([0.0, -0.0, 1.5, float("nan"), float("inf")]),
+    torch.tensor([0, 3, -2, 0]),
+    torch.tensor([True, False, True]),
+])
+def test_not_of_one_element(v):
+    fast = autovec(not_of_values)
+    _same(not_of_values(v), fast(v))
+    assert _ran(fast) == {"batched"}
+
+
+def test_not_of_a_row_keeps_the_loops_error():
+    v = torch.randn(4, 2)
+    with pytest.raises(RuntimeError) as want:
+        not_of_values(v)
+    with pytest.raises(RuntimeError) as got:
+        autovec(not_of_values)(v)
+    assert str(got.value) == str(want.value)
+
+
+def test_torch_sort_is_a_function_not_a_list_method():
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(50, 9, generator=g)
+    fast = autovec(sorted_top)
+    _same(sorted_top(x, 3), fast(x, 3))
+    assert _ran(fast) != set()
+
+
+def test_a_list_sort_in_the_loop_keeps_the_loop():
+    def sorts_a_list(x, seen):
+        out = torch.empty(x.shape[0])
+        for i in range(x.shape[0]):
+            seen.sort()
+            out[i] = x[i].sum()
+        return out
+
+    x = torch.randn(10, 3)
+    seen = [3, 1, 2]
+    fast = autovec(sorts_a_list)
+    _same(sorts_a_list(x, list(seen)), fast(x, seen))
+    assert seen == [1, 2, 3] and _ran(fast) == set()
