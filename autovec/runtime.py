@@ -766,6 +766,10 @@ class FunctionRuntime:
                 o = o.reshape(*n, *([1] * (len(slot) - len(v))), *v).expand(*n, *slot)
         if o.is_complex() and not region.is_complex():
             raise GuardFailed("complex values written into a real tensor")
+        if not op and o.dtype != region.dtype and not _fits(o, region.dtype):
+            # a Python number the loop stores there raises (setitem checks the conversion); a
+            # tensor wraps or saturates: either way the loop decides
+            raise GuardFailed(f"values outside {region.dtype}'s range stored into it", data=True)
         o = o.movedim(0, dim) if dim else o
         if inplace and _storage(o) != _storage(region):
             return o, op
@@ -1001,6 +1005,34 @@ def _any(mask: torch.Tensor) -> bool:
     if mask.numel() == 0:
         return False
     return bool(mask.view(torch.uint8).amax())
+
+
+def _fits(o: torch.Tensor, dtype) -> bool:
+    """Whether every value of `o` converts to `dtype` as a Python number stored by setitem does
+    without its overflow error: within an integer dtype's range (finite, for floats), within a
+    narrower float's largest finite value. Checked only for narrowing conversions."""
+    if dtype == torch.bool or o.numel() == 0 or dtype == torch.float16:
+        return True          # (float16: setitem gives inf for a large number, as the conversion does)
+    if dtype.is_floating_point:
+        if not o.is_floating_point() or torch.finfo(o.dtype).max <= torch.finfo(dtype).max:
+            return True
+        big = torch.finfo(dtype).max
+        a = o.detach().abs()
+        return not bool(((a > big) & torch.isfinite(a)).any())
+    if dtype.is_complex:
+        return True
+    info = torch.iinfo(dtype)
+    if o.is_floating_point():
+        lo, hi = torch.aminmax(o.detach().double().flatten())
+        # (NaN fails both comparisons; int64's max is not a double: compare against 2**63)
+        return bool(lo > info.min - 1) and bool(hi < info.max + 1.0)
+    if o.dtype == torch.bool:
+        return True
+    oi = torch.iinfo(o.dtype)
+    if oi.min >= info.min and oi.max <= info.max:
+        return True
+    lo, hi = torch.aminmax(o.flatten())
+    return int(lo) >= info.min and int(hi) <= info.max
 
 
 def _identity(dtype, device):

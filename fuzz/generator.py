@@ -3046,6 +3046,102 @@ def nums_zip(self):
 NUMS_FORMS = {"indexed": nums_indexed, "gather": nums_gather, "zip": nums_zip}
 
 
+# ============================================================== family "rows": rows unpacked,
+# `.item()` numbers with min()/max(), constants stored into rows under branches
+
+def rows_unpack(self):
+    """`for a, b in p` (p: (n, k) integers, k sometimes not the names' count), `in p.tolist()`,
+    `enumerate(p)` with `(a, b)`, or a comprehension / generator over them; the names index a
+    table or enter arithmetic, and are sometimes read after the loop."""
+    k = self.pick([2, 2, 2, 3, 1])
+    names = self.pick([["a", "b"], ["a", "b"], ["a", "b", "c"]])
+    c = self.rng.randint(2, 6)
+    src = self.pick(["p", "p", "p.tolist()", "list"])
+    if src == "list":     # a list of row tensors (and, for .tolist(), the loop's AttributeError)
+        src = self.pick(["p", "p.tolist()"])
+        self.param("p", f"list(_tensor(g, {(self.n, k)!r}, torch.int64, low={-c}, high={c}))")
+    else:
+        self.tensor("p", (self.n, k), self.pick(["int64", "int64", "int32"]), low=-c, high=c)
+    self.tensor("emb", (c, self.d), self.pick(FLOATS))
+    target = ", ".join(names)
+    a, b = names[0], names[1]
+    val = self.pick([f"(emb[{a}] * emb[{b}]).sum()", f"(emb[{a}] - emb[{b}]).norm()", f"emb[{a}] + emb[{b}]",
+                     f"emb[{a}] * {b}", f"{a} * 2 + {b}"])
+    form = self.pick(["for", "for", "enumerate", "comp", "gen"])
+    if form == "comp":
+        self.emit(1, f"outs = [{val} for {target} in {src}]")
+        self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
+        return
+    if form == "gen":
+        self.emit(1, f"return sum({val} for {target} in {src})")
+        return
+    head = f"for {target} in {src}:" if form == "for" else f"for j, ({target}) in enumerate({src}):"
+    out = self.pick(["append", "accum"])
+    self.emit(1, "outs = []" if out == "append" else f"total = {self.pick(['0.0', '0'])}")
+    self.emit(1, head)
+    if form == "enumerate" and self.chance(0.5):
+        val = f"({val}) * j"
+    self.emit(2, f"outs.append({val})" if out == "append" else f"total = total + {val}")
+    ret = "outs" if out == "append" else "total"
+    if self.chance(0.4):
+        ret += f", {a}, {b}"     # (unbound, NameError, when the loop does not run)
+    self.emit(1, f"return {ret}")
+
+
+def rows_items(self):
+    """`.item()` numbers in the batch: min()/max() of Python numbers (some of another kind,
+    NaN among them), and arithmetic with rows (a float32 row times a Python float)."""
+    x = self.main(dtypes=("float32", "float32", "float64", "int64", "float16"), rank=self.pick([1, 2, 2]))
+    loop = self.indexed_loop(x, allow_while=False)
+    i, row = loop.index, loop.row.expr
+    red = self.pick([f"{row}.sum()", f"{row}.max()", f"{row}.abs().sum()", f"{row}.float().norm()"])
+    v = f"{red}.item()"
+    lit = self.pick(["1.0", "0.5", "0", "2", "float('nan')", "-1.5"])
+    f = self.pick([f"min({lit}, {v})", f"max({lit}, {v})", f"min({v}, {lit})", f"max(0.0, {v} - 1.0)",
+                   f"min({v}, {lit}, 2.0 * {v})", f"abs({v}) + 1"])
+    out = self.pick(["store", "accum", "append"])
+    if out == "store":
+        self.emit(1, f"out = torch.zeros_like({x.name}, dtype=torch.{self.pick(['float32', 'float64', x.dtype])})")
+    elif out == "accum":
+        self.emit(1, f"total = {self.pick(['0.0', '0', 'torch.zeros(())'])}")
+    else:
+        self.emit(1, "outs = []")
+    self.emit_all(1, loop.head)
+    self.emit(2, f"fac = {f}")
+    value = self.pick([f"{row} * fac", "fac", f"fac * {row}.sum()", f"({row} + fac) / 2"])
+    self.emit(2, {"store": f"out[{i}] = {value}", "accum": f"total = total + {value}",
+                  "append": f"outs.append({value})"}[out])
+    self.emit_all(2, loop.tail)
+    self.emit(1, {"store": "return out", "accum": "return total", "append": "return outs"}[out])
+
+
+def rows_branch(self):
+    """A stored row under a data-dependent branch: a Python constant in one branch, a row in
+    the other (`if not keep[i]: out[i] = 0 else: out[i] = x[i] / 0.9`), the condition through
+    `not` sometimes; outputs of several dtypes."""
+    x = self.main(dtypes=("float32", "float32", "float64", "int64"), rank=self.pick([1, 2, 2, 2]))
+    self.tensor("keep", (self.n,), self.pick(["bool", "bool", "float32", "int64"]))
+    loop = self.indexed_loop(x, allow_while=False)
+    i, row = loop.index, loop.row.expr
+    cond = self.pick([f"keep[{i}]", f"not keep[{i}]", f"keep[{i}] > 0", f"not ({row}.sum() > 0)"])
+    const = self.pick(["0", "0.0", "-1", "1.5", "True", "1e30"])
+    value = self.pick([f"{row} / 0.9", f"{row} * 2", row, f"{row}.abs()"])
+    dtype = self.pick(["float32", "float64", "int64", x.dtype])
+    ctor = "zeros_like" if self.n_delta else self.pick(["empty_like", "zeros_like"])   # (`range(n)` may miss rows)
+    self.emit(1, self.pick([f"out = {x.name}.clone()", f"out = torch.{ctor}({x.name}, dtype=torch.{dtype})"]))
+    self.emit_all(1, loop.head)
+    first, second = (const, value) if self.chance(0.5) else (value, const)
+    self.emit(2, f"if {cond}:")
+    self.emit(3, f"out[{i}] = {first}")
+    self.emit(2, "else:")
+    self.emit(3, f"out[{i}] = {second}")
+    self.emit_all(2, loop.tail)
+    self.emit(1, "return out")
+
+
+ROWS_FORMS = {"unpack": rows_unpack, "items": rows_items, "branch": rows_branch}
+
+
 def fill_slices(self):
     """`out[i, lo:hi] = v` with bounds that change per iteration (lengths, starts and ends,
     a bound computed in the body; negative, past the end, floats, a Python list), on the
@@ -3161,7 +3257,7 @@ BREAK_FORMS = {"break": Gen.exact_break, "break_rich": Gen.exact_break_rich,
                "break_elements": Gen.exact_break_elements, "break_budget": Gen.exact_break_budget}
 FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS,
             "store2": STORE2_FORMS, "nums": NUMS_FORMS, "fill": FILL_FORMS, "half": HALF_FORMS,
-            "ints": INTS_FORMS}
+            "ints": INTS_FORMS, "rows": ROWS_FORMS}
 REC_KINDS = [f"rec/{k}" for k in REC_FORMS]
 COMPILE_KINDS = [f"compile/{k}" for k in COMPILE_FORMS]
 
@@ -3185,7 +3281,7 @@ def generate(seed: int, kind: str | None = None, family: str = "default") -> Pro
             forms = VEC_FORMS if vec else EXACT_FORMS
             kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
     family, form = kind.split("/")
-    if family in ("rec", "compile", "scan2", "brk", "store2", "nums", "fill", "half", "ints"):
+    if family in ("rec", "compile", "scan2", "brk", "store2", "nums", "fill", "half", "ints", "rows"):
         table = FAMILIES[family]
     else:
         table = {**VEC_FORMS, **NEW_VEC_FORMS} if family == "vec" else {**EXACT_FORMS, **NEW_EXACT_FORMS}

@@ -119,3 +119,53 @@ def test_a_list_sort_in_the_loop_keeps_the_loop():
     fast = autovec(sorts_a_list)
     _same(sorts_a_list(x, list(seen)), fast(x, seen))
     assert seen == [1, 2, 3] and _ran(fast) == set()
+
+
+def _outcome(fn, *args):
+    try:
+        return "value", fn(*args)
+    except Exception as e:
+        return "error", f"{type(e).__name__}: {e}"
+
+
+def stored_constant(x, keep, c, dtype):
+    out = torch.zeros(x.shape, dtype=dtype)
+    for t in range(x.shape[0]):
+        if not keep[t]:
+            out[t] = x[t].abs()
+        else:
+            out[t] = c
+    return out
+
+
+@pytest.mark.parametrize("shape", [(6,), (6, 3)])
+@pytest.mark.parametrize("c, dtype", [
+    (1e30, torch.int64), (float("nan"), torch.int64), (float("inf"), torch.int32), (70000.0, torch.int16),
+    (300, torch.uint8), (-1, torch.uint8), (2 ** 40, torch.int32), (1e300, torch.float32), (1e300, torch.bfloat16),
+    (1e10, torch.float16), (-2.7, torch.int64), (2.5, torch.float32),
+])
+def test_a_constant_out_of_the_outputs_range_gives_the_loops_outcome(shape, c, dtype):
+    # setitem checks a Python number's conversion (it raises on overflow); a batch converted
+    # as a tensor would wrap or saturate instead
+    x = torch.randn(shape, dtype=torch.float64)
+    keep = torch.tensor([True, False, True, False, False, True])
+    want = _outcome(stored_constant, x, keep, c, dtype)
+    got = _outcome(autovec(stored_constant), x, keep, c, dtype)
+    assert got[0] == want[0]
+    if want[0] == "error":
+        assert got[1] == want[1]
+    else:
+        _same(want[1], got[1])
+
+
+def unconditional_constant(x, c):
+    out = torch.zeros(x.shape[0], dtype=torch.float32)
+    for i in range(x.shape[0]):
+        out[i] = c
+    return out
+
+
+def test_an_unconditional_constant_too_large_for_float32():
+    x = torch.randn(5)
+    assert _outcome(autovec(unconditional_constant), x, 1e300)[1] == _outcome(unconditional_constant, x, 1e300)[1]
+    _same(unconditional_constant(x, 2.5), autovec(unconditional_constant)(x, 2.5))
