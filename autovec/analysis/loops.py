@@ -165,6 +165,10 @@ def _elements(it: ast.AST, tgt: ast.AST, ctx: Context, line: int,
         hit = _unpacked(it, tgt, ctx, unpack) if unpack is not None else None
         if hit is not None:
             return (hit,)
+        if isinstance(tgt, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in tgt.elts):
+            raise Refuse(f"the loop at line {line} unpacks the rows of `{src(it)}`, which calls a function "
+                         "autovec does not move out of the loop; name the value first (`rows = ...`), or "
+                         "use an attribute (`x.T`)", line)
         raise Refuse(f"the loop at line {line} unpacks each element (`{src(tgt)}`); "
                      "only a plain name, zip(...) or enumerate(...) is supported, or names unpacking "
                      "the rows of a tensor (`for a, b in pairs`, `in pairs.tolist()`)", line)
