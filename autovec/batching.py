@@ -859,7 +859,7 @@ def _outputs_differ(outs, rows, sizes, row_args_at, body, spread=frozenset()):
             if not isinstance(w, torch.Tensor):
                 if got.dim() != 0 and not (k in spread and isinstance(w, (bool, int, float))):
                     return f"output {k} is a number in one iteration and a tensor row in the batch"
-                w = torch.full(got.shape, w, dtype=got.dtype)
+                w = torch.full(got.shape, w, dtype=got.dtype, device=got.device)
             diff = compare(w.detach(), got.detach(), path=f"output {k}")
             if diff:
                 return f"the batched body differs from iteration {list(pos)}: {diff}"

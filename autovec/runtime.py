@@ -1063,6 +1063,8 @@ def _select(o: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     if o.dim() == 1:
         return o.masked_select(mask)
     return o.index_select(0, mask.nonzero().squeeze(1))
+
+
 _CHUNK_BYTES = 32 << 20   # lists of tensors larger than this run in chunks of about 4 MB
 
 

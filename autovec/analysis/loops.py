@@ -6,9 +6,9 @@ Requires names.py. Works on syntax only; questions about the objects a name refe
 from __future__ import annotations
 
 import ast
-import types
 import copy
 import dataclasses
+import types
 from dataclasses import dataclass, field
 
 from ..plan import IterSpace, LoopPlan, Mapped, Output, Refusal

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from .broadcast import ELEMENTWISE
+from .common import _Unitems
 
 
 class Unsupported(Exception):
@@ -128,25 +129,6 @@ class _Wrap(ast.NodeTransformer):
                                           args=[ast.Constant(k), node], keywords=[]), node)
 
 
-class _LoopItems(ast.NodeTransformer):
-    """`av.item(t)` (the name `av` possibly wrapped in a probe's `_avp(k, av)`) as `t.item()`."""
-
-    def __init__(self, av):
-        self.av = av
-
-    def visit_Call(self, node):
-        node = self.generic_visit(node)
-        f = node.func
-        if isinstance(f, ast.Attribute) and f.attr == "item" and len(node.args) == 1 and not node.keywords:
-            v = f.value
-            if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "_avp" and len(v.args) == 2:
-                v = v.args[1]
-            if isinstance(v, ast.Name) and v.id == self.av:
-                return ast.copy_location(ast.Call(func=ast.Attribute(value=node.args[0], attr="item", ctx=ast.Load()),
-                                                  args=[], keywords=[]), node)
-        return node
-
-
 def probe_def(fdef: ast.FunctionDef, name: str, av: str | None = None) -> tuple[ast.FunctionDef, dict]:
     """A copy of the body that reports `_avp(k, value)` for every numbered expression. With
     `av`, the rewrite's `av.item(t)` is the loop's own `t.item()` again: the probe sees the
@@ -157,7 +139,7 @@ def probe_def(fdef: ast.FunctionDef, name: str, av: str | None = None) -> tuple[
     order = {id(n): ids[id(n)] for n in ast.walk(tree) if id(n) in ids}
     tree = _Wrap(order).visit(tree)
     if av is not None:
-        tree = _LoopItems(av).visit(tree)   # (after numbering: the ids stay those of `fdef`)
+        tree = _Unitems(av).visit(tree)     # (after numbering: the ids stay those of `fdef`)
     tree.name = name
     ast.fix_missing_locations(tree)
     return tree, order

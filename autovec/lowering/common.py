@@ -152,14 +152,20 @@ class _Fills(ast.NodeTransformer):
 
 
 class _Unitems(ast.NodeTransformer):
+    """`av.item(t)` as the loop's own `t.item()` (`av` possibly wrapped in a batched body's
+    probe, `_avp(k, av)`)."""
+
     def __init__(self, av):
         self.av = av
 
     def visit_Call(self, node):
         node = self.generic_visit(node)
         f = node.func
-        if (isinstance(f, ast.Attribute) and f.attr == "item" and isinstance(f.value, ast.Name)
-                and f.value.id == self.av and len(node.args) == 1):
+        v = f.value if isinstance(f, ast.Attribute) else None
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "_avp" and len(v.args) == 2:
+            v = v.args[1]
+        if (isinstance(f, ast.Attribute) and f.attr == "item" and isinstance(v, ast.Name)
+                and v.id == self.av and len(node.args) == 1 and not node.keywords):
             return ast.copy_location(ast.Call(func=ast.Attribute(value=node.args[0], attr="item", ctx=ast.Load()),
                                               args=[], keywords=[]), node)
         return node
