@@ -180,6 +180,7 @@ class FunctionRuntime:
         self.nest_layouts: dict = {}      # (loop id, signature) -> per input of a nest's batched body: (permutation, levels to add)
         self.src_picks: dict = {}         # loop id -> per body parameter, the element it is (or None)
         self.indexing: dict = {}          # loop id -> whether a loop over elements also indexes values (_indexes)
+        self.committed: dict = {}         # loop id -> whether its last run was the vectorized one (tests, explain)
         self.hot: dict = {}               # (loop id, signature, tag) -> (largest trip count, steady-state runner, mode)
         self.range_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "range")
         self.element_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "elements")
@@ -341,6 +342,7 @@ class FunctionRuntime:
 
     def python_ran(self, loop_id):
         """After the loop as written ran where the cost model chose it: its time, for the decision."""
+        self.committed[loop_id] = False
         started = self.py_clock.pop(loop_id, None) if self.py_clock else None
         if started is not None:
             t0, n, decision = started
@@ -1023,9 +1025,11 @@ def _fits(o: torch.Tensor, dtype) -> bool:
         return True
     info = torch.iinfo(dtype)
     if o.is_floating_point():
-        lo, hi = torch.aminmax(o.detach().double().flatten())
-        # (NaN fails both comparisons; int64's max is not a double: compare against 2**63)
-        return bool(lo > info.min - 1) and bool(hi < info.max + 1.0)
+        lo, hi = (v.item() for v in torch.aminmax(o.detach().double().flatten()))
+        # setitem checks the float itself against the bounds (-0.5 into uint8 raises); NaN fails
+        # both comparisons; int64's largest value is no double: 2**63 is the first one past it
+        top = hi < 2.0 ** 63 if dtype == torch.int64 else hi <= info.max
+        return lo >= info.min and top
     if o.dtype == torch.bool:
         return True
     oi = torch.iinfo(o.dtype)
@@ -2149,6 +2153,7 @@ class Token:
 
     def done(self):
         """The vectorized call has committed its results: its time, for the decision."""
+        self.rt.committed[self.loop_id] = True
         if self.decision is not None and not self.cold:
             self.decision.vectorized_ran(_clock() - self.t0, self.n)
 

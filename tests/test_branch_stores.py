@@ -5,7 +5,7 @@ iteration in batched bodies, and module functions whose names are also list meth
 import pytest
 import torch
 
-from autovec import autovec
+from autovec import autovec, explain
 from conftest import ran_modes as _ran
 
 
@@ -169,3 +169,25 @@ def test_an_unconditional_constant_too_large_for_float32():
     x = torch.randn(5)
     assert _outcome(autovec(unconditional_constant), x, 1e300)[1] == _outcome(unconditional_constant, x, 1e300)[1]
     _same(unconditional_constant(x, 2.5), autovec(unconditional_constant)(x, 2.5))
+
+
+def floor_into_ints(x, dtype):
+    out = torch.empty(x.shape[0], dtype=dtype)
+    for i in range(x.shape[0]):
+        out[i] = x[i] // 3
+    return out
+
+
+@pytest.mark.parametrize("dtype, scale", [(torch.int64, 10.0), (torch.int32, 10.0), (torch.uint8, 10.0),
+                                          (torch.int8, 500.0), (torch.int64, 1e30)])
+def test_float_values_into_integer_outputs(dtype, scale):
+    # in range: vectorized, truncated as the loop's setitem of each tensor truncates; out of
+    # range (negative into uint8, past int8 or int64): the loop's outcome, whatever the path
+    x = torch.randn(40, dtype=torch.float64) * scale
+    fast = autovec(floor_into_ints)
+    want, got = _outcome(floor_into_ints, x, dtype), _outcome(fast, x, dtype)
+    assert got[0] == want[0]
+    if want[0] == "value":
+        _same(want[1], got[1])
+    if dtype in (torch.int64, torch.int32) and scale == 10.0:
+        assert explain(floor_into_ints, x, dtype).path == "vectorized"   # (the whole call, commit included)
