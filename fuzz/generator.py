@@ -3123,7 +3123,8 @@ def rows_branch(self):
     self.tensor("keep", (self.n,), self.pick(["bool", "bool", "float32", "int64"]))
     loop = self.indexed_loop(x, allow_while=False)
     i, row = loop.index, loop.row.expr
-    cond = self.pick([f"keep[{i}]", f"not keep[{i}]", f"keep[{i}] > 0", f"not ({row}.sum() > 0)"])
+    cond = self.pick([f"keep[{i}]", f"not keep[{i}]", f"keep[{i}] > 0", f"not ({row}.sum() > 0)",
+                      f"0 < {row}.sum() <= 2", f"-1 <= {row}.sum().item() < 1", f"keep[{i}] == 0 < {row}.max()"])
     const = self.pick(["0", "0.0", "-1", "1.5", "True", "1e30"])
     value = self.pick([f"{row} / 0.9", f"{row} * 2", row, f"{row}.abs()"])
     dtype = self.pick(["float32", "float64", "int64", x.dtype])

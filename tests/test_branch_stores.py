@@ -191,3 +191,49 @@ def test_float_values_into_integer_outputs(dtype, scale):
         _same(want[1], got[1])
     if dtype in (torch.int64, torch.int32) and scale == 10.0:
         assert explain(floor_into_ints, x, dtype).path == "vectorized"   # (the whole call, commit included)
+
+
+def count_between(x, lo, hi):
+    c = 0
+    for i in range(x.shape[0]):
+        if lo < x[i] <= hi:
+            c += 1
+    return c
+
+
+def flags_between(x, lo, hi):
+    out = torch.empty(x.shape[0], dtype=torch.bool)
+    for i in range(x.shape[0]):
+        v = x[i].item()
+        out[i] = lo <= v < hi != v
+    return out
+
+
+@pytest.mark.parametrize("x", [
+    torch.tensor([0.0, 0.5, 1.0, 1.5, float("nan"), -0.0, 0.25]),
+    torch.tensor([0, 1, 2, 3, -1, 1]),
+])
+def test_chained_comparisons(x):
+    for fn, lo, hi in ((count_between, 0, 1), (count_between, 1, 0), (flags_between, 0, 1), (flags_between, -1, 2)):
+        fast = autovec(fn)
+        want, got = fn(x, lo, hi), fast(x, lo, hi)
+        if isinstance(want, torch.Tensor):
+            _same(want, got)
+        else:
+            assert type(got) is type(want) and got == want
+        assert _ran(fast) == {"batched"}
+
+
+def test_a_chained_comparison_of_rows_raises_like_the_loop():
+    x = torch.rand(5, 2)
+    want, got = _outcome(count_between, x, 0, 1), _outcome(autovec(count_between), x, 0, 1)
+    assert want[0] == got[0] == "error" and want[1] == got[1]
+
+
+def test_a_chained_comparison_with_an_invariant_vector_keeps_the_loop():
+    x = torch.tensor([-1.0, 0.5, 2.0])
+    hi = torch.tensor([1.0, 3.0])
+    want, got = _outcome(count_between, x, 0, hi), _outcome(autovec(count_between), x, 0, hi)
+    assert want[0] == got[0] == "error" and want[1] == got[1]
+    x = torch.tensor([-1.0, -2.0])     # the first comparison never holds: no vector reaches `if`
+    assert autovec(count_between)(x, 0, hi) == count_between(x, 0, hi) == 0

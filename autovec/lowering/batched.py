@@ -507,8 +507,29 @@ class _Batcher:
         return new if v.batched else _V(new, False, None)
 
     def e_Compare(self, node):
-        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Lt, ast.Gt, ast.LtE, ast.GtE, ast.Eq, ast.NotEq)):
+        if not all(isinstance(op, (ast.Lt, ast.Gt, ast.LtE, ast.GtE, ast.Eq, ast.NotEq)) for op in node.ops):
             raise Unsupported(f"comparison `{ast.unparse(node)}`")
+        if len(node.ops) > 1:
+            # `lo <= v < hi` of one element each per iteration: Python's `lo <= v and v < hi`
+            # (a 0-d bool tensor or a bool either way); the middle operand is computed twice
+            vals = [self.expr(node.left)] + [self.expr(c) for c in node.comparators]
+            whole = self.fact(node)
+            # (a loop-invariant operand of unknown kind: the whole value must be one truth value,
+            # and the batch's agreement with it is checked like every other node's)
+            if not all(v.fact.kind == "tensor" and v.fact.rank == 0 or v.fact.number
+                       or not v.batched and v.fact.kind == "other" for v in vals) \
+                    or not (whole.kind == "bool" or whole.kind == "tensor" and whole.rank == 0):
+                raise Unsupported(f"chained comparison `{ast.unparse(node)}` of values with several elements")
+            out = None
+            for k, op in enumerate(node.ops):
+                a, b = vals[k], vals[k + 1]
+                if a.batched or b.batched:
+                    la, lb = _align([a, b], binary=True, lead=self.c.lead)
+                else:
+                    la, lb = a.node, b.node
+                part = ast.Compare(left=copy.deepcopy(la), ops=[op], comparators=[copy.deepcopy(lb)])
+                out = part if out is None else _helper("land", out, part)
+            return out
         a, b = self.expr(node.left), self.expr(node.comparators[0])
         if not a.batched and not b.batched:
             return _V(ast.Compare(left=a.node, ops=node.ops, comparators=[b.node]), False, None)
