@@ -141,7 +141,16 @@ def _why_impure(obj, label: str) -> str | None:
             bad = module_impurity(owner, label)
             if bad:
                 return bad
-        return _why_impure(inner, label) if isinstance(inner, types.FunctionType) else None
+        if isinstance(inner, types.FunctionType):
+            return _why_impure(inner, label)
+        # a compiled method bound to an object (`np.random.shuffle` is RandomState's): what it
+        # touches is its object's business, so it is not known to be pure
+        omod = type(owner).__module__ or ""
+        if name in _RANDOM or omod.startswith(("random", "numpy.random")):
+            return f"random numbers are drawn by `{label}` (a batched rewrite would draw different values)"
+        if name in MUTATORS:
+            return f"`{label}` modifies a {type(owner).__name__}"
+        return f"cannot tell whether calling `{label}` (a method of a {type(owner).__name__}) has side effects"
     if isinstance(obj, functools.partial):
         # the wrapped callable decides (`functools.partial(print, ...)` prints)
         return why_impure(obj.func, label)

@@ -237,3 +237,22 @@ def test_a_chained_comparison_with_an_invariant_vector_keeps_the_loop():
     assert want[0] == got[0] == "error" and want[1] == got[1]
     x = torch.tensor([-1.0, -2.0])     # the first comparison never holds: no vector reaches `if`
     assert autovec(count_between)(x, 0, hi) == count_between(x, 0, hi) == 0
+
+
+def test_other_modules_functions_named_like_mutators_keep_the_loop():
+    import numpy as np
+
+    def puts(a, x):
+        out = torch.empty(x.shape[0])
+        for i in range(x.shape[0]):
+            r = np.put(a, [i % 3], [float(x[i])])     # writes into `a`
+            out[i] = x[i] * 2
+        return out, r
+
+    x = torch.randn(6)
+    a1, a2 = np.zeros(3), np.zeros(3)
+    fast = autovec(puts)
+    want, got = puts(a1, x), fast(a2, x)
+    torch.testing.assert_close(got[0], want[0])
+    assert (a1 == a2).all() and _ran(fast) == set()
+    assert "np.put" in explain(puts, np.zeros(3), x).loops[0].reason

@@ -647,3 +647,33 @@ def test_a_read_of_the_output_under_another_name_keeps_the_loop():
     lengths = torch.randint(0, 4, (10,))
     a, b = x.clone(), x.clone()
     assert torch.equal(autovec(alias_fill_after_store)(b, lengths), alias_fill_after_store(a, lengths))
+
+
+def test_compiled_methods_of_numpy_random_keep_the_loop():
+    """`r = np.random.shuffle(a)` (a Cython method bound to numpy's RandomState) was taken for
+    pure: the batched body shuffled `a` once, where the loop shuffles it once per iteration."""
+    import numpy as np
+
+    def shuffles(a, x):
+        out = torch.empty(x.shape[0])
+        for i in range(x.shape[0]):
+            r = np.random.shuffle(a)
+            out[i] = x[i] * 2
+        return out, r
+
+    def draws(rs, x):
+        out = torch.empty(x.shape[0])
+        for i in range(x.shape[0]):
+            out[i] = x[i] * rs.randint(1, 5)
+        return out
+
+    x = torch.randn(7)
+    np.random.seed(0)
+    a1 = np.arange(9)
+    want = shuffles(a1, x)
+    np.random.seed(0)
+    a2 = np.arange(9)
+    got = autovec(shuffles)(a2, x)
+    torch.testing.assert_close(got[0], want[0])
+    assert (a1 == a2).all()
+    torch.testing.assert_close(autovec(draws)(np.random.RandomState(3), x), draws(np.random.RandomState(3), x))

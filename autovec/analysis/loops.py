@@ -1420,15 +1420,16 @@ def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
 
 
 def _module_function(f: ast.Attribute, ctx: Context) -> bool:
-    """`torch.sort`: a function of a module (not a list's `.sort()`), whose purity the
-    environment's classification decides, not its name."""
+    """`torch.sort`: a function of torch (not a list's `.sort()`), whose purity the
+    environment's classification decides, not its name. Other modules keep the name rule:
+    `np.put` writes into its argument, and their functions are not all classified."""
     if f.attr.endswith("_") or not (isinstance(f.value, (ast.Name, ast.Attribute)) and _base_ok(f.value)):
         return False
     root = _root(f.value)
     if root is None or root in ctx.local_names:
         return False
     found, obj = ctx.env.resolve(src(f.value))
-    return found and isinstance(obj, types.ModuleType)
+    return found and isinstance(obj, types.ModuleType) and (obj.__name__ == "torch" or obj.__name__.startswith("torch."))
 
 
 # ----------------------------------------------------------------------------- loop nests
