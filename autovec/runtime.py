@@ -1000,6 +1000,7 @@ class FunctionRuntime:
 
 
 _UNCHANGED = object()
+_HALF_NUMBER = "a per-iteration Python number against a"   # (lowering.batched._align's refusal)
 
 
 def _any(mask: torch.Tensor) -> bool:
@@ -2340,6 +2341,8 @@ class Token:
                 self._check(ref or body, inputs, outs, mode)
             except GuardFailed as e:
                 errors.append(f"{mode}: {e}")
+                if getattr(e, "final", False):
+                    raise GuardFailed("; ".join(errors)) from None   # no other mode computes it as the loop
                 if not e.data:
                     rt.bad_modes.add((self.loop_id, self.sig, mode, tag))
                     hot = rt.hot.get(key)
@@ -2575,7 +2578,11 @@ class Token:
         if rt.events is not None and not self.tag:
             rt.batched_seen[self.loop_id] = code     # for explain: the batched body, or why there is none
         if isinstance(code, str):
-            raise GuardFailed(f"no batched form: {code}")
+            e = GuardFailed(f"no batched form: {code}")
+            # a Python number (an `.item()` value) against a half-precision tensor: torch computes
+            # that in float32; vmap would hold the number as a 0-d tensor and round it to half
+            e.final = code.startswith(_HALF_NUMBER)
+            raise e
         if code.big is not None and _large(args):
             code = code.big        # elementwise temporaries reused in place
         try:

@@ -256,3 +256,72 @@ def test_other_modules_functions_named_like_mutators_keep_the_loop():
     torch.testing.assert_close(got[0], want[0])
     assert (a1 == a2).all() and _ran(fast) == set()
     assert "np.put" in explain(puts, np.zeros(3), x).loops[0].reason
+
+
+# --------------------------------------------------------------- conditional writes into the row read
+
+def zero_nan_rows(x):
+    for i in range(x.shape[0]):
+        if torch.isnan(x[i]).any():
+            x[i] = 0
+    return x
+
+
+def double_positive_rows(x):
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            x[i] = x[i] * 2
+    return x
+
+
+def bump_positive_rows(x):
+    for i in range(x.shape[0]):
+        if x[i].max() > 0:
+            x[i] += 1
+    return x
+
+
+def reads_after_the_write(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            x[i] = 0
+        s = s + x[i].sum()
+    return x, s
+
+
+def _rows_with_nans():
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(30, 3, generator=g)
+    x[3, 1] = x[17, 0] = x[17, 2] = float("nan")
+    return x
+
+
+@pytest.mark.parametrize("fn", [zero_nan_rows, double_positive_rows])
+def test_a_conditional_write_into_the_row_the_iteration_reads(fn):
+    # the row is written only by its own iteration, after that iteration's reads: the batch
+    # reads every row as it was, as the loop does, and commits in place into the argument
+    a, b = _rows_with_nans(), _rows_with_nans()
+    want, got = fn(a), autovec(fn)(b)
+    _same(want, got)
+    _same(a, b)
+    assert got is b                  # the argument itself, written in place, as the loop returns it
+    assert explain(fn, _rows_with_nans()).path == "vectorized"
+
+
+def test_a_read_after_the_conditional_write_keeps_the_loop():
+    a, b = _rows_with_nans(), _rows_with_nans()
+    want, got = reads_after_the_write(a), autovec(reads_after_the_write)(b)
+    _same(want[0], got[0])
+    _same(want[1], got[1])
+    assert explain(reads_after_the_write, _rows_with_nans()).path == "python"
+    # (a conditional update of the row read, `if x[i].max() > 0: x[i] += 1`, keeps it too)
+    a, b = _rows_with_nans(), _rows_with_nans()
+    _same(bump_positive_rows(a), autovec(bump_positive_rows)(b))
+    _same(a, b)
+
+
+def test_a_conditional_write_into_a_leaf_that_requires_grad_raises_like_the_loop():
+    a = torch.randn(5, 2, requires_grad=True)
+    want, got = _outcome(double_positive_rows, a), _outcome(autovec(double_positive_rows), a)
+    assert want[0] == got[0] == "error" and want[1] == got[1]

@@ -135,3 +135,24 @@ def test_int_items_with_max():
     assert _ran(fast) == {"batched"}
     xi = torch.randint(-5, 5, (100, 3), generator=g)
     _same(shifted_counts(xi, k), fast(xi, k))
+
+
+def scale_half_rows(x):
+    out = torch.zeros_like(x, dtype=torch.float32)
+    for k, row in enumerate(x):
+        fac = abs(row.float().norm().item()) + 1
+        out[k] = row * fac
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_an_item_value_against_a_half_precision_row_keeps_the_loop(dtype):
+    # torch computes a half row times a Python float in float32 (the number is not rounded to
+    # half); vmap holds the number as a 0-d float64 tensor and rounds it to half (fuzz seed
+    # rows 991378, also before this stop): neither the batched body nor vmap may run it
+    g = torch.Generator().manual_seed(5)
+    x = (torch.randn(6, 5, generator=g) * 4).to(dtype)
+    fast = autovec(scale_half_rows)
+    want, got = scale_half_rows(x), fast(x)
+    assert torch.equal(got, want)
+    assert _ran(fast) == set()

@@ -384,6 +384,7 @@ def dict_accum(x, y):
 N = 300
 
 VECTORIZED = [
+    (nan_to_zero_rows, lambda: (torch.where(torch.rand(N, 3) < 0.1, float('nan'), torch.randn(N, 3)),)),
     (box_areas, lambda: (torch.rand(N, 4),)),
     (causal_mask, lambda: (min(N, 500),)),
     (row_norm_inplace, lambda: (torch.randn(N, 16),)),
@@ -432,7 +433,6 @@ KEPT = [
     (mean_list, lambda: (list(torch.randn(N, 4)),)),
     (ema_params, lambda: ([torch.randn(4, 3) for _ in range(5)], [torch.randn(4, 3) for _ in range(5)], 0.9)),
     (label_counts, lambda: (torch.randint(0, 5, (N,)), 5)),
-    (nan_to_zero_rows, lambda: (torch.where(torch.rand(N, 3) < 0.1, float('nan'), torch.randn(N, 3)),)),
     (iou_rows, lambda: (torch.rand(N, 4).sort(1).values, torch.rand(N, 4).sort(1).values)),
     (cumsum_reset, lambda: (torch.randn(N), torch.rand(N) < 0.1)),
     (interleave, lambda: (torch.randn(N, 3), torch.randn(N, 3))),

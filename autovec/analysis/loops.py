@@ -996,7 +996,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                 raise Refuse(f"`{ld.id}` is read at line {ld.lineno} and stored into more than once in the loop",
                              ld.lineno)
             if o.kind == "store" and _same_index_read(ld, n, o, index) and \
-                    (ld.lineno, ld.col_offset) <= (o.lineno, 10 ** 6) and not o.cond:
+                    (ld.lineno, ld.col_offset) <= (o.lineno, 10 ** 6):
                 continue
             what = {"store": "written", "append": "appended to", "accum": "accumulated", "linrec": "updated",
                     "best": "updated", "scatter": "written", "cat": "concatenated", "last": "assigned"}[o.kind]

@@ -312,7 +312,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     body_def, params, layout, ref_def = body_function(plan, BODY, namer, AV, convert)
     elements = {s for _, s in plan.space.elements}
     mapped = [mp for mp in plan.mapped if mp.base not in elements]
-    store_keys = {(o.target, o.dim, o.offset) for o in plan.outputs if o.kind == "store" and not o.cond}
+    store_keys = {(o.target, o.dim, o.offset) for o in plan.outputs if o.kind == "store"}
     nest = plan.space.kind == "nest"
     lead = len(plan.space.levels) if nest else 1
     mapped_expr = expr("(" + "".join(
