@@ -2432,7 +2432,18 @@ class Token:
         plan = self.match.plan
         return not (self.levels is not None or plan.scans or getattr(self, "extra", None) or self.raw_numbers
                     or self.number_sources or self.loop_id in self.rt.index_py
-                    or self.match.strategy not in _CHUNKABLE)
+                    or self.match.strategy not in _CHUNKABLE
+                    or plan.items and self._half_inputs())   # (a chunked run has no batched body to refuse it)
+
+    def _half_inputs(self) -> bool:
+        """Whether a float16 / bfloat16 tensor is among the loop's inputs: there, `.item()`
+        values (Python numbers) compute in float32 in the loop, and only the batched body's
+        refusal keeps vmap from rounding them to half."""
+        half = (torch.float16, torch.bfloat16)
+        ts = [e[0] for e in self.raw] + list(self.free_tensors)
+        for src in self.sources:
+            ts.append(src[0] if isinstance(src, (list, tuple)) and src else src)
+        return any(isinstance(t, torch.Tensor) and t.dtype in half for t in ts)
 
     def _chunk_rows(self):
         """Rows per chunk when the loop runs over a large list of tensors (stacking it whole and

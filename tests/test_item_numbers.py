@@ -156,3 +156,13 @@ def test_an_item_value_against_a_half_precision_row_keeps_the_loop(dtype):
     want, got = scale_half_rows(x), fast(x)
     assert torch.equal(got, want)
     assert _ran(fast) == set()
+
+
+def test_an_item_value_against_half_rows_keeps_the_loop_when_memory_chunks_too():
+    # a memory-chunked run uses broadcast or vmap, never the batched body whose refusal keeps
+    # vmap from rounding the number to half: such a loop is not chunked
+    g = torch.Generator().manual_seed(6)
+    x = (torch.randn(600, 50, generator=g) * 4).to(torch.float16)
+    fast = autovec(scale_half_rows, memory_budget=4096)
+    assert torch.equal(fast(x), scale_half_rows(x))
+    assert fast._autovec_state.runtime.chunked == {}
