@@ -164,7 +164,7 @@ class FunctionRuntime:
         self.mm_seen: dict = {}           # (kind, levels of a, levels of b) -> einsum last used
         self.ops: dict = {}               # loop id -> operations in one iteration (cost model)
         self.strict = False
-        self.ran: dict = {}               # loop id -> mode used last ("broadcast"/"vmap")
+        self.ran: dict = {}               # loop id -> mode of its last committed vectorized run ("broadcast"/"vmap")
         self.pytypes: dict = {}           # (loop id, signature) -> {position: holds Python numbers}
         self.layouts: dict = {}           # loop id -> output layout (value, payloads, mask positions)
         self.selects: dict = {}           # loop id -> has branches or keeps only some iterations
@@ -180,7 +180,6 @@ class FunctionRuntime:
         self.nest_layouts: dict = {}      # (loop id, signature) -> per input of a nest's batched body: (permutation, levels to add)
         self.src_picks: dict = {}         # loop id -> per body parameter, the element it is (or None)
         self.indexing: dict = {}          # loop id -> whether a loop over elements also indexes values (_indexes)
-        self.committed: dict = {}         # loop id -> whether its last run was the vectorized one (tests, explain)
         self.hot: dict = {}               # (loop id, signature, tag) -> (largest trip count, steady-state runner, mode)
         self.range_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "range")
         self.element_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "elements")
@@ -342,7 +341,6 @@ class FunctionRuntime:
 
     def python_ran(self, loop_id):
         """After the loop as written ran where the cost model chose it: its time, for the decision."""
-        self.committed[loop_id] = False
         started = self.py_clock.pop(loop_id, None) if self.py_clock else None
         if started is not None:
             t0, n, decision = started
@@ -367,6 +365,7 @@ class FunctionRuntime:
     def _space(self, loop_id, m, plan, space):
         sources = []
         levels = None
+        lists = 0           # lists of tensors the loop walks
         if plan.space.kind == "nest":
             levels = [(r.start, r.step, len(r)) for r in space]
             if any(st <= 0 for _, st, _ in levels):
@@ -393,6 +392,7 @@ class FunctionRuntime:
                     lengths.append(s.shape[0])
                 elif isinstance(s, (list, tuple)) and s and all(isinstance(e, torch.Tensor) for e in s):
                     lengths.append(len(s))
+                    lists += 1        # checked and stacked element by element (the cost model)
                 elif isinstance(s, (list, tuple)) and s and type(s[0]) in _LIST_DTYPES:
                     lengths.append(len(s))    # Python numbers beside tensors: checked, as one tensor, by _guard
                 elif self.events is None and not self.strict:
@@ -407,7 +407,6 @@ class FunctionRuntime:
                 if self.events is None and not self.strict:
                     return None
                 raise GuardFailed("the loop iterates over Python numbers alone (no tensor to batch)")
-        lists = sum(1 for s in sources if type(s) is list or type(s) is tuple)
         if self.events is None and not self.strict and cost.min_trip(m.strategy) is None:
             # the steady state: one decision per loop and power-of-two bucket of trip counts
             ok, decision = self._choose(loop_id, m, n, lists)
@@ -630,6 +629,7 @@ class FunctionRuntime:
             raise exc
         reason = f"the vectorized path raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         data = isinstance(exc, IndexError) or getattr(exc, "data", False)
+        self.ran.pop(loop_id, None)    # a mode that ran before the call fell back did not produce it
         if not isinstance(tok, Token):
             tok = None
         elif tok.decision is not None:
@@ -2154,7 +2154,6 @@ class Token:
 
     def done(self):
         """The vectorized call has committed its results: its time, for the decision."""
-        self.rt.committed[self.loop_id] = True
         if self.decision is not None and not self.cold:
             self.decision.vectorized_ran(_clock() - self.t0, self.n)
 

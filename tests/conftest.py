@@ -40,10 +40,7 @@ def clone(x):
 
 def ran_modes(fast) -> set:
     """How the vectorized loops of an @autovec function ran ("batched", "vmap", "broadcast",
-    "direct"): the mode each loop last ran, for the loops whose last call committed the
-    vectorized results; empty when every loop kept Python."""
+    "direct"): each loop's last vectorized run that was not followed by a fall-back to the loop
+    (runtime.failed forgets the mode); empty when every loop kept Python."""
     rt = fast._autovec_state.runtime
-    if rt is None:
-        return set()
-    # (a mode that ran but whose call then fell back, a failed store for one, is not counted)
-    return {mode for k, mode in rt.ran.items() if rt.committed.get(k, True)}
+    return set(rt.ran.values()) if rt is not None else set()

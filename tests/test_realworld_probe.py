@@ -1,6 +1,7 @@
 """Loops from this project's probes of real-world code (ML training, data and metric code),
 beyond tests/test_realworld_forms.py: each is checked against the original with
-`assert_equivalent`; those listed as vectorized must take the vectorized path, the others keep
+`assert_equivalent` (`dropout_like`, a constant row in one branch, is in test_branch_stores.py);
+those listed as vectorized must take the vectorized path, the others keep
 the loop today (README, "Known limits"), and their answers must still be the loop's."""
 import pytest
 import torch
@@ -183,16 +184,6 @@ def triplet(anchor, pos, neg, margin):
         d = (a - p).norm() - (a - n).norm() + margin
         losses.append(torch.clamp(d, min=0))
     return torch.stack(losses).mean()
-
-
-def dropout_like(x, keep):
-    out = x.clone()
-    for i in range(x.shape[0]):
-        if not keep[i]:
-            out[i] = 0
-        else:
-            out[i] = x[i] / 0.9
-    return out
 
 
 def normalize_list(xs):
@@ -407,7 +398,6 @@ VECTORIZED = [
     (running_max_pool, lambda: (torch.randn(N, 4),)),
     (rowwise_sort_topk, lambda: (torch.randn(N, 10), 3)),
     (triplet, lambda: (torch.randn(N, 8), torch.randn(N, 8), torch.randn(N, 8), 0.5)),
-    (dropout_like, lambda: (torch.randn(N, 4), torch.rand(N) < 0.9)),
     (normalize_list, lambda: (list(torch.randn(N, 4)),)),
     (gather_2d, lambda: (torch.randn(10, 10), torch.randint(0, 10, (N,)), torch.randint(0, 10, (N,)))),
     (kl_rows, lambda: (torch.rand(N, 5).softmax(1), torch.rand(N, 5).softmax(1))),
