@@ -1725,18 +1725,24 @@ def mm(kind, a, la, b, lb, sizes, seen=None):
         # a batched matrix product in the operands' own layout: one matmul (einsum's own
         # permutations and reshapes cost more than the product at these sizes)
         t_b, sq_a, sq_b = plan
-        x = a.unsqueeze(-2) if sq_a else a
-        y = b.unsqueeze(-1) if sq_b else (b.transpose(-1, -2) if t_b else b)
-        if x.dim() == 3 and y.dim() == 3 and x.shape[0] == y.shape[0] and type(x) is type(y) is torch.Tensor:
-            out = torch.bmm(x, y)    # what matmul runs for these shapes, without its batch folding
+        if sq_b and not sq_a and b.dim() == 1 and a.dim() >= 2 or sq_a and not sq_b and a.dim() == 1 \
+                and b.dim() >= 2 and not t_b:
+            # a loop-invariant vector against the batch (`x[i] @ w`, `torch.mv(W, x[i])`): matmul
+            # takes it as it is, one call instead of an unsqueeze, the product and a squeeze
+            out = torch.matmul(a, b)
         else:
-            out = torch.matmul(x, y)
-        if sq_a and sq_b:
-            out = out.squeeze(-1).squeeze(-1)
-        elif sq_a:
-            out = out.squeeze(-2)
-        elif sq_b:
-            out = out.squeeze(-1)
+            x = a.unsqueeze(-2) if sq_a else a
+            y = b.unsqueeze(-1) if sq_b else (b.transpose(-1, -2) if t_b else b)
+            if x.dim() == 3 and y.dim() == 3 and x.shape[0] == y.shape[0] and type(x) is type(y) is torch.Tensor:
+                out = torch.bmm(x, y)    # what matmul runs for these shapes, without its batch folding
+            else:
+                out = torch.matmul(x, y)
+            if sq_a and sq_b:
+                out = out.squeeze(-1).squeeze(-1)
+            elif sq_a:
+                out = out.squeeze(-2)
+            elif sq_b:
+                out = out.squeeze(-1)
     elif type(a) is torch.Tensor and type(b) is torch.Tensor:
         out = torch._VF.einsum(full, (a, b))   # what torch.einsum runs for two operands
     else:
@@ -2125,32 +2131,24 @@ class Token:
             return o
         return o.flip(0)
 
-    def _is_input(self, o):
-        for m in self.raw:
-            if m[0] is o:
-                return True
-        for t in self.free_tensors:
-            if t is o:
-                return True
-        for s in self.sources:
-            if s is o or isinstance(s, (list, tuple)) and any(e is o for e in s):
-                return True
-        return False
-
-    def _all_inputs(self):
-        inputs = [t for t, *_ in self.raw] + list(self.free_tensors)
-        for s in self.sources:
-            inputs.extend(s if isinstance(s, (list, tuple)) else [s])
-        return inputs
-
     def shares_input(self, o):
-        if not o._is_view() and not self._is_input(o):
-            return False   # a new tensor that is no view owns its storage
-        inputs = self._all_inputs()
+        """Whether `o` shares memory with a tensor the loop reads, by storage: a view of one,
+        the tensor itself, or `detach()` of one, which is no view but the same memory. (A list
+        of tensors the loop walks is batched by a new stack: its elements are never shared.)"""
         ptr = _storage(o)
         if ptr is None:
             return False
-        return any(isinstance(t, torch.Tensor) and _storage(t) == ptr for t in inputs)
+        for m in self.raw:
+            t = m[0]
+            if isinstance(t, torch.Tensor) and _storage(t) == ptr:
+                return True
+        for t in self.free_tensors:
+            if _storage(t) == ptr:
+                return True
+        for s in self.sources:
+            if isinstance(s, torch.Tensor) and _storage(s) == ptr:
+                return True
+        return False
 
     def done(self):
         """The vectorized call has committed its results: its time, for the decision."""

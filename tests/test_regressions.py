@@ -677,3 +677,42 @@ def test_compiled_methods_of_numpy_random_keep_the_loop():
     torch.testing.assert_close(got[0], want[0])
     assert (a1 == a2).all()
     torch.testing.assert_close(autovec(draws)(np.random.RandomState(3), x), draws(np.random.RandomState(3), x))
+
+
+def _stack_detached(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i].detach())
+    return torch.stack(out)
+
+
+def _fill_detached(x):
+    out = torch.empty(x.shape[0], x.shape[1])
+    for i in range(x.shape[0]):
+        out[i] = x[i].detach()
+    return out
+
+
+def _tensor_detached(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i].detach())
+    return torch.tensor(out)
+
+
+@pytest.mark.parametrize("fn, x", [(_stack_detached, torch.randn(3000, 4)), (_fill_detached, torch.randn(3000, 4)),
+                                   (_tensor_detached, torch.randn(3000))])
+def test_a_detached_input_is_copied_as_the_loop_copies_it(fn, x, monkeypatch):
+    """`x[i].detach()` is no view, but the same memory as `x`: torch.stack, a fresh output and
+    torch.tensor hold a copy in the loop. The batch held `x.detach()` itself, so writing into the
+    result wrote into `x` (the check took a tensor that is no view and no input for a new one)."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    f = autovec(fn)
+    for _ in range(3):
+        before = x.clone()
+        got = f(x)
+        assert _ran(f)
+        torch.testing.assert_close(got, fn(x))
+        assert got.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+        got.add_(1)
+        assert torch.equal(x, before)
