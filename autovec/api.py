@@ -14,6 +14,7 @@ import weakref
 from . import cost
 from ._config import switches
 from .analysis import analyze
+from .analysis.hoist import hoist_no_grad
 from .codegen import build_function
 from .explain import Explanation, LoopReport
 from .frontend import NoSource, capture
@@ -78,8 +79,9 @@ class FunctionState:
                            "it is given, so put @autovec directly above the `def`")
         cap = capture(self.fn)
         env = Env(cap)
-        infos = analyze(cap, env)
         self.original_source = ast.unparse(cap.tree)
+        hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
+        infos = analyze(cap, env)
         namer = namer_for(cap.tree)
         pieces, matches, reports, steps = [], {}, [], []
         nest_strategy = {}
