@@ -732,6 +732,9 @@ class FunctionRuntime:
         `inplace` (an unconditional `op=`): (the values laid out as the region and in the dtype
         the loop's update computes in, op), for `update` to apply in place at the commit; where
         they share memory with the region, (the new contents, "=")."""
+        if not op and not dim and mask is None and not inplace and lead == 1 and type(o) is torch.Tensor \
+                and not o.requires_grad and o.dtype == region.dtype and o.shape == region.shape:
+            return o    # the rows as they are: what every step below leaves them for this case
         if py is not None and (op or o.requires_grad):
             py = tok.py(*py) if tok is not None else bool(py[1])
         else:
@@ -890,6 +893,18 @@ class FunctionRuntime:
     def accumulate(cls, acc, o, op, inplace, mask=None, py=False):
         """The value `acc` ends with after `acc = acc op v` (or `acc op= v`) over the rows of `o`,
         with the loop's types: the first step decides the dtype, as in the loop."""
+        if mask is not None and py and (op == "+" or op == "-") and o.dim() == 1 and o.shape[0] \
+                and o.stride(0) == 0 and o.dtype in _EXACT_COUNTS and mask.dtype == torch.bool \
+                and mask.shape == o.shape:
+            # `if c: hits += 1`: one integer added on the kept iterations is that integer times
+            # their count, exactly (Python ints), without selecting the rows
+            k = int(mask.sum())
+            if not k:
+                return _UNCHANGED
+            s = int(o[0].item()) * k
+            if isinstance(acc, torch.Tensor) and inplace:
+                return s
+            return acc + s if op == "+" else acc - s
         if mask is not None:
             if op == "+" and o.numel() >= 4096 and o.stride(0) != 0 and mask.dtype == torch.bool \
                     and mask.dim() == 1 and o.shape[0] == mask.shape[0] and o.dtype != torch.bool:
@@ -1000,6 +1015,7 @@ class FunctionRuntime:
 
 
 _UNCHANGED = object()
+_EXACT_COUNTS = frozenset({torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool})
 _HALF_NUMBER = "a per-iteration Python number against a"   # (lowering.batched._align's refusal)
 
 
