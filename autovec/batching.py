@@ -100,6 +100,9 @@ def _stored_rows(row, base, varies):
     raise GuardFailed(f"a row stored from a {type(base).__name__}")
 
 
+_WINDOW_COPY_LIMIT = 1 << 25   # elements: windows gathered out of order into one batch, at most
+
+
 class _Helpers:
     """`_avb` in batched bodies: the few operations with no one-call torch spelling."""
 
@@ -110,6 +113,57 @@ class _Helpers:
         if not isinstance(d, int) or isinstance(d, bool) or not -rank <= d < rank:
             raise IndexError(f"dimension {d!r} out of range for a {rank}-d value")
         return d + lead if d >= 0 else d
+
+    @staticmethod
+    def window_at(x, i, a, b):
+        """x[i_k + a:i_k + b] for every iteration, `i` the batch of the loop's own index (an
+        arange, in iteration order) and `a`, `b` loop-invariant integers: a view of x.unfold's
+        rows from the ends alone, for a loop counting up; otherwise as `window`."""
+        from .runtime import GuardFailed
+        a, b = operator.index(a), operator.index(b)    # (a float bound raises TypeError, as the loop)
+        n = i.shape[0]
+        first = int(i[0])
+        step = int(i[1]) - first if n > 1 else 1
+        if step < 1 or not isinstance(x, torch.Tensor) or x.dim() == 0:
+            return _Helpers.window(x, i + a, i + b)
+        w = b - a
+        start = first + a
+        last = start + (n - 1) * step
+        if w < 1 or start < 0 or last + w > x.shape[0]:
+            raise GuardFailed("windows that are empty or past the tensor's ends (Python's slice rules: the "
+                              "loop decides)", data=True)
+        return x.unfold(0, w, 1).movedim(-1, 1)[start:last + 1:step]
+
+    @staticmethod
+    def window(x, lo, hi):
+        """x[lo_k:hi_k] for every iteration, a loop-invariant tensor `x` and per-iteration
+        integer bounds with one width: the rows of x.unfold (a view), picked by lo_k (no copy
+        where the starts count up by one). Bounds outside 0..len(x) (Python clips them, or a
+        negative one counts from the end) or windows of several widths leave the call to the
+        loop."""
+        from .runtime import GuardFailed
+        if not isinstance(x, torch.Tensor) or x.dim() == 0:
+            raise GuardFailed("a window of a non-tensor or of a 0-d tensor (the loop decides)")
+        lo = torch.as_tensor(lo, device=x.device)
+        hi = torch.as_tensor(hi, device=x.device)
+        n = max(lo.shape[0] if lo.dim() else 1, hi.shape[0] if hi.dim() else 1)
+        lo, hi = lo.expand(n).long(), hi.expand(n).long()
+        start = int(lo[0])
+        w = int(hi[0]) - start
+        size = x.shape[0]
+        # starts counting up by one (`x[i:i + w]`): one comparison with an arange, and the bounds
+        # from the ends; in another order, the bounds from every start
+        counting = n == 1 or torch.equal(lo, torch.arange(start, start + n, device=lo.device))
+        if w < 1 or not torch.equal(hi, lo + w) or (
+                start < 0 or start + n - 1 + w > size if counting else int(lo.min()) < 0 or int(hi.max()) > size):
+            raise GuardFailed("windows of several widths, empty, or past the tensor's ends "
+                              "(Python's slice rules: the loop decides)", data=True)
+        rows = x.unfold(0, w, 1).movedim(-1, 1)       # (size - w + 1, w, *rest), a view
+        if counting:
+            return rows.narrow(0, start, n)
+        if n * w * max(x[0].numel(), 1) > _WINDOW_COPY_LIMIT:
+            raise GuardFailed("windows out of order that would be copied into one large batch", data=True)
+        return rows[lo]
 
     @staticmethod
     def take(x, idx):
@@ -616,8 +670,10 @@ def _still_same(checks, body) -> bool:
     return True
 
 
-def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: list) -> BatchedBody | str:
+def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: list,
+          index: str | None = None) -> BatchedBody | str:
     """The batched body of `fdef` for this signature, or the reason there is none.
+    `index`: the parameter that is the loop's own index (an arange), if the body takes it.
     `row_args_at(j)`: the body's arguments on iteration j (flat over a nest's levels);
     `batch_args`: the batched arguments (one dimension per loop level in front, size 1 where a
     value does not vary over that level); `sizes`: the trip count of each level."""
@@ -646,11 +702,11 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
     resolve = _resolver(body, helpers)
     lead = len(sizes)
     try:
-        fast = batched_def(fdef, facts, ids, params, av, resolve, fdef.name + "_batched", lead=lead)
+        fast = batched_def(fdef, facts, ids, params, av, resolve, fdef.name + "_batched", lead=lead, index=index)
         seen: dict = {}
         exempt: set = set()
         checked = batched_def(fdef, facts, ids, params, av, resolve, fdef.name + "_batched_probe", probe=True,
-                              batched_nodes=seen, lead=lead, exempt_nodes=exempt)
+                              batched_nodes=seen, lead=lead, exempt_nodes=exempt, index=index)
     except Unsupported as e:
         return str(e)
     # two rows of every level: each intermediate value must be one iteration's, batch in front,
@@ -836,7 +892,7 @@ def _readable(text: str) -> str:
     import re
     text = text.replace("_avb_torch.", "torch.").replace(", _avb_n):", "):")
     text = re.sub(r"_avb\.(truth|classes)\(", "(", text)
-    text = text.replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
+    text = text.replace("_avb.window(", "_window_per_row(").replace("_avb.window_at(", "_window_at_index(").replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
     text = text.replace("_avb.full(", "_expand_to_levels(").replace("_avb.extreme(", "_max_or_min_per_row(")
     text = text.replace("_avb.pick(True, ", "_python_max(").replace("_avb.pick(False, ", "_python_min(")
     text = text.replace("_avb.rows(", "_module_on_the_batch(").replace("_avb.class_loss(", "_loss_per_iteration(")

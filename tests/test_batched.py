@@ -679,3 +679,23 @@ def test_builtin_max_of_a_python_number_and_a_tensor_is_not_batched():
     fast = autovec(mixed_max)
     torch.testing.assert_close(fast(x, 1.0), mixed_max(x, 1.0))
     assert "batched" not in (_ran(fast) if fast._autovec_state.runtime else set())
+
+
+def _named_fields(x):
+    out = torch.empty(x.shape[0], x.shape[2])
+    idx = torch.empty(x.shape[0], x.shape[2], dtype=torch.long)
+    for i in range(x.shape[0]):
+        out[i] = x[i].max(0).values * 2
+        idx[i] = x[i].min(0).indices
+    return out, idx
+
+
+def test_values_and_indices_of_named_tuples_stay_batched(monkeypatch):
+    """`row.max(0).values`, `.min(0).indices`: the batched call returns the
+    same named tuple, batched."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.randn(30, 5, 4)
+    f = autovec(_named_fields)
+    got, want = f(x), _named_fields(x)
+    torch.testing.assert_close(got, want)
+    assert _ran(f) == {"batched"}

@@ -351,6 +351,7 @@ class _Ctx:
     seen: dict = field(default_factory=dict)    # node number -> whether its value carries the batch
     exempt: set = field(default_factory=set)    # node numbers whose dtype may differ from one iteration's
     lossless: dict = field(default_factory=dict)   # name -> the fact of the exempt value it holds
+    index: str | None = None  # the parameter that is the loop's own index (an arange), never rebound
 
 
 class _Batcher:
@@ -538,6 +539,10 @@ class _Batcher:
 
     def e_Attribute(self, node):
         v = self.expr(node.value)
+        if v.fact.kind == "tuple" and node.attr in ("values", "indices") and v.batched \
+                and self.fact(node).kind == "tensor":
+            # `row.max(0).values`: the batched call returns the same named tuple, batched
+            return _attr(v.node, node.attr)
         if v.fact.kind != "tensor":
             raise Unsupported(f"attribute `{node.attr}` of a per-iteration {v.fact.kind}")
         r = v.fact.rank
@@ -567,6 +572,9 @@ class _Batcher:
     def e_Subscript(self, node):
         base = self.expr(node.value)
         idx = node.slice
+        win = self._window(node, base)
+        if win is not None:
+            return win
         parts = [self._index_part(p) for p in (idx.elts if isinstance(idx, ast.Tuple) else [idx])]
         if not base.batched and not any(p.batched for p in parts):
             new = parts[0].node if len(parts) == 1 and not isinstance(idx, ast.Tuple) else \
@@ -623,6 +631,55 @@ class _Batcher:
             return ast.Subscript(value=base.node, slice=first.node, ctx=ast.Load())
         return ast.Subscript(value=base.node, slice=ast.Tuple(
             elts=[first.node] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
+
+    def _window(self, node, base):
+        """`x[i:i + w]`, `x[t - 2:t + 1, :, 0]`: a loop-invariant tensor sliced along its first
+        dimension by per-iteration integer bounds (a sliding window; one width, checked by the
+        helper on every call), then by fixed slices or integers: the windows as one batch,
+        (n, width, ...), then the rest of the index after the batch and window dimensions."""
+        idx = node.slice
+        items = idx.elts if isinstance(idx, ast.Tuple) else [idx]
+        first = items[0]
+        if base.batched or base.fact.kind != "tensor" or self.c.lead != 1 or not isinstance(first, ast.Slice) \
+                or first.step is not None or first.lower is None or first.upper is None \
+                or not (self.varies(first.lower) or self.varies(first.upper)):
+            return None
+        lo, hi = self.expr(first.lower), self.expr(first.upper)
+        if not (lo.batched and hi.batched):
+            raise Unsupported(f"`{ast.unparse(node)}`: one bound fixed, the other per iteration (windows "
+                              "of several widths)")
+        if not all(self._integer_scalar(v) for v in (lo, hi)):
+            raise Unsupported(f"window `{ast.unparse(node)}` with bounds that are not integers")
+        rest = [self._index_part(p) for p in items[1:]]
+        if any(p.batched or p.fact.kind not in ("slice", "int") for p in rest):
+            raise Unsupported(f"index `{ast.unparse(idx)}` after a window")
+        at = self._index_offset(first.lower), self._index_offset(first.upper)
+        if at[0] is not None and at[1] is not None:
+            # `x[i + a:i + b]` of the loop's own index: the windows from the ends of its range
+            new = _helper("window_at", base.node, _name(self.c.index), *at)
+        else:
+            new = _helper("window", base.node, lo.node, hi.node)
+        if not rest:
+            return new
+        return ast.Subscript(value=new, slice=ast.Tuple(
+            elts=[ast.Slice(), ast.Slice()] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
+
+    def _index_offset(self, e):
+        """`a` in a slice bound `i + a`, `a + i`, `i - a` or `i` of the loop's own index `i`
+        (`a` the same in every iteration), else None."""
+        idx = self.c.index
+        if idx is None:
+            return None
+        is_index = lambda n: isinstance(n, ast.Name) and n.id == idx    # noqa: E731
+        if is_index(e):
+            return _const(0)
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+            if is_index(e.left) and not self.varies(e.right):
+                off = self.fixed(e.right)
+                return off if isinstance(e.op, ast.Add) else ast.UnaryOp(op=ast.USub(), operand=off)
+            if isinstance(e.op, ast.Add) and is_index(e.right) and not self.varies(e.left):
+                return self.fixed(e.left)
+        return None
 
     @staticmethod
     def _integer(v: _V) -> bool:
@@ -1148,7 +1205,7 @@ class _Batcher:
 
 def batched_def(fdef: ast.FunctionDef, facts: dict, ids: dict, batched_params, av: str, resolve,
                 name: str, probe: bool = False, batched_nodes: dict | None = None, lead: int = 1,
-                exempt_nodes: set | None = None) -> ast.FunctionDef:
+                exempt_nodes: set | None = None, index: str | None = None) -> ast.FunctionDef:
     """The batched body (see the module docstring); raises Unsupported. `ids` numbers the nodes
     of `fdef` as `probe_def` did (`number_nodes` of the same tree); `batched_nodes` receives,
     per node number, whether the rewritten value carries the batch."""
@@ -1158,6 +1215,9 @@ def batched_def(fdef: ast.FunctionDef, facts: dict, ids: dict, batched_params, a
     if exempt_nodes is not None:
         ctx.exempt = exempt_nodes
     ctx.local |= {a.arg for a in fdef.args.args}
+    if index is not None and not any(isinstance(n, ast.Name) and n.id == index and not isinstance(n.ctx, ast.Load)
+                                     for n in ast.walk(fdef)):
+        ctx.index = index
     stmts = _Batcher(ctx).body(fdef.body)
     new = ast.FunctionDef(name=name, args=ast.arguments(
         posonlyargs=[], args=[ast.arg(arg=a.arg) for a in fdef.args.args] + [ast.arg(arg="_avb_n")],
