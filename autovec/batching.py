@@ -103,6 +103,12 @@ def _stored_rows(row, base, varies):
 _WINDOW_COPY_LIMIT = 1 << 25   # elements: windows gathered out of order into one batch, at most
 
 
+def _windows(x, w, dim):
+    """Every window of width `w` along `dim`, as a view: (starts, *x.shape[:dim], w, *rest)."""
+    rows = x.unfold(dim, w, 1).movedim(-1, dim + 1)     # (.., starts, w, ..)
+    return rows.movedim(dim, 0) if dim else rows
+
+
 class _Helpers:
     """`_avb` in batched bodies: the few operations with no one-call torch spelling."""
 
@@ -115,7 +121,7 @@ class _Helpers:
         return d + lead if d >= 0 else d
 
     @staticmethod
-    def window_at(x, i, a, b):
+    def window_at(x, i, a, b, dim=0):
         """x[i_k + a:i_k + b] for every iteration, `i` the batch of the loop's own index (an
         arange, in iteration order) and `a`, `b` loop-invariant integers: a view of x.unfold's
         rows from the ends alone, for a loop counting up; otherwise as `window`."""
@@ -124,33 +130,33 @@ class _Helpers:
         n = i.shape[0]
         first = int(i[0])
         step = int(i[1]) - first if n > 1 else 1
-        if step < 1 or not isinstance(x, torch.Tensor) or x.dim() == 0:
-            return _Helpers.window(x, i + a, i + b)
+        if step < 1 or not isinstance(x, torch.Tensor) or x.dim() <= dim:
+            return _Helpers.window(x, i + a, i + b, dim)
         w = b - a
         start = first + a
         last = start + (n - 1) * step
-        if w < 1 or start < 0 or last + w > x.shape[0]:
+        if w < 1 or start < 0 or last + w > x.shape[dim]:
             raise GuardFailed("windows that are empty or past the tensor's ends (Python's slice rules: the "
                               "loop decides)", data=True)
-        return x.unfold(0, w, 1).movedim(-1, 1)[start:last + 1:step]
+        return _windows(x, w, dim)[start:last + 1:step]
 
     @staticmethod
-    def window(x, lo, hi):
+    def window(x, lo, hi, dim=0):
         """x[lo_k:hi_k] for every iteration, a loop-invariant tensor `x` and per-iteration
         integer bounds with one width: the rows of x.unfold (a view), picked by lo_k (no copy
         where the starts count up by one). Bounds outside 0..len(x) (Python clips them, or a
         negative one counts from the end) or windows of several widths leave the call to the
         loop."""
         from .runtime import GuardFailed
-        if not isinstance(x, torch.Tensor) or x.dim() == 0:
-            raise GuardFailed("a window of a non-tensor or of a 0-d tensor (the loop decides)")
+        if not isinstance(x, torch.Tensor) or x.dim() <= dim:
+            raise GuardFailed("a window of a non-tensor or past its dimensions (the loop decides)")
         lo = torch.as_tensor(lo, device=x.device)
         hi = torch.as_tensor(hi, device=x.device)
         n = max(lo.shape[0] if lo.dim() else 1, hi.shape[0] if hi.dim() else 1)
         lo, hi = lo.expand(n).long(), hi.expand(n).long()
         start = int(lo[0])
         w = int(hi[0]) - start
-        size = x.shape[0]
+        size = x.shape[dim]
         # starts counting up by one (`x[i:i + w]`): one comparison with an arange, and the bounds
         # from the ends; in another order, the bounds from every start
         counting = n == 1 or torch.equal(lo, torch.arange(start, start + n, device=lo.device))
@@ -158,10 +164,10 @@ class _Helpers:
                 start < 0 or start + n - 1 + w > size if counting else int(lo.min()) < 0 or int(hi.max()) > size):
             raise GuardFailed("windows of several widths, empty, or past the tensor's ends "
                               "(Python's slice rules: the loop decides)", data=True)
-        rows = x.unfold(0, w, 1).movedim(-1, 1)       # (size - w + 1, w, *rest), a view
+        rows = _windows(x, w, dim)
         if counting:
             return rows.narrow(0, start, n)
-        if n * w * max(x[0].numel(), 1) > _WINDOW_COPY_LIMIT:
+        if n * w * max(x.numel() // max(size, 1), 1) > _WINDOW_COPY_LIMIT:
             raise GuardFailed("windows out of order that would be copied into one large batch", data=True)
         return rows[lo]
 

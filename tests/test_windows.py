@@ -217,3 +217,45 @@ def test_a_fractional_width_raises_as_the_loop():
     with pytest.raises(TypeError) as got:
         autovec(fractional)(x)
     assert str(got.value) == str(want.value)
+
+
+def column_windows(x, k):
+    out = torch.empty(x.shape[1] - k + 1, x.shape[0])
+    for j in range(x.shape[1] - k + 1):
+        out[j] = x[:, j:j + k].sum(1)
+    return out
+
+
+def time_windows(x, w):
+    feats = []
+    for t in range(x.shape[2] - w + 1):
+        feats.append(x[:, :, t:t + w, 0].mean(-1))
+    return torch.stack(feats, dim=-1)
+
+
+@pytest.mark.parametrize("fn, args", [(column_windows, (torch.randn(5, 30), 4)),
+                                      (time_windows, (torch.randn(2, 3, 25, 2), 6))])
+def test_windows_along_a_later_dimension(fn, args):
+    f = autovec(fn)
+    torch.testing.assert_close(f(*args), fn(*args))
+    assert _ran(f) == {"batched"}
+    assert_equivalent(fn, *args)
+
+
+def col_by_bounds(x, lo):
+    out = []
+    for k in range(lo.shape[0]):
+        out.append(x[:, lo[k]:lo[k] + 3] * 2)
+    return torch.stack(out)
+
+
+def test_windows_along_a_later_dimension_in_any_order():
+    x, lo = torch.randn(4, 12), torch.tensor([5, 0, 9, 2, 2])
+    f = autovec(col_by_bounds)
+    torch.testing.assert_close(f(x, lo), col_by_bounds(x, lo))
+    assert _ran(f) == {"batched"}
+    bad = torch.tensor([5, 0, 10, 2, 2])     # 10:13 is clipped to two columns by Python
+    with pytest.raises(RuntimeError):
+        col_by_bounds(x, bad)                 # (torch.stack of windows of several widths)
+    with pytest.raises(RuntimeError):
+        f(x, bad)

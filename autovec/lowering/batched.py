@@ -639,7 +639,11 @@ class _Batcher:
         (n, width, ...), then the rest of the index after the batch and window dimensions."""
         idx = node.slice
         items = idx.elts if isinstance(idx, ast.Tuple) else [idx]
-        first = items[0]
+        dim = 0
+        while dim < len(items) - 1 and isinstance(items[dim], ast.Slice) \
+                and items[dim].lower is items[dim].upper is items[dim].step is None:
+            dim += 1      # `x[:, i:i + k]`: whole dimensions before the window's
+        first = items[dim]
         if base.batched or base.fact.kind != "tensor" or self.c.lead != 1 or not isinstance(first, ast.Slice) \
                 or first.step is not None or first.lower is None or first.upper is None \
                 or not (self.varies(first.lower) or self.varies(first.upper)):
@@ -650,19 +654,19 @@ class _Batcher:
                               "of several widths)")
         if not all(self._integer_scalar(v) for v in (lo, hi)):
             raise Unsupported(f"window `{ast.unparse(node)}` with bounds that are not integers")
-        rest = [self._index_part(p) for p in items[1:]]
+        rest = [self._index_part(p) for p in items[dim + 1:]]
         if any(p.batched or p.fact.kind not in ("slice", "int") for p in rest):
             raise Unsupported(f"index `{ast.unparse(idx)}` after a window")
         at = self._index_offset(first.lower), self._index_offset(first.upper)
         if at[0] is not None and at[1] is not None:
             # `x[i + a:i + b]` of the loop's own index: the windows from the ends of its range
-            new = _helper("window_at", base.node, _name(self.c.index), *at)
+            new = _helper("window_at", base.node, _name(self.c.index), *at, _const(dim))
         else:
-            new = _helper("window", base.node, lo.node, hi.node)
+            new = _helper("window", base.node, lo.node, hi.node, _const(dim))
         if not rest:
             return new
         return ast.Subscript(value=new, slice=ast.Tuple(
-            elts=[ast.Slice(), ast.Slice()] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
+            elts=[ast.Slice() for _ in range(dim + 2)] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
 
     def _index_offset(self, e):
         """`a` in a slice bound `i + a`, `a + i`, `i - a` or `i` of the loop's own index `i`
