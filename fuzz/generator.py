@@ -3143,6 +3143,80 @@ def rows_branch(self):
 ROWS_FORMS = {"unpack": rows_unpack, "items": rows_items, "branch": rows_branch}
 
 
+def win_index(self):
+    """A sliding window of the loop's own index, `x[i + a:i + b]` along a dimension after whole
+    ones: ranges that sometimes start a window before row 0 or end one past the last row (Python
+    counts from the end, or clips), steps above one, reversed ranges, reductions of the window,
+    products with a filter, several outputs."""
+    rank = self.pick([1, 1, 2, 2, 3])
+    dtypes = ("float32", "float32", "float64", "int64")
+    x = self.main(dtypes=dtypes, rank=rank) if rank < 3 else \
+        self.tensor("x", (self.n, self.d, 3), self.pick(dtypes))
+    dim = self.pick([0, 0, 0, 1]) if rank >= 2 else 0
+    w = self.rng.randint(1, 4)
+    a = self.pick([0, 0, -1, -2, 1])
+    b = a + self.pick([w, w, w, w, 0])          # (width 0 sometimes: empty windows)
+    size = f"{x.name}.shape[{dim}]"
+    lo = self.pick([max(0, -a), max(0, -a), 0, 1])
+    hi = self.pick([f"{size} - {b}", f"{size} - {b}", f"{size} - {b} + 1", f"{size} - {b} + 2", f"{size}"])
+    step = self.pick(["", "", "", ", 2", ", 3"])
+    head = f"range({lo}, {hi}{step})"
+    if self.chance(0.15):
+        head = f"reversed({head})"
+    lead = ":, " * dim
+    off = lambda c: "" if c == 0 else (f" + {c}" if c > 0 else f" - {-c}")    # noqa: E731
+    win = f"{x.name}[{lead}i{off(a)}:i{off(b)}]"
+    red_dim = dim                  # the window's own dimension in one iteration's value
+    fl = x.dtype if x.dtype != "int64" else "float32"
+    red = self.pick([f"{win}.sum({red_dim})", f"{win}.sum()", f"{win}.max({red_dim}).values",
+                     f"{win}.float().mean({red_dim})", f"{win}.prod({red_dim})", f"{win} * 2",
+                     f"({win} - {win}.min()).abs().sum()"])
+    if rank == 1 and self.chance(0.3):
+        self.tensor("filt", (w,), x.dtype if x.dtype != "int64" else "float32")
+        red = f"torch.dot({win}.to(filt.dtype), filt)" if b - a == w else red
+    out = self.pick(["append", "append", "accum", "store"])
+    if out == "store":
+        self.emit(1, f"out = torch.zeros({size} + 4, dtype=torch.{fl})")
+    self.emit(1, "outs = []" if out == "append" else "total = 0.0")
+    self.emit(1, f"for i in {head}:")
+    self.emit(2, f"v = {red}")
+    if out == "append":
+        self.emit(2, "outs.append(v)")
+        self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
+    elif out == "accum":
+        self.emit(2, "total = total + v")
+        self.emit(1, "return total")
+    else:
+        self.emit(2, "total = total + 0.0")
+        self.emit(2, "out[i] = v.sum()")
+        self.emit(1, "return out")
+
+
+def win_bounds(self):
+    """Windows with bounds read from tensors: `x[s:s + w]` with `s = st[k]` (negative starts,
+    starts past the end, repeats and any order), or `x[lo[k]:hi[k]]` of several widths."""
+    x = self.main(dtypes=("float32", "float64", "int64"), rank=self.pick([1, 2]))
+    w = self.rng.randint(1, 3)
+    k = self.rng.randint(1, 6)
+    top = self.pick([f"{x.shape[0] - w + 1}", f"{x.shape[0]}", f"{x.shape[0] - w + 1}"])
+    low = self.pick([0, 0, 0, -3])
+    self.tensor("st", (k,), self.pick(["int64", "int64", "int32"]), low=low, high=int(top) if int(top) > low else low + 1)
+    form = self.pick(["start", "start", "bounds"])
+    self.emit(1, "outs = []")
+    self.emit(1, "for k in range(st.shape[0]):")
+    if form == "start":
+        self.emit(2, "s = st[k]")
+        win = f"{x.name}[s:s + {w}]"
+    else:
+        self.emit(2, f"e = st[k] + {self.pick([w, w, 'k % 2 + 1'])}")
+        win = f"{x.name}[st[k]:e]"
+    self.emit(2, f"outs.append({self.pick([f'{win}.sum(0)', f'{win} * 3', f'{win}.float().norm()'])})")
+    self.emit(1, self.pick(["return outs", "return torch.stack(outs)"]))
+
+
+WIN_FORMS = {"index": win_index, "bounds": win_bounds}
+
+
 def fill_slices(self):
     """`out[i, lo:hi] = v` with bounds that change per iteration (lengths, starts and ends,
     a bound computed in the body; negative, past the end, floats, a Python list), on the
@@ -3258,7 +3332,7 @@ BREAK_FORMS = {"break": Gen.exact_break, "break_rich": Gen.exact_break_rich,
                "break_elements": Gen.exact_break_elements, "break_budget": Gen.exact_break_budget}
 FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS,
             "store2": STORE2_FORMS, "nums": NUMS_FORMS, "fill": FILL_FORMS, "half": HALF_FORMS,
-            "ints": INTS_FORMS, "rows": ROWS_FORMS}
+            "ints": INTS_FORMS, "rows": ROWS_FORMS, "win": WIN_FORMS}
 REC_KINDS = [f"rec/{k}" for k in REC_FORMS]
 COMPILE_KINDS = [f"compile/{k}" for k in COMPILE_FORMS]
 
@@ -3282,7 +3356,7 @@ def generate(seed: int, kind: str | None = None, family: str = "default") -> Pro
             forms = VEC_FORMS if vec else EXACT_FORMS
             kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
     family, form = kind.split("/")
-    if family in ("rec", "compile", "scan2", "brk", "store2", "nums", "fill", "half", "ints", "rows"):
+    if family in ("rec", "compile", "scan2", "brk", "store2", "nums", "fill", "half", "ints", "rows", "win"):
         table = FAMILIES[family]
     else:
         table = {**VEC_FORMS, **NEW_VEC_FORMS} if family == "vec" else {**EXACT_FORMS, **NEW_EXACT_FORMS}
