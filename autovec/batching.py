@@ -121,6 +121,42 @@ class _Helpers:
         return d + lead if d >= 0 else d
 
     @staticmethod
+    def masked(kind, b, batched, m, first):
+        """b_k[m_k].kind() (or .kind(0) with `first`) for every iteration: `m` (n, *M) the
+        per-iteration boolean masks over b's leading dimensions, `b` (n, *B) or, the same in
+        every iteration, (*B). The unselected entries are replaced by the reduction's identity
+        (-0.0 for sums, -inf / inf for max / min), so NaN and inf there never reach the result."""
+        from .runtime import GuardFailed
+        if not isinstance(b, torch.Tensor) or m.dtype != torch.bool:
+            raise GuardFailed("a masked selection of a non-tensor (the loop decides)")
+        d = m.dim() - 1
+        rows = b if batched else b.unsqueeze(0)
+        if rows.dim() - 1 < d or rows.shape[1:1 + d] != m.shape[1:]:
+            raise GuardFailed("a mask whose shape is not the tensor's leading dimensions (the loop raises)",
+                              data=True)
+        if not batched and m.shape[0] * b.numel() > _WINDOW_COPY_LIMIT:
+            raise GuardFailed("a masked selection that would be repeated into one large batch", data=True)
+        floating = b.is_floating_point()
+        if kind == "mean" and not floating or kind in ("max", "min") and not floating:
+            raise GuardFailed(f"{kind}() of a masked selection of {b.dtype} values (the loop decides)")
+        mw = m.view(*m.shape, *(1,) * (rows.dim() - 1 - d))
+        dims = tuple(range(1, d + 1)) if first else tuple(range(1, rows.dim()))
+        if kind in ("sum", "mean"):
+            fill = -0.0 if floating else (False if b.dtype == torch.bool else 0)
+            total = torch.where(mw, rows, torch.tensor(fill, dtype=b.dtype, device=b.device)).sum(dims)
+            if kind == "sum":
+                return total
+            count = m.sum(tuple(range(1, d + 1)))
+            if not first:
+                count = count * (rows[0].numel() // max(m[0].numel(), 1))
+            return total / count.view(-1, *(1,) * (total.dim() - 1)).to(total.dtype)
+        if not bool(m.flatten(1).any(1).all()):
+            raise GuardFailed(f"{kind}() of an empty selection (the loop raises)", data=True)
+        fill = float("-inf") if kind == "max" else float("inf")
+        picked = torch.where(mw, rows, torch.tensor(fill, dtype=b.dtype, device=b.device))
+        return picked.amax(dims) if kind == "max" else picked.amin(dims)
+
+    @staticmethod
     def window_at(x, i, a, b, dim=0):
         """x[i_k + a:i_k + b] for every iteration, `i` the batch of the loop's own index (an
         arange, in iteration order) and `a`, `b` loop-invariant integers: a view of x.unfold's
@@ -898,7 +934,7 @@ def _readable(text: str) -> str:
     import re
     text = text.replace("_avb_torch.", "torch.").replace(", _avb_n):", "):")
     text = re.sub(r"_avb\.(truth|classes)\(", "(", text)
-    text = text.replace("_avb.window(", "_window_per_row(").replace("_avb.window_at(", "_window_at_index(").replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
+    text = text.replace("_avb.masked(", "_masked_reduction(").replace("_avb.window(", "_window_per_row(").replace("_avb.window_at(", "_window_at_index(").replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
     text = text.replace("_avb.full(", "_expand_to_levels(").replace("_avb.extreme(", "_max_or_min_per_row(")
     text = text.replace("_avb.pick(True, ", "_python_max(").replace("_avb.pick(False, ", "_python_min(")
     text = text.replace("_avb.rows(", "_module_on_the_batch(").replace("_avb.class_loss(", "_loss_per_iteration(")

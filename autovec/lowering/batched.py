@@ -668,6 +668,31 @@ class _Batcher:
         return ast.Subscript(value=new, slice=ast.Tuple(
             elts=[ast.Slice() for _ in range(dim + 2)] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
 
+    def _masked_reduction(self, node):
+        """`b[m].sum()`, `.sum(0)`, `.mean()`, `.mean(0)`, `.max()`, `.min()` with a per-iteration
+        boolean mask `m` over b's leading dimensions (`x[i][x[i] > 0].sum()`, `x[y == c].mean(0)`):
+        the selection is ragged, its reduction is not. The helper reduces b with the unselected
+        entries replaced by the reduction's identity, and counts the selected ones."""
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and f.attr in ("sum", "mean", "max", "min")
+                and isinstance(f.value, ast.Subscript) and not isinstance(f.value.slice, (ast.Tuple, ast.Slice))
+                and self.varies(f.value)):
+            return None
+        sub = f.value
+        mfact = self.c.facts.get(self.c.ids.get(id(sub.slice)))
+        if mfact is None or mfact.kind != "tensor" or mfact.dtype != torch.bool or mfact.rank == 0:
+            return None
+        if node.keywords or len(node.args) > 1 or f.attr in ("max", "min") and node.args:
+            raise Unsupported(f"`{ast.unparse(node)}`: a masked selection reduced other than over all of it "
+                              "or its first dimension")
+        if node.args and not (isinstance(node.args[0], ast.Constant) and node.args[0].value == 0
+                              and type(node.args[0].value) is int):
+            raise Unsupported(f"`{ast.unparse(node)}`: a masked selection reduced along a dimension other than 0")
+        b, m = self.expr(sub.value), self.expr(sub.slice)
+        if b.fact.kind != "tensor" or not m.batched:
+            raise Unsupported(f"`{ast.unparse(sub)}`: a mask the same in every iteration, or of a non-tensor")
+        return _helper("masked", _const(f.attr), b.node, _const(b.batched), m.node, _const(bool(node.args)))
+
     def _index_offset(self, e):
         """`a` in a slice bound `i + a`, `a + i`, `i - a` or `i` of the loop's own index `i`
         (`a` the same in every iteration), else None."""
@@ -705,6 +730,9 @@ class _Batcher:
             raise Unsupported("`*args` / `**kwargs` in a call")
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == self.c.av:
             return self._runtime_helper(f.attr, node)
+        masked = self._masked_reduction(node)
+        if masked is not None:
+            return masked
         recv = self.expr(f.value) if isinstance(f, ast.Attribute) and self.varies(f.value) else None
         args = [self.expr(a) for a in node.args]
         kwargs = [self.expr(k.value) for k in node.keywords]

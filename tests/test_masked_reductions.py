@@ -1,0 +1,135 @@
+"""A boolean-mask selection reduced at once (`x[i][x[i] > 0].sum()`, `x[y == c].mean(0)`): the
+selection is ragged, its reduction is not (batching._Helpers.masked)."""
+import pytest
+import torch
+
+from autovec import assert_equivalent, autovec
+from conftest import ran_modes as _ran
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def positive_sum(x):
+    out = torch.empty(x.shape[0], dtype=x.dtype)
+    for i in range(x.shape[0]):
+        out[i] = x[i][x[i] > 0].sum()
+    return out
+
+
+def centroids(x, y, classes):
+    out = torch.empty(classes, x.shape[1])
+    for c in range(classes):
+        out[c] = x[y == c].mean(0)
+    return out
+
+
+def valid_mean(loss, valid):
+    res = []
+    for i in range(loss.shape[0]):
+        res.append(loss[i][valid[i]].mean())
+    return torch.stack(res)
+
+
+def column_totals(x, keep):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(x[i][keep[i]].sum(0) * 2)
+    return torch.stack(res)
+
+
+def peak(x, m):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(x[i][m[i]].max() - x[i][m[i]].min())
+    return torch.stack(res)
+
+
+def _special(t):
+    t = t.clone()
+    t.view(-1)[::7] = float("nan")
+    t.view(-1)[3::11] = float("inf")
+    return t
+
+
+CASES = [
+    (positive_sum, lambda: (torch.randn(40, 9),)),
+    (positive_sum, lambda: (torch.randint(-5, 5, (40, 9)),)),
+    (centroids, lambda: (torch.randn(60, 4), torch.randint(0, 6, (60,)), 7)),     # class 6 is empty: NaN
+    (valid_mean, lambda: (torch.randn(30, 8), torch.rand(30, 8) > 0.4)),
+    (column_totals, lambda: (torch.randn(20, 5, 3), torch.rand(20, 5) > 0.5)),
+    (peak, lambda: (torch.randn(25, 6), torch.ones(25, 6, dtype=torch.bool).tril(2)[:, :6])),
+]
+
+
+@pytest.mark.parametrize("fn, make", CASES, ids=[f"{c[0].__name__}{k}" for k, c in enumerate(CASES)])
+def test_masked_reductions_are_batched_and_equal_to_the_loop(fn, make):
+    args = make()
+    f = autovec(fn)
+    torch.testing.assert_close(f(*args), fn(*args), equal_nan=True)
+    assert _ran(f) == {"batched"}
+    assert_equivalent(fn, *args)
+
+
+def test_nan_and_inf_outside_the_selection_never_reach_the_result():
+    x = _special(torch.randn(30, 8))
+    m = ~(torch.isnan(x) | torch.isinf(x))
+    f = autovec(valid_mean)
+    got = f(x, m)
+    assert _ran(f) == {"batched"}
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, valid_mean(x, m))
+
+
+def test_gradients_reach_only_the_selected_entries():
+    x = _special(torch.randn(20, 6)).requires_grad_()
+    m = torch.isfinite(x.detach()) & (torch.rand(20, 6) > 0.3)
+    m[:, 0] = True
+    assert_equivalent(valid_mean, x, m, grad=True)
+    assert_equivalent(peak, torch.randn(20, 6, requires_grad=True), m, grad=True)
+
+
+def test_an_empty_selection_of_max_raises_as_the_loop():
+    x, m = torch.randn(5, 4), torch.ones(5, 4, dtype=torch.bool)
+    f = autovec(peak)
+    f(x, m)
+    assert _ran(f) == {"batched"}
+    m[3] = False
+    with pytest.raises((RuntimeError, IndexError)) as want:
+        peak(x, m)
+    with pytest.raises(type(want.value)) as got:
+        f(x, m)
+    assert str(got.value) == str(want.value)
+
+
+def test_a_mask_of_another_shape_raises_as_the_loop():
+    x = torch.randn(6, 5)
+    f = autovec(valid_mean)
+    f(x, torch.rand(6, 5) > 0.5)
+    bad = torch.rand(6, 4) > 0.5
+    with pytest.raises(IndexError) as want:
+        valid_mean(x, bad)
+    with pytest.raises(IndexError) as got:
+        f(x, bad)
+    assert str(got.value) == str(want.value)
+
+
+def test_integer_means_raise_as_the_loop():
+    x, m = torch.randint(0, 5, (6, 5)), torch.rand(6, 5) > 0.2
+    with pytest.raises(RuntimeError) as want:
+        valid_mean(x, m)
+    with pytest.raises(RuntimeError) as got:
+        autovec(valid_mean)(x, m)
+    assert str(got.value) == str(want.value)
+
+
+def test_gradients_of_tied_extremes_are_shared_as_in_the_loop():
+    x = torch.randint(0, 3, (20, 6)).float().requires_grad_()
+    m = torch.rand(20, 6) > 0.2
+    m[:, 0] = True
+    assert_equivalent(peak, x, m, grad=True)
+    f = autovec(peak)
+    f(x, m).sum().backward()
+    assert _ran(f) == {"batched"}
