@@ -121,6 +121,22 @@ class _Helpers:
         return d + lead if d >= 0 else d
 
     @staticmethod
+    def prod_input(x):
+        """The batch a `prod` reduces, as it is. torch's gradient of prod divides the result by
+        each entry unless the tensor holds a zero anywhere; then it multiplies the others. A row
+        with inf or NaN but no zero gets NaN from the first, a finite value from the second: a
+        batch with a zero in another row and inf or NaN in this one leaves the call to the loop."""
+        if torch.is_grad_enabled() and isinstance(x, torch.Tensor) and x.requires_grad \
+                and (x.is_floating_point() or x.is_complex()) and bool((x == 0).any()) \
+                and not bool(torch.isfinite(x).all()):
+            from .runtime import GuardFailed
+            e = GuardFailed("prod with gradients of a batch holding zeros and inf or NaN (the loop "
+                            "decides)", data=True)
+            e.final = True        # vmap's prod has the batch's gradient too
+            raise e
+        return x
+
+    @staticmethod
     def masked(kind, b, batched, m, first):
         """b_k[m_k].kind() (or .kind(0) with `first`) for every iteration: `m` (n, *M) the
         per-iteration boolean masks over b's leading dimensions, `b` (n, *B) or, the same in
@@ -154,7 +170,14 @@ class _Helpers:
             raise GuardFailed(f"{kind}() of an empty selection (the loop raises)", data=True)
         fill = float("-inf") if kind == "max" else float("inf")
         picked = torch.where(mw, rows, torch.tensor(fill, dtype=b.dtype, device=b.device))
-        return picked.amax(dims) if kind == "max" else picked.amin(dims)
+        if not (torch.is_grad_enabled() and picked.requires_grad):
+            return picked.amax(dims) if kind == "max" else picked.amin(dims)
+        # max()'s own gradient (shared by the tied entries, or by the NaN ones); an infinite
+        # extreme would tie with the unselected entries' fill and share with them: the loop decides
+        out = _EvenExtreme.apply(picked, dims, kind == "max")
+        if bool(out.isinf().any()):
+            raise GuardFailed(f"an infinite {kind}() of a selection, with gradients (the loop decides)", data=True)
+        return out
 
     @staticmethod
     def window_at(x, i, a, b, dim=0):
@@ -934,6 +957,7 @@ def _readable(text: str) -> str:
     import re
     text = text.replace("_avb_torch.", "torch.").replace(", _avb_n):", "):")
     text = re.sub(r"_avb\.(truth|classes)\(", "(", text)
+    text = re.sub(r"_avb\.prod_input\(([^()]*)\)", r"\1", text)
     text = text.replace("_avb.masked(", "_masked_reduction(").replace("_avb.window(", "_window_per_row(").replace("_avb.window_at(", "_window_at_index(").replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
     text = text.replace("_avb.full(", "_expand_to_levels(").replace("_avb.extreme(", "_max_or_min_per_row(")
     text = text.replace("_avb.pick(True, ", "_python_max(").replace("_avb.pick(False, ", "_python_min(")

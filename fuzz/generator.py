@@ -3214,7 +3214,36 @@ def win_bounds(self):
     self.emit(1, self.pick(["return outs", "return torch.stack(outs)"]))
 
 
-WIN_FORMS = {"index": win_index, "bounds": win_bounds}
+def win_masked(self):
+    """A boolean-mask selection reduced at once: `x[i][x[i] > c].sum()`, `x[i][m[i]].max()`,
+    `x[y == c].mean(0)` (classes that may be empty), masks of another shape, integer data."""
+    x = self.main(dtypes=("float32", "float32", "float64", "int64"), rank=self.pick([1, 2, 2]))
+    form = self.pick(["self", "given", "classes"])
+    red = self.pick(["sum()", "sum()", "mean()", "max()", "min()", "sum(0)", "mean(0)"])
+    if form == "classes":
+        k = self.rng.randint(1, 5)
+        self.tensor("y", (self.n,), self.pick(["int64", "int64", "int32"]), low=0, high=k)
+        self.emit(1, "outs = []")
+        self.emit(1, f"for c in range({k + self.pick([0, 0, 1])}):")
+        self.emit(2, f"outs.append({x.name}[y == c].{red})")
+        self.emit(1, self.pick(["return outs", "return torch.stack(outs)"]))
+        return
+    loop = self.indexed_loop(x, allow_while=False)
+    i, row = loop.index, loop.row.expr
+    if form == "given":
+        shape = x.shape if self.chance(0.9) else (x.shape[0],) + tuple(s + 1 for s in x.shape[1:])
+        self.tensor("m", shape, "bool")
+        mask = f"m[{i}]"
+    else:
+        mask = f"{row} > {self.pick(['0', '0.5', '2', '-1'])}"
+    self.emit(1, "outs = []")
+    self.emit_all(1, loop.head)
+    self.emit(2, f"outs.append({row}[{mask}].{red} {self.pick(['', '* 2', '+ 1'])})")
+    self.emit_all(2, loop.tail)
+    self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
+
+
+WIN_FORMS = {"index": win_index, "bounds": win_bounds, "masked": win_masked}
 
 
 def fill_slices(self):

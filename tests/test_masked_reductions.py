@@ -133,3 +133,32 @@ def test_gradients_of_tied_extremes_are_shared_as_in_the_loop():
     f = autovec(peak)
     f(x, m).sum().backward()
     assert _ran(f) == {"batched"}
+
+
+def test_a_nan_extreme_with_gradients_has_the_loops_gradient():
+    """amax's gradient at a NaN extreme is NaN (0 / 0 equal entries); max() of the selection
+    sends it to the NaN entries: the helper uses max()'s own backward (fuzz family win, seed
+    8264)."""
+    def lowest(x, y):
+        outs = []
+        for c in range(3):
+            outs.append(x[y == c].min())
+        return outs
+
+    x = torch.randn(12, dtype=torch.float64)
+    x[4] = float("nan")
+    y = torch.arange(12) % 3
+    assert_equivalent(lowest, x.requires_grad_(), y, grad=True)
+
+
+def test_an_infinite_extreme_with_gradients_keeps_the_loop():
+    """The unselected entries hold -inf / inf while max / min is taken: an infinite extreme ties
+    with them and would share its gradient with them (fuzz family win, seed 21633)."""
+    x = torch.tensor([[1.0, float("inf"), 3.0], [4.0, 5.0, 0.5]], requires_grad=True)
+    m = x.detach() > 2
+    assert_equivalent(peak, x, m, grad=True)
+    f = autovec(peak)
+    f(x.detach()[1:].requires_grad_(), m[1:])
+    assert _ran(f) == {"batched"}
+    f(x, m)
+    assert not _ran(f)

@@ -716,3 +716,27 @@ def test_a_detached_input_is_copied_as_the_loop_copies_it(fn, x, monkeypatch):
         assert got.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
         got.add_(1)
         assert torch.equal(x, before)
+
+
+def _row_products(x):
+    outs = []
+    for i in range(x.shape[0]):
+        outs.append(x[i].prod(0))
+    return torch.stack(outs)
+
+
+def test_prod_gradient_of_a_row_with_inf_beside_a_zero_in_another_row(monkeypatch):
+    """torch's gradient of prod divides the result by each entry unless the tensor holds a zero
+    anywhere. In the loop a row [a, inf, b] gets NaN; in a batch with a zero in another row it got
+    a finite value (fuzz family win, seed 22123; also before the windows, for any `prod` of a
+    batched body, and under vmap). Such a call keeps the loop; without the zero it is batched."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.randn(6, 3)
+    x[1, 1], x[3, 2] = float("inf"), float("nan")
+    f = autovec(_row_products)
+    f(x.clone().requires_grad_())
+    assert _ran(f) == {"batched"}
+    x[2, 0] = 0.0
+    assert_equivalent(_row_products, x.requires_grad_(), grad=True)
+    f(x)
+    assert not _ran(f)

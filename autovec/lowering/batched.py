@@ -955,6 +955,8 @@ class _Batcher:
     def _op(self, name, x: _V, args, keywords, node, method, func=None, ns="torch"):
         """`x.name(*args, **keywords)` (or `torch.name(x, ...)`) with `x` per-iteration."""
         r = x.fact.rank if x.fact.kind == "tensor" else 0
+        if name == "prod" and x.batched and x.fact.kind == "tensor":
+            x = _V(_helper("prod_input", x.node), True, x.fact)
         extra = [self.expr(a) for a in args]
         kextra = [self.expr(k.value) for k in keywords]
         elementwise = name in ELEMENTWISE or (method and name in _VIEW_METHODS) or (
