@@ -181,6 +181,7 @@ class FunctionRuntime:
         self.src_picks: dict = {}         # loop id -> per body parameter, the element it is (or None)
         self.indexing: dict = {}          # loop id -> whether a loop over elements also indexes values (_indexes)
         self.hot: dict = {}               # (loop id, signature, tag) -> (largest trip count, steady-state runner, mode)
+        self.prods: dict = {}             # loop id -> whether its body calls prod (runtime.Token._products)
         self.range_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "range")
         self.element_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "elements")
         self.indexing_loops = frozenset(k for k in self.element_loops if self._indexes(k))
@@ -2441,6 +2442,14 @@ class Token:
             return self._broadcast(body, inputs, None)
         return self._vmap(body, inputs, _device_of(inputs[0][0] if inputs else None, self.free_tensors))
 
+    def _products(self) -> bool:
+        """Whether the loop's body calls prod (a method or torch.prod)."""
+        hit = self.rt.prods.get(self.loop_id)
+        if hit is None:
+            hit = self.rt.prods[self.loop_id] = any("prod(" in text for text in self.match.plan.body) or any(
+                "prod(" in o.value for o in self.match.plan.outputs)
+        return hit
+
     def _chunkable(self):
         plan = self.match.plan
         return not (self.levels is not None or plan.scans or getattr(self, "extra", None) or self.raw_numbers
@@ -2785,6 +2794,14 @@ class Token:
         return tuple(o if tuple(o.shape[:len(shape)]) == shape else o.expand(*shape, *o.shape) for o in outs)
 
     def _vmap(self, body, inputs, device):
+        if torch.is_grad_enabled() and self._products() and (
+                any(isinstance(t, torch.Tensor) and t.requires_grad for t, _ in inputs)
+                or any(t.requires_grad for t in self.free_tensors)):
+            # vmap's gradient of prod takes its zero-safe form for the whole batch where one row
+            # holds a zero: a row with inf but no zero gets a finite gradient, NaN in the loop
+            # (the batched body checks the data: batching._Helpers.prod_input)
+            raise GuardFailed("prod under vmap with inputs that require grad (the gradient of a row "
+                              "with inf could differ from the loop's)")
         if self.levels is not None:
             return self._vmap_nest(body, inputs, device)
         args = [t for t, _ in inputs]
