@@ -415,11 +415,12 @@ VECTORIZED = [
     (abs_builtin, lambda: (torch.randn(N),)),
     (nested_fn, lambda: (torch.randn(N, 2),)),
     (range_step_neg, lambda: (torch.randn(N),)),
+    (per_class_mean, lambda: (torch.randn(N, 8), torch.randint(0, 10, (N,)), 10)),
+    (window_mean, lambda: (torch.randn(N, 4), 5)),
+    (with_nograd, lambda: (torch.randn(N, 3, requires_grad=True),)),
 ]
 
 KEPT = [
-    (per_class_mean, lambda: (torch.randn(N, 8), torch.randint(0, 10, (N,)), 10)),
-    (window_mean, lambda: (torch.randn(N, 4), 5)),
     (mean_list, lambda: (list(torch.randn(N, 4)),)),
     (ema_params, lambda: ([torch.randn(4, 3) for _ in range(5)], [torch.randn(4, 3) for _ in range(5)], 0.9)),
     (label_counts, lambda: (torch.randint(0, 5, (N,)), 5)),
@@ -427,7 +428,6 @@ KEPT = [
     (cumsum_reset, lambda: (torch.randn(N), torch.rand(N) < 0.1)),
     (interleave, lambda: (torch.randn(N, 3), torch.randn(N, 3))),
     (pad_seqs, lambda: ([torch.randn(int(k)) for k in torch.randint(1, 8, (N,))], 8)),
-    (with_nograd, lambda: (torch.randn(N, 3, requires_grad=True),)),
     (walrus, lambda: (torch.randn(N, 3),)),
     (dict_accum, lambda: (torch.randn(N), torch.randint(0, 4, (N,)))),
 ]
