@@ -137,6 +137,38 @@ class _Helpers:
         return x
 
     @staticmethod
+    def segment(kind, b, y, i, first):
+        """b[y == i_k].kind() (or .kind(0)) for every iteration, `i` the loop's own index (an
+        arange) and `y` a loop-invariant vector of integer labels, one per row of `b`: each row
+        is added once, into its label's total (index_add), instead of every mask over every row.
+        Labels outside the loop's range are never selected. A loop whose index does not count
+        up by one, or other labels, take the masks (`masked`)."""
+        n = i.shape[0]
+        step = int(i[1]) - int(i[0]) if n > 1 else 1
+        if step != 1 or not isinstance(y, torch.Tensor) or not isinstance(b, torch.Tensor) or y.dim() != 1 \
+                or b.dim() == 0 or y.shape[0] != b.shape[0] or y.dtype == torch.bool \
+                or y.is_floating_point() or y.is_complex() or y.device != b.device:
+            return _Helpers.masked(kind, b, False, y == i.view(-1, *(1,) * y.dim()), first)
+        if kind != "sum" and not b.is_floating_point():
+            return _Helpers.masked(kind, b, False, y == i.view(-1, 1), first)   # (it refuses, as the loop)
+        lo = int(i[0])
+        keep = (y >= lo) & (y < lo + n)
+        if bool(keep.all()):
+            rows, at = b, (y - lo).long()      # every row has a label of the loop (no copy of b)
+        else:
+            rows, at = b[keep], (y[keep] - lo).long()
+        wide = b.dtype if b.is_floating_point() or b.is_complex() else torch.int64   # (sum's dtype)
+        total = torch.zeros((n, *b.shape[1:]), dtype=wide, device=b.device).index_add_(0, at, rows.to(wide))
+        if not first:
+            total = total.flatten(1).sum(1)
+        if kind == "sum":
+            return total
+        count = torch.bincount(at, minlength=n).to(total.dtype)
+        if not first:
+            count = count * max(b[0].numel(), 1)
+        return total / count.view(-1, *(1,) * (total.dim() - 1))
+
+    @staticmethod
     def masked(kind, b, batched, m, first):
         """b_k[m_k].kind() (or .kind(0) with `first`) for every iteration: `m` (n, *M) the
         per-iteration boolean masks over b's leading dimensions, `b` (n, *B) or, the same in
@@ -150,9 +182,9 @@ class _Helpers:
         if rows.dim() - 1 < d or rows.shape[1:1 + d] != m.shape[1:]:
             raise GuardFailed("a mask whose shape is not the tensor's leading dimensions (the loop raises)",
                               data=True)
+        floating = b.is_floating_point()
         if not batched and m.shape[0] * b.numel() > _WINDOW_COPY_LIMIT:
             raise GuardFailed("a masked selection that would be repeated into one large batch", data=True)
-        floating = b.is_floating_point()
         if kind == "mean" and not floating or kind in ("max", "min") and not floating:
             raise GuardFailed(f"{kind}() of a masked selection of {b.dtype} values (the loop decides)")
         mw = m.view(*m.shape, *(1,) * (rows.dim() - 1 - d))
@@ -958,7 +990,7 @@ def _readable(text: str) -> str:
     text = text.replace("_avb_torch.", "torch.").replace(", _avb_n):", "):")
     text = re.sub(r"_avb\.(truth|classes)\(", "(", text)
     text = re.sub(r"_avb\.prod_input\(([^()]*)\)", r"\1", text)
-    text = text.replace("_avb.masked(", "_masked_reduction(").replace("_avb.window(", "_window_per_row(").replace("_avb.window_at(", "_window_at_index(").replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
+    text = text.replace("_avb.masked(", "_masked_reduction(").replace("_avb.segment(", "_segment_reduction(").replace("_avb.window(", "_window_per_row(").replace("_avb.window_at(", "_window_at_index(").replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
     text = text.replace("_avb.full(", "_expand_to_levels(").replace("_avb.extreme(", "_max_or_min_per_row(")
     text = text.replace("_avb.pick(True, ", "_python_max(").replace("_avb.pick(False, ", "_python_min(")
     text = text.replace("_avb.rows(", "_module_on_the_batch(").replace("_avb.class_loss(", "_loss_per_iteration(")

@@ -162,3 +162,44 @@ def test_an_infinite_extreme_with_gradients_keeps_the_loop():
     assert _ran(f) == {"batched"}
     f(x, m)
     assert not _ran(f)
+
+
+def class_sums(x, y, lo, hi, step):
+    out = []
+    for c in range(lo, hi, step):
+        out.append(x[c == y].sum(0))
+    return torch.stack(out)
+
+
+def class_totals(x, y, k):
+    out = torch.zeros(k)
+    for c in range(k):
+        out[c] = x[y == c].sum()
+    return out
+
+
+@pytest.mark.parametrize("x, y, lo, hi, step", [
+    (torch.randn(50, 3), torch.randint(-2, 9, (50,)), 0, 7, 1),       # labels outside the loop's classes
+    (torch.randint(-9, 9, (50, 2), dtype=torch.int32), torch.randint(0, 5, (50,)), 1, 6, 1),   # int sums: int64
+    (torch.randn(50, 3), torch.randint(0, 8, (50,)), 0, 8, 2),        # every other class: the masks
+    (torch.randn(50, 3), torch.randint(0, 4, (50,)).float(), 0, 4, 1),   # float labels: the masks
+    (_special(torch.randn(40, 3)), torch.arange(40) % 5, 0, 4, 1),    # NaN and inf in class 4, never read
+])
+def test_class_reductions_over_the_loops_classes(x, y, lo, hi, step):
+    """`x[y == c].sum(0)` over the classes of the loop: each row added once into its class
+    (batching._Helpers.segment), or the masks where the labels or the steps do not allow it."""
+    f = autovec(class_sums)
+    got, want = f(x, y, lo, hi, step), class_sums(x, y, lo, hi, step)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want, equal_nan=True)
+    assert _ran(f) == {"batched"}
+    assert_equivalent(class_sums, x, y, lo, hi, step)
+
+
+def test_class_totals_and_means_with_gradients():
+    x, y = torch.randn(60, 4, requires_grad=True), torch.randint(0, 6, (60,))
+    assert_equivalent(class_totals, x, y, 7, grad=True)
+    assert_equivalent(centroids, x, y, 7, grad=True)
+    f = autovec(centroids)
+    f(x, y, 7).nan_to_num().sum().backward()
+    assert _ran(f) == {"batched"}

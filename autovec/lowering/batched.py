@@ -691,6 +691,16 @@ class _Batcher:
         b, m = self.expr(sub.value), self.expr(sub.slice)
         if b.fact.kind != "tensor" or not m.batched:
             raise Unsupported(f"`{ast.unparse(sub)}`: a mask the same in every iteration, or of a non-tensor")
+        c = sub.slice
+        if f.attr in ("sum", "mean") and not b.batched and self.c.index is not None and isinstance(c, ast.Compare) \
+                and len(c.ops) == 1 and isinstance(c.ops[0], ast.Eq):
+            sides = [c.left, c.comparators[0]]
+            at = [k for k, e in enumerate(sides) if isinstance(e, ast.Name) and e.id == self.c.index]
+            if len(at) == 1 and not self.varies(sides[1 - at[0]]):
+                # `x[y == c].mean(0)` over the classes `c` of the loop: a segment reduction
+                labels = self.fixed(sides[1 - at[0]])
+                return _helper("segment", _const(f.attr), b.node, labels, _name(self.c.index),
+                               _const(bool(node.args)))
         return _helper("masked", _const(f.attr), b.node, _const(b.batched), m.node, _const(bool(node.args)))
 
     def _index_offset(self, e):
