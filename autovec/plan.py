@@ -79,6 +79,8 @@ class Output:
     marker: str = ""          # body variable that holds the per-iteration value
     cond: bool = False        # the output happens only under a data-dependent condition
     pytype: str = ""          # "item": the loop stores `value.item()` (a Python number)
+    joined: int = 0           # append: k > 1 on the first of k unconditional appends into one list in
+                              # each iteration (`out.append(a); out.append(b)`), -1 on the others
     payloads: tuple = ()      # best: (name, marker, source) of values taken with the best one
     nest_rows: tuple = ()     # store in a loop nest: (level, offset) per leading dimension
     fill: str = ""            # fresh output: "empty", "0" or "1" when the allocation can be made

@@ -807,6 +807,20 @@ class FunctionRuntime:
             region.div_(o)
 
     @staticmethod
+    def interleave(batches, pys, consumer):
+        """The batches of several appends into one list per iteration, in the list's order (a0,
+        b0, a1, b1, ..). They must be values of one kind: Python numbers or tensors, of one dtype
+        and shape (the list's elements keep their own dtypes; torch.stack of other shapes raises),
+        and for a list kept as a list, all with gradients or none."""
+        if len(set(pys)) != 1 or len({b.dtype for b in batches}) != 1:
+            raise GuardFailed("appends of values of several kinds or dtypes into one list (the loop decides)")
+        if len({b.shape for b in batches}) != 1:
+            raise GuardFailed("appends of values of several shapes into one list (the loop decides)", data=True)
+        if consumer not in ("stack", "cat", "tensor") and len({b.requires_grad for b in batches}) != 1:
+            raise GuardFailed("appends with and without gradients into one list")
+        return torch.stack(batches, 1).flatten(0, 1)
+
+    @staticmethod
     def consume(kind, o, mask=None, py=False, tok=None):
         """What the loop's list, built by appends, turns into: the stacked tensor, the list itself..."""
         if mask is not None:

@@ -2911,7 +2911,43 @@ def store2_rows(self):
     self.emit(1, self.pick(["return out", "return out.sum(0)"]))
 
 
-STORE2_FORMS = {"rows": store2_rows}
+def store2_appends(self):
+    """Two or three appends into one list per iteration (interleaved in the list's order): rows,
+    reductions, `.item()` numbers, values of several dtypes or shapes (the loop decides), one
+    under a condition (the loop), gradients on some; the list stacked, concatenated, summed,
+    returned, or a caller's list."""
+    x = self.main(dtypes=("float32", "float32", "float64", "int64"), rank=self.pick([1, 2, 2]))
+    loop = self.indexed_loop(x)
+    i, row = loop.index, loop.row.expr
+    fl = x.dtype in FLOATS
+    pool = [row, f"{row} * 2", f"-{row}", f"({row} + 1)"]
+    if len(x.shape) == 2:
+        pool += [f"{row}.sum()", f"{row}.max()", f"{row}.abs().sum()", f"{row}[:1]"]
+    if fl:
+        pool += [f"{row}.sum().item()", f"{row}.float().mean()", f"{row}.exp()"]
+    k = self.pick([2, 2, 3])
+    vals = [self.pick(pool) for _ in range(k)]
+    if self.chance(0.5):
+        vals = [vals[0]] * k if self.chance(0.3) else [vals[0], vals[0].replace(row, f"({row} * 3)")] + vals[2:]
+    consumer = self.pick(["stack", "stack", "list", "sum", "cat", "caller"])
+    if consumer == "caller":
+        self.param("log", "[]")
+    else:
+        self.emit(1, "log = []")
+    self.emit_all(1, loop.head)
+    for j, v in enumerate(vals):
+        if j == k - 1 and self.chance(0.1):
+            self.emit(2, f"if ({row}).sum() > 0:")
+            self.emit(3, f"log.append({v})")
+        else:
+            self.emit(2, f"log.append({v})")
+    self.emit_all(2, loop.tail)
+    self.emit(1, {"stack": "return torch.stack(log) if log else None", "list": "return log",
+                  "sum": "return sum(log)", "cat": "return torch.cat(log) if log else None",
+                  "caller": "return len(log)"}[consumer])
+
+
+STORE2_FORMS = {"rows": store2_rows, "appends": store2_appends}
 
 
 def _number_list(self, n: int, kind: str) -> str:

@@ -418,6 +418,7 @@ VECTORIZED = [
     (per_class_mean, lambda: (torch.randn(N, 8), torch.randint(0, 10, (N,)), 10)),
     (window_mean, lambda: (torch.randn(N, 4), 5)),
     (with_nograd, lambda: (torch.randn(N, 3, requires_grad=True),)),
+    (interleave, lambda: (torch.randn(N, 3), torch.randn(N, 3))),
 ]
 
 KEPT = [
@@ -426,7 +427,6 @@ KEPT = [
     (label_counts, lambda: (torch.randint(0, 5, (N,)), 5)),
     (iou_rows, lambda: (torch.rand(N, 4).sort(1).values, torch.rand(N, 4).sort(1).values)),
     (cumsum_reset, lambda: (torch.randn(N), torch.rand(N) < 0.1)),
-    (interleave, lambda: (torch.randn(N, 3), torch.randn(N, 3))),
     (pad_seqs, lambda: ([torch.randn(int(k)) for k in torch.randint(1, 8, (N,))], 8)),
     (walrus, lambda: (torch.randn(N, 3),)),
     (dict_accum, lambda: (torch.randn(N), torch.randint(0, 4, (N,)))),

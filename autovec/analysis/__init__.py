@@ -213,7 +213,8 @@ def _with_consumers(plan, node: ast.For, ctx: Context):
     outs = []
     for out in plan.outputs:
         if out.kind == "append":
-            found = _list_consumer(out.target, node, ctx)
+            appends = sum(1 for o in plan.outputs if o.kind == "append" and o.target == out.target)
+            found = _list_consumer(out.target, node, ctx, appends)
             if found:
                 kind, call = found
                 out = dataclasses.replace(out, consumer=kind, consumer_src=src(call))
@@ -270,7 +271,7 @@ def _fresh_allocation(out, loop: ast.For, ctx: Context) -> bool:
 _REMADE_KEYWORDS = ("dtype", "device", "requires_grad", "memory_format")
 
 
-def _list_consumer(name: str, loop: ast.For, ctx: Context):
+def _list_consumer(name: str, loop: ast.For, ctx: Context, appends: int = 1):
     if name in ctx.cellvars:
         return None
     block = _block_of(loop, ctx)
@@ -287,7 +288,7 @@ def _list_consumer(name: str, loop: ast.For, ctx: Context):
         return None
     refs = [n for n in ast.walk(ctx.fn) if isinstance(n, ast.Name) and n.id == name]
     after = [n for s in block[pos + 1:] for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == name]
-    if len(after) != 1 or len(refs) != 3:  # `name = []`, the append, the consumer
+    if len(after) != 1 or len(refs) != 2 + appends:  # `name = []`, the appends, the consumer
         return None
     use = after[0]
     call = ctx.parent.get(use)

@@ -934,6 +934,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
     outputs: list[Output] = []
     targets: dict[str, Output] = {}
     several = set()     # targets stored into more than once (`out[i, 0] = a; out[i, 1] = b`)
+    joined: dict = {}   # list -> how many unconditional appends each iteration makes to it
 
     for out, payload in body.outputs:
         if out.target in iter_vars or out.target in body.assigned:
@@ -952,6 +953,13 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                     several.add(out.target)
                     outputs.append(stored)
                     continue
+            if out.kind == "append" and first.kind == "append" and not out.cond and not first.cond \
+                    and form in ("for", "while"):
+                # `out.append(a); out.append(b)`: the list holds a0, b0, a1, b1, ..: the batches
+                # interleaved (runtime.interleave), committed as one list
+                joined[out.target] = joined.get(out.target, 1) + 1
+                outputs.append(dataclasses.replace(out, joined=-1))
+                continue
             raise Refuse(f"`{out.target}` is written more than once in the loop (lines "
                          f"{targets[out.target].lineno} and {out.lineno})", out.lineno)
         for name, *_ in (out.payloads if out.kind == "best" else ()):
@@ -974,6 +982,9 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                 targets[name] = out
         outputs.append(out)
 
+    if joined:
+        outputs = [dataclasses.replace(o, joined=joined[o.target]) if o.target in joined and o.kind == "append"
+                   and not o.joined else o for o in outputs]
     all_nodes = list(body.stmts)
     _check_calls(all_nodes, ctx, body, iter_vars)
     prefix = _inplace_prefix(outputs, body, space)

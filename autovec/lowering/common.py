@@ -346,9 +346,17 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     releases = []   # (fresh output, its fill): not held while the batch is computed (Token.release)
     result, swaps, display_swaps = None, {}, {}
     for k, o in enumerate(plan.outputs):
+        if o.joined == -1:
+            continue      # a later append into a list: interleaved with the first one's below
         P = namer.new(f"_av_p{L}_{k}")
         pos, ppos, mpos = layout[k]
-        ok = f"{O}[{pos}]"
+        ok = show = f"{O}[{pos}]"
+        if o.joined > 1:
+            group = [(layout[j][0], x.pytype) for j, x in enumerate(plan.outputs)
+                     if x.kind == "append" and x.target == o.target]
+            ok = (f"{AV}.interleave((" + "".join(f"{O}[{q}], " for q, _ in group) + "), ("
+                  + "".join(f"{T}.py({q}, {t!r}), " for q, t in group) + f"), {o.consumer!r})")
+            show = "torch.stack([" + ", ".join(f"{O}[{q}]" for q, _ in group) + "], 1).flatten(0, 1)"
         mask = f"{O}[{mpos}]" if mpos is not None else "None"
         if nest and o.kind != "store":
             ok = f"{ok}.flatten(0, {lead - 1})"
@@ -408,11 +416,11 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T})", P=P, AV=AV)
             swaps[o.consumer_src] = expr("(P if T is not None else ORIG)", P=P, T=T,
                                          ORIG=ast.parse(o.consumer_src, mode="eval").body)
-            display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, ok, mpos is not None and mask))
+            display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, show, mpos is not None and mask))
         elif o.kind == "append":
             prepare += template(f"P = AV.consume('list', {ok}, {mask}, {py})", P=P, AV=AV)
             commit += template(f"{o.target}.extend(P)", P=P)
-            sel = f"{ok}[{mask}]" if mpos is not None else ok
+            sel = f"{show}[{mask}]" if mpos is not None else show
             display_tail.append(f"{o.target}.extend({sel}.tolist())" if o.pytype else f"{o.target}.extend({sel}.unbind(0))")
         elif o.kind == "accum":
             prepare += template(f"P = AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace}, {mask}, {py})",
