@@ -421,6 +421,43 @@ def drawdown(p):
     return dd
 
 
+def moving_mean(x, k):
+    out = torch.empty(x.shape[0] - k + 1, x.shape[1])
+    for i in range(x.shape[0] - k + 1):
+        out[i] = x[i:i + k].mean(0)
+    return out
+
+
+def positive_means(x):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(x[i][x[i] > 0].sum())
+    return torch.stack(res)
+
+
+def class_means(x, y, k):
+    out = torch.empty(k, x.shape[1])
+    for c in range(k):
+        out[c] = x[y == c].mean(0)
+    return out
+
+
+def pair_rows(a, b):
+    out = []
+    for i in range(a.shape[0]):
+        out.append(a[i] * 2)
+        out.append(b[i] - a[i])
+    return torch.stack(out)
+
+
+def no_grad_scores(x, w):
+    out = torch.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        with torch.no_grad():
+            out[i] = torch.dot(x[i], w).sigmoid()
+    return out
+
+
 def _g(seed):
     return torch.Generator().manual_seed(seed)
 
@@ -486,5 +523,10 @@ CORPUS = {
     "stack_dim1": (stack_dim1, lambda: (torch.randn(4, 6, 2, generator=_g(0)),), "broadcast", True),
     "running_maximum": (running_maximum, lambda: (torch.randn(30, 4, generator=_g(0)),), "reduction", False),
     "drawdown": (drawdown, lambda: (torch.rand(40, generator=_g(0)) + 1,), "scan", False),
+    "moving_mean": (moving_mean, lambda: (torch.randn(30, 3, generator=_g(0)), 4), "vmap", True),
+    "positive_means": (positive_means, lambda: (torch.randn(25, 6, generator=_g(0)),), "vmap", True),
+    "class_means": (class_means, lambda: (torch.randn(40, 3, generator=_g(0)), torch.randint(0, 5, (40,), generator=_g(1)), 6), "vmap", True),
+    "pair_rows": (pair_rows, lambda: (torch.randn(12, 3, generator=_g(0)), torch.randn(12, 3, generator=_g(1))), "broadcast", True),
+    "no_grad_scores": (no_grad_scores, lambda: (torch.randn(20, 4, generator=_g(0)), torch.randn(4, generator=_g(1))), "vmap", False),
     "focal": (focal, lambda: (torch.randn(30, 5, generator=_g(0)), torch.randint(0, 5, (30,), generator=_g(1)), 2.0), "reduction", True),
 }
