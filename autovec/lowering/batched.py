@@ -293,6 +293,7 @@ _REDUCTIONS = {
     "prod": False, "argmax": False, "argmin": False, "max": False, "min": False,
 }
 _DIM_OPS = {"softmax", "log_softmax", "cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"}
+_SORTS = {"sort", "argsort", "topk", "kthvalue", "median"}
 _VIEW_METHODS = {"contiguous", "clone", "detach", "float", "double", "half", "bfloat16", "int", "long",
                  "bool", "short", "char", "byte", "abs", "neg", "conj", "relu", "sigmoid", "tanh", "exp",
                  "log", "sqrt", "rsqrt", "reciprocal", "square", "sign", "floor", "ceil", "round", "trunc",
@@ -306,7 +307,7 @@ _TRAILING = {"layer_norm", "rms_norm", "embedding", "one_hot"}
 def _canonical_table() -> dict:
     """Callable -> (namespace, name) for the torch functions the rewrite knows."""
     table = {}
-    names = set(ELEMENTWISE) | set(_REDUCTIONS) | _DIM_OPS | _PRODUCTS | {
+    names = set(ELEMENTWISE) | set(_REDUCTIONS) | _DIM_OPS | _SORTS | _PRODUCTS | {
         "norm", "where", "stack", "cat", "concat", "unsqueeze", "squeeze", "flatten", "reshape", "transpose",
         "swapaxes", "swapdims", "permute", "movedim", "linear", "normalize", "flip", "t", "cross_entropy",
         "nll_loss"} | _TRAILING
@@ -1019,6 +1020,30 @@ class _Batcher:
             if r == 0:
                 raise Unsupported(f"`{name}` of a 0-d value")
             return call(name, [_dim(dim, arg_fact(dim), r, self.c.lead)] + rest, keyword_list(kw))
+        if name in _SORTS:
+            # sort / argsort / topk / kthvalue / median along one dimension of each iteration's
+            # value: the same call along that dimension of the batch (a named tuple where one
+            # iteration's is, its .values / .indices per row)
+            if "out" in kw or r == 0:
+                raise Unsupported(f"`{name}` of a 0-d value or with `out=`")
+            lead_args = 1 if name in ("topk", "kthvalue") else 0      # (k comes before dim)
+            pos = list(args)
+            if len(pos) > lead_args:
+                dim = pos.pop(lead_args)
+            elif "dim" in kw:
+                dim = kw.pop("dim")
+            elif name == "median":
+                # median() of all the elements: one value (not a named tuple) per row
+                flat = _call(_attr(x.node, "reshape"), [ast.Starred(value=self._batch_shape(x), ctx=ast.Load()),
+                                                        _const(-1)])
+                if pos or kw:
+                    raise Unsupported("median() with arguments besides dim")
+                return _attr(_call(_attr(flat, "median"), [_const(self.c.lead)]), "values")
+            else:
+                dim = _const(-1)
+            d = _dim(dim, arg_fact(dim), r, self.c.lead)
+            pos = [copy.deepcopy(a) for a in pos]
+            return call(name, pos[:lead_args] + [d] + pos[lead_args:], keyword_list(kw))
         if name in _TRAILING and not method and (ns == "F" or name != "embedding"):   # torch.embedding: (weight, ids)
             return self._trailing(name, args, kw, call, arg_fact, r, [v.node for v in extra],
                                   [ast.keyword(arg=k.arg, value=v.node) for k, v in zip(keywords, kextra)])
