@@ -5,6 +5,7 @@ import torch
 
 from autovec import assert_equivalent, autovec
 from conftest import ran_modes as _ran
+from corpus import class_means as centroids
 
 
 @pytest.fixture(autouse=True)
@@ -16,13 +17,6 @@ def positive_sum(x):
     out = torch.empty(x.shape[0], dtype=x.dtype)
     for i in range(x.shape[0]):
         out[i] = x[i][x[i] > 0].sum()
-    return out
-
-
-def centroids(x, y, classes):
-    out = torch.empty(classes, x.shape[1])
-    for c in range(classes):
-        out[c] = x[y == c].mean(0)
     return out
 
 
