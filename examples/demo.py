@@ -1,4 +1,4 @@
-"""autovec demo: three loops people really write, what autovec makes of them, and how fast.
+"""autovec demo: loops people really write, what autovec makes of them, and how fast.
 
 Run from the repository root:  .venv/bin/python examples/demo.py   (or `make demo`)
 Options: --threads N (torch threads, default 1: steady timings even when other work
@@ -59,6 +59,18 @@ def mask_padding(h, lengths, temps):
     return out
 
 
+def class_centroids(feats, labels, num_classes):
+    """Per-class mean feature vectors (prototypes): a boolean mask per class, reduced at once;
+    then a moving average of each centroid's distance to the next, over a window."""
+    cents = torch.empty(num_classes, feats.shape[1])
+    for c in range(num_classes):
+        cents[c] = feats[labels == c].mean(0)
+    smooth = []
+    for i in range(num_classes - 7):
+        smooth.append((cents[i:i + 4] - cents[i + 4:i + 8].mean(0)).norm(dim=1).mean())
+    return cents, torch.stack(smooth)
+
+
 def make_inputs():
     g = torch.Generator().manual_seed(0)
     return [
@@ -71,6 +83,8 @@ def make_inputs():
         ("padding mask out[b, L[b]:] = 0, a list of temps", mask_padding,
          (torch.randn(4_000, 16, 8, generator=g), torch.randint(0, 17, (4_000,), generator=g),
           [0.5 + (b % 5) * 0.25 for b in range(4_000)])),
+        ("class centroids x[y == c].mean(0), a sliding window", class_centroids,
+         (torch.randn(50_000, 32, generator=g), torch.randint(0, 500, (50_000,), generator=g), 500)),
     ]
 
 
