@@ -103,6 +103,16 @@ def _stored_rows(row, base, varies):
 _WINDOW_COPY_LIMIT = 1 << 25   # elements: windows gathered out of order into one batch, at most
 
 
+def _values_refused(msg):
+    """A refusal of these values by a form vmap cannot compute either (windows, masked
+    selections: their sizes depend on the data): the loop runs this call, a later call with
+    other values tries the batched body again."""
+    from .runtime import GuardFailed
+    e = GuardFailed(msg, data=True)
+    e.final = True
+    return e
+
+
 def _windows(x, w, dim):
     """Every window of width `w` along `dim`, as a view: (starts, *x.shape[:dim], w, *rest)."""
     rows = x.unfold(dim, w, 1).movedim(-1, dim + 1)     # (.., starts, w, ..)
@@ -180,11 +190,10 @@ class _Helpers:
         d = m.dim() - 1
         rows = b if batched else b.unsqueeze(0)
         if rows.dim() - 1 < d or rows.shape[1:1 + d] != m.shape[1:]:
-            raise GuardFailed("a mask whose shape is not the tensor's leading dimensions (the loop raises)",
-                              data=True)
+            raise _values_refused("a mask whose shape is not the tensor's leading dimensions (the loop raises)")
         floating = b.is_floating_point()
         if not batched and m.shape[0] * b.numel() > _WINDOW_COPY_LIMIT:
-            raise GuardFailed("a masked selection that would be repeated into one large batch", data=True)
+            raise _values_refused("a masked selection that would be repeated into one large batch")
         if kind == "mean" and not floating or kind in ("max", "min") and not floating:
             raise GuardFailed(f"{kind}() of a masked selection of {b.dtype} values (the loop decides)")
         mw = m.view(*m.shape, *(1,) * (rows.dim() - 1 - d))
@@ -199,7 +208,7 @@ class _Helpers:
                 count = count * (rows[0].numel() // max(m[0].numel(), 1))
             return total / count.view(-1, *(1,) * (total.dim() - 1)).to(total.dtype)
         if not bool(m.flatten(1).any(1).all()):
-            raise GuardFailed(f"{kind}() of an empty selection (the loop raises)", data=True)
+            raise _values_refused(f"{kind}() of an empty selection (the loop raises)")
         fill = float("-inf") if kind == "max" else float("inf")
         picked = torch.where(mw, rows, torch.tensor(fill, dtype=b.dtype, device=b.device))
         if not (torch.is_grad_enabled() and picked.requires_grad):
@@ -208,7 +217,7 @@ class _Helpers:
         # extreme would tie with the unselected entries' fill and share with them: the loop decides
         out = _EvenExtreme.apply(picked, dims, kind == "max")
         if bool(out.isinf().any()):
-            raise GuardFailed(f"an infinite {kind}() of a selection, with gradients (the loop decides)", data=True)
+            raise _values_refused(f"an infinite {kind}() of a selection, with gradients (the loop decides)")
         return out
 
     @staticmethod
@@ -227,8 +236,8 @@ class _Helpers:
         start = first + a
         last = start + (n - 1) * step
         if w < 1 or start < 0 or last + w > x.shape[dim]:
-            raise GuardFailed("windows that are empty or past the tensor's ends (Python's slice rules: the "
-                              "loop decides)", data=True)
+            raise _values_refused("windows that are empty or past the tensor's ends (Python's slice rules: the "
+                                  "loop decides)")
         return _windows(x, w, dim)[start:last + 1:step]
 
     @staticmethod
@@ -253,13 +262,13 @@ class _Helpers:
         counting = n == 1 or torch.equal(lo, torch.arange(start, start + n, device=lo.device))
         if w < 1 or not torch.equal(hi, lo + w) or (
                 start < 0 or start + n - 1 + w > size if counting else int(lo.min()) < 0 or int(hi.max()) > size):
-            raise GuardFailed("windows of several widths, empty, or past the tensor's ends "
-                              "(Python's slice rules: the loop decides)", data=True)
+            raise _values_refused("windows of several widths, empty, or past the tensor's ends "
+                                  "(Python's slice rules: the loop decides)")
         rows = _windows(x, w, dim)
         if counting:
             return rows.narrow(0, start, n)
         if n * w * max(x.numel() // max(size, 1), 1) > _WINDOW_COPY_LIMIT:
-            raise GuardFailed("windows out of order that would be copied into one large batch", data=True)
+            raise _values_refused("windows out of order that would be copied into one large batch")
         return rows[lo]
 
     @staticmethod

@@ -2370,7 +2370,9 @@ class Token:
             except GuardFailed as e:
                 errors.append(f"{mode}: {e}")
                 if getattr(e, "final", False):
-                    raise GuardFailed("; ".join(errors)) from None   # no other mode computes it as the loop
+                    # no other mode computes it as the loop; a refusal of these values alone (data)
+                    # stays one, so a later call with other values tries again
+                    raise GuardFailed("; ".join(errors), data=e.data) from None
                 if not e.data:
                     rt.bad_modes.add((self.loop_id, self.sig, mode, tag))
                     hot = rt.hot.get(key)

@@ -259,3 +259,14 @@ def test_windows_along_a_later_dimension_in_any_order():
         col_by_bounds(x, bad)                 # (torch.stack of windows of several widths)
     with pytest.raises(RuntimeError):
         f(x, bad)
+
+
+def test_a_call_with_windows_past_the_end_does_not_stop_later_calls_from_vectorizing():
+    """Windows the batch cannot take refuse those values alone: the loop runs that call (vmap,
+    which cannot slice by data either, is not tried), and the next call is batched again."""
+    x = torch.randn(14, 3)
+    f = autovec(first_windows)
+    torch.testing.assert_close(f(x, 2, 14, 2), first_windows(x, 2, 14, 2))    # one window clipped
+    assert not _ran(f)
+    torch.testing.assert_close(f(x, 2, 12, 2), first_windows(x, 2, 12, 2))
+    assert _ran(f) == {"batched"}
