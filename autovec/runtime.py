@@ -820,6 +820,13 @@ class FunctionRuntime:
             raise GuardFailed("appends with and without gradients into one list")
         return torch.stack(batches, 1).flatten(0, 1)
 
+    @classmethod
+    def records(cls, build, batches, pys, mask=None):
+        """The elements of a list built by appending a literal (`out.append((i, v.item()))`):
+        each changing part is a batch, made Python numbers or tensors as a list of it would be
+        (consume), and `build` makes one iteration's literal from one element of each."""
+        return list(map(build, *[cls.consume("list", b, mask, py) for b, py in zip(batches, pys)]))
+
     @staticmethod
     def consume(kind, o, mask=None, py=False, tok=None):
         """What the loop's list, built by appends, turns into: the stacked tensor, the list itself..."""
@@ -848,6 +855,12 @@ class FunctionRuntime:
             if tok is not None and tok.shares_input(o):
                 o = o.clone()
             return o.movedim(0, d) if base == "stack" else o.movedim(0, d).flatten(d, d + 1)
+        if py and o.dim() != 1:
+            # one Python number per iteration is one element per row: `.item()` of a row with
+            # several elements raises in the loop
+            if o.dim() == 0 or o[0].numel() != 1:
+                raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)", data=True)
+            o = o.reshape(o.shape[0])
         if kind == "tensor":
             if o.shape[0] == 0:
                 return torch.tensor([])
@@ -855,7 +868,7 @@ class FunctionRuntime:
                 # torch.tensor of Python numbers: floats at the default dtype (each double rounded
                 # as .to rounds it), ints as int64, bools as bool, on the default device; the
                 # batch holds them at Python's precision, so one conversion, not a list of n
-                if o.dim() != 1 or o.is_complex():
+                if o.is_complex():
                     return torch.tensor(o.tolist())
                 want = torch.get_default_dtype() if o.is_floating_point() else \
                     torch.bool if o.dtype == torch.bool else torch.int64     # (every value exact as a double)

@@ -759,3 +759,38 @@ def test_prod_gradient_under_vmap_keeps_the_loop(monkeypatch):
     assert not _ran(f)
     f(x)                                            # no gradient: vmap is fine
     assert _ran(f) == {"vmap"}
+
+
+def _items_appended(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i].item())
+    return out
+
+
+def _items_listed(x):
+    return [r.item() for r in x]
+
+
+def _items_tensor(x):
+    return torch.tensor([x[i].item() for i in range(x.shape[0])])
+
+
+@pytest.mark.parametrize("fn", [_items_appended, _items_listed, _items_tensor])
+def test_item_of_rows_with_several_elements_raises_as_the_loop(fn, monkeypatch):
+    """`.item()` stripped from an appended value (pytype "item") was never checked for one
+    element per row: the list held the rows' lists (and torch.tensor a 2-d tensor) where the
+    loop raises. Rows of one element, of any rank, are numbers as in the loop."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.randn(6, 2)
+    with pytest.raises(RuntimeError) as want:
+        fn(x)
+    f = autovec(fn)
+    with pytest.raises(RuntimeError) as got:
+        f(x)
+    assert str(got.value) == str(want.value)
+    for shape in ((6, 1), (6, 1, 1), (6,)):
+        y = torch.randn(shape)
+        assert_equivalent(fn, y)
+        f(y)
+        assert _ran(f)
