@@ -81,6 +81,10 @@ class Output:
     pytype: str = ""          # "item": the loop stores `value.item()` (a Python number)
     joined: int = 0           # append: k > 1 on the first of k unconditional appends into one list in
                               # each iteration (`out.append(a); out.append(b)`), -1 on the others
+    record: tuple = ()        # append of a tuple / list / dict literal (`out.append((i, v.item()))`):
+                              # (the literal's source with its per-iteration parts as `_av_c0`..,
+                              # this part's position, how many parts); the parts are appends of
+                              # their own, rebuilt into the literal per element (runtime.records)
     payloads: tuple = ()      # best: (name, marker, source) of values taken with the best one
     nest_rows: tuple = ()     # store in a loop nest: (level, offset) per leading dimension
     fill: str = ""            # fresh output: "empty", "0" or "1" when the allocation can be made

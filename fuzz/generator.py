@@ -2947,7 +2947,67 @@ def store2_appends(self):
                   "caller": "return len(log)"}[consumer])
 
 
-STORE2_FORMS = {"rows": store2_rows, "appends": store2_appends}
+def store2_records(self):
+    """An appended literal per iteration (`log.append((i, v.item()))`, dicts, lists, nested):
+    index, `.item()` numbers, Python bools, tensors, constants and a loop-invariant name as
+    parts, sometimes under a condition; the list returned, a caller's list, a comprehension,
+    made a tensor afterwards, or read in the loop / appended twice (both keep the loop)."""
+    x = self.main(dtypes=("float32", "float32", "float64", "int64", "float16"), rank=self.pick([1, 2, 2]))
+    self.param("tag", self.pick(["'run'", "3", "None", "[1, 2]"]))
+    fl = x.dtype in FLOATS
+    comp = self.chance(0.25)
+    if comp:
+        i, row = "i", x.row("r").expr
+        head = [f"for i, r in enumerate({x.name})"]
+    else:
+        loop = self.indexed_loop(x)
+        i, row = loop.index, loop.row.expr
+    one = f"{row}.sum()" if len(x.shape) == 2 else row
+    pool = [i, f"{one}.item()", f"{one}.item()", f"{one} > 0", f"bool({one} > 0)", "tag", "'a'", "1.5"]
+    pool += [row, f"{one} * 2"] if self.chance(0.4) else [f"{i} * 2"]
+    if fl:
+        pool += [f"{one}.abs().item()", f"float({one})", f"({one} * 0.5).item()"]
+    else:
+        pool += [f"int({one})", f"{one}.item() + 1"]
+    k = self.pick([1, 2, 2, 3, 4])
+    parts = [self.pick(pool) for _ in range(k)]
+    kind = self.pick(["tuple", "tuple", "dict", "list", "nested"])
+    if kind == "tuple":
+        lit = "(" + ", ".join(parts) + ("," if k == 1 else "") + ")"
+    elif kind == "list":
+        lit = "[" + ", ".join(parts) + "]"
+    elif kind == "dict":
+        keys = [self.pick(["'idx'", "'loss'", "'ok'", "'v'", "0", "'idx'"]) for _ in parts]   # duplicate keys too
+        lit = "{" + ", ".join(f"{a}: {b}" for a, b in zip(keys, parts)) + "}"
+    else:
+        lit = "{'p': (" + ", ".join(parts) + ",), 'q': [" + parts[0] + "]}"
+    cond = f"{one} > 0" if self.chance(0.25) else None
+    if comp:
+        tail = f" if {cond}" if cond else ""
+        out = f"[{lit} {head[0]}{tail}]"
+        self.emit(1, f"return {out}" if self.chance(0.7) else f"log = {out}\n    return len(log), log")
+        return
+    consumer = self.pick(["list", "list", "caller", "tensor", "read", "twice"])
+    if consumer == "caller":
+        self.param("log", "[(0,)]")
+    else:
+        self.emit(1, "log = []")
+    self.emit_all(1, loop.head)
+    at = 2
+    if cond:
+        self.emit(2, f"if {cond}:")
+        at = 3
+    self.emit(at, f"log.append({lit})")
+    if consumer == "twice":
+        self.emit(at, f"log.append(({i},))")
+    if consumer == "read":
+        self.emit(at, "n_seen = len(log)")
+    self.emit_all(2, loop.tail)
+    self.emit(1, {"list": "return log", "caller": "return len(log)", "read": "return log",
+                  "twice": "return log", "tensor": "return torch.tensor(log) if log else None"}[consumer])
+
+
+STORE2_FORMS = {"rows": store2_rows, "appends": store2_appends, "records": store2_records}
 
 
 def _number_list(self, n: int, kind: str) -> str:

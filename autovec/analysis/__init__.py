@@ -212,7 +212,7 @@ def _with_consumers(plan, node: ast.For, ctx: Context):
     """Mark appended lists that are built fresh before the loop and consumed once after it."""
     outs = []
     for out in plan.outputs:
-        if out.kind == "append":
+        if out.kind == "append" and not out.record:   # (a list of literals stays a list)
             appends = sum(1 for o in plan.outputs if o.kind == "append" and o.target == out.target)
             found = _list_consumer(out.target, node, ctx, appends)
             if found:

@@ -240,6 +240,7 @@ class _Body:
     indices: list = field(default_factory=list)   # loop index names (one, or one per nest level)
     items: bool = False                           # the body calls `.item()`
     varying: set = field(default_factory=set)     # iteration variables
+    written: set = field(default_factory=set)     # every name bound anywhere in the body
 
     def marker(self) -> str:
         self.count[0] += 1
@@ -367,14 +368,24 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
     if space.index:   # `x[i:i + 1]` reads as `x[i].unsqueeze(0)`, as in a for loop
         elt = _UnitSlices(space.index).visit(copy.deepcopy(elt))
     value, pytype = _strip_item(elt)
-    stmt = _located(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), line)
+    body.written = body.written | set(iter_vars)
+    parts = _record(elt, body) if consumer == "list" else None
+    if parts is not None:
+        # `[(i, v.item()) for ...]`: one batch per changing part of the literal
+        body.count[0] -= 1      # (the marker above is not used)
+        at = _located(ast.Expr(value=elt), line)
+        stmts = _record_outputs(Output("append", "", src(elt), line, consumer=consumer,
+                                       consumer_src=src(consumer_node)), parts, at, body, int(bool(gen.ifs)))
+    else:
+        stmts = [_located(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), line)]
     for cond in reversed(gen.ifs):
-        stmt = _located(ast.If(test=cond, body=[stmt], orelse=[]), line)
+        stmts = [_located(ast.If(test=cond, body=stmts, orelse=[]), line)]
     body.branches = bool(gen.ifs)
-    body.stmts = body.stmts + [stmt]
-    out = Output("append", "", src(value), line, consumer=consumer, consumer_src=src(consumer_node),
-                 marker=marker, cond=bool(gen.ifs), pytype=pytype)
-    body.outputs.append((out, value))
+    body.stmts = body.stmts + stmts
+    if parts is None:
+        out = Output("append", "", src(value), line, consumer=consumer, consumer_src=src(consumer_node),
+                     marker=marker, cond=bool(gen.ifs), pytype=pytype)
+        body.outputs.append((out, value))
     return _finish(comp, ctx, loop_id, "comprehension", space, iter_vars, body)
 
 
@@ -382,6 +393,54 @@ def _iter_vars(space: IterSpace) -> dict[str, str]:
     out = {t: "element" for t, _ in space.elements}
     if space.index:
         out[space.index] = "index"
+    return out
+
+
+def _record(value: ast.AST, body: "_Body"):
+    """`(i, v.item())`, `[a, b]`, `{"idx": i, "loss": l.item()}`, nested: a literal whose parts
+    that change per iteration are appended each as their own batch and put back together per
+    element. Returns (the literal's source with those parts as `_av_c0`.., the parts), or None.
+    Constants and names the body never binds stay in the literal: the loop evaluates them to
+    the same object in every iteration."""
+    if not isinstance(value, (ast.Tuple, ast.List, ast.Dict)):
+        return None
+    parts: list = []
+
+    def visit(node):
+        if isinstance(node, (ast.Tuple, ast.List)):
+            if any(isinstance(e, ast.Starred) for e in node.elts):
+                return None
+            elts = [visit(e) for e in node.elts]
+            return None if None in elts else type(node)(elts=elts, ctx=ast.Load())
+        if isinstance(node, ast.Dict):
+            if any(k is None or not isinstance(k, ast.Constant) for k in node.keys):
+                return None     # (`**d`, or keys computed per iteration)
+            vals = [visit(v) for v in node.values]
+            return None if None in vals else ast.Dict(keys=[copy.deepcopy(k) for k in node.keys], values=vals)
+        if isinstance(node, ast.Constant) or isinstance(node, ast.Name) and node.id not in body.written:
+            return copy.deepcopy(node)
+        parts.append(node)
+        return ast.Name(id=f"_av_c{len(parts) - 1}", ctx=ast.Load())
+
+    shape = visit(value)
+    if shape is None or not parts:
+        return None
+    return src(shape), parts
+
+
+def _record_outputs(o: Output, parts, s: ast.stmt, body: "_Body", depth: int) -> list:
+    """One append per changing part of an appended literal (_record), each assigned to its marker."""
+    shape, values = parts
+    out = []
+    for j, part in enumerate(values):
+        value, pytype = _strip_item(part)
+        marker = body.marker()
+        body.outputs.append((dataclasses.replace(o, marker=marker, cond=depth > 0, pytype=pytype, value=src(value),
+                                                 record=(shape, j, len(values))), value))
+        out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())],
+                                                         value=value), s), s.lineno))
+        if any(isinstance(n, ast.IfExp) for n in ast.walk(value)):
+            body.branches = True
     return out
 
 
@@ -436,6 +495,7 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
         fills = _RangeFills(body.indices[0], set().union(*map(nm.stores, stmts)) | set(iter_vars))
         stmts = _merge_fills([fills.visit(s) for s in stmts])
     stmts = _normalize_continue(stmts)
+    body.written = set().union(set(iter_vars), *map(nm.stores, stmts))
     body.stmts = _walk(stmts, body, ctx, depth=0)
     return body
 
@@ -712,6 +772,10 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=ma, ctx=ast.Store())],
                                                              value=a), s), s.lineno))
             continue
+        parts = _record(found[1], body) if found is not None and found[0].kind == "append" else None
+        if parts is not None:
+            out.extend(_record_outputs(found[0], parts, s, body, depth))
+            continue
         if found is not None:
             o, payload = found
             value = payload[1] if o.kind == "store" else payload
@@ -953,8 +1017,11 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                     several.add(out.target)
                     outputs.append(stored)
                     continue
+            if out.record and out.record[1] > 0 and first.record and first.record[0] == out.record[0]:
+                outputs.append(out)     # a later part of one appended literal (_record)
+                continue
             if out.kind == "append" and first.kind == "append" and not out.cond and not first.cond \
-                    and form in ("for", "while"):
+                    and form in ("for", "while") and not out.record and not first.record:
                 # `out.append(a); out.append(b)`: the list holds a0, b0, a1, b1, ..: the batches
                 # interleaved (runtime.interleave), committed as one list
                 joined[out.target] = joined.get(out.target, 1) + 1

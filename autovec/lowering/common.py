@@ -346,18 +346,41 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     releases = []   # (fresh output, its fill): not held while the batch is computed (Token.release)
     result, swaps, display_swaps = None, {}, {}
     for k, o in enumerate(plan.outputs):
-        if o.joined == -1:
-            continue      # a later append into a list: interleaved with the first one's below
+        if o.joined == -1 or o.record and o.record[1] > 0:
+            continue      # a later append into a list, or part of a literal: with the first one's below
         P = namer.new(f"_av_p{L}_{k}")
         pos, ppos, mpos = layout[k]
         ok = show = f"{O}[{pos}]"
+        mask = f"{O}[{mpos}]" if mpos is not None else "None"
+        if o.record:
+            # the parts of an appended literal, each a batch, put back together per element
+            shape, _, count = o.record
+            group = [(layout[j][0], x.pytype) for j, x in enumerate(plan.outputs)
+                     if x.kind == "append" and x.target == o.target and x.record and x.record[0] == shape]
+            params = ", ".join(f"_av_c{j}" for j in range(count))
+            flat = f".flatten(0, {lead - 1})" if nest else ""
+            if nest and mpos is not None:
+                mask += flat
+            build = (f"{AV}.records(lambda {params}: {shape}, (" + "".join(f"{O}[{q}]{flat}, " for q, _ in group)
+                     + "), (" + "".join(f"{T}.py({q}, {t!r}), " for q, t in group) + f"), {mask})")
+            cols = ", ".join(f"{O}[{q}]" + (f"[{mask}]" if mpos is not None else "") + (".tolist()" if t else "")
+                             for q, t in group)
+            show = f"[{shape} for {params}{',' if count == 1 else ''} in zip({cols})]"
+            prepare += template(f"P = {build}", P=P)
+            if plan.form == "comprehension":
+                result = namer.new(f"_av_r{L}")
+                commit += template("R = P", R=result, P=P)
+                display_tail.append(f"{result} = {show}")
+            else:
+                commit += template(f"{o.target}.extend(P)", P=P)
+                display_tail.append(f"{o.target}.extend({show})")
+            continue
         if o.joined > 1:
             group = [(layout[j][0], x.pytype) for j, x in enumerate(plan.outputs)
                      if x.kind == "append" and x.target == o.target]
             ok = (f"{AV}.interleave((" + "".join(f"{O}[{q}], " for q, _ in group) + "), ("
                   + "".join(f"{T}.py({q}, {t!r}), " for q, t in group) + f"), {o.consumer!r})")
             show = "torch.stack([" + ", ".join(f"{O}[{q}]" for q, _ in group) + "], 1).flatten(0, 1)"
-        mask = f"{O}[{mpos}]" if mpos is not None else "None"
         if nest and o.kind != "store":
             ok = f"{ok}.flatten(0, {lead - 1})"
             mask = f"{mask}.flatten(0, {lead - 1})" if mpos is not None else mask

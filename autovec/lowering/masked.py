@@ -10,7 +10,7 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     filtered = [o for o in plan.outputs if o.kind == "append" and o.cond]
     if not filtered:
         return Refusal("no append happens under a condition", plan.lineno)
-    what = ", ".join(f"`{o.target or 'the comprehension'}`" for o in filtered)
+    what = ", ".join(dict.fromkeys(f"`{o.target or 'the comprehension'}`" for o in filtered))
     return Match("mask", plan, f"elements appended to {what} under a per-element condition are selected "
                  "with a boolean mask, in order")
 
