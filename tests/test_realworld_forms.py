@@ -98,7 +98,41 @@ def kl_rows(p, q):
         kls.append((p[i] * (p[i] / q[i]).log()).sum())
     return torch.tensor(kls)
 
+def topk_hits(logits, labels):
+    correct = 0
+    for i in range(logits.shape[0]):
+        if labels[i] in logits[i].topk(3).indices:
+            correct += 1
+    return correct
+
+def index_not_in(x, banned):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] * (i not in banned))
+    return torch.stack(out)
+
+def row_contains(x, probe):
+    return torch.tensor([probe[i] in x[i] for i in range(x.shape[0])])
+
+def one_hot_enum(labels, x):
+    out = torch.zeros(labels.shape[0], 7)
+    for i, l in enumerate(labels):
+        out[i][l] = x[i]
+    return out
+
+def chained_update(x, cols):
+    out = torch.ones(x.shape[0], 4)
+    for i in range(x.shape[0]):
+        c = cols[i]
+        out[i][c] += x[i].sum()
+    return out
+
 CASES = [
+    (topk_hits, lambda: (torch.randn(40, 8), torch.randint(0, 8, (40,)))),
+    (index_not_in, lambda: (torch.randn(30, 3), torch.tensor([2, 5, 7, 29]))),
+    (row_contains, lambda: (torch.randint(0, 5, (30, 4)).float(), torch.randint(0, 5, (30,)).float())),
+    (one_hot_enum, lambda: (torch.randint(0, 7, (40,)), torch.randn(40))),
+    (chained_update, lambda: (torch.randn(30, 3), torch.randint(0, 4, (30,)))),
     (enum_zip, lambda: (torch.randn(50, 4), torch.randn(50, 4))),
     (ce_slices, lambda: (torch.randn(40, 5), torch.randint(0, 5, (40,)))),
     (per_batch_mm, lambda: (torch.randn(30, 3, 4), torch.randn(30, 4, 5))),
@@ -134,3 +168,38 @@ def test_real_world_loop(fn, make):
         grad_args = tuple(a.clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
                           for a in args)
         assert_equivalent(fn, *grad_args, grad=True)
+
+
+def in_a_list(x, allowed):
+    hits = 0
+    for i in range(x.shape[0]):
+        if x[i].argmax().item() in allowed:
+            hits += 1
+    return hits
+
+def in_sliced_rows(x):
+    out = torch.zeros(x.shape[0], x.shape[1])
+    for i in range(1, x.shape[0]):
+        out[i][: i % 3] = x[i][: i % 3]
+    return out
+
+
+@pytest.mark.parametrize("fn, args", [
+    (in_a_list, (torch.randn(20, 5), [0, 2])),
+    (in_sliced_rows, (torch.randn(9, 4),)),
+], ids=["in_a_list", "ragged_chained_store"])
+def test_forms_that_keep_the_loop_and_its_answer(fn, args):
+    from autovec import assert_equivalent, autovec, explain
+    assert explain(autovec(fn), *args).path == "python"
+    assert_equivalent(fn, *args)
+
+
+def test_in_of_a_tensor_element_with_several_elements_broadcasts_as_the_loop():
+    """`row in t` compares with broadcasting and reduces over everything, as Tensor.__contains__."""
+    from autovec import assert_equivalent
+    x, t = torch.randint(0, 3, (25, 2, 3)), torch.randint(0, 3, (25, 3))
+    assert_equivalent(row_contains, x.float(), t[:, 0].float())
+
+    def rows_in(x, t):
+        return [t[i] in x[i] for i in range(x.shape[0])]
+    assert_equivalent(rows_in, x, t)

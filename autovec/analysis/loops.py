@@ -490,6 +490,8 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     body = _Body([], [], {})
     body.indices = [k for k, v in iter_vars.items() if v == "index"]
     body.varying = set(iter_vars)
+    if body.indices:
+        stmts = [_ChainedStores(body.indices).visit(copy.deepcopy(s)) for s in stmts]
     if len(body.indices) == 1:
         stmts = [_UnitSlices(body.indices[0]).visit(copy.deepcopy(s)) for s in stmts]
         fills = _RangeFills(body.indices[0], set().union(*map(nm.stores, stmts)) | set(iter_vars))
@@ -504,12 +506,13 @@ def _scatter_entries(sub: ast.Subscript, body: "_Body"):
     """The index entries of a write like `hist[idx[k]] += w` (values that change per iteration,
     then only full slices), or None when the write is an ordinary `out[i]` store."""
     idx = body.indices
-    if len(idx) == 1 and isinstance(match_subscript(sub, idx[0]), tuple):
-        return None
-    if len(idx) > 1 and isinstance(match_subscript_nest(sub, idx), list):
-        return None
     entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
     varying = body.varying | set(body.assigned)
+    m = match_subscript(sub, idx[0]) if len(idx) == 1 else None
+    if isinstance(m, tuple) and not any(nm.load_ids(e) & varying for k, e in enumerate(entries) if k != m[0]):
+        return None     # `out[i]`, `out[:, i + 1]`: a store of rows (`out[i, l]` with `l` per iteration scatters)
+    if len(idx) > 1 and isinstance(match_subscript_nest(sub, idx), list):
+        return None
     k = 0
     while k < len(entries) and not isinstance(entries[k], ast.Slice):
         k += 1
@@ -690,6 +693,37 @@ def _merge_fills(stmts: list) -> list:
             k -= 1
         k += 1
     return out
+
+
+class _ChainedStores(ast.NodeTransformer):
+    """`out[i][j] = v` (and `+=`) writes as `out[i, j] = v`: with `i` a loop index (a Python
+    int), `out[i]` drops dimension 0 and `[j]` then indexes what was dimension 1, whatever `j`
+    is (an int, a slice, a tensor, a tuple of them). On a value that is not a tensor (a list
+    of rows) the merged write fails and the original loop runs."""
+
+    def __init__(self, indices):
+        self.indices = set(indices)
+
+    def _merge(self, t):
+        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Subscript) \
+                and isinstance(t.value.value, ast.Name) and isinstance(t.value.slice, ast.Name) \
+                and t.value.slice.id in self.indices:
+            rest = t.slice.elts if isinstance(t.slice, ast.Tuple) else [t.slice]
+            if not any(isinstance(e, ast.Starred) for e in rest):
+                merged = ast.Tuple(elts=[copy.deepcopy(t.value.slice)] + [copy.deepcopy(e) for e in rest],
+                                   ctx=ast.Load())
+                return ast.copy_location(ast.Subscript(value=copy.deepcopy(t.value.value), slice=merged,
+                                                       ctx=ast.Store()), t)
+        return t
+
+    def visit_Assign(self, node):
+        if len(node.targets) == 1:
+            node.targets = [self._merge(node.targets[0])]
+        return node
+
+    def visit_AugAssign(self, node):
+        node.target = self._merge(node.target)
+        return node
 
 
 class _UnitSlices(ast.NodeTransformer):
