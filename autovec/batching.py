@@ -412,6 +412,13 @@ class _Helpers:
         return c if c.dtype == torch.bool else c != 0
 
     @staticmethod
+    def contains(eq, lead, negate):
+        """`v in t` per iteration from the batch of `v == t`: any element equal, over each
+        iteration's own dimensions (`not in`: none)."""
+        hit = eq.flatten(lead).any(-1) if eq.dim() > lead else eq
+        return torch.logical_not(hit) if negate else hit
+
+    @staticmethod
     def land(a, b):
         return torch.logical_and(torch.as_tensor(a), torch.as_tensor(b))
 

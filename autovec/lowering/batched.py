@@ -509,6 +509,8 @@ class _Batcher:
         return new if v.batched else _V(new, False, None)
 
     def e_Compare(self, node):
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            return self._contains(node)
         if not all(isinstance(op, (ast.Lt, ast.Gt, ast.LtE, ast.GtE, ast.Eq, ast.NotEq)) for op in node.ops):
             raise Unsupported(f"comparison `{ast.unparse(node)}`")
         if len(node.ops) > 1:
@@ -537,6 +539,19 @@ class _Batcher:
             return _V(ast.Compare(left=a.node, ops=node.ops, comparators=[b.node]), False, None)
         la, lb = _align([a, b], binary=True, lead=self.c.lead)
         return ast.Compare(left=la, ops=node.ops, comparators=[lb])
+
+    def _contains(self, node):
+        """`v in t` of a tensor `t`: Tensor.__contains__ is `(v == t).any().item()`, a Python
+        bool; batched, the same comparison (broadcast as one iteration's) reduced over each
+        iteration's own dimensions."""
+        a, b = self.expr(node.left), self.expr(node.comparators[0])
+        if b.fact.kind != "tensor" or not (a.fact.kind == "tensor" or a.fact.number):
+            raise Unsupported(f"`{ast.unparse(node)}`: `in` of other than a tensor or number in a tensor")
+        if not a.batched and not b.batched:
+            return _V(ast.Compare(left=a.node, ops=node.ops, comparators=[b.node]), False, None)
+        la, lb = _align([a, b], binary=True, lead=self.c.lead)
+        eq = ast.Compare(left=la, ops=[ast.Eq()], comparators=[lb])
+        return _helper("contains", eq, _const(self.c.lead), _const(isinstance(node.ops[0], ast.NotIn)))
 
     def e_Attribute(self, node):
         v = self.expr(node.value)
