@@ -221,6 +221,37 @@ class _Helpers:
         return out
 
     @staticmethod
+    def span(kind, b, rows, lo, hi, first):
+        """b_k[lo_k:hi_k].kind() (or .kind(0)) for every iteration: `b` (n, T, ...) batched, or
+        with `rows` (the loop's indices) the same tensor in every iteration, read at b[rows_k].
+        Each span is a mask of the T positions, as Python's slice takes them: a negative bound
+        counts from the end, and both clip at the ends."""
+        from .runtime import GuardFailed
+        if not isinstance(b, torch.Tensor):
+            raise GuardFailed("a span of a non-tensor (the loop decides)")
+        if rows is not None:
+            b = b[rows]          # (an index out of range raises IndexError: the loop decides)
+        if b.dim() < 2:
+            raise GuardFailed("a span of a 0-d value (the loop raises)")
+        t = b.shape[1]
+        pos = torch.arange(t, device=b.device)
+
+        def bound(v, default):
+            if v is None:
+                return torch.full((b.shape[0],), default, dtype=torch.int64, device=b.device)
+            if isinstance(v, torch.Tensor):
+                if v.dtype == torch.bool or v.is_floating_point() or v.is_complex():
+                    raise GuardFailed("slice bounds that are not integers (the loop decides)")
+                v = v.to(torch.int64)
+            else:
+                v = torch.full((b.shape[0],), operator.index(v), dtype=torch.int64, device=b.device)
+            return torch.where(v < 0, v + t, v)    # (bounds past the ends select up to them)
+
+        start, stop = bound(lo, 0), bound(hi, t)
+        m = (pos >= start.unsqueeze(1)) & (pos < stop.unsqueeze(1))
+        return _Helpers.masked(kind, b, True, m, first)
+
+    @staticmethod
     def window_at(x, i, a, b, dim=0):
         """x[i_k + a:i_k + b] for every iteration, `i` the batch of the loop's own index (an
         arange, in iteration order) and `a`, `b` loop-invariant integers: a view of x.unfold's

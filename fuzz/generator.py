@@ -3339,7 +3339,36 @@ def win_masked(self):
     self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
 
 
-WIN_FORMS = {"index": win_index, "bounds": win_bounds, "masked": win_masked}
+def win_span(self):
+    """A ragged span reduced along it: `h[i, :lengths[i]].mean(0)`, `x[i][s:e].sum()`, with bounds
+    that are negative, past the ends, empty, computed in the body, floats, or a Python list."""
+    x = self.main(dtypes=("float32", "float32", "float64", "int64", "bool"), rank=self.pick([2, 2, 3]))
+    t = x.shape[1]
+    kind = self.pick(["tensor", "tensor", "int", "list", "float"])
+    lo_hi = self.pick(["hi", "hi", "lo", "both"])
+    for name in ("a", "b"):
+        if kind == "list":
+            self.param(name, repr([self.rng.randint(-t - 2, t + 2) for _ in range(self.n)]))
+        elif kind == "float":
+            self.param(name, f"torch.randint(0, {t + 1}, ({self.n},)).float()")
+        else:
+            self.tensor(name, (self.n,), self.pick(["int64", "int64", "int32"]), low=-t - 2, high=t + 3)
+    red = self.pick(["sum()", "sum(0)", "mean(0)", "mean()", "max()", "min()", "sum(dim=0)"])
+    loop = self.indexed_loop(x, allow_while=False)
+    i, row = loop.index, loop.row.expr
+    lo = f"a[{i}]" if lo_hi in ("lo", "both") else ""
+    hi = f"b[{i}]" if lo_hi in ("hi", "both") else ""
+    if kind == "int":
+        lo, hi = (f"int({v})" if v else "" for v in (lo, hi))
+    sliced = self.pick([f"{x.name}[{i}, {lo}:{hi}]", f"{row}[{lo}:{hi}]"])
+    self.emit(1, "outs = []")
+    self.emit_all(1, loop.head)
+    self.emit(2, f"outs.append({sliced}.{red}{self.pick(['', ' * 2'])})")
+    self.emit_all(2, loop.tail)
+    self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
+
+
+WIN_FORMS = {"index": win_index, "bounds": win_bounds, "masked": win_masked, "span": win_span}
 
 
 def fill_slices(self):

@@ -197,3 +197,78 @@ def test_class_totals_and_means_with_gradients():
     f = autovec(centroids)
     f(x, y, 7).nan_to_num().sum().backward()
     assert _ran(f) == {"batched"}
+
+
+# ----------------------------------------------------------------------------- ragged spans
+# `b[lo:hi]` with bounds that change per iteration, reduced along the span (batching._Helpers.span)
+
+
+def pooled(h, lengths):
+    out = []
+    for i in range(h.shape[0]):
+        out.append(h[i, :lengths[i]].mean(0))
+    return torch.stack(out)
+
+
+def span_sums(x, starts, ends):
+    out = torch.zeros(x.shape[0], x.shape[2], dtype=x.dtype)
+    for i in range(x.shape[0]):
+        s, e = int(starts[i]), int(ends[i])
+        out[i] = x[i][s:e].sum(0)
+    return out
+
+
+def tail_extremes(x, k):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(x[i][-k[i]:].max() - x[i][: k[i]].min())
+    return torch.stack(res)
+
+
+def total_of_prefix(x, n):
+    return torch.stack([x[i, :n[i]].sum() for i in range(x.shape[0])])
+
+
+SPANS = [
+    (pooled, lambda: (torch.randn(30, 12, 4), torch.randint(1, 13, (30,)))),
+    (pooled, lambda: (torch.randn(20, 6, 3), torch.randint(-8, 9, (20,)))),          # negative, past the end
+    (span_sums, lambda: (torch.randn(25, 10, 3), torch.randint(-12, 12, (25,)), torch.randint(-12, 14, (25,)))),
+    (span_sums, lambda: (torch.randint(-5, 5, (25, 10, 3)), torch.randint(0, 5, (25,)), torch.randint(3, 11, (25,)))),
+    (tail_extremes, lambda: (torch.randn(20, 9), torch.randint(1, 9, (20,)))),
+    (total_of_prefix, lambda: (torch.randn(18, 7, dtype=torch.float64), torch.randint(0, 8, (18,)))),
+]
+
+
+@pytest.mark.parametrize("fn, make", SPANS, ids=[f"{fn.__name__}{k}" for k, (fn, _) in enumerate(SPANS)])
+def test_ragged_spans_are_reduced_at_once(fn, make):
+    torch.manual_seed(0)
+    args = make()
+    f = autovec(fn)
+    f(*args)
+    assert _ran(f) == {"batched"}
+    assert_equivalent(fn, *args)
+    floats = tuple(a.clone().requires_grad_() if a.is_floating_point() else a for a in args)
+    if floats[0].requires_grad:
+        assert_equivalent(fn, *floats, grad=True)
+
+
+def test_an_empty_span_is_the_loops():
+    """mean of an empty span is NaN, sum 0; max of one raises, as the loop."""
+    h, n = torch.randn(6, 5, 2), torch.tensor([3, 0, 5, 0, 1, 2])
+    assert_equivalent(pooled, h, n)
+    assert_equivalent(span_sums, h, n - 1, n + 2)
+    x = torch.randn(6, 5)
+    with pytest.raises(RuntimeError) as want:
+        tail_extremes(x, torch.tensor([1, 2, 0, 1, 1, 1]))
+    with pytest.raises(RuntimeError) as got:
+        autovec(tail_extremes)(x, torch.tensor([1, 2, 0, 1, 1, 1]))
+    assert str(got.value) == str(want.value)
+
+
+def test_float_bounds_raise_as_the_loop():
+    h = torch.randn(5, 4, 2)
+    with pytest.raises(TypeError) as want:
+        pooled(h, torch.full((5,), 2.0))
+    with pytest.raises(TypeError) as got:
+        autovec(pooled)(h, torch.full((5,), 2.0))
+    assert str(got.value) == str(want.value)

@@ -690,6 +690,11 @@ class _Batcher:
         the selection is ragged, its reduction is not. The helper reduces b with the unselected
         entries replaced by the reduction's identity, and counts the selected ones."""
         f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in ("sum", "mean", "max", "min") \
+                and isinstance(f.value, ast.Subscript) and self.varies(f.value):
+            span = self._span_reduction(node)
+            if span is not None:
+                return span
         if not (isinstance(f, ast.Attribute) and f.attr in ("sum", "mean", "max", "min")
                 and isinstance(f.value, ast.Subscript) and not isinstance(f.value.slice, (ast.Tuple, ast.Slice))
                 and self.varies(f.value)):
@@ -718,6 +723,45 @@ class _Batcher:
                 return _helper("segment", _const(f.attr), b.node, labels, _name(self.c.index),
                                _const(bool(node.args)))
         return _helper("masked", _const(f.attr), b.node, _const(b.batched), m.node, _const(bool(node.args)))
+
+    def _span_reduction(self, node):
+        """`b[lo:hi].sum(0)` (`.mean(0)`, `.sum()`, `.mean()`, `.max()`, `.min()`) with bounds that
+        change per iteration, along b's first dimension: ragged spans (`h[i, :lengths[i]].mean(0)`,
+        `x[i][s:e].sum()`). A span is a mask of that dimension (Python's slice rules: negative
+        bounds count from the end, bounds clip at the ends), reduced as masked selections are.
+        `b[i, lo:hi]` of the loop's own index `i` is `b[i][lo:hi]`."""
+        f = node.func
+        sub = f.value
+        rows = None
+        sl = sub.slice
+        if self.c.lead != 1:
+            return None
+        if isinstance(sl, ast.Tuple) and len(sl.elts) == 2 and isinstance(sl.elts[1], ast.Slice) \
+                and isinstance(sl.elts[0], ast.Name) and sl.elts[0].id == self.c.index:
+            rows, sl = self.expr(sl.elts[0]), sl.elts[1]
+            if self.varies(sub.value):
+                return None
+        if not isinstance(sl, ast.Slice) or sl.step is not None:
+            return None
+        bounds = [b for b in (sl.lower, sl.upper) if b is not None]
+        if not bounds or not any(self.varies(b) for b in bounds):
+            return None
+        if node.keywords or len(node.args) > 1 or f.attr in ("max", "min") and node.args:
+            raise Unsupported(f"`{ast.unparse(node)}`: a ragged span reduced other than over all of it "
+                              "or its first dimension")
+        if node.args and not (isinstance(node.args[0], ast.Constant) and type(node.args[0].value) is int
+                              and node.args[0].value == 0):
+            raise Unsupported(f"`{ast.unparse(node)}`: a ragged span reduced along a dimension other than 0")
+        b = self.expr(sub.value)
+        if b.fact.kind != "tensor" or rows is None and not b.batched:
+            return None
+        lo, hi = (self.expr(e) if e is not None else None for e in (sl.lower, sl.upper))
+        for v in (lo, hi):
+            if v is not None and not self._integer_scalar(v):
+                raise Unsupported(f"`{ast.unparse(sl)}`: slice bounds other than integers")
+        return _helper("span", _const(f.attr), b.node, rows.node if rows is not None else _const(None),
+                       lo.node if lo is not None else _const(None), hi.node if hi is not None else _const(None),
+                       _const(bool(node.args)))
 
     def _index_offset(self, e):
         """`a` in a slice bound `i + a`, `a + i`, `i - a` or `i` of the loop's own index `i`
