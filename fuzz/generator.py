@@ -3007,7 +3007,38 @@ def store2_records(self):
                   "twice": "return log", "tensor": "return torch.tensor(log) if log else None"}[consumer])
 
 
-STORE2_FORMS = {"rows": store2_rows, "appends": store2_appends, "records": store2_records}
+def store2_nest(self):
+    """A loop nest whose store leaves out some of its indices: `out[i] += A[i, j] * x[j]`
+    (matvec), `C[i, j] += A[i, k] * B[k, j]`, `out[j] -= ..`, `out[j, i] = ..` (transposed),
+    `out[i] = ..` (the last inner write wins); `*=`, a read of the output, or an index of
+    another tensor keep the loop."""
+    dt = self.pick(["float32", "float32", "float64", "int64"])
+    a = self.tensor("A", (self.n, self.d), dt)
+    self.tensor("v", (self.d,), dt)
+    three = self.chance(0.25)
+    if three:
+        self.tensor("B", (self.d, self.rng.randint(1, 4)), dt)
+        self.emit(1, f"out = torch.{self.pick(['zeros', 'ones'])}(A.shape[0], B.shape[1], dtype=torch.{dt})")
+        self.emit(1, "for i in range(A.shape[0]):")
+        self.emit(2, "for j in range(B.shape[1]):")
+        self.emit(3, "for k in range(A.shape[1]):")
+        op = self.pick(["+=", "+=", "-=", "="])
+        self.emit(4, f"out[i, j] {op} A[i, k] * B[k, j]")
+        self.emit(1, "return out")
+        return
+    target, size = self.pick([("out[i]", "A.shape[0]"), ("out[i]", "A.shape[0]"), ("out[j]", "A.shape[1]"),
+                              ("out[j, i]", "A.shape[1], A.shape[0]"), ("out[i, 0]", "A.shape[0], 2")])
+    op = self.pick(["+=", "+=", "-=", "=", "*="])
+    val = self.pick(["A[i, j] * v[j]", "A[i, j]", "(A[i, j] - v[j]).abs()", "A[i, j] * 2 + out[i]" if target == "out[i]"
+                     else "A[i, j] + 1", "v[j] * i"])
+    self.emit(1, f"out = torch.zeros({size}, dtype=torch.{dt})")
+    self.emit(1, "for i in range(A.shape[0]):")
+    self.emit(2, "for j in range(A.shape[1]):")
+    self.emit(3, f"{target} {op} {val}")
+    self.emit(1, self.pick(["return out", "return out.sum()"]))
+
+
+STORE2_FORMS = {"rows": store2_rows, "appends": store2_appends, "records": store2_records, "nest": store2_nest}
 
 
 def _number_list(self, n: int, kind: str) -> str:

@@ -127,7 +127,40 @@ def chained_update(x, cols):
         out[i][c] += x[i].sum()
     return out
 
+def matvec_nest(A, x):
+    out = torch.zeros(A.shape[0])
+    for i in range(A.shape[0]):
+        for j in range(A.shape[1]):
+            out[i] += A[i, j] * x[j]
+    return out
+
+def matmul_nest(A, B):
+    C = torch.zeros(A.shape[0], B.shape[1])
+    for i in range(A.shape[0]):
+        for j in range(B.shape[1]):
+            for k in range(A.shape[1]):
+                C[i, j] += A[i, k] * B[k, j]
+    return C
+
+def bag_of_embeddings(emb, tokens):
+    out = torch.zeros(tokens.shape[0], emb.shape[1])
+    for i in range(tokens.shape[0]):
+        for j in range(tokens.shape[1]):
+            out[i] += emb[tokens[i, j]]
+    return out
+
+def column_totals_transposed(x):
+    out = torch.zeros(x.shape[1], x.shape[0])
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[j, i] = x[i, j] * 2
+    return out
+
 CASES = [
+    (matvec_nest, lambda: (torch.randn(12, 9), torch.randn(9))),
+    (matmul_nest, lambda: (torch.randn(6, 5), torch.randn(5, 7))),
+    (bag_of_embeddings, lambda: (torch.randn(20, 4), torch.randint(0, 20, (15, 6)))),
+    (column_totals_transposed, lambda: (torch.randn(8, 5),)),
     (topk_hits, lambda: (torch.randn(40, 8), torch.randint(0, 8, (40,)))),
     (index_not_in, lambda: (torch.randn(30, 3), torch.tensor([2, 5, 7, 29]))),
     (row_contains, lambda: (torch.randint(0, 5, (30, 4)).float(), torch.randint(0, 5, (30,)).float())),
@@ -184,10 +217,27 @@ def in_sliced_rows(x):
     return out
 
 
+def nest_product(x):
+    out = torch.ones(x.shape[0])
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i] *= x[i, j]
+    return out
+
+def nest_reads_output(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i] += x[i, j] * out[i]
+    return out
+
+
 @pytest.mark.parametrize("fn, args", [
+    (nest_product, (torch.randn(6, 4),)),
+    (nest_reads_output, (torch.randn(6, 4),)),
     (in_a_list, (torch.randn(20, 5), [0, 2])),
     (in_sliced_rows, (torch.randn(9, 4),)),
-], ids=["in_a_list", "ragged_chained_store"])
+], ids=["nest_product", "nest_reads_output", "in_a_list", "ragged_chained_store"])
 def test_forms_that_keep_the_loop_and_its_answer(fn, args):
     from autovec import assert_equivalent, autovec, explain
     assert explain(autovec(fn), *args).path == "python"

@@ -511,8 +511,11 @@ def _scatter_entries(sub: ast.Subscript, body: "_Body"):
     m = match_subscript(sub, idx[0]) if len(idx) == 1 else None
     if isinstance(m, tuple) and not any(nm.load_ids(e) & varying for k, e in enumerate(entries) if k != m[0]):
         return None     # `out[i]`, `out[:, i + 1]`: a store of rows (`out[i, l]` with `l` per iteration scatters)
-    if len(idx) > 1 and isinstance(match_subscript_nest(sub, idx), list):
-        return None
+    if len(idx) > 1:
+        m = match_subscript_nest(sub, idx)
+        if isinstance(m, list) and [(lv, p) for lv, p, _ in m] == [(k, k) for k in range(len(idx))]:
+            return None     # `out[i, j]` in a nest over (i, j): a store of its rows
+        # (`out[i] += A[i, j] * x[j]` in a nest over (i, j): repeated indices, a scatter)
     k = 0
     while k < len(entries) and not isinstance(entries[k], ast.Slice):
         k += 1
