@@ -3267,7 +3267,34 @@ def rows_branch(self):
     self.emit(1, "return out")
 
 
-ROWS_FORMS = {"unpack": rows_unpack, "items": rows_items, "branch": rows_branch}
+def rows_mixed(self):
+    """Python's max / min of a constant and a 0-d tensor (`max(0, x2 - x1)`: the int in some
+    iterations, the tensor in others), then arithmetic with tensors (the IoU spelling), or a
+    use that tells the two apart: an output, a comparison, a method, a division of two such
+    values, another constant or dtype (those keep the loop)."""
+    x = self.main(dtypes=("float32", "float32", "float64", "float16", "bfloat16", "int64"), rank=2)
+    y = self.tensor("y", (self.n, self.d), self.pick([x.dtype, x.dtype, "float64", "float32"]))
+    loop = self.indexed_loop(x, allow_while=False)
+    i = loop.index
+    c = self.pick(["0", "0", "0.0", "1", "-1", "0.5"])
+    a, b = f"x[{i}, 0] - y[{i}, 0]", f"y[{i}, -1] - x[{i}, -1]"
+    pa = self.pick([f"max({c}, {a})", f"min({a}, {c})", f"max({a}, {c})"])
+    pb = self.pick([f"max({c}, {b})", f"min({c}, {b})"])
+    use = self.pick(["iou", "iou", "iou", "neg", "out", "cmp", "method", "div", "sum"])
+    self.emit(1, "out = torch.zeros(x.shape[0], dtype=torch.float64)" if self.chance(0.3)
+              else "out = torch.zeros(x.shape[0], dtype=x.dtype)")
+    self.emit_all(1, loop.head)
+    self.emit(2, f"p = {pa}")
+    self.emit(2, f"q = {pb}")
+    expr = {"iou": f"p * q / (x[{i}].abs().sum() + y[{i}].abs().sum() - p * q + 1)",
+            "neg": f"-p + x[{i}, 1] * q", "out": "p", "cmp": f"(p > 0.25) * x[{i}, 1]",
+            "method": f"p.abs() + x[{i}, 1]", "div": f"p / q + x[{i}, 1]", "sum": f"p + q - x[{i}, 1]"}[use]
+    self.emit(2, f"out[{i}] = {expr}")
+    self.emit_all(2, loop.tail)
+    self.emit(1, "return out")
+
+
+ROWS_FORMS = {"unpack": rows_unpack, "items": rows_items, "branch": rows_branch, "mixed": rows_mixed}
 
 
 def win_index(self):

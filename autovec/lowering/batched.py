@@ -244,6 +244,14 @@ def _compute_dtype(vals: list[_V]):
     return torch.result_type(*dummies)
 
 
+def _unit_constant(node) -> bool:
+    """A literal 0, 1 or -1 (int or float, not bool): exact in every floating dtype, and
+    Python's sums and products of a few of them stay exact there too."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value in (0, 1)
+
+
 def _cast(node: ast.expr, dtype) -> ast.expr:
     return _call(_attr(node, "to"), [_torch(str(dtype).replace("torch.", ""))])
 
@@ -353,6 +361,12 @@ class _Ctx:
     exempt: set = field(default_factory=set)    # node numbers whose dtype may differ from one iteration's
     lossless: dict = field(default_factory=dict)   # name -> the fact of the exempt value it holds
     index: str | None = None  # the parameter that is the loop's own index (an arange), never rebound
+    # values that are a Python number in some iterations and a 0-d tensor in others
+    # (`max(0, x2 - x1)`): ids of the original nodes, the names bound to one, and the nodes
+    # whose use of one was accepted (arithmetic only: _Batcher._mixed_use)
+    mixed: set = field(default_factory=set)
+    mixed_names: set = field(default_factory=set)
+    mixed_ok: set = field(default_factory=set)
 
 
 class _Batcher:
@@ -386,6 +400,11 @@ class _Batcher:
         v = self.expr(s.value)
         if isinstance(t, ast.Name):
             self._bind(t.id, v.batched)
+            if id(s.value) in self.c.mixed:
+                self.c.mixed_names.add(t.id)
+                self.c.mixed_ok.add(id(s.value))
+            else:
+                self.c.mixed_names.discard(t.id)
             k = self.c.ids.get(id(s.value))
             if k is not None and k in self.c.exempt:
                 self.c.lossless[t.id] = v.fact   # its reads hold the stored branches' lossless value
@@ -395,6 +414,7 @@ class _Batcher:
             for e in t.elts:
                 self._bind(e.id, v.batched)
                 self.c.lossless.pop(e.id, None)
+                self.c.mixed_names.discard(e.id)
         else:
             raise Unsupported(f"assignment to `{ast.unparse(t)}`")
         return ast.copy_location(ast.Assign(targets=[copy.deepcopy(t)], value=v.node), s)
@@ -450,6 +470,8 @@ class _Batcher:
         if meth is None:
             raise Unsupported(f"`{ast.unparse(node)}` ({type(node).__name__}) on per-iteration values")
         new = meth(node)
+        if isinstance(node, ast.Name) and node.id in self.c.mixed_names:
+            self.c.mixed.add(id(node))
         if isinstance(node, ast.Name) and node.id in self.c.lossless:
             k = self.c.ids.get(id(node))
             if k is not None:
@@ -492,6 +514,8 @@ class _Batcher:
         a, b = self.expr(node.left), self.expr(node.right)
         if not a.batched and not b.batched:
             return _V(ast.BinOp(left=a.node, op=node.op, right=b.node), False, None)
+        if id(node.left) in self.c.mixed or id(node.right) in self.c.mixed:
+            return self._mixed_arith(node, a, b)
         if isinstance(node.op, ast.MatMult):
             return self._product("matmul", a, b)
         la, lb = _align([a, b], binary=True, lead=self.c.lead)
@@ -506,6 +530,11 @@ class _Batcher:
             return _call(_torch("logical_not"), [_helper("truth", v.node)])
         v = self.expr(node.operand)
         new = ast.UnaryOp(op=node.op, operand=v.node)
+        if id(node.operand) in self.c.mixed:
+            if not isinstance(node.op, ast.USub):
+                raise Unsupported(f"`{ast.unparse(node)}` of a value that is a number in some iterations")
+            self._mixed_result(node, node.operand)
+            return _V(new, True, v.fact)
         return new if v.batched else _V(new, False, None)
 
     def e_Compare(self, node):
@@ -539,6 +568,73 @@ class _Batcher:
             return _V(ast.Compare(left=a.node, ops=node.ops, comparators=[b.node]), False, None)
         la, lb = _align([a, b], binary=True, lead=self.c.lead)
         return ast.Compare(left=la, ops=node.ops, comparators=[lb])
+
+    # -------------------------------------------------------------- numbers or tensors
+
+    def _mixed_pick(self, is_max, node, vals):
+        """`max(0, x2 - x1)`, `min(t, 1)`: a constant 0 or ±1 against a per-iteration 0-d floating
+        tensor is the constant (a Python int or float) in some iterations and the tensor in
+        others. The batch holds both in the tensor's dtype (exact for these constants); where
+        the two kinds could behave differently, the value may only be used in arithmetic
+        (_mixed_arith) that ends in a tensor of that dtype, which the loop computes the same
+        in every iteration."""
+        if len(vals) != 2 or node.keywords:
+            return None
+        consts = [k for k, (a, v) in enumerate(zip(node.args, vals)) if not v.batched and _unit_constant(a)]
+        if len(consts) != 1:
+            return None
+        t = vals[1 - consts[0]]
+        if not (t.batched and t.fact.kind == "tensor" and t.fact.rank == 0 and t.fact.dtype is not None
+                and t.fact.dtype.is_floating_point) or id(node.args[1 - consts[0]]) in self.c.mixed:
+            return None
+        self.c.mixed.add(id(node))
+        self._exempt(node)
+        return _V(_helper("pick", _const(is_max), *(v.node for v in vals)), True,
+                  Fact("tensor", 0, t.fact.dtype))
+
+    def _exempt(self, node):
+        k = self.c.ids.get(id(node))
+        if k is not None:
+            self.c.exempt.add(k)     # (its kind differs between iterations: checked at its uses)
+
+    def _mixed_result(self, node, *parts):
+        for p in parts:
+            if id(p) in self.c.mixed:
+                self.c.mixed_ok.add(id(p))
+        self.c.mixed.add(id(node))
+        self._exempt(node)
+
+    def _mixed_arith(self, node, a, b):
+        """Arithmetic on values that are numbers in some iterations (_mixed_pick): two such values
+        (+, -, *: Python's int arithmetic or the tensor's, the same numbers) stay such a value;
+        one against a per-iteration tensor of the same floating dtype (+, -, *, /) is that
+        tensor's dtype in every iteration (a Python number is a weak scalar), so the result
+        is an ordinary value."""
+        lm, rm = id(node.left) in self.c.mixed, id(node.right) in self.c.mixed
+        op = node.op
+        if lm and rm:
+            if not isinstance(op, (ast.Add, ast.Sub, ast.Mult)) or a.fact.dtype != b.fact.dtype:
+                raise Unsupported(f"`{ast.unparse(node)}` of two values that are numbers in some iterations")
+            self._mixed_result(node, node.left, node.right)
+            return _V(ast.BinOp(left=a.node, op=op, right=b.node), True, a.fact)
+        m, other = (a, b) if lm else (b, a)
+        f = other.fact
+        if not (other.batched and isinstance(op, (ast.Add, ast.Sub, ast.Mult, ast.Div)) and f.kind == "tensor"
+                and f.dtype == m.fact.dtype):
+            raise Unsupported(f"`{ast.unparse(node)}`: a value that is a Python number in some iterations "
+                              "meets other than a per-iteration tensor of its dtype")
+        self.c.mixed_ok.add(id(node.left if lm else node.right))
+        la, lb = _align([a, b], lead=self.c.lead)
+        return _V(ast.BinOp(left=la, op=op, right=lb), True, Fact("tensor", f.rank, f.dtype, f.shape))
+
+    def check_mixed(self):
+        """Every use of a value that is a number in some iterations must be one _mixed_arith or an
+        assignment took; any other (a call, a method, a comparison, an output) could tell a
+        Python number from a tensor."""
+        bad = self.c.mixed - self.c.mixed_ok
+        if bad:
+            raise Unsupported("a value that is a Python number in some iterations and a tensor in others "
+                              "(`max(0, t)`) used other than in arithmetic with tensors")
 
     def _contains(self, node):
         """`v in t` of a tensor `t`: Tensor.__contains__ is `(v == t).any().item()`, a Python
@@ -833,6 +929,9 @@ class _Batcher:
         if obj is builtins.max or obj is builtins.min:
             # Python's max(a, b): b where b > a, else a (the first of equals; NaN as it falls)
             vals = [self.expr(a) for a in node.args]
+            mixed = self._mixed_pick(obj is builtins.max, node, vals)
+            if mixed is not None:
+                return mixed
             if len(vals) >= 2 and not node.keywords and len({v.fact.kind for v in vals}) == 1 \
                     and vals[0].fact.kind in ("int", "float"):
                 # Python numbers of one kind (`min(1.0, c / norm.item())`): the batch holds them
@@ -1346,7 +1445,9 @@ def batched_def(fdef: ast.FunctionDef, facts: dict, ids: dict, batched_params, a
     if index is not None and not any(isinstance(n, ast.Name) and n.id == index and not isinstance(n.ctx, ast.Load)
                                      for n in ast.walk(fdef)):
         ctx.index = index
-    stmts = _Batcher(ctx).body(fdef.body)
+    batcher = _Batcher(ctx)
+    stmts = batcher.body(fdef.body)
+    batcher.check_mixed()
     new = ast.FunctionDef(name=name, args=ast.arguments(
         posonlyargs=[], args=[ast.arg(arg=a.arg) for a in fdef.args.args] + [ast.arg(arg="_avb_n")],
         vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
