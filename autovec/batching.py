@@ -179,7 +179,7 @@ class _Helpers:
         return total / count.view(-1, *(1,) * (total.dim() - 1))
 
     @staticmethod
-    def masked(kind, b, batched, m, first):
+    def masked(kind, b, batched, m, first, pure=True):
         """b_k[m_k].kind() (or .kind(0) with `first`) for every iteration: `m` (n, *M) the
         per-iteration boolean masks over b's leading dimensions, `b` (n, *B) or, the same in
         every iteration, (*B). The unselected entries are replaced by the reduction's identity
@@ -187,6 +187,10 @@ class _Helpers:
         from .runtime import GuardFailed
         if not isinstance(b, torch.Tensor) or m.dtype != torch.bool:
             raise GuardFailed("a masked selection of a non-tensor (the loop decides)")
+        if not pure and b.requires_grad and torch.is_grad_enabled():
+            # (`pure`: b is the selected tensor itself, not arithmetic on all of it, where an
+            # unselected element's infinite derivative would meet a zero gradient: NaN)
+            raise GuardFailed("arithmetic on a masked selection, with gradients (the loop decides)")
         d = m.dim() - 1
         rows = b if batched else b.unsqueeze(0)
         if rows.dim() - 1 < d or rows.shape[1:1 + d] != m.shape[1:]:

@@ -3426,7 +3426,49 @@ def win_span(self):
     self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
 
 
-WIN_FORMS = {"index": win_index, "bounds": win_bounds, "masked": win_masked, "span": win_span}
+def win_selexpr(self):
+    """Elementwise arithmetic on masked selections, reduced at once: `(pred[y == c] == c).float()
+    .mean()`, `((x[i][m[i]] - mu[i]) ** 2).sum()`, `x[i][x[i] > 0].log().mean()`, with NaN and
+    inf planted, integer data, empty selections, gradients (the loop)."""
+    x = self.main(dtypes=("float32", "float32", "float64", "int64"), rank=self.pick([1, 2, 2]))
+    red = self.pick(["sum()", "mean()", "max()", "min()", "sum(0)", "mean(0)"])
+    fl = x.dtype in FLOATS
+    if self.chance(0.35):
+        k = self.rng.randint(1, 5)
+        self.tensor("y", (self.n,), "int64", low=0, high=k)
+        sel = f"{x.name}[y == c]"
+        e = self.pick([f"({sel} == c)", f"({sel} * 2 - c)", f"({sel} - y[y == c])", f"{sel}.abs()"])
+        if e.startswith(f"({sel} ==") or self.chance(0.3):
+            e += ".float()"
+        self.emit(1, "outs = []")
+        self.emit(1, f"for c in range({k + self.pick([0, 0, 1])}):")
+        self.emit(2, f"outs.append({e}.{red})")
+        self.emit(1, self.pick(["return outs", "return torch.stack(outs)"]))
+        return
+    loop = self.indexed_loop(x, allow_while=False)
+    i, row = loop.index, loop.row.expr
+    if self.chance(0.5):
+        self.tensor("m", x.shape, "bool")
+        mask = f"m[{i}]"
+    else:
+        mask = f"{row} > {self.pick(['0', '0.5', '-1'])}"
+    sel = f"{row}[{mask}]"
+    pool = [f"({sel} * 2 + 1)", f"({sel} - {row}.mean())" if fl else f"({sel} - 1)", f"{sel}.abs()",
+            f"({sel} ** 2)", f"(-{sel})", f"({sel} > 1)"]
+    if fl:
+        pool += [f"{sel}.log()", f"{sel}.sqrt()", f"{sel}.exp()", f"({sel} / {row}.sum())"]
+    e = self.pick(pool)
+    if e.endswith("> 1)"):
+        e += self.pick([".float()", ".long()", ""])
+    self.emit(1, "outs = []")
+    self.emit_all(1, loop.head)
+    self.emit(2, f"outs.append({e}.{red})")
+    self.emit_all(2, loop.tail)
+    self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
+
+
+WIN_FORMS = {"index": win_index, "bounds": win_bounds, "masked": win_masked, "span": win_span,
+             "selexpr": win_selexpr}
 
 
 def fill_slices(self):

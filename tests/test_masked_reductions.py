@@ -272,3 +272,73 @@ def test_float_bounds_raise_as_the_loop():
     with pytest.raises(TypeError) as got:
         autovec(pooled)(h, torch.full((5,), 2.0))
     assert str(got.value) == str(want.value)
+
+
+# ----------------------------------------------------------------------------- arithmetic on selections
+# `(pred[m] == c).float().mean()`: elementwise on the selections, reduced at once (_masked_expression)
+
+
+def class_accuracy(pred, y, k):
+    accs = []
+    for c in range(k):
+        m = y == c
+        accs.append((pred[m] == c).float().mean())
+    return torch.stack(accs)
+
+
+def class_agreement(pred, y, k):
+    return torch.stack([(pred[y == c] == y[y == c]).sum() for c in range(k)])
+
+
+def spread(x, m, mu):
+    out = torch.zeros(x.shape[0], dtype=x.dtype)
+    for i in range(x.shape[0]):
+        out[i] = ((x[i][m[i]] - mu[i]) ** 2).sum() / 2 + (x[i][m[i]].abs() * 3).max()
+    return out
+
+
+def log_of_selected(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i][x[i] > 0].log().mean())        # log of the rest is NaN: never reaches the mean
+    return torch.stack(out)
+
+
+SELECTIONS = [
+    (class_accuracy, lambda: (torch.randint(0, 6, (200,)), torch.randint(0, 6, (200,)), 7)),   # class 6 is empty
+    (class_agreement, lambda: (torch.randint(0, 4, (90,)), torch.randint(0, 4, (90,)), 4)),
+    (spread, lambda: (torch.randn(20, 8), torch.rand(20, 8) > 0.3, torch.randn(20))),
+    (log_of_selected, lambda: (torch.randn(15, 9),)),
+]
+
+
+@pytest.mark.parametrize("fn, make", SELECTIONS, ids=[fn.__name__ for fn, _ in SELECTIONS])
+def test_arithmetic_on_selections_is_reduced_at_once(fn, make):
+    torch.manual_seed(0)
+    args = make()
+    f = autovec(fn)
+    got = f(*args)
+    assert _ran(f) == {"batched"}
+    want = fn(*args)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want, equal_nan=True)
+    assert_equivalent(fn, *args)
+
+
+def test_arithmetic_on_selections_with_gradients_keeps_the_loop():
+    """sqrt of an unselected zero has an infinite derivative: zero times it is NaN, which the
+    loop never computes. With gradients, the loop runs."""
+    def roots(x):
+        out = []
+        for i in range(x.shape[0]):
+            out.append(x[i][x[i] > 0].sqrt().sum())
+        return torch.stack(out)
+    x = torch.randn(8, 5)
+    x[:, 0] = 0.0
+    x.requires_grad_()
+    assert_equivalent(roots, x, grad=True)
+    f = autovec(roots)
+    f(x)
+    assert not _ran(f)
+    f(x.detach())
+    assert _ran(f) == {"batched"}

@@ -375,6 +375,7 @@ class _Batcher:
     def __init__(self, ctx: _Ctx):
         self.c = ctx
         self.memo = {}    # id(node) -> its rewrite (a node is rewritten once, wherever it is asked for)
+        self.unmask = set()   # ids of `b[m]` nodes read as the whole `b` (_masked_expression)
 
     # -------------------------------------------------------------- statements
 
@@ -460,6 +461,8 @@ class _Batcher:
         return hit
 
     def _expr(self, node) -> _V:
+        if id(node) in self.unmask:
+            return self.expr(node.value)
         if not self.varies(node):
             f = self.c.facts.get(self.c.ids.get(id(node))) if id(node) in self.c.ids else None
             if f is None and isinstance(node, ast.Constant):
@@ -791,6 +794,9 @@ class _Batcher:
             span = self._span_reduction(node)
             if span is not None:
                 return span
+        if isinstance(f, ast.Attribute) and f.attr in ("sum", "mean", "max", "min") \
+                and not isinstance(f.value, ast.Subscript) and self.varies(f.value):
+            return self._masked_expression(node)
         if not (isinstance(f, ast.Attribute) and f.attr in ("sum", "mean", "max", "min")
                 and isinstance(f.value, ast.Subscript) and not isinstance(f.value.slice, (ast.Tuple, ast.Slice))
                 and self.varies(f.value)):
@@ -819,6 +825,72 @@ class _Batcher:
                 return _helper("segment", _const(f.attr), b.node, labels, _name(self.c.index),
                                _const(bool(node.args)))
         return _helper("masked", _const(f.attr), b.node, _const(b.batched), m.node, _const(bool(node.args)))
+
+    def _selection(self, node) -> bool:
+        """`b[m]` with a per-iteration boolean mask over b's first dimension."""
+        if not (isinstance(node, ast.Subscript) and not isinstance(node.slice, (ast.Tuple, ast.Slice))):
+            return False
+        f = self.c.facts.get(self.c.ids.get(id(node.slice)))
+        b = self.c.facts.get(self.c.ids.get(id(node.value)))
+        return f is not None and f.kind == "tensor" and f.dtype == torch.bool and f.rank == 1 \
+            and b is not None and b.kind == "tensor" and b.rank >= 1 and self.varies(node.slice)
+
+    def _scalar_leaf(self, node) -> bool:
+        f = self.c.facts.get(self.c.ids.get(id(node)))
+        if f is None and isinstance(node, ast.Constant):
+            f = fact_of(node.value)
+        return f is not None and (f.number or f.kind == "tensor" and f.rank == 0) and not any(
+            self._selection(n) for n in ast.walk(node))
+
+    def _over_selection(self, node, subs) -> bool:
+        """Whether `node` is elementwise arithmetic on selections `b[m]` (collected in `subs`) and
+        one-element values: each of its elements is one selected element's."""
+        if self._selection(node):
+            subs.append(node)
+            return True
+        if isinstance(node, ast.BinOp):
+            return all(self._over_selection(x, subs) or self._scalar_leaf(x) for x in (node.left, node.right)) \
+                and len(subs) > 0
+        if isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.Not):
+            return self._over_selection(node.operand, subs)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and not isinstance(node.ops[0], (ast.In, ast.NotIn, ast.Is, ast.IsNot)):
+            return all(self._over_selection(x, subs) or self._scalar_leaf(x) for x in (node.left, node.comparators[0])) \
+                and len(subs) > 0
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ELEMENTWISE \
+                and node.func.attr != "where" and not node.keywords:
+            return self._over_selection(node.func.value, subs) and all(self._scalar_leaf(a) for a in node.args)
+        return False
+
+    def _masked_expression(self, node):
+        """`(pred[m] == c).float().mean()`, `((x[m] - mu) ** 2).sum()`: elementwise arithmetic on
+        selections by one per-iteration mask, with one-element values, reduced at once. It is
+        computed on the whole tensors and reduced as a masked selection (the unselected
+        elements' results, NaN and inf included, never reach the sum). With gradients the
+        loop runs (an unselected element's derivative can be infinite, and zero times it NaN)."""
+        f = node.func
+        subs: list = []
+        if not self._over_selection(f.value, subs) or len({ast.dump(s.slice) for s in subs}) != 1 \
+                or len({self.fact(s.value).rank for s in subs}) != 1:
+            return None
+        if node.keywords or len(node.args) > 1 or f.attr in ("max", "min") and node.args:
+            raise Unsupported(f"`{ast.unparse(node)}`: a masked selection reduced other than over all of it "
+                              "or its first dimension")
+        if node.args and not (isinstance(node.args[0], ast.Constant) and node.args[0].value == 0
+                              and type(node.args[0].value) is int):
+            raise Unsupported(f"`{ast.unparse(node)}`: a masked selection reduced along a dimension other than 0")
+        m = self.expr(subs[0].slice)
+        if not m.batched:
+            return None
+        self.unmask.update(id(s) for s in subs)
+        for n in ast.walk(f.value):
+            k = self.c.ids.get(id(n))
+            if k is not None:
+                self.c.exempt.add(k)     # (whole tensors here, where one iteration has the selection)
+        e = self.expr(f.value)
+        if e.fact.kind != "tensor":
+            raise Unsupported(f"`{ast.unparse(f.value)}` is not a tensor")
+        return _helper("masked", _const(f.attr), e.node, _const(e.batched), m.node, _const(bool(node.args)),
+                       keywords=[ast.keyword(arg="pure", value=_const(False))])
 
     def _span_reduction(self, node):
         """`b[lo:hi].sum(0)` (`.mean(0)`, `.sum()`, `.mean()`, `.max()`, `.min()`) with bounds that
