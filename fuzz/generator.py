@@ -2626,9 +2626,36 @@ KINDS = ([f"vec/{k}" for k in VEC_FORMS] + [f"exact/{k}" for k in EXACT_FORMS] +
 # sequential loops for the compile fallback (and bodies it must refuse). Neither is drawn by
 # the default family, so every default seed keeps its program; `generate(seed, family=...)`
 # picks one of their forms from a stream of its own.
+def rec_coupled(self):
+    """Two running values in one loop, the second sometimes updated from the first after its
+    update (momentum: `v = mu * v + g[t]; w = w - lr * v`), before it, or not at all; each
+    read afterwards (a scan) or only at the end (a total)."""
+    x = self.main(dtypes=("float32", "float64"), rank=self.pick([1, 2]))
+    loop = self.indexed_loop(x, allow_while=False)
+    i, row = loop.index, loop.row.expr
+    zero = "0.0" if len(x.shape) == 1 else f"torch.zeros({x.name}.shape[1], dtype={x.name}.dtype)"
+    self.emit(1, f"a = {zero}")
+    self.emit(1, f"b = {zero}")
+    self.emit(1, "outs = []")
+    self.emit_all(1, loop.head)
+    first = self.pick([f"a = 0.9 * a + {row}", f"a = a + {row}", f"a = a * 0.5 + {row} * 2"])
+    uses = self.pick(["a", "a", f"{row}", "(a * 2)", f"(a - {row})"])
+    second = self.pick([f"b = b - 0.1 * {uses}", f"b = b + {uses}", f"b = 0.8 * b + {uses}"])
+    if self.chance(0.2):
+        self.emit(2, second)
+        self.emit(2, first)
+    else:
+        self.emit(2, first)
+        self.emit(2, second)
+    if self.chance(0.6):
+        self.emit(2, f"outs.append({self.pick(['b', 'a + b', 'b * 2'])})")
+    self.emit_all(2, loop.tail)
+    self.emit(1, self.pick(["return a, b, outs", "return b"]))
+
+
 REC_FORMS = {
     "lerp": Gen.rec_lerp, "scaled_sum": Gen.rec_scaled_sum, "dones": Gen.rec_dones, "divide": Gen.rec_divide,
-    "negated": Gen.rec_negated, "gated": Gen.rec_gated,
+    "negated": Gen.rec_negated, "gated": Gen.rec_gated, "coupled": rec_coupled,
 }
 COMPILE_FORMS = {
     "rnn": Gen.comp_rnn, "multi": Gen.comp_multi,

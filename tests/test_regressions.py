@@ -794,3 +794,37 @@ def test_item_of_rows_with_several_elements_raises_as_the_loop(fn, monkeypatch):
         assert_equivalent(fn, y)
         f(y)
         assert _ran(f)
+
+
+def _momentum_path(g, lr: float = 0.1, mu: float = 0.9):
+    v = torch.zeros(g.shape[1])
+    w = torch.zeros(g.shape[1])
+    ws = []
+    for t in range(g.shape[0]):
+        v = mu * v + g[t]
+        w = w - lr * v
+        ws.append(w)
+    return torch.stack(ws)
+
+
+def _sum_of_running_sums(x):
+    s = 0.0
+    t = 0.0
+    out = []
+    for i in range(x.shape[0]):
+        s = s + x[i]
+        t = t + s
+        out.append(t)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [_momentum_path, _sum_of_running_sums])
+def test_a_running_value_updated_from_another_keeps_the_loop(fn, monkeypatch):
+    """Two scans where the second's terms read the first's running value: the terms were
+    computed before any scan ran, so they saw the first's value from before the loop (all
+    zeros: w stayed 0). Found by a probe of momentum updates."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    g = torch.randn(50, 3) if fn is _momentum_path else torch.randn(50)
+    assert_equivalent(fn, g)
+    f = autovec(fn)
+    assert torch.allclose(f(g), fn(g))

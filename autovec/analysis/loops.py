@@ -1267,6 +1267,16 @@ def _scans(outputs, body: _Body, targets: dict):
             # `if v > m: m, j = v, i`: the payload as the loop had it at each step (op "pay")
             scans.append((p[0], o.marker, f"pay{o.op}:{k}", pos))
             targets.pop(p[0], None)
+    for name, _, _, pos in scans:
+        # each running value's terms are computed for all steps before any scan runs: a term
+        # that reads another running value after that one's update (`v = mu * v + g[t]` then
+        # `w = w - lr * v`) would see its value before the loop, not the step's
+        earlier = {n for n, _, _, p in scans if p < pos}
+        hit = sorted(earlier & {ld.id for st in body.stmts[:pos + 1] for ld in nm.loads(st)})
+        if hit:
+            line = getattr(body.stmts[pos], "lineno", None)
+            raise Refuse(f"loop-carried dependency: the running value `{name}` is updated from `{hit[0]}`, "
+                         f"another running value of the loop (line {line})", line)
     return kept, scans
 
 
