@@ -1267,17 +1267,18 @@ class Gen:
         self.emit(1, "found = -1")
         self.emit(1, "count = 0")
         self.emit_all(1, loop.head)
-        self.emit(2, f"t = {v.expr}")
-        before = self.pick(["", "res.append(t)", "count += 1"])
+        t = "u" if loop.index == "t" else "t"     # (not the loop's own counter: a `while` would never end)
+        self.emit(2, f"{t} = {v.expr}")
+        before = self.pick(["", f"res.append({t})", "count += 1"])
         if before:
             self.emit(2, before)
-        c = self.cond(loop.row.with_expr("t") if self.chance(0.5) and not v.dtype.startswith("py") else loop.row,
+        c = self.cond(loop.row.with_expr(t) if self.chance(0.5) and not v.dtype.startswith("py") else loop.row,
                       loop.index)
         self.emit(2, f"if {c}:")
-        self.emit(3, self.pick([f"found = {loop.index}", "found = 100", "count += 10", "res.append(t * 0)"]))
+        self.emit(3, self.pick([f"found = {loop.index}", "found = 100", "count += 10", f"res.append({t} * 0)"]))
         self.emit(3, "break")
-        if before != "res.append(t)":
-            self.emit(2, "res.append(t * 2)")
+        if before != f"res.append({t})":
+            self.emit(2, f"res.append({t} * 2)")
         if before != "count += 1" and self.chance(0.5):
             self.emit(2, "count += 1")
         self.emit_all(2, loop.tail)          # a `while` loop's counter step
