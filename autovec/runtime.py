@@ -821,15 +821,26 @@ class FunctionRuntime:
         return torch.stack(batches, 1).flatten(0, 1)
 
     @classmethod
-    def records(cls, build, batches, pys, mask=None):
+    def records(cls, build, batches, pys, mask=None, tok=None, shares=()):
         """The elements of a list built by appending a literal (`out.append((i, v.item()))`):
         each changing part is a batch, made Python numbers or tensors as a list of it would be
         (consume), and `build` makes one iteration's literal from one element of each."""
-        return list(map(build, *[cls.consume("list", b, mask, py) for b, py in zip(batches, pys)]))
+        shares = shares or (False,) * len(batches)
+        return list(map(build, *[cls.consume("list", b, mask, py, tok, views=v)
+                                 for b, py, v in zip(batches, pys, shares)]))
 
     @staticmethod
-    def consume(kind, o, mask=None, py=False, tok=None):
-        """What the loop's list, built by appends, turns into: the stacked tensor, the list itself..."""
+    def consume(kind, o, mask=None, py=False, tok=None, views=False):
+        """What the loop's list, built by appends, turns into: the stacked tensor, the list itself...
+        `views`: the loop's elements may be views of what it reads (`x[i]`, `row`); kept as a
+        list they see later writes into those tensors, so the batch must be a view of them too
+        (its rows then are the same views), else the loop runs."""
+        if views and not py and kind == "list":
+            if tok is None or not tok.shares_input(o):
+                raise GuardFailed("a list of views of the loop's inputs (`x[i]`), built from a new batch: "
+                                  "later writes into the inputs would not reach its elements (the loop decides)")
+            if mask is not None:     # the selected rows as views too
+                return [o.select(0, k) for k in _mask_rows(mask, o)]
         if mask is not None:
             o = _select(o, mask)
         elif kind in ("stack", "cat") and tok is not None and tok.shares_input(o):
@@ -1726,6 +1737,12 @@ FunctionRuntime.prefix_commit = staticmethod(_prefix_commit)
 def _default_device():
     get = getattr(torch, "get_default_device", None)
     return get() if get is not None else torch.device("cpu")
+
+
+def _mask_rows(mask, o):
+    if mask.dim() != 1 or mask.shape[0] != o.shape[0] or mask.dtype != torch.bool:
+        raise GuardFailed("a selection whose mask is not one truth value per iteration")
+    return mask.nonzero().flatten().tolist()
 
 
 def _reduce_builtin(kind, o, py):

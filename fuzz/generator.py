@@ -3066,7 +3066,42 @@ def store2_nest(self):
     self.emit(1, self.pick(["return out", "return out.sum()"]))
 
 
-STORE2_FORMS = {"rows": store2_rows, "appends": store2_appends, "records": store2_records, "nest": store2_nest}
+def store2_views(self):
+    """Rows appended as they are (`rows.append(x[i])`, `r`, `x[i].view(-1)`, a name bound to one,
+    in a tuple), forward, reversed, gathered or under a condition, then a write into the input
+    before the list is returned or stacked: the loop's list holds views that see the write."""
+    x = self.main(dtypes=("float32", "float64", "int64"), rank=2, readonly=False)
+    self.no_grad = True
+    order = self.pick(["forward", "reversed", "gather", "elements", "step"])
+    if order == "gather":
+        self.param("perm", f"torch.randperm({self.n})")
+        head, row = f"for i in range({x.name}.shape[0]):", f"{x.name}[perm[i]]"
+    elif order == "reversed":
+        head, row = f"for i in reversed(range({x.name}.shape[0])):", f"{x.name}[i]"
+    elif order == "elements":
+        head, row = f"for r in {x.name}:", "r"
+    elif order == "step":
+        head, row = f"for i in range(0, {x.name}.shape[0], 2):", f"{x.name}[i]"
+    else:
+        head, row = f"for i in range({x.name}.shape[0]):", f"{x.name}[i]"
+    val = self.pick([row, row, f"{row}.view(-1)", f"{row}.detach()", f"{row} * 1", f"({row},)"])
+    self.emit(1, "rows = []")
+    self.emit(1, head)
+    at = 2
+    if self.chance(0.25):
+        self.emit(2, f"if {row}[0] > 0:")
+        at = 3
+    if self.chance(0.3):
+        self.emit(at, f"v = {val}")
+        val = "v"
+    self.emit(at, f"rows.append({val})")
+    self.emit(1, self.pick([f"{x.name}.mul_(2)", f"{x.name}[0] += 1", f"{x.name}.zero_()", "pass"]))
+    self.emit(1, self.pick(["return rows", "return rows", "return torch.stack(rows) if rows and not "
+                            "isinstance(rows[0], tuple) else rows"]))
+
+
+STORE2_FORMS = {"rows": store2_rows, "appends": store2_appends, "records": store2_records, "nest": store2_nest,
+                "views": store2_views}
 
 
 def _number_list(self, n: int, kind: str) -> str:

@@ -828,3 +828,69 @@ def test_a_running_value_updated_from_another_keeps_the_loop(fn, monkeypatch):
     assert_equivalent(fn, g)
     f = autovec(fn)
     assert torch.allclose(f(g), fn(g))
+
+
+def _stack_after_a_write(x):
+    rows = []
+    for i in range(x.shape[0]):
+        rows.append(x[i])
+    x.mul_(2)
+    return torch.stack(rows)
+
+
+def _reversed_views(x):
+    rows = []
+    for i in reversed(range(x.shape[0])):
+        rows.append(x[i])
+    return rows
+
+
+def _gathered_views(x, perm):
+    rows = []
+    for i in range(x.shape[0]):
+        rows.append(x[perm[i]])
+    return rows
+
+
+def _selected_views(x):
+    rows = []
+    for i in range(x.shape[0]):
+        if x[i, 0] > 0:
+            rows.append(x[i])
+    return rows
+
+
+def _records_of_views(x):
+    return [(i, x[i]) for i in reversed(range(x.shape[0]))]
+
+
+@pytest.mark.parametrize("fn, make", [
+    (_reversed_views, lambda: (torch.randn(6, 2),)),
+    (_gathered_views, lambda: (torch.randn(6, 2), torch.randperm(6))),
+    (_selected_views, lambda: (torch.randn(8, 2),)),
+    (_records_of_views, lambda: (torch.randn(6, 2),)),
+])
+def test_a_list_of_views_sees_later_writes_as_the_loops(fn, make, monkeypatch):
+    """`rows.append(x[i])` kept as a list holds views of x: a later write into x (by the
+    caller, or in the function before `torch.stack(rows)`) reaches them. Rows of a new batch
+    (a reversed or gathered copy) did not: such lists now keep the loop; a batch that is a
+    view of x gives the same views, also when selected by a condition."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    torch.manual_seed(0)
+    a1 = make()
+    torch.manual_seed(0)
+    a2 = make()
+    f = autovec(fn)
+    f(*make())
+    want, got = fn(*a1), f(*a2)
+    a1[0].add_(1)
+    a2[0].add_(1)
+    flat = lambda r: [e[1] if isinstance(e, tuple) else e for e in r]      # noqa: E731
+    assert all(torch.equal(p, q) for p, q in zip(flat(want), flat(got)))
+    if fn is _selected_views:
+        assert _ran(f)       # (a view of x, selected as views)
+
+
+def test_stack_after_a_write_into_the_appended_rows():
+    x = torch.randn(6, 2)
+    assert torch.equal(autovec(_stack_after_a_write)(x.clone()), _stack_after_a_write(x.clone()))

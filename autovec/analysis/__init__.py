@@ -295,7 +295,40 @@ def _list_consumer(name: str, loop: ast.For, ctx: Context, appends: int = 1):
     kind = _consumer_call(call, ctx.env, use)
     if kind is None or not _hoistable(call, ctx):
         return None
+    at = next(k for k in range(pos + 1, len(block)) if any(n is use for n in ast.walk(block[k])))
+    if not all(_quiet(s, ctx) for s in block[pos + 1:at]):
+        # the consumer is computed from the batch at the loop: a statement between that could
+        # write into what was appended (`rows.append(x[i])`, then `x.mul_(2)`, then
+        # `torch.stack(rows)` stacks the doubled rows) keeps the list and your own consumer
+        return None
     return kind, call
+
+
+def _quiet(s: ast.stmt, ctx: Context) -> bool:
+    """A statement that writes into no object: assignments to names of values computed by
+    torch functions, builtins and arithmetic (no method calls, no calls of your functions)."""
+    if isinstance(s, ast.Pass) or isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+        return True
+    if not isinstance(s, (ast.Assign, ast.AnnAssign)) or s.value is None:
+        return False
+    targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+    if not all(isinstance(n, ast.Name) for t in targets for n in ([t] if isinstance(t, ast.Name) else
+                                                                  getattr(t, "elts", [t]))):
+        return False
+    for n in ast.walk(s.value):
+        if isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
+            return False
+        if isinstance(n, ast.Call):
+            f = n.func
+            if isinstance(f, ast.Name):
+                if not ctx.env.is_builtin(f.id) or f.id in ctx.local_names:
+                    return False
+                continue
+            found, obj = ctx.env.resolve(src(f)) if isinstance(f, ast.Attribute) else (False, None)
+            name = getattr(obj, "__name__", "") or ""
+            if not found or not (getattr(obj, "__module__", "") or "").startswith("torch") or name.endswith("_"):
+                return False
+    return True
 
 
 def _block_of(node: ast.AST, ctx: Context):

@@ -361,8 +361,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             flat = f".flatten(0, {lead - 1})" if nest else ""
             if nest and mpos is not None:
                 mask += flat
+            shares = tuple(_may_share(x.value, plan) for x in plan.outputs
+                           if x.kind == "append" and x.target == o.target and x.record and x.record[0] == shape)
             build = (f"{AV}.records(lambda {params}: {shape}, (" + "".join(f"{O}[{q}]{flat}, " for q, _ in group)
-                     + "), (" + "".join(f"{T}.py({q}, {t!r}), " for q, t in group) + f"), {mask})")
+                     + "), (" + "".join(f"{T}.py({q}, {t!r}), " for q, t in group) + f"), {mask}, {T}, {shares!r})")
             cols = ", ".join(f"{O}[{q}]" + (f"[{mask}]" if mpos is not None else "") + (".tolist()" if t else "")
                              for q, t in group)
             show = f"[{shape} for {params}{',' if count == 1 else ''} in zip({cols})]"
@@ -428,7 +430,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 display_tail.append(f"{disp_region} {aug} {val}")
         elif o.kind == "append" and plan.form == "comprehension":
             result = namer.new(f"_av_r{L}")
-            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T})", P=P, AV=AV)
+            views = ", views=True" if o.consumer == "list" and _may_share(o.value, plan) else ""
+            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{views})", P=P, AV=AV)
             commit += template("R = P", R=result, P=P)
             display_tail.append(f"{result} = {_consume_text(o.consumer, ok, mpos is not None and mask)}")
         elif o.kind == "append" and o.consumer == "batch":
@@ -441,7 +444,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                                          ORIG=ast.parse(o.consumer_src, mode="eval").body)
             display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, show, mpos is not None and mask))
         elif o.kind == "append":
-            prepare += template(f"P = AV.consume('list', {ok}, {mask}, {py})", P=P, AV=AV)
+            views = ", views=True" if _may_share(o.value, plan) else ""
+            prepare += template(f"P = AV.consume('list', {ok}, {mask}, {py}, {T}{views})", P=P, AV=AV)
             commit += template(f"{o.target}.extend(P)", P=P)
             sel = f"{show}[{mask}]" if mpos is not None else show
             display_tail.append(f"{o.target}.extend({sel}.tolist())" if o.pytype else f"{o.target}.extend({sel}.unbind(0))")
@@ -794,6 +798,45 @@ def _branch(T: str, commit: list) -> ast.If:
 
 
 # ----------------------------------------------------------------------------- display text
+
+# tensor methods whose result can be the tensor itself or share its memory (a view, `detach`,
+# `.float()` of a float tensor, `.contiguous()` of a contiguous one)
+_MAY_SHARE = {"view", "view_as", "reshape", "reshape_as", "t", "transpose", "permute", "unsqueeze", "squeeze",
+              "narrow", "select", "detach", "expand", "expand_as", "flatten", "unflatten", "diagonal", "movedim",
+              "moveaxis", "swapaxes", "swapdims", "unfold", "as_strided", "contiguous", "to", "type", "type_as",
+              "float", "double", "half", "bfloat16", "int", "long", "short", "char", "byte", "bool", "cpu",
+              "cuda", "squeeze_", "unbind", "split", "chunk", "view_as_real", "view_as_complex"}
+
+
+def _may_share(value: str, plan: LoopPlan, depth: int = 0) -> bool:
+    """Whether an appended value may be the memory of a value the loop reads (`x[i]`, `row`,
+    `x[i].view(-1)`, `r.detach()`, a name bound to one in the body): the loop's list then holds
+    views that see later writes into those values, which rows of a new batch do not."""
+    try:
+        node = ast.parse(value, mode="eval").body
+    except SyntaxError:
+        return True
+    while True:
+        if isinstance(node, ast.Name):
+            if any(name == node.id and op in ("+", "-", "*", "max", "min", "lse", "lin")
+                   for name, _, op, _ in plan.scans):
+                return False     # a running total: a new tensor at every step
+            bound = [b for b in map(ast.parse, plan.body) for b in b.body
+                     if any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
+                            for n in ast.walk(b))]
+            if depth < 8 and len(bound) == 1 and isinstance(bound[0], ast.Assign) and len(bound[0].targets) == 1 \
+                    and isinstance(bound[0].targets[0], (ast.Name, ast.Tuple)):
+                return _may_share(ast.unparse(bound[0].value), plan, depth + 1)
+            return True
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "H", "mH", "real", "imag", "data"):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MAY_SHARE:
+            node = node.func.value
+        else:
+            return False
+
 
 def _rows_text(plan: LoopPlan, offset: int) -> str:
     if plan.space.kind == "range":
