@@ -3,6 +3,7 @@ check against an unbatched iteration, output conversion, and the memory of failu
 from __future__ import annotations
 
 import functools
+import math
 import types
 from time import perf_counter as _clock
 
@@ -966,6 +967,9 @@ class FunctionRuntime:
         if op in ("max", "min"):
             if py or not isinstance(acc, torch.Tensor):
                 raise GuardFailed("torch.maximum of a non-tensor (the loop decides)")
+            if _zero_signs_tie(acc, o):
+                raise GuardFailed("+0.0 and -0.0 in a running extreme (the loop's argument order decides)",
+                                  data=True)
             ext = o.amax(0) if op == "max" else o.amin(0)
             return torch.maximum(torch.as_tensor(acc, device=o.device), ext) if op == "max" else \
                 torch.minimum(torch.as_tensor(acc, device=o.device), ext)
@@ -1268,6 +1272,25 @@ def _finite_or_minus_inf(*ts):
             raise GuardFailed("-inf in a running log-sum-exp that requires grad keeps the loop", data=True)
 
 
+def _zero_signs_tie(*values) -> bool:
+    """Whether +0.0 and -0.0 both occur among the compared values: they tie, and which one an
+    extreme keeps depends on the order of the comparisons (torch.maximum and minimum keep
+    their first argument, Python's max the value it holds, cummax / amax their own order),
+    so the sign of a zero extreme, and 1 / m after it, could differ from the loop's."""
+    pos = neg = False
+    for t in values:
+        if isinstance(t, float):
+            if t == 0.0:
+                neg, pos = neg or math.copysign(1.0, t) < 0, pos or math.copysign(1.0, t) > 0
+        elif isinstance(t, torch.Tensor) and t.is_floating_point():
+            z = t == 0
+            if bool(z.any()):
+                sign = torch.signbit(t)
+                neg = neg or bool((z & sign).any())
+                pos = pos or bool((z & ~sign).any())
+    return pos and neg
+
+
 def _best_prefix(s0, v, op, py):
     """The running values of `m = max(m, v)` / `if v > m: m = v` (op ">", ">=", "<", "<="): the
     extreme of the initial value and the values so far. The loop's value at each step is one of
@@ -1281,6 +1304,9 @@ def _best_prefix(s0, v, op, py):
     if (v.is_floating_point() and bool(torch.isnan(v).any())) or (isinstance(s0, float) and s0 != s0) or (
             isinstance(s0, torch.Tensor) and s0.is_floating_point() and bool(torch.isnan(s0).any())):
         raise GuardFailed("NaN among the compared values (the loop's order of comparisons decides)", data=True)
+    if _zero_signs_tie(s0, v):
+        raise GuardFailed("+0.0 and -0.0 among the compared values (the loop's order of comparisons decides)",
+                          data=True)
     if torch.is_grad_enabled() and (v.requires_grad or isinstance(s0, torch.Tensor) and s0.requires_grad):
         raise GuardFailed("a running extreme that requires grad keeps the loop (on ties the loop's own "
                           "comparisons decide which element receives the gradient)")
@@ -1354,6 +1380,8 @@ def _prefix(s0, v, op, py, inplace=False):
         if py or not isinstance(s0, torch.Tensor) or v.dtype == torch.bool or (
                 v.is_floating_point() and bool(torch.isnan(v).any())):
             raise GuardFailed("NaN, booleans or Python numbers in a running extreme keep the loop", data=True)
+        if _zero_signs_tie(s0, v):
+            raise GuardFailed("+0.0 and -0.0 in a running extreme (the loop's argument order decides)", data=True)
         run = torch.cummax(v, 0).values if op == "max" else torch.cummin(v, 0).values
         return torch.maximum(s0, run) if op == "max" else torch.minimum(s0, run)
     if py:
