@@ -213,6 +213,11 @@ class _Helpers:
             return total / count.view(-1, *(1,) * (total.dim() - 1)).to(total.dtype)
         if not bool(m.flatten(1).any(1).all()):
             raise _values_refused(f"{kind}() of an empty selection (the loop raises)")
+        from .runtime import _zero_signs_tie
+        if _zero_signs_tie(rows):
+            # (+0.0 and -0.0 tie: which one a reduction keeps depends on where each element
+            # falls in it, and the selection places them elsewhere than the whole row)
+            raise _values_refused(f"{kind}() of a selection holding +0.0 and -0.0 (the loop decides)")
         fill = float("-inf") if kind == "max" else float("inf")
         picked = torch.where(mw, rows, torch.tensor(fill, dtype=b.dtype, device=b.device))
         if not (torch.is_grad_enabled() and picked.requires_grad):
