@@ -2899,9 +2899,31 @@ def scan2_fission_inv(self):
     self.emit(1, self.pick(["return torch.stack(outs) if outs else h", "return outs, h", "return h"]))
 
 
+def scan2_counter(self):
+    """A count under a condition read in the loop (`if x[i] > t: k += 1` then `ids[i] = k`):
+    int or float starts, steps of any int, `-=`, truthiness of the row itself, rows of several
+    elements (the loop raises), the count appended, stored or returned."""
+    x = self.main(dtypes=("float32", "float64", "int64", "bool"), rank=self.pick([1, 1, 1, 2]))
+    loop = self.indexed_loop(x, allow_while=self.chance(0.3))
+    i, row = loop.index, loop.row.expr
+    self.emit(1, f"cnt = {self.pick(['0', '0', '3', '-1', '0.0'])}")
+    self.emit(1, "out = []")
+    self.emit_all(1, loop.head)
+    cond = self.pick([f"{row} > 0", f"{row}", f"({row} * 2).sum() < 1", f"{row} == {row}"])
+    self.emit(2, f"if {cond}:")
+    self.emit(3, f"cnt {self.pick(['+=', '+=', '-='])} {self.pick(['1', '1', '2', '7'])}")
+    if self.chance(0.2):
+        self.emit(2, "k2 = cnt * 2")
+        self.emit(2, "out.append(k2)")
+    else:
+        self.emit(2, f"out.append({self.pick(['cnt', 'cnt', f'cnt + {i}'])})")
+    self.emit_all(2, loop.tail)
+    self.emit(1, self.pick(["return out, cnt", "return torch.tensor(out) if out else None"]))
+
+
 SCAN2_FORMS = {
     "item_extreme": scan2_item_extreme, "if_best": scan2_if_best, "argbest": scan2_argbest,
-    "logaddexp": scan2_logaddexp, "fission_inv": scan2_fission_inv,
+    "logaddexp": scan2_logaddexp, "fission_inv": scan2_fission_inv, "counter": scan2_counter,
 }
 SCAN2_KINDS = [f"scan2/{k}" for k in SCAN2_FORMS]
 

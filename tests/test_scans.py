@@ -921,3 +921,85 @@ def test_the_running_values_own_body_runs_batched(monkeypatch):
             torch.testing.assert_close(fast(*inputs()), fn(*inputs()))
         modes = fast._autovec_state.runtime.fast
         assert any(tag for _, _, tag in modes) and set(modes.values()) == {"batched"}, (name, modes)
+
+
+# ----------------------------------------------------------------------------- counts read in the loop
+# `if c: k += 1` then `ids[i] = k`, with `k = 0` before the loop: `k += 1 * int(bool(c))`, a
+# running sum of Python ints (analysis/loops.py, _counted)
+
+
+def segment_ids(x, thr: float):
+    ids = torch.empty(x.shape[0], dtype=torch.long)
+    k = 0
+    for i in range(x.shape[0]):
+        if x[i] > thr:
+            k += 1
+        ids[i] = k
+    return ids
+
+
+def countdown(x):
+    out = []
+    k = 10
+    for i in range(x.shape[0]):
+        if x[i].item() < 0:
+            k -= 2
+        out.append(k * 3)
+    return out, k
+
+
+def truthy_count(x):
+    out = torch.empty(x.shape[0], dtype=torch.long)
+    k = 0
+    for i in range(x.shape[0]):
+        if x[i]:
+            k += 1
+        out[i] = k
+    return out
+
+
+@pytest.mark.parametrize("fn, args", [
+    (segment_ids, (torch.randn(40), 0.3)),
+    (countdown, (torch.randn(25),)),
+    (truthy_count, (torch.tensor([0.0, 0.5, -0.0, 2.0, float("nan"), 0.0]),)),
+], ids=["segment_ids", "countdown", "truthy_count"])
+def test_counts_read_in_the_loop_are_scans_of_python_ints(fn, args, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    f = autovec(fn)
+    got = f(*args)
+    assert explain(f, *args).path == "vectorized"
+    assert repr(got) == repr(fn(*args))        # Python ints stay ints, tensors their dtype
+
+
+def float_count(x):
+    out = []
+    k = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            k += 1
+        out.append(k)
+    return out
+
+
+def rows_count(x):
+    out = torch.empty(x.shape[0], dtype=torch.long)
+    k = 0
+    for i in range(x.shape[0]):
+        if x[i] > 0:          # a row of several elements: the loop raises
+            k += 1
+        out[i] = k
+    return out
+
+
+def test_other_counts_keep_the_loop_and_its_errors(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.randn(12)
+    f = autovec(float_count)
+    assert repr(f(x)) == repr(float_count(x))
+    assert explain(f, x).path == "python"      # (a float start: not rewritten)
+    y = torch.randn(5, 2)
+    with pytest.raises(RuntimeError) as want:
+        rows_count(y)
+    with pytest.raises(RuntimeError) as got:
+        autovec(rows_count)(y)
+    assert str(got.value) == str(want.value)

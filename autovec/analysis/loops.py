@@ -265,6 +265,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
                                             value=stop.test), stop)
         ast.fix_missing_locations(cond)
         stmts = stmts[:pos] + [cond] + stmts[pos + 1:]
+    stmts = _counted(stmts, anchor or node, ctx)
     body = _classify(stmts, ctx, iter_vars)
     plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
     if exit_split is not None:
@@ -444,6 +445,57 @@ def _record_outputs(o: Output, parts, s: ast.stmt, body: "_Body", depth: int) ->
     return out
 
 
+def _int_constant(n) -> bool:
+    return isinstance(n, ast.Constant) and type(n.value) is int
+
+
+def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
+    """`if c: k += 1` where the loop reads `k` and `k` starts as an int literal before it
+    (`k = 0`): `k += (1 if c else 0)`, the same Python ints at every step, so a count read in
+    the loop (`ids[i] = k`) is a running sum of ones and zeros (a scan)."""
+    def counter(st):
+        if isinstance(st, ast.If) and not st.orelse and len(st.body) == 1 and isinstance(st.body[0], ast.AugAssign) \
+                and isinstance(st.body[0].target, ast.Name) and isinstance(st.body[0].op, (ast.Add, ast.Sub)) \
+                and _int_constant(st.body[0].value):
+            return st.body[0].target.id
+        return None
+    names = {counter(st) for st in stmts} - {None}
+    if not names or not (ctx.env.is_builtin("int") and ctx.env.is_builtin("bool")) \
+            or {"int", "bool"} & set(ctx.local_names):
+        return stmts
+    up = ctx.parent.get(loop)
+    block = next((b for f in ("body", "orelse", "finalbody") for b in [getattr(up, f, None)]
+                  if isinstance(b, list) and loop in b), None)
+    keep = set()
+    for k in names:
+        stores = sum(1 for st in stmts for n in ast.walk(st)
+                     if isinstance(n, ast.Name) and n.id == k and not isinstance(n.ctx, ast.Load))
+        reads = any(isinstance(n, ast.Name) and n.id == k and isinstance(n.ctx, ast.Load)
+                    for st in stmts for n in ast.walk(st))
+        init = None
+        for st in reversed(block[:block.index(loop)] if block is not None else []):
+            if k in nm.stores(st):
+                init = st
+                break
+        if stores == 1 and reads and isinstance(init, ast.Assign) and len(init.targets) == 1 \
+                and isinstance(init.targets[0], ast.Name) and _int_constant(init.value):
+            keep.add(k)
+    out = []
+    for st in stmts:
+        if counter(st) in keep:
+            aug = st.body[0]
+            # `K * int(bool(c))`: K or 0, a Python int, as the `if` adds it (`bool` as `if` tests)
+            flag = ast.Call(func=ast.Name(id="int", ctx=ast.Load()), keywords=[],
+                            args=[ast.Call(func=ast.Name(id="bool", ctx=ast.Load()), args=[st.test], keywords=[])])
+            value = ast.BinOp(left=copy.deepcopy(aug.value), op=ast.Mult(), right=flag)
+            new = ast.AugAssign(target=copy.deepcopy(aug.target), op=aug.op, value=value)
+            st = ast.fix_missing_locations(ast.copy_location(new, st))
+            for n in ast.walk(st):
+                ast.copy_location(n, aug) if not hasattr(n, "lineno") else None
+        out.append(st)
+    return out
+
+
 def _strip_item(value: ast.AST) -> tuple[ast.AST, str]:
     """`t.item()` (a Python number in the loop) is computed as the tensor `t` and converted back."""
     if (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "item"
@@ -451,6 +503,9 @@ def _strip_item(value: ast.AST) -> tuple[ast.AST, str]:
         return value.func.value, "item"
     if isinstance(value, ast.Constant) and isinstance(value.value, (int, float, bool)):
         return value, "const"
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult) and _int_constant(value.left) \
+            and src(value.right).startswith("int(bool("):
+        return value, "const"       # (`1 * int(bool(c))`: a Python int either way, _counted)
     return value, ""
 
 
