@@ -348,7 +348,12 @@ class _Helpers:
     @staticmethod
     def pick(is_max, first, *rest):
         """Builtin max(a, b, ..) / min(..) of 0-d tensors per row: as Python compares, a later
-        value replaces the one held only where it is strictly greater (smaller)."""
+        value replaces the one held only where it is strictly greater (smaller). With gradients
+        the loop runs: a value Python's max leaves out is no part of the loop's graph (no
+        gradient at all, where `where` gives zeros, or NaN through an infinite derivative)."""
+        if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in (first, *rest)):
+            from .runtime import GuardFailed
+            raise GuardFailed("Python's max / min of tensors that require grad (the loop decides)")
         held = first
         for v in rest:
             held = torch.where(v > held if is_max else v < held, v, held)

@@ -939,3 +939,34 @@ def test_running_extremes_of_zeros_of_both_signs_are_the_loops(fn, x, monkeypatc
     f = autovec(fn)
     f(y)
     assert _ran(f)
+
+
+def _max_of_rows(a, b):
+    out = torch.zeros(a.shape[0])
+    for i in range(a.shape[0]):
+        out[i] = max(a[i], b[i])
+    return out
+
+
+def _max_of_roots(a, b):
+    out = torch.zeros(a.shape[0])
+    for i in range(a.shape[0]):
+        out[i] = max(a[i], b[i].sqrt())
+    return out
+
+
+@pytest.mark.parametrize("fn", [_max_of_rows, _max_of_roots])
+def test_python_max_of_tensors_with_gradients_is_the_loops(fn, monkeypatch):
+    """Python's max(a, b) of 0-d tensors, batched as a `where`: a value never picked gets no
+    gradient in the loop (its .grad stays None) but zeros from the batch, and through sqrt at
+    0 an infinite derivative times that zero is NaN (found by fuzz rows/mixed, seed 150888; in
+    the code before this stop). With gradients the loop runs."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    a, b = torch.randn(5) + 10, torch.rand(5)
+    b[0] = 0.0
+    a1, b1 = a.clone().requires_grad_(), b.clone().requires_grad_()
+    fn(a1, b1).sum().backward()
+    a2, b2 = a.clone().requires_grad_(), b.clone().requires_grad_()
+    autovec(fn)(a2, b2).sum().backward()
+    assert b1.grad is None and b2.grad is None
+    torch.testing.assert_close(a1.grad, a2.grad)

@@ -244,6 +244,17 @@ def _compute_dtype(vals: list[_V]):
     return torch.result_type(*dummies)
 
 
+def _whole_or_first(node: ast.Call, what: str) -> None:
+    """A reduction of a ragged value (`.sum()`, `.sum(0)`, `.max()`) over all of it or its first
+    dimension, else Unsupported."""
+    f = node.func
+    if node.keywords or len(node.args) > 1 or f.attr in ("max", "min") and node.args:
+        raise Unsupported(f"`{ast.unparse(node)}`: {what} reduced other than over all of it or its first dimension")
+    if node.args and not (isinstance(node.args[0], ast.Constant) and type(node.args[0].value) is int
+                          and node.args[0].value == 0):
+        raise Unsupported(f"`{ast.unparse(node)}`: {what} reduced along a dimension other than 0")
+
+
 def _unit_constant(node) -> bool:
     """A literal 0, 1 or -1 (int or float, not bool): exact in every floating dtype, and
     Python's sums and products of a few of them stay exact there too."""
@@ -805,12 +816,7 @@ class _Batcher:
         mfact = self.c.facts.get(self.c.ids.get(id(sub.slice)))
         if mfact is None or mfact.kind != "tensor" or mfact.dtype != torch.bool or mfact.rank == 0:
             return None
-        if node.keywords or len(node.args) > 1 or f.attr in ("max", "min") and node.args:
-            raise Unsupported(f"`{ast.unparse(node)}`: a masked selection reduced other than over all of it "
-                              "or its first dimension")
-        if node.args and not (isinstance(node.args[0], ast.Constant) and node.args[0].value == 0
-                              and type(node.args[0].value) is int):
-            raise Unsupported(f"`{ast.unparse(node)}`: a masked selection reduced along a dimension other than 0")
+        _whole_or_first(node, "a masked selection")
         b, m = self.expr(sub.value), self.expr(sub.slice)
         if b.fact.kind != "tensor" or not m.batched:
             raise Unsupported(f"`{ast.unparse(sub)}`: a mask the same in every iteration, or of a non-tensor")
@@ -872,12 +878,7 @@ class _Batcher:
         if not self._over_selection(f.value, subs) or len({ast.dump(s.slice) for s in subs}) != 1 \
                 or len({self.fact(s.value).rank for s in subs}) != 1:
             return None
-        if node.keywords or len(node.args) > 1 or f.attr in ("max", "min") and node.args:
-            raise Unsupported(f"`{ast.unparse(node)}`: a masked selection reduced other than over all of it "
-                              "or its first dimension")
-        if node.args and not (isinstance(node.args[0], ast.Constant) and node.args[0].value == 0
-                              and type(node.args[0].value) is int):
-            raise Unsupported(f"`{ast.unparse(node)}`: a masked selection reduced along a dimension other than 0")
+        _whole_or_first(node, "a masked selection")
         m = self.expr(subs[0].slice)
         if not m.batched:
             return None
@@ -914,12 +915,7 @@ class _Batcher:
         bounds = [b for b in (sl.lower, sl.upper) if b is not None]
         if not bounds or not any(self.varies(b) for b in bounds):
             return None
-        if node.keywords or len(node.args) > 1 or f.attr in ("max", "min") and node.args:
-            raise Unsupported(f"`{ast.unparse(node)}`: a ragged span reduced other than over all of it "
-                              "or its first dimension")
-        if node.args and not (isinstance(node.args[0], ast.Constant) and type(node.args[0].value) is int
-                              and node.args[0].value == 0):
-            raise Unsupported(f"`{ast.unparse(node)}`: a ragged span reduced along a dimension other than 0")
+        _whole_or_first(node, "a ragged span")
         b = self.expr(sub.value)
         if b.fact.kind != "tensor" or rows is None and not b.batched:
             return None
