@@ -822,11 +822,11 @@ class FunctionRuntime:
         return torch.stack(batches, 1).flatten(0, 1)
 
     @classmethod
-    def records(cls, build, batches, pys, mask=None, tok=None, shares=()):
+    def records(cls, build, batches, pys, mask, tok, shares):
         """The elements of a list built by appending a literal (`out.append((i, v.item()))`):
         each changing part is a batch, made Python numbers or tensors as a list of it would be
-        (consume), and `build` makes one iteration's literal from one element of each."""
-        shares = shares or (False,) * len(batches)
+        (consume; `shares`: per part, whether it may be a view of an input), and `build` makes
+        one iteration's literal from one element of each."""
         return list(map(build, *[cls.consume("list", b, mask, py, tok, views=v)
                                  for b, py, v in zip(batches, pys, shares)]))
 
@@ -1281,7 +1281,10 @@ def _zero_signs_tie(*values) -> bool:
     for t in values:
         if isinstance(t, float):
             if t == 0.0:
-                neg, pos = neg or math.copysign(1.0, t) < 0, pos or math.copysign(1.0, t) > 0
+                if math.copysign(1.0, t) < 0:
+                    neg = True
+                else:
+                    pos = True
         elif isinstance(t, torch.Tensor) and t.is_floating_point():
             z = t == 0
             if bool(z.any()):

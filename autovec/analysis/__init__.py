@@ -18,7 +18,7 @@ from ..plan import LoopInfo
 from . import names as nm
 from .fission import plan_fission
 from .step import CONTROL_FLOW, NoStep, plan_step
-from .loops import Context, Refuse, nest_levels, plan_comprehension, plan_for, plan_nest, plan_while, src
+from .loops import Context, Refuse, block_of, nest_levels, plan_comprehension, plan_for, plan_nest, plan_while, src
 
 _DYNAMIC_SCOPE = {"locals", "vars", "eval", "exec", "globals"}
 
@@ -242,7 +242,7 @@ def _fresh_allocation(out, loop: ast.For, ctx: Context) -> bool:
     if out.index_src.replace(" ", "") not in (f"{out.target}[{{}}]", f"{out.target}[:,{{}}]",
                                               f"{out.target}[:,:,{{}}]"):
         return False
-    block = _block_of(loop, ctx)
+    block = block_of(loop, ctx)
     if block is None:
         return False
     for s in reversed(block[:block.index(loop)]):
@@ -274,7 +274,7 @@ _REMADE_KEYWORDS = ("dtype", "device", "requires_grad", "memory_format")
 def _list_consumer(name: str, loop: ast.For, ctx: Context, appends: int = 1):
     if name in ctx.cellvars:
         return None
-    block = _block_of(loop, ctx)
+    block = block_of(loop, ctx)
     if block is None:
         return None
     pos = block.index(loop)
@@ -329,12 +329,3 @@ def _quiet(s: ast.stmt, ctx: Context) -> bool:
             if not found or not (getattr(obj, "__module__", "") or "").startswith("torch") or name.endswith("_"):
                 return False
     return True
-
-
-def _block_of(node: ast.AST, ctx: Context):
-    up = ctx.parent.get(node)
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(up, field, None)
-        if isinstance(block, list) and node in block:
-            return block
-    return None

@@ -364,7 +364,6 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
     iter_vars = _iter_vars(space)
     # `for a, b in pairs`: the statements unpacking each row come first, as in a for loop
     body = _classify(unpack_stmts(space, line), ctx, iter_vars) if space.unpack else _Body([], [], {})
-    marker = body.marker()
     elt = comp.elt
     if space.index:   # `x[i:i + 1]` reads as `x[i].unsqueeze(0)`, as in a for loop
         elt = _UnitSlices(space.index).visit(copy.deepcopy(elt))
@@ -373,11 +372,11 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
     parts = _record(elt, body) if consumer == "list" else None
     if parts is not None:
         # `[(i, v.item()) for ...]`: one batch per changing part of the literal
-        body.count[0] -= 1      # (the marker above is not used)
         at = _located(ast.Expr(value=elt), line)
         stmts = _record_outputs(Output("append", "", src(elt), line, consumer=consumer,
                                        consumer_src=src(consumer_node)), parts, at, body, int(bool(gen.ifs)))
     else:
+        marker = body.marker()
         stmts = [_located(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), line)]
     for cond in reversed(gen.ifs):
         stmts = [_located(ast.If(test=cond, body=stmts, orelse=[]), line)]
@@ -445,6 +444,16 @@ def _record_outputs(o: Output, parts, s: ast.stmt, body: "_Body", depth: int) ->
     return out
 
 
+def block_of(node: ast.AST, ctx: Context):
+    """The statement list holding `node` (a body, else or finally block), or None."""
+    up = ctx.parent.get(node)
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(up, field, None)
+        if isinstance(block, list) and node in block:
+            return block
+    return None
+
+
 def _int_constant(n) -> bool:
     return isinstance(n, ast.Constant) and type(n.value) is int
 
@@ -463,9 +472,7 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
     if not names or not (ctx.env.is_builtin("int") and ctx.env.is_builtin("bool")) \
             or {"int", "bool"} & set(ctx.local_names):
         return stmts
-    up = ctx.parent.get(loop)
-    block = next((b for f in ("body", "orelse", "finalbody") for b in [getattr(up, f, None)]
-                  if isinstance(b, list) and loop in b), None)
+    block = block_of(loop, ctx)
     keep = set()
     for k in names:
         stores = sum(1 for st in stmts for n in ast.walk(st)
@@ -488,10 +495,9 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
             flag = ast.Call(func=ast.Name(id="int", ctx=ast.Load()), keywords=[],
                             args=[ast.Call(func=ast.Name(id="bool", ctx=ast.Load()), args=[st.test], keywords=[])])
             value = ast.BinOp(left=copy.deepcopy(aug.value), op=ast.Mult(), right=flag)
+            value.av_count = True          # (a Python int either way: _strip_item)
             new = ast.AugAssign(target=copy.deepcopy(aug.target), op=aug.op, value=value)
             st = ast.fix_missing_locations(ast.copy_location(new, st))
-            for n in ast.walk(st):
-                ast.copy_location(n, aug) if not hasattr(n, "lineno") else None
         out.append(st)
     return out
 
@@ -503,9 +509,8 @@ def _strip_item(value: ast.AST) -> tuple[ast.AST, str]:
         return value.func.value, "item"
     if isinstance(value, ast.Constant) and isinstance(value.value, (int, float, bool)):
         return value, "const"
-    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult) and _int_constant(value.left) \
-            and src(value.right).startswith("int(bool("):
-        return value, "const"       # (`1 * int(bool(c))`: a Python int either way, _counted)
+    if getattr(value, "av_count", False):
+        return value, "const"       # (`K * int(bool(c))` made by _counted: a Python int either way)
     return value, ""
 
 

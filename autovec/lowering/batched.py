@@ -374,7 +374,7 @@ class _Ctx:
     index: str | None = None  # the parameter that is the loop's own index (an arange), never rebound
     # values that are a Python number in some iterations and a 0-d tensor in others
     # (`max(0, x2 - x1)`): ids of the original nodes, the names bound to one, and the nodes
-    # whose use of one was accepted (arithmetic only: _Batcher._mixed_use)
+    # whose use of one was accepted (arithmetic only: _Batcher._mixed_arith)
     mixed: set = field(default_factory=set)
     mixed_names: set = field(default_factory=set)
     mixed_ok: set = field(default_factory=set)
@@ -800,17 +800,14 @@ class _Batcher:
         the selection is ragged, its reduction is not. The helper reduces b with the unselected
         entries replaced by the reduction's identity, and counts the selected ones."""
         f = node.func
-        if isinstance(f, ast.Attribute) and f.attr in ("sum", "mean", "max", "min") \
-                and isinstance(f.value, ast.Subscript) and self.varies(f.value):
-            span = self._span_reduction(node)
-            if span is not None:
-                return span
-        if isinstance(f, ast.Attribute) and f.attr in ("sum", "mean", "max", "min") \
-                and not isinstance(f.value, ast.Subscript) and self.varies(f.value):
-            return self._masked_expression(node)
-        if not (isinstance(f, ast.Attribute) and f.attr in ("sum", "mean", "max", "min")
-                and isinstance(f.value, ast.Subscript) and not isinstance(f.value.slice, (ast.Tuple, ast.Slice))
-                and self.varies(f.value)):
+        if not (isinstance(f, ast.Attribute) and f.attr in ("sum", "mean", "max", "min") and self.varies(f.value)):
+            return None
+        if not isinstance(f.value, ast.Subscript):
+            return self._masked_expression(node)      # (arithmetic on selections first)
+        span = self._span_reduction(node)
+        if span is not None:
+            return span
+        if isinstance(f.value.slice, (ast.Tuple, ast.Slice)):
             return None
         sub = f.value
         mfact = self.c.facts.get(self.c.ids.get(id(sub.slice)))

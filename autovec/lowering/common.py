@@ -355,14 +355,14 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         if o.record:
             # the parts of an appended literal, each a batch, put back together per element
             shape, _, count = o.record
-            group = [(layout[j][0], x.pytype) for j, x in enumerate(plan.outputs)
-                     if x.kind == "append" and x.target == o.target and x.record and x.record[0] == shape]
+            members = [(layout[j][0], x) for j, x in enumerate(plan.outputs)
+                       if x.kind == "append" and x.target == o.target and x.record and x.record[0] == shape]
+            group = [(q, x.pytype) for q, x in members]
+            shares = tuple(_may_share(x.value, plan) for _, x in members)
             params = ", ".join(f"_av_c{j}" for j in range(count))
             flat = f".flatten(0, {lead - 1})" if nest else ""
             if nest and mpos is not None:
                 mask += flat
-            shares = tuple(_may_share(x.value, plan) for x in plan.outputs
-                           if x.kind == "append" and x.target == o.target and x.record and x.record[0] == shape)
             build = (f"{AV}.records(lambda {params}: {shape}, (" + "".join(f"{O}[{q}]{flat}, " for q, _ in group)
                      + "), (" + "".join(f"{T}.py({q}, {t!r}), " for q, t in group) + f"), {mask}, {T}, {shares!r})")
             cols = ", ".join(f"{O}[{q}]" + (f"[{mask}]" if mpos is not None else "") + (".tolist()" if t else "")
@@ -805,7 +805,7 @@ _MAY_SHARE = {"view", "view_as", "reshape", "reshape_as", "t", "transpose", "per
               "narrow", "select", "detach", "expand", "expand_as", "flatten", "unflatten", "diagonal", "movedim",
               "moveaxis", "swapaxes", "swapdims", "unfold", "as_strided", "contiguous", "to", "type", "type_as",
               "float", "double", "half", "bfloat16", "int", "long", "short", "char", "byte", "bool", "cpu",
-              "cuda", "squeeze_", "unbind", "split", "chunk", "view_as_real", "view_as_complex"}
+              "cuda", "unbind", "split", "chunk", "view_as_real", "view_as_complex"}
 
 
 def _may_share(value: str, plan: LoopPlan, depth: int = 0) -> bool:
@@ -821,9 +821,9 @@ def _may_share(value: str, plan: LoopPlan, depth: int = 0) -> bool:
             if any(name == node.id and op in ("+", "-", "*", "max", "min", "lse", "lin")
                    for name, _, op, _ in plan.scans):
                 return False     # a running total: a new tensor at every step
-            bound = [b for b in map(ast.parse, plan.body) for b in b.body
+            bound = [st for text in plan.body for st in ast.parse(text).body
                      if any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
-                            for n in ast.walk(b))]
+                            for n in ast.walk(st))]
             if depth < 8 and len(bound) == 1 and isinstance(bound[0], ast.Assign) and len(bound[0].targets) == 1 \
                     and isinstance(bound[0].targets[0], (ast.Name, ast.Tuple)):
                 return _may_share(ast.unparse(bound[0].value), plan, depth + 1)
