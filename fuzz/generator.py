@@ -3453,6 +3453,15 @@ def win_bounds(self):
     self.emit(1, self.pick(["return outs", "return torch.stack(outs)"]))
 
 
+def _append_each(self, loop, value: str):
+    """`outs.append(value)` in the loop, the list returned or stacked."""
+    self.emit(1, "outs = []")
+    self.emit_all(1, loop.head)
+    self.emit(2, f"outs.append({value})")
+    self.emit_all(2, loop.tail)
+    self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
+
+
 def win_masked(self):
     """A boolean-mask selection reduced at once: `x[i][x[i] > c].sum()`, `x[i][m[i]].max()`,
     `x[y == c].mean(0)` (classes that may be empty), masks of another shape, integer data."""
@@ -3475,11 +3484,7 @@ def win_masked(self):
         mask = f"m[{i}]"
     else:
         mask = f"{row} > {self.pick(['0', '0.5', '2', '-1'])}"
-    self.emit(1, "outs = []")
-    self.emit_all(1, loop.head)
-    self.emit(2, f"outs.append({row}[{mask}].{red} {self.pick(['', '* 2', '+ 1'])})")
-    self.emit_all(2, loop.tail)
-    self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
+    _append_each(self, loop, f"{row}[{mask}].{red} {self.pick(['', '* 2', '+ 1'])}")
 
 
 def win_span(self):
@@ -3504,11 +3509,7 @@ def win_span(self):
     if kind == "int":
         lo, hi = (f"int({v})" if v else "" for v in (lo, hi))
     sliced = self.pick([f"{x.name}[{i}, {lo}:{hi}]", f"{row}[{lo}:{hi}]"])
-    self.emit(1, "outs = []")
-    self.emit_all(1, loop.head)
-    self.emit(2, f"outs.append({sliced}.{red}{self.pick(['', ' * 2'])})")
-    self.emit_all(2, loop.tail)
-    self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
+    _append_each(self, loop, f"{sliced}.{red}{self.pick(['', ' * 2'])}")
 
 
 def win_selexpr(self):
@@ -3545,11 +3546,7 @@ def win_selexpr(self):
     e = self.pick(pool)
     if e.endswith("> 1)"):
         e += self.pick([".float()", ".long()", ""])
-    self.emit(1, "outs = []")
-    self.emit_all(1, loop.head)
-    self.emit(2, f"outs.append({e}.{red})")
-    self.emit_all(2, loop.tail)
-    self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
+    _append_each(self, loop, f"{e}.{red}")
 
 
 WIN_FORMS = {"index": win_index, "bounds": win_bounds, "masked": win_masked, "span": win_span,
