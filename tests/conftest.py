@@ -44,3 +44,16 @@ def ran_modes(fast) -> set:
     (runtime.failed forgets the mode); empty when every loop kept Python."""
     rt = fast._autovec_state.runtime
     return set(rt.ran.values()) if rt is not None else set()
+
+
+def raises_as_loop(exc, fn, *args):
+    """Call `fn` and `autovec(fn)` on the same arguments: both must raise `exc` with the same
+    message. Returns autovec's pytest.ExceptionInfo (for checks of its traceback)."""
+    import pytest
+    from autovec import autovec
+    with pytest.raises(exc) as want:
+        fn(*args)
+    with pytest.raises(exc) as got:
+        autovec(fn)(*args)
+    assert str(got.value) == str(want.value)
+    return got

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from autovec import assert_equivalent, autovec
-from conftest import ran_modes as _ran
+from conftest import raises_as_loop, ran_modes as _ran
 from corpus import class_means as centroids
 
 
@@ -257,21 +257,11 @@ def test_an_empty_span_is_the_loops():
     h, n = torch.randn(6, 5, 2), torch.tensor([3, 0, 5, 0, 1, 2])
     assert_equivalent(pooled, h, n)
     assert_equivalent(span_sums, h, n - 1, n + 2)
-    x = torch.randn(6, 5)
-    with pytest.raises(RuntimeError) as want:
-        tail_extremes(x, torch.tensor([1, 2, 0, 1, 1, 1]))
-    with pytest.raises(RuntimeError) as got:
-        autovec(tail_extremes)(x, torch.tensor([1, 2, 0, 1, 1, 1]))
-    assert str(got.value) == str(want.value)
+    raises_as_loop(RuntimeError, tail_extremes, torch.randn(6, 5), torch.tensor([1, 2, 0, 1, 1, 1]))
 
 
 def test_float_bounds_raise_as_the_loop():
-    h = torch.randn(5, 4, 2)
-    with pytest.raises(TypeError) as want:
-        pooled(h, torch.full((5,), 2.0))
-    with pytest.raises(TypeError) as got:
-        autovec(pooled)(h, torch.full((5,), 2.0))
-    assert str(got.value) == str(want.value)
+    raises_as_loop(TypeError, pooled, torch.randn(5, 4, 2), torch.full((5,), 2.0))
 
 
 # ----------------------------------------------------------------------------- arithmetic on selections

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from autovec import assert_equivalent, autovec, explain
-from conftest import ran_modes as _ran
+from conftest import raises_as_loop, ran_modes as _ran
 
 
 @pytest.fixture(autouse=True)
@@ -220,10 +220,5 @@ def test_forms_that_keep_the_loop(fn, args):
 
 
 def test_an_item_that_raises_raises_as_the_loop():
-    x = torch.randn(6, 2)
-    with pytest.raises(RuntimeError) as want:
-        rows_item(x)
-    with pytest.raises(RuntimeError) as got:
-        autovec(rows_item)(x)
-    assert str(got.value) == str(want.value)
+    got = raises_as_loop(RuntimeError, rows_item, torch.randn(6, 2))
     assert "out.append((i, x[i].item()))" in str(got.getrepr())      # (the user's line)
