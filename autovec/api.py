@@ -196,7 +196,8 @@ class FunctionState:
 # ----------------------------------------------------------------------------- decorator
 
 _RAN = {"batched": "whole-batch torch operations (a batched body, no vmap)", "vmap": "torch.func.vmap",
-        "broadcast": "one call on whole tensors (broadcasting)", "direct": "batched matrix products"}
+        "broadcast": "one call on whole tensors (broadcasting)", "direct": "batched matrix products",
+        "einsum": "one einsum over the nest's levels (a sum of products, no product per iteration)"}
 
 
 def _count_ops(plan) -> int:

@@ -89,7 +89,9 @@ class Output:
     nest_rows: tuple = ()     # store in a loop nest: (level, offset) per leading dimension
     fill: str = ""            # fresh output: "empty", "0" or "1" when the allocation can be made
                               # again from its metadata (torch.empty/zeros/ones[_like] with no
-                              # keyword beyond dtype, device, requires_grad, memory_format)
+                              # keyword beyond dtype, device, requires_grad, memory_format);
+                              # scatter: "0" where the target is a torch.zeros[_like] made right
+                              # before the loop (its elements start +0.0)
 
 
 @dataclass(frozen=True)

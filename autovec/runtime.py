@@ -615,6 +615,8 @@ class FunctionRuntime:
                 raise GuardFailed("data-dependent branches or selected iterations with tensors that require "
                                   "grad keep the Python loop (unselected iterations of the batched form could "
                                   "give NaN gradients where the loop computes none)")
+        if levels is not None and grad:
+            _nest_grad_infinities(tensors + free_tensors)
         if numbers:
             mapped = tuple(mapped)
         tok = Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
@@ -2009,12 +2011,158 @@ def _scatter_whole(target, vals, idxs, op, n):
     return ("whole", whole)
 
 
+_SUM_DTYPES = (torch.float32, torch.float64)
+
+
+def _nest_sum(target, vals, idxs, keep, op, tok, zeros=False):
+    """A loop nest's `target[i, j] += v` (the subscript is distinct level indices, in the
+    order `keep` gives): the sum of the values over the levels the subscript leaves out, added
+    into the rows the kept levels cover at the commit (`out[i] += x[i, j] ** 2` as a sum over
+    j, not a scatter of every value). The sum reassociates the loop's additions, as every
+    reduction here does. Where this cannot give the loop's result (see _nest_region) the
+    scatter decides instead."""
+    sizes = tuple(k for _, _, k in tok.levels)
+    lead = len(sizes)
+    if type(vals) is torch.Tensor and vals.dim() >= lead and vals.shape[:lead] == sizes:
+        left = tuple(lv for lv in range(lead) if lv not in keep)
+        s = vals.sum(left) if left else vals
+        order = sorted(keep)
+        if list(keep) != order:
+            s = s.permute(*[order.index(lv) for lv in keep], *range(len(keep), s.dim()))
+        prepared = _nest_region(target, s, keep, tok, zeros)
+        if prepared is not None:
+            return prepared
+    return _scatter_prep(target, vals.flatten(0, lead - 1), [i.flatten(0, lead - 1) for i in idxs], op, None)
+
+
+def _nest_product(target, tok, factors, keep, op, zeros=False):
+    """`C[i, j] += A[i, k] * B[k, j]` (a product of two slices of one element each, summed over
+    the levels the subscript leaves out, each read by both) as one einsum over the tensors
+    themselves, without the product of every iteration: each product is formed once, as in the
+    loop, and only their sum is reassociated. None where it does not apply (the body and
+    nest_sum decide)."""
+    if tok.levels is None or type(target) is not torch.Tensor or target.dtype not in _SUM_DTYPES:
+        return None
+    if target.dtype == torch.float32 and _reduced_matmul(target.device):
+        return None      # TF32 / bfloat16 products: the loop multiplies in full float32
+    inputs = tok._inputs()
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    operands, specs = [], []
+    for j in factors:
+        t = inputs[j][0]
+        spec = tok.raw[j][1]
+        if type(t) is not torch.Tensor or t.dtype != target.dtype or t.device != target.device \
+                or t.dim() != len(spec):
+            return None
+        at = [None] * t.dim()
+        for lv, p, _ in spec:
+            at[p] = letters[lv]
+        if None in at:
+            return None
+        operands.append(t)
+        specs.append("".join(at))
+    out = "".join(letters[lv] for lv in keep)
+    for lv in range(len(tok.levels)):
+        if lv not in keep and not (letters[lv] in specs[0] and letters[lv] in specs[1]):
+            # a level summed over that one factor lacks: the einsum would sum that factor first
+            # (a distributed product: inf * (a - a) where the loop has inf * a - inf * a, NaN),
+            # or drop a level neither factor reads (the loop adds its values once per step)
+            return None
+    s = _matrix_product(operands, specs, out)
+    if s is None:
+        s = _vf_einsum(",".join(specs) + "->" + out, operands)
+    prepared = _nest_region(target, s, keep, tok, zeros)
+    if prepared is not None:
+        tok.rt.ran[tok.loop_id] = "einsum"
+        tok.rt._note(tok.loop_id, "vectorized", "einsum", getattr(tok, "estimate", None))
+    return prepared
+
+
+def _matrix_product(operands, specs, out):
+    """The einsum of two operands written as `@` where it is one (matrix times matrix or vector,
+    one index summed over, each other index in one operand and the result): a third of the
+    einsum's fixed cost. None where it is not."""
+    a, b = operands
+    la, lb = specs
+    common = set(la) & set(lb)
+    if len(common) != 1 or len(set(la)) != len(la) or len(set(lb)) != len(lb):
+        return None
+    c = common.pop()
+    free = [x for x in la + lb if x != c]
+    if c in out or sorted(free) != sorted(out) or len(out) != len(free):
+        return None
+    if len(la) == 2:
+        a = a if la[1] == c else a.t()       # (rows, c)
+    if len(lb) == 2:
+        b = b if lb[0] == c else b.t()       # (c, columns)
+    r = a @ b                                # indices: a's free one, then b's
+    return r if out == "".join(free) else r.t()
+
+
+# (torch.einsum's own wrapper adds argument checks and, from three operands, a path search)
+_vf_einsum = getattr(getattr(torch, "_VF", None), "einsum", None) or (lambda eq, ops: torch.einsum(eq, *ops))
+
+
+def _reduced_matmul(device) -> bool:
+    """Whether float32 matrix products on `device` may round below float32 (TF32)."""
+    if device.type == "cuda":
+        return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
+    return torch.get_float32_matmul_precision() != "highest"
+
+
+def _nest_region(target, s, keep, tok, zeros=False):
+    """("sum", (the rows of `target` the kept levels cover, `s` shaped to add into them)), or
+    None where adding the sums gives other values than the loop's additions: another dtype
+    than float32 / float64, a level starting below 0 or ending outside the tensor (the loop
+    wraps or raises), a -0.0 in the rows (the sum starts at +0.0, so -0.0 plus only -0.0
+    values would end +0.0 where the loop keeps -0.0), memory shared between elements, or
+    values that do not broadcast to one element."""
+    nd = len(keep)
+    if (target.dtype not in _SUM_DTYPES or s.dtype != target.dtype or target.dim() < nd
+            or s.device != target.device
+            or not (target.is_contiguous() or torch._debug_has_internal_overlap(target) == 0)):
+        return None
+    rows = []
+    for d, lv in enumerate(keep):
+        st, sp, k = tok.levels[lv]
+        if st < 0 or st + (k - 1) * sp >= target.shape[d]:
+            return None
+        rows.append(slice(st, st + (k - 1) * sp + 1, sp))
+    region = target[tuple(rows)]
+    slot = region.shape[nd:]
+    v = s.shape[nd:]
+    while len(v) > len(slot) and v[0] == 1:
+        v = v[1:]
+    if len(v) > len(slot):
+        return None
+    if not zeros:     # (a torch.zeros made right before the loop holds no -0.0)
+        neg = torch.signbit(region)
+        if bool(neg.any()) and bool((neg & (region == 0)).any()):
+            return None
+    s = s.reshape(*s.shape[:nd], *([1] * (len(slot) - len(v))), *v)
+    for a, b in zip(s.shape, region.shape):     # (the same rank now)
+        if a != b and a != 1:
+            return None
+    return ("sum", (region, s))
+
+
+FunctionRuntime.nest_sum = staticmethod(_nest_sum)
+FunctionRuntime.nest_product = staticmethod(_nest_product)
+
+
 def _scatter_commit(target, prepared, op):
     if prepared is None:
         return
     idx, vals = prepared
     if idx == "whole":
         target.copy_(vals)     # _scatter_whole: the updated tensor, made out of place
+        return
+    if idx == "sum":
+        region, s = vals       # _nest_sum: the sums, added into the rows the nest covers
+        if op == "-":
+            region.sub_(s)
+        else:
+            region.add_(s)
         return
     if op and len(idx) == 1 and target.dim() >= 1:
         target.index_add_(0, idx[0], vals)   # the same accumulation, a faster kernel on one dimension
@@ -2125,6 +2273,20 @@ def _nest_in_dims(spec, levels):
         p = hit[0]
         dims.append(p - sum(1 for l2, p2, _ in spec if l2 < lv and p2 < p))
     return tuple(dims)
+
+
+def _nest_grad_infinities(tensors):
+    """A loop nest's batched body broadcasts a value one level does not change across that
+    level, and autograd sums its gradient there before multiplying: `a * (c0 + c1)` where the
+    loop adds `a * c0 + a * c1`. That is the loop's sum, reassociated, until a factor is
+    infinite: then the loop's inf - inf is NaN where the batch gives inf. With gradients and an
+    infinite value in a tensor that requires grad (or beside one), the loop runs."""
+    if not any(t.requires_grad for t in tensors):
+        return
+    for t in tensors:
+        if t.is_floating_point() and bool(torch.isinf(t).any()):
+            raise GuardFailed("a loop nest with gradients and an infinite input value (the batch's "
+                              "gradient sums would give inf where the loop's give NaN)", data=True)
 
 
 def space_sig(space):

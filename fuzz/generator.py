@@ -3122,8 +3122,44 @@ def store2_views(self):
                             "isinstance(rows[0], tuple) else rows"]))
 
 
+def store2_einsum(self):
+    """Sums of products over a loop nest (`C[i, j] += A[i, k] * B[k, j]` and its relatives):
+    two or three levels in any order, one to three factors with their indices in any order,
+    the store at any permutation of the kept levels, ranges that start past 0 or step by 2,
+    targets made by zeros / given by the caller / holding -0.0, mixed dtypes, `+=` / `-=`."""
+    levels = ["i", "j", "k"][: self.pick([2, 3, 3])]
+    sizes = {lv: self.rng.randint(1, 5) for lv in levels}
+    kept = self.rng.sample(levels, self.rng.randint(1, len(levels) - 1))
+    dt = self.pick(["float32", "float32", "float64"])
+    factors = []
+    for f in range(self.pick([1, 2, 2, 3])):
+        own = self.rng.sample(levels, self.rng.randint(1, len(levels)))
+        fdt = dt if self.chance(0.85) else self.pick(["float32", "float64"])
+        name = "ABC"[f]
+        self.tensor(name, tuple(sizes[lv] + 1 for lv in own), fdt, special_p=0.05)
+        factors.append(f"{name}[{', '.join(own)}]")
+    shape = ", ".join(str(sizes[lv] + 1) for lv in kept)
+    start = self.pick(["zeros", "zeros", "given", "minus_zero", "written"])
+    if start == "given":
+        self.tensor("out", tuple(sizes[lv] + 1 for lv in kept), dt, readonly=False, grad_ok=False)
+    else:
+        self.emit(1, f"out = torch.zeros({shape}, dtype=torch.{dt})")
+        if start == "minus_zero":
+            self.emit(1, "out.neg_()")
+        elif start == "written":
+            self.emit(1, f"out[{', '.join('0' for _ in kept)}] = -0.0")
+    order = self.rng.sample(levels, len(levels))
+    for depth, lv in enumerate(order):
+        head = self.pick([f"range({sizes[lv]})", f"range({sizes[lv]})", f"range(1, {sizes[lv] + 1})",
+                          f"range(0, {sizes[lv] + 1}, 2)"])
+        self.emit(1 + depth, f"for {lv} in {head}:")
+    op = self.pick(["+=", "+=", "-="])
+    self.emit(1 + len(levels), f"out[{', '.join(kept)}] {op} {' * '.join(factors)}")
+    self.emit(1, "return out")
+
+
 STORE2_FORMS = {"rows": store2_rows, "appends": store2_appends, "records": store2_records, "nest": store2_nest,
-                "views": store2_views}
+                "views": store2_views, "einsum": store2_einsum}
 
 
 def _number_list(self, n: int, kind: str) -> str:

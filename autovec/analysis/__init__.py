@@ -226,6 +226,8 @@ def _with_consumers(plan, node: ast.For, ctx: Context):
         fresh = out.kind == "store" and not out.op and stores == 1 and _fresh_allocation(out, node, ctx)
         if fresh:
             out = dataclasses.replace(out, consumer="fresh", fill=fresh if isinstance(fresh, str) else "")
+        if out.kind == "scatter" and out.op and _allocation(out.target, node, ctx) == "0":
+            out = dataclasses.replace(out, fill="0")   # (its elements start +0.0: runtime._nest_region)
         outs.append(out)
     return dataclasses.replace(plan, outputs=tuple(outs))
 
@@ -237,20 +239,27 @@ def _fresh_allocation(out, loop: ast.For, ctx: Context) -> bool:
     """`out = torch.empty_like(x)` (or zeros/ones/full) earlier in the same block, `out` not
     used between, and written as `out[i]` / `out[:, i]`: when a call overwrites every element,
     the batch can become `out` itself instead of being copied into it."""
-    if "." in out.target or out.target in ctx.cellvars:
-        return False
     if out.index_src.replace(" ", "") not in (f"{out.target}[{{}}]", f"{out.target}[:,{{}}]",
                                               f"{out.target}[:,:,{{}}]"):
+        return False
+    return _allocation(out.target, loop, ctx)
+
+
+def _allocation(target: str, loop: ast.For, ctx: Context):
+    """Whether `target` is made by a torch allocator (empty, zeros, ones, full, their _like
+    forms) earlier in the loop's block and not used between: "empty", "0" or "1" where the
+    allocation can be made again from the tensor's metadata, True for the others, else False."""
+    if "." in target or target in ctx.cellvars:
         return False
     block = block_of(loop, ctx)
     if block is None:
         return False
     for s in reversed(block[:block.index(loop)]):
-        uses = [n for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == out.target]
+        uses = [n for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == target]
         if not uses:
             continue
         if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-                and s.targets[0].id == out.target and isinstance(s.value, ast.Call) and len(uses) == 1):
+                and s.targets[0].id == target and isinstance(s.value, ast.Call) and len(uses) == 1):
             return False
         if any(k.arg in ("out", None) for k in s.value.keywords) or any(isinstance(a, ast.Starred) for a in s.value.args):
             return False   # `torch.zeros(n, out=buf)` returns buf: the loop writes into the caller's tensor

@@ -298,6 +298,51 @@ def direct_function(plan: LoopPlan, name: str, av: str, display: bool = False):
     return fdef
 
 
+def _nest_sum_levels(plan: LoopPlan, o) -> tuple | None:
+    """For a loop nest's `target[i, j] += v` whose subscript is distinct level indices (the
+    others left out): those levels, in subscript order; else None (a scatter)."""
+    if o.op not in ("+", "-"):
+        return None
+    names = [ix for ix, _ in plan.space.levels]
+    keep = []
+    for _, _, source, ptype in o.payloads:
+        if ptype or source not in names or names.index(source) in keep:
+            return None
+        keep.append(names.index(source))
+    return tuple(keep) if keep else None
+
+
+def _nest_factors(plan: LoopPlan, o, mapped) -> tuple | None:
+    """For a loop nest whose whole body is `target[i, j] += A[i, k] * B[k, j]` (one output, a
+    product of two mapped slices, nothing else): their positions among `mapped`, else None."""
+    if (len(plan.outputs) != 1 or plan.branches or plan.scans or plan.exit_cond or plan.free
+            or plan.callables or plan.items):
+        return None
+    stmts = [ast.parse(t).body[0] for t in plan.body]
+    first = stmts[0]
+    if not (isinstance(first, ast.Assign) and isinstance(first.targets[0], ast.Name)
+            and first.targets[0].id == o.marker):
+        return None
+    if [ast.unparse(st) for st in stmts[1:]] != [f"{p[1]} = {p[2]}" for p in o.payloads]:
+        return None
+    value = _MapSlices(plan).visit(first.value)
+    factors = []
+
+    def walk(node):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            return walk(node.left) and walk(node.right)
+        if isinstance(node, ast.Name):
+            at = next((j for j, mp in enumerate(mapped) if mp.param == node.id), None)
+            if at is not None:
+                factors.append(at)
+                return True
+        return False
+
+    if not walk(value) or len(factors) != 2:
+        return None     # (three factors: einsum's order of products is not the loop's)
+    return tuple(factors)
+
+
 def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lowered:
     plan = m.plan
     L = plan.loop_id
@@ -343,6 +388,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     writes_expr = expr("(" + "".join(w + ", " for w in writes) + ")")
 
     prepare, commit, display_tail = [], [], []
+    product_first, product_display = None, False    # a nest's sum of products: runtime.nest_product
     releases = []   # (fresh output, its fill): not held while the batch is computed (Token.release)
     result, swaps, display_swaps = None, {}, {}
     for k, o in enumerate(plan.outputs):
@@ -478,6 +524,42 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         elif o.kind == "scatter":
             idx = "(" + "".join(f"{O}[{pp}]" + (f".flatten(0, {lead - 1})" if nest else "") + ", "
                                 for pp in ppos) + ")"
+            keep = _nest_sum_levels(plan, o) if nest and mpos is None else None
+            factors = _nest_factors(plan, o, mapped) if keep is not None else None
+            if factors is not None:
+                # a sum of products alone: one einsum over the tensors, before any body runs
+                # (runtime.nest_product); where it does not apply, the body and nest_sum below
+                first = template(f"P = AV.nest_product({o.target}, {T}, {factors!r}, {keep!r}, {o.op!r}, {o.fill == '0'})",
+                                 P=P, AV=AV)
+                product_first = (first, P)
+                letters = "abcdefghijklmnopqrstuvwxyz"
+                specs = []
+                for j in factors:
+                    at = {p_: letters[lv] for lv, p_, _ in mapped[j].levels}
+                    specs.append("".join(at[q] for q in range(len(at))))
+                eq = ",".join(specs) + "->" + "".join(letters[lv] for lv in keep)
+                ops = ", ".join(mapped[j].base for j in factors)
+                region = ", ".join(":" for _ in keep)
+                display_tail.append(f"{o.target}[{region}] {'+=' if o.op == '+' else '-='} "
+                                    f"torch.einsum({eq!r}, {ops})")
+                product_display = True
+            if keep is not None:
+                # `C[i, j] += A[i, k] * B[k, j]`: each written element is the sum over the levels
+                # the subscript leaves out (runtime.nest_sum; the scatter where it cannot)
+                raw = "(" + "".join(f"{O}[{pp}], " for pp in ppos) + ")"    # (flattened only for the scatter)
+                prepare += template(f"P = AV.nest_sum({o.target}, {O}[{pos}], {raw}, {keep!r}, {o.op!r}, {T}, {o.fill == '0'})",
+                                    P=P, AV=AV)
+                commit += template(f"AV.scatter_commit({o.target}, P, {o.op!r})", P=P, AV=AV)
+                left = tuple(lv for lv in range(lead) if lv not in keep)
+                region = ", ".join(":" for _ in keep)
+                aug = "+=" if o.op == "+" else "-="
+                ordered = keep != tuple(sorted(keep))
+                val = f"{O}[{pos}].sum({left if len(left) != 1 else left[0]})" if left else f"{O}[{pos}]"
+                if ordered:
+                    val += f".permute({tuple(sorted(keep).index(lv) for lv in keep)})"
+                if factors is None:
+                    display_tail.append(f"{o.target}[{region}] {aug} {val}")
+                continue
             prepare += template(f"P = AV.scatter_prep({o.target}, {ok}, {idx}, {o.op!r}, {mask})", P=P, AV=AV)
             commit += template(f"AV.scatter_commit({o.target}, P, {o.op!r})", P=P, AV=AV)
             sel = (lambda t: f"{t}[{mask}]") if mpos is not None else (lambda t: t)
@@ -602,6 +684,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         DIRECT = namer.new(f"_av_direct{L}")
         defs.append(direct_function(plan, DIRECT, AV))
         REF += f", direct={DIRECT}"
+    run_code = template(f"O = T.run(BODY, {REF})\nPREPARE", O=O, T=T, BODY=BODY, PREPARE=prepare or [ast.Pass()])
+    if product_first is not None:
+        first, P = product_first
+        run_code = first + template("if P is None:\n    RUN", P=P, RUN=run_code)
     stmts = template(f"""
 T = None
 try:
@@ -611,13 +697,12 @@ try:
     if T is not None:
         BODYDEF
         RELEASE
-        O = T.run(BODY, {REF})
-        PREPARE
+        RUN
 except Exception as E:
     RESTORE
     T = AV.failed({L}, T, E)
 """, T=T, AV=AV, SPACE=_space_expr(plan), MAPPED=mapped_expr, FREE=free_expr, CALLS=calls_expr,
-        WRITES=writes_expr, BODYDEF=defs, O=O, BODY=BODY, PREPARE=prepare or [ast.Pass()], E=E,
+        WRITES=writes_expr, BODYDEF=defs, RUN=run_code, E=E,
         RELEASE=[s for name, fill in releases for s in template(f"{name} = {T}.release({name}, {fill!r})")]
         or [ast.Pass()],
         RESTORE=[s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")]
@@ -627,6 +712,8 @@ except Exception as E:
     if direct:
         ddef = direct_function(plan, BODY, AV, display=True)
         display = [ddef] + ast.parse(f"{O} = {BODY}({', '.join(_direct_args(plan))})").body
+    elif product_display:
+        display = []      # the einsum in display_tail is all of it
     else:
         display = scan_display + [_display_body(body_def, AV)]
         display += ast.parse(f"{O} = {_run_text(m, plan, BODY, params)}").body
