@@ -119,6 +119,12 @@ def _windows(x, w, dim):
     return rows.movedim(dim, 0) if dim else rows
 
 
+def _number_tensor(v, device):
+    """A Python number as a 0-d tensor of the dtype a batch of such numbers has (float64 for a
+    float: a float32 one could round it to 0 or inf)."""
+    return torch.as_tensor(v, dtype=torch.float64 if type(v) is float else None, device=device)
+
+
 class _Helpers:
     """`_avb` in batched bodies: the few operations with no one-call torch spelling."""
 
@@ -451,6 +457,61 @@ class _Helpers:
         if not isinstance(k, int) or k < 0:
             raise ValueError(f"one_hot with num_classes={k!r} in a batched body")
         return k
+
+    @staticmethod
+    def pynum(a, b, op):
+        """`a op b` of per-iteration Python numbers (batched as int64 / float64 tensors, or one
+        side a constant) as Python computes it. Python raises ZeroDivisionError for a zero
+        divisor (also `0.0 ** -1`), OverflowError for a float power out of range, gives a float
+        for int / int (torch: the default dtype, float32) and for an int to a negative power, a
+        complex number for a negative float to a fractional power, and never wraps an int: the
+        values where the batch would differ leave the call to the loop, which raises or computes
+        them. A float remainder takes the divisor's sign, zero included (torch's is +0.0)."""
+        ta = a if isinstance(a, torch.Tensor) else _number_tensor(a, b.device)
+        tb = b if isinstance(b, torch.Tensor) else _number_tensor(b, ta.device)
+        ints = not ta.is_floating_point() and not ta.is_complex() and not tb.is_floating_point() \
+            and not tb.is_complex()
+        bad = None
+        if op in ("div", "floordiv", "mod"):
+            bad = tb == 0
+            if op == "mod" and not ints:
+                bad = bad | torch.isinf(ta) | torch.isinf(tb)    # (Python's inf remainders differ)
+        elif op == "lshift":
+            bad = tb < 0                                   # (ValueError: negative shift count)
+        elif op == "pow":
+            if ints:
+                bad = tb < 0
+            elif not ta.is_complex() and not tb.is_complex():
+                fa, fb = ta.to(torch.float64), tb.to(torch.float64)
+                finite = torch.isfinite(fa) & torch.isfinite(fb)
+                bad = (fa == 0) & (fb < 0) | (fa < 0) & (fb != torch.floor(fb)) & finite
+        if ints and op in ("mul", "pow", "lshift") or op == "pow" and not ints and not ta.is_complex() \
+                and not tb.is_complex():
+            # the size of the result, in float64: an int beyond int64 (Python's ints do not
+            # wrap) or a float power out of range (OverflowError)
+            fa, fb = ta.to(torch.float64), tb.to(torch.float64)
+            big = (fa * torch.exp2(fb) if op == "lshift" else _OUT_OF_PLACE[op](fa, fb)).abs()
+            over = big >= 2.0 ** 62 if ints else torch.isinf(big) & torch.isfinite(ta) & torch.isfinite(tb)
+            bad = over if bad is None else bad | over
+        if ints and op == "div":
+            big = (ta.abs() > 2 ** 53) | (tb.abs() > 2 ** 53)     # (Python divides ints exactly)
+            bad = bad | big
+        if bad is not None and bool(bad.any()):
+            from .runtime import GuardFailed
+            e = GuardFailed(f"Python-number `{op}` where Python raises or computes otherwise than the "
+                            "batch (a zero divisor, a power or int out of range)", data=True)
+            e.final = True
+            raise e
+        if op == "div":
+            return (ta.to(torch.float64) / tb.to(torch.float64)) if ints else a / b
+        if op == "floordiv":
+            return a // b
+        if op == "mod":
+            r = a % b
+            return r if ints else torch.copysign(r, tb)
+        if op == "lshift":
+            return a << b
+        return _OUT_OF_PLACE[op](a, b)
 
     @staticmethod
     def truth(c):
@@ -888,6 +949,9 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
         with torch.no_grad():
             outs = check.bind(body)(*few, list(rows))
     except Exception as e:
+        from .runtime import GuardFailed
+        if isinstance(e, GuardFailed) and e.data:
+            raise      # these values (pynum: a zero divisor ..) leave this call alone to the loop
         return f"the batched body raised {type(e).__name__}: {e}"
     nodes = {k: node for node in ast.walk(fdef) for k in [ids.get(id(node))] if k is not None}
     for k, batched in seen.items():

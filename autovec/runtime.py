@@ -2,6 +2,7 @@
 check against an unbatched iteration, output conversion, and the memory of failures."""
 from __future__ import annotations
 
+import ast
 import functools
 import math
 import types
@@ -200,6 +201,11 @@ class FunctionRuntime:
         # loops whose index, as a number, meets Python floats (`0.1 * i`, `i / n`): only a
         # batched body computes that as the loop does (in float64, as Python numbers)
         self.index_py = frozenset(k for k, v in matches.items() if v.plan.index_float)
+        # loops where Python numbers (`.item()` values, the index) may meet `/`, `//`, `%` or
+        # `**`: only the batched body checks what Python raises or computes otherwise there
+        # (_Helpers.pynum: a zero divisor, int / int, powers out of range); vmap and
+        # broadcasting would compute int64 / float64 tensors' results instead
+        self.py_arith = frozenset(k for k, v in matches.items() if _py_arith(v.plan))
 
     def stepper(self, loop_id, fn, calls, it):
         """The compile fallback's step callable for this run of a loop, or None (the original loop)."""
@@ -905,7 +911,11 @@ class FunctionRuntime:
             return o.double().sum().item()
         if o.is_complex():
             return o.to(torch.complex128).sum().item()
-        return int(o.sum()) if o.dtype != torch.bool else int(o.sum())
+        if o.dtype == torch.int64 and o.numel():
+            lo, hi = torch.aminmax(o)
+            if max(-int(lo), int(hi)) * o.numel() >= 1 << 63:
+                return sum(o.tolist())    # Python's ints do not wrap: the exact sum
+        return int(o.sum())
 
     @classmethod
     def _product(cls, acc, o, inplace, py):
@@ -981,6 +991,9 @@ class FunctionRuntime:
             s = cls._pysum(o)
             if o.dtype == torch.bool:
                 s = int(s)
+            elif s == 0 and type(acc) is float and acc == 0 and math.copysign(1.0, acc) < 0 \
+                    and o.is_floating_point() and _minus_zero_rest(o, op):
+                s = -0.0     # (see _minus_zero_rest)
             if isinstance(acc, torch.Tensor) and inplace:
                 return s
             return acc + s if op == "+" else acc - s
@@ -1001,6 +1014,10 @@ class FunctionRuntime:
             return first
         want = torch.result_type(first, o[1])
         rest = o[1:].sum(0, dtype=want if want != torch.bool else None)  # summed at the loop's precision
+        if rest.is_floating_point() and isinstance(first, torch.Tensor) and bool(torch.signbit(first).any()):
+            sign = torch.signbit(o[1:])
+            sign = sign.all(0) if op == "+" else sign.any(0)
+            rest = torch.where((rest == 0) & sign, torch.tensor(-0.0, dtype=rest.dtype, device=rest.device), rest)
         out = first + rest if op == "+" else first - rest
         return out.to(want) if out.dtype != want else out
 
@@ -2275,6 +2292,43 @@ def _nest_in_dims(spec, levels):
     return tuple(dims)
 
 
+_PY_ARITH_OPS = (ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
+
+
+def _py_arith(plan) -> bool:
+    """Whether a loop's Python numbers may meet `/`, `//`, `%` or `**` (FunctionRuntime.py_arith):
+    a body with `.item()` (or Python numbers unpacked from rows) and one of them, or the index
+    multiplied, shifted or raised in arithmetic of ints alone."""
+    numbers = plan.items or any(u[2] for u in plan.space.unpack)
+    indices = set(plan.value_indices) | ({plan.space.index} if plan.index_as_value and plan.space.index else set())
+    if not numbers and not indices:
+        return False
+    for text in plan.body:
+        for n in ast.walk(ast.parse(text)):
+            if not isinstance(n, (ast.BinOp, ast.AugAssign)):
+                continue
+            if numbers and isinstance(n.op, _PY_ARITH_OPS):
+                return True
+            # the index in int arithmetic of its own (`i * 10 ** 18`, `2 ** i`): Python's ints
+            # do not wrap
+            if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.Pow, ast.LShift)) and all(
+                    isinstance(m, (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop,
+                                   ast.Load)) for m in ast.walk(n)) and any(
+                    isinstance(m, ast.Name) and m.id in indices for m in ast.walk(n)) and all(
+                    m.id in indices for m in ast.walk(n) if isinstance(m, ast.Name)):
+                return True
+    return False
+
+
+def _minus_zero_rest(o, op) -> bool:
+    """Whether the sum of `o`'s values that the loop adds to (op "+") or subtracts from (op
+    "-") a -0.0 start must count as -0.0 where it is zero: the loop keeps -0.0 only while it
+    adds -0.0 values (or subtracts +0.0 ones), but torch's sum starts at +0.0. So -0.0 where
+    every value added is -0.0, or where a value subtracted is."""
+    sign = torch.signbit(o)
+    return bool(sign.all()) if op == "+" else bool(sign.any())
+
+
 def _nest_grad_infinities(tensors):
     """A loop nest's batched body broadcasts a value one level does not change across that
     level, and autograd sums its gradient there before multiplying: `a * (c0 + c1)` where the
@@ -2575,14 +2629,15 @@ class Token:
         modes.append("vmap")
         if not _switch_on("AUTOVEC_DIRECT"):
             modes = ["vmap"]          # the generic form only (benchmarks measure what the direct forms gain)
-        if self.numbers or self.loop_id in rt.index_py:
+        if self.numbers or self.loop_id in rt.index_py or self.loop_id in rt.py_arith:
             # a list of Python numbers, or the index in float arithmetic: only the batched body
             # treats their batch as Python numbers (vmap and broadcasting would see 0-d float64
             # tensors, or an int64 index making float32 values, which compute differently)
             modes = [m for m in modes if m == "batched"]
             if not modes:
-                raise GuardFailed("the loop reads Python numbers (a list of them, or its index in float "
-                                  "arithmetic), which only a batched body (not vmap) computes with as the loop does")
+                raise GuardFailed("the loop reads Python numbers (a list of them, its index in float "
+                                  "arithmetic, or `.item()` values divided or raised to a power), which only a "
+                                  "batched body (not vmap) computes with as the loop does")
         errors = []
         for mode in modes:
             if (self.loop_id, self.sig, mode, tag) in rt.bad_modes and mode != modes[-1]:

@@ -227,6 +227,8 @@ def _align(vals: list[_V], binary: bool = False, lead: int = 1) -> list[ast.expr
 
 
 _PY_KINDS = ("bool", "int", "float", "complex")
+_PY_ARITH = {ast.Div: "div", ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.Mult: "mul",
+             ast.LShift: "lshift"}
 _DUMMY = {"bool": True, "int": 1, "float": 1.0, "complex": 1j}
 
 
@@ -533,6 +535,13 @@ class _Batcher:
         if isinstance(node.op, ast.MatMult):
             return self._product("matmul", a, b)
         la, lb = _align([a, b], binary=True, lead=self.c.lead)
+        op = _PY_ARITH.get(type(node.op))
+        if op and a.fact.number and b.fact.number and (op not in ("mul", "lshift")
+                                                         or a.fact.kind == b.fact.kind == "int"):
+            # Python numbers on both sides: where Python raises or computes otherwise than the
+            # int64 / float64 batch (a zero divisor, int / int, powers, int overflow), the helper
+            # leaves the call to the loop or computes as Python does
+            return _helper("pynum", la, lb, _const(op))
         return ast.BinOp(left=la, op=node.op, right=lb)
 
     def e_UnaryOp(self, node):
