@@ -7,20 +7,13 @@ import torch
 
 from autovec import assert_equivalent, autovec, explain
 from conftest import raises_as_loop, ran_modes as _ran
+from test_realworld_forms import matmul_nest as matmul, matvec_nest as matvec
 
 
 @pytest.fixture(autouse=True)
 def always_vectorize(monkeypatch):
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
 
-
-def matmul(A, B):
-    C = torch.zeros(A.shape[0], B.shape[1])
-    for i in range(A.shape[0]):
-        for j in range(B.shape[1]):
-            for k in range(A.shape[1]):
-                C[i, j] += A[i, k] * B[k, j]
-    return C
 
 def matmul_like(A, B):
     C = torch.zeros(A.shape[0], B.shape[1], dtype=A.dtype)
@@ -53,13 +46,6 @@ def gram_transposed(A, B):
             for k in range(A.shape[0]):
                 C[i, j] += A[k, i] * B[k, j]
     return C
-
-def matvec(A, x):
-    out = torch.zeros(A.shape[0])
-    for i in range(A.shape[0]):
-        for j in range(A.shape[1]):
-            out[i] += A[i, j] * x[j]
-    return out
 
 def vecmat_subtracted(x, A):
     out = torch.zeros(A.shape[1])
