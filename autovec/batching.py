@@ -472,6 +472,8 @@ class _Helpers:
         ints = not ta.is_floating_point() and not ta.is_complex() and not tb.is_floating_point() \
             and not tb.is_complex()
         bad = None
+        real = not ta.is_complex() and not tb.is_complex()
+        fa, fb = (ta.to(torch.float64), tb.to(torch.float64)) if real and op in ("pow", "mul", "lshift") else (None, None)
         if op in ("div", "floordiv", "mod"):
             bad = tb == 0
             if op == "mod" and not ints:
@@ -481,15 +483,12 @@ class _Helpers:
         elif op == "pow":
             if ints:
                 bad = tb < 0
-            elif not ta.is_complex() and not tb.is_complex():
-                fa, fb = ta.to(torch.float64), tb.to(torch.float64)
+            elif real:
                 finite = torch.isfinite(fa) & torch.isfinite(fb)
                 bad = (fa == 0) & (fb < 0) | (fa < 0) & (fb != torch.floor(fb)) & finite
-        if ints and op in ("mul", "pow", "lshift") or op == "pow" and not ints and not ta.is_complex() \
-                and not tb.is_complex():
+        if ints and op in ("mul", "pow", "lshift") or op == "pow" and not ints and real:
             # the size of the result, in float64: an int beyond int64 (Python's ints do not
             # wrap) or a float power out of range (OverflowError)
-            fa, fb = ta.to(torch.float64), tb.to(torch.float64)
             big = (fa * torch.exp2(fb) if op == "lshift" else _OUT_OF_PLACE[op](fa, fb)).abs()
             over = big >= 2.0 ** 62 if ints else torch.isinf(big) & torch.isfinite(ta) & torch.isfinite(tb)
             bad = over if bad is None else bad | over

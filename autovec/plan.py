@@ -158,3 +158,11 @@ class LoopInfo:
     kind: str = "for"      # "for", "while", "comprehension", "generator"
     part_of: int | None = None   # line of the loop nest this inner loop is rewritten with
     step: StepPlan | None = None # the compile fallback's form of a loop that is not vectorized
+
+
+def einsum_letters(spec) -> str:
+    """An einsum operand's subscript for a slice read at loop-nest levels (`A[i, k]`, spec
+    ((level, position, offset), ..)): one letter per level, in the tensor's dimension order;
+    "" where some dimension is read by no level."""
+    at = {p: "abcdefghijklmnopqrstuvwxyz"[lv] for lv, p, _ in spec}
+    return "".join(at[q] for q in range(len(at))) if set(at) == set(range(len(at))) else ""

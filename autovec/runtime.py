@@ -13,6 +13,7 @@ import torch.utils._python_dispatch
 
 from . import _config, cost
 from .batching import _INPLACE_FLOOR
+from .plan import einsum_letters
 from .purity import _by_id as _PURE_BY_ID, why_impure
 
 _NUMBER = (bool, int, float, complex)
@@ -1014,7 +1015,9 @@ class FunctionRuntime:
             return first
         want = torch.result_type(first, o[1])
         rest = o[1:].sum(0, dtype=want if want != torch.bool else None)  # summed at the loop's precision
-        if rest.is_floating_point() and isinstance(first, torch.Tensor) and bool(torch.signbit(first).any()):
+        # (`first` holds -0.0 only where `acc` does: a free test for a Python number)
+        if rest.is_floating_point() and (math.copysign(1.0, acc) < 0 and acc == 0 if type(acc) is float
+                                         else isinstance(acc, torch.Tensor) and bool(torch.signbit(acc).any())):
             sign = torch.signbit(o[1:])
             sign = sign.all(0) if op == "+" else sign.any(0)
             rest = torch.where((rest == 0) & sign, torch.tensor(-0.0, dtype=rest.dtype, device=rest.device), rest)
@@ -2063,24 +2066,20 @@ def _nest_product(target, tok, factors, keep, op, zeros=False):
     if target.dtype == torch.float32 and _reduced_matmul(target.device):
         return None      # TF32 / bfloat16 products: the loop multiplies in full float32
     inputs = tok._inputs()
-    letters = "abcdefghijklmnopqrstuvwxyz"
     operands, specs = [], []
     for j in factors:
         t = inputs[j][0]
         spec = tok.raw[j][1]
+        letters = einsum_letters(spec)
         if type(t) is not torch.Tensor or t.dtype != target.dtype or t.device != target.device \
-                or t.dim() != len(spec):
-            return None
-        at = [None] * t.dim()
-        for lv, p, _ in spec:
-            at[p] = letters[lv]
-        if None in at:
+                or t.dim() != len(spec) or not letters:
             return None
         operands.append(t)
-        specs.append("".join(at))
-    out = "".join(letters[lv] for lv in keep)
+        specs.append(letters)
+    out = einsum_letters([(lv, d, 0) for d, lv in enumerate(keep)])
     for lv in range(len(tok.levels)):
-        if lv not in keep and not (letters[lv] in specs[0] and letters[lv] in specs[1]):
+        x = einsum_letters([(lv, 0, 0)])
+        if lv not in keep and not (x in specs[0] and x in specs[1]):
             # a level summed over that one factor lacks: the einsum would sum that factor first
             # (a distributed product: inf * (a - a) where the loop has inf * a - inf * a, NaN),
             # or drop a level neither factor reads (the loop adds its values once per step)

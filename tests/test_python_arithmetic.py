@@ -183,6 +183,12 @@ def minus_zero_py_sub(x):
         s -= x[i].item()
     return s
 
+def minus_zero_float_start(x):
+    s = -0.0
+    for i in range(x.shape[0]):
+        s = s + x[i]
+    return s
+
 def minus_zero_tensor(x):
     s = torch.tensor(-0.0)
     for i in range(x.shape[0]):
@@ -199,7 +205,7 @@ def minus_zero_tensor_sub(x):
 @pytest.mark.parametrize("values", [[-0.0, -0.0, -0.0], [0.0, -0.0], [-0.0, 0.0], [1.0, -1.0], [-0.0], [2.0, -0.0]])
 def test_a_minus_zero_start_keeps_its_sign_as_in_the_loop(values):
     x = torch.tensor(values)
-    for fn in (minus_zero_py, minus_zero_py_sub, minus_zero_tensor):
+    for fn in (minus_zero_py, minus_zero_py_sub, minus_zero_float_start, minus_zero_tensor):
         assert same(autovec(fn)(x), fn(x)), fn.__name__
     rows = torch.tensor(values).unsqueeze(1).repeat(1, 2)
     rows[:, 1] = -rows[:, 1]

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from ..analysis.loops import FILL, match_subscript, match_subscript_nest
 from ..codegen import expr, set_lines, template
-from ..plan import LoopPlan
+from ..plan import LoopPlan, einsum_letters
 
 
 @dataclass(frozen=True)
@@ -388,7 +388,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     writes_expr = expr("(" + "".join(w + ", " for w in writes) + ")")
 
     prepare, commit, display_tail = [], [], []
-    product_first, product_display = None, False    # a nest's sum of products: runtime.nest_product
+    product_first = None    # a nest's sum of products: (its runtime.nest_product call, its result)
     releases = []   # (fresh output, its fill): not held while the batch is computed (Token.release)
     result, swaps, display_swaps = None, {}, {}
     for k, o in enumerate(plan.outputs):
@@ -532,17 +532,12 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 first = template(f"P = AV.nest_product({o.target}, {T}, {factors!r}, {keep!r}, {o.op!r}, {o.fill == '0'})",
                                  P=P, AV=AV)
                 product_first = (first, P)
-                letters = "abcdefghijklmnopqrstuvwxyz"
-                specs = []
-                for j in factors:
-                    at = {p_: letters[lv] for lv, p_, _ in mapped[j].levels}
-                    specs.append("".join(at[q] for q in range(len(at))))
-                eq = ",".join(specs) + "->" + "".join(letters[lv] for lv in keep)
+                eq = (",".join(einsum_letters(mapped[j].levels) for j in factors) + "->"
+                      + einsum_letters([(lv, d, 0) for d, lv in enumerate(keep)]))
                 ops = ", ".join(mapped[j].base for j in factors)
                 region = ", ".join(":" for _ in keep)
                 display_tail.append(f"{o.target}[{region}] {'+=' if o.op == '+' else '-='} "
                                     f"torch.einsum({eq!r}, {ops})")
-                product_display = True
             if keep is not None:
                 # `C[i, j] += A[i, k] * B[k, j]`: each written element is the sum over the levels
                 # the subscript leaves out (runtime.nest_sum; the scatter where it cannot)
@@ -712,7 +707,7 @@ except Exception as E:
     if direct:
         ddef = direct_function(plan, BODY, AV, display=True)
         display = [ddef] + ast.parse(f"{O} = {BODY}({', '.join(_direct_args(plan))})").body
-    elif product_display:
+    elif product_first is not None:
         display = []      # the einsum in display_tail is all of it
     else:
         display = scan_display + [_display_body(body_def, AV)]
