@@ -13,6 +13,7 @@ import torch.utils._python_dispatch
 
 from . import _config, cost
 from .batching import _INPLACE_FLOOR
+from .analysis.shared import shared_work
 from .plan import einsum_letters
 from .purity import _by_id as _PURE_BY_ID, why_impure
 
@@ -207,6 +208,9 @@ class FunctionRuntime:
         # (_Helpers.pynum: a zero divisor, int / int, powers out of range); vmap and
         # broadcasting would compute int64 / float64 tensors' results instead
         self.py_arith = frozenset(k for k, v in matches.items() if _py_arith(v.plan))
+        # values the body puts through loop-invariant operations, which a batched form computes
+        # once (analysis.shared): their gradients are checked in the guard (_shared_gradients)
+        self.shared = {k: (hit, v.plan.free) for k, v in matches.items() for hit in [shared_work(v.plan)] if hit}
 
     def stepper(self, loop_id, fn, calls, it):
         """The compile fallback's step callable for this run of a loop, or None (the original loop)."""
@@ -624,6 +628,8 @@ class FunctionRuntime:
                                   "give NaN gradients where the loop computes none)")
         if levels is not None and grad:
             _nest_grad_infinities(tensors + free_tensors)
+        if grad and self.shared and loop_id in self.shared:
+            _shared_gradients(*self.shared[loop_id], free)
         if numbers:
             mapped = tuple(mapped)
         tok = Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
@@ -2340,6 +2346,74 @@ def _nest_grad_infinities(tensors):
         if t.is_floating_point() and bool(torch.isinf(t).any()):
             raise GuardFailed("a loop nest with gradients and an infinite input value (the batch's "
                               "gradient sums would give inf where the loop's give NaN)", data=True)
+
+
+_UNKNOWN = object()
+
+
+def _outside_value(source, names, values):
+    """The value of `source` ("w", "self.scale") read from outside the loop, looked up
+    without running any code (no property, no __getattr__ beyond a module's parameters and
+    buffers); _UNKNOWN where that is not possible. A tensor's own attributes (`w.T`) stand
+    for the tensor."""
+    head, *rest = source.split(".")
+    try:
+        v = values[names.index(head)]
+    except (ValueError, IndexError):
+        return _UNKNOWN
+    for attr in rest:
+        if isinstance(v, torch.Tensor):
+            return v
+        if isinstance(v, torch.nn.Module):
+            d = v.__dict__
+            for table in ("_parameters", "_buffers", "_modules"):
+                if attr in d.get(table, ()):
+                    v = d[table][attr]
+                    break
+            else:
+                if attr not in d:
+                    return _UNKNOWN
+                v = d[attr]
+            continue
+        if isinstance(v, types.ModuleType):
+            v = v.__dict__.get(attr, _UNKNOWN)
+        else:
+            d = getattr(v, "__dict__", None)
+            v = d.get(attr, _UNKNOWN) if isinstance(d, dict) else _UNKNOWN
+        if v is _UNKNOWN:
+            return v
+    return v
+
+
+def _shared_gradients(shared, names, values):
+    """With gradients on: a batched form computes the body's loop-invariant operations once
+    (analysis.shared), so autograd adds the batch's incoming gradients before it multiplies by
+    their derivative, where the loop multiplies each iteration's first. Those agree where the
+    derivative is finite. So a tensor that requires grad may go through such operations only
+    where they all have finite derivatives on finite values, and every value they read is
+    finite; anything else keeps the loop."""
+    check = False
+    for source, safe in shared:
+        v = _outside_value(source, names, values)
+        if v is _UNKNOWN:
+            raise GuardFailed(f"`{source}` goes through loop-invariant operations, which the batch computes "
+                              "once, and autovec cannot tell without running code whether it requires grad")
+        if isinstance(v, torch.Tensor) and v.requires_grad:
+            if not safe:
+                raise GuardFailed(
+                    f"`{source}` requires grad and goes through a loop-invariant operation whose derivative can "
+                    "be infinite (sqrt, log, pow, exp, a division, a helper, ..): the batch computes it once and "
+                    "autograd would add the iterations' gradients before multiplying by it, which gives ±inf "
+                    "where the loop gives NaN")
+            check = True
+    if check:
+        for source, _ in shared:
+            v = _outside_value(source, names, values)
+            if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()) \
+                    and not bool(torch.isfinite(v).all()):
+                raise GuardFailed(f"`{source}` holds inf or NaN and goes through loop-invariant operations with "
+                                  "a tensor that requires grad (their gradients would differ from the loop's)",
+                                  data=True)
 
 
 def space_sig(space):

@@ -1,0 +1,216 @@
+"""Loop-invariant work that a batched form computes once where the loop computes it every
+iteration, and what that means for gradients.
+
+`out[i] = x[i] * torch.sqrt(w)`: the loop takes `sqrt(w)` n times, and each copy's backward
+multiplies its own incoming gradient by d sqrt / dw before autograd adds the n results. The
+batched form takes `sqrt(w)` once and broadcasts it: autograd first adds the n incoming
+gradients, then multiplies once. With a finite derivative that is the same sum (up to
+rounding); with an infinite one (sqrt at 0) it is not: the loop's `inf * g_1 + inf * g_2`
+is NaN where the g's differ in sign, or hold a 0, while the batch's `inf * (g_1 + g_2)` is
+±inf. So the runtime needs to know, per loop, which tensors the body puts through
+loop-invariant operations, and whether those operations' derivatives stay finite on finite
+values (`shared_work`).
+"""
+from __future__ import annotations
+
+import ast
+
+# operations on loop-invariant values whose derivative is finite wherever their inputs are
+# (shape and linear operations, bounded activations); any other call (sqrt, log, exp, pow,
+# a division by a tensor, a user's helper) may have an infinite derivative on finite values
+_SAFE_CALLS = frozenset({
+    # shape, selection and linear operations
+    "t", "T", "mT", "view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "flatten",
+    "contiguous", "clone", "expand", "expand_as", "narrow", "select", "movedim", "view_as",
+    "reshape_as", "float", "double", "half", "to", "type_as", "detach", "sum", "mean", "neg",
+    "negative", "add", "sub", "subtract", "cat", "stack", "diag", "diagonal", "tril", "triu", "flip",
+    "roll", "repeat", "tile", "cumsum", "trace", "outer", "matmul", "mm", "mv", "dot", "einsum",
+    "bmm", "mul", "multiply", "chunk", "split", "unbind", "squeeze_", "index_select", "gather",
+    # bounded derivatives
+    "sigmoid", "tanh", "relu", "softplus", "abs", "clamp", "clip", "clamp_min", "clamp_max", "sin",
+    "cos", "atan", "erf", "gelu", "silu", "leaky_relu", "elu", "hardtanh", "softmax", "log_softmax",
+    "normalize", "maximum", "minimum", "logsigmoid", "softsign", "hardsigmoid", "hardswish", "mish",
+    "relu6", "celu", "selu", "sign",
+})
+# what carries no gradient at all: sizes, types, comparisons, integer results, Python numbers
+_NO_GRAD = frozenset({
+    "len", "shape", "size", "dim", "ndim", "ndimension", "numel", "dtype", "device", "isinstance",
+    "int", "bool", "item", "tolist", "argmax", "argmin", "argsort", "nonzero", "eq", "ne", "lt", "le",
+    "gt", "ge", "isnan", "isinf", "isfinite", "is_floating_point", "is_complex", "requires_grad", "any",
+    "all", "range", "type", "is_cuda", "is_cpu", "stride", "element_size", "long", "bucketize",
+    "searchsorted", "count_nonzero", "logical_and", "logical_or", "logical_not", "equal", "allclose",
+})
+_MODULES = frozenset({"torch", "F", "nn", "functional", "special", "linalg"})
+_SAFE_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.MatMult)
+
+
+def _chain(node):
+    """`a.b.c` as "a.b.c" (a leaf value read from outside the loop), else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id] + parts[::-1])
+
+
+class _Inv:
+    """An expression built from loop-invariant values alone: the outside values it reads
+    (`leaves`), whether every operation on them has a finite derivative (`safe`), and whether
+    it is a bare value with no operation at all (`bare`)."""
+
+    __slots__ = ("leaves", "safe", "bare")
+
+    def __init__(self, leaves=frozenset(), safe=True, bare=True):
+        self.leaves, self.safe, self.bare = frozenset(leaves), safe, bare
+
+
+def _join(parts, safe, bare=False):
+    leaves, ok = set(), safe
+    for p in parts:
+        leaves |= p.leaves
+        ok = ok and p.safe
+    return _Inv(leaves, ok, bare)
+
+
+class _Walk:
+    def __init__(self, free):
+        self.free = set(free)
+        self.env: dict = {}          # body names holding invariant values -> _Inv
+        self.found: dict = {}        # leaf -> safe (False once any shared work on it is unsafe)
+
+    def note(self, inv):
+        """`inv` meets per-iteration values here: a batched form shares it across the batch."""
+        if inv is None or inv.bare:
+            return
+        for leaf in inv.leaves:
+            self.found[leaf] = self.found.get(leaf, True) and inv.safe
+
+    def expr(self, node):  # noqa: C901 (one case per kind of expression)
+        """_Inv for an invariant expression, None for one that changes per iteration."""
+        if isinstance(node, ast.Constant):
+            return _Inv()
+        if isinstance(node, ast.Name):
+            if node.id in self.env:
+                return self.env[node.id]
+            return _Inv({node.id}) if node.id in self.free else None
+        if isinstance(node, ast.Attribute) and node.attr in _NO_GRAD:
+            return _Inv() if self.expr(node.value) is not None else None     # x.shape: no gradient
+        if isinstance(node, ast.Compare):
+            parts = [self.expr(node.left)] + [self.expr(c) for c in node.comparators]
+            return None if any(p is None for p in parts) else _Inv()       # no gradient through it
+        if isinstance(node, ast.Attribute):
+            chain = _chain(node)
+            if chain is not None and chain.split(".")[0] in self.free and chain.split(".")[0] not in self.env:
+                return _Inv({chain})
+            inner = self.expr(node.value)
+            if inner is None:
+                return None
+            return _join([inner], node.attr in _SAFE_CALLS)
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, ast.BinOp):
+            a, b = self.expr(node.left), self.expr(node.right)
+            if a is None or b is None:
+                self.note(a)
+                self.note(b)
+                return None
+            safe = isinstance(node.op, _SAFE_BINOPS) or (
+                isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant)
+                and isinstance(node.right.value, (int, float)) and node.right.value != 0)
+            return _join([a, b], safe)
+        if isinstance(node, ast.UnaryOp):
+            a = self.expr(node.operand)
+            return None if a is None else _join([a], isinstance(node.op, (ast.USub, ast.UAdd)))
+        if isinstance(node, ast.Subscript):
+            a, s = self.expr(node.value), self.expr(node.slice)
+            if a is None or s is None:
+                self.note(a)
+                return None
+            return _join([a, s], True)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            parts = [self.expr(e) for e in node.elts]
+            if any(p is None for p in parts):
+                for p in parts:
+                    self.note(p)
+                return None
+            return _join(parts, True, bare=all(p.bare for p in parts))
+        if isinstance(node, ast.Slice):
+            parts = [self.expr(e) for e in (node.lower, node.upper, node.step) if e is not None]
+            return None if any(p is None for p in parts) else _join(parts, True, bare=True)
+        # anything else (comparisons, conditionals, comprehensions, ..): its invariant parts
+        # meet the per-iteration ones inside it, so each is shared
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.note(self.expr(child))
+        return None
+
+    def call(self, node):
+        func = node.func
+        args = [self.expr(a) for a in node.args] + [self.expr(k.value) for k in node.keywords]
+        last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if last in _NO_GRAD:
+            # len(x), x.size(0), x.argmax(): a value no gradient flows through
+            owner = self.expr(func.value) if isinstance(func, ast.Attribute) else _Inv()
+            return _Inv() if owner is not None and all(a is not None for a in args) else None
+        name = _chain(func)
+        if name is not None and name.split(".")[0] in self.free and name.split(".")[0] not in self.env:
+            # torch.sqrt(..), F.softplus(..), helper(..), self.fn(..): the function itself is no value
+            head, _, last = name.rpartition(".")
+            target = None
+            safe = last in _SAFE_CALLS and head.split(".")[0] in _MODULES    # (a bare helper: unknown)
+            if head and head.split(".")[0] not in _MODULES:
+                target = _Inv({head})          # w.exp(): a method of an outside value
+                safe = last in _SAFE_CALLS
+        else:
+            target = self.expr(func.value) if isinstance(func, ast.Attribute) else self.expr(func)
+            safe = isinstance(func, ast.Attribute) and func.attr in _SAFE_CALLS
+            if target is None:
+                for a in args:
+                    self.note(a)
+                return None
+        parts = args + ([target] if target is not None else [])
+        if any(p is None for p in parts):
+            for p in parts:
+                self.note(p)
+            return None
+        return _join(parts, safe)
+
+    def stmt(self, node):
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            inv = self.expr(node.value)
+            for t in node.targets:
+                if inv is None:
+                    self.env.pop(t.id, None)
+                    self.free.discard(t.id)       # rebound per iteration
+                else:
+                    self.env[t.id] = inv
+            if inv is not None and not inv.bare and any(t.id.startswith("_av_out") for t in node.targets):
+                self.note(inv)                    # an invariant value stored every iteration
+            return
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.note(self.expr(child))
+            elif isinstance(child, ast.stmt):
+                self.stmt(child)
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                self.env.pop(n.id, None)
+                self.free.discard(n.id)
+
+
+def shared_work(plan) -> tuple:
+    """((outside value as source, safe), ..): the values read from outside a loop that its body
+    puts through loop-invariant operations (which a batched form computes once for the whole
+    batch); `safe` when all of those operations have finite derivatives on finite values."""
+    w = _Walk(plan.free)
+    texts = list(plan.body) + [o.value for o in plan.outputs if o.value and not o.marker]
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for s in tree.body:
+            w.stmt(s)
+    return tuple(sorted(w.found.items()))

@@ -1,0 +1,205 @@
+"""Loop-invariant work under gradients (analysis.shared, runtime._shared_gradients): a batched
+form computes `torch.sqrt(w)` once where the loop computes it every iteration, so autograd adds
+the iterations' gradients before multiplying by the derivative. With an infinite derivative
+(sqrt at 0) the loop's sum of ±inf is NaN where the batch's product is ±inf: such loops keep
+Python when the invariant tensor requires grad, and run batched otherwise."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autovec import assert_equivalent, autovec, explain
+from autovec.analysis.shared import shared_work
+from conftest import ran_modes
+
+
+@pytest.fixture(autouse=True)
+def always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def scale_by_sqrt(x, w):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * torch.sqrt(w)
+    return out
+
+
+def scale_by_local_sqrt(x, w):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        s = w ** 0.5
+        out[i] = x[i] * s
+    return out
+
+
+def sum_over_rows(x, w):
+    total = torch.zeros(())
+    for row in x:
+        total = total + (row * (1.0 / w)).sum()
+    return total
+
+
+def gated(x, w):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * torch.sigmoid(w * 2.0) + F.softplus(w)
+    return out
+
+
+def times_invariant_product(x, w, c):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * (w * c)
+    return out
+
+
+def direct_use(x, w):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = torch.sqrt(x[i] * w)
+    return out
+
+
+def reversed_rows(x, w):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[len(x) - 1 - i] = x[i] * w.shape[0] + (w.sum() > 0) * x.size(1)
+    return out
+
+
+def _grads(fn, x, w, *rest):
+    x = x.clone().requires_grad_()
+    w = w.clone().requires_grad_()
+    y = fn(x, w, *rest)
+    y.sum().backward() if y.dim() == 0 else (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+    return y.detach(), x.grad, w.grad
+
+
+def _same(a, b):
+    if any((p is None) != (q is None) for p, q in zip(a, b)):
+        return False
+    a, b = [p for p in a if p is not None], [q for q in b if q is not None]
+    return all(torch.equal(torch.nan_to_num(p, 1e9, 2e9, -2e9), torch.nan_to_num(q, 1e9, 2e9, -2e9))
+               or torch.allclose(p, q, rtol=1e-5, atol=1e-6, equal_nan=True) for p, q in zip(a, b))
+
+
+@pytest.mark.parametrize("fn", [scale_by_sqrt, scale_by_local_sqrt])
+def test_infinite_derivative_keeps_the_loop_and_its_nan(fn):
+    x = torch.randn(40, 3)
+    w = torch.tensor([0.0, 1.0, 4.0])
+    want = _grads(fn, x, w)
+    fast = autovec(fn)
+    got = _grads(fast, x, w)
+    assert torch.isnan(want[2][0])             # the loop: inf * g summed over signs
+    assert _same(want, got)
+    assert ran_modes(fast) == set()
+    ex = explain(fn, x, w.clone().requires_grad_())
+    assert ex.path == "python" and "derivative can be infinite" in str(ex)
+
+
+def test_division_by_an_invariant_tensor_in_a_sum_keeps_the_loop():
+    x = torch.randn(30, 4)
+    w = torch.tensor([0.0, 1.0, -2.0, 3.0])
+    want = _grads(sum_over_rows, x, w)
+    fast = autovec(sum_over_rows)
+    got = _grads(fast, x, w)
+    assert _same(want, got)
+    assert ran_modes(fast) == set()
+
+
+@pytest.mark.parametrize("fn", [scale_by_sqrt, scale_by_local_sqrt, sum_over_rows])
+def test_without_grad_the_same_loops_run_batched(fn):
+    x = torch.randn(40, 3)
+    w = torch.rand(3) + 0.5
+    fast = autovec(fn)
+    assert torch.allclose(fast(x, w), fn(x, w))
+    assert ran_modes(fast)
+    with torch.no_grad():
+        fast2 = autovec(fn)
+        assert torch.allclose(fast2(x, w.requires_grad_()), fn(x, w))
+    assert ran_modes(fast2)
+
+
+def test_bounded_derivatives_run_batched_with_grad():
+    x = torch.randn(40, 3)
+    w = torch.randn(3)
+    assert_equivalent(gated, x, w, grad=True)
+    fast = autovec(gated)
+    _grads(fast, x, w)
+    assert ran_modes(fast)
+
+
+def test_an_infinite_value_in_a_bounded_chain_keeps_the_loop():
+    x = torch.randn(40, 3)
+    x[::2] *= -1
+    w = torch.tensor([1.0, 2.0, 3.0])
+    c = torch.tensor([float("inf"), 1.0, 2.0])
+    want = _grads(times_invariant_product, x, w, c)
+    fast = autovec(times_invariant_product)
+    got = _grads(fast, x, w, c)
+    assert _same(want, got)
+    assert ran_modes(fast) == set()
+    # finite values: batched, with the loop's gradients
+    c = torch.tensor([3.0, 1.0, 2.0])
+    assert _same(_grads(times_invariant_product, x, w, c), _grads(fast, x, w, c))
+    assert ran_modes(fast)
+
+
+def test_per_iteration_operations_are_not_shared():
+    x = torch.rand(20, 3)
+    w = torch.tensor([0.0, 1.0, 2.0])
+    fast = autovec(direct_use)
+    assert _same(_grads(direct_use, x, w), _grads(fast, x, w))
+    assert ran_modes(fast)
+
+
+def _plan(fn):
+    st = autovec(fn)._autovec_state
+    st.prepare()
+    (m,) = st.runtime.matches.values()
+    return m.plan
+
+
+@pytest.mark.parametrize("fn, expected", [
+    (scale_by_sqrt, (("w", False),)),
+    (scale_by_local_sqrt, (("w", False),)),
+    (sum_over_rows, (("w", False),)),
+    (gated, (("w", True),)),
+    (times_invariant_product, (("c", True), ("w", True))),
+    (direct_use, ()),
+    (reversed_rows, ()),          # sizes and comparisons carry no gradient
+])
+def test_the_analysis_finds_the_shared_operations(fn, expected):
+    assert shared_work(_plan(fn)) == expected
+
+
+class Temperature(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.log_t = torch.nn.Parameter(torch.tensor([0.0, -100.0, 1.0]))
+
+    @autovec
+    def forward(self, x):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * torch.exp(self.log_t)
+        return out
+
+
+def test_a_module_parameter_through_exp_keeps_the_loop_under_grad():
+    m = Temperature()
+    x = torch.randn(30, 3)
+    y = m(x)
+    assert torch.allclose(y, Temperature.forward.__wrapped__(m, x))
+    assert ran_modes(Temperature.forward) == set()
+    with torch.no_grad():
+        m(x)
+    assert ran_modes(Temperature.forward)
+
+
+def test_sizes_and_comparisons_do_not_keep_the_loop():
+    x = torch.randn(20, 3)
+    w = torch.tensor([0.0, 1.0, 2.0])
+    fast = autovec(reversed_rows)
+    assert _same(_grads(reversed_rows, x, w), _grads(fast, x, w))
+    assert ran_modes(fast)
