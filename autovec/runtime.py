@@ -1016,11 +1016,14 @@ class FunctionRuntime:
             if not torch.can_cast(torch.result_type(acc, o[0]), acc.dtype):
                 raise GuardFailed("in-place accumulation would need a dtype cast the loop refuses")
             return delta
-        if type(acc) is torch.Tensor and acc.dtype is o.dtype and o.dtype in _FLOATS:
-            # a tensor start of the values' own dtype: every step keeps that dtype, so the sum of
-            # all the values added at once (two operations instead of the first step apart, five)
+        if o.dtype in _FLOATS and (type(acc) is torch.Tensor and acc.dtype is o.dtype
+                                   or type(acc) is float or type(acc) is int):
+            # a start of the values' own float dtype, or a Python number (which takes theirs): every
+            # step keeps that dtype, so the sum of all the values is added at once (two operations
+            # instead of the first step apart, five)
             total = o.sum(0)
-            if _minus_zero(acc):
+            if (math.copysign(1.0, acc) < 0 and acc == 0) if type(acc) is float else \
+                    type(acc) is torch.Tensor and _minus_zero(acc):
                 sign = torch.signbit(o)
                 sign = sign.all(0) if op == "+" else sign.any(0)
                 total = torch.where((total == 0) & sign, torch.tensor(-0.0, dtype=total.dtype, device=total.device),
