@@ -1534,6 +1534,44 @@ def _hot_broadcast(rank, index, tok, body, direct):
     return outs
 
 
+def _hot_broadcast_moved(r, pos, steps, index, tok, body, direct):
+    """_hot_broadcast where the inputs need views first (Token._broadcast's recipe: the loop
+    dimension of each slice at `pos` of an iteration's rank `r` + 1, size-1 dimensions where a
+    slice has fewer): `steps` per input, None (as it is), ("view", r) (a 1-d tensor, one value
+    per iteration) or ("move", its loop dimension, size-1 dimensions to add)."""
+    args = _covered(tok)
+    if args is None or index:
+        return None
+    n = tok.n
+    for j, how in enumerate(steps):
+        if how is None:
+            continue
+        t = args[j]
+        if how[0] == "view":
+            if t.dim() != 1:
+                return None
+            args[j] = t.view(*_ONES[:pos], n, *_ONES[:r - pos])
+            continue
+        _, d, k = how
+        if d:
+            t = t.movedim(d, 0)
+        if k:
+            t = t.reshape(n, *_ONES[:k], *t.shape[1:])
+        args[j] = t.movedim(0, pos) if pos else t
+    if _large(args):
+        body = tok._in_place_body(body)
+    outs = body(*args)
+    for o in outs:
+        if type(o) is not torch.Tensor or o.dim() != r + 1 or o.shape[pos] != n:
+            return None
+    if not pos:
+        return outs
+    moved = tuple(o.movedim(pos, 0) for o in outs)
+    tok.unmoved = {id(m): (m, o) for m, o in zip(moved, outs)}    # (Token._broadcast)
+    tok.unmoved_at = pos
+    return moved
+
+
 def _hot_nest(layout, code, tok, body, direct):
     """The steady state of a loop nest over whole dimensions (each level's range covers its
     dimension from 0 in steps of 1): batched products (`code` None; `layout`: the permutation
@@ -2810,10 +2848,16 @@ class Token:
             runner = functools.partial(_hot_batched, None, raw_dims if any(raw_dims) else None, 0, False)
         elif mode == "broadcast":
             recipe = rt.bcast.get((self.loop_id, self.sig, self.tag))
-            if not isinstance(recipe, tuple) or recipe[2] or any(recipe[1]) or any(raw_dims):
+            if not isinstance(recipe, tuple):
                 return
-            rank = recipe[0] + 1
-            runner = functools.partial(_hot_broadcast, rank, index)
+            r, ones, pos = recipe
+            if pos or any(ones) or any(raw_dims):
+                # each input's way into the broadcast layout (Token._broadcast), from ranks alone
+                steps = tuple(None if not k and d == pos else ("view", r) if k == r else ("move", d, k)
+                              for d, k in zip(raw_dims, ones))
+                runner = functools.partial(_hot_broadcast_moved, r, pos, steps, index)
+            else:
+                runner = functools.partial(_hot_broadcast, r + 1, index)
         elif mode == "batched":
             code = rt.batched.get(key)
             if code is None or isinstance(code, str):
