@@ -110,6 +110,27 @@ def enumerate_from_one(x):
     return torch.stack(out)
 
 
+def channel_bias(fmap, bias):
+    out = torch.empty_like(fmap)
+    for ch in range(fmap.shape[1]):
+        out[:, ch] = fmap[:, ch] * 2.0 + bias[ch]
+    return out
+
+
+def channel_scale(fmap, w):
+    out = torch.empty_like(fmap)
+    for ch in range(fmap.shape[1]):
+        out[:, ch] = fmap[:, ch] * w[ch]
+    return out
+
+
+def scaled_rows(x, s):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] * s[i] - s[i])
+    return torch.stack(out)
+
+
 FORMS = [
     ("broadcast", add_rows, lambda n: (torch.randn(n), torch.randn(n))),
     ("batched", row_softmax, lambda n: (torch.randn(n, 6), 0.7)),
@@ -123,6 +144,9 @@ FORMS = [
     ("index broadcast", index_scale, lambda n: (torch.randn(n, 3),)),
     ("index batched", index_softmax, lambda n: (torch.randn(n, 4),)),
     ("enumerate from 1", enumerate_from_one, lambda n: (torch.randn(n, 3),)),
+    ("broadcast moved", channel_bias, lambda n: (torch.randn(2, n, 3, 3), torch.randn(n))),
+    ("broadcast moved rows", channel_scale, lambda n: (torch.randn(n, n, n), torch.randn(n, n))),   # cubes: a wrong layout still broadcasts
+    ("broadcast views", scaled_rows, lambda n: (torch.randn(n, 4, 2), torch.randn(n))),
 ]
 
 
