@@ -11,7 +11,7 @@ import types
 import torch
 
 from .analysis import names as nm
-from .frontend import Captured, NoSource, attr_chain, capture
+from .frontend import Captured, NoSource, attr_chain, capture, scope_lookup
 
 _EFFECT_BUILTINS = {"print", "input", "open", "exec", "eval", "setattr", "delattr", "next", "iter",
                     "globals", "locals", "vars", "breakpoint", "__import__", "compile", "help", "exit",
@@ -219,6 +219,7 @@ def helper_impurity(fn: types.FunctionType, label: str, depth: int = 0) -> str |
 
 
 _parsed: dict = {}
+_split: dict = {}     # a helper's call targets -> (kind, path, path's parts), per targets tuple
 
 
 def _capture_cached(fn):
@@ -247,12 +248,19 @@ def _helper_impurity(fn, label, depth) -> str | None:
     reason, targets = static
     if reason:
         return reason.replace("{label}", label)
-    cap = Captured(fn=fn, tree=None, filename="", qualname=fn.__qualname__)
-    env = Env(cap)
-    for kind, path in targets:
-        found, obj = env.resolve(path) if kind == "attr" else cap.lookup(path)
+    parts = _split.get(targets)
+    if parts is None:
+        parts = _split[targets] = tuple((kind, path, path.split(".")) for kind, path in targets)
+    for kind, path, (head, *rest) in parts:
+        # (Env.resolve / Captured.lookup: the name in the helper's scope now, then its attributes)
+        found, obj = scope_lookup(fn, head)
+        if found and rest:
+            found, obj = attr_chain(obj, rest)
         if not found:
             continue
+        hit = _by_id.get(id(obj))
+        if hit is not None and hit[0] is obj and hit[1] is None:
+            continue            # why_impure's first answer: a callable pure whatever calls it
         bad = helper_impurity(obj, path, depth + 1) if isinstance(obj, types.FunctionType) else why_impure(obj, path)
         if bad:
             return bad if bad.startswith("helper") or kind == "attr" else f"helper `{label}`: {bad}"
