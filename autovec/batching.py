@@ -125,6 +125,19 @@ def _number_tensor(v, device):
     return torch.as_tensor(v, dtype=torch.float64 if type(v) is float else None, device=device)
 
 
+_PYMATH = {"fabs": torch.abs, "degrees": torch.rad2deg, "radians": torch.deg2rad, "erf": torch.special.erf,
+           "erfc": torch.special.erfc}
+# where math raises ValueError (math domain error) on a float64 value
+_PYMATH_DOMAIN = {
+    "log": lambda f: f <= 0, "log2": lambda f: f <= 0, "log10": lambda f: f <= 0, "log1p": lambda f: f <= -1,
+    "sqrt": lambda f: f < 0, "asin": lambda f: f.abs() > 1, "acos": lambda f: f.abs() > 1,
+    "acosh": lambda f: f < 1, "atanh": lambda f: f.abs() >= 1,
+    "sin": torch.isinf, "cos": torch.isinf, "tan": torch.isinf,
+}
+# functions whose infinite result on a finite value is no error (math.log(0.0) is a domain error above)
+_PYMATH_NO_RANGE = frozenset({"log", "log2", "log10", "log1p", "atanh", "tan"})
+
+
 class _Helpers:
     """`_avb` in batched bodies: the few operations with no one-call torch spelling."""
 
@@ -383,6 +396,43 @@ class _Helpers:
             # NaN, infinities and values past int64: the loop raises or gives a big int itself
             raise GuardFailed("int() of a NaN, an infinity or a value past int64", data=True)
         return t.long()
+
+    @staticmethod
+    def pymath(name, x):
+        """math.<name>(v) / round(v) of every row's Python number (batched as int64 / float64),
+        as Python computes it: in float64, an int result for floor / ceil / trunc / round. The
+        values where Python raises (ValueError outside the domain, OverflowError for a result
+        out of range or an infinity made an int) or gives an int beyond int64 leave the call to
+        the loop, which raises or computes them. Transcendental functions may differ from the C
+        library's in the last bit, as torch's own do between its kernels."""
+        from .runtime import GuardFailed
+        if x.is_complex() or x.dtype == torch.bool:
+            raise GuardFailed(f"math.{name}() of {x.dtype} values in a batched body")
+        if name in ("floor", "ceil", "trunc", "round") and not x.is_floating_point():
+            return x                                    # an int stays itself
+        f = x.double()
+        if name in ("isnan", "isinf", "isfinite"):
+            return getattr(torch, name)(f)
+        if name in ("floor", "ceil", "trunc", "round"):
+            t = getattr(torch, name)(f)                   # (torch.round: halves to even, as Python's)
+            if t.numel() and not bool((t.abs() < 2.0 ** 63).all()):
+                # NaN (ValueError), an infinity (OverflowError), or a big int: the loop's own
+                e = GuardFailed(f"{name}() of a NaN, an infinity or a value past int64", data=True)
+                e.final = True
+                raise e
+            return t.long()
+        fn = _PYMATH.get(name)
+        out = fn(f) if fn is not None else getattr(torch, name)(f)
+        finite = torch.isfinite(f)
+        bad = _PYMATH_DOMAIN[name](f) if name in _PYMATH_DOMAIN else None
+        if name not in _PYMATH_NO_RANGE:
+            over = finite & torch.isinf(out)              # OverflowError: math range error
+            bad = over if bad is None else bad | over
+        if bad is not None and bad.numel() and bool(bad.any()):
+            e = GuardFailed(f"math.{name}() outside its domain or range (Python raises)", data=True)
+            e.final = True
+            raise e
+        return out
 
     @staticmethod
     def listed(seq, idx):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -167,6 +168,13 @@ def _call(func: ast.expr, args, keywords=()):
 
 def _attr(value: ast.expr, attr: str):
     return ast.Attribute(value=value, attr=attr, ctx=ast.Load())
+
+
+# math functions of one Python number that the batched body computes in float64 (batching.pymath)
+_MATH = {getattr(math, name): name for name in (
+    "exp", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan",
+    "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "floor", "ceil", "trunc", "fabs", "erf", "erfc",
+    "isnan", "isinf", "isfinite", "degrees", "radians") if hasattr(math, name)}
 
 
 def _helper(name, *args, keywords=()):
@@ -1024,6 +1032,12 @@ class _Batcher:
             if v is None or not (v.fact.kind == "tensor" and v.fact.rank == 0 or v.fact.kind in ("int", "float", "bool")):
                 raise Unsupported(f"{text}() of other than one 0-d value")
             return _helper("number", _const(obj.__name__), v.node)
+        if (obj in _MATH or obj is builtins.round) and len(node.args) == 1 and not node.keywords:
+            # math.exp(v), math.floor(v), round(v) of per-iteration Python numbers
+            v = self.expr(node.args[0])
+            if v.fact.kind not in ("int", "float"):
+                raise Unsupported(f"{text}() of a {v.fact.kind}, not a Python number")
+            return _helper("pymath", _const(_MATH.get(obj, "round")), v.node)
         if obj is builtins.len:
             v = self.expr(node.args[0])
             if v.fact.kind != "tensor" or v.fact.rank < 1:
