@@ -3291,7 +3291,42 @@ def nums_zip(self):
                   else "return total, t") + (", i" if form == "enumerate" else ""))
 
 
-NUMS_FORMS = {"indexed": nums_indexed, "gather": nums_gather, "zip": nums_zip}
+def nums_math(self):
+    """math functions and round() of per-iteration Python numbers (`.item()` values of a row,
+    or elements of a list), where the values may be out of the function's domain or range
+    (math.log of 0 or a negative, math.exp of a large value, math.floor of NaN or inf): the
+    loop raises there, and so must autovec; stored, appended, summed or multiplied with the row."""
+    self.helpers["math"] = "import math\n"
+    x = self.main(dtypes=("float32", "float64", "float64", "int64"), rank=1)
+    loop = self.indexed_loop(x, allow_while=False)
+    i = loop.index
+    if self.chance(0.3):
+        self.param("w", _number_list(self, max(self.n + self.pick([0, 0, 0, 1]), 0), self.pick(["float", "int"])))
+        num = f"w[{i}]"
+    else:
+        num = f"{loop.row.expr}.item()"
+    fn = self.pick(["math.exp", "math.log", "math.sqrt", "math.floor", "math.ceil", "math.trunc", "round",
+                    "math.tanh", "math.sin", "math.log1p", "math.expm1", "math.fabs", "math.isnan", "math.cosh",
+                    "math.atan", "math.asin", "math.log10", "math.erf", "math.isfinite"])
+    arg = self.pick([num, num, f"-{num}", f"{num} * 300", f"{num} + 1", f"abs({num})"])
+    value = f"{fn}({arg})"
+    if self.chance(0.3) and fn not in ("math.isnan", "math.isfinite"):
+        value = self.pick([f"{value} * {loop.row.expr}", f"{value} + 0.5", f"{value} * 2"])
+    out = self.pick(["append", "accum", "store"])
+    if out == "store":
+        self.emit(1, f"out = torch.zeros({self.count(x)}, dtype=torch.float64)")
+    elif out == "append":
+        self.emit(1, "outs = []")
+    else:
+        self.emit(1, f"total = {self.pick(['0.0', '0'])}")
+    self.emit_all(1, loop.head)
+    self.emit(2, {"store": f"out[{i}] = {value}", "append": f"outs.append({value})",
+                  "accum": f"total = total + {value}"}[out])
+    self.emit_all(2, loop.tail)
+    self.emit(1, {"store": "return out", "append": "return outs", "accum": "return total"}[out])
+
+
+NUMS_FORMS = {"indexed": nums_indexed, "gather": nums_gather, "zip": nums_zip, "math": nums_math}
 
 
 # ============================================================== family "rows": rows unpacked,
