@@ -99,20 +99,60 @@ def iteration(node: ast.For, ctx: Context) -> IterSpace:
             if not all(_pure_expr(a) for a in it.args):
                 raise Refuse(f"the bounds of `range` at line {line} call functions", line)
             return IterSpace("range", tuple(src(a) for a in it.args), index=tgt.id)
-        if fname == "enumerate" and _is_builtin(ctx, "enumerate") and len(it.args) in (1, 2):
-            if not (isinstance(tgt, ast.Tuple) and len(tgt.elts) == 2 and isinstance(tgt.elts[0], ast.Name)):
-                raise Refuse(f"`enumerate` at line {line} is not unpacked as `i, item`", line)
-            start = "0"
-            if len(it.args) == 2:
-                if not (isinstance(it.args[1], ast.Constant) and type(it.args[1].value) is int):
-                    raise Refuse(f"`enumerate` at line {line} has a start that is not an integer literal", line)
-                start = str(it.args[1].value)
-            unpack = []
-            inner = _elements(it.args[0], tgt.elts[1], ctx, line, unpack)
-            return IterSpace("elements", index=tgt.elts[0].id, enum_start=start, elements=inner,
-                             unpack=tuple(unpack))
+    bound = _enumerate_args(it) if _is_builtin(ctx, "enumerate") else None
+    if bound is not None:
+        iterable, start_node = bound
+        if not (isinstance(tgt, ast.Tuple) and len(tgt.elts) == 2 and isinstance(tgt.elts[0], ast.Name)):
+            raise Refuse(f"`enumerate` at line {line} is not unpacked as `i, item`", line)
+        start = 0 if start_node is None else _int_literal(start_node)
+        if start is None:
+            raise Refuse(f"`enumerate` at line {line} has a start that is not an integer literal", line)
+        if abs(start) > ENUM_START_LIMIT:
+            raise Refuse(f"`enumerate` at line {line} starts at {start}, beyond what int64 index "
+                         "values hold with room for the iterations (Python's ints grow)", line)
+        unpack = []
+        inner = _elements(iterable, tgt.elts[1], ctx, line, unpack)
+        return IterSpace("elements", index=tgt.elts[0].id, enum_start=str(start), elements=inner,
+                         unpack=tuple(unpack))
     unpack = []
     return IterSpace("elements", elements=_elements(it, tgt, ctx, line, unpack), unpack=tuple(unpack))
+
+
+# the largest |start| of an enumerate: index values are int64, and start + trip count must stay
+# inside it (a tensor's length is far below 2**62)
+ENUM_START_LIMIT = 2 ** 62
+
+
+def _enumerate_args(it: ast.AST):
+    """(iterable, start or None) of a call `enumerate(...)` bound as Python binds its
+    parameters (`iterable`, `start`), positionally or by keyword; None for any other call, a
+    starred argument, `**kwargs`, or arguments enumerate itself rejects (which raise as written)."""
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate"):
+        return None
+    if any(isinstance(a, ast.Starred) for a in it.args) or any(k.arg is None for k in it.keywords):
+        return None
+    names = ("iterable", "start")
+    if len(it.args) > len(names):
+        return None
+    given = dict(zip(names, it.args))
+    for k in it.keywords:
+        if k.arg not in names or k.arg in given:
+            return None
+        given[k.arg] = k.value
+    if "iterable" not in given:
+        return None
+    return given["iterable"], given.get("start")
+
+
+def _int_literal(node: ast.AST) -> int | None:
+    """The value of an int literal, signed (`3`, `-3`, `+3`); None for anything else (bools too)."""
+    sign = 1
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        sign = -sign if isinstance(node.op, ast.USub) else sign
+        node = node.operand
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return sign * node.value
+    return None
 
 
 def _unpacked(it: ast.AST, tgt: ast.AST, ctx: Context, unpack: list):
