@@ -14,7 +14,7 @@ import weakref
 from . import cost
 from ._config import switches
 from .analysis import analyze
-from .analysis.hoist import hoist_no_grad
+from .analysis.hoist import drop_loop_else, hoist_no_grad
 from .codegen import build_function
 from .explain import Explanation, LoopReport
 from .frontend import NoSource, capture
@@ -80,6 +80,7 @@ class FunctionState:
         cap = capture(self.fn)
         env = Env(cap)
         self.original_source = ast.unparse(cap.tree)
+        drop_loop_else(cap)   # `for ..: body else: tail` without a `break` as the loop followed by `tail`
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
         infos = analyze(cap, env)
         namer = namer_for(cap.tree)

@@ -215,3 +215,244 @@ def enum_at_two_62(x):
 
 def test_enumerate_start_at_the_limit():
     vectorizes(enum_at_two_62, torch.randint(-5, 5, (4, 3)))
+
+
+# ----------------------------------------------------------------------------- for ... else
+
+def else_store(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = x[i].sum()
+    else:
+        out = out * 2
+    return out
+
+
+def else_rows_flag(x):
+    res = []
+    done = False
+    for row in x:
+        res.append(row.exp() - 1)
+    else:
+        done = True
+        res.append(res[-1] if res else None)
+    return res, done
+
+
+def else_continue(x):
+    out = torch.zeros_like(x)
+    for i in range(len(x)):
+        if x[i].sum() > 0:
+            continue
+        out[i] = x[i] * 3
+    else:
+        out[0:1] += 1
+    return out
+
+
+def else_enumerate_kw(x):
+    out = torch.zeros(x.shape[0])
+    for k, row in enumerate(x, start=1):
+        out[k - 1] = row.norm() * k
+    else:
+        k = -1
+    return out, k
+
+
+def else_sum(x):
+    total = torch.zeros(x.shape[1])
+    for i in range(x.shape[0]):
+        total += x[i] ** 2
+    else:
+        total = total.sqrt()
+    return total
+
+
+def else_while(x):
+    out = torch.zeros_like(x)
+    i = 0
+    while i < x.shape[0]:
+        out[i] = x[i] * 2
+        i += 1
+    else:
+        out = out + i
+    return out, i
+
+
+def else_nested(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j] * j
+        else:
+            j = None
+    else:
+        out = out.flip(0)
+    return out, j
+
+
+def else_no_grad(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        with torch.no_grad():
+            out[i] = x[i].sum()
+    else:
+        out = out.clone()
+    return out
+
+
+def else_inside_if(x, flag: bool):
+    out = torch.zeros(x.shape[0])
+    if flag:
+        for i in range(x.shape[0]):
+            out[i] = x[i].max()
+        else:
+            out += 1
+    return out
+
+
+ELSE_FORMS = [else_store, else_rows_flag, else_continue, else_enumerate_kw, else_sum, else_while, else_nested,
+              else_no_grad]
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+@pytest.mark.parametrize("fn", ELSE_FORMS)
+def test_for_else_vectorizes(fn, n):
+    x = torch.randn(n, 3)
+    if n == 0:
+        assert_equivalent(fn, x)
+    else:
+        vectorizes(fn, x)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_for_else_inside_if(flag):
+    x = torch.randn(4, 3)
+    assert_equivalent(else_inside_if, x, flag)
+    if flag:
+        vectorizes(else_inside_if, x, flag)
+
+
+def test_for_else_gradients():
+    assert_equivalent(else_store, torch.randn(4, 3, requires_grad=True), grad=True)
+    assert_equivalent(else_sum, torch.randn(4, 3, requires_grad=True), grad=True)
+
+
+def test_for_else_explain():
+    x = torch.randn(4, 3)
+    for fn in ELSE_FORMS:
+        e = explain(fn, x)
+        # else_nested: the inner loop's `else` leaves a statement between the `for` lines, so
+        # the outer loop stays Python (a known limit) and the inner one is rewritten
+        assert e.loops and all(r.vectorized for r in e.loops[fn is else_nested:]), str(e)
+        assert "else" not in " ".join(r.reason for r in e.loops)
+    e = explain(else_store, x)
+    # the rewrite runs the else block after the loop; the original source keeps the `else:`
+    assert "else:" not in e.rewritten_source and "out = out * 2" in e.rewritten_source
+
+
+def else_tail_raises(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = x[i].sum()
+    else:
+        out[x.shape[0] + 5] = 1.0
+    return out
+
+
+def test_for_else_tail_raises_at_its_line():
+    import inspect
+    import traceback
+    got = raises_as_loop(IndexError, else_tail_raises, torch.randn(3, 2))
+    lines, first = inspect.getsourcelines(else_tail_raises)
+    want = first + next(k for k, t in enumerate(lines) if "out[x.shape[0] + 5]" in t)
+    here = [fr for fr in traceback.extract_tb(got.value.__traceback__) if fr.filename == __file__]
+    assert here[-1].lineno == want and "out[x.shape[0] + 5]" in here[-1].line
+
+
+# a `break` that ends the loop keeps the `else` (and the loop as written)
+
+def else_break_in_if(x):
+    out = torch.zeros(x.shape[0])
+    found = -1
+    for i in range(x.shape[0]):
+        out[i] = x[i].sum()
+        if out[i] > 1:
+            found = i
+            break
+    else:
+        found = None
+    return out, found
+
+
+def else_break_in_with(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        with torch.no_grad():
+            out[i] = x[i].sum()
+            if out[i] > 1:
+                break
+    else:
+        out = out * 0
+    return out
+
+
+def else_break_in_inner_else(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j]
+        else:
+            if x[i].sum() > 0:
+                break                 # the inner loop's `else` belongs to the outer loop
+    else:
+        out = out * 0
+    return out
+
+
+def else_break_in_kept_inner_else(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            if x[i, j] > 1.5:
+                break                 # the inner loop's own break: its `else` stays
+            out[i, j] = x[i, j]
+        else:
+            if x[i].sum() > 0:
+                break                 # ends the outer loop
+    else:
+        out = out * 0
+    return out
+
+
+def else_inner_break_only(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            if x[i, j] > 0:
+                out[i] = x[i, j]
+                break              # ends the inner loop only: the outer `else` always runs
+    else:
+        out = out - 1
+    return out
+
+
+@pytest.mark.parametrize("fn", [else_break_in_if, else_break_in_with, else_break_in_inner_else,
+                                else_break_in_kept_inner_else])
+def test_for_else_with_break_keeps_the_else(fn):
+    for seed in range(4):
+        torch.manual_seed(seed)
+        x = torch.randn(6, 3)
+        assert_equivalent(fn, x)
+    e = explain(fn, x)
+    assert e.loops[0].strategy == "python" and "else" in e.loops[0].reason, str(e)
+
+
+def test_for_else_inner_break_only_moves_the_outer_else():
+    from autovec.analysis.hoist import drop_loop_else
+    from autovec.frontend import capture
+    cap = capture(else_inner_break_only)
+    assert drop_loop_else(cap) == 1
+    for seed in range(4):
+        torch.manual_seed(seed)
+        assert_equivalent(else_inner_break_only, torch.randn(5, 3))

@@ -4,6 +4,11 @@
 the only steps that move under no_grad are `range`'s own integers and their binding to `i`,
 which autograd never sees. The loop (its rewrite, its guard, its commit and its fallback) then
 runs inside the `with`, as every iteration's body did.
+
+`for ..: BODY else: TAIL` (or `while`) where no `break` of BODY ends this loop is `for ..: BODY`
+followed by TAIL: Python runs the `else` block whenever the loop ends other than by `break`, and
+a `return` or an exception skips it in both spellings. TAIL keeps its own lines, so tracebacks
+point at the user's code.
 """
 from __future__ import annotations
 
@@ -93,5 +98,46 @@ def hoist_no_grad(cap: Captured) -> int:
                 value[[k for k, v in enumerate(value) if v is loop][0]] = outer
                 break
         parent[outer], parent[loop] = p, outer
+        moved += 1
+    return moved
+
+
+def _breaks_out(node: ast.AST) -> bool:
+    """Whether `node` holds a `break` that ends the loop around it: nested loops' own bodies
+    are theirs, but their `else` blocks belong to the enclosing loop; definitions are no part."""
+    if isinstance(node, ast.Break):
+        return True
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        return False
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+        return any(_breaks_out(s) for s in node.orelse)
+    return any(_breaks_out(c) for c in ast.iter_child_nodes(node))
+
+
+def _holder(root: ast.AST, node: ast.AST):
+    """(the list of statements that holds `node`, its position) under `root`."""
+    for p in ast.walk(root):
+        for _, value in ast.iter_fields(p):
+            if isinstance(value, list):
+                for k, v in enumerate(value):
+                    if v is node:
+                        return value, k
+    raise ValueError("statement not found")
+
+
+def drop_loop_else(cap: Captured) -> int:
+    """`for/while .. else:` whose body has no `break` ending that loop: the `else` block moves
+    to right after the loop (innermost loops first); returns how many moved."""
+    fn = cap.tree
+    moved = 0
+    loops = [n for n in ast.walk(fn) if isinstance(n, (ast.For, ast.While)) and n.orelse]
+    for loop in reversed(loops):     # breadth-first: an `else` inside another loop's `else` moves first
+        if any(_breaks_out(s) for s in loop.body):
+            continue
+        stmts, k = _holder(fn, loop)
+        tail, loop.orelse = loop.orelse, []
+        last = loop.body[-1]
+        loop.end_lineno, loop.end_col_offset = last.end_lineno, last.end_col_offset
+        stmts[k + 1:k + 1] = tail
         moved += 1
     return moved
