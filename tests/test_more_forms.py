@@ -456,3 +456,159 @@ def test_for_else_inner_break_only_moves_the_outer_else():
     for seed in range(4):
         torch.manual_seed(seed)
         assert_equivalent(else_inner_break_only, torch.randn(5, 3))
+
+
+# ----------------------------------------------------------------------------- a number on one side of `a if c else b`
+
+def ifexp_row_or_zero(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] if x[i].sum() > 0 else 0
+    return out
+
+
+def ifexp_number_first(x, m):
+    out = torch.empty(x.shape[0], x.shape[1])
+    for i in range(x.shape[0]):
+        out[i] = -1.5 if m[i] else x[i] * 2
+    return out
+
+
+def ifexp_scalar(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = x[i].sum() if x[i, 0] > 0 else -1
+    return out
+
+
+def ifexp_int_out(x):
+    out = torch.zeros(x.shape[0], dtype=torch.int64)
+    for i in range(x.shape[0]):
+        out[i] = x[i].sum() if x[i].sum() > 0 else 2.7      # the store truncates 2.7 to 2
+    return out
+
+
+def ifexp_numbers(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = 1 if x[i].sum() > 0 else 0.25
+    return out
+
+
+def ifexp_nested(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] if x[i, 0] > 0.5 else (0 if x[i, 1] > 0 else x[i] - 1)
+    return out
+
+
+def ifexp_under_if(x, d):
+    out = torch.full_like(x, 7.0)
+    for i in range(x.shape[0]):
+        if d[i] > 0:
+            out[i] = x[i].exp() if x[i].mean() > 0 else 0.0
+    return out
+
+
+def ifexp_enumerate_kw(x):
+    out = torch.zeros_like(x)
+    for k, row in enumerate(x, start=1):
+        out[k - 1] = row * k if row.max() > 1 else 0
+    return out
+
+
+def ifexp_half(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] if x[i].sum() > 0 else 0.1
+    return out
+
+
+def ifexp_overflow(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] if x[i].sum() > 0 else 1e300
+    return out
+
+
+def ifexp_in_a_branch(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        if x[i, 2] > 0:
+            out[i] = x[i] if x[i].sum() > 0 else 0        # one store with the `else` branch's
+        else:
+            out[i] = -x[i]
+    return out
+
+
+IFEXP_ONE = [ifexp_in_a_branch, ifexp_row_or_zero, ifexp_scalar, ifexp_int_out, ifexp_numbers, ifexp_nested, ifexp_enumerate_kw]
+
+
+@pytest.mark.parametrize("n", [0, 1, 6])
+@pytest.mark.parametrize("fn", IFEXP_ONE)
+def test_ifexp_number_and_tensor_vectorizes(fn, n):
+    x = torch.randn(n, 3)
+    if n == 0:
+        assert_equivalent(fn, x)
+    else:
+        vectorizes(fn, x)
+
+
+@pytest.mark.parametrize("n", [0, 1, 6])
+def test_ifexp_two_arguments(n):
+    x, m, d = torch.randn(n, 3), torch.rand(n) > 0.5, torch.randn(n)
+    if n == 0:
+        assert_equivalent(ifexp_number_first, x, m)
+        assert_equivalent(ifexp_under_if, x, d)
+    else:
+        vectorizes(ifexp_number_first, x, m)
+        vectorizes(ifexp_under_if, x, d)
+
+
+def test_ifexp_dtypes():
+    vectorizes(ifexp_half, torch.randn(6, 3, dtype=torch.float16))
+    vectorizes(ifexp_half, torch.randn(6, 3, dtype=torch.float64))
+    vectorizes(ifexp_row_or_zero, torch.randint(-3, 3, (6, 3)))
+    assert_equivalent(ifexp_overflow, torch.randn(6, 3))      # float32 cannot hold 1e300: as the loop does
+    assert_equivalent(ifexp_overflow, torch.randn(6, 3, dtype=torch.float64))
+
+
+def test_ifexp_gradients():
+    x = torch.randn(6, 3, requires_grad=True)
+    assert_equivalent(ifexp_row_or_zero, x, grad=True)
+    assert_equivalent(ifexp_scalar, x, grad=True)
+
+
+def test_ifexp_explain():
+    e = explain(ifexp_row_or_zero, torch.randn(5, 3))
+    assert [r.strategy for r in e.loops] == ["where"], str(e)
+    assert "different types" not in str(e)
+
+
+def ifexp_appended(x):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(x[i] if x[i].sum() > 0 else 0)       # a list of numbers and tensors: the loop's
+    return res
+
+
+def ifexp_after_store(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i]
+        out[i] = x[i] * 2 if x[i].sum() > 0 else 0
+    return out
+
+
+def ifexp_in_arithmetic(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = (x[i] if x[i].sum() > 0 else 0) * 2     # not the whole stored value: strict
+    return out
+
+
+@pytest.mark.parametrize("fn", [ifexp_appended, ifexp_after_store, ifexp_in_arithmetic])
+def test_ifexp_other_places_match_the_loop(fn):
+    for seed in range(3):
+        torch.manual_seed(seed)
+        assert_equivalent(fn, torch.randn(6, 3))

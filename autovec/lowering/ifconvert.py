@@ -58,6 +58,7 @@ def _convert(stmts, cond, env, masks, varying, ctx):
     namer, av, markers = ctx.namer, ctx.av, ctx.markers
     out = []
     for s in stmts:
+        s = _as_statement(s, varying, env, masks, ctx)
         if isinstance(s, ast.If) and _test_varies(s.test, varying, env):
             test = _Renamer(env).visit(_ifexp(s.test, varying, env, namer, av, out, ctx.branches))
             c = namer.new("_av_c")
@@ -136,6 +137,26 @@ def _convert(stmts, cond, env, masks, varying, ctx):
                 varying.update(names)
         out.append(s)
     return out
+
+
+def _as_statement(s, varying, env, masks, ctx):
+    """`m = a if c else b`, the whole stored value of an output `m` not written before in the
+    body, on a condition that varies: the same as `if c: m = a` / `else: m = b`, and converted
+    as that statement is (a Python number on one side is held in a dtype that holds both, and
+    the store converts each value as the loop does). Other conditional expressions stay
+    strict `where`s (both sides must give the same kind of value). (An output written earlier
+    in the same branch is left alone too; the analysis gives such a second store its own
+    marker, so this is only a safeguard.)"""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+            and isinstance(s.value, ast.IfExp)):
+        return s
+    name, v = s.targets[0].id, s.value
+    if name not in ctx.lenient or name in masks or name in env or not _test_varies(v.test, varying, env):
+        return s
+
+    def side(value):
+        return ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=value), s)
+    return ast.copy_location(ast.If(test=v.test, body=[side(v.body)], orelse=[side(v.orelse)]), s)
 
 
 def _reset(env, env_before, masks, masks_before):
