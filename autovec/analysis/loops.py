@@ -591,7 +591,8 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     body.indices = [k for k, v in iter_vars.items() if v == "index"]
     body.varying = set(iter_vars)
     if body.indices:
-        stmts = [_ChainedStores(body.indices).visit(copy.deepcopy(s)) for s in stmts]
+        stmts = [_InPlaceUpdates(body.indices).visit(copy.deepcopy(s)) for s in stmts]
+        stmts = [_ChainedStores(body.indices).visit(s) for s in stmts]
     if len(body.indices) == 1:
         stmts = [_UnitSlices(body.indices[0]).visit(copy.deepcopy(s)) for s in stmts]
         fills = _RangeFills(body.indices[0], set().union(*map(nm.stores, stmts)) | set(iter_vars))
@@ -827,6 +828,51 @@ class _ChainedStores(ast.NodeTransformer):
     def visit_AugAssign(self, node):
         node.target = self._merge(node.target)
         return node
+
+
+class _InPlaceUpdates(ast.NodeTransformer):
+    """`x[i].add_(v)` (sub_, mul_, div_), a statement, reads as `x[i] += v`: with `i` a loop index
+    (a Python int) and the rest of the subscript ints and slices, `x[i]` of a tensor is a view,
+    and both update it in place by one in-place operation (the augmented form then writes the
+    view onto itself). Not with tensors in the subscript: there `x[idx]` is a copy, which the
+    method would update and drop. On a value that is not a tensor the rewrite's guard refuses,
+    and the original loop runs."""
+
+    _OPS = {"add_": ast.Add, "sub_": ast.Sub, "mul_": ast.Mult, "div_": ast.Div}
+
+    def __init__(self, indices):
+        self.indices = set(indices)
+
+    def _basic(self, e) -> bool:
+        if isinstance(e, ast.Constant):
+            return type(e.value) is int or e.value is None
+        if isinstance(e, ast.Name):
+            return e.id in self.indices
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            return self._basic(e.operand)
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+            return self._basic(e.left) and self._basic(e.right)
+        if isinstance(e, ast.Slice):
+            return all(p is None or self._basic(p) for p in (e.lower, e.upper, e.step))
+        return False
+
+    def visit_Expr(self, node):
+        call = node.value
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr in self._OPS and len(call.args) == 1 and not call.keywords
+                and not isinstance(call.args[0], ast.Starred) and isinstance(call.func.value, ast.Subscript)):
+            return node
+        sub = call.func.value
+        root = sub.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+        if not isinstance(root, ast.Name) or not all(self._basic(e) for e in entries) or not any(
+                isinstance(n, ast.Name) and n.id in self.indices for e in entries for n in ast.walk(e)):
+            return node
+        target = ast.Subscript(value=sub.value, slice=sub.slice, ctx=ast.Store())
+        aug = ast.AugAssign(target=ast.copy_location(target, sub), op=self._OPS[call.func.attr](), value=call.args[0])
+        return ast.copy_location(aug, node)
 
 
 class _UnitSlices(ast.NodeTransformer):
