@@ -628,6 +628,8 @@ class FunctionRuntime:
                                   "give NaN gradients where the loop computes none)")
         if levels is not None and grad:
             _nest_grad_infinities(tensors + free_tensors)
+        if m.strategy == "matmul":
+            _reduced_products(tensors)
         if grad and self.shared and loop_id in self.shared:
             _shared_gradients(*self.shared[loop_id], free)
         if numbers:
@@ -1887,6 +1889,9 @@ def mm(kind, a, la, b, lb, sizes, seen=None):
     ra, rb = a.dim() - len(la), b.dim() - len(lb)
     if a.dtype != b.dtype:
         raise GuardFailed("a matrix product of different dtypes (the loop raises)")
+    if a.dtype in _REDUCIBLE and _reduced_product(a.dtype, "cpu" if a.is_cpu else a.device.type):
+        # (the guard checked the inputs; this is a product of values cast inside the loop)
+        raise _precision_refusal(a.dtype)
     key = (kind, la, lb, ra, rb, len(sizes))
     spec = _MM_FULL.get(key)
     if spec is None:
@@ -2176,11 +2181,84 @@ def _matrix_product(operands, specs, out):
 _vf_einsum = getattr(getattr(torch, "_VF", None), "einsum", None) or (lambda eq, ops: torch.einsum(eq, *ops))
 
 
+_FULL_FP32 = ("none", "ieee")     # a backend's fp32_precision that keeps float32 ("none": the default)
+# torch.backends.<backend>.matmul.fp32_precision reads this through a module __getattr__ (~1 us);
+# the guard reads it on every call of a matmul loop
+_fp32_precision = getattr(torch._C, "_get_fp32_precision_getter", None)
+
+
 def _reduced_matmul(device) -> bool:
-    """Whether float32 matrix products on `device` may round below float32 (TF32)."""
-    if device.type == "cuda":
-        return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
-    return torch.get_float32_matmul_precision() != "highest"
+    """Whether float32 matrix products on `device` may round below float32: TF32 on CUDA,
+    TF32 or bfloat16 through oneDNN on CPU (`set_float32_matmul_precision("high" / "medium")`,
+    `allow_tf32`). Newer torch keeps the setting per backend (`torch.backends.cuda.matmul.
+    fp32_precision`, `torch.backends.mkldnn.matmul.fp32_precision`, which the older calls set
+    too), and its older getters raise once the newer API was used: they are read only where the
+    newer one is missing. Where the setting cannot be read, the answer is yes."""
+    return _reduced_fp32(device.type)
+
+
+def _reduced_fp32(kind: str) -> bool:
+    """_reduced_matmul for a device type ("cpu", "cuda", ...)."""
+    try:
+        if _fp32_precision is not None:
+            if kind == "cuda":
+                return _fp32_precision("cuda", "matmul") not in _FULL_FP32
+            if kind == "cpu":
+                return _fp32_precision("mkldnn", "matmul") not in _FULL_FP32
+            # another backend: any reduced setting
+            return any(_fp32_precision(b, op) not in _FULL_FP32
+                       for b, op in (("cuda", "matmul"), ("mkldnn", "matmul"), ("generic", "all")))
+        if kind == "cuda" and torch.backends.cuda.matmul.allow_tf32:
+            return True
+        return torch.get_float32_matmul_precision() != "highest"
+    except Exception:
+        return True
+
+
+_REDUCIBLE = (torch.float32, torch.complex64, torch.float16, torch.bfloat16)
+
+
+def _reduced_product(dtype, kind: str) -> bool:
+    """Whether a batched matrix product (matmul, bmm, einsum) of `dtype` on a device of type
+    `kind` may compute at lower precision than the loop's own per-iteration products. The
+    loop's `torch.dot` (BLAS dot, cublasSdot) and `outer` (a multiplication) never round through
+    TF32 or bfloat16, and whether its `mv` or `mm` at one iteration's sizes would is the BLAS
+    library's choice per shape: so float32 and complex64 under a reduced float32 matmul
+    precision, and, on CUDA, float16 / bfloat16 where cuBLAS may reduce in reduced precision or
+    accumulate in float16 (the loop's dot accumulates in float32)."""
+    if dtype is torch.float32 or dtype is torch.complex64:
+        return _reduced_fp32(kind)
+    if kind == "cuda" and (dtype is torch.float16 or dtype is torch.bfloat16):
+        m = torch.backends.cuda.matmul
+        try:
+            if dtype is torch.float16:
+                return bool(m.allow_fp16_reduced_precision_reduction) or bool(getattr(m, "allow_fp16_accumulation", False))
+            return bool(m.allow_bf16_reduced_precision_reduction)
+        except Exception:
+            return True
+    return False
+
+
+def _reduced_products(tensors):
+    """The matmul strategy's guard: a GuardFailed (the loop runs) where the tensors the loop
+    indexes have a dtype and device whose batched matrix products are less precise than the
+    loop's (_reduced_product). Every per-iteration operand of a product is one of their slices
+    (matmul.analyse), and every mode of the strategy (direct products, the batched body, vmap)
+    multiplies them as one matmul: so the check is here, once per call, and not in one mode. A
+    later call under other settings tries again."""
+    for t in tensors:
+        dtype = t.dtype
+        if dtype in _REDUCIBLE and _reduced_product(dtype, "cpu" if t.is_cpu else t.device.type):
+            raise _precision_refusal(dtype)
+
+
+def _precision_refusal(dtype):
+    """The refusal of _reduced_products and runtime.mm: the loop runs this call."""
+    e = GuardFailed(f"matrix products of {str(dtype).replace('torch.', '')} under reduced-precision matmul "
+                    "settings (TF32 / bfloat16 / reduced-precision reductions) may round where the loop's "
+                    "per-iteration products do not", data=True)
+    e.final = True     # no mode multiplies otherwise; `data`: the settings may change before the next call
+    return e
 
 
 def _nest_region(target, s, keep, tok, zeros=False):
