@@ -1125,6 +1125,11 @@ def _output(s: ast.stmt):
         return Output("store", src(t.value), src(s.value), line, index_src=src(t)), (t, s.value)
     if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Subscript):
         t = s.target
+        if type(s.op) not in _STORE_OPS:
+            # the lowering and the runtime's updates know `+ - * /` alone; `//=` and `%=` would
+            # also need the loop's ZeroDivisionError part-way, after the earlier rows were updated
+            raise Refuse(f"`{src(s)}` at line {line}: an in-place `{_OTHER_OPS.get(type(s.op), '?')}=` store "
+                         "is not rewritten (only `=`, `+=`, `-=`, `*=` and `/=` are)", line)
         return (Output("store", src(t.value), src(s.value), line, op=_op(s.op), index_src=src(t)),
                 (t, s.value))
     if (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute)
@@ -1170,8 +1175,14 @@ def _output(s: ast.stmt):
     return None
 
 
+_STORE_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+# the other augmented operators, named in the refusal of a store that uses one
+_OTHER_OPS = {ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&",
+              ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}
+
+
 def _op(op: ast.operator) -> str:
-    return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(op), "?")
+    return _STORE_OPS.get(type(op), "?")
 
 
 def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
