@@ -171,7 +171,6 @@ class FunctionRuntime:
         self.ran: dict = {}               # loop id -> mode of its last committed vectorized run ("broadcast"/"vmap")
         self.pytypes: dict = {}           # (loop id, signature) -> {position: holds Python numbers}
         self.layouts: dict = {}           # loop id -> output layout (value, payloads, mask positions)
-        self.selects: dict = {}           # loop id -> has branches or keeps only some iterations
         self.fast: dict = {}              # (loop id, signature, tag) -> mode that passed its check
         self.decisions: dict = {}         # (loop id, trip-count bucket) -> cost.Decision
         self.units: dict = {}             # loop id -> the outputs' share of autovec's own work (cost model)
@@ -211,6 +210,12 @@ class FunctionRuntime:
         # values the body puts through loop-invariant operations, which a batched form computes
         # once (analysis.shared): their gradients are checked in the guard (_shared_gradients)
         self.shared = {k: (hit, v.plan.free) for k, v in matches.items() for hit in [shared_work(v.plan)] if hit}
+        # loops whose guard has checks beyond types, bounds, aliasing and purity (branches or
+        # selected rows under grad, a nest's infinities, matmul precision, shared work): the
+        # others skip them with one set lookup
+        self.selects = {k: bool(v.plan.branches or _selects_rows(v.plan)) for k, v in matches.items()}
+        self.checked_more = frozenset(k for k, v in matches.items() if self.selects[k] or k in self.nest_loops
+                                      or v.strategy == "matmul" or k in self.shared)
 
     def stepper(self, loop_id, fn, calls, it):
         """The compile fallback's step callable for this run of a loop, or None (the original loop)."""
@@ -559,6 +564,8 @@ class FunctionRuntime:
                 if not t.is_contiguous() and _overlapping(t):
                     raise GuardFailed("the output has rows that share memory (an expanded tensor)")
                 (written if kind == "store" else fresh).append(t)
+                if not t.is_cpu:
+                    cpu = False
             elif kind == "list":
                 if type(t) is not list:
                     raise GuardFailed(f"`.append` is called on a {type(t).__name__}, not a list")
@@ -568,6 +575,8 @@ class FunctionRuntime:
                 if grad and t.requires_grad and t.is_leaf:
                     raise GuardFailed("the output is a leaf tensor that requires grad (the loop raises)")
                 written.append(t)
+                if not t.is_cpu:
+                    cpu = False
             elif kind == "cat":
                 if not isinstance(t, Tensor):
                     raise GuardFailed(f"torch.cat onto a {type(t).__name__}")
@@ -579,13 +588,8 @@ class FunctionRuntime:
                     raise GuardFailed(f"the accumulator is a {type(t).__name__}")
                 if isinstance(t, Tensor) and w[2]:
                     written.append(t)
-        if cpu:
-            for t in written:
-                if not t.is_cpu:
-                    cpu = False
-            for t in fresh:
-                if not t.is_cpu:
-                    cpu = False
+                    if not t.is_cpu:
+                        cpu = False
         everything = None
         if not cpu:
             everything = tensors + free_tensors + written + fresh
@@ -613,25 +617,23 @@ class FunctionRuntime:
             bad = why_impure(c)
             if bad:
                 raise GuardFailed(bad)
-        selects = self.selects.get(loop_id)
-        if selects is None:
-            selects = self.selects[loop_id] = bool(plan.branches or _selects_rows(plan))
-        if selects and grad:
-            everything = everything or tensors + free_tensors + written + fresh
-            if (any(t.requires_grad for t in everything)
-                    or any(isinstance(c, torch.nn.Module) and any(p.requires_grad for p in c.parameters())
-                           for c in calls)):
-                # where() computes both sides; a side masked out can still send NaN or inf into
-                # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes
-                raise GuardFailed("data-dependent branches or selected iterations with tensors that require "
-                                  "grad keep the Python loop (unselected iterations of the batched form could "
-                                  "give NaN gradients where the loop computes none)")
-        if levels is not None and grad:
-            _nest_grad_infinities(tensors + free_tensors)
-        if m.strategy == "matmul":
-            _reduced_products(tensors)
-        if grad and self.shared and loop_id in self.shared:
-            _shared_gradients(*self.shared[loop_id], free)
+        if loop_id in self.checked_more:
+            if grad and self.selects[loop_id]:
+                everything = everything or tensors + free_tensors + written + fresh
+                if (any(t.requires_grad for t in everything)
+                        or any(isinstance(c, torch.nn.Module) and any(p.requires_grad for p in c.parameters())
+                               for c in calls)):
+                    # where() computes both sides; a side masked out can still send NaN or inf into
+                    # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes
+                    raise GuardFailed("data-dependent branches or selected iterations with tensors that require "
+                                      "grad keep the Python loop (unselected iterations of the batched form could "
+                                      "give NaN gradients where the loop computes none)")
+            if levels is not None and grad:
+                _nest_grad_infinities(tensors + free_tensors)
+            if m.strategy == "matmul":
+                _reduced_products(tensors)
+            if grad and loop_id in self.shared:
+                _shared_gradients(*self.shared[loop_id], free)
         if numbers:
             mapped = tuple(mapped)
         tok = Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
