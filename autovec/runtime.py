@@ -1538,13 +1538,13 @@ def _hot_broadcast(rank, index, tok, body, direct):
     return outs
 
 
-def _hot_broadcast_moved(r, pos, steps, index, tok, body, direct):
+def _hot_broadcast_moved(r, pos, steps, tok, body, direct):
     """_hot_broadcast where the inputs need views first (Token._broadcast's recipe: the loop
     dimension of each slice at `pos` of an iteration's rank `r` + 1, size-1 dimensions where a
     slice has fewer): `steps` per input, None (as it is), ("view", r) (a 1-d tensor, one value
     per iteration) or ("move", its loop dimension, size-1 dimensions to add)."""
     args = _covered(tok)
-    if args is None or index:
+    if args is None:
         return None
     n = tok.n
     for j, how in enumerate(steps):
@@ -2932,10 +2932,12 @@ class Token:
                 return
             r, ones, pos = recipe
             if pos or any(ones) or any(raw_dims):
+                if index:
+                    return          # (the index as a number: the general path places its arange)
                 # each input's way into the broadcast layout (Token._broadcast), from ranks alone
                 steps = tuple(None if not k and d == pos else ("view", r) if k == r else ("move", d, k)
                               for d, k in zip(raw_dims, ones))
-                runner = functools.partial(_hot_broadcast_moved, r, pos, steps, index)
+                runner = functools.partial(_hot_broadcast_moved, r, pos, steps)
             else:
                 runner = functools.partial(_hot_broadcast, r + 1, index)
         elif mode == "batched":
