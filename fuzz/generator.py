@@ -3474,8 +3474,14 @@ def win_index(self):
     if self.chance(0.15):
         head = f"reversed({head})"
     lead = ":, " * dim
+    tail = ""
+    if self.chance(0.3):
+        # an Ellipsis for the whole dimensions before the window (and one after it, at rank 3)
+        lead, tail = "..., ", (", :" if rank - dim == 2 else "")
+        if rank - dim > 2:
+            lead, tail = ":, " * dim, ""
     off = lambda c: "" if c == 0 else (f" + {c}" if c > 0 else f" - {-c}")    # noqa: E731
-    win = f"{x.name}[{lead}i{off(a)}:i{off(b)}]"
+    win = f"{x.name}[{lead}i{off(a)}:i{off(b)}{tail}]"
     red_dim = dim                  # the window's own dimension in one iteration's value
     fl = x.dtype if x.dtype != "int64" else "float32"
     red = self.pick([f"{win}.sum({red_dim})", f"{win}.sum()", f"{win}.max({red_dim}).values",

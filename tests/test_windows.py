@@ -270,3 +270,44 @@ def test_a_call_with_windows_past_the_end_does_not_stop_later_calls_from_vectori
     assert not _ran(f)
     torch.testing.assert_close(f(x, 2, 12, 2), first_windows(x, 2, 12, 2))
     assert _ran(f) == {"batched"}
+
+
+def pool_last_dim(x, k):
+    out = []
+    for i in range(0, x.shape[-1] - k + 1, k):
+        out.append(x[..., i:i + k].max(dim=-1).values)
+    return torch.stack(out, dim=-1)
+
+
+def ellipsis_then_index(x, k):
+    out = []
+    for t in range(x.shape[-2] - k + 1):
+        out.append(x[..., t:t + k, 0].sum(-1))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (pool_last_dim, lambda: (torch.randn(4, 32), 4)),
+    (pool_last_dim, lambda: (torch.randn(2, 3, 30), 5)),        # the Ellipsis covers two dimensions
+    (pool_last_dim, lambda: (torch.randn(31), 3)),               # and none (31 = 10 windows + 1 left over)
+    (ellipsis_then_index, lambda: (torch.randn(3, 9, 2), 3)),
+])
+def test_windows_after_an_ellipsis(fn, make):
+    args = make()
+    assert_equivalent(fn, *args)
+    fast = autovec(fn)
+    for _ in range(2):
+        args = make()
+        assert torch.equal(fast(*args), fn(*args))
+    assert _ran(fast) == {"batched"}
+
+
+def test_an_ellipsis_window_past_the_end_runs_the_loop():
+    def overrun(x, k):
+        out = []
+        for i in range(0, x.shape[-1], k):          # the last window is cut short by Python's slice
+            out.append(x[..., i:i + k].sum(-1))
+        return out
+    x = torch.randn(2, 10)
+    got, want = autovec(overrun)(x, 4), overrun(x, 4)
+    assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))

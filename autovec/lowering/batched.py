@@ -782,6 +782,15 @@ class _Batcher:
         (n, width, ...), then the rest of the index after the batch and window dimensions."""
         idx = node.slice
         items = idx.elts if isinstance(idx, ast.Tuple) else [idx]
+        if items and isinstance(items[0], ast.Constant) and items[0].value is Ellipsis:
+            # `x[..., i:i + k]`: the Ellipsis stands for whole dimensions, as many as the
+            # invariant tensor's rank leaves (the rank is part of the signature)
+            rank = base.fact.rank if base.fact.kind == "tensor" and not base.batched else None
+            later = items[1:]
+            if rank is None or len(later) > rank or any(
+                    isinstance(p, ast.Constant) and p.value in (None, Ellipsis) for p in later):
+                return None
+            items = [ast.Slice() for _ in range(rank - len(later))] + later
         dim = 0
         while dim < len(items) - 1 and isinstance(items[dim], ast.Slice) \
                 and items[dim].lower is items[dim].upper is items[dim].step is None:
