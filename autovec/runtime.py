@@ -937,6 +937,8 @@ class FunctionRuntime:
             p = math.prod(o.tolist()) if not o.is_floating_point() else float(o.double().prod())
             return p if (isinstance(acc, torch.Tensor) and inplace) else acc * p
         if inplace and isinstance(acc, torch.Tensor):
+            if acc.dtype in _HALF:
+                raise GuardFailed(_HALF_SUM)
             if acc.requires_grad and acc.is_leaf and torch.is_grad_enabled():
                 raise GuardFailed("in-place update of a leaf that requires grad")
             if not torch.can_cast(torch.result_type(acc, o[0]), acc.dtype):
@@ -948,8 +950,10 @@ class FunctionRuntime:
         first = acc * o[0]
         if o.shape[0] == 1:
             return first
-        out = first * o[1:].prod(0)
         want = torch.result_type(first, o[1])
+        if want in _HALF:
+            raise GuardFailed(_HALF_SUM)
+        out = first * o[1:].prod(0)
         return out.to(want) if out.dtype != want else out
 
     @classmethod
@@ -1011,6 +1015,8 @@ class FunctionRuntime:
         if o.dtype == torch.bool and op != "+" or isinstance(acc, torch.Tensor) and acc.dtype == torch.bool:
             raise GuardFailed("a boolean accumulator (the loop's logical or / errors are kept)")
         if inplace and isinstance(acc, torch.Tensor):
+            if acc.dtype in _HALF:
+                raise GuardFailed(_HALF_SUM)
             step = torch.result_type(acc, o[0])
             delta = o.sum(0, dtype=step if step != torch.bool else None)
             if acc.requires_grad and acc.is_leaf and torch.is_grad_enabled():
@@ -1019,31 +1025,30 @@ class FunctionRuntime:
                 raise GuardFailed("the accumulated value does not broadcast to the accumulator")
             if not torch.can_cast(torch.result_type(acc, o[0]), acc.dtype):
                 raise GuardFailed("in-place accumulation would need a dtype cast the loop refuses")
+            if delta.is_floating_point() and acc.is_floating_point() and _minus_zero(acc):
+                delta = _signed_zero_sum(delta, o, op)     # (as below: -0.0 kept where the loop keeps it)
             return delta
-        if o.dtype in _FLOATS and (type(acc) is torch.Tensor and acc.dtype is o.dtype
-                                   or type(acc) is float or type(acc) is int):
+        if o.dtype in _WIDE_FLOATS and (type(acc) is torch.Tensor and acc.dtype is o.dtype
+                                        or type(acc) is float or type(acc) is int):
             # a start of the values' own float dtype, or a Python number (which takes theirs): every
             # step keeps that dtype, so the sum of all the values is added at once (two operations
             # instead of the first step apart, five)
             total = o.sum(0)
             if (math.copysign(1.0, acc) < 0 and acc == 0) if type(acc) is float else \
                     type(acc) is torch.Tensor and _minus_zero(acc):
-                sign = torch.signbit(o)
-                sign = sign.all(0) if op == "+" else sign.any(0)
-                total = torch.where((total == 0) & sign, torch.tensor(-0.0, dtype=total.dtype, device=total.device),
-                                    total)
+                total = _signed_zero_sum(total, o, op)
             return acc + total if op == "+" else acc - total
         first = acc + o[0] if op == "+" else acc - o[0]
         if o.shape[0] == 1:
             return first
         want = torch.result_type(first, o[1])
+        if want in _HALF:
+            raise GuardFailed(_HALF_SUM)
         rest = o[1:].sum(0, dtype=want if want != torch.bool else None)  # summed at the loop's precision
         # (`first` holds -0.0 only where `acc` does: a free test for a Python number)
         if rest.is_floating_point() and (math.copysign(1.0, acc) < 0 and acc == 0 if type(acc) is float
                                          else isinstance(acc, torch.Tensor) and _minus_zero(acc)):
-            sign = torch.signbit(o[1:])
-            sign = sign.all(0) if op == "+" else sign.any(0)
-            rest = torch.where((rest == 0) & sign, torch.tensor(-0.0, dtype=rest.dtype, device=rest.device), rest)
+            rest = _signed_zero_sum(rest, o[1:], op)
         out = first + rest if op == "+" else first - rest
         return out.to(want) if out.dtype != want else out
 
@@ -1447,6 +1452,8 @@ def _prefix(s0, v, op, py, inplace=False):
     want = torch.result_type(first, v[1]) if not py else first.dtype
     if v.dtype == torch.bool:
         raise GuardFailed("a running value of booleans (the loop decides its type)")
+    if want in _HALF:
+        raise GuardFailed(_HALF_SUM)
     steps = v[1:].to(want) if want != torch.bool else v[1:]   # accumulated at the loop's precision
     if op == "*":
         rest = first * torch.cumprod(steps, 0)
@@ -1705,6 +1712,8 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False):
     so the error stays that of a B-term sum; larger factors keep the Python loop."""
     if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
         raise GuardFailed("a linear recurrence on non-floating values keeps the loop")
+    if b.dtype in _HALF or isinstance(h0, torch.Tensor) and h0.dtype in _HALF:
+        raise GuardFailed(_HALF_SUM)
     if not bool(torch.isfinite(b).all()) or (isinstance(h0, torch.Tensor) and not bool(torch.isfinite(h0).all())) \
             or (isinstance(h0, float) and (h0 != h0 or h0 in (float("inf"), float("-inf")))):
         raise GuardFailed("non-finite values in a linear recurrence keep the loop", data=True)
@@ -1834,6 +1843,8 @@ def _prefix_region(t, dim, tok, op):
         raise GuardFailed("the loop updates a non-tensor")
     if t.requires_grad and torch.is_grad_enabled():
         raise GuardFailed("an in-place recurrence on a tensor that requires grad keeps the loop")
+    if t.dtype in _HALF:
+        raise GuardFailed(_HALF_SUM)
     region = t.narrow(dim, tok.start - 1, tok.n + 1)
     out = torch.cumsum(region, dim) if op == "+" else torch.cumprod(region, dim)
     tok.rt._note(tok.loop_id, "vectorized", "scan", getattr(tok, "estimate", None))
@@ -2456,7 +2467,18 @@ def _py_arith(plan) -> bool:
     return False
 
 
-_FLOATS = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16})
+_WIDE_FLOATS = frozenset({torch.float32, torch.float64})
+_HALF = frozenset({torch.float16, torch.bfloat16})
+_HALF_SUM = ("a running sum or product in float16 / bfloat16: the loop rounds to half precision at every step "
+             "(2048 + 1 stays 2048, a partial sum can overflow), which a batched sum does not reproduce")
+
+
+def _signed_zero_sum(total, o, op):
+    """A sum over the rows of `o` that a -0.0 start adds (op "+") or subtracts ("-"): -0.0 where
+    it is zero and the loop would keep -0.0 (see _minus_zero_rest), torch's +0.0 elsewhere."""
+    sign = torch.signbit(o)
+    sign = sign.all(0) if op == "+" else sign.any(0)
+    return torch.where((total == 0) & sign, torch.tensor(-0.0, dtype=total.dtype, device=total.device), total)
 
 
 def _minus_zero(acc: torch.Tensor) -> bool:
