@@ -13,7 +13,7 @@ import torch.utils._python_dispatch
 
 from . import _config, cost
 from .batching import _INPLACE_FLOOR
-from .analysis.shared import shared_work
+from .analysis.shared import function_unsafe, shared_work
 from .plan import einsum_letters
 from .purity import _by_id as _PURE_BY_ID, why_impure
 
@@ -209,13 +209,14 @@ class FunctionRuntime:
         self.py_arith = frozenset(k for k, v in matches.items() if _py_arith(v.plan))
         # values the body puts through loop-invariant operations, which a batched form computes
         # once (analysis.shared): their gradients are checked in the guard (_shared_gradients)
-        self.shared = {k: (hit, v.plan.free) for k, v in matches.items() for hit in [shared_work(v.plan)] if hit}
+        self.shared = {k: (hit, tuple(v.plan.free) + tuple(mp.base for mp in v.plan.mapped))
+                       for k, v in matches.items() for hit in [shared_work(v.plan)] if hit}
         # loops whose guard has checks beyond types, bounds, aliasing and purity (branches or
         # selected rows under grad, a nest's infinities, matmul precision, shared work): the
         # others skip them with one set lookup
         self.selects = {k: bool(v.plan.branches or _selects_rows(v.plan)) for k, v in matches.items()}
         self.checked_more = frozenset(k for k, v in matches.items() if self.selects[k] or k in self.nest_loops
-                                      or v.strategy == "matmul" or k in self.shared)
+                                      or v.strategy == "matmul" or k in self.shared or v.plan.callables)
 
     def stepper(self, loop_id, fn, calls, it):
         """The compile fallback's step callable for this run of a loop, or None (the original loop)."""
@@ -633,7 +634,9 @@ class FunctionRuntime:
             if m.strategy == "matmul":
                 _reduced_products(tensors)
             if grad and loop_id in self.shared:
-                _shared_gradients(*self.shared[loop_id], free)
+                _shared_gradients(*self.shared[loop_id], tuple(free) + tuple(e[0] for e in mapped))
+            if grad and calls:
+                _callee_gradients(calls)
         if numbers:
             mapped = tuple(mapped)
         tok = Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
@@ -2521,6 +2524,9 @@ def _outside_value(source, names, values):
     without running any code (no property, no __getattr__ beyond a module's parameters and
     buffers); _UNKNOWN where that is not possible. A tensor's own attributes (`w.T`) stand
     for the tensor."""
+    if source in names:            # (an indexed tensor's source, `self.w`, as the plan spells it)
+        k = names.index(source)
+        return values[k] if k < len(values) else _UNKNOWN
     head, *rest = source.split(".")
     try:
         v = values[names.index(head)]
@@ -2530,24 +2536,38 @@ def _outside_value(source, names, values):
         if isinstance(v, torch.Tensor):
             return v
         if isinstance(v, torch.nn.Module):
+            if hasattr(v, "parametrizations"):
+                return _UNKNOWN        # (torch.nn.utils.parametrize: its weights are computed on access)
             d = v.__dict__
             for table in ("_parameters", "_buffers", "_modules"):
                 if attr in d.get(table, ()):
                     v = d[table][attr]
                     break
             else:
-                if attr not in d:
-                    return _UNKNOWN
-                v = d[attr]
-            continue
-        if isinstance(v, types.ModuleType):
+                v = _stored_attr(v, attr)
+        elif isinstance(v, types.ModuleType):
             v = v.__dict__.get(attr, _UNKNOWN)
         else:
-            d = getattr(v, "__dict__", None)
-            v = d.get(attr, _UNKNOWN) if isinstance(d, dict) else _UNKNOWN
+            v = _stored_attr(v, attr)
         if v is _UNKNOWN:
             return v
     return v
+
+
+def _stored_attr(v, attr):
+    """`v.attr` where reading it runs no code: the instance's own value, a namedtuple's field,
+    or a class attribute that is a plain value (no property or other descriptor)."""
+    d = getattr(v, "__dict__", None)
+    if isinstance(d, dict) and attr in d:
+        return d[attr]
+    fields = getattr(type(v), "_fields", None)
+    if isinstance(v, tuple) and isinstance(fields, tuple) and attr in fields:
+        return v[fields.index(attr)]
+    for klass in type(v).__mro__:
+        if attr in klass.__dict__:
+            c = klass.__dict__[attr]
+            return _UNKNOWN if hasattr(type(c), "__get__") else c
+    return _UNKNOWN
 
 
 def _shared_gradients(shared, names, values):
@@ -2561,8 +2581,11 @@ def _shared_gradients(shared, names, values):
     for source, safe in shared:
         v = _outside_value(source, names, values)
         if v is _UNKNOWN:
-            raise GuardFailed(f"`{source}` goes through loop-invariant operations, which the batch computes "
-                              "once, and autovec cannot tell without running code whether it requires grad")
+            raise GuardFailed(f"`{source}` is read from outside the loop through code autovec does not run to look "
+                              "(a property, a computed attribute): with gradients on, the batch would compute it "
+                              "once where the loop computes it every iteration")
+        if safe is None:
+            continue                 # a stored value, read as it is
         if isinstance(v, torch.Tensor) and v.requires_grad:
             if not safe:
                 raise GuardFailed(
@@ -2572,13 +2595,98 @@ def _shared_gradients(shared, names, values):
                     "where the loop gives NaN")
             check = True
     if check:
-        for source, _ in shared:
+        for source, safe in shared:
+            if safe is None:
+                continue
             v = _outside_value(source, names, values)
             if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()) \
                     and not bool(torch.isfinite(v).all()):
                 raise GuardFailed(f"`{source}` holds inf or NaN and goes through loop-invariant operations with "
                                   "a tensor that requires grad (their gradients would differ from the loop's)",
                                   data=True)
+
+
+def _callee_gradients(calls):
+    """With gradients on, the callables a loop calls: a helper or a custom module's forward that
+    puts a tensor requiring grad (a global, a closure's, a parameter) through operations with a
+    possibly infinite derivative (analysis.shared.function_unsafe) would run them once on the
+    batch where the loop runs them every iteration (see _shared_gradients): the loop runs."""
+    for c in calls:
+        fn, owner = c, None
+        if isinstance(c, types.MethodType):
+            fn, owner = c.__func__, c.__self__
+        if isinstance(c, torch.nn.Module):
+            owner, fn = c, None
+        if isinstance(owner, torch.nn.Module):
+            if _module_unsafe(owner) or fn is not None and _requires_grad(owner) and _user_code(fn) \
+                    and function_unsafe(fn):
+                raise GuardFailed(_CALLEE_GRAD.format(getattr(fn, "__qualname__", type(owner).__name__)))
+        elif _user_code(fn) and _reaches_grad(fn, 0):
+            raise GuardFailed(_CALLEE_GRAD.format(fn.__qualname__))
+
+
+_CALLEE_GRAD = ("`{}` puts a tensor that requires grad through operations whose derivative can be infinite (or "
+                "through code autovec does not look into): the batch would run them once where the loop runs them "
+                "every iteration, and autograd would add the iterations' gradients before multiplying")
+
+
+def _user_code(fn) -> bool:
+    return isinstance(fn, types.FunctionType) and not (fn.__module__ or "").startswith("torch")
+
+
+def _requires_grad(m: torch.nn.Module) -> bool:
+    """Whether a module holds a tensor that requires grad: a parameter, a buffer, or a tensor
+    kept as a plain attribute (`self.w = w`)."""
+    if any(p.requires_grad for p in m.parameters()) or any(b.requires_grad for b in m.buffers()):
+        return True
+    return any(isinstance(v, torch.Tensor) and v.requires_grad for sub in m.modules() for v in vars(sub).values())
+
+
+def _module_unsafe(m: torch.nn.Module) -> bool:
+    """A module with parameters that require grad whose own code may put them through such
+    operations: a parametrized submodule (its weights computed on access), or a custom one
+    whose forward does (torch.nn's own modules use their parameters linearly or boundedly)."""
+    if not _requires_grad(m):
+        return False
+    for sub in m.modules():
+        if hasattr(sub, "parametrizations"):
+            return True
+        cls = type(sub)
+        if not (cls.__module__ or "").startswith("torch.nn."):
+            fwd = getattr(cls, "forward", None)
+            if not isinstance(fwd, types.FunctionType) or function_unsafe(fwd):
+                return True
+    return False
+
+
+def _reaches_grad(fn, depth) -> bool:
+    """Whether a helper whose code puts outside values through such operations reads a tensor
+    that requires grad (or a module with one) from its closure or its globals; nested helpers
+    too, a few levels deep."""
+    if depth > 3:
+        return True
+    unsafe = function_unsafe(fn)
+    code = fn.__code__
+    seen = [cell.cell_contents for cell in (fn.__closure__ or ()) if _filled(cell)]
+    g = fn.__globals__
+    seen += [g[name] for name in code.co_names if name in g]
+    for v in seen:
+        if unsafe and (isinstance(v, torch.Tensor) and v.requires_grad
+                       or isinstance(v, torch.nn.Module) and _requires_grad(v)):
+            return True
+        if isinstance(v, torch.nn.Module) and _module_unsafe(v):
+            return True
+        if _user_code(v) and v is not fn and _reaches_grad(v, depth + 1):
+            return True
+    return False
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
 
 
 def space_sig(space):

@@ -203,3 +203,167 @@ def test_sizes_and_comparisons_do_not_keep_the_loop():
     fast = autovec(reversed_rows)
     assert _same(_grads(reversed_rows, x, w), _grads(fast, x, w))
     assert ran_modes(fast)
+
+
+# ---------------------------------------------------------------- found by the adversarial probe
+
+def _sqrt_helper(v, w):
+    return v * torch.sqrt(w)
+
+
+W_GLOBAL = torch.tensor([0.0, 1.0, 4.0], requires_grad=True)
+
+
+def _global_helper(v):
+    return v * torch.sqrt(W_GLOBAL)
+
+
+def helper_argument(x, w):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = _sqrt_helper(x[i], w)
+    return out
+
+
+def comprehension_iterable(x, w):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * torch.stack([s for s in torch.sqrt(w)])
+    return out
+
+
+def nest_level(x, w):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j] * torch.sqrt(w[j])
+    return out
+
+
+class _Root:
+    def __init__(self, w):
+        self.w = w
+
+    @property
+    def s(self):
+        return torch.sqrt(self.w)
+
+
+def property_read(x, w):
+    p = _Root(w)
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * p.s
+    return out
+
+
+class _SqrtModule(torch.nn.Module):
+    def __init__(self, w):
+        super().__init__()
+        self.w = w
+
+    def forward(self, v):
+        return v * self.w.sqrt()
+
+
+def module_forward(x, w):
+    m = _SqrtModule(w)
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = m(x[i])
+    return out
+
+
+def closure_helper(x, w):
+    def g(v):
+        return v * torch.sqrt(w)
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = g(x[i])
+    return out
+
+
+def half_cast(x, w):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * w.half()
+    return out
+
+
+@pytest.mark.parametrize("fn", [helper_argument, comprehension_iterable, nest_level, property_read,
+                                module_forward, closure_helper])
+def test_hidden_invariant_work_keeps_the_loop_under_grad(fn):
+    x = torch.randn(12, 3)
+    w = torch.tensor([0.0, 1.0, 4.0])
+    want = _grads(fn, x, w)
+    fast = autovec(fn)
+    got = _grads(fast, x, w)
+    assert torch.isnan(want[2][0])
+    assert _same(want, got), (want[2], got[2])
+    assert ran_modes(fast) == set()
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x, w), fn(x, w))
+    assert ran_modes(fast)                          # without grad: batched
+
+
+def test_a_global_read_by_a_helper():
+    def global_helper(x):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = _global_helper(x[i])
+        return out
+    x = torch.randn(12, 3)
+    for fn in (global_helper, autovec(global_helper)):
+        W_GLOBAL.grad = None
+        (fn(x) * torch.linspace(-1, 1, 36).view(12, 3)).sum().backward()
+        if fn is global_helper:
+            want = W_GLOBAL.grad.clone()
+    assert torch.isnan(want[0]) and _same([want], [W_GLOBAL.grad])
+
+
+def test_a_half_cast_of_an_invariant_sums_gradients_as_the_loop():
+    x = torch.full((8, 2), 30000.0, dtype=torch.float16)
+    w = torch.ones(2, requires_grad=True)
+    (half_cast(x, w).float().sum()).backward()
+    want, w.grad = w.grad.clone(), None
+    (autovec(half_cast)(x, w).float().sum()).backward()
+    assert torch.equal(w.grad, want) and torch.isfinite(want).all()
+
+
+class _Linear2(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(3, 4), torch.nn.Linear(4, 3)
+
+    def forward(self, v):
+        return self.fc2(torch.relu(self.fc1(v)))
+
+
+def test_a_custom_module_with_linear_parameters_still_runs_batched_under_grad():
+    m = _Linear2()
+
+    def apply(x):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = m(x[i])
+        return out
+    x = torch.randn(10, 3)
+    assert_equivalent(apply, x)
+    fast = autovec(apply)
+    fast(x).sum().backward()
+    assert ran_modes(fast)
+
+
+def test_stored_attributes_resolve_without_running_code():
+    import collections
+    Cfg = collections.namedtuple("Cfg", "scale")
+
+    def scaled(x, cfg):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * cfg.scale
+        return out
+    x = torch.randn(10, 3, requires_grad=True)
+    fast = autovec(scaled)
+    fast(x, Cfg(torch.tensor([1.0, 2.0, 3.0], requires_grad=True))).sum().backward()
+    assert ran_modes(fast)

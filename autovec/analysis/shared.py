@@ -17,12 +17,14 @@ import ast
 
 # operations on loop-invariant values whose derivative is finite wherever their inputs are
 # (shape and linear operations, bounded activations); any other call (sqrt, log, exp, pow,
-# a division by a tensor, a user's helper) may have an infinite derivative on finite values
+# a division by a tensor, a user's helper) may have an infinite derivative on finite values.
+# Dtype casts are not among them: the batch would add the iterations' gradients in the cast's
+# dtype (float16 overflows at 65504) where the loop adds them in the tensor's own
 _SAFE_CALLS = frozenset({
     # shape, selection and linear operations
     "t", "T", "mT", "view", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "flatten",
     "contiguous", "clone", "expand", "expand_as", "narrow", "select", "movedim", "view_as",
-    "reshape_as", "float", "double", "half", "to", "type_as", "detach", "sum", "mean", "neg",
+    "reshape_as", "detach", "sum", "mean", "neg",
     "negative", "add", "sub", "subtract", "cat", "stack", "diag", "diagonal", "tril", "triu", "flip",
     "roll", "repeat", "tile", "cumsum", "trace", "outer", "matmul", "mm", "mv", "dot", "einsum",
     "bmm", "mul", "multiply", "chunk", "split", "unbind", "squeeze_", "index_select", "gather",
@@ -80,12 +82,21 @@ class _Walk:
         self.env: dict = {}          # body names holding invariant values -> _Inv
         self.found: dict = {}        # leaf -> safe (False once any shared work on it is unsafe)
 
-    def note(self, inv):
-        """`inv` meets per-iteration values here: a batched form shares it across the batch."""
-        if inv is None or inv.bare:
+    def note(self, inv, unknown=False):
+        """`inv` meets per-iteration values here: a batched form shares it across the batch.
+        `unknown`: it is passed to a callable whose body is not looked into (a helper, a
+        module): whatever that does with it is shared too, so it counts as unsafe."""
+        if inv is None:
+            return
+        if inv.bare and not unknown:
+            for leaf in inv.leaves:
+                if "." in leaf:
+                    # `p.scale`: a read whose lookup may run code (a property): None, looked up at
+                    # run time, where anything but a stored value keeps the loop under grad
+                    _merge(self.found, leaf, None)
             return
         for leaf in inv.leaves:
-            self.found[leaf] = self.found.get(leaf, True) and inv.safe
+            _merge(self.found, leaf, inv.safe and not unknown)
 
     def expr(self, node):  # noqa: C901 (one case per kind of expression)
         """_Inv for an invariant expression, None for one that changes per iteration."""
@@ -139,11 +150,19 @@ class _Walk:
         if isinstance(node, ast.Slice):
             parts = [self.expr(e) for e in (node.lower, node.upper, node.step) if e is not None]
             return None if any(p is None for p in parts) else _join(parts, True, bare=True)
-        # anything else (comparisons, conditionals, comprehensions, ..): its invariant parts
-        # meet the per-iteration ones inside it, so each is shared
+        # anything else (conditionals, comprehensions, ..): its invariant parts meet the
+        # per-iteration ones inside it, so each is shared (a comprehension's own names are new
+        # values per element, never outside ones)
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
                 self.note(self.expr(child))
+            elif isinstance(child, ast.comprehension):
+                for t in ast.walk(child.target):
+                    if isinstance(t, ast.Name):
+                        self.env.pop(t.id, None)
+                        self.free.discard(t.id)
+                for e in [child.iter] + child.ifs:
+                    self.note(self.expr(e))
         return None
 
     def call(self, node):
@@ -172,8 +191,15 @@ class _Walk:
                 return None
         parts = args + ([target] if target is not None else [])
         if any(p is None for p in parts):
-            for p in parts:
-                self.note(p)
+            # per-iteration arguments: the call runs on the batch, and the outside values passed
+            # to it are shared; to a callable that is not a torch operation, whatever it does with
+            # them is (helper(x[i], w) may take sqrt(w) inside)
+            known = safe or name is not None and name.rpartition(".")[0].split(".")[0] in _MODULES \
+                or isinstance(func, ast.Attribute) and name is None
+            for p in args:
+                self.note(p, unknown=not known)
+            if target is not None:
+                self.note(target)
             return None
         return _join(parts, safe)
 
@@ -204,7 +230,36 @@ def shared_work(plan) -> tuple:
     """((outside value as source, safe), ..): the values read from outside a loop that its body
     puts through loop-invariant operations (which a batched form computes once for the whole
     batch); `safe` when all of those operations have finite derivatives on finite values."""
-    w = _Walk(plan.free)
+    found = _walk_plan(plan, set(plan.free))
+    if plan.space.kind == "nest":
+        # a loop nest's batch also shares, across one level, what does not change with that
+        # level (`torch.sqrt(w[j])` across i): each level in turn, the other indices and the
+        # indexed tensors held fixed
+        indices = [ix for ix, _ in plan.space.levels]
+        roots = {mp.base.split(".")[0].split("[")[0] for mp in plan.mapped}
+        for ix in indices:
+            others = set(indices) - {ix}
+            level = _walk_plan(plan, set(plan.free) | roots | others)
+            for leaf, safe in level.items():
+                if leaf.split(".")[0] not in others:
+                    _merge(found, leaf, safe)
+    return tuple(sorted(found.items(), key=lambda kv: kv[0]))
+
+
+def _merge(found, leaf, safe):
+    """One more verdict on `leaf`: unsafe (False) wins over safe (True), which wins over a plain
+    read (None)."""
+    have = found.get(leaf, None)
+    if safe is False or have is False:
+        found[leaf] = False
+    elif safe or have:
+        found[leaf] = True
+    else:
+        found[leaf] = None
+
+
+def _walk_plan(plan, free) -> dict:
+    w = _Walk(free)
     texts = list(plan.body) + [o.value for o in plan.outputs if o.value and not o.marker]
     for text in texts:
         try:
@@ -213,4 +268,38 @@ def shared_work(plan) -> tuple:
             continue
         for s in tree.body:
             w.stmt(s)
-    return tuple(sorted(w.found.items()))
+    return w.found
+
+
+_fn_cache: dict = {}
+
+
+def function_unsafe(fn) -> bool:
+    """Whether a helper or a module's forward (`fn`, a Python function) puts values from outside
+    its arguments (`self.w`, a global, a closure) through operations whose derivative can be
+    infinite, or passes them to callables it does not look into: the batch runs it once where
+    the loop runs it every iteration (see the module docstring). True where its source cannot
+    be read. Per code object."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return True
+    hit = _fn_cache.get(code)
+    if hit is None:
+        hit = _fn_cache[code] = _function_unsafe(fn)
+    return hit
+
+
+def _function_unsafe(fn) -> bool:
+    from ..purity import _capture_cached
+    try:
+        tree = _capture_cached(fn).tree
+    except Exception:
+        return True
+    a = tree.args
+    params = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + [x.arg for x in (a.vararg, a.kwarg) if x]
+    variant = set(params[1:] if params and params[0] == "self" else params)
+    loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    w = _Walk(loaded - variant)
+    for s in tree.body:
+        w.stmt(s)
+    return any(v is False for v in w.found.values())
