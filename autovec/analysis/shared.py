@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ast
 
+from .hoist import _dotted
+
 # operations on loop-invariant values whose derivative is finite wherever their inputs are
 # (shape and linear operations, bounded activations); any other call (sqrt, log, exp, pow,
 # a division by a tensor, a user's helper) may have an infinite derivative on finite values.
@@ -48,13 +50,8 @@ _SAFE_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.MatMult)
 
 def _chain(node):
     """`a.b.c` as "a.b.c" (a leaf value read from outside the loop), else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return ".".join([node.id] + parts[::-1])
+    parts = _dotted(node)
+    return None if parts is None else ".".join(parts)
 
 
 class _Inv:
