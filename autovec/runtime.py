@@ -1777,6 +1777,8 @@ def _linear_scan(h0, b, a, py_a):
     tree-ordered sum of the loop's own terms. (b and h0 are checked by linear_prefix.)"""
     if not isinstance(a, torch.Tensor):
         raise GuardFailed("a per-step recurrence factor that is not a tensor")
+    if a.dtype == torch.bool:
+        a = a.to(b.dtype)       # (a reset's keep flag, 1 or 0: analysis.loops._merge_resets)
     n = b.shape[0]
     if n == 0:
         raise GuardFailed("an empty recurrence keeps the loop")

@@ -593,6 +593,7 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     if body.indices:
         stmts = [_InPlaceUpdates(body.indices).visit(copy.deepcopy(s)) for s in stmts]
         stmts = [_ChainedStores(body.indices).visit(s) for s in stmts]
+        stmts = _merge_resets(stmts)
     if len(body.indices) == 1:
         stmts = [_UnitSlices(body.indices[0]).visit(copy.deepcopy(s)) for s in stmts]
         fills = _RangeFills(body.indices[0], set().union(*map(nm.stores, stmts)) | set(iter_vars))
@@ -873,6 +874,48 @@ class _InPlaceUpdates(ast.NodeTransformer):
         target = ast.Subscript(value=sub.value, slice=sub.slice, ctx=ast.Store())
         aug = ast.AugAssign(target=ast.copy_location(target, sub), op=self._OPS[call.func.attr](), value=call.args[0])
         return ast.copy_location(aug, node)
+
+
+def _merge_resets(stmts: list) -> list:
+    """`if c: h = 0` right before `h = <affine in h>` (a running value reset under a condition:
+    returns at episode ends, sums per segment) reads as the one update with `h` replaced by
+    `h * (not c)`: where the condition holds the old value drops out (a factor of 0, exact for
+    the finite values the batched recurrence admits), elsewhere it stays (a factor of 1).
+    `not c` is the loop's own truth test (NaN counts as true; several elements raise), and a
+    Python bool, so the factor takes the running value's dtype as `gamma * h` does. The reset
+    value must be the constant 0."""
+    out = []
+    k = 0
+    while k < len(stmts):
+        s = stmts[k]
+        nxt = stmts[k + 1] if k + 1 < len(stmts) else None
+        if (isinstance(s, ast.If) and not s.orelse and len(s.body) == 1 and isinstance(s.body[0], ast.Assign)
+                and len(s.body[0].targets) == 1 and isinstance(s.body[0].targets[0], ast.Name)
+                and isinstance(s.body[0].value, ast.Constant) and type(s.body[0].value.value) in (int, float)
+                and s.body[0].value.value == 0 and isinstance(nxt, ast.Assign) and len(nxt.targets) == 1
+                and isinstance(nxt.targets[0], ast.Name) and nxt.targets[0].id == s.body[0].targets[0].id):
+            h = nxt.targets[0].id
+            if h not in nm.load_ids(s.test) and h in nm.load_ids(nxt.value) and _affine_in(nxt.value, h) is not None:
+                keep = ast.UnaryOp(op=ast.Not(), operand=copy.deepcopy(s.test))
+                value = _ReplaceName(h, ast.BinOp(left=ast.Name(id=h, ctx=ast.Load()), op=ast.Mult(),
+                                                  right=keep)).visit(copy.deepcopy(nxt.value))
+                merged = ast.copy_location(ast.Assign(targets=[copy.deepcopy(nxt.targets[0])], value=value), nxt)
+                out.append(ast.fix_missing_locations(_located(merged, nxt.lineno)))
+                k += 2
+                continue
+        out.append(s)
+        k += 1
+    return out
+
+
+class _ReplaceName(ast.NodeTransformer):
+    def __init__(self, name, new):
+        self.name, self.new = name, new
+
+    def visit_Name(self, node):
+        if node.id == self.name and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(copy.deepcopy(self.new), node)
+        return node
 
 
 class _UnitSlices(ast.NodeTransformer):

@@ -1,0 +1,108 @@
+"""A running value reset under a condition right before its update (`if done[t]: G = 0` then
+`G = r[t] + gamma * G`): the analysis reads the pair as one linear recurrence whose factor is 0
+where the condition holds (analysis.loops._merge_resets), evaluated as the parallel scan of
+recurrences with a factor per step. Returns at episode ends, sums per segment."""
+import pytest
+import torch
+
+from autovec import assert_equivalent, autovec, explain
+from conftest import raises_as_loop, ran_modes
+
+
+@pytest.fixture(autouse=True)
+def always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def returns(r, done, gamma):
+    G = 0.0
+    out = torch.zeros_like(r)
+    for t in reversed(range(r.shape[0])):
+        if done[t]:
+            G = 0.0
+        G = r[t] + gamma * G
+        out[t] = G
+    return out
+
+
+def segment_sums(x, starts):
+    s = 0
+    out = []
+    for i in range(x.shape[0]):
+        if starts[i]:
+            s = 0
+        s = s + x[i]
+        out.append(s)
+    return torch.stack(out)
+
+
+def final_only(x, starts):
+    s = torch.zeros(x.shape[1])
+    for i in range(x.shape[0]):
+        if starts[i] > 0.5:
+            s = 0
+        s = 0.9 * s + x[i]
+    return s
+
+
+def reset_to_one(x, starts):
+    p = 1.0
+    out = []
+    for i in range(x.shape[0]):
+        if starts[i]:
+            p = 1.0
+        p = 0.5 * p + x[i]
+        out.append(p)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (returns, lambda: (torch.randn(50), torch.rand(50) < 0.1, 0.99)),
+    (returns, lambda: (torch.randn(50, dtype=torch.float64), (torch.rand(50) < 0.2).float(), 0.9)),
+    (returns, lambda: (torch.randn(50, 3), torch.rand(50) < 0.1, 0.99)),          # rows, one flag each
+    (segment_sums, lambda: (torch.randn(40), torch.rand(40) < 0.2)),
+    (segment_sums, lambda: (torch.randn(40, 2), torch.randint(0, 3, (40,)))),     # ints: nonzero resets
+    (final_only, lambda: (torch.randn(30, 4), torch.rand(30))),
+])
+def test_resets_run_as_one_recurrence(fn, make):
+    assert_equivalent(fn, *make())
+    fast = autovec(fn)
+    args = make()
+    torch.testing.assert_close(fast(*args), fn(*args))
+    assert ran_modes(fast)
+
+
+def test_a_nan_flag_resets_as_in_the_loop():
+    r = torch.randn(20)
+    done = torch.zeros(20)
+    done[[3, 11]] = float("nan")                 # truthy in the loop's `if`
+    torch.testing.assert_close(autovec(returns)(r, done, 0.9), returns(r, done, 0.9))
+
+
+def test_gradients_through_the_rewards():
+    r = torch.randn(30, requires_grad=True)
+    done = torch.rand(30) < 0.2
+    want = torch.autograd.grad(returns(r, done, 0.95).sum(), r)[0]
+    got = torch.autograd.grad(autovec(returns)(r, done, 0.95).sum(), r)[0]
+    torch.testing.assert_close(got, want)
+
+
+def test_a_flag_with_several_elements_raises_as_the_loop():
+    raises_as_loop(RuntimeError, returns, torch.randn(10), torch.ones(10, 2, dtype=torch.bool), 0.9)
+
+
+def test_flags_from_a_list_run_the_loop():
+    r = torch.randn(12)
+    done = [bool(v) for v in (torch.rand(12) < 0.3)]
+    torch.testing.assert_close(autovec(returns)(r, done, 0.9), returns(r, done, 0.9))
+
+
+def test_a_reset_to_another_value_keeps_the_loop():
+    x, st = torch.randn(20), torch.rand(20) < 0.3
+    torch.testing.assert_close(autovec(reset_to_one)(x, st), reset_to_one(x, st))
+    assert explain(reset_to_one, x, st).path == "python"
+
+
+def test_half_precision_keeps_the_loop():
+    r, done = torch.randn(20).half(), torch.rand(20) < 0.2
+    assert torch.equal(autovec(returns)(r, done, 0.9), returns(r, done, 0.9))
