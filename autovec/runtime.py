@@ -1720,6 +1720,8 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False):
     if not bool(torch.isfinite(b).all()) or (isinstance(h0, torch.Tensor) and not bool(torch.isfinite(h0).all())) \
             or (isinstance(h0, float) and (h0 != h0 or h0 in (float("inf"), float("-inf")))):
         raise GuardFailed("non-finite values in a linear recurrence keep the loop", data=True)
+    if varying == "reset":
+        _reset_keeps(h0, b, a)
     if varying:
         return _linear_scan(h0, b, a, py_a)
     a0 = a[0] if isinstance(a, torch.Tensor) and a.dim() >= 1 else a
@@ -1768,6 +1770,20 @@ def _per_step(t, shape):
     in the loop (a 0-d x[t] against a per-feature state): own dimensions right-aligned after
     the step dimension."""
     return t.reshape(t.shape[0], *([1] * (len(shape) - (t.dim() - 1))), *t.shape[1:]).expand(t.shape[0], *shape)
+
+
+def _reset_keeps(h0, b, a):
+    """A reset (`if c: h = 0` before the update, analysis.loops._merge_resets) is computed as a
+    factor of 0, which keeps what the loop's fresh 0 drops: the start's dtype and shape (a
+    float64 start promotes every later step; the loop's steps after a reset take the terms'),
+    and the autograd graph (zeros where the loop's values do not require grad at all). Where
+    either could show, the loop runs."""
+    if isinstance(h0, torch.Tensor) and (torch.result_type(h0, b) != b.dtype
+                                         or torch.broadcast_shapes(h0.shape, b.shape[1:]) != b.shape[1:]):
+        raise GuardFailed("a running value reset to 0 whose start has another dtype or shape than its terms")
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (h0, b, a)):
+        raise GuardFailed("a running value reset to 0 with tensors that require grad (the reset cuts the graph "
+                          "the batch keeps)")
 
 
 def _linear_scan(h0, b, a, py_a):

@@ -2147,6 +2147,28 @@ class Gen:
         self.rec_program(x, cols, head, index, [], step.format(G=G, X=X, nd=nd), state,
                          broadcast_state=G == "gamma" and not state)
 
+    def rec_resets(self):
+        """A running value reset under a condition right before its update: `if done[t]: h = 0`
+        then `h = x[t] + gamma * h` (returns at episode ends, sums per segment), sometimes reset
+        to another value, on flags of several elements or NaN (truthy), mostly backwards."""
+        x, cols, state, head, index, rows, X = self.rec_setup(others=("done",), backward_p=0.6)
+        G = self.rec_factor(x, state, name="gamma", value=self.rec_value(lo=0.8, hi=1.0, big=0.08)) \
+            if self.chance(0.7) else None
+        ddt = self.pick(["bool", "bool", "float32", "int64"])
+        p = self.pick([0.05, 0.2, 0.5])
+        expr = f"(torch.rand({x.shape!r}, generator=g) < {p})"
+        if ddt != "bool":
+            expr += f".to(torch.{ddt})"
+            if ddt == "float32" and self.n and self.chance(0.2):
+                expr += f".index_fill_(0, torch.tensor([{self.rng.randrange(self.n)}]), float('nan'))"
+        self.param("done", expr)
+        D = rows["done"]
+        test = D if self.chance(0.15) else self.pick([f"{D}.any()", f"{D}.all()", f"{D}.sum() > 0"])
+        reset = self.pick(["0", "0.0", "0.0", "0", "1.0"])
+        step = "{X} + h" if G is None else self.pick(["{X} + {G} * h", "{G} * h + {X}", "h * {G} + {X}"])
+        self.rec_program(x, cols, head, index, [f"if {test}:", f"    h = {reset}"], step.format(G=G, X=X), state,
+                         broadcast_state=G == "gamma" and not state)
+
     def rec_divide(self):
         """`h = (h * a + x[t]) / c`: the factor is a / c."""
         x, cols, state, head, index, rows, X = self.rec_setup()
@@ -2656,7 +2678,7 @@ def rec_coupled(self):
 
 REC_FORMS = {
     "lerp": Gen.rec_lerp, "scaled_sum": Gen.rec_scaled_sum, "dones": Gen.rec_dones, "divide": Gen.rec_divide,
-    "negated": Gen.rec_negated, "gated": Gen.rec_gated, "coupled": rec_coupled,
+    "negated": Gen.rec_negated, "gated": Gen.rec_gated, "coupled": rec_coupled, "resets": Gen.rec_resets,
 }
 COMPILE_FORMS = {
     "rnn": Gen.comp_rnn, "multi": Gen.comp_multi,

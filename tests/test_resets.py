@@ -79,12 +79,42 @@ def test_a_nan_flag_resets_as_in_the_loop():
     torch.testing.assert_close(autovec(returns)(r, done, 0.9), returns(r, done, 0.9))
 
 
-def test_gradients_through_the_rewards():
+def test_gradients_keep_the_loop():
+    # a reset cuts the graph (the loop's values after it do not depend on what came before);
+    # the batch's factor of 0 keeps it: with tensors that require grad the loop runs
     r = torch.randn(30, requires_grad=True)
     done = torch.rand(30) < 0.2
     want = torch.autograd.grad(returns(r, done, 0.95).sum(), r)[0]
-    got = torch.autograd.grad(autovec(returns)(r, done, 0.95).sum(), r)[0]
+    fast = autovec(returns)
+    got = torch.autograd.grad(fast(r, done, 0.95).sum(), r)[0]
     torch.testing.assert_close(got, want)
+    assert not ran_modes(fast)
+
+    def from_start(x, done, h0):
+        h = h0
+        for t in range(x.shape[0]):
+            if done[t]:
+                h = 0.0
+            h = 0.5 * h + x[t]
+        return h
+    x, done = torch.randn(6, 2), torch.tensor([True, False, False, False, False, False])
+    h0 = torch.randn(2, requires_grad=True)
+    want, got = from_start(x, done, h0), autovec(from_start)(x, done, h0)
+    assert want.requires_grad == got.requires_grad and torch.equal(want, got)
+
+
+@pytest.mark.parametrize("h0", [torch.zeros(2, dtype=torch.float64), torch.zeros(3, 2)])
+def test_a_start_of_another_dtype_or_shape_keeps_the_loop(h0):
+    def from_start(x, done, h0):
+        h = h0
+        for t in range(x.shape[0]):
+            if done[t]:
+                h = 0
+            h = 0.5 * h + x[t]
+        return h
+    x, done = torch.randn(6, 2), torch.tensor([False, False, True, False, False, False])
+    want, got = from_start(x, done, h0), autovec(from_start)(x, done, h0)
+    assert want.dtype == got.dtype and want.shape == got.shape and torch.equal(want, got)
 
 
 def test_a_flag_with_several_elements_raises_as_the_loop():

@@ -900,6 +900,7 @@ def _merge_resets(stmts: list) -> list:
                 value = _ReplaceName(h, ast.BinOp(left=ast.Name(id=h, ctx=ast.Load()), op=ast.Mult(),
                                                   right=keep)).visit(copy.deepcopy(nxt.value))
                 merged = ast.copy_location(ast.Assign(targets=[copy.deepcopy(nxt.targets[0])], value=value), nxt)
+                merged._av_reset = True      # (the recurrence's payload says so: linear_prefix checks what a reset changes)
                 out.append(ast.fix_missing_locations(_located(merged, nxt.lineno)))
                 k += 2
                 continue
@@ -991,7 +992,8 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             name, a, b = lin
             mb, ma = body.marker(), body.marker()
             a, b = (ast.fix_missing_locations(_located(ast.copy_location(v, s.value), s.lineno)) for v in (a, b))
-            o = Output("linrec", name, src(b), s.lineno, op="lin", marker=mb, payloads=(("decay", ma, src(a), ""),))
+            o = Output("linrec", name, src(b), s.lineno, op="lin", marker=mb,
+                       payloads=(("decay", ma, src(a), "reset" if getattr(s, "_av_reset", False) else ""),))
             body.outputs.append((o, b))
             out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=mb, ctx=ast.Store())],
                                                              value=b), s), s.lineno))
@@ -1435,7 +1437,7 @@ def _scans(outputs, body: _Body, targets: dict):
             decay = body.stmts[pos].value
             if nm.load_ids(decay) & (body.varying | set(body.assigned)):
                 # a factor that changes every step (`gamma * (1 - done[t])`): computed per step
-                o = dataclasses.replace(o, payloads=((*o.payloads[0][:3], "varying"),))
+                o = dataclasses.replace(o, payloads=((*o.payloads[0][:3], o.payloads[0][3] or "varying"),))
             if any(ld.id == o.target for s in body.stmts[:pos] for ld in nm.loads(s)):
                 raise Refuse(f"loop-carried dependency: `{o.target}` is read before its update at line "
                              f"{o.lineno}", o.lineno)

@@ -656,7 +656,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                                                        ctx=ast.Load())))
             scan_code += [pre] + template(
                 f"{T}.add_scan(AV.linear_prefix({name}, *{T}.run({PRE}, None, tag={PRE!r}, scan_free=True), "
-                f"py_a={T}.py_out({PRE!r}, 1), varying={o.payloads[0][3] == 'varying'}), False)",
+                f"py_a={T}.py_out({PRE!r}, 1), varying={o.payloads[0][3]!r}), False)",
                 AV=AV)
             continue
         pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load())))

@@ -29,7 +29,7 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     pays = [name for name, _, op, _ in plan.scans if op.startswith("pay")]
     parts = [(f"`{name}` = a * `{name}` + b is a first-order linear recurrence with factor "
               f"`{lin[name].payloads[0][2]}`" + (", which changes every step (evaluated as a parallel scan)"
-                                                 if lin[name].payloads[0][3] == "varying" else
+                                                 if lin[name].payloads[0][3] in ("varying", "reset") else
                                                  " (evaluated in blocks of powers of the factor)"))
              if op == "lin" and name in lin else f"`{name}` is {_FORMS[op]}" if op == "lin" else
              f"`{name}` is a running {'product' if op == '*' else 'extreme' if op in ('max', 'min') or op.startswith('best') else 'log-sum-exp' if op == 'lse' else 'sum'} "
