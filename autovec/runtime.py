@@ -13,7 +13,7 @@ import torch.utils._python_dispatch
 
 from . import _config, cost
 from .batching import _INPLACE_FLOOR
-from .analysis.shared import function_unsafe, shared_work
+from .analysis.shared import function_unsafe, self_calls, shared_work
 from .plan import einsum_letters
 from .purity import _by_id as _PURE_BY_ID, why_impure
 
@@ -2672,8 +2672,21 @@ def _module_unsafe(m: torch.nn.Module) -> bool:
         cls = type(sub)
         if not (cls.__module__ or "").startswith("torch.nn."):
             fwd = getattr(cls, "forward", None)
-            if not isinstance(fwd, types.FunctionType) or function_unsafe(fwd):
+            if not isinstance(fwd, types.FunctionType) or _method_unsafe(cls, fwd, 0):
                 return True
+    return False
+
+
+def _method_unsafe(cls, fn, depth) -> bool:
+    """function_unsafe for a custom module's method and the methods of its class it calls as
+    `self.name(..)` (submodules are checked on their own by _module_unsafe)."""
+    if depth > 4 or function_unsafe(fn):
+        return True
+    for name in self_calls(fn):
+        f = getattr(cls, name, None)
+        if isinstance(f, types.FunctionType) and not (f.__module__ or "").startswith("torch") \
+                and f is not fn and _method_unsafe(cls, f, depth + 1):
+            return True
     return False
 
 

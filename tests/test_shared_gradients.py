@@ -369,3 +369,50 @@ def test_stored_attributes_resolve_without_running_code():
     fast = autovec(scaled)
     fast(x, Cfg(torch.tensor([1.0, 2.0, 3.0], requires_grad=True))).sum().backward()
     assert ran_modes(fast)
+
+
+class _ViaMethod(torch.nn.Module):
+    def __init__(self, w):
+        super().__init__()
+        self.w = torch.nn.Parameter(w)
+
+    def scaled(self, v):
+        return v * torch.sqrt(self.w)
+
+    def forward(self, v):
+        return self.scaled(v)
+
+
+def test_a_custom_module_method_called_by_forward():
+    def apply(x, w):
+        m = _ViaMethod(w)
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = m(x[i])
+        return out, m.w
+    x = torch.randn(12, 3)
+    w = torch.tensor([0.0, 1.0, 4.0])
+    grads = []
+    for fn in (apply, autovec(apply)):
+        out, p = fn(x, w)
+        (out * torch.linspace(-1, 1, 36).view(12, 3)).sum().backward()
+        grads.append(p.grad)
+    assert torch.isnan(grads[0][0]) and _same(grads[:1], grads[1:])
+
+
+class _WithInit(_Linear2):
+    def reset_parameters(self):
+        torch.nn.init.kaiming_uniform_(self.fc1.weight, a=5 ** 0.5)
+
+
+def test_methods_forward_does_not_call_do_not_count():
+    m = _WithInit()
+
+    def apply(x):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = m(x[i])
+        return out
+    fast = autovec(apply)
+    fast(torch.randn(10, 3)).sum().backward()
+    assert ran_modes(fast)

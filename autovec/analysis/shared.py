@@ -300,3 +300,23 @@ def _function_unsafe(fn) -> bool:
     for s in tree.body:
         w.stmt(s)
     return any(v is False for v in w.found.values())
+
+
+_calls_cache: dict = {}
+
+
+def self_calls(fn) -> frozenset:
+    """The names `fn` calls as `self.<name>(..)` (methods, or submodules), from its source; per
+    code object (empty where the source cannot be read)."""
+    code = getattr(fn, "__code__", None)
+    hit = _calls_cache.get(code)
+    if hit is None:
+        from ..purity import _capture_cached
+        try:
+            tree = _capture_cached(fn).tree
+        except Exception:
+            tree = None
+        hit = _calls_cache[code] = frozenset(
+            n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == "self") if tree is not None else frozenset()
+    return hit
