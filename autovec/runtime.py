@@ -60,6 +60,28 @@ def _reachable_tensors(values, depth=2):
     return out
 
 
+def _grad_reachable(v, depth=5) -> bool:
+    """Whether a tensor that requires grad sits in `v`: the tensor itself, or inside lists,
+    tuples, dicts, modules (parameters, buffers, attributes), functools.partial's arguments and
+    plain objects, a few levels deep (for the gradient checks; reading these runs no code)."""
+    if isinstance(v, torch.Tensor):
+        return v.requires_grad
+    if depth <= 0 or type(v) in _ATOMS or isinstance(v, (type, types.ModuleType)):
+        return False
+    if isinstance(v, (list, tuple)):
+        return any(_grad_reachable(e, depth - 1) for e in v[:64])
+    if isinstance(v, dict):
+        return any(_grad_reachable(e, depth - 1) for e in list(v.values())[:64])
+    if isinstance(v, functools.partial):
+        return _grad_reachable(list(v.args) + list(v.keywords.values()), depth)
+    if isinstance(v, torch.nn.Module):
+        if any(p.requires_grad for p in v.parameters()) or any(b.requires_grad for b in v.buffers()):
+            return True
+        return any(_grad_reachable(list(vars(sub).values()), depth - 1) for sub in v.modules())
+    d = getattr(v, "__dict__", None)
+    return isinstance(d, dict) and _grad_reachable(list(d.values())[:64], depth - 1)
+
+
 _ATOMS = {types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, str, bytes, int,
           float, bool, complex, type(None)}
 
@@ -2604,6 +2626,10 @@ def _shared_gradients(shared, names, values):
                               "once where the loop computes it every iteration")
         if safe is None:
             continue                 # a stored value, read as it is
+        if not isinstance(v, torch.Tensor) and _grad_reachable(v):
+            # a list, dict or object holding such a tensor (`ws[0].sqrt()`, `pd["w"]`): the loop runs
+            raise GuardFailed(f"`{source}` holds a tensor that requires grad and goes through loop-invariant "
+                              "operations (the batch would compute them once)")
         if isinstance(v, torch.Tensor) and v.requires_grad:
             if not safe:
                 raise GuardFailed(
@@ -2631,10 +2657,20 @@ def _callee_gradients(calls):
     batch where the loop runs them every iteration (see _shared_gradients): the loop runs."""
     for c in calls:
         fn, owner = c, None
-        if isinstance(c, types.MethodType):
-            fn, owner = c.__func__, c.__self__
+        while isinstance(fn, functools.partial):
+            if _grad_reachable(list(fn.args) + list(fn.keywords.values())):
+                raise GuardFailed(_CALLEE_GRAD.format(getattr(fn.func, "__qualname__", "a partial")))
+            fn = fn.func
+        if isinstance(fn, types.MethodType):
+            fn, owner = fn.__func__, fn.__self__
         if isinstance(c, torch.nn.Module):
             owner, fn = c, None
+        if owner is not None and not isinstance(owner, torch.nn.Module):
+            # a method of a plain object: its attributes are outside values to that code
+            if _user_code(fn) and (function_unsafe(fn) or fn.__defaults__ or fn.__kwdefaults__) \
+                    and _grad_reachable(owner):
+                raise GuardFailed(_CALLEE_GRAD.format(fn.__qualname__))
+            owner = None
         if isinstance(owner, torch.nn.Module):
             if _module_unsafe(owner) or fn is not None and _requires_grad(owner) and _user_code(fn) \
                     and function_unsafe(fn):
@@ -2655,9 +2691,7 @@ def _user_code(fn) -> bool:
 def _requires_grad(m: torch.nn.Module) -> bool:
     """Whether a module holds a tensor that requires grad: a parameter, a buffer, or a tensor
     kept as a plain attribute (`self.w = w`)."""
-    if any(p.requires_grad for p in m.parameters()) or any(b.requires_grad for b in m.buffers()):
-        return True
-    return any(isinstance(v, torch.Tensor) and v.requires_grad for sub in m.modules() for v in vars(sub).values())
+    return _grad_reachable(m)
 
 
 def _module_unsafe(m: torch.nn.Module) -> bool:
@@ -2672,20 +2706,26 @@ def _module_unsafe(m: torch.nn.Module) -> bool:
         cls = type(sub)
         if not (cls.__module__ or "").startswith("torch.nn."):
             fwd = getattr(cls, "forward", None)
-            if not isinstance(fwd, types.FunctionType) or _method_unsafe(cls, fwd, 0):
+            if not isinstance(fwd, types.FunctionType) or _method_unsafe(sub, fwd, 0):
                 return True
     return False
 
 
-def _method_unsafe(cls, fn, depth) -> bool:
+def _method_unsafe(sub, fn, depth) -> bool:
     """function_unsafe for a custom module's method and the methods of its class it calls as
-    `self.name(..)` (submodules are checked on their own by _module_unsafe)."""
+    `self.name(..)` (submodules are checked on their own by _module_unsafe; a callable kept as
+    an attribute, such as a lambda, is not looked into: unsafe)."""
     if depth > 4 or function_unsafe(fn):
         return True
+    cls = type(sub)
     for name in self_calls(fn):
+        if name in sub.__dict__.get("_modules", {}):
+            continue
         f = getattr(cls, name, None)
+        if f is None:
+            return True
         if isinstance(f, types.FunctionType) and not (f.__module__ or "").startswith("torch") \
-                and f is not fn and _method_unsafe(cls, f, depth + 1):
+                and f is not fn and _method_unsafe(sub, f, depth + 1):
             return True
     return False
 
@@ -2696,14 +2736,15 @@ def _reaches_grad(fn, depth) -> bool:
     too, a few levels deep."""
     if depth > 3:
         return True
+    if _grad_reachable([fn.__defaults__ or (), fn.__kwdefaults__ or {}]):
+        return True          # (a default argument is an outside value to the helper's body)
     unsafe = function_unsafe(fn)
     code = fn.__code__
     seen = [cell.cell_contents for cell in (fn.__closure__ or ()) if _filled(cell)]
     g = fn.__globals__
     seen += [g[name] for name in code.co_names if name in g]
     for v in seen:
-        if unsafe and (isinstance(v, torch.Tensor) and v.requires_grad
-                       or isinstance(v, torch.nn.Module) and _requires_grad(v)):
+        if unsafe and not isinstance(v, (types.FunctionType, types.ModuleType)) and _grad_reachable(v):
             return True
         if isinstance(v, torch.nn.Module) and _module_unsafe(v):
             return True

@@ -416,3 +416,89 @@ def test_methods_forward_does_not_call_do_not_count():
     fast = autovec(apply)
     fast(torch.randn(10, 3)).sum().backward()
     assert ran_modes(fast)
+
+
+# ---------------------------------------------------------------- found by the second probe
+
+def _h_default_factory(wd):
+    def h(v, w=wd):
+        return v * torch.sqrt(w)
+    return h
+
+
+class _Box:
+    def __init__(self, w):
+        self.w = w
+
+    def apply(self, v):
+        return v * torch.sqrt(self.w)
+
+
+class _BoxModule(torch.nn.Module):
+    def __init__(self, w):
+        super().__init__()
+        self.box = _Box(w)
+
+    def forward(self, v):
+        return v * self.box.w.sqrt()
+
+
+class _LambdaModule(torch.nn.Module):
+    def __init__(self, w):
+        super().__init__()
+        self.w = w
+        self.fn = lambda v: v * torch.sqrt(self.w)
+
+    def forward(self, v):
+        return self.fn(v)
+
+
+def _through(make_callable):
+    def fn(x, w):
+        g = make_callable(w)
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = g(x[i])
+        return out
+    return fn
+
+
+def in_a_list(x, w):
+    ws = [w]
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * ws[0].sqrt()
+    return out
+
+
+def in_a_dict(x, w):
+    d = {"w": w}
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * torch.sqrt(d["w"])
+    return out
+
+
+def functional(x, w):
+    m = _SqrtModule(torch.ones(3))
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = torch.func.functional_call(m, {"w": w}, (x[i],))
+    return out
+
+
+@pytest.mark.parametrize("fn", [
+    in_a_list, in_a_dict, functional,
+    _through(lambda w: __import__("functools").partial(_sqrt_helper, w=w)),
+    _through(lambda w: _Box(w).apply),
+    _through(_h_default_factory),
+    _through(_BoxModule),
+    _through(_LambdaModule),
+], ids=["list", "dict", "functional_call", "partial", "object method", "default argument", "module holding an object",
+        "module calling a lambda"])
+def test_tensors_reached_through_containers_and_callables_keep_the_loop(fn):
+    x, w = torch.randn(12, 3), torch.tensor([0.0, 1.0, 4.0])
+    want = _grads(fn, x, w)
+    fast = autovec(fn)
+    got = _grads(fast, x, w)
+    assert torch.isnan(want[2][0]) and _same(want, got), (want[2], got[2])

@@ -44,6 +44,9 @@ _NO_GRAD = frozenset({
     "all", "range", "type", "is_cuda", "is_cpu", "stride", "element_size", "long", "bucketize",
     "searchsorted", "count_nonzero", "logical_and", "logical_or", "logical_not", "equal", "allclose",
 })
+# torch functions that run the code they are given (a module, a function) on their arguments
+_RUNS_CODE = frozenset({"functional_call", "vmap", "grad", "grad_and_value", "jacrev", "jacfwd", "hessian",
+                        "vjp", "jvp", "checkpoint", "call_for_per_sample_grads", "apply"})
 _MODULES = frozenset({"torch", "F", "nn", "functional", "special", "linalg"})
 _SAFE_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.MatMult)
 
@@ -144,6 +147,13 @@ class _Walk:
                     self.note(p)
                 return None
             return _join(parts, True, bare=all(p.bare for p in parts))
+        if isinstance(node, ast.Dict):
+            parts = [self.expr(e) for e in list(node.values) + [k for k in node.keys if k is not None]]
+            if any(p is None for p in parts):
+                for p in parts:
+                    self.note(p)
+                return None
+            return _join(parts, True, bare=all(p.bare for p in parts))
         if isinstance(node, ast.Slice):
             parts = [self.expr(e) for e in (node.lower, node.upper, node.step) if e is not None]
             return None if any(p is None for p in parts) else _join(parts, True, bare=True)
@@ -191,8 +201,8 @@ class _Walk:
             # per-iteration arguments: the call runs on the batch, and the outside values passed
             # to it are shared; to a callable that is not a torch operation, whatever it does with
             # them is (helper(x[i], w) may take sqrt(w) inside)
-            known = safe or name is not None and name.rpartition(".")[0].split(".")[0] in _MODULES \
-                or isinstance(func, ast.Attribute) and name is None
+            known = (safe or name is not None and name.rpartition(".")[0].split(".")[0] in _MODULES
+                     or isinstance(func, ast.Attribute) and name is None) and last not in _RUNS_CODE
             for p in args:
                 self.note(p, unknown=not known)
             if target is not None:
