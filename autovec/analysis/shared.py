@@ -140,15 +140,10 @@ class _Walk:
                 self.note(a)
                 return None
             return _join([a, s], True)
-        if isinstance(node, (ast.Tuple, ast.List)):
-            parts = [self.expr(e) for e in node.elts]
-            if any(p is None for p in parts):
-                for p in parts:
-                    self.note(p)
-                return None
-            return _join(parts, True, bare=all(p.bare for p in parts))
-        if isinstance(node, ast.Dict):
-            parts = [self.expr(e) for e in list(node.values) + [k for k in node.keys if k is not None]]
+        if isinstance(node, (ast.Tuple, ast.List, ast.Dict)):
+            items = node.elts if not isinstance(node, ast.Dict) else \
+                list(node.values) + [k for k in node.keys if k is not None]
+            parts = [self.expr(e) for e in items]
             if any(p is None for p in parts):
                 for p in parts:
                     self.note(p)
