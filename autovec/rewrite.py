@@ -71,6 +71,10 @@ def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]], steps=())
         _replace(_parents(disp)[dnode], dnode, display)
     for info, low, node, dnode in targets:
         p, dp = _parents(exe), _parents(disp)
+        if dnode not in dp:
+            # inside a loop rewritten before it (a generator in a rewritten loop's body): that
+            # loop's body already holds it, and its fallback runs it as written
+            continue
         if info.kind in ("for", "while"):
             branch = low.stmts[-1]
             branch.orelse = [node] + low.after

@@ -970,3 +970,21 @@ def test_python_max_of_tensors_with_gradients_is_the_loops(fn, monkeypatch):
     autovec(fn)(a2, b2).sum().backward()
     assert b1.grad is None and b2.grad is None
     torch.testing.assert_close(a1.grad, a2.grad)
+
+
+def _sum_of_generator_in_loop(x, w):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * sum(torch.sqrt(w[k]) for k in range(3))
+    return out
+
+
+def test_a_generator_inside_a_rewritten_loop_does_not_end_the_rewrite(caplog):
+    # found by this stop's second probe: the generator's piece was applied after the loop
+    # holding it had been replaced, and the whole function fell back with a KeyError
+    from autovec import autovec
+    x, w = torch.randn(5, 3), torch.rand(3)
+    with caplog.at_level("WARNING"):
+        got = autovec(_sum_of_generator_in_loop)(x, w)
+    assert torch.allclose(got, _sum_of_generator_in_loop(x, w))
+    assert "could not rewrite" not in caplog.text
