@@ -1031,7 +1031,7 @@ class FunctionRuntime:
             s = cls._pysum(o)
             if o.dtype == torch.bool:
                 s = int(s)
-            elif s == 0 and type(acc) is float and acc == 0 and math.copysign(1.0, acc) < 0 \
+            elif s == 0 and type(acc) is float and _minus_zero_start(acc) \
                     and o.is_floating_point() and _minus_zero_rest(o, op):
                 s = -0.0     # (see _minus_zero_rest)
             if isinstance(acc, torch.Tensor) and inplace:
@@ -1050,7 +1050,7 @@ class FunctionRuntime:
                 raise GuardFailed("the accumulated value does not broadcast to the accumulator")
             if not torch.can_cast(torch.result_type(acc, o[0]), acc.dtype):
                 raise GuardFailed("in-place accumulation would need a dtype cast the loop refuses")
-            if delta.is_floating_point() and acc.is_floating_point() and _minus_zero(acc):
+            if delta.is_floating_point() and _minus_zero_start(acc):
                 delta = _signed_zero_sum(delta, o, op)     # (as below: -0.0 kept where the loop keeps it)
             return delta
         if o.dtype in _WIDE_FLOATS and (type(acc) is torch.Tensor and acc.dtype is o.dtype
@@ -1059,8 +1059,7 @@ class FunctionRuntime:
             # step keeps that dtype, so the sum of all the values is added at once (two operations
             # instead of the first step apart, five)
             total = o.sum(0)
-            if (math.copysign(1.0, acc) < 0 and acc == 0) if type(acc) is float else \
-                    type(acc) is torch.Tensor and _minus_zero(acc):
+            if _minus_zero_start(acc):
                 total = _signed_zero_sum(total, o, op)
             return acc + total if op == "+" else acc - total
         first = acc + o[0] if op == "+" else acc - o[0]
@@ -1071,8 +1070,7 @@ class FunctionRuntime:
             raise GuardFailed(_HALF_SUM)
         rest = o[1:].sum(0, dtype=want if want != torch.bool else None)  # summed at the loop's precision
         # (`first` holds -0.0 only where `acc` does: a free test for a Python number)
-        if rest.is_floating_point() and (math.copysign(1.0, acc) < 0 and acc == 0 if type(acc) is float
-                                         else isinstance(acc, torch.Tensor) and _minus_zero(acc)):
+        if rest.is_floating_point() and _minus_zero_start(acc):
             rest = _signed_zero_sum(rest, o[1:], op)
         out = first + rest if op == "+" else first - rest
         return out.to(want) if out.dtype != want else out
@@ -1570,40 +1568,49 @@ def _hot_broadcast(rank, index, tok, body, direct):
     return outs
 
 
-def _hot_broadcast_moved(r, pos, steps, tok, body, direct):
-    """_hot_broadcast where the inputs need views first (Token._broadcast's recipe: the loop
-    dimension of each slice at `pos` of an iteration's rank `r` + 1, size-1 dimensions where a
-    slice has fewer): `steps` per input, None (as it is), ("view", r) (a 1-d tensor, one value
-    per iteration) or ("move", its loop dimension, size-1 dimensions to add)."""
+def _hot_broadcast_moved(r, ones, pos, dims, tok, body, direct):
+    """_hot_broadcast where the inputs need views first (Token._broadcast's recipe `r`, `ones`,
+    `pos`; `dims`: each input's loop dimension)."""
     args = _covered(tok)
     if args is None:
         return None
     n = tok.n
-    for j, how in enumerate(steps):
-        if how is None:
-            continue
-        t = args[j]
-        if how[0] == "view":
-            if t.dim() != 1:
-                return None
-            args[j] = t.view(*_ONES[:pos], n, *_ONES[:r - pos])
-            continue
-        _, d, k = how
-        if d:
-            t = t.movedim(d, 0)
-        if k:
-            t = t.reshape(n, *_ONES[:k], *t.shape[1:])
-        args[j] = t.movedim(0, pos) if pos else t
+    args = _into_layout(zip(args, dims), ones, r, pos, n)
     if _large(args):
         body = tok._in_place_body(body)
-    outs = body(*args)
+    return _out_of_layout(tok, body(*args), r, pos, n)
+
+
+def _into_layout(inputs, ones, r, pos, n):
+    """Token._broadcast's layout of its inputs ((tensor, loop dimension) pairs): the loop
+    dimension of every slice at `pos` of an iteration's rank `r` + 1, `ones` size-1 dimensions
+    added after it where a slice has fewer (a 1-d input: one value per iteration)."""
+    args = []
+    for (t, d), k in zip(inputs, ones):
+        if not k and d == pos:
+            args.append(t)                    # already in place: no view at all
+        elif t.dim() == 1:
+            args.append(t.view(*_ONES[:pos], n, *_ONES[:r - pos]))   # one value per iteration
+        else:
+            if d:
+                t = t.movedim(d, 0)
+            if k:
+                t = t.reshape(n, *_ONES[:k], *t.shape[1:])
+            args.append(t.movedim(0, pos) if pos else t)
+    return args
+
+
+def _out_of_layout(tok, outs, r, pos, n):
+    """The broadcast body's outputs with the loop dimension first again, or None where one does
+    not keep it. A store at the same dimension takes an output as computed (fit_store, through
+    tok.unmoved), not moved twice."""
     for o in outs:
-        if type(o) is not torch.Tensor or o.dim() != r + 1 or o.shape[pos] != n:
+        if not isinstance(o, torch.Tensor) or o.dim() != r + 1 or o.shape[pos] != n:
             return None
     if not pos:
         return outs
     moved = tuple(o.movedim(pos, 0) for o in outs)
-    tok.unmoved = {id(m): (m, o) for m, o in zip(moved, outs)}    # (Token._broadcast)
+    tok.unmoved = {id(m): (m, o) for m, o in zip(moved, outs)}   # (holding m: its id stays its own)
     tok.unmoved_at = pos
     return moved
 
@@ -2524,6 +2531,14 @@ def _signed_zero_sum(total, o, op):
     return torch.where((total == 0) & sign, torch.tensor(-0.0, dtype=total.dtype, device=total.device), total)
 
 
+def _minus_zero_start(acc) -> bool:
+    """Whether a running sum starts at -0.0: a Python float -0.0 (a free test), or a float
+    tensor holding -0.0 somewhere (_minus_zero)."""
+    if type(acc) is float:
+        return acc == 0 and math.copysign(1.0, acc) < 0
+    return isinstance(acc, torch.Tensor) and acc.is_floating_point() and _minus_zero(acc)
+
+
 def _minus_zero(acc: torch.Tensor) -> bool:
     """Whether a tensor start holds -0.0 (one Python read for a 0-d CPU tensor, whose .item()
     costs a tenth of signbit().any())."""
@@ -3136,10 +3151,7 @@ class Token:
             if pos or any(ones) or any(raw_dims):
                 if index:
                     return          # (the index as a number: the general path places its arange)
-                # each input's way into the broadcast layout (Token._broadcast), from ranks alone
-                steps = tuple(None if not k and d == pos else ("view", r) if k == r else ("move", d, k)
-                              for d, k in zip(raw_dims, ones))
-                runner = functools.partial(_hot_broadcast_moved, r, pos, steps)
+                runner = functools.partial(_hot_broadcast_moved, r, ones, pos, raw_dims)
             else:
                 runner = functools.partial(_hot_broadcast, r + 1, index)
         elif mode == "batched":
@@ -3407,35 +3419,17 @@ class Token:
         if isinstance(recipe, str):
             raise GuardFailed(recipe)
         r, ones, pos = recipe
-        args = []
-        for (t, d), k in zip(inputs, ones):
-            if not k and d == pos:
-                args.append(t)                    # already in place: no view at all
-            elif t.dim() == 1:
-                args.append(t.view(*_ONES[:pos], n, *_ONES[:r - pos]))   # one value per iteration
-            else:
-                if d:
-                    t = t.movedim(d, 0)
-                if k:
-                    t = t.reshape(n, *_ONES[:k], *t.shape[1:])
-                args.append(t.movedim(0, pos) if pos else t)
+        args = _into_layout(inputs, ones, r, pos, n)
         if self.match.plan.index_as_value:
             if device is None:     # the index lives with the data (a GPU loop's index on the GPU)
                 device = _device_of(inputs[0][0] if inputs else None, self.free_tensors)
             args.append(self._index(device).view(*_ONES[:pos], n, *_ONES[:r - pos]))
         if in_place and _large(args):
             body = self._in_place_body(body)
-        outs = body(*args)
-        for o in outs:
-            if not isinstance(o, torch.Tensor) or o.dim() != r + 1 or o.shape[pos] != n:
-                raise GuardFailed("an output does not keep the batch dimension")
-        if not pos:
-            return outs
-        moved = tuple(o.movedim(pos, 0) for o in outs)
-        # a store at the same dimension takes the output as computed (fit_store), not moved twice
-        self.unmoved = {id(m): (m, o) for m, o in zip(moved, outs)}   # (holding m: its id stays its own)
-        self.unmoved_at = pos
-        return moved
+        outs = _out_of_layout(self, body(*args), r, pos, n)
+        if outs is None:
+            raise GuardFailed("an output does not keep the batch dimension")
+        return outs
 
     def _in_place_body(self, body, owned=()):
         """The body with elementwise temporaries reused in place (batching.temporaries_in_place;

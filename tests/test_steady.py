@@ -157,6 +157,8 @@ def test_steady_calls_take_the_hot_runner_and_match_the_loop(vectorize, monkeypa
     torch.testing.assert_close(f(*args), fn(*args))          # the first call: build and check
     rt = f._autovec_state.runtime
     assert rt.hot, f"{name}: no hot runner after a checked call"
+    if name.startswith("broadcast"):
+        assert {h[2] for h in rt.hot.values()} == {"broadcast"}, name   # (not a fallback mode)
     _no_general_path(monkeypatch)
     for _ in range(3):
         args = make(6)                                          # same signature, new values
