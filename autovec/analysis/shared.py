@@ -231,7 +231,9 @@ class _Walk:
 def shared_work(plan) -> tuple:
     """((outside value as source, safe), ..): the values read from outside a loop that its body
     puts through loop-invariant operations (which a batched form computes once for the whole
-    batch); `safe` when all of those operations have finite derivatives on finite values."""
+    batch); `safe` True when all of those operations have finite derivatives on finite values,
+    False when one may not, None for a plain attribute read (`p.scale`) that the guard only looks
+    up (a property runs code: the loop runs)."""
     found = _walk_plan(plan, set(plan.free))
     if plan.space.kind == "nest":
         # a loop nest's batch also shares, across one level, what does not change with that
