@@ -331,6 +331,73 @@ class _Helpers:
         return rows[lo]
 
     @staticmethod
+    def window_nd(x, dims, los, his, lead):
+        """x[.., lo:hi, .., lo':hi', ..] in a loop nest of `lead` levels, each window's bounds
+        per-iteration integers that change along one level only (`img[:, i:i + p, j:j + p]`,
+        `x[i * k:(i + 1) * k, j * k:(j + 1) * k]`): a view of x.unfold along each windowed
+        dimension `dims[m]`, its starts picked per level, the levels first (size 1 where no
+        window changes), then x's dimensions with each windowed one as its window. Bounds past
+        the ends, windows of several widths, two windows along one level: the loop decides."""
+        from .runtime import GuardFailed
+        if not isinstance(x, torch.Tensor) or x.dim() <= max(dims):
+            raise GuardFailed("a window of a non-tensor or past its dimensions (the loop decides)")
+        picks = []          # (level, dim, width, starts as (first, step) or a tensor)
+        used = set()
+        vague = []
+        for d, lo, hi in zip(dims, los, his):
+            lo = torch.as_tensor(lo, device=x.device)
+            hi = torch.as_tensor(hi, device=x.device)
+            if lo.dim() != lead or hi.dim() != lead or lo.is_floating_point() or hi.is_floating_point():
+                raise GuardFailed("window bounds that are not one integer per iteration of the nest")
+            shape = torch.broadcast_shapes(lo.shape, hi.shape)
+            varying = [lv for lv in range(lead) if shape[lv] > 1]
+            if len(varying) > 1:
+                raise _values_refused("a window whose bounds change along two loop levels")
+            lv = varying[0] if varying else None
+            flat = [slice(None) if k == lv else 0 for k in range(lead)]
+            lo1 = lo.expand(shape)[tuple(flat)].reshape(-1).long()
+            hi1 = hi.expand(shape)[tuple(flat)].reshape(-1).long()
+            start = int(lo1[0])
+            w = int(hi1[0]) - start
+            size = x.shape[d]
+            if w < 1 or not torch.equal(hi1, lo1 + w) or int(lo1.min()) < 0 or int(hi1.max()) > size:
+                raise _values_refused("windows of several widths, empty, or past the tensor's ends "
+                                      "(Python's slice rules: the loop decides)")
+            if lv is None:
+                vague.append(len(picks))
+            elif lv in used:
+                raise _values_refused("two windows that change along the same loop level")
+            else:
+                used.add(lv)
+            picks.append([lv, d, w, lo1])
+        free = [lv for lv in range(lead) if lv not in used]
+        for m in vague:                 # one iteration along its level: any level of size 1
+            if not free:
+                raise _values_refused("a window whose level cannot be told")
+            picks[m][0] = free.pop(0)
+        v = x
+        rank = x.dim()
+        for lv, d, w, lo1 in picks:
+            v = v.unfold(d, w, 1)       # d: the starts; a new last dimension: the window
+            n = lo1.shape[0]
+            first = int(lo1[0])
+            step = int(lo1[1]) - first if n > 1 else 1
+            if step >= 1 and torch.equal(lo1, torch.arange(first, first + step * n, step, device=lo1.device)):
+                v = v.narrow(d, first, step * (n - 1) + 1)[(slice(None),) * d + (slice(None, None, step),)]
+            else:
+                if n * w * max(x.numel() // max(x.shape[d], 1), 1) > _WINDOW_COPY_LIMIT:
+                    raise _values_refused("windows out of order that would be copied into one large batch")
+                v = v.index_select(d, lo1)
+        by_level = {lv: d for lv, d, _, _ in picks}
+        window_at = {d: rank + m for m, (_, d, _, _) in enumerate(picks)}
+        order = [by_level[lv] for lv in sorted(by_level)] + [window_at.get(d, d) for d in range(rank)]
+        v = v.permute(order)
+        for lv in range(lead):
+            if lv not in by_level:
+                v = v.unsqueeze(lv)
+        return v
+
+    @staticmethod
     def take(x, idx):
         """x_i[idx_i] for every row: one element (or sub-tensor) per row."""
         rows = torch.arange(x.shape[0], device=x.device)
@@ -1164,7 +1231,7 @@ def _readable(text: str) -> str:
     text = text.replace("_avb_torch.", "torch.").replace(", _avb_n):", "):")
     text = re.sub(r"_avb\.(truth|classes)\(", "(", text)
     text = re.sub(r"_avb\.prod_input\(([^()]*)\)", r"\1", text)
-    text = text.replace("_avb.masked(", "_masked_reduction(").replace("_avb.segment(", "_segment_reduction(").replace("_avb.window(", "_window_per_row(").replace("_avb.window_at(", "_window_at_index(").replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
+    text = text.replace("_avb.masked(", "_masked_reduction(").replace("_avb.segment(", "_segment_reduction(").replace("_avb.window(", "_window_per_row(").replace("_avb.window_at(", "_window_at_index(").replace("_avb.window_nd(", "_windows_per_level(").replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
     text = text.replace("_avb.full(", "_expand_to_levels(").replace("_avb.extreme(", "_max_or_min_per_row(")
     text = text.replace("_avb.pick(True, ", "_python_max(").replace("_avb.pick(False, ", "_python_min(")
     text = text.replace("_avb.rows(", "_module_on_the_batch(").replace("_avb.class_loss(", "_loss_per_iteration(")

@@ -791,6 +791,8 @@ class _Batcher:
                     isinstance(p, ast.Constant) and p.value in (None, Ellipsis) for p in later):
                 return None
             items = [ast.Slice() for _ in range(rank - len(later))] + later
+        if self.c.lead > 1:
+            return self._window_nd(node, base, items)
         dim = 0
         while dim < len(items) - 1 and isinstance(items[dim], ast.Slice) \
                 and items[dim].lower is items[dim].upper is items[dim].step is None:
@@ -819,6 +821,43 @@ class _Batcher:
             return new
         return ast.Subscript(value=new, slice=ast.Tuple(
             elts=[ast.Slice() for _ in range(dim + 2)] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
+
+    def _window_nd(self, node, base, items):
+        """`x[:, i:i + p, j:j + p]` in a loop nest: windows along several dimensions, each with
+        per-iteration integer bounds (batching.window_nd), the other parts fixed slices or
+        integers; None where no part is a window."""
+        windows = [k for k, p in enumerate(items) if isinstance(p, ast.Slice)
+                   and any(b is not None and self.varies(b) for b in (p.lower, p.upper, p.step))]
+        if not windows or base.batched or base.fact.kind != "tensor":
+            return None
+        dims, los, his = [], [], []
+        for k in windows:
+            p = items[k]
+            if p.step is not None or p.lower is None or p.upper is None:
+                raise Unsupported(f"window `{ast.unparse(node)}` with a step or an open end")
+            lo, hi = self.expr(p.lower), self.expr(p.upper)
+            if not (lo.batched and hi.batched):
+                raise Unsupported(f"`{ast.unparse(node)}`: one bound fixed, the other per iteration (windows "
+                                  "of several widths)")
+            if not all(self._integer_scalar(v) for v in (lo, hi)):
+                raise Unsupported(f"window `{ast.unparse(node)}` with bounds that are not integers")
+            dims.append(_const(k))
+            los.append(lo.node)
+            his.append(hi.node)
+        rest = []
+        for k, p in enumerate(items):
+            if k in windows:
+                rest.append(ast.Slice())
+                continue
+            v = self._index_part(p)
+            if v.batched or v.fact.kind not in ("slice", "int"):
+                raise Unsupported(f"index `{ast.unparse(node.slice)}` beside a window")
+            rest.append(v.node)
+        tup = lambda elts: ast.Tuple(elts=elts, ctx=ast.Load())    # noqa: E731
+        new = _helper("window_nd", base.node, tup(dims), tup(los), tup(his), _const(self.c.lead))
+        if all(isinstance(p, ast.Slice) and p.lower is p.upper is p.step is None for p in rest):
+            return new
+        return ast.Subscript(value=new, slice=tup([ast.Slice() for _ in range(self.c.lead)] + rest), ctx=ast.Load())
 
     def _masked_reduction(self, node):
         """`b[m].sum()`, `.sum(0)`, `.mean()`, `.mean(0)`, `.max()`, `.min()` with a per-iteration
