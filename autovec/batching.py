@@ -1250,6 +1250,9 @@ def _outputs_differ(outs, rows, sizes, row_args_at, body, spread=frozenset()):
         with torch.no_grad():
             want = body(*row_args_at(j))
         for k, (w, o) in enumerate(zip(want, outs)):
+            if not isinstance(o, torch.Tensor):
+                from .runtime import _type_name
+                return f"output {k} is a {_type_name(o)} in the batch, not one tensor"
             got = o[pos]
             if not isinstance(w, torch.Tensor):
                 if got.dim() != 0 and not (k in spread and isinstance(w, (bool, int, float))):

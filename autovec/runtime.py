@@ -462,6 +462,13 @@ class FunctionRuntime:
             est = {**est, "measured python": measured["python"], "measured vectorized": measured["vectorized"]}
         if cost.min_trip(m.strategy) is None and known is not None and known.final:
             ok, why = known.vec, "timings of earlier calls show the Python loop is faster"
+            if not ok and known.refused():
+                self._note(loop_id, "estimate", "", est)
+                raise GuardFailed(f"{n} iteration(s): the vectorized path was refused on {known.vec_failed} "
+                                  "earlier calls at this size and never ran, so the loop runs from then on "
+                                  "(a first call at this size tells why)", cost=True)
+            if not ok and not measured:
+                why = "the cost model expects the Python loop to be faster"
         else:
             ok, why = cost.worth(m.strategy, n, est), "the cost model expects the Python loop to be faster"
         if not ok:
@@ -2413,12 +2420,22 @@ def vmap_call(fn, args, dims, n):
         m._vmap_decrement_nesting()
 
 
+def _type_name(v) -> str:
+    """`tuple`, `torch.return_types.sort`: a value's type as a person reads it."""
+    t = type(v)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
 def _as_tensor(v):
     """A Python number returned by a body, in Python's own precision (a float is a double)."""
     if isinstance(v, float):
         return torch.tensor(v, dtype=torch.float64)
     if isinstance(v, complex):
         return torch.tensor(v, dtype=torch.complex128)
+    if isinstance(v, (tuple, list)):
+        # (`torch.sort(x[i])`'s values and indices hoisted by fission: one value per iteration is needed)
+        raise GuardFailed(f"a value computed for every iteration is a {_type_name(v)} of several values, "
+                          "not one tensor (the loop runs)")
     return torch.as_tensor(v)
 
 

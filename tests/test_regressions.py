@@ -988,3 +988,30 @@ def test_a_generator_inside_a_rewritten_loop_does_not_end_the_rewrite(caplog):
         got = autovec(_sum_of_generator_in_loop)(x, w)
     assert torch.allclose(got, _sum_of_generator_in_loop(x, w))
     assert "could not rewrite" not in caplog.text
+
+
+def _top_p(logits, p):
+    out = logits.clone()
+    for i in range(logits.shape[0]):
+        sorted_logits, idx = torch.sort(logits[i], descending=True)
+        probs = torch.softmax(sorted_logits, -1).cumsum(-1)
+        remove = probs > p
+        remove[1:] = remove[:-1].clone()
+        remove[0] = False
+        out[i, idx[remove]] = float("-inf")
+    return out
+
+
+def test_a_hoisted_tuple_value_keeps_the_loop_with_a_reason_that_names_it(monkeypatch):
+    # found by this stop's first probe: fission hoists `torch.sort(logits[i])`, whose value is
+    # (values, indices); the batched check indexed that pair as a batch (an internal TypeError)
+    # and vmap's wrapper tried to make it one tensor (ValueError). The loop ran, with those
+    # errors as the reason; now the reason says what the value is
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.randn(30, 10)
+    f = autovec(_top_p)
+    assert torch.equal(f(x, 0.9), _top_p(x, 0.9))
+    ex = explain(f, x, 0.9)
+    assert ex.path == "python"
+    note = " ".join(ex.notes)
+    assert "torch.return_types.sort" in note and "TypeError" not in note and "ValueError" not in note
