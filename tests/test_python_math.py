@@ -128,3 +128,7 @@ def test_round_with_digits_keeps_the_loop():
     x = torch.tensor([2.675, 1.005, 0.125], dtype=torch.float64)
     assert round2(x) == autovec(round2)(x)
     assert explain(round2, x).path == "python"
+    # refused by the analysis, with its reason (the vectorized path used to be tried and fail
+    # inside vmap: "type Tensor doesn't define __round__ method")
+    (r,) = explain(round2).loops
+    assert r.strategy == "python" and "round(.., ndigits)" in r.reason

@@ -1740,6 +1740,11 @@ def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
             if root in ctx.local_names:
                 continue  # a local value (argument, module): checked on each call at run time
             if isinstance(f, ast.Name) and f.id in _PURE_BUILTINS and ctx.env.is_builtin(f.id):
+                if f.id == "round" and (len(c.args) > 1 or c.keywords):
+                    # works on Python numbers alone (a tensor has no __round__ with digits), and
+                    # rounds their exact decimal value, which no batched float operation repeats
+                    raise Refuse(f"`round(.., ndigits)` at line {line} rounds a Python number's exact decimal "
+                                 "value; no batched operation gives the same numbers, so the loop runs", line)
                 continue
             verdict = ctx.env.classify(src(f))
             if verdict:
