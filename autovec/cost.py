@@ -199,6 +199,10 @@ class Decision:
         if self.vec_failed >= 3 and self.vec_call == float("inf"):
             self.vec, self.final = False, True
 
+    def refused(self) -> bool:
+        """Settled on the loop because the vectorized path was refused, never timed."""
+        return self.final and not self.vec and self.vec_failed >= 3 and self.vec_call == float("inf")
+
     def _settle(self, n):
         if self.py_runs >= _PY_RUNS and self.vec_runs >= _VEC_RUNS:
             self.vec = self.vec_call < self.py_iter * n

@@ -182,6 +182,43 @@ def test_timed_decision_settles_on_real_calls(monkeypatch):
     assert ex.path == ("vectorized" if d.vec else "python")
 
 
+def test_a_loop_settled_by_refusals_says_so_not_that_python_was_timed_faster(monkeypatch):
+    # (found by a probe: the note said "timings show the Python loop is faster (about 116 us
+    # against 60 us)", the estimates of a loop whose vectorized path had never run)
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    from autovec.cost import Decision
+
+    def scale_rows(x):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * 2
+        return out
+
+    f = av(scale_rows)
+    x = torch.randn(6, 3)
+    f(x)
+    rt = f._autovec_state.runtime
+    d = Decision({"python": 10e-6, "vectorized": 8e-6})
+    for _ in range(3):
+        d.vectorized_failed()
+    assert d.refused() and d.final and not d.vec
+    rt.decisions[(1, (6).bit_length())] = d
+    ex = explain(f, x)
+    assert ex.path == "python"
+    note = " ".join(ex.notes)
+    assert "refused on 3 earlier calls" in note and "timings" not in note
+    timed = Decision({"python": 10e-6, "vectorized": 8e-6})
+    for _ in range(30):
+        if timed.choose():
+            timed.vectorized_ran(40e-6, 6)
+        else:
+            timed.python_ran(12e-6, 6)
+    assert timed.final and not timed.vec and not timed.refused()
+    rt.decisions[(1, (6).bit_length())] = timed
+    note = " ".join(explain(f, x).notes)
+    assert "timings of earlier calls show the Python loop is faster (about 12 us against 40 us)" in note
+
+
 def test_a_list_of_tensors_costs_the_vectorized_path_per_element(monkeypatch):
     # each element of a list is checked and stacked: for a body as cheap as `.item()` the two
     # paths are close, so the decision times them instead of taking the model's verdict
