@@ -341,35 +341,31 @@ class _Helpers:
         from .runtime import GuardFailed
         if not isinstance(x, torch.Tensor) or x.dim() <= max(dims):
             raise GuardFailed("a window of a non-tensor or past its dimensions (the loop decides)")
-        picks = []          # (level, dim, width, starts as (first, step) or a tensor)
+        picks = []          # [level, dim, width, starts (a list of ints)]
         used = set()
         vague = []
         for d, lo, hi in zip(dims, los, his):
-            lo = torch.as_tensor(lo, device=x.device)
-            hi = torch.as_tensor(hi, device=x.device)
-            if lo.dim() != lead or hi.dim() != lead or lo.is_floating_point() or hi.is_floating_point():
+            if type(lo) is not torch.Tensor or type(hi) is not torch.Tensor or lo.dim() != lead \
+                    or hi.dim() != lead or lo.is_floating_point() or hi.is_floating_point():
                 raise GuardFailed("window bounds that are not one integer per iteration of the nest")
-            shape = torch.broadcast_shapes(lo.shape, hi.shape)
-            varying = [lv for lv in range(lead) if shape[lv] > 1]
+            if lo.shape != hi.shape:
+                raise _values_refused("windows of several widths (one bound changes where the other does not)")
+            varying = [lv for lv in range(lead) if lo.shape[lv] > 1]
             if len(varying) > 1:
                 raise _values_refused("a window whose bounds change along two loop levels")
-            lv = varying[0] if varying else None
-            flat = [slice(None) if k == lv else 0 for k in range(lead)]
-            lo1 = lo.expand(shape)[tuple(flat)].reshape(-1).long()
-            hi1 = hi.expand(shape)[tuple(flat)].reshape(-1).long()
-            start = int(lo1[0])
-            w = int(hi1[0]) - start
-            size = x.shape[d]
-            if w < 1 or not torch.equal(hi1, lo1 + w) or int(lo1.min()) < 0 or int(hi1.max()) > size:
+            starts, ends = lo.reshape(-1).tolist(), hi.reshape(-1).tolist()
+            w = ends[0] - starts[0]
+            if w < 1 or min(starts) < 0 or max(ends) > x.shape[d] or any(b - a != w for a, b in zip(starts, ends)):
                 raise _values_refused("windows of several widths, empty, or past the tensor's ends "
                                       "(Python's slice rules: the loop decides)")
+            lv = varying[0] if varying else None
             if lv is None:
                 vague.append(len(picks))
             elif lv in used:
                 raise _values_refused("two windows that change along the same loop level")
             else:
                 used.add(lv)
-            picks.append([lv, d, w, lo1])
+            picks.append([lv, d, w, starts])
         free = [lv for lv in range(lead) if lv not in used]
         for m in vague:                 # one iteration along its level: any level of size 1
             if not free:
@@ -377,17 +373,18 @@ class _Helpers:
             picks[m][0] = free.pop(0)
         v = x
         rank = x.dim()
-        for lv, d, w, lo1 in picks:
+        for lv, d, w, starts in picks:
             v = v.unfold(d, w, 1)       # d: the starts; a new last dimension: the window
-            n = lo1.shape[0]
-            first = int(lo1[0])
-            step = int(lo1[1]) - first if n > 1 else 1
-            if step >= 1 and torch.equal(lo1, torch.arange(first, first + step * n, step, device=lo1.device)):
-                v = v.narrow(d, first, step * (n - 1) + 1)[(slice(None),) * d + (slice(None, None, step),)]
+            n, first = len(starts), starts[0]
+            step = starts[1] - first if n > 1 else 1
+            if step >= 1 and all(a == first + k * step for k, a in enumerate(starts)):
+                v = v.narrow(d, first, step * (n - 1) + 1)
+                if step > 1:
+                    v = v[(slice(None),) * d + (slice(None, None, step),)]
             else:
                 if n * w * max(x.numel() // max(x.shape[d], 1), 1) > _WINDOW_COPY_LIMIT:
                     raise _values_refused("windows out of order that would be copied into one large batch")
-                v = v.index_select(d, lo1)
+                v = v.index_select(d, torch.tensor(starts, device=x.device))
         by_level = {lv: d for lv, d, _, _ in picks}
         window_at = {d: rank + m for m, (_, d, _, _) in enumerate(picks)}
         order = [by_level[lv] for lv in sorted(by_level)] + [window_at.get(d, d) for d in range(rank)]
