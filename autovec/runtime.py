@@ -882,11 +882,12 @@ class FunctionRuntime:
                                  for b, py, v in zip(batches, pys, shares)]))
 
     @staticmethod
-    def consume(kind, o, mask=None, py=False, tok=None, views=False):
+    def consume(kind, o, mask=None, py=False, tok=None, views=False, others=None):
         """What the loop's list, built by appends, turns into: the stacked tensor, the list itself...
         `views`: the loop's elements may be views of what it reads (`x[i]`, `row`); kept as a
         list they see later writes into those tensors, so the batch must be a view of them too
-        (its rows then are the same views), else the loop runs."""
+        (its rows then are the same views), else the loop runs. `others`: the body's outputs,
+        where the batch may also be handed out another way (see Token.shares_output)."""
         if views and not py and kind == "list":
             if tok is None or not tok.shares_input(o):
                 raise GuardFailed("a list of views of the loop's inputs (`x[i]`), built from a new batch: "
@@ -895,7 +896,8 @@ class FunctionRuntime:
                 return [o.select(0, k) for k in _mask_rows(mask, o)]
         if mask is not None:
             o = _select(o, mask)
-        elif kind in ("stack", "cat") and tok is not None and tok.shares_input(o):
+        elif kind in ("stack", "cat") and tok is not None and (
+                tok.shares_input(o) or others is not None and tok.shares_output(o, others)):
             o = o.clone()  # torch.stack returns a new tensor; the batch may be an input itself
         if kind == "stack":
             if o.shape[0] == 0:
@@ -915,7 +917,7 @@ class FunctionRuntime:
             if py or o.shape[0] == 0 or d > o.dim() - (1 if base == "stack" else 2):
                 raise GuardFailed(f"torch.{base} along a dimension the pieces do not have (the loop raises)",
                                   data=True)
-            if tok is not None and tok.shares_input(o):
+            if tok is not None and (tok.shares_input(o) or others is not None and tok.shares_output(o, others)):
                 o = o.clone()
             return o.movedim(0, d) if base == "stack" else o.movedim(0, d).flatten(d, d + 1)
         if py and o.dim() != 1:
@@ -938,7 +940,8 @@ class FunctionRuntime:
                 return o.detach().to(device=_default_device(), dtype=want, copy=True)
             if o.dim() != 1 or not o.is_cpu:
                 raise GuardFailed("torch.tensor of a list of non-scalar tensors")
-            if o.is_contiguous() and tok is not None and not tok.shares_input(o):
+            if o.is_contiguous() and tok is not None and not tok.shares_input(o) and not (
+                    others is not None and tok.shares_output(o, others)):
                 return o.detach()   # a fresh batch nobody else holds: torch.tensor's copy is not needed
             return o.detach().clone()
         if py:
@@ -966,7 +969,19 @@ class FunctionRuntime:
             raise GuardFailed("a boolean product (the loop decides its type)")
         if py:
             import math
-            p = math.prod(o.tolist()) if not o.is_floating_point() else float(o.double().prod())
+            if o.is_floating_point():
+                p = float(o.double().prod())
+            else:
+                vals = o.tolist()
+                p = math.prod(vals)
+                if type(acc) is float and (p == 0 or p.bit_length() > 1000):
+                    # a float start: the loop multiplies floats step by step, so a zero keeps the
+                    # sign of every factor (-0.0 for an odd count of negatives), and a product
+                    # past float's range is inf there (inf times a later zero: NaN), where the
+                    # exact integer product is 0 or too large to convert: its own steps
+                    for v in vals:
+                        acc *= v
+                    return acc
             return p if (isinstance(acc, torch.Tensor) and inplace) else acc * p
         if inplace and isinstance(acc, torch.Tensor):
             if acc.dtype in _HALF:
@@ -1091,9 +1106,14 @@ class FunctionRuntime:
         return prepared
 
     @staticmethod
-    def best(best, o, op, py, payloads):
+    def best(best, o, op, py, payloads, tok=None, views=()):
         """The loop's `if v op best: best = v (, payload = p)`: the first (strict op) or last
-        (`>=`, `<=`) extreme value among the iterations, if it beats the initial best."""
+        (`>=`, `<=`) extreme value among the iterations, if it beats the initial best. `views`:
+        per value (the best, then each payload), whether it is a view of an input in the loop
+        (`best = x[k]`): its batch must be one too (a reversed range's is a copy: the loop runs)."""
+        if views:     # (values that are Python numbers in the loop, the index among them, are no views)
+            _views_of_inputs(tok, (o,) + tuple(p for p, _ in payloads),
+                             [v and not q for v, q in zip(views, (py,) + tuple(q for _, q in payloads))])
         if o.dim() != 1:
             raise GuardFailed("comparing tensors with several elements (the loop raises)")
         vals = o.detach()
@@ -1114,17 +1134,25 @@ class FunctionRuntime:
             # Python's max/min with NaN depends on the order of the comparisons: keep the loop
             raise GuardFailed("NaN among the compared values (the loop's order of comparisons decides)", data=True)
         cand = o[j]
+        if py:
+            # the loop compares Python numbers: an int8 value against a start of 300, a float32
+            # one against a double, without torch's cast of the start to the values' dtype
+            cand = cand.item()
         beats = {">": cand > best, ">=": cand >= best, "<": cand < best, "<=": cand <= best}[op]
         if not bool(beats):
             return None
-        value = cand.item() if py else cand
+        value = cand
         out = [value]
         for p, ppy in payloads:
             out.append(p[j].item() if ppy else p[j])
         return tuple(out)
 
     @staticmethod
-    def last(o, mask=None, py=False):
+    def last(o, mask=None, py=False, tok=None):
+        """The value a name bound in the loop has after it: its last (selected) iteration's.
+        `tok`: the value is a view of an input in the loop (`y = x[i]`), so its batch must be."""
+        if tok is not None and not py:
+            _views_of_inputs(tok, (o,), (True,))
         if mask is not None:
             if mask.dtype != torch.bool:
                 mask = mask != 0
@@ -1135,6 +1163,16 @@ class FunctionRuntime:
         else:
             v = o[-1]
         return (v.item() if py else v,)
+
+
+def _views_of_inputs(tok, batches, flags):
+    """The batches of values that are views of the loop's inputs in the loop (`x[k]`) must share
+    their memory too: a reversed range gathers its rows into a copy, which later writes into the
+    input would not reach."""
+    for b, want in zip(batches, flags):
+        if want and isinstance(b, torch.Tensor) and not tok.shares_input(b):
+            raise GuardFailed("a value the loop leaves as a view of its input (`x[k]`) would be a copy "
+                              "here (the loop runs)")
 
 
 _UNCHANGED = object()
@@ -1722,9 +1760,10 @@ def _unreleased(t, tok):
 FunctionRuntime.unreleased = staticmethod(_unreleased)
 
 
-def _replaces(out, region, value, tok):
+def _replaces(out, region, value, tok, others=None):
     """Whether `value` may stand for the fresh tensor `out` instead of being copied into it: it
-    covers every element, has out's dtype, device and shape, owns its memory, and is no input."""
+    covers every element, has out's dtype, device and shape, owns its memory, and is no input
+    (nor another value the call hands out: `others`, see Token.shares_output)."""
     shape = out.shape
     if tok.released is not None and id(out) in tok.released:
         device = tok.released[id(out)][1]       # a stand-in: the output's own device
@@ -1735,7 +1774,8 @@ def _replaces(out, region, value, tok):
             and (region is out or region.shape == shape) and value.shape == shape
             and value.is_contiguous() and same_device
             and (value.numel() > 0 or not _overlapping(value))
-            and not tok.shares_input(value))
+            and not tok.shares_input(value)
+            and not (others is not None and tok.shares_output(value, others)))
 
 
 FunctionRuntime.replaces = staticmethod(_replaces)
@@ -2908,6 +2948,25 @@ class Token:
                 return True
         return False
 
+    def shares_output(self, o, outs):
+        """Whether the batch `o` shares memory with another value this call hands out: a second
+        output of the body (`y = x[i] * 2; out.append(y)` with `y` also read after the loop: its
+        last row) or a running value's trace (`h` appended and read after the loop). The loop's
+        torch.stack, torch.cat and stores copy, so what they give must not be that memory."""
+        ptr = _storage(o)
+        if ptr is None:
+            return False
+        seen = 0
+        for t in outs:
+            if isinstance(t, torch.Tensor) and _storage(t) == ptr:
+                seen += 1
+                if seen > 1:
+                    return True
+        for prefix, _ in self.extra:
+            if isinstance(prefix, torch.Tensor) and _storage(prefix) == ptr:
+                return True
+        return False
+
     def done(self):
         """The vectorized call has committed its results: its time, for the decision."""
         if self.decision is not None and not self.cold:
@@ -3033,6 +3092,10 @@ class Token:
 
     def add_scan(self, prefix, py):
         """Running values of an accumulator, passed to the body as one more per-iteration input."""
+        if self.numbers or self.number_sources:
+            # `s = s + r[t]` over a list of Python numbers: the loop's running values are Python
+            # numbers (ints that never wrap), where the scan's are one tensor's elements
+            raise GuardFailed("a running value over a list of Python numbers (the loop keeps Python's numbers)")
         self.extra = list(self.extra) + [(prefix, py)]
 
     def scan_final(self, j):

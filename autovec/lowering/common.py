@@ -388,6 +388,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     writes_expr = expr("(" + "".join(w + ", " for w in writes) + ")")
 
     prepare, commit, display_tail = [], [], []
+    # where the body hands out more than one value (or running values), a stacked or stored
+    # batch is checked against the others: the loop's stack and stores copy (Token.shares_output)
+    oth = f", others={O}" if len(plan.outputs) > 1 or plan.scans else ""
     product_first = None    # a nest's sum of products: (its runtime.nest_product call, its result)
     releases = []   # (fresh output, its fill): not held while the batch is computed (Token.release)
     result, swaps, display_swaps = None, {}, {}
@@ -457,7 +460,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 commit += template("AV.update(RG, P[0], P[1])", P=P, AV=AV, RG=RG)
             elif o.consumer == "fresh":
                 # a freshly allocated output that this call overwrites entirely becomes the batch
-                commit += template(f"if AV.replaces({o.target}, RG, P, {T}):\n    {o.target} = P\n"
+                commit += template(f"if AV.replaces({o.target}, RG, P, {T}{oth}):\n    {o.target} = P\n"
                                    f"else:\n    {o.target} = AV.unreleased({o.target}, {T})\n    {region} = P",
                                    P=P, AV=AV, RG=RG)
                 if o.fill and mask == "None" and all(t != o.target for t, _ in releases):
@@ -477,7 +480,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         elif o.kind == "append" and plan.form == "comprehension":
             result = namer.new(f"_av_r{L}")
             views = ", views=True" if o.consumer == "list" and _may_share(o.value, plan) else ""
-            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{views})", P=P, AV=AV)
+            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{views}{oth})", P=P, AV=AV)
             commit += template("R = P", R=result, P=P)
             display_tail.append(f"{result} = {_consume_text(o.consumer, ok, mpos is not None and mask)}")
         elif o.kind == "append" and o.consumer == "batch":
@@ -485,7 +488,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             prepare += template(f"{o.target} = AV.consume('stack', {ok}, {mask}, {py}, {T})", AV=AV)
             display_tail.append(f"{o.target} = {ok}")
         elif o.kind == "append" and o.consumer:
-            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T})", P=P, AV=AV)
+            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{oth})", P=P, AV=AV)
             swaps[o.consumer_src] = expr("(P if T is not None else ORIG)", P=P, T=T,
                                          ORIG=ast.parse(o.consumer_src, mode="eval").body)
             display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, show, mpos is not None and mask))
@@ -514,7 +517,11 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         elif o.kind == "best":
             pays = "(" + "".join(f"({O}[{pp}], {T}.py({pp}, {p[3]!r})), "
                                  for pp, p in zip(ppos, o.payloads)) + ")"
-            prepare += template(f"P = AV.best({o.target}, {ok}, {o.op!r}, {py}, {pays})", P=P, AV=AV)
+            # values that are views of an input in the loop (`best = x[k]`) must be views of it here
+            shared = (_may_share(o.value, plan) and not o.pytype,) + tuple(
+                _may_share(p[2], plan) and not p[3] for p in o.payloads)
+            views = f", {T}, {shared!r}" if any(shared) else ""
+            prepare += template(f"P = AV.best({o.target}, {ok}, {o.op!r}, {py}, {pays}{views})", P=P, AV=AV)
             names = [o.target] + [p[0] for p in o.payloads]
             commit += template(f"if P is not None:\n    {', '.join(names)}, = P", P=P)
             fn = "argmax" if o.op in (">", ">=") else "argmin"
@@ -584,7 +591,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 commit += template(f"{pname} = PP", PP=PP)
                 display_tail.append(f"{pname} = {pname}_running[-1]")
         elif o.kind == "last":
-            prepare += template(f"P = AV.last({ok}, {mask}, {py})", P=P, AV=AV)
+            views = f", {T}" if _may_share(o.value, plan) and not o.pytype else ""
+            prepare += template(f"P = AV.last({ok}, {mask}, {py}{views})", P=P, AV=AV)
             commit += template(f"if P is not None:\n    {o.target}, = P", P=P)
             display_tail.append(f"{o.target} = {ok}[-1]" if mpos is None
                                 else f"{o.target} = {ok}[{mask}][-1]")

@@ -1,0 +1,190 @@
+"""Edges found by an adversarial probe (stop 19): each loop here returned a different value,
+Python type or aliasing than the loop before its fix."""
+import math
+
+import pytest
+import torch
+
+from autovec import autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+# ----------------------------------------------------------------- Python numbers compared
+
+def max_of_items(x, b):
+    for i in range(x.shape[0]):
+        b = max(b, x[i].item())
+    return b
+
+
+def min_of_items(x, b):
+    for i in range(x.shape[0]):
+        b = min(b, x[i].item())
+    return b
+
+
+@pytest.mark.parametrize("fn, dtype, start", [
+    (max_of_items, torch.uint8, -1), (max_of_items, torch.int8, 300), (max_of_items, torch.int8, 200),
+    (min_of_items, torch.int8, 1000), (min_of_items, torch.uint8, -1000), (max_of_items, torch.int64, -1),
+])
+def test_a_running_extreme_of_python_ints_compares_python_ints(fn, dtype, start):
+    # torch compared the start cast to the values' dtype (-1 as uint8 is 255)
+    info = torch.iinfo(dtype)
+    x = torch.randint(max(info.min, -100), min(info.max, 100) + 1, (40,), dtype=dtype)
+    f = autovec(fn)
+    for _ in range(3):
+        got, want = f(x, start), fn(x, start)
+        assert got == want and type(got) is type(want)
+
+
+def test_a_running_extreme_of_python_floats_compares_doubles():
+    # float32(0.1) is above the double 0.1: the loop's max takes it, a float32 comparison does not
+    x = torch.full((5,), 0.1)
+    f = autovec(max_of_items)
+    got, want = f(x, 0.1), max_of_items(x, 0.1)
+    assert got == want == x[0].item()
+
+
+def product_of_items(x):
+    p = 1.0
+    for i in range(x.shape[0]):
+        p *= x[i].item()
+    return p
+
+
+@pytest.mark.parametrize("values", [[2, -1, 3, 0], [0, -1], [-5, 0, -1, -1], [2, 0, 4]])
+def test_a_float_product_of_ints_keeps_the_sign_of_its_zero(values):
+    x = torch.tensor(values)
+    got, want = autovec(product_of_items)(x), product_of_items(x)
+    assert got == want and math.copysign(1.0, got) == math.copysign(1.0, want)
+
+
+def test_a_float_product_of_ints_past_floats_range_is_inf_then_nan():
+    x = torch.tensor([2 ** 62] * 20 + [0])        # the loop: inf after 17 steps, then inf * 0
+    got, want = autovec(product_of_items)(x), product_of_items(x)
+    assert math.isnan(want) and math.isnan(got)
+    y = torch.tensor([2 ** 62] * 20)
+    assert autovec(product_of_items)(y) == product_of_items(y) == math.inf
+
+
+# ----------------------------------------------------------------- running values of Python lists
+
+def prefix_of_list(r):
+    s = 0
+    out = []
+    for t in range(len(r)):
+        s = s + r[t]
+        out.append(s)
+    return out
+
+
+def returns_of_lists(r, done, g):
+    G = 0
+    out = []
+    for t in reversed(range(len(r))):
+        if done[t]:
+            G = 0
+        G = r[t] + g * G
+        out.append(G)
+    return out, G
+
+
+@pytest.mark.parametrize("r", [[1, -2, 3, 4], [2 ** 62] * 6, [0.5, 1.5, -2.0]])
+def test_running_values_over_python_lists_stay_python_numbers(r):
+    got, want = autovec(prefix_of_list)(r), prefix_of_list(r)
+    assert got == want and [type(v) for v in got] == [type(v) for v in want]    # (2**62 * 6 wrapped in int64)
+    done = [k % 3 == 0 for k in range(len(r))]
+    (gl, gG), (wl, wG) = autovec(returns_of_lists)(r, done, 0.9), returns_of_lists(r, done, 0.9)
+    assert gl == wl and gG == wG and type(gG) is type(wG) and all(type(v) is float for v in gl)
+
+
+# ----------------------------------------------------------------- aliasing of what the call returns
+
+def stacked_and_last(x):
+    out = []
+    for i in range(x.shape[0]):
+        y = x[i] * 2
+        out.append(y)
+    return torch.stack(out), y
+
+
+def stored_and_last(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        y = x[i] + 1
+        out[i] = y
+    return out, y
+
+
+def trace_and_state(a, xs):
+    h = torch.zeros(xs.shape[1])
+    out = []
+    for t in range(xs.shape[0]):
+        h = a * h + xs[t]
+        out.append(h)
+    return torch.stack(out), h
+
+
+@pytest.mark.parametrize("fn, args", [
+    (stacked_and_last, lambda: (torch.randn(6, 3),)),
+    (stored_and_last, lambda: (torch.randn(6, 3),)),
+    (trace_and_state, lambda: (0.5, torch.randn(7, 3))),
+])
+def test_a_stacked_or_stored_result_shares_no_memory_with_a_value_read_after_the_loop(fn, args):
+    a = args()
+    f = autovec(fn)
+    for _ in range(2):
+        (s1, y1), (s2, y2) = fn(*a), f(*a)
+        y1.add_(100.0)
+        y2.add_(100.0)            # the caller changes the last value: the stack copied it in the loop
+        torch.testing.assert_close(s2, s1)
+    assert explain(f, *a).path == "vectorized"
+
+
+def best_of_reversed(x):
+    best, idx = float("-inf"), -1
+    for k in range(x.shape[0] - 1, -1, -1):
+        if x[k] > best:
+            best, idx = x[k], k
+    return best, idx
+
+
+def last_row_reversed(x):
+    for k in range(x.shape[0] - 1, -1, -1):
+        row = x[k]
+    return row
+
+
+@pytest.mark.parametrize("fn", [best_of_reversed, last_row_reversed])
+def test_a_value_left_as_a_view_of_the_input_stays_one(fn):
+    # a reversed range's batch is a gathered copy: the loop's `x[k]` is a view that sees writes
+    x1 = torch.tensor([0.5, 3.0, 1.0, 2.0])
+    x2 = x1.clone()
+    r1, r2 = fn(x1), autovec(fn)(x2)
+    x1.zero_()
+    x2.zero_()
+    v1, v2 = (r1[0], r2[0]) if isinstance(r1, tuple) else (r1, r2)
+    assert v1.item() == v2.item() == 0.0
+
+
+def best_of_forward(x):
+    best, idx = float("-inf"), -1
+    for k in range(x.shape[0]):
+        v = x[k].sum()
+        if v > best:
+            best, idx = v, k
+    return best, idx
+
+
+def test_forward_views_and_computed_bests_still_vectorize():
+    x = torch.randn(30, 4)
+    f = autovec(best_of_forward)
+    assert f(x) == best_of_forward(x)
+    assert explain(f, x).path == "vectorized"
+    g = autovec(best_of_reversed)
+    y = torch.randn(30)
+    assert g(y) == best_of_reversed(y)
