@@ -2950,7 +2950,7 @@ SCAN2_FORMS = {
 SCAN2_KINDS = [f"scan2/{k}" for k in SCAN2_FORMS]
 
 
-FORM_WEIGHTS = {"compile/rnn": 3, "compile/multi": 3, "scan2/argbest": 2, "scan2/item_extreme": 2}   # the forms the fallback takes, drawn more often
+FORM_WEIGHTS = {"compile/rnn": 3, "compile/multi": 3, "scan2/argbest": 2, "scan2/item_extreme": 2, "win/nest": 3}   # the forms the fallback takes, drawn more often
 def store2_rows(self):
     """Several stores into one output per iteration: whole rows and single columns, in any
     order, sometimes an update (`+=`), a store under a condition, or a read of the output
@@ -3648,8 +3648,73 @@ def win_selexpr(self):
     _append_each(self, loop, f"{e}.{red}")
 
 
+def win_nest(self):
+    """Windows in a loop nest, one per level: `x[i + a:i + b, j + c:j + d]` (or strided starts
+    `x[i * s:i * s + k, ..]`, whole dimensions before them, an integer after), levels swapped,
+    one level without a window, ranges that run windows past the ends (Python clips them),
+    reductions, stores into a new tensor, appends stacked or kept (views of x)."""
+    rank = self.pick([2, 2, 2, 3])
+    dtypes = ("float32", "float32", "float64", "int64")
+    h, w = self.rng.randint(1, 7), self.rng.randint(1, 7)
+    x = self.tensor("x", (h, w) if rank == 2 else (2, h, w), self.pick(dtypes))
+    lead = "" if rank == 2 else self.pick([":, ", "1, ", "..., "])
+    ka, kb = self.rng.randint(1, 3), self.rng.randint(1, 3)
+    strided = self.chance(0.3)
+    off = lambda c: "" if c == 0 else (f" + {c}" if c > 0 else f" - {-c}")    # noqa: E731
+    d0, d1 = (1, 2) if rank == 3 and lead != "1, " else (0, 1)
+    if strided:
+        s = self.rng.randint(1, 3)
+        win_i, win_j = f"i * {s}:i * {s} + {ka}", f"j * {s}:j * {s} + {kb}"
+        hi_i = self.pick([f"({x.name}.shape[{d0}] - {ka}) // {s} + 1", f"{x.name}.shape[{d0}] // {s}"])
+        hi_j = self.pick([f"({x.name}.shape[{d1}] - {kb}) // {s} + 1", f"{x.name}.shape[{d1}] // {s}"])
+        ri, rj = f"range({hi_i})", f"range({hi_j})"
+    else:
+        a = self.pick([0, 0, 0, -1, 1])
+        win_i, win_j = f"i{off(a)}:i{off(a + ka)}", f"j:j + {kb}"
+        ri = self.pick([f"range({max(0, -a)}, {x.name}.shape[{d0}] - {a + ka} + 1)",
+                        f"range({max(0, -a)}, {x.name}.shape[{d0}] - {a + ka} + 1, 2)",
+                        f"range({x.name}.shape[{d0}] - {a + ka}, {max(0, -a) - 1}, -1)",
+                        f"range({x.name}.shape[{d0}])"])
+        rj = self.pick([f"range({x.name}.shape[{d1}] - {kb} + 1)", f"range(0, {x.name}.shape[{d1}] - {kb} + 1, 2)",
+                        f"range({x.name}.shape[{d1}])"])
+    form = self.pick(["both", "both", "both", "swapped", "one"])
+    if form == "swapped":
+        # the outer level's window along the later dimension, the inner one's along the first
+        win = f"{x.name}[{lead}j:j + {ka}, i:i + {kb}]"
+        ri, rj = f"range({x.name}.shape[{d1}] - {kb} + 1)", f"range({x.name}.shape[{d0}] - {ka} + 1)"
+    elif form == "one":
+        win = f"{x.name}[{lead}{win_i}]"
+    else:
+        win = f"{x.name}[{lead}{win_i}, {win_j}]"
+    fl = x.dtype != "int64"
+    red = self.pick([f"{win}.sum()", f"{win}.sum() * (j + 1)", f"{win}.max()", f"{win}.float().mean()",
+                     f"({win} * 2).amin()", f"{win}.sum(-1)" if form != "one" else f"{win}.sum()"]
+                    + ([f"{win}.norm()", f"({win} - {win}.mean()).abs().sum()"] if fl else []))
+    out = self.pick(["append", "append", "store", "accum", "views"])
+    if out == "store" and not red.endswith("(-1)"):
+        self.emit(1, f"out = torch.zeros({x.name}.shape[{d0}] + 3, {x.name}.shape[{d1}] + 3, "
+                     f"dtype=torch.{'float64' if x.dtype == 'float64' else 'float32'})")
+    else:
+        out = out if out != "store" else "append"
+        self.emit(1, "outs = []" if out in ("append", "views") else "total = 0.0")
+    self.emit(1, f"for i in {ri}:")
+    self.emit(2, f"for j in {rj}:")
+    if out == "append":
+        self.emit(3, f"outs.append({red})")
+        self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
+    elif out == "views":
+        self.emit(3, f"outs.append({win})")
+        self.emit(1, "return outs")
+    elif out == "accum":
+        self.emit(3, f"total = total + {red}")
+        self.emit(1, "return total")
+    else:
+        self.emit(3, f"out[i, j] = {red}")
+        self.emit(1, "return out")
+
+
 WIN_FORMS = {"index": win_index, "bounds": win_bounds, "masked": win_masked, "span": win_span,
-             "selexpr": win_selexpr}
+             "selexpr": win_selexpr, "nest": win_nest}
 
 
 def fill_slices(self):
