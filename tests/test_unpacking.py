@@ -129,3 +129,71 @@ def test_three_columns_and_the_explanation():
     assert _ran(fast) == {"batched"}
     ex = explain(three_columns, rows)
     assert ex.path == "vectorized" and "unbind" in ex.rewritten_source
+
+
+# `for v in x.tolist()`: the elements of x as Python numbers, one per iteration
+
+def masked_means(h, lengths):
+    res = []
+    for i, L in enumerate(lengths.tolist()):
+        res.append(h[i, :L].mean(0))
+    return torch.stack(res)
+
+
+def scaled_rows(x, w):
+    out = []
+    for i, c in enumerate(w.tolist()):
+        out.append(x[i] * c)
+    return torch.stack(out)
+
+
+def doubled_total(w):
+    s = 0
+    for c in w.tolist():
+        s += c * 2
+    return s
+
+
+@pytest.mark.parametrize("fn, make", [
+    (masked_means, lambda: (torch.randn(6, 8, 3), torch.randint(1, 9, (6,)))),
+    (scaled_rows, lambda: (torch.randn(5, 3), torch.randn(5))),
+    (scaled_rows, lambda: (torch.randn(5, 3), torch.randint(-2, 4, (5,)))),
+    (doubled_total, lambda: (torch.randint(-3, 4, (7,)),)),
+    (doubled_total, lambda: (torch.randn(7, dtype=torch.float64),)),
+    (doubled_total, lambda: (torch.tensor([True, False, True]),)),
+], ids=["span-mean", "float-scale", "int-scale", "int-total", "float-total", "bool-total"])
+def test_a_loop_over_tolist_numbers_vectorizes_with_python_numbers(fn, make):
+    args = make()
+    f = autovec(fn)
+    got, want = f(*args), fn(*args)
+    if isinstance(want, torch.Tensor):
+        torch.testing.assert_close(got, want)
+    else:
+        assert got == want and type(got) is type(want)
+    assert explain(f, *args).path == "vectorized"
+
+
+@pytest.mark.parametrize("bad, exc", [([1, 2, 3], AttributeError), (torch.randn(2, 3), TypeError),
+                                      (torch.tensor(5.0), TypeError)])
+def test_tolist_of_a_list_a_matrix_or_a_scalar_raises_as_the_loop(bad, exc):
+    with pytest.raises(exc) as want:
+        doubled_total(bad)
+    with pytest.raises(exc) as got:
+        autovec(doubled_total)(bad)
+    assert str(got.value) == str(want.value)
+
+
+def last_scale(x, w):
+    out = []
+    for i, c in enumerate(w.tolist()):
+        out.append(x[i] * c)
+    return torch.stack(out), c, i
+
+
+def test_the_loop_variables_after_a_tolist_loop_are_python_numbers():
+    x, w = torch.randn(4, 3), torch.randn(4)
+    f = autovec(last_scale)
+    (s1, c1, i1), (s2, c2, i2) = last_scale(x, w), f(x, w)
+    torch.testing.assert_close(s2, s1)
+    assert c1 == c2 and type(c2) is float and i1 == i2 == 3
+    assert explain(f, x, w).path == "vectorized"

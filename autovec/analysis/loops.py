@@ -179,8 +179,11 @@ def unpack_stmts(space: IterSpace, line: int) -> list:
     """The statements that unpack each row (IterSpace.unpack), at the loop's line."""
     out = []
     for row, names, numbers in space.unpack:
-        text = f"{', '.join(names)}, = {row}.unbind(0)"
-        if numbers:
+        if isinstance(names, str):      # `for v in x.tolist()`: one Python number per element
+            text = f"{names} = {row}.item()"
+        else:
+            text = f"{', '.join(names)}, = {row}.unbind(0)"
+        if numbers and not isinstance(names, str):
             text += "".join(f"\n{n} = {n}.item()" for n in names)
         for s in ast.parse(text).body:
             for n in ast.walk(s):
@@ -212,6 +215,16 @@ def _elements(it: ast.AST, tgt: ast.AST, ctx: Context, line: int,
         raise Refuse(f"the loop at line {line} unpacks each element (`{src(tgt)}`); "
                      "only a plain name, zip(...) or enumerate(...) is supported, or names unpacking "
                      "the rows of a tensor (`for a, b in pairs`, `in pairs.tolist()`)", line)
+    if (unpack is not None and isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+            and it.func.attr == "tolist" and not it.args and not it.keywords
+            and isinstance(it.func.value, (ast.Name, ast.Attribute, ast.Subscript)) and _pure_expr(it.func.value)):
+        # `for L in lengths.tolist()`: the elements of `lengths`, each made a Python number as
+        # .tolist() makes it (unpack_stmts; a row of several numbers raises in .item(), where
+        # .tolist() gives a list: the loop decides)
+        ctx.counter[0] += 1
+        row = f"_av_row{ctx.counter[0]}"
+        unpack.append((row, tgt.id, True))
+        return ((row, src(it.func.value)),)
     if not (isinstance(it, (ast.Name, ast.Attribute, ast.Subscript)) and _pure_expr(it)):
         raise Refuse(f"the loop at line {line} iterates over `{src(it)}`, which is not a range, "
                      "a tensor or list of tensors, zip(...) or enumerate(...)", line)
