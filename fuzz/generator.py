@@ -3393,6 +3393,39 @@ def rows_unpack(self):
     self.emit(1, f"return {ret}")
 
 
+def rows_tolist(self):
+    """`for v in w.tolist()` / `enumerate(w.tolist())` with one name: Python numbers (ints, floats,
+    bools; sometimes a matrix, a 0-d tensor or a list, which keep the loop and its error) that
+    index a table, scale rows or enter arithmetic; the name sometimes read after the loop."""
+    kind = self.pick(["int64", "int64", "float32", "float64", "bool"])
+    c = self.rng.randint(2, 6)
+    shape = self.pick([(self.n,), (self.n,), (self.n,), (self.n, 2), ()])
+    if self.chance(0.1):
+        self.param("w", f"list(_tensor(g, {(self.n,)!r}, torch.int64, low=0, high={c}))")
+    elif shape == ():
+        self.param("w", f"torch.tensor({c - 1}, dtype=torch.{kind})")
+    else:
+        self.tensor("w", shape, kind, low=0 if kind == "int64" else -3, high=c)
+    x = self.tensor("x", (self.n, self.d), self.pick(FLOATS))
+    self.tensor("emb", (c, self.d), self.pick(FLOATS))
+    form = self.pick(["for", "enumerate", "enumerate"])
+    head = "for v in w.tolist():" if form == "for" else "for i, v in enumerate(w.tolist()):"
+    pool = ["v * 2 + 1", "emb[v % 2]" if kind == "int64" else "v * 0.5"]
+    if form == "enumerate":
+        pool += ["x[i] * v", "x[i].sum() + v", "x[i, :v].sum()" if kind == "int64" else "x[i] - v"]
+    val = self.pick(pool)
+    out = self.pick(["append", "append", "accum"])
+    self.emit(1, "outs = []" if out == "append" else f"total = {self.pick(['0.0', '0'])}")
+    self.emit(1, head)
+    self.emit(2, f"outs.append({val})" if out == "append" else f"total = total + {val}")
+    ret = "outs" if out == "append" else "total"
+    if out == "append" and "x[" in val and self.chance(0.5):
+        ret = "torch.stack(outs) if outs else None"
+    if self.chance(0.4):
+        ret += ", v"      # (unbound, NameError, when the loop does not run)
+    self.emit(1, f"return {ret}")
+
+
 def rows_items(self):
     """`.item()` numbers in the batch: min()/max() of Python numbers (some of another kind,
     NaN among them), and arithmetic with rows (a float32 row times a Python float)."""
@@ -3472,7 +3505,8 @@ def rows_mixed(self):
     self.emit(1, "return out")
 
 
-ROWS_FORMS = {"unpack": rows_unpack, "items": rows_items, "branch": rows_branch, "mixed": rows_mixed}
+ROWS_FORMS = {"unpack": rows_unpack, "items": rows_items, "branch": rows_branch, "mixed": rows_mixed,
+              "tolist": rows_tolist}
 
 
 def win_index(self):
