@@ -3710,7 +3710,9 @@ class Token:
             if isinstance(want, bool) or isinstance(want, int) and not isinstance(got, float):
                 ok = got == want
             else:
-                ok = abs(float(got) - float(want)) <= 1e-5 + 1e-4 * abs(float(want))
+                g, w = float(got), float(want)
+                # (inf against the same inf, NaN against NaN: equal, where their difference is NaN)
+                ok = g == w or abs(g - w) <= 1e-5 + 1e-4 * abs(w) or (g != g and w != w)
             if not ok:
                 raise GuardFailed(f"output {k}: one iteration gives {want!r}, the batch {got!r}")
             return

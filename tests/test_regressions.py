@@ -1015,3 +1015,34 @@ def test_a_hoisted_tuple_value_keeps_the_loop_with_a_reason_that_names_it(monkey
     assert ex.path == "python"
     note = " ".join(ex.notes)
     assert "torch.return_types.sort" in note and "TypeError" not in note and "ValueError" not in note
+
+
+def _masked_fill_inf(x, m):
+    out = x.clone()
+    for i in range(x.shape[0]):
+        if m[i]:
+            out[i] = float("-inf")
+    return out
+
+
+def _causal_mask(T):
+    m = torch.zeros(T, T)
+    for i in range(T):
+        for j in range(T):
+            if j > i:
+                m[i, j] = float("-inf")
+    return m
+
+
+def test_a_stored_infinite_constant_passes_the_one_time_check(monkeypatch):
+    # the check of a batched body against one iteration compared Python numbers by their
+    # difference, NaN for -inf against -inf: every loop storing an infinite constant under a
+    # condition (a causal mask, a masked fill) kept Python
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x, m = torch.randn(8), torch.rand(8) > 0.5
+    f = autovec(_masked_fill_inf)
+    assert torch.equal(f(x, m), _masked_fill_inf(x, m))
+    assert explain(f, x, m).path == "vectorized"
+    g = autovec(_causal_mask)
+    assert torch.equal(g(5), _causal_mask(5))
+    assert explain(g, 5).path == "vectorized"
