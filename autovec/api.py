@@ -226,6 +226,9 @@ def autovec(fn=None, *, check=False, fallback="auto", strict=False, memory_budge
         return classmethod(autovec(fn.__func__, **options))
     if not callable(fn):
         raise TypeError(f"autovec: expected a function, got {type(fn).__name__}")
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        # `autovec(model.conv)`: the method's function, rewritten, bound to the same instance
+        return _BoundAutovec(AutovecFunction(fn.__func__, FunctionState(fn.__func__, **options)), fn.__self__)
     return AutovecFunction(fn, FunctionState(fn, **options))
 
 

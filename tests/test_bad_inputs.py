@@ -464,6 +464,28 @@ def test_explain_on_a_bound_autovec_method():
     assert a.forward.explain(x).path == "vectorized"
 
 
+class _Plain:
+    def __init__(self, w):
+        self.w = w
+
+    def scale(self, x):
+        out = []
+        for k in range(x.shape[0]):
+            out.append(x[k] * self.w)
+        return torch.stack(out)
+
+
+def test_autovec_of_a_bound_method_rewrites_its_function():
+    # (found by a probe: `autovec(m.scale)` kept Python with "not a Python function")
+    m = _Plain(rand(3, seed=5))
+    x = rand(N, 3)
+    f = av(m.scale)
+    assert_same(m.scale(x), f(x))
+    assert f.__self__ is m and f.__wrapped__.__func__ is _Plain.scale
+    assert explain(f, x).path == "vectorized"
+    assert f.explain(x).path == "vectorized"
+
+
 @pytest.mark.parametrize("name, k", [("static_inner", 2), ("static_outer", 3)])
 def test_staticmethods_both_orders(name, k):
     u, v = rand(N, 3, seed=1), rand(N, 3, seed=2)
