@@ -870,6 +870,12 @@ class FunctionRuntime:
             raise GuardFailed("appends of values of several shapes into one list (the loop decides)", data=True)
         if consumer not in ("stack", "cat", "tensor") and len({b.requires_grad for b in batches}) != 1:
             raise GuardFailed("appends with and without gradients into one list")
+        if (not consumer or consumer == "list") and not pys[0]:
+            ptrs = [_storage(b) for b in batches]
+            if len(set(ptrs)) != len(ptrs):
+                # `out.append(y); out.append(y)`: the loop's list holds one tensor twice (a write
+                # into one is a write into the other); stacked, they would be two copies
+                raise GuardFailed("one tensor appended twice in an iteration to a list kept as a list")
         return torch.stack(batches, 1).flatten(0, 1)
 
     @classmethod
@@ -946,6 +952,10 @@ class FunctionRuntime:
             return o.detach().clone()
         if py:
             return o.tolist()
+        if not views and o.dim() and o.shape[0] > 1 and o.stride(0) == 0:
+            # a value the same in every iteration but made anew by each (`w * 2`, `torch.zeros(3)`):
+            # the loop's elements are separate tensors, the batch's rows one memory
+            o = o.clone()
         if o.requires_grad:
             # separate views, each of which can be modified in place like the loop's tensors
             return [o.select(0, i) for i in range(o.shape[0])]
@@ -2460,6 +2470,17 @@ def vmap_call(fn, args, dims, n):
         m._vmap_decrement_nesting()
 
 
+def _vmap_reason(e: Exception) -> str:
+    """vmap's refusal of a body, in words (torch's own text is about its internals)."""
+    msg = str(e)
+    if ".item()" in msg:
+        return ("a Python number read from a per-iteration tensor inside the body (`.item()`, `int(t)`, a slice "
+                "bound or a shape taken from a tensor) has no form under vmap")
+    if "data-dependent control flow" in msg or "Boolean value of Tensor" in msg:
+        return "a branch on a per-iteration tensor's value (`if t:`) has no form under vmap"
+    return msg.splitlines()[0] if msg else type(e).__name__
+
+
 def _type_name(v) -> str:
     """`tuple`, `torch.return_types.sort`: a value's type as a person reads it."""
     t = type(v)
@@ -3170,6 +3191,13 @@ class Token:
                     if hot is not None and hot[2] == mode:
                         del rt.hot[key]     # the steady state must not run a mode that failed for this signature
                 continue
+            except RuntimeError as e:
+                if mode != "vmap" or "vmap" not in str(e):
+                    raise
+                # vmap refusing the body (`.item()` inside it, data-dependent control flow): the
+                # reason in words, after the batched body's own
+                errors.append(f"vmap: {_vmap_reason(e)}")
+                raise GuardFailed("; ".join(errors)) from None
             rt.succeeded.add((self.loop_id, self.sig))
             if (self.loop_id, self.sig, mode, tag) in rt.checked:
                 rt.fast[key] = mode

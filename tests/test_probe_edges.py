@@ -188,3 +188,95 @@ def test_forward_views_and_computed_bests_still_vectorize():
     g = autovec(best_of_reversed)
     y = torch.randn(30)
     assert g(y) == best_of_reversed(y)
+
+
+# ----------------------------------------------------------------- kept lists (the third probe)
+
+def _writes_carry(lst, i, j):
+    """Whether a write into element i of a list shows in element j."""
+    before = lst[j].clone()
+    lst[i].add_(1000.0)
+    return not torch.equal(lst[j], before)
+
+
+def fresh_invariant(w):
+    out = []
+    for _ in range(4):
+        out.append(w * 2)
+    return out
+
+
+def fresh_zeros(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(torch.zeros(3))
+    return out
+
+
+def fresh_invariant_comp(w):
+    return [w + 1 for _ in range(5)]
+
+
+def fresh_in_dict(x, w):
+    out = []
+    for i in range(x.shape[0]):
+        out.append({"x": x[i], "w": w * 1})
+    return [d["w"] for d in out]
+
+
+@pytest.mark.parametrize("fn, args", [
+    (fresh_invariant, lambda: (torch.randn(3),)),
+    (fresh_zeros, lambda: (torch.randn(4, 2),)),
+    (fresh_invariant_comp, lambda: (torch.randn(3),)),
+    (fresh_in_dict, lambda: (torch.randn(4, 2), torch.randn(3))),
+])
+def test_a_value_made_anew_each_iteration_gives_separate_tensors(fn, args):
+    # the batch of a loop-invariant value is one row expanded: its elements shared one memory,
+    # where the loop made a new tensor every iteration
+    a = args()
+    got, want = autovec(fn)(*a), fn(*a)
+    assert len(got) == len(want)
+    assert _writes_carry(got, 0, 1) is _writes_carry(want, 0, 1) is False
+
+
+def either_branch(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] if x[i].sum() > 0 else x[i] * 0)
+    return out
+
+
+def same_twice(x):
+    out = []
+    for i in range(x.shape[0]):
+        y = x[i] * 2
+        out.append(y)
+        out.append(y)
+    return out
+
+
+def fresh_then_view(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] * 2)
+        out.append(x[i])
+    return out
+
+
+def test_views_of_the_input_in_a_kept_list_stay_views():
+    # a branch that is a view (`x[i] if c else ..`), a second append that is a view: the loop's
+    # elements see later writes into x
+    for fn in (either_branch, fresh_then_view):
+        x = torch.randn(5, 3)
+        x1, x2 = x.clone(), x.clone()
+        want, got = fn(x1), autovec(fn)(x2)
+        x1.add_(100.0)
+        x2.add_(100.0)
+        for a, b in zip(want, got):
+            torch.testing.assert_close(b, a)
+
+
+def test_one_tensor_appended_twice_stays_one_tensor():
+    x = torch.randn(4, 3)
+    want, got = same_twice(x), autovec(same_twice)(x)
+    assert _writes_carry(want, 0, 1) and _writes_carry(got, 0, 1)

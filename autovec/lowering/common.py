@@ -493,7 +493,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                                          ORIG=ast.parse(o.consumer_src, mode="eval").body)
             display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, show, mpos is not None and mask))
         elif o.kind == "append":
-            views = ", views=True" if _may_share(o.value, plan) else ""
+            group = [x for x in plan.outputs if x.kind == "append" and x.target == o.target] if o.joined > 1 else [o]
+            views = ", views=True" if any(_may_share(x.value, plan) for x in group) else ""
             prepare += template(f"P = AV.consume('list', {ok}, {mask}, {py}, {T}{views})", P=P, AV=AV)
             commit += template(f"{o.target}.extend(P)", P=P)
             sel = f"{show}[{mask}]" if mpos is not None else show
@@ -924,6 +925,10 @@ def _may_share(value: str, plan: LoopPlan, depth: int = 0) -> bool:
             node = node.value
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MAY_SHARE:
             node = node.func.value
+        elif isinstance(node, ast.IfExp):     # `x[i] if c else x[i] * 0`: either branch's value
+            return any(_may_share(ast.unparse(b), plan, depth + 1) for b in (node.body, node.orelse))
+        elif isinstance(node, ast.BoolOp):    # `a or b` is one of its operands
+            return any(_may_share(ast.unparse(b), plan, depth + 1) for b in node.values)
         else:
             return False
 
