@@ -889,6 +889,23 @@ class FunctionRuntime:
 
     @staticmethod
     def consume(kind, o, mask=None, py=False, tok=None, views=False, others=None):
+        """FunctionRuntime._consume; a kept list's elements once per batch (and mask) a call: the
+        same batch kept in two lists, or twice in one appended literal (`(y, y)`), gives the same
+        tensors, as the loop's lists hold the same tensors."""
+        if kind != "list" or tok is None:
+            return FunctionRuntime._consume(kind, o, mask, py, tok, views, others)
+        key = (id(o), id(mask), py, views)
+        if tok.lists is None:
+            tok.lists = {}
+        hit = tok.lists.get(key)
+        if hit is not None and hit[0] is o and hit[1] is mask:
+            return list(hit[2])
+        out = FunctionRuntime._consume(kind, o, mask, py, tok, views, others)
+        tok.lists[key] = (o, mask, out)
+        return list(out)
+
+    @staticmethod
+    def _consume(kind, o, mask=None, py=False, tok=None, views=False, others=None):
         """What the loop's list, built by appends, turns into: the stacked tensor, the list itself...
         `views`: the loop's elements may be views of what it reads (`x[i]`, `row`); kept as a
         list they see later writes into those tensors, so the batch must be a view of them too
@@ -950,6 +967,11 @@ class FunctionRuntime:
                     others is not None and tok.shares_output(o, others)):
                 return o.detach()   # a fresh batch nobody else holds: torch.tensor's copy is not needed
             return o.detach().clone()
+        return FunctionRuntime._listed(o, py, views)
+
+    @staticmethod
+    def _listed(o, py, views):
+        """The elements of a kept list from its (selected) batch: Python numbers, or tensors."""
         if py:
             return o.tolist()
         if not views and o.dim() and o.shape[0] > 1 and o.stride(0) == 0:
@@ -2881,6 +2903,7 @@ class Token:
     scan_free = True
     extra = ()
     lazy_lists = False
+    lists = None          # id(batch), .. -> (batch, its elements): the elements of a batch kept in lists (consume)
     numbers = ()          # positions of inputs that are lists of Python numbers (runtime._number_list)
     number_sources = ()   # positions of the loop's sources that are (`zip(temps, x)`); _inputs maps them
     raw_numbers = ()      # positions of the indexed values that are (`temps[i]`), among the guard's

@@ -280,3 +280,83 @@ def test_one_tensor_appended_twice_stays_one_tensor():
     x = torch.randn(4, 3)
     want, got = same_twice(x), autovec(same_twice)(x)
     assert _writes_carry(want, 0, 1) and _writes_carry(got, 0, 1)
+
+
+# ----------------------------------------------------------------- object identity (the third probe)
+
+def kept_and_last(x):
+    out = []
+    for i in range(x.shape[0]):
+        y = x[i] * 2
+        out.append(y)
+    return out, y
+
+
+def trace_kept_and_state(a, xs):
+    h = torch.zeros(xs.shape[1])
+    hs = []
+    for t in range(xs.shape[0]):
+        h = a * h + xs[t]
+        hs.append(h)
+    return hs, h
+
+
+def rows_kept_and_row(x):
+    out = []
+    for row in x:
+        out.append(row)
+    return out, row
+
+
+@pytest.mark.parametrize("fn, make", [
+    (kept_and_last, lambda: (torch.randn(5, 3),)),
+    (trace_kept_and_state, lambda: (0.5, torch.randn(6, 3))),
+    (rows_kept_and_row, lambda: (torch.randn(4, 3),)),
+])
+def test_a_value_kept_in_a_list_and_read_after_the_loop_is_one_tensor(fn, make):
+    a = make()
+    f = autovec(fn)
+    (l1, v1), (l2, v2) = fn(*a), f(*a)
+    assert l1[-1] is v1 and l2[-1] is v2
+    for p, q in zip(l1, l2):
+        torch.testing.assert_close(q, p)
+    assert explain(f, *a).path == "vectorized"
+
+
+def two_lists(x):
+    a, b = [], []
+    for i in range(x.shape[0]):
+        y = x[i] + 1
+        a.append(y)
+        b.append(y)
+    return a, b
+
+
+def pairs_of_one(x):
+    out = []
+    for i in range(x.shape[0]):
+        y = x[i] * 3
+        out.append((y, y))
+    return out
+
+
+def outside_tensor(x, w):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(w)
+    return out
+
+
+def outside_tensor_comp(x, w):
+    return [w for _ in range(x.shape[0])]
+
+
+def test_one_tensor_in_two_places_stays_one_object():
+    x, w = torch.randn(4, 3), torch.randn(3)
+    a, b = autovec(two_lists)(x)
+    assert all(p is q for p, q in zip(a, b))
+    assert all(p is q for p, q in autovec(pairs_of_one)(x))
+    assert all(e is w for e in autovec(outside_tensor)(x, w))
+    assert all(e is w for e in autovec(outside_tensor_comp)(x, w))
+    for fn, args in ((two_lists, (x,)), (pairs_of_one, (x,)), (outside_tensor, (x, w)), (outside_tensor_comp, (x, w))):
+        assert explain(fn, *args).path == "vectorized"

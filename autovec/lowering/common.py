@@ -391,6 +391,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     # where the body hands out more than one value (or running values), a stacked or stored
     # batch is checked against the others: the loop's stack and stores copy (Token.shares_output)
     oth = f", others={O}" if len(plan.outputs) > 1 or plan.scans else ""
+    kept = {}          # value text -> the batch name of a list the loop keeps, appended once an iteration
+    commit_last = []   # names bound to such a list's last element, after every other commit
     product_first = None    # a nest's sum of products: (its runtime.nest_product call, its result)
     releases = []   # (fresh output, its fill): not held while the batch is computed (Token.release)
     result, swaps, display_swaps = None, {}, {}
@@ -481,7 +483,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             result = namer.new(f"_av_r{L}")
             views = ", views=True" if o.consumer == "list" and _may_share(o.value, plan) else ""
             prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{views}{oth})", P=P, AV=AV)
-            commit += template("R = P", R=result, P=P)
+            if o.consumer == "list" and _free_name(o.value, plan):
+                commit += template(f"R = [{o.value}] * len(P)", R=result, P=P)   # `[w for _ in ..]`: w itself
+            else:
+                commit += template("R = P", R=result, P=P)
             display_tail.append(f"{result} = {_consume_text(o.consumer, ok, mpos is not None and mask)}")
         elif o.kind == "append" and o.consumer == "batch":
             # fission: the batched values the sequential loop reads row by row
@@ -496,7 +501,13 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             group = [x for x in plan.outputs if x.kind == "append" and x.target == o.target] if o.joined > 1 else [o]
             views = ", views=True" if any(_may_share(x.value, plan) for x in group) else ""
             prepare += template(f"P = AV.consume('list', {ok}, {mask}, {py}, {T}{views})", P=P, AV=AV)
-            commit += template(f"{o.target}.extend(P)", P=P)
+            if o.joined <= 1 and _free_name(o.value, plan):
+                # `out.append(w)` of a tensor from outside the loop: the loop's list holds w itself
+                commit += template(f"{o.target}.extend([{o.value}] * len(P))", P=P)
+            else:
+                commit += template(f"{o.target}.extend(P)", P=P)
+                if o.joined <= 1:
+                    kept.setdefault(o.value.strip(), (P, mpos))
             sel = f"{show}[{mask}]" if mpos is not None else show
             display_tail.append(f"{o.target}.extend({sel}.tolist())" if o.pytype else f"{o.target}.extend({sel}.unbind(0))")
         elif o.kind == "accum":
@@ -597,6 +608,16 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             commit += template(f"if P is not None:\n    {o.target}, = P", P=P)
             display_tail.append(f"{o.target} = {ok}[-1]" if mpos is None
                                 else f"{o.target} = {ok}[{mask}][-1]")
+    # a name whose last value is also the last element of a list the loop keeps (`out.append(y)`
+    # and `y` read after the loop, a running value and its trace, the loop's own element): the
+    # loop leaves one tensor in both places, so the name is bound to the list's element itself
+    same = [o.target for o in plan.outputs if o.target in kept and (
+        o.kind == "last" and layout[plan.outputs.index(o)][2] == kept[o.target][1]    # (under the same mask)
+        or o.kind in ("scan", "linrec") and not o.inplace and kept[o.target][1] is None)]
+    same += [name for name in plan.live_after if name in kept and name != plan.space.index
+             and kept[name][1] is None]
+    for name in same:
+        commit_last.append(template(f"if P:\n    {name} = P[-1]", P=kept[name][0]))
     for j, name in enumerate(plan.live_after):
         if name == plan.space.index:
             after = f" + {plan.space.range_args[2]}" if plan.form == "while" else ""
@@ -729,7 +750,7 @@ except Exception as E:
     display = _drop_dead(display, extra)
     batchable = (copy.deepcopy(body_def), AV)
     # the cost model times both paths where its estimates are close (cost.Decision)
-    commit = commit + template(f"{T}.done()")
+    commit = commit + [st for c in commit_last for st in c] + template(f"{T}.done()")
     after = template(f"{AV}.python_ran({L})")
     set_lines(commit[-1:] + after, plan.lineno, plan.lineno)
     if plan.exit_cond:
@@ -897,6 +918,23 @@ _MAY_SHARE = {"view", "view_as", "reshape", "reshape_as", "t", "transpose", "per
               "moveaxis", "swapaxes", "swapdims", "unfold", "as_strided", "contiguous", "to", "type", "type_as",
               "float", "double", "half", "bfloat16", "int", "long", "short", "char", "byte", "bool", "cpu",
               "cuda", "unbind", "split", "chunk", "view_as_real", "view_as_complex"}
+
+
+def _free_name(value: str, plan: LoopPlan) -> bool:
+    """Whether an appended value is a plain name the loop does not bind (`out.append(w)`)."""
+    try:
+        node = ast.parse(value, mode="eval").body
+    except SyntaxError:
+        return False
+    if not isinstance(node, ast.Name):
+        return False
+    own = {t for t, _ in plan.space.elements} | {plan.space.index} | {ix for ix, _ in plan.space.levels}
+    own |= {n for row, names, _ in plan.space.unpack for n in ([names] if isinstance(names, str) else names)}
+    own |= {o.target for o in plan.outputs} | {sc[0] for sc in plan.scans}   # (updated by the loop, not in its body)
+    own |= {p[0] for o in plan.outputs for p in o.payloads if isinstance(p, tuple) and p and isinstance(p[0], str)}
+    bound = {n.id for text in plan.body for st in ast.parse(text).body for n in ast.walk(st)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return node.id not in own and node.id not in bound
 
 
 def _may_share(value: str, plan: LoopPlan, depth: int = 0) -> bool:
