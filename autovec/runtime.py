@@ -237,8 +237,12 @@ class FunctionRuntime:
         # selected rows under grad, a nest's infinities, matmul precision, shared work): the
         # others skip them with one set lookup
         self.selects = {k: bool(v.plan.branches or _selects_rows(v.plan)) for k, v in matches.items()}
+        # loops whose body takes a median of all of a value's elements: its gradient is shared by
+        # the tied elements, where vmap's and a batched median along a dimension give one of them all
+        self.even_ties = frozenset(k for k, v in matches.items() if _whole_medians(v.plan))
         self.checked_more = frozenset(k for k, v in matches.items() if self.selects[k] or k in self.nest_loops
-                                      or v.strategy == "matmul" or k in self.shared or v.plan.callables)
+                                      or v.strategy == "matmul" or k in self.shared or v.plan.callables
+                                      or k in self.even_ties)
 
     def stepper(self, loop_id, fn, calls, it):
         """The compile fallback's step callable for this run of a loop, or None (the original loop)."""
@@ -652,7 +656,10 @@ class FunctionRuntime:
                 everything = everything or tensors + free_tensors + written + fresh
                 if (any(t.requires_grad for t in everything)
                         or any(isinstance(c, torch.nn.Module) and any(p.requires_grad for p in c.parameters())
-                               for c in calls)):
+                               for c in calls)
+                        # (a tensor reached through an outside object: `self.w`, a module's parameter)
+                        or any(not isinstance(v, torch.Tensor) and _grad_reachable(v) for v in free)
+                        or any(_user_code(c) and _reads_grad(c) for c in calls)):
                     # where() computes both sides; a side masked out can still send NaN or inf into
                     # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes
                     raise GuardFailed("data-dependent branches or selected iterations with tensors that require "
@@ -660,6 +667,11 @@ class FunctionRuntime:
                                       "give NaN gradients where the loop computes none)")
             if levels is not None and grad:
                 _nest_grad_infinities(tensors + free_tensors)
+            if grad and loop_id in self.even_ties and (
+                    any(t.requires_grad for t in tensors + free_tensors)
+                    or any(not isinstance(v, torch.Tensor) and _grad_reachable(v) for v in free)):
+                raise GuardFailed("`median()` of all of a value's elements under autograd: its gradient is "
+                                  "shared by tied elements, which a batched median along a dimension does not do")
             if m.strategy == "matmul":
                 _reduced_products(tensors)
             if grad and loop_id in self.shared:
@@ -1843,6 +1855,10 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False):
                          device=b.device).to(want)
     if bool((a0.abs() > 1).any()):
         raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)")
+    if a0.requires_grad and torch.is_grad_enabled() and bool((a0 == 0).any()):
+        # a ** 0's second derivative at a = 0 is NaN (0 * 0 ** -1), where the loop's is finite
+        raise GuardFailed("a recurrence factor of 0 that requires grad keeps the loop (second derivatives)",
+                          data=True)
     shape = torch.broadcast_shapes(first.shape, b.shape[1:], a0.shape)
     flat_a = a0.expand(shape).reshape(-1).to(want)
     c = flat_a.numel()
@@ -2864,6 +2880,36 @@ def _reaches_grad(fn, depth) -> bool:
         if isinstance(v, torch.nn.Module) and _module_unsafe(v):
             return True
         if _user_code(v) and v is not fn and _reaches_grad(v, depth + 1):
+            return True
+    return False
+
+
+def _whole_medians(plan) -> bool:
+    """Whether a loop body takes `x.median()` / `x.nanmedian()` / `torch.median(x)` of all the
+    elements (no dimension)."""
+    for text in plan.body:
+        for n in ast.walk(ast.parse(text)):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                    and n.func.attr in ("median", "nanmedian") and not n.keywords \
+                    and len(n.args) <= (1 if isinstance(n.func.value, ast.Name) and n.func.value.id == "torch" else 0):
+                return True
+    return False
+
+
+def _reads_grad(fn, depth=0) -> bool:
+    """Whether a helper reads a tensor that requires grad (or a module with one) from its
+    defaults, closure or globals, or through a helper it reads, a few levels deep."""
+    if depth > 3 or not isinstance(fn, types.FunctionType):
+        return depth > 3
+    seen = [fn.__defaults__ or (), fn.__kwdefaults__ or {}]
+    seen += [cell.cell_contents for cell in (fn.__closure__ or ()) if _filled(cell)]
+    g = fn.__globals__
+    seen += [g[name] for name in fn.__code__.co_names if name in g]
+    for v in seen:
+        if isinstance(v, types.FunctionType):
+            if v is not fn and _user_code(v) and _reads_grad(v, depth + 1):
+                return True
+        elif not isinstance(v, types.ModuleType) and _grad_reachable(v):
             return True
     return False
 

@@ -360,3 +360,97 @@ def test_one_tensor_in_two_places_stays_one_object():
     assert all(e is w for e in autovec(outside_tensor_comp)(x, w))
     for fn, args in ((two_lists, (x,)), (pairs_of_one, (x,)), (outside_tensor, (x, w)), (outside_tensor_comp, (x, w))):
         assert explain(fn, *args).path == "vectorized"
+
+
+# ----------------------------------------------------------------- gradients (the fifth probe)
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.tensor(1.5))
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            if x[i] > 0:
+                out[i] = torch.log(x[i]) * self.w
+            else:
+                out[i] = self.w * 2
+        return out
+
+
+_W = torch.tensor(1.5, requires_grad=True)
+
+
+def _log_scaled(v):
+    return torch.log(v) * _W
+
+
+def branch_through_helper(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            out[i] = _log_scaled(x[i])
+        else:
+            out[i] = x[i] * 2          # (only the helper reads _W)
+    return out
+
+
+def test_a_branch_with_an_attribute_or_helper_tensor_that_requires_grad_keeps_the_loop():
+    # the unselected branch's log(-1) sent NaN into self.w's gradient through where()
+    x = torch.tensor([1.0, -1.0, 2.0, 0.5])
+    m = _Scaled()
+    m(x).sum().backward()
+    want, m.w.grad = m.w.grad.clone(), None
+    autovec(_Scaled.forward)(m, x).sum().backward()
+    torch.testing.assert_close(m.w.grad, want)
+    assert torch.isfinite(m.w.grad)
+    _W.grad = None
+    branch_through_helper(x).sum().backward()
+    want, _W.grad = _W.grad.clone(), None
+    autovec(branch_through_helper)(x).sum().backward()
+    torch.testing.assert_close(_W.grad, want)
+
+
+def row_medians(x):
+    out = []
+    for r in x:
+        out.append(r.median())
+    return torch.stack(out)
+
+
+def row_nanmedians(x):
+    out = []
+    for r in x:
+        out.append(r.nanmedian())
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [row_medians, row_nanmedians])
+def test_the_gradient_of_a_whole_median_is_shared_by_its_ties(fn):
+    x = torch.tensor([[1.0, 1.0, 0.0, 2.0], [0.0, 0.0, 0.0, 0.0], [3.0, 1.0, 2.0, 2.0]])
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    fn(a).sum().backward()
+    autovec(fn)(b).sum().backward()
+    torch.testing.assert_close(b.grad, a.grad)
+    torch.testing.assert_close(autovec(fn)(x), fn(x))
+    assert explain(fn, x).path == "vectorized"        # (without gradients it still vectorizes)
+
+
+def recurrence(x, a):
+    h = torch.zeros(x.shape[1])
+    for t in range(x.shape[0]):
+        h = a * h + x[t]
+    return h
+
+
+def test_second_derivatives_of_a_recurrence_with_a_zero_factor_are_finite():
+    x = torch.randn(5, 2)
+    res = []
+    for f in (recurrence, autovec(recurrence)):
+        a = torch.tensor([0.0, 0.5], requires_grad=True)
+        ga, = torch.autograd.grad(f(x, a).sum(), a, create_graph=True)
+        gg, = torch.autograd.grad((ga * ga).sum(), a)
+        res.append(gg)
+    torch.testing.assert_close(res[1], res[0])
+    assert torch.isfinite(res[1]).all()
