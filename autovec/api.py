@@ -11,6 +11,8 @@ import logging
 import types
 import weakref
 
+import torch
+
 from . import cost
 from ._config import switches
 from .analysis import analyze
@@ -166,13 +168,17 @@ class FunctionState:
     def _checked(self, args, kwargs):
         from .equivalence import EquivalenceError, clone_args, compare
 
+        if self.compiled is self.fn:
+            return self.fn(*args, **kwargs)   # nothing rewritten: nothing to compare (and one run's effects)
         ref_args, ref_kwargs = clone_args(args, kwargs)
+        rng = _rng_states()
         try:
             expected = self.fn(*ref_args, **ref_kwargs)
         except Exception as e:
             expected_exc = e
         else:
             expected_exc = None
+        _set_rng_states(rng)   # the rewrite draws the same random numbers the original drew
         try:
             got = self.compiled(*args, **kwargs)
         except Exception as e:
@@ -199,6 +205,25 @@ class FunctionState:
 _RAN = {"batched": "whole-batch torch operations (a batched body, no vmap)", "vmap": "torch.func.vmap",
         "broadcast": "one call on whole tensors (broadcasting)", "direct": "batched matrix products",
         "einsum": "one einsum over the nest's levels (a sum of products, no product per iteration)"}
+
+
+def _rng_states():
+    """The random number generators' states (torch's, CUDA's if started, Python's, numpy's)."""
+    import random
+    import numpy as np
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    return torch.get_rng_state(), cuda, random.getstate(), np.random.get_state()
+
+
+def _set_rng_states(states):
+    import random
+    import numpy as np
+    cpu, cuda, py, npy = states
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+    random.setstate(py)
+    np.random.set_state(npy)
 
 
 def _count_ops(plan) -> int:

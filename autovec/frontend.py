@@ -62,10 +62,12 @@ def capture(fn) -> Captured:
     code = fn.__code__
     if code.co_name == "<lambda>":
         raise NoSource("lambdas are not rewritten; use a `def` to let autovec rewrite the loop")
+    where = f"{code.co_filename}:{code.co_firstlineno}: `{fn.__qualname__}`"
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_ASYNC_GENERATOR):
-        raise NoSource("generator functions are not rewritten (their loops yield one value at a time)")
+        raise NoSource(f"{where} is a generator function; generator functions are not rewritten (their loops "
+                       "yield one value at a time)")
     if code.co_flags & inspect.CO_COROUTINE:
-        raise NoSource("async functions are not rewritten")
+        raise NoSource(f"{where} is an async function; async functions are not rewritten")
     try:
         lines, first = inspect.getsourcelines(code)
     except (OSError, TypeError) as e:

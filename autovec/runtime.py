@@ -240,6 +240,8 @@ class FunctionRuntime:
         # loops whose body takes a median of all of a value's elements: its gradient is shared by
         # the tied elements, where vmap's and a batched median along a dimension give one of them all
         self.even_ties = frozenset(k for k, v in matches.items() if _whole_medians(v.plan))
+        # loops calling an operation whose vmap batching rule skips the loop's checks (one_hot)
+        self.no_vmap = frozenset(k for k, v in matches.items() if _calls_any(v.plan, _UNCHECKED_UNDER_VMAP))
         self.checked_more = frozenset(k for k, v in matches.items() if self.selects[k] or k in self.nest_loops
                                       or v.strategy == "matmul" or k in self.shared or v.plan.callables
                                       or k in self.even_ties)
@@ -2500,12 +2502,21 @@ def vmap_call(fn, args, dims, n):
     # under a torch-function mode (export's pre-dispatch tracing) use the wrappers that see it
     m = _pre if torch._C._is_torch_function_mode_enabled() else _ft
     level = m._vmap_increment_nesting(n, "error")
+    if _quiet_fallback is not None:
+        # the loop calls each operation as it is: no "performance drop ... batching rule" warning
+        # for the operations vmap runs one row at a time (the setting has no getter; its default is on)
+        _quiet_fallback(False)
     try:
         add = m._add_batch_dim
         outs = fn(*[a if d is None else add(a, d, level) for a, d in zip(args, dims)])
         return tuple(m._remove_batch_dim(o, level, n, 0) for o in outs)
     finally:
         m._vmap_decrement_nesting()
+        if _quiet_fallback is not None:
+            _quiet_fallback(True)
+
+
+_quiet_fallback = getattr(getattr(torch._C, "_functorch", None), "_set_vmap_fallback_warning_enabled", None)
 
 
 def _vmap_reason(e: Exception) -> str:
@@ -2884,6 +2895,19 @@ def _reaches_grad(fn, depth) -> bool:
     return False
 
 
+_UNCHECKED_UNDER_VMAP = frozenset({"one_hot"})
+
+
+def _calls_any(plan, names) -> bool:
+    """Whether a loop body calls a function or method of one of these names."""
+    for text in plan.body:
+        for n in ast.walk(ast.parse(text)):
+            if isinstance(n, ast.Call) and (isinstance(n.func, ast.Attribute) and n.func.attr in names
+                                            or isinstance(n.func, ast.Name) and n.func.id in names):
+                return True
+    return False
+
+
 def _whole_medians(plan) -> bool:
     """Whether a loop body takes `x.median()` / `x.nanmedian()` / `torch.median(x)` of all the
     elements (no dimension)."""
@@ -3232,6 +3256,13 @@ class Token:
         modes.append("vmap")
         if not _switch_on("AUTOVEC_DIRECT"):
             modes = ["vmap"]          # the generic form only (benchmarks measure what the direct forms gain)
+        if self.loop_id in rt.no_vmap:
+            # F.one_hot under vmap gives a row of zeros for a class out of range, where the loop
+            # (and the batched body) raise: vmap does not run such bodies
+            modes = [m for m in modes if m != "vmap"]
+            if not modes:
+                raise GuardFailed("`one_hot` has no checked form under vmap (a class out of range would give "
+                                  "zeros instead of the loop's error)")
         if self.numbers or self.loop_id in rt.index_py or self.loop_id in rt.py_arith:
             # a list of Python numbers, or the index in float arithmetic: only the batched body
             # treats their batch as Python numbers (vmap and broadcasting would see 0-d float64

@@ -454,3 +454,135 @@ def test_second_derivatives_of_a_recurrence_with_a_zero_factor_are_finite():
         res.append(gg)
     torch.testing.assert_close(res[1], res[0])
     assert torch.isfinite(res[1]).all()
+
+
+# ----------------------------------------------------------------- the sixth probe (bad inputs, check, strict)
+
+def grows_while_walked(x):
+    rows = [x[i] for i in range(x.shape[0])]
+    out = []
+    for r in rows:
+        out.append(r * 2)
+        if len(out) == 2:
+            rows.append(r)
+    return torch.stack(out)
+
+
+def writes_what_it_walks(x):
+    out = []
+    for r in x:
+        out.append(r.clone())
+        x[-1] = 7.0
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [grows_while_walked, writes_what_it_walks])
+def test_fission_does_not_batch_what_the_loop_changes_while_walking_it(fn):
+    # fission computed `r * 2` / `r.clone()` for the rows before the loop ran: a list that grows
+    # gave an IndexError, a write into the walked tensor was missed by the last row
+    x = torch.randn(40, 3)
+    torch.testing.assert_close(autovec(fn)(x.clone()), fn(x.clone()))
+
+
+def one_hots(ids):
+    out = torch.empty(ids.shape[0], 10, dtype=torch.long)
+    for i in range(ids.shape[0]):
+        out[i] = torch.nn.functional.one_hot(ids[i], 10)
+    return out
+
+
+def test_one_hot_of_a_class_out_of_range_raises_as_the_loop():
+    # vmap's one_hot gives a row of zeros there
+    f = autovec(one_hots)
+    ids = torch.randint(0, 10, (50,))
+    torch.testing.assert_close(f(ids), one_hots(ids))
+    bad = ids.clone()
+    bad[7] = 10
+    with pytest.raises(RuntimeError, match="num_classes"):
+        f(bad)
+
+
+def noisy_rows(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] * 2)
+    return torch.stack(out), torch.randn(3)
+
+
+def test_check_mode_gives_both_runs_the_same_random_numbers():
+    f = autovec(noisy_rows, check=True)
+    torch.manual_seed(0)
+    x = torch.randn(5, 3)
+    got = f(x)                              # (raised EquivalenceError: the two runs drew different numbers)
+    torch.manual_seed(0)
+    torch.randn(5, 3)
+    want = noisy_rows(x)
+    torch.testing.assert_close(got[1], want[1])     # the stream continues as after one run
+
+
+def test_check_mode_of_a_function_it_does_not_rewrite_runs_it_once():
+    def gen(x):
+        for r in x:
+            yield r * 2
+    calls = []
+
+    def counted(x):
+        calls.append(1)
+        return x * 2
+    g = autovec(gen, check=True)
+    assert [t.tolist() for t in g(torch.ones(2, 2))] == [[2.0, 2.0], [2.0, 2.0]]
+    autovec(counted, check=True)(torch.ones(2))
+    assert len(calls) == 1
+
+
+def test_dict_and_set_comprehensions_and_walrus_are_refused_with_their_line():
+    from autovec import NotVectorizable
+
+    def dict_comp(x):
+        return {i: x[i].sum() for i in range(x.shape[0])}
+
+    def walrus(x):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = (y := x[i] * 2) + y
+        return out
+
+    x = torch.randn(4, 3)
+    for fn, what in ((dict_comp, "dict comprehension"), (walrus, "binds a name inside an expression")):
+        (r,) = explain(fn).loops
+        assert r.strategy == "python" and what in r.reason
+        with pytest.raises(NotVectorizable, match=what):
+            autovec(fn, strict=True)(x)
+        got, want = autovec(fn)(x), fn(x)
+        assert (torch.equal(got, want) if isinstance(got, torch.Tensor)
+                else all(torch.equal(got[k], want[k]) for k in want))
+
+
+def test_a_generator_function_is_refused_with_its_file_and_line():
+    from autovec import NotVectorizable
+
+    def rows(x):
+        for r in x:
+            yield r
+
+    with pytest.raises(NotVectorizable, match=r"test_probe_edges.py:\d+: `.*rows` is a generator function"):
+        list(autovec(rows, strict=True)(torch.ones(2, 2)))
+
+
+def takes(ids, t):
+    out = torch.empty(ids.shape[0])
+    for i in range(ids.shape[0]):
+        out[i] = torch.take(t, ids[i] * 4)
+    return out
+
+
+def test_vmap_fallback_warnings_do_not_reach_the_user():
+    # torch.take has no batching rule: vmap runs it row by row and warned about the performance
+    import warnings
+    ids, t = torch.randint(0, 10, (60,)), torch.randn(10, 4)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = autovec(takes)(ids, t)
+    torch.testing.assert_close(got, takes(ids, t))
+    assert not [w for w in seen if "performance drop" in str(w.message)]
+    assert explain(takes, ids, t).path == "vectorized"

@@ -43,13 +43,22 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
             infos.append(LoopInfo(node.lineno, src(node), None, None, node.col_offset, _kind(node),
                                   part_of=nest_inner[id(node)]))
             continue
-        if any(a <= node.lineno <= b for a, b in planned_spans) and isinstance(node, ast.ListComp):
+        if any(a <= node.lineno <= b for a, b in planned_spans) and isinstance(node, (ast.ListComp, ast.DictComp,
+                                                                                      ast.SetComp)):
             continue  # part of a loop body that is rewritten as a whole
         loop_id += 1
         text = src(node)
         try:
             if blocked:
                 raise Refuse(blocked, node.lineno)
+            if isinstance(node, (ast.DictComp, ast.SetComp)):
+                kind = "dict" if isinstance(node, ast.DictComp) else "set"
+                raise Refuse(f"the {kind} comprehension at line {node.lineno} is not rewritten (a {kind} is built "
+                             "one element at a time, its keys decide which entries survive)", node.lineno)
+            walrus = next((n for n in ast.walk(node) if isinstance(n, ast.NamedExpr)), None)
+            if walrus is not None:
+                raise Refuse(f"`{src(walrus)}` at line {walrus.lineno} binds a name inside an expression; "
+                             "the loop runs as written", walrus.lineno)
             levels = nest_levels(node, ctx) if isinstance(node, ast.For) else []
             plan = None
             if len(levels) > 1:
@@ -102,19 +111,20 @@ def _simple_body(node: ast.For) -> bool:
 
 
 def _kind(node: ast.AST) -> str:
-    return {ast.For: "for", ast.While: "while", ast.ListComp: "comprehension",
-            ast.GeneratorExp: "generator"}[type(node)]
+    return {ast.For: "for", ast.While: "while", ast.ListComp: "comprehension", ast.DictComp: "comprehension",
+            ast.SetComp: "comprehension", ast.GeneratorExp: "generator"}[type(node)]
 
 
 def _loops_in_order(fn: ast.FunctionDef) -> list[ast.AST]:
     found = [n for n in ast.walk(fn)
-             if isinstance(n, (ast.For, ast.While, ast.ListComp, ast.GeneratorExp)) and n is not fn]
+             if isinstance(n, (ast.For, ast.While, ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp))
+             and n is not fn]
     # loops inside nested defs/lambdas belong to those functions
     inner = {id(m) for n in ast.walk(fn) if isinstance(n, (ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef))
              and n is not fn for m in ast.walk(n) if m is not n}
     found = [n for n in found if id(n) not in inner]
     # nested comprehensions are part of the outer one
-    comps = [n for n in found if isinstance(n, (ast.ListComp, ast.GeneratorExp))]
+    comps = [n for n in found if isinstance(n, (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp))]
     nested = {id(m) for c in comps for m in ast.walk(c) if m is not c}
     found = [n for n in found if id(n) not in nested]
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))

@@ -194,6 +194,8 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
     in-place updates (`+=`, `.add_()`), no attribute writes, no calls with side effects other
     than `print` and appends, and writes only into tensors the batched part does not read."""
     read = {ld.id for s in hoist_stmts for ld in nm.loads(s)}
+    # the loop's elements are views of what it walks (`for r in x`: the batched part reads x)
+    read |= nm.load_ids(node.iter)
     line = node.lineno
 
     def refuse(why, at):
