@@ -802,12 +802,7 @@ class _Batcher:
                 or first.step is not None or first.lower is None or first.upper is None \
                 or not (self.varies(first.lower) or self.varies(first.upper)):
             return None
-        lo, hi = self.expr(first.lower), self.expr(first.upper)
-        if not (lo.batched and hi.batched):
-            raise Unsupported(f"`{ast.unparse(node)}`: one bound fixed, the other per iteration (windows "
-                              "of several widths)")
-        if not all(self._integer_scalar(v) for v in (lo, hi)):
-            raise Unsupported(f"window `{ast.unparse(node)}` with bounds that are not integers")
+        lo, hi = self._window_bounds(node, first)
         rest = [self._index_part(p) for p in items[dim + 1:]]
         if any(p.batched or p.fact.kind not in ("slice", "int") for p in rest):
             raise Unsupported(f"index `{ast.unparse(idx)}` after a window")
@@ -822,6 +817,16 @@ class _Batcher:
         return ast.Subscript(value=new, slice=ast.Tuple(
             elts=[ast.Slice() for _ in range(dim + 2)] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
 
+    def _window_bounds(self, node, part):
+        """The batched bounds of a window `part` of `node`: both per-iteration integers."""
+        lo, hi = self.expr(part.lower), self.expr(part.upper)
+        if not (lo.batched and hi.batched):
+            raise Unsupported(f"`{ast.unparse(node)}`: one bound fixed, the other per iteration (windows "
+                              "of several widths)")
+        if not all(self._integer_scalar(v) for v in (lo, hi)):
+            raise Unsupported(f"window `{ast.unparse(node)}` with bounds that are not integers")
+        return lo, hi
+
     def _window_nd(self, node, base, items):
         """`x[:, i:i + p, j:j + p]` in a loop nest: windows along several dimensions, each with
         per-iteration integer bounds (batching.window_nd), the other parts fixed slices or
@@ -835,12 +840,7 @@ class _Batcher:
             p = items[k]
             if p.step is not None or p.lower is None or p.upper is None:
                 raise Unsupported(f"window `{ast.unparse(node)}` with a step or an open end")
-            lo, hi = self.expr(p.lower), self.expr(p.upper)
-            if not (lo.batched and hi.batched):
-                raise Unsupported(f"`{ast.unparse(node)}`: one bound fixed, the other per iteration (windows "
-                                  "of several widths)")
-            if not all(self._integer_scalar(v) for v in (lo, hi)):
-                raise Unsupported(f"window `{ast.unparse(node)}` with bounds that are not integers")
+            lo, hi = self._window_bounds(node, p)
             dims.append(_const(k))
             los.append(lo.node)
             his.append(hi.node)
