@@ -118,6 +118,7 @@ class LoopPlan:
     scans: tuple = ()                # (name, marker, op, position): running values read in the body
     fission_loop: object = None      # fission: the loop that stays, reading hoisted values (an AST)
     invariants: tuple = ()           # fission: statements computed once before the loop (ASTs)
+    fission_stores: tuple = ()       # fission: names the loop that stays stores into (`out[t] = h`)
     notes: tuple[str, ...] = field(default=())
     # `if cond: ...; break` at the top of the body: `exit_cond` is the body variable that holds
     # the condition (the marker assignment sits at its place in `body`); `exit_tail` holds the

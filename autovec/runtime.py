@@ -613,6 +613,10 @@ class FunctionRuntime:
                 written.append(t)
                 if not t.is_cpu:
                     cpu = False
+            elif kind == "seq":
+                # fission: the loop that stays writes into it after the batched part read its inputs
+                if isinstance(t, Tensor):
+                    written.append(t)
             elif kind == "cat":
                 if not isinstance(t, Tensor):
                     raise GuardFailed(f"torch.cat onto a {type(t).__name__}")

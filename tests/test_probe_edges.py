@@ -586,3 +586,23 @@ def test_vmap_fallback_warnings_do_not_reach_the_user():
     torch.testing.assert_close(got, takes(ids, t))
     assert not [w for w in seen if "performance drop" in str(w.message)]
     assert explain(takes, ids, t).path == "vectorized"
+
+
+def shifted_rnn(x, W, out):
+    h = torch.zeros(W.shape[1])
+    for t in range(x.shape[0] - 1):
+        e = x[t] @ W                 # (batched before the loop by fission)
+        h = torch.tanh(e + h)
+        out[t + 1] = h               # written ahead of what a later iteration reads, if out is x
+    return out
+
+
+def test_fission_keeps_the_loop_when_its_stores_alias_what_the_batched_part_reads():
+    x, W = torch.randn(6, 3), torch.randn(3, 3)
+    f = autovec(shifted_rnn)
+    a, b = x.clone(), x.clone()
+    torch.testing.assert_close(f(b, W, b), shifted_rnn(a, W, a))
+    out1, out2 = torch.zeros(6, 3), torch.zeros(6, 3)
+    torch.testing.assert_close(f(x, W, out2), shifted_rnn(x, W, out1))
+    assert explain(f, x, W, torch.zeros(6, 3)).path == "vectorized"
+    assert explain(f, x, W, x.clone()).path == "vectorized"    # (a copy aliases nothing)

@@ -128,7 +128,7 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
 
     if not hoisted:
         raise Refuse(carried_reason, refusal.lineno)
-    _check_rest(node, ctx, hoist_stmts + invariant_stmts, carried_reason)
+    stores = _check_rest(node, ctx, hoist_stmts + invariant_stmts, carried_reason)
     # the pre-pass: the same loop header, the hoisted computations, each value collected
     pre_body = hoist_stmts + [ast.Expr(value=ast.Call(
         func=ast.Attribute(value=ast.Name(id=f"{h}_list", ctx=ast.Load()), attr="append", ctx=ast.Load()),
@@ -166,7 +166,7 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
         note += f", and {len(invariant_stmts)} loop-invariant one(s) ({shown}) once"
     return dataclasses.replace(plan, outputs=outputs, form="fission", source=src(node), notes=(note,),
                                live_after=(), lineno=line, end_lineno=node.end_lineno, fission_loop=loop,
-                               invariants=tuple(invariant_stmts))
+                               invariants=tuple(invariant_stmts), fission_stores=tuple(stores))
 
 
 def _pure_call(call: ast.Call, ctx: Context) -> bool:
@@ -200,6 +200,8 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
 
     def refuse(why, at):
         raise Refuse(f"{carried_reason}; the loop cannot be split: {why} (line {at})", at)
+    stores = []     # the names the loop stores into: checked per call against what the batched part reads
+    local = nm.stores(ast.Module(body=node.body, type_ignores=[]))    # (made in the loop: alias nothing)
     for s in node.body:
         for n in ast.walk(s):
             at = getattr(n, "lineno", line)
@@ -213,6 +215,8 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
                     root = root.value
                 if not isinstance(root, ast.Name) or root.id in read:
                     refuse(f"`{src(n)}` writes into a value the batched part reads", at)
+                if root.id not in stores and root.id not in local:
+                    stores.append(root.id)
             if isinstance(n, ast.Call):
                 f = n.func
                 if isinstance(f, ast.Name) and f.id == "print" and ctx.env.is_builtin("print"):
@@ -236,6 +240,7 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
                 verdict = ctx.env.classify(path) if isinstance(f, (ast.Name, ast.Attribute)) else None
                 if verdict and "random" not in verdict:
                     refuse(verdict, at)
+    return stores
 
 
 class _Fake:

@@ -385,6 +385,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             writes.append(f"('scatter', {o.target})")
         elif o.kind == "cat":
             writes.append(f"('cat', {o.target})")
+    for name in plan.fission_stores:
+        writes.append(f"('seq', {name})")    # (fission: stored into by the loop that stays)
     writes_expr = expr("(" + "".join(w + ", " for w in writes) + ")")
 
     prepare, commit, display_tail = [], [], []
