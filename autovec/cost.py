@@ -148,6 +148,9 @@ _PY_RUNS, _PY_WARM = 8, 4
 # in a fresh process on the dev cases at 5 rows, calls 4-7 took 1.5-2.5x the steady state,
 # calls 10-16 about 1.2-1.5x. Sixteen runs, the best of the last ten kept.
 _VEC_RUNS, _VEC_WARM = 16, 6
+# a bucket settled on the loop by refused vectorized calls tries the vectorized path again after
+# this many calls, then twice as many each time it is refused again
+_RETRY, _RETRY_MAX = 32, 1 << 17
 
 
 class Decision:
@@ -161,7 +164,7 @@ class Decision:
     vectorized attempts with none timed settle on the loop. A decision is a few attribute
     reads on the hot path."""
 
-    __slots__ = ("vec", "final", "py_iter", "vec_call", "py_runs", "vec_runs", "vec_failed")
+    __slots__ = ("vec", "final", "py_iter", "vec_call", "py_runs", "vec_runs", "vec_failed", "retry", "backoff")
 
     def __init__(self, est: dict):
         p, v = est["python"], est["vectorized"]
@@ -170,6 +173,8 @@ class Decision:
         self.py_iter = float("inf")     # best seconds per iteration of the loop as written
         self.vec_call = float("inf")    # best seconds of a vectorized call
         self.py_runs = self.vec_runs = self.vec_failed = 0
+        self.retry = 0            # settled by refusals alone: calls until the vectorized path is tried again
+        self.backoff = _RETRY
 
     def choose(self) -> bool:
         """True: try the vectorized path on this call."""
@@ -197,7 +202,21 @@ class Decision:
         """The vectorized path refused this call (a guard, or an error in the batched code)."""
         self.vec_failed += 1
         if self.vec_failed >= 3 and self.vec_call == float("inf"):
+            # settled on the loop; the refusals may have been one signature's (an input that
+            # requires grad), so the vectorized path is tried again after `backoff` calls, each
+            # time twice as many (at most a few hundred microseconds of checks in 2**17 calls)
             self.vec, self.final = False, True
+            self.retry = self.backoff
+            self.backoff = min(self.backoff * 2, _RETRY_MAX)
+
+    def wait(self) -> bool:
+        """A call of a bucket settled by refusals: True to keep the loop, False (and the bucket
+        open to timing again) when its retry is due."""
+        self.retry -= 1
+        if self.retry > 0:
+            return True
+        self.final, self.vec, self.vec_failed = False, True, 0
+        return False
 
     def refused(self) -> bool:
         """Settled on the loop because the vectorized path was refused, never timed."""

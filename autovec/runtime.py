@@ -265,7 +265,7 @@ class FunctionRuntime:
             # the steady state of a `for i in range(..)` loop whose bucket is decided: two lookups
             n = len(space)
             d = self.decisions.get((loop_id, n.bit_length()))
-            if d is not None and d.final:
+            if d is not None and d.final and (d.vec or not d.retry or d.wait()):
                 if not d.vec:
                     return None
                 m = self.matches[loop_id]
@@ -299,7 +299,7 @@ class FunctionRuntime:
                 if not tensors and loop_id not in self.indexing_loops:
                     return None             # Python numbers alone: no torch work to batch
                 d = self.decisions.get((loop_id, n.bit_length())) if n >= 0 else None
-                if d is not None and d.final:
+                if d is not None and d.final and (d.vec or not d.retry or d.wait()):
                     if not d.vec:
                         return None         # decided for the loop: no check of the list's tensors
                     if not lists:
@@ -317,7 +317,7 @@ class FunctionRuntime:
                 n *= k
             else:
                 d = self.decisions.get((loop_id, n.bit_length()))
-                if d is not None and d.final:
+                if d is not None and d.final and (d.vec or not d.retry or d.wait()):
                     if not d.vec:
                         return None
                     m = self.matches[loop_id]
@@ -399,7 +399,7 @@ class FunctionRuntime:
         try:
             return self._guard(pending, mapped, free, calls, writes)
         except GuardFailed as e:
-            if pending[11] is not None:
+            if pending[11] is not None and not getattr(e, "data", False):
                 pending[11].vectorized_failed()
             return self._refuse(loop_id, m.plan, e)
 
@@ -471,8 +471,9 @@ class FunctionRuntime:
             if not ok and known.refused():
                 self._note(loop_id, "estimate", "", est)
                 raise GuardFailed(f"{n} iteration(s): the vectorized path was refused on {known.vec_failed} "
-                                  "earlier calls at this size and never ran, so the loop runs from then on "
-                                  "(a first call at this size tells why)", cost=True)
+                                  "earlier calls at this size and never ran, so the loop runs; the vectorized "
+                                  f"path is tried again in {known.retry} calls (a first call at this size tells "
+                                  "why it was refused)", cost=True)
             if not ok and not measured:
                 why = "the cost model expects the Python loop to be faster"
         else:
@@ -703,8 +704,8 @@ class FunctionRuntime:
         self.ran.pop(loop_id, None)    # a mode that ran before the call fell back did not produce it
         if not isinstance(tok, Token):
             tok = None
-        elif tok.decision is not None:
-            tok.decision.vectorized_failed()
+        elif tok.decision is not None and not data:
+            tok.decision.vectorized_failed()   # (a refusal of these values alone says nothing of the path)
         if tok is not None and (loop_id, tok.sig) not in self.succeeded and not data:
             # a type-level failure (vmap refusing the body) is remembered for this signature;
             # a failure that depends on the values (an index out of range) is not
@@ -2150,6 +2151,11 @@ FunctionRuntime.mm = _mm_method
 def _scatter_prep(target, vals, idxs, op, mask):
     """Indices and values for one `index_put_` that does what the loop's
     `target[i0, i1] op= v` does, repeated indices included."""
+    for i in idxs:
+        if isinstance(i, torch.Tensor) and i.dtype == torch.uint8:
+            # a uint8 tensor indexes as a byte mask in torch (`h[x[i]]` selects all or nothing),
+            # not as a position: the loop decides
+            raise GuardFailed("uint8 indices select as byte masks in torch's indexing (the loop decides)")
     if mask is not None:
         vals, idxs = _select(vals, mask), [_select(i, mask) for i in idxs]
     n = vals.shape[0]

@@ -239,3 +239,41 @@ def test_a_list_of_tensors_costs_the_vectorized_path_per_element(monkeypatch):
     f = av(item_total)
     for _ in range(30):
         assert f(list(values)) == pytest.approx(item_total(list(values)), rel=1e-6)
+
+
+def test_a_bucket_settled_by_refusals_tries_the_vectorized_path_again(monkeypatch):
+    # (found by a probe: three calls refused for one signature, an input requiring grad or an
+    # index out of range, kept every later call at that size on the loop for good)
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    from autovec.cost import _RETRY, Decision
+
+    d = Decision({"python": 10e-6, "vectorized": 8e-6})
+    for _ in range(3):
+        d.vectorized_failed()
+    assert d.final and not d.vec and d.retry == _RETRY
+    waits = 0
+    while d.wait():
+        waits += 1
+    assert waits == _RETRY - 1 and not d.final and d.vec and d.choose()
+    for _ in range(3):
+        d.vectorized_failed()
+    assert d.final and d.retry == 2 * _RETRY        # twice as long the next time
+
+    def gather(x, idx):
+        out = []
+        for i in range(idx.shape[0]):
+            out.append(x[idx[i]] * 2 + 1)
+        return torch.stack(out)
+
+    f = av(gather)
+    x = torch.randn(8, 3)
+    bad = torch.tensor([0, 1, 2, 3, 4, 5, 6, 9])
+    for _ in range(3):
+        with pytest.raises(IndexError):
+            f(x, bad)                          # the loop's own error, every time
+    # a refusal of the values alone (an index out of range) does not count against the path
+    assert all(d.vec_failed == 0 for d in f._autovec_state.runtime.decisions.values())
+    good = torch.arange(8).flip(0)
+    for _ in range(4 * _RETRY):
+        torch.testing.assert_close(f(x, good), gather(x, good))
+    assert explain(f, x, good).path == "vectorized"

@@ -606,3 +606,30 @@ def test_fission_keeps_the_loop_when_its_stores_alias_what_the_batched_part_read
     torch.testing.assert_close(f(x, W, out2), shifted_rnn(x, W, out1))
     assert explain(f, x, W, torch.zeros(6, 3)).path == "vectorized"
     assert explain(f, x, W, x.clone()).path == "vectorized"    # (a copy aliases nothing)
+
+
+# ----------------------------------------------------------------- uint8 indices (the seventh probe)
+
+def histogram(x, k):
+    h = torch.zeros(k)
+    for i in range(x.shape[0]):
+        h[x[i]] += 1
+    return h
+
+
+def one_hot_rows(labels, k):
+    out = torch.zeros(labels.shape[0], k)
+    for i in range(labels.shape[0]):
+        out[i, labels[i]] = 1.0
+    return out
+
+
+@pytest.mark.parametrize("fn", [histogram, one_hot_rows])
+def test_uint8_indices_select_as_byte_masks_like_the_loop(fn):
+    # in torch's indexing a uint8 tensor is a byte mask (all or nothing), not a position; the
+    # scatter took it as a position
+    x = torch.randint(0, 5, (20,), dtype=torch.uint8)
+    torch.testing.assert_close(autovec(fn)(x, 5), fn(x, 5))
+    y = x.to(torch.int64)                     # the same data as positions vectorizes
+    torch.testing.assert_close(autovec(fn)(y, 5), fn(y, 5))
+    assert explain(fn, y, 5).path == "vectorized"

@@ -141,3 +141,105 @@ def drop_loop_else(cap: Captured) -> int:
         stmts[k + 1:k + 1] = tail
         moved += 1
     return moved
+
+
+def rectangular_nests(cap: Captured) -> list:
+    """`for i in range(a, b): for j in range(i + c, d): BODY` (or an upper bound `i + c`): the
+    inner range depends on the outer index, a triangle. The same iterations, in the same order,
+    are those of the rectangle `for j in range(a + c, d)` (or up to `b - 1 + c`) where BODY runs
+    under `if i + c <= j:` (`if j < i + c:`): the other iterations do nothing. The loop nest
+    planner takes rectangles, with the condition as a mask. Only where that is exact: bounds
+    that are pure, read no name the nest assigns, a step of 1, `j` read nowhere else, no `else`.
+    Returns [(the rewritten outer loop, the original one)]: the original stays the fallback (it
+    does less work), and goes back into the tree where the nest is not vectorized (api)."""
+    import copy
+    from .loops import _pure_expr
+
+    local = _local_names(cap.tree)
+    out = []
+    for outer in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
+        inner = outer.body[0] if len(outer.body) == 1 else None
+        if not (isinstance(inner, ast.For) and not outer.orelse and not inner.orelse
+                and isinstance(outer.target, ast.Name) and isinstance(inner.target, ast.Name)):
+            continue
+        i, j = outer.target.id, inner.target.id
+        ob, ib = _range_bounds(outer.iter, cap, local), _range_bounds(inner.iter, cap, local)
+        if ob is None or ib is None or i == j:
+            continue
+        (start, stop), (lo, hi) = ob, ib
+        lo_c, hi_c = _index_offset(lo, i), _index_offset(hi, i)
+        uses_i = [_reads(e, i) for e in (lo, hi)]
+        if not any(uses_i) or (uses_i[0] and lo_c is None) or (uses_i[1] and hi_c is None):
+            continue
+        bounds = [b for b in (start, stop, lo, hi) if b is not None]
+        assigned = {n.id for n in ast.walk(outer) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        if not all(_pure_expr(b) for b in bounds) or any(_reads(b, a) for b in bounds for a in assigned - {i}):
+            continue
+        if any(isinstance(n, ast.Name) and n.id == j for n in ast.walk(cap.tree)
+               if not any(n is m for m in ast.walk(inner))):
+            continue   # `j` read after the nest: its last value would be the rectangle's
+        if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr)) for n in ast.walk(inner)):
+            continue
+        first = start if start is not None else ast.Constant(0)
+        conds = []
+        new_lo, new_hi = lo, hi
+        if uses_i[0]:        # lo = i + c: the rectangle starts at the first i's, `i + c <= j` masks
+            new_lo = _shifted(first, lo_c)
+            conds.append(ast.Compare(left=copy.deepcopy(lo), ops=[ast.LtE()], comparators=[ast.Name(j, ast.Load())]))
+        if uses_i[1]:        # hi = i + c: up to the last i's, `j < i + c` masks
+            new_hi = _shifted(ast.BinOp(left=copy.deepcopy(stop), op=ast.Sub(), right=ast.Constant(1)), hi_c)
+            conds.append(ast.Compare(left=ast.Name(j, ast.Load()), ops=[ast.Lt()], comparators=[copy.deepcopy(hi)]))
+        test = conds[0] if len(conds) == 1 else ast.BoolOp(op=ast.And(), values=conds)
+        original = copy.deepcopy(outer)
+        guarded = ast.If(test=test, body=inner.body, orelse=[])
+        args = [new_lo if new_lo is not None else ast.Constant(0), new_hi]
+        inner.iter = ast.Call(func=ast.Name("range", ast.Load()), args=args, keywords=[])
+        inner.body = [guarded]
+        for n in ast.walk(guarded.test):
+            ast.copy_location(n, inner)
+        ast.copy_location(guarded, inner.body[0] if False else inner)
+        guarded.end_lineno = inner.end_lineno
+        for n in ast.walk(inner.iter):
+            ast.copy_location(n, inner)
+        outer._av_original = original
+        out.append((outer, original))
+    return out
+
+
+def _range_bounds(it, cap: Captured, local: set[str]):
+    """(start or None, stop) of `range(stop)` / `range(start, stop)` / `range(start, stop, 1)`."""
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+            and "range" not in local and not it.keywords and 1 <= len(it.args) <= 3
+            and not any(isinstance(a, ast.Starred) for a in it.args)):
+        return None
+    found, obj = cap.lookup("range")
+    if not (found and obj is range):
+        return None
+    if len(it.args) == 3 and not (isinstance(it.args[2], ast.Constant) and it.args[2].value == 1):
+        return None
+    return (None, it.args[0]) if len(it.args) == 1 else (it.args[0], it.args[1])
+
+
+def _reads(e, name: str) -> bool:
+    return e is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(e))
+
+
+def _index_offset(e, i: str):
+    """c when `e` is `i`, `i + c`, `c + i` or `i - c` with `c` free of `i` (as an expression), else None."""
+    if e is None:
+        return None
+    if isinstance(e, ast.Name) and e.id == i:
+        return ast.Constant(0)
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+        if isinstance(e.left, ast.Name) and e.left.id == i and not _reads(e.right, i):
+            return e.right if isinstance(e.op, ast.Add) else ast.UnaryOp(op=ast.USub(), operand=e.right)
+        if isinstance(e.op, ast.Add) and isinstance(e.right, ast.Name) and e.right.id == i and not _reads(e.left, i):
+            return e.left
+    return None
+
+
+def _shifted(base, c):
+    import copy
+    if isinstance(c, ast.Constant) and c.value == 0:
+        return copy.deepcopy(base)
+    return ast.BinOp(left=copy.deepcopy(base), op=ast.Add(), right=copy.deepcopy(c))
