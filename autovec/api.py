@@ -16,7 +16,7 @@ import torch
 from . import cost
 from ._config import switches
 from .analysis import analyze
-from .analysis.hoist import drop_loop_else, hoist_no_grad
+from .analysis.hoist import drop_loop_else, hoist_no_grad, rectangular_nests
 from .codegen import build_function
 from .explain import Explanation, LoopReport
 from .frontend import NoSource, capture
@@ -84,6 +84,7 @@ class FunctionState:
         self.original_source = ast.unparse(cap.tree)
         drop_loop_else(cap)   # `for ..: body else: tail` without a `break` as the loop followed by `tail`
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
+        triangles = rectangular_nests(cap)   # `for j in range(i + 1, n)` as a masked rectangle
         infos = analyze(cap, env)
         namer = namer_for(cap.tree)
         pieces, matches, reports, steps = [], {}, [], []
@@ -119,6 +120,11 @@ class FunctionState:
             if blocked:
                 r = blocked[0]
                 raise NotVectorizable(f"{cap.filename}:{r.lineno}: {r.reason}")
+        # a triangle that is not vectorized goes back as written (its rectangle does more work)
+        planned = {(info.lineno, info.col) for info, _ in pieces}
+        for outer, original in triangles:
+            if (outer.lineno, outer.col_offset) not in planned:
+                _put_back(cap.tree, outer, original)
         # a compiled step never sits inside (or around) a loop that is rewritten
         spans = [(info.plan.lineno, info.plan.end_lineno) for info, _ in pieces]
         kept = []
@@ -205,6 +211,15 @@ class FunctionState:
 _RAN = {"batched": "whole-batch torch operations (a batched body, no vmap)", "vmap": "torch.func.vmap",
         "broadcast": "one call on whole tensors (broadcasting)", "direct": "batched matrix products",
         "einsum": "one einsum over the nest's levels (a sum of products, no product per iteration)"}
+
+
+def _put_back(tree, node, original):
+    """Replace `node` by `original` wherever `tree` holds it."""
+    for parent in ast.walk(tree):
+        for field, value in ast.iter_fields(parent):
+            if isinstance(value, list) and any(v is node for v in value):
+                value[[k for k, v in enumerate(value) if v is node][0]] = original
+                return
 
 
 def _rng_states():

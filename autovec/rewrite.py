@@ -77,7 +77,8 @@ def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]], steps=())
             continue
         if info.kind in ("for", "while"):
             branch = low.stmts[-1]
-            branch.orelse = [node] + low.after
+            # (a triangular nest planned as a masked rectangle falls back to the loops as written)
+            branch.orelse = [getattr(node, "_av_original", node)] + low.after
             _replace(p[node], node, low.stmts)
             _replace(dp[dnode], dnode, copy.deepcopy(low.display))
             _swap_calls(exe, low.swaps)

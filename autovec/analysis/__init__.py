@@ -40,14 +40,14 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
     nest_inner: dict[int, int] = {}
     for node in _loops_in_order(fn):
         if id(node) in nest_inner:
-            infos.append(LoopInfo(node.lineno, src(node), None, None, node.col_offset, _kind(node),
-                                  part_of=nest_inner[id(node)]))
+            infos.append(LoopInfo(node.lineno, src(getattr(node, "_av_original", node)), None, None, node.col_offset,
+                                  _kind(node), part_of=nest_inner[id(node)]))
             continue
         if any(a <= node.lineno <= b for a, b in planned_spans) and isinstance(node, (ast.ListComp, ast.DictComp,
                                                                                       ast.SetComp)):
             continue  # part of a loop body that is rewritten as a whole
         loop_id += 1
-        text = src(node)
+        text = src(getattr(node, "_av_original", node))    # (a triangle shows as written)
         try:
             if blocked:
                 raise Refuse(blocked, node.lineno)

@@ -191,13 +191,14 @@ def rectangular_nests(cap: Captured) -> list:
             conds.append(ast.Compare(left=ast.Name(j, ast.Load()), ops=[ast.Lt()], comparators=[copy.deepcopy(hi)]))
         test = conds[0] if len(conds) == 1 else ast.BoolOp(op=ast.And(), values=conds)
         original = copy.deepcopy(outer)
+        inner._av_original = original.body[0]     # (explain shows the inner loop as written too)
         guarded = ast.If(test=test, body=inner.body, orelse=[])
         args = [new_lo if new_lo is not None else ast.Constant(0), new_hi]
         inner.iter = ast.Call(func=ast.Name("range", ast.Load()), args=args, keywords=[])
         inner.body = [guarded]
         for n in ast.walk(guarded.test):
             ast.copy_location(n, inner)
-        ast.copy_location(guarded, inner.body[0] if False else inner)
+        ast.copy_location(guarded, inner)
         guarded.end_lineno = inner.end_lineno
         for n in ast.walk(inner.iter):
             ast.copy_location(n, inner)
