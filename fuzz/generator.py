@@ -2950,7 +2950,8 @@ SCAN2_FORMS = {
 SCAN2_KINDS = [f"scan2/{k}" for k in SCAN2_FORMS]
 
 
-FORM_WEIGHTS = {"compile/rnn": 3, "compile/multi": 3, "scan2/argbest": 2, "scan2/item_extreme": 2, "win/nest": 3}   # the forms the fallback takes, drawn more often
+FORM_WEIGHTS = {"compile/rnn": 3, "compile/multi": 3, "scan2/argbest": 2, "scan2/item_extreme": 2, "win/nest": 3,
+                "store2/triangle": 3}   # the forms the fallback takes, drawn more often
 def store2_rows(self):
     """Several stores into one output per iteration: whole rows and single columns, in any
     order, sometimes an update (`+=`), a store under a condition, or a read of the output
@@ -3180,8 +3181,45 @@ def store2_einsum(self):
     self.emit(1, "return out")
 
 
+def store2_triangle(self):
+    """Triangular nests: an inner range starting or ending at the outer index plus a constant
+    (`range(i + c, n)`, `range(i)`, `range(a, i + c)`), outer ranges with a start, constants
+    that empty some rows; stores into a new tensor or an argument, sums, appends; sometimes the
+    inner index read after the nest, a step, or a bound the body changes (those keep the loops)."""
+    dt = self.pick(["float32", "float32", "float64", "int64"])
+    x = self.tensor("A", (self.n, self.n + self.rng.randint(0, 2)), dt)
+    c = self.pick([0, 1, 1, 2, -1])
+    off = "" if c == 0 else (f" + {c}" if c > 0 else f" - {-c}")
+    outer = self.pick(["range(A.shape[0])", "range(A.shape[0])", "range(1, A.shape[0])", "range(0, A.shape[0], 2)"])
+    inner = self.pick([f"range(i{off}, A.shape[1])", f"range(i{off})", f"range(0, i{off})",
+                       f"range(max(0, 1), i{off})", f"range(i{off}, A.shape[1], 2)"])
+    val = self.pick(["A[i, j]", "A[i, j] * 2 + 1", "(A[i, j] - A[j % A.shape[0], i % A.shape[1]]).abs()",
+                     "A[i, j] * j"])
+    out = self.pick(["store", "store", "sum", "append", "arg"])
+    if out == "store":
+        self.emit(1, f"out = torch.zeros(A.shape[0], A.shape[1], dtype=torch.{dt})")
+    elif out == "arg":
+        self.tensor("out", (self.n, self.n + 2), dt, readonly=False)
+    elif out == "sum":
+        self.emit(1, self.pick(["s = 0.0", "s = 0", "s = torch.zeros(())"]))
+    else:
+        self.emit(1, "outs = []")
+    self.emit(1, f"for i in {outer}:")
+    self.emit(2, f"for j in {inner}:")
+    if out in ("store", "arg"):
+        self.emit(3, f"out[i, j] = {val}")
+    elif out == "sum":
+        self.emit(3, f"s = s + {val}")
+    else:
+        self.emit(3, f"outs.append({val})")
+    ret = {"store": "out", "arg": "out", "sum": "s", "append": "outs"}[out]
+    if self.chance(0.15):
+        ret += ", j"      # (unbound, NameError, where no inner iteration runs)
+    self.emit(1, f"return {ret}")
+
+
 STORE2_FORMS = {"rows": store2_rows, "appends": store2_appends, "records": store2_records, "nest": store2_nest,
-                "views": store2_views, "einsum": store2_einsum}
+                "views": store2_views, "einsum": store2_einsum, "triangle": store2_triangle}
 
 
 def _number_list(self, n: int, kind: str) -> str:
