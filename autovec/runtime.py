@@ -1244,6 +1244,9 @@ def _fits(o: torch.Tensor, dtype) -> bool:
     narrower float's largest finite value. Checked only for narrowing conversions."""
     if dtype == torch.bool or o.numel() == 0 or dtype == torch.float16:
         return True          # (float16: setitem gives inf for a large number, as the conversion does)
+    if 0 in o.stride():
+        # an expanded value (a constant stored everywhere): its distinct elements only
+        o = o[tuple(slice(0, 1) if st == 0 else slice(None) for st in o.stride())]
     if dtype.is_floating_point:
         if not o.is_floating_point() or torch.finfo(o.dtype).max <= torch.finfo(dtype).max:
             return True

@@ -1046,3 +1046,21 @@ def test_a_stored_infinite_constant_passes_the_one_time_check(monkeypatch):
     g = autovec(_causal_mask)
     assert torch.equal(g(5), _causal_mask(5))
     assert explain(g, 5).path == "vectorized"
+
+
+def _store_big_constant(x, m):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        if m[i]:
+            out[i] = 1e39          # beyond float32: setitem raises
+    return out
+
+
+def test_a_constant_stored_everywhere_is_still_checked_against_the_output_dtype(monkeypatch):
+    # (the check now reads an expanded constant once instead of every row)
+    from conftest import raises_as_loop
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    m = torch.tensor([False, True, False])
+    raises_as_loop(RuntimeError, _store_big_constant, torch.zeros(3), m)
+    ok = torch.zeros(3, dtype=torch.bool)
+    torch.testing.assert_close(autovec(_store_big_constant)(torch.zeros(3), ok), torch.zeros(3))
