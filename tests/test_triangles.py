@@ -156,3 +156,49 @@ def test_an_inner_loop_vectorized_alone_keeps_the_triangle_per_outer_iteration()
 
     autovec(pairs)(torch.zeros(5))
     assert kept == [(i, j) for i in range(5) for j in range(i + 1, 5)]
+
+
+def growing_rectangle():
+    L = [0.0, 1.0]
+    for i in range(3):
+        for j in range(len(L)):       # evaluated again by every outer iteration, while L grows
+            L.append(float(i * j))
+    return L
+
+
+def growing_triangle(x):
+    L = [x[0]]
+    for i in range(3):
+        for j in range(i, len(L)):
+            L.append(x[j % x.shape[0]] * 2)
+    return L
+
+
+def test_an_inner_bound_the_body_changes_is_read_again_per_outer_iteration():
+    # (found by the ninth probe: the nest read len(L) once)
+    assert autovec(growing_rectangle)() == growing_rectangle()
+    x = torch.randn(5)
+    got, want = autovec(growing_triangle)(x), growing_triangle(x)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+
+
+def else_view(x):
+    out = []
+    for i in range(x.shape[0]):
+        y = x[i] * 2
+        if x[i].sum() > 0:
+            out.append(y)
+        else:
+            out.append(x[i])          # a view of the input
+    return out
+
+
+def test_a_view_appended_in_one_branch_stays_a_view():
+    x1 = torch.tensor([[-1.0, -1.0], [2.0, 2.0], [-3.0, -3.0]])
+    x2 = x1.clone()
+    o1, o2 = else_view(x1), autovec(else_view)(x2)
+    o1[0].fill_(7.0)
+    o2[0].fill_(7.0)
+    torch.testing.assert_close(x2, x1)

@@ -172,8 +172,10 @@ def rectangular_nests(cap: Captured) -> list:
         if not any(uses_i) or (uses_i[0] and lo_c is None) or (uses_i[1] and hi_c is None):
             continue
         bounds = [b for b in (start, stop, lo, hi) if b is not None]
-        assigned = {n.id for n in ast.walk(outer) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-        if not all(_pure_expr(b) for b in bounds) or any(_reads(b, a) for b in bounds for a in assigned - {i}):
+        from .names import mutated, reshaped, shape_reads
+        changed, shapes = mutated(outer) - {i}, reshaped(outer) - {i}   # (`L.append`, `x[i] = ..`)
+        if not all(_pure_expr(b) for b in bounds) or any(
+                (lambda r: r[0] & shapes or r[1] & changed)(shape_reads(b)) for b in bounds):
             continue
         if any(isinstance(n, ast.Name) and n.id == j for n in ast.walk(cap.tree)
                if not any(n is m for m in ast.walk(inner))):

@@ -1782,6 +1782,8 @@ def _module_function(f: ast.Attribute, ctx: Context) -> bool:
 def nest_levels(node: ast.For, ctx: Context) -> list[tuple[str, tuple, ast.For]]:
     """The perfectly nested range loops starting at `node` (one entry when not a nest)."""
     levels, cur = [], node
+    body = ast.Module(body=node.body, type_ignores=[])
+    changed, reshaped = nm.mutated(body), nm.reshaped(body)   # (re-read bounds must not move)
     while isinstance(cur, ast.For) and not cur.orelse:
         try:
             space = iteration(cur, ctx)
@@ -1792,12 +1794,22 @@ def nest_levels(node: ast.For, ctx: Context) -> list[tuple[str, tuple, ast.For]]
         outer = {ix for ix, _, _ in levels}
         if any(nm.load_ids(ast.parse(a, mode="eval")) & outer for a in space.range_args):
             break  # the inner range depends on an outer index: not a rectangle
+        if levels and any(_bound_moves(a, changed, reshaped) for a in space.range_args):
+            break  # an inner range, evaluated again by each outer iteration, reads what the body changes
         levels.append((space.index, space.range_args, cur))
         if len(cur.body) == 1 and isinstance(cur.body[0], ast.For):
             cur = cur.body[0]
             continue
         break
     return levels
+
+
+def _bound_moves(arg: str, changed: set, reshaped: set) -> bool:
+    """Whether a range bound may differ between evaluations in a loop whose body changes
+    `changed` (and the shapes of `reshaped`): `len(L)` with `L.append` in the body; not
+    `x.shape[1]` with `x[i, j] = ..` (a store into elements keeps the shape)."""
+    shaped, other = nm.shape_reads(ast.parse(arg, mode="eval"))
+    return bool(other & changed or shaped & reshaped)
 
 
 def match_subscript_nest(node: ast.Subscript, indices: list[str]):

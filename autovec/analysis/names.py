@@ -74,6 +74,70 @@ def stores(node: ast.AST) -> set[str]:
     return out
 
 
+_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update", "setdefault",
+             "popitem", "add", "discard"}
+
+
+_RESHAPERS = {"resize_", "resize_as_", "set_", "squeeze_", "unsqueeze_", "t_", "transpose_", "swapaxes_",
+              "swapdims_", "as_strided_"}
+
+
+def reshaped(node: ast.AST) -> set[str]:
+    """Names whose shape `node` may change: assigned, or a container's mutating method or a
+    tensor's shape-changing in-place method called on them (a store into elements keeps it)."""
+    out = set(stores(node))
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
+                n.func.attr in _MUTATORS or n.func.attr in _RESHAPERS):
+            root = n.func.value
+            while isinstance(root, (ast.Subscript, ast.Attribute)):
+                root = root.value
+            if isinstance(root, ast.Name):
+                out.add(root.id)
+        if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Del) and isinstance(n.value, ast.Name):
+            out.add(n.value.id)
+    return out
+
+
+def shape_reads(expr: ast.AST) -> tuple[set[str], set[str]]:
+    """(names `expr` reads only through their shape: `x.shape[1]`, `x.size(0)`, `x.dim()`;
+    names it reads otherwise)."""
+    via_shape = set()
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Attribute) and n.attr in ("shape", "ndim") and isinstance(n.value, ast.Name):
+            via_shape.add(id(n.value))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("size", "dim") \
+                and isinstance(n.func.value, ast.Name):
+            via_shape.add(id(n.func.value))
+    shaped, other = set(), set()
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            (shaped if id(n) in via_shape else other).add(n.id)
+    return shaped, other
+
+
+def mutated(node: ast.AST) -> set[str]:
+    """Names whose value `node` may change: assigned, stored into (`x[i] = ..`, `x.a = ..`), or
+    the receiver of a container's mutating method or a tensor's in-place one (`L.append`,
+    `x.add_`). A range bound reading one of them is not the same on every evaluation."""
+    out = set(stores(node))
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            root = n.value
+            while isinstance(root, (ast.Subscript, ast.Attribute)):
+                root = root.value
+            if isinstance(root, ast.Name):
+                out.add(root.id)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
+                n.func.attr in _MUTATORS or n.func.attr.endswith("_") and not n.func.attr.endswith("__")):
+            root = n.func.value
+            while isinstance(root, (ast.Subscript, ast.Attribute)):
+                root = root.value
+            if isinstance(root, ast.Name):
+                out.add(root.id)
+    return out
+
+
 def parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
     return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 

@@ -501,7 +501,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, show, mpos is not None and mask))
         elif o.kind == "append":
             group = [x for x in plan.outputs if x.kind == "append" and x.target == o.target] if o.joined > 1 else [o]
-            views = ", views=True" if any(_may_share(x.value, plan) for x in group) else ""
+            # (every value appended to the list in the loop as written: branches merged into one
+            # batch may hold a view of the input in one of them)
+            values = [x.value for x in group] + _appended(plan, o.target)
+            views = ", views=True" if any(_may_share(v, plan) for v in values) else ""
             prepare += template(f"P = AV.consume('list', {ok}, {mask}, {py}, {T}{views})", P=P, AV=AV)
             if o.joined <= 1 and _free_name(o.value, plan):
                 # `out.append(w)` of a tensor from outside the loop: the loop's list holds w itself
@@ -920,6 +923,17 @@ _MAY_SHARE = {"view", "view_as", "reshape", "reshape_as", "t", "transpose", "per
               "moveaxis", "swapaxes", "swapdims", "unfold", "as_strided", "contiguous", "to", "type", "type_as",
               "float", "double", "half", "bfloat16", "int", "long", "short", "char", "byte", "bool", "cpu",
               "cuda", "unbind", "split", "chunk", "view_as_real", "view_as_complex"}
+
+
+def _appended(plan: LoopPlan, target: str) -> list[str]:
+    """The values `target.append(..)` receives in the loop as written (its source)."""
+    try:
+        tree = ast.parse(plan.source)
+    except (SyntaxError, TypeError):
+        return []
+    return [ast.unparse(n.args[0]) for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == target and len(n.args) == 1]
 
 
 def _free_name(value: str, plan: LoopPlan) -> bool:
