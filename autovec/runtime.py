@@ -907,29 +907,32 @@ class FunctionRuntime:
                                  for b, py, v in zip(batches, pys, shares)]))
 
     @staticmethod
-    def consume(kind, o, mask=None, py=False, tok=None, views=False, others=None):
-        """FunctionRuntime._consume; a kept list's elements once per batch (and mask) a call: the
-        same batch kept in two lists, or twice in one appended literal (`(y, y)`), gives the same
-        tensors, as the loop's lists hold the same tensors."""
-        if kind != "list" or tok is None:
-            return FunctionRuntime._consume(kind, o, mask, py, tok, views, others)
+    def _kept_once(kind, o, mask, py, tok, views, others):
+        """A kept list's elements once per batch (and mask) a call: the same batch kept in two
+        lists, or twice in one appended literal (`(y, y)`), gives the same tensors, as the
+        loop's lists hold the same tensors."""
         key = (id(o), id(mask), py, views)
         if tok.lists is None:
             tok.lists = {}
         hit = tok.lists.get(key)
         if hit is not None and hit[0] is o and hit[1] is mask:
             return list(hit[2])
-        out = FunctionRuntime._consume(kind, o, mask, py, tok, views, others)
+        out = FunctionRuntime.consume(kind, o, mask, py, None, views, others, tok)
         tok.lists[key] = (o, mask, out)
         return list(out)
 
     @staticmethod
-    def _consume(kind, o, mask=None, py=False, tok=None, views=False, others=None):
+    def consume(kind, o, mask=None, py=False, tok=None, views=False, others=None, kept=None):
         """What the loop's list, built by appends, turns into: the stacked tensor, the list itself...
         `views`: the loop's elements may be views of what it reads (`x[i]`, `row`); kept as a
         list they see later writes into those tensors, so the batch must be a view of them too
         (its rows then are the same views), else the loop runs. `others`: the body's outputs,
-        where the batch may also be handed out another way (see Token.shares_output)."""
+        where the batch may also be handed out another way (see Token.shares_output). A kept
+        list goes through _kept_once (`kept`: its token, on that second pass)."""
+        if kind == "list" and tok is not None:
+            return FunctionRuntime._kept_once(kind, o, mask, py, tok, views, others)
+        if kept is not None:
+            tok = kept
         if views and not py and kind == "list":
             if tok is None or not tok.shares_input(o):
                 raise GuardFailed("a list of views of the loop's inputs (`x[i]`), built from a new batch: "
