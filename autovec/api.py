@@ -8,6 +8,7 @@ import difflib
 import functools
 import io
 import logging
+import numbers
 import types
 import weakref
 
@@ -172,19 +173,19 @@ class FunctionState:
         return self.compiled(*args, **kwargs)
 
     def _checked(self, args, kwargs):
-        from .equivalence import EquivalenceError, clone_args, compare
+        from .equivalence import EquivalenceError, _RngState, clone_args, compare
 
         if self.compiled is self.fn:
             return self.fn(*args, **kwargs)   # nothing rewritten: nothing to compare (and one run's effects)
         ref_args, ref_kwargs = clone_args(args, kwargs)
-        rng = _rng_states()
+        rng = _RngState()
         try:
             expected = self.fn(*ref_args, **ref_kwargs)
         except Exception as e:
             expected_exc = e
         else:
             expected_exc = None
-        _set_rng_states(rng)   # the rewrite draws the same random numbers the original drew
+        rng.restore()   # the rewrite draws the same random numbers the original drew
         try:
             got = self.compiled(*args, **kwargs)
         except Exception as e:
@@ -222,25 +223,6 @@ def _put_back(tree, node, original):
                 return
 
 
-def _rng_states():
-    """The random number generators' states (torch's, CUDA's if started, Python's, numpy's)."""
-    import random
-    import numpy as np
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-    return torch.get_rng_state(), cuda, random.getstate(), np.random.get_state()
-
-
-def _set_rng_states(states):
-    import random
-    import numpy as np
-    cpu, cuda, py, npy = states
-    torch.set_rng_state(cpu)
-    if cuda is not None:
-        torch.cuda.set_rng_state_all(cuda)
-    random.setstate(py)
-    np.random.set_state(npy)
-
-
 def _count_ops(plan) -> int:
     """Operations in one iteration, for the cost model: calls, arithmetic and subscripts."""
     n = 0
@@ -255,8 +237,16 @@ def autovec(fn=None, *, check=False, fallback="auto", strict=False, memory_budge
     computation; everything else runs the original code. See API.md."""
     if fallback not in _FALLBACKS:
         raise ValueError(f"autovec: fallback must be one of {', '.join(_FALLBACKS)}, not {fallback!r}")
-    if memory_budget is not None and (not isinstance(memory_budget, int) or memory_budget <= 0):
-        raise ValueError(f"autovec: memory_budget is a number of bytes > 0, not {memory_budget!r}")
+    if memory_budget is not None:
+        whole = isinstance(memory_budget, numbers.Integral) or (
+            isinstance(memory_budget, float) and memory_budget.is_integer())
+        if isinstance(memory_budget, bool) or not whole or memory_budget <= 0:
+            raise ValueError(f"autovec: memory_budget is a whole number of bytes above 0 (e.g. 2**30), "
+                             f"not {memory_budget!r}")
+        memory_budget = int(memory_budget)
+    for flag, value in (("check", check), ("strict", strict)):
+        if not isinstance(value, bool):
+            raise ValueError(f"autovec: {flag} is True or False, not {value!r}")
     options = dict(check=check, fallback=fallback, strict=strict, memory_budget=memory_budget)
     if fn is None:
         return functools.partial(autovec, **options)
@@ -266,6 +256,9 @@ def autovec(fn=None, *, check=False, fallback="auto", strict=False, memory_budge
         return classmethod(autovec(fn.__func__, **options))
     if not callable(fn):
         raise TypeError(f"autovec: expected a function, got {type(fn).__name__}")
+    if is_autovec_wrapper(fn) and isinstance(fn, AutovecFunction):
+        # `autovec(autovec(f))`: one rewrite of f, with the outer options
+        return AutovecFunction(fn.__wrapped__, FunctionState(fn.__wrapped__, **options))
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
         # `autovec(model.conv)`: the method's function, rewritten, bound to the same instance
         return _BoundAutovec(AutovecFunction(fn.__func__, FunctionState(fn.__func__, **options)), fn.__self__)
@@ -393,7 +386,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
     rt.chunked.clear()
     rt.batched_seen.clear()
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             state.compiled(*a, **k)
     except Exception as e:
         ex.notes.append(f"the call raised {type(e).__name__}: {e}")

@@ -255,7 +255,10 @@ def _clone_tensor(t: torch.Tensor, memo) -> torch.Tensor:
         new.set_(memo[key], t.storage_offset(), t.size(), t.stride())
     else:
         new = t.detach().clone()
-    return _like_original(new, t)
+    new = _like_original(new, t)
+    if t.is_leaf and t.grad is not None:
+        new.grad = _clone_tensor(t.grad, memo)     # (`p.grad[i]` read by the function)
+    return new
 
 
 def _like_original(new: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -331,10 +334,16 @@ def assert_equivalent(fn, *args, rtol=None, atol=None, grad=False, trials=1, **k
     `grad=True`, gradients with respect to floating-point tensor arguments. Trials after
     the first use fresh random values of the same shapes, dtypes and devices.
     """
-    from autovec.api import autovec as _autovec, is_autovec_wrapper  # api imports this module
+    import types
+    from autovec.api import _BoundAutovec, autovec as _autovec, is_autovec_wrapper  # api imports this module
 
-    if trials < 1:
-        raise ValueError(f"trials must be at least 1, got {trials}")
+    if type(trials) is not int or trials < 1:
+        raise ValueError(f"assert_equivalent: trials is how many times to compare, an int of at least 1, "
+                         f"not {trials!r}")
+    if isinstance(fn, (types.MethodType, _BoundAutovec)):
+        # a bound method: its object is an argument too, copied for each run like the others
+        args = (fn.__self__,) + args
+        fn = fn.__func__
     fast = fn if is_autovec_wrapper(fn) else _autovec(fn)
     original = fast.__wrapped__
     name = getattr(original, "__qualname__", repr(original))
@@ -397,16 +406,25 @@ def _compare_errors(exp_err, got_err) -> str | None:
 
 
 class _RngState:
-    """Snapshot of the CPU (and, once in use, CUDA) random number generators."""
+    """Snapshot of the random number generators: torch's CPU one (and CUDA's, once in use),
+    Python's `random` and numpy's global one."""
 
     def __init__(self) -> None:
+        import random
+        import numpy as np
         self.cpu = torch.get_rng_state()
         self.cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        self.py = random.getstate()
+        self.np = np.random.get_state()
 
     def restore(self) -> None:
+        import random
+        import numpy as np
         torch.set_rng_state(self.cpu)
         if self.cuda is not None:
             torch.cuda.set_rng_state_all(self.cuda)
+        random.setstate(self.py)
+        np.random.set_state(self.np)
 
 
 def _named_arguments(fn, args, kwargs) -> dict[str, Any]:

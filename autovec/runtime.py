@@ -33,7 +33,8 @@ class GuardFailed(Exception):
 
 
 class NotVectorizable(Exception):
-    """Raised with `strict=True` when a loop would run its original Python code."""
+    """Raised with `strict=True` when a loop would run its original Python code because it
+    cannot be vectorized (not where the cost model picks the loop as the faster path)."""
 
 
 def _reachable_tensors(values, depth=2):
@@ -399,8 +400,12 @@ class FunctionRuntime:
         try:
             return self._guard(pending, mapped, free, calls, writes)
         except GuardFailed as e:
-            if pending[11] is not None and not getattr(e, "data", False):
-                pending[11].vectorized_failed()
+            # (a decision the estimate settled is no timing one: it counts refusals too, so that a
+            # signature or data refused on every call stops paying for the attempt; the bucket
+            # tries the vectorized path again later, Decision.wait)
+            d = pending[11] if pending[11] is not None else self.decisions.get((loop_id, pending[6].bit_length()))
+            if d is not None:
+                d.vectorized_failed()
             return self._refuse(loop_id, m.plan, e)
 
     def _refuse(self, loop_id, plan, e):
@@ -704,8 +709,10 @@ class FunctionRuntime:
         self.ran.pop(loop_id, None)    # a mode that ran before the call fell back did not produce it
         if not isinstance(tok, Token):
             tok = None
-        elif tok.decision is not None and not data:
-            tok.decision.vectorized_failed()   # (a refusal of these values alone says nothing of the path)
+        else:                  # (refusals of values count too: the bucket tries again later)
+            d = tok.decision if tok.decision is not None else self.decisions.get((loop_id, tok.n.bit_length()))
+            if d is not None:
+                d.vectorized_failed()
         if tok is not None and (loop_id, tok.sig) not in self.succeeded and not data:
             # a type-level failure (vmap refusing the body) is remembered for this signature;
             # a failure that depends on the values (an index out of range) is not
@@ -2157,6 +2164,10 @@ FunctionRuntime.mm = _mm_method
 def _scatter_prep(target, vals, idxs, op, mask):
     """Indices and values for one `index_put_` that does what the loop's
     `target[i0, i1] op= v` does, repeated indices included."""
+    if op and target.dtype in _HALF:
+        # the loop rounds to float16 / bfloat16 after every addition (2048 + 1 is 2048); an
+        # index_put_ adds the increments to each element without those roundings
+        raise GuardFailed(_HALF_SUM)
     for i in idxs:
         if isinstance(i, torch.Tensor) and i.dtype == torch.uint8:
             # a uint8 tensor indexes as a byte mask in torch (`h[x[i]]` selects all or nothing),

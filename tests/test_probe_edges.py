@@ -633,3 +633,39 @@ def test_uint8_indices_select_as_byte_masks_like_the_loop(fn):
     y = x.to(torch.int64)                     # the same data as positions vectorizes
     torch.testing.assert_close(autovec(fn)(y, 5), fn(y, 5))
     assert explain(fn, y, 5).path == "vectorized"
+
+
+# ----------------------------------------------------------------- the tenth probe
+
+def message_pass(x, edges, w):
+    out = torch.zeros_like(x)
+    for e in range(edges.shape[0]):
+        out[edges[e, 1]] += x[edges[e, 0]] * w[e]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_half_precision_scatter_add_rounds_as_the_loop(dtype):
+    # the loop rounds after every addition (ones into one node: 2048 + 1 is 2048 in float16)
+    x = torch.ones(4, 2, dtype=dtype)
+    edges = torch.zeros(3000, 2, dtype=torch.long)
+    w = torch.ones(3000, dtype=dtype)
+    torch.testing.assert_close(autovec(message_pass)(x, edges, w), message_pass(x, edges, w), rtol=0, atol=0)
+    y = x.float()
+    torch.testing.assert_close(autovec(message_pass)(y, edges, w.float()), message_pass(y, edges, w.float()))
+
+
+def clip_grad_rows(p, c):
+    out = torch.empty_like(p)
+    for i in range(p.shape[0]):
+        g = p.grad[i]
+        out[i] = g * torch.clamp(c / (g.norm() + 1e-6), max=1.0)
+    return out
+
+
+def test_explain_copies_a_gradient_the_function_reads():
+    p = torch.randn(16, 4, requires_grad=True)
+    p.grad = torch.randn(16, 4)
+    ex = explain(clip_grad_rows, p, 1.0)
+    assert "NoneType" not in str(ex) and ex.path == "vectorized"
+    torch.testing.assert_close(autovec(clip_grad_rows)(p, 1.0), clip_grad_rows(p, 1.0))
