@@ -89,11 +89,7 @@ def reshaped(node: ast.AST) -> set[str]:
     for n in ast.walk(node):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
                 n.func.attr in _MUTATORS or n.func.attr in _RESHAPERS):
-            root = n.func.value
-            while isinstance(root, (ast.Subscript, ast.Attribute)):
-                root = root.value
-            if isinstance(root, ast.Name):
-                out.add(root.id)
+            out |= _root(n.func.value)
         if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Del) and isinstance(n.value, ast.Name):
             out.add(n.value.id)
     return out
@@ -123,19 +119,18 @@ def mutated(node: ast.AST) -> set[str]:
     out = set(stores(node))
     for n in ast.walk(node):
         if isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            root = n.value
-            while isinstance(root, (ast.Subscript, ast.Attribute)):
-                root = root.value
-            if isinstance(root, ast.Name):
-                out.add(root.id)
+            out |= _root(n.value)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
                 n.func.attr in _MUTATORS or n.func.attr.endswith("_") and not n.func.attr.endswith("__")):
-            root = n.func.value
-            while isinstance(root, (ast.Subscript, ast.Attribute)):
-                root = root.value
-            if isinstance(root, ast.Name):
-                out.add(root.id)
+            out |= _root(n.func.value)
     return out
+
+
+def _root(node: ast.AST) -> set[str]:
+    """{name} of `name`, `name.a[i].b`, ..; empty for anything else."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return {node.id} if isinstance(node, ast.Name) else set()
 
 
 def parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
