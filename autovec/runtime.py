@@ -951,6 +951,18 @@ class FunctionRuntime:
         elif kind in ("stack", "cat") and tok is not None and (
                 tok.shares_input(o) or others is not None and tok.shares_output(o, others)):
             o = o.clone()  # torch.stack returns a new tensor; the batch may be an input itself
+        if kind == "batch":
+            # fission: the values the loop that stays reads row by row (`_av_h0[_av_j]`); Python
+            # numbers in the loop stay Python numbers
+            if py:
+                # (they could be a list of them, but the batched body of math on Python numbers
+                # costs more than the loop that computes them at these sizes; the cost model's
+                # estimate does not see that yet)
+                raise GuardFailed("fission: the values computed ahead of the loop are Python numbers "
+                                  "(`math.sin(..)`, `.item()`); the loop computes them as written")
+            if tok is not None and tok.shares_input(o):
+                o = o.clone()
+            return o
         if kind == "stack":
             if o.shape[0] == 0:
                 raise GuardFailed("torch.stack of an empty list (the loop raises)", data=True)

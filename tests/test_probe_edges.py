@@ -669,3 +669,20 @@ def test_explain_copies_a_gradient_the_function_reads():
     ex = explain(clip_grad_rows, p, 1.0)
     assert "NoneType" not in str(ex) and ex.path == "vectorized"
     torch.testing.assert_close(autovec(clip_grad_rows)(p, 1.0), clip_grad_rows(p, 1.0))
+
+
+def sinusoid_pe(T, d):
+    pe = torch.zeros(T, d)
+    for pos in range(T):
+        for i in range(0, d, 2):
+            pe[pos, i] = math.sin(pos / (10000 ** (i / d)))
+            pe[pos, i + 1] = math.cos(pos / (10000 ** (i / d)))
+    return pe
+
+
+def test_fission_of_python_numbers_keeps_the_loop_with_a_reason_about_them():
+    # (the reason said "torch.stack of Python numbers (the loop raises)": neither is so)
+    f = autovec(sinusoid_pe)
+    torch.testing.assert_close(f(6, 4), sinusoid_pe(6, 4), rtol=0, atol=0)
+    notes = " ".join(explain(f, 6, 4).notes)
+    assert "torch.stack" not in notes and "Python numbers" in notes

@@ -492,7 +492,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             display_tail.append(f"{result} = {_consume_text(o.consumer, ok, mpos is not None and mask)}")
         elif o.kind == "append" and o.consumer == "batch":
             # fission: the batched values the sequential loop reads row by row
-            prepare += template(f"{o.target} = AV.consume('stack', {ok}, {mask}, {py}, {T})", AV=AV)
+            prepare += template(f"{o.target} = AV.consume('batch', {ok}, {mask}, {py}, {T})", AV=AV)
             display_tail.append(f"{o.target} = {ok}")
         elif o.kind == "append" and o.consumer:
             prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{oth})", P=P, AV=AV)
