@@ -188,6 +188,15 @@ def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
         cname = cls.__name__
         if sub.training and cname.startswith(_MODULE_TRAINING_RANDOM):
             return f"{where} is a {cname} in training mode (random)"
+        p = getattr(sub, "dropout", None)
+        if sub.training and isinstance(p, (int, float)) and not isinstance(p, bool) and p > 0:
+            # a dropout probability the module applies itself (MultiheadAttention, RNNs):
+            # random in training mode like a Dropout submodule
+            return f"{where} is a {cname} with dropout={p} in training mode (random)"
+        if getattr(sub, "scale_grad_by_freq", False) and any(q.requires_grad for q in sub.parameters(recurse=False)):
+            # its gradient scales each call's rows by their counts in that call: one batched call
+            # counts over every iteration
+            return f"{where} is a {cname} with scale_grad_by_freq=True (its gradient depends on each call's indices)"
         if sub.training and cname.startswith(_MODULE_TRAINING_STATE):
             return f"{where} is a {cname} in training mode (it updates running statistics)"
         if not cls.__module__.startswith("torch.nn."):

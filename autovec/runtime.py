@@ -616,6 +616,8 @@ class FunctionRuntime:
                     raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")
                 if grad and t.requires_grad and t.is_leaf:
                     raise GuardFailed("the output is a leaf tensor that requires grad (the loop raises)")
+                if not t.is_contiguous() and _overlapping(t):
+                    raise GuardFailed("the output has elements that share memory (an expanded tensor)")
                 written.append(t)
                 if not t.is_cpu:
                     cpu = False
@@ -2208,10 +2210,10 @@ def _scatter_prep(target, vals, idxs, op, mask):
         norm.append(i if i.dtype == torch.long else i.to(torch.long))
     slot = target.shape[len(idxs):]
     v = vals.shape[1:]
-    while len(v) > len(slot) and v[0] == 1:
-        v = v[1:]
+    while len(v) > len(slot) and v[0] == 1 and not op:
+        v = v[1:]      # (a store drops leading 1s; an in-place `+=` raises instead, as the loop does)
     if len(v) > len(slot):
-        raise GuardFailed("a value does not fit the written element")
+        raise GuardFailed("a value does not fit the written element (the loop raises)", data=True)
     if vals.shape[1:] != slot:
         vals = vals.reshape(n, *([1] * (len(slot) - len(v))), *v).expand(n, *slot)
     if vals.dtype != target.dtype:
@@ -2481,10 +2483,11 @@ def _nest_region(target, s, keep, tok, zeros=False):
     region = target[tuple(rows)]
     slot = region.shape[nd:]
     v = s.shape[nd:]
-    while len(v) > len(slot) and v[0] == 1:
-        v = v[1:]
     if len(v) > len(slot):
-        return None
+        # `out[i] += t` with t of more dimensions than the element (even leading 1s): the
+        # loop's in-place add raises
+        raise GuardFailed("a value with more dimensions than the element it is added to (the loop raises)",
+                          data=True)
     if not zeros:     # (a torch.zeros made right before the loop holds no -0.0)
         neg = torch.signbit(region)
         if bool(neg.any()) and bool((neg & (region == 0)).any()):

@@ -686,3 +686,50 @@ def test_fission_of_python_numbers_keeps_the_loop_with_a_reason_about_them():
     torch.testing.assert_close(f(6, 4), sinusoid_pe(6, 4), rtol=0, atol=0)
     notes = " ".join(explain(f, 6, 4).notes)
     assert "torch.stack" not in notes and "Python numbers" in notes
+
+
+# ----------------------------------------------------------------- the fourteenth probe
+
+def matvec_acc(A, x, out):
+    for i in range(A.shape[0]):
+        for j in range(A.shape[1]):
+            out[i] += A[i, j] * x[j]
+    return out
+
+
+def test_a_nest_sum_into_an_expanded_output_runs_the_loop():
+    # (the commit raised "more than one element of the written-to tensor refers to a single
+    # memory location" outside the guarded block)
+    A, x = torch.randn(5, 4), torch.randn(4)
+    got = autovec(matvec_acc)(A, x, torch.zeros(1).expand(5))
+    want = matvec_acc(A, x, torch.zeros(1).expand(5))
+    torch.testing.assert_close(got, want)
+
+
+def test_a_nest_sum_of_a_value_wider_than_the_element_raises_as_the_loop():
+    from conftest import raises_as_loop
+    A, x = torch.randn(5, 4), torch.randn(4, 1)     # x[j] is (1,), out[i] is 0-d: `+=` raises
+    raises_as_loop(RuntimeError, matvec_acc, A, x, torch.zeros(5))
+
+
+def embed_rows(emb, x):
+    out = []
+    for row in x:
+        out.append(emb(row))
+    return torch.stack(out)
+
+
+def test_modules_whose_calls_differ_per_call_keep_the_loop():
+    # scale_grad_by_freq scales by each call's index counts; MultiheadAttention's own dropout
+    # draws random numbers in training mode
+    emb = torch.nn.Embedding(10, 3, scale_grad_by_freq=True)
+    x = torch.randint(0, 10, (6, 4))
+    e1, e2 = emb, torch.nn.Embedding(10, 3, scale_grad_by_freq=True)
+    e2.load_state_dict(e1.state_dict())
+    embed_rows(e1, x).sum().backward()
+    autovec(embed_rows)(e2, x).sum().backward()
+    torch.testing.assert_close(e2.weight.grad, e1.weight.grad)
+    from autovec.purity import module_impurity
+    mha = torch.nn.MultiheadAttention(4, 2, dropout=0.5)
+    assert "dropout" in (module_impurity(mha) or "")
+    assert module_impurity(mha.eval()) is None
