@@ -25,7 +25,7 @@ from .compiled import Stepping
 from .lowering import choose
 from .lowering import compile as compile_lowering
 from .purity import Env
-from .rewrite import apply, namer_for
+from .rewrite import _parents, _replace, apply, namer_for
 from .runtime import FunctionRuntime, NotVectorizable
 
 log = logging.getLogger("autovec")
@@ -125,7 +125,7 @@ class FunctionState:
         planned = {(info.lineno, info.col) for info, _ in pieces}
         for outer, original in triangles:
             if (outer.lineno, outer.col_offset) not in planned:
-                _put_back(cap.tree, outer, original)
+                _replace(_parents(cap.tree)[outer], outer, original)
         # a compiled step never sits inside (or around) a loop that is rewritten
         spans = [(info.plan.lineno, info.plan.end_lineno) for info, _ in pieces]
         kept = []
@@ -214,15 +214,6 @@ _RAN = {"batched": "whole-batch torch operations (a batched body, no vmap)", "vm
         "einsum": "one einsum over the nest's levels (a sum of products, no product per iteration)"}
 
 
-def _put_back(tree, node, original):
-    """Replace `node` by `original` wherever `tree` holds it."""
-    for parent in ast.walk(tree):
-        for field, value in ast.iter_fields(parent):
-            if isinstance(value, list) and any(v is node for v in value):
-                value[[k for k, v in enumerate(value) if v is node][0]] = original
-                return
-
-
 def _count_ops(plan) -> int:
     """Operations in one iteration, for the cost model: calls, arithmetic and subscripts."""
     n = 0
@@ -256,7 +247,7 @@ def autovec(fn=None, *, check=False, fallback="auto", strict=False, memory_budge
         return classmethod(autovec(fn.__func__, **options))
     if not callable(fn):
         raise TypeError(f"autovec: expected a function, got {type(fn).__name__}")
-    if is_autovec_wrapper(fn) and isinstance(fn, AutovecFunction):
+    if isinstance(fn, AutovecFunction):
         # `autovec(autovec(f))`: one rewrite of f, with the outer options
         return AutovecFunction(fn.__wrapped__, FunctionState(fn.__wrapped__, **options))
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):

@@ -673,7 +673,7 @@ class FunctionRuntime:
                                for c in calls)
                         # (a tensor reached through an outside object: `self.w`, a module's parameter)
                         or any(not isinstance(v, torch.Tensor) and _grad_reachable(v) for v in free)
-                        or any(_user_code(c) and _reads_grad(c) for c in calls)):
+                        or any(_user_code(c) and _reaches_grad(c, 0, anything=True) for c in calls)):
                     # where() computes both sides; a side masked out can still send NaN or inf into
                     # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes
                     raise GuardFailed("data-dependent branches or selected iterations with tensors that require "
@@ -916,7 +916,7 @@ class FunctionRuntime:
                                  for b, py, v in zip(batches, pys, shares)]))
 
     @staticmethod
-    def _kept_once(kind, o, mask, py, tok, views, others):
+    def _kept_once(o, mask, py, tok, views):
         """A kept list's elements once per batch (and mask) a call: the same batch kept in two
         lists, or twice in one appended literal (`(y, y)`), gives the same tensors, as the
         loop's lists hold the same tensors."""
@@ -926,23 +926,17 @@ class FunctionRuntime:
         hit = tok.lists.get(key)
         if hit is not None and hit[0] is o and hit[1] is mask:
             return list(hit[2])
-        out = FunctionRuntime.consume(kind, o, mask, py, None, views, others, tok)
+        out = FunctionRuntime._kept(o, mask, py, tok, views)
         tok.lists[key] = (o, mask, out)
         return list(out)
 
     @staticmethod
-    def consume(kind, o, mask=None, py=False, tok=None, views=False, others=None, kept=None):
-        """What the loop's list, built by appends, turns into: the stacked tensor, the list itself...
-        `views`: the loop's elements may be views of what it reads (`x[i]`, `row`); kept as a
-        list they see later writes into those tensors, so the batch must be a view of them too
-        (its rows then are the same views), else the loop runs. `others`: the body's outputs,
-        where the batch may also be handed out another way (see Token.shares_output). A kept
-        list goes through _kept_once (`kept`: its token, on that second pass)."""
-        if kind == "list" and tok is not None:
-            return FunctionRuntime._kept_once(kind, o, mask, py, tok, views, others)
-        if kept is not None:
-            tok = kept
-        if views and not py and kind == "list":
+    def _kept(o, mask, py, tok, views):
+        """The elements of a list the loop keeps, from its batch (and mask). `views`: the loop's
+        elements may be views of what it reads (`x[i]`, `row`); kept as a list they see later
+        writes into those tensors, so the batch must be a view of them too (its rows then are
+        the same views), else the loop runs."""
+        if views and not py:
             if tok is None or not tok.shares_input(o):
                 raise GuardFailed("a list of views of the loop's inputs (`x[i]`), built from a new batch: "
                                   "later writes into the inputs would not reach its elements (the loop decides)")
@@ -950,12 +944,30 @@ class FunctionRuntime:
                 return [o.select(0, k) for k in _mask_rows(mask, o)]
         if mask is not None:
             o = _select(o, mask)
+        if py and o.dim() != 1:
+            # one Python number per iteration is one element per row: `.item()` of a row with
+            # several elements raises in the loop
+            if o.dim() == 0 or o[0].numel() != 1:
+                raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)", data=True)
+            o = o.reshape(o.shape[0])
+        return FunctionRuntime._listed(o, py, views)
+
+    @staticmethod
+    def consume(kind, o, mask=None, py=False, tok=None, views=False, others=None):
+        """What the loop's list, built by appends, turns into: the stacked tensor, the list
+        itself (_kept, once per batch a call: _kept_once), ... `others`: the body's outputs,
+        where the batch may also be handed out another way (see Token.shares_output)."""
+        if kind == "list":
+            if tok is None:
+                return FunctionRuntime._kept(o, mask, py, tok, views)
+            return FunctionRuntime._kept_once(o, mask, py, tok, views)
+        if mask is not None:
+            o = _select(o, mask)
         elif kind in ("stack", "cat") and tok is not None and (
                 tok.shares_input(o) or others is not None and tok.shares_output(o, others)):
             o = o.clone()  # torch.stack returns a new tensor; the batch may be an input itself
         if kind == "batch":
-            # fission: the values the loop that stays reads row by row (`_av_h0[_av_j]`); Python
-            # numbers in the loop stay Python numbers
+            # fission: the values the loop that stays reads row by row (`_av_h0[_av_j]`)
             if py:
                 # (they could be a list of them, but the batched body of math on Python numbers
                 # costs more than the loop that computes them at these sizes; the cost model's
@@ -1010,7 +1022,7 @@ class FunctionRuntime:
                     others is not None and tok.shares_output(o, others)):
                 return o.detach()   # a fresh batch nobody else holds: torch.tensor's copy is not needed
             return o.detach().clone()
-        return FunctionRuntime._listed(o, py, views)
+        raise GuardFailed(f"no batched form of the consumer {kind!r}")
 
     @staticmethod
     def _listed(o, py, views):
@@ -2914,15 +2926,15 @@ def _method_unsafe(sub, fn, depth) -> bool:
     return False
 
 
-def _reaches_grad(fn, depth) -> bool:
-    """Whether a helper whose code puts outside values through such operations reads a tensor
-    that requires grad (or a module with one) from its closure or its globals; nested helpers
-    too, a few levels deep."""
+def _reaches_grad(fn, depth, anything=False) -> bool:
+    """Whether a helper whose code puts outside values through such operations (`anything`:
+    whatever its code does) reads a tensor that requires grad (or a module with one) from its
+    closure or its globals; nested helpers too, a few levels deep."""
     if depth > 3:
         return True
     if _grad_reachable([fn.__defaults__ or (), fn.__kwdefaults__ or {}]):
         return True          # (a default argument is an outside value to the helper's body)
-    unsafe = function_unsafe(fn)
+    unsafe = anything or function_unsafe(fn)
     code = fn.__code__
     seen = [cell.cell_contents for cell in (fn.__closure__ or ()) if _filled(cell)]
     g = fn.__globals__
@@ -2932,7 +2944,7 @@ def _reaches_grad(fn, depth) -> bool:
             return True
         if isinstance(v, torch.nn.Module) and _module_unsafe(v):
             return True
-        if _user_code(v) and v is not fn and _reaches_grad(v, depth + 1):
+        if _user_code(v) and v is not fn and _reaches_grad(v, depth + 1, anything):
             return True
     return False
 
@@ -2959,24 +2971,6 @@ def _whole_medians(plan) -> bool:
                     and n.func.attr in ("median", "nanmedian") and not n.keywords \
                     and len(n.args) <= (1 if isinstance(n.func.value, ast.Name) and n.func.value.id == "torch" else 0):
                 return True
-    return False
-
-
-def _reads_grad(fn, depth=0) -> bool:
-    """Whether a helper reads a tensor that requires grad (or a module with one) from its
-    defaults, closure or globals, or through a helper it reads, a few levels deep."""
-    if depth > 3 or not isinstance(fn, types.FunctionType):
-        return depth > 3
-    seen = [fn.__defaults__ or (), fn.__kwdefaults__ or {}]
-    seen += [cell.cell_contents for cell in (fn.__closure__ or ()) if _filled(cell)]
-    g = fn.__globals__
-    seen += [g[name] for name in fn.__code__.co_names if name in g]
-    for v in seen:
-        if isinstance(v, types.FunctionType):
-            if v is not fn and _user_code(v) and _reads_grad(v, depth + 1):
-                return True
-        elif not isinstance(v, types.ModuleType) and _grad_reachable(v):
-            return True
     return False
 
 

@@ -13,10 +13,12 @@ point at the user's code.
 from __future__ import annotations
 
 import ast
+import copy
 
 import torch
 
 from ..frontend import Captured, attr_chain
+from .names import load_ids, mutated, reshaped
 
 _NO_GRAD = (torch.no_grad, torch.autograd.grad_mode.no_grad)
 
@@ -152,8 +154,7 @@ def rectangular_nests(cap: Captured) -> list:
     that are pure, read no name the nest assigns, a step of 1, `j` read nowhere else, no `else`.
     Returns [(the rewritten outer loop, the original one)]: the original stays the fallback (it
     does less work), and goes back into the tree where the nest is not vectorized (api)."""
-    import copy
-    from .loops import _pure_expr
+    from .loops import _pure_expr, bound_moves    # (loops imports this module's package)
 
     local = _local_names(cap.tree)
     out = []
@@ -172,10 +173,8 @@ def rectangular_nests(cap: Captured) -> list:
         if not any(uses_i) or (uses_i[0] and lo_c is None) or (uses_i[1] and hi_c is None):
             continue
         bounds = [b for b in (start, stop, lo, hi) if b is not None]
-        from .names import mutated, reshaped, shape_reads
         changed, shapes = mutated(outer) - {i}, reshaped(outer) - {i}   # (`L.append`, `x[i] = ..`)
-        if not all(_pure_expr(b) for b in bounds) or any(
-                (lambda r: r[0] & shapes or r[1] & changed)(shape_reads(b)) for b in bounds):
+        if not all(_pure_expr(b) for b in bounds) or any(bound_moves(b, changed, shapes) for b in bounds):
             continue
         if any(isinstance(n, ast.Name) and n.id == j for n in ast.walk(cap.tree)
                if not any(n is m for m in ast.walk(inner))):
@@ -224,7 +223,7 @@ def _range_bounds(it, cap: Captured, local: set[str]):
 
 
 def _reads(e, name: str) -> bool:
-    return e is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(e))
+    return e is not None and name in load_ids(e)
 
 
 def _index_offset(e, i: str):
@@ -242,7 +241,6 @@ def _index_offset(e, i: str):
 
 
 def _shifted(base, c):
-    import copy
     if isinstance(c, ast.Constant) and c.value == 0:
         return copy.deepcopy(base)
     return ast.BinOp(left=copy.deepcopy(base), op=ast.Add(), right=copy.deepcopy(c))

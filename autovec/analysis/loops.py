@@ -1794,7 +1794,7 @@ def nest_levels(node: ast.For, ctx: Context) -> list[tuple[str, tuple, ast.For]]
         outer = {ix for ix, _, _ in levels}
         if any(nm.load_ids(ast.parse(a, mode="eval")) & outer for a in space.range_args):
             break  # the inner range depends on an outer index: not a rectangle
-        if levels and any(_bound_moves(a, changed, reshaped) for a in space.range_args):
+        if levels and any(bound_moves(a, changed, reshaped) for a in space.range_args):
             break  # an inner range, evaluated again by each outer iteration, reads what the body changes
         levels.append((space.index, space.range_args, cur))
         if len(cur.body) == 1 and isinstance(cur.body[0], ast.For):
@@ -1804,11 +1804,11 @@ def nest_levels(node: ast.For, ctx: Context) -> list[tuple[str, tuple, ast.For]]
     return levels
 
 
-def _bound_moves(arg: str, changed: set, reshaped: set) -> bool:
-    """Whether a range bound may differ between evaluations in a loop whose body changes
-    `changed` (and the shapes of `reshaped`): `len(L)` with `L.append` in the body; not
-    `x.shape[1]` with `x[i, j] = ..` (a store into elements keeps the shape)."""
-    shaped, other = nm.shape_reads(ast.parse(arg, mode="eval"))
+def bound_moves(arg, changed: set, reshaped: set) -> bool:
+    """Whether a range bound (source or expression) may differ between evaluations in a loop
+    whose body changes `changed` (and the shapes of `reshaped`): `len(L)` with `L.append` in
+    the body; not `x.shape[1]` with `x[i, j] = ..` (a store into elements keeps the shape)."""
+    shaped, other = nm.shape_reads(ast.parse(arg, mode="eval") if isinstance(arg, str) else arg)
     return bool(other & changed or shaped & reshaped)
 
 
