@@ -307,22 +307,48 @@ def gradients(value, args):
     return list(grads)
 
 
+def device() -> str | None:
+    """The device the programs run on: AUTOVEC_FUZZ_DEVICE (set by --device), or None for the CPU."""
+    return os.environ.get("AUTOVEC_FUZZ_DEVICE") or None
+
+
+def on_device(obj, dev):
+    """Inputs made on the CPU (the programs' generators are CPU generators), moved to `dev`:
+    tensors keep requires_grad, modules move in place, containers are rebuilt."""
+    if dev is None:
+        return obj
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to(dev).requires_grad_(obj.requires_grad)
+    if isinstance(obj, torch.nn.Module):
+        return obj.to(dev)
+    if isinstance(obj, (list, tuple)):
+        moved = [on_device(v, dev) for v in obj]
+        return type(obj)(moved) if type(obj) in (list, tuple) else obj
+    if isinstance(obj, dict):
+        return {k: on_device(v, dev) for k, v in obj.items()}
+    return obj
+
+
 def call(fn, inputs) -> Outcome:
     args = copy.deepcopy(inputs)
     out = Outcome()
     buf = io.StringIO()
     torch.manual_seed(RNG_SEED)
-    try:
-        with contextlib.redirect_stdout(buf):
-            out.value = fn(*args)
-    except Exception as e:
-        out.error = (type(e).__name__, str(e))
-        out.trace = traceback.format_exc()
-    out.rng = torch.get_rng_state()
-    out.stdout = buf.getvalue()
-    out.args = args
-    if out.error is None:
-        out.grads = gradients(out.value, args)
+    dev = device()
+    # tensors the program makes (torch.zeros(n), torch.tensor(..)) go to the inputs' device
+    where = torch.device(dev) if dev else contextlib.nullcontext()
+    with where:
+        try:
+            with contextlib.redirect_stdout(buf):
+                out.value = fn(*args)
+        except Exception as e:
+            out.error = (type(e).__name__, str(e))
+            out.trace = traceback.format_exc()
+        out.rng = torch.get_rng_state()
+        out.stdout = buf.getvalue()
+        out.args = args
+        if out.error is None:
+            out.grads = gradients(out.value, args)
     return out
 
 
@@ -416,7 +442,7 @@ def _run(seed, timeout, out_dir, verbose, family="default", compile=False) -> Re
         with deadline(timeout), warnings_quiet():
             mod = prog.load(out_dir)
             f = mod.f
-            inputs = mod.make_inputs()
+            inputs = on_device(mod.make_inputs(), device())
             # each call starts from fresh module state (helpers may keep a log or a counter);
             # re-running the module resets the globals that f, and its rewrite, read
             stage = "the original"
@@ -425,7 +451,7 @@ def _run(seed, timeout, out_dir, verbose, family="default", compile=False) -> Re
             if compile and _accepts_variant(mod.make_inputs):
                 stage = "the original"
                 prog.reset(mod)
-                other = mod.make_inputs(1)
+                other = on_device(mod.make_inputs(1), device())
                 want_other = call(f, other)
             stage = "autovec"
             g = autovec(f, fallback="compile") if compile else autovec(f)
@@ -439,7 +465,7 @@ def _run(seed, timeout, out_dir, verbose, family="default", compile=False) -> Re
                 runs.append((f"call {len(labels) + 1}, on other inputs (variant 1)", want_other, call(g, other), other))
             stage = "explain"
             prog.reset(mod)
-            with contextlib.redirect_stdout(io.StringIO()):
+            with contextlib.redirect_stdout(io.StringIO()), torch.device(device() or "cpu"):
                 ex = explain(g, *copy.deepcopy(inputs))
             res.path = ex.path
         stage = "comparing"
@@ -579,11 +605,17 @@ def main(argv=None) -> int:
     ap.add_argument("--by-kind", action="store_true", help="also print the share vectorized per loop form")
     ap.add_argument("--family", choices=sorted(FAMILIES), default=None,
                     help="the generator's family of forms (default: 'default', or 'compile' with --compile)")
+    ap.add_argument("--device", default=None,
+                    help="run the programs on this device (e.g. cuda): inputs are moved there and tensors the "
+                         "programs make are made there")
     ap.add_argument("--compile", action="store_true",
                     help="autovec(f, fallback='compile') with the eager dynamo backend, each program called "
                          f"{COMPILE_CALLS} times (and once on variant inputs)")
     a = ap.parse_args(argv)
     family = a.family or ("compile" if a.compile else "default")
+    if a.device:
+        torch.empty(0, device=a.device)   # fails here, not in every program, if there is no such device
+        os.environ["AUTOVEC_FUZZ_DEVICE"] = a.device   # spawned workers read it too
     if a.repro is not None:
         r = run(a.repro, a.timeout, a.out, verbose=True, family=family, compile=a.compile)
         print(r.line() if r.failed else f"seed {r.seed} [{r.kind}]: ok (path {r.path})")
