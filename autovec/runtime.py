@@ -11,7 +11,7 @@ from time import perf_counter as _clock
 import torch
 import torch.utils._python_dispatch
 
-from . import _config, cost
+from . import _config, cost, indexcheck
 from .batching import _INPLACE_FLOOR
 from .analysis.shared import function_unsafe, self_calls, shared_work
 from .plan import einsum_letters
@@ -195,7 +195,9 @@ class FunctionRuntime:
         self.pytypes: dict = {}           # (loop id, signature) -> {position: holds Python numbers}
         self.layouts: dict = {}           # loop id -> output layout (value, payloads, mask positions)
         self.fast: dict = {}              # (loop id, signature, tag) -> mode that passed its check
-        self.decisions: dict = {}         # (loop id, trip-count bucket) -> cost.Decision
+        self.decisions: dict = {}         # (loop id, trip-count bucket) -> cost.Decision, for `kind`
+        self.kind = "cpu"                 # the device kind of the tensors of the latest call
+        self.by_kind = {"cpu": self.decisions}   # each device kind's decisions (its own constants)
         self.units: dict = {}             # loop id -> the outputs' share of autovec's own work (cost model)
         self.py_clock: dict = {}          # loop id -> (start, trip count, decision) of a timed Python run
         self.iter_bytes: dict = {}        # (loop id, signature) -> bytes one iteration allocates
@@ -385,7 +387,14 @@ class FunctionRuntime:
 
     def _estimate(self, loop_id, m, n, lists=0):
         vmap = m.plan.space.kind == "nest" and m.strategy != "matmul" or self.ran.get(loop_id) == "vmap"
-        return cost.estimate(m.strategy, n, self.ops.get(loop_id, 1), self.units.get(loop_id, 0.0), vmap, lists)
+        return cost.estimate(m.strategy, n, self.ops.get(loop_id, 1), self.units.get(loop_id, 0.0), vmap, lists,
+                             self.kind)
+
+    def set_kind(self, kind):
+        """Calls on tensors of another device kind: that kind's decisions (and constants) from now on."""
+        if kind != self.kind:
+            self.kind = kind
+            self.decisions = self.by_kind.setdefault(kind, {})
 
     def python_ran(self, loop_id):
         """After the loop as written ran where the cost model chose it: its time, for the decision."""
@@ -639,6 +648,7 @@ class FunctionRuntime:
                     if not t.is_cpu:
                         cpu = False
         everything = None
+        checked = indexcheck._FORCE or not _config.unset("AUTOVEC_INDEX_CHECK") and indexcheck.forced()
         if not cpu:
             everything = tensors + free_tensors + written + fresh
             devices = {t.device for t in everything if t.dim() > 0 or not t.is_cpu}
@@ -646,6 +656,9 @@ class FunctionRuntime:
                 raise GuardFailed(f"tensors on several devices ({', '.join(sorted(map(str, devices)))})")
             if devices:
                 device = next(iter(devices))
+                checked = checked or indexcheck.needed(device)
+                if device.type != self.kind:
+                    self.set_kind(device.type)   # (for the next calls' decisions; the api sets it per call)
                 for pos in numbers or ():
                     mapped[pos] = (mapped[pos][0].to(device),) + tuple(mapped[pos][1:])
                 for j in number_sources or ():
@@ -695,6 +708,8 @@ class FunctionRuntime:
         if numbers:
             mapped = tuple(mapped)
         tok = Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
+        if checked:
+            tok.checked = True       # an accelerator: indices are read on the host first (indexcheck)
         if numbers:
             tok.raw_numbers = tok.numbers = frozenset(numbers)   # (input positions: _inputs maps them)
         if number_sources:
@@ -1016,8 +1031,12 @@ class FunctionRuntime:
                 want = torch.get_default_dtype() if o.is_floating_point() else \
                     torch.bool if o.dtype == torch.bool else torch.int64     # (every value exact as a double)
                 return o.detach().to(device=_default_device(), dtype=want, copy=True)
-            if o.dim() != 1 or not o.is_cpu:
+            if o.dim() != 1:
                 raise GuardFailed("torch.tensor of a list of non-scalar tensors")
+            if not o.is_cpu:
+                # torch.tensor of a list of one-element tensors on a GPU: their dtype, on the
+                # default device (the CPU, unless a `torch.device` context says otherwise)
+                return o.detach().to(device=_default_device(), copy=True)
             if o.is_contiguous() and tok is not None and not tok.shares_input(o) and not (
                     others is not None and tok.shares_output(o, others)):
                 return o.detach()   # a fresh batch nobody else holds: torch.tensor's copy is not needed
@@ -2292,8 +2311,9 @@ def _scatter_whole(target, vals, idxs, op, n):
     a negative one (the loop wraps it, index_add refuses it), raises before anything is
     written: then None, and the checked path decides. Only for one index on dimension 0 with
     `+=` / `-=`, values already of the target's shape and dtype."""
-    if op not in ("+", "-") or len(idxs) != 1 or target.dim() < 1 or type(target) is not torch.Tensor:
-        return None
+    if op not in ("+", "-") or len(idxs) != 1 or target.dim() < 1 or type(target) is not torch.Tensor \
+            or not target.is_cpu:
+        return None     # (on a GPU an index out of range is a device-side assert, not an exception)
     i = idxs[0]
     if i.dim() != 1 or i.dtype not in (torch.int64, torch.int32) or vals.dtype != target.dtype \
             or target.dtype not in _WHOLE_DTYPES or vals.shape[1:] != target.shape[1:] \
@@ -3008,6 +3028,7 @@ class Token:
     unmoved_at = 0
     scan_free = True
     extra = ()
+    checked = False       # indices checked on the host before batched indexing ops (indexcheck)
     lazy_lists = False
     lists = None          # id(batch), .. -> (batch, its elements): the elements of a batch kept in lists (consume)
     numbers = ()          # positions of inputs that are lists of Python numbers (runtime._number_list)
@@ -3253,6 +3274,12 @@ class Token:
         return prefix[-1].item() if py else prefix[-1]
 
     def run(self, body, ref=None, direct=None, tag="", scan_free=False):
+        if self.checked and indexcheck.may_index(body, ref, direct):
+            with indexcheck.IndexCheck():
+                return self._run(body, ref, direct, tag, scan_free)
+        return self._run(body, ref, direct, tag, scan_free)
+
+    def _run(self, body, ref=None, direct=None, tag="", scan_free=False):
         rt = self.rt
         self.tag, self.scan_free = tag, scan_free
         if not self.extra and rt.memory_budget is None and rt.events is None:
