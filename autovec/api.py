@@ -13,6 +13,7 @@ import types
 import weakref
 
 import torch
+from torch import Tensor
 
 from . import cost
 from ._config import switches
@@ -166,6 +167,10 @@ class FunctionState:
             return self.fn(*args, **kwargs)
         if self.compiled is None:
             self.prepare()
+            if self.runtime is not None:     # (the first call: the device kind, as in AutovecFunction.__call__)
+                t = next((a for a in args if isinstance(a, Tensor)), None)
+                if t is not None and not t.is_cpu:
+                    self.runtime.set_kind(t.device.type)
         elif self.strict and self.error:
             raise NotVectorizable(self.error)
         if self.check or switches.check:
@@ -268,7 +273,15 @@ class AutovecFunction:
         st = self._autovec_state
         c = st.steady
         if c is not None and switches.plain():
-            return c(*args, **kwargs)   # the steady state, in as few steps as possible
+            # the steady state, in as few steps as possible; the device kind of the first tensor
+            # argument picks the cost model's constants (those of the CPU or of a GPU)
+            rt = st.runtime
+            for a in args:
+                if isinstance(a, Tensor):
+                    if rt is not None and (not a.is_cpu or rt.kind != "cpu"):
+                        rt.set_kind("cpu" if a.is_cpu else a.device.type)
+                    break
+            return c(*args, **kwargs)
         return st(args, kwargs)
 
     def __get__(self, obj, objtype=None):

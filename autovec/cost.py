@@ -1,8 +1,9 @@
 """The cost model: when a vectorized path is worth its fixed cost.
 
 Machine constants (interpreter cost of one small torch operation, one batched operation, a
-vmap call) are measured once, in a few tens of milliseconds, and cached per torch version
-and machine under $XDG_CACHE_HOME/autovec (or ~/.cache/autovec). Overrides:
+vmap call) are measured once per device kind (the CPU, and each accelerator model the tensors
+are on), in a few tens of milliseconds, and cached per torch version, machine and device under
+$XDG_CACHE_HOME/autovec (or ~/.cache/autovec). Overrides:
 AUTOVEC_MIN_TRIP=<n> (a plain trip-count threshold) and AUTOVEC_COSTS=<file.json> (constants).
 """
 from __future__ import annotations
@@ -30,28 +31,47 @@ _BATCHED_OP = 0.6
 _LIST_ELEMENT = 0.5
 # under vmap every operation also goes through a batching rule
 _VMAP_OP = 1.5
-_constants: dict | None = None
+_constants: dict | None = None     # device kind -> constants
 
 
-def _cache_file() -> Path:
+def _device_name(kind: str) -> str:
+    """The accelerator's model for the cache file's name ('' on the CPU)."""
+    if kind == "cpu":
+        return ""
+    try:
+        mod = getattr(__import__("torch"), kind)
+        return "-" + mod.get_device_name().replace(" ", "_")
+    except Exception:
+        return ""
+
+
+def _cache_file(kind: str = "cpu") -> Path:
     import torch
     base = Path(_env("XDG_CACHE_HOME") or Path.home() / ".cache") / "autovec"
-    tag = f"{torch.__version__}-{platform.machine()}-{platform.python_version()}".replace("/", "_")
+    where = "" if kind == "cpu" else f"-{kind}{_device_name(kind)}"
+    tag = f"{torch.__version__}-{platform.machine()}-{platform.python_version()}{where}".replace("/", "_")
     return base / f"costs-v3-{tag}.json"   # v3: vmap_call without torch.func's wrapper; op = 1.3 small ops
 
 
-def _measure() -> dict:
-    """Time a handful of tiny operations (about 30 ms in all); best of several runs."""
+def _measure(kind: str = "cpu") -> dict:
+    """Time a handful of tiny operations on a device of this kind (about 30 ms in all on the CPU);
+    best of several runs. On an accelerator the times are the host's (launches), synchronised
+    before and after each run: what a loop of small operations waits for."""
     import torch
 
-    x = torch.randn(8)
+    x = torch.randn(8, device=kind)
+    sync = getattr(getattr(torch, kind, None), "synchronize", None) if kind != "cpu" else None
 
     def best(fn, reps):
         out = float("inf")
         for _ in range(5):
+            if sync:
+                sync()
             t = time.perf_counter()
             for _ in range(reps):
                 fn()
+            if sync:
+                sync()
             out = min(out, (time.perf_counter() - t) / reps)
         return out
 
@@ -64,33 +84,47 @@ def _measure() -> dict:
     from .runtime import vmap_call
     vm = best(lambda: vmap_call(lambda a: (a * 2.0,), (x,), (0,), 8), 50)
     # a loop body mixes cheap steps (indexing, comparisons) with real ops: about half an op each
-    return {"py_iter": max(py - 2 * op, 0.2e-6), "py_op": op * 0.45, "op": op * 1.3, "vmap_call": vm,
-            "own_op": op}
+    out = {"py_iter": max(py - 2 * op, 0.2e-6), "py_op": op * 0.45, "op": op * 1.3, "vmap_call": vm,
+           "own_op": op}
+    if kind != "cpu":
+        # autovec's own per-call work (guards, slicing) runs on the host: the CPU's small op
+        out["own_op"] = constants("cpu")["own_op"]
+        out["batch_op"] = op      # one batched operation: one launch on the device
+    return out
 
 
-def constants() -> dict:
-    global _constants
-    if _constants is not None:
-        return _constants
+def constants(kind: str = "cpu") -> dict:
+    """The machine constants for tensors on a device of this kind ("cpu", "cuda", ...)."""
+    got = _constants.get(kind) if _constants is not None else None
+    if got is not None:
+        return got
     path = _env("AUTOVEC_COSTS")
     try:
         if path:
-            _constants = {**DEFAULTS, **json.loads(Path(path).read_text())}
-            return _constants
-        cache = _cache_file()
-        if cache.is_file():
-            _constants = {**DEFAULTS, **json.loads(cache.read_text())}
-            return _constants
-        measured = _measure()
-        _constants = {**DEFAULTS, **measured}
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(json.dumps(measured))
-        except OSError:
-            pass  # a read-only home: measure again next process
+            got = {**DEFAULTS, **json.loads(Path(path).read_text())}
+        else:
+            cache = _cache_file(kind)
+            if cache.is_file():
+                got = {**DEFAULTS, **json.loads(cache.read_text())}
+            else:
+                measured = _measure(kind)
+                got = {**DEFAULTS, **measured}
+                try:
+                    cache.parent.mkdir(parents=True, exist_ok=True)
+                    cache.write_text(json.dumps(measured))
+                except OSError:
+                    pass  # a read-only home: measure again next process
     except Exception:
-        _constants = dict(DEFAULTS)
-    return _constants
+        got = dict(DEFAULTS)
+    _set(kind, got)
+    return got
+
+
+def _set(kind, values):
+    global _constants
+    if _constants is None:
+        _constants = {}
+    _constants[kind] = values
 
 
 def min_trip(strategy: str) -> int | None:
@@ -113,19 +147,21 @@ def output_units(plan) -> float:
 
 
 def estimate(strategy: str, n: int, ops: int, units: float = 0.0, vmap: bool = False,
-             lists: int = 0) -> dict[str, float]:
+             lists: int = 0, kind: str = "cpu") -> dict[str, float]:
     """Rough seconds per path for a loop of `n` iterations whose body has `ops` operations;
     `units`: the outputs' share of autovec's own work (output_units); `vmap`: the body runs
     under vmap (no direct batched form); `lists`: Python lists of tensors the loop walks, each
-    checked and stacked element by element on the vectorized path."""
-    c = constants()
+    checked and stacked element by element on the vectorized path; `kind`: the tensors' device
+    kind, whose constants apply (a loop of small operations costs more on a GPU, a launch each)."""
+    c = constants(kind)
     python = n * (c["py_iter"] + ops * c["py_op"])
     own = c.get("own_op", c["py_op"] / 0.45)
+    batch = c.get("batch_op", own)
     fixed = (_BASE + units + n * lists * _LIST_ELEMENT) * own
     if vmap:
-        vectorized = fixed + c["vmap_call"] + ops * own * _VMAP_OP
+        vectorized = fixed + c["vmap_call"] + ops * batch * _VMAP_OP
     else:
-        vectorized = fixed + ops * own * _BATCHED_OP
+        vectorized = fixed + ops * batch * _BATCHED_OP
     return {"python": python, "vectorized": vectorized}
 
 
