@@ -35,6 +35,11 @@ def unset(name: str) -> bool:
     return False
 
 
+def key(name: str):
+    """The key of `name` in the environment's backing dictionary (_RAW_DICT)."""
+    return os.fsencode(name) if os.name != "nt" else name.upper()
+
+
 _FALSE = ("", "0", "false", "no", "off")
 _DISABLE_KEY = os.fsencode("AUTOVEC_DISABLE") if os.name != "nt" else "AUTOVEC_DISABLE"
 _CHECK_KEY = os.fsencode("AUTOVEC_CHECK") if os.name != "nt" else "AUTOVEC_CHECK"

@@ -18,6 +18,12 @@ from .plan import einsum_letters
 from .purity import _by_id as _PURE_BY_ID, why_impure
 
 _NUMBER = (bool, int, float, complex)
+# the environment's dictionary, for the hot path's one lookup of AUTOVEC_INDEX_CHECK
+if _config._RAW_DICT is not None:
+    _ENV, _INDEX_CHECK_KEY = _config._RAW_DICT, _config.key("AUTOVEC_INDEX_CHECK")
+else:
+    import os as _os
+    _ENV, _INDEX_CHECK_KEY = _os.environ, "AUTOVEC_INDEX_CHECK"
 _NUMBER_OR_TENSOR = _NUMBER + (torch.Tensor,)
 
 
@@ -648,7 +654,7 @@ class FunctionRuntime:
                     if not t.is_cpu:
                         cpu = False
         everything = None
-        checked = indexcheck._FORCE or not _config.unset("AUTOVEC_INDEX_CHECK") and indexcheck.forced()
+        checked = _INDEX_CHECK_KEY in _ENV and indexcheck.forced() or indexcheck._FORCE
         if not cpu:
             everything = tensors + free_tensors + written + fresh
             devices = {t.device for t in everything if t.dim() > 0 or not t.is_cpu}
@@ -709,7 +715,7 @@ class FunctionRuntime:
             mapped = tuple(mapped)
         tok = Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
         if checked:
-            tok.checked = True       # an accelerator: indices are read on the host first (indexcheck)
+            tok.run = tok.checked_run    # an accelerator: indices are read on the host first (indexcheck)
         if numbers:
             tok.raw_numbers = tok.numbers = frozenset(numbers)   # (input positions: _inputs maps them)
         if number_sources:
@@ -3028,7 +3034,6 @@ class Token:
     unmoved_at = 0
     scan_free = True
     extra = ()
-    checked = False       # indices checked on the host before batched indexing ops (indexcheck)
     lazy_lists = False
     lists = None          # id(batch), .. -> (batch, its elements): the elements of a batch kept in lists (consume)
     numbers = ()          # positions of inputs that are lists of Python numbers (runtime._number_list)
@@ -3273,13 +3278,15 @@ class Token:
         prefix, py = self.extra[j]
         return prefix[-1].item() if py else prefix[-1]
 
-    def run(self, body, ref=None, direct=None, tag="", scan_free=False):
-        if self.checked and indexcheck.may_index(body, ref, direct):
+    def checked_run(self, body, ref=None, direct=None, tag="", scan_free=False):
+        """`run` on an accelerator (the guard sets it as this token's `run`): under the index
+        check where the body may index."""
+        if indexcheck.may_index(body, ref, direct):
             with indexcheck.IndexCheck():
-                return self._run(body, ref, direct, tag, scan_free)
-        return self._run(body, ref, direct, tag, scan_free)
+                return Token.run(self, body, ref, direct, tag, scan_free)
+        return Token.run(self, body, ref, direct, tag, scan_free)
 
-    def _run(self, body, ref=None, direct=None, tag="", scan_free=False):
+    def run(self, body, ref=None, direct=None, tag="", scan_free=False):
         rt = self.rt
         self.tag, self.scan_free = tag, scan_free
         if not self.extra and rt.memory_budget is None and rt.events is None:
