@@ -6,6 +6,7 @@ import ast
 import functools
 import math
 import types
+import weakref
 from time import perf_counter as _clock
 
 import torch
@@ -119,7 +120,31 @@ def _sig(v):
         return (type(v).__name__, _sig(v[0]) if v else None)
     if isinstance(v, _NUMBER) or v is None or isinstance(v, str):
         return type(v)
-    return (type(v), id(v))
+    try:
+        return (tp, _Ident(v))
+    except TypeError:          # (no weak references to it: its id, as before)
+        return (tp, id(v))
+
+
+class _Ident:
+    """An object in a signature by its identity, for as long as it lives: an id alone would be
+    reused by a new object of the same type after the first is freed (a model made anew for
+    each call), which would then inherit the first one's per-signature checks."""
+
+    __slots__ = ("ref", "h")
+
+    def __init__(self, v):
+        self.ref = weakref.ref(v)
+        self.h = id(v)
+
+    def __hash__(self):
+        return self.h
+
+    def __eq__(self, other):
+        if type(other) is not _Ident:
+            return NotImplemented
+        v = self.ref()
+        return v is not None and v is other.ref()
 
 
 _LIST_DTYPES = {float: torch.float64, int: torch.int64, bool: torch.bool}
@@ -1116,9 +1141,11 @@ class FunctionRuntime:
         return out.to(want) if out.dtype != want else out
 
     @classmethod
-    def accumulate(cls, acc, o, op, inplace, mask=None, py=False):
+    def accumulate(cls, acc, o, op, inplace, mask=None, py=False, zeros=False):
         """The value `acc` ends with after `acc = acc op v` (or `acc op= v`) over the rows of `o`,
-        with the loop's types: the first step decides the dtype, as in the loop."""
+        with the loop's types: the first step decides the dtype, as in the loop. `zeros`: the
+        start is a `torch.zeros` made right before the loop, which holds no -0.0 (no read of it:
+        on a GPU that read is a synchronisation)."""
         if mask is not None and py and (op == "+" or op == "-") and o.dim() == 1 and o.shape[0] \
                 and o.stride(0) == 0 and o.dtype in _EXACT_COUNTS and mask.dtype == torch.bool \
                 and mask.shape == o.shape:
@@ -1184,7 +1211,7 @@ class FunctionRuntime:
                 raise GuardFailed("the accumulated value does not broadcast to the accumulator")
             if not torch.can_cast(torch.result_type(acc, o[0]), acc.dtype):
                 raise GuardFailed("in-place accumulation would need a dtype cast the loop refuses")
-            if delta.is_floating_point() and _minus_zero_start(acc):
+            if delta.is_floating_point() and not zeros and _minus_zero_start(acc):
                 delta = _signed_zero_sum(delta, o, op)     # (as below: -0.0 kept where the loop keeps it)
             return delta
         if o.dtype in _WIDE_FLOATS and (type(acc) is torch.Tensor and acc.dtype is o.dtype
@@ -1193,7 +1220,7 @@ class FunctionRuntime:
             # step keeps that dtype, so the sum of all the values is added at once (two operations
             # instead of the first step apart, five)
             total = o.sum(0)
-            if _minus_zero_start(acc):
+            if not zeros and _minus_zero_start(acc):
                 total = _signed_zero_sum(total, o, op)
             return acc + total if op == "+" else acc - total
         first = acc + o[0] if op == "+" else acc - o[0]
@@ -1204,7 +1231,7 @@ class FunctionRuntime:
             raise GuardFailed(_HALF_SUM)
         rest = o[1:].sum(0, dtype=want if want != torch.bool else None)  # summed at the loop's precision
         # (`first` holds -0.0 only where `acc` does: a free test for a Python number)
-        if rest.is_floating_point() and _minus_zero_start(acc):
+        if rest.is_floating_point() and not zeros and _minus_zero_start(acc):
             rest = _signed_zero_sum(rest, o[1:], op)
         out = first + rest if op == "+" else first - rest
         return out.to(want) if out.dtype != want else out

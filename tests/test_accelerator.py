@@ -281,3 +281,53 @@ def test_the_unchecked_scatter_shortcut_is_for_cpu_tensors_only():
     idx, vals = torch.tensor([0, 2, 2]), torch.ones(3, 2)
     assert _scatter_whole(torch.zeros(3, 2), vals, [idx], "+", 3)[0] == "whole"
     assert _scatter_whole(torch.zeros(3, 2, device="meta"), vals.to("meta"), [idx.to("meta")], "+", 3) is None
+
+
+# ----------------------------------------------------------------------------- host reads, identities
+
+
+class _Reads(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts reads of tensor values to the host (a synchronisation on a GPU)."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.n += func.overloadpacket in (torch.ops.aten._local_scalar_dense, torch.ops.aten.is_nonzero)
+        return func(*args, **(kwargs or {}))
+
+
+def focal(logits, labels):
+    total = torch.zeros(())
+    for k in range(logits.shape[0]):
+        logp = torch.log_softmax(logits[k], dim=0)[labels[k]]
+        total = total + (1 - torch.exp(logp)) ** 2 * (-logp)
+    return total / logits.shape[0]
+
+
+def test_a_sum_that_starts_from_torch_zeros_reads_nothing_back(monkeypatch):
+    # its start holds no -0.0, so nothing is read to tell (on a GPU, each read waits for the device)
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    f = autovec(focal)
+    x, y = torch.randn(64, 5), torch.randint(0, 5, (64,))
+    for _ in range(3):
+        torch.testing.assert_close(f(x, y), focal(x, y))
+    with _Reads() as reads:
+        f(x, y)
+    assert reads.n == 0
+    assert explain(f, x, y).path == "vectorized"
+
+
+def test_an_object_in_a_signature_is_known_by_identity_while_it_lives():
+    import gc
+
+    from autovec.runtime import _sig
+    a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    ka = _sig(a)
+    assert ka == _sig(a) and hash(ka) == hash(_sig(a)) and ka != _sig(b)
+    del a
+    gc.collect()
+    # a new object may get the freed one's id; the dead entry matches nothing
+    c = torch.nn.Linear(2, 2)
+    assert ka != _sig(c) and ka[1].ref() is None

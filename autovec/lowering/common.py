@@ -516,7 +516,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             sel = f"{show}[{mask}]" if mpos is not None else show
             display_tail.append(f"{o.target}.extend({sel}.tolist())" if o.pytype else f"{o.target}.extend({sel}.unbind(0))")
         elif o.kind == "accum":
-            prepare += template(f"P = AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace}, {mask}, {py})",
+            zeros = ", zeros=True" if o.fill == "0" else ""
+            prepare += template(f"P = AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace}, {mask}, {py}{zeros})",
                                 P=P, AV=AV)
             commit += template(f"{o.target} = AV.commit_accum({o.target}, P, {o.op!r}, {o.inplace})", P=P, AV=AV)
             sel = f"{ok}[{mask}]" if mpos is not None else ok
