@@ -82,7 +82,11 @@ def check(func, args, kwargs):
              if isinstance(s[0], torch.Tensor) and s[0].numel() and not s[0].is_floating_point()]
     if not spans:
         return
-    ranges = torch.stack([torch.stack(torch.aminmax(s[0])).to(torch.long) for s in spans]).tolist()
+    pairs = [torch.stack(torch.aminmax(s[0])).to(torch.long) for s in spans]
+    if all(p.device == pairs[0].device for p in pairs):
+        ranges = torch.stack(pairs).tolist()          # one read for all
+    else:
+        ranges = [p.tolist() for p in pairs]          # (CPU indices into a GPU tensor: one read each)
     for (t, lo, hi, dim, size), (low, high) in zip(spans, ranges):
         bad = low if low < lo else high if hi is not None and high >= hi else None
         if bad is not None:

@@ -331,3 +331,12 @@ def test_an_object_in_a_signature_is_known_by_identity_while_it_lives():
     # a new object may get the freed one's id; the dead entry matches nothing
     c = torch.nn.Linear(2, 2)
     assert ka != _sig(c) and ka[1].ref() is None
+
+
+def test_the_check_reads_every_index_of_one_operation():
+    # (all in one read where they are on one device; CPU indices into a GPU tensor are read one
+    # by one, which only a GPU can show)
+    x = torch.randn(4, 3)
+    with indexcheck.IndexCheck():
+        assert torch.equal(x[torch.tensor([0, 3]), torch.tensor([2, 1])], x[[0, 3], [2, 1]])
+    _raises_index(lambda: x[torch.tensor([0, 3]), torch.tensor([2, 3])])
