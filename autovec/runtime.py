@@ -101,7 +101,68 @@ def _selects_rows(plan) -> bool:
 
 
 def _overlapping(t: torch.Tensor) -> bool:
-    return any(st == 0 and sz > 1 for st, sz in zip(t.stride(), t.shape))
+    """Whether elements of `t` may share memory (an expanded tensor, or overlapping rows made by
+    as_strided): going from the smallest stride up, each dimension's step must land past
+    everything the smaller ones reach. (A layout that interleaves without overlapping also
+    counts: the loop decides there.)"""
+    reach = 0
+    for st, sz in sorted(zip(t.stride(), t.shape)):
+        if sz > 1:
+            if st <= reach:
+                return True
+            reach += (sz - 1) * st
+    return False
+
+
+_STRIDED = torch.strided
+
+
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """`t` as a plain torch.Tensor, as torch.tensor(...) gives one whatever its input's subclass."""
+    return t if type(t) is torch.Tensor else t.as_subclass(torch.Tensor)
+_LAYOUT = ("a sparse (or other non-strided) tensor: batched operations on it give results of another "
+           "layout than the loop's (the loop decides)")
+
+
+def _stacked(o: torch.Tensor, pieces: torch.Tensor | None = None, stack: bool = False) -> torch.Tensor:
+    """A batch as torch.stack / torch.cat of the loop's pieces gives it: a new tensor, laid out
+    contiguously below 4 dimensions. At 4 and 5, torch follows the pieces' own layout (channels
+    last or not): for `torch.stack` of pieces that are the rows of `pieces` (views of an input:
+    the loop's own pieces), torch's rule is applied to one of them (_piece_format); pieces the
+    batch computed on whole tensors need not have the loop's layout, so there the loop decides
+    unless the rows are contiguous, as the loop's then are."""
+    if o.dim() < 4:
+        return o if o.is_contiguous() else o.contiguous()
+    rows = pieces if pieces is not None else o
+    if stack and rows.dim() == o.dim():
+        fmt = torch.contiguous_format if rows[0].is_contiguous() else (
+            _piece_format(rows[0]) if pieces is not None else None)
+        if fmt is not None:
+            return o if o.is_contiguous(memory_format=fmt) else o.contiguous(memory_format=fmt)
+    if o.is_contiguous() and rows[0].is_contiguous():
+        return o
+    raise GuardFailed("a stacked result of 4 or more dimensions whose memory layout follows each piece's "
+                      "(channels last or not): the loop decides")
+
+
+_PIECE_FORMATS: dict = {}
+
+
+def _piece_format(piece: torch.Tensor):
+    """The memory format torch.stack gives pieces laid out as `piece` (torch's own rule, run on
+    the meta device: no data), or None where it is none of the named formats."""
+    key = (piece.shape, piece.stride(), piece.dtype)
+    if key not in _PIECE_FORMATS:
+        m = torch.empty_strided(piece.shape, piece.stride(), dtype=piece.dtype, device="meta")
+        out = torch.stack([m, m])
+        fmt = None
+        for f in (torch.contiguous_format, torch.channels_last, torch.channels_last_3d):
+            if (f is torch.contiguous_format or out.dim() == (4 if f is torch.channels_last else 5)) \
+                    and out.is_contiguous(memory_format=f):
+                fmt = f
+                break
+        _PIECE_FORMATS[key] = fmt
+    return _PIECE_FORMATS[key]
 
 
 _PLAIN_SIGS = {t: t for t in (bool, int, float, complex, str, type(None))}
@@ -575,6 +636,8 @@ class FunctionRuntime:
             else:
                 cpu = False
                 sig.append(("T", t.dtype, k, t.device.type, t.requires_grad))
+            if t.layout is not _STRIDED:
+                raise GuardFailed(_LAYOUT)
             tensors.append(t)
         n_mapped = len(tensors)   # (the sources' tensors follow)
         grad = torch.is_grad_enabled()
@@ -583,6 +646,8 @@ class FunctionRuntime:
             if isinstance(s, Tensor):
                 tensors.append(s)
                 cpu = cpu and s.is_cpu
+                if s.layout is not _STRIDED:
+                    raise GuardFailed(_LAYOUT)
             elif type(s[0]) in _LIST_DTYPES:
                 # Python numbers beside tensors (`zip(temps, x)`): one tensor, as for an indexed list
                 j = next(k for k, e in enumerate(sources) if e is s)
@@ -1007,10 +1072,12 @@ class FunctionRuntime:
             if tok is None:
                 return FunctionRuntime._kept(o, mask, py, tok, views)
             return FunctionRuntime._kept_once(o, mask, py, tok, views)
+        pieces = None
         if mask is not None:
             o = _select(o, mask)
         elif kind in ("stack", "cat") and tok is not None and (
                 tok.shares_input(o) or others is not None and tok.shares_output(o, others)):
+            pieces = o if tok.shares_input(o) else None   # its rows are the loop's pieces (views)
             o = o.clone()  # torch.stack returns a new tensor; the batch may be an input itself
         if kind == "batch":
             # fission: the values the loop that stays reads row by row (`_av_h0[_av_j]`)
@@ -1028,11 +1095,11 @@ class FunctionRuntime:
                 raise GuardFailed("torch.stack of an empty list (the loop raises)", data=True)
             if py:
                 raise GuardFailed("torch.stack of Python numbers (the loop raises)")
-            return o
+            return _stacked(o, pieces, stack=True)
         if kind == "cat":
             if o.dim() < 2 or o.shape[0] == 0 or py:
                 raise GuardFailed("torch.cat of 0-d tensors or of an empty list (the loop raises)", data=True)
-            return o.flatten(0, 1)
+            return _stacked(o.flatten(0, 1))
         if kind in ("sum", "max", "min", "any", "all"):
             return _reduce_builtin(kind, o, py)
         if "@" in kind:   # torch.stack(lst, dim=d) / torch.cat(lst, dim=d)
@@ -1043,7 +1110,7 @@ class FunctionRuntime:
                                   data=True)
             if tok is not None and (tok.shares_input(o) or others is not None and tok.shares_output(o, others)):
                 o = o.clone()
-            return o.movedim(0, d) if base == "stack" else o.movedim(0, d).flatten(d, d + 1)
+            return _stacked(o.movedim(0, d) if base == "stack" else o.movedim(0, d).flatten(d, d + 1))
         if py and o.dim() != 1:
             # one Python number per iteration is one element per row: `.item()` of a row with
             # several elements raises in the loop
@@ -1061,17 +1128,17 @@ class FunctionRuntime:
                     return torch.tensor(o.tolist())
                 want = torch.get_default_dtype() if o.is_floating_point() else \
                     torch.bool if o.dtype == torch.bool else torch.int64     # (every value exact as a double)
-                return o.detach().to(device=_default_device(), dtype=want, copy=True)
+                return _plain(o.detach().to(device=_default_device(), dtype=want, copy=True))
             if o.dim() != 1:
                 raise GuardFailed("torch.tensor of a list of non-scalar tensors")
             if not o.is_cpu:
                 # torch.tensor of a list of one-element tensors on a GPU: their dtype, on the
                 # default device (the CPU, unless a `torch.device` context says otherwise)
-                return o.detach().to(device=_default_device(), copy=True)
+                return _plain(o.detach().to(device=_default_device(), copy=True))
             if o.is_contiguous() and tok is not None and not tok.shares_input(o) and not (
                     others is not None and tok.shares_output(o, others)):
-                return o.detach()   # a fresh batch nobody else holds: torch.tensor's copy is not needed
-            return o.detach().clone()
+                return _plain(o.detach())   # a fresh batch nobody else holds: torch.tensor's copy is not needed
+            return _plain(o.detach().clone())
         raise GuardFailed(f"no batched form of the consumer {kind!r}")
 
     @staticmethod
@@ -1912,7 +1979,7 @@ def _replaces(out, region, value, tok, others=None):
         same_device = value.device == device
     else:
         same_device = value.is_cpu and out.is_cpu or value.device == out.device
-    return (value.dtype == out.dtype and value.requires_grad == out.requires_grad
+    return (type(value) is type(out) and value.dtype == out.dtype and value.requires_grad == out.requires_grad
             and (region is out or region.shape == shape) and value.shape == shape
             and value.is_contiguous() and same_device
             and (value.numel() > 0 or not _overlapping(value))
