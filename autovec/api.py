@@ -9,6 +9,8 @@ import functools
 import io
 import logging
 import numbers
+import sys
+import threading
 import types
 import weakref
 
@@ -56,6 +58,13 @@ class FunctionState:
     def prepare(self, raise_strict=True):
         if self.compiled is not None:
             return
+        with _PREPARING:      # first calls from several threads: one rewrite, the others wait for it
+            if self.compiled is None:
+                self._prepare_once()
+        if self.strict and self.error and raise_strict:
+            raise NotVectorizable(self.error)
+
+    def _prepare_once(self):
         try:
             self._prepare()
         except NotVectorizable as e:
@@ -72,8 +81,6 @@ class FunctionState:
             self.compiled = self.fn
         # what a plain call runs from now on (none where checking or a strict error decides)
         self.steady = None if self.check or (self.strict and self.error) else self.compiled
-        if self.strict and self.error and raise_strict:
-            raise NotVectorizable(self.error)
 
     def _prepare(self):
         wrapped = getattr(self.fn, "__wrapped__", None)
@@ -219,6 +226,60 @@ _RAN = {"batched": "whole-batch torch operations (a batched body, no vmap)", "vm
         "einsum": "one einsum over the nest's levels (a sum of products, no product per iteration)"}
 
 
+_EXPLAINING = threading.RLock()
+_PREPARING = threading.RLock()     # (reentrant: a rewrite may call another decorated function)
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
+
+class _Quiet:
+    """sys.stdout / sys.stderr while explain runs the function: what explain's own thread writes
+    is dropped, what other threads write goes through (a plain redirect would drop theirs too,
+    and two overlapping redirects could leave the stream redirected for good)."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def write(self, text):
+        if threading.get_ident() == _QUIET_THREAD:
+            return len(text)
+        return self._real.write(text)
+
+    def flush(self):
+        if threading.get_ident() != _QUIET_THREAD:
+            self._real.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+_QUIET_THREAD = None    # the thread whose output explain drops now (one explain at a time)
+# each stream's proxy, kept for good: print() in another thread reads sys.stdout as a borrowed
+# reference (CPython 3.11), and a proxy freed right after explain puts the stream back crashed it
+_PROXIES: dict = {}
+
+
+def _proxy(stream):
+    if stream is None or isinstance(stream, _Quiet):
+        return stream
+    hit = _PROXIES.get(id(stream))
+    if hit is None or hit[0] is not stream:
+        hit = _PROXIES[id(stream)] = (stream, _Quiet(stream))
+    return hit[1]
+
+
+@contextlib.contextmanager
+def _quiet_this_thread():
+    global _QUIET_THREAD
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _proxy(out), _proxy(err)
+    _QUIET_THREAD = threading.get_ident()
+    try:
+        yield
+    finally:
+        _QUIET_THREAD = None
+        sys.stdout, sys.stderr = out, err
+
+
 def _count_ops(plan) -> int:
     """Operations in one iteration, for the cost model: calls, arithmetic and subscripts."""
     n = 0
@@ -270,6 +331,10 @@ class AutovecFunction:
         self._autovec_state = state
 
     def __call__(self, *args, **kwargs):
+        if _compiling():
+            # torch.compile tracing this call: the original function, which it traces as written
+            # (autovec's own bookkeeping would break its graph, or fail fullgraph=True)
+            return self.__wrapped__(*args, **kwargs)
         st = self._autovec_state
         c = st.steady
         if c is not None and switches.plain():
@@ -386,16 +451,17 @@ def explain(fn, *args, **kwargs) -> Explanation:
     from .equivalence import clone_args
 
     a, k = clone_args(args, kwargs)
-    rt.events = []
-    rt.chunked.clear()
-    rt.batched_seen.clear()
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            state.compiled(*a, **k)
-    except Exception as e:
-        ex.notes.append(f"the call raised {type(e).__name__}: {e}")
-    finally:
-        events, rt.events = rt.events, None
+    with _EXPLAINING:     # one explain at a time (its record and its quieted output are shared)
+        rt.events, rt.events_thread = [], threading.get_ident()
+        rt.chunked.clear()
+        rt.batched_seen.clear()
+        try:
+            with _quiet_this_thread():
+                state.compiled(*a, **k)
+        except Exception as e:
+            ex.notes.append(f"the call raised {type(e).__name__}: {e}")
+        finally:
+            events, rt.events, rt.events_thread = rt.events, None, None
     last = {}
     for loop_id, path, reason, _ in events:
         if path != "estimate":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 import math
+import threading
 import types
 import weakref
 from time import perf_counter as _clock
@@ -115,6 +116,22 @@ def _overlapping(t: torch.Tensor) -> bool:
 
 
 _STRIDED = torch.strided
+_in_transform = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", lambda: None)
+_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
+
+
+def _autocast_state() -> tuple:
+    """("autocast", (device type, its autocast dtype) for each device type with autocast on)."""
+    on = []
+    for kind in ("cpu", "cuda", "xpu", "mps", "hpu"):
+        try:
+            if torch.is_autocast_enabled(kind):
+                on.append((kind, torch.get_autocast_dtype(kind)))
+        except (TypeError, RuntimeError, AttributeError):   # (an older torch, a device type it lacks)
+            pass
+    if not on and torch.is_autocast_enabled():
+        on.append(("cuda", None))
+    return ("autocast", tuple(on))
 
 
 def _plain(t: torch.Tensor) -> torch.Tensor:
@@ -279,6 +296,7 @@ class FunctionRuntime:
         self.perms: dict = {}             # (loop id, signature) -> loop dimensions first, per matmul input
         self.checked: set = set()         # (loop id, signature, mode) probe passed
         self.events: list | None = None   # set by explain to record decisions
+        self.events_thread = None         # the thread explain runs in
         self.bad_modes: set = set()       # (loop id, signature, mode) whose check failed
         self.mm_seen: dict = {}           # (kind, levels of a, levels of b) -> einsum last used
         self.ops: dict = {}               # loop id -> operations in one iteration (cost model)
@@ -349,8 +367,9 @@ class FunctionRuntime:
     # ------------------------------------------------------------------ guards
 
     def _note(self, loop_id, path, reason, estimate=None):
-        if self.events is not None:
-            self.events.append((loop_id, path, reason, estimate))
+        events = self.events    # (explain's list, for explain's own thread: other threads' calls
+        if events is not None and self.events_thread == threading.get_ident():   # are not its)
+            events.append((loop_id, path, reason, estimate))
 
     def begin(self, loop_id, space):
         """First, cheap decision from the iteration space alone (trip count, cost model):
@@ -600,6 +619,12 @@ class FunctionRuntime:
         requires_grad) is interned as a small int that keys every per-signature cache."""
         loop_id, m, plan, space, sources, levels, n, start, step, first, estimate, decision, t0 = pending
         Tensor = torch.Tensor
+        if _in_transform() is not None:
+            # inside torch.func.vmap / grad of the caller: the loop runs as written, so the
+            # transform sees what it sees without autovec (vmap refuses `.item()`, data-dependent
+            # `if`s and growing in-place writes in the loop, where a batched form would pass)
+            raise GuardFailed("called inside a torch.func transform (vmap, grad): the loop runs as written",
+                              data=True)
         if levels is None:
             last = start + (n - 1) * step
             lo = min(start, last)                  # bounds are checked on the lowest and highest index
@@ -759,6 +784,11 @@ class FunctionRuntime:
                     mapped[pos] = (mapped[pos][0].to(device),) + tuple(mapped[pos][1:])
                 for j in number_sources or ():
                     sources[j] = sources[j].to(device)
+        if _any_autocast():
+            # autocast changes which ops run in reduced precision: the batched form's products
+            # (mm, bmm, einsum) may be on its list where the loop's (dot, mv) are not, so an
+            # autocast state is a signature of its own, with its own one-time check
+            sig.append(_autocast_state())
         key = (loop_id, tuple(sig))
         sid = self.sig_ids.get(key)
         if sid is None:

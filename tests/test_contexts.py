@@ -1,0 +1,134 @@
+"""Calls under torch's contexts and transforms, and from several threads (found by the
+contexts probe: autocast after a plain call, concurrent explain, vmap and torch.compile of a
+decorated function)."""
+import io
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from autovec import autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def dots(p, q):
+    sims = []
+    for k in range(p.shape[0]):
+        sims.append(torch.dot(p[k], q[k]))
+    return torch.tensor(sims)
+
+
+def mv_rows(W, x):
+    return torch.stack([torch.mv(W, x[k]) for k in range(x.shape[0])])
+
+
+@pytest.mark.parametrize("fn, make", [(dots, lambda: (torch.randn(300, 16), torch.randn(300, 16))),
+                                      (mv_rows, lambda: (torch.randn(8, 16), torch.randn(300, 16)))])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_autocast_after_a_plain_call_gives_the_loops_dtype_and_values(fn, make, dtype):
+    args = make()
+    g = autovec(fn)
+    g(*args)                                         # the signature checked outside autocast
+    assert explain(g, *args).path == "vectorized"
+    with torch.autocast("cpu", dtype=dtype):
+        want, got = fn(*args), g(*args)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want)
+
+
+def tanh_rows(x):
+    res = []
+    for i in range(x.shape[0]):
+        print("row", i)
+        res.append(torch.tanh(x[i]) * 2)
+    return torch.stack(res)
+
+
+def test_explain_from_several_threads_at_once():
+    g = autovec(tanh_rows)
+    x = torch.randn(50, 4)
+    out = sys.stdout
+    with ThreadPoolExecutor(4) as ex:
+        paths = list(ex.map(lambda _: explain(g, x).path, range(60)))
+    assert set(paths) == {"vectorized"}
+    assert sys.stdout is out       # (overlapping redirects had left it redirected)
+
+
+def test_explain_drops_only_its_own_threads_output(capsys):
+    g = autovec(tanh_rows)
+    x = torch.randn(50, 4)
+    stop = threading.Event()
+    sent = []
+
+    def printer():
+        k = 0
+        while not stop.is_set() or k < 5:
+            print(f"line {k}")
+            sent.append(k)
+            k += 1
+            time.sleep(0.0005)
+
+    t = threading.Thread(target=printer)
+    t.start()
+    for _ in range(10):
+        explain(g, x)
+    stop.set()
+    t.join()
+    got = capsys.readouterr().out
+    assert "row" not in got                       # the explained call's own prints are dropped
+    assert all(f"line {k}\n" in got for k in sent)    # another thread's are not
+
+
+def prealloc(x, W):
+    out = torch.empty(x.shape[0], W.shape[1])
+    for i in range(x.shape[0]):
+        out[i] = x[i] @ W
+    return out
+
+
+def branch(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            out[i] = x[i]
+        else:
+            out[i] = -x[i] * 0.5
+    return out
+
+
+@pytest.mark.parametrize("fn, args", [(prealloc, (torch.randn(3, 20, 8), torch.randn(8, 4))),
+                                      (branch, (torch.randn(3, 20, 8),))])
+def test_under_the_callers_vmap_the_loop_runs_as_written(fn, args):
+    dims = (0,) + (None,) * (len(args) - 1)
+    with pytest.raises(RuntimeError) as want:
+        torch.func.vmap(fn, in_dims=dims)(*args)
+    g = autovec(fn)
+    for _ in range(3):
+        g(args[0][0], *args[1:])                 # plain calls first: the signature is known
+    with pytest.raises(RuntimeError) as got:
+        torch.func.vmap(g, in_dims=dims)(*args)
+    assert str(got.value) == str(want.value)
+
+
+def test_torch_compile_fullgraph_traces_the_original():
+    def rows(x):
+        res = []
+        for i in range(x.shape[0]):
+            res.append(x[i] * 2 + 1)
+        return torch.stack(res)
+
+    g = autovec(rows)
+    x = torch.randn(6, 3)
+    g(x)
+    torch._dynamo.reset()
+    compiled = torch.compile(g, backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x), rows(x))
+    torch.testing.assert_close(g(x), rows(x))          # and the plain calls still vectorize
+    assert explain(g, x).path == "vectorized"
