@@ -6,7 +6,6 @@ import contextlib
 import dataclasses
 import difflib
 import functools
-import io
 import logging
 import numbers
 import sys
@@ -170,16 +169,13 @@ class FunctionState:
     # ------------------------------------------------------------------ call
 
     def __call__(self, args, kwargs):
-        if switches.disabled:
-            return self.fn(*args, **kwargs)
+        if switches.disabled or _compiling():
+            return self.fn(*args, **kwargs)     # (torch.compile traces the original: see AutovecFunction)
         if self.compiled is None:
             self.prepare()
-            if self.runtime is not None:     # (the first call: the device kind, as in AutovecFunction.__call__)
-                t = next((a for a in args if isinstance(a, Tensor)), None)
-                if t is not None and not t.is_cpu:
-                    self.runtime.set_kind(t.device.type)
         elif self.strict and self.error:
             raise NotVectorizable(self.error)
+        _see_device(self.runtime, args)
         if self.check or switches.check:
             return self._checked(args, kwargs)
         return self.compiled(*args, **kwargs)
@@ -280,6 +276,16 @@ def _quiet_this_thread():
         sys.stdout, sys.stderr = out, err
 
 
+def _see_device(rt, args):
+    """The device kind of the first tensor argument picks the cost model's constants and
+    decisions (the CPU's, or a GPU's) for this call."""
+    for a in args:
+        if isinstance(a, Tensor):
+            if rt is not None and (not a.is_cpu or rt.kind != "cpu"):
+                rt.set_kind("cpu" if a.is_cpu else a.device.type)
+            return
+
+
 def _count_ops(plan) -> int:
     """Operations in one iteration, for the cost model: calls, arithmetic and subscripts."""
     n = 0
@@ -338,14 +344,7 @@ class AutovecFunction:
         st = self._autovec_state
         c = st.steady
         if c is not None and switches.plain():
-            # the steady state, in as few steps as possible; the device kind of the first tensor
-            # argument picks the cost model's constants (those of the CPU or of a GPU)
-            rt = st.runtime
-            for a in args:
-                if isinstance(a, Tensor):
-                    if rt is not None and (not a.is_cpu or rt.kind != "cpu"):
-                        rt.set_kind("cpu" if a.is_cpu else a.device.type)
-                    break
+            _see_device(st.runtime, args)    # the steady state, in as few steps as possible
             return c(*args, **kwargs)
         return st(args, kwargs)
 

@@ -132,3 +132,20 @@ def test_torch_compile_fullgraph_traces_the_original():
     torch.testing.assert_close(compiled(x), rows(x))
     torch.testing.assert_close(g(x), rows(x))          # and the plain calls still vectorize
     assert explain(g, x).path == "vectorized"
+
+
+class Rows:
+    def scaled(self, x):
+        res = []
+        for i in range(x.shape[0]):
+            res.append(x[i] * 3)
+        return torch.stack(res)
+
+
+def test_torch_compile_fullgraph_of_a_decorated_bound_method():
+    obj = Rows()
+    g = autovec(obj.scaled)
+    x = torch.randn(5, 2)
+    g(x)
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(g, backend="eager", fullgraph=True)(x), obj.scaled(x))
