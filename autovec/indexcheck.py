@@ -58,6 +58,23 @@ def _indices(func, args, kwargs):
         if classes is None or classes < 0:
             return [(a[0], 0, None, 0, None)]
         return [(a[0], 0, classes, 0, classes)]
+    if packet in _BAGS:
+        weight, index = a[0], a[1]
+        return [(index, 0, weight.shape[0], 0, weight.shape[0])]
+    if packet is aten.multi_margin_loss:
+        self, target = a[0], a[1]
+        classes = self.shape[-1] if self.dim() else 1
+        return [(target, 0, classes, 1, classes)]
+    if packet is aten.multilabel_margin_loss_forward:
+        self, target = a[0], a[1]
+        classes = self.shape[-1] if self.dim() else 1
+        return [(target, -1, classes, 1, classes)]       # (-1 ends a row's labels)
+    if packet in _UNPOOLS:
+        self, index, size = a[0], a[1], a[2]
+        room = 1
+        for k in size:
+            room *= int(k)
+        return [(index, 0, room, -1, room)]
     if packet in (aten.nll_loss_forward, aten.nll_loss2d_forward):
         self, target = a[0], a[1]
         ignore = a[4] if len(a) > 4 else -100
@@ -72,8 +89,11 @@ _DIM_INDEX = {aten.index_select, aten.index_add, aten.index_add_, aten.index_cop
               aten.index_fill, aten.index_fill_, aten.index_reduce, aten.index_reduce_, aten.gather,
               aten.scatter, aten.scatter_, aten.scatter_add, aten.scatter_add_, aten.scatter_reduce,
               aten.scatter_reduce_}
-_CHECKED = _TENSOR_LISTS | _DIM_INDEX | {aten.embedding, aten.take, aten.put, aten.put_, aten.one_hot,
-                                        aten.nll_loss_forward, aten.nll_loss2d_forward}
+_BAGS = {aten._embedding_bag, aten._embedding_bag_forward_only}
+_UNPOOLS = {aten.max_unpool2d, aten.max_unpool3d}
+_CHECKED = _TENSOR_LISTS | _DIM_INDEX | _BAGS | _UNPOOLS | {
+    aten.embedding, aten.take, aten.put, aten.put_, aten.one_hot, aten.nll_loss_forward, aten.nll_loss2d_forward,
+    aten.multi_margin_loss, aten.multilabel_margin_loss_forward}
 
 
 def check(func, args, kwargs):
@@ -124,6 +144,8 @@ _INDEXING_NAMES = frozenset({
     "scatter_reduce", "scatter_reduce_", "index_add", "index_add_", "index_copy", "index_copy_", "index_fill",
     "index_fill_", "index_put", "index_put_", "index_reduce", "index_reduce_", "put", "put_", "embedding",
     "embedding_bag", "nll_loss", "cross_entropy", "one_hot", "Embedding", "EmbeddingBag", "__getitem__",
+    "multi_margin_loss", "multilabel_margin_loss", "MultiMarginLoss", "MultiLabelMarginLoss", "max_unpool1d",
+    "max_unpool2d", "max_unpool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "getattr",
     "__setitem__", "getitem", "setitem", "itemgetter", "vmap", "apply", "__call__"})
 _SUBSCRIPTS = frozenset({"BINARY_SUBSCR", "STORE_SUBSCR", "DELETE_SUBSCR"})
 _CODE: dict = {}     # code object -> (has a subscript, names it reads, nested code objects)

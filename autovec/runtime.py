@@ -353,7 +353,7 @@ class FunctionRuntime:
         # loops whose body takes a median of all of a value's elements: its gradient is shared by
         # the tied elements, where vmap's and a batched median along a dimension give one of them all
         self.even_ties = frozenset(k for k, v in matches.items() if _whole_medians(v.plan))
-        # loops calling an operation whose vmap batching rule skips the loop's checks (one_hot)
+        # loops calling an operation whose vmap batching rule skips the loop's checks (one_hot, embedding)
         self.no_vmap = frozenset(k for k, v in matches.items() if _calls_any(v.plan, _UNCHECKED_UNDER_VMAP))
         self.checked_more = frozenset(k for k, v in matches.items() if self.selects[k] or k in self.nest_loops
                                       or v.strategy == "matmul" or k in self.shared or v.plan.callables
@@ -3099,7 +3099,10 @@ def _reaches_grad(fn, depth, anything=False) -> bool:
     return False
 
 
-_UNCHECKED_UNDER_VMAP = frozenset({"one_hot"})
+# operations whose vmap batching rule skips the loop's checks: one_hot gives a row of zeros for
+# a class out of range; embedding (and embedding_bag) with a table per iteration flattens the
+# tables, so an index past one row's table reads the next row's (the loop raises)
+_UNCHECKED_UNDER_VMAP = frozenset({"one_hot", "embedding", "embedding_bag"})
 
 
 def _calls_any(plan, names) -> bool:
@@ -3455,8 +3458,9 @@ class Token:
             # (and the batched body) raise: vmap does not run such bodies
             modes = [m for m in modes if m != "vmap"]
             if not modes:
-                raise GuardFailed("`one_hot` has no checked form under vmap (a class out of range would give "
-                                  "zeros instead of the loop's error)")
+                raise GuardFailed("`one_hot` and functional `embedding` have no checked form under vmap (a class "
+                                  "or index out of range would give zeros, or another iteration's table row, "
+                                  "instead of the loop's error)")
         if self.numbers or self.loop_id in rt.index_py or self.loop_id in rt.py_arith:
             # a list of Python numbers, or the index in float arithmetic: only the batched body
             # treats their batch as Python numbers (vmap and broadcasting would see 0-d float64

@@ -340,3 +340,41 @@ def test_the_check_reads_every_index_of_one_operation():
     with indexcheck.IndexCheck():
         assert torch.equal(x[torch.tensor([0, 3]), torch.tensor([2, 1])], x[[0, 3], [2, 1]])
     _raises_index(lambda: x[torch.tensor([0, 3]), torch.tensor([2, 3])])
+
+
+def embed_own_table(Ws, tok):
+    out = []
+    for i in range(tok.shape[0]):
+        out.append(F.embedding(tok[i], Ws[i]))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("bad", [6, -1])
+def test_an_embedding_with_a_table_per_iteration_raises_as_the_loop(monkeypatch, bad):
+    # vmap's rule for a batched table flattens the tables: an index past row 3's table read row
+    # 4's, and the call returned values where the loop raises (found by the index-check probe)
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    Ws = torch.arange(48.).reshape(8, 6, 1)
+    tok = torch.zeros(8, 2, dtype=torch.long)
+    f = autovec(embed_own_table)
+    torch.testing.assert_close(f(Ws, tok), embed_own_table(Ws, tok))
+    tok[3, 1] = bad
+    with pytest.raises(IndexError) as want:
+        embed_own_table(Ws, tok)
+    with pytest.raises(IndexError) as got:
+        f(Ws, tok)
+    assert str(got.value) == str(want.value)
+
+
+def test_the_check_covers_bags_margins_and_unpooling():
+    W, L = torch.randn(10, 4), torch.randn(3, 5)
+    _raises_index(lambda: F.embedding_bag(torch.tensor([[1, 10]]), W, mode="sum"))
+    _raises_index(lambda: F.multi_margin_loss(L, torch.tensor([0, 5, 1])))
+    _raises_index(lambda: F.multilabel_margin_loss(L, torch.tensor([[0, 5, -1, 0, 0]] * 3)))
+    _raises_index(lambda: F.max_unpool1d(torch.randn(1, 1, 3), torch.tensor([[[0, 2, 6]]]), 2))
+    with indexcheck.IndexCheck():      # in range (and -1 ending a row's labels) passes
+        F.embedding_bag(torch.tensor([[1, 9]]), W, mode="sum")
+        F.multi_margin_loss(L, torch.tensor([0, 4, 1]))
+        F.multilabel_margin_loss(L, torch.tensor([[0, 4, -1, 0, 0]] * 3))
+        F.max_unpool1d(torch.randn(1, 1, 3), torch.tensor([[[0, 2, 5]]]), 2)
+    assert indexcheck.may_index(lambda a, y: F.multi_margin_loss(a, y))
