@@ -2758,7 +2758,7 @@ def _vmapped(f, dims, n):
     return lambda *a: vmap_call(f, a, dims, n)
 
 
-_CHUNKABLE = ("broadcast", "vmap", "reduction", "masked", "where")
+_CHUNKABLE = ("broadcast", "vmap", "reduction", "mask", "where")
 _MEMORY_FLOOR = 64 << 20   # below this, no budget is looked up (the default one is far larger)
 
 
