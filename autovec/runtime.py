@@ -127,10 +127,8 @@ def _autocast_state() -> tuple:
         try:
             if torch.is_autocast_enabled(kind):
                 on.append((kind, torch.get_autocast_dtype(kind)))
-        except (TypeError, RuntimeError, AttributeError):   # (an older torch, a device type it lacks)
+        except (TypeError, RuntimeError, AttributeError):   # (a device type this build lacks)
             pass
-    if not on and torch.is_autocast_enabled():
-        on.append(("cuda", None))
     return ("autocast", tuple(on))
 
 

@@ -17,6 +17,13 @@ def rows_add(u, v):
     return torch.stack(out)
 
 
+def double(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2
+    return out
+
+
 def test_wrapper_keeps_name_doc_signature_and_original():
     f = av(rows_add)
     assert f.__name__ == "rows_add" and f.__doc__ == rows_add.__doc__
@@ -46,12 +53,6 @@ def test_decorating_never_fails_and_options_are_checked():
 
 
 def test_autovec_of_an_autovec_function_is_one_rewrite_with_the_outer_options():
-    def double(x):
-        out = torch.empty_like(x)
-        for i in range(x.shape[0]):
-            out[i] = x[i] * 2
-        return out
-
     inner = av(double)
     outer = av(inner, strict=True)
     x = torch.randn(5, 3)
@@ -150,12 +151,6 @@ def test_cost_constants_are_measured_once_and_cached(monkeypatch, tmp_path):
 
 def test_cost_decisions_are_cached_per_power_of_two_bucket(monkeypatch):
     monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
-
-    def double(x):
-        out = torch.empty_like(x)
-        for i in range(x.shape[0]):
-            out[i] = x[i] * 2
-        return out
 
     f = av(double)
     for n in (3, 2, 700, 1000):
