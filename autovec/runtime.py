@@ -13,7 +13,7 @@ from time import perf_counter as _clock
 import torch
 import torch.utils._python_dispatch
 
-from . import _config, cost, indexcheck
+from . import _config, cost, indexcheck, lanes
 from .batching import _INPLACE_FLOOR
 from .analysis.shared import function_unsafe, self_calls, shared_work
 from .plan import einsum_letters
@@ -317,6 +317,8 @@ class FunctionRuntime:
         self.src_picks: dict = {}         # loop id -> per body parameter, the element it is (or None)
         self.indexing: dict = {}          # loop id -> whether a loop over elements also indexes values (_indexes)
         self.hot: dict = {}               # (loop id, signature, tag) -> (largest trip count, steady-state runner, mode)
+        self.lanes: dict = {}             # loop id -> guards written out per signature (lanes.build), newest first
+        self.lane_tried: set = set()      # (loop id, signature) whose lane was written or found not to fit
         self.prods: dict = {}             # loop id -> whether its body calls prod (runtime.Token._products)
         self.range_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "range")
         self.element_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "elements")
@@ -515,8 +517,17 @@ class FunctionRuntime:
     def guard(self, pending, mapped, free, calls, writes):
         """A Token when the loop may run vectorized for these values, else None."""
         loop_id, m = pending[0], pending[1]
+        lanes = self.lanes.get(loop_id)
+        if lanes is not None:
+            for lane in lanes:     # (the steady state: this loop's guard written out per signature)
+                tok = lane(pending, mapped, free, calls, writes)
+                if tok is not None:
+                    return tok
         try:
-            return self._guard(pending, mapped, free, calls, writes)
+            tok = self._guard(pending, mapped, free, calls, writes)
+            if (loop_id, tok.sig) in self.succeeded and (loop_id, tok.sig) not in self.lane_tried:
+                self._add_lane(pending, mapped, free, calls, writes, tok)
+            return tok
         except GuardFailed as e:
             # (a decision the estimate settled is no timing one: it counts refusals too, so that a
             # signature or data refused on every call stops paying for the attempt; the bucket
@@ -525,6 +536,20 @@ class FunctionRuntime:
             if d is not None:
                 d.vectorized_failed()
             return self._refuse(loop_id, m.plan, e)
+
+    def _add_lane(self, pending, mapped, free, calls, writes, tok):
+        """Once a loop is in its steady state for a signature: its guard written out for it (lanes)."""
+        loop_id = pending[0]
+        self.lane_tried.add((loop_id, tok.sig))
+        if self.events is not None or not lanes.eligible(self, loop_id, pending, mapped, tok.sources, free, calls,
+                                                         writes, tok):
+            return
+        sig = next(k[1] for k, v in self.sig_ids.items() if v == tok.sig and k[0] == loop_id)
+        lane = lanes.build(self, loop_id, tok.sig, sig, mapped, tok.sources, free, calls, writes,
+                           nest=pending[5] is not None)
+        if lane is not None:
+            kept = self.lanes.get(loop_id, [])
+            self.lanes[loop_id] = ([lane] + kept)[:lanes._MAX_PER_LOOP]
 
     def _refuse(self, loop_id, plan, e):
         self._note(loop_id, "python", str(e))
@@ -803,32 +828,7 @@ class FunctionRuntime:
             if bad:
                 raise GuardFailed(bad)
         if loop_id in self.checked_more:
-            if grad and self.selects[loop_id]:
-                everything = everything or tensors + free_tensors + written + fresh
-                if (any(t.requires_grad for t in everything)
-                        or any(isinstance(c, torch.nn.Module) and any(p.requires_grad for p in c.parameters())
-                               for c in calls)
-                        # (a tensor reached through an outside object: `self.w`, a module's parameter)
-                        or any(not isinstance(v, torch.Tensor) and _grad_reachable(v) for v in free)
-                        or any(_user_code(c) and _reaches_grad(c, 0, anything=True) for c in calls)):
-                    # where() computes both sides; a side masked out can still send NaN or inf into
-                    # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes
-                    raise GuardFailed("data-dependent branches or selected iterations with tensors that require "
-                                      "grad keep the Python loop (unselected iterations of the batched form could "
-                                      "give NaN gradients where the loop computes none)")
-            if levels is not None and grad:
-                _nest_grad_infinities(tensors + free_tensors)
-            if grad and loop_id in self.even_ties and (
-                    any(t.requires_grad for t in tensors + free_tensors)
-                    or any(not isinstance(v, torch.Tensor) and _grad_reachable(v) for v in free)):
-                raise GuardFailed("`median()` of all of a value's elements under autograd: its gradient is "
-                                  "shared by tied elements, which a batched median along a dimension does not do")
-            if m.strategy == "matmul":
-                _reduced_products(tensors)
-            if grad and loop_id in self.shared:
-                _shared_gradients(*self.shared[loop_id], tuple(free) + tuple(e[0] for e in mapped))
-            if grad and calls:
-                _callee_gradients(calls)
+            self._more_checks(loop_id, m, levels, grad, tensors, free_tensors, written, fresh, free, calls, mapped)
         if numbers:
             mapped = tuple(mapped)
         tok = Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
@@ -841,6 +841,37 @@ class FunctionRuntime:
         if decision is not None:
             tok.decision, tok.t0 = decision, t0
         return tok
+
+    def _more_checks(self, loop_id, m, levels, grad, tensors, free_tensors, written, fresh, free, calls, mapped):
+        """The guard's checks beyond types, bounds, aliasing and purity, for the loops that need
+        them (checked_more): branches or selected rows under grad, a nest's infinities, matmul
+        precision, shared work, callees' gradients."""
+        if grad and self.selects[loop_id]:
+            everything = tensors + free_tensors + written + fresh
+            if (any(t.requires_grad for t in everything)
+                    or any(isinstance(c, torch.nn.Module) and any(p.requires_grad for p in c.parameters())
+                           for c in calls)
+                    # (a tensor reached through an outside object: `self.w`, a module's parameter)
+                    or any(not isinstance(v, torch.Tensor) and _grad_reachable(v) for v in free)
+                    or any(_user_code(c) and _reaches_grad(c, 0, anything=True) for c in calls)):
+                # where() computes both sides; a side masked out can still send NaN or inf into
+                # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes
+                raise GuardFailed("data-dependent branches or selected iterations with tensors that require "
+                                  "grad keep the Python loop (unselected iterations of the batched form could "
+                                  "give NaN gradients where the loop computes none)")
+        if levels is not None and grad:
+            _nest_grad_infinities(tensors + free_tensors)
+        if grad and loop_id in self.even_ties and (
+                any(t.requires_grad for t in tensors + free_tensors)
+                or any(not isinstance(v, torch.Tensor) and _grad_reachable(v) for v in free)):
+            raise GuardFailed("`median()` of all of a value's elements under autograd: its gradient is "
+                              "shared by tied elements, which a batched median along a dimension does not do")
+        if m.strategy == "matmul":
+            _reduced_products(tensors)
+        if grad and loop_id in self.shared:
+            _shared_gradients(*self.shared[loop_id], tuple(free) + tuple(e[0] for e in mapped))
+        if grad and calls:
+            _callee_gradients(calls)
 
     def failed(self, loop_id, tok, exc):
         if isinstance(exc, NotVectorizable):
