@@ -259,11 +259,23 @@ def _no_aliasing(written, mapped, rest, free_tensors, free, calls):
     writes: that read's own entry (the analysis flags it), not another read that happens to be
     the same tensor (`out = x`, then `x[t]` read after `out[t]` is written: the loop reads the
     new row there). `rest`: the tensors the loop walks (its sources)."""
-    others = [v for v in free if not isinstance(v, torch.Tensor)] + list(calls)
-    readable = [(t, flag) for t, _, _, flag in mapped] + [(t, False) for t in rest] + \
-        [(t, False) for t in free_tensors]
+    others = [v for v in free if not isinstance(v, torch.Tensor)] if free else []
+    if calls:
+        others += calls
+    readable = [(t, flag) for t, _, _, flag in mapped] if mapped else []
+    for t in rest:
+        readable.append((t, False))
+    for t in free_tensors:
+        readable.append((t, False))
     if others:
         readable += [(t, False) for t in _reachable_tensors(others) if t is not None]
+    if not readable:
+        first = written[0]
+        for w in written:
+            if w is not first:
+                break
+        else:
+            return      # one output (`acc[k] += acc[k - 1]` writes acc twice) and nothing read beside it
     wptr = [_storage(w) for w in written]
     rptr = [_storage(r) for r, _ in readable]
     for w, pw in zip(written, wptr):
@@ -319,6 +331,7 @@ class FunctionRuntime:
         self.hot: dict = {}               # (loop id, signature, tag) -> (largest trip count, steady-state runner, mode)
         self.lanes: dict = {}             # loop id -> guards written out per signature (lanes.build), newest first
         self.lane_tried: set = set()      # (loop id, signature) whose lane was written or found not to fit
+        self.committed: set = set()       # (loop id, signature) that ran vectorized to the end (Token.done)
         self.prods: dict = {}             # loop id -> whether its body calls prod (runtime.Token._products)
         self.range_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "range")
         self.element_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "elements")
@@ -525,7 +538,7 @@ class FunctionRuntime:
                     return tok
         try:
             tok = self._guard(pending, mapped, free, calls, writes)
-            if (loop_id, tok.sig) in self.succeeded and (loop_id, tok.sig) not in self.lane_tried:
+            if (loop_id, tok.sig) in self.committed and (loop_id, tok.sig) not in self.lane_tried:
                 self._add_lane(pending, mapped, free, calls, writes, tok)
             return tok
         except GuardFailed as e:
@@ -2214,14 +2227,22 @@ def _prefix_region(t, dim, tok, op):
         raise GuardFailed("an in-place recurrence on a tensor that requires grad keeps the loop")
     if t.dtype in _HALF:
         raise GuardFailed(_HALF_SUM)
-    region = t.narrow(dim, tok.start - 1, tok.n + 1)
+    region = _prefix_rows(t, dim, tok)
     out = torch.cumsum(region, dim) if op == "+" else torch.cumprod(region, dim)
-    tok.rt._note(tok.loop_id, "vectorized", "scan", getattr(tok, "estimate", None))
-    return out.to(t.dtype)
+    if tok.rt.events is not None:
+        tok.rt._note(tok.loop_id, "vectorized", "scan", getattr(tok, "estimate", None))
+    return out if out.dtype is t.dtype else out.to(t.dtype)
 
 
 def _prefix_commit(t, dim, tok, values):
-    t.narrow(dim, tok.start - 1, tok.n + 1).copy_(values)
+    _prefix_rows(t, dim, tok).copy_(values)
+
+
+def _prefix_rows(t, dim, tok):
+    """t[start - 1 : stop] along `dim`: `t` itself where that is all of it."""
+    if tok.start == 1 and tok.n + 1 == t.shape[dim]:
+        return t
+    return t.narrow(dim, tok.start - 1, tok.n + 1)
 
 
 FunctionRuntime.prefix_region = staticmethod(_prefix_region)
@@ -3303,6 +3324,9 @@ class Token:
         """The vectorized call has committed its results: its time, for the decision."""
         if self.decision is not None and not self.cold:
             self.decision.vectorized_ran(_clock() - self.t0, self.n)
+        key = (self.loop_id, self.sig)
+        if key not in self.rt.lane_tried:
+            self.rt.committed.add(key)     # (a vectorized call, run() or not: its guard may get a lane)
 
     def last_index(self):
         return self.first + (self.n - 1) * self.step
