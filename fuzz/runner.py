@@ -17,6 +17,7 @@ analyses and checks, and the second, which runs from the cache):
     python -m fuzz.runner --repro SEED
     python -m fuzz.runner --family rec --n 2000     # linear recurrences in their many spellings
     python -m fuzz.runner --compile --n 200         # the compile fallback (family "compile")
+    python -m fuzz.runner --steady --n 500          # three more calls each: express lanes, audited
 
 `--family` picks the generator's family of forms: "default" (the vec/ and exact/ forms),
 "rec" (spellings of linear recurrences), "scan2" (running extremes, log-sum-exp, fission
@@ -414,6 +415,43 @@ def eager_compiles():
 
 
 COMPILE_CALLS = 3   # compile mode: Python, then the compile, then the compiled step
+STEADY_CALLS = 3    # --steady: calls after the second (a loop's express lane is written on its second
+STEADY_ENV = "AUTOVEC_FUZZ_STEADY"    # vectorized call and runs from the third: autovec/lanes.py)
+LANE_PROBLEMS: list = []
+
+
+def _env_flag(name) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
+def _audit_lanes():
+    """Check every express lane's answer against the general guard (as tests/test_lanes.py
+    does): a lane that accepts what the general pass refuses, or gives another signature, is a
+    mismatch even where the result happens to agree. Installed once per process."""
+    from autovec import lanes, runtime
+    if getattr(lanes.build, "_audited", False):
+        return
+    real = lanes.build
+
+    def build(rt, loop_id, sid, sig, *rest, **kw):
+        lane = real(rt, loop_id, sid, sig, *rest, **kw)
+        if lane is None:
+            return None
+
+        def checked(pending, mapped, free, calls, writes):
+            tok = lane(pending, mapped, free, calls, writes)
+            if tok is not None:
+                try:
+                    general = rt._guard(pending, mapped, free, calls, writes)
+                except runtime.GuardFailed as e:
+                    LANE_PROBLEMS.append(f"it accepted what the general guard refuses ({e})")
+                else:
+                    if general.sig != tok.sig:
+                        LANE_PROBLEMS.append(f"signature {tok.sig}, the general guard's {general.sig}")
+            return tok
+        return checked
+    build._audited = True
+    lanes.build = build
 
 
 def run(seed: int, timeout: float = 20.0, out_dir=None, verbose=False, family: str = "default",
@@ -456,6 +494,10 @@ def _run(seed, timeout, out_dir, verbose, family="default", compile=False) -> Re
             stage = "autovec"
             g = autovec(f, fallback="compile") if compile else autovec(f)
             labels = ["first call", "second call"] + [f"call {k + 1}" for k in range(2, COMPILE_CALLS if compile else 2)]
+            if _env_flag(STEADY_ENV):
+                labels += [f"steady call {k}" for k in range(len(labels) + 1, len(labels) + 1 + STEADY_CALLS)]
+                _audit_lanes()
+                LANE_PROBLEMS.clear()
             runs = []
             for label in labels:
                 prog.reset(mod)
@@ -469,6 +511,9 @@ def _run(seed, timeout, out_dir, verbose, family="default", compile=False) -> Re
                 ex = explain(g, *copy.deepcopy(inputs))
             res.path = ex.path
         stage = "comparing"
+        if LANE_PROBLEMS:
+            res.status, res.detail = "mismatch", f"express lane: {LANE_PROBLEMS[0]}"
+            LANE_PROBLEMS.clear()
         refs = {}
         for label, w, got, args in runs:
             verdict = compare(w, got, label, res.precision)
@@ -608,10 +653,15 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default=None,
                     help="run the programs on this device (e.g. cuda): inputs are moved there and tensors the "
                          "programs make are made there")
+    ap.add_argument("--steady", action="store_true",
+                    help=f"call autovec {STEADY_CALLS} more times (the steady state: express lanes), auditing "
+                         "every lane's answer against the general guard")
     ap.add_argument("--compile", action="store_true",
                     help="autovec(f, fallback='compile') with the eager dynamo backend, each program called "
                          f"{COMPILE_CALLS} times (and once on variant inputs)")
     a = ap.parse_args(argv)
+    if a.steady:
+        os.environ[STEADY_ENV] = "1"     # (spawned workers inherit it)
     family = a.family or ("compile" if a.compile else "default")
     if a.device:
         torch.empty(0, device=a.device)   # fails here, not in every program, if there is no such device
