@@ -262,7 +262,9 @@ def _no_aliasing(written, mapped, rest, free_tensors, free, calls):
     others = [v for v in free if not isinstance(v, torch.Tensor)] if free else []
     if calls:
         others += calls
-    readable = [(t, flag) for t, _, _, flag in mapped] if mapped else []
+    readable = []
+    for m in mapped:
+        readable.append((m[0], m[3]))
     for t in rest:
         readable.append((t, False))
     for t in free_tensors:
@@ -276,6 +278,14 @@ def _no_aliasing(written, mapped, rest, free_tensors, free, calls):
                 break
         else:
             return      # one output (`acc[k] += acc[k - 1]` writes acc twice) and nothing read beside it
+    if len(written) == 1:   # (the common case, without the lists below)
+        w = written[0]
+        pw = _storage(w)
+        if pw is not None:
+            for r, flag in readable:
+                if _storage(r) == pw and not (flag and r is w):
+                    raise GuardFailed("an output shares memory with a tensor the loop reads")
+        return
     wptr = [_storage(w) for w in written]
     rptr = [_storage(r) for r, _ in readable]
     for w, pw in zip(written, wptr):
