@@ -287,3 +287,28 @@ def test_harness_catches_a_hang(tmp_path, monkeypatch):
 ])
 def test_comparison(want, got, same):
     assert (runner.diff(want, got) is None) == same
+
+
+def test_bounded_steady_fuzz_run_audits_express_lanes(tmp_path, monkeypatch):
+    """`--steady`: three more calls per program, where express lanes answer; every lane answer
+    is audited against the general guard (a lane accepting what the guard refuses is a mismatch)."""
+    from autovec import lanes
+    monkeypatch.setenv(runner.STEADY_ENV, "1")
+    monkeypatch.setattr(lanes, "build", lanes.build)     # (the audit wraps it: undone after the test)
+    results, summary = _bounded("default", 60, 30.0, tmp_path)
+    assert len(results) >= 30, summary
+    assert sum(r.path == "vectorized" for r in results) >= len(results) // 4, summary
+    assert getattr(lanes.build, "_audited", False)    # (the audit was installed)
+
+
+def test_steady_fuzz_run_reports_a_wrong_lane(tmp_path, monkeypatch):
+    """The audit can fail: a lane that gives another signature id is reported as a mismatch."""
+    from autovec import lanes
+    monkeypatch.setenv(runner.STEADY_ENV, "1")
+    real = lanes.build
+
+    def wrong(rt, loop_id, sid, *rest, **kw):
+        return real(rt, loop_id, sid + 1, *rest, **kw)
+    monkeypatch.setattr(lanes, "build", wrong)
+    results = [runner.run(seed, timeout=20.0, out_dir=tmp_path) for seed in range(12)]
+    assert any(r.failed and "express lane" in r.detail for r in results), runner.summary(results)
