@@ -2669,10 +2669,15 @@ def _reduced_products(tensors):
     (matmul.analyse), and every mode of the strategy (direct products, the batched body, vmap)
     multiplies them as one matmul: so the check is here, once per call, and not in one mode. A
     later call under other settings tries again."""
+    seen = None
     for t in tensors:
         dtype = t.dtype
-        if dtype in _REDUCIBLE and _reduced_product(dtype, "cpu" if t.is_cpu else t.device.type):
-            raise _precision_refusal(dtype)
+        if dtype in _REDUCIBLE:
+            at = (dtype, "cpu" if t.is_cpu else t.device.type)
+            if at != seen:          # (the settings are read once per dtype and device type in a row)
+                seen = at
+                if _reduced_product(*at):
+                    raise _precision_refusal(dtype)
 
 
 def _precision_refusal(dtype):
