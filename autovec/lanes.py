@@ -81,7 +81,8 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         """The general pass's bounds check of `v` indexed at dimension `d`, offset `off`
         (in a nest: per level, `d` the (level, dimension, offset) spec, or a store's rows)."""
         if not nest:
-            emit(f"    if lo + {off} < 0 or hi + {off} >= {v}.shape[{d}]:")
+            emit(f"    z_{v} = {v}.shape[{d}]")
+            emit(f"    if lo + {off} < 0 or hi + {off} >= z_{v}:")
             emit("        return None")
             return
         for spec in (off if store else d):
@@ -176,6 +177,12 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         emit("        return None")
     emit(f"    tok = Token(rt, loop_id, m, n, start, step, first, mapped, sources, [{', '.join(free_tensors)}], "
          f"{sid!r}, levels, estimate)")
+    if not nest and not sources and mapped:
+        # the hot runners' question (runtime._covered), answered from the shapes read above:
+        # every indexed tensor's loop dimension covered from row 0 in steps of 1
+        cond = " and ".join(f"start == {-m[2]} and z_a{i} == n" for i, m in enumerate(mapped))
+        emit(f"    if step == 1 and {cond}:")
+        emit(f"        tok.covered = (n, ({''.join(f'a{i}, ' for i in range(len(mapped)))}))")
     emit("    if decision is not None:")
     emit("        tok.decision, tok.t0 = decision, t0")
     emit("    return tok")

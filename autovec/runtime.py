@@ -1833,6 +1833,9 @@ def _covered(tok):
     covers each one's loop dimension from row 0 in steps of 1 (no view needed): the indexed
     tensors, and the tensors a loop over elements walks (`for row in x`, zip, enumerate); else
     None (views, lists, unequal lengths: the general path)."""
+    c = tok.covered
+    if c is not None and c[0] == tok.n:
+        return list(c[1])       # (its lane answered, at this trip count: lanes.build)
     n, start = tok.n, tok.start
     if tok.step != 1:
         return None
@@ -3232,6 +3235,7 @@ class Token:
     number_sources = ()   # positions of the loop's sources that are (`zip(temps, x)`); _inputs maps them
     raw_numbers = ()      # positions of the indexed values that are (`temps[i]`), among the guard's
 
+    covered = None        # (trip count, the indexed tensors) where they are what _covered gives (lanes)
     _rows = None          # (offset, level) -> rows, made on first use
 
     def rows(self, offset, level=None):

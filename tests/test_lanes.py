@@ -320,3 +320,19 @@ def test_lane_checks_callees_again(audited, monkeypatch):
     _SEEN.clear()
     torch.testing.assert_close(fast(x), activated(x))
     assert len(_SEEN) == 2 * 300
+
+
+def rows_sum(x, lo, hi):
+    s = torch.zeros(x.shape[1], dtype=x.dtype)
+    for i in range(lo, hi):
+        s = s + x[i] * 2
+    return s
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 290), (3, 300), (5, 295)])
+def test_lane_covers_only_the_rows_the_loop_reads(audited, lo, hi):
+    """A lane tells the steady-state runner when the loop reads every row of an indexed tensor
+    from row 0 (so the tensor itself is the batch): not when it starts later or stops earlier."""
+    x = torch.randn(300, 4, dtype=torch.float64)
+    fast = _steady(rows_sum, x, 0, 300)
+    _agree(rows_sum, fast, (x, lo, hi))
