@@ -192,3 +192,35 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
     lane.source = "\n".join(lines)
     return lane
 
+
+
+def audited(build_fn, problems: list, answered: list | None = None):
+    """`build_fn` (a `build`) whose lanes are checked on every call they answer: the general
+    guard must accept with the same signature. Each difference is appended to `problems` as
+    text (an exception in the guard would only send the call to the loop, so nothing is raised);
+    `answered[0]` counts the checked answers. For tests and the fuzzer (tests/test_lanes.py,
+    `python -m fuzz.runner --steady`), not for production calls: it runs the guard twice."""
+    from .runtime import GuardFailed
+
+    def build_checked(rt, loop_id, sid, *rest, **kw):
+        lane = build_fn(rt, loop_id, sid, *rest, **kw)
+        if lane is None:
+            return None
+
+        def checked(pending, mapped, free, calls, writes):
+            tok = lane(pending, mapped, free, calls, writes)
+            if tok is not None:
+                try:
+                    general = rt._guard(pending, mapped, free, calls, writes)
+                except GuardFailed as e:
+                    problems.append(f"the lane accepted what the general guard refuses ({e})\n{lane.source}")
+                else:
+                    if general.sig != tok.sig or general.free_tensors != tok.free_tensors:
+                        problems.append(f"signature {tok.sig}, the general guard's {general.sig}\n{lane.source}")
+                if answered is not None:
+                    answered[0] += 1
+            return tok
+        checked.source = lane.source
+        return checked
+    build_checked.audited = True
+    return build_checked

@@ -428,30 +428,9 @@ def _audit_lanes():
     """Check every express lane's answer against the general guard (as tests/test_lanes.py
     does): a lane that accepts what the general pass refuses, or gives another signature, is a
     mismatch even where the result happens to agree. Installed once per process."""
-    from autovec import lanes, runtime
-    if getattr(lanes.build, "_audited", False):
-        return
-    real = lanes.build
-
-    def build(rt, loop_id, sid, sig, *rest, **kw):
-        lane = real(rt, loop_id, sid, sig, *rest, **kw)
-        if lane is None:
-            return None
-
-        def checked(pending, mapped, free, calls, writes):
-            tok = lane(pending, mapped, free, calls, writes)
-            if tok is not None:
-                try:
-                    general = rt._guard(pending, mapped, free, calls, writes)
-                except runtime.GuardFailed as e:
-                    LANE_PROBLEMS.append(f"it accepted what the general guard refuses ({e})")
-                else:
-                    if general.sig != tok.sig:
-                        LANE_PROBLEMS.append(f"signature {tok.sig}, the general guard's {general.sig}")
-            return tok
-        return checked
-    build._audited = True
-    lanes.build = build
+    from autovec import lanes
+    if not getattr(lanes.build, "audited", False):
+        lanes.build = lanes.audited(lanes.build, LANE_PROBLEMS)
 
 
 def run(seed: int, timeout: float = 20.0, out_dir=None, verbose=False, family: str = "default",

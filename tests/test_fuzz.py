@@ -298,7 +298,7 @@ def test_bounded_steady_fuzz_run_audits_express_lanes(tmp_path, monkeypatch):
     results, summary = _bounded("default", 60, 30.0, tmp_path)
     assert len(results) >= 30, summary
     assert sum(r.path == "vectorized" for r in results) >= len(results) // 4, summary
-    assert getattr(lanes.build, "_audited", False)    # (the audit was installed)
+    assert getattr(lanes.build, "audited", False)    # (the audit was installed)
 
 
 def test_steady_fuzz_run_reports_a_wrong_lane(tmp_path, monkeypatch):

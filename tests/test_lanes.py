@@ -8,7 +8,6 @@ import torch
 
 from autovec import autovec
 from autovec import lanes as lanes_mod
-from autovec import runtime as rt_mod
 from corpus import CORPUS
 
 
@@ -19,28 +18,7 @@ def audited(monkeypatch):
     the loop quietly, so differences are collected and asserted at the end of the test. Yields
     the count of answered calls."""
     answered, problems = [0], []
-    real_build = lanes_mod.build
-
-    def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, **kw):
-        lane = real_build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, **kw)
-        if lane is None:
-            return None
-
-        def checked(pending, mapped, free, calls, writes):
-            tok = lane(pending, mapped, free, calls, writes)
-            if tok is not None:
-                try:
-                    general = rt._guard(pending, mapped, free, calls, writes)
-                except rt_mod.GuardFailed as e:
-                    problems.append(f"the lane accepted what the general pass refuses: {e}\n{lane.source}")
-                else:
-                    if general.sig != tok.sig or general.free_tensors != tok.free_tensors:
-                        problems.append(f"signature {tok.sig}, general pass {general.sig}\n{lane.source}")
-                answered[0] += 1
-            return tok
-        checked.source = lane.source
-        return checked
-
+    build = lanes_mod.audited(lanes_mod.build, problems, answered)
     monkeypatch.setattr(lanes_mod, "build", build)
     yield answered
     assert not problems, problems[0]
