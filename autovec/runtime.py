@@ -540,9 +540,9 @@ class FunctionRuntime:
     def guard(self, pending, mapped, free, calls, writes):
         """A Token when the loop may run vectorized for these values, else None."""
         loop_id, m = pending[0], pending[1]
-        lanes = self.lanes.get(loop_id)
-        if lanes is not None:
-            for lane in lanes:     # (the steady state: this loop's guard written out per signature)
+        mine = self.lanes.get(loop_id)
+        if mine is not None:
+            for lane in mine:      # (the steady state: this loop's guard written out per signature)
                 tok = lane(pending, mapped, free, calls, writes)
                 if tok is not None:
                     return tok
@@ -568,8 +568,11 @@ class FunctionRuntime:
                                                          writes, tok):
             return
         sig = next(k[1] for k, v in self.sig_ids.items() if v == tok.sig and k[0] == loop_id)
-        lane = lanes.build(self, loop_id, tok.sig, sig, mapped, tok.sources, free, calls, writes,
-                           nest=pending[5] is not None)
+        try:
+            lane = lanes.build(self, loop_id, tok.sig, sig, mapped, tok.sources, free, calls, writes,
+                               nest=pending[5] is not None)
+        except Exception:      # (a lane is only a faster guard: without one, the general guard answers)
+            return
         if lane is not None:
             kept = self.lanes.get(loop_id, [])
             self.lanes[loop_id] = ([lane] + kept)[:lanes._MAX_PER_LOOP]
