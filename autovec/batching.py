@@ -659,10 +659,20 @@ class _Helpers:
 
     @staticmethod
     def extreme(x, dims, is_max):
-        """x.max() / x.min() of every row (over `dims`), with their gradient."""
+        """x.max() / x.min() of every row (over `dims`), with their gradient. A row whose extreme
+        is zero and that holds both +0.0 and -0.0 has no one answer: which zero a reduction
+        keeps depends on its order of comparisons, and torch's own kernels differ there
+        (`x[i].max()` over a row can give -0.0 where `x.amax(1)` gives +0.0), so the loop runs."""
         if torch.is_grad_enabled() and x.requires_grad:
-            return _EvenExtreme.apply(x, dims, is_max)
-        return x.amax(dims) if is_max else x.amin(dims)
+            out = _EvenExtreme.apply(x, dims, is_max)
+        else:
+            out = x.amax(dims) if is_max else x.amin(dims)
+        if out.is_floating_point() and bool((out == 0).any()):
+            z = x == 0
+            if bool((z & torch.signbit(x)).any()) and bool((z & ~torch.signbit(x)).any()):
+                raise _values_refused("+0.0 and -0.0 in a row's max() / min() (which zero it gives depends on "
+                                      "the order of comparisons, and torch's kernels differ there)")
+        return out
 
 
 # layers that act on the trailing dimensions of their input alone, whatever leads them

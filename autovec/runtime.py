@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 import math
 import threading
 import types
@@ -1818,6 +1819,12 @@ def _prefix(s0, v, op, py, inplace=False):
         raise GuardFailed(_HALF_SUM)
     steps = v[1:].to(want) if want != torch.bool else v[1:]   # accumulated at the loop's precision
     if op == "*":
+        if torch.is_grad_enabled() and (steps.requires_grad or first.requires_grad) and (
+                steps.is_floating_point() or steps.is_complex()) and not bool(torch.isfinite(steps).all()):
+            # the loop's gradient of a step is the product of the other factors (finite beside a
+            # NaN or inf one); cumprod's backward mixes the step's own value in, giving NaN
+            raise GuardFailed("a running product with gradients and a NaN or infinite factor (cumprod's "
+                              "gradient would be NaN where the loop's is finite)", data=True)
         rest = first * torch.cumprod(steps, 0)
     else:
         rest = first + sign * torch.cumsum(steps, 0)
@@ -1888,6 +1895,7 @@ def align(tensors, dims):
 
 def _index_arange(tok, args):
     """The loop index as a number, one per iteration (Token._index), on the inputs' device."""
+    tok._index_exact()
     return torch.arange(tok.first, tok.first + tok.n, device=_device_of(args[0] if args else None, tok.free_tensors))
 
 
@@ -2034,6 +2042,7 @@ def _large(args):
     return False
 
 
+_HALF_EXACT = {torch.float16: 2048, torch.bfloat16: 256}   # the largest integer each holds with all below it
 _RELEASE_FLOOR = 1 << 18     # bytes: smaller fresh outputs are kept (a stand-in costs microseconds)
 
 
@@ -3455,7 +3464,23 @@ class Token:
         return out
 
     def _index(self, device):
+        self._index_exact()
         return torch.arange(self.first, self.first + self.n * self.step, self.step, device=device)
+
+    def _index_exact(self):
+        """The loop index as a number against float16 / bfloat16 values: torch computes a half
+        tensor against a Python int in float32 (the int is never rounded to half), where the
+        batch's int64 index, cast to half with the values, is exact only up to 2048 (float16)
+        and 256 (bfloat16). Past that the loop runs (this call)."""
+        limit = None
+        for t in itertools.chain((m[0] for m in self.raw), self.sources, self.free_tensors):
+            k = _HALF_EXACT.get(getattr(t, "dtype", None))
+            if k is not None and (limit is None or k < limit):
+                limit = k
+        if limit is not None and max(abs(self.first), abs(self.first + (self.n - 1) * self.step)) > limit:
+            raise GuardFailed(f"the loop index, used as a number, passes {limit} against float16 / bfloat16 "
+                              "values (torch computes a Python int against them in float32; a batch of "
+                              "indices would be rounded to their precision first)", data=True)
 
     def py_out(self, tag, pos):
         """Whether output `pos` of the tagged pre-body run is a Python number in the loop."""

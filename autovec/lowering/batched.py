@@ -210,13 +210,16 @@ def _is_tensorish(v: _V) -> bool:
     return v.fact.kind == "tensor" or (v.batched and v.fact.number)
 
 
-def _align(vals: list[_V], binary: bool = False, lead: int = 1) -> list[ast.expr]:
+def _align(vals: list[_V], binary: bool = False, lead: int = 1, op: ast.operator | None = None) -> list[ast.expr]:
     """Operands of an elementwise operation: a batched value of lower rank than another
     operand gets size-1 dimensions after its batch dimension, so broadcasting lines the
     per-iteration dimensions up as in one iteration. With `binary` (a two-operand operator),
     a per-iteration Python number, batched as a tensor, is cast to the dtype one iteration
     computes in, as torch treats a Python number as a weak scalar (`x_i.int() * (i + 1)` is
-    int32 arithmetic, `0.5 * i` is a Python float)."""
+    int32 arithmetic, `0.5 * i` is a Python float). `op`: the operator, where it matters: a true
+    division against an integer tensor computes in the default float dtype, so its numbers are
+    not cast to the tensor's dtype (`x_i / (i + 1)` with uint8 `x`: 256 is 256, not 0); a power
+    of an integer tensor raises where a number does not fit its dtype, so no batch casts it."""
     for v in vals:
         if v.batched and not _is_tensorish(v):
             raise Unsupported(f"an elementwise operation on a per-iteration {v.fact.kind}")
@@ -229,7 +232,13 @@ def _align(vals: list[_V], binary: bool = False, lead: int = 1) -> list[ast.expr
             # torch computes a half-precision tensor against a Python number in float32 (the
             # number is never rounded to half): a batch of numbers cast to half would round it
             raise Unsupported(f"a per-iteration Python number against a {dtype} tensor")
-        if dtype is not None:
+        # an integer tensor against numbers (two numbers are Python's arithmetic: `pynum`)
+        int_tensor = dtype is not None and not (dtype.is_floating_point or dtype.is_complex) and \
+            any(v.fact.kind == "tensor" for v in vals)
+        if isinstance(op, ast.Pow) and int_tensor:
+            raise Unsupported(f"`**` of a {dtype} tensor and a per-iteration Python number (torch raises where the "
+                              "number does not fit the dtype; a batch cast to it would wrap)")
+        if dtype is not None and not (isinstance(op, ast.Div) and int_tensor):
             out = [_cast(node, dtype) if v.batched and v.fact.number else node for v, node in zip(vals, out)]
     return out
 
@@ -542,7 +551,7 @@ class _Batcher:
             return self._mixed_arith(node, a, b)
         if isinstance(node.op, ast.MatMult):
             return self._product("matmul", a, b)
-        la, lb = _align([a, b], binary=True, lead=self.c.lead)
+        la, lb = _align([a, b], binary=True, lead=self.c.lead, op=node.op)
         op = _PY_ARITH.get(type(node.op))
         if op and a.fact.number and b.fact.number and (op not in ("mul", "lshift")
                                                          or a.fact.kind == b.fact.kind == "int"):

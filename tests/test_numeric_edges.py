@@ -1,0 +1,186 @@
+"""Numeric edges found by an adversarial probe (stop 21): each loop here gave other values or
+gradients than the loop before its fix. Every call is compared with the loop, signs of zeros
+included; where the fix keeps the loop only for some values, the other values still vectorize."""
+import pytest
+import torch
+
+from autovec import autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as e:      # noqa: BLE001 (the loop's own error is the expected outcome)
+        return (type(e), str(e))
+
+
+def _same(fn, *args, calls=4):
+    fast = autovec(fn)
+    for _ in range(calls):
+        want, got = _outcome(fn, *args), _outcome(fast, *args)
+        if isinstance(want, tuple):
+            assert got == want
+            continue
+        assert isinstance(got, torch.Tensor), got
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(torch.signbit(got), torch.signbit(want))
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)
+    return fast
+
+
+# ------------------------------------------------------- the loop index against half precision
+
+def index_times(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * i
+    return out
+
+
+def enumerate_times(x):
+    out = []
+    for i, v in enumerate(x, 1):
+        out.append(v * i)
+    return torch.stack(out)
+
+
+def while_times(x):
+    out = torch.empty_like(x)
+    i = 0
+    while i < x.shape[0]:
+        out[i] = x[i] * (i - 100)
+        i += 1
+    return out
+
+
+def free_times(x, w):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] + w * i)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [index_times, enumerate_times, while_times])
+@pytest.mark.parametrize("dtype, n", [(torch.bfloat16, 400), (torch.float16, 3000)])
+def test_the_index_is_not_rounded_to_half_precision(fn, dtype, n):
+    """torch computes a half tensor against a Python int in float32: 257 * 1.5 is 386 in
+    bfloat16, where a batch of indices cast to bfloat16 first (256) gives 384."""
+    _same(fn, torch.full((n,), 1.5, dtype=dtype))
+
+
+def test_the_index_against_a_free_half_tensor():
+    _same(free_times, torch.randn(400, 2), torch.full((2,), 1.5, dtype=torch.bfloat16))
+
+
+def test_the_index_within_half_precision_still_vectorizes():
+    x = torch.full((200,), 1.5, dtype=torch.bfloat16)
+    _same(index_times, x)
+    assert explain(index_times, x).path == "vectorized"
+
+
+# ---------------------------------------------------- Python numbers against integer tensors
+
+def divided_by_index(x):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(x[i] / (i + 1))
+    return torch.stack(res)
+
+
+def raised_to_index(x):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(x[i] ** i)
+    return torch.stack(res)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32])
+def test_true_division_by_the_index_of_integer_data(dtype):
+    """`x_i / 256` of uint8 data divides by 256 (true division computes in float32); a batch
+    of the numbers cast to uint8 first divided by 0."""
+    fast = _same(divided_by_index, (torch.arange(400) % 97).to(dtype))
+    assert explain(fast, (torch.arange(400) % 97).to(dtype)).path == "vectorized"
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8])
+def test_a_power_of_integer_data_by_the_index(dtype):
+    """`x_i ** 256` of uint8 data raises in the loop (256 does not fit); a batch cast to uint8 gave x ** 0."""
+    _same(raised_to_index, (torch.arange(300) % 3).to(dtype))
+
+
+# ------------------------------------------------------------------- signed zeros in extremes
+
+def row_max(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i].max())
+    return torch.stack(out)
+
+
+def running_row_max(x):
+    m = torch.tensor(float("-inf"))
+    for i in range(x.shape[0]):
+        m = torch.max(m, x[i].max())
+    return m
+
+
+def row_min(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i].min())
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [row_max, running_row_max, row_min])
+def test_rows_holding_both_zeros(fn):
+    """x[i].max() of a row of +0.0 and -0.0 gives -0.0 where torch's amax over rows gives +0.0."""
+    _same(fn, torch.tensor([[0.0, -0.0] * 3] * 8))
+    _same(fn, torch.tensor([[-0.0, 0.0, -1.0]] * 8))
+
+
+def test_rows_without_both_zeros_still_vectorize():
+    x = torch.randn(300, 6)
+    x[:, 0] = 0.0
+    _same(row_max, x)
+    assert explain(row_max, x).path == "vectorized"
+
+
+# ------------------------------------------------------- gradients of a running product
+
+def running_products(x):
+    p = 1.0
+    out = []
+    for i in range(x.shape[0]):
+        p = p * x[i]
+        out.append(p)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_running_product_gradient_beside_a_non_finite_factor(bad):
+    """The loop's gradient of a factor is the product of the others (finite beside a NaN or
+    inf factor); cumprod's backward gave NaN there."""
+    x0 = torch.tensor([[0.5, 2.0], [bad, 3.0], [1.5, -1.0], [2.0, 0.5]])
+    fast = autovec(running_products)
+    for _ in range(4):
+        a, b = x0.clone().requires_grad_(), x0.clone().requires_grad_()
+        want, got = running_products(a), fast(b)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        want.sum().backward()
+        got.sum().backward()
+        torch.testing.assert_close(b.grad, a.grad, equal_nan=True)
+
+
+def test_running_product_with_finite_factors_still_vectorizes():
+    x = torch.rand(50, 3) + 0.5
+    fast = autovec(running_products)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    running_products(a).sum().backward()
+    fast(b).sum().backward()
+    torch.testing.assert_close(b.grad, a.grad)
+    assert explain(running_products, x.clone().requires_grad_()).path == "vectorized"
