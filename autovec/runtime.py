@@ -281,23 +281,36 @@ def _no_aliasing(written, mapped, rest, free_tensors, free, calls):
             return      # one output (`acc[k] += acc[k - 1]` writes acc twice) and nothing read beside it
     if len(written) == 1:   # (the common case, without the lists below)
         w = written[0]
-        pw = _storage(w)
+        pw = _span(w)
         if pw is not None:
             for r, flag in readable:
-                if _storage(r) == pw and not (flag and r is w):
+                pr = _span(r)
+                if pr is not None and pr[0] < pw[1] and pw[0] < pr[1] and not (flag and r is w):
                     raise GuardFailed("an output shares memory with a tensor the loop reads")
         return
-    wptr = [_storage(w) for w in written]
-    rptr = [_storage(r) for r, _ in readable]
-    for w, pw in zip(written, wptr):
+    wspan = [_span(w) for w in written]
+    rspan = [_span(r) for r, _ in readable]
+    for w, pw in zip(written, wspan):
         if pw is None:
             continue
-        for (r, flag), pr in zip(readable, rptr):
-            if pr == pw and not (flag and r is w):
+        for (r, flag), pr in zip(readable, rspan):
+            if pr is not None and pr[0] < pw[1] and pw[0] < pr[1] and not (flag and r is w):
                 raise GuardFailed("an output shares memory with a tensor the loop reads")
-        for w2, p2 in zip(written, wptr):
-            if w2 is not w and p2 == pw:
+        for w2, p2 in zip(written, wspan):
+            if w2 is not w and p2 is not None and p2[0] < pw[1] and pw[0] < p2[1]:
                 raise GuardFailed("two outputs share memory")
+
+
+def _span(t: torch.Tensor):
+    """The memory of `t`'s storage, [start, end), or None: two tensors may share memory without
+    sharing a storage (`torch.from_numpy` of overlapping views of one array, `torch.frombuffer`
+    at two offsets of one buffer), so outputs and inputs are compared by the memory they span."""
+    try:
+        s = t.untyped_storage()
+        p, k = s.data_ptr(), s.nbytes()
+    except Exception:  # tensors without storage (functional wrappers) never alias for us
+        return None
+    return (p, p + k) if k else None
 
 
 class FunctionRuntime:
@@ -1232,10 +1245,12 @@ class FunctionRuntime:
         """The elements of a kept list from its (selected) batch: Python numbers, or tensors."""
         if py:
             return o.tolist()
-        if not views and o.dim() and o.shape[0] > 1 and o.stride(0) == 0:
-            # a value the same in every iteration but made anew by each (`w * 2`, `torch.zeros(3)`):
-            # the loop's elements are separate tensors, the batch's rows one memory
-            o = o.clone()
+        if not views:
+            # the loop's elements are tensors of their own (`x[i] * 2`, also a value the same in
+            # every iteration but made anew by each): own memory and version counter, no view of
+            # a batch, so `detach_()` or an in-place change of one element acts on it alone, and
+            # backward through another element still works, as in the loop
+            return list(_unbind_copy(o))
         if o.requires_grad:
             # separate views, each of which can be modified in place like the loop's tensors
             return [o.select(0, i) for i in range(o.shape[0])]
@@ -2042,6 +2057,8 @@ def _large(args):
     return False
 
 
+# a batch's rows as separate tensors, one call (each row's own storage and version counter)
+_unbind_copy = getattr(torch, "unbind_copy", None) or (lambda o: [r.clone() for r in o.unbind(0)])
 _HALF_EXACT = {torch.float16: 2048, torch.bfloat16: 256}   # the largest integer each holds with all below it
 _RELEASE_FLOOR = 1 << 18     # bytes: smaller fresh outputs are kept (a stand-in costs microseconds)
 

@@ -1,0 +1,95 @@
+"""Aliasing edges found by an adversarial probe (stop 21): the elements of a returned list were
+views of one batch (shared memory and version counter: `detach_()` of one raised, an in-place
+change of one broke backward through another), and arguments overlapping in memory without
+sharing a storage (numpy, frombuffer) were taken for separate tensors."""
+import numpy as np
+import pytest
+import torch
+
+from autovec import autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def doubled_list(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] * 2)
+    return out
+
+
+def rows_list(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i])
+    return out
+
+
+def test_list_elements_are_tensors_of_their_own():
+    x = torch.randn(8, 4)
+    fast = autovec(doubled_list)
+    for _ in range(3):
+        got = fast(x)
+        assert explain(doubled_list, x).path == "vectorized"
+        assert all(t._base is None for t in got)
+        assert len({t.untyped_storage().data_ptr() for t in got}) == len(got)
+        got[0].detach_()                  # a view of a batch raises here
+        got[1].mul_(0)
+        torch.testing.assert_close(got[2], x[2] * 2)
+        torch.testing.assert_close(got[1], torch.zeros(4))
+
+
+def test_backward_through_one_element_after_another_changed_in_place():
+    x0 = torch.arange(32.0).reshape(8, 4) / 10
+    fast = autovec(doubled_list)
+    for _ in range(3):
+        a, b = x0.clone().requires_grad_(), x0.clone().requires_grad_()
+        want, got = doubled_list(a), fast(b)
+        zw, zg = (want[1] ** 2).sum(), (got[1] ** 2).sum()
+        want[0].mul_(3)
+        got[0].mul_(3)                    # one version counter for the batch made backward raise
+        (zw + want[0].sum()).backward()
+        (zg + got[0].sum()).backward()
+        torch.testing.assert_close(b.grad, a.grad)
+
+
+def test_list_of_rows_still_sees_writes_into_the_input():
+    x = torch.randn(8, 4)
+    got = autovec(rows_list)(x)
+    x[3] = 7.0
+    torch.testing.assert_close(got[3], torch.full((4,), 7.0))
+
+
+def chained(x, y):
+    for i in range(x.shape[0]):
+        x[i] = y[i] * 2 + 1
+    return x
+
+
+def _overlapping(kind, n):
+    arr = np.arange((n + 1) * 4, dtype=np.float32) / 100
+    if kind == "numpy":
+        return torch.from_numpy(arr[4:].reshape(n, 4)), torch.from_numpy(arr[:-4].reshape(n, 4))
+    buf = bytearray(arr.tobytes())
+    return (torch.frombuffer(buf, dtype=torch.float32, offset=16).view(n, 4),
+            torch.frombuffer(buf, dtype=torch.float32, count=n * 4).view(n, 4))
+
+
+@pytest.mark.parametrize("kind", ["numpy", "frombuffer"])
+def test_arguments_overlapping_in_memory_without_sharing_a_storage(kind):
+    """y[i + 1] is x[i]: each row the loop writes is read by the next iteration."""
+    fast = autovec(chained)
+    for _ in range(4):
+        want = chained(*_overlapping(kind, 8))
+        got = fast(*_overlapping(kind, 8))
+        torch.testing.assert_close(got, want)
+
+
+def test_separate_numpy_arrays_still_vectorize():
+    x = torch.from_numpy(np.zeros((8, 4), dtype=np.float32))
+    y = torch.from_numpy(np.ones((8, 4), dtype=np.float32))
+    torch.testing.assert_close(autovec(chained)(x.clone(), y), chained(x.clone(), y))
+    assert explain(chained, x.clone(), y).path == "vectorized"
