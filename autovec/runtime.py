@@ -1850,6 +1850,15 @@ def _prefix(s0, v, op, py, inplace=False):
 FunctionRuntime.prefix = staticmethod(_prefix)
 
 
+def _py_running(start, *numbers) -> bool:
+    """Whether a running value is a Python number in the loop: its start is one (not a tensor)
+    and so is every step's value (`numbers`: the one-time check's answer per value)."""
+    return not isinstance(start, torch.Tensor) and all(numbers)
+
+
+FunctionRuntime.py_running = staticmethod(_py_running)
+
+
 _ONES = (1,) * 64
 
 

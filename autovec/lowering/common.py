@@ -645,9 +645,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         pre.body = [mapper.visit(ast.parse(s).body[0]) for s in plan.body[:pos + 1]]
         PRE_REF, pre_ref = "None", None
         if plan.items:
-            if op.startswith(("best", "pay")):
+            if op.startswith(("best", "pay")) or op in ("lin", "+", "-", "*"):
                 # the one-time check runs the loop's own `.item()`: it tells whether a running
-                # best holds Python numbers (the batch computes them in float64)
+                # best, total or recurrence holds Python numbers (the batch computes them in float64)
                 pre_ref = copy.deepcopy(pre)
                 pre_ref.name = PRE_REF = namer.new(f"{PRE}_ref")
             pre.body = [_Items(AV).visit(s) for s in pre.body]
@@ -690,9 +690,16 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         if op == "lin":
             pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker), _name(o.payloads[0][1])],
                                                        ctx=ast.Load())))
+            if pre_ref is not None:
+                pre_ref.body.append(copy.deepcopy(pre.body[-1]))
+                scan_code.append(pre_ref)
+            # Python numbers in the loop where its start, terms and factors all are (`avg = b * avg
+            # + (1 - b) * x[i].item()` from `avg = 0.0`): the check's run of the loop's own `.item()` tells
+            PYL = f"AV.py_running({name}, {T}.py_out({PRE!r}, 0), {T}.py_out({PRE!r}, 1))" if pre_ref is not None \
+                else "False"
             scan_code += [pre] + template(
-                f"{T}.add_scan(AV.linear_prefix({name}, *{T}.run({PRE}, None, tag={PRE!r}, scan_free=True), "
-                f"py_a={T}.py_out({PRE!r}, 1), varying={o.payloads[0][3]!r}), False)",
+                f"{T}.add_scan(AV.linear_prefix({name}, *{T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True), "
+                f"py_a={T}.py_out({PRE!r}, 1), varying={o.payloads[0][3]!r}), {PYL})",
                 AV=AV)
             continue
         pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load())))
@@ -701,7 +708,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             scan_code.append(pre_ref)
         # a running best's values may be Python numbers without a visible `.item()` (`v = x[i].item()`
         # earlier): the first run's check tells
-        PY = f"({bool(o.pytype)} or {T}.py_out({PRE!r}, 0))" if op.startswith("best") else str(bool(o.pytype))
+        PY = f"({bool(o.pytype)} or {T}.py_out({PRE!r}, 0))" if op.startswith("best") else \
+            f"({bool(o.pytype)} or AV.py_running({name}, {T}.py_out({PRE!r}, 0)))" if pre_ref is not None else \
+            str(bool(o.pytype))
         scan_code += [pre] + template(
             f"{T}.add_scan(AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
             f"{PY}, {bool(o.inplace)}), {PY})", AV=AV)

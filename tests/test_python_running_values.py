@@ -1,0 +1,91 @@
+"""Running values that are Python numbers in the loop (found by the real-world loops probe of
+stop 21): a linear recurrence or running total over `.item()` / `.tolist()` numbers, started
+from a Python number, gave 0-d float64 tensors where the loop gives Python floats (the values
+were the same; `json.dumps`, `isinstance(v, float)` and `v + 1` told them apart)."""
+import pytest
+import torch
+
+from autovec import autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def ema_items(x, beta):
+    avg = 0.0
+    out = []
+    for i in range(x.shape[0]):
+        avg = beta * avg + (1 - beta) * x[i].item()
+        out.append(avg)
+    return out, avg
+
+
+def ema_curve(losses, beta):
+    avg = 0.0
+    out = []
+    for i, l in enumerate(losses.tolist()):
+        avg = beta * avg + (1 - beta) * l
+        out.append(avg / (1 - beta ** (i + 1)))
+    return out
+
+
+def running_total_tolist(x):
+    s = 0.0
+    out = []
+    for v in x.tolist():
+        s = s + v
+        out.append(s)
+    return out, s
+
+
+def running_product_tolist(x):
+    p = 1.0
+    out = []
+    for v in x.tolist():
+        p = p * v
+        out.append(p)
+    return out, p
+
+
+def momentum(gs, mu):
+    v = 0.0
+    for g in gs:
+        v = mu * v + g.item()
+    return v
+
+
+def ema_from_tensor(x, beta):
+    avg = torch.tensor(0.0, dtype=torch.float64)
+    for i in range(x.shape[0]):
+        avg = beta * avg + (1 - beta) * x[i].item()
+    return avg
+
+
+def _same(got, want):
+    assert type(got) is type(want), (type(got), type(want))
+    if isinstance(want, (list, tuple)):
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            _same(a, b)
+    elif isinstance(want, torch.Tensor):
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want)
+    else:
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (ema_items, (torch.rand(300, dtype=torch.float64), 0.98)),
+    (ema_curve, (torch.rand(300), 0.9)),
+    (running_total_tolist, (torch.rand(300, dtype=torch.float64),)),
+    (running_product_tolist, (torch.rand(300, dtype=torch.float64) + 0.5,)),
+    (momentum, (torch.rand(300, dtype=torch.float64), 0.9)),
+    (ema_from_tensor, (torch.rand(300, dtype=torch.float64), 0.98)),
+])
+def test_running_values_keep_the_loops_type(fn, args):
+    fast = autovec(fn)
+    for _ in range(4):
+        _same(fast(*args), fn(*args))
+    assert explain(fn, *args).path == "vectorized", str(explain(fn, *args))
