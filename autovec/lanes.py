@@ -128,7 +128,7 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         else:
             emit(f"    if _sig({v}) != {const(entry)}:")
             emit("        return None")
-    written, fresh = [], []
+    written, fresh, lists = [], [], []
     for i, w in enumerate(writes):
         kind, v, entry = w[0], f"w{i}", sig[next(pos)]
         emit(f"    {v} = writes[{i}][1]")
@@ -152,6 +152,10 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         elif kind == "list":
             emit(f"    if type({v}) is not list or _sig({v}) != {const(entry)}:")
             emit("        return None")
+            for u in lists:        # (two appended lists that are one: the general guard refuses)
+                emit(f"    if {v} is {u}:")
+                emit("        return None")
+            lists.append(v)
         elif isinstance(w[1], torch.Tensor):      # accum, best, cat, seq of a tensor
             tensor_checks(v, entry)
             if kind == "accum" and w[2] or kind == "seq":

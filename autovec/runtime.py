@@ -775,6 +775,7 @@ class FunctionRuntime:
                 sig.append(_sig(v))
         written = []
         fresh = []       # outputs allocated right before the loop: checked like the others, but alias nothing
+        lists = None     # the lists the loop appends to: each a list of its own
         for w in writes:
             kind, t = w[0], w[1]
             if type(t) is Tensor and t.is_cpu:
@@ -804,6 +805,13 @@ class FunctionRuntime:
             elif kind == "list":
                 if type(t) is not list:
                     raise GuardFailed(f"`.append` is called on a {type(t).__name__}, not a list")
+                if lists is None:
+                    lists = [t]
+                else:
+                    if any(t is u for u in lists):
+                        raise GuardFailed("two lists the loop appends to are one list (its appends interleave, "
+                                          "the batches would not)")
+                    lists.append(t)
             elif kind == "scatter":
                 if not isinstance(t, Tensor):
                     raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")

@@ -29,7 +29,7 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
     params |= {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a}
     local_names = params | nm.stores(fn)
     ctx = Context(fn=fn, parent=nm.parents(fn), local_names=local_names, env=env,
-                  cellvars=frozenset(cap.fn.__code__.co_cellvars))
+                  cellvars=frozenset(cap.fn.__code__.co_cellvars) | _declared_outside(fn))
 
     blocked = _dynamic_scope(fn, env, local_names)
     if not blocked and any(n.startswith("_av_") for n in local_names):
@@ -255,6 +255,20 @@ def _fresh_allocation(out, loop: ast.For, ctx: Context) -> bool:
                                               f"{out.target}[:,:,{{}}]"):
         return False
     return _allocation(out.target, loop, ctx)
+
+
+def _declared_outside(fn: ast.FunctionDef) -> frozenset:
+    """Names the function declares `global` or `nonlocal`: like a closure's cells, their values
+    are seen outside the function's frame, so a loop's last value in one is live after it
+    (the loop's analysis treats them as `cellvars`)."""
+    names, todo = set(), list(fn.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Global, ast.Nonlocal)):
+            names.update(n.names)
+        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(n))
+    return frozenset(names)
 
 
 def _allocation(target: str, loop: ast.For, ctx: Context):

@@ -399,7 +399,7 @@ def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
     plan = plan_for(fake, ctx, loop_id, space=space, body_stmts=body, form="while", anchor=node)
     # the counter is one step past the last iteration after the loop
     live = tuple(v for v in plan.live_after if v != k)
-    if nm.read_after(ctx.fn, ctx.parent, node, k) is not None:
+    if nm.read_after(ctx.fn, ctx.parent, node, k) is not None or k in ctx.cellvars:
         live = live + (k,)
     import dataclasses as _dc
     return _dc.replace(plan, live_after=live, source=src(node), end_lineno=node.end_lineno)

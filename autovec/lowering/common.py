@@ -375,7 +375,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             writes.append(f"('{kind}', {o.target}, 0, {o.nest_rows!r})")
         elif o.kind == "store":
             writes.append(f"('{kind}', {o.target}, {o.dim}, {o.offset})")
-        elif o.kind == "append" and o.target and not o.consumer:
+        elif o.kind == "append" and o.target and not o.consumer and f"('list', {o.target})" not in writes:
+            # (once per list name: the guard refuses two names that are one list, whose appends
+            # the loop interleaves; one name's several appends are laid out in the loop's order)
             writes.append(f"('list', {o.target})")
         elif o.kind == "accum":
             writes.append(f"('accum', {o.target}, {int(o.inplace)})")

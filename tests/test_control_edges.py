@@ -1,0 +1,146 @@
+"""Edges found by the control-flow probe of stop 21: a name declared `global` (or `nonlocal`)
+that a vectorized loop leaves a value in was not written back (its loop variable, last value or
+`while` counter), and two append targets that are one list lost the loop's interleaving."""
+import pytest
+import torch
+
+from autovec import autovec, explain
+
+GI = -1
+G_LAST = None
+G_K = -7
+G_ROW = None
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def global_index(x):
+    global GI
+    out = torch.empty_like(x)
+    for GI in range(x.shape[0]):
+        out[GI] = x[GI] * 2
+    return out
+
+
+def global_last(x):
+    global G_LAST
+    for i in range(x.shape[0]):
+        G_LAST = x[i] * 2
+    return 0
+
+
+def global_counter(x):
+    global G_K
+    out = torch.zeros_like(x)
+    G_K = 0
+    while G_K < x.shape[0]:
+        out[G_K] = x[G_K] + 1
+        G_K += 1
+    return out
+
+
+def global_row(x):
+    global G_ROW
+    out = []
+    for G_ROW in x:
+        out.append(G_ROW * 3)
+    return torch.stack(out)
+
+
+def _reset():
+    global GI, G_LAST, G_K, G_ROW
+    GI, G_LAST, G_K, G_ROW = -1, None, -7, None
+
+
+def _state():
+    return (GI, G_LAST, G_K, G_ROW)
+
+
+def _same_state(a, b):
+    for u, v in zip(a, b):
+        if isinstance(u, torch.Tensor):
+            torch.testing.assert_close(v, u)
+        else:
+            assert u == v
+
+
+@pytest.mark.parametrize("fn", [global_index, global_last, global_counter, global_row])
+def test_globals_keep_the_loops_last_values(fn):
+    x = torch.randn(30, 3)
+    _reset()
+    want = fn(x)
+    want_state = _state()
+    fast = autovec(fn)
+    for _ in range(4):
+        _reset()
+        got = fast(x)
+        _same_state(want_state, _state())
+        if isinstance(want, torch.Tensor):
+            torch.testing.assert_close(got, want)
+    assert explain(fn, x).path == "vectorized"
+
+
+def closure_counter(x):
+    k = -7
+
+    def read():
+        return k
+    out = torch.zeros_like(x)
+    k = 0
+    while k < x.shape[0]:
+        out[k] = x[k] + 1
+        k += 1
+    return out, read()
+
+
+def test_a_while_counter_read_by_a_closure():
+    x = torch.randn(30, 3)
+    fast = autovec(closure_counter)
+    for _ in range(3):
+        got, want = fast(x), closure_counter(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] == 30
+
+
+def two_lists(x, a, b):
+    for r in x:
+        a.append(r.sum().item())
+        b.append(r.max().item())
+    return a, b
+
+
+def list_and_store(x, o, a, b):
+    for i in range(x.shape[0]):
+        a.append(x[i].sum())
+        o[i] = x[i] * 2
+        b.append(x[i].max())
+    return a
+
+
+def test_two_append_targets_that_are_one_list():
+    x = torch.randn(40, 3)
+    fast = autovec(two_lists)
+    for _ in range(4):            # separate lists first: the steady state (and its lane)
+        assert fast(x, [], []) == two_lists(x, [], [])
+    assert explain(two_lists, x, [], []).path == "vectorized"
+    for _ in range(3):
+        one, mine = [], []
+        two_lists(x, one, one)
+        fast(x, mine, mine)
+        assert mine == one        # the loop interleaves the two appends
+
+
+def test_one_list_beside_a_store():
+    x = torch.randn(40, 3)
+    fast = autovec(list_and_store)
+    for _ in range(4):
+        fast(x, torch.empty(40, 3), [], [])
+    one, mine = [], []
+    list_and_store(x, torch.empty(40, 3), one, one)
+    fast(x, torch.empty(40, 3), mine, mine)
+    assert len(mine) == len(one)
+    for a, b in zip(mine, one):
+        torch.testing.assert_close(a, b)
