@@ -3,9 +3,10 @@
 `FunctionRuntime._guard` checks a loop's values in one general pass: it walks the indexed
 tensors, the loop's sources, its free values and its outputs, builds the call's signature as a
 tuple of their types, dtypes, ranks, devices and grad flags, and interns it. Once a loop has
-run vectorized for a signature (its mode passed its one-time check), `build` writes that pass out for this loop and signature alone: the
-tuple's structure is fixed at the call site (how many values, which dimension and offset each
-is indexed at, which kind each output is), so the lane is a straight run of attribute checks
+run vectorized for a signature (Token.done), `build` writes that pass out for this loop and
+signature alone: the tuple's structure is fixed at the call site (how many values, which
+dimension and offset each is indexed at, which kind each output is), so the lane is a straight
+run of attribute checks
 against the signature's constants, with the bounds, aliasing and purity checks the general pass
 makes for such a loop. Where any check differs from the signature the lane was written for, it
 answers None and the general pass decides (and may write another lane).
@@ -29,26 +30,14 @@ _MAX_PER_LOOP = 4        # lanes kept per loop (signatures in use at once: dtype
 _WRITES = ("list", "store", "fresh", "scatter", "seq", "accum", "best", "cat")
 
 
-def eligible(rt, loop_id, pending, mapped, sources, free, calls, writes, tok) -> bool:
-    """Whether the general pass's answer for these values can be written out as a lane."""
-    if tok.numbers or tok.number_sources or pending[5] is not None and sources:
+def eligible(nest, mapped, writes, tok) -> bool:
+    """Whether the general pass's answer (`tok`) for these values can be written out as a lane:
+    plain CPU tensors only, no lists of numbers (a nest walks no sources)."""
+    if tok.numbers or tok.number_sources or nest and tok.sources:
         return False
-    if tok.free_tensors and any(type(t) is not torch.Tensor or not t.is_cpu for t in tok.free_tensors):
-        return False
-    for t, _, _, _ in mapped:
-        if type(t) is not torch.Tensor or not t.is_cpu:
-            return False
-    for s in sources:
-        if type(s) is not torch.Tensor or not s.is_cpu:
-            return False
-    for w in writes:
-        if w[0] not in _WRITES:
-            return False
-        if w[0] in ("store", "fresh", "scatter") and (type(w[1]) is not torch.Tensor or not w[1].is_cpu):
-            return False
-        if isinstance(w[1], torch.Tensor) and (type(w[1]) is not torch.Tensor or not w[1].is_cpu):
-            return False
-    return True
+    tensors = [m[0] for m in mapped] + list(tok.sources) + list(tok.free_tensors) + \
+        [w[1] for w in writes if isinstance(w[1], torch.Tensor)]
+    return all(type(t) is torch.Tensor and t.is_cpu for t in tensors) and all(w[0] in _WRITES for w in writes)
 
 
 def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=False):
@@ -132,23 +121,16 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
     for i, w in enumerate(writes):
         kind, v, entry = w[0], f"w{i}", sig[next(pos)]
         emit(f"    {v} = writes[{i}][1]")
-        if kind in ("store", "fresh"):
+        if kind in ("store", "fresh", "scatter"):
             tensor_checks(v, entry)
-            bounds(v, w[2], w[3], store=True)
-            if entry[4]:
+            if kind != "scatter":
+                bounds(v, w[2], w[3], store=True)
+            if entry[4]:       # (a leaf that requires grad: the loop raises where grad is on)
                 emit(f"    if {v}.is_leaf and grad_on():")
                 emit("        return None")
             emit(f"    if not {v}.is_contiguous() and _overlapping({v}):")
             emit("        return None")
-            (written if kind == "store" else fresh).append(v)
-        elif kind == "scatter":
-            tensor_checks(v, entry)
-            if entry[4]:
-                emit(f"    if {v}.is_leaf and grad_on():")
-                emit("        return None")
-            emit(f"    if not {v}.is_contiguous() and _overlapping({v}):")
-            emit("        return None")
-            written.append(v)
+            (fresh if kind == "fresh" else written).append(v)
         elif kind == "list":
             emit(f"    if type({v}) is not list or _sig({v}) != {const(entry)}:")
             emit("        return None")

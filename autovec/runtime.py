@@ -263,42 +263,24 @@ def _no_aliasing(written, mapped, rest, free_tensors, free, calls):
     others = [v for v in free if not isinstance(v, torch.Tensor)] if free else []
     if calls:
         others += calls
-    readable = []
-    for m in mapped:
-        readable.append((m[0], m[3]))
-    for t in rest:
-        readable.append((t, False))
-    for t in free_tensors:
-        readable.append((t, False))
+    readable = [(m[0], m[3]) for m in mapped] + [(t, False) for t in rest] + [(t, False) for t in free_tensors]
     if others:
         readable += [(t, False) for t in _reachable_tensors(others) if t is not None]
-    if not readable:
-        first = written[0]
-        for w in written:
-            if w is not first:
-                break
-        else:
-            return      # one output (`acc[k] += acc[k - 1]` writes acc twice) and nothing read beside it
-    if len(written) == 1:   # (the common case, without the lists below)
-        w = written[0]
-        pw = _span(w)
-        if pw is not None:
-            for r, flag in readable:
-                pr = _span(r)
-                if pr is not None and pr[0] < pw[1] and pw[0] < pr[1] and not (flag and r is w):
-                    raise GuardFailed("an output shares memory with a tensor the loop reads")
-        return
     wspan = [_span(w) for w in written]
-    rspan = [_span(r) for r, _ in readable]
-    for w, pw in zip(written, wspan):
+    for j, (w, pw) in enumerate(zip(written, wspan)):
         if pw is None:
             continue
-        for (r, flag), pr in zip(readable, rspan):
-            if pr is not None and pr[0] < pw[1] and pw[0] < pr[1] and not (flag and r is w):
+        for r, flag in readable:
+            if _meets(_span(r), pw) and not (flag and r is w):
                 raise GuardFailed("an output shares memory with a tensor the loop reads")
-        for w2, p2 in zip(written, wspan):
-            if w2 is not w and p2 is not None and p2[0] < pw[1] and pw[0] < p2[1]:
+        for w2, p2 in zip(written[j + 1:], wspan[j + 1:]):
+            if w2 is not w and _meets(p2, pw):     # (one tensor written twice, `acc[k] += acc[k - 1]`, is one output)
                 raise GuardFailed("two outputs share memory")
+
+
+def _meets(a, b) -> bool:
+    """Whether two memory spans (_span) overlap."""
+    return a is not None and a[0] < b[1] and b[0] < a[1]
 
 
 def _span(t: torch.Tensor):
@@ -578,8 +560,7 @@ class FunctionRuntime:
         """Once a loop is in its steady state for a signature: its guard written out for it (lanes)."""
         loop_id = pending[0]
         self.lane_tried.add((loop_id, tok.sig))
-        if self.events is not None or not lanes.eligible(self, loop_id, pending, mapped, tok.sources, free, calls,
-                                                         writes, tok):
+        if self.events is not None or not lanes.eligible(pending[5] is not None, mapped, writes, tok):
             return
         sig = next(k[1] for k, v in self.sig_ids.items() if v == tok.sig and k[0] == loop_id)
         try:

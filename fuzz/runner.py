@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import torch
 
 from autovec import autovec, explain
+from autovec import _config
 from autovec import compiled as av_compiled
 from fuzz.generator import DEFAULT_OUT, FAMILIES, generate
 
@@ -420,10 +421,6 @@ STEADY_ENV = "AUTOVEC_FUZZ_STEADY"    # vectorized call and runs from the third:
 LANE_PROBLEMS: list = []
 
 
-def _env_flag(name) -> bool:
-    return os.environ.get(name, "") not in ("", "0")
-
-
 def _audit_lanes():
     """Check every express lane's answer against the general guard (as tests/test_lanes.py
     does): a lane that accepts what the general pass refuses, or gives another signature, is a
@@ -473,7 +470,7 @@ def _run(seed, timeout, out_dir, verbose, family="default", compile=False) -> Re
             stage = "autovec"
             g = autovec(f, fallback="compile") if compile else autovec(f)
             labels = ["first call", "second call"] + [f"call {k + 1}" for k in range(2, COMPILE_CALLS if compile else 2)]
-            if _env_flag(STEADY_ENV):
+            if _config._env_flag(STEADY_ENV):
                 labels += [f"steady call {k}" for k in range(len(labels) + 1, len(labels) + 1 + STEADY_CALLS)]
                 _audit_lanes()
                 LANE_PROBLEMS.clear()

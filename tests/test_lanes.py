@@ -314,3 +314,12 @@ def test_lane_covers_only_the_rows_the_loop_reads(audited, lo, hi):
     x = torch.randn(300, 4, dtype=torch.float64)
     fast = _steady(rows_sum, x, 0, 300)
     _agree(rows_sum, fast, (x, lo, hi))
+
+
+def test_lane_refuses_an_output_whose_rows_overlap(audited):
+    """The same signature with an output whose rows share memory (as_strided): the loop's
+    stores overwrite each other in order, which a batched store does not."""
+    fast = _steady(doubled_into, torch.randn(300, 2), torch.zeros(300, 2))
+    base = torch.zeros(302)
+    out = base.as_strided((300, 2), (1, 1))        # row i overlaps row i + 1
+    _agree(doubled_into, fast, (torch.randn(300, 2), out))
