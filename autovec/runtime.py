@@ -263,9 +263,31 @@ def _no_aliasing(written, mapped, rest, free_tensors, free, calls):
     others = [v for v in free if not isinstance(v, torch.Tensor)] if free else []
     if calls:
         others += calls
-    readable = [(m[0], m[3]) for m in mapped] + [(t, False) for t in rest] + [(t, False) for t in free_tensors]
+    readable = []
+    for m in mapped:
+        readable.append((m[0], m[3]))
+    for t in rest:
+        readable.append((t, False))
+    for t in free_tensors:
+        readable.append((t, False))
     if others:
         readable += [(t, False) for t in _reachable_tensors(others) if t is not None]
+    # (two fast paths, measured: the general loop below costs 1 to 2 us more on these calls)
+    if not readable:
+        first = written[0]
+        for w in written:
+            if w is not first:
+                break
+        else:
+            return      # one output (`acc[k] += acc[k - 1]` writes acc twice) and nothing read beside it
+    if len(written) == 1:
+        w = written[0]
+        pw = _span(w)
+        if pw is not None:
+            for r, flag in readable:
+                if _meets(_span(r), pw) and not (flag and r is w):
+                    raise GuardFailed("an output shares memory with a tensor the loop reads")
+        return
     wspan = [_span(w) for w in written]
     for j, (w, pw) in enumerate(zip(written, wspan)):
         if pw is None:
@@ -274,7 +296,7 @@ def _no_aliasing(written, mapped, rest, free_tensors, free, calls):
             if _meets(_span(r), pw) and not (flag and r is w):
                 raise GuardFailed("an output shares memory with a tensor the loop reads")
         for w2, p2 in zip(written[j + 1:], wspan[j + 1:]):
-            if w2 is not w and _meets(p2, pw):     # (one tensor written twice, `acc[k] += acc[k - 1]`, is one output)
+            if w2 is not w and _meets(p2, pw):     # (one tensor written twice is one output)
                 raise GuardFailed("two outputs share memory")
 
 
