@@ -704,3 +704,36 @@ def test_values_and_indices_of_named_tuples_stay_batched(monkeypatch):
     got, want = f(x), _named_fields(x)
     torch.testing.assert_close(got, want)
     assert _ran(f) == {"batched"}
+
+
+def picked(x, idx):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i][idx[i]] * 2)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("kind", ["int64", "negative", "int32", "out of range"])
+def test_one_element_per_row_by_index(kind, monkeypatch):
+    # x_i[idx_i] is a gather along the rows where every index is in range; a negative index
+    # (which indexing wraps) and an int32 index take two-tensor indexing; one out of range raises
+    # as the loop does, through the loop
+    import autovec.batching as B
+    gathers = []
+    real = torch.Tensor.gather
+    monkeypatch.setattr(B.torch.Tensor, "gather", lambda *a, **k: gathers.append(1) or real(*a, **k))
+    x = torch.randn(40, 6, dtype=torch.float64, requires_grad=True)
+    idx = {"int64": torch.randint(0, 6, (40,)), "negative": torch.randint(-6, 6, (40,)),
+           "int32": torch.randint(0, 6, (40,), dtype=torch.int32), "out of range": torch.randint(0, 7, (40,))}[kind]
+    idx[0] = 6 if kind == "out of range" else idx[0]
+    fast = autovec(picked)
+    for _ in range(3):
+        if kind == "out of range":
+            with pytest.raises(IndexError, match="out of bounds"):
+                fast(x, idx)
+            continue
+        got, want = fast(x, idx), picked(x, idx)
+        assert torch.equal(got, want)
+        assert torch.equal(torch.autograd.grad(got.sum(), x)[0], torch.autograd.grad(want.sum(), x)[0])
+        assert _ran(fast) == {"batched"}
+    assert bool(gathers) == (kind in ("int64", "negative"))
