@@ -76,13 +76,23 @@ class _Subst(ast.NodeTransformer):
         return node
 
 
-def template(code: str, **subs) -> list[ast.stmt]:
-    """Parse `code` and replace placeholder names: a str renames, an expression node
-    replaces, a list of statements replaces a placeholder standing alone as a statement.
+def _placeholders(subs: dict) -> None:
+    # `code` holds the user's own names too (a target `P`, a tensor `T`): placeholders start
+    # with `_av_`, which the analysis refuses in user code, so that no user name is replaced
+    bad = [k for k in subs if not k.startswith("_av_")]
+    if bad:
+        raise ValueError(f"template placeholders must start with `_av_`: {bad}")
 
-    >>> ast.unparse(template("x = f(a)", x="y", a=ast.Constant(1))[0])
+
+def template(code: str, **subs) -> list[ast.stmt]:
+    """Parse `code` and replace placeholder names (each starting with `_av_`): a str renames,
+    an expression node replaces, a list of statements replaces a placeholder standing alone
+    as a statement.
+
+    >>> ast.unparse(template("_av_x = f(_av_a)", _av_x="y", _av_a=ast.Constant(1))[0])
     'y = f(1)'
     """
+    _placeholders(subs)
     tree = ast.parse(code)
     out = []
     for stmt in tree.body:
@@ -92,6 +102,7 @@ def template(code: str, **subs) -> list[ast.stmt]:
 
 
 def expr(code: str, **subs) -> ast.expr:
+    _placeholders(subs)
     node = ast.parse(code, mode="eval").body
     return _Subst(subs).visit(node)
 

@@ -32,7 +32,9 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
                   cellvars=frozenset(cap.fn.__code__.co_cellvars) | _declared_outside(fn))
 
     blocked = _dynamic_scope(fn, env, local_names)
-    if not blocked and any(n.startswith("_av_") for n in local_names):
+    if not blocked and (any(n.startswith("_av_") for n in local_names) or any(
+            isinstance(n, ast.Name) and n.id.startswith("_av_") for n in ast.walk(fn))):
+        # (generated code's names and its templates' placeholders, codegen.template, start so)
         blocked = "names starting with `_av_` are reserved for autovec's generated code"
     infos: list[LoopInfo] = []
     planned_spans: list[tuple[int, int]] = []

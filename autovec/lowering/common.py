@@ -192,7 +192,7 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
     masks, env, branches = {}, {}, []
     if plan.items and not convert:
         # the probe must see the loop's own Python numbers
-        ref = template("def REF(): pass", REF=name + "_ref")[0]
+        ref = template("def _av_REF(): pass", _av_REF=name + "_ref")[0]
         ref.args.args = [ast.arg(arg=p) for p in params]
         ref.body = copy.deepcopy(stmts)
     if plan.items:
@@ -203,7 +203,7 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
         lenient = {o.marker for o in plan.outputs if o.kind == "store"}
         known = set(params) | set(plan.free)
         stmts, masks, env, branches = ifconvert(stmts, _varying(plan), known, namer, av, all_markers, lenient)
-        ref = template("def REF(): pass", REF=name + "_ref")[0]
+        ref = template("def _av_REF(): pass", _av_REF=name + "_ref")[0]
         ref.args.args = [ast.arg(arg=p) for p in params]
         inits = [ast.parse(f"{m} = None").body[0] for m in sorted(all_markers)]
         ref.body = inits + ref_stmts
@@ -225,7 +225,7 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
         # body on an iteration of every branch (an error or a type only that branch has)
         layout.append([None, [], len(values)])
         values.append(c)
-    fdef = template("def BODY(): pass", BODY=name)[0]
+    fdef = template("def _av_BODY(): pass", _av_BODY=name)[0]
     fdef.args.args = [ast.arg(arg=p) for p in params]
     fdef.body = stmts + [ast.Return(value=ast.Tuple(elts=[_name(v) for v in values], ctx=ast.Load()))]
     fdef.probes = len(branches)   # trailing check-only values, not shown
@@ -284,15 +284,15 @@ def direct_function(plan: LoopPlan, name: str, av: str, display: bool = False):
                 present = sorted(set(la) | set(lb))
                 spec = (f"{''.join(letters[x] for x in la)}{sa},{''.join(letters[x] for x in lb)}{sb}"
                         f"->{''.join(letters[x] for x in present)}{so}")
-                return ast.copy_location(expr(f"torch.einsum({spec!r}, A, B)", A=a, B=b), node)
+                return ast.copy_location(expr(f"torch.einsum({spec!r}, _av_A, _av_B)", _av_A=a, _av_B=b), node)
             fn = f"{av}.mm" if not display else "autovec.runtime.mm"
-            return ast.copy_location(expr(f"{fn}({kind!r}, A, {la!r}, B, {lb!r}, _av_sizes)", A=a, B=b), node)
+            return ast.copy_location(expr(f"{fn}({kind!r}, _av_A, {la!r}, _av_B, {lb!r}, _av_sizes)", _av_A=a, _av_B=b), node)
 
     stmts = [Products().visit(s) for s in stmts]
     markers = []
     for o in plan.outputs:
         markers += [o.marker] + [p[1] for p in o.payloads]
-    fdef = template("def DIRECT(): pass", DIRECT=name)[0]
+    fdef = template("def _av_DIRECT(): pass", _av_DIRECT=name)[0]
     fdef.args.args = [ast.arg(arg=mp.param) for mp in plan.mapped] + ([] if display else [ast.arg(arg="_av_sizes")])
     fdef.body = stmts + [ast.Return(value=ast.Tuple(elts=[_name(x) for x in markers], ctx=ast.Load()))]
     return fdef
@@ -423,13 +423,13 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             cols = ", ".join(f"{O}[{q}]" + (f"[{mask}]" if mpos is not None else "") + (".tolist()" if t else "")
                              for q, t in group)
             show = f"[{shape} for {params}{',' if count == 1 else ''} in zip({cols})]"
-            prepare += template(f"P = {build}", P=P)
+            prepare += template(f"_av_P = {build}", _av_P=P)
             if plan.form == "comprehension":
                 result = namer.new(f"_av_r{L}")
-                commit += template("R = P", R=result, P=P)
+                commit += template("_av_R = _av_P", _av_R=result, _av_P=P)
                 display_tail.append(f"{result} = {show}")
             else:
-                commit += template(f"{o.target}.extend(P)", P=P)
+                commit += template(f"{o.target}.extend(_av_P)", _av_P=P)
                 display_tail.append(f"{o.target}.extend({show})")
             continue
         if o.joined > 1:
@@ -460,19 +460,19 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             # it runs in place at the commit, as the loop's own operation
             update = bool(o.op) and mask == "None" and o.consumer != "fresh"
             extra = f", {(pos, o.pytype)!r}" + (", inplace=True" if update else "")
-            prepare += template(f"RG = {read}\nP = AV.fit_store({ok_s}, RG, {o.dim}, {mask_s}, {o.op!r}, {lead}, {T}"
-                                f"{extra})", P=P, AV=AV, RG=RG)
+            prepare += template(f"_av_RG = {read}\n_av_P = _av_AV.fit_store({ok_s}, _av_RG, {o.dim}, {mask_s}, {o.op!r}, {lead}, {T}"
+                                f"{extra})", _av_P=P, _av_AV=AV, _av_RG=RG)
             if update:
-                commit += template("AV.update(RG, P[0], P[1])", P=P, AV=AV, RG=RG)
+                commit += template("_av_AV.update(_av_RG, _av_P[0], _av_P[1])", _av_P=P, _av_AV=AV, _av_RG=RG)
             elif o.consumer == "fresh":
                 # a freshly allocated output that this call overwrites entirely becomes the batch
-                commit += template(f"if AV.replaces({o.target}, RG, P, {T}{oth}):\n    {o.target} = P\n"
-                                   f"else:\n    {o.target} = AV.unreleased({o.target}, {T})\n    {region} = P",
-                                   P=P, AV=AV, RG=RG)
+                commit += template(f"if _av_AV.replaces({o.target}, _av_RG, _av_P, {T}{oth}):\n    {o.target} = _av_P\n"
+                                   f"else:\n    {o.target} = _av_AV.unreleased({o.target}, {T})\n    {region} = _av_P",
+                                   _av_P=P, _av_AV=AV, _av_RG=RG)
                 if o.fill and mask == "None" and all(t != o.target for t, _ in releases):
                     releases.append((o.target, o.fill))
             else:
-                commit += template(f"{region} = P", P=P)
+                commit += template(f"{region} = _av_P", _av_P=P)
             disp_region = o.index_src.format(", ".join(":" for _ in range(lead)) if nest
                                              else _rows_text(plan, o.offset))
             aug = {"": "=", "+": "+=", "-": "-=", "*": "*=", "/": "/="}[o.op]
@@ -486,20 +486,20 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         elif o.kind == "append" and plan.form == "comprehension":
             result = namer.new(f"_av_r{L}")
             views = ", views=True" if o.consumer == "list" and _may_share(o.value, plan) else ""
-            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{views}{oth})", P=P, AV=AV)
+            prepare += template(f"_av_P = _av_AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{views}{oth})", _av_P=P, _av_AV=AV)
             if o.consumer == "list" and _free_name(o.value, plan):
-                commit += template(f"R = [{o.value}] * len(P)", R=result, P=P)   # `[w for _ in ..]`: w itself
+                commit += template(f"_av_R = [{o.value}] * len(_av_P)", _av_R=result, _av_P=P)   # `[w for _ in ..]`: w itself
             else:
-                commit += template("R = P", R=result, P=P)
+                commit += template("_av_R = _av_P", _av_R=result, _av_P=P)
             display_tail.append(f"{result} = {_consume_text(o.consumer, ok, mpos is not None and mask)}")
         elif o.kind == "append" and o.consumer == "batch":
             # fission: the batched values the sequential loop reads row by row
-            prepare += template(f"{o.target} = AV.consume('batch', {ok}, {mask}, {py}, {T})", AV=AV)
+            prepare += template(f"{o.target} = _av_AV.consume('batch', {ok}, {mask}, {py}, {T})", _av_AV=AV)
             display_tail.append(f"{o.target} = {ok}")
         elif o.kind == "append" and o.consumer:
-            prepare += template(f"P = AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{oth})", P=P, AV=AV)
-            swaps[o.consumer_src] = expr("(P if T is not None else ORIG)", P=P, T=T,
-                                         ORIG=ast.parse(o.consumer_src, mode="eval").body)
+            prepare += template(f"_av_P = _av_AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{oth})", _av_P=P, _av_AV=AV)
+            swaps[o.consumer_src] = expr("(_av_P if _av_T is not None else _av_ORIG)", _av_P=P, _av_T=T,
+                                         _av_ORIG=ast.parse(o.consumer_src, mode="eval").body)
             display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, show, mpos is not None and mask))
         elif o.kind == "append":
             group = [x for x in plan.outputs if x.kind == "append" and x.target == o.target] if o.joined > 1 else [o]
@@ -507,21 +507,21 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             # batch may hold a view of the input in one of them)
             values = [x.value for x in group] + _appended(plan, o.target)
             views = ", views=True" if any(_may_share(v, plan) for v in values) else ""
-            prepare += template(f"P = AV.consume('list', {ok}, {mask}, {py}, {T}{views})", P=P, AV=AV)
+            prepare += template(f"_av_P = _av_AV.consume('list', {ok}, {mask}, {py}, {T}{views})", _av_P=P, _av_AV=AV)
             if o.joined <= 1 and _free_name(o.value, plan):
                 # `out.append(w)` of a tensor from outside the loop: the loop's list holds w itself
-                commit += template(f"{o.target}.extend([{o.value}] * len(P))", P=P)
+                commit += template(f"{o.target}.extend([{o.value}] * len(_av_P))", _av_P=P)
             else:
-                commit += template(f"{o.target}.extend(P)", P=P)
+                commit += template(f"{o.target}.extend(_av_P)", _av_P=P)
                 if o.joined <= 1:
                     kept.setdefault(o.value.strip(), (P, mpos))
             sel = f"{show}[{mask}]" if mpos is not None else show
             display_tail.append(f"{o.target}.extend({sel}.tolist())" if o.pytype else f"{o.target}.extend({sel}.unbind(0))")
         elif o.kind == "accum":
             zeros = ", zeros=True" if o.fill == "0" else ""
-            prepare += template(f"P = AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace}, {mask}, {py}{zeros})",
-                                P=P, AV=AV)
-            commit += template(f"{o.target} = AV.commit_accum({o.target}, P, {o.op!r}, {o.inplace})", P=P, AV=AV)
+            prepare += template(f"_av_P = _av_AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace}, {mask}, {py}{zeros})",
+                                _av_P=P, _av_AV=AV)
+            commit += template(f"{o.target} = _av_AV.commit_accum({o.target}, _av_P, {o.op!r}, {o.inplace})", _av_P=P, _av_AV=AV)
             sel = f"{ok}[{mask}]" if mpos is not None else ok
             # over the iterations only: dimension 0 (a mask or a nest's flatten leaves them there)
             total = f"{sel}.{'prod' if o.op == '*' else 'sum'}(0)" + (".item()" if o.pytype else "")
@@ -541,9 +541,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             shared = (_may_share(o.value, plan) and not o.pytype,) + tuple(
                 _may_share(p[2], plan) and not p[3] for p in o.payloads)
             views = f", {T}, {shared!r}" if any(shared) else ""
-            prepare += template(f"P = AV.best({o.target}, {ok}, {o.op!r}, {py}, {pays}{views})", P=P, AV=AV)
+            prepare += template(f"_av_P = _av_AV.best({o.target}, {ok}, {o.op!r}, {py}, {pays}{views})", _av_P=P, _av_AV=AV)
             names = [o.target] + [p[0] for p in o.payloads]
-            commit += template(f"if P is not None:\n    {', '.join(names)}, = P", P=P)
+            commit += template(f"if _av_P is not None:\n    {', '.join(names)}, = _av_P", _av_P=P)
             fn = "argmax" if o.op in (">", ">=") else "argmin"
             display_tail.append(f"_j = {ok}.{fn}()  # {'first' if o.op in ('>', '<') else 'last'} best wins on ties")
             display_tail.append(f"if {ok}[_j] {o.op} {o.target}:\n    {', '.join(names)} = "
@@ -556,8 +556,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             if factors is not None:
                 # a sum of products alone: one einsum over the tensors, before any body runs
                 # (runtime.nest_product); where it does not apply, the body and nest_sum below
-                first = template(f"P = AV.nest_product({o.target}, {T}, {factors!r}, {keep!r}, {o.op!r}, {o.fill == '0'})",
-                                 P=P, AV=AV)
+                first = template(f"_av_P = _av_AV.nest_product({o.target}, {T}, {factors!r}, {keep!r}, {o.op!r}, {o.fill == '0'})",
+                                 _av_P=P, _av_AV=AV)
                 product_first = (first, P)
                 eq = (",".join(einsum_letters(mapped[j].levels) for j in factors) + "->"
                       + einsum_letters([(lv, d, 0) for d, lv in enumerate(keep)]))
@@ -569,9 +569,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 # `C[i, j] += A[i, k] * B[k, j]`: each written element is the sum over the levels
                 # the subscript leaves out (runtime.nest_sum; the scatter where it cannot)
                 raw = "(" + "".join(f"{O}[{pp}], " for pp in ppos) + ")"    # (flattened only for the scatter)
-                prepare += template(f"P = AV.nest_sum({o.target}, {O}[{pos}], {raw}, {keep!r}, {o.op!r}, {T}, {o.fill == '0'})",
-                                    P=P, AV=AV)
-                commit += template(f"AV.scatter_commit({o.target}, P, {o.op!r})", P=P, AV=AV)
+                prepare += template(f"_av_P = _av_AV.nest_sum({o.target}, {O}[{pos}], {raw}, {keep!r}, {o.op!r}, {T}, {o.fill == '0'})",
+                                    _av_P=P, _av_AV=AV)
+                commit += template(f"_av_AV.scatter_commit({o.target}, _av_P, {o.op!r})", _av_P=P, _av_AV=AV)
                 left = tuple(lv for lv in range(lead) if lv not in keep)
                 region = ", ".join(":" for _ in keep)
                 aug = "+=" if o.op == "+" else "-="
@@ -582,8 +582,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 if factors is None:
                     display_tail.append(f"{o.target}[{region}] {aug} {val}")
                 continue
-            prepare += template(f"P = AV.scatter_prep({o.target}, {ok}, {idx}, {o.op!r}, {mask})", P=P, AV=AV)
-            commit += template(f"AV.scatter_commit({o.target}, P, {o.op!r})", P=P, AV=AV)
+            prepare += template(f"_av_P = _av_AV.scatter_prep({o.target}, {ok}, {idx}, {o.op!r}, {mask})", _av_P=P, _av_AV=AV)
+            commit += template(f"_av_AV.scatter_commit({o.target}, _av_P, {o.op!r})", _av_P=P, _av_AV=AV)
             sel = (lambda t: f"{t}[{mask}]") if mpos is not None else (lambda t: t)
             ix = ", ".join(sel(f"{O}[{pp}]") for pp in ppos)
             if o.op:
@@ -592,14 +592,14 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             else:
                 display_tail.append(f"{o.target}[{ix}] = {sel(ok)}  # the last write to each index wins")
         elif o.kind == "cat":
-            prepare += template(f"P = AV.cat_accum({o.target}, {ok}, {o.dim}, {mask}, {T})", P=P, AV=AV)
-            commit += template(f"{o.target} = AV.commit_accum({o.target}, P, '+', False)", P=P, AV=AV)
+            prepare += template(f"_av_P = _av_AV.cat_accum({o.target}, {ok}, {o.dim}, {mask}, {T})", _av_P=P, _av_AV=AV)
+            commit += template(f"{o.target} = _av_AV.commit_accum({o.target}, _av_P, '+', False)", _av_P=P, _av_AV=AV)
             flat = f"{ok}.flatten(0, 1)" if o.dim == 0 else f"{ok}.movedim(0, {o.dim}).flatten({o.dim}, {o.dim + 1})"
             display_tail.append(f"{o.target} = torch.cat([{o.target}, {flat}], dim={o.dim})")
         elif o.kind in ("scan", "linrec"):
             j = [s[0] for s in plan.scans].index(o.target)
-            prepare += template(f"P = {T}.scan_final({j})", P=P)
-            commit += template(f"{o.target} = AV.commit_scan({o.target}, P, {o.inplace})", P=P, AV=AV)
+            prepare += template(f"_av_P = {T}.scan_final({j})", _av_P=P)
+            commit += template(f"{o.target} = _av_AV.commit_scan({o.target}, _av_P, {o.inplace})", _av_P=P, _av_AV=AV)
             display_tail.append(
                 f"{o.target} = {o.target}.copy_({o.target}_running[-1]) if isinstance({o.target}, torch.Tensor) "
                 f"else {o.target}_running[-1]" if o.inplace and not o.pytype      # `s += v` updates a tensor in place
@@ -607,13 +607,13 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             for pname, *_ in (o.payloads if o.kind == "scan" else ()):
                 jp = [s[0] for s in plan.scans].index(pname)
                 PP = namer.new(f"_av_p{L}_{k}")
-                prepare += template(f"PP = {T}.scan_final({jp})", PP=PP)
-                commit += template(f"{pname} = PP", PP=PP)
+                prepare += template(f"_av_PP = {T}.scan_final({jp})", _av_PP=PP)
+                commit += template(f"{pname} = _av_PP", _av_PP=PP)
                 display_tail.append(f"{pname} = {pname}_running[-1]")
         elif o.kind == "last":
             views = f", {T}" if _may_share(o.value, plan) and not o.pytype else ""
-            prepare += template(f"P = AV.last({ok}, {mask}, {py}{views})", P=P, AV=AV)
-            commit += template(f"if P is not None:\n    {o.target}, = P", P=P)
+            prepare += template(f"_av_P = _av_AV.last({ok}, {mask}, {py}{views})", _av_P=P, _av_AV=AV)
+            commit += template(f"if _av_P is not None:\n    {o.target}, = _av_P", _av_P=P)
             display_tail.append(f"{o.target} = {ok}[-1]" if mpos is None
                                 else f"{o.target} = {ok}[{mask}][-1]")
     # a name whose last value is also the last element of a list the loop keeps (`out.append(y)`
@@ -625,7 +625,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     same += [name for name in plan.live_after if name in kept and name != plan.space.index
              and kept[name][1] is None]
     for name in same:
-        commit_last.append(template(f"if P:\n    {name} = P[-1]", P=kept[name][0]))
+        commit_last.append(template(f"if _av_P:\n    {name} = _av_P[-1]", _av_P=kept[name][0]))
     for j, name in enumerate(plan.live_after):
         if name == plan.space.index:
             after = f" + {plan.space.range_args[2]}" if plan.form == "while" else ""
@@ -640,7 +640,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
     for name, marker, op, pos in plan.scans:
         # phase 1: the values added at each step, from the body up to the update
         PRE = namer.new(f"_av_pre{L}")
-        pre = template("def PRE(): pass", PRE=PRE)[0]
+        pre = template("def _av_PRE(): pass", _av_PRE=PRE)[0]
         pre_params = [mp.param for mp in plan.mapped] + ([plan.space.index] if plan.index_as_value else [])
         pre.args.args = [ast.arg(arg=p) for p in pre_params]
         mapper = _MapSlices(plan)
@@ -685,9 +685,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 pre_ref.body.append(copy.deepcopy(ret))
                 scan_code.append(pre_ref)
             scan_code += [pre] + template(
-                f"{T}.add_scan(AV.payload_prefix({best_name}, {name}, *{T}.run({PRE}, {PRE_REF}, tag={PRE!r}, "
+                f"{T}.add_scan(_av_AV.payload_prefix({best_name}, {name}, *{T}.run({PRE}, {PRE_REF}, tag={PRE!r}, "
                 f"scan_free=True), {cmp!r}, {bool(o.pytype)} or {T}.py_out({PRE!r}, 0), {PYP}), {PYP})",
-                AV=AV)
+                _av_AV=AV)
             continue
         if op == "lin":
             pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker), _name(o.payloads[0][1])],
@@ -697,12 +697,12 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 scan_code.append(pre_ref)
             # Python numbers in the loop where its start, terms and factors all are (`avg = b * avg
             # + (1 - b) * x[i].item()` from `avg = 0.0`): the check's run of the loop's own `.item()` tells
-            PYL = f"AV.py_running({name}, {T}.py_out({PRE!r}, 0), {T}.py_out({PRE!r}, 1))" if pre_ref is not None \
+            PYL = f"{AV}.py_running({name}, {T}.py_out({PRE!r}, 0), {T}.py_out({PRE!r}, 1))" if pre_ref is not None \
                 else "False"
             scan_code += [pre] + template(
-                f"{T}.add_scan(AV.linear_prefix({name}, *{T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True), "
+                f"{T}.add_scan(_av_AV.linear_prefix({name}, *{T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True), "
                 f"py_a={T}.py_out({PRE!r}, 1), varying={o.payloads[0][3]!r}), {PYL})",
-                AV=AV)
+                _av_AV=AV)
             continue
         pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load())))
         if pre_ref is not None:
@@ -711,11 +711,11 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         # a running best's values may be Python numbers without a visible `.item()` (`v = x[i].item()`
         # earlier): the first run's check tells
         PY = f"({bool(o.pytype)} or {T}.py_out({PRE!r}, 0))" if op.startswith("best") else \
-            f"({bool(o.pytype)} or AV.py_running({name}, {T}.py_out({PRE!r}, 0)))" if pre_ref is not None else \
+            f"({bool(o.pytype)} or {AV}.py_running({name}, {T}.py_out({PRE!r}, 0)))" if pre_ref is not None else \
             str(bool(o.pytype))
         scan_code += [pre] + template(
-            f"{T}.add_scan(AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
-            f"{PY}, {bool(o.inplace)}), {PY})", AV=AV)
+            f"{T}.add_scan(_av_AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
+            f"{PY}, {bool(o.inplace)}), {PY})", _av_AV=AV)
     for fd in scan_code:
         # the running values' own bodies: the batched mode may rewrite them too (by tag)
         if isinstance(fd, ast.FunctionDef) and not fd.name.endswith("_ref"):
@@ -726,28 +726,28 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         DIRECT = namer.new(f"_av_direct{L}")
         defs.append(direct_function(plan, DIRECT, AV))
         REF += f", direct={DIRECT}"
-    run_code = template(f"O = T.run(BODY, {REF})\nPREPARE", O=O, T=T, BODY=BODY, PREPARE=prepare or [ast.Pass()])
+    run_code = template(f"_av_O = _av_T.run(_av_BODY, {REF})\n_av_PREPARE", _av_O=O, _av_T=T, _av_BODY=BODY, _av_PREPARE=prepare or [ast.Pass()])
     if product_first is not None:
         first, P = product_first
-        run_code = first + template("if P is None:\n    RUN", P=P, RUN=run_code)
+        run_code = first + template("if _av_P is None:\n    _av_RUN", _av_P=P, _av_RUN=run_code)
     stmts = template(f"""
-T = None
+_av_T = None
 try:
-    T = AV.begin({L}, SPACE)
-    if T is not None:
-        T = AV.guard(T, MAPPED, FREE, CALLS, WRITES)
-    if T is not None:
-        BODYDEF
-        RELEASE
-        RUN
-except Exception as E:
-    RESTORE
-    T = AV.failed({L}, T, E)
-""", T=T, AV=AV, SPACE=_space_expr(plan), MAPPED=mapped_expr, FREE=free_expr, CALLS=calls_expr,
-        WRITES=writes_expr, BODYDEF=defs, RUN=run_code, E=E,
-        RELEASE=[s for name, fill in releases for s in template(f"{name} = {T}.release({name}, {fill!r})")]
+    _av_T = _av_AV.begin({L}, _av_SPACE)
+    if _av_T is not None:
+        _av_T = _av_AV.guard(_av_T, _av_MAPPED, _av_FREE, _av_CALLS, _av_WRITES)
+    if _av_T is not None:
+        _av_BODYDEF
+        _av_RELEASE
+        _av_RUN
+except Exception as _av_E:
+    _av_RESTORE
+    _av_T = _av_AV.failed({L}, _av_T, _av_E)
+""", _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan), _av_MAPPED=mapped_expr, _av_FREE=free_expr, _av_CALLS=calls_expr,
+        _av_WRITES=writes_expr, _av_BODYDEF=defs, _av_RUN=run_code, _av_E=E,
+        _av_RELEASE=[s for name, fill in releases for s in template(f"{name} = {T}.release({name}, {fill!r})")]
         or [ast.Pass()],
-        RESTORE=[s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")]
+        _av_RESTORE=[s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")]
         or [ast.Pass()])
     set_lines(stmts, plan.lineno, plan.lineno)
 
@@ -921,8 +921,8 @@ def _direct_args(plan: LoopPlan) -> list[str]:
 
 
 def _branch(T: str, commit: list) -> ast.If:
-    node = template(f"if {T} is not None:\n    COMMIT\nelse:\n    ORIGINAL",
-                    COMMIT=commit or [ast.Pass()], ORIGINAL=[ast.Pass()])[0]
+    node = template(f"if {T} is not None:\n    _av_COMMIT\nelse:\n    _av_ORIGINAL",
+                    _av_COMMIT=commit or [ast.Pass()], _av_ORIGINAL=[ast.Pass()])[0]
     return node  # the caller puts the original loop (or consumer) into `orelse`
 
 

@@ -50,19 +50,19 @@ def lower(m: Match, namer) -> Lowered:
     T, P, E, AV = namer.new(f"_av_t{L}"), namer.new(f"_av_p{L}"), namer.new("_av_e"), namer.runtime
     writes = expr(f"(('store', {o.target}, {o.dim}, -1), ('store', {o.target}, {o.dim}, 0))")
     stmts = template(f"""
-T = None
+_av_T = None
 try:
-    T = AV.begin({L}, SPACE)
-    if T is not None:
-        T = AV.guard(T, (), (), (), WRITES)
-    if T is not None:
-        P = AV.prefix_region({o.target}, {o.dim}, T, {o.op!r})
-except Exception as E:
-    T = AV.failed({L}, T, E)
-""", T=T, AV=AV, SPACE=_space_expr(plan), WRITES=writes, P=P, E=E)
+    _av_T = _av_AV.begin({L}, _av_SPACE)
+    if _av_T is not None:
+        _av_T = _av_AV.guard(_av_T, (), (), (), _av_WRITES)
+    if _av_T is not None:
+        _av_P = _av_AV.prefix_region({o.target}, {o.dim}, _av_T, {o.op!r})
+except Exception as _av_E:
+    _av_T = _av_AV.failed({L}, _av_T, _av_E)
+""", _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan), _av_WRITES=writes, _av_P=P, _av_E=E)
     set_lines(stmts, plan.lineno)
-    commit = template(f"AV.prefix_commit({o.target}, {o.dim}, T, P)\nT.done()", AV=AV, T=T, P=P)
-    after = template(f"AV.python_ran({L})", AV=AV)
+    commit = template(f"_av_AV.prefix_commit({o.target}, {o.dim}, _av_T, _av_P)\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
+    after = template(f"_av_AV.python_ran({L})", _av_AV=AV)
     set_lines(commit + after, plan.lineno)
     fn = "cumsum" if o.op == "+" else "cumprod"
     region = o.index_src.format(f"{_start(plan)} - 1:{_stop(plan)}")
