@@ -13,6 +13,7 @@ from time import perf_counter as _clock
 
 import torch
 import torch.utils._python_dispatch
+import torch.autograd.forward_ad as _forward_ad
 
 from . import _config, cost, indexcheck, lanes
 from .batching import _INPLACE_FLOOR
@@ -1306,6 +1307,7 @@ class FunctionRuntime:
                 raise GuardFailed("in-place update of a leaf that requires grad")
             if not torch.can_cast(torch.result_type(acc, o[0]), acc.dtype):
                 raise GuardFailed("in-place product would need a dtype cast the loop refuses")
+            _finite_factors(o, acc)
             delta = o.prod(0)
             if torch.broadcast_shapes(acc.shape, delta.shape) != acc.shape:
                 raise GuardFailed("the multiplied value does not broadcast to the accumulator")
@@ -1316,6 +1318,7 @@ class FunctionRuntime:
         want = torch.result_type(first, o[1])
         if want in _HALF:
             raise GuardFailed(_HALF_SUM)
+        _finite_factors(o[1:], first)
         out = first * o[1:].prod(0)
         return out.to(want) if out.dtype != want else out
 
@@ -1799,6 +1802,23 @@ FunctionRuntime.payload_prefix = staticmethod(_payload_prefix)
 payload_prefix = _payload_prefix    # the module-level name the displayed rewrite uses
 
 
+def _finite_factors(factors, other):
+    """A product of many factors at once, where gradients flow (backward, or forward-mode dual
+    tensors): the loop's gradient of a factor is the product of the others, finite beside a NaN or
+    inf factor; prod's and cumprod's derivatives divide by the factor itself, giving NaN. Such a
+    call keeps the loop."""
+    if not (factors.is_floating_point() or factors.is_complex()):
+        return
+    flows = torch.is_grad_enabled() and (factors.requires_grad or isinstance(other, torch.Tensor)
+                                         and other.requires_grad)
+    if not flows and _forward_ad._current_level >= 0:
+        flows = any(isinstance(t, torch.Tensor) and _forward_ad.unpack_dual(t).tangent is not None
+                    for t in (factors, other))
+    if flows and not bool(torch.isfinite(factors).all()):
+        raise GuardFailed("a running product with gradients and a NaN or infinite factor (the batched "
+                          "product's gradient would be NaN where the loop's is finite)", data=True)
+
+
 def _prefix(s0, v, op, py, inplace=False):
     """The running values s_i = s0 op v_0 op ... op v_i, with the loop's types (`s += v` on a
     tensor keeps its dtype and shape: every step is cast back, as the in-place op does)."""
@@ -1845,12 +1865,7 @@ def _prefix(s0, v, op, py, inplace=False):
         raise GuardFailed(_HALF_SUM)
     steps = v[1:].to(want) if want != torch.bool else v[1:]   # accumulated at the loop's precision
     if op == "*":
-        if torch.is_grad_enabled() and (steps.requires_grad or first.requires_grad) and (
-                steps.is_floating_point() or steps.is_complex()) and not bool(torch.isfinite(steps).all()):
-            # the loop's gradient of a step is the product of the other factors (finite beside a
-            # NaN or inf one); cumprod's backward mixes the step's own value in, giving NaN
-            raise GuardFailed("a running product with gradients and a NaN or infinite factor (cumprod's "
-                              "gradient would be NaN where the loop's is finite)", data=True)
+        _finite_factors(steps, first)
         rest = first * torch.cumprod(steps, 0)
     else:
         rest = first + sign * torch.cumsum(steps, 0)

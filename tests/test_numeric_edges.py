@@ -184,3 +184,48 @@ def test_running_product_with_finite_factors_still_vectorizes():
     fast(b).sum().backward()
     torch.testing.assert_close(b.grad, a.grad)
     assert explain(running_products, x.clone().requires_grad_()).path == "vectorized"
+
+
+# (stop 22, the autograd probe) the product kept at the end only: prod's derivatives, backward
+# and forward-mode, divide by the factor as cumprod's do
+
+def final_product(x):
+    p = 1.0
+    for i in range(x.shape[0]):
+        p = p * x[i]
+    return p
+
+
+def final_product_inplace(x):
+    p = torch.ones(x.shape[1], dtype=x.dtype)
+    for i in range(x.shape[0]):
+        p *= torch.exp(x[i])
+    return p
+
+
+_NON_FINITE = {"nan": [[0.5, 2.0], [float("nan"), 3.0], [1.5, -1.0], [2.0, 0.5]],
+               "inf": [[0.5, 2.0], [float("inf"), 3.0], [1.5, -1.0], [2.0, 0.5]],
+               "overflow in the body": [[0.5, 0.0], [800.0, 1.0], [1.5, -1.0], [0.0, 0.5]],
+               "finite": [[0.5, 2.0], [0.25, 3.0], [1.5, -1.0], [2.0, 0.5]]}
+
+
+@pytest.mark.parametrize("fn", [final_product, final_product_inplace])
+@pytest.mark.parametrize("kind", sorted(_NON_FINITE))
+def test_final_product_gradients_beside_a_non_finite_factor(fn, kind):
+    import torch.autograd.forward_ad as fwAD
+    x0 = torch.tensor(_NON_FINITE[kind], dtype=torch.float64)
+    fast = autovec(fn)
+    for _ in range(4):
+        a, b = x0.clone().requires_grad_(), x0.clone().requires_grad_()
+        want, got = fn(a), fast(b)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        want.sum().backward()
+        got.sum().backward()
+        torch.testing.assert_close(b.grad, a.grad, equal_nan=True)
+        with fwAD.dual_level():
+            tangent = torch.linspace(0.5, 1, x0.numel(), dtype=x0.dtype).view_as(x0)   # (one sign: no inf - inf)
+            want = fwAD.unpack_dual(fn(fwAD.make_dual(x0.clone(), tangent))).tangent
+            got = fwAD.unpack_dual(fast(fwAD.make_dual(x0.clone(), tangent))).tangent
+        torch.testing.assert_close(got, want, equal_nan=True)
+    finite = kind == "finite" or kind == "overflow in the body" and fn is final_product   # (no exp there)
+    assert explain(fast, x0.clone().requires_grad_()).path == ("vectorized" if finite else "python")
