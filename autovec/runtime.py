@@ -122,6 +122,21 @@ _in_transform = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter
 _any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 
 
+def _saved_hooks_on() -> bool:
+    """Whether saved-tensor hooks are on (torch.utils.checkpoint without reentrant, save_on_cpu,
+    torch.autograd.graph.saved_tensors_hooks): they see every tensor autograd saves, and a
+    checkpoint's recomputation must save the same tensors as its forward did."""
+    return _top_hooks(False) is not None
+
+
+try:
+    _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
+    _top_hooks(False)
+except (AttributeError, TypeError, RuntimeError):     # (another torch: an older signature, or none)
+    def _top_hooks(_ignore_tracing):
+        return True                                     # (unknown: treated as on while grad is)
+
+
 def _autocast_state() -> tuple:
     """("autocast", (device type, its autocast dtype) for each device type with autocast on)."""
     on = []
@@ -692,6 +707,10 @@ class FunctionRuntime:
             # `if`s and growing in-place writes in the loop, where a batched form would pass)
             raise GuardFailed("called inside a torch.func transform (vmap, grad): the loop runs as written",
                               data=True)
+        if _saved_hooks_on() and torch.is_grad_enabled():
+            raise GuardFailed("saved-tensor hooks are on (torch.utils.checkpoint without use_reentrant, save_on_cpu): "
+                              "the loop runs as written, so that the hooks see the tensors it saves and a "
+                              "checkpoint's recomputation saves the same ones", data=True)
         if levels is None:
             last = start + (n - 1) * step
             lo = min(start, last)                  # bounds are checked on the lowest and highest index

@@ -149,3 +149,52 @@ def test_torch_compile_fullgraph_of_a_decorated_bound_method():
     g(x)
     torch._dynamo.reset()
     torch.testing.assert_close(torch.compile(g, backend="eager", fullgraph=True)(x), obj.scaled(x))
+
+
+# (stop 22, the autograd probe) saved-tensor hooks see what autograd saves: a checkpoint without
+# reentrant autograd recomputes the function in backward and stops once the forward's saved
+# tensors are made again, by raising from its hook; the vectorized path's catch-all took that
+# for an error and ran the loop on, which checkpoint refused
+
+def tanh_scaled_rows(x, w):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = torch.tanh(x[i]) * w
+    return out
+
+
+def _settled(fn, *args):
+    fast = autovec(fn)
+    for _ in range(4):
+        fast(*args)
+    assert explain(fast, *args).path == "vectorized"
+    return fast
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_of_a_settled_function(reentrant):
+    from torch.utils.checkpoint import checkpoint
+    x0, w = torch.randn(64, 3), torch.randn(3)
+    fast = _settled(tanh_scaled_rows, x0, w)
+    for _ in range(3):
+        grads = []
+        for fn in (tanh_scaled_rows, fast):
+            x = x0.clone().requires_grad_()
+            out = checkpoint(fn, x, w, use_reentrant=reentrant)
+            (out * torch.arange(3.0)).sum().backward()
+            grads.append((out.detach(), x.grad))
+        torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_saved_tensor_hooks_see_what_the_loop_saves():
+    x0, w = torch.randn(16, 3), torch.randn(3)
+    fast = _settled(tanh_scaled_rows, x0.clone().requires_grad_(), w)   # (its steady state: a lane for grads)
+    packed = []
+    for fn in (tanh_scaled_rows, fast):
+        x = x0.clone().requires_grad_()
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(fn) or t, lambda t: t):
+            fn(x, w).sum().backward()
+            assert explain(fast, x, w).path == "python"
+    assert packed.count(fast) == packed.count(tanh_scaled_rows) > 16
+    with torch.no_grad(), torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        assert explain(fast, x0, w).path == "vectorized"     # (nothing is saved without grad)
