@@ -48,6 +48,7 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         return None     # (an autocast state's entry: the general pass alone)
     consts = {"Tensor": torch.Tensor, "STRIDED": torch.strided, "rt": rt, "Token": R.Token,
               "_in_transform": R._in_transform, "_any_autocast": R._any_autocast, "_hooks": R._saved_hooks_on, "grad_on": torch.is_grad_enabled,
+              "inference_on": torch.is_inference_mode_enabled,
               "_overlapping": R._overlapping, "_no_aliasing": R._no_aliasing, "_sig": R._sig,
               "PURE": R._PURE_BY_ID, "why_impure": R.why_impure, "ENV": R._ENV, "KEY": R._INDEX_CHECK_KEY, "indexcheck": R.indexcheck,
               "GuardFailed": R.GuardFailed}
@@ -145,6 +146,9 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         else:
             emit(f"    if type({v}) is not {const(type(w[1]))} or _sig({v}) != {const(entry)}:")
             emit("        return None")
+    if written or fresh:
+        emit(f"    if not inference_on() and ({' or '.join(f'{v}.is_inference()' for v in written + fresh)}):")
+        emit("        return None")
     if written:
         rest = "[" + ", ".join(tensors[len(mapped):]) + "]"
         emit("    try:")

@@ -862,6 +862,11 @@ class FunctionRuntime:
                     written.append(t)
                     if not t.is_cpu:
                         cpu = False
+        if (written or fresh) and not torch.is_inference_mode_enabled() and any(
+                t.is_inference() for t in itertools.chain(written, fresh)):
+            # torch writes, then raises: the loop leaves one row written, a batch all of them
+            raise GuardFailed("an inference tensor written outside inference mode (torch raises after the "
+                              "first write: the loop runs, so that the same rows are written)", data=True)
         everything = None
         checked = _INDEX_CHECK_KEY in _ENV and indexcheck.forced() or indexcheck._FORCE
         if not cpu:
@@ -2323,11 +2328,46 @@ def _prefix_region(t, dim, tok, op):
         raise GuardFailed("an in-place recurrence on a tensor that requires grad keeps the loop")
     if t.dtype in _HALF:
         raise GuardFailed(_HALF_SUM)
+    if not _op_works(t.dtype, t.device, op):
+        raise GuardFailed(f"`{op}` is not implemented for {t.dtype} on {t.device.type} (cumsum and cumprod "
+                          f"are): the loop raises")
     region = _prefix_rows(t, dim, tok)
+    if op == "+" and (t.is_floating_point() or t.is_complex()) and _holds_minus_zero(region.select(dim, 0)):
+        # the loop's running sum stays -0.0 while every value is; cumsum starts from +0.0
+        raise GuardFailed("-0.0 where an in-place running sum starts (cumsum would give +0.0)", data=True)
     out = torch.cumsum(region, dim) if op == "+" else torch.cumprod(region, dim)
     if tok.rt.events is not None:
         tok.rt._note(tok.loop_id, "vectorized", "scan", getattr(tok, "estimate", None))
     return out if out.dtype is t.dtype else out.to(t.dtype)
+
+
+_OP_WORKS: dict = {}
+
+
+def _op_works(dtype, device, op) -> bool:
+    """Whether `a op b` runs on two tensors of `dtype` on `device`'s type (the unsigned 16-, 32-
+    and 64-bit dtypes have cumsum on the CPU but no `+`), tried once per dtype, device type and op."""
+    key = (dtype, device.type, op)
+    hit = _OP_WORKS.get(key)
+    if hit is None:
+        a = torch.ones(1, dtype=dtype, device=device)
+        try:
+            (a + a) if op == "+" else (a * a)
+            hit = True
+        except (RuntimeError, NotImplementedError, TypeError):
+            hit = False
+        _OP_WORKS[key] = hit
+    return hit
+
+
+def _holds_minus_zero(r: torch.Tensor) -> bool:
+    """Whether any element of `r` is -0.0 (a part of one, for complex values)."""
+    if r.is_complex():
+        r = torch.view_as_real(r)
+    if r.numel() == 1 and r.is_cpu:
+        v = r.item()
+        return v == 0 and math.copysign(1.0, v) < 0
+    return bool(torch.signbit(r).logical_and_(r == 0).any())
 
 
 def _prefix_commit(t, dim, tok, values):

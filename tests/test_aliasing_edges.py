@@ -93,3 +93,48 @@ def test_separate_numpy_arrays_still_vectorize():
     y = torch.from_numpy(np.ones((8, 4), dtype=np.float32))
     torch.testing.assert_close(autovec(chained)(x.clone(), y), chained(x.clone(), y))
     assert explain(chained, x.clone(), y).path == "vectorized"
+
+
+# (stop 22, the tensor-kinds probe) an inference tensor written outside inference mode: torch
+# writes, then raises, so the loop leaves one row written where a batch wrote all of them
+
+def fill_rows(x, out):
+    for i in range(x.shape[0]):
+        out[i] = x[i] + 1
+    return out
+
+
+def add_rows(x, out):
+    for i in range(x.shape[0]):
+        out[i] += x[i]
+    return out
+
+
+def prefix_rows(acc):
+    for i in range(1, acc.shape[0]):
+        acc[i] = acc[i - 1] + acc[i]
+    return acc
+
+
+@pytest.mark.parametrize("fn", [fill_rows, add_rows, prefix_rows])
+def test_inference_tensor_written_outside_inference_mode(fn, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.rand(40, 3) + 1
+    args = (lambda out: (out,)) if fn is prefix_rows else (lambda out: (x, out))
+    fast = autovec(fn)
+    for _ in range(3):
+        fast(*args(torch.ones(40, 3)))          # the steady state (a lane) for plain tensors
+    for _ in range(3):
+        kept = []
+        for f in (fn, fast):
+            with torch.inference_mode():
+                out = torch.ones(40, 3)
+            with pytest.raises(RuntimeError, match="[Ii]nference"):
+                f(*args(out))
+            kept.append(out)
+        assert torch.equal(kept[1], kept[0])
+    with torch.inference_mode():
+        out = torch.ones(40, 3)
+        got, want = fast(*args(out.clone())), fn(*args(out.clone()))
+        assert torch.allclose(got, want)
+        assert explain(autovec(fn), *args(out.clone())).path == "vectorized"    # (inside the mode: allowed)

@@ -229,3 +229,59 @@ def test_final_product_gradients_beside_a_non_finite_factor(fn, kind):
         torch.testing.assert_close(got, want, equal_nan=True)
     finite = kind == "finite" or kind == "overflow in the body" and fn is final_product   # (no exp there)
     assert explain(fast, x0.clone().requires_grad_()).path == ("vectorized" if finite else "python")
+
+
+# (stop 22, the tensor-kinds probe) in-place prefix scans: cumsum runs on dtypes whose `+` does
+# not (the loop raised, the batch returned), and starts from +0.0 (a -0.0 start became +0.0,
+# in the row the loop never writes too)
+
+def prefix_store(acc):
+    for i in range(1, acc.shape[0]):
+        acc[i] = acc[i - 1] + acc[i]
+    return acc
+
+
+def prefix_update(acc):
+    for k in range(1, acc.shape[0]):
+        acc[k] += acc[k - 1]
+    return acc
+
+
+def _prefix_outcome(fn, x):
+    try:
+        out = fn(x)
+    except Exception as e:      # noqa: BLE001 (the loop's own error is the expected outcome)
+        return type(e), x
+    return out, x
+
+
+def _bits(t):
+    return torch.view_as_real(t) if t.is_complex() else t
+
+
+@pytest.mark.parametrize("fn", [prefix_store, prefix_update])
+@pytest.mark.parametrize("kind", ["uint16", "uint32", "uint64", "uint8", "int8 wrapping", "-0.0 start",
+                                  "-0.0 in one column", "complex -0.0", "zeros", "complex",
+                                  "negative start"])
+def test_in_place_prefix_scans_on_unusual_values(fn, kind):
+    x = {"uint16": torch.ones(300, dtype=torch.int32).to(torch.uint16),
+         "uint32": torch.ones(300, dtype=torch.int32).to(torch.uint32),
+         "uint64": torch.ones(300, dtype=torch.int32).to(torch.uint64),
+         "uint8": torch.ones(300, dtype=torch.uint8),
+         "int8 wrapping": torch.full((300, 2), 100, dtype=torch.int8),
+         "-0.0 start": torch.full((300, 2), -0.0),
+         "-0.0 in one column": torch.tensor([[0.0, -0.0]] * 3 + [[1.0, 2.0]] * 297),
+         "complex -0.0": torch.full((300,), complex(-0.0, 1.0), dtype=torch.complex64),
+         "zeros": torch.zeros(300, 2),
+         "complex": torch.full((300,), complex(0.5, 1.0), dtype=torch.complex64),
+         "negative start": torch.tensor([[-1.0, 2.0]] + [[0.5, -0.25]] * 299)}[kind]
+    fast = autovec(fn)
+    for _ in range(3):
+        want, got = _prefix_outcome(fn, x.clone()), _prefix_outcome(fast, x.clone())
+        if isinstance(want[0], type):
+            assert got[0] is want[0]
+            assert torch.equal(got[1], want[1])          # (the argument as the loop leaves it)
+            continue
+        assert torch.equal(got[0], want[0]) and torch.equal(_bits(got[0]).signbit(), _bits(want[0]).signbit())
+    kept = kind.startswith("uint") and kind != "uint8" or "-0.0" in kind
+    assert explain(fast, x.clone()).path == ("python" if kept else "vectorized")
