@@ -156,7 +156,22 @@ def column_totals_transposed(x):
             out[j, i] = x[i, j] * 2
     return out
 
+def zip_tolist_weights(x, w):
+    out = []
+    for row, v in zip(x, w.tolist()):
+        out.append(row * v)
+    return torch.stack(out)
+
+def zip_tolist_hits(t, p):
+    hits = 0
+    for a, b in zip(t.tolist(), p.tolist()):
+        if a == b:
+            hits += 1
+    return hits
+
 CASES = [
+    (zip_tolist_weights, lambda: (torch.randn(50, 3), torch.randn(40))),
+    (zip_tolist_hits, lambda: (torch.randint(0, 3, (60,)), torch.randint(0, 3, (60,)))),
     (matvec_nest, lambda: (torch.randn(12, 9), torch.randn(9))),
     (matmul_nest, lambda: (torch.randn(6, 5), torch.randn(5, 7))),
     (bag_of_embeddings, lambda: (torch.randn(20, 4), torch.randint(0, 20, (15, 6)))),
@@ -237,7 +252,8 @@ def nest_reads_output(x):
     (nest_reads_output, (torch.randn(6, 4),)),
     (in_a_list, (torch.randn(20, 5), [0, 2])),
     (in_sliced_rows, (torch.randn(9, 4),)),
-], ids=["nest_product", "nest_reads_output", "in_a_list", "ragged_chained_store"])
+    (zip_tolist_weights, (torch.randn(6, 3), torch.randn(6, 2))),      # .tolist() rows are lists
+], ids=["nest_product", "nest_reads_output", "in_a_list", "ragged_chained_store", "zip_tolist_of_rows"])
 def test_forms_that_keep_the_loop_and_its_answer(fn, args):
     from autovec import assert_equivalent, autovec, explain
     assert explain(autovec(fn), *args).path == "python"

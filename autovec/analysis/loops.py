@@ -194,6 +194,15 @@ def unpack_stmts(space: IterSpace, line: int) -> list:
     return out
 
 
+def _tolist_of(it: ast.AST):
+    """`x` of `x.tolist()` where `x` is a name, attribute or subscript read without calls, else None."""
+    if (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "tolist"
+            and not it.args and not it.keywords
+            and isinstance(it.func.value, (ast.Name, ast.Attribute, ast.Subscript)) and _pure_expr(it.func.value)):
+        return it.func.value
+    return None
+
+
 def _elements(it: ast.AST, tgt: ast.AST, ctx: Context, line: int,
               unpack: list | None = None) -> tuple[tuple[str, str], ...]:
     if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "zip"
@@ -201,9 +210,19 @@ def _elements(it: ast.AST, tgt: ast.AST, ctx: Context, line: int,
         if not (isinstance(tgt, ast.Tuple) and len(tgt.elts) == len(it.args)
                 and all(isinstance(e, ast.Name) for e in tgt.elts)):
             raise Refuse(f"`zip` at line {line} is not unpacked into one plain name per sequence", line)
-        if not all(_pure_expr(a) for a in it.args):
-            raise Refuse(f"an argument of `zip` at line {line} calls a function", line)
-        return tuple((e.id, src(a)) for e, a in zip(tgt.elts, it.args))
+        out = []
+        for e, a in zip(tgt.elts, it.args):
+            if unpack is not None and _tolist_of(a) is not None:
+                # `zip(x, w.tolist())`: the elements of `w`, each made a Python number as below
+                ctx.counter[0] += 1
+                row = f"_av_row{ctx.counter[0]}"
+                unpack.append((row, e.id, True))
+                out.append((row, src(_tolist_of(a))))
+            elif _pure_expr(a):
+                out.append((e.id, src(a)))
+            else:
+                raise Refuse(f"an argument of `zip` at line {line} calls a function", line)
+        return tuple(out)
     if not isinstance(tgt, ast.Name):
         hit = _unpacked(it, tgt, ctx, unpack) if unpack is not None else None
         if hit is not None:
@@ -215,16 +234,14 @@ def _elements(it: ast.AST, tgt: ast.AST, ctx: Context, line: int,
         raise Refuse(f"the loop at line {line} unpacks each element (`{src(tgt)}`); "
                      "only a plain name, zip(...) or enumerate(...) is supported, or names unpacking "
                      "the rows of a tensor (`for a, b in pairs`, `in pairs.tolist()`)", line)
-    if (unpack is not None and isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
-            and it.func.attr == "tolist" and not it.args and not it.keywords
-            and isinstance(it.func.value, (ast.Name, ast.Attribute, ast.Subscript)) and _pure_expr(it.func.value)):
+    if unpack is not None and _tolist_of(it) is not None:
         # `for L in lengths.tolist()`: the elements of `lengths`, each made a Python number as
         # .tolist() makes it (unpack_stmts; a row of several numbers raises in .item(), where
         # .tolist() gives a list: the loop decides)
         ctx.counter[0] += 1
         row = f"_av_row{ctx.counter[0]}"
         unpack.append((row, tgt.id, True))
-        return ((row, src(it.func.value)),)
+        return ((row, src(_tolist_of(it))),)
     if not (isinstance(it, (ast.Name, ast.Attribute, ast.Subscript)) and _pure_expr(it)):
         raise Refuse(f"the loop at line {line} iterates over `{src(it)}`, which is not a range, "
                      "a tensor or list of tensors, zip(...) or enumerate(...)", line)
