@@ -985,6 +985,16 @@ class FunctionRuntime:
         return bool(c)
 
     @staticmethod
+    def guarded_index(c, i):
+        """An index the body reads under condition `c` (ifconvert._GuardIndexes): 0 where `c`
+        is off, where the loop never reads it (an ignore label of -100, a padding id)."""
+        if isinstance(i, torch.Tensor):
+            if i.dtype == torch.bool or i.is_floating_point() or i.is_complex() or not isinstance(c, torch.Tensor):
+                return i       # (a mask, or a value the index raises on as it is)
+            return torch.where(c.view(c.shape + (1,) * (i.dim() - c.dim())) if i.dim() > c.dim() else c, i, 0)
+        return i               # (a Python number: as it is)
+
+    @staticmethod
     def fill_range(row, dim, lo, hi, v, *base):
         """One iteration's `out[i, .., lo:hi] = v` (`dim`: the slice's place in the row), done
         on a copy of the row, which the loop's store then writes back; with `base`, the loop's

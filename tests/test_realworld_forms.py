@@ -169,7 +169,39 @@ def zip_tolist_hits(t, p):
             hits += 1
     return hits
 
+def nll_ignore_continue(logp, targets, ignore):
+    total = 0.0
+    count = 0
+    for i in range(logp.shape[0]):
+        if targets[i] == ignore:
+            continue
+        total += -logp[i, targets[i]]
+        count += 1
+    return total / max(count, 1)
+
+def nll_ignore_if(logp, targets):
+    total = torch.zeros(())
+    for i in range(logp.shape[0]):
+        if targets[i] != -100:
+            total = total + -logp[i][targets[i]]
+    return total
+
+def embed_non_padding(table, ids):
+    out = torch.zeros(ids.shape[0], table.shape[1])
+    for i in range(ids.shape[0]):
+        if ids[i] >= 0:
+            out[i] = table[ids[i]]
+    return out
+
+def _ignored(n, classes):
+    t = torch.randint(0, classes, (n,))
+    t[::4] = -100
+    return t
+
 CASES = [
+    (nll_ignore_continue, lambda: (torch.randn(50, 7).log_softmax(1), _ignored(50, 7), -100)),
+    (nll_ignore_if, lambda: (torch.randn(50, 7).log_softmax(1), _ignored(50, 7))),
+    (embed_non_padding, lambda: (torch.randn(7, 3), _ignored(40, 7))),
     (zip_tolist_weights, lambda: (torch.randn(50, 3), torch.randn(40))),
     (zip_tolist_hits, lambda: (torch.randint(0, 3, (60,)), torch.randint(0, 3, (60,)))),
     (matvec_nest, lambda: (torch.randn(12, 9), torch.randn(9))),
@@ -253,7 +285,9 @@ def nest_reads_output(x):
     (in_a_list, (torch.randn(20, 5), [0, 2])),
     (in_sliced_rows, (torch.randn(9, 4),)),
     (zip_tolist_weights, (torch.randn(6, 3), torch.randn(6, 2))),      # .tolist() rows are lists
-], ids=["nest_product", "nest_reads_output", "in_a_list", "ragged_chained_store", "zip_tolist_of_rows"])
+    (nll_ignore_if, (torch.randn(6, 7), torch.tensor([0, 1, -100, 9, 2, 3]))),   # 9 is read: IndexError
+], ids=["nest_product", "nest_reads_output", "in_a_list", "ragged_chained_store", "zip_tolist_of_rows",
+        "index_out_of_range_where_read"])
 def test_forms_that_keep_the_loop_and_its_answer(fn, args):
     from autovec import assert_equivalent, autovec, explain
     assert explain(autovec(fn), *args).path == "python"
@@ -269,3 +303,14 @@ def test_in_of_a_tensor_element_with_several_elements_broadcasts_as_the_loop():
     def rows_in(x, t):
         return [t[i] in x[i] for i in range(x.shape[0])]
     assert_equivalent(rows_in, x, t)
+
+
+@pytest.mark.parametrize("fn, make", CASES[:3], ids=[fn.__name__ for fn, _ in CASES[:3]])
+def test_guarded_reads_run_as_a_batched_body(fn, make):
+    # (the index read under a condition is torch.where(c, i, 0) in the batched body, not vmap)
+    from autovec import autovec
+    from conftest import ran_modes
+    fast = autovec(fn)
+    for _ in range(3):
+        fast(*make())
+    assert ran_modes(fast) == {"batched"}

@@ -1190,6 +1190,15 @@ class _Batcher:
                 raise Unsupported("a branch between a per-iteration tensor and a Python value")
             na, nb = _align([a, b], lead=self.c.lead) if top else (a.node, b.node)
             return _call(_torch("where"), [_lift(c, top, self.c.lead), na, nb])
+        if attr == "guarded_index":
+            c, i = args
+            if not i.batched:
+                return i.node
+            integer = i.fact.kind == "int" or i.fact.kind == "tensor" and i.fact.dtype is not None and not (
+                i.fact.dtype == torch.bool or i.fact.dtype.is_floating_point or i.fact.dtype.is_complex)
+            if not c.batched or _rank(c) != 0 or not integer:
+                raise Unsupported("an index read under a condition that is not one integer per iteration")
+            return _V(_call(_torch("where"), [_lift(c, _rank(i), self.c.lead), i.node, _const(0)]), True, i.fact)
         if attr == "item":
             return _call(_attr(_name(self.c.av), "item"), [args[0].node])
         if attr == "fill_range":

@@ -120,6 +120,8 @@ def _convert(stmts, cond, env, masks, varying, ctx):
             continue
         s = _Renamer(env).visit(s)
         s = _replace_ifexps(s, varying, env, namer, av, out, ctx.branches)
+        if cond is not None:
+            s = _GuardIndexes(cond, varying, av).visit(s)
         if isinstance(s, ast.Assign):
             names = [n for t in s.targets for n in nm.target_names(t)]
             varies = bool(nm.load_ids(s.value) & varying) or cond is not None
@@ -137,6 +139,29 @@ def _convert(stmts, cond, env, masks, varying, ctx):
                 varying.update(names)
         out.append(s)
     return out
+
+
+class _GuardIndexes(ast.NodeTransformer):
+    """Under a condition, an index that varies (`logp[i, t[i]]` after `if t[i] == ignore:
+    continue`): the loop never reads it where the condition is off, the batch reads it on every
+    row, so there it becomes 0 (runtime.guarded_index); an index out of range where the loop
+    reads it still raises."""
+
+    def __init__(self, cond, varying, av):
+        self.cond, self.varying, self.av = cond, varying, av
+
+    def visit_Subscript(self, node):
+        node = self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load):
+            return node
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        new = [_call(self.av, "guarded_index", [_n(self.cond), p])
+               if not isinstance(p, (ast.Slice, ast.Constant)) and nm.load_ids(p) & self.varying else p
+               for p in parts]
+        if all(a is b for a, b in zip(new, parts)):
+            return node
+        node.slice = ast.Tuple(elts=new, ctx=ast.Load()) if isinstance(node.slice, ast.Tuple) else new[0]
+        return node
 
 
 def _as_statement(s, varying, env, masks, ctx):
