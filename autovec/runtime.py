@@ -2175,7 +2175,7 @@ FunctionRuntime.replaces = staticmethod(_replaces)
 _BLOCK = 64
 
 
-def _linear_prefix(h0, b, a, py_a=False, varying=False):
+def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False):
     """h_t = a * h_{t-1} + b_t for all t, with h_{-1} = h0 and a loop-invariant factor `a`.
 
     Blocks of B steps: h[s + i] = a^(i+1) h[s-1] + sum_k a^(i-k) b[s + k], a B x B matrix of
@@ -2191,14 +2191,18 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False):
     if varying == "reset":
         _reset_keeps(h0, b, a)
     if varying:
-        return _linear_scan(h0, b, a, py_a)
+        return _linear_scan(h0, b, a, py_a, py_b)
     a0 = a[0] if isinstance(a, torch.Tensor) and a.dim() >= 1 else a
     if py_a and isinstance(a0, torch.Tensor):
         a0 = a0.item()   # a Python number in the loop: it promotes like one (and keeps its double)
     n = b.shape[0]
-    first = a0 * h0 + b[0]
-    want = torch.result_type(first, b[0])
-    _same_promotion(h0, b, want)
+    b0 = b[0].item() if py_b else b[0]     # (Python numbers in the loop: they promote as numbers)
+    first = a0 * h0 + b0
+    if not isinstance(first, torch.Tensor):
+        b0 = b[0]                            # (all Python numbers: in the batch's float64, as Python's)
+        first = a0 * h0 + b0
+    want = torch.result_type(first, b0)
+    _same_promotion(h0, b0, want)
     a0 = torch.as_tensor(a0, dtype=torch.float64 if not isinstance(a0, torch.Tensor) else None,
                          device=b.device).to(want)
     if bool((a0.abs() > 1).any()):
@@ -2228,11 +2232,11 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False):
     return torch.cat(outs, 0).reshape(n, *shape)
 
 
-def _same_promotion(h0, b, want):
+def _same_promotion(h0, b0, want):
     """The affine form `a * h + b` may group the loop's factors differently (`g * h * m` as
     `(g * m) * h`), so a factor of a wider dtype could promote where the loop's order did not:
-    only a result in the state's and terms' own dtype is trusted."""
-    if want != torch.result_type(h0, b[0]):
+    only a result in the state's and first term's (`b0`) own dtype is trusted."""
+    if want != torch.result_type(h0, b0):
         raise GuardFailed("the recurrence factor has a wider dtype than its state and terms (the loop's "
                           "order of operations decides the result's dtype)")
 
@@ -2258,7 +2262,7 @@ def _reset_keeps(h0, b, a):
                           "the batch keeps)")
 
 
-def _linear_scan(h0, b, a, py_a):
+def _linear_scan(h0, b, a, py_a, py_b=False):
     """h_t = a_t * h_{t-1} + b_t with a factor per step: a parallel (Hillis-Steele) scan over
     the pairs (a_t, b_t), combined as (a, b) . (a', b') = (a a', a' b + b'). log2(n) passes of
     whole-tensor operations; with every |a_t| <= 1 the products stay bounded and each h_t is a
@@ -2273,9 +2277,13 @@ def _linear_scan(h0, b, a, py_a):
     if not bool(torch.isfinite(a).all()):
         raise GuardFailed("non-finite values in a linear recurrence keep the loop", data=True)
     a_first = a[0].item() if py_a else a[0]
-    first = a_first * h0 + b[0]
-    want = torch.result_type(first, b[0])
-    _same_promotion(h0, b, want)
+    b0 = b[0].item() if py_b else b[0]
+    first = a_first * h0 + b0
+    if not isinstance(first, torch.Tensor):
+        b0 = b[0]
+        first = a_first * h0 + b0
+    want = torch.result_type(first, b0)
+    _same_promotion(h0, b0, want)
     if bool((a.abs() > 1).any()):
         raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)", data=True)
     shape = torch.broadcast_shapes(first.shape, b.shape[1:], a.shape[1:])

@@ -89,3 +89,32 @@ def test_running_values_keep_the_loops_type(fn, args):
     for _ in range(4):
         _same(fast(*args), fn(*args))
     assert explain(fn, *args).path == "vectorized", str(explain(fn, *args))
+
+
+# (stop 22, the state probe) terms that are Python numbers beside a 0-d float32 tensor factor:
+# the loop's `h * a + v` stays float32 (a Python number does not widen it), the batch computed
+# the first step against a float64 term
+
+def decay_items(x, a):
+    h = 0.0
+    for i in range(x.shape[0]):
+        h = h * a + x[i].sum().item()
+    return h
+
+
+def decay_items_tensor_start(x, a):
+    h = torch.zeros(())
+    for i in range(x.shape[0]):
+        h = a * h + x[i].sum().item()
+    return h
+
+
+@pytest.mark.parametrize("fn", [decay_items, decay_items_tensor_start])
+def test_python_terms_beside_a_float32_factor(fn):
+    x, a = torch.randn(300, 4), torch.tensor(0.5)
+    fast = autovec(fn)
+    for _ in range(4):
+        got, want = fast(x, a), fn(x, a)
+        assert type(got) is type(want) and got.dtype == want.dtype == torch.float32
+        torch.testing.assert_close(got, want)
+    assert explain(fn, x, a).path == "vectorized"

@@ -701,7 +701,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 else "False"
             scan_code += [pre] + template(
                 f"{T}.add_scan(_av_AV.linear_prefix({name}, *{T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True), "
-                f"py_a={T}.py_out({PRE!r}, 1), varying={o.payloads[0][3]!r}), {PYL})",
+                f"py_a={T}.py_out({PRE!r}, 1), varying={o.payloads[0][3]!r}, py_b={T}.py_out({PRE!r}, 0)), {PYL})",
                 _av_AV=AV)
             continue
         pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load())))
