@@ -4259,6 +4259,9 @@ class Token:
     @staticmethod
     def _compare(k, want, row):
         if isinstance(want, (bool, int, float)) and not isinstance(want, torch.Tensor):
+            if type(want) is not bool and type(want) is not int and type(want) is not float:
+                raise GuardFailed(f"output {k}: one iteration gives a {type(want).__name__} (a subclass of a Python "
+                                  f"number, such as numpy's float64: the batch would give the plain number)")
             if row.dim() != 0:
                 raise GuardFailed(f"output {k}: one iteration gives a number, the batch a tensor row")
             got = row.item()

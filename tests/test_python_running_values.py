@@ -118,3 +118,31 @@ def test_python_terms_beside_a_float32_factor(fn):
         assert type(got) is type(want) and got.dtype == want.dtype == torch.float32
         torch.testing.assert_close(got, want)
     assert explain(fn, x, a).path == "vectorized"
+
+
+# (stop 22, the state probe) numpy's float64 is a subclass of float: the loop's `.item() * s`
+# keeps numpy's type, which the batch's Python numbers lost
+
+def scaled_items_total(x, s):
+    acc = 0.0
+    for i in range(x.shape[0]):
+        acc += x[i].sum().item() * s
+    return acc
+
+
+def scaled_items_list(x, s):
+    return [x[i].sum().item() * s for i in range(x.shape[0])]
+
+
+@pytest.mark.parametrize("fn", [scaled_items_total, scaled_items_list])
+def test_numpy_scalars_keep_numpys_type(fn):
+    np = pytest.importorskip("numpy")
+    x = torch.randn(200, 4)
+    fast = autovec(fn)
+    for s in (np.float64(0.5), 0.5, np.float64(0.5), np.float32(0.5)):
+        for _ in range(3):
+            got, want = fast(x, s), fn(x, s)
+            one, other = (got[0], want[0]) if isinstance(want, list) else (got, want)
+            assert type(one) is type(other)
+            assert got == pytest.approx(want, rel=1e-6)
+        assert explain(fast, x, s).path == ("vectorized" if type(s) is float else "python")
