@@ -36,6 +36,10 @@ _MODULE_TRAINING_RANDOM = ("Dropout", "AlphaDropout", "FeatureAlphaDropout", "RR
 _MODULE_TRAINING_STATE = ("BatchNorm", "InstanceNorm", "SyncBatchNorm", "LazyBatchNorm")
 
 
+# operator's functions that change their first argument (`operator.iadd(lst, [1])` extends it)
+_OPERATOR_EFFECTS = {"iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imod", "imul", "imatmul", "ior", "ipow",
+                     "irshift", "isub", "itruediv", "ixor", "setitem", "delitem"}
+
 MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "sort",
             "reverse", "add", "discard", "write", "writelines", "put", "put_nowait", "send", "flush", "close",
             "seek", "truncate", "appendleft", "extendleft", "popleft", "rotate", "difference_update",
@@ -116,6 +120,12 @@ def _key(obj):
         return ("obj", id(obj), obj)  # torch's own Python functions: the verdict depends on the object only
     if isinstance(obj, (types.MethodType, types.FunctionType)):
         return None  # what a Python function calls is looked up again on every check
+    if isinstance(obj, functools.partial):
+        inner = obj
+        while isinstance(inner, functools.partial):
+            inner = inner.func
+        if isinstance(inner, (types.MethodType, types.FunctionType)) and _key(inner) is None:
+            return None  # (the same for the Python function a partial wraps)
     if isinstance(obj, types.BuiltinMethodType) and isinstance(getattr(obj, "__self__", None), torch.Tensor):
         return ("tensor-method", obj.__name__)
     try:
@@ -157,6 +167,8 @@ def _why_impure(obj, label: str) -> str | None:
     if isinstance(obj, operator.methodcaller):
         return f"cannot tell whether calling `{label}` (an operator.methodcaller) has side effects"
     module = getattr(obj, "__module__", "") or ""
+    if module in ("operator", "_operator") and (name in _OPERATOR_EFFECTS or name.strip("_") in _OPERATOR_EFFECTS):
+        return f"`{label}` modifies its first argument"
     if name in _RANDOM or (module.startswith(("random", "numpy.random")) and callable(obj)):
         return f"random numbers are drawn by `{label}` (a batched rewrite would draw different values)"
     if name.endswith("_") and not name.endswith("__"):
@@ -291,6 +303,15 @@ def _static_scan(fn):
     params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
     params |= {a.arg for a in (args.vararg, args.kwarg) if a}
     local = nm.stores(tree) | params
+    # local names bound only to functions defined in the helper (`def`, `lambda`), whose own
+    # calls this walk sees; any other local called (`add = LOG.append; add(v)`, a parameter)
+    # is a callable the scan cannot name
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and n is not tree}
+    defined |= {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Lambda)
+                for t in n.targets if isinstance(t, ast.Name)}
+    defined -= {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and not isinstance(n.value, ast.Lambda)
+                for t in n.targets if isinstance(t, ast.Name)} | params
     targets, reason = [], None
     for n in ast.walk(tree):
         line = getattr(n, "lineno", tree.lineno)
@@ -313,16 +334,29 @@ def _static_scan(fn):
                 root = f.value
                 while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
                     root = root.func if isinstance(root, ast.Call) else root.value
+                mutates = f.attr in MUTATORS or f.attr.endswith("_") and not f.attr.endswith("__")
                 if isinstance(root, ast.Name) and root.id not in local:
                     if _chain(f):
                         targets.append(("attr", ast.unparse(f)))
+                    elif mutates or not pure_tensor_method(f.attr):
+                        # `LOGS["a"].append(v)`, `make().normal()`: a method of an outside value
+                        # the scan cannot name
+                        reason = f"helper `{{label}}` calls `{ast.unparse(f)}` (line {line}), which may have side effects"
                     continue
+                if not isinstance(root, ast.Name) and mutates:
+                    reason = f"helper `{{label}}` calls `{ast.unparse(f)}` (line {line}), which may have side effects"
                 if isinstance(root, ast.Name) and root.id in params and (
-                        f.attr in MUTATORS or f.attr.endswith("_") and not f.attr.endswith("__")
-                        or f.attr in _NOT_BATCHABLE_METHODS - {"item", "tolist", "numpy", "cpu", "cuda"}):
+                        mutates or f.attr in _NOT_BATCHABLE_METHODS - {"item", "tolist", "numpy", "cpu", "cuda"}):
                     reason = f"helper `{{label}}` modifies its argument with `.{f.attr}()` (line {line})"
             elif isinstance(f, ast.Name) and f.id not in local:
                 targets.append(("name", f.id))
+            elif isinstance(f, ast.Name) and f.id not in defined:
+                reason = (f"helper `{{label}}` calls `{f.id}` (line {line}), a local name or argument whose "
+                          f"callable it cannot check for side effects")
+            elif not isinstance(f, (ast.Name, ast.Attribute, ast.Lambda)):
+                # `getattr(log, "append")(v)`, `fns[0](v)`, `(a if c else b)(v)`
+                reason = (f"helper `{{label}}` calls the value of `{ast.unparse(f)}` (line {line}), which it "
+                          f"cannot check for side effects")
         if reason:
             break
     hit = (reason, tuple(dict.fromkeys(targets)))

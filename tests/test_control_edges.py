@@ -1,6 +1,9 @@
 """Edges found by the control-flow probe of stop 21: a name declared `global` (or `nonlocal`)
 that a vectorized loop leaves a value in was not written back (its loop variable, last value or
 `while` counter), and two append targets that are one list lost the loop's interleaving."""
+import functools
+import operator
+
 import pytest
 import torch
 
@@ -144,3 +147,118 @@ def test_one_list_beside_a_store():
     assert len(mine) == len(one)
     for a, b in zip(mine, one):
         torch.testing.assert_close(a, b)
+
+
+# (stop 22, the state probe) side effects the helper scan could not name: calls through a local
+# alias, a call's result, a subscript, a conditional expression, operator's in-place functions,
+# and a functools.partial whose wrapped function later calls an effectful global
+
+EFFECTS = []
+
+
+def _through_getattr(v):
+    getattr(EFFECTS, "append")(1)
+    return v * 2
+
+
+def _through_ifexp(v):
+    (EFFECTS.append if v.numel() else None)(1)
+    return v * 2
+
+
+def _through_operator(v):
+    operator.iadd(EFFECTS, [1])
+    return v * 2
+
+
+def _through_literal(v):
+    [EFFECTS][0].append(1)
+    return v * 2
+
+
+def _through_alias(v):
+    add = EFFECTS.append
+    add(1)
+    return v * 2
+
+
+def _through_subscript(v):
+    {"log": EFFECTS}["log"].append(1)
+    return v * 2
+
+
+_LOGS = {"log": EFFECTS}
+
+
+def _through_global_subscript(v):
+    _LOGS["log"].append(1)
+    return v * 2
+
+
+def _local_helpers_are_fine(v):
+    def double(u):
+        return u * 2
+    square = lambda u: u * u      # noqa: E731
+    return double(square(v))
+
+
+def _mapped_with(h):
+    def rows(x):
+        out = []
+        for i in range(x.shape[0]):
+            out.append(h(x[i]))
+        return torch.stack(out)
+    return rows
+
+
+@pytest.mark.parametrize("helper", [_through_getattr, _through_ifexp, _through_operator, _through_literal,
+                                    _through_alias, _through_subscript, _through_global_subscript,
+                                    _local_helpers_are_fine])
+def test_helper_side_effects_the_scan_cannot_name(helper, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fn = _mapped_with(helper)
+    fast = autovec(fn)
+    x = torch.randn(6, 3)
+    for _ in range(3):
+        EFFECTS.clear()
+        want = fn(x)
+        n = len(EFFECTS)
+        EFFECTS.clear()
+        assert torch.equal(fast(x), want)
+        assert len(EFFECTS) == n
+    assert explain(fast, x).path == ("vectorized" if helper is _local_helpers_are_fine else "python")
+
+
+def _act(v):
+    return torch.tanh(v)
+
+
+def _layer(v, a):
+    return _act(v) * a
+
+
+_PARTIAL = functools.partial(_layer, a=2.0)
+
+
+def _partial_rows(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(_PARTIAL(x[i]))
+    return torch.stack(out)
+
+
+def test_a_partial_is_checked_again_on_every_call(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(_partial_rows)
+    x = torch.randn(6, 3)
+    for _ in range(4):
+        fast(x)
+    assert explain(fast, x).path == "vectorized"
+
+    def noisy(v):
+        EFFECTS.append(1)
+        return torch.tanh(v)
+    monkeypatch.setitem(globals(), "_act", noisy)
+    EFFECTS.clear()
+    assert torch.equal(fast(x), _partial_rows(x))
+    assert len(EFFECTS) == 12
