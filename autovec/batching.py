@@ -630,7 +630,11 @@ class _Helpers:
             return r if ints else torch.copysign(r, tb)
         if op == "lshift":
             return a << b
-        return _OUT_OF_PLACE[op](a, b)
+        r = _OUT_OF_PLACE[op](a, b)
+        if op == "pow" and real and not ints:
+            # Python's (-0.0) ** y is +0.0 for y not an odd integer; torch's ** 0.5 (a sqrt) gives -0.0
+            r = torch.where((r == 0) & (fb != torch.floor(fb)), r.abs(), r)
+        return r
 
     @staticmethod
     def truth(c):

@@ -4133,12 +4133,17 @@ class Token:
             args.append(torch.arange(st, st + k * sp, sp, device=device))
             dims.append(tuple(0 if l2 == lv else None for l2 in range(len(names))))
 
+        kinds = []
+
         def tensors_only(*a):
-            return tuple(v if isinstance(v, torch.Tensor) else _as_tensor(v) for v in body(*a))
+            outs = body(*a)
+            kinds[:] = [not isinstance(v, torch.Tensor) for v in outs]
+            return tuple(v if isinstance(v, torch.Tensor) else _as_tensor(v) for v in outs)
         f = tensors_only
         for lv in reversed(range(len(names))):
             f = _vmapped(f, tuple(d[lv] for d in dims), self.levels[lv][2])
         outs = f(*args)
+        self._same_kinds(kinds)
         shape = tuple(k for _, _, k in self.levels)
         return tuple(o if tuple(o.shape[:len(shape)]) == shape else o.expand(*shape, *o.shape) for o in outs)
 
@@ -4159,11 +4164,36 @@ class Token:
             args.append(self._index(device))
             dims.append(0)
 
+        kinds = []
+
         def tensors_only(*a):
-            return tuple(v if isinstance(v, torch.Tensor) else _as_tensor(v) for v in body(*a))
+            outs = body(*a)
+            kinds[:] = [not isinstance(v, torch.Tensor) for v in outs]
+            return tuple(v if isinstance(v, torch.Tensor) else _as_tensor(v) for v in outs)
         outs = vmap_call(tensors_only, args, dims, self.n)
+        self._same_kinds(kinds)
         n = self.n
         return tuple(o if o.dim() and o.shape[0] == n else o.expand(n, *o.shape) for o in outs)
+
+    def _same_kinds(self, kinds):
+        """Under vmap the body ran once, on the whole batch: which outputs it gave as Python
+        numbers must be what the one-time check saw for this signature. They can differ at one
+        signature: `sum(x[j])` over an empty row is the int 0, a tensor otherwise. Then the loop
+        runs this call, and the next one checks again."""
+        pys = self.rt.pytypes.get((self.loop_id, self.sig)) if not self.tag else None
+        if not pys:
+            return
+        for k, is_py in enumerate(kinds):
+            if pys.get(k, is_py) != is_py:
+                rt = self.rt
+                rt.pytypes.pop((self.loop_id, self.sig), None)
+                for key in [c for c in rt.checked if c[0] == self.loop_id and c[1] == self.sig]:
+                    rt.checked.discard(key)
+                for key in [c for c in list(rt.fast) + list(rt.hot) if c[0] == self.loop_id and c[1] == self.sig]:
+                    rt.fast.pop(key, None)
+                    rt.hot.pop(key, None)
+                raise GuardFailed(f"output {k} is a Python number on some calls and a tensor on others (a sum "
+                                  "over an empty range is the int 0)", data=True)
 
     def _row_args(self, inputs, j):
         if self.levels is not None:
