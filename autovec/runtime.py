@@ -401,6 +401,9 @@ class FunctionRuntime:
         self.py_arith = frozenset(k for k, v in matches.items() if _py_arith(v.plan))
         # values the body puts through loop-invariant operations, which a batched form computes
         # once (analysis.shared): their gradients are checked in the guard (_shared_gradients)
+        # values read through outside objects (`self.scale`, `cfg["eps"]`): their types join the
+        # signature (_peek_sig)
+        self.peeks = {k: hit for k, v in matches.items() for hit in [_peek_paths(v.plan)] if hit}
         self.shared = {k: (hit, tuple(v.plan.free) + tuple(mp.base for mp in v.plan.mapped))
                        for k, v in matches.items() for hit in [shared_work(v.plan)] if hit}
         # loops whose guard has checks beyond types, bounds, aliasing and purity (branches or
@@ -796,6 +799,10 @@ class FunctionRuntime:
                     sig.append(_sig(v))
             else:
                 sig.append(_sig(v))
+        peeks = self.peeks.get(loop_id)
+        if peeks is not None:
+            for pos, path in peeks:
+                sig.append(("peek", _peek_sig(free[pos], path)))
         written = []
         fresh = []       # outputs allocated right before the loop: checked like the others, but alias nothing
         lists = None     # the lists the loop appends to: each a list of its own
@@ -3127,26 +3134,72 @@ def _outside_value(source, names, values):
         v = values[names.index(head)]
     except (ValueError, IndexError):
         return _UNKNOWN
-    for attr in rest:
+    return _peek(v, rest)
+
+
+def _peek(v, path):
+    """`v.a.b` / `v["k"]` / `v[0]` along `path` (attribute names, and ("key", k) for a constant
+    subscript of a dict, list or tuple) without running any code; _UNKNOWN where that is not
+    possible. A tensor on the way stands for the rest of the path."""
+    for step in path:
         if isinstance(v, torch.Tensor):
             return v
-        if isinstance(v, torch.nn.Module):
+        if type(step) is tuple:
+            key = step[1]
+            if type(v) is dict:
+                v = v.get(key, _UNKNOWN)
+            elif (type(v) is list or type(v) is tuple) and type(key) is int and -len(v) <= key < len(v):
+                v = v[key]
+            else:
+                return _UNKNOWN
+        elif isinstance(v, torch.nn.Module):
             if hasattr(v, "parametrizations"):
                 return _UNKNOWN        # (torch.nn.utils.parametrize: its weights are computed on access)
             d = v.__dict__
             for table in ("_parameters", "_buffers", "_modules"):
-                if attr in d.get(table, ()):
-                    v = d[table][attr]
+                if step in d.get(table, ()):
+                    v = d[table][step]
                     break
             else:
-                v = _stored_attr(v, attr)
+                v = _stored_attr(v, step)
         elif isinstance(v, types.ModuleType):
-            v = v.__dict__.get(attr, _UNKNOWN)
+            v = v.__dict__.get(step, _UNKNOWN)
         else:
-            v = _stored_attr(v, attr)
+            v = _stored_attr(v, step)
         if v is _UNKNOWN:
             return v
     return v
+
+
+def _peek_sig(v, path):
+    """The signature entry of a value the loop reads through an outside object (`self.scale`,
+    `cfg["eps"]`): its type (a tensor's dtype, rank, requires_grad), so that a value changing
+    type between calls is a new signature, checked again."""
+    return _sig(_peek(v, path))
+
+
+def _peek_paths(plan) -> tuple:
+    """(position in plan.free, path) of the values the body reads through an outside object:
+    attribute chains and constant subscripts rooted at a loop-invariant name (at most 8)."""
+    free = list(plan.free)
+    found = {}
+    for text in plan.body:
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, (ast.Attribute, ast.Subscript)):
+                continue
+            path, cur = [], node
+            while isinstance(cur, (ast.Attribute, ast.Subscript)):
+                if isinstance(cur, ast.Attribute):
+                    path.append(cur.attr)
+                elif isinstance(cur.slice, ast.Constant) and type(cur.slice.value) in (str, int):
+                    path.append(("key", cur.slice.value))
+                else:
+                    break
+                cur = cur.value
+            else:
+                if isinstance(cur, ast.Name) and cur.id in free:
+                    found.setdefault((free.index(cur.id), tuple(reversed(path))), None)
+    return tuple(found)[:8]
 
 
 def _stored_attr(v, attr):
