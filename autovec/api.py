@@ -51,6 +51,7 @@ class FunctionState:
         self.error: str | None = None
         self.runtime: FunctionRuntime | None = None
         self.steady = None     # set by prepare: the function a plain call runs
+        self.code = getattr(fn, "__code__", None)     # the code the rewrite was made from
 
     # ------------------------------------------------------------------ build
 
@@ -168,9 +169,27 @@ class FunctionState:
 
     # ------------------------------------------------------------------ call
 
+    def current(self) -> bool:
+        """Whether the rewrite still matches the function: the same code object, defaults and
+        keyword defaults (each can be reassigned on the original after decoration)."""
+        fn, c = self.fn, self.compiled
+        return c is None or c is fn or fn.__code__ is self.code and fn.__defaults__ is c.__defaults__ \
+            and fn.__kwdefaults__ is c.__kwdefaults__
+
+    def _refresh(self):
+        fn, c = self.fn, self.compiled
+        if fn.__code__ is not self.code:
+            with _PREPARING:       # new code: a new rewrite, on this call
+                self.code, self.compiled, self.steady, self.runtime = fn.__code__, None, None, None
+                self.reports, self.error = [], None
+        elif c is not None and c is not fn:
+            c.__defaults__, c.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+
     def __call__(self, args, kwargs):
         if switches.disabled or _compiling():
             return self.fn(*args, **kwargs)     # (torch.compile traces the original: see AutovecFunction)
+        if not self.current():
+            self._refresh()
         if self.compiled is None:
             self.prepare()
         elif self.strict and self.error:
@@ -344,8 +363,11 @@ class AutovecFunction:
         st = self._autovec_state
         c = st.steady
         if c is not None and switches.plain():
-            _see_device(st.runtime, args)    # the steady state, in as few steps as possible
-            return c(*args, **kwargs)
+            fn = st.fn
+            if c is fn or fn.__code__ is st.code and fn.__defaults__ is c.__defaults__ \
+                    and fn.__kwdefaults__ is c.__kwdefaults__:
+                _see_device(st.runtime, args)    # the steady state, in as few steps as possible
+                return c(*args, **kwargs)
         return st(args, kwargs)
 
     def __get__(self, obj, objtype=None):

@@ -148,7 +148,7 @@ def build_function(fn: types.FunctionType, tree: ast.FunctionDef, extra: dict[st
     cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
     closure = tuple(cells[v] if v in cells else types.CellType(extra[v]) for v in inner.co_freevars)
     new = types.FunctionType(inner, fn.__globals__, fn.__name__, fn.__defaults__, closure or None)
-    new.__kwdefaults__ = copy.copy(fn.__kwdefaults__)
+    new.__kwdefaults__ = fn.__kwdefaults__      # (the same dict: a default changed in it is seen)
     new.__dict__.update(fn.__dict__)
     new.__qualname__ = fn.__qualname__
     new.__doc__ = fn.__doc__

@@ -87,3 +87,45 @@ def test_reading_through_an_object_keeps_its_lane():
     rt = fast._autovec_state.runtime
     assert rt.lanes and rt.peeks
     assert explain(fast, loss, x).path == "vectorized"
+
+
+def weighted(x, *, w=torch.ones(4)):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] * w)
+    return torch.stack(out)
+
+
+def offset(x, b=1.0):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] + b
+    return out
+
+
+def doubled(x, b=1.0):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2 + b
+    return out
+
+
+def test_defaults_and_code_changed_on_the_original(monkeypatch):
+    x = torch.randn(20, 4)
+    fast_w, fast_b = autovec(weighted), autovec(offset)
+    for _ in range(4):
+        fast_w(x), fast_b(x)
+    kw, defaults, code = weighted.__kwdefaults__["w"], offset.__defaults__, offset.__code__
+    try:
+        weighted.__kwdefaults__["w"] = torch.full((4,), 5.0)      # changed in place
+        assert torch.equal(fast_w(x), weighted(x))
+        offset.__defaults__ = (3.0,)                               # reassigned
+        for _ in range(3):
+            assert torch.equal(fast_b(x), offset(x))
+        offset.__code__ = doubled.__code__                         # another body
+        for _ in range(3):
+            assert torch.equal(fast_b(x), doubled(x, 3.0))
+        assert explain(fast_b, x).path == "vectorized"
+    finally:
+        weighted.__kwdefaults__["w"] = kw
+        offset.__defaults__, offset.__code__ = defaults, code
