@@ -207,16 +207,29 @@ def _sig(v):
         return plain                        # the common non-tensor values: their type alone
     if tp is types.ModuleType:
         return (tp, id(v))
+    hit = _IDENT_SIGS.get(id(v))
+    if hit is not None and hit[0]() is v:
+        return hit[1]          # (the same object as before: its entry, made once)
     if isinstance(v, torch.Tensor):
         return ("T", v.dtype, v.dim(), "cpu" if v.is_cpu else v.device.type, v.requires_grad)
     if isinstance(v, (list, tuple)):
         return (type(v).__name__, _sig(v[0]) if v else None)
     if isinstance(v, _NUMBER) or v is None or isinstance(v, str):
         return type(v)
+    if not tp.__weakrefoffset__:
+        return (tp, id(v))     # (no weak references to it: its id, as before)
     try:
-        return (tp, _Ident(v))
-    except TypeError:          # (no weak references to it: its id, as before)
+        ident = _Ident(v)
+    except TypeError:
         return (tp, id(v))
+    entry = (tp, ident)
+    if len(_IDENT_SIGS) > 4096:
+        _IDENT_SIGS.clear()
+    _IDENT_SIGS[id(v)] = (ident.ref, entry)
+    return entry
+
+
+_IDENT_SIGS: dict = {}      # id -> (weak reference, signature entry) of objects in signatures by identity
 
 
 class _Ident:
@@ -3184,9 +3197,11 @@ def _peek_paths(plan) -> tuple:
     free = list(plan.free)
     found = {}
     for text in plan.body:
-        for node in ast.walk(ast.parse(text)):
-            if not isinstance(node, (ast.Attribute, ast.Subscript)):
-                continue
+        tree = ast.parse(text)
+        called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Attribute, ast.Subscript)) or id(node) in called:
+                continue   # (what the loop calls is checked as a callee, on every call)
             path, cur = [], node
             while isinstance(cur, (ast.Attribute, ast.Subscript)):
                 if isinstance(cur, ast.Attribute):
