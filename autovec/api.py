@@ -215,6 +215,8 @@ class FunctionState:
         rng.restore()   # the rewrite draws the same random numbers the original drew
         try:
             got = self.compiled(*args, **kwargs)
+        except NotVectorizable:
+            raise      # (strict: a refusal, not a difference)
         except Exception as e:
             if expected_exc is None or type(e) is not type(expected_exc) or str(e) != str(expected_exc):
                 raise EquivalenceError(f"{self.fn.__qualname__}: the rewrite raised {type(e).__name__}: {e}"
@@ -336,8 +338,9 @@ def autovec(fn=None, *, check=False, fallback="auto", strict=False, memory_budge
         return staticmethod(autovec(fn.__func__, **options))
     if isinstance(fn, classmethod):
         return classmethod(autovec(fn.__func__, **options))
-    if not callable(fn):
-        raise TypeError(f"autovec: expected a function, got {type(fn).__name__}")
+    if not callable(fn) or isinstance(fn, type):
+        raise TypeError(f"autovec: expected a function, got {'the class ' + fn.__qualname__ if isinstance(fn, type) else type(fn).__name__}"
+                        + (" (decorate its methods instead)" if isinstance(fn, type) else ""))
     if isinstance(fn, AutovecFunction):
         # `autovec(autovec(f))`: one rewrite of f, with the outer options
         return AutovecFunction(fn.__wrapped__, FunctionState(fn.__wrapped__, **options))
@@ -373,6 +376,11 @@ class AutovecFunction:
     def __get__(self, obj, objtype=None):
         return self if obj is None else _BoundAutovec(self, obj)
 
+    def __reduce__(self):
+        # pickled by reference, as a function is (its module and qualified name): multiprocessing's
+        # spawn, DataLoader workers
+        return self.__qualname__
+
     def explain(self, *args, **kwargs):
         return explain(self, *args, **kwargs)
 
@@ -393,6 +401,9 @@ class _BoundAutovec:
 
     def __call__(self, *args, **kwargs):
         return self._autovec_state((self.__self__,) + args, kwargs)
+
+    def __reduce__(self):
+        return getattr, (self.__self__, self.__name__)
 
     def explain(self, *args, **kwargs):
         return explain(self.__func__, self.__self__, *args, **kwargs)
@@ -469,9 +480,10 @@ def explain(fn, *args, **kwargs) -> Explanation:
     if rt is None:
         ex.path = "python"
         return ex
-    from .equivalence import clone_args
+    from .equivalence import _RngState, clone_args
 
     a, k = clone_args(args, kwargs)
+    rng = _RngState()     # (the call's random numbers are not the caller's: the state is put back)
     with _EXPLAINING:     # one explain at a time (its record and its quieted output are shared)
         rt.events, rt.events_thread = [], threading.get_ident()
         rt.chunked.clear()
@@ -483,6 +495,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
             ex.notes.append(f"the call raised {type(e).__name__}: {e}")
         finally:
             events, rt.events, rt.events_thread = rt.events, None, None
+            rng.restore()
     last = {}
     for loop_id, path, reason, _ in events:
         if path != "estimate":

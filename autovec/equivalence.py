@@ -96,9 +96,14 @@ def _compare(expected, got, rtol, atol, path, seen) -> str | None:
         return _first(sub(getattr(expected, n), getattr(got, n), f"{path}.{n}") for n in names)
     if _is_numpy(expected):
         return _compare_numpy(expected, got, rtol, atol, path)
-    if type(expected).__eq__ is object.__eq__ and hasattr(expected, "__dict__"):
-        # Two runs build two objects, so identity equality would always fail: compare state.
-        return sub(vars(expected), vars(got), path + ".__dict__")
+    if type(expected).__eq__ is object.__eq__:
+        # Two runs build two objects, so identity equality would always fail: compare state
+        # (an instance dict, slots), or nothing where an object has none (object(), an iterator)
+        if hasattr(expected, "__dict__"):
+            return sub(vars(expected), vars(got), path + ".__dict__")
+        slots = [n for k in type(expected).__mro__ for n in getattr(k, "__slots__", ())
+                 if isinstance(n, str) and n not in ("__dict__", "__weakref__")]
+        return _first(sub(getattr(expected, n, None), getattr(got, n, None), f"{path}.{n}") for n in slots)
     return _compare_by_eq(expected, got, path)
 
 

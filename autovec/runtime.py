@@ -986,9 +986,11 @@ class FunctionRuntime:
             # a failure that depends on the values (an index out of range) is not
             self.failures[(loop_id, tok.sig)] = reason
         self._note(loop_id, "python", reason)
-        if self.strict:
+        if self.strict and isinstance(exc, GuardFailed) and not getattr(exc, "final", False):
             plan = self.matches[loop_id].plan
             raise NotVectorizable(f"{self.qualname}, line {plan.lineno}: {reason}") from exc
+        # (strict or not, an error of the batched code, or values where Python raises, go to the
+        # loop: it raises the user's own exception, at the user's line, with its partial writes)
         return None
 
     # ------------------------------------------------------------------ outputs

@@ -347,3 +347,119 @@ def test_refusals_count_for_a_bucket_the_estimate_settled(monkeypatch):
         torch.testing.assert_close(f(h, s, e), span_pool(h, s, e))
     (d,) = f._autovec_state.runtime.decisions.values()
     assert d.final and not d.vec and d.retry > 0         # settled on the loop, to be tried again later
+
+
+# (stop 22, the API probe)
+
+def _gather_rows(x, idx, out):
+    for i in range(idx.shape[0]):
+        out[i] = x[idx[i]] * 2.0
+    return out
+
+
+def test_strict_lets_the_users_own_error_through(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    import traceback
+    fast = av(_gather_rows, strict=True)
+    x = torch.ones(64, 3)
+    fast(x, torch.arange(64), torch.zeros(64, 3))
+    bad = torch.zeros(64, dtype=torch.long)
+    bad[10] = 99
+    out = torch.zeros(64, 3)
+    with pytest.raises(IndexError) as e:
+        fast(x, bad, out)
+    last = traceback.extract_tb(e.value.__traceback__)[-1]
+    assert last.filename == __file__ and last.line.strip() == "out[i] = x[idx[i]] * 2.0"
+    assert int((out[:, 0] != 0).sum()) == 10          # the rows before the error, as the loop writes
+
+
+def _double_into(x, out):
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2.0
+    return out
+
+
+def test_strict_and_check_report_a_refusal_as_one(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    from autovec.runtime import NotVectorizable
+    fast = av(_double_into, strict=True, check=True)
+    x = torch.randn(50, 3)
+    fast(x, torch.zeros(50, 3))
+    with pytest.raises(NotVectorizable, match="shares memory"):
+        fast(x, x)
+
+
+class _Handle:
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+
+def _with_handle(x, name):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2
+    return out, _Handle(name), object()
+
+
+def test_check_compares_objects_by_their_slots(monkeypatch):
+    from autovec import EquivalenceError
+    from autovec.equivalence import compare
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = av(_with_handle, check=True)
+    x = torch.randn(40, 3)
+    fast(x, "h")                                      # (no false difference)
+    assert_equivalent(_with_handle, x, "h")
+    assert "name" in compare(_Handle("a"), _Handle("b"))
+    assert issubclass(EquivalenceError, AssertionError)
+
+
+def _noisy_rows(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2
+    return out + torch.randn(())
+
+
+def test_explain_leaves_the_random_state_alone():
+    x = torch.randn(40, 3)
+    torch.manual_seed(0)
+    want = torch.rand(3)
+    torch.manual_seed(0)
+    explain(_noisy_rows, x)
+    assert torch.equal(torch.rand(3), want)
+
+
+@av
+def _pickled_rows(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 3
+    return out
+
+
+class _Scaler:
+    def __init__(self, s):
+        self.s = s
+
+    @av
+    def apply(self, x):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * self.s
+        return out
+
+
+def test_decorated_functions_pickle_by_reference():
+    import pickle
+    f = pickle.loads(pickle.dumps(_pickled_rows))
+    assert f is _pickled_rows
+    m = pickle.loads(pickle.dumps(_Scaler(2.0).apply))
+    x = torch.randn(5, 2)
+    assert torch.equal(m(x), x * 2.0)
+
+
+def test_decorating_a_class_is_a_clear_error():
+    with pytest.raises(TypeError, match="class .*decorate its methods"):
+        av(_Scaler)
