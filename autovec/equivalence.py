@@ -103,7 +103,10 @@ def _compare(expected, got, rtol, atol, path, seen) -> str | None:
             return sub(vars(expected), vars(got), path + ".__dict__")
         slots = [n for k in type(expected).__mro__ for n in getattr(k, "__slots__", ())
                  if isinstance(n, str) and n not in ("__dict__", "__weakref__")]
-        return _first(sub(getattr(expected, n, None), getattr(got, n, None), f"{path}.{n}") for n in slots)
+        if slots:
+            return _first(sub(getattr(expected, n, None), getattr(got, n, None), f"{path}.{n}") for n in slots)
+        if type(expected) is object or hasattr(expected, "__next__"):
+            return None      # (a bare object, an iterator: no state two runs could be compared by)
     return _compare_by_eq(expected, got, path)
 
 

@@ -196,6 +196,9 @@ def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
         where = f"`{label}{'.' + sub_name if sub_name else ''}`"
         if sub._forward_hooks or sub._forward_pre_hooks or getattr(sub, "_backward_hooks", None):
             return f"{where} has hooks"
+        if "forward" in sub.__dict__:
+            # (replaced on the instance, a debugging or adapter patch: not its class's forward)
+            return f"{where} has its forward replaced on the instance"
         cls = type(sub)
         cname = cls.__name__
         if sub.training and cname.startswith(_MODULE_TRAINING_RANDOM):
@@ -214,7 +217,7 @@ def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
         if not cls.__module__.startswith("torch.nn."):
             fwd = getattr(cls, "forward", None)
             if isinstance(fwd, types.FunctionType):
-                bad = helper_impurity(fwd, f"{cls.__qualname__}.forward")
+                bad = helper_impurity(fwd, f"{cls.__qualname__}.forward", module=sub)
                 if bad:
                     return bad
             else:
@@ -225,7 +228,7 @@ def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
 _checking: set = set()
 
 
-def helper_impurity(fn: types.FunctionType, label: str, depth: int = 0) -> str | None:
+def helper_impurity(fn: types.FunctionType, label: str, depth: int = 0, module=None) -> str | None:
     """Check a user helper: no global/nonlocal, no writes to attributes or to subscripts of
     values it did not create, no impure calls. The calls it makes are looked up in its
     globals and closure on every check, so rebinding a name is seen."""
@@ -234,7 +237,7 @@ def helper_impurity(fn: types.FunctionType, label: str, depth: int = 0) -> str |
         return None  # recursion: the other calls decide
     _checking.add(key)
     try:
-        return _helper_impurity(fn, label, depth)
+        return _helper_impurity(fn, label, depth, module)
     finally:
         _checking.discard(key)
 
@@ -257,7 +260,7 @@ def _capture_cached(fn):
     return Captured(fn=fn, tree=hit.tree, filename=hit.filename, qualname=fn.__qualname__)
 
 
-def _helper_impurity(fn, label, depth) -> str | None:
+def _helper_impurity(fn, label, depth, module=None) -> str | None:
     if depth > 4:
         return f"helper `{label}` calls too deeply nested helpers to check"
     if (fn.__module__ or "").startswith("torch"):
@@ -273,6 +276,8 @@ def _helper_impurity(fn, label, depth) -> str | None:
     if parts is None:
         parts = _split[targets] = tuple((kind, path, path.split(".")) for kind, path in targets)
     for kind, path, (head, *rest) in parts:
+        if kind == "train-only" and module is not None and not module.training:
+            continue            # (the module's own dropout, in eval mode: no random numbers)
         # (Env.resolve / Captured.lookup: the name in the helper's scope now, then its attributes)
         found, obj = scope_lookup(fn, head)
         if found and rest:
@@ -282,9 +287,12 @@ def _helper_impurity(fn, label, depth) -> str | None:
         hit = _by_id.get(id(obj))
         if hit is not None and hit[0] is obj and hit[1] is None:
             continue            # why_impure's first answer: a callable pure whatever calls it
-        bad = helper_impurity(obj, path, depth + 1) if isinstance(obj, types.FunctionType) else why_impure(obj, path)
+        # (torch's own Python functions go through why_impure: it refuses the random ones by name,
+        # `F.dropout` in a module's forward)
+        bad = helper_impurity(obj, path, depth + 1) if isinstance(obj, types.FunctionType) and not (
+            obj.__module__ or "").startswith("torch") else why_impure(obj, path)
         if bad:
-            return bad if bad.startswith("helper") or kind == "attr" else f"helper `{label}`: {bad}"
+            return bad if bad.startswith("helper") or kind != "name" else f"helper `{label}`: {bad}"
     return None
 
 
@@ -337,7 +345,8 @@ def _static_scan(fn):
                 mutates = f.attr in MUTATORS or f.attr.endswith("_") and not f.attr.endswith("__")
                 if isinstance(root, ast.Name) and root.id not in local:
                     if _chain(f):
-                        targets.append(("attr", ast.unparse(f)))
+                        # `F.dropout(h, p, self.training)`: random only while the module trains
+                        targets.append(("train-only" if _training_flag(n, params) else "attr", ast.unparse(f)))
                     elif mutates or not pure_tensor_method(f.attr):
                         # `LOGS["a"].append(v)`, `make().normal()`: a method of an outside value
                         # the scan cannot name
@@ -362,6 +371,21 @@ def _static_scan(fn):
     hit = (reason, tuple(dict.fromkeys(targets)))
     _static[code] = hit
     return hit
+
+
+_DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
+
+
+def _training_flag(call: ast.Call, params) -> bool:
+    """A functional dropout whose `training` argument is the module's own `self.training`."""
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and f.attr in _DROPOUTS) or not params:
+        return False
+    flag = next((k.value for k in call.keywords if k.arg == "training"), None)
+    if flag is None and len(call.args) >= 3:
+        flag = call.args[2]
+    return (isinstance(flag, ast.Attribute) and flag.attr == "training" and isinstance(flag.value, ast.Name)
+            and flag.value.id == "self" and "self" in params)
 
 
 def _chain(node) -> bool:

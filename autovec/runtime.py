@@ -4314,7 +4314,7 @@ class Token:
         flat = outs if self.levels is None else [o.flatten(0, len(self.levels) - 1) for o in outs]
         stored = self._stored_values(layout)
         for j in sorted(set(rows)):
-            with torch.no_grad():
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):   # (the program's random numbers stay its own)
                 want_all = ref(*self._row_args(inputs, j))
             for k, (want, got) in enumerate(zip(want_all, flat)):
                 if want is None:

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autovec import assert_equivalent, autovec
+from autovec import assert_equivalent, autovec, explain
 from conftest import ran_modes as _ran
 
 
@@ -144,3 +144,51 @@ def test_layer_norm_over_more_dimensions_than_a_slice_has_raises_like_the_loop()
     with pytest.raises(RuntimeError) as got:
         autovec(rows_through)(model, x)
     assert str(got.value) == str(want.value)
+
+
+# (stop 22, the modules probe) a module whose own forward draws random numbers through torch's
+# Python functions (F.dropout in training mode), and a forward replaced on an instance after
+# the batched form was settled
+
+class _ManualDrop(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.nn.functional.dropout(self.lin(x), 0.5, self.training)
+
+
+def _per_sample(model, x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(model(x[i]))
+    return torch.stack(out)
+
+
+def test_random_numbers_drawn_inside_a_modules_forward(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    m, x = _ManualDrop(), torch.randn(6, 4)
+    fast = autovec(_per_sample)
+    for _ in range(3):
+        torch.manual_seed(1)
+        want, rng = _per_sample(m, x), torch.get_rng_state()
+        torch.manual_seed(1)
+        assert torch.equal(fast(m, x), want) and torch.equal(torch.get_rng_state(), rng)
+    assert "F.dropout" in explain(fast, m, x).loops[0].reason or explain(fast, m, x).path == "python"
+    m.eval()     # (a new function: the bucket refused three times waits 32 calls before trying again)
+    assert explain(autovec(_per_sample), m, x).path == "vectorized"
+
+
+def test_a_forward_replaced_on_an_instance(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    torch.manual_seed(0)
+    m, x = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), torch.randn(6, 4)
+    fast = autovec(_per_sample)
+    for _ in range(3):
+        torch.testing.assert_close(fast(m, x), _per_sample(m, x))
+    lin = m[0]
+    lin.forward = lambda v: torch.nn.functional.linear(v, lin.weight, lin.bias).softmax(0)
+    for _ in range(3):
+        torch.testing.assert_close(fast(m, x), _per_sample(m, x))
+    assert explain(fast, m, x).path == "python"
