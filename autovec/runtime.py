@@ -2368,7 +2368,7 @@ def _prefix_region(t, dim, tok, op):
         raise GuardFailed("an in-place recurrence on a tensor that requires grad keeps the loop")
     if t.dtype in _HALF:
         raise GuardFailed(_HALF_SUM)
-    if not _op_works(t.dtype, t.device, op):
+    if t.dtype not in _ARITH_DTYPES and not _op_works(t.dtype, t.device, op):
         raise GuardFailed(f"`{op}` is not implemented for {t.dtype} on {t.device.type} (cumsum and cumprod "
                           f"are): the loop raises")
     region = _prefix_rows(t, dim, tok)
@@ -2382,6 +2382,9 @@ def _prefix_region(t, dim, tok, op):
 
 
 _OP_WORKS: dict = {}
+_ARITH_DTYPES = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64,
+                           torch.complex128, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
+                           torch.bool})     # (+ and * run on these everywhere)
 
 
 def _op_works(dtype, device, op) -> bool:
@@ -2404,10 +2407,15 @@ def _holds_minus_zero(r: torch.Tensor) -> bool:
     """Whether any element of `r` is -0.0 (a part of one, for complex values)."""
     if r.is_complex():
         r = torch.view_as_real(r)
-    if r.numel() == 1 and r.is_cpu:
-        v = r.item()
-        return v == 0 and math.copysign(1.0, v) < 0
-    return bool(torch.signbit(r).logical_and_(r == 0).any())
+    if r.is_cpu and r.numel() <= 16:        # (a few Python reads cost less than three kernels)
+        vals = r.tolist()
+        if r.dim() > 1:
+            vals = r.flatten().tolist()
+        elif not r.dim():
+            vals = (vals,)
+        return any(v == 0 and math.copysign(1.0, v) < 0 for v in vals)
+    zero = r == 0
+    return bool(zero.any()) and bool(torch.signbit(r).logical_and_(zero).any())
 
 
 def _prefix_commit(t, dim, tok, values):
