@@ -338,9 +338,11 @@ def autovec(fn=None, *, check=False, fallback="auto", strict=False, memory_budge
         return staticmethod(autovec(fn.__func__, **options))
     if isinstance(fn, classmethod):
         return classmethod(autovec(fn.__func__, **options))
-    if not callable(fn) or isinstance(fn, type):
-        raise TypeError(f"autovec: expected a function, got {'the class ' + fn.__qualname__ if isinstance(fn, type) else type(fn).__name__}"
-                        + (" (decorate its methods instead)" if isinstance(fn, type) else ""))
+    if isinstance(fn, type):
+        raise TypeError(f"autovec: expected a function, got the class {fn.__qualname__} (decorate its methods "
+                        "instead)")
+    if not callable(fn):
+        raise TypeError(f"autovec: expected a function, got {type(fn).__name__}")
     if isinstance(fn, AutovecFunction):
         # `autovec(autovec(f))`: one rewrite of f, with the outer options
         return AutovecFunction(fn.__wrapped__, FunctionState(fn.__wrapped__, **options))

@@ -48,8 +48,8 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
     if len(sig) != len(mapped) + len(sources) + len(free) + len(peeks) + len(writes):
         return None     # (an autocast state's entry: the general pass alone)
     consts = {"Tensor": torch.Tensor, "STRIDED": torch.strided, "rt": rt, "Token": R.Token,
-              "_in_transform": R._in_transform, "_any_autocast": R._any_autocast, "_hooks": R._saved_hooks_on, "grad_on": torch.is_grad_enabled,
-              "inference_on": torch.is_inference_mode_enabled,
+              "_in_transform": R._in_transform, "_any_autocast": R._any_autocast, "_hooks": R._saved_hooks_on,
+              "grad_on": torch.is_grad_enabled, "inference_on": torch.is_inference_mode_enabled,
               "_overlapping": R._overlapping, "_peek_sig": R._peek_sig, "_no_aliasing": R._no_aliasing, "_sig": R._sig,
               "PURE": R._PURE_BY_ID, "why_impure": R.why_impure, "ENV": R._ENV, "KEY": R._INDEX_CHECK_KEY, "indexcheck": R.indexcheck,
               "GuardFailed": R.GuardFailed}
@@ -119,7 +119,7 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         else:
             emit(f"    if _sig({v}) != {const(entry)}:")
             emit("        return None")
-    for k, (p, path) in enumerate(peeks):      # (values read through outside objects: runtime._peek_sig)
+    for p, path in peeks:      # (values read through outside objects: runtime._peek_sig)
         emit(f"    if ('peek', _peek_sig(f{p}, {const(path)})) != {const(sig[next(pos)])}:")
         emit("        return None")
     written, fresh, lists = [], [], []
