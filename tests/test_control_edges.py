@@ -262,3 +262,57 @@ def test_a_partial_is_checked_again_on_every_call(monkeypatch):
     EFFECTS.clear()
     assert torch.equal(fast(x), _partial_rows(x))
     assert len(EFFECTS) == 12
+
+
+# (stop 22, the multi-loop probe) a name the loop binds, deleted after it: `del h` needs the
+# loop's last value (the rewrite left the name unbound: UnboundLocalError)
+
+def _del_temp(x):
+    res = []
+    for i in range(x.shape[0]):
+        h = x[i] * 2
+        res.append(h)
+    out = torch.stack(res)
+    del res, h
+    return out
+
+
+def _del_index(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] + 1
+    try:
+        del i
+        state = "bound"
+    except NameError:
+        state = "unbound"
+    return out, state
+
+
+def _del_row(x):
+    res = []
+    for row in x:
+        res.append(row * 2)
+    del row
+    return torch.stack(res)
+
+
+@pytest.mark.parametrize("fn", [_del_temp, _del_index, _del_row])
+@pytest.mark.parametrize("n", [30, 0])
+def test_a_name_the_loop_binds_deleted_after_it(fn, n):
+    fast = autovec(fn)
+    x = torch.randn(n, 3)
+    for _ in range(3):
+        try:
+            want = fn(x)
+        except Exception as e:          # noqa: BLE001 (a zero-trip loop leaves the name unbound)
+            with pytest.raises(type(e)):
+                fast(x)
+            continue
+        got = fast(x)
+        if isinstance(want, tuple):
+            assert torch.equal(got[0], want[0]) and got[1] == want[1]
+        else:
+            assert torch.equal(got, want)
+    if n:
+        assert explain(fast, x).path == "vectorized"

@@ -185,6 +185,9 @@ def _first_access(stmt: ast.stmt, name: str) -> tuple[str, int] | None:
             return "read", n.lineno
     if isinstance(stmt, ast.AugAssign) and name in target_names(stmt.target):
         return "read", stmt.lineno
+    for n in ast.walk(stmt):      # `del h` needs the name bound (the loop's last value, or its NameError)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Del) and n.id == name:
+            return "read", n.lineno
     return None
 
 
