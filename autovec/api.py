@@ -152,7 +152,7 @@ class FunctionState:
         lower_steps = [(info, functools.partial(compile_lowering.lower, info.step, namer=namer, runtime=namer.runtime))
                        for info in steps]
         rw = apply(cap.tree, pieces, lower_steps)
-        self.runtime = FunctionRuntime(cap.qualname, matches)
+        self.runtime = FunctionRuntime(cap.qualname, matches, env.resolve)
         self.runtime.steps = {info.step.loop_id: Stepping(info.step, self.fallback) for info in steps}
         self.runtime.layouts = {info.plan.loop_id: low.layout for info, low in pieces}
         # the bodies the batched mode may rewrite, by (loop id, tag): the loop body under "", a

@@ -349,7 +349,9 @@ def _span(t: torch.Tensor):
 class FunctionRuntime:
     """Shared by every rewritten loop of one function (the `_av` name in generated code)."""
 
-    def __init__(self, qualname: str, matches: dict):
+    Error = Exception      # what the generated code catches (`_av.Error`: the user may rebind `Exception`)
+
+    def __init__(self, qualname: str, matches: dict, resolve=None):
         self.qualname = qualname
         self.matches = matches            # loop id -> lowering.Match
         self.failures: dict = {}          # (loop id, signature) -> reason
@@ -427,7 +429,8 @@ class FunctionRuntime:
         # the tied elements, where vmap's and a batched median along a dimension give one of them all
         self.even_ties = frozenset(k for k, v in matches.items() if _whole_medians(v.plan))
         # loops calling an operation whose vmap batching rule skips the loop's checks (one_hot, embedding)
-        self.no_vmap = frozenset(k for k, v in matches.items() if _calls_any(v.plan, _UNCHECKED_UNDER_VMAP))
+        self.no_vmap = frozenset(k for k, v in matches.items() if _calls_any(v.plan, _UNCHECKED_UNDER_VMAP)
+                                 or _calls_unchecked(v.plan, resolve))
         self.checked_more = frozenset(k for k, v in matches.items() if self.selects[k] or k in self.nest_loops
                                       or v.strategy == "matmul" or k in self.shared or v.plan.callables
                                       or k in self.even_ties)
@@ -3392,6 +3395,21 @@ def _reaches_grad(fn, depth, anything=False) -> bool:
 _UNCHECKED_UNDER_VMAP = frozenset({"one_hot", "embedding", "embedding_bag"})
 
 
+def _calls_unchecked(plan, resolve) -> bool:
+    """Whether a loop calls one of _UNCHECKED_UNDER_VMAP's functions under another name
+    (`from torch.nn.functional import one_hot as oh`, `emb = F.embedding`)."""
+    if resolve is None:
+        return False
+    import torch.nn.functional as F
+    unchecked = [getattr(F, n, None) for n in _UNCHECKED_UNDER_VMAP] + [getattr(torch, n, None)
+                                                                         for n in _UNCHECKED_UNDER_VMAP]
+    for path in plan.callables:
+        found, obj = resolve(path)
+        if found and any(obj is u for u in unchecked if u is not None):
+            return True
+    return False
+
+
 def _calls_any(plan, names) -> bool:
     """Whether a loop body calls a function or method of one of these names."""
     for text in plan.body:
@@ -3407,9 +3425,11 @@ def _whole_medians(plan) -> bool:
     elements (no dimension)."""
     for text in plan.body:
         for n in ast.walk(ast.parse(text)):
+            # (`torch.median(x)` under any name torch is imported as, `th.median(x)`: one argument of a
+            # name's median counts, a tensor's `x.median(0)` too, which is only conservative)
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                     and n.func.attr in ("median", "nanmedian") and not n.keywords \
-                    and len(n.args) <= (1 if isinstance(n.func.value, ast.Name) and n.func.value.id == "torch" else 0):
+                    and len(n.args) <= (1 if isinstance(n.func.value, ast.Name) else 0):
                 return True
     return False
 

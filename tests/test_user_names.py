@@ -128,3 +128,52 @@ def test_a_reserved_name_read_from_outside_keeps_the_loop(monkeypatch):
     assert torch.equal(fast(x), _reads_reserved_global(x))
     report = explain(fast, x)
     assert report.path == "python" and "reserved" in report.loops[0].reason
+
+
+# (stop 22, the names probe) a module that rebinds `len`, `max`, `Exception`, imports torch as
+# `th` and one_hot as `oh`, and calls torch.minimum through an attribute named `maximum`
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args)
+    except BaseException as e:      # noqa: BLE001 (the loop's own error is the expected outcome)
+        return (type(e), str(e))
+
+
+@pytest.mark.parametrize("name, args", [
+    ("best_of", lambda: (torch.randn(6, 5),)),
+    ("repeated", lambda: (torch.randn(6, 5), torch.randn(3))),
+    ("one_hot_rows", lambda: (torch.tensor([0, 1, 5, 2]),)),
+    ("running_extreme", lambda: (torch.randn(6, 5),)),
+])
+def test_a_module_that_rebinds_names_the_rewrite_could_use(name, args, monkeypatch):
+    import shadowed_names
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fn = getattr(shadowed_names, name)
+    fast = autovec(fn)
+    if name == "one_hot_rows":
+        fast(torch.tensor([0, 1, 3, 2]))            # the steady state first, then a class out of range
+    for _ in range(3):
+        a = args()
+        want, got = _outcome(fn, *a), _outcome(fast, *a)
+        if isinstance(want, torch.Tensor):
+            assert torch.equal(got, want)
+        elif isinstance(want, list):
+            assert builtins_len(got) == builtins_len(want) and all(g is w for g, w in zip(got, want))
+        else:
+            assert got == want
+
+
+def builtins_len(v):
+    import builtins
+    return builtins.len(v)
+
+
+def test_a_median_of_torch_under_another_name_keeps_tied_gradients(monkeypatch):
+    import shadowed_names
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.tensor([[1., 2., 2., 2., 3.], [0., 5., 5., 1., 9.]])
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    shadowed_names.medians(a).sum().backward()
+    autovec(shadowed_names.medians)(b).sum().backward()
+    assert torch.equal(a.grad, b.grad)

@@ -998,7 +998,7 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
                 out.extend(best)
                 continue
         if depth == 0:
-            best = _max_call(s, body)
+            best = _max_call(s, body, ctx)
             if best is not None:
                 out.extend(best)
                 continue
@@ -1107,11 +1107,12 @@ def _tracker(s: ast.If, body: _Body):
     return _best_output(s, body, best, value, _OPS[op], [(n, v) for n, v in assigns if n != best])
 
 
-def _max_call(s: ast.stmt, body: _Body):
+def _max_call(s: ast.stmt, body: _Body, ctx: Context):
     """`best = max(best, v)` / `best = min(v, best)` with the builtin max/min."""
     if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
             and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name)
-            and s.value.func.id in ("max", "min") and len(s.value.args) == 2 and not s.value.keywords):
+            and s.value.func.id in ("max", "min") and len(s.value.args) == 2 and not s.value.keywords
+            and _is_builtin(ctx, s.value.func.id)):
         return None
     best = s.targets[0].id
     a, b = s.value.args
@@ -1305,7 +1306,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
             out = _store(out, payload[0], space, body, iter_vars)
         if out.kind == "accum" and out.op in ("max", "min", "lse"):
             found, obj = ctx.env.resolve(out.consumer_src)
-            names = ("logaddexp",) if out.op == "lse" else ("maximum", "minimum", "max", "min")
+            names = ("logaddexp",) if out.op == "lse" else ("maximum", "max") if out.op == "max" else ("minimum", "min")
             if not found or not (getattr(obj, "__module__", "") or "").startswith("torch") or \
                     getattr(obj, "__name__", "") not in names:
                 raise Refuse(f"`{out.consumer_src}` at line {out.lineno} is not torch.{' / torch.'.join(names[:2])}",

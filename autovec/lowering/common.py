@@ -488,7 +488,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             views = ", views=True" if o.consumer == "list" and _may_share(o.value, plan) else ""
             prepare += template(f"_av_P = _av_AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{views}{oth})", _av_P=P, _av_AV=AV)
             if o.consumer == "list" and _free_name(o.value, plan):
-                commit += template(f"_av_R = [{o.value}] * len(_av_P)", _av_R=result, _av_P=P)   # `[w for _ in ..]`: w itself
+                commit += template(f"_av_R = [{o.value}] * _av_P.__len__()", _av_R=result, _av_P=P)   # `[w for _ in ..]`: w itself
             else:
                 commit += template("_av_R = _av_P", _av_R=result, _av_P=P)
             display_tail.append(f"{result} = {_consume_text(o.consumer, ok, mpos is not None and mask)}")
@@ -510,7 +510,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             prepare += template(f"_av_P = _av_AV.consume('list', {ok}, {mask}, {py}, {T}{views})", _av_P=P, _av_AV=AV)
             if o.joined <= 1 and _free_name(o.value, plan):
                 # `out.append(w)` of a tensor from outside the loop: the loop's list holds w itself
-                commit += template(f"{o.target}.extend([{o.value}] * len(_av_P))", _av_P=P)
+                commit += template(f"{o.target}.extend([{o.value}] * _av_P.__len__())", _av_P=P)
             else:
                 commit += template(f"{o.target}.extend(_av_P)", _av_P=P)
                 if o.joined <= 1:
@@ -740,7 +740,7 @@ try:
         _av_BODYDEF
         _av_RELEASE
         _av_RUN
-except Exception as _av_E:
+except _av_AV.Error as _av_E:    # (not the name `Exception`: the user's module may rebind it)
     _av_RESTORE
     _av_T = _av_AV.failed({L}, _av_T, _av_E)
 """, _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan), _av_MAPPED=mapped_expr, _av_FREE=free_expr, _av_CALLS=calls_expr,
