@@ -2580,6 +2580,8 @@ def _scatter_prep(target, vals, idxs, op, mask):
         # the loop rounds to float16 / bfloat16 after every addition (2048 + 1 is 2048); an
         # index_put_ adds the increments to each element without those roundings
         raise GuardFailed(_HALF_SUM)
+    if op == "-" and (vals.dtype == torch.bool or target.dtype == torch.bool):
+        raise GuardFailed("`-=` with a bool tensor (the loop raises)")
     for i in idxs:
         if isinstance(i, torch.Tensor) and i.dtype == torch.uint8:
             # a uint8 tensor indexes as a byte mask in torch (`h[x[i]]` selects all or nothing),
@@ -2617,6 +2619,10 @@ def _scatter_prep(target, vals, idxs, op, mask):
     if vals.dtype != target.dtype:
         if op and not torch.can_cast(torch.result_type(target, vals), target.dtype):
             raise GuardFailed("the in-place update would need a dtype cast the loop refuses")
+        if not op and not _fits(vals, target.dtype):
+            # a Python number the loop stores there raises (setitem checks the conversion), after
+            # the writes before it; a tensor wraps or saturates: either way the loop decides (as fit_store)
+            raise GuardFailed(f"values outside {target.dtype}'s range stored into it", data=True)
         vals = vals.to(target.dtype)
     if op == "-":
         vals = -vals

@@ -285,3 +285,45 @@ def test_in_place_prefix_scans_on_unusual_values(fn, kind):
         assert torch.equal(got[0], want[0]) and torch.equal(_bits(got[0]).signbit(), _bits(want[0]).signbit())
     kept = kind.startswith("uint") and kind != "uint8" or "-0.0" in kind
     assert explain(fast, x.clone()).path == ("python" if kept else "vectorized")
+
+
+# (stop 22, the scatter probe) stores through an index tensor skipped two checks of the plain
+# stores: `-=` of bools (the loop raises at once) and Python numbers outside the output's range
+# (setitem raises after the writes before it; the batch wrapped them)
+
+def scatter_sub(out, idx, v):
+    for i in range(idx.shape[0]):
+        out[idx[i]] -= v[i]
+    return out
+
+
+def scatter_set_item(out, idx, v):
+    for i in range(idx.shape[0]):
+        out[idx[i]] = v[i].item()
+    return out
+
+
+def scatter_set_constant(out, idx):
+    for i in range(idx.shape[0]):
+        out[idx[i]] = 300
+    return out
+
+
+@pytest.mark.parametrize("fn, out, rest", [
+    (scatter_sub, lambda: torch.zeros(5), (torch.ones(4, dtype=torch.bool),)),
+    (scatter_set_item, lambda: torch.zeros(5, dtype=torch.uint8), (torch.tensor([3., 300., 5., -2.]),)),
+    (scatter_set_item, lambda: torch.zeros(5, dtype=torch.int64), (torch.tensor([3., float("nan"), 5., 1.]),)),
+    (scatter_set_constant, lambda: torch.zeros(5, dtype=torch.int8), ()),
+    (scatter_set_item, lambda: torch.zeros(5, dtype=torch.uint8), (torch.tensor([3., 200., 5., 2.]),)),
+], ids=["bool -=", "uint8 overflow", "nan into int64", "constant overflow", "in range"])
+def test_scatter_stores_check_as_the_loop(fn, out, rest):
+    idx = torch.tensor([1, 1, 3, 0])
+    fast = autovec(fn)
+    for _ in range(3):
+        a, b = out(), out()
+        want, got = _outcome(fn, a, idx, *rest), _outcome(fast, b, idx, *rest)
+        if isinstance(want, tuple):
+            assert got == want
+        else:
+            assert torch.equal(got, want)
+        assert torch.equal(a, b)            # (the writes before the error, as the loop leaves them)
