@@ -50,12 +50,14 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
     consts = {"Tensor": torch.Tensor, "STRIDED": torch.strided, "rt": rt, "Token": R.Token,
               "_in_transform": R._in_transform, "_any_autocast": R._any_autocast, "_hooks": R._saved_hooks_on,
               "grad_on": torch.is_grad_enabled, "inference_on": torch.is_inference_mode_enabled,
+              "get_default_dtype": torch.get_default_dtype, "F32": torch.float32,
               "_overlapping": R._overlapping, "_peek_sig": R._peek_sig, "_no_aliasing": R._no_aliasing, "_sig": R._sig,
               "PURE": R._PURE_BY_ID, "why_impure": R.why_impure, "ENV": R._ENV, "KEY": R._INDEX_CHECK_KEY, "indexcheck": R.indexcheck,
               "GuardFailed": R.GuardFailed}
     lines = ["def lane(pending, mapped, free, calls, writes):",
              "    loop_id, m, plan, space, sources, levels, n, start, step, first, estimate, decision, t0 = pending",
-             f"    if (levels is {'' if nest else 'not '}None) or _in_transform() is not None or _any_autocast() or _hooks():",
+             f"    if (levels is {'' if nest else 'not '}None) or _in_transform() is not None or _any_autocast() or _hooks() \\\n"
+             "            or get_default_dtype() is not F32:",
              "        return None",
              "    if KEY in ENV and indexcheck.forced() or indexcheck._FORCE:",
              "        return None     # (the index check forced on the CPU: the general pass sets it up)",

@@ -906,6 +906,11 @@ class FunctionRuntime:
                     mapped[pos] = (mapped[pos][0].to(device),) + tuple(mapped[pos][1:])
                 for j in number_sources or ():
                     sources[j] = sources[j].to(device)
+        default = torch.get_default_dtype()
+        if default is not torch.float32:
+            # Python floats become the default dtype in some operations (`torch.ones(3) * i`,
+            # `x[i] * ws[i]` of ints and a list of floats): another default is a signature of its own
+            sig.append(("default", default))
         if _any_autocast():
             # autocast changes which ops run in reduced precision: the batched form's products
             # (mm, bmm, einsum) may be on its list where the loop's (dot, mv) are not, so an
@@ -1927,6 +1932,10 @@ def _prefix(s0, v, op, py, inplace=False):
         _finite_factors(steps, first)
         rest = first * torch.cumprod(steps, 0)
     else:
+        if (first.is_floating_point() or first.is_complex()) and _holds_minus_zero(first) \
+                and bool((steps == 0).any()):
+            # -0.0 + -0.0 (or -0.0 - 0.0) stays -0.0 in the loop; cumsum's own sums start from +0.0
+            raise GuardFailed("a running sum at -0.0 with zero steps (cumsum starts from +0.0)", data=True)
         rest = first + sign * torch.cumsum(steps, 0)
     out = torch.cat([first.unsqueeze(0).expand(1, *rest.shape[1:]), rest], 0)
     return out.to(want) if out.dtype != want else out
@@ -2213,6 +2222,10 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False):
     if not bool(torch.isfinite(b).all()) or (isinstance(h0, torch.Tensor) and not bool(torch.isfinite(h0).all())) \
             or (isinstance(h0, float) and (h0 != h0 or h0 in (float("inf"), float("-inf")))):
         raise GuardFailed("non-finite values in a linear recurrence keep the loop", data=True)
+    if b.is_floating_point() and _holds_minus_zero(b) and not _stays_unsigned(h0, a):
+        # the loop's state is -0.0 after a step only where the term and a * state are (-0.0 +
+        # -0.0); the blocked sums start from +0.0
+        raise GuardFailed("-0.0 among a linear recurrence's terms (the blocked sums give +0.0)", data=True)
     if varying == "reset":
         _reset_keeps(h0, b, a)
     if varying:
@@ -2255,6 +2268,20 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False):
         outs.append(chunk)
         h = chunk[-1]
     return torch.cat(outs, 0).reshape(n, *shape)
+
+
+def _stays_unsigned(h0, a) -> bool:
+    """Whether a * h never gives -0.0 in the loop: a start without -0.0 and factors above 0 keep
+    every state free of it (by induction: a * h is -0.0 only for a -0.0 or negative side)."""
+    if isinstance(h0, float):
+        start = not (h0 == 0 and math.copysign(1.0, h0) < 0)
+    elif isinstance(h0, torch.Tensor):
+        start = not (h0.is_floating_point() and _holds_minus_zero(h0))
+    else:
+        start = True
+    if isinstance(a, torch.Tensor):
+        return start and bool((a > 0).all())
+    return start and isinstance(a, (int, float)) and a > 0
 
 
 def _same_promotion(h0, b0, want):
@@ -4198,6 +4225,15 @@ class Token:
         r = max(dims) - 1
         if any(t.dim() > r for t in self.free_tensors):
             return "a loop-invariant tensor has more dimensions than the slices"
+        zero = {t.dtype for t, _ in inputs if t.dim() == 1}
+        rows = {t.dtype for t, _ in inputs if t.dim() > 1} | {t.dtype for t in self.free_tensors if t.dim()}
+        for z in zero:
+            for d in rows:
+                if z != d and torch.result_type(torch.empty(1, dtype=d), torch.empty((), dtype=z)) \
+                        != torch.promote_types(d, z):
+                    # (`x[i] > thr[i]`, a float32 row against float64 numbers: the loop's 0-d value
+                    # does not widen the row; broadcast as a column it would)
+                    return f"a per-iteration 0-d {z} value against {d} rows (broadcasting would promote it)"
         # compute where the widest slice keeps its loop dimension (x[:, i]: dimension 1), so
         # the elementwise kernels and the final copy run in that tensor's own memory order
         pos = inputs[dims.index(r + 1)][1]

@@ -327,3 +327,76 @@ def test_scatter_stores_check_as_the_loop(fn, out, rest):
         else:
             assert torch.equal(got, want)
         assert torch.equal(a, b)            # (the writes before the error, as the loop leaves them)
+
+
+# (stop 22, the dtype probe) a per-iteration 0-d value does not widen a row in the loop (torch's
+# rule for 0-d tensors); batched or broadcast as a column it did, and comparisons hid the dtype
+
+def above(x, thr, out):
+    for i in range(x.shape[0]):
+        out[i] = x[i] > thr[i]
+    return out
+
+
+def equal_rows(x, y, out):
+    for i in range(x.shape[0]):
+        out[i] = x[i] == y[i]
+    return out
+
+
+def scaled_rows(x, s):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * s[i]
+    return out
+
+
+@pytest.mark.parametrize("fn, args", [
+    (above, lambda: (torch.tensor([[1.0, 2.0], [3.0, -4.0], [5.0, 6.0]]),
+                     torch.tensor([0.5, 3.0 - 1e-12, 5.0 - 1e-12], dtype=torch.float64),
+                     torch.zeros(3, 2, dtype=torch.bool))),
+    (equal_rows, lambda: (torch.tensor([[1, 2], [-56, 3], [-1, 7]], dtype=torch.int8),
+                          torch.tensor([1, 200, 255], dtype=torch.uint8), torch.zeros(3, 2))),
+    (scaled_rows, lambda: (torch.randn(7, 3), torch.randn(7, dtype=torch.float64))),
+    (scaled_rows, lambda: ((torch.randn(7, 3) * 3).to(torch.int16), torch.tensor([1, 2, 3, 4, 5, 6, 7],
+                                                                                dtype=torch.int8))),
+])
+def test_a_zero_dim_value_does_not_widen_a_row(fn, args):
+    fast = autovec(fn)
+    for _ in range(3):
+        a = args()
+        want, got = fn(*[t.clone() for t in a]), fast(*[t.clone() for t in a])
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert explain(fast, *args()).path == "vectorized"
+
+
+def ones_times_index(x):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(torch.ones(3) * i)
+    return torch.stack(res)
+
+
+def times_list(x, ws):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(x[i] * ws[i])
+    return torch.stack(res)
+
+
+@pytest.mark.parametrize("fn, args", [(ones_times_index, lambda: (torch.arange(7),)),
+                                      (times_list, lambda: (torch.ones(7, 3, dtype=torch.int64),
+                                                            [0.5 * k for k in range(7)]))])
+@pytest.mark.parametrize("first", [torch.float64, torch.float32])
+def test_the_default_dtype_is_part_of_the_signature(fn, args, first):
+    fast = autovec(fn)
+    other = torch.float32 if first is torch.float64 else torch.float64
+    old = torch.get_default_dtype()
+    try:
+        for default in (first, other, first, other):
+            torch.set_default_dtype(default)
+            for _ in range(3):
+                got, want = fast(*args()), fn(*args())
+                assert got.dtype == want.dtype == default and torch.equal(got, want)
+    finally:
+        torch.set_default_dtype(old)

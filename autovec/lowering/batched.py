@@ -225,6 +225,8 @@ def _align(vals: list[_V], binary: bool = False, lead: int = 1, op: ast.operator
             raise Unsupported(f"an elementwise operation on a per-iteration {v.fact.kind}")
     top = max((_rank(v) for v in vals if _is_tensorish(v)), default=0)
     out = [_lift(v, top - _rank(v), lead) if v.batched else v.node for v in vals]
+    if binary and len(vals) == 2 and top > 0:
+        out = _wrapped_zero_dim(vals, out)
     if binary and any(v.batched and v.fact.number for v in vals):
         dtype = _compute_dtype(vals)
         if dtype in (torch.float16, torch.bfloat16) and any(
@@ -240,6 +242,32 @@ def _align(vals: list[_V], binary: bool = False, lead: int = 1, op: ast.operator
                               "number does not fit the dtype; a batch cast to it would wrap)")
         if dtype is not None and not (isinstance(op, ast.Div) and int_tensor):
             out = [_cast(node, dtype) if v.batched and v.fact.number else node for v, node in zip(vals, out)]
+    return out
+
+
+def _wrapped_zero_dim(vals: list[_V], out: list[ast.expr]) -> list[ast.expr]:
+    """A per-iteration 0-d tensor against a tensor with dimensions: in the loop the 0-d one does
+    not widen the other (torch's rule for 0-d tensors: `x[i] > thr[i]` with a float32 row and a
+    float64 threshold compares in float32, an int8 row against uint8 values compares as int8);
+    batched, it has a dimension and would. It is cast to the dtype one iteration computes in.
+    Against a half-precision row, torch reads a wider 0-d value at float32 precision, which no
+    cast reproduces: no batched form."""
+    (a, b), (na, nb) = vals, out
+    fa, fb = a.fact, b.fact
+    if fa is None or fb is None or fa.kind != "tensor" or fb.kind != "tensor" or fa.dtype is None or fb.dtype is None:
+        return out
+    for zero, other, k in ((a, b, 0), (b, a, 1)):
+        if zero.batched and zero.fact.rank == 0 and other.fact.rank > 0 and zero.fact.dtype != other.fact.dtype:
+            want = torch.result_type(torch.empty((1,) * other.fact.rank, dtype=other.fact.dtype),
+                                     torch.empty((), dtype=zero.fact.dtype))
+            if want == zero.fact.dtype:
+                return out
+            if want in (torch.float16, torch.bfloat16):
+                raise Unsupported(f"a per-iteration 0-d {zero.fact.dtype} value against a {want} tensor (torch reads "
+                                  "it at float32 precision in the loop)")
+            out = list(out)
+            out[k] = _cast(out[k], want)
+            return out
     return out
 
 
