@@ -122,7 +122,10 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
             emit(f"    if _sig({v}) != {const(entry)}:")
             emit("        return None")
     for p, path in peeks:      # (values read through outside objects: runtime._peek_sig)
-        emit(f"    if ('peek', _peek_sig(f{p}, {const(path)})) != {const(sig[next(pos)])}:")
+        entry = sig[next(pos)]
+        if type(free[p]) is torch.Tensor and entry == ("peek", None):
+            continue               # (through a tensor, checked above as one)
+        emit(f"    if ('peek', _peek_sig(f{p}, {const(path)})) != {const(entry)}:")
         emit("        return None")
     written, fresh, lists = [], [], []
     for i, w in enumerate(writes):

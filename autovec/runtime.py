@@ -3233,7 +3233,10 @@ def _peek(v, path):
 def _peek_sig(v, path):
     """The signature entry of a value the loop reads through an outside object (`self.scale`,
     `cfg["eps"]`): its type (a tensor's dtype, rank, requires_grad), so that a value changing
-    type between calls is a new signature, checked again."""
+    type between calls is a new signature, checked again. Through a tensor (`w.T`): nothing
+    more than the tensor's own entry."""
+    if type(v) is torch.Tensor:
+        return None
     return _sig(_peek(v, path))
 
 
