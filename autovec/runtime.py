@@ -4374,7 +4374,10 @@ class Token:
         key = (self.loop_id, self.sig, mode, getattr(self, "tag", ""))
         if key in self.rt.checked:
             return
-        rows = [0]
+        # the first iteration and the last: a rule that holds only for special values (a rank-1
+        # matrix's spectral norm is its Frobenius norm) is less likely to hold in both
+        total = self.n if self.levels is None else math.prod(k for _, _, k in self.levels)
+        rows = [0, total - 1] if total > 1 else [0]
         tagged = bool(getattr(self, "tag", ""))
         layout = () if tagged else self.match_layout()   # the main body's; a tagged pre-body has its own outputs
         masks = [lay[2] for lay in layout if lay[2] is not None]

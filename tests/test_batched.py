@@ -738,3 +738,40 @@ def test_one_element_per_row_by_index(kind, monkeypatch):
         assert torch.equal(torch.autograd.grad(got.sum(), x)[0], torch.autograd.grad(want.sum(), x)[0])
         assert _ran(fast) == {"batched"}
     assert bool(gathers) == (kind in ("int64", "negative"))
+
+
+# (stop 22, the shape-rules probe) two rules that held only for special values: linalg.norm
+# with an order of a matrix is a matrix norm, and vecdot conjugates where dot / @ / inner do not
+
+def spectral_norms(x):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(torch.linalg.norm(x[i], 2))
+    return torch.stack(res)
+
+
+def complex_dots(a, b):
+    res = []
+    for i in range(a.shape[0]):
+        res.append((a[i] @ b[i]) * 2 + torch.inner(a[i], b[i]) + torch.dot(a[i], b[i]).exp())
+    return torch.stack(res)
+
+
+def test_a_matrix_order_of_linalg_norm():
+    fast = autovec(spectral_norms)
+    u, v = torch.randn(5, 4, 1), torch.randn(5, 1, 4)
+    torch.testing.assert_close(fast(u @ v), spectral_norms(u @ v))    # rank one: spectral is Frobenius
+    for _ in range(3):
+        x = torch.randn(5, 4, 4)
+        torch.testing.assert_close(fast(x), spectral_norms(x))
+
+
+def test_complex_dots_do_not_conjugate():
+    fast = autovec(complex_dots)
+    a, b = torch.randn(5, 3, dtype=torch.complex64), torch.randn(5, 3, dtype=torch.complex64)
+    torch.testing.assert_close(fast(a.real.to(a.dtype), b.real.to(b.dtype)),
+                               complex_dots(a.real.to(a.dtype), b.real.to(b.dtype)))
+    for _ in range(3):
+        torch.testing.assert_close(fast(a, b), complex_dots(a, b))
+    assert _ran(fast) == {"batched"}
+

@@ -1274,7 +1274,9 @@ class _Batcher:
             return ast.BinOp(left=left, op=ast.Mult(), right=right)
         if a.batched and b.batched:
             if (ra, rb) == (1, 1):
-                return _call(_torch("linalg.vecdot"), [A, B])
+                # (vecdot conjugates its first operand; dot, inner and @ do not: conj() undoes it,
+                # a free view, and nothing for real values)
+                return _call(_torch("linalg.vecdot"), [_call(_attr(A, "conj"), []), B])
             if (ra, rb) == (2, 1):
                 return sub(mat(A, sub(B, ell, none)), ell, _const(0))
             if (ra, rb) == (1, 2):
@@ -1347,7 +1349,7 @@ class _Batcher:
         if name in _REDUCTIONS:
             return self._reduce(name, x, args, kw, call, keyword_list, r)
         if name == "norm" or name == "vector_norm":
-            return self._norm(name, x, args, kw, r)
+            return self._norm(name, x, args, kw, r, ns)
         if name in _DIM_OPS:
             if "out" in kw:
                 raise Unsupported(f"`out=` in `{name}`")
@@ -1580,7 +1582,7 @@ class _Batcher:
             raise Unsupported(f"`{name}` with more positional arguments")
         return call(name, [d], keyword_list(kw))
 
-    def _norm(self, name, x, args, kw, r):
+    def _norm(self, name, x, args, kw, r, ns="torch"):
         rest = list(args)
         p = rest.pop(0) if rest else kw.pop("p", kw.pop("ord", None))
         dim = rest.pop(0) if rest else kw.pop("dim", None)
@@ -1589,6 +1591,11 @@ class _Batcher:
             raise Unsupported("norm with more arguments")
         if isinstance(dim, ast.Constant) and dim.value is None:
             dim = None
+        if ns == "linalg" and dim is None and r >= 2 and not (p is None or isinstance(p, ast.Constant)
+                                                             and p.value in ("fro", None)):
+            # torch.linalg.norm(A, ord) of a matrix is a matrix norm (spectral for 2, the largest
+            # column sum for 1), not the flattened vector norm torch.norm gives
+            raise Unsupported("linalg.norm with an order of a matrix (a matrix norm)")
         if isinstance(p, ast.Constant) and p.value in ("fro", None):
             p = None
         if p is not None and not (isinstance(p, ast.Constant) and isinstance(p.value, (int, float))
