@@ -1015,6 +1015,16 @@ class FunctionRuntime:
         return bool(c)
 
     @staticmethod
+    def counter_range(start, stop, step=1):
+        """The iterations of `while i < stop: ...; i += step` from `i = start`: a range, where the
+        counter starts as an int (a 0-d tensor, a numpy integer or a bool counts as its own
+        type in the loop: a tensor the loop updates in place, a mask when it indexes)."""
+        if type(start) is not int:
+            raise GuardFailed(f"the while counter starts as a {type(start).__name__}, not an int (the loop keeps "
+                              "its type)")
+        return range(start, stop, step)
+
+    @staticmethod
     def guarded_index(c, i):
         """An index the body reads under condition `c` (ifconvert._GuardIndexes): 0 where `c`
         is off, where the loop never reads it (an ignore label of -100, a padding id)."""

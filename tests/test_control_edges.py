@@ -4,6 +4,7 @@ that a vectorized loop leaves a value in was not written back (its loop variable
 import functools
 import operator
 
+import numpy as np
 import pytest
 import torch
 
@@ -316,3 +317,30 @@ def test_a_name_the_loop_binds_deleted_after_it(fn, n):
             assert torch.equal(got, want)
     if n:
         assert explain(fast, x).path == "vectorized"
+
+
+# (stop 22, the lists-and-while probe) a while counter that starts as a 0-d tensor, a numpy
+# integer or a bool keeps its own type in the loop (a tensor updated in place, a mask when it
+# indexes): the rewrite took it for an int
+
+def _while_from(x, start):
+    out = torch.zeros_like(x)
+    i = start
+    while i < x.shape[0]:
+        out[i] = x[i] * 2
+        i += 1
+    return out, i
+
+
+@pytest.mark.parametrize("start", [lambda: 1, lambda: torch.tensor(1), lambda: np.int64(1), lambda: False,
+                                   lambda: True], ids=["int", "tensor", "numpy", "False", "True"])
+def test_a_while_counter_keeps_its_type(start):
+    fast = autovec(_while_from)
+    for _ in range(3):
+        x = torch.arange(12.).reshape(4, 3)
+        a, b = start(), start()
+        (want, wi), (got, gi) = _while_from(x, a), fast(x, b)
+        assert torch.equal(got, want) and type(gi) is type(wi) and gi == wi
+        if isinstance(a, torch.Tensor):
+            assert torch.equal(a, b)               # (the caller's tensor, updated in place by `i += 1`)
+    assert explain(fast, torch.zeros(4, 3), start()).path == ("vectorized" if type(start()) is int else "python")

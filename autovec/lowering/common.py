@@ -242,9 +242,12 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
     return fdef, params, [tuple(x) for x in layout], ref
 
 
-def _space_expr(plan: LoopPlan) -> ast.expr:
+def _space_expr(plan: LoopPlan, av: str = "_av") -> ast.expr:
     if plan.space.kind == "nest":
         return expr("(" + "".join(f"range({', '.join(args)}), " for _, args in plan.space.levels) + ")")
+    if plan.space.kind == "range" and plan.form == "while":
+        # (a counter is the caller's object, not the ints range() makes of it: runtime.counter_range)
+        return expr(f"{av}.counter_range({', '.join(plan.space.range_args)})")
     if plan.space.kind == "range":
         return expr(f"range({', '.join(plan.space.range_args)})" + ("[::-1]" if plan.space.reverse else ""))
     return expr("(" + ", ".join(s for _, s in plan.space.elements) + ",)")
@@ -743,7 +746,7 @@ try:
 except _av_AV.Error as _av_E:    # (not the name `Exception`: the user's module may rebind it)
     _av_RESTORE
     _av_T = _av_AV.failed({L}, _av_T, _av_E)
-""", _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan), _av_MAPPED=mapped_expr, _av_FREE=free_expr, _av_CALLS=calls_expr,
+""", _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan, AV), _av_MAPPED=mapped_expr, _av_FREE=free_expr, _av_CALLS=calls_expr,
         _av_WRITES=writes_expr, _av_BODYDEF=defs, _av_RUN=run_code, _av_E=E,
         _av_RELEASE=[s for name, fill in releases for s in template(f"{name} = {T}.release({name}, {fill!r})")]
         or [ast.Pass()],

@@ -59,7 +59,7 @@ try:
         _av_P = _av_AV.prefix_region({o.target}, {o.dim}, _av_T, {o.op!r})
 except _av_AV.Error as _av_E:
     _av_T = _av_AV.failed({L}, _av_T, _av_E)
-""", _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan), _av_WRITES=writes, _av_P=P, _av_E=E)
+""", _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan, AV), _av_WRITES=writes, _av_P=P, _av_E=E)
     set_lines(stmts, plan.lineno)
     commit = template(f"_av_AV.prefix_commit({o.target}, {o.dim}, _av_T, _av_P)\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
     after = template(f"_av_AV.python_ran({L})", _av_AV=AV)
