@@ -775,3 +775,19 @@ def test_complex_dots_do_not_conjugate():
         torch.testing.assert_close(fast(a, b), complex_dots(a, b))
     assert _ran(fast) == {"batched"}
 
+
+
+def topk_by_keyword(x):
+    res = []
+    for i in range(x.shape[0]):
+        v, j = x[i].topk(k=2, dim=0)
+        res.append(v.sum() + x[i].kthvalue(k=2, dim=-1).values.sum() + j.sum())
+    return torch.stack(res)
+
+
+def test_topk_and_kthvalue_with_k_by_keyword():
+    fast = autovec(topk_by_keyword)
+    for _ in range(3):
+        x = torch.randn(6, 5, 3)
+        assert torch.equal(fast(x), topk_by_keyword(x))
+    assert _ran(fast) == {"batched"}

@@ -1385,6 +1385,9 @@ class _Batcher:
                 dim = _const(-1)
             d = _dim(dim, arg_fact(dim), r, self.c.lead)
             pos = [copy.deepcopy(a) for a in pos]
+            if len(pos) < lead_args:       # (`topk(k=2, dim=0)`: k by keyword, so dim by keyword too)
+                kw["dim"] = d
+                return call(name, pos, keyword_list(kw))
             return call(name, pos[:lead_args] + [d] + pos[lead_args:], keyword_list(kw))
         if name in _TRAILING and not method and (ns == "F" or name != "embedding"):   # torch.embedding: (weight, ids)
             return self._trailing(name, args, kw, call, arg_fact, r, [v.node for v in extra],
