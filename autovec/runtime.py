@@ -1272,8 +1272,8 @@ class FunctionRuntime:
                 # estimate does not see that yet)
                 raise GuardFailed("fission: the values computed ahead of the loop are Python numbers "
                                   "(`math.sin(..)`, `.item()`); the loop computes them as written")
-            if tok is not None and tok.shares_input(o):
-                o = o.clone()
+            if tok is not None and not views and tok.shares_input(o):
+                o = o.clone()      # (the loop's values are new tensors: the batch's rows must be too)
             return o
         if kind == "stack":
             if o.shape[0] == 0:

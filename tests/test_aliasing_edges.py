@@ -138,3 +138,34 @@ def test_inference_tensor_written_outside_inference_mode(fn, monkeypatch):
         got, want = fast(*args(out.clone())), fn(*args(out.clone()))
         assert torch.allclose(got, want)
         assert explain(autovec(fn), *args(out.clone())).path == "vectorized"    # (inside the mode: allowed)
+
+
+# (stop 22, the chunking probe) fission: a value computed ahead of the loop that stays, a view of
+# the input in the loop (`v = x[t].view(-1)`), came back as a copy (a write through it after the
+# loop did not reach `x`)
+
+def fission_view(x, W, h):
+    for t in range(x.shape[0]):
+        v = x[t].view(-1)
+        h = torch.tanh(W @ h + v)
+    v.zero_()
+    return h, x
+
+
+def fission_new(x, W, h):
+    for t in range(x.shape[0]):
+        v = x[t] * 1
+        h = torch.tanh(W @ h + v)
+    v.zero_()
+    return h, x
+
+
+@pytest.mark.parametrize("fn", [fission_view, fission_new])
+def test_fission_keeps_views_of_the_input(fn):
+    fast = autovec(fn)
+    for _ in range(3):
+        x, W = torch.randn(8, 4), torch.randn(4, 4)
+        (hw, xw), (hg, xg) = fn(x.clone(), W, torch.zeros(4)), fast(x.clone(), W, torch.zeros(4))
+        torch.testing.assert_close(hg, hw)
+        assert torch.equal(xg, xw)
+    assert explain(fast, torch.randn(8, 4), torch.randn(4, 4), torch.zeros(4)).path == "vectorized"

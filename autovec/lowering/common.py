@@ -497,7 +497,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
             display_tail.append(f"{result} = {_consume_text(o.consumer, ok, mpos is not None and mask)}")
         elif o.kind == "append" and o.consumer == "batch":
             # fission: the batched values the sequential loop reads row by row
-            prepare += template(f"{o.target} = _av_AV.consume('batch', {ok}, {mask}, {py}, {T})", _av_AV=AV)
+            # (views of the input where the loop's values are: `v = x[t].view(-1)` read after the loop)
+            views = ", views=True" if _may_share(o.value, plan) else ""
+            prepare += template(f"{o.target} = _av_AV.consume('batch', {ok}, {mask}, {py}, {T}{views})", _av_AV=AV)
             display_tail.append(f"{o.target} = {ok}")
         elif o.kind == "append" and o.consumer:
             prepare += template(f"_av_P = _av_AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{oth})", _av_P=P, _av_AV=AV)
