@@ -1432,7 +1432,8 @@ class FunctionRuntime:
             if py or not isinstance(acc, torch.Tensor) or not (o.is_floating_point() or o.is_complex()):
                 raise GuardFailed("torch.logaddexp of a non-tensor or of integers (the loop decides)")
             _finite_or_minus_inf(acc, o)
-            return torch.logaddexp(acc, torch.logsumexp(o, 0))
+            want = torch.result_type(acc, o[0])       # (a float32 start over float16 rows: float32 steps)
+            return torch.logaddexp(acc, torch.logsumexp(o if o.dtype == want else o.to(want), 0))
         if op in ("max", "min"):
             if py or not isinstance(acc, torch.Tensor):
                 raise GuardFailed("torch.maximum of a non-tensor (the loop decides)")
@@ -1907,6 +1908,16 @@ def _prefix(s0, v, op, py, inplace=False):
         return _best_prefix(s0, v, op[4:], py)
     if op not in ("+", "-", "*", "max", "min", "lse"):
         raise GuardFailed(f"no prefix form for `{op}`")
+    if op in ("max", "min", "lse") and isinstance(s0, torch.Tensor) and v.dim() >= 1:
+        # the loop's values have the shape and dtype of torch.maximum(start, row): a start of
+        # other dimensions, or of a wider dtype than the rows (both 0-d: float32 over float16),
+        # decides them, where the scan over the rows alone would not
+        if torch.broadcast_shapes(s0.shape, v.shape[1:]) != v.shape[1:]:
+            raise GuardFailed("a running extreme whose start has dimensions the rows lack (the loop's "
+                              "values take the start's shape)")
+        want = torch.result_type(s0, v[0])
+        if want != v.dtype:
+            v = v.to(want)
     if op == "lse":
         if py or not isinstance(s0, torch.Tensor) or not v.is_floating_point():
             raise GuardFailed("torch.logaddexp of a non-tensor or of integers (the loop decides)")
@@ -2227,6 +2238,8 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False):
     so the error stays that of a B-term sum; larger factors keep the Python loop."""
     if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
         raise GuardFailed("a linear recurrence on non-floating values keeps the loop")
+    if isinstance(h0, bool) or isinstance(h0, torch.Tensor) and h0.dtype == torch.bool:
+        raise GuardFailed("a linear recurrence from a bool start (`x[i] - s` raises on bools in the loop)")
     if b.dtype in _HALF or isinstance(h0, torch.Tensor) and h0.dtype in _HALF:
         raise GuardFailed(_HALF_SUM)
     if not bool(torch.isfinite(b).all()) or (isinstance(h0, torch.Tensor) and not bool(torch.isfinite(h0).all())) \
@@ -2251,8 +2264,12 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False):
         first = a0 * h0 + b0
     want = torch.result_type(first, b0)
     _same_promotion(h0, b0, want)
+    # a Python factor near 1 (`h = h + a * (x[t] - h)` is the factor 1 - a): in float32 it loses
+    # most of `a`'s digits, which the loop keeps by computing `a * (x - h)`: the blocks run in float64
+    work = torch.float64 if (want == torch.float32 and not isinstance(a0, torch.Tensor)
+                             and abs(1 - abs(a0)) < 1e-2) else want
     a0 = torch.as_tensor(a0, dtype=torch.float64 if not isinstance(a0, torch.Tensor) else None,
-                         device=b.device).to(want)
+                         device=b.device).to(work)
     if bool((a0.abs() > 1).any()):
         raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)")
     if a0.requires_grad and torch.is_grad_enabled() and bool((a0 == 0).any()):
@@ -2260,24 +2277,25 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False):
         raise GuardFailed("a recurrence factor of 0 that requires grad keeps the loop (second derivatives)",
                           data=True)
     shape = torch.broadcast_shapes(first.shape, b.shape[1:], a0.shape)
-    flat_a = a0.expand(shape).reshape(-1).to(want)
+    flat_a = a0.expand(shape).reshape(-1).to(work)
     c = flat_a.numel()
-    bb = _per_step(b, shape).reshape(n, c).to(want)
+    bb = _per_step(b, shape).reshape(n, c).to(work)
     block = max(4, min(_BLOCK, int(((1 << 22) / max(c, 1)) ** 0.5) if c > 1024 else _BLOCK))
     j = torch.arange(block + 1, device=b.device)
-    powers = flat_a[None, :] ** j[:, None].to(want)            # (B+1, C): a^0 .. a^B
+    powers = flat_a[None, :] ** j[:, None].to(work)            # (B+1, C): a^0 .. a^B
     lag = j[:block, None] - j[None, :block]                    # i - k
     tri = (lag >= 0)
     mat = powers[lag.clamp(min=0)] * tri[..., None]           # (B, B, C): a^(i-k) for k <= i
-    h = torch.as_tensor(h0, dtype=want, device=b.device).expand(shape).reshape(c) if not (
-        isinstance(h0, torch.Tensor) and h0.requires_grad) else h0.expand(shape).reshape(c).to(want)
+    h = torch.as_tensor(h0, dtype=work, device=b.device).expand(shape).reshape(c) if not (
+        isinstance(h0, torch.Tensor) and h0.requires_grad) else h0.expand(shape).reshape(c).to(work)
     outs = []
     for s in range(0, n, block):
         m = min(block, n - s)
         chunk = torch.einsum("ikc,kc->ic", mat[:m, :m], bb[s:s + m]) + powers[1:m + 1] * h[None, :]
         outs.append(chunk)
         h = chunk[-1]
-    return torch.cat(outs, 0).reshape(n, *shape)
+    out = torch.cat(outs, 0).reshape(n, *shape)
+    return out if work == want else out.to(want)
 
 
 def _stays_unsigned(h0, a) -> bool:

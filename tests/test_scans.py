@@ -999,3 +999,94 @@ def test_other_counts_keep_the_loop_and_its_errors(monkeypatch):
     assert repr(f(x)) == repr(float_count(x))
     assert explain(f, x).path == "python"      # (a float start: not rewritten)
     raises_as_loop(RuntimeError, rows_count, torch.randn(5, 2))
+
+
+# (stop 22, the scans probe)
+
+def running_max_list(x, m):
+    out = []
+    for i in range(x.shape[0]):
+        m = torch.maximum(m, x[i])
+        out.append(m)
+    return out, m
+
+
+def running_lse(x, s):
+    for t in range(x.shape[0]):
+        s = torch.logaddexp(s, x[t])
+    return s
+
+
+def count_ids(c):
+    k = 0
+    ids = torch.zeros(c.shape[0], dtype=torch.long)
+    for i in range(c.shape[0]):
+        k += int(c[i])
+        ids[i] = k
+    return ids, k
+
+
+def flip_from(x, s):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        s = x[i] - s
+        out[i] = s
+    return out, s
+
+
+def ema_small_factor(x, a):
+    h = torch.zeros(x.shape[1])
+    out = torch.empty_like(x)
+    for t in range(x.shape[0]):
+        h = h + a * (x[t] - h)
+        out[t] = h
+    return out
+
+
+@pytest.mark.parametrize("start, data", [(lambda: torch.full((1,), -1e9), lambda: torch.randn(7)),
+                                         (lambda: torch.tensor(-1e9), lambda: torch.randn(7).half())],
+                         ids=["start with a dimension", "float32 start, float16 rows"])
+def test_running_extremes_take_the_starts_shape_and_dtype(start, data, always_vectorize):
+    fast = autovec(running_max_list)
+    for _ in range(3):
+        x = data()
+        (wo, wm), (go, gm) = running_max_list(x, start()), fast(x, start())
+        assert [(t.shape, t.dtype) for t in go] == [(t.shape, t.dtype) for t in wo]
+        assert gm.shape == wm.shape and gm.dtype == wm.dtype and torch.equal(gm, wm)
+
+
+def test_log_sum_exp_of_half_rows_from_a_float32_start(always_vectorize):
+    x, s = torch.randn(50, 2).half(), torch.full((2,), -float("inf"))
+    want = running_lse(x, s)
+    for _ in range(3):
+        torch.testing.assert_close(autovec(running_lse)(x, s), want, rtol=1e-6, atol=1e-6)
+
+
+def test_counts_of_int_conversions_stay_ints(always_vectorize):
+    fast = autovec(count_ids)
+    for c in (torch.tensor([1, 0, 1, 1]), torch.tensor([True, False, True]), torch.tensor([1.5, 2.5, 0.5])):
+        for _ in range(3):
+            (wi, wk), (gi, gk) = count_ids(c), fast(c)
+            assert torch.equal(gi, wi) and type(gk) is type(wk) and gk == wk
+
+
+def test_a_linear_recurrence_from_a_bool_raises_as_the_loop(always_vectorize):
+    fast = autovec(flip_from)
+    x = torch.randn(7, 3)
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match="bool"):
+            flip_from(x, True)
+        with pytest.raises(RuntimeError, match="bool"):
+            fast(x, True)
+
+
+@pytest.mark.parametrize("a", [1e-3, 1e-5])
+def test_a_small_factor_keeps_its_digits(a):
+    x = torch.randn(20_000, 2) + 3
+    exact = ema_small_factor(x.double(), a)
+    loop_err = (ema_small_factor(x, a).double() - exact).abs().max().item()
+    fast = autovec(ema_small_factor)
+    fast(x, a)
+    got = fast(x, a)
+    assert (got.double() - exact).abs().max().item() <= 2 * loop_err + 1e-6
+    assert explain(fast, x, a).path == "vectorized"

@@ -651,13 +651,17 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
         mapper = _MapSlices(plan)
         pre.body = [mapper.visit(ast.parse(s).body[0]) for s in plan.body[:pos + 1]]
         PRE_REF, pre_ref = "None", None
-        if plan.items:
+        converts = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("int", "float", "bool")
+                       for st in pre.body for n in ast.walk(st))
+        if plan.items or converts and op in ("+", "-", "*"):
+            # (`k += int(c[i])`: a Python number in the loop too, as `.item()` gives)
             if op.startswith(("best", "pay")) or op in ("lin", "+", "-", "*"):
                 # the one-time check runs the loop's own `.item()`: it tells whether a running
                 # best, total or recurrence holds Python numbers (the batch computes them in float64)
                 pre_ref = copy.deepcopy(pre)
                 pre_ref.name = PRE_REF = namer.new(f"{PRE}_ref")
-            pre.body = [_Items(AV).visit(s) for s in pre.body]
+            if plan.items:
+                pre.body = [_Items(AV).visit(s) for s in pre.body]
         o = next(x for x in plan.outputs if x.marker == marker)
         pre_args = ", ".join(_run_args(plan)[:len(plan.mapped)])
         shown = copy.deepcopy(pre)
