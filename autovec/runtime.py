@@ -1894,6 +1894,19 @@ def _finite_factors(factors, other):
                           "product's gradient would be NaN where the loop's is finite)", data=True)
 
 
+def _half_against_wider(inputs, free_tensors):
+    """Under vmap a per-iteration 0-d value of another float dtype meeting float16 / bfloat16 rows
+    is rounded to half precision first; torch's loop reads a 0-d value at float32 precision (a
+    1-ulp difference in products, a flipped comparison): such calls keep the loop (vmap)."""
+    floats = {t.dtype for t, _ in inputs if t.is_floating_point()} | {t.dtype for t in free_tensors
+                                                                     if t.is_floating_point()}
+    if len(floats) > 1 and floats & set(_HALF):
+        # (a 0-d value can also be computed in the body, `y[i].sum()`: any other float dtype beside
+        # a half one counts)
+        raise GuardFailed("float16 / bfloat16 values beside another float dtype (vmap would round a 0-d value "
+                          "of the other dtype to half precision; the loop reads it at float32 precision)")
+
+
 def _prefix(s0, v, op, py, inplace=False):
     """The running values s_i = s0 op v_0 op ... op v_i, with the loop's types (`s += v` on a
     tensor keeps its dtype and shape: every step is cast back, as the in-place op does)."""
@@ -4327,6 +4340,8 @@ class Token:
             # (the batched body checks the data: batching._Helpers.prod_input)
             raise GuardFailed("prod under vmap with inputs that require grad (the gradient of a row "
                               "with inf could differ from the loop's)")
+        if self.levels is None:
+            _half_against_wider(inputs, self.free_tensors)
         if self.levels is not None:
             return self._vmap_nest(body, inputs, device)
         args = [t for t, _ in inputs]

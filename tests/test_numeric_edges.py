@@ -400,3 +400,22 @@ def test_the_default_dtype_is_part_of_the_signature(fn, args, first):
                 assert got.dtype == want.dtype == default and torch.equal(got, want)
     finally:
         torch.set_default_dtype(old)
+
+
+def half_rows_scaled(x, s):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * s[i]
+    return out
+
+
+@pytest.mark.parametrize("xd, sd", [(torch.float16, torch.float32), (torch.bfloat16, torch.float64),
+                                    (torch.bfloat16, torch.float16)])
+def test_half_rows_against_a_wider_zero_dim_value(xd, sd):
+    # (stop 22, the dtype probe) torch's loop reads the 0-d value at float32 precision; vmap rounded
+    # it to half precision first: one unit in the last place in products, flipped comparisons
+    torch.manual_seed(0)
+    fast = autovec(half_rows_scaled)
+    for _ in range(3):
+        x, s = (torch.randn(7, 3) * 3).to(xd), (torch.randn(7) * 3).to(sd)
+        assert torch.equal(fast(x, s), half_rows_scaled(x, s))
