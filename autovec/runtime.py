@@ -414,11 +414,11 @@ class FunctionRuntime:
         # (_Helpers.pynum: a zero divisor, int / int, powers out of range); vmap and
         # broadcasting would compute int64 / float64 tensors' results instead
         self.py_arith = frozenset(k for k, v in matches.items() if _py_arith(v.plan))
-        # values the body puts through loop-invariant operations, which a batched form computes
-        # once (analysis.shared): their gradients are checked in the guard (_shared_gradients)
         # values read through outside objects (`self.scale`, `cfg["eps"]`): their types join the
         # signature (_peek_sig)
         self.peeks = {k: hit for k, v in matches.items() for hit in [_peek_paths(v.plan)] if hit}
+        # values the body puts through loop-invariant operations, which a batched form computes
+        # once (analysis.shared): their gradients are checked in the guard (_shared_gradients)
         self.shared = {k: (hit, tuple(v.plan.free) + tuple(mp.base for mp in v.plan.mapped))
                        for k, v in matches.items() for hit in [shared_work(v.plan)] if hit}
         # loops whose guard has checks beyond types, bounds, aliasing and purity (branches or
@@ -1894,6 +1894,18 @@ def _finite_factors(factors, other):
                           "product's gradient would be NaN where the loop's is finite)", data=True)
 
 
+def _tensors_only(body):
+    """`body` for vmap: its Python-number outputs as tensors; `kinds` (filled by the run, which
+    vmap makes once per call) tells which outputs were Python numbers (Token._same_kinds)."""
+    kinds = []
+
+    def run(*a):
+        outs = body(*a)
+        kinds[:] = [not isinstance(v, torch.Tensor) for v in outs]
+        return tuple(v if isinstance(v, torch.Tensor) else _as_tensor(v) for v in outs)
+    return run, kinds
+
+
 def _half_against_wider(inputs, free_tensors):
     """Under vmap a per-iteration 0-d value of another float dtype meeting float16 / bfloat16 rows
     is rounded to half precision first; torch's loop reads a 0-d value at float32 precision (a
@@ -2479,11 +2491,7 @@ def _holds_minus_zero(r: torch.Tensor) -> bool:
     if r.is_complex():
         r = torch.view_as_real(r)
     if r.is_cpu and r.numel() <= 16:        # (a few Python reads cost less than three kernels)
-        vals = r.tolist()
-        if r.dim() > 1:
-            vals = r.flatten().tolist()
-        elif not r.dim():
-            vals = (vals,)
+        vals = r.tolist() if r.dim() == 1 else r.reshape(-1).tolist()
         return any(v == 0 and math.copysign(1.0, v) < 0 for v in vals)
     zero = r == 0
     return bool(zero.any()) and bool(torch.signbit(r).logical_and_(zero).any())
@@ -4317,13 +4325,7 @@ class Token:
             args.append(torch.arange(st, st + k * sp, sp, device=device))
             dims.append(tuple(0 if l2 == lv else None for l2 in range(len(names))))
 
-        kinds = []
-
-        def tensors_only(*a):
-            outs = body(*a)
-            kinds[:] = [not isinstance(v, torch.Tensor) for v in outs]
-            return tuple(v if isinstance(v, torch.Tensor) else _as_tensor(v) for v in outs)
-        f = tensors_only
+        f, kinds = _tensors_only(body)
         for lv in reversed(range(len(names))):
             f = _vmapped(f, tuple(d[lv] for d in dims), self.levels[lv][2])
         outs = f(*args)
@@ -4340,8 +4342,7 @@ class Token:
             # (the batched body checks the data: batching._Helpers.prod_input)
             raise GuardFailed("prod under vmap with inputs that require grad (the gradient of a row "
                               "with inf could differ from the loop's)")
-        if self.levels is None:
-            _half_against_wider(inputs, self.free_tensors)
+        _half_against_wider(inputs, self.free_tensors)
         if self.levels is not None:
             return self._vmap_nest(body, inputs, device)
         args = [t for t, _ in inputs]
@@ -4350,12 +4351,7 @@ class Token:
             args.append(self._index(device))
             dims.append(0)
 
-        kinds = []
-
-        def tensors_only(*a):
-            outs = body(*a)
-            kinds[:] = [not isinstance(v, torch.Tensor) for v in outs]
-            return tuple(v if isinstance(v, torch.Tensor) else _as_tensor(v) for v in outs)
+        tensors_only, kinds = _tensors_only(body)
         outs = vmap_call(tensors_only, args, dims, self.n)
         self._same_kinds(kinds)
         n = self.n

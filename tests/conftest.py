@@ -57,3 +57,11 @@ def raises_as_loop(exc, fn, *args):
         autovec(fn)(*args)
     assert str(got.value) == str(want.value)
     return got
+
+
+def outcome(fn, *args):
+    """fn(*args), or (its exception's type, message): what a call gives, errors included."""
+    try:
+        return fn(*args)
+    except Exception as e:      # noqa: BLE001 (the loop's own error is the expected outcome)
+        return (type(e), str(e))

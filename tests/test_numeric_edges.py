@@ -5,18 +5,12 @@ import pytest
 import torch
 
 from autovec import autovec, explain
+from conftest import outcome as _outcome
 
 
 @pytest.fixture(autouse=True)
 def _always_vectorize(monkeypatch):
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
-
-
-def _outcome(fn, *args):
-    try:
-        return fn(*args)
-    except Exception as e:      # noqa: BLE001 (the loop's own error is the expected outcome)
-        return (type(e), str(e))
 
 
 def _same(fn, *args, calls=4):

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from autovec import autovec, explain
+from conftest import outcome
 from corpus import CORPUS
 
 NAMES = ["P", "T", "R", "AV", "RG", "PP", "O", "E", "A", "B", "BODY", "REF", "PRE", "ORIG", "RUN", "SPACE",
@@ -133,13 +134,6 @@ def test_a_reserved_name_read_from_outside_keeps_the_loop(monkeypatch):
 # (stop 22, the names probe) a module that rebinds `len`, `max`, `Exception`, imports torch as
 # `th` and one_hot as `oh`, and calls torch.minimum through an attribute named `maximum`
 
-def _outcome(fn, *args):
-    try:
-        return fn(*args)
-    except BaseException as e:      # noqa: BLE001 (the loop's own error is the expected outcome)
-        return (type(e), str(e))
-
-
 @pytest.mark.parametrize("name, args", [
     ("best_of", lambda: (torch.randn(6, 5),)),
     ("repeated", lambda: (torch.randn(6, 5), torch.randn(3))),
@@ -155,18 +149,13 @@ def test_a_module_that_rebinds_names_the_rewrite_could_use(name, args, monkeypat
         fast(torch.tensor([0, 1, 3, 2]))            # the steady state first, then a class out of range
     for _ in range(3):
         a = args()
-        want, got = _outcome(fn, *a), _outcome(fast, *a)
+        want, got = outcome(fn, *a), outcome(fast, *a)
         if isinstance(want, torch.Tensor):
             assert torch.equal(got, want)
         elif isinstance(want, list):
-            assert builtins_len(got) == builtins_len(want) and all(g is w for g, w in zip(got, want))
+            assert len(got) == len(want) and all(g is w for g, w in zip(got, want))
         else:
             assert got == want
-
-
-def builtins_len(v):
-    import builtins
-    return builtins.len(v)
 
 
 def test_a_median_of_torch_under_another_name_keeps_tied_gradients(monkeypatch):

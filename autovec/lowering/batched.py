@@ -252,7 +252,7 @@ def _wrapped_zero_dim(vals: list[_V], out: list[ast.expr]) -> list[ast.expr]:
     batched, it has a dimension and would. It is cast to the dtype one iteration computes in.
     Against a half-precision row, torch reads a wider 0-d value at float32 precision, which no
     cast reproduces: no batched form."""
-    (a, b), (na, nb) = vals, out
+    a, b = vals
     fa, fb = a.fact, b.fact
     if fa is None or fb is None or fa.kind != "tensor" or fb.kind != "tensor" or fa.dtype is None or fb.dtype is None:
         return out
