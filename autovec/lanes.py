@@ -24,6 +24,8 @@ its lane 1.7 us.
 """
 from __future__ import annotations
 
+import types
+
 import torch
 
 _MAX_PER_LOOP = 4        # lanes kept per loop (signatures in use at once: dtypes, grad on and off)
@@ -70,6 +72,8 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         emit("    lo = start if start < last else last")
         emit("    hi = lo + (n - 1) * (step if step > 0 else -step)")
 
+    unpacked, low_checked = set(), set()
+
     def bounds(v, d, off, store=False):
         """The general pass's bounds check of `v` indexed at dimension `d`, offset `off`
         (in a nest: per level, `d` the (level, dimension, offset) spec, or a store's rows)."""
@@ -80,8 +84,14 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
             return
         for spec in (off if store else d):
             lv, p, o = (spec[0], spec[0], spec[1]) if store else spec
-            emit(f"    st, sp, kk = levels[{lv}]")
-            emit(f"    if st + {o} < 0 or st + {o} + (kk - 1) * sp >= {v}.shape[{p}]:")
+            if lv not in unpacked:     # (each level's first and last index, once)
+                unpacked.add(lv)
+                emit(f"    st{lv}, sp{lv}, kk{lv} = levels[{lv}]")
+                emit(f"    e{lv} = st{lv} + (kk{lv} - 1) * sp{lv}")
+            plus = f" + {o}" if o else ""
+            low = f"st{lv}{plus} < 0 or " if (lv, o) not in low_checked else ""
+            low_checked.add((lv, o))
+            emit(f"    if {low}e{lv}{plus} >= {v}.shape[{p}]:")
             emit("        return None")
     pos = iter(range(len(sig)))
 
@@ -90,8 +100,13 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         consts[name] = v
         return name
 
+    grads = []     # the signature's requires_grad flags of every tensor checked here
+    dtypes = {}    # each tensor's dtype, by its name here
+
     def tensor_checks(v, entry):
         _, dtype, k, _, rg = entry
+        grads.append(rg)
+        dtypes[v] = dtype
         emit(f"    if type({v}) is not Tensor or {v}.dtype is not {const(dtype)} or {v}.dim() != {k} "
              f"or not {v}.is_cpu or {v}.requires_grad is not {rg} or {v}.layout is not STRIDED:")
         emit("        return None")
@@ -109,13 +124,20 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         tensor_checks(v, sig[next(pos)])
         tensors.append(v)
     free_tensors = []
+    atoms = True       # every free value a tensor or, by its type, one that holds none (_ATOMS)
     for i, x in enumerate(free):
         v, entry = f"f{i}", sig[next(pos)]
         emit(f"    {v} = free[{i}]")
         if isinstance(x, torch.Tensor):
             tensor_checks(v, entry)
             free_tensors.append(v)
-        elif entry is type(x):
+            continue
+        if type(x) is types.ModuleType:        # (`torch`, `F`, `math`: in the signature by identity)
+            emit(f"    if {v} is not {const(x)}:")
+            emit("        return None")
+            continue
+        atoms = atoms and entry is type(x) and type(x) in R._ATOMS
+        if entry is type(x):
             emit(f"    if type({v}) is not {const(entry)}:")
             emit("        return None")
         else:
@@ -165,11 +187,8 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         emit("    except GuardFailed:")
         emit("        return None     # (the general pass refuses it, with its bookkeeping)")
     if loop_id in rt.checked_more:
-        emit("    try:")
-        emit(f"        rt._more_checks(loop_id, m, levels, grad_on(), [{', '.join(tensors)}], [{', '.join(free_tensors)}], "
-             f"[{', '.join(written)}], [{', '.join(fresh)}], free, calls, mapped)")
-        emit("    except GuardFailed:")
-        emit("        return None")
+        more_checks(rt, loop_id, emit, const, tensors, free_tensors, written, fresh, calls,
+                    [dtypes[v] for v in tensors], atoms and not any(grads), len(free) + len(mapped))
     for i in range(len(calls)):
         emit(f"    hit = PURE.get(id(calls[{i}]))")
         emit(f"    if (hit is None or hit[0] is not calls[{i}] or hit[1] is not None) and why_impure(calls[{i}]):")
@@ -191,6 +210,49 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
     lane.source = "\n".join(lines)
     return lane
 
+
+
+def more_checks(rt, loop_id, emit, const, tensors, free_tensors, written, fresh, calls, dtypes, no_grads, n_values):
+    """The lane's part of FunctionRuntime._more_checks. Its checks beyond matmul precision all
+    look for a tensor that requires grad (in the values, reached through the free values or
+    the callees) and pass where none does: so where the signature has none, the free values are
+    atoms (their types hold no tensor) or Python modules, every shared value the body puts through
+    loop-invariant work is one of these by its plain name, and every callee is a builtin or one
+    of torch's own functions, the checks are those of grad off: the precision of matrix
+    products alone, read from the settings. Elsewhere, the general call."""
+    from . import runtime as R
+
+    m = rt.matches[loop_id]
+    shared = rt.shared.get(loop_id)
+    light = no_grads and (shared is None or all(
+        safe is None or source in shared[1] and shared[1].index(source) < n_values for source, safe in shared[0]))
+    kinds = []
+    for c in calls:
+        if type(c) is types.BuiltinFunctionType:
+            kinds.append(f"type(calls[{len(kinds)}]) is {const(types.BuiltinFunctionType)}")
+        elif type(c) is types.FunctionType and not R._user_code(c):
+            kinds.append(f"calls[{len(kinds)}] is {const(c)}")
+        else:
+            light = False
+            break
+    if not light:
+        emit("    try:")
+        emit(f"        rt._more_checks(loop_id, m, levels, grad_on(), [{', '.join(tensors)}], [{', '.join(free_tensors)}], "
+             f"[{', '.join(written)}], [{', '.join(fresh)}], free, calls, mapped)")
+        emit("    except GuardFailed:")
+        emit("        return None")
+        return
+    full = f"rt._more_checks(loop_id, m, levels, grad_on(), [{', '.join(tensors)}], [{', '.join(free_tensors)}], " \
+           f"[{', '.join(written)}], [{', '.join(fresh)}], free, calls, mapped)"
+    if kinds:       # (another callee than the signature's: the general call)
+        emit(f"    if not ({' and '.join(kinds)}):")
+        emit("        try:")
+        emit(f"            {full}")
+        emit("        except GuardFailed:")
+        emit("            return None")
+    if m.strategy == "matmul" and any(d is torch.float32 or d is torch.complex64 for d in dtypes):
+        emit(f"    if {const(R._reduced_fp32)}('cpu'):")
+        emit("        return None     # (reduced-precision matrix products: the general pass refuses)")
 
 
 def audited(build_fn, problems: list, answered: list | None = None):

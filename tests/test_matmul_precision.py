@@ -256,3 +256,34 @@ def test_cuda_settings_decide_for_cuda_products():
     finally:
         for k, v in before.items():
             setattr(m, k, v)
+
+
+def dot_nest(A, B):
+    out = torch.zeros(A.shape[0], B.shape[0])
+    for i in range(A.shape[0]):
+        for j in range(B.shape[0]):
+            out[i, j] = torch.dot(A[i], B[j])
+    return out
+
+
+def test_the_lane_reads_the_setting_too(precision, monkeypatch):
+    """The steady state's guard (a lane, runtime.lanes) checks the setting itself, not only
+    runtime.mm: in vmap (AUTOVEC_DIRECT=0) nothing else would. A loop nest and a loop, each
+    called until its lane exists, then under "medium"."""
+    monkeypatch.setenv("AUTOVEC_DIRECT", "0")
+    precision("highest")
+    x, w = torch.randn(9, 5), torch.randn(5)
+    A, B = torch.randn(4, 5), torch.randn(6, 5)
+    f, g = autovec(dots), autovec(dot_nest)
+    for _ in range(4):
+        f(x, w)
+        g(A, B)
+    for fn in (f, g):
+        assert fn._autovec_state.runtime.lanes and ran_modes(fn) == {"vmap"}
+        fn._autovec_state.runtime.ran.clear()
+    precision("medium")
+    assert torch.equal(f(x, w), dots(x, w)) and torch.equal(g(A, B), dot_nest(A, B))
+    assert ran_modes(f) == ran_modes(g) == set()
+    precision("highest")
+    torch.testing.assert_close(f(x, w), dots(x, w))
+    assert ran_modes(f) == {"vmap"}

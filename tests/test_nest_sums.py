@@ -329,3 +329,33 @@ def test_infinities_give_the_loops_nan_values_and_gradients():
     B = torch.randn(4, requires_grad=True)
     C = torch.tensor([2.0, -1.0]).view(2, 1, 1).expand(2, 4, 4).contiguous()
     assert_equivalent(three, A, B, C, grad=True)
+
+
+def three_factors(A, B, C):
+    out = torch.zeros(4)
+    for k in range(2):
+        for i in range(4):
+            for j in range(4):
+                out[j] += A[i] * B[j] * C[k, j, i]
+    return out
+
+
+def test_the_steady_state_checks_infinities_with_gradients_too():
+    """The same check once the nest's guard is written out for its signature (runtime.lanes):
+    calls on finite values with gradients first, then one with an infinite value."""
+    f = autovec(three_factors)
+    B = torch.randn(4, requires_grad=True)
+    C = torch.tensor([2.0, -1.0]).view(2, 1, 1).expand(2, 4, 4).contiguous()
+    for _ in range(4):
+        f(torch.randn(4, requires_grad=True), B, C)
+    assert f._autovec_state.runtime.lanes
+    A = torch.tensor([float("inf"), 1.0, -2.0, 0.5], requires_grad=True)
+    A2 = A.detach().clone().requires_grad_()
+    f._autovec_state.runtime.ran.clear()
+    got, want = f(A, B, C), three_factors(A2, B, C)
+    assert _ran(f) == set()       # (the loop ran)
+    assert torch.equal(torch.isnan(got), torch.isnan(want))
+    g1, = torch.autograd.grad(got.nansum(), A)
+    g2, = torch.autograd.grad(want.nansum(), A2)
+    assert torch.equal(torch.isnan(g1), torch.isnan(g2))
+    torch.testing.assert_close(g1.nan_to_num(), g2.nan_to_num())
