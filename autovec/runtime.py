@@ -149,11 +149,35 @@ def _autocast_state() -> tuple:
     return ("autocast", tuple(on))
 
 
+def _autocast_mismatch(t: torch.Tensor) -> bool:
+    """Whether autocast is on for `t`'s device type with another half-precision dtype than
+    `t`'s (float16 pieces under a bfloat16 autocast): its `promote` operations (torch.stack,
+    torch.cat) raise there ("Unexpected floating ScalarType in at::autocast::prioritize")."""
+    kind = t.device.type
+    try:
+        return torch.is_autocast_enabled(kind) and torch.get_autocast_dtype(kind) is not t.dtype
+    except (TypeError, RuntimeError, AttributeError):
+        return True
+
+
 def _plain(t: torch.Tensor) -> torch.Tensor:
     """`t` as a plain torch.Tensor, as torch.tensor(...) gives one whatever its input's subclass."""
     return t if type(t) is torch.Tensor else t.as_subclass(torch.Tensor)
 _LAYOUT = ("a sparse (or other non-strided) tensor: batched operations on it give results of another "
            "layout than the loop's (the loop decides)")
+
+
+def _owned(t: torch.Tensor) -> torch.Tensor:
+    """`t`, a batch nobody else holds, as a tensor of its own rather than a view of one (the
+    loop's torch.stack, torch.cat and fresh outputs are none: `detach_()` or an in-place shape
+    change of a view raises). Small or with gradients: a copy; larger: the same memory."""
+    if t._base is None:
+        return t
+    if t.requires_grad or type(t) is not torch.Tensor or t.layout is not _STRIDED or t.nbytes < 1 << 16:
+        return t.clone()
+    with torch.no_grad():
+        return torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage(), t.storage_offset(),
+                                                                    t.size(), t.stride())
 
 
 def _stacked(o: torch.Tensor, pieces: torch.Tensor | None = None, stack: bool = False) -> torch.Tensor:
@@ -164,15 +188,15 @@ def _stacked(o: torch.Tensor, pieces: torch.Tensor | None = None, stack: bool = 
     batch computed on whole tensors need not have the loop's layout, so there the loop decides
     unless the rows are contiguous, as the loop's then are."""
     if o.dim() < 4:
-        return o if o.is_contiguous() else o.contiguous()
+        return _owned(o) if o.is_contiguous() else o.contiguous()
     rows = pieces if pieces is not None else o
     if stack and rows.dim() == o.dim():
         fmt = torch.contiguous_format if rows[0].is_contiguous() else (
             _piece_format(rows[0]) if pieces is not None else None)
         if fmt is not None:
-            return o if o.is_contiguous(memory_format=fmt) else o.contiguous(memory_format=fmt)
+            return _owned(o) if o.is_contiguous(memory_format=fmt) else o.contiguous(memory_format=fmt)
     if o.is_contiguous() and rows[0].is_contiguous():
-        return o
+        return _owned(o)
     raise GuardFailed("a stacked result of 4 or more dimensions whose memory layout follows each piece's "
                       "(channels last or not): the loop decides")
 
@@ -1258,6 +1282,10 @@ class FunctionRuntime:
                 return FunctionRuntime._kept(o, mask, py, tok, views)
             return FunctionRuntime._kept_once(o, mask, py, tok, views)
         pieces = None
+        if type(o) is torch.Tensor and (o.dtype is torch.float16 or o.dtype is torch.bfloat16) \
+                and (kind in ("stack", "cat") or "@" in kind) and _any_autocast() and _autocast_mismatch(o):
+            raise GuardFailed(f"torch.{kind.split('@')[0]} of {str(o.dtype)[6:]} pieces under autocast to another "
+                              "half-precision dtype (the loop raises)")
         if mask is not None:
             o = _select(o, mask)
         elif kind in ("stack", "cat") and tok is not None and (
@@ -1361,6 +1389,7 @@ class FunctionRuntime:
         if py:
             import math
             if o.is_floating_point():
+                _products_in_range(o.double(), acc)
                 p = float(o.double().prod())
             else:
                 vals = o.tolist()
@@ -1379,9 +1408,13 @@ class FunctionRuntime:
                 raise GuardFailed(_HALF_SUM)
             if acc.requires_grad and acc.is_leaf and torch.is_grad_enabled():
                 raise GuardFailed("in-place update of a leaf that requires grad")
-            if not torch.can_cast(torch.result_type(acc, o[0]), acc.dtype):
+            step = torch.result_type(acc, o[0])
+            if not torch.can_cast(step, acc.dtype):
                 raise GuardFailed("in-place product would need a dtype cast the loop refuses")
+            if o.dtype != step:
+                o = o.to(step)        # (int factors of a float product: multiplied as floats, as in the loop)
             _finite_factors(o, acc)
+            _products_in_range(o, acc)
             delta = o.prod(0)
             if torch.broadcast_shapes(acc.shape, delta.shape) != acc.shape:
                 raise GuardFailed("the multiplied value does not broadcast to the accumulator")
@@ -1392,8 +1425,10 @@ class FunctionRuntime:
         want = torch.result_type(first, o[1])
         if want in _HALF:
             raise GuardFailed(_HALF_SUM)
-        _finite_factors(o[1:], first)
-        out = first * o[1:].prod(0)
+        rest = o[1:] if o.dtype == want else o[1:].to(want)     # (int factors after a float start: floats)
+        _finite_factors(rest, first)
+        _products_in_range(o if o.dtype == want else o.to(want), acc)
+        out = first * rest.prod(0)
         return out.to(want) if out.dtype != want else out
 
     @classmethod
@@ -1894,6 +1929,34 @@ def _finite_factors(factors, other):
                           "product's gradient would be NaN where the loop's is finite)", data=True)
 
 
+def _products_in_range(factors, start=None, dim=0):
+    """A running product computed in another order than the loop's (prod, cumprod, or the
+    first step apart): the same value up to rounding only while no partial product leaves the
+    dtype's normal range. The loop's `p * x[i]` over [1e30, 1e30, 0] is inf, then NaN; a product
+    of the last two first gives 0. Here every partial product in any order is in range: the
+    magnitudes of the finite nonzero factors (and of the start), multiplied only above 1 or only
+    below 1, stay within it (zeros, infinities and NaN give the same in any order: the sign of a
+    product is that of its factors). Elsewhere the loop runs this call."""
+    if not (factors.is_floating_point() or factors.is_complex()) or factors.numel() == 0:
+        return
+    a = factors.abs()
+    if a.dtype is not torch.float64:
+        a = a.double()
+    lg = torch.log2(a)
+    lg = torch.where(torch.isfinite(lg), lg, 0.0)        # (log2 of 0 is -inf: zeros count as 1)
+    up, down = lg.clamp(min=0).sum(dim), lg.clamp(max=0).sum(dim)
+    if start is not None:
+        m = abs(start.detach().double() if isinstance(start, torch.Tensor) else complex(start))
+        m = torch.as_tensor(m, dtype=torch.float64, device=a.device)
+        ls = torch.log2(m)
+        ls = torch.where(torch.isfinite(ls), ls, 0.0)
+        up, down = up + ls.clamp(min=0), down + ls.clamp(max=0)
+    fi = torch.finfo(factors.dtype)
+    if bool(up.max() > math.log2(fi.max) - 2) or bool(down.min() < math.log2(fi.tiny) + 2):
+        raise GuardFailed("a running product whose partial products may overflow or underflow (the loop's "
+                          "order of steps decides where it reaches inf or 0)", data=True)
+
+
 def _tensors_only(body):
     """`body` for vmap: its Python-number outputs as tensors; `kinds` (filled by the run, which
     vmap makes once per call) tells which outputs were Python numbers (Token._same_kinds)."""
@@ -1976,6 +2039,7 @@ def _prefix(s0, v, op, py, inplace=False):
     steps = v[1:].to(want) if want != torch.bool else v[1:]   # accumulated at the loop's precision
     if op == "*":
         _finite_factors(steps, first)
+        _products_in_range(v if v.dtype == want else v.to(want), s0)
         rest = first * torch.cumprod(steps, 0)
     else:
         if (first.is_floating_point() or first.is_complex()) and _holds_minus_zero(first) \
@@ -2251,6 +2315,7 @@ def _replaces(out, region, value, tok, others=None):
 
 
 FunctionRuntime.replaces = staticmethod(_replaces)
+FunctionRuntime.owned = staticmethod(_owned)
 
 _BLOCK = 64
 
@@ -2458,6 +2523,8 @@ def _prefix_region(t, dim, tok, op):
     if op == "+" and (t.is_floating_point() or t.is_complex()) and _holds_minus_zero(region.select(dim, 0)):
         # the loop's running sum stays -0.0 while every value is; cumsum starts from +0.0
         raise GuardFailed("-0.0 where an in-place running sum starts (cumsum would give +0.0)", data=True)
+    if op == "*":
+        _products_in_range(region, None, dim)
     out = torch.cumsum(region, dim) if op == "+" else torch.cumprod(region, dim)
     if tok.rt.events is not None:
         tok.rt._note(tok.loop_id, "vectorized", "scan", getattr(tok, "estimate", None))
@@ -2741,7 +2808,7 @@ def _cat_accum(acc, vals, dim, mask, tok=None):
             and flat.is_contiguous() and not tok.shares_input(flat)):
         # `torch.cat([torch.tensor([]), pieces])` skips the empty start: the new batch itself is
         # the result (the copy would give the same values)
-        return flat
+        return _owned(flat)
     return torch.cat([acc, flat], dim=dim)
 
 
@@ -4429,7 +4496,10 @@ class Token:
         flat = outs if self.levels is None else [o.flatten(0, len(self.levels) - 1) for o in outs]
         stored = self._stored_values(layout)
         for j in sorted(set(rows)):
-            with torch.no_grad(), torch.random.fork_rng(devices=[]):   # (the program's random numbers stay its own)
+            # (in the caller's grad mode: an operation that raises only where an input requires
+            # grad, nll_loss's `weight`, raises here too, and the loop runs; the program's random
+            # numbers stay its own)
+            with torch.random.fork_rng(devices=[]):
                 want_all = ref(*self._row_args(inputs, j))
             for k, (want, got) in enumerate(zip(want_all, flat)):
                 if want is None:

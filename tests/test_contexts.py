@@ -198,3 +198,57 @@ def test_saved_tensor_hooks_see_what_the_loop_saves():
     assert packed.count(fast) == packed.count(tanh_scaled_rows) > 16
     with torch.no_grad(), torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
         assert explain(fast, x0, w).path == "vectorized"     # (nothing is saved without grad)
+
+
+def doubled_tanh(x):
+    return torch.stack([torch.tanh(x[i]) * 2 for i in range(x.shape[0])])
+
+
+def appended_tanh(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(torch.tanh(x[i]))
+    return torch.cat(out)
+
+
+@pytest.mark.parametrize("fn", [doubled_tanh, appended_tanh])
+@pytest.mark.parametrize("dtype, autocast", [(torch.float16, torch.bfloat16), (torch.bfloat16, torch.float16)])
+def test_stacking_half_pieces_under_autocast_to_the_other_half_raises_as_the_loop(fn, dtype, autocast):
+    """Autocast's `promote` operations (torch.stack, torch.cat) refuse float16 pieces under a
+    bfloat16 autocast (and the reverse); the rewrite, which stacks nothing, raised nothing.
+    Under autocast to the pieces' own dtype both run."""
+    from conftest import outcome
+    x = torch.randn(4, 5, dtype=dtype)
+    g = autovec(fn)
+    for _ in range(3):
+        g(x)                                   # the steady state first, outside autocast
+    with torch.autocast("cpu", dtype=autocast):
+        want, got = outcome(fn, x), outcome(g, x)
+    assert isinstance(want, tuple) and want[0] is RuntimeError and got == want
+    with torch.autocast("cpu", dtype=dtype):
+        want, got = fn(x), g(x)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def weighted_ce(logits, targets, w):
+    out = torch.empty(logits.shape[0])
+    for b in range(logits.shape[0]):
+        out[b] = torch.nn.functional.cross_entropy(logits[b], targets[b], weight=w)
+    return out
+
+
+def test_an_error_only_under_grad_raises_as_the_loop():
+    """nll_loss is not differentiable in its `weight`: with a weight that requires grad the loop
+    raises, where vmap's form computed (found by the real-world probe). The one-time check runs
+    one iteration in the caller's grad mode, so it raises there too and the loop runs; without
+    grad on, both compute."""
+    from conftest import outcome
+    logits, targets = torch.randn(4, 3, 5), torch.randint(0, 5, (4, 3))
+    w = (torch.rand(5) + 0.1).requires_grad_()
+    g = autovec(weighted_ce)
+    for _ in range(2):
+        want, got = outcome(weighted_ce, logits, targets, w), outcome(g, logits, targets, w)
+        assert isinstance(want, tuple) and want[0] is RuntimeError and got == want
+    with torch.no_grad():
+        torch.testing.assert_close(g(logits, targets, w), weighted_ce(logits, targets, w))
+    assert explain(g, logits, targets, w.detach()).path == "vectorized"

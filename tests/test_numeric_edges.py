@@ -413,3 +413,81 @@ def test_half_rows_against_a_wider_zero_dim_value(xd, sd):
     for _ in range(3):
         x, s = (torch.randn(7, 3) * 3).to(xd), (torch.randn(7) * 3).to(sd)
         assert torch.equal(fast(x, s), half_rows_scaled(x, s))
+
+
+def running_product(x):
+    p = 1.0
+    for i in range(x.shape[0]):
+        p = p * x[i]
+    return p
+
+
+def running_product_in_place(x):
+    p = torch.ones(())
+    for i in range(x.shape[0]):
+        p *= x[i]
+    return p
+
+
+def running_products(x):
+    p = 1.0
+    out = []
+    for i in range(x.shape[0]):
+        p = p * x[i]
+        out.append(p)
+    return torch.stack(out)
+
+
+def prefix_product_in_place(x):
+    for i in range(1, x.shape[0]):
+        x[i] *= x[i - 1]
+    return x
+
+
+@pytest.mark.parametrize("fn", [running_product, running_product_in_place, running_products,
+                                prefix_product_in_place])
+@pytest.mark.parametrize("x", [
+    torch.tensor([1e30, 1e30, 0.0, 2.0]),        # inf, then inf * 0: NaN in the loop
+    torch.tensor([1e20, 1e20, 1e-20, 1e-20]),    # inf stays inf
+    torch.tensor([1e-30, 1e-30, 1e30, 1e30]),    # 0 stays 0
+    torch.tensor([1e30, 1e-30, 1e30, 1e-30]),    # in range in the loop's order, not in another's
+    torch.tensor([3, 2 ** 40, 2 ** 40, 1]),      # int factors of a float product: floats, no int64 wrap
+    torch.tensor([-2, 0, -3, 1]),                # the sign of a zero product of ints, as floats
+    torch.tensor([0.5, -3.0, 2.0, 0.25])])
+def test_running_products_leave_range_as_the_loop(fn, x):
+    """A running product computed in another order (prod, cumprod, the first step apart) gives
+    the loop's value only while no partial product leaves the dtype's range (found by the loop
+    nest probe, over integer factors): elsewhere the loop runs (runtime._products_in_range)."""
+    if fn is prefix_product_in_place and not x.is_floating_point():
+        x = x.float()
+    g = autovec(fn)
+    for _ in range(2):
+        want, got = _outcome(fn, x.clone()), _outcome(g, x.clone())
+        assert type(got) is type(want)
+        if isinstance(want, tuple):
+            assert got == want
+            continue
+        assert got.dtype == want.dtype
+        assert torch.equal(torch.isnan(got), torch.isnan(want))
+        ok = ~torch.isnan(want)
+        torch.testing.assert_close(got[ok], want[ok], rtol=1e-6, atol=0)
+        assert torch.equal(torch.signbit(got[ok]), torch.signbit(want[ok]))
+
+
+def running_item_product(x, s):
+    p = s
+    for i in range(x.shape[0]):
+        p = p * x[i].item()
+    return p
+
+
+def test_a_running_product_of_python_numbers_leaves_range_as_the_loop():
+    """The same for `.item()` factors, multiplied as Python floats: a start of 1e200 times 1e200
+    is inf in the loop before 1e-200 comes; the product of the factors first is 1."""
+    g = autovec(running_item_product)
+    x = torch.tensor([1e200, 1e-200, 3.0], dtype=torch.float64)
+    for s in (1e200, 2.0):
+        for _ in range(2):
+            want, got = running_item_product(x, s), g(x, s)
+            assert type(got) is float and (got == want or abs(got - want) <= 1e-12 * abs(want) < float("inf"))
+    assert g._autovec_state.runtime.ran

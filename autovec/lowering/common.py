@@ -469,7 +469,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lower
                 commit += template("_av_AV.update(_av_RG, _av_P[0], _av_P[1])", _av_P=P, _av_AV=AV, _av_RG=RG)
             elif o.consumer == "fresh":
                 # a freshly allocated output that this call overwrites entirely becomes the batch
-                commit += template(f"if _av_AV.replaces({o.target}, _av_RG, _av_P, {T}{oth}):\n    {o.target} = _av_P\n"
+                commit += template(f"if _av_AV.replaces({o.target}, _av_RG, _av_P, {T}{oth}):\n    {o.target} = _av_AV.owned(_av_P)\n"
                                    f"else:\n    {o.target} = _av_AV.unreleased({o.target}, {T})\n    {region} = _av_P",
                                    _av_P=P, _av_AV=AV, _av_RG=RG)
                 if o.fill and mask == "None" and all(t != o.target for t, _ in releases):

@@ -1,0 +1,69 @@
+"""What a rewritten loop returns is a tensor of its own where the loop's is: torch.stack,
+torch.cat and an output the loop allocates and fills are no views (`detach_()` and in-place
+shape changes raise on a view), also where the batch was reshaped or flattened to give them
+(runtime._owned). Found by the loop-nest probe: a nest's filled `torch.empty_like` output."""
+import pytest
+import torch
+
+from autovec import autovec
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def cat_appends(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] * 2)
+    return torch.cat(out)
+
+
+def cat_grown(x):
+    acc = torch.tensor([])
+    for i in range(x.shape[0]):
+        acc = torch.cat([acc, x[i] * 2])
+    return acc
+
+
+def nest_fill(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j].abs()
+    return out
+
+
+def nest_branches(x):
+    out = torch.zeros(x.shape[0], x.shape[1])
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            if x[i, j] > 0:
+                out[i, j] = x[i, j]
+            else:
+                out[i, j] = -x[i, j]
+    return out
+
+
+def stacked(x):
+    return torch.stack([x[i] * 2 for i in range(x.shape[0])], dim=1)
+
+
+@pytest.mark.parametrize("fn", [cat_appends, cat_grown, nest_fill, nest_branches, stacked])
+@pytest.mark.parametrize("shape", [(6, 5), (300, 80)])      # (a copy below 64 KiB, the same memory above)
+@pytest.mark.parametrize("grad", [False, True])
+def test_the_result_is_no_view(fn, shape, grad):
+    g = autovec(fn)
+    for _ in range(4):
+        x = torch.randn(*shape, requires_grad=grad)
+        want, got = fn(x), g(x)
+        torch.testing.assert_close(got, want)
+        assert got._is_view() == want._is_view() is False
+        assert got.is_leaf == want.is_leaf and got.requires_grad == want.requires_grad
+    # (it ran vectorized; branches with gradients keep the loop)
+    assert bool(g._autovec_state.runtime.ran) != (grad and fn is nest_branches)
+    if not grad:
+        got.detach_()                          # raises on a view
+        got.unsqueeze_(0)
+        assert got.shape[0] == 1
