@@ -73,6 +73,7 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         emit("    hi = lo + (n - 1) * (step if step > 0 else -step)")
 
     unpacked, low_checked = set(), set()
+    spans = []      # (a nest) each indexed tensor's dimension covered from 0 in steps of 1, per level
 
     def bounds(v, d, off, store=False):
         """The general pass's bounds check of `v` indexed at dimension `d`, offset `off`
@@ -91,6 +92,8 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
             plus = f" + {o}" if o else ""
             low = f"st{lv}{plus} < 0 or " if (lv, o) not in low_checked else ""
             low_checked.add((lv, o))
+            if not store:
+                spans.extend([f"st{lv}{plus} == 0", f"sp{lv} == 1", f"{v}.shape[{p}] == kk{lv}"])
             emit(f"    if {low}e{lv}{plus} >= {v}.shape[{p}]:")
             emit("        return None")
     pos = iter(range(len(sig)))
@@ -201,6 +204,11 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         cond = " and ".join(f"start == {-m[2]} and z_a{i} == n" for i, m in enumerate(mapped))
         emit(f"    if step == 1 and {cond}:")
         emit(f"        tok.covered = (n, ({''.join(f'a{i}, ' for i in range(len(mapped)))}))")
+    if nest and spans:
+        # _hot_nest's question, answered from the shapes read above (-1: no trip count, a nest)
+        emit(f"    if {' and '.join(dict.fromkeys(spans))}:")
+        emit("        tok.covered = (-1, None)")
+    emit("    tok.laned = True")
     emit("    if decision is not None:")
     emit("        tok.decision, tok.t0 = decision, t0")
     emit("    return tok")

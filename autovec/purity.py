@@ -189,9 +189,29 @@ def _why_impure(obj, label: str) -> str | None:
     return None
 
 
+def writes_input(mod) -> bool:
+    """Whether calling the module writes into its input: an activation made with `inplace=True`
+    (nn.ReLU, LeakyReLU, ELU, SiLU, Hardtanh, Dropout, ..), or a Sequential that starts with one."""
+    while isinstance(mod, torch.nn.Sequential) and len(mod):
+        mod = mod[0]
+    return getattr(mod, "inplace", False) is True
+
+
+def _python_forward(fwd):
+    """A module class's forward as a Python function: an @autovec forward is its original."""
+    if not isinstance(fwd, types.FunctionType) and getattr(fwd, "_autovec_state", None) is not None:
+        fwd = getattr(fwd, "__wrapped__", fwd)
+    return fwd
+
+
 def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
     """Reason a module call may have effects: hooks, training-mode randomness or statistics,
-    or a custom forward that is not a side-effect-free helper."""
+    an activation that writes into its input (inplace=True), or a custom forward that is not a
+    side-effect-free helper."""
+    if writes_input(mod):
+        # (the loop's rows are views of the caller's tensors: each call overwrites one; inside a
+        # module, an inplace activation on the module's own intermediate values is no effect)
+        return f"`{label}` has inplace=True: it writes into its input (the caller's rows)"
     for sub_name, sub in mod.named_modules():
         where = f"`{label}{'.' + sub_name if sub_name else ''}`"
         if sub._forward_hooks or sub._forward_pre_hooks or getattr(sub, "_backward_hooks", None):
@@ -215,7 +235,7 @@ def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
         if sub.training and cname.startswith(_MODULE_TRAINING_STATE):
             return f"{where} is a {cname} in training mode (it updates running statistics)"
         if not cls.__module__.startswith("torch.nn."):
-            fwd = getattr(cls, "forward", None)
+            fwd = _python_forward(getattr(cls, "forward", None))
             if isinstance(fwd, types.FunctionType):
                 bad = helper_impurity(fwd, f"{cls.__qualname__}.forward", module=sub)
                 if bad:
@@ -278,6 +298,12 @@ def _helper_impurity(fn, label, depth, module=None) -> str | None:
     for kind, path, (head, *rest) in parts:
         if kind == "train-only" and module is not None and not module.training:
             continue            # (the module's own dropout, in eval mode: no random numbers)
+        if kind == "input":
+            if head == "self" and module is not None:
+                found, obj = attr_chain(module, rest)
+                if found and isinstance(obj, torch.nn.Module) and writes_input(obj):
+                    return f"`{path}` in `{label}` has inplace=True: it writes into the caller's tensor"
+            continue
         # (Env.resolve / Captured.lookup: the name in the helper's scope now, then its attributes)
         found, obj = scope_lookup(fn, head)
         if found and rest:
@@ -336,8 +362,15 @@ def _static_scan(fn):
                 root = root.value
             if not (isinstance(root, ast.Name) and root.id in local - params):
                 reason = f"helper `{{label}}` writes `{ast.unparse(n)}` (line {line})"
+        elif isinstance(n, ast.Call) and _writes_argument(n, params):
+            reason = (f"helper `{{label}}` calls `{ast.unparse(n.func)}` with `out=` or `inplace=` on its argument "
+                      f"(line {line}): it writes into the caller's tensor")
         elif isinstance(n, ast.Call):
             f = n.func
+            if isinstance(f, ast.Attribute) and module_input_call(n, params):
+                # `self.act(x)` in a module's forward: a submodule that writes into its input
+                # writes into the caller's rows (writes_input, checked on each call)
+                targets.append(("input", ast.unparse(f)))
             if isinstance(f, ast.Attribute):
                 root = f.value
                 while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
@@ -371,6 +404,31 @@ def _static_scan(fn):
     hit = (reason, tuple(dict.fromkeys(targets)))
     _static[code] = hit
     return hit
+
+
+def _writes_argument(call: ast.Call, params) -> bool:
+    """`torch.mul(v, 3, out=v)` (any `out=`), or `F.relu(v, inplace=True)` on a parameter `v`
+    (an inplace flag that is not the constant False)."""
+    for k in call.keywords:
+        if k.arg == "out":
+            return True
+        if k.arg == "inplace" and not (isinstance(k.value, ast.Constant) and k.value.value is False):
+            first = call.args[0] if call.args else None
+            while isinstance(first, (ast.Attribute, ast.Subscript)):
+                first = first.value
+            if first is None or isinstance(first, ast.Name) and first.id in params:
+                return True
+    return False
+
+
+def module_input_call(call: ast.Call, params) -> bool:
+    """`self.sub(x, ..)` with `x` (or a slice of it) a parameter of the forward, not `self`."""
+    if not call.args:
+        return False
+    first = call.args[0]
+    while isinstance(first, (ast.Attribute, ast.Subscript)):
+        first = first.value
+    return isinstance(first, ast.Name) and first.id in params and first.id != "self"
 
 
 _DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}

@@ -1133,7 +1133,7 @@ class FunctionRuntime:
         `inplace` (an unconditional `op=`): (the values laid out as the region and in the dtype
         the loop's update computes in, op), for `update` to apply in place at the commit; where
         they share memory with the region, (the new contents, "=")."""
-        if not op and not dim and mask is None and not inplace and lead == 1 and type(o) is torch.Tensor \
+        if not op and not dim and mask is None and not inplace and type(o) is torch.Tensor \
                 and not o.requires_grad and o.dtype == region.dtype and o.shape == region.shape:
             return o    # the rows as they are: what every step below leaves them for this case
         if py is not None and (op or o.requires_grad):
@@ -1282,6 +1282,11 @@ class FunctionRuntime:
                 return FunctionRuntime._kept(o, mask, py, tok, views)
             return FunctionRuntime._kept_once(o, mask, py, tok, views)
         pieces = None
+        if kind in ("stack", "cat") or "@" in kind:
+            if o.requires_grad and not torch.is_grad_enabled():
+                # the pieces have gradients (a helper under torch.enable_grad()) but the loop's
+                # stack runs with grad off: its result has none
+                o = o.detach()
         if type(o) is torch.Tensor and (o.dtype is torch.float16 or o.dtype is torch.bfloat16) \
                 and (kind in ("stack", "cat") or "@" in kind) and _any_autocast() and _autocast_mismatch(o):
             raise GuardFailed(f"torch.{kind.split('@')[0]} of {str(o.dtype)[6:]} pieces under autocast to another "
@@ -2199,11 +2204,13 @@ def _hot_nest(layout, code, tok, body, direct):
     per input, Token._direct) or a batched body (`layout`: Token._nest_layout's recipe)."""
     levels = tok.levels
     args = []
+    covered = tok.covered is not None and tok.covered[0] == -1     # (its lane answered: lanes.build)
     for (t, spec, _, _), how in zip(tok.raw, layout):
-        for lv, p, off in spec:
-            st, sp, k = levels[lv]
-            if sp != 1 or st + off != 0 or t.shape[p] != k:
-                return None
+        if not covered:
+            for lv, p, off in spec:
+                st, sp, k = levels[lv]
+                if sp != 1 or st + off != 0 or t.shape[p] != k:
+                    return None
         if code is None:
             if how is not None:
                 t = t.permute(*how)
@@ -2225,8 +2232,9 @@ def _hot_nest(layout, code, tok, body, direct):
     except Exception:
         return None    # the general path runs it again and decides, with its bookkeeping
     lead = len(sizes)
+    sizes = torch.Size(sizes)
     for o in outs:
-        if not isinstance(o, torch.Tensor) or list(o.shape[:lead]) != sizes:
+        if not isinstance(o, torch.Tensor) or o.shape[:lead] != sizes:
             return None
     return outs
 
@@ -2622,9 +2630,14 @@ def mm(kind, a, la, b, lb, sizes, seen=None):
     ra, rb = a.dim() - len(la), b.dim() - len(lb)
     if a.dtype != b.dtype:
         raise GuardFailed("a matrix product of different dtypes (the loop raises)")
-    if a.dtype in _REDUCIBLE and _reduced_product(a.dtype, "cpu" if a.is_cpu else a.device.type):
+    dtype = a.dtype
+    if dtype in _REDUCIBLE:
         # (the guard checked the inputs; this is a product of values cast inside the loop)
-        raise _precision_refusal(a.dtype)
+        if dtype is torch.float32 and a.is_cpu:
+            if _reduced_fp32("cpu"):
+                raise _precision_refusal(dtype)
+        elif _reduced_product(dtype, "cpu" if a.is_cpu else a.device.type):
+            raise _precision_refusal(dtype)
     key = (kind, la, lb, ra, rb, len(sizes))
     spec = _MM_FULL.get(key)
     if spec is None:
@@ -3627,6 +3640,7 @@ class Token:
     raw_numbers = ()      # positions of the indexed values that are (`temps[i]`), among the guard's
 
     covered = None        # (trip count, the indexed tensors) where they are what _covered gives (lanes)
+    laned = False         # made by a lane (lanes.build): (loop, signature) is past `committed`
     _rows = None          # (offset, level) -> rows, made on first use
 
     def rows(self, offset, level=None):
@@ -3732,6 +3746,8 @@ class Token:
 
     def done(self):
         """The vectorized call has committed its results: its time, for the decision."""
+        if self.laned and self.decision is None:
+            return          # (a lane's token: its signature has its lane already)
         if self.decision is not None and not self.cold:
             self.decision.vectorized_ran(_clock() - self.t0, self.n)
         key = (self.loop_id, self.sig)
