@@ -62,7 +62,7 @@ def _convert(stmts, cond, env, masks, varying, ctx):
         if isinstance(s, ast.If) and _test_varies(s.test, varying, env):
             test = _Renamer(env).visit(_ifexp(s.test, varying, env, namer, av, out, ctx.branches))
             c = namer.new("_av_c")
-            out.append(_assign(c, _call(av, "truth", [test]), s))
+            out.append(_assign(c, _truth(av, test), s))
             c_then, c_else = c, namer.new("_av_nc")
             out.append(_assign(c_else, _call(av, "lnot", [_n(c)]), s))
             if cond is not None:
@@ -211,7 +211,7 @@ def _replace_ifexps(s, varying, env, namer, av, out, branches=None):
             node = self.generic_visit(node)
             if not _test_varies(node.test, varying, env):
                 return node
-            cond = _call(av, "truth", [node.test])
+            cond = _truth(av, node.test)
             if branches is not None and self.depth == 0:
                 c, nc = namer.new("_av_c"), namer.new("_av_nc")
                 out.append(_assign(c, cond, s))
@@ -224,6 +224,21 @@ def _replace_ifexps(s, varying, env, namer, av, out, branches=None):
 
 def _ifexp(test, varying, env, namer, av, out, branches=None):
     return _replace_ifexps(ast.Expr(value=test), varying, env, namer, av, out, branches).value
+
+
+def _truth(av: str, test: ast.expr) -> ast.Call:
+    """`if test:` as a mask: Python's truth of one element. `a and b` / `a or b` is true where
+    both / either operand is (the value Python's `and` returns has the truth of that): each
+    operand's truth, combined (`land`, `lor`), so that a batch of them is one mask. (The loop
+    skips `b` where `a` decides: the batch computes it everywhere, from pure operations; where
+    that raises, an index out of range or a tensor with several elements, the loop runs.)"""
+    if isinstance(test, ast.BoolOp) and len(test.values) >= 2:
+        fn = "land" if isinstance(test.op, ast.And) else "lor"
+        out = _truth(av, test.values[0])
+        for v in test.values[1:]:
+            out = ast.copy_location(_call(av, fn, [out, _truth(av, v)]), test)
+        return out
+    return ast.copy_location(_call(av, "truth", [test]), test)
 
 
 def _n(name: str) -> ast.Name:
