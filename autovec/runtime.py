@@ -1991,6 +1991,20 @@ def _half_against_wider(inputs, free_tensors):
                           "of the other dtype to half precision; the loop reads it at float32 precision)")
 
 
+def _python_ints_fit(s0, v, op):
+    """Running sums or products of Python ints (`s += x[i].item()`) as an int64 scan: the
+    loop's ints never wrap. Every running value must stay within int64, bounded by the sum of
+    the magnitudes (or, for products, of their logarithms); elsewhere the loop runs."""
+    m = v.double().abs()
+    start = abs(float(s0))
+    if op == "*":
+        big = float(torch.log2(m.clamp(min=1)).sum()) + math.log2(max(start, 1.0)) >= 62
+    else:
+        big = float(m.sum()) + start >= 2.0 ** 62
+    if big:
+        raise GuardFailed("running Python ints that may pass int64's range (the loop's ints do not wrap)", data=True)
+
+
 def _prefix(s0, v, op, py, inplace=False):
     """The running values s_i = s0 op v_0 op ... op v_i, with the loop's types (`s += v` on a
     tensor keeps its dtype and shape: every step is cast back, as the in-place op does)."""
@@ -2032,6 +2046,8 @@ def _prefix(s0, v, op, py, inplace=False):
         v = v.double() if v.is_floating_point() else v.long()
         if isinstance(s0, torch.Tensor):
             raise GuardFailed("a tensor accumulator with Python-number steps")
+        if not v.is_floating_point() and not isinstance(s0, float):
+            _python_ints_fit(s0, v, op)
     sign = -1 if op == "-" else 1
     if inplace and op == "*" and isinstance(s0, torch.Tensor):
         s0 = s0.clone()   # the product saves its operand for backward; the commit then writes into s0

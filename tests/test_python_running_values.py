@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from autovec import autovec, explain
+from conftest import outcome
 
 
 @pytest.fixture(autouse=True)
@@ -146,3 +147,64 @@ def test_numpy_scalars_keep_numpys_type(fn):
             assert type(one) is type(other)
             assert got == pytest.approx(want, rel=1e-6)
         assert explain(fast, x, s).path == ("vectorized" if type(s) is float else "python")
+
+
+def running_item_sums(x):
+    s = 0
+    out = []
+    for i in range(x.shape[0]):
+        s += x[i].item()
+        out.append(s)
+    return out
+
+
+def running_item_products(x):
+    p = 1
+    out = []
+    for i in range(x.shape[0]):
+        p = p * x[i].item()
+        out.append(p)
+    return out
+
+
+def stored_item_sums(x):
+    out = torch.empty_like(x)
+    s = 0
+    for i in range(x.shape[0]):
+        s = s + x[i].item()
+        out[i] = s
+    return out
+
+
+def sum_of_running_sums(x):
+    c = 0
+    tot = 0
+    for i in range(x.shape[0]):
+        c = c + x[i].item()
+        tot = tot + c
+    return tot
+
+
+@pytest.mark.parametrize("fn, x", [
+    (running_item_sums, torch.full((10,), 2 ** 60)),
+    (running_item_sums, torch.full((10,), -(2 ** 60))),
+    (running_item_products, torch.full((4,), 2 ** 31 - 1, dtype=torch.int32)),
+    (running_item_products, torch.full((50,), 3)),
+    (stored_item_sums, torch.full((10,), 2 ** 60)),
+    (sum_of_running_sums, torch.full((10,), 2 ** 60)),
+    (running_item_sums, torch.arange(-20, 20)),        # (in range: the scan)
+    (running_item_products, torch.tensor([3, -2, 0, 5])),
+])
+def test_running_python_ints_past_int64_are_the_loops(fn, x):
+    """Found by the long-loops probe: running sums and products of `.item()` ints read in the
+    loop ran as int64 scans and wrapped, where Python's ints grow (and a store of one past int64
+    raises). Where a running value may pass int64's range, the loop runs."""
+    g = autovec(fn)
+    for _ in range(2):
+        want, got = outcome(fn, x), outcome(g, x)
+        if isinstance(want, torch.Tensor):
+            assert torch.equal(got, want)
+        else:
+            assert got == want and type(got) is type(want)
+            if isinstance(want, list):
+                assert [type(v) for v in got] == [type(v) for v in want]
