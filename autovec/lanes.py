@@ -243,21 +243,19 @@ def more_checks(rt, loop_id, emit, const, tensors, free_tensors, written, fresh,
         else:
             light = False
             break
+    full = [f"    try:",
+            f"        rt._more_checks(loop_id, m, levels, grad_on(), [{', '.join(tensors)}], [{', '.join(free_tensors)}], "
+            f"[{', '.join(written)}], [{', '.join(fresh)}], free, calls, mapped)",
+            "    except GuardFailed:",
+            "        return None"]
     if not light:
-        emit("    try:")
-        emit(f"        rt._more_checks(loop_id, m, levels, grad_on(), [{', '.join(tensors)}], [{', '.join(free_tensors)}], "
-             f"[{', '.join(written)}], [{', '.join(fresh)}], free, calls, mapped)")
-        emit("    except GuardFailed:")
-        emit("        return None")
+        for line in full:
+            emit(line)
         return
-    full = f"rt._more_checks(loop_id, m, levels, grad_on(), [{', '.join(tensors)}], [{', '.join(free_tensors)}], " \
-           f"[{', '.join(written)}], [{', '.join(fresh)}], free, calls, mapped)"
     if kinds:       # (another callee than the signature's: the general call)
         emit(f"    if not ({' and '.join(kinds)}):")
-        emit("        try:")
-        emit(f"            {full}")
-        emit("        except GuardFailed:")
-        emit("            return None")
+        for line in full:
+            emit("    " + line)
     if m.strategy == "matmul" and any(d is torch.float32 or d is torch.complex64 for d in dtypes):
         emit(f"    if {const(R._reduced_fp32)}('cpu'):")
         emit("        return None     # (reduced-precision matrix products: the general pass refuses)")

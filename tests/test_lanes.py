@@ -323,3 +323,25 @@ def test_lane_refuses_an_output_whose_rows_overlap(audited):
     base = torch.zeros(302)
     out = base.as_strided((300, 2), (1, 1))        # row i overlaps row i + 1
     _agree(doubled_into, fast, (torch.randn(300, 2), out))
+
+
+def test_lane_building_raises_nothing_on_the_corpus(monkeypatch):
+    """A lane that fails to build is only a slower call (runtime._add_lane swallows the error),
+    so a mistake in lanes.build would go unseen: it must build for the corpus without one."""
+    from autovec import lanes
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    errors, build = [], lanes.build
+
+    def recording(*a, **k):
+        try:
+            return build(*a, **k)
+        except Exception as e:      # noqa: BLE001 (recorded, then raised as _add_lane expects)
+            errors.append(f"{type(e).__name__}: {e}")
+            raise
+    monkeypatch.setattr(lanes, "build", recording)
+    for name, (fn, inputs, _, _) in sorted(CORPUS.items()):
+        fast = autovec(fn)
+        args = inputs()
+        for _ in range(5):
+            fast(*copy.deepcopy(args))
+    assert not errors, errors[:3]
