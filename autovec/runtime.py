@@ -1875,16 +1875,21 @@ def _best_prefix(s0, v, op, py):
         raise GuardFailed("a running extreme that requires grad keeps the loop (on ties the loop's own "
                           "comparisons decide which element receives the gradient)")
     up = op.startswith(">")
-    run = torch.cummax(v, 0).values if up else torch.cummin(v, 0).values
     if py:
         if isinstance(s0, torch.Tensor) or isinstance(s0, bool):
             raise GuardFailed("a running extreme of Python numbers that starts as a tensor or a bool")
         same_type = isinstance(s0, float) if v.is_floating_point() else isinstance(s0, int)
+        # Python's numbers, compared and kept at Python's precision: a float start of 0.1 in
+        # float32 would be 0.10000000149, an int start of -1 in uint8 would be 255
+        if v.dtype is getattr(torch, "uint64", None) or isinstance(s0, int) and not -2 ** 63 <= s0 < 2 ** 63:
+            raise GuardFailed("a running extreme of Python ints beyond int64", data=True)
+        v = v.double() if v.is_floating_point() else v.long()
     else:
         if not isinstance(s0, torch.Tensor) or s0.dim() != 0:
             raise GuardFailed("a running extreme of tensors that starts as a Python number or a wider tensor",
                               data=not isinstance(s0, torch.Tensor))
         same_type = s0.dtype == v.dtype and s0.device == v.device and s0.requires_grad == v.requires_grad
+    run = torch.cummax(v, 0).values if up else torch.cummin(v, 0).values
     first = v[0]
     beats = {">": first > s0, ">=": first >= s0, "<": first < s0, "<=": first <= s0}[op]
     if not same_type and not bool(beats):

@@ -208,3 +208,43 @@ def test_running_python_ints_past_int64_are_the_loops(fn, x):
             assert got == want and type(got) is type(want)
             if isinstance(want, list):
                 assert [type(v) for v in got] == [type(v) for v in want]
+
+
+def running_item_max(v, m):
+    out = []
+    for i in range(v.shape[0]):
+        m = max(m, v[i].item())
+        out.append(m)
+    return out, m
+
+
+def running_item_min_stored(v, m):
+    out = torch.empty(v.shape[0], dtype=torch.float64)
+    for i in range(v.shape[0]):
+        m = min(v[i].item(), m)
+        out[i] = m
+    return out
+
+
+@pytest.mark.parametrize("fn, v, m", [
+    (running_item_max, torch.tensor([0.05, 0.07]), 0.1),                       # 0.1 is no float32
+    (running_item_max, torch.tensor([0.05, 0.07], dtype=torch.float16), 0.1),
+    (running_item_max, torch.tensor([0.1, 0.07]), 0.1),                        # float32's 0.1 > 0.1
+    (running_item_max, torch.tensor([1, 2, 0], dtype=torch.uint8), -1),        # -1 is no uint8
+    (running_item_max, torch.tensor([1, 2, 0], dtype=torch.int32), 2 ** 62),
+    (running_item_max, torch.tensor([1, 2, 0]), 2 ** 64),                      # beyond int64: the loop
+    (running_item_min_stored, torch.tensor([1, 2, 0], dtype=torch.uint8), -1),
+    (running_item_min_stored, torch.tensor([0.3, 0.2, 0.5]), 0.25),
+])
+def test_running_extremes_of_python_numbers_keep_the_starts_value(fn, v, m):
+    """Found by the several-outputs probe: under vmap the running max of `.item()` numbers was
+    computed in the values' dtype, so a Python start (0.1, -1 with uint8 values, 2**62 with
+    int32 ones) was rounded or wrapped. The numbers are compared and kept at Python's precision."""
+    g = autovec(fn)
+    for _ in range(2):
+        want, got = outcome(fn, v, m), outcome(g, v, m)
+        if isinstance(want, torch.Tensor):
+            assert torch.equal(got, want)
+        else:
+            assert got == want
+            assert [type(x) for x in got[0]] == [type(x) for x in want[0]] and type(got[1]) is type(want[1])
