@@ -277,6 +277,12 @@ class _Helpers:
 
         start, stop = bound(lo, 0), bound(hi, t)
         m = (pos >= start.unsqueeze(1)) & (pos < stop.unsqueeze(1))
+        if kind in ("max0", "min0"):
+            if b.requires_grad and torch.is_grad_enabled():
+                # (`.max(0)` sends a column's gradient to one of its tied entries, which one
+                # being torch's choice per call; the masked extreme would share it)
+                raise GuardFailed(f"`.{kind[:3]}(0)` of a ragged span with gradients (the loop decides)")
+            kind = kind[:3]
         return _Helpers.masked(kind, b, True, m, first)
 
     @staticmethod

@@ -229,6 +229,17 @@ def total_of_prefix(x, n):
     return torch.stack([x[i, :n[i]].sum() for i in range(x.shape[0])])
 
 
+def max_pooled(h, lengths):
+    out = torch.zeros(h.shape[0], h.shape[2])
+    for i in range(h.shape[0]):
+        out[i] = h[i, :lengths[i]].max(0).values
+    return out
+
+
+def min_pooled(h, lengths):
+    return torch.stack([h[i, :lengths[i]].min(dim=0)[0] for i in range(h.shape[0])])
+
+
 SPANS = [
     (pooled, lambda: (torch.randn(30, 12, 4), torch.randint(1, 13, (30,)))),
     (pooled, lambda: (torch.randn(20, 6, 3), torch.randint(-8, 9, (20,)))),          # negative, past the end
@@ -236,6 +247,8 @@ SPANS = [
     (span_sums, lambda: (torch.randint(-5, 5, (25, 10, 3)), torch.randint(0, 5, (25,)), torch.randint(3, 11, (25,)))),
     (tail_extremes, lambda: (torch.randn(20, 9), torch.randint(1, 9, (20,)))),
     (total_of_prefix, lambda: (torch.randn(18, 7, dtype=torch.float64), torch.randint(0, 8, (18,)))),
+    (max_pooled, lambda: (torch.randn(30, 12, 4), torch.randint(1, 13, (30,)))),      # `.max(0).values`
+    (min_pooled, lambda: (torch.randn(20, 6, 3), torch.randint(-5, 9, (20,)).clamp(min=-5) | 1)),
 ]
 
 
@@ -250,6 +263,14 @@ def test_ragged_spans_are_reduced_at_once(fn, make):
     floats = tuple(a.clone().requires_grad_() if a.is_floating_point() else a for a in args)
     if floats[0].requires_grad:
         assert_equivalent(fn, *floats, grad=True)
+    if fn in (max_pooled, min_pooled):
+        # (`.max(0)` gives a column's gradient to one of its ties, torch's choice: the loop runs)
+        f(*floats)
+        assert _ran(f) == set()
+
+
+def test_an_empty_span_of_max_along_its_first_dimension_raises_as_the_loop():
+    raises_as_loop(IndexError, max_pooled, torch.randn(4, 5, 2), torch.tensor([3, 0, 5, 1]))
 
 
 def test_an_empty_span_is_the_loops():

@@ -717,7 +717,23 @@ class _Batcher:
         eq = ast.Compare(left=la, ops=[ast.Eq()], comparators=[lb])
         return _helper("contains", eq, _const(self.c.lead), _const(isinstance(node.ops[0], ast.NotIn)))
 
+    def _span_extreme(self, call) -> _V | None:
+        """`b[lo:hi].max(0)` (or `dim=0`; min) with per-iteration bounds, whose `.values` (or
+        `[0]`) is taken: the span's extreme along its first dimension (_span_reduction)."""
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in ("max", "min")
+                and isinstance(call.func.value, ast.Subscript)):
+            return None
+        args = list(call.args) + [k.value for k in call.keywords if k.arg == "dim"]
+        if len(args) != 1 or len(call.keywords) > 1 or call.keywords and call.keywords[0].arg != "dim" or not (
+                isinstance(args[0], ast.Constant) and type(args[0].value) is int and args[0].value == 0):
+            return None
+        return self._span_reduction(call, along_first=True)
+
     def e_Attribute(self, node):
+        if node.attr == "values":
+            span = self._span_extreme(node.value)
+            if span is not None:
+                return span
         v = self.expr(node.value)
         if v.fact.kind == "tuple" and node.attr in ("values", "indices") and v.batched \
                 and self.fact(node).kind == "tensor":
@@ -750,6 +766,10 @@ class _Batcher:
         return self.expr(p)
 
     def e_Subscript(self, node):
+        if isinstance(node.slice, ast.Constant) and type(node.slice.value) is int and node.slice.value == 0:
+            span = self._span_extreme(node.value)        # `h[i, :L[i]].max(0)[0]`
+            if span is not None:
+                return span
         base = self.expr(node.value)
         idx = node.slice
         win = self._window(node, base)
@@ -992,7 +1012,7 @@ class _Batcher:
         return _helper("masked", _const(f.attr), e.node, _const(e.batched), m.node, _const(bool(node.args)),
                        keywords=[ast.keyword(arg="pure", value=_const(False))])
 
-    def _span_reduction(self, node):
+    def _span_reduction(self, node, along_first=False):
         """`b[lo:hi].sum(0)` (`.mean(0)`, `.sum()`, `.mean()`, `.max()`, `.min()`) with bounds that
         change per iteration, along b's first dimension: ragged spans (`h[i, :lengths[i]].mean(0)`,
         `x[i][s:e].sum()`). A span is a mask of that dimension (Python's slice rules: negative
@@ -1014,7 +1034,8 @@ class _Batcher:
         bounds = [b for b in (sl.lower, sl.upper) if b is not None]
         if not bounds or not any(self.varies(b) for b in bounds):
             return None
-        _whole_or_first(node, "a ragged span")
+        if not along_first:
+            _whole_or_first(node, "a ragged span")
         b = self.expr(sub.value)
         if b.fact.kind != "tensor" or rows is None and not b.batched:
             return None
@@ -1022,9 +1043,12 @@ class _Batcher:
         for v in (lo, hi):
             if v is not None and not self._integer_scalar(v):
                 raise Unsupported(f"`{ast.unparse(sl)}`: slice bounds other than integers")
-        return _helper("span", _const(f.attr), b.node, rows.node if rows is not None else _const(None),
+        # (`.max(0)`: the values along the span's first dimension; its gradient goes to one index per
+        # column, not shared by ties as max()'s: the helper refuses it with gradients, "max0")
+        return _helper("span", _const(f.attr + "0" if along_first else f.attr), b.node,
+                       rows.node if rows is not None else _const(None),
                        lo.node if lo is not None else _const(None), hi.node if hi is not None else _const(None),
-                       _const(bool(node.args)))
+                       _const(bool(node.args) or along_first))
 
     def _index_offset(self, e):
         """`a` in a slice bound `i + a`, `a + i`, `i - a` or `i` of the loop's own index `i`
