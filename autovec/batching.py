@@ -455,6 +455,17 @@ class _Helpers:
         return held
 
     @staticmethod
+    def number_tensor(x):
+        """torch.tensor(v) of every row's Python number (batched in Python's precision: float64,
+        int64, bool): a new tensor of the default float dtype, int64 or bool, on the default
+        device, as torch.tensor makes from one number."""
+        from .runtime import GuardFailed, _default_device
+        if x.is_complex():
+            raise GuardFailed("torch.tensor of complex numbers in a batched body")
+        want = torch.get_default_dtype() if x.is_floating_point() else x.dtype
+        return x.detach().to(device=_default_device(), dtype=want, copy=True)
+
+    @staticmethod
     def number(kind, x):
         """int(x_k) / float(x_k) / bool(x_k) of every row's 0-d value (a tensor, or a Python
         number batched as one), in Python's precision: int64, float64, bool."""

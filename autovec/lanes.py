@@ -49,7 +49,7 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
     peeks = rt.peeks.get(loop_id, ())
     if len(sig) != len(mapped) + len(sources) + len(free) + len(peeks) + len(writes):
         return None     # (an autocast state's entry: the general pass alone)
-    consts = {"Tensor": torch.Tensor, "STRIDED": torch.strided, "rt": rt, "Token": R.Token,
+    consts = {"Tensor": torch.Tensor, "STRIDED": torch.strided, "rt": rt, "Token": R.Token, "FWD": R._forward_ad,
               "_in_transform": R._in_transform, "_any_autocast": R._any_autocast, "_hooks": R._saved_hooks_on,
               "grad_on": torch.is_grad_enabled, "inference_on": torch.is_inference_mode_enabled,
               "get_default_dtype": torch.get_default_dtype, "F32": torch.float32,
@@ -61,6 +61,8 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
              f"    if (levels is {'' if nest else 'not '}None) or _in_transform() is not None or _any_autocast() or _hooks() \\\n"
              "            or get_default_dtype() is not F32:",
              "        return None",
+             "    if FWD._current_level >= 0:",
+             "        return None     # (forward-mode AD on: the general pass looks for dual tensors)",
              "    if KEY in ENV and indexcheck.forced() or indexcheck._FORCE:",
              "        return None     # (the index check forced on the CPU: the general pass sets it up)",
              f"    if rt.failures and ({loop_id!r}, {sid!r}) in rt.failures:",

@@ -754,6 +754,10 @@ class FunctionRuntime:
             # `if`s and growing in-place writes in the loop, where a batched form would pass)
             raise GuardFailed("called inside a torch.func transform (vmap, grad): the loop runs as written",
                               data=True)
+        if _forward_ad._current_level >= 0 and _any_dual(mapped, sources, free):
+            # forward-mode AD: a dual tensor's tangent through ties (a running maximum, a median)
+            # or a product follows the batched form's own rules, where the loop's follow each step
+            raise GuardFailed("forward-mode AD (dual tensors): the loop runs as written", data=True)
         if _saved_hooks_on() and torch.is_grad_enabled():
             raise GuardFailed("saved-tensor hooks are on (torch.utils.checkpoint without use_reentrant, save_on_cpu): "
                               "the loop runs as written, so that the hooks see the tensors it saves and a "
@@ -1291,6 +1295,11 @@ class FunctionRuntime:
                 # the pieces have gradients (a helper under torch.enable_grad()) but the loop's
                 # stack runs with grad off: its result has none
                 o = o.detach()
+            elif o.requires_grad and mask is None:
+                # the loop's stack is a copy; the batch may be a value autograd saved (exp's
+                # result, a product's operand): an in-place change of the result, then backward,
+                # would raise where the loop's does not
+                o = o.clone()
         if type(o) is torch.Tensor and (o.dtype is torch.float16 or o.dtype is torch.bfloat16) \
                 and (kind in ("stack", "cat") or "@" in kind) and _any_autocast() and _autocast_mismatch(o):
             raise GuardFailed(f"torch.{kind.split('@')[0]} of {str(o.dtype)[6:]} pieces under autocast to another "
@@ -1983,12 +1992,31 @@ def _tensors_only(body):
     return run, kinds
 
 
+def _any_dual(mapped, sources, free) -> bool:
+    """Whether a tensor the loop reads is a forward-mode AD dual tensor (one that has a tangent)."""
+    for t in itertools.chain((m[0] for m in mapped), sources, free):
+        for v in (t if isinstance(t, (list, tuple)) else (t,)):
+            if isinstance(v, torch.Tensor) and _forward_ad.unpack_dual(v).tangent is not None:
+                return True
+    return False
+
+
+def _wide_int(dtype) -> bool:
+    """An integer dtype with values a half-precision float does not hold exactly (beyond 8 bits)."""
+    return not (dtype.is_floating_point or dtype.is_complex) and dtype is not torch.bool and dtype.itemsize > 1
+
+
 def _half_against_wider(inputs, free_tensors):
     """Under vmap a per-iteration 0-d value of another float dtype meeting float16 / bfloat16 rows
     is rounded to half precision first; torch's loop reads a 0-d value at float32 precision (a
     1-ulp difference in products, a flipped comparison): such calls keep the loop (vmap)."""
     floats = {t.dtype for t, _ in inputs if t.is_floating_point()} | {t.dtype for t in free_tensors
                                                                      if t.is_floating_point()}
+    if floats & set(_HALF) and any(_wide_int(t.dtype) for t, _ in inputs):
+        # (an int beyond 8 bits, `x[i] * t[i]` with int32 t: read at float32 precision in the loop,
+        # rounded to half first as a batch; 2049 is 2048 in float16)
+        raise GuardFailed("float16 / bfloat16 values beside integers wider than 8 bits (vmap would round an integer "
+                          "to half precision first; the loop reads a 0-d one at float32 precision)")
     if len(floats) > 1 and floats & set(_HALF):
         # (a 0-d value can also be computed in the body, `y[i].sum()`: any other float dtype beside
         # a half one counts)
@@ -4389,6 +4417,10 @@ class Token:
         rows = {t.dtype for t, _ in inputs if t.dim() > 1} | {t.dtype for t in self.free_tensors if t.dim()}
         for z in zero:
             for d in rows:
+                if z != d and d in _HALF and _wide_int(z):
+                    # (the loop reads a 0-d int at float32 precision against half rows: 2049 stays
+                    # 2049; broadcast as a column it is rounded to half first)
+                    return f"a per-iteration 0-d {z} value against {d} rows (broadcasting would round it to {d})"
                 if z != d and torch.result_type(torch.empty(1, dtype=d), torch.empty((), dtype=z)) \
                         != torch.promote_types(d, z):
                     # (`x[i] > thr[i]`, a float32 row against float64 numbers: the loop's 0-d value

@@ -491,3 +491,44 @@ def test_a_running_product_of_python_numbers_leaves_range_as_the_loop():
             want, got = running_item_product(x, s), g(x, s)
             assert type(got) is float and (got == want or abs(got - want) <= 1e-12 * abs(want) < float("inf"))
     assert g._autovec_state.runtime.ran
+
+
+def rows_over_values(x, t):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(x[i] / t[i])
+    return torch.stack(res)
+
+
+def rows_times_values(x, t):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(x[i] * t[i])
+    return torch.stack(res)
+
+
+def rows_times_values_call(x, t):
+    return torch.stack([torch.mul(x[i], t[i]) for i in range(x.shape[0])])
+
+
+@pytest.mark.parametrize("fn, x, first, t", [
+    # a true division of integers uses the 0-d divisor's own value (not wrapped to the row's dtype)
+    (rows_over_values, torch.arange(12, dtype=torch.uint8).view(3, 4), [1, 2, 3], [-3, 2, 300]),
+    (rows_over_values, torch.arange(12, dtype=torch.int32).view(3, 4), [1, 2, 3], [2 ** 40, -7, 5]),
+    # half rows read a 0-d int at float32 precision: 2049 is no float16, 70000 is past its range
+    (rows_over_values, torch.ones(2, 3, dtype=torch.float16), [2, 4], [70000, 2049]),
+    (rows_times_values, torch.full((2, 3), 3.0, dtype=torch.float16), [2, 4], [70000, 2049]),
+    (rows_times_values, torch.full((2, 3), 3.0, dtype=torch.bfloat16), [2, 4], [70000, 257]),
+    (rows_times_values_call, torch.full((2, 3), 3.0, dtype=torch.float16), [2, 4], [70000, 2049]),
+])
+def test_a_zero_dim_value_against_rows_of_another_dtype(fn, x, first, t):
+    """Found by the torch-operations probe: the batched form cast a per-iteration 0-d integer to
+    the row's dtype before a true division (uint8 rows / 300 divided by 44), and broadcast or
+    vmap rounded it to half precision (3 * 2049 gave 6144, the loop 6148), also after a first
+    call on harmless values had passed the one-time check."""
+    dt = torch.int64 if x.dtype == torch.int32 else torch.int32
+    g = autovec(fn)
+    for values in (first, t, t):
+        tt = torch.tensor(values, dtype=dt)
+        want, got = _outcome(fn, x, tt), _outcome(g, x, tt)
+        assert got.dtype == want.dtype and torch.equal(got, want), (got, want)

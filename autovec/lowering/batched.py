@@ -226,7 +226,7 @@ def _align(vals: list[_V], binary: bool = False, lead: int = 1, op: ast.operator
     top = max((_rank(v) for v in vals if _is_tensorish(v)), default=0)
     out = [_lift(v, top - _rank(v), lead) if v.batched else v.node for v in vals]
     if binary and len(vals) == 2 and top > 0:
-        out = _wrapped_zero_dim(vals, out)
+        out = _wrapped_zero_dim(vals, out, op)
     if binary and any(v.batched and v.fact.number for v in vals):
         dtype = _compute_dtype(vals)
         if dtype in (torch.float16, torch.bfloat16) and any(
@@ -245,7 +245,26 @@ def _align(vals: list[_V], binary: bool = False, lead: int = 1, op: ast.operator
     return out
 
 
-def _wrapped_zero_dim(vals: list[_V], out: list[ast.expr]) -> list[ast.expr]:
+def _zero_dim_mix(vals: list[_V], what: str) -> None:
+    """A torch function's per-iteration 0-d tensor argument of another dtype than a tensor
+    argument with dimensions: the loop's 0-d value does not widen the other (and a half row
+    reads it at float32 precision); batched as a column it would, and the cast an operator
+    gets (_wrapped_zero_dim) depends on the function. No batched form (vmap keeps 0-d values
+    logical; the guard refuses it where half precision meets a wider value)."""
+    ranked = {v.fact.dtype for v in vals if v.fact.kind == "tensor" and v.fact.rank > 0 and v.fact.dtype is not None}
+    for v in vals:
+        z = v.fact.dtype
+        if not (v.batched and v.fact.kind == "tensor" and v.fact.rank == 0) or z is None or z is torch.bool:
+            continue        # (a bool widens nothing: a 0-d mask or factor is exact in every dtype)
+        for d in ranked - {z}:
+            widened = torch.result_type(torch.empty(1, dtype=d), torch.empty((), dtype=z)) != torch.promote_types(d, z)
+            rounded = d in (torch.float16, torch.bfloat16) and z.itemsize > 1
+            if widened or rounded:
+                raise Unsupported(f"`{what}` of a per-iteration 0-d {z} value and a {d} tensor (batched as a column it "
+                                  f"would be {'widened' if widened else 'rounded to ' + str(d)})")
+
+
+def _wrapped_zero_dim(vals: list[_V], out: list[ast.expr], op=None) -> list[ast.expr]:
     """A per-iteration 0-d tensor against a tensor with dimensions: in the loop the 0-d one does
     not widen the other (torch's rule for 0-d tensors: `x[i] > thr[i]` with a float32 row and a
     float64 threshold compares in float32, an int8 row against uint8 values compares as int8);
@@ -261,6 +280,10 @@ def _wrapped_zero_dim(vals: list[_V], out: list[ast.expr]) -> list[ast.expr]:
             want = torch.result_type(torch.empty((1,) * other.fact.rank, dtype=other.fact.dtype),
                                      torch.empty((), dtype=zero.fact.dtype))
             if want == zero.fact.dtype:
+                return out
+            if isinstance(op, ast.Div) and not (want.is_floating_point or want.is_complex):
+                # a true division of integers computes in the default float dtype from both values
+                # as they are (uint8 rows / an int32 300 divide by 300, not by 300 wrapped to 44)
                 return out
             if want in (torch.float16, torch.bfloat16):
                 raise Unsupported(f"a per-iteration 0-d {zero.fact.dtype} value against a {want} tensor (torch reads "
@@ -1153,6 +1176,13 @@ class _Batcher:
                 raise Unsupported("len() of a 0-d value")
             return _V(ast.Subscript(value=_attr(v.node, "shape"), slice=_const(self.c.lead), ctx=ast.Load()),
                       False, None)
+        if obj is torch.tensor and len(node.args) == 1 and not node.keywords:
+            v = self.expr(node.args[0])
+            if v.batched and v.fact.kind in ("int", "float", "bool"):
+                # torch.tensor(x[i].item()): a new tensor of one Python number per row (torch.tensor of
+                # the batch itself would copy-construct from a tensor, with torch's warning)
+                return _helper("number_tensor", v.node)
+            raise Unsupported(f"`{text}` of a per-iteration {v.fact.kind}")
         if isinstance(obj, torch.nn.Module):
             return self._module(text, f, node, obj)
         known = _lookup(obj)
@@ -1167,6 +1197,7 @@ class _Batcher:
             if len(node.args) != 3 or node.keywords:
                 raise Unsupported("torch.where with other than three arguments")
             vals = [self.expr(a) for a in node.args]
+            _zero_dim_mix(vals, text)
             return _call(copy.deepcopy(f), _align(vals, lead=self.c.lead))
         if name == "linear":
             vals = [self.expr(a) for a in node.args]
@@ -1342,6 +1373,7 @@ class _Batcher:
             for k in keywords:
                 if k.arg in ("dim", "axis", "dims", "keepdim", "out"):
                     raise Unsupported(f"`{k.arg}=` in `{name}`")
+            _zero_dim_mix([x] + extra + kextra, name)
             aligned = _align([x] + extra + kextra, lead=self.c.lead)
             kw = [ast.keyword(arg=k.arg, value=v) for k, v in zip(keywords, aligned[1 + len(extra):])]
             if method:
