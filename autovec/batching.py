@@ -623,6 +623,8 @@ class _Helpers:
             elif real:
                 finite = torch.isfinite(fa) & torch.isfinite(fb)
                 bad = (fa == 0) & (fb < 0) | (fa < 0) & (fb != torch.floor(fb)) & finite
+                # (-inf) ** 0.5 is inf in Python, 0.0 to a negative power; torch gives NaN
+                bad = bad | torch.isneginf(fa) & (fb != torch.floor(fb))
         if ints and op in ("mul", "pow", "lshift") or op == "pow" and not ints and real:
             # the size of the result, in float64: an int beyond int64 (Python's ints do not
             # wrap) or a float power out of range (OverflowError)

@@ -1455,6 +1455,8 @@ class FunctionRuntime:
         with the loop's types: the first step decides the dtype, as in the loop. `zeros`: the
         start is a `torch.zeros` made right before the loop, which holds no -0.0 (no read of it:
         on a GPU that read is a synchronisation)."""
+        if isinstance(acc, torch.Tensor) and acc.dtype in _HALF and op in ("+", "-", "*"):
+            raise GuardFailed(_HALF_SUM)     # (also for Python-number steps: 2048 + 1 is 2048 in float16)
         if mask is not None and py and (op == "+" or op == "-") and o.dim() == 1 and o.shape[0] \
                 and o.stride(0) == 0 and o.dtype in _EXACT_COUNTS and mask.dtype == torch.bool \
                 and mask.shape == o.shape:

@@ -59,3 +59,18 @@ def test_python_powers_of_minus_zero(e, monkeypatch):
         assert got == want
         assert [math.copysign(1, v) for v in got] == [math.copysign(1, v) for v in want]
     assert explain(fast, x, e).path == "vectorized"
+
+
+def roots_of_items(x, p):
+    return [v ** p for v in x.tolist()]
+
+
+@pytest.mark.parametrize("p", [0.5, -0.5, 1.5, 2.0, -1.0])
+def test_python_powers_of_minus_infinity(p, monkeypatch):
+    """Found by the comprehensions probe: Python's (-inf) ** 0.5 is inf and (-inf) ** -0.5 is
+    0.0, torch's pow gives NaN; after a first call on ordinary values the batch gave NaN."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    g = autovec(roots_of_items)
+    for x in (torch.tensor([1.0, 9.0]), torch.tensor([float("-inf"), 4.0]), torch.tensor([float("-inf"), 4.0])):
+        want, got = roots_of_items(x, p), g(x, p)
+        assert got == want and [math.copysign(1, v) for v in got] == [math.copysign(1, v) for v in want]

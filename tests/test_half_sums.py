@@ -122,3 +122,35 @@ def test_in_place_sums_keep_a_minus_zero_start(start, rows):
         want = fn(x, start.clone())
         got = autovec(fn)(x, start.clone())
         assert torch.equal(got, want) and _sign(got) == _sign(want), (fn.__name__, got, want)
+
+
+def count_into_half(x, c):
+    for r in x:
+        if r.sum() > 0:
+            c = c + 1
+    return c
+
+
+def index_into_half(x, acc):
+    for i in range(x.shape[0]):
+        acc = acc + i
+    return acc
+
+
+def scaled_half(x, acc):
+    for i in range(x.shape[0]):
+        acc = acc * 1.001
+    return acc
+
+
+@pytest.mark.parametrize("fn", [count_into_half, index_into_half, scaled_half])
+@pytest.mark.parametrize("start", [torch.tensor(2048.0, dtype=torch.float16), torch.tensor(256.0, dtype=torch.bfloat16)])
+def test_a_half_running_value_with_python_number_steps_keeps_the_loop(fn, start):
+    """Found by the comprehensions probe: a half-precision running value updated by Python
+    numbers (a count, the index, a factor) summed its steps first: 2048 + 1 + 1 is 2048 in the
+    loop's float16, 2050 summed."""
+    x = torch.ones(5, 3)
+    g = autovec(fn)
+    for _ in range(2):
+        want, got = fn(x, start.clone()), g(x, start.clone())
+        assert got.dtype == want.dtype and torch.equal(got, want)
