@@ -239,7 +239,8 @@ def _sig(v):
     if hit is not None and hit[0]() is v:
         return hit[1]          # (the same object as before: its entry, made once)
     if isinstance(v, torch.Tensor):
-        return ("T", v.dtype, v.dim(), "cpu" if v.is_cpu else v.device.type, v.requires_grad)
+        entry = ("T", v.dtype, v.dim(), "cpu" if v.is_cpu else v.device.type, v.requires_grad)
+        return entry if type(v) is torch.Tensor else entry + (type(v),)
     if isinstance(v, (list, tuple)):
         return (type(v).__name__, _sig(v[0]) if v else None)
     if isinstance(v, _NUMBER) or v is None or isinstance(v, str):
@@ -800,6 +801,9 @@ class FunctionRuntime:
                 sig.append(("T", t.dtype, k, t.device.type, t.requires_grad))
             if t.layout is not _STRIDED:
                 raise GuardFailed(_LAYOUT)
+            if type(t) is not Tensor:
+                _plain_subclass(t)
+                sig[-1] += (type(t),)      # (a subclass's type propagates: a signature of its own)
             tensors.append(t)
         n_mapped = len(tensors)   # (the sources' tensors follow)
         grad = torch.is_grad_enabled()
@@ -810,6 +814,8 @@ class FunctionRuntime:
                 cpu = cpu and s.is_cpu
                 if s.layout is not _STRIDED:
                     raise GuardFailed(_LAYOUT)
+                if type(s) is not Tensor:
+                    _plain_subclass(s)
             elif type(s[0]) in _LIST_DTYPES:
                 # Python numbers beside tensors (`zip(temps, x)`): one tensor, as for an indexed list
                 j = next(k for k, e in enumerate(sources) if e is s)
@@ -822,8 +828,15 @@ class FunctionRuntime:
                 continue
             else:
                 tensors.extend(s)
-                shape, dtype = s[0].shape, s[0].dtype
+                shape, dtype, kind = s[0].shape, s[0].dtype, type(s[0])
                 for e in s:
+                    if type(e) is not kind:
+                        # (the loop's results keep each element's own type: one batch has one)
+                        raise GuardFailed("the list holds tensors of several types (a subclass beside plain tensors)")
+                    if kind is not Tensor:
+                        _plain_subclass(e)
+                    if e.layout is not _STRIDED:
+                        raise GuardFailed(_LAYOUT)
                     if e.dtype is not dtype or e.shape != shape:
                         # stacking would promote to one dtype, or fail where the loop does not
                         # (a chunked run could even broadcast a chunk of other shapes)
@@ -839,8 +852,13 @@ class FunctionRuntime:
         free_tensors = []
         for v in free:
             if isinstance(v, Tensor):
+                if v.layout is not _STRIDED:
+                    raise GuardFailed(_LAYOUT)
                 free_tensors.append(v)
-                if v.is_cpu:
+                if type(v) is not Tensor:
+                    _plain_subclass(v)
+                    sig.append(_sig(v))
+                elif v.is_cpu:
                     sig.append(("T", v.dtype, v.dim(), "cpu", v.requires_grad))
                 else:
                     cpu = False
@@ -1992,6 +2010,27 @@ def _tensors_only(body):
         kinds[:] = [not isinstance(v, torch.Tensor) for v in outs]
         return tuple(v if isinstance(v, torch.Tensor) else _as_tensor(v) for v in outs)
     return run, kinds
+
+
+def _plain_subclass(t) -> None:
+    """A torch.Tensor subclass the batch may stand in for: one whose operations give plain
+    tensors, as nn.Parameter's do (torch's disabled __torch_function__), or one with torch's own
+    __torch_function__, whose type every operation passes on, in the batch as in the loop
+    (vmap drops it: Token._vmap refuses such inputs). A subclass with a __torch_function__ of
+    its own may do anything per call: the loop runs."""
+    tf = getattr(type(t), "__torch_function__", None)
+    if tf is not torch._C._disabled_torch_function_impl and getattr(tf, "__func__", None) is not _TENSOR_TORCH_FUNCTION:
+        raise GuardFailed(f"a torch.Tensor subclass ({type(t).__name__}) with its own __torch_function__: "
+                          "the loop runs, each call of it as written")
+
+
+_TENSOR_TORCH_FUNCTION = torch.Tensor.__torch_function__.__func__
+
+
+def _keeps_type(t) -> bool:
+    """A subclass whose type the loop's operations pass on (not nn.Parameter's kind)."""
+    return type(t) is not torch.Tensor and isinstance(t, torch.Tensor) \
+        and getattr(type(t), "__torch_function__", None) is not torch._C._disabled_torch_function_impl
 
 
 def _any_dual(mapped, sources, free) -> bool:
@@ -4476,6 +4515,8 @@ class Token:
         return tuple(o if tuple(o.shape[:len(shape)]) == shape else o.expand(*shape, *o.shape) for o in outs)
 
     def _vmap(self, body, inputs, device):
+        if any(_keeps_type(t) for t, _ in inputs) or any(_keeps_type(t) for t in self.free_tensors):
+            raise GuardFailed("a torch.Tensor subclass under vmap (its results would be plain tensors)")
         if torch.is_grad_enabled() and self._products() and (
                 any(isinstance(t, torch.Tensor) and t.requires_grad for t, _ in inputs)
                 or any(t.requires_grad for t in self.free_tensors)):
