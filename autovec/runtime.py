@@ -2042,18 +2042,30 @@ def _any_dual(mapped, sources, free) -> bool:
     return False
 
 
+def _is_int(dtype) -> bool:
+    return not (dtype.is_floating_point or dtype.is_complex) and dtype is not torch.bool
+
+
 def _wide_int(dtype) -> bool:
     """An integer dtype with values a half-precision float does not hold exactly (beyond 8 bits)."""
     return not (dtype.is_floating_point or dtype.is_complex) and dtype is not torch.bool and dtype.itemsize > 1
 
 
-def _half_against_wider(inputs, free_tensors):
+def _half_against_wider(inputs, free_tensors, nest=False):
     """Under vmap a per-iteration 0-d value of another float dtype meeting float16 / bfloat16 rows
     is rounded to half precision first; torch's loop reads a 0-d value at float32 precision (a
-    1-ulp difference in products, a flipped comparison): such calls keep the loop (vmap)."""
+    1-ulp difference in products, a flipped comparison): such calls keep the loop (vmap). So do
+    a per-iteration 0-d integer of another integer dtype than the rows it meets (vmap casts it to
+    their dtype first, where the loop's true division or atan2 reads its own value).
+    (`nest`: in a loop nest any indexed tensor may be one element per iteration.)"""
     floats = {t.dtype for t, _ in inputs if t.is_floating_point()} | {t.dtype for t in free_tensors
                                                                      if t.is_floating_point()}
-    if floats & set(_HALF) and any(_wide_int(t.dtype) for t, _ in inputs):
+    zero = [t.dtype for t, _ in inputs if (nest or t.dim() == 1) and _is_int(t.dtype)]
+    rows = {t.dtype for t, _ in inputs if t.dim() > 1 and _is_int(t.dtype)}
+    if any(z != r for z in zero for r in rows):
+        raise GuardFailed("a per-iteration integer beside integer rows of another dtype (vmap would cast it to "
+                          "theirs first; the loop's true division reads its own value)")
+    if floats & set(_HALF) and any(_wide_int(z) for z in zero):
         # (an int beyond 8 bits, `x[i] * t[i]` with int32 t: read at float32 precision in the loop,
         # rounded to half first as a batch; 2049 is 2048 in float16)
         raise GuardFailed("float16 / bfloat16 values beside integers wider than 8 bits (vmap would round an integer "
@@ -4525,7 +4537,7 @@ class Token:
             # (the batched body checks the data: batching._Helpers.prod_input)
             raise GuardFailed("prod under vmap with inputs that require grad (the gradient of a row "
                               "with inf could differ from the loop's)")
-        _half_against_wider(inputs, self.free_tensors)
+        _half_against_wider(inputs, self.free_tensors, self.levels is not None)
         if self.levels is not None:
             return self._vmap_nest(body, inputs, device)
         args = [t for t, _ in inputs]

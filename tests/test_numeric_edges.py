@@ -516,3 +516,37 @@ def test_a_zero_dim_value_against_rows_of_another_dtype(fn, x, first, t):
         tt = torch.tensor(values, dtype=dt)
         want, got = _outcome(fn, x, tt), _outcome(g, x, tt)
         assert got.dtype == want.dtype and torch.equal(got, want), (got, want)
+
+
+def true_divided(x, y):
+    return torch.stack([torch.true_divide(x[i], y[i]) for i in range(x.shape[0])])
+
+
+def atan2_of(x, y):
+    return torch.stack([torch.atan2(x[i], y[i]) for i in range(x.shape[0])])
+
+
+def copysign_of(x, y):
+    return torch.stack([torch.copysign(x[i], y[i]) for i in range(x.shape[0])])
+
+
+@pytest.mark.parametrize("batched", ["1", "0"])        # (0: vmap, which must refuse them)
+@pytest.mark.parametrize("fn", [true_divided, atan2_of, copysign_of, rows_over_values])
+@pytest.mark.parametrize("zd, rd", [(torch.uint8, torch.int8), (torch.int32, torch.int16), (torch.int8, torch.uint8)])
+def test_integers_of_two_dtypes_made_floats(fn, zd, rd, batched, monkeypatch):
+    """Found when today's probe scripts were re-run: a per-iteration 0-d integer beside integer
+    rows of another dtype, in an operation that gives floats (true division, atan2, copysign),
+    reads each value as it is; the batch had been sent to vmap, which casts the 0-d value to
+    the rows' dtype first (255 as int8 is -1)."""
+    big = {torch.uint8: 255, torch.int8: -128, torch.int32: 2 ** 31 - 1}[zd]
+    x = torch.tensor([1, big, big, 1, 1], dtype=zd)
+    y = torch.full((5, 3), 3, dtype=rd)
+    if fn is rows_over_values:
+        x, y = y.t().contiguous().t(), x        # (rows / 0-d values)
+    monkeypatch.setenv("AUTOVEC_BATCHED", batched)
+    g = autovec(fn)
+    for _ in range(3):
+        want, got = _outcome(fn, x, y), _outcome(g, x, y)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    if batched == "1":
+        assert explain(g, x, y).path == "vectorized"

@@ -245,13 +245,17 @@ def _align(vals: list[_V], binary: bool = False, lead: int = 1, op: ast.operator
     return out
 
 
-def _zero_dim_mix(vals: list[_V], what: str) -> None:
+def _zero_dim_mix(vals: list[_V], what: str, result=None) -> None:
     """A torch function's per-iteration 0-d tensor argument of another dtype than a tensor
     argument with dimensions: the loop's 0-d value does not widen the other (and a half row
     reads it at float32 precision); batched as a column it would, and the cast an operator
     gets (_wrapped_zero_dim) depends on the function. No batched form (vmap keeps 0-d values
     logical; the guard refuses it where half precision meets a wider value)."""
     ranked = {v.fact.dtype for v in vals if v.fact.kind == "tensor" and v.fact.rank > 0 and v.fact.dtype is not None}
+    dtypes = [v.fact.dtype for v in vals if v.fact.kind == "tensor" and v.fact.dtype is not None]
+    if result is not None and result.kind == "tensor" and result.dtype is not None and result.dtype.is_floating_point \
+            and dtypes and not any(d.is_floating_point or d.is_complex for d in dtypes):
+        return      # (integers made floats, torch.true_divide or atan2: each value is read as it is)
     for v in vals:
         z = v.fact.dtype
         if not (v.batched and v.fact.kind == "tensor" and v.fact.rank == 0) or z is None or z is torch.bool:
@@ -1373,7 +1377,7 @@ class _Batcher:
             for k in keywords:
                 if k.arg in ("dim", "axis", "dims", "keepdim", "out"):
                     raise Unsupported(f"`{k.arg}=` in `{name}`")
-            _zero_dim_mix([x] + extra + kextra, name)
+            _zero_dim_mix([x] + extra + kextra, name, self.fact(node))
             aligned = _align([x] + extra + kextra, lead=self.c.lead)
             kw = [ast.keyword(arg=k.arg, value=v) for k, v in zip(keywords, aligned[1 + len(extra):])]
             if method:
