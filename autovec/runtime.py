@@ -170,18 +170,14 @@ _LAYOUT = ("a sparse (or other non-strided) tensor: batched operations on it giv
 def _owned(t: torch.Tensor) -> torch.Tensor:
     """`t`, a batch nobody else holds, as a tensor of its own rather than a view of one (the
     loop's torch.stack, torch.cat and fresh outputs are none: `detach_()` or an in-place shape
-    change of a view raises). Small or with gradients: a copy (the loop's result is memory of its
-    own: an in-place change of it must not reach a value autograd saved, which an alias with its
-    own version counter would hide); larger: the same memory, as a tensor that is no view."""
+    change of a view raises). With gradients: a copy (the loop's result is memory of its own: an
+    in-place change of it must not reach a value autograd saved); without: `detach()`, the same
+    memory as a tensor that is no view (0.35 us, where a copy of 40 floats took 1.3)."""
     if t._base is None:
         return t
-    if t.requires_grad or type(t) is not torch.Tensor or t.layout is not _STRIDED or t.nbytes < 1 << 16 \
-            or not t.is_contiguous():
+    if t.requires_grad or type(t) is not torch.Tensor:
         return t.clone()
-    return _unsafe_view(t, t.shape)
-
-
-_unsafe_view = torch.ops.aten._unsafe_view.default     # (a reshape not recorded as a view)
+    return t.detach()
 
 
 def _stacked(o: torch.Tensor, pieces: torch.Tensor | None = None, stack: bool = False) -> torch.Tensor:
