@@ -2338,6 +2338,8 @@ def _hot_nest(layout, code, tok, body, direct):
     for o in outs:
         if not isinstance(o, torch.Tensor) or o.shape[:lead] != sizes:
             return None
+    if code is None:
+        tok.fresh = True      # (batched matrix products: new memory, no input's)
     return outs
 
 
@@ -2420,7 +2422,7 @@ def _replaces(out, region, value, tok, others=None):
             and (region is out or region.shape == shape) and value.shape == shape
             and value.is_contiguous() and same_device
             and (value.numel() > 0 or not _overlapping(value))
-            and not tok.shares_input(value)
+            and (tok.fresh or not tok.shares_input(value))
             and not (others is not None and tok.shares_output(value, others)))
 
 
@@ -3743,6 +3745,7 @@ class Token:
 
     covered = None        # (trip count, the indexed tensors) where they are what _covered gives (lanes)
     laned = False         # made by a lane (lanes.build): (loop, signature) is past `committed`
+    fresh = False         # the outputs are new memory (_hot_nest's batched products): no input's
     _rows = None          # (offset, level) -> rows, made on first use
 
     def rows(self, offset, level=None):

@@ -67,3 +67,30 @@ def test_the_result_is_no_view(fn, shape, grad):
         got.detach_()                          # raises on a view
         got.unsqueeze_(0)
         assert got.shape[0] == 1
+
+
+def copy_rows(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i]
+    return out
+
+
+def copy_cells(x):
+    out = torch.zeros(x.shape[0], x.shape[1])
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j]
+    return out
+
+
+@pytest.mark.parametrize("fn", [copy_rows, copy_cells])
+def test_a_filled_output_is_never_the_input_itself(fn):
+    """The batch of `out[i] = x[i]` is x: the output the loop allocated may stand for it only
+    when it is new memory (runtime._replaces), else it is copied into the output."""
+    g = autovec(fn)
+    for _ in range(4):
+        x = torch.randn(4, 3)
+        out = g(x)
+        assert torch.equal(out, x) and out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    assert g._autovec_state.runtime.ran
