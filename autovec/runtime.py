@@ -873,6 +873,11 @@ class FunctionRuntime:
             if type(t) is Tensor and t.is_cpu:
                 sig.append(("T", t.dtype, t.dim(), "cpu", t.requires_grad))    # _sig(t), inline
             else:
+                if isinstance(t, Tensor) and _keeps_type(t):
+                    # a subclass written into: its setitem and in-place operations (its own, or a
+                    # dispatch between two subclasses that fails otherwise) run once per row in the loop
+                    raise GuardFailed(f"the loop writes into a torch.Tensor subclass ({type(t).__name__}): "
+                                      "each of its writes runs as written")
                 sig.append(_sig(t))
             if kind == "store" or kind == "fresh":
                 if not isinstance(t, Tensor):
@@ -2420,7 +2425,7 @@ def _replaces(out, region, value, tok, others=None):
         same_device = value.is_cpu and out.is_cpu or value.device == out.device
     return (type(value) is type(out) and value.dtype == out.dtype and value.requires_grad == out.requires_grad
             and (region is out or region.shape == shape) and value.shape == shape
-            and value.is_contiguous() and same_device
+            and value.is_contiguous() and out.is_contiguous() and same_device
             and (value.numel() > 0 or not _overlapping(value))
             and (tok.fresh or not tok.shares_input(value))
             and not (others is not None and tok.shares_output(value, others)))

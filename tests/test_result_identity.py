@@ -94,3 +94,22 @@ def test_a_filled_output_is_never_the_input_itself(fn):
         out = g(x)
         assert torch.equal(out, x) and out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
     assert g._autovec_state.runtime.ran
+
+
+def filled_channels_last(x):
+    out = torch.empty_like(x, memory_format=torch.channels_last)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 1.5
+    return out
+
+
+def test_a_filled_output_keeps_its_memory_format():
+    """Found by the probe of today's paths: the batch (contiguous) stood for an output
+    allocated channels-last, so its strides were lost (`out.view(n, -1)` then works where the
+    loop's raises). An output that is not contiguous is written into."""
+    g = autovec(filled_channels_last)
+    for shape in [(3, 4, 5, 6), (40, 16, 16, 16), (40, 16, 16, 16)]:
+        x = torch.randn(*shape)
+        want, got = filled_channels_last(x), g(x)
+        assert torch.equal(got, want) and got.stride() == want.stride()
+    assert g._autovec_state.runtime.ran
