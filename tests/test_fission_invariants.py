@@ -115,3 +115,22 @@ def test_the_cost_models_timing_of_a_fission_call_includes_the_loop_that_stays(m
     for k, line in enumerate(lines):
         if line == "timed":      # after the call's last step, not before its first
             assert lines[k - 1] == "step 2" and lines[k + 1] in ("call", ""), lines[max(0, k - 4):k + 2]
+
+
+def store_into_elements(ts, vs):
+    for t, v in zip(ts, vs):
+        t[0] = v.sum()
+    return ts
+
+
+def test_a_store_into_the_elements_the_loop_walks_keeps_the_loop():
+    """Found by the containers probe: fission of `for t, v in zip(ts, vs): t[0] = v.sum()` named
+    the loop variable `t` in its per-call check before the loop binds it (UnboundLocalError
+    inside the rewrite, then the loop): such a store is refused by the analysis, with a reason."""
+    from autovec import explain
+    ts, vs = [torch.randn(3) for _ in range(3)], [torch.randn(3) for _ in range(3)]
+    want = store_into_elements([t.clone() for t in ts], vs)
+    got = autovec(store_into_elements)([t.clone() for t in ts], vs)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    e = explain(store_into_elements)
+    assert e.loops[0].strategy == "python" and "elements the loop walks" in e.loops[0].reason

@@ -202,6 +202,7 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
         raise Refuse(f"{carried_reason}; the loop cannot be split: {why} (line {at})", at)
     stores = []     # the names the loop stores into: checked per call against what the batched part reads
     local = nm.stores(ast.Module(body=node.body, type_ignores=[]))    # (made in the loop: alias nothing)
+    targets = nm.stores(node.target)      # (the loop's own variables: a new value each iteration)
     for s in node.body:
         for n in ast.walk(s):
             at = getattr(n, "lineno", line)
@@ -215,6 +216,10 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
                     root = root.value
                 if not isinstance(root, ast.Name) or root.id in read:
                     refuse(f"`{src(n)}` writes into a value the batched part reads", at)
+                if root.id in targets:
+                    # (`for t, v in zip(ts, vs): t[0] = v.sum()`: each iteration's element is another
+                    # tensor, which the check per call of what is stored into cannot name)
+                    refuse(f"`{src(n)}` writes into the elements the loop walks", at)
                 if root.id not in stores and root.id not in local:
                     stores.append(root.id)
             if isinstance(n, ast.Call):
