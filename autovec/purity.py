@@ -407,27 +407,17 @@ def _static_scan(fn):
 
 
 def _writes_argument(call: ast.Call, params) -> bool:
-    """`torch.mul(v, 3, out=v)` (any `out=`), or `F.relu(v, inplace=True)` on a parameter `v`
-    (an inplace flag that is not the constant False)."""
-    for k in call.keywords:
-        if k.arg == "out":
-            return True
-        if k.arg == "inplace" and not (isinstance(k.value, ast.Constant) and k.value.value is False):
-            first = call.args[0] if call.args else None
-            while isinstance(first, (ast.Attribute, ast.Subscript)):
-                first = first.value
-            if first is None or isinstance(first, ast.Name) and first.id in params:
-                return True
-    return False
+    """`torch.mul(v, 3, out=v)` (any `out=`), or `F.relu(v, inplace=True)` on a parameter `v`."""
+    kw = nm.in_place_keyword(call)
+    if kw == "out":
+        return True
+    first = nm.first_arg_root(call)
+    return kw == "inplace" and (first is None or isinstance(first, ast.Name) and first.id in params)
 
 
 def module_input_call(call: ast.Call, params) -> bool:
     """`self.sub(x, ..)` with `x` (or a slice of it) a parameter of the forward, not `self`."""
-    if not call.args:
-        return False
-    first = call.args[0]
-    while isinstance(first, (ast.Attribute, ast.Subscript)):
-        first = first.value
+    first = nm.first_arg_root(call)
     return isinstance(first, ast.Name) and first.id in params and first.id != "self"
 
 

@@ -17,6 +17,7 @@ import torch.autograd.forward_ad as _forward_ad
 
 from . import _config, cost, indexcheck, lanes
 from .batching import _INPLACE_FLOOR
+from .lowering.batched import zero_dim_dtype
 from .analysis.shared import function_unsafe, self_calls, shared_work
 from .plan import einsum_letters
 from .purity import _by_id as _PURE_BY_ID, why_impure
@@ -380,6 +381,7 @@ class FunctionRuntime:
         self.qualname = qualname
         self.matches = matches            # loop id -> lowering.Match
         self.failures: dict = {}          # (loop id, signature) -> reason
+        self.vmap_types_ok: set = set()   # (loop id, signature) whose types vmap keeps as the loop (Token._vmap)
         self.succeeded: set = set()       # (loop id, signature) seen working
         self.sig_ids: dict = {}           # (loop id, signature tuple) -> the small int that stands for it
         self.bcast: dict = {}             # (loop id, signature, tag) -> how the slices broadcast
@@ -1319,10 +1321,9 @@ class FunctionRuntime:
                 # result, a product's operand): an in-place change of the result, then backward,
                 # would raise where the loop's does not
                 o = o.clone()
-        if type(o) is torch.Tensor and (o.dtype is torch.float16 or o.dtype is torch.bfloat16) \
-                and (kind in ("stack", "cat") or "@" in kind) and _any_autocast() and _autocast_mismatch(o):
-            raise GuardFailed(f"torch.{kind.split('@')[0]} of {str(o.dtype)[6:]} pieces under autocast to another "
-                              "half-precision dtype (the loop raises)")
+            if (o.dtype is torch.float16 or o.dtype is torch.bfloat16) and _any_autocast() and _autocast_mismatch(o):
+                raise GuardFailed(f"torch.{kind.split('@')[0]} of {str(o.dtype)[6:]} pieces under autocast to "
+                                  "another half-precision dtype (the loop raises)")
         if mask is not None:
             o = _select(o, mask)
         elif kind in ("stack", "cat") and tok is not None and (
@@ -1464,7 +1465,7 @@ class FunctionRuntime:
             raise GuardFailed(_HALF_SUM)
         rest = o[1:] if o.dtype == want else o[1:].to(want)     # (int factors after a float start: floats)
         _finite_factors(rest, first)
-        _products_in_range(o if o.dtype == want else o.to(want), acc)
+        _products_in_range(o, acc, dtype=want)
         out = first * rest.prod(0)
         return out.to(want) if out.dtype != want else out
 
@@ -1973,19 +1974,19 @@ def _finite_factors(factors, other):
                           "product's gradient would be NaN where the loop's is finite)", data=True)
 
 
-def _products_in_range(factors, start=None, dim=0):
+def _products_in_range(factors, start=None, dim=0, dtype=None):
     """A running product computed in another order than the loop's (prod, cumprod, or the
     first step apart): the same value up to rounding only while no partial product leaves the
     dtype's normal range. The loop's `p * x[i]` over [1e30, 1e30, 0] is inf, then NaN; a product
     of the last two first gives 0. Here every partial product in any order is in range: the
     magnitudes of the finite nonzero factors (and of the start), multiplied only above 1 or only
     below 1, stay within it (zeros, infinities and NaN give the same in any order: the sign of a
-    product is that of its factors). Elsewhere the loop runs this call."""
-    if not (factors.is_floating_point() or factors.is_complex()) or factors.numel() == 0:
+    product is that of its factors; `dtype`: the one the loop multiplies in, where the factors
+    have another, int factors after a float start). Elsewhere the loop runs this call."""
+    dtype = dtype or factors.dtype
+    if not (dtype.is_floating_point or dtype.is_complex) or factors.numel() == 0:
         return
-    a = factors.abs()
-    if a.dtype is not torch.float64:
-        a = a.double()
+    a = factors.abs().double() if factors.is_complex() else factors.double().abs()
     lg = torch.log2(a)
     lg = torch.where(torch.isfinite(lg), lg, 0.0)        # (log2 of 0 is -inf: zeros count as 1)
     up, down = lg.clamp(min=0).sum(dim), lg.clamp(max=0).sum(dim)
@@ -1995,7 +1996,7 @@ def _products_in_range(factors, start=None, dim=0):
         ls = torch.log2(m)
         ls = torch.where(torch.isfinite(ls), ls, 0.0)
         up, down = up + ls.clamp(min=0), down + ls.clamp(max=0)
-    fi = torch.finfo(factors.dtype)
+    fi = torch.finfo(dtype)
     if bool(up.max() > math.log2(fi.max) - 2) or bool(down.min() < math.log2(fi.tiny) + 2):
         raise GuardFailed("a running product whose partial products may overflow or underflow (the loop's "
                           "order of steps decides where it reaches inf or 0)", data=True)
@@ -2049,7 +2050,7 @@ def _is_int(dtype) -> bool:
 
 def _wide_int(dtype) -> bool:
     """An integer dtype with values a half-precision float does not hold exactly (beyond 8 bits)."""
-    return not (dtype.is_floating_point or dtype.is_complex) and dtype is not torch.bool and dtype.itemsize > 1
+    return _is_int(dtype) and dtype.itemsize > 1
 
 
 def _half_against_wider(inputs, free_tensors, nest=False):
@@ -2151,7 +2152,7 @@ def _prefix(s0, v, op, py, inplace=False):
     steps = v[1:].to(want) if want != torch.bool else v[1:]   # accumulated at the loop's precision
     if op == "*":
         _finite_factors(steps, first)
-        _products_in_range(v if v.dtype == want else v.to(want), s0)
+        _products_in_range(v, s0, dtype=want)
         rest = first * torch.cumprod(steps, 0)
     else:
         if (first.is_floating_point() or first.is_complex()) and _holds_minus_zero(first) \
@@ -4478,8 +4479,7 @@ class Token:
                     # (the loop reads a 0-d int at float32 precision against half rows: 2049 stays
                     # 2049; broadcast as a column it is rounded to half first)
                     return f"a per-iteration 0-d {z} value against {d} rows (broadcasting would round it to {d})"
-                if z != d and torch.result_type(torch.empty(1, dtype=d), torch.empty((), dtype=z)) \
-                        != torch.promote_types(d, z):
+                if z != d and zero_dim_dtype(d, z) != torch.promote_types(d, z):
                     # (`x[i] > thr[i]`, a float32 row against float64 numbers: the loop's 0-d value
                     # does not widen the row; broadcast as a column it would)
                     return f"a per-iteration 0-d {z} value against {d} rows (broadcasting would promote it)"
@@ -4531,8 +4531,13 @@ class Token:
         return tuple(o if tuple(o.shape[:len(shape)]) == shape else o.expand(*shape, *o.shape) for o in outs)
 
     def _vmap(self, body, inputs, device):
-        if any(_keeps_type(t) for t, _ in inputs) or any(_keeps_type(t) for t in self.free_tensors):
-            raise GuardFailed("a torch.Tensor subclass under vmap (its results would be plain tensors)")
+        key = (self.loop_id, self.sig)
+        if key not in self.rt.vmap_types_ok:
+            # (types, dtypes and ranks are the signature's: checked once for it)
+            if any(_keeps_type(t) for t, _ in inputs) or any(_keeps_type(t) for t in self.free_tensors):
+                raise GuardFailed("a torch.Tensor subclass under vmap (its results would be plain tensors)")
+            _half_against_wider(inputs, self.free_tensors, self.levels is not None)
+            self.rt.vmap_types_ok.add(key)
         if torch.is_grad_enabled() and self._products() and (
                 any(isinstance(t, torch.Tensor) and t.requires_grad for t, _ in inputs)
                 or any(t.requires_grad for t in self.free_tensors)):
@@ -4541,7 +4546,6 @@ class Token:
             # (the batched body checks the data: batching._Helpers.prod_input)
             raise GuardFailed("prod under vmap with inputs that require grad (the gradient of a row "
                               "with inf could differ from the loop's)")
-        _half_against_wider(inputs, self.free_tensors, self.levels is not None)
         if self.levels is not None:
             return self._vmap_nest(body, inputs, device)
         args = [t for t, _ in inputs]

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from autovec import autovec, explain
+from test_lanes import scaled as rows_scaled
 
 
 @pytest.fixture(autouse=True)
@@ -34,13 +35,6 @@ def centred(ts):
     for t in ts:
         res.append(torch.zeros_like(t) + t.mean())
     return res
-
-
-def rows_scaled(x, w):
-    out = []
-    for i in range(x.shape[0]):
-        out.append(x[i] * w)
-    return torch.stack(out)
 
 
 def _same(fn, *args):

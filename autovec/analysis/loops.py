@@ -1746,10 +1746,9 @@ def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
             if not isinstance(c, ast.Call):
                 continue
             f, line = c.func, c.lineno
-            for k in c.keywords:
-                if k.arg == "out" or k.arg == "inplace" and not (
-                        isinstance(k.value, ast.Constant) and k.value.value is False):
-                    raise Refuse(f"`{src(f)}(.., {k.arg}=..)` at line {line} writes into a tensor in place", line)
+            kw = nm.in_place_keyword(c)
+            if kw:
+                raise Refuse(f"`{src(f)}(.., {kw}=..)` at line {line} writes into a tensor in place", line)
             root = _root(f)
             per_iter = root is not None and (root in body.assigned or root in iter_vars)
             if isinstance(f, ast.Attribute) and (per_iter or root is None or not _base_ok(f)):

@@ -133,6 +133,23 @@ def _root(node: ast.AST) -> set[str]:
     return {node.id} if isinstance(node, ast.Name) else set()
 
 
+def in_place_keyword(call: ast.Call) -> str | None:
+    """"out" or "inplace" where the call writes into a tensor it is given (`torch.mul(v, 3, out=v)`,
+    `F.relu(v, inplace=True)`: an inplace flag other than the constant False), else None."""
+    for k in call.keywords:
+        if k.arg == "out" or k.arg == "inplace" and not (isinstance(k.value, ast.Constant) and k.value.value is False):
+            return k.arg
+    return None
+
+
+def first_arg_root(call: ast.Call) -> ast.AST | None:
+    """The name a call's first argument is read from (`x` of `x[i].t`), or None."""
+    first = call.args[0] if call.args else None
+    while isinstance(first, (ast.Attribute, ast.Subscript)):
+        first = first.value
+    return first
+
+
 def parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
     return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -245,6 +246,14 @@ def _align(vals: list[_V], binary: bool = False, lead: int = 1, op: ast.operator
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def zero_dim_dtype(row, zero):
+    """The dtype torch computes a tensor of dtype `row` (with dimensions) and a 0-d tensor of
+    dtype `zero` in: the 0-d one widens it only across categories (int to float, float to
+    complex), where a column of `zero` values would promote it."""
+    return torch.result_type(torch.empty(1, dtype=row), torch.empty((), dtype=zero))
+
+
 def _zero_dim_mix(vals: list[_V], what: str, result=None) -> None:
     """A torch function's per-iteration 0-d tensor argument of another dtype than a tensor
     argument with dimensions: the loop's 0-d value does not widen the other (and a half row
@@ -261,7 +270,7 @@ def _zero_dim_mix(vals: list[_V], what: str, result=None) -> None:
         if not (v.batched and v.fact.kind == "tensor" and v.fact.rank == 0) or z is None or z is torch.bool:
             continue        # (a bool widens nothing: a 0-d mask or factor is exact in every dtype)
         for d in ranked - {z}:
-            widened = torch.result_type(torch.empty(1, dtype=d), torch.empty((), dtype=z)) != torch.promote_types(d, z)
+            widened = zero_dim_dtype(d, z) != torch.promote_types(d, z)
             rounded = d in (torch.float16, torch.bfloat16) and z.itemsize > 1
             if widened or rounded:
                 raise Unsupported(f"`{what}` of a per-iteration 0-d {z} value and a {d} tensor (batched as a column it "
@@ -281,8 +290,7 @@ def _wrapped_zero_dim(vals: list[_V], out: list[ast.expr], op=None) -> list[ast.
         return out
     for zero, other, k in ((a, b, 0), (b, a, 1)):
         if zero.batched and zero.fact.rank == 0 and other.fact.rank > 0 and zero.fact.dtype != other.fact.dtype:
-            want = torch.result_type(torch.empty((1,) * other.fact.rank, dtype=other.fact.dtype),
-                                     torch.empty((), dtype=zero.fact.dtype))
+            want = zero_dim_dtype(other.fact.dtype, zero.fact.dtype)
             if want == zero.fact.dtype:
                 return out
             if isinstance(op, ast.Div) and not (want.is_floating_point or want.is_complex):
