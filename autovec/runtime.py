@@ -418,6 +418,10 @@ class FunctionRuntime:
         self.lanes: dict = {}             # loop id -> guards written out per signature (lanes.build), newest first
         self.lane_tried: set = set()      # (loop id, signature) whose lane was written or found not to fit
         self.committed: set = set()       # (loop id, signature) that ran vectorized to the end (Token.done)
+        self.xp: dict = {}                # loop id -> its express (lanes.express; several signatures: chained)
+        self.xp_fns: dict = {}            # loop id -> the express functions behind it, newest first
+        self.xp_tried: set = set()        # (loop id, signature) whose express was written or found not to fit
+        self.xp_specs: dict = {}          # loop id -> its consumers ((kind, output position), ..): lowering.common
         self.prods: dict = {}             # loop id -> whether its body calls prod (runtime.Token._products)
         self.range_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "range")
         self.element_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "elements")
@@ -625,6 +629,8 @@ class FunctionRuntime:
             for lane in mine:      # (the steady state: this loop's guard written out per signature)
                 tok = lane(pending, mapped, free, calls, writes)
                 if tok is not None:
+                    if loop_id in self.xp_specs and (loop_id, tok.sig) not in self.xp_tried and pending[11] is None:
+                        self._add_express(mapped, free, calls, writes, tok)
                     return tok
         try:
             tok = self._guard(pending, mapped, free, calls, writes)
@@ -655,6 +661,49 @@ class FunctionRuntime:
         if lane is not None:
             kept = self.lanes.get(loop_id, [])
             self.lanes[loop_id] = ([lane] + kept)[:lanes._MAX_PER_LOOP]
+
+    def _add_express(self, mapped, free, calls, writes, tok):
+        """Once a loop's lane answers and its hot runner is set: the whole steady state of the
+        loop and signature written out as one function (lanes.express), which the generated code
+        calls first."""
+        loop_id, sid = tok.loop_id, tok.sig
+        key = (loop_id, sid, "")
+        if key not in self.hot:
+            if key in self.fast:
+                self.xp_tried.add((loop_id, sid))    # (settled on a mode with no hot runner)
+            return
+        self.xp_tried.add((loop_id, sid))
+        sig = next(k[1] for k, v in self.sig_ids.items() if v == sid and k[0] == loop_id)
+        try:
+            fn = lanes.express(self, loop_id, sid, sig, mapped, tok.sources, free, calls, writes,
+                               self.xp_specs[loop_id])
+        except Exception:      # (an express is only a faster path: without one, the general path answers)
+            return
+        if fn is not None:
+            fn.sid = sid
+            self._set_express(loop_id, ([fn] + self.xp_fns.get(loop_id, []))[:lanes._MAX_PER_LOOP])
+
+    def _set_express(self, loop_id, fns):
+        self.xp_fns[loop_id] = fns
+        if not fns:
+            self.xp.pop(loop_id, None)
+        elif len(fns) == 1:
+            self.xp[loop_id] = fns[0]
+        else:
+            def chained(*a):
+                for f in fns:
+                    out = f(*a)
+                    if out is not None:
+                        return out
+                return None
+            self.xp[loop_id] = chained
+
+    def express_stale(self, loop_id, sid, fn):
+        """An express whose hot runner was replaced: dropped (it may be written again)."""
+        fns = [f for f in self.xp_fns.get(loop_id, []) if f is not fn and f.sid != sid]
+        self._set_express(loop_id, fns)
+        self.xp_tried.discard((loop_id, sid))
+        return None
 
     def _refuse(self, loop_id, plan, e):
         self._note(loop_id, "python", str(e))
@@ -2378,6 +2427,34 @@ def _hot_batched(code, dims, probes, index, tok, body, direct):
         if not isinstance(o, torch.Tensor) or o.dim() < 1 or o.shape[0] != n:
             return None
     return outs
+
+
+def in_place_body(rt, loop_id, body, owned=()):
+    """Token._in_place_body of a loop's main body (also for lanes.express)."""
+    key = (loop_id, owned)
+    code = rt.in_place.get(key, False)
+    if code is False:
+        code = None
+        entry = rt.batchable.get((loop_id, ""))
+        if entry is not None:
+            from .batching import BatchedBody, _compile, temporaries_in_place
+            fdef = temporaries_in_place(entry[0], owned)
+            if fdef is not None:
+                code = BatchedBody(_compile(fdef, body), body.__code__)
+        rt.in_place[key] = code
+    return body if code is None else code.bind(body)
+
+
+class _Expressed:
+    """The token of a call the express answered (lanes.express): its commit has nothing to time."""
+
+    __slots__ = ()
+
+    def done(self):
+        pass
+
+
+FunctionRuntime.expressed = _Expressed()
 
 
 def _large(args):
@@ -4449,19 +4526,7 @@ class Token:
         nothing changes."""
         if self.tag:
             return body        # a pre-body or `break` condition: the in-place variant is the main body's
-        rt = self.rt
-        key = (self.loop_id, owned)
-        code = rt.in_place.get(key, False)
-        if code is False:
-            code = None
-            entry = rt.batchable.get((self.loop_id, ""))
-            if entry is not None:
-                from .batching import BatchedBody, _compile, temporaries_in_place
-                fdef = temporaries_in_place(entry[0], owned)
-                if fdef is not None:
-                    code = BatchedBody(_compile(fdef, body), body.__code__)
-            rt.in_place[key] = code
-        return body if code is None else code.bind(body)
+        return in_place_body(self.rt, self.loop_id, body, owned)
 
     def _broadcast_recipe(self, inputs):
         """How the slices line up for broadcasting, from their ranks alone (so once per signature):

@@ -55,6 +55,8 @@ class Lowered:
     after: list = field(default_factory=list)   # run after the original loop (its timing)
     tagged: dict = field(default_factory=dict)  # tag -> (body def, runtime name): a `break` condition's
                                                 # and running values' own bodies
+    express: tuple | None = None  # ((consumer kind, output position), ..) where the steady state
+                                  # may run as one function (lanes.express)
 
 
 def _name(n: str, ctx=ast.Load) -> ast.Name:
@@ -758,6 +760,27 @@ except _av_AV.Error as _av_E:    # (not the name `Exception`: the user's module 
         or [ast.Pass()],
         _av_RESTORE=[s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")]
         or [ast.Pass()])
+    spec = None
+    if not (exit_code or scan_code or releases or product_first is not None or nest):
+        spec = _express_spec(prepare, commit + [st for c in commit_last for st in c], O, T, AV)
+    if spec is not None:
+        # the steady state in one call where the runtime has written it (lanes.express): the
+        # consumed values, or None for the general path above
+        X = namer.new(f"_av_x{L}")
+        targets = "".join(f"{name}, " for name, _, _ in spec)
+        stmts = stmts[:1] + template(f"""
+{X} = {AV}.xp.get({L})
+if {X} is not None:
+    _av_BODYDEF
+    {X} = {X}(_av_SPACE, _av_MAPPED, _av_FREE, _av_CALLS, _av_WRITES, {BODY})
+if {X} is not None:
+    {T} = {AV}.expressed
+    {targets}= {X}
+else:
+    _av_GENERAL
+""", _av_BODYDEF=[body_def], _av_SPACE=_space_expr(plan, AV), _av_MAPPED=mapped_expr, _av_FREE=free_expr,
+            _av_CALLS=calls_expr, _av_WRITES=writes_expr, _av_GENERAL=stmts[1:])
+        spec = tuple((kind, pos) for _, kind, pos in spec)
     set_lines(stmts, plan.lineno, plan.lineno)
 
     if direct:
@@ -785,7 +808,35 @@ except _av_AV.Error as _av_E:    # (not the name `Exception`: the user's module 
             f"autovec: the iterations before the first one where `{exit_text}` holds run batched; "
             "that iteration runs as written (the statements before its `break`)")))
     return Lowered(m, stmts + [_branch(T, commit)], display, result, swaps, display_swaps, tuple(layout),
-                   batchable, after, tagged)
+                   batchable, after, tagged, spec)
+
+
+def _express_spec(prepare: list, commit: list, O: str, T: str, AV: str):
+    """Where the code after the batched run is only `P = consume(kind, O[k], None, T.py(k, ..), T)`
+    of outputs into a stack, a tensor, a cat or a builtin reduction, and the commit reads no
+    token (its `T.done()` comes after): ((P, kind, k), ..) for lanes.express, else None."""
+    from ..lanes import _EXPRESS_KINDS
+
+    spec = []
+    for st in prepare:
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                and isinstance(st.value, ast.Call) and not st.value.keywords and len(st.value.args) == 5):
+            return None
+        f, (kind, out, mask, py, tok) = st.value.func, st.value.args
+        if not (isinstance(f, ast.Attribute) and f.attr == "consume" and isinstance(f.value, ast.Name)
+                and f.value.id == AV and isinstance(kind, ast.Constant) and kind.value in _EXPRESS_KINDS
+                and isinstance(out, ast.Subscript) and isinstance(out.value, ast.Name) and out.value.id == O
+                and isinstance(out.slice, ast.Constant) and type(out.slice.value) is int
+                and isinstance(mask, ast.Constant) and mask.value is None
+                and isinstance(tok, ast.Name) and tok.id == T):
+            return None
+        pos = out.slice.value
+        if ast.unparse(py) not in (f"{T}.py({pos}, False)", f"{T}.py({pos}, '')", f"{T}.py({pos}, None)"):
+            return None
+        spec.append((st.targets[0].id, kind.value, pos))
+    if not spec or any(isinstance(n, ast.Name) and n.id == T for st in commit for n in ast.walk(st)):
+        return None
+    return tuple(spec)
 
 
 def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):

@@ -1,0 +1,327 @@
+"""The express (autovec/lanes.py `express`): a loop's whole steady state for one signature as one
+function, called first by the generated code. Where it answers, the call must give what the
+general path (begin, lane, run, consume) gives: the same values, dtypes, strides, gradients,
+views and memory shared with the inputs; and what the loop gives. Where anything differs from
+the call it was written for, it must leave the call to the general path."""
+import copy
+import math
+
+import pytest
+import torch
+
+from autovec import autovec
+from autovec import lanes as lanes_mod
+from corpus import CORPUS
+from test_lanes import _agree, _variants
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts the calls each express answers ("answered") and leaves ("left") in this test."""
+    seen = {"built": 0, "answered": 0, "left": 0}
+    build = lanes_mod.express
+
+    def express(*a, **k):
+        fn = build(*a, **k)
+        if fn is None:
+            return None
+        seen["built"] += 1
+
+        def counting(*args):
+            out = fn(*args)
+            seen["answered" if out is not None else "left"] += 1
+            return out
+        counting.source = fn.source
+        return counting
+    monkeypatch.setattr(lanes_mod, "express", express)
+    return seen
+
+
+def _storages(args):
+    out = set()
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.add(a.untyped_storage().data_ptr())
+        elif isinstance(a, (list, tuple)):
+            out |= _storages(a)
+    return out
+
+
+def _props(v, inputs):
+    """What a result is, beyond its values: the general path and the express must agree."""
+    if isinstance(v, torch.Tensor):
+        return (type(v), v.dtype, tuple(v.shape), v.stride(), v.requires_grad, v._base is None, v.is_leaf,
+                type(v.grad_fn).__name__, v.untyped_storage().data_ptr() in inputs)
+    if isinstance(v, (list, tuple)):
+        return (type(v), tuple(_props(x, inputs) for x in v))
+    return (type(v), v if not isinstance(v, float) or not math.isnan(v) else "nan")
+
+
+def _general(fn):
+    """`fn` under autovec with no express (the general path answers every call)."""
+    g = autovec(fn)
+    g._autovec_state.prepare(raise_strict=False)
+    rt = g._autovec_state.runtime
+    if rt is not None:
+        rt.xp_specs.clear()
+    return g
+
+
+def _same_as_general(fn, fast, general, args):
+    a1, a2 = copy.deepcopy(args), copy.deepcopy(args)
+    try:
+        want = general(*a1)
+    except Exception as e:   # noqa: BLE001 (the loop's own error: the express must raise it too)
+        with pytest.raises(type(e)):
+            fast(*a2)
+        return
+    got = fast(*a2)
+    assert _props(got, _storages(a2)) == _props(want, _storages(a1))
+    _agree(fn, fast, args)
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_express_agrees_with_the_general_path_and_the_loop(name, counted, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fn, inputs, _, _ = CORPUS[name]
+    fast, general = autovec(fn), _general(fn)
+    for args in _variants(inputs()):
+        for _ in range(5):     # (the lane comes on the third call, the express after it)
+            _same_as_general(fn, fast, general, args)
+
+
+def test_express_answers_steady_calls(counted, monkeypatch):
+    """The express is written and answers calls across the corpus (not a path that never runs)."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    answering = set()
+    for name, (fn, inputs, _, _) in sorted(CORPUS.items()):
+        fast = autovec(fn)
+        before = counted["answered"]
+        for _ in range(6):
+            fast(*copy.deepcopy(inputs()))
+        if counted["answered"] > before:
+            answering.add(name)
+    assert {"rows_add", "gen_sum", "gen_max", "gen_any", "helper_rows", "positive_means"} <= answering, \
+        answering
+
+
+def add_rows(u, v):
+    out = []
+    for k in range(len(u)):
+        out.append(u[k] + v[k])
+    return torch.stack(out)
+
+
+def rows_of(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i])          # the rows themselves: views of x
+    return torch.stack(out)
+
+
+def doubled(t):
+    return torch.tensor([v * 2 for v in t])
+
+
+def row_sums(x):
+    return sum(r.sum() for r in x)
+
+
+def zipped_products(a, b):
+    return torch.stack([p * q for p, q in zip(a, b)])
+
+
+def _steady(f, *args, calls=6):
+    for _ in range(calls):
+        f(*args)
+
+
+def test_cost_model_steady_state_uses_the_express(counted, monkeypatch):
+    """Without AUTOVEC_MIN_TRIP: once the trip count's bucket is decided for the vectorized path."""
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    u, v = torch.randn(4096), torch.randn(4096)
+    f = autovec(add_rows)
+    _steady(f, u, v, calls=40)
+    before = counted["answered"]
+    torch.testing.assert_close(f(u, v), u + v)
+    assert counted["answered"] == before + 1
+    assert f._autovec_state.runtime.ran[1] == "broadcast"
+
+
+@pytest.mark.parametrize("fn, make", [
+    (add_rows, lambda: (torch.randn(6), torch.randn(6))),
+    (rows_of, lambda: (torch.randn(5, 3),)),
+    (doubled, lambda: (torch.randn(7),)),
+    (row_sums, lambda: (torch.randn(4, 3),)),
+    (zipped_products, lambda: (torch.randn(5, 2), torch.randn(5, 2))),
+])
+def test_express_answers_and_leaves(fn, make, counted, monkeypatch):
+    """Each loop's express answers its own signature; another dtype, length, layout, gradient,
+    or grad mode leaves the call to the general path or answers it as the general path does."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast, general = autovec(fn), _general(fn)
+    args = make()
+    _steady(fast, *copy.deepcopy(args))
+    before = counted["answered"]
+    _same_as_general(fn, fast, general, args)
+    assert counted["answered"] > before
+    variants = [
+        tuple(a.double() for a in args),
+        tuple(a[:3] for a in args),
+        tuple(a.t().contiguous().t() if a.dim() == 2 else a for a in args),
+        tuple(a.clone().requires_grad_() for a in args),
+        tuple(a.to(torch.float16) for a in args),
+    ]
+    for other in variants:
+        for _ in range(4):
+            _same_as_general(fn, fast, general, other)
+    with torch.no_grad():
+        grads = tuple(a.clone().requires_grad_() for a in args)
+        for _ in range(4):
+            _same_as_general(fn, fast, general, grads)
+    with torch.inference_mode():
+        for _ in range(3):
+            _same_as_general(fn, fast, general, args)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for _ in range(3):
+            _same_as_general(fn, fast, general, args)
+
+
+def test_a_stack_of_the_inputs_rows_is_a_copy(counted, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.randn(5, 3)
+    f = autovec(rows_of)
+    _steady(f, x)
+    before = counted["answered"]
+    out = f(x)
+    assert counted["answered"] == before + 1
+    assert out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    out.add_(1)
+    torch.testing.assert_close(out - 1, x)
+
+
+def test_the_express_result_is_no_view_and_keeps_gradients(counted, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    u = torch.randn(6, requires_grad=True)
+    v = torch.randn(6)
+    f = autovec(add_rows)
+    _steady(f, u, v)
+    before = counted["answered"]
+    out = f(u, v)
+    assert counted["answered"] == before + 1
+    assert out.requires_grad and out._base is None
+    (out * torch.arange(6.0)).sum().backward()
+    torch.testing.assert_close(u.grad, torch.arange(6.0))
+    with torch.no_grad():
+        out = f(u, v)
+    assert not out.requires_grad
+    out.detach_()       # (raises on a view)
+
+
+def test_a_replaced_hot_runner_drops_the_express(counted, monkeypatch):
+    """The express is written for one hot runner: when the runtime replaces it, the express
+    leaves the call, drops itself and may be written again."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    u, v = torch.randn(6), torch.randn(6)
+    f = autovec(add_rows)
+    _steady(f, u, v)
+    rt = f._autovec_state.runtime
+    old = rt.xp.get(1)
+    assert old is not None
+    key = next(k for k in rt.hot if k[0] == 1)
+    limit, runner, mode = rt.hot[key]
+    rt.hot[key] = (limit, runner, mode)     # an equal entry, but another one
+    left, built, answered = counted["left"], counted["built"], counted["answered"]
+    torch.testing.assert_close(f(u, v), u + v)
+    assert counted["left"] == left + 1
+    assert counted["built"] == built + 1      # (written again for the new runner, on this call)
+    assert rt.xp.get(1) is not old and len(rt.xp_fns[1]) == 1
+    torch.testing.assert_close(f(u, v), u + v)
+    assert counted["answered"] == answered + 1
+
+
+def test_a_body_error_goes_to_the_loop(counted, monkeypatch):
+    """An error in the body on the express leaves the call to the general path, which runs the
+    loop: the user's own exception, from the user's line."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+    def picked(x, idx):
+        out = []
+        for i in range(len(x)):
+            out.append(x[i] * idx[i])
+        return torch.stack(out)
+    f = autovec(picked)
+    x = torch.randn(4, 3)
+    _steady(f, x, torch.randn(4, 3))
+    with pytest.raises(RuntimeError, match="size of tensor"):
+        f(x, torch.randn(4, 2))
+    torch.testing.assert_close(f(x, torch.ones(4, 3)), x)
+
+
+def test_explain_and_check_see_the_general_path(counted, monkeypatch):
+    import autovec as av
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    u, v = torch.randn(6), torch.randn(6)
+    f = autovec(add_rows)
+    _steady(f, u, v)
+    answered = counted["answered"]
+    text = str(av.explain(f, u, v))
+    assert "broadcast" in text
+    assert counted["answered"] == answered    # (explain records the general path's decisions)
+    g = autovec(add_rows, check=True)
+    _steady(g, u, v)
+    torch.testing.assert_close(g(u, v), u + v)
+
+
+def test_rows_of_other_lengths_leave_the_express(counted, monkeypatch):
+    """A tensor with fewer rows than the loop's trip count (one row would broadcast) is the
+    loop's IndexError, not a batch."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    u, v = torch.randn(6), torch.randn(6)
+    f = autovec(add_rows)
+    _steady(f, u, v)
+    with pytest.raises(IndexError):
+        f(u, torch.randn(1))
+    torch.testing.assert_close(f(u, torch.randn(9)[:6] * 0), u)
+    g = autovec(zipped_products)
+    a, b = torch.randn(5, 2), torch.randn(5, 2)
+    _steady(g, a, b)
+    torch.testing.assert_close(g(a, b[:1]), a[:1] * b[:1])     # (zip stops at the shorter)
+
+
+def flat_rows(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append((x[i] * 2).flatten())
+    return torch.stack(out)
+
+
+def test_a_stacked_view_of_the_batch_is_a_tensor_of_its_own(counted, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.randn(4, 2, 3)
+    f = autovec(flat_rows)
+    _steady(f, x)
+    before = counted["answered"]
+    out = f(x)
+    assert counted["answered"] == before + 1
+    assert out._base is None
+    out.detach_()       # (raises on a view)
+    torch.testing.assert_close(out, flat_rows(x))
+
+
+def test_a_bucket_decided_for_the_loop_leaves_the_express(counted, monkeypatch):
+    """The express answers only where the trip count's bucket is settled on the vectorized path:
+    a bucket the timings settled on the loop runs the loop."""
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    u, v = torch.randn(4096), torch.randn(4096)
+    f = autovec(add_rows)
+    _steady(f, u, v, calls=40)
+    rt = f._autovec_state.runtime
+    d = rt.decisions[(1, (4096).bit_length())]
+    assert d.final and d.vec and rt.xp.get(1) is not None
+    d.vec = False
+    answered = counted["answered"]
+    calls = []
+    monkeypatch.setattr(rt, "python_ran", lambda loop_id: calls.append(loop_id))
+    torch.testing.assert_close(f(u, v), u + v)
+    assert counted["answered"] == answered and calls == [1]
