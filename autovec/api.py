@@ -160,7 +160,7 @@ class FunctionState:
         self.runtime.batchable = {(info.plan.loop_id, ""): low.body for info, low in pieces if low.body is not None}
         for info, low in pieces:
             self.runtime.batchable.update({(info.plan.loop_id, tag): b for tag, b in low.tagged.items()})
-        self.runtime.xp_specs = {info.plan.loop_id: low.express for info, low in pieces if low.express}
+        self.runtime.xp_specs = {info.plan.loop_id: low.express for info, low in pieces if low.express != ()}
         self.runtime.ops = {info.plan.loop_id: _count_ops(info.plan) for info, _ in pieces}
         self.runtime.units = {info.plan.loop_id: cost.output_units(info.plan) for info, _ in pieces}
         self.runtime.strict = self.strict

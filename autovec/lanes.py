@@ -89,11 +89,12 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
     the constants they read, {"free_tensors", "spans": names}), or None where no lane fits.
     `covered`: the caller has checked that the loop starts where every indexed tensor's rows
     start, in steps of 1 (lanes.express); each one's rows must then be n, which keeps every
-    index in bounds (for a loop that writes no rows)."""
+    index read in bounds (the rows written are checked as the lane does)."""
     from . import runtime as R
 
-    if covered and (nest or any(w[0] in ("store", "fresh") for w in writes)):
+    if covered and nest:
         return None
+    stores = any(w[0] in ("store", "fresh") for w in writes)
 
     peeks = rt.peeks.get(loop_id, ())
     if len(sig) != len(mapped) + len(sources) + len(free) + len(peeks) + len(writes):
@@ -116,7 +117,7 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
              "        return None",
              ]
     emit = lines.append
-    if not nest and not covered:
+    if not nest and (not covered or stores):
         emit("    last = start + (n - 1) * step")
         emit("    lo = start if start < last else last")
         emit("    hi = lo + (n - 1) * (step if step > 0 else -step)")
@@ -127,7 +128,7 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
     def bounds(v, d, off, store=False):
         """The general pass's bounds check of `v` indexed at dimension `d`, offset `off`
         (in a nest: per level, `d` the (level, dimension, offset) spec, or a store's rows)."""
-        if covered:
+        if covered and not store:
             emit(f"    z_{v} = {v}.shape[{d}]")
             emit(f"    if z_{v} != n:")
             emit("        return None")
@@ -352,7 +353,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     from . import _config, cost
     from . import runtime as R
 
-    if rt.strict or rt.events is not None or loop_id in rt.nest_loops or not spec:
+    if rt.strict or rt.events is not None or loop_id in rt.nest_loops or spec == ():
         return None
     key = (loop_id, sid, "")
     hot = rt.hot.get(key)
@@ -363,16 +364,21 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     if fn is R._hot_broadcast:
         rank, index = hargs
         code = dims = None
+        probes = 0
     elif fn is R._hot_batched:
         code, dims, probes, index = hargs
-        if code is None or probes:
-            return None
+        if code is None:
+            return None     # (batched matrix products: the generated code's own `direct`)
+    elif fn is R._hot_broadcast_moved and spec is None:
+        code = dims = None
+        index = probes = 0
     else:
         return None
-    if index:
-        return None
+    if spec is not None and (index or probes or fn is not R._hot_broadcast and fn is not R._hot_batched):
+        return None     # (the consumers inline take the runners' common forms)
     pytypes = rt.pytypes.get((loop_id, sid), {})
-    if any(pytypes.get(pos) for _, pos in spec) or any(kind not in _EXPRESS_KINDS for kind, _ in spec):
+    if spec is not None and (any(pytypes.get(pos) for _, pos in spec)
+                             or any(kind not in _EXPRESS_KINDS for kind, _ in spec)):
         return None
     elements = loop_id in rt.element_loops
     picks = None
@@ -447,6 +453,25 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         arg_dims = [m[1] for m in mapped]
     if not args:
         return None
+    if spec is None:
+        # the token flavour: the token the lane gives, run by the hot runner; the generated code
+        # prepares and commits the outputs with it as on the general path
+        consts.update({"Token": R.Token, "RUNNER": runner, "RELEASE": R._RELEASE_FLOOR})
+        for i, w in enumerate(writes):
+            if w[0] == "fresh":    # (a large fresh output is released while the batch is computed)
+                emit(f"    if w{i}.numel() * w{i}.element_size() >= RELEASE:")
+                emit("        return None")
+        emit(f"    tok = Token(rt, L, m, n, start, step, first, mapped, {'list(sources)' if elements else '()'}, "
+             f"[{', '.join(names['free_tensors'])}], {sid!r}, None, None)")
+        emit(f"    tok.covered = (n, ({''.join(a + ', ' for a in args)}))")
+        emit("    tok.laned = True")
+        emit("    tok.scan_free = False")
+        emit("    outs = RUNNER(tok, body, None)")
+        emit("    if outs is None:")
+        emit("        return None")
+        emit("    rt.ran[L] = MODE")
+        emit("    return tok, outs")
+        return _compiled(rt, loop_id, "express", lines, consts)
     large = " or ".join(f"{a}.numel() >= FLOOR" for a in args)
     if code is None:     # (the broadcast body on the tensors themselves: every loop dimension first)
         if any(arg_dims):

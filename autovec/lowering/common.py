@@ -55,8 +55,9 @@ class Lowered:
     after: list = field(default_factory=list)   # run after the original loop (its timing)
     tagged: dict = field(default_factory=dict)  # tag -> (body def, runtime name): a `break` condition's
                                                 # and running values' own bodies
-    express: tuple | None = None  # ((consumer kind, output position), ..) where the steady state
-                                  # may run as one function (lanes.express)
+    express: tuple | None = ()    # ((consumer kind, output position), ..) where the steady state
+                                  # may run as one function (lanes.express); None: its token flavour;
+                                  # (): no express
 
 
 def _name(n: str, ctx=ast.Load) -> ast.Name:
@@ -348,7 +349,7 @@ def _nest_factors(plan: LoopPlan, o, mapped) -> tuple | None:
     return tuple(factors)
 
 
-def build(m: Match, namer, convert: bool = False, direct: bool = False) -> Lowered:
+def build(m: Match, namer, convert: bool = False, direct: bool = False, express: bool = True) -> Lowered:
     plan = m.plan
     L = plan.loop_id
     T, O, E = namer.new(f"_av_t{L}"), namer.new(f"_av_o{L}"), namer.new("_av_e")
@@ -760,10 +761,34 @@ except _av_AV.Error as _av_E:    # (not the name `Exception`: the user's module 
         or [ast.Pass()],
         _av_RESTORE=[s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")]
         or [ast.Pass()])
-    spec = None
-    if not (exit_code or scan_code or releases or product_first is not None or nest):
-        spec = _express_spec(prepare, commit + [st for c in commit_last for st in c], O, T, AV)
-    if spec is not None:
+    spec = ()
+    simple = express and not (exit_code or scan_code or product_first is not None or nest)
+    if simple and not releases:
+        spec = _express_spec(prepare, commit + [st for c in commit_last for st in c], O, T, AV) or ()
+    if spec == () and simple and not direct:
+        # the token flavour (lanes.express): the lane's token and the hot runner's batch in one
+        # call, then the outputs prepared and committed as on the general path
+        X = namer.new(f"_av_x{L}")
+        stmts = stmts[:1] + template(f"""
+{X} = {AV}.xp.get({L})
+if {X} is not None:
+    _av_BODYDEF
+    {X} = {X}(_av_SPACE, _av_MAPPED, _av_FREE, _av_CALLS, _av_WRITES, {BODY})
+if {X} is not None:
+    {T}, {O} = {X}
+    try:
+        _av_PREPARE
+    except {AV}.Error as {E}:
+        _av_RESTORE
+        {T} = {AV}.failed({L}, {T}, {E})
+else:
+    _av_GENERAL
+""", _av_BODYDEF=[body_def], _av_SPACE=_space_expr(plan, AV), _av_MAPPED=mapped_expr, _av_FREE=free_expr,
+            _av_CALLS=calls_expr, _av_WRITES=writes_expr, _av_PREPARE=prepare or [ast.Pass()],
+            _av_RESTORE=[s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")]
+            or [ast.Pass()], _av_GENERAL=stmts[1:])
+        spec = "token"
+    elif spec:
         # the steady state in one call where the runtime has written it (lanes.express): the
         # consumed values, or None for the general path above
         X = namer.new(f"_av_x{L}")
@@ -781,6 +806,8 @@ else:
 """, _av_BODYDEF=[body_def], _av_SPACE=_space_expr(plan, AV), _av_MAPPED=mapped_expr, _av_FREE=free_expr,
             _av_CALLS=calls_expr, _av_WRITES=writes_expr, _av_GENERAL=stmts[1:])
         spec = tuple((kind, pos) for _, kind, pos in spec)
+    if spec == "token":
+        spec = None
     set_lines(stmts, plan.lineno, plan.lineno)
 
     if direct:

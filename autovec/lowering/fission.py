@@ -17,7 +17,8 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
 
 
 def lower(m: Match, namer) -> Lowered:
-    low = build(m, namer)
+    # (values computed once before the pre-pass, in the guarded block: no express, which has none)
+    low = build(m, namer, express=not m.plan.invariants)
     loop = copy.deepcopy(m.plan.fission_loop)
     branch = low.stmts[-1]
     *commit, done = branch.body     # the commit ends with `T.done()` (build)
