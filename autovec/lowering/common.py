@@ -765,49 +765,36 @@ except _av_AV.Error as _av_E:    # (not the name `Exception`: the user's module 
     simple = express and not (exit_code or scan_code or product_first is not None or nest)
     if simple and not releases:
         spec = _express_spec(prepare, commit + [st for c in commit_last for st in c], O, T, AV) or ()
-    if spec == () and simple and not direct:
-        # the token flavour (lanes.express): the lane's token and the hot runner's batch in one
-        # call, then the outputs prepared and committed as on the general path
+    if spec or simple and not direct:
+        # the steady state in one call where the runtime has written it (lanes.express), else
+        # None and the general path above. With `spec`: the consumed values; else (its token
+        # flavour) the lane's token and the hot runner's batch, then the outputs prepared and
+        # committed as on the general path
         X = namer.new(f"_av_x{L}")
+        if spec:
+            answered = template(f"{T} = {AV}.expressed\n{''.join(f'{name}, ' for name, _, _ in spec)}= {X}")
+        else:
+            answered = template(f"""
+{T}, {O} = {X}
+try:
+    _av_PREPARE
+except {AV}.Error as {E}:
+    _av_RESTORE
+    {T} = {AV}.failed({L}, {T}, {E})
+""", _av_PREPARE=prepare or [ast.Pass()], _av_RESTORE=[
+                s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")] or [ast.Pass()])
         stmts = stmts[:1] + template(f"""
 {X} = {AV}.xp.get({L})
 if {X} is not None:
     _av_BODYDEF
     {X} = {X}(_av_SPACE, _av_MAPPED, _av_FREE, _av_CALLS, _av_WRITES, {BODY})
 if {X} is not None:
-    {T}, {O} = {X}
-    try:
-        _av_PREPARE
-    except {AV}.Error as {E}:
-        _av_RESTORE
-        {T} = {AV}.failed({L}, {T}, {E})
+    _av_ANSWERED
 else:
     _av_GENERAL
 """, _av_BODYDEF=[body_def], _av_SPACE=_space_expr(plan, AV), _av_MAPPED=mapped_expr, _av_FREE=free_expr,
-            _av_CALLS=calls_expr, _av_WRITES=writes_expr, _av_PREPARE=prepare or [ast.Pass()],
-            _av_RESTORE=[s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")]
-            or [ast.Pass()], _av_GENERAL=stmts[1:])
-        spec = "token"
-    elif spec:
-        # the steady state in one call where the runtime has written it (lanes.express): the
-        # consumed values, or None for the general path above
-        X = namer.new(f"_av_x{L}")
-        targets = "".join(f"{name}, " for name, _, _ in spec)
-        stmts = stmts[:1] + template(f"""
-{X} = {AV}.xp.get({L})
-if {X} is not None:
-    _av_BODYDEF
-    {X} = {X}(_av_SPACE, _av_MAPPED, _av_FREE, _av_CALLS, _av_WRITES, {BODY})
-if {X} is not None:
-    {T} = {AV}.expressed
-    {targets}= {X}
-else:
-    _av_GENERAL
-""", _av_BODYDEF=[body_def], _av_SPACE=_space_expr(plan, AV), _av_MAPPED=mapped_expr, _av_FREE=free_expr,
-            _av_CALLS=calls_expr, _av_WRITES=writes_expr, _av_GENERAL=stmts[1:])
-        spec = tuple((kind, pos) for _, kind, pos in spec)
-    if spec == "token":
-        spec = None
+            _av_CALLS=calls_expr, _av_WRITES=writes_expr, _av_ANSWERED=answered, _av_GENERAL=stmts[1:])
+        spec = tuple((kind, pos) for _, kind, pos in spec) if spec else None
     set_lines(stmts, plan.lineno, plan.lineno)
 
     if direct:
