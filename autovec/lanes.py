@@ -71,6 +71,8 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
         emit(f"    if {' and '.join(dict.fromkeys(names['spans']))}:")
         emit("        tok.covered = (-1, None)")
     emit("    tok.laned = True")
+    if rt.peeks.get(loop_id):
+        emit("    tok.free = free")
     emit("    if decision is not None:")
     emit("        tok.decision, tok.t0 = decision, t0")
     emit("    return tok")
@@ -404,7 +406,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     body_lines, consts, names = made
     consts.update({"HOT": hot, "HOTKEY": key, "M": rt.matches[loop_id], "L": loop_id,
                    "LIMIT": hot[0], "MODE": hot[2], "GuardFailed": R.GuardFailed, "_storage": R._storage,
-                   "_stacked": R._stacked, "_plain": R._plain, "_reduce_builtin": R._reduce_builtin,
+                   "_stacked": R._stacked, "_owned": R._owned, "_peek": R._peek, "_plain": R._plain, "_reduce_builtin": R._reduce_builtin,
                    "in_place_body": R.in_place_body, "FLOOR": R._INPLACE_FLOOR, "CODE": code,
                    "FIRST": rt.enum_start.get(loop_id, 0)})
     if _config._RAW_DICT is None:
@@ -473,6 +475,8 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         emit(f"    tok.covered = (n, ({''.join(a + ', ' for a in args)}))")
         emit("    tok.laned = True")
         emit("    tok.scan_free = False")
+        if rt.peeks.get(loop_id):
+            emit("    tok.free = free")
         emit("    outs = RUNNER(tok, body, None)")
         emit("    if outs is None:")
         emit("        return None")
@@ -509,6 +513,10 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
                     [f"a{i}" for i in range(len(mapped))] + [f"s{i}" for i in range(len(sources))]
                     + names["free_tensors"])
     emit(f"    ins = ({ins}{',' if ins else ''})")
+    for pos, path in rt.peeks.get(loop_id, ()):   # (tensors read through outside objects: Token.peeked)
+        emit(f"    t = _peek(free[{pos}], {path!r})")
+        emit("    if isinstance(t, Tensor):")
+        emit("        ins += (_storage(t),)")
     emit(f"    py = rt.pytypes.get({(loop_id, sid)!r})")
     emit("    try:")
     results = []
@@ -532,10 +540,8 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
                 # (runtime._stacked below 4 dimensions: the batch as a tensor of its own)
                 emit("        if o.dim() >= 4 or not o.is_contiguous():")
                 emit(f"            {r} = _stacked(o, pieces, True)")
-                emit("        elif o._base is None:")
-                emit(f"            {r} = o")
                 emit("        else:")
-                emit(f"            {r} = o.clone() if o.requires_grad or type(o) is not Tensor else o.detach()")
+                emit(f"            {r} = _owned(o)")
             else:
                 emit("        if o.dim() < 2 or o.shape[0] == 0:")
                 emit("            return None")
@@ -550,6 +556,8 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
             emit(f"            {r} = _plain(o.detach().clone())")
         else:
             emit(f"        {r} = _reduce_builtin({kind!r}, o, False)")
+            emit(f"        if isinstance({r}, Tensor) and {r}._base is not None and _storage(o) not in ins:")
+            emit(f"            {r} = _owned({r})")
     emit("    except Exception:")
     emit("        return None")
     emit(f"    return ({', '.join(results)},)")

@@ -162,8 +162,9 @@ def _autocast_mismatch(t: torch.Tensor) -> bool:
 
 
 def _plain(t: torch.Tensor) -> torch.Tensor:
-    """`t` as a plain torch.Tensor, as torch.tensor(...) gives one whatever its input's subclass."""
-    return t if type(t) is torch.Tensor else t.as_subclass(torch.Tensor)
+    """`t` as a plain torch.Tensor, as torch.tensor(...) gives one whatever its input's subclass
+    (no view: `as_subclass` makes one, and the loop's torch.tensor is a tensor of its own)."""
+    return t if type(t) is torch.Tensor else t.as_subclass(torch.Tensor).detach()
 _LAYOUT = ("a sparse (or other non-strided) tensor: batched operations on it give results of another "
            "layout than the loop's (the loop decides)")
 
@@ -1038,6 +1039,8 @@ class FunctionRuntime:
         if numbers:
             mapped = tuple(mapped)
         tok = Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
+        if loop_id in self.peeks:
+            tok.free = free
         if checked:
             tok.run = tok.checked_run    # an accelerator: indices are read on the host first (indexcheck)
         if numbers:
@@ -1401,7 +1404,10 @@ class FunctionRuntime:
                 raise GuardFailed("torch.cat of 0-d tensors or of an empty list (the loop raises)", data=True)
             return _stacked(o.flatten(0, 1))
         if kind in ("sum", "max", "min", "any", "all"):
-            return _reduce_builtin(kind, o, py)
+            r = _reduce_builtin(kind, o, py)
+            if isinstance(r, torch.Tensor) and r._base is not None and not (tok is not None and tok.shares_input(o)):
+                r = _owned(r)     # (max() gives a row of the batch: the loop's is a tensor of its own)
+            return r
         if "@" in kind:   # torch.stack(lst, dim=d) / torch.cat(lst, dim=d)
             base, d = kind.split("@")
             d = int(d)
@@ -3826,6 +3832,7 @@ class Token:
     number_sources = ()   # positions of the loop's sources that are (`zip(temps, x)`); _inputs maps them
     raw_numbers = ()      # positions of the indexed values that are (`temps[i]`), among the guard's
 
+    free = ()             # the loop's free values, where it reads some through outside objects (peeked)
     covered = None        # (trip count, the indexed tensors) where they are what _covered gives (lanes)
     laned = False         # made by a lane (lanes.build): (loop, signature) is past `committed`
     fresh = False         # the outputs are new memory (_hot_nest's batched products): no input's
@@ -3911,7 +3918,23 @@ class Token:
         for s in self.sources:
             if isinstance(s, torch.Tensor) and _storage(s) == ptr:
                 return True
+        for t in self.peeked():
+            if _storage(t) == ptr:
+                return True
         return False
+
+    def peeked(self):
+        """The tensors the body reads through outside objects (`o.w`, `self.scale`, `cfg["t"]`):
+        a batch of a loop-invariant one may be its memory (one row: `o.w` expanded)."""
+        peeks = self.rt.peeks.get(self.loop_id) if self.free else None
+        if not peeks:
+            return []
+        out = []
+        for pos, path in peeks:
+            v = _peek(self.free[pos], path)
+            if isinstance(v, torch.Tensor):
+                out.append(v)
+        return out
 
     def shares_output(self, o, outs):
         """Whether the batch `o` shares memory with another value this call hands out: a second

@@ -113,3 +113,74 @@ def test_a_filled_output_keeps_its_memory_format():
         want, got = filled_channels_last(x), g(x)
         assert torch.equal(got, want) and got.stride() == want.stride()
     assert g._autovec_state.runtime.ran
+
+
+class _Holder:
+    pass
+
+
+def stack_of_held(x, o):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(o.w)
+    return torch.stack(out)
+
+
+def fill_with_held(x, o):
+    out = torch.empty(x.shape[0], 3)
+    for i in range(x.shape[0]):
+        out[i] = o.w
+    return out
+
+
+@pytest.mark.parametrize("fn", [stack_of_held, fill_with_held])
+def test_a_batch_of_a_tensor_read_through_an_object_is_a_copy(fn):
+    """Found by the probe of the express: a loop-invariant tensor read through an object
+    (`o.w`), stacked or stored over one row, came back as o.w's own memory (the batch of one
+    row is a view of it, which the check of the inputs' storage did not see): writing into the
+    result wrote into o.w."""
+    g = autovec(fn)
+    for n in (1, 1, 1, 2, 1, 1, 1, 1):
+        o = _Holder()
+        o.w = torch.zeros(3)
+        r = g(torch.ones(n, 3), o)
+        r.add_(5)
+        assert torch.equal(o.w, torch.zeros(3)) and torch.equal(r, torch.full((n, 3), 5.0))
+    assert g._autovec_state.runtime.ran
+
+
+def max_of_sums(x):
+    return max(x[i].sum() for i in range(x.shape[0]))
+
+
+def test_max_of_a_generator_is_a_tensor_of_its_own():
+    """Found by the same probe: Python's max() over per-row values gave a row of the batch (a
+    view: `detach_()` raised); the loop's is the row's own new tensor."""
+    g = autovec(max_of_sums)
+    for _ in range(8):
+        x = torch.tensor([[1.0, 2.0], [5.0, 6.0], [0.0, 1.0]])
+        r = g(x)
+        assert r.item() == 11.0 and r._base is None
+        r.detach_()
+    assert g._autovec_state.runtime.ran
+
+
+class _Sub(torch.Tensor):
+    pass
+
+
+def tensor_of_sums(x):
+    return torch.tensor([x[i].sum() for i in range(x.shape[0])])
+
+
+def test_torch_tensor_of_a_subclass_batch_is_a_plain_tensor_of_its_own():
+    """Found by the probe of the express: torch.tensor([...]) over a tensor subclass gave a plain
+    tensor that was a view (`as_subclass` makes one: `detach_()` raised)."""
+    g = autovec(tensor_of_sums)
+    for _ in range(8):
+        x = torch.randn(5, 3).as_subclass(_Sub)
+        r = g(x)
+        assert type(r) is torch.Tensor and r._base is None
+        torch.testing.assert_close(r, tensor_of_sums(x))
+        r.detach_()
+    assert g._autovec_state.runtime.ran
