@@ -336,6 +336,73 @@ def audited(build_fn, problems: list, answered: list | None = None):
 _EXPRESS_KINDS = ("stack", "tensor", "cat", "sum", "max", "min", "any", "all")
 
 
+def _decided(emit, sid):
+    """begin's steady state, in an express: the trip count's bucket decided for the vectorized
+    path (or a threshold forced by AUTOVEC_MIN_TRIP), and the hot runner it was written for."""
+    emit("    if MIN_TRIP in RAW:")
+    emit("        forced = min_trip(None)")
+    emit("        if forced is None or n < forced or n < 1 or n > LIMIT:")
+    emit("            return None")
+    emit("    else:")
+    emit("        d = rt.decisions.get((L, n.bit_length()))")
+    emit("        if d is None or not d.final or not d.vec or n > LIMIT:")
+    emit("            return None")
+    emit("    if rt.hot.get(HOTKEY) is not HOT:")
+    emit(f"        return rt.express_stale(L, {sid!r}, express)     # (another runner now: written again)")
+
+
+def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot):
+    """`express`'s token flavour for a loop nest (one `range` per level, counting up): the
+    lane's token for the nest's levels, run by its hot runner (runtime._hot_nest)."""
+    from . import _config, cost
+    from . import runtime as R
+
+    made = checks(rt, loop_id, sid, sig, mapped, (), free, calls, writes, nest=True)
+    if made is None:
+        return None
+    body_lines, consts, names = made
+    k = len(rt.matches[loop_id].plan.space.levels)
+    consts.update({"HOT": hot, "HOTKEY": (loop_id, sid, ""), "M": rt.matches[loop_id], "L": loop_id,
+                   "LIMIT": hot[0], "MODE": hot[2], "RUNNER": hot[1], "Token": R.Token, "RELEASE": R._RELEASE_FLOOR,
+                   "RAW": _config._RAW_DICT, "MIN_TRIP": _config.key("AUTOVEC_MIN_TRIP"), "min_trip": cost.min_trip})
+    lines = ["def express(space, mapped, free, calls, writes, body, direct=None):",
+             "    if rt.events is not None or rt.strict or rt.memory_budget is not None:",
+             "        return None",
+             f"    if type(space) is not tuple or len(space) != {k}:",
+             "        return None",
+             "    n, levels = 1, []",
+             "    for r in space:",
+             "        if type(r) is not range or r.step <= 0:",
+             "            return None",
+             "        k = len(r)",
+             "        levels.append((r.start, r.step, k))",
+             "        n *= k"]
+    emit = lines.append
+    _decided(emit, sid)
+    emit("    start, step = levels[0][0], levels[0][1]")
+    emit("    loop_id, m, estimate, decision, t0, sources = L, M, None, None, 0.0, ()")
+    lines += body_lines
+    for i, w in enumerate(writes):
+        if w[0] == "fresh":    # (a large fresh output is released while the batch is computed)
+            emit(f"    if w{i}.numel() * w{i}.element_size() >= RELEASE:")
+            emit("        return None")
+    emit(f"    tok = Token(rt, L, m, n, start, step, start, mapped, (), [{', '.join(names['free_tensors'])}], "
+         f"{sid!r}, levels, None)")
+    if names["spans"]:
+        emit(f"    if {' and '.join(dict.fromkeys(names['spans']))}:")
+        emit("        tok.covered = (-1, None)")
+    emit("    tok.laned = True")
+    emit("    tok.scan_free = False")
+    if rt.peeks.get(loop_id):
+        emit("    tok.free = free")
+    emit("    outs = RUNNER(tok, body, direct)")
+    emit("    if outs is None:")
+    emit("        return None")
+    emit("    rt.ran[L] = MODE")
+    emit("    return tok, outs")
+    return _compiled(rt, loop_id, "express", lines, consts)
+
+
 def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     """The whole steady state of one loop and signature as one function: what `begin`, the lane,
     `Token.run`'s hot runner and `consume` do on such a call, without the token between them.
@@ -362,7 +429,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     from . import _config, cost
     from . import runtime as R
 
-    if rt.strict or rt.events is not None or loop_id in rt.nest_loops or spec == ():
+    if rt.strict or rt.events is not None or spec == () or _config._RAW_DICT is None:
         return None
     key = (loop_id, sid, "")
     hot = rt.hot.get(key)
@@ -370,14 +437,18 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         return None
     runner = hot[1]
     fn, hargs = getattr(runner, "func", None), getattr(runner, "args", ())
+    if loop_id in rt.nest_loops:
+        if spec is not None or fn is not R._hot_nest:
+            return None
+        return _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot)
     if fn is R._hot_broadcast:
         rank, index = hargs
         code = dims = None
         probes = 0
     elif fn is R._hot_batched:
         code, dims, probes, index = hargs
-        if code is None:
-            return None     # (batched matrix products: the generated code's own `direct`)
+        if code is None and spec is not None:
+            return None     # (batched matrix products, the generated code's `direct`: the token flavour)
     elif fn is R._hot_broadcast_moved and spec is None:
         code = dims = None
         index = probes = 0
@@ -409,10 +480,8 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
                    "_stacked": R._stacked, "_owned": R._owned, "_peek": R._peek, "_plain": R._plain, "_reduce_builtin": R._reduce_builtin,
                    "in_place_body": R.in_place_body, "FLOOR": R._INPLACE_FLOOR, "CODE": code,
                    "FIRST": rt.enum_start.get(loop_id, 0)})
-    if _config._RAW_DICT is None:
-        return None
     consts.update({"RAW": _config._RAW_DICT, "MIN_TRIP": _config.key("AUTOVEC_MIN_TRIP"), "min_trip": cost.min_trip})
-    lines = ["def express(space, mapped, free, calls, writes, body):",
+    lines = ["def express(space, mapped, free, calls, writes, body, direct=None):",
              "    if rt.events is not None or rt.strict or rt.memory_budget is not None:",
              "        return None"]
     emit = lines.append
@@ -432,18 +501,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         emit("    n = len(space)")
         emit("    sources, start, step = (), space.start, space.step")
         emit("    first = start")
-    # (begin's steady state: the trip count's bucket decided for the vectorized path, or a
-    # threshold forced by AUTOVEC_MIN_TRIP)
-    emit("    if MIN_TRIP in RAW:")
-    emit("        forced = min_trip(None)")
-    emit("        if forced is None or n < forced or n < 1 or n > LIMIT:")
-    emit("            return None")
-    emit("    else:")
-    emit("        d = rt.decisions.get((L, n.bit_length()))")
-    emit("        if d is None or not d.final or not d.vec or n > LIMIT:")
-    emit("            return None")
-    emit("    if rt.hot.get(HOTKEY) is not HOT:")
-    emit(f"        return rt.express_stale(L, {sid!r}, express)     # (another runner now: written again)")
+    _decided(emit, sid)
     if not elements:
         emit(f"    if step != 1 or start != {-min(offsets, default=0)}:")
         emit("        return None")
@@ -477,7 +535,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         emit("    tok.scan_free = False")
         if rt.peeks.get(loop_id):
             emit("    tok.free = free")
-        emit("    outs = RUNNER(tok, body, None)")
+        emit("    outs = RUNNER(tok, body, direct)")
         emit("    if outs is None:")
         emit("        return None")
         emit("    rt.ran[L] = MODE")

@@ -762,10 +762,10 @@ except _av_AV.Error as _av_E:    # (not the name `Exception`: the user's module 
         _av_RESTORE=[s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")]
         or [ast.Pass()])
     spec = ()
-    simple = express and not (exit_code or scan_code or product_first is not None or nest)
-    if simple and not releases:
+    simple = express and not (exit_code or scan_code or product_first is not None)
+    if simple and not releases and not nest:
         spec = _express_spec(prepare, commit + [st for c in commit_last for st in c], O, T, AV) or ()
-    if spec or simple and not direct:
+    if spec or simple:
         # the steady state in one call where the runtime has written it (lanes.express), else
         # None and the general path above. With `spec`: the consumed values; else (its token
         # flavour) the lane's token and the hot runner's batch, then the outputs prepared and
@@ -787,12 +787,12 @@ except {AV}.Error as {E}:
 {X} = {AV}.xp.get({L})
 if {X} is not None:
     _av_BODYDEF
-    {X} = {X}(_av_SPACE, _av_MAPPED, _av_FREE, _av_CALLS, _av_WRITES, {BODY})
+    {X} = {X}(_av_SPACE, _av_MAPPED, _av_FREE, _av_CALLS, _av_WRITES, {BODY}{', ' + DIRECT if direct else ''})
 if {X} is not None:
     _av_ANSWERED
 else:
     _av_GENERAL
-""", _av_BODYDEF=[body_def], _av_SPACE=_space_expr(plan, AV), _av_MAPPED=mapped_expr, _av_FREE=free_expr,
+""", _av_BODYDEF=[body_def] + ([defs[-1]] if direct else []), _av_SPACE=_space_expr(plan, AV), _av_MAPPED=mapped_expr, _av_FREE=free_expr,
             _av_CALLS=calls_expr, _av_WRITES=writes_expr, _av_ANSWERED=answered, _av_GENERAL=stmts[1:])
         spec = tuple((kind, pos) for _, kind, pos in spec) if spec else None
     set_lines(stmts, plan.lineno, plan.lineno)
