@@ -345,7 +345,7 @@ def _decided(emit, sid):
     emit("            return None")
     emit("    else:")
     emit("        d = rt.decisions.get((L, n.bit_length()))")
-    emit("        if d is None or not d.final or not d.vec or n > LIMIT:")
+    emit("        if d is None or not d.final or not d.vec or n > LIMIT or n < 1:")
     emit("            return None")
     emit("    if rt.hot.get(HOTKEY) is not HOT:")
     emit(f"        return rt.express_stale(L, {sid!r}, express)     # (another runner now: written again)")
@@ -499,14 +499,17 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         emit("    if type(space) is not range:")
         emit("        return None")
         emit("    n = len(space)")
-        emit("    sources, start, step = (), space.start, space.step")
-        emit("    first = start")
+        emit("    start = space.start")
+        emit("    step = space.step")
+        if spec is None:
+            emit("    sources, first = (), start")
     _decided(emit, sid)
     if not elements:
         emit(f"    if step != 1 or start != {-min(offsets, default=0)}:")
         emit("        return None")
-    emit("    loop_id, m, levels, estimate, decision, t0 = L, M, None, None, None, 0.0")
-    lines += body_lines
+    if loop_id in rt.checked_more:     # (what the general call of _more_checks reads)
+        emit("    loop_id, m, levels = L, M, None")
+    lines += [line.replace("(levels is not None) or ", "") for line in body_lines]
     # the batch's inputs: the tensors themselves, each loop dimension covered from row 0 (_covered)
     if elements:
         emit(f"    if {' or '.join(f's{i}.shape[0] != n' for i in range(len(sources)))}:")
@@ -528,7 +531,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
             if w[0] == "fresh":    # (a large fresh output is released while the batch is computed)
                 emit(f"    if w{i}.numel() * w{i}.element_size() >= RELEASE:")
                 emit("        return None")
-        emit(f"    tok = Token(rt, L, m, n, start, step, first, mapped, {'list(sources)' if elements else '()'}, "
+        emit(f"    tok = Token(rt, L, M, n, start, step, first, mapped, {'list(sources)' if elements else '()'}, "
              f"[{', '.join(names['free_tensors'])}], {sid!r}, None, None)")
         emit(f"    tok.covered = (n, ({''.join(a + ', ' for a in args)}))")
         emit("    tok.laned = True")
@@ -545,8 +548,9 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     if code is None:     # (the broadcast body on the tensors themselves: every loop dimension first)
         if any(arg_dims):
             return None
-        emit(f"    if {large}:")
-        emit("        body = in_place_body(rt, L, body)")
+        if rt.in_place.get((loop_id, ()), False) is not None:   # (None: the body has no in-place variant)
+            emit(f"    if {large}:")
+            emit("        body = in_place_body(rt, L, body)")
         emit("    try:")
         emit(f"        outs = body({', '.join(args)})")
         emit("    except Exception:")
@@ -587,19 +591,17 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         if kind in ("stack", "cat"):
             emit("        if o.requires_grad:")
             emit("            o = o.clone() if grad_on() else o.detach()")
-            emit("        p = _storage(o)")
+            emit("        p = o.untyped_storage().data_ptr()")
             emit("        pieces = None")
             emit("        if p is not None and p in ins:")
             emit("            pieces = o" if kind == "stack" else "            pass")
             emit("            o = o.clone()")
             if kind == "stack":
-                emit("        if o.shape[0] == 0:")
-                emit("            return None")
-                # (runtime._stacked below 4 dimensions: the batch as a tensor of its own)
+                # (runtime._stacked below 4 dimensions: the batch as a tensor of its own; n >= 1)
                 emit("        if o.dim() >= 4 or not o.is_contiguous():")
                 emit(f"            {r} = _stacked(o, pieces, True)")
                 emit("        else:")
-                emit(f"            {r} = _owned(o)")
+                emit(f"            {r} = o if o._base is None else _owned(o)")
             else:
                 emit("        if o.dim() < 2 or o.shape[0] == 0:")
                 emit("            return None")
@@ -607,8 +609,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         elif kind == "tensor":
             emit("        if o.shape[0] == 0 or o.dim() != 1 or not o.is_cpu:")
             emit("            return None")
-            emit("        p = _storage(o)")
-            emit("        if o.is_contiguous() and not (p is not None and p in ins):")
+            emit("        if o.is_contiguous() and o.untyped_storage().data_ptr() not in ins:")
             emit(f"            {r} = _plain(o.detach())")
             emit("        else:")
             emit(f"            {r} = _plain(o.detach().clone())")

@@ -17,8 +17,10 @@ from test_lanes import _agree, _variants
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Counts the calls each express answers ("answered") and leaves ("left") in this test."""
+    """Counts the calls each express answers ("answered") and leaves ("left") in this test. An
+    express that raises (the generated code then takes the general path quietly) fails the test."""
     seen = {"built": 0, "answered": 0, "left": 0}
+    raised = []
     build = lanes_mod.express
 
     def express(*a, **k):
@@ -28,13 +30,18 @@ def counted(monkeypatch):
         seen["built"] += 1
 
         def counting(*args):
-            out = fn(*args)
+            try:
+                out = fn(*args)
+            except Exception as e:
+                raised.append(f"{type(e).__name__}: {e}\n{fn.source}")
+                raise
             seen["answered" if out is not None else "left"] += 1
             return out
         counting.source = fn.source
         return counting
     monkeypatch.setattr(lanes_mod, "express", express)
-    return seen
+    yield seen
+    assert not raised, raised[0]
 
 
 def _storages(args):

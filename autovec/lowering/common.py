@@ -787,7 +787,10 @@ except {AV}.Error as {E}:
 {X} = {AV}.xp.get({L})
 if {X} is not None:
     _av_BODYDEF
-    {X} = {X}(_av_SPACE, _av_MAPPED, _av_FREE, _av_CALLS, _av_WRITES, {BODY}{', ' + DIRECT if direct else ''})
+    try:
+        {X} = {X}(_av_SPACE, _av_MAPPED, _av_FREE, _av_CALLS, _av_WRITES, {BODY}{', ' + DIRECT if direct else ''})
+    except {AV}.Error:
+        {X} = None     # (the general path decides, with its bookkeeping)
 if {X} is not None:
     _av_ANSWERED
 else:
