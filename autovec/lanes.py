@@ -105,13 +105,13 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
     if len(sig) != len(mapped) + len(sources) + len(free) + len(peeks) + len(writes):
         return None     # (an autocast state's entry: the general pass alone)
     consts = {"Tensor": torch.Tensor, "STRIDED": torch.strided, "rt": rt, "FWD": R._forward_ad,
-              "_in_transform": R._in_transform, "_any_autocast": R._any_autocast, "_hooks": R._saved_hooks_on,
+              "_in_transform": R._in_transform, "_any_autocast": R._any_autocast, "_top_hooks": R._top_hooks,
               "grad_on": torch.is_grad_enabled, "inference_on": torch.is_inference_mode_enabled,
               "get_default_dtype": torch.get_default_dtype, "F32": torch.float32,
               "_overlapping": R._overlapping, "_peek_sig": R._peek_sig, "_no_aliasing": R._no_aliasing, "_sig": R._sig,
               "PURE": R._PURE_BY_ID, "why_impure": R.why_impure, "ENV": R._ENV, "KEY": R._INDEX_CHECK_KEY, "indexcheck": R.indexcheck,
               "GuardFailed": R.GuardFailed}
-    lines = [f"    if (levels is {'' if nest else 'not '}None) or _in_transform() is not None or _any_autocast() or _hooks() \\\n"
+    lines = [f"    if (levels is {'' if nest else 'not '}None) or _in_transform() is not None or _any_autocast() or _top_hooks(False) is not None \\\n"
              "            or get_default_dtype() is not F32:",
              "        return None",
              "    if FWD._current_level >= 0:",
