@@ -382,15 +382,23 @@ def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot):
     emit("    start, step = levels[0][0], levels[0][1]")
     emit("    loop_id, m, estimate, decision, t0, sources = L, M, None, None, 0.0, ()")
     lines += body_lines
+    covered = f"if {' and '.join(dict.fromkeys(names['spans']))}:\n        tok.covered = (-1, None)" \
+        if names["spans"] else ""
+    _token_run(emit, rt, loop_id, sid, writes, names, "start", "()", "levels", covered)
+    return _compiled(rt, loop_id, "express", lines, consts)
+
+
+def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, covered):
+    """The token flavour's end: the lane's token (its covered inputs: `covered`, a statement),
+    run by the hot runner; (token, batch), or None."""
     for i, w in enumerate(writes):
         if w[0] == "fresh":    # (a large fresh output is released while the batch is computed)
             emit(f"    if w{i}.numel() * w{i}.element_size() >= RELEASE:")
             emit("        return None")
-    emit(f"    tok = Token(rt, L, m, n, start, step, start, mapped, (), [{', '.join(names['free_tensors'])}], "
-         f"{sid!r}, levels, None)")
-    if names["spans"]:
-        emit(f"    if {' and '.join(dict.fromkeys(names['spans']))}:")
-        emit("        tok.covered = (-1, None)")
+    emit(f"    tok = Token(rt, L, M, n, start, step, {first}, mapped, {sources}, [{', '.join(names['free_tensors'])}], "
+         f"{sid!r}, {levels}, None)")
+    if covered:
+        emit(f"    {covered}")
     emit("    tok.laned = True")
     emit("    tok.scan_free = False")
     if rt.peeks.get(loop_id):
@@ -400,7 +408,6 @@ def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot):
     emit("        return None")
     emit("    rt.ran[L] = MODE")
     emit("    return tok, outs")
-    return _compiled(rt, loop_id, "express", lines, consts)
 
 
 def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
@@ -527,22 +534,8 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         # the token flavour: the token the lane gives, run by the hot runner; the generated code
         # prepares and commits the outputs with it as on the general path
         consts.update({"Token": R.Token, "RUNNER": runner, "RELEASE": R._RELEASE_FLOOR})
-        for i, w in enumerate(writes):
-            if w[0] == "fresh":    # (a large fresh output is released while the batch is computed)
-                emit(f"    if w{i}.numel() * w{i}.element_size() >= RELEASE:")
-                emit("        return None")
-        emit(f"    tok = Token(rt, L, M, n, start, step, first, mapped, {'list(sources)' if elements else '()'}, "
-             f"[{', '.join(names['free_tensors'])}], {sid!r}, None, None)")
-        emit(f"    tok.covered = (n, ({''.join(a + ', ' for a in args)}))")
-        emit("    tok.laned = True")
-        emit("    tok.scan_free = False")
-        if rt.peeks.get(loop_id):
-            emit("    tok.free = free")
-        emit("    outs = RUNNER(tok, body, direct)")
-        emit("    if outs is None:")
-        emit("        return None")
-        emit("    rt.ran[L] = MODE")
-        emit("    return tok, outs")
+        _token_run(emit, rt, loop_id, sid, writes, names, "first", "list(sources)" if elements else "()", "None",
+                   f"tok.covered = (n, ({''.join(a + ', ' for a in args)}))")
         return _compiled(rt, loop_id, "express", lines, consts)
     large = " or ".join(f"{a}.numel() >= FLOOR" for a in args)
     if code is None:     # (the broadcast body on the tensors themselves: every loop dimension first)
