@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from . import cost
-from ._config import _CHECK_KEY, _DISABLE_KEY, _RAW_DICT, switches
+from ._config import switches
 from .analysis import analyze
 from .analysis.hoist import drop_loop_else, hoist_no_grad, rectangular_nests
 from .codegen import build_function
@@ -368,20 +368,11 @@ class AutovecFunction:
             return self.__wrapped__(*args, **kwargs)
         st = self._autovec_state
         c = st.steady
-        # (switches.plain(), inlined: neither AUTOVEC_DISABLE nor checking on)
-        if c is not None and (_RAW_DICT is not None and _RAW_DICT.get(_DISABLE_KEY) is None and (
-                switches.check_override is False or switches.check_override is None
-                and _RAW_DICT.get(_CHECK_KEY) is None) or switches.plain()):
+        if c is not None and switches.plain():
             fn = st.fn
             if c is fn or fn.__code__ is st.code and fn.__defaults__ is c.__defaults__ \
                     and fn.__kwdefaults__ is c.__kwdefaults__:
-                rt = st.runtime     # (the steady state, in as few steps as possible: _see_device inlined)
-                if rt is not None:
-                    for a in args:
-                        if isinstance(a, Tensor):
-                            if not a.is_cpu or rt.kind != "cpu":
-                                rt.set_kind("cpu" if a.is_cpu else a.device.type)
-                            break
+                _see_device(st.runtime, args)    # the steady state, in as few steps as possible
                 return c(*args, **kwargs)
         return st(args, kwargs)
 

@@ -348,26 +348,31 @@ def _decided(emit, sid):
     emit("        if d is None or not d.final or not d.vec or n > LIMIT or n < 1:")
     emit("            return None")
     emit("    if rt.hot.get(HOTKEY) is not HOT:")
-    emit(f"        return rt.express_stale(L, {sid!r}, express)     # (another runner now: written again)")
+    emit(f"        return rt.express_stale(L, {sid!r})     # (another runner now: written again)")
+
+
+def _head(rt, loop_id, sid, hot, consts):
+    """The first lines of an express, and the constants every express reads."""
+    from . import _config, cost
+    from . import runtime as R
+
+    consts.update({"HOT": hot, "HOTKEY": (loop_id, sid, ""), "M": rt.matches[loop_id], "L": loop_id,
+                   "LIMIT": hot[0], "MODE": hot[2], "RUNNER": hot[1], "Token": R.Token, "RELEASE": R._RELEASE_FLOOR,
+                   "RAW": _config._RAW_DICT, "MIN_TRIP": _config.key("AUTOVEC_MIN_TRIP"), "min_trip": cost.min_trip})
+    return ["def express(space, mapped, free, calls, writes, body, direct=None):",
+            "    if rt.events is not None or rt.strict or rt.memory_budget is not None:",
+            "        return None"]
 
 
 def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot):
     """`express`'s token flavour for a loop nest (one `range` per level, counting up): the
     lane's token for the nest's levels, run by its hot runner (runtime._hot_nest)."""
-    from . import _config, cost
-    from . import runtime as R
-
     made = checks(rt, loop_id, sid, sig, mapped, (), free, calls, writes, nest=True)
     if made is None:
         return None
     body_lines, consts, names = made
     k = len(rt.matches[loop_id].plan.space.levels)
-    consts.update({"HOT": hot, "HOTKEY": (loop_id, sid, ""), "M": rt.matches[loop_id], "L": loop_id,
-                   "LIMIT": hot[0], "MODE": hot[2], "RUNNER": hot[1], "Token": R.Token, "RELEASE": R._RELEASE_FLOOR,
-                   "RAW": _config._RAW_DICT, "MIN_TRIP": _config.key("AUTOVEC_MIN_TRIP"), "min_trip": cost.min_trip})
-    lines = ["def express(space, mapped, free, calls, writes, body, direct=None):",
-             "    if rt.events is not None or rt.strict or rt.memory_budget is not None:",
-             "        return None",
+    lines = _head(rt, loop_id, sid, hot, consts) + [
              f"    if type(space) is not tuple or len(space) != {k}:",
              "        return None",
              "    n, levels = 1, []",
@@ -380,7 +385,8 @@ def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot):
     emit = lines.append
     _decided(emit, sid)
     emit("    start, step = levels[0][0], levels[0][1]")
-    emit("    loop_id, m, estimate, decision, t0, sources = L, M, None, None, 0.0, ()")
+    if loop_id in rt.checked_more:     # (what the general call of _more_checks reads)
+        emit("    loop_id, m = L, M")
     lines += body_lines
     covered = f"if {' and '.join(dict.fromkeys(names['spans']))}:\n        tok.covered = (-1, None)" \
         if names["spans"] else ""
@@ -433,13 +439,12 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
 
     Measured on the dev case elementwise_add_append at 5 rows: 9.8 us a call through begin,
     lane, run and consume, 6.9 us through the express."""
-    from . import _config, cost
+    from . import _config
     from . import runtime as R
 
     if rt.strict or rt.events is not None or spec == () or _config._RAW_DICT is None:
         return None
-    key = (loop_id, sid, "")
-    hot = rt.hot.get(key)
+    hot = rt.hot.get((loop_id, sid, ""))
     if hot is None or (loop_id, sid) in rt.failures:
         return None
     runner = hot[1]
@@ -482,15 +487,10 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     if made is None:
         return None
     body_lines, consts, names = made
-    consts.update({"HOT": hot, "HOTKEY": key, "M": rt.matches[loop_id], "L": loop_id,
-                   "LIMIT": hot[0], "MODE": hot[2], "GuardFailed": R.GuardFailed, "_storage": R._storage,
-                   "_stacked": R._stacked, "_owned": R._owned, "_peek": R._peek, "_plain": R._plain, "_reduce_builtin": R._reduce_builtin,
-                   "in_place_body": R.in_place_body, "FLOOR": R._INPLACE_FLOOR, "CODE": code,
-                   "FIRST": rt.enum_start.get(loop_id, 0)})
-    consts.update({"RAW": _config._RAW_DICT, "MIN_TRIP": _config.key("AUTOVEC_MIN_TRIP"), "min_trip": cost.min_trip})
-    lines = ["def express(space, mapped, free, calls, writes, body, direct=None):",
-             "    if rt.events is not None or rt.strict or rt.memory_budget is not None:",
-             "        return None"]
+    consts.update({"_storage": R._storage, "_stacked": R._stacked, "_owned": R._owned, "_peek": R._peek,
+                   "_plain": R._plain, "_reduce_builtin": R._reduce_builtin, "in_place_body": R.in_place_body,
+                   "FLOOR": R._INPLACE_FLOOR, "CODE": code, "FIRST": rt.enum_start.get(loop_id, 0)})
+    lines = _head(rt, loop_id, sid, hot, consts)
     emit = lines.append
     if elements:
         emit(f"    if type(space) is not tuple or len(space) != {len(sources)}:")
@@ -533,7 +533,6 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     if spec is None:
         # the token flavour: the token the lane gives, run by the hot runner; the generated code
         # prepares and commits the outputs with it as on the general path
-        consts.update({"Token": R.Token, "RUNNER": runner, "RELEASE": R._RELEASE_FLOOR})
         _token_run(emit, rt, loop_id, sid, writes, names, "first", "list(sources)" if elements else "()", "None",
                    f"tok.covered = (n, ({''.join(a + ', ' for a in args)}))")
         return _compiled(rt, loop_id, "express", lines, consts)
@@ -563,15 +562,18 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         emit("        if not isinstance(o, Tensor) or o.dim() < 1 or o.shape[0] != n:")
         emit("            return None")
     emit("    rt.ran[L] = MODE")
-    # the consumers, as `consume` takes them (no mask, no views, no other output sharing memory)
+    # the consumers, as `consume` takes them (no mask, no views, no other output sharing memory);
+    # `ins`: the storages of the inputs, what Token.shares_input compares (a builtin reduction's
+    # result needs them only where it is a view)
     ins = ", ".join(f"{v}.untyped_storage().data_ptr()" for v in
                     [f"a{i}" for i in range(len(mapped))] + [f"s{i}" for i in range(len(sources))]
                     + names["free_tensors"])
-    emit(f"    ins = ({ins}{',' if ins else ''})")
+    ins_lines = [f"ins = ({ins}{',' if ins else ''})"]
     for pos, path in rt.peeks.get(loop_id, ()):   # (tensors read through outside objects: Token.peeked)
-        emit(f"    t = _peek(free[{pos}], {path!r})")
-        emit("    if isinstance(t, Tensor):")
-        emit("        ins += (_storage(t),)")
+        ins_lines += [f"t = _peek(free[{pos}], {path!r})", "if isinstance(t, Tensor):", "    ins += (_storage(t),)"]
+    copies = any(kind in ("stack", "cat", "tensor") for kind, _ in spec)
+    if copies:
+        lines.extend("    " + line for line in ins_lines)
     emit(f"    py = rt.pytypes.get({(loop_id, sid)!r})")
     emit("    try:")
     results = []
@@ -584,10 +586,9 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         if kind in ("stack", "cat"):
             emit("        if o.requires_grad:")
             emit("            o = o.clone() if grad_on() else o.detach()")
-            emit("        p = o.untyped_storage().data_ptr()")
             emit("        pieces = None")
-            emit("        if p is not None and p in ins:")
-            emit("            pieces = o" if kind == "stack" else "            pass")
+            emit("        if o.untyped_storage().data_ptr() in ins:")
+            emit("            pieces = o")
             emit("            o = o.clone()")
             if kind == "stack":
                 # (runtime._stacked below 4 dimensions: the batch as a tensor of its own; n >= 1)
@@ -596,11 +597,11 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
                 emit("        else:")
                 emit(f"            {r} = o if o._base is None else _owned(o)")
             else:
-                emit("        if o.dim() < 2 or o.shape[0] == 0:")
+                emit("        if o.dim() < 2:")
                 emit("            return None")
                 emit(f"        {r} = _stacked(o.flatten(0, 1))")
         elif kind == "tensor":
-            emit("        if o.shape[0] == 0 or o.dim() != 1 or not o.is_cpu:")
+            emit("        if o.dim() != 1 or not o.is_cpu:     # (n >= 1: no empty tensor)")
             emit("            return None")
             emit("        if o.is_contiguous() and o.untyped_storage().data_ptr() not in ins:")
             emit(f"            {r} = _plain(o.detach())")
@@ -608,8 +609,11 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
             emit(f"            {r} = _plain(o.detach().clone())")
         else:
             emit(f"        {r} = _reduce_builtin({kind!r}, o, False)")
-            emit(f"        if isinstance({r}, Tensor) and {r}._base is not None and _storage(o) not in ins:")
-            emit(f"            {r} = _owned({r})")
+            emit(f"        if isinstance({r}, Tensor) and {r}._base is not None:")
+            if not copies:
+                lines.extend("            " + line for line in ins_lines)
+            emit("            if _storage(o) not in ins:")
+            emit(f"                {r} = _owned({r})")
     emit("    except Exception:")
     emit("        return None")
     emit(f"    return ({', '.join(results)},)")

@@ -653,7 +653,7 @@ class FunctionRuntime:
         self.lane_tried.add((loop_id, tok.sig))
         if self.events is not None or not lanes.eligible(pending[5] is not None, mapped, writes, tok):
             return
-        sig = next(k[1] for k, v in self.sig_ids.items() if v == tok.sig and k[0] == loop_id)
+        sig = self._sig_of(loop_id, tok.sig)
         try:
             lane = lanes.build(self, loop_id, tok.sig, sig, mapped, tok.sources, free, calls, writes,
                                nest=pending[5] is not None)
@@ -662,6 +662,10 @@ class FunctionRuntime:
         if lane is not None:
             kept = self.lanes.get(loop_id, [])
             self.lanes[loop_id] = ([lane] + kept)[:lanes._MAX_PER_LOOP]
+
+    def _sig_of(self, loop_id, sid):
+        """The signature tuple a loop's signature id stands for (sig_ids, reversed)."""
+        return next(k[1] for k, v in self.sig_ids.items() if v == sid and k[0] == loop_id)
 
     def _add_express(self, mapped, free, calls, writes, tok):
         """Once a loop's lane answers and its hot runner is set: the whole steady state of the
@@ -674,7 +678,7 @@ class FunctionRuntime:
                 self.xp_tried.add((loop_id, sid))    # (settled on a mode with no hot runner)
             return
         self.xp_tried.add((loop_id, sid))
-        sig = next(k[1] for k, v in self.sig_ids.items() if v == sid and k[0] == loop_id)
+        sig = self._sig_of(loop_id, sid)
         try:
             fn = lanes.express(self, loop_id, sid, sig, mapped, tok.sources, free, calls, writes,
                                self.xp_specs[loop_id])
@@ -699,9 +703,9 @@ class FunctionRuntime:
                 return None
             self.xp[loop_id] = chained
 
-    def express_stale(self, loop_id, sid, fn):
+    def express_stale(self, loop_id, sid):
         """An express whose hot runner was replaced: dropped (it may be written again)."""
-        fns = [f for f in self.xp_fns.get(loop_id, []) if f is not fn and f.sid != sid]
+        fns = [f for f in self.xp_fns.get(loop_id, []) if f.sid != sid]
         self._set_express(loop_id, fns)
         self.xp_tried.discard((loop_id, sid))
         return None

@@ -332,3 +332,31 @@ def test_a_bucket_decided_for_the_loop_leaves_the_express(counted, monkeypatch):
     monkeypatch.setattr(rt, "python_ran", lambda loop_id: calls.append(loop_id))
     torch.testing.assert_close(f(u, v), u + v)
     assert counted["answered"] == answered and calls == [1]
+
+
+def max_of_elements(x):
+    return max(x[i] for i in range(len(x)))
+
+
+def max_of_sums(x):
+    return max(x[i].sum() for i in range(x.shape[0]))
+
+
+def test_max_keeps_the_loops_views_and_owns_new_values(counted, monkeypatch):
+    """max() over the input's own elements is one of them in the loop (a view of x: writing into
+    it writes into x); over new per-row values it is a tensor of its own."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    f, g = autovec(max_of_elements), autovec(max_of_sums)
+    x = torch.tensor([1.0, 5.0, 2.0])
+    y = torch.tensor([[1.0, 2.0], [5.0, 6.0]])
+    _steady(f, x)
+    _steady(g, y)
+    before = counted["answered"]
+    r = f(x)
+    assert r._base is max_of_elements(x)._base is x
+    r.add_(1)
+    assert x.tolist() == [1.0, 6.0, 2.0]
+    s = g(y)
+    assert s.item() == 11.0 and s._base is None
+    s.detach_()
+    assert counted["answered"] == before + 2

@@ -406,6 +406,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
     product_first = None    # a nest's sum of products: (its runtime.nest_product call, its result)
     releases = []   # (fresh output, its fill): not held while the batch is computed (Token.release)
     result, swaps, display_swaps = None, {}, {}
+    plain = []     # (P, consumer, output position) of each `P = consume(..)` the express may take (lanes.express)
     for k, o in enumerate(plan.outputs):
         if o.joined == -1 or o.record and o.record[1] > 0:
             continue      # a later append into a list, or part of a literal: with the first one's below
@@ -493,6 +494,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             result = namer.new(f"_av_r{L}")
             views = ", views=True" if o.consumer == "list" and _may_share(o.value, plan) else ""
             prepare += template(f"_av_P = _av_AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{views}{oth})", _av_P=P, _av_AV=AV)
+            _plain_consume(plain, P, o, pos, ok == f"{O}[{pos}]" and mask == "None" and not oth)
             if o.consumer == "list" and _free_name(o.value, plan):
                 commit += template(f"_av_R = [{o.value}] * _av_P.__len__()", _av_R=result, _av_P=P)   # `[w for _ in ..]`: w itself
             else:
@@ -506,6 +508,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             display_tail.append(f"{o.target} = {ok}")
         elif o.kind == "append" and o.consumer:
             prepare += template(f"_av_P = _av_AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{oth})", _av_P=P, _av_AV=AV)
+            _plain_consume(plain, P, o, pos, ok == f"{O}[{pos}]" and mask == "None" and not oth)
             swaps[o.consumer_src] = expr("(_av_P if _av_T is not None else _av_ORIG)", _av_P=P, _av_T=T,
                                          _av_ORIG=ast.parse(o.consumer_src, mode="eval").body)
             display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, show, mpos is not None and mask))
@@ -742,6 +745,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
     if product_first is not None:
         first, P = product_first
         run_code = first + template("if _av_P is None:\n    _av_RUN", _av_P=P, _av_RUN=run_code)
+    restore = [s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")] or [ast.Pass()]
     stmts = template(f"""
 _av_T = None
 try:
@@ -759,12 +763,13 @@ except _av_AV.Error as _av_E:    # (not the name `Exception`: the user's module 
         _av_WRITES=writes_expr, _av_BODYDEF=defs, _av_RUN=run_code, _av_E=E,
         _av_RELEASE=[s for name, fill in releases for s in template(f"{name} = {T}.release({name}, {fill!r})")]
         or [ast.Pass()],
-        _av_RESTORE=[s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")]
-        or [ast.Pass()])
+        _av_RESTORE=restore)
     spec = ()
     simple = express and not (exit_code or scan_code or product_first is not None)
-    if simple and not releases and not nest:
-        spec = _express_spec(prepare, commit + [st for c in commit_last for st in c], O, T, AV) or ()
+    if simple and not releases and not nest and plain and len(plain) == len(prepare) and not any(
+            isinstance(n, ast.Name) and n.id == T for st in commit + [s for c in commit_last for s in c]
+            for n in ast.walk(st)):
+        spec = tuple(plain)    # (every statement after the run a plain consume, and a commit without the token)
     if spec or simple:
         # the steady state in one call where the runtime has written it (lanes.express), else
         # None and the general path above. With `spec`: the consumed values; else (its token
@@ -781,8 +786,7 @@ try:
 except {AV}.Error as {E}:
     _av_RESTORE
     {T} = {AV}.failed({L}, {T}, {E})
-""", _av_PREPARE=prepare or [ast.Pass()], _av_RESTORE=[
-                s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")] or [ast.Pass()])
+""", _av_PREPARE=prepare or [ast.Pass()], _av_RESTORE=restore)
         stmts = stmts[:1] + template(f"""
 {X} = {AV}.xp.get({L})
 if {X} is not None:
@@ -828,32 +832,15 @@ else:
                    batchable, after, tagged, spec)
 
 
-def _express_spec(prepare: list, commit: list, O: str, T: str, AV: str):
-    """Where the code after the batched run is only `P = consume(kind, O[k], None, T.py(k, ..), T)`
-    of outputs into a stack, a tensor, a cat or a builtin reduction, and the commit reads no
-    token (its `T.done()` comes after): ((P, kind, k), ..) for lanes.express, else None."""
+def _plain_consume(plain: list, P: str, o, pos: int, whole: bool) -> None:
+    """Notes `P = consume(kind, O[pos], None, T.py(pos, ..), T)` of an output the express builds
+    inline (lanes._EXPRESS_KINDS: a stack, a tensor, a cat or a builtin reduction; `whole`: of the
+    whole batch, unmasked, with no other output to compare memory with; values that are tensors
+    in the loop)."""
     from ..lanes import _EXPRESS_KINDS
 
-    spec = []
-    for st in prepare:
-        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
-                and isinstance(st.value, ast.Call) and not st.value.keywords and len(st.value.args) == 5):
-            return None
-        f, (kind, out, mask, py, tok) = st.value.func, st.value.args
-        if not (isinstance(f, ast.Attribute) and f.attr == "consume" and isinstance(f.value, ast.Name)
-                and f.value.id == AV and isinstance(kind, ast.Constant) and kind.value in _EXPRESS_KINDS
-                and isinstance(out, ast.Subscript) and isinstance(out.value, ast.Name) and out.value.id == O
-                and isinstance(out.slice, ast.Constant) and type(out.slice.value) is int
-                and isinstance(mask, ast.Constant) and mask.value is None
-                and isinstance(tok, ast.Name) and tok.id == T):
-            return None
-        pos = out.slice.value
-        if ast.unparse(py) not in (f"{T}.py({pos}, False)", f"{T}.py({pos}, '')", f"{T}.py({pos}, None)"):
-            return None
-        spec.append((st.targets[0].id, kind.value, pos))
-    if not spec or any(isinstance(n, ast.Name) and n.id == T for st in commit for n in ast.walk(st)):
-        return None
-    return tuple(spec)
+    if whole and o.consumer in _EXPRESS_KINDS and not o.pytype:
+        plain.append((P, o.consumer, pos))
 
 
 def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
