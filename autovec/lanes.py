@@ -102,8 +102,9 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
     stores = any(w[0] in ("store", "fresh") for w in writes)
 
     peeks = rt.peeks.get(loop_id, ())
-    if len(sig) != len(mapped) + len(sources) + len(free) + len(peeks) + len(writes):
+    if len(sig) != len(mapped) + len(sources) + len(free) + len(peeks) + len(writes) + 1:
         return None     # (an autocast state's entry: the general pass alone)
+    grad = sig[-1]      # (the grad mode: the signature's last entry)
     consts = {"Tensor": torch.Tensor, "STRIDED": torch.strided, "rt": rt, "FWD": R._forward_ad,
               "_in_transform": R._in_transform, "_any_autocast": R._any_autocast, "_top_hooks": R._top_hooks,
               "grad_on": torch.is_grad_enabled, "inference_on": torch.is_inference_mode_enabled,
@@ -119,6 +120,8 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
              "    if KEY in ENV and indexcheck.forced() or indexcheck._FORCE:",
              "        return None     # (the index check forced on the CPU: the general pass sets it up)",
              f"    if rt.failures and ({loop_id!r}, {sid!r}) in rt.failures:",
+             "        return None",
+             f"    if grad_on() is not {grad!r}:",
              "        return None",
              ]
     emit = lines.append
@@ -220,8 +223,8 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
             tensor_checks(v, entry)
             if kind != "scatter":
                 bounds(v, w[2], w[3], store=True)
-            if entry[4]:       # (a leaf that requires grad: the loop raises where grad is on)
-                emit(f"    if {v}.is_leaf and grad_on():")
+            if entry[4] and grad:       # (a leaf that requires grad: the loop raises where grad is on)
+                emit(f"    if {v}.is_leaf:")
                 emit("        return None")
             emit(f"    if not {v}.is_contiguous() and _overlapping({v}):")
             emit("        return None")
@@ -358,7 +361,7 @@ def _head(rt, loop_id, sid, hot, consts):
 
     consts.update({"HOT": hot, "HOTKEY": (loop_id, sid, ""), "M": rt.matches[loop_id], "L": loop_id,
                    "LIMIT": hot[0], "MODE": hot[2], "RUNNER": hot[1], "Token": R.Token, "RELEASE": R._RELEASE_FLOOR,
-                   "RAW": _config._RAW_DICT, "MIN_TRIP": _config.key("AUTOVEC_MIN_TRIP"), "min_trip": cost.min_trip})
+                   "EXPRESSED": rt.expressed, "RAW": _config._RAW_DICT, "MIN_TRIP": _config.key("AUTOVEC_MIN_TRIP"), "min_trip": cost.min_trip})
     return ["def express(space, mapped, free, calls, writes, body, direct=None):",
             "    if rt.events is not None or rt.strict or rt.memory_budget is not None:",
             "        return None"]
@@ -394,9 +397,16 @@ def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot):
     return _compiled(rt, loop_id, "express", lines, consts)
 
 
-def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, covered):
+def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, covered, whole=None):
     """The token flavour's end: the lane's token (its covered inputs: `covered`, a statement),
-    run by the hot runner; (token, batch), or None."""
+    run by the hot runner; (token, batch), or None.
+
+    `whole` (("store", output position), ..): the loop's outputs are all stored into fresh
+    outputs (`out = torch.empty(n); for i in range(n): out[i] = ..`, the writes' "fresh" ones in
+    order). Where each batch would become its fresh output whole on the general path (fit_store's
+    first return, then `replaces`: the rows are all of it, same type, dtype, shape and device, no
+    gradient, both contiguous, not empty, no input's memory), the answer is (`expressed`, the
+    outputs), as `owned` gives them."""
     for i, w in enumerate(writes):
         if w[0] == "fresh":    # (a large fresh output is released while the batch is computed)
             emit(f"    if w{i}.numel() * w{i}.element_size() >= RELEASE:")
@@ -413,6 +423,21 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
     emit("    if outs is None:")
     emit("        return None")
     emit("    rt.ran[L] = MODE")
+    fresh = [i for i, w in enumerate(writes) if w[0] == "fresh"]
+    if whole and len(fresh) == len(whole):
+        results = []
+        for (_, pos), i in zip(whole, fresh):
+            o, w = f"o{pos}", f"w{i}"
+            emit(f"    {o} = outs[{pos}]")
+            emit(f"    if type({o}) is not Tensor or {o}.requires_grad or {w}.requires_grad or {o}.dtype is not {w}.dtype "
+                 f"or start or n != {w}.shape[0] or {o}.shape != {w}.shape or not {o}.is_cpu:")
+            emit("        return tok, outs")
+            emit(f"    if not {o}.is_contiguous() or not {w}.is_contiguous() or not {o}.numel() "
+                 f"or not tok.fresh and tok.shares_input({o}):")
+            emit("        return tok, outs")
+            results.append(f"{o} if {o}._base is None else {o}.detach()")
+        emit(f"    return (EXPRESSED, {', '.join(results)})")
+        return
     emit("    return tok, outs")
 
 
@@ -444,6 +469,9 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
 
     if rt.strict or rt.events is not None or spec == () or _config._RAW_DICT is None:
         return None
+    whole = None
+    if spec is not None and spec[0][0] == "store":
+        whole, spec = spec, None    # (the token flavour, which may answer a fresh output's batch whole)
     hot = rt.hot.get((loop_id, sid, ""))
     if hot is None or (loop_id, sid) in rt.failures:
         return None
@@ -534,7 +562,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         # the token flavour: the token the lane gives, run by the hot runner; the generated code
         # prepares and commits the outputs with it as on the general path
         _token_run(emit, rt, loop_id, sid, writes, names, "first", "list(sources)" if elements else "()", "None",
-                   f"tok.covered = (n, ({''.join(a + ', ' for a in args)}))")
+                   f"tok.covered = (n, ({''.join(a + ', ' for a in args)}))", None if elements else whole)
         return _compiled(rt, loop_id, "express", lines, consts)
     large = " or ".join(f"{a}.numel() >= FLOOR" for a in args)
     if code is None:     # (the broadcast body on the tensors themselves: every loop dimension first)
@@ -585,7 +613,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         emit(f"        o = outs[{pos}]")
         if kind in ("stack", "cat"):
             emit("        if o.requires_grad:")
-            emit("            o = o.clone() if grad_on() else o.detach()")
+            emit(f"            o = o.{'clone' if sig[-1] else 'detach'}()")    # (the grad mode: checked above)
             emit("        pieces = None")
             emit("        if o.untyped_storage().data_ptr() in ins:")
             emit("            pieces = o")

@@ -1013,6 +1013,9 @@ class FunctionRuntime:
                     mapped[pos] = (mapped[pos][0].to(device),) + tuple(mapped[pos][1:])
                 for j in number_sources or ():
                     sources[j] = sources[j].to(device)
+        # the one-time check runs in the caller's grad mode (an operation that raises only where
+        # an input requires grad raises there): grad on and off are signatures of their own
+        sig.append(grad)
         default = torch.get_default_dtype()
         if default is not torch.float32:
             # Python floats become the default dtype in some operations (`torch.ones(3) * i`,
@@ -4251,6 +4254,7 @@ class Token:
             else:
                 return
             rt.hot[key] = (limit, runner, mode)
+            rt.xp_tried.discard((self.loop_id, self.sig))   # (an express may be written now: _add_express)
             return
         if self.sources:
             it = iter(self.raw)
@@ -4280,6 +4284,7 @@ class Token:
         else:
             return
         rt.hot[key] = (limit, runner, mode)
+        rt.xp_tried.discard((self.loop_id, self.sig))   # (an express may be written now: _add_express)
 
     def _mode(self, mode, body, direct, inputs):
         if mode == "batched":

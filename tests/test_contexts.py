@@ -252,3 +252,22 @@ def test_an_error_only_under_grad_raises_as_the_loop():
     with torch.no_grad():
         torch.testing.assert_close(g(logits, targets, w), weighted_ce(logits, targets, w))
     assert explain(g, logits, targets, w.detach()).path == "vectorized"
+
+
+@pytest.mark.parametrize("warm", [1, 8])
+def test_a_signature_checked_without_grad_is_checked_again_with_grad(warm):
+    """The one-time check runs in the caller's grad mode, so grad mode is part of the signature:
+    a signature first checked (and run on its steady path, `warm` calls) under no_grad, then
+    called with grad on, is checked again there, and an operation that raises only under grad
+    raises as the loop does (before: the steady path computed)."""
+    from conftest import outcome
+    logits, targets = torch.randn(4, 3, 5), torch.randint(0, 5, (4, 3))
+    w = (torch.rand(5) + 0.1).requires_grad_()
+    g = autovec(weighted_ce)
+    with torch.no_grad():
+        for _ in range(warm):
+            torch.testing.assert_close(g(logits, targets, w), weighted_ce(logits, targets, w))
+    want, got = outcome(weighted_ce, logits, targets, w), outcome(g, logits, targets, w)
+    assert isinstance(want, tuple) and want[0] is RuntimeError and got == want
+    with torch.no_grad():       # and back: its own signature's steady path again
+        torch.testing.assert_close(g(logits, targets, w), weighted_ce(logits, targets, w))

@@ -11,6 +11,7 @@ import torch
 
 from autovec import autovec
 from autovec import lanes as lanes_mod
+from autovec.runtime import FunctionRuntime
 from corpus import CORPUS
 from test_lanes import _agree, _variants
 
@@ -19,7 +20,7 @@ from test_lanes import _agree, _variants
 def counted(monkeypatch):
     """Counts the calls each express answers ("answered") and leaves ("left") in this test. An
     express that raises (the generated code then takes the general path quietly) fails the test."""
-    seen = {"built": 0, "answered": 0, "left": 0}
+    seen = {"built": 0, "answered": 0, "left": 0, "whole": 0}
     raised = []
     build = lanes_mod.express
 
@@ -36,6 +37,8 @@ def counted(monkeypatch):
                 raised.append(f"{type(e).__name__}: {e}\n{fn.source}")
                 raise
             seen["answered" if out is not None else "left"] += 1
+            if out is not None and out[0] is FunctionRuntime.expressed and len(out) > 1:
+                seen["whole"] += 1      # (a fresh output answered as the batch itself)
             return out
         counting.source = fn.source
         return counting
@@ -360,3 +363,75 @@ def test_max_keeps_the_loops_views_and_owns_new_values(counted, monkeypatch):
     assert s.item() == 11.0 and s._base is None
     s.detach_()
     assert counted["answered"] == before + 2
+
+
+def fill_doubled(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2
+    return out
+
+
+def fill_rows(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i]             # the batch is x itself: the output must be a copy
+    return out
+
+
+def fill_wider(x):
+    out = torch.empty(x.shape[0], dtype=torch.float64)
+    for i in range(x.shape[0]):
+        out[i] = x[i].sum()       # float32 values into a float64 output
+    return out
+
+
+def fill_broadcast(x):
+    out = torch.zeros(x.shape[0], 3)
+    for i in range(x.shape[0]):
+        out[i] = x[i, 0] + 1      # one value broadcast into each row
+    return out
+
+
+def fill_shifted(x):
+    out = torch.zeros(x.shape[0] + 1, x.shape[1])
+    for i in range(x.shape[0]):
+        out[i + 1] = x[i] + 1     # rows 1.. only
+    return out
+
+
+def fill_two(x):
+    a = torch.empty(x.shape[0])
+    b = torch.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        a[i] = x[i].sum()
+        b[i] = x[i].max()
+    return a, b
+
+
+@pytest.mark.parametrize("fn, whole", [(fill_doubled, True), (fill_rows, False), (fill_wider, False),
+                                       (fill_broadcast, False), (fill_shifted, False), (fill_two, False)])
+def test_a_fresh_output_becomes_the_batch_as_on_the_general_path(fn, whole, counted, monkeypatch):
+    """A loop that fills a fresh output (`out = torch.empty(..); out[i] = ..`): where the general
+    path would make the batch the output itself (fit_store, then `replaces`), the express answers
+    it so (`whole`); where it would copy or convert (the batch is the input's memory, another
+    dtype, a broadcast value, rows that are not all of it), the express hands its token on."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast, general = autovec(fn), _general(fn)
+    x = torch.randn(6, 4)
+    _steady(fast, x.clone())
+    before, whole_before = counted["answered"], counted["whole"]
+    _same_as_general(fn, fast, general, (x,))
+    assert counted["answered"] > before
+    assert (counted["whole"] > whole_before) == whole
+    got = fast(x)
+    for r in (got if isinstance(got, tuple) else (got,)):
+        assert r.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+        r.add_(1)                 # (the result is memory of its own: x stays as it was)
+    torch.testing.assert_close(x, x.clone())
+    for other in (x[:1].clone(), x.double(), x.clone().requires_grad_(), x.t().contiguous().t(), x[::2]):
+        for _ in range(4):
+            _same_as_general(fn, fast, general, (other,))
+    with torch.no_grad():
+        for _ in range(3):
+            _same_as_general(fn, fast, general, (x.clone().requires_grad_(),))

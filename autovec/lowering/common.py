@@ -407,6 +407,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
     releases = []   # (fresh output, its fill): not held while the batch is computed (Token.release)
     result, swaps, display_swaps = None, {}, {}
     plain = []     # (P, consumer, output position) of each `P = consume(..)` the express may take (lanes.express)
+    whole = []     # (output name, "store", output position) of a fresh output the batch may become whole
+    whole_commits = set()     # (their commit statements: skipped where the express answered the batch)
     for k, o in enumerate(plan.outputs):
         if o.joined == -1 or o.record and o.record[1] > 0:
             continue      # a later append into a list, or part of a literal: with the first one's below
@@ -478,6 +480,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                                    _av_P=P, _av_AV=AV, _av_RG=RG)
                 if o.fill and mask == "None" and all(t != o.target for t, _ in releases):
                     releases.append((o.target, o.fill))
+                if simple and not o.dim and not o.offset and mask == "None" and ok == f"{O}[{pos}]" and not oth:
+                    whole.append((o.target, "store", pos))   # (the express may answer the new tensor)
+                    whole_commits.add(id(commit[-1]))
             else:
                 commit += template(f"{region} = _av_P", _av_P=P)
             disp_region = o.index_src.format(", ".join(":" for _ in range(lead)) if nest
@@ -770,11 +775,15 @@ except _av_AV.Error as _av_E:    # (not the name `Exception`: the user's module 
             isinstance(n, ast.Name) and n.id == T for st in commit + [s for c in commit_last for s in c]
             for n in ast.walk(st)):
         spec = tuple(plain)    # (every statement after the run a plain consume, and a commit without the token)
+    stored = simple and not spec and not nest and not plan.space.elements and whole and len(whole) == len(plan.outputs) \
+        and not plan.fission_stores and not commit_last and not any(
+            isinstance(n, ast.Name) and n.id == T for st in commit if id(st) not in whole_commits for n in ast.walk(st))
     if spec or simple:
         # the steady state in one call where the runtime has written it (lanes.express), else
         # None and the general path above. With `spec`: the consumed values; else (its token
         # flavour) the lane's token and the hot runner's batch, then the outputs prepared and
-        # committed as on the general path
+        # committed as on the general path. `stored`: the token flavour of a loop that fills a
+        # fresh output, whose express may answer the batch as that output (`expressed` first)
         X = namer.new(f"_av_x{L}")
         if spec:
             answered = template(f"{T} = {AV}.expressed\n{''.join(f'{name}, ' for name, _, _ in spec)}= {X}")
@@ -787,6 +796,14 @@ except {AV}.Error as {E}:
     _av_RESTORE
     {T} = {AV}.failed({L}, {T}, {E})
 """, _av_PREPARE=prepare or [ast.Pass()], _av_RESTORE=restore)
+        if stored:
+            answered = template(f"if {X}[0] is {AV}.expressed:\n    {T} = {AV}.expressed\n" +
+                                (f"    {whole[0][0]} = {X}[1]" if len(whole) == 1 else
+                                 f"    {''.join(f'{name}, ' for name, _, _ in whole)}= {X}[1:]") + "\nelse:\n    _av_TOKEN",
+                                _av_TOKEN=answered)
+            commit = [template(f"if {T} is not {AV}.expressed:\n    _av_COMMIT", _av_COMMIT=[st])[0]
+                      if id(st) in whole_commits else st for st in commit]
+            spec = whole
         stmts = stmts[:1] + template(f"""
 {X} = {AV}.xp.get({L})
 if {X} is not None:
