@@ -259,7 +259,7 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
         emit(f"    hit = PURE.get(id(calls[{i}]))")
         emit(f"    if (hit is None or hit[0] is not calls[{i}] or hit[1] is not None) and why_impure(calls[{i}]):")
         emit("        return None")
-    return lines, consts, {"free_tensors": free_tensors, "spans": spans}
+    return lines, consts, {"free_tensors": free_tensors, "spans": spans, "atoms": atoms}
 
 
 
@@ -426,14 +426,15 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
     fresh = [i for i, w in enumerate(writes) if w[0] == "fresh"]
     if whole and len(fresh) == len(whole):
         results = []
-        for (_, pos), i in zip(whole, fresh):
+        new = names["atoms"] and not rt.peeks.get(loop_id)   # (as for the express's consumers)
+        for (_, pos, fresh_value), i in zip(whole, fresh):
             o, w = f"o{pos}", f"w{i}"
             emit(f"    {o} = outs[{pos}]")
             emit(f"    if type({o}) is not Tensor or {o}.requires_grad or {w}.requires_grad or {o}.dtype is not {w}.dtype "
                  f"or start or n != {w}.shape[0] or {o}.shape != {w}.shape or not {o}.is_cpu:")
             emit("        return tok, outs")
-            emit(f"    if not {o}.is_contiguous() or not {w}.is_contiguous() or not {o}.numel() "
-                 f"or not tok.fresh and tok.shares_input({o}):")
+            shared = "" if fresh_value and new else f" or not tok.fresh and tok.shares_input({o})"
+            emit(f"    if not {o}.is_contiguous() or not {w}.is_contiguous() or not {o}.numel(){shared}:")
             emit("        return tok, outs")
             results.append(f"{o} if {o}._base is None else {o}.detach()")
         emit(f"    return (EXPRESSED, {', '.join(results)})")
@@ -497,8 +498,8 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     if spec is not None and (index or probes or fn is not R._hot_broadcast and fn is not R._hot_batched):
         return None     # (the consumers inline take the runners' common forms)
     pytypes = rt.pytypes.get((loop_id, sid), {})
-    if spec is not None and (any(pytypes.get(pos) for _, pos in spec)
-                             or any(kind not in _EXPRESS_KINDS for kind, _ in spec)):
+    if spec is not None and (any(pytypes.get(pos) for _, pos, _ in spec)
+                             or any(kind not in _EXPRESS_KINDS for kind, _, _ in spec)):
         return None
     elements = loop_id in rt.element_loops
     picks = None
@@ -599,13 +600,17 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     ins_lines = [f"ins = ({ins}{',' if ins else ''})"]
     for pos, path in rt.peeks.get(loop_id, ()):   # (tensors read through outside objects: Token.peeked)
         ins_lines += [f"t = _peek(free[{pos}], {path!r})", "if isinstance(t, Tensor):", "    ins += (_storage(t),)"]
-    copies = any(kind in ("stack", "cat", "tensor") for kind, _ in spec)
+    # (values that are new memory, _new_memory, where the free values hold nothing but tensors and
+    # atoms: no comparison)
+    new = names["atoms"] and not rt.peeks.get(loop_id)
+    spec = [(kind, pos, fresh and new) for kind, pos, fresh in spec]
+    copies = any(kind in ("stack", "cat", "tensor") and not fresh for kind, _, fresh in spec)
     if copies:
         lines.extend("    " + line for line in ins_lines)
     emit(f"    py = rt.pytypes.get({(loop_id, sid)!r})")
     emit("    try:")
     results = []
-    for j, (kind, pos) in enumerate(spec):
+    for j, (kind, pos, fresh) in enumerate(spec):
         r = f"r{j}"
         results.append(r)
         emit(f"        if py is not None and py.get({pos}):")
@@ -615,9 +620,10 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
             emit("        if o.requires_grad:")
             emit(f"            o = o.{'clone' if sig[-1] else 'detach'}()")    # (the grad mode: checked above)
             emit("        pieces = None")
-            emit("        if o.untyped_storage().data_ptr() in ins:")
-            emit("            pieces = o")
-            emit("            o = o.clone()")
+            if not fresh:
+                emit("        if o.untyped_storage().data_ptr() in ins:")
+                emit("            pieces = o")
+                emit("            o = o.clone()")
             if kind == "stack":
                 # (runtime._stacked below 4 dimensions: the batch as a tensor of its own; n >= 1)
                 emit("        if o.dim() >= 4 or not o.is_contiguous():")
@@ -631,7 +637,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         elif kind == "tensor":
             emit("        if o.dim() != 1 or not o.is_cpu:     # (n >= 1: no empty tensor)")
             emit("            return None")
-            emit("        if o.is_contiguous() and o.untyped_storage().data_ptr() not in ins:")
+            emit("        if o.is_contiguous()" + ("" if fresh else " and o.untyped_storage().data_ptr() not in ins") + ":")
             emit(f"            {r} = _plain(o.detach())")
             emit("        else:")
             emit(f"            {r} = _plain(o.detach().clone())")

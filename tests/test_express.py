@@ -435,3 +435,58 @@ def test_a_fresh_output_becomes_the_batch_as_on_the_general_path(fn, whole, coun
     with torch.no_grad():
         for _ in range(3):
             _same_as_general(fn, fast, general, (x.clone().requires_grad_(),))
+
+
+class _GivesTheTensor:
+    """A free value whose `t + self` is `t` itself (an operator that makes no new memory)."""
+
+    def __radd__(self, t):
+        return t
+
+
+_SAME = _GivesTheTensor()
+
+
+def added_odd(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] + _SAME)
+    return torch.stack(out)
+
+
+def plus_rows(x):
+    return torch.stack([+r for r in x])      # unary + gives the row itself
+
+
+def named_product(x):
+    out = []
+    for i in range(x.shape[0]):
+        y = x[i] * 2
+        out.append(y)
+    return torch.stack(out)
+
+
+def filled_odd(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] + _SAME
+    return out
+
+
+@pytest.mark.parametrize("fn", [added_odd, plus_rows, named_product, filled_odd])
+def test_a_result_is_never_the_inputs_memory(fn, counted, monkeypatch):
+    """The express skips comparing a result's memory with the inputs' only where the loop's
+    value is an operator's result on tensors and numbers (lowering.common._new_memory): an
+    operator of an outside object may give the tensor itself, and so does unary `+`."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast, general = autovec(fn), _general(fn)
+    x = torch.randn(5, 3)
+    _steady(fast, x)
+    before = counted["answered"]
+    _same_as_general(fn, fast, general, (x,))
+    assert counted["answered"] > before
+    got = fast(x)
+    assert got.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    want = x.clone()
+    got.add_(1)
+    assert torch.equal(x, want)

@@ -481,7 +481,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 if o.fill and mask == "None" and all(t != o.target for t, _ in releases):
                     releases.append((o.target, o.fill))
                 if simple and not o.dim and not o.offset and mask == "None" and ok == f"{O}[{pos}]" and not oth:
-                    whole.append((o.target, "store", pos))   # (the express may answer the new tensor)
+                    whole.append((o.target, "store", pos, _new_memory(o.value, plan)))   # (the express may answer it)
                     whole_commits.add(id(commit[-1]))
             else:
                 commit += template(f"{region} = _av_P", _av_P=P)
@@ -499,7 +499,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             result = namer.new(f"_av_r{L}")
             views = ", views=True" if o.consumer == "list" and _may_share(o.value, plan) else ""
             prepare += template(f"_av_P = _av_AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{views}{oth})", _av_P=P, _av_AV=AV)
-            _plain_consume(plain, P, o, pos, ok == f"{O}[{pos}]" and mask == "None" and not oth)
+            _plain_consume(plain, P, o, pos, ok == f"{O}[{pos}]" and mask == "None" and not oth, plan)
             if o.consumer == "list" and _free_name(o.value, plan):
                 commit += template(f"_av_R = [{o.value}] * _av_P.__len__()", _av_R=result, _av_P=P)   # `[w for _ in ..]`: w itself
             else:
@@ -513,7 +513,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             display_tail.append(f"{o.target} = {ok}")
         elif o.kind == "append" and o.consumer:
             prepare += template(f"_av_P = _av_AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{oth})", _av_P=P, _av_AV=AV)
-            _plain_consume(plain, P, o, pos, ok == f"{O}[{pos}]" and mask == "None" and not oth)
+            _plain_consume(plain, P, o, pos, ok == f"{O}[{pos}]" and mask == "None" and not oth, plan)
             swaps[o.consumer_src] = expr("(_av_P if _av_T is not None else _av_ORIG)", _av_P=P, _av_T=T,
                                          _av_ORIG=ast.parse(o.consumer_src, mode="eval").body)
             display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, show, mpos is not None and mask))
@@ -786,7 +786,7 @@ except _av_AV.Error as _av_E:    # (not the name `Exception`: the user's module 
         # fresh output, whose express may answer the batch as that output (`expressed` first)
         X = namer.new(f"_av_x{L}")
         if spec:
-            answered = template(f"{T} = {AV}.expressed\n{''.join(f'{name}, ' for name, _, _ in spec)}= {X}")
+            answered = template(f"{T} = {AV}.expressed\n{''.join(f'{name}, ' for name, *_ in spec)}= {X}")
         else:
             answered = template(f"""
 {T}, {O} = {X}
@@ -799,7 +799,7 @@ except {AV}.Error as {E}:
         if stored:
             answered = template(f"if {X}[0] is {AV}.expressed:\n    {T} = {AV}.expressed\n" +
                                 (f"    {whole[0][0]} = {X}[1]" if len(whole) == 1 else
-                                 f"    {''.join(f'{name}, ' for name, _, _ in whole)}= {X}[1:]") + "\nelse:\n    _av_TOKEN",
+                                 f"    {''.join(f'{name}, ' for name, *_ in whole)}= {X}[1:]") + "\nelse:\n    _av_TOKEN",
                                 _av_TOKEN=answered)
             commit = [template(f"if {T} is not {AV}.expressed:\n    _av_COMMIT", _av_COMMIT=[st])[0]
                       if id(st) in whole_commits else st for st in commit]
@@ -818,7 +818,7 @@ else:
     _av_GENERAL
 """, _av_BODYDEF=[body_def] + ([defs[-1]] if direct else []), _av_SPACE=_space_expr(plan, AV), _av_MAPPED=mapped_expr, _av_FREE=free_expr,
             _av_CALLS=calls_expr, _av_WRITES=writes_expr, _av_ANSWERED=answered, _av_GENERAL=stmts[1:])
-        spec = tuple((kind, pos) for _, kind, pos in spec) if spec else None
+        spec = tuple((kind, pos, new) for _, kind, pos, new in spec) if spec else None
     set_lines(stmts, plan.lineno, plan.lineno)
 
     if direct:
@@ -849,15 +849,40 @@ else:
                    batchable, after, tagged, spec)
 
 
-def _plain_consume(plain: list, P: str, o, pos: int, whole: bool) -> None:
+def _plain_consume(plain: list, P: str, o, pos: int, whole: bool, plan: LoopPlan) -> None:
     """Notes `P = consume(kind, O[pos], None, T.py(pos, ..), T)` of an output the express builds
     inline (lanes._EXPRESS_KINDS: a stack, a tensor, a cat or a builtin reduction; `whole`: of the
     whole batch, unmasked, with no other output to compare memory with; values that are tensors
-    in the loop)."""
+    in the loop), with whether its value is new memory (_new_memory)."""
     from ..lanes import _EXPRESS_KINDS
 
     if whole and o.consumer in _EXPRESS_KINDS and not o.pytype:
-        plain.append((P, o.consumer, pos))
+        plain.append((P, o.consumer, pos, _new_memory(o.value, plan)))
+
+
+def _new_memory(value: str, plan: LoopPlan, depth: int = 0) -> bool:
+    """Whether the loop's value is the result of an operator (`x[i] + y[i]`, `-r`, `v * 2`, `a <
+    b`; not unary `+`, which gives the tensor itself), directly or through a name the body binds
+    once: the operator's tensor is new memory, in each iteration and in the batch, never an input
+    or a view of one (where the operands are tensors and numbers: lanes.express asks that the
+    signature's free values hold nothing else). The express then skips comparing its memory with
+    the inputs' (Token.shares_input)."""
+    try:
+        node = ast.parse(value, mode="eval").body
+    except SyntaxError:
+        return False
+    if isinstance(node, ast.Name):
+        if depth >= 8 or any(name == node.id for name, *_ in plan.scans):
+            return False
+        bound = [st for text in plan.body for st in ast.parse(text).body
+                 if any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
+                        for n in ast.walk(st))]
+        if len(bound) == 1 and isinstance(bound[0], ast.Assign) and len(bound[0].targets) == 1 \
+                and isinstance(bound[0].targets[0], ast.Name):
+            return _new_memory(ast.unparse(bound[0].value), plan, depth + 1)
+        return False
+    return isinstance(node, (ast.BinOp, ast.Compare)) or \
+        isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Invert))
 
 
 def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
