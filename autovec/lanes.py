@@ -367,7 +367,7 @@ def _head(rt, loop_id, sid, hot, consts):
             "        return None"]
 
 
-def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot):
+def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot, whole=None):
     """`express`'s token flavour for a loop nest (one `range` per level, counting up): the
     lane's token for the nest's levels, run by its hot runner (runtime._hot_nest)."""
     made = checks(rt, loop_id, sid, sig, mapped, (), free, calls, writes, nest=True)
@@ -393,11 +393,11 @@ def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot):
     lines += body_lines
     covered = f"if {' and '.join(dict.fromkeys(names['spans']))}:\n        tok.covered = (-1, None)" \
         if names["spans"] else ""
-    _token_run(emit, rt, loop_id, sid, writes, names, "start", "()", "levels", covered)
+    _token_run(emit, rt, loop_id, sid, writes, names, "start", "()", "levels", covered, whole, k)
     return _compiled(rt, loop_id, "express", lines, consts)
 
 
-def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, covered, whole=None):
+def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, covered, whole=None, nest=0):
     """The token flavour's end: the lane's token (its covered inputs: `covered`, a statement),
     run by the hot runner; (token, batch), or None.
 
@@ -430,8 +430,11 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
         for (_, pos, fresh_value), i in zip(whole, fresh):
             o, w = f"o{pos}", f"w{i}"
             emit(f"    {o} = outs[{pos}]")
+            # (the rows are all of the output: from 0 in steps of 1, its length; a nest: every level's)
+            rows = " or ".join(f"levels[{lv}][0] or levels[{lv}][1] != 1" for lv in range(nest)) if nest \
+                else f"start or n != {w}.shape[0]"
             emit(f"    if type({o}) is not Tensor or {o}.requires_grad or {w}.requires_grad or {o}.dtype is not {w}.dtype "
-                 f"or start or n != {w}.shape[0] or {o}.shape != {w}.shape or not {o}.is_cpu:")
+                 f"or {rows} or {o}.shape != {w}.shape or not {o}.is_cpu:")
             emit("        return tok, outs")
             shared = "" if fresh_value and new else f" or not tok.fresh and tok.shares_input({o})"
             emit(f"    if not {o}.is_contiguous() or not {w}.is_contiguous() or not {o}.numel(){shared}:")
@@ -481,7 +484,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     if loop_id in rt.nest_loops:
         if spec is not None or fn is not R._hot_nest:
             return None
-        return _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot)
+        return _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot, whole)
     if fn is R._hot_broadcast:
         rank, index = hargs
         code = dims = None

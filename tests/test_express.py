@@ -409,8 +409,42 @@ def fill_two(x):
     return a, b
 
 
+def nest_fill(x):
+    out = torch.empty(x.shape[0], x.shape[1])
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j] * 2
+    return out
+
+
+def nest_gram(x):
+    out = torch.zeros(x.shape[0], x.shape[0])
+    for i in range(x.shape[0]):
+        for j in range(x.shape[0]):
+            out[i, j] = torch.dot(x[i], x[j])
+    return out
+
+
+def nest_part(x):
+    out = torch.zeros(x.shape[0] + 1, x.shape[1])
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j] * 2      # (the last row stays 0)
+    return out
+
+
+def nest_wider(x):
+    out = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float64)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j] * 2      # (float32 values into a float64 output)
+    return out
+
+
 @pytest.mark.parametrize("fn, whole", [(fill_doubled, True), (fill_rows, False), (fill_wider, False),
-                                       (fill_broadcast, False), (fill_shifted, False), (fill_two, False)])
+                                       (fill_broadcast, False), (fill_shifted, False), (fill_two, False),
+                                       (nest_fill, True), (nest_gram, True), (nest_part, False),
+                                       (nest_wider, False)])
 def test_a_fresh_output_becomes_the_batch_as_on_the_general_path(fn, whole, counted, monkeypatch):
     """A loop that fills a fresh output (`out = torch.empty(..); out[i] = ..`): where the general
     path would make the batch the output itself (fit_store, then `replaces`), the express answers

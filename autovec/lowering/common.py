@@ -480,7 +480,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                                    _av_P=P, _av_AV=AV, _av_RG=RG)
                 if o.fill and mask == "None" and all(t != o.target for t, _ in releases):
                     releases.append((o.target, o.fill))
-                if simple and not o.dim and not o.offset and mask == "None" and ok == f"{O}[{pos}]" and not oth:
+                # (the rows are all of it where the loop covers them from 0: the region is the output)
+                covers = simple and not o.dim and not o.offset or nest and compact == f"{o.target}[{{}}]" \
+                    and tuple(o.nest_rows) == tuple((lv, 0) for lv in range(lead))
+                if covers and mask == "None" and ok == f"{O}[{pos}]" and not oth:
                     whole.append((o.target, "store", pos, _new_memory(o.value, plan)))   # (the express may answer it)
                     whole_commits.add(id(commit[-1]))
             else:
@@ -775,7 +778,7 @@ except _av_AV.Error as _av_E:    # (not the name `Exception`: the user's module 
             isinstance(n, ast.Name) and n.id == T for st in commit + [s for c in commit_last for s in c]
             for n in ast.walk(st)):
         spec = tuple(plain)    # (every statement after the run a plain consume, and a commit without the token)
-    stored = simple and not spec and not nest and not plan.space.elements and whole and len(whole) == len(plan.outputs) \
+    stored = simple and not spec and not plan.space.elements and whole and len(whole) == len(plan.outputs) \
         and not plan.fission_stores and not commit_last and not any(
             isinstance(n, ast.Name) and n.id == T for st in commit if id(st) not in whole_commits for n in ast.walk(st))
     if spec or simple:
