@@ -87,7 +87,7 @@ def _compiled(rt, loop_id, name, lines, consts):
     return fn
 
 
-def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=False, covered=False):
+def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=False, covered=False, express=False):
     """The lane's checks for this loop and signature, as lines of a function body that has the
     pending state's names bound (`loop_id`, `m`, `levels`, `n`, `start`, `step`, `sources`, and
     `mapped`, `free`, `calls`, `writes`), each answering None where a value differs: (lines,
@@ -221,6 +221,9 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
         emit(f"    {v} = writes[{i}][1]")
         if kind in ("store", "fresh", "scatter"):
             tensor_checks(v, entry)
+            if express and kind == "fresh":    # (a large fresh output is released while the batch is computed)
+                emit(f"    if {v}.numel() * {v}.element_size() >= RELEASE:")
+                emit("        return None")
             if kind != "scatter":
                 bounds(v, w[2], w[3], store=True)
             if entry[4] and grad:       # (a leaf that requires grad: the loop raises where grad is on)
@@ -370,7 +373,7 @@ def _head(rt, loop_id, sid, hot, consts):
 def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot, whole=None):
     """`express`'s token flavour for a loop nest (one `range` per level, counting up): the
     lane's token for the nest's levels, run by its hot runner (runtime._hot_nest)."""
-    made = checks(rt, loop_id, sid, sig, mapped, (), free, calls, writes, nest=True)
+    made = checks(rt, loop_id, sid, sig, mapped, (), free, calls, writes, nest=True, express=True)
     if made is None:
         return None
     body_lines, consts, names = made
@@ -407,10 +410,6 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
     first return, then `replaces`: the rows are all of it, same type, dtype, shape and device, no
     gradient, both contiguous, not empty, no input's memory), the answer is (`expressed`, the
     outputs), as `owned` gives them."""
-    for i, w in enumerate(writes):
-        if w[0] == "fresh":    # (a large fresh output is released while the batch is computed)
-            emit(f"    if w{i}.numel() * w{i}.element_size() >= RELEASE:")
-            emit("        return None")
     emit(f"    tok = Token(rt, L, M, n, start, step, {first}, mapped, {sources}, [{', '.join(names['free_tensors'])}], "
          f"{sid!r}, {levels}, None)")
     if covered:
@@ -515,7 +514,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     offsets = {m[2] for m in mapped}
     if len(offsets) > 1 or elements and offsets - {0}:
         return None     # (rows from other offsets: never all of every tensor)
-    made = checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, covered=True)
+    made = checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, covered=True, express=True)
     if made is None:
         return None
     body_lines, consts, names = made
