@@ -450,7 +450,9 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
         stmts = [_located(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), line)]
     for cond in reversed(gen.ifs):
         stmts = [_located(ast.If(test=cond, body=stmts, orelse=[]), line)]
-    body.branches = bool(gen.ifs)
+    # a filter, or `a if c else b` as the element (as in a for loop's appended value): the
+    # where strategy converts a condition on per-element data (lowering/ifconvert.py)
+    body.branches = body.branches or bool(gen.ifs) or any(isinstance(n, ast.IfExp) for n in ast.walk(elt))
     body.stmts = body.stmts + stmts
     if parts is None:
         out = Output("append", "", src(value), line, consumer=consumer, consumer_src=src(consumer_node),
