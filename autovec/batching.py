@@ -10,6 +10,7 @@ import types
 
 import torch
 
+from .analysis.helpers import returned_expression
 from .frontend import attr_chain, scope_lookup
 from .lowering.batched import Unsupported, agrees, batched_def, fact_of, number_nodes, probe_def
 
@@ -881,10 +882,22 @@ class _Inliner:
     `return`) into the body, so the batched rewrite sees their operations. A helper's own free
     names (its module's `torch`, a constant) become closure cells holding what they named when
     the batched body was written; every call checks that the loop still calls the same helper
-    code and that those names still name the same objects (else the body is written again)."""
+    code and that those names still name the same objects (else the body is written again).
 
-    def __init__(self, resolve, local):
+    With `branches` (a loop whose plan branches on per-iteration data, so its guards keep
+    the loop where gradients are required), also helpers whose `if`s only pick what they
+    return (analysis.helpers.returned_expression), and their conditional expressions become
+    `where` on both values, as ifconvert does for the loop's own (`av`: the runtime's name):
+
+        def f(r):                         _avh1_r = row
+            if r.sum() > 0:        ->     _avh1_return = _av.where(_av.truth(_avh1_r.sum() > 0),
+                return r * 2                                       _avh1_r * 2, -_avh1_r, True)
+            return -r
+    """
+
+    def __init__(self, resolve, local, av=None, branches=False):
         self.resolve, self.local = resolve, set(local)
+        self.av, self.branches = av, branches and av is not None
         self.cells: dict = {}       # injected name -> cell
         self.checks: list = []      # (callee text, function, code) and (function, name, object)
         self.count = 0
@@ -946,7 +959,9 @@ class _Inliner:
             fn = obj
         else:
             return None
-        if (fn.__module__ or "").startswith(("torch", "autovec")) or fn.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+        if (fn.__module__ or "").startswith(("torch", "autovec")) or fn.__code__.co_flags & (
+                inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATOR | inspect.CO_COROUTINE
+                | inspect.CO_ASYNC_GENERATOR):
             return None
         from .purity import NoSource, _capture_cached
         try:
@@ -957,10 +972,10 @@ class _Inliner:
         a = tree.args
         if a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg:
             return None
-        stmts = [s for s in tree.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        if not stmts or not isinstance(stmts[-1], ast.Return) or stmts[-1].value is None or not all(
-                isinstance(s, ast.Assign) and all(isinstance(t, ast.Name) for t in s.targets) for s in stmts[:-1]):
+        form = returned_expression(tree)
+        if form is None or form[2] and not self.branches:
             return None
+        stmts = form[0] + [ast.copy_location(ast.Return(value=form[1]), form[1])]
         params = [p.arg for p in a.args]
         given = ([receiver] if receiver is not None else []) + list(node.args)
         if len(given) > len(params):
@@ -997,12 +1012,37 @@ class _Inliner:
         self.checks.append((text if lookup is None else None, fn, fn.__code__))
         renamer = _Rename(rename)
         inner = [renamer.visit(copy.deepcopy(s)) for s in stmts]
+        if self.branches and any(isinstance(n, ast.IfExp) for s in inner for n in ast.walk(s)):
+            inner = [_Wheres(self.av).visit(s) for s in inner]
+            if self.av not in self.cells:
+                # (a body with no `where` of its own does not close over the runtime: its
+                # class's helpers, for the one-row probe; the batched body calls torch's)
+                from .runtime import FunctionRuntime
+                self.cells[self.av] = types.CellType(FunctionRuntime)
         inner = self.block(inner[:-1] + [inner[-1]], depth + 1, lookup=cap)
         ret = inner.pop()
         pre += inner
         result = tag + "return"
         pre.append(ast.Assign(targets=[ast.Name(id=result, ctx=ast.Store())], value=ret.value))
         return ast.copy_location(ast.Name(id=result, ctx=ast.Load()), node)
+
+
+class _Wheres(ast.NodeTransformer):
+    """`a if c else b` as `av.where(av.truth(c), a, b, True)` (lowering.ifconvert): both values
+    are computed, and they must be of one type, dtype and shape; nested scopes are left alone."""
+
+    def __init__(self, av):
+        self.av = av
+
+    def visit_Lambda(self, node):
+        return node
+    visit_ListComp = visit_GeneratorExp = visit_SetComp = visit_DictComp = visit_Lambda
+
+    def visit_IfExp(self, node):
+        node = self.generic_visit(node)
+        from .lowering.ifconvert import _call, _truth
+        return ast.copy_location(_call(self.av, "where", [_truth(self.av, node.test), node.body, node.orelse,
+                                                           ast.Constant(True)]), node)
 
 
 def _resolve_in_cells(cells, text):
@@ -1042,19 +1082,20 @@ def _still_same(checks, body) -> bool:
 
 
 def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: list,
-          index: str | None = None) -> BatchedBody | str:
+          index: str | None = None, branches: bool = False) -> BatchedBody | str:
     """The batched body of `fdef` for this signature, or the reason there is none.
     `index`: the parameter that is the loop's own index (an arange), if the body takes it.
     `row_args_at(j)`: the body's arguments on iteration j (flat over a nest's levels);
     `batch_args`: the batched arguments (one dimension per loop level in front, size 1 where a
-    value does not vary over that level); `sizes`: the trip count of each level."""
+    value does not vary over that level); `sizes`: the trip count of each level. `branches`:
+    the loop's plan branches on per-iteration data (_Inliner)."""
     facts: dict = {}
 
     def record(k, v):
         if k not in facts:
             facts[k] = fact_of(v)
         return v
-    inliner = _Inliner(_resolver(body), [a.arg for a in fdef.args.args] + [av])
+    inliner = _Inliner(_resolver(body), [a.arg for a in fdef.args.args] + [av], av, branches)
     try:
         fdef = inliner.run(fdef)
     except Exception as e:   # an inliner bug must only cost the batched form

@@ -112,6 +112,9 @@ class LoopPlan:
     callables: tuple[str, ...]       # call targets rooted at loop-invariant names
     live_after: tuple[str, ...] = () # iteration variables read after the loop
     branches: bool = False           # the body branches on per-iteration data
+    # helpers the body calls whose returned value a condition on per-iteration data picks
+    # (analysis.helpers): the batched body inlines them with `where` (batching._Inliner)
+    branch_helpers: tuple[str, ...] = ()
     value_indices: tuple = ()        # loop nests: indices used as numbers in the body
     index_float: bool = False        # the index, as a number, meets Python floats (`0.1 * i`, `i / n`)
     items: bool = False              # the body converts per-iteration tensors with `.item()`

@@ -79,6 +79,17 @@ class Env:
         # (`_av_fill`: the analysis's own spelling of `out[i, lo:hi] = v` on a copy of the row)
         return attr == "_av_fill" or pure_tensor_method(attr)
 
+    def helper_def(self, path: str) -> ast.FunctionDef | None:
+        """The syntax tree of the plain user function `path` names now (not torch's or autovec's,
+        not a method), or None. The batched body looks the callee up again (batching._Inliner)."""
+        found, obj = self.resolve(path)
+        if not found or type(obj) is not types.FunctionType or (obj.__module__ or "").startswith(("torch", "autovec")):
+            return None
+        try:
+            return _capture_cached(obj).tree
+        except NoSource:
+            return None
+
     def consumer(self, path: str) -> str | None:
         found, obj = self.resolve(path)
         return _CONSUMERS.get(obj) if found and _hashable(obj) else None

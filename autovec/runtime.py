@@ -4463,7 +4463,8 @@ class Token:
             plan = self.match.plan
             index = plan.space.index if (self.levels is None and plan.index_as_value and plan.space.kind == "range"
                                          and fdef.args.args and fdef.args.args[-1].arg == plan.space.index) else None
-            code = rt.batched[key] = build(fdef, av, body, lambda j: self._row_args(inputs, j), args, sizes, index)
+            code = rt.batched[key] = build(fdef, av, body, lambda j: self._row_args(inputs, j), args, sizes, index,
+                                           plan.branches)
         if rt.events is not None and not self.tag:
             rt.batched_seen[self.loop_id] = code     # for explain: the batched body, or why there is none
         if isinstance(code, str):

@@ -12,6 +12,7 @@ import types
 from dataclasses import dataclass, field
 
 from ..plan import IterSpace, LoopPlan, Mapped, Output, Refusal
+from . import helpers as helper_forms
 from . import names as nm
 
 
@@ -450,7 +451,9 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
         stmts = [_located(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), line)]
     for cond in reversed(gen.ifs):
         stmts = [_located(ast.If(test=cond, body=stmts, orelse=[]), line)]
-    body.branches = bool(gen.ifs)
+    # a filter, or `a if c else b` as the element (as in a for loop's appended value): the
+    # where strategy converts a condition on per-element data (lowering/ifconvert.py)
+    body.branches = body.branches or bool(gen.ifs) or any(isinstance(n, ast.IfExp) for n in ast.walk(elt))
     body.stmts = body.stmts + stmts
     if parts is None:
         out = Output("append", "", src(value), line, consumer=consumer, consumer_src=src(consumer_node),
@@ -1380,12 +1383,14 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
     free = sorted(reads - set(body.assigned) - set(iter_vars) - set(targets) - {o.marker for o in outputs}
                   - {s[0] for s in scans})
     callables = tuple(sorted({c for c in _callables(all_nodes, body, iter_vars)}))
+    helpers = _branch_helpers(stmts, ctx, set(free))
 
     return LoopPlan(
         loop_id=loop_id, lineno=line, end_lineno=getattr(node, "end_lineno", line),
         source=src(node), form=form, space=space, body=tuple(src(s) for s in stmts),
         outputs=tuple(outputs), mapped=tuple(mapped), index_as_value=index_as_value,
-        free=tuple(free), callables=callables, live_after=tuple(live), branches=body.branches,
+        free=tuple(free), callables=callables, live_after=tuple(live), branches=body.branches or bool(helpers),
+        branch_helpers=helpers,
         items=body.items, scans=tuple(scans), exit_scans=tuple(exit_scans),
         index_float=index_as_value and _index_meets_floats(stmts, [index], free))
 
@@ -1739,6 +1744,31 @@ def _callables(nodes, body: _Body, iter_vars) -> list[str]:
     return out
 
 
+def _branch_helpers(nodes, ctx: Context, invariant: set) -> tuple[str, ...]:
+    """Helpers called in the body (outside nested scopes) whose returned value a condition on
+    a per-iteration argument picks (`def f(r): if r.sum() > 0: return r * 2` / `return -r`,
+    analysis.helpers): the body branches on per-iteration data as if the `if` were written in
+    it, so the guards of branching loops apply (gradients keep the loop) and the batched body
+    inlines the helper with `where` (batching._Inliner). `invariant`: the names the body reads
+    that the loop does not change; every other name read varies."""
+    varying = set().union(*(nm.load_ids(n) for n in nodes)) - invariant if nodes else set()
+    found = []
+
+    def visit(n):
+        if isinstance(n, nm._SCOPES):
+            return
+        if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute)) and _base_ok(n.func) \
+                and _root(n.func) in invariant:
+            tree = ctx.env.helper_def(src(n.func))
+            if tree is not None and helper_forms.varying_conditions(tree, n, varying):
+                found.append(src(n.func))
+        for child in ast.iter_child_nodes(n):
+            visit(child)
+    for n in nodes:
+        visit(n)
+    return tuple(dict.fromkeys(found))
+
+
 def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
     """Refuse calls that may have side effects or draw random numbers."""
     for n in nodes:
@@ -1935,8 +1965,10 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
     reads = {ld.id for n in body.stmts for ld in nm.loads(n) if id(ld) not in body.based}
     free = sorted(reads - set(body.assigned) - set(iter_vars) - set(targets) - {o.marker for o in outputs})
     callables = tuple(sorted(set(_callables(body.stmts, body, iter_vars))))
+    helpers = _branch_helpers(body.stmts, ctx, set(free))
     return LoopPlan(
         loop_id=loop_id, lineno=line, end_lineno=node.end_lineno, source=src(node), form="for", space=space,
         body=tuple(src(s) for s in body.stmts), outputs=tuple(outputs), mapped=tuple(mapped.values()),
-        index_as_value=bool(value_indices), free=tuple(free), callables=callables, branches=body.branches,
+        index_as_value=bool(value_indices), free=tuple(free), callables=callables,
+        branches=body.branches or bool(helpers), branch_helpers=helpers,
         value_indices=value_indices, index_float=_index_meets_floats(body.stmts, value_indices, free))

@@ -9,8 +9,10 @@ from .common import Lowered, Match, build
 def match(plan: LoopPlan, env) -> Match | Refusal:
     if not plan.branches:
         return Refusal("the body does not branch on per-iteration data", plan.lineno)
-    return Match("where", plan, "the branches depend on each element, so both sides are computed "
-                 "and `torch.where` picks per element; iterations are otherwise independent")
+    inside = ", ".join(f"`{h}`" for h in plan.branch_helpers)
+    return Match("where", plan, "the branches " + (f"(with those of {inside}, inlined) " if inside else "")
+                 + "depend on each element, so both sides are computed and `torch.where` picks per element; "
+                 "iterations are otherwise independent")
 
 
 def lower(m: Match, namer) -> Lowered:
