@@ -659,7 +659,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         PRE_REF, pre_ref = "None", None
         converts = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("int", "float", "bool")
                        for st in pre.body for n in ast.walk(st))
-        if plan.items or converts and op in ("+", "-", "*"):
+        # (a loop-invariant name in the values added, `k += K`: a Python number or a tensor, as
+        # the caller passed it)
+        invariant = any(isinstance(n, ast.Name) and n.id in plan.free for st in pre.body for n in ast.walk(st))
+        if plan.items or (converts or invariant) and op in ("+", "-", "*"):
             # (`k += int(c[i])`: a Python number in the loop too, as `.item()` gives)
             if op.startswith(("best", "pay")) or op in ("lin", "+", "-", "*"):
                 # the one-time check runs the loop's own `.item()`: it tells whether a running
@@ -730,7 +733,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             str(bool(o.pytype))
         scan_code += [pre] + template(
             f"{T}.add_scan(_av_AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
-            f"{PY}, {bool(o.inplace)}), {PY})", _av_AV=AV)
+            f"{PY}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}), {PY})", _av_AV=AV)
     for fd in scan_code:
         # the running values' own bodies: the batched mode may rewrite them too (by tag)
         if isinstance(fd, ast.FunctionDef) and not fd.name.endswith("_ref"):
