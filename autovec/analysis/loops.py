@@ -1902,6 +1902,37 @@ def match_subscript_nest(node: ast.Subscript, indices: list[str]):
     return found
 
 
+def _own_element_reads(body: _Body, targets: dict, stores: dict) -> set:
+    """The ids of the Name nodes of reads `x[i, j]` of a tensor the nest stores into as
+    `x[i, j] = v` (a plain store, not `+=`), written exactly as the store's subscript and read
+    before it in the iteration: in the stored value itself, in a statement before the store's,
+    or in the test of the `if` the store sits in. Each iteration reads and writes only its own
+    element there, and reads it before writing it, so every read sees the value from before the
+    nest, as the batch does (the runtime still checks that no other tensor the nest reads
+    shares the output's memory). `stores`: the store's marker -> its subscript node."""
+    own = set()
+    for o in targets.values():
+        sub = stores.get(o.marker)
+        if o.kind != "store" or o.op or sub is None:
+            continue
+        at = next((k for k, st in enumerate(body.stmts) for n in ast.walk(st)
+                   if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                   and n.targets[0].id == o.marker), None)
+        if at is None:
+            continue
+        st = body.stmts[at]
+        values = [n.value for n in ast.walk(st) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                  and isinstance(n.targets[0], ast.Name) and n.targets[0].id == o.marker]
+        before = list(body.stmts[:at]) + values + ([st.test] if isinstance(st, ast.If) else [])
+        want = src(sub)
+        for n in before:
+            for r in ast.walk(n):
+                if isinstance(r, ast.Subscript) and isinstance(r.value, ast.Name) and r.value.id == o.target \
+                        and isinstance(r.ctx, ast.Load) and src(r) == want:
+                    own.add(id(r.value))
+    return own
+
+
 def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
     node = levels[0][2]
     inner = levels[-1][2]
@@ -1910,13 +1941,14 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
     iter_vars = {ix: "index" for ix in indices}
     body = _classify(inner.body, ctx, iter_vars)
     space = IterSpace("nest", levels=tuple((ix, args) for ix, args, _ in levels))
-    outputs, targets = [], {}
+    outputs, targets, stores = [], {}, {}
     for out, payload in body.outputs:
         if out.target in iter_vars or out.target in body.assigned or (out.target and out.target in targets):
             raise Refuse(f"`{out.target}` is written more than once or reassigned in the loop nest "
                          f"(line {out.lineno})", out.lineno)
         if out.kind == "store":
             sub = payload[0]
+            stores[out.marker] = sub
             m = match_subscript_nest(sub, indices)
             if not isinstance(m, list) or sorted(lv for lv, _, _ in m) != list(range(len(indices))) \
                     or [p for _, p, _ in m] != list(range(len(indices))) \
@@ -1938,9 +1970,10 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
         targets[out.target] = out
         outputs.append(out)
     _check_calls(body.stmts, ctx, body, iter_vars)
+    own = _own_element_reads(body, targets, stores)
     for n in body.stmts:
         for ld in nm.loads(n):
-            if ld.id in targets:
+            if ld.id in targets and id(ld) not in own:
                 raise Refuse(f"loop-carried dependency: `{ld.id}` is read at line {ld.lineno} and "
                              f"written at line {targets[ld.id].lineno}", ld.lineno)
     _check_carried(body.stmts, body.assigned, set(iter_vars) | {o.marker for o in outputs})

@@ -366,8 +366,11 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
     store_keys = {(o.target, o.dim, o.offset) for o in plan.outputs if o.kind == "store"}
     nest = plan.space.kind == "nest"
     lead = len(plan.space.levels) if nest else 1
+    # a nest's read of the very element it stores (`x[i, j] = x[i, j] * s`, analysis._own_element_reads)
+    nest_keys = {(o.target, o.nest_rows) for o in plan.outputs if o.kind == "store" and nest}
     mapped_expr = expr("(" + "".join(
-        (f"({mp.base}, {mp.levels!r}, 0, 0), " if nest else
+        (f"({mp.base}, {mp.levels!r}, 0, "
+         f"{int((mp.base, tuple((lv, off) for lv, _, off in mp.levels)) in nest_keys)}), " if nest else
          f"({mp.base}, {mp.dim}, {mp.offset}, {int((mp.base, mp.dim, mp.offset) in store_keys)}), ")
         for mp in mapped) + ")")
     free_expr = expr("(" + "".join(f"{f}, " for f in plan.free) + ")")
