@@ -79,6 +79,10 @@ class Output:
     marker: str = ""          # body variable that holds the per-iteration value
     cond: bool = False        # the output happens only under a data-dependent condition
     pytype: str = ""          # "item": the loop stores `value.item()` (a Python number)
+    counted: str = ""         # accum: `if c: k += K` read as `k += K * int(bool(c))` with a K whose
+                              # type may differ from the start's (analysis._counted): K's source;
+                              # the running value's type changes at the first increment
+                              # (runtime.prefix checks K and the steps)
     joined: int = 0           # append: k > 1 on the first of k unconditional appends into one list in
                               # each iteration (`out.append(a); out.append(b)`), -1 on the others
     record: tuple = ()        # append of a tuple / list / dict literal (`out.append((i, v.item()))`):

@@ -2155,9 +2155,13 @@ def _python_ints_fit(s0, v, op):
         raise GuardFailed("running Python ints that may pass int64's range (the loop's ints do not wrap)", data=True)
 
 
-def _prefix(s0, v, op, py, inplace=False):
+def _prefix(s0, v, op, py, inplace=False, counted=()):
     """The running values s_i = s0 op v_0 op ... op v_i, with the loop's types (`s += v` on a
-    tensor keeps its dtype and shape: every step is cast back, as the in-place op does)."""
+    tensor keeps its dtype and shape: every step is cast back, as the in-place op does).
+    `counted`: (K,) where the steps are `K * int(bool(c))` for `if c: s += K` from an int start
+    (analysis._counted), the loop's running value the start until the first increment."""
+    if counted:
+        _counted_types(s0, v, py, counted[0], op)
     if inplace and isinstance(s0, torch.Tensor):
         if not torch.can_cast(torch.result_type(s0, v[0]), s0.dtype) or v.dtype == torch.bool:
             raise GuardFailed("the in-place update needs a cast the loop refuses")
@@ -2227,6 +2231,26 @@ def _prefix(s0, v, op, py, inplace=False):
 
 
 FunctionRuntime.prefix = staticmethod(_prefix)
+
+
+def _counted_types(s0, v, py, inc, op):
+    """`if c: s += K` from an int start `s0` (`inc`: K): the loop's `s` stays `s0`, a Python int,
+    until the first increment, then has the type of `s0 + K` (a float, a tensor of K's dtype and
+    shape). The batch holds one type for every step, which is the loop's where K is a Python int
+    or bool (`s` is an int throughout) or where the first iteration increments. A step of 0 is
+    K * 0, so the first step is K itself where it is nonzero and finite (an infinite or NaN K
+    also makes K * 0 NaN where the loop adds nothing). Other kinds of K (numpy numbers, tensor
+    subclasses, complex) and `s -= K` of a bool tensor (an error in the loop, where the steps
+    are K * 1 in int64) keep the loop."""
+    if type(inc) in (int, bool):
+        return
+    if not (type(inc) is float or type(inc) is torch.Tensor and not inc.is_complex()):
+        raise GuardFailed(f"a count by an increment of type {type(inc).__name__} (the loop decides its type)")
+    if op == "-" and isinstance(inc, torch.Tensor) and inc.dtype == torch.bool:
+        raise GuardFailed("a count decreased by a bool tensor (an error in the loop)")
+    if v.shape[0] == 0 or not bool(torch.isfinite(v).all()) or not bool((v[0] != 0).any()):
+        raise GuardFailed("a count by a non-int increment whose first iteration may not increment it (the loop's "
+                          "count keeps its int start until then) or whose increment is not finite", data=True)
 
 
 def _py_running(start, *numbers) -> bool:

@@ -532,15 +532,45 @@ def _int_constant(n) -> bool:
 
 
 def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
-    """`if c: k += 1` where the loop reads `k` and `k` starts as an int literal before it
-    (`k = 0`): `k += (1 if c else 0)`, the same Python ints at every step, so a count read in
-    the loop (`ids[i] = k`) is a running sum of ones and zeros (a scan)."""
-    def counter(st):
-        if isinstance(st, ast.If) and not st.orelse and len(st.body) == 1 and isinstance(st.body[0], ast.AugAssign) \
-                and isinstance(st.body[0].target, ast.Name) and isinstance(st.body[0].op, (ast.Add, ast.Sub)) \
-                and _int_constant(st.body[0].value):
-            return st.body[0].target.id
+    """`if c: k += K` (or `k -= K`, `k = k + K`, `k = K + k`, `k = k - K`) where the loop reads
+    `k`, `k` starts as an int literal before it (`k = 0`) and `K` does not change in the loop (a
+    literal, or a name the loop never binds): `k += K * int(bool(c))`, so a count read in the
+    loop (`ids[i] = k`) is a running sum of K or 0 at every step (a scan).
+
+    An int literal K keeps `k` a Python int at every step, as the `if` does. Any other K (a
+    float, a tensor, a name) gives `k` the type of `k + K` from its first increment on and
+    leaves it the starting int before: the Output is marked `counted`, and the scan runs only
+    where that type cannot change during the loop (runtime.prefix: Python-int steps, or a first
+    iteration that increments and finite steps)."""
+    bound = nm.stores(loop.target) if isinstance(getattr(loop, "target", None), ast.AST) else set()
+    writes = set().union(bound, *map(nm.stores, stmts))
+
+    def step(st):
+        """(k, the increment, op) of `if c: <update of k by a loop-invariant increment>`, else None."""
+        if not (isinstance(st, ast.If) and not st.orelse and len(st.body) == 1):
+            return None
+        u = st.body[0]
+        if isinstance(u, ast.AugAssign) and isinstance(u.target, ast.Name) and isinstance(u.op, (ast.Add, ast.Sub)):
+            k, inc, op = u.target.id, u.value, u.op
+        elif isinstance(u, ast.Assign) and len(u.targets) == 1 and isinstance(u.targets[0], ast.Name) \
+                and isinstance(u.value, ast.BinOp) and isinstance(u.value.op, (ast.Add, ast.Sub)):
+            k, left, right, op = u.targets[0].id, u.value.left, u.value.right, u.value.op
+            if isinstance(left, ast.Name) and left.id == k:
+                inc = right
+            elif isinstance(op, ast.Add) and isinstance(right, ast.Name) and right.id == k:
+                inc = left      # (`K + k`: the same sum for numbers and tensors)
+            else:
+                return None
+        else:
+            return None
+        if _int_constant(inc) or isinstance(inc, ast.Constant) and type(inc.value) is float \
+                or isinstance(inc, ast.Name) and inc.id not in writes and inc.id != k:
+            return k, inc, op
         return None
+
+    def counter(st):
+        found = step(st)
+        return found[0] if found is not None else None
     names = {counter(st) for st in stmts} - {None}
     if not names or not (ctx.env.is_builtin("int") and ctx.env.is_builtin("bool")) \
             or {"int", "bool"} & set(ctx.local_names):
@@ -551,7 +581,9 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
         stores = sum(1 for st in stmts for n in ast.walk(st)
                      if isinstance(n, ast.Name) and n.id == k and not isinstance(n.ctx, ast.Load))
         reads = any(isinstance(n, ast.Name) and n.id == k and isinstance(n.ctx, ast.Load)
-                    for st in stmts for n in ast.walk(st))
+                    for st in stmts for n in ast.walk(st) if counter(st) != k) or any(
+            isinstance(n, ast.Name) and n.id == k and isinstance(n.ctx, ast.Load)
+            for st in stmts if counter(st) == k for n in ast.walk(st.test))
         init = None
         for st in reversed(block[:block.index(loop)] if block is not None else []):
             if k in nm.stores(st):
@@ -563,13 +595,21 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
     out = []
     for st in stmts:
         if counter(st) in keep:
-            aug = st.body[0]
-            # `K * int(bool(c))`: K or 0, a Python int, as the `if` adds it (`bool` as `if` tests)
+            k, inc, op = step(st)
+            # `K * int(bool(c))`: K or 0, as the `if` adds it (`bool` as `if` tests)
             flag = ast.Call(func=ast.Name(id="int", ctx=ast.Load()), keywords=[],
                             args=[ast.Call(func=ast.Name(id="bool", ctx=ast.Load()), args=[st.test], keywords=[])])
-            value = ast.BinOp(left=copy.deepcopy(aug.value), op=ast.Mult(), right=flag)
-            value.av_count = True          # (a Python int either way: _strip_item)
-            new = ast.AugAssign(target=copy.deepcopy(aug.target), op=aug.op, value=value)
+            value = ast.BinOp(left=copy.deepcopy(inc), op=ast.Mult(), right=flag)
+            if isinstance(inc, ast.Constant):
+                value.av_count = True      # (a Python number either way: _strip_item)
+            if not _int_constant(inc):
+                value.av_counted = src(inc)    # (the type may change at the first increment: Output.counted)
+            target = ast.Name(id=k, ctx=ast.Store())
+            if isinstance(st.body[0], ast.AugAssign):
+                new = ast.AugAssign(target=target, op=op, value=value)
+            else:
+                new = ast.Assign(targets=[target], value=ast.BinOp(left=ast.Name(id=k, ctx=ast.Load()), op=op,
+                                                                   right=value))
             st = ast.fix_missing_locations(ast.copy_location(new, st))
         out.append(st)
     return out
@@ -583,7 +623,7 @@ def _strip_item(value: ast.AST) -> tuple[ast.AST, str]:
     if isinstance(value, ast.Constant) and isinstance(value.value, (int, float, bool)):
         return value, "const"
     if getattr(value, "av_count", False):
-        return value, "const"       # (`K * int(bool(c))` made by _counted: a Python int either way)
+        return value, "const"       # (`K * int(bool(c))` made by _counted: a Python number either way)
     return value, ""
 
 
@@ -1052,7 +1092,8 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
                 body.outputs = [(dataclasses.replace(b, pytype="") if b.marker == twin else b, pay)
                                 for b, pay in body.outputs]
             if twin is None:
-                o = dataclasses.replace(o, marker=marker, cond=depth > 0, pytype=pytype, value=src(value))
+                o = dataclasses.replace(o, marker=marker, cond=depth > 0, pytype=pytype, value=src(value),
+                                        counted=getattr(value, "av_counted", ""))
                 body.outputs.append((o, (payload[0], value) if o.kind == "store" else value))
             out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())],
                                                              value=value), s), s.lineno))
@@ -1891,6 +1932,37 @@ def match_subscript_nest(node: ast.Subscript, indices: list[str]):
     return found
 
 
+def _own_element_reads(body: _Body, targets: dict, stores: dict) -> set:
+    """The ids of the Name nodes of reads `x[i, j]` of a tensor the nest stores into as
+    `x[i, j] = v` (a plain store, not `+=`), written exactly as the store's subscript and read
+    before it in the iteration: in the stored value itself, in a statement before the store's,
+    or in the test of the `if` the store sits in. Each iteration reads and writes only its own
+    element there, and reads it before writing it, so every read sees the value from before the
+    nest, as the batch does (the runtime still checks that no other tensor the nest reads
+    shares the output's memory). `stores`: the store's marker -> its subscript node."""
+    own = set()
+    for o in targets.values():
+        sub = stores.get(o.marker)
+        if o.kind != "store" or o.op or sub is None:
+            continue
+        at = next((k for k, st in enumerate(body.stmts) for n in ast.walk(st)
+                   if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                   and n.targets[0].id == o.marker), None)
+        if at is None:
+            continue
+        st = body.stmts[at]
+        values = [n.value for n in ast.walk(st) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                  and isinstance(n.targets[0], ast.Name) and n.targets[0].id == o.marker]
+        before = list(body.stmts[:at]) + values + ([st.test] if isinstance(st, ast.If) else [])
+        want = src(sub)
+        for n in before:
+            for r in ast.walk(n):
+                if isinstance(r, ast.Subscript) and isinstance(r.value, ast.Name) and r.value.id == o.target \
+                        and isinstance(r.ctx, ast.Load) and src(r) == want:
+                    own.add(id(r.value))
+    return own
+
+
 def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
     node = levels[0][2]
     inner = levels[-1][2]
@@ -1899,13 +1971,14 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
     iter_vars = {ix: "index" for ix in indices}
     body = _classify(inner.body, ctx, iter_vars)
     space = IterSpace("nest", levels=tuple((ix, args) for ix, args, _ in levels))
-    outputs, targets = [], {}
+    outputs, targets, stores = [], {}, {}
     for out, payload in body.outputs:
         if out.target in iter_vars or out.target in body.assigned or (out.target and out.target in targets):
             raise Refuse(f"`{out.target}` is written more than once or reassigned in the loop nest "
                          f"(line {out.lineno})", out.lineno)
         if out.kind == "store":
             sub = payload[0]
+            stores[out.marker] = sub
             m = match_subscript_nest(sub, indices)
             if not isinstance(m, list) or sorted(lv for lv, _, _ in m) != list(range(len(indices))) \
                     or [p for _, p, _ in m] != list(range(len(indices))) \
@@ -1927,9 +2000,10 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
         targets[out.target] = out
         outputs.append(out)
     _check_calls(body.stmts, ctx, body, iter_vars)
+    own = _own_element_reads(body, targets, stores)
     for n in body.stmts:
         for ld in nm.loads(n):
-            if ld.id in targets:
+            if ld.id in targets and id(ld) not in own:
                 raise Refuse(f"loop-carried dependency: `{ld.id}` is read at line {ld.lineno} and "
                              f"written at line {targets[ld.id].lineno}", ld.lineno)
     _check_carried(body.stmts, body.assigned, set(iter_vars) | {o.marker for o in outputs})

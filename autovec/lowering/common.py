@@ -366,8 +366,11 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
     store_keys = {(o.target, o.dim, o.offset) for o in plan.outputs if o.kind == "store"}
     nest = plan.space.kind == "nest"
     lead = len(plan.space.levels) if nest else 1
+    # a nest's read of the very element it stores (`x[i, j] = x[i, j] * s`, analysis._own_element_reads)
+    nest_keys = {(o.target, o.nest_rows) for o in plan.outputs if o.kind == "store" and nest}
     mapped_expr = expr("(" + "".join(
-        (f"({mp.base}, {mp.levels!r}, 0, 0), " if nest else
+        (f"({mp.base}, {mp.levels!r}, 0, "
+         f"{int((mp.base, tuple((lv, off) for lv, _, off in mp.levels)) in nest_keys)}), " if nest else
          f"({mp.base}, {mp.dim}, {mp.offset}, {int((mp.base, mp.dim, mp.offset) in store_keys)}), ")
         for mp in mapped) + ")")
     free_expr = expr("(" + "".join(f"{f}, " for f in plan.free) + ")")
@@ -667,7 +670,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         PRE_REF, pre_ref = "None", None
         converts = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("int", "float", "bool")
                        for st in pre.body for n in ast.walk(st))
-        if plan.items or converts and op in ("+", "-", "*"):
+        # (a loop-invariant name in the values added, `k += K`: a Python number or a tensor, as
+        # the caller passed it)
+        invariant = any(isinstance(n, ast.Name) and n.id in plan.free for st in pre.body for n in ast.walk(st))
+        if plan.items or (converts or invariant) and op in ("+", "-", "*"):
             # (`k += int(c[i])`: a Python number in the loop too, as `.item()` gives)
             if op.startswith(("best", "pay")) or op in ("lin", "+", "-", "*"):
                 # the one-time check runs the loop's own `.item()`: it tells whether a running
@@ -738,7 +744,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             str(bool(o.pytype))
         scan_code += [pre] + template(
             f"{T}.add_scan(_av_AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
-            f"{PY}, {bool(o.inplace)}), {PY})", _av_AV=AV)
+            f"{PY}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}), {PY})", _av_AV=AV)
     for fd in scan_code:
         # the running values' own bodies: the batched mode may rewrite them too (by tag)
         if isinstance(fd, ast.FunctionDef) and not fd.name.endswith("_ref"):
