@@ -733,3 +733,42 @@ def test_modules_whose_calls_differ_per_call_keep_the_loop():
     mha = torch.nn.MultiheadAttention(4, 2, dropout=0.5)
     assert "dropout" in (module_impurity(mha) or "")
     assert module_impurity(mha.eval()) is None
+
+
+# ------------------------------------------- a row read after its own store, on the same line
+
+def read_after_on_the_line(x):
+    out = torch.empty(x.shape[0], x.shape[1])
+    for i in range(x.shape[0]):
+        x[i] = x[i] * 2; out[i] = x[i] + 1    # noqa: E702 (the read sees the written row)
+    return out
+
+
+def read_before_on_the_line(x):
+    out = torch.empty(x.shape[0], x.shape[1])
+    for i in range(x.shape[0]):
+        y = x[i] + 1; x[i] = x[i] * 2          # noqa: E702 (the read sees the row before)
+        out[i] = y
+    return out
+
+
+def read_in_a_value_over_lines(x):
+    for i in range(x.shape[0]):
+        x[i] = (x[i]
+                * 2)
+    return x
+
+
+@pytest.mark.parametrize("fn, path", [(read_after_on_the_line, "python"), (read_before_on_the_line, "vectorized"),
+                                      (read_in_a_value_over_lines, "vectorized")])
+def test_a_read_of_the_stored_row_is_ordered_by_statement_not_by_line(fn, path):
+    """A loop may read the row it stores into where the read comes first in the iteration. The
+    rule compared line numbers: a read after the store on the same line (two statements joined
+    by `;`) counted as before it, and the batch gave `out` from the rows before they were
+    doubled (found by the stop 25 lost-loops work)."""
+    x = torch.randn(5, 3)
+    want_x, got_x = x.clone(), x.clone()
+    want, got = fn(want_x), autovec(fn)(got_x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_x, want_x)
+    assert explain(autovec(fn), x.clone()).path == path

@@ -1388,7 +1388,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                 raise Refuse(f"`{ld.id}` is read at line {ld.lineno} and stored into more than once in the loop",
                              ld.lineno)
             if o.kind == "store" and _same_index_read(ld, n, o, index) and \
-                    (ld.lineno, ld.col_offset) <= (o.lineno, 10 ** 6):
+                    _read_before_store(ld, all_nodes, o):
                 continue
             what = {"store": "written", "append": "appended to", "accum": "accumulated", "linrec": "updated",
                     "best": "updated", "scatter": "written", "cat": "concatenated", "last": "assigned"}[o.kind]
@@ -1930,6 +1930,21 @@ def match_subscript_nest(node: ast.Subscript, indices: list[str]):
     if not all(_full_slice(e) for p, e in enumerate(entries[:last]) if p not in taken):
         return "other"
     return found
+
+
+def _read_before_store(ld: ast.Name, stmts: list, o: Output) -> bool:
+    """Whether the read `ld` comes before the store `o` in the iteration: on an earlier line,
+    before the store's statement on its line (`y = x[i] + 1; x[i] = y * 2`, `if x[i].sum() > 0:
+    x[i] = ..`), or in the value the store computes (`x[i] = x[i] * 2`: the analysis's `marker =
+    x[i] * 2`). A read after the store's statement on its line (`x[i] = x[i] * 2; out[i] = x[i]
+    + 1`) sees the written row."""
+    if ld.lineno < o.lineno:
+        return True
+    for a in (a for st in stmts for a in ast.walk(st)):
+        if isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) \
+                and a.targets[0].id == o.marker:
+            return (ld.lineno, ld.col_offset) < (a.lineno, a.col_offset) or any(r is ld for r in ast.walk(a.value))
+    return False
 
 
 def _own_element_reads(body: _Body, targets: dict, stores: dict) -> set:
