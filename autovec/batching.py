@@ -1170,6 +1170,10 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
         out.lean = BatchedBody(_compile(lean, body, tuple(helpers)), body.__code__, helpers)
         out.lean.checks = inliner.checks
         out.probes = probes
+        lean_big = temporaries_in_place(lean)
+        if lean_big is not None:     # (and its variant for large batches)
+            out.lean.big = BatchedBody(_compile(lean_big, body, tuple(helpers)), body.__code__, helpers)
+            out.lean.big.checks = inliner.checks
     big = temporaries_in_place(fast)
     if big is not None:      # the variant for large batches (Token._batched)
         out.big = BatchedBody(_compile(big, body, tuple(helpers)), body.__code__, helpers)

@@ -2449,10 +2449,11 @@ def _hot_batched(code, dims, probes, index, tok, body, direct):
     real = None                             # how many leading outputs are values (None: all)
     if code is None:
         fn = direct
-    elif code.big is not None and _large(args):
-        code = code.big                     # elementwise temporaries reused in place (Token._batched)
-    elif probes and code.lean is not None and code.probes == probes:
-        code, real = code.lean, -probes
+    else:
+        if probes and code.lean is not None and code.probes == probes:
+            code, real = code.lean, -probes
+        if code.big is not None and _large(args):
+            code = code.big                 # elementwise temporaries reused in place (Token._batched)
     n = tok.n
     try:
         if code is not None:

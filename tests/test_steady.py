@@ -360,12 +360,43 @@ def test_lean_batched_body_leaves_out_check_only_masks(vectorize, monkeypatch):
         torch.testing.assert_close(f(v, 0.1), leaky(v, 0.1))
 
 
-@pytest.mark.parametrize("fn", [leaky, positive_only, mixed_types, used_before])
+def leaky_affine(v, slope):
+    out = torch.empty_like(v)
+    for k in range(v.shape[0]):
+        if v[k] > 0:
+            out[k] = v[k] * 2 + 1
+        else:
+            out[k] = slope * v[k] - 1
+    return out
+
+
+def test_large_batches_take_the_lean_body_with_temporaries_in_place(vectorize, monkeypatch):
+    """A large batch's body reuses its temporaries in place; with check-only masks it is the lean
+    body's variant that does (before: the variant of the full body, which computed the masks on
+    every steady call)."""
+    f = autovec(leaky_affine)
+    v = torch.randn(rt_mod._INPLACE_FLOOR + 10)
+    torch.testing.assert_close(f(v, 0.1), leaky_affine(v, 0.1))
+    rt = f._autovec_state.runtime
+    (code,) = [c for c in rt.batched.values() if not isinstance(c, str)]
+    assert code.lean is not None and code.lean.big is not None
+    assert "logical_not" not in repr(code.lean.big.code.co_names)
+    ran = []
+    bind = type(code.lean.big).bind
+    monkeypatch.setattr(type(code.lean.big), "bind", lambda self, body: ran.append(self) or bind(self, body))
+    _no_general_path(monkeypatch)
+    for _ in range(3):
+        v = torch.randn(rt_mod._INPLACE_FLOOR + 10)
+        torch.testing.assert_close(f(v, 0.1), leaky_affine(v, 0.1))
+    assert ran and all(c is code.lean.big for c in ran)
+
+
+@pytest.mark.parametrize("fn", [leaky, positive_only, mixed_types, used_before, leaky_affine])
 def test_conditional_stores_into_fresh_outputs(vectorize, fn):
     f = autovec(fn)
     for n in (7, 7, 30, 1):
         v = torch.randn(n, 3) if fn is positive_only else torch.randn(n)
-        args = (v, 0.2) if fn is leaky else (v,)
+        args = (v, 0.2) if fn in (leaky, leaky_affine) else (v,)
         got, want = f(*args), fn(*args)
         assert got.dtype == want.dtype
         torch.testing.assert_close(got, want)
