@@ -269,6 +269,75 @@ def test_counts_that_keep_the_loop(fn, reason):
         _same(autovec(fn)(*args), fn(*args))
 
 
+
+# --- a count read under its own condition, after its update (position ids) ---
+
+def position_ids(ids, pad):
+    c = 0
+    pos = torch.zeros_like(ids)
+    for t in range(ids.shape[0]):
+        if ids[t] != pad:
+            c += 1
+            pos[t] = c
+    return pos, c
+
+
+def scaled_positions(x, K):
+    c = 0
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        if x[t] > 0:
+            c = c + K
+            out[t] = x[t] * c
+            x[t] = -x[t]            # (a write the test reads: the test is computed before it)
+    return out, c, x
+
+
+def position_in_the_test(x):
+    c = 0
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        if x[t] > c:                # (the test reads the count: a true recurrence)
+            c += 1
+            out[t] = c
+    return out
+
+
+def position_then_break(x):
+    c = 0
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        if x[t] > 0:
+            c += 1
+            out[t] = c
+            if c > 3:
+                break
+    return out, c
+
+
+def test_a_count_read_under_its_own_condition_is_a_scan():
+    """`if c: k += K; pos[t] = k` reads as `k += K * int(bool(c))` then `if c: pos[t] = k`: the
+    test again after the update, which changes only `k` (the position ids of the tokens that
+    are not padding)."""
+    for n in (0, 1, 9, 40):
+        ids = torch.randint(0, 3, (n,))
+        _same(autovec(position_ids)(ids, 0), position_ids(ids, 0))
+    assert explain(position_ids, torch.randint(0, 3, (9,)), 0).loops[0].strategy == "scan"
+    for K in (2, 1.5, torch.tensor(3)):
+        for first in (1, -1):
+            x = _rows(9, first=first).sum(1)
+            a, b = x.clone(), x.clone()
+            _same(autovec(scaled_positions)(a, K), scaled_positions(b, K))
+    x = _rows(9, first=1).sum(1)
+    assert explain(scaled_positions, x, 2).path == "vectorized"
+
+
+@pytest.mark.parametrize("fn", [position_in_the_test, position_then_break])
+def test_a_count_read_under_a_test_that_reads_it_or_a_break_keeps_its_form(fn):
+    x = torch.rand(12) * 4 - 1
+    _same(autovec(fn)(x.clone()), fn(x.clone()))
+    assert "scan" not in {r.strategy for r in explain(fn, x.clone()).loops}
+
 def final_count_by_row_value(x):
     k = 0
     for i in range(x.shape[0]):

@@ -546,8 +546,9 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
     writes = set().union(bound, *map(nm.stores, stmts))
 
     def step(st):
-        """(k, the increment, op) of `if c: <update of k by a loop-invariant increment>`, else None."""
-        if not (isinstance(st, ast.If) and not st.orelse and len(st.body) == 1):
+        """(k, the increment, op) of `if c: <update of k by a loop-invariant increment>` (then, in
+        the same `if`, statements that may read the new `k`: `pos[t] = k`), else None."""
+        if not (isinstance(st, ast.If) and not st.orelse and st.body):
             return None
         u = st.body[0]
         if isinstance(u, ast.AugAssign) and isinstance(u.target, ast.Name) and isinstance(u.op, (ast.Add, ast.Sub)):
@@ -563,6 +564,9 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
                 return None
         else:
             return None
+        if len(st.body) > 1 and (k in nm.load_ids(st.test) or any(
+                isinstance(n, (ast.Break, ast.Continue, ast.Return)) for r in st.body[1:] for n in ast.walk(r))):
+            return None     # (the rest runs under the test again: `c` must not change in between)
         if _int_constant(inc) or isinstance(inc, ast.Constant) and type(inc.value) is float \
                 or isinstance(inc, ast.Name) and inc.id not in writes and inc.id != k:
             return k, inc, op
@@ -583,7 +587,7 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
         reads = any(isinstance(n, ast.Name) and n.id == k and isinstance(n.ctx, ast.Load)
                     for st in stmts for n in ast.walk(st) if counter(st) != k) or any(
             isinstance(n, ast.Name) and n.id == k and isinstance(n.ctx, ast.Load)
-            for st in stmts if counter(st) == k for n in ast.walk(st.test))
+            for st in stmts if counter(st) == k for part in [st.test] + st.body[1:] for n in ast.walk(part))
         init = None
         for st in reversed(block[:block.index(loop)] if block is not None else []):
             if k in nm.stores(st):
@@ -610,6 +614,12 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
             else:
                 new = ast.Assign(targets=[target], value=ast.BinOp(left=ast.Name(id=k, ctx=ast.Load()), op=op,
                                                                    right=value))
+            rest = st.body[1:]
+            if rest:
+                # `if c: k += K; pos[t] = k` as `k += K * int(bool(c))` then `if c: pos[t] = k`:
+                # the test again (pure, and it does not read `k`), the rest after the update
+                out.append(ast.fix_missing_locations(ast.copy_location(new, st.body[0])))
+                new = ast.If(test=copy.deepcopy(st.test), body=rest, orelse=[])
             st = ast.fix_missing_locations(ast.copy_location(new, st))
         out.append(st)
     return out
