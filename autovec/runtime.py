@@ -1681,10 +1681,12 @@ class FunctionRuntime:
         return tuple(out)
 
     @staticmethod
-    def last(o, mask=None, py=False, tok=None):
+    def last(o, mask=None, py=False, tok=None, views=False):
         """The value a name bound in the loop has after it: its last (selected) iteration's.
-        `tok`: the value is a view of an input in the loop (`y = x[i]`), so its batch must be."""
-        if tok is not None and not py:
+        `views`: the value may be a view of an input in the loop (`y = x[i]`), so its batch must
+        be. Where the batch is no input's memory, the loop's value was a tensor of its own: the
+        row is copied (a view would be the whole batch's memory, kept alive by it)."""
+        if views and not py:
             _views_of_inputs(tok, (o,), (True,))
         if mask is not None:
             if mask.dtype != torch.bool:
@@ -1695,7 +1697,11 @@ class FunctionRuntime:
             v = o[mask.shape[0] - 1 - int(mask.flip(0).to(torch.uint8).argmax())]
         else:
             v = o[-1]
-        return (v.item() if py else v,)
+        if py:
+            return (v.item(),)
+        if tok is not None and type(v) is torch.Tensor and v._base is not None and not tok.shares_input(o):
+            v = v.clone()
+        return (v,)
 
 
 def _views_of_inputs(tok, batches, flags):
@@ -2705,9 +2711,12 @@ linear_prefix = _linear_prefix      # the module-level name the displayed rewrit
 
 
 def _commit_scan(s0, final, inplace):
-    """`s += v` on a tensor updates that tensor object; `s = s + v` rebinds the name."""
+    """`s += v` on a tensor updates that tensor object; `s = s + v` rebinds the name (to a tensor
+    of its own, as the loop's last step makes: not a view of the running values)."""
     if inplace and isinstance(s0, torch.Tensor):
         return s0.copy_(final)
+    if type(final) is torch.Tensor and final._base is not None:
+        return final.clone()
     return final
 
 

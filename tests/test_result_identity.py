@@ -184,3 +184,60 @@ def test_torch_tensor_of_a_subclass_batch_is_a_plain_tensor_of_its_own():
         torch.testing.assert_close(r, tensor_of_sums(x))
         r.detach_()
     assert g._autovec_state.runtime.ran
+
+
+def last_product(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        v = x[i] * 2
+        out[i] = v
+    return out, v
+
+
+def last_row(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        v = x[i]                  # (a view of x in the loop: so it stays)
+        out[i] = v * 2
+    return out, v
+
+
+def count_by(x, K):
+    k = 0
+    ids = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            k += K
+        ids[i] = k
+    return ids, k
+
+
+def running_sum(x):
+    s = 0
+    out = torch.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        s = s + x[i]
+        out[i] = s
+    return out, s
+
+
+@pytest.mark.parametrize("fn, args", [
+    (last_product, lambda: (torch.randn(6, 3),)),
+    (last_row, lambda: (torch.randn(6, 3),)),
+    (count_by, lambda: (torch.tensor([1.0, -1.0, 2.0, 3.0, -2.0]), torch.tensor(2.0))),
+    (running_sum, lambda: (torch.randn(7),)),
+])
+def test_a_value_read_after_the_loop_is_as_much_a_view_as_the_loops(fn, args):
+    """A name's value after the loop (its last iteration's, or a running value's last step) is a
+    tensor of its own where the loop's is, not a row of the batch or of the running values
+    (which would also keep all of them alive); a view of the input where the loop's is (found
+    by the stop 25 probe of the day's paths)."""
+    a = args()
+    g = autovec(fn)
+    for _ in range(6):
+        want, got = fn(*a), g(*a)
+        for w, o in zip(want, got):
+            torch.testing.assert_close(o, w)
+            assert (o._base is None) == (w._base is None)
+            assert o.untyped_storage().nbytes() == w.untyped_storage().nbytes()
+    assert g._autovec_state.runtime.ran

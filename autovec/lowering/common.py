@@ -633,8 +633,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 commit += template(f"{pname} = _av_PP", _av_PP=PP)
                 display_tail.append(f"{pname} = {pname}_running[-1]")
         elif o.kind == "last":
-            views = f", {T}" if _may_share(o.value, plan) and not o.pytype else ""
-            prepare += template(f"_av_P = _av_AV.last({ok}, {mask}, {py}{views})", _av_P=P, _av_AV=AV)
+            views = ", True" if _may_share(o.value, plan) and not o.pytype else ""
+            prepare += template(f"_av_P = _av_AV.last({ok}, {mask}, {py}, {T}{views})", _av_P=P, _av_AV=AV)
             commit += template(f"if _av_P is not None:\n    {o.target}, = _av_P", _av_P=P)
             display_tail.append(f"{o.target} = {ok}[-1]" if mpos is None
                                 else f"{o.target} = {ok}[{mask}][-1]")
