@@ -166,3 +166,36 @@ def test_an_item_value_against_half_rows_keeps_the_loop_when_memory_chunks_too()
     fast = autovec(scale_half_rows, memory_budget=4096)
     assert torch.equal(fast(x), scale_half_rows(x))
     assert fast._autovec_state.runtime.chunked == {}
+
+
+def clamp_to_corner(box, boxes):
+    res = []
+    for i in range(boxes.shape[0]):
+        res.append(max(box[0].item(), boxes[i, 0].item()))    # (an IoU's corner, Python numbers)
+    return res
+
+
+def scale_by_first(w, x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] * w[0].item())
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.float16])
+def test_an_item_of_a_loop_invariant_tensor_is_the_loops_python_number(dtype):
+    """`box[0].item()` of a tensor the loop does not index is one Python number for every
+    iteration: the batched body computes it as the loop does, once (before: its batched form
+    was a float64 0-d tensor, which the check refused, so the loop ran on every call)."""
+    g = torch.Generator().manual_seed(4)
+    box, boxes = (torch.randn(4, generator=g) * 4).to(dtype), (torch.randn(7, 4, generator=g) * 4).to(dtype)
+    fast = autovec(clamp_to_corner)
+    for _ in range(3):
+        want, got = clamp_to_corner(box, boxes), fast(box, boxes)
+        assert [type(v) for v in got] == [type(v) for v in want] and got == want
+    assert _ran(fast) == {"batched"}
+    w, x = (torch.randn(3, generator=g) * 3).to(dtype), (torch.randn(5, 2, generator=g) * 3).to(dtype)
+    fast = autovec(scale_by_first)
+    for _ in range(3):
+        _same(scale_by_first(w, x), fast(w, x))
+    assert _ran(fast) == {"batched"}

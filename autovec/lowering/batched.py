@@ -560,7 +560,8 @@ class _Batcher:
             f = self.c.facts.get(self.c.ids.get(id(node))) if id(node) in self.c.ids else None
             if f is None and isinstance(node, ast.Constant):
                 f = fact_of(node.value)
-            new = copy.deepcopy(node)
+            # (a loop-invariant `av.item(t)`: the loop's own `t.item()`, a Python number, once)
+            new = _Unitems(self.c.av).visit(copy.deepcopy(node))
             return _V(self._wrap(new, node, False), False, f or Fact("other"))
         meth = getattr(self, "e_" + type(node).__name__, None)
         if meth is None:
