@@ -111,7 +111,7 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
               "get_default_dtype": torch.get_default_dtype, "F32": torch.float32,
               "_overlapping": R._overlapping, "_peek_sig": R._peek_sig, "_no_aliasing": R._no_aliasing, "_sig": R._sig,
               "PURE": R._PURE_BY_ID, "why_impure": R.why_impure, "ENV": R._ENV, "KEY": R._INDEX_CHECK_KEY, "indexcheck": R.indexcheck,
-              "GuardFailed": R.GuardFailed}
+              "GuardFailed": R.GuardFailed, "CPU": R._CPU}
     lines = [f"    if (levels is {'' if nest else 'not '}None) or _in_transform() is not None or _any_autocast() or _top_hooks(False) is not None \\\n"
              "            or get_default_dtype() is not F32:",
              "        return None",
@@ -219,11 +219,19 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
     for i, w in enumerate(writes):
         kind, v, entry = w[0], f"w{i}", sig[next(pos)]
         emit(f"    {v} = writes[{i}][1]")
+        if express and kind == "fresh":
+            # (a large fresh output is a stand-in here, on the meta device: runtime._let_go)
+            _, dtype, k, _, rg = entry
+            grads.append(rg)
+            dtypes[v] = dtype
+            emit(f"    if type({v}) is not Tensor or {v}.dtype is not {const(dtype)} or {v}.dim() != {k} "
+                 f"or {v}.requires_grad is not {rg} or {v}.layout is not STRIDED:")
+            emit("        return None")
+            emit(f"    if not {v}.is_cpu and not ({v}.is_meta and hasattr({v}, '_av_fill')):")
+            emit("        return None")
         if kind in ("store", "fresh", "scatter"):
-            tensor_checks(v, entry)
-            if express and kind == "fresh":    # (a large fresh output is released while the batch is computed)
-                emit(f"    if {v}.numel() * {v}.element_size() >= RELEASE:")
-                emit("        return None")
+            if not (express and kind == "fresh"):
+                tensor_checks(v, entry)
             if kind != "scatter":
                 bounds(v, w[2], w[3], store=True)
             if entry[4] and grad:       # (a leaf that requires grad: the loop raises where grad is on)
@@ -363,7 +371,7 @@ def _head(rt, loop_id, sid, hot, consts):
     from . import runtime as R
 
     consts.update({"HOT": hot, "HOTKEY": (loop_id, sid, ""), "M": rt.matches[loop_id], "L": loop_id,
-                   "LIMIT": hot[0], "MODE": hot[2], "RUNNER": hot[1], "Token": R.Token, "RELEASE": R._RELEASE_FLOOR,
+                   "LIMIT": hot[0], "MODE": hot[2], "RUNNER": hot[1], "Token": R.Token,
                    "EXPRESSED": rt.expressed, "RAW": _config._RAW_DICT, "MIN_TRIP": _config.key("AUTOVEC_MIN_TRIP"), "min_trip": cost.min_trip})
     return ["def express(space, mapped, free, calls, writes, body, direct=None):",
             "    if rt.events is not None or rt.strict or rt.memory_budget is not None:",
@@ -414,6 +422,10 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
          f"{sid!r}, {levels}, None)")
     if covered:
         emit(f"    {covered}")
+    for i, w in enumerate(writes):
+        if w[0] == "fresh":     # (a stand-in: the token's, as Token.release keeps it)
+            emit(f"    if not w{i}.is_cpu:")
+            emit(f"        tok.released = {{**(tok.released or {{}}), id(w{i}): (w{i}, CPU, w{i}._av_fill)}}")
     emit("    tok.laned = True")
     emit("    tok.scan_free = False")
     if rt.peeks.get(loop_id):

@@ -2523,6 +2523,11 @@ def _unreleased(t, tok):
     if entry is None or entry[0] is not t:
         return t
     _, device, fill = entry
+    return _remade(t, device, fill)
+
+
+def _remade(t, device, fill):
+    """A fresh output made again from its stand-in's metadata, with its fill."""
     with torch.no_grad():
         real = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device)
         if fill == "0":
@@ -2533,6 +2538,35 @@ def _unreleased(t, tok):
 
 
 FunctionRuntime.unreleased = staticmethod(_unreleased)
+
+_CPU = torch.device("cpu")
+
+
+def _let_go(t, fill):
+    """Token.release before there is a token: a stand-in for the large fresh output `t` (a plain
+    CPU tensor that is no view) while the express runs, so that the allocation the batch will
+    replace is not held meanwhile (the batch's own temporaries would land on fresh pages).
+    The express takes the stand-in as the output (its token's `released`); where it does not
+    answer, taken_back makes the loop's tensor again, from the metadata and fill. A stand-in is
+    a meta tensor with the fill as its attribute `_av_fill` (which no other tensor has)."""
+    if type(t) is not torch.Tensor or not t.is_cpu or t.layout is not torch.strided or t._is_view() \
+            or t.numel() * t.element_size() < _RELEASE_FLOOR or not t.is_contiguous():
+        return t
+    standin = torch.empty_like(t, device="meta", requires_grad=t.requires_grad)   # (contiguous: its strides)
+    standin._av_fill = fill
+    return standin
+
+
+def _taken_back(t):
+    """The fresh output the express did not answer for, again (_let_go)."""
+    fill = getattr(t, "_av_fill", None) if type(t) is torch.Tensor and t.is_meta else None
+    if fill is None:
+        return t
+    return _remade(t, _CPU, fill)
+
+
+FunctionRuntime.let_go = staticmethod(_let_go)
+FunctionRuntime.taken_back = staticmethod(_taken_back)
 
 
 def _replaces(out, region, value, tok, others=None):

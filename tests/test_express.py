@@ -524,3 +524,70 @@ def test_a_result_is_never_the_inputs_memory(fn, counted, monkeypatch):
     want = x.clone()
     got.add_(1)
     assert torch.equal(x, want)
+
+
+def large_fill(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2 + 1
+    return out
+
+
+def large_zeros_part(x):
+    out = torch.zeros(x.shape[0] + 1, x.shape[1])
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2           # (the last row keeps its zeros)
+    return out
+
+
+def large_wider(x):
+    out = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float64)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2           # (float32 values into a float64 output: copied in)
+    return out
+
+
+@pytest.mark.parametrize("fn, whole", [(large_fill, True), (large_zeros_part, False), (large_wider, False)])
+def test_a_large_fresh_output_is_let_go_while_the_express_runs(fn, whole, counted, monkeypatch):
+    """A fresh output of 256 KiB or more is a stand-in while the express runs (runtime._let_go,
+    as the general path releases it): the express answers the batch as the output, or hands its
+    token on with the stand-in, which the commit makes again with its fill (the zeros of rows
+    the loop does not write); where it does not answer, the output is made again before the
+    general path runs (another length, dtype, or grad flag)."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    from autovec import runtime as rt_mod
+    fast, general = autovec(fn), _general(fn)
+    rows = rt_mod._RELEASE_FLOOR // (4 * 64) + 8
+    x = torch.randn(rows, 64)
+    _steady(fast, x)
+    before, whole_before = counted["answered"], counted["whole"]
+    _same_as_general(fn, fast, general, (x,))
+    assert counted["answered"] > before
+    assert (counted["whole"] > whole_before) == whole
+    for other in (x[:rows - 3].clone(), x.double(), x.clone().requires_grad_(), x[:3].clone(), x[::2]):
+        for _ in range(3):
+            _same_as_general(fn, fast, general, (other,))
+    got = fast(x)
+    assert got.device.type == "cpu" and got.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+
+
+def filled_on(x, dev):
+    out = torch.empty(x.shape[0], x.shape[1], device=dev)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2
+    return out
+
+
+def test_a_fresh_output_on_the_meta_device_is_no_stand_in(counted, monkeypatch):
+    """The express takes a meta tensor as a fresh output only where it is a stand-in it was given
+    (runtime._let_go marks them): the loop's own meta output leaves the call to the general path."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    from autovec import runtime as rt_mod
+    x = torch.randn(rt_mod._RELEASE_FLOOR // (4 * 64) + 8, 64)
+    f = autovec(filled_on)
+    _steady(f, x, "cpu")
+    for dev in ("meta", "cpu", "meta"):
+        want, got = filled_on(x, dev), f(x, dev)
+        assert got.device == want.device and got.shape == want.shape
+        if dev == "cpu":
+            torch.testing.assert_close(got, want)

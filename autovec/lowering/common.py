@@ -813,20 +813,28 @@ except {AV}.Error as {E}:
             commit = [template(f"if {T} is not {AV}.expressed:\n    _av_COMMIT", _av_COMMIT=[st])[0]
                       if id(st) in whole_commits else st for st in commit]
             spec = whole
+        # (large fresh outputs let go while the express runs, as the general path releases them:
+        # taken back where it does not answer)
+        let_go = [s for name, fill in releases for s in template(f"{name} = {AV}.let_go({name}, {fill!r})")]
+        taken = template(f"if {X} is None:\n    _av_BACK", _av_BACK=[
+            s for name, _ in releases for s in template(f"{name} = {AV}.taken_back({name})")]) if releases else []
         stmts = stmts[:1] + template(f"""
 {X} = {AV}.xp.get({L})
 if {X} is not None:
     _av_BODYDEF
+    _av_LETGO
     try:
         {X} = {X}(_av_SPACE, _av_MAPPED, _av_FREE, _av_CALLS, _av_WRITES, {BODY}{', ' + DIRECT if direct else ''})
     except {AV}.Error:
         {X} = None     # (the general path decides, with its bookkeeping)
+    _av_TAKEN
 if {X} is not None:
     _av_ANSWERED
 else:
     _av_GENERAL
 """, _av_BODYDEF=[body_def] + ([defs[-1]] if direct else []), _av_SPACE=_space_expr(plan, AV), _av_MAPPED=mapped_expr, _av_FREE=free_expr,
-            _av_CALLS=calls_expr, _av_WRITES=writes_expr, _av_ANSWERED=answered, _av_GENERAL=stmts[1:])
+            _av_CALLS=calls_expr, _av_WRITES=writes_expr, _av_ANSWERED=answered, _av_GENERAL=stmts[1:],
+            _av_LETGO=let_go or [ast.Pass()], _av_TAKEN=taken or [ast.Pass()])
         spec = tuple((kind, pos, new) for _, kind, pos, new in spec) if spec else None
     set_lines(stmts, plan.lineno, plan.lineno)
 
