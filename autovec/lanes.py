@@ -111,7 +111,7 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
               "get_default_dtype": torch.get_default_dtype, "F32": torch.float32,
               "_overlapping": R._overlapping, "_peek_sig": R._peek_sig, "_no_aliasing": R._no_aliasing, "_sig": R._sig,
               "PURE": R._PURE_BY_ID, "why_impure": R.why_impure, "ENV": R._ENV, "KEY": R._INDEX_CHECK_KEY, "indexcheck": R.indexcheck,
-              "GuardFailed": R.GuardFailed, "CPU": R._CPU}
+              "GuardFailed": R.GuardFailed, "CPU": R._CPU, "_dropped": R._dropped}
     lines = [f"    if (levels is {'' if nest else 'not '}None) or _in_transform() is not None or _any_autocast() or _top_hooks(False) is not None \\\n"
              "            or get_default_dtype() is not F32:",
              "        return None",
@@ -445,8 +445,12 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
             rows = " or ".join(f"levels[{lv}][0] or levels[{lv}][1] != 1" for lv in range(nest)) if nest \
                 else f"start or n != {w}.shape[0]"
             emit(f"    if type({o}) is not Tensor or {o}.requires_grad or {w}.requires_grad or {o}.dtype is not {w}.dtype "
-                 f"or {rows} or {o}.shape != {w}.shape or not {o}.is_cpu:")
+                 f"or {rows} or not {o}.is_cpu:")
             emit("        return tok, outs")
+            emit(f"    if {o}.shape != {w}.shape:")     # (rows of leading 1s: setitem drops them, fit_store too)
+            emit(f"        {o} = _dropped({o}, {w}.shape, {max(nest, 1)})")
+            emit(f"        if {o} is None:")
+            emit("            return tok, outs")
             shared = "" if fresh_value and new else f" or not tok.fresh and tok.shares_input({o})"
             emit(f"    if not {o}.is_contiguous() or not {w}.is_contiguous() or not {o}.numel(){shared}:")
             emit("        return tok, outs")

@@ -2542,6 +2542,18 @@ FunctionRuntime.unreleased = staticmethod(_unreleased)
 _CPU = torch.device("cpu")
 
 
+def _dropped(o, shape, lead):
+    """The batch `o` (the loop's `lead` dimensions, then each iteration's value) reshaped to the
+    output's `shape` where each value has the shape of the output's element but for leading 1s,
+    which setitem drops (fit_store's reshape); None where it is not that."""
+    v, slot = o.shape[lead:], shape[lead:]
+    if o.shape[:lead] != shape[:lead] or len(v) <= len(slot):
+        return None
+    while len(v) > len(slot) and v[0] == 1:
+        v = v[1:]
+    return o.reshape(shape) if v == slot else None
+
+
 def _let_go(t, fill):
     """Token.release before there is a token: a stand-in for the large fresh output `t` (a plain
     CPU tensor that is no view) while the express runs, so that the allocation the batch will

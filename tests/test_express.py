@@ -409,6 +409,13 @@ def fill_two(x):
     return a, b
 
 
+def fill_leading_one(x):
+    out = torch.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = x[i].sum() + x[0, :1]    # (a value of shape (1,): setitem drops the leading 1)
+    return out
+
+
 def nest_fill(x):
     out = torch.empty(x.shape[0], x.shape[1])
     for i in range(x.shape[0]):
@@ -442,7 +449,7 @@ def nest_wider(x):
 
 
 @pytest.mark.parametrize("fn, whole", [(fill_doubled, True), (fill_rows, False), (fill_wider, False),
-                                       (fill_broadcast, False), (fill_shifted, False), (fill_two, False),
+                                       (fill_broadcast, False), (fill_shifted, False), (fill_two, False), (fill_leading_one, True),
                                        (nest_fill, True), (nest_gram, True), (nest_part, False),
                                        (nest_wider, False)])
 def test_a_fresh_output_becomes_the_batch_as_on_the_general_path(fn, whole, counted, monkeypatch):
