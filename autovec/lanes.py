@@ -513,8 +513,12 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         index = probes = 0
     else:
         return None
-    if spec is not None and (index or probes or fn is not R._hot_broadcast and fn is not R._hot_batched):
+    if spec is not None and (index or fn is not R._hot_broadcast and fn is not R._hot_batched):
         return None     # (the consumers inline take the runners' common forms)
+    if spec is not None and probes:
+        if code is None or code.lean is None or code.probes != probes:
+            return None
+        code = code.lean     # (without the check-only masks, as the hot runner runs it)
     pytypes = rt.pytypes.get((loop_id, sid), {})
     if spec is not None and (any(pytypes.get(pos) for _, pos, _ in spec)
                              or any(kind not in _EXPRESS_KINDS for kind, _, _ in spec)):
@@ -605,7 +609,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         emit(f"        outs = code.bind(body)({', '.join(args)}, [n])")
         emit("    except Exception:")
         emit("        return None")
-        emit("    for o in outs:")
+        emit(f"    for o in outs{f'[:-{probes}]' if probes else ''}:")
         emit("        if not isinstance(o, Tensor) or o.dim() < 1 or o.shape[0] != n:")
         emit("            return None")
     emit("    rt.ran[L] = MODE")

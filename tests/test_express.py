@@ -40,7 +40,7 @@ def counted(monkeypatch):
             if out is not None and out[0] is FunctionRuntime.expressed and len(out) > 1:
                 seen["whole"] += 1      # (a fresh output answered as the batch itself)
             return out
-        counting.source = fn.source
+        counting.source, counting.inner = fn.source, fn
         return counting
     monkeypatch.setattr(lanes_mod, "express", express)
     yield seen
@@ -598,3 +598,33 @@ def test_a_fresh_output_on_the_meta_device_is_no_stand_in(counted, monkeypatch):
         assert got.device == want.device and got.shape == want.shape
         if dev == "cpu":
             torch.testing.assert_close(got, want)
+
+
+def clip_rows(grads, max_norm):
+    clipped = []
+    for row in grads:
+        n = row.norm()
+        if n > max_norm:
+            row = row * (max_norm / n)
+        clipped.append(row)
+    return torch.stack(clipped)
+
+
+def test_a_branching_loop_answers_through_its_lean_body(counted, monkeypatch):
+    """A loop that branches on data (its batched body also returns check-only masks for the
+    one-time check) is answered by the express with the lean body, as the hot runner runs it,
+    for small and large batches; the results are the loop's."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast, general = autovec(clip_rows), _general(clip_rows)
+    for rows in (6, 3000):
+        g = torch.randn(rows, 8) * 2
+        _steady(fast, g, 2.5)
+        before = counted["answered"]
+        _same_as_general(clip_rows, fast, general, (g, 2.5))
+        assert counted["answered"] > before
+        for other in (g[:3].clone(), g.double(), g.clone().requires_grad_(), torch.zeros(rows, 8)):
+            for _ in range(3):
+                _same_as_general(clip_rows, fast, general, (other, 2.5))
+    rt = fast._autovec_state.runtime
+    leans = {id(c.lean) for c in rt.batched.values() if not isinstance(c, str) and c.lean is not None}
+    assert leans and all(id(x.inner.__globals__["CODE"]) in leans for fns in rt.xp_fns.values() for x in fns)
