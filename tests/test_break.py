@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from autovec import assert_equivalent, autovec, explain
-from conftest import ran_modes as _ran
+from conftest import outcome, ran_modes as _ran
 
 
 @pytest.fixture(autouse=True)
@@ -289,3 +289,73 @@ def test_a_large_batch_runs_the_conditions_own_body():
     rt = fast._autovec_state.runtime
     assert not [m for m in rt.bad_modes if m[3]], rt.bad_modes     # no mode failed for a tagged body
     assert _ran(fast) == {"broadcast"}
+
+
+# --- `while k < n and c:` searches -------------------------------------------------------
+
+def search(x, thr):
+    i = 0
+    while i < x.shape[0] and x[i] < thr:
+        i += 1
+    return i
+
+
+def sum_until(x, thr):
+    i = 0
+    s = 0.0
+    while i < x.shape[0] and x[i] < thr:
+        s = s + x[i] * 2
+        i += 1
+    return i, s
+
+
+def sum_between(x, thr):
+    i = 0
+    s = 0.0
+    while i < x.shape[0] and x[i] < thr and x[i] > -thr:    # (`and` in a stop condition: the loop)
+        s = s + x[i] * 2
+        i += 1
+    return i, s
+
+
+def search_else(x, thr):
+    i = 0
+    while i < x.shape[0] and x[i] < thr:
+        i += 1
+    else:
+        i = -1       # (runs where the test fails, not after a `break`)
+    return i
+
+
+def search_reversed_test(x, thr):
+    i = 0
+    while x[i] < thr and i < x.shape[0] - 1:     # (the element first: an index error decides)
+        i += 1
+    return i
+
+
+@pytest.mark.parametrize("fn", [search, sum_until, sum_between, search_else])
+def test_a_while_search_with_and_stops_where_the_loop_stops(fn):
+    """`while k < n and c:` reads as `while k < n:` / `if not c: break` first (`c` computed only
+    where `k < n` holds, as `and` does): a search that stops at the first row failing `c`, with
+    the counter and running values after it as the loop leaves them."""
+    g = torch.Generator().manual_seed(5)
+    for x in (torch.rand(40, generator=g), torch.zeros(0), torch.full((7,), 0.1), torch.tensor([2.0, 0.1, 0.2]),
+              torch.tensor([0.1, 0.2, 5.0, 0.3]), torch.rand(30, generator=g).requires_grad_()):
+        want, got = fn(x, 0.9), autovec(fn)(x, 0.9)
+        if isinstance(want, tuple):
+            assert got[0] == want[0] and type(got[1]) is type(want[1])
+            torch.testing.assert_close(torch.as_tensor(got[1]), torch.as_tensor(want[1]))
+        else:
+            assert type(got) is type(want) and got == want
+    if fn in (search, sum_until):
+        assert explain(fn, torch.rand(40), 0.9).path == "vectorized"
+
+
+def test_a_while_search_testing_the_element_first_keeps_the_loop():
+    """`while x[i] < t and i < n - 1:` reads the element before the bound: the loop as written
+    (its IndexError past the end included)."""
+    for x in (torch.rand(9), torch.full((5,), 0.1)):
+        want, got = outcome(search_reversed_test, x, 0.9), outcome(autovec(search_reversed_test), x, 0.9)
+        assert got == want
+    assert explain(search_reversed_test, torch.rand(9), 0.9).path == "python"

@@ -384,11 +384,24 @@ def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
     t = node.test
     if node.orelse:
         raise Refuse(f"`while ... else` at line {line} is not supported", line)
+    if isinstance(t, ast.BoolOp) and isinstance(t.op, ast.And) and isinstance(t.values[0], ast.Compare):
+        # `while k < n and c:` is `while k < n:` / `if not c: break` first: `c` is computed
+        # only where `k < n` holds, as `and` does (a search: `while i < n and x[i] < t: i += 1`)
+        rest = t.values[1:]
+        cond = rest[0] if len(rest) == 1 else ast.BoolOp(op=ast.And(), values=list(rest))
+        stop = ast.If(test=ast.UnaryOp(op=ast.Not(), operand=cond), body=[ast.Break()], orelse=[])
+        for n in ast.walk(stop):
+            if not hasattr(n, "lineno"):
+                ast.copy_location(n, t)
+        whole = [stop] + list(node.body)
+        t = t.values[0]
+    else:
+        whole = list(node.body)
     if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.left, ast.Name)
             and isinstance(t.ops[0], (ast.Lt, ast.LtE))):
-        raise Refuse(f"`while {src(t)}` at line {line} is not a counter loop (`while k < n:` ... `k += 1`)", line)
+        raise Refuse(f"`while {src(node.test)}` at line {line} is not a counter loop (`while k < n:` ... `k += 1`)", line)
     k, bound = t.left.id, t.comparators[0]
-    last = node.body[-1] if node.body else None
+    last = whole[-1] if whole else None
     step = None
     if isinstance(last, ast.AugAssign) and isinstance(last.op, ast.Add) and isinstance(last.target, ast.Name) \
             and last.target.id == k and isinstance(last.value, ast.Constant) and type(last.value.value) is int:
@@ -400,7 +413,7 @@ def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
         step = last.value.right.value
     if not step or step <= 0:
         raise Refuse(f"the `while` loop at line {line} does not end with `{k} += <positive constant>`", line)
-    body = node.body[:-1]
+    body = whole[:-1]
     stop = _exit_split(body)      # one top-level `if cond: ...; break`: as in a `for` loop
     for n in ast.walk(ast.Module(body=body, type_ignores=[])):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in ({k} | nm.load_ids(bound)):
