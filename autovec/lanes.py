@@ -169,12 +169,14 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
     grads = []     # the signature's requires_grad flags of every tensor checked here
     dtypes = {}    # each tensor's dtype, by its name here
 
-    def tensor_checks(v, entry):
+    def tensor_checks(v, entry, standin=False):
+        """`standin`: a CPU tensor or the meta stand-in of one (runtime._let_go)."""
         _, dtype, k, _, rg = entry
         grads.append(rg)
         dtypes[v] = dtype
+        cpu = f"not ({v}.is_cpu or {v}.is_meta and hasattr({v}, '_av_fill'))" if standin else f"not {v}.is_cpu"
         emit(f"    if type({v}) is not Tensor or {v}.dtype is not {const(dtype)} or {v}.dim() != {k} "
-             f"or not {v}.is_cpu or {v}.requires_grad is not {rg} or {v}.layout is not STRIDED:")
+             f"or {cpu} or {v}.requires_grad is not {rg} or {v}.layout is not STRIDED:")
         emit("        return None")
 
     tensors = []
@@ -219,19 +221,9 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
     for i, w in enumerate(writes):
         kind, v, entry = w[0], f"w{i}", sig[next(pos)]
         emit(f"    {v} = writes[{i}][1]")
-        if express and kind == "fresh":
-            # (a large fresh output is a stand-in here, on the meta device: runtime._let_go)
-            _, dtype, k, _, rg = entry
-            grads.append(rg)
-            dtypes[v] = dtype
-            emit(f"    if type({v}) is not Tensor or {v}.dtype is not {const(dtype)} or {v}.dim() != {k} "
-                 f"or {v}.requires_grad is not {rg} or {v}.layout is not STRIDED:")
-            emit("        return None")
-            emit(f"    if not {v}.is_cpu and not ({v}.is_meta and hasattr({v}, '_av_fill')):")
-            emit("        return None")
         if kind in ("store", "fresh", "scatter"):
-            if not (express and kind == "fresh"):
-                tensor_checks(v, entry)
+            # (in an express, a large fresh output is a stand-in on the meta device: runtime._let_go)
+            tensor_checks(v, entry, standin=express and kind == "fresh")
             if kind != "scatter":
                 bounds(v, w[2], w[3], store=True)
             if entry[4] and grad:       # (a leaf that requires grad: the loop raises where grad is on)
