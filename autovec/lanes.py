@@ -404,7 +404,8 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
     """The token flavour's end: the lane's token (its covered inputs: `covered`, a statement),
     run by the hot runner; (token, batch), or None.
 
-    `whole` (("store", output position), ..): the loop's outputs are all stored into fresh
+    `whole` (("store", output position, whether the value is new memory), ..): the loop's
+    outputs are all stored into fresh
     outputs (`out = torch.empty(n); for i in range(n): out[i] = ..`, the writes' "fresh" ones in
     order). Where each batch would become its fresh output whole on the general path (fit_store's
     first return, then `replaces`: the rows are all of it, same type, dtype, shape and device, no
@@ -457,7 +458,8 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     `Token.run`'s hot runner and `consume` do on such a call, without the token between them.
 
     Written for a loop whose code after the batched run is only `consume` of its outputs
-    (`spec`: (consumer kind, output position) each, from the lowering: lowering.common) into a
+    (`spec`: (consumer kind, output position, whether the loop's value is an operator's new
+    tensor: lowering.common._new_memory) each, from the lowering: lowering.common) into a
     stack, a tensor, a cat or a builtin reduction, and whose hot runner
     (runtime._hot_broadcast, or runtime._hot_batched of a batched body) is set for the signature:
     the generated code calls it with the loop's iteration space, values and body, and it
@@ -471,7 +473,9 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
 
     For other loops (`spec` None: stores, running totals, kept lists, fission) it answers the
     lane's token and the hot runner's batch, which the generated code prepares and commits as
-    on the general path.
+    on the general path. A `spec` of ("store", ..) entries (every output stored into a fresh
+    output) is that flavour too, answering (`expressed`, the outputs) where each batch becomes
+    its output whole (_token_run).
 
     Measured on the dev case elementwise_add_append at 5 rows: 9.8 us a call through begin,
     lane, run and consume, 6.9 us through the express."""
