@@ -409,8 +409,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
     product_first = None    # a nest's sum of products: (its runtime.nest_product call, its result)
     releases = []   # (fresh output, its fill): not held while the batch is computed (Token.release)
     result, swaps, display_swaps = None, {}, {}
-    plain = []     # (P, consumer, output position) of each `P = consume(..)` the express may take (lanes.express)
-    whole = []     # (output name, "store", output position) of a fresh output the batch may become whole
+    plain = []     # (P, consumer, output position, new memory) of each `P = consume(..)` the express may take (lanes.express)
+    whole = []     # (output name, "store", output position, new memory) of a fresh output the batch may become whole
     whole_commits = set()     # (their commit statements: skipped where the express answered the batch)
     for k, o in enumerate(plan.outputs):
         if o.joined == -1 or o.record and o.record[1] > 0:
