@@ -1700,7 +1700,7 @@ class FunctionRuntime:
         if py:
             return (v.item(),)
         if tok is not None and type(v) is torch.Tensor and v._base is not None and not tok.shares_input(o):
-            v = v.clone()
+            v = tok.own_copy(v)
         return (v,)
 
 
@@ -2758,11 +2758,9 @@ linear_prefix = _linear_prefix      # the module-level name the displayed rewrit
 
 def _commit_scan(s0, final, inplace):
     """`s += v` on a tensor updates that tensor object; `s = s + v` rebinds the name (to a tensor
-    of its own, as the loop's last step makes: not a view of the running values)."""
+    of its own, as the loop's last step makes: Token.scan_final)."""
     if inplace and isinstance(s0, torch.Tensor):
         return s0.copy_(final)
-    if type(final) is torch.Tensor and final._base is not None:
-        return final.clone()
     return final
 
 
@@ -4195,8 +4193,26 @@ class Token:
         self.extra = list(self.extra) + [(prefix, py)]
 
     def scan_final(self, j):
+        """A running value's last step: a tensor of its own, as the loop's last step makes (not a
+        view of the running values, which would keep them all alive)."""
         prefix, py = self.extra[j]
-        return prefix[-1].item() if py else prefix[-1]
+        if py:
+            return prefix[-1].item()
+        v = prefix[-1]
+        return self.own_copy(v) if type(v) is torch.Tensor and v._base is not None else v
+
+    copies = None         # own_copy's copies in this call
+
+    def own_copy(self, v):
+        """A copy of the row `v` of a batch, one per row in a call: two names the loop binds to
+        one tensor (`b = a`, `t = s`, both read after it) stay one tensor."""
+        key = (v.data_ptr(), v.dtype, tuple(v.shape), v.stride())
+        if self.copies is None:
+            self.copies = {}
+        hit = self.copies.get(key)
+        if hit is None:
+            hit = self.copies[key] = v.clone()
+        return hit
 
     def checked_run(self, body, ref=None, direct=None, tag="", scan_free=False):
         """`run` on an accelerator (the guard sets it as this token's `run`): under the index
