@@ -61,7 +61,9 @@ class Output:
     kind "scatter": `target[idx..] op= value` with per-iteration indices (payloads hold them);
                    "+"/"-" accumulate over repeated indices, "" keeps the last write.
     kind "cat":    `target = torch.cat([target, value], dim=dim)`.
-    kind "scan":   an accumulator read later in the same iteration: a prefix sum / product.
+    kind "scan":   an accumulator read later in the same iteration: a prefix sum / product
+                   (`exclusive`: read only before its update, by stores: the running value
+                   before each step, `out[i] = s` then `s = s + x[i]`).
     kind "linrec": `target = a * target + value` with a loop-invariant factor (payload "decay").
     """
 
@@ -91,6 +93,7 @@ class Output:
                               # their own, rebuilt into the literal per element (runtime.records)
     payloads: tuple = ()      # best: (name, marker, source) of values taken with the best one
     nest_rows: tuple = ()     # store in a loop nest: (level, offset) per leading dimension
+    exclusive: bool = False   # scan: read only before its update (the values before each step)
     fill: str = ""            # fresh output: "empty", "0" or "1" when the allocation can be made
                               # again from its metadata (torch.empty/zeros/ones[_like] with no
                               # keyword beyond dtype, device, requires_grad, memory_format);

@@ -2756,6 +2756,30 @@ FunctionRuntime.linear_prefix = staticmethod(_linear_prefix)
 linear_prefix = _linear_prefix      # the module-level name the displayed rewrite uses
 
 
+def _before_steps(s0, running):
+    """The values a running value has before each step (an exclusive scan: `out[i] = s` then `s =
+    s + x[i]`): its start, then the running values but the last. The start must be one value of
+    the running values' dtype (a Python number it holds exactly, or a plain tensor of that dtype
+    and a shape the rows broadcast to): the loop stores the start itself at the first step, the
+    batch that value in the running values' dtype."""
+    row = running.shape[1:]
+    if type(s0) is torch.Tensor:
+        if s0.dtype != running.dtype or s0.device != running.device:
+            raise GuardFailed("a running value read before its update that starts as a tensor of another dtype")
+        try:
+            first = s0.expand(row)
+        except RuntimeError:
+            raise GuardFailed("a running value read before its update that starts with another shape") from None
+    elif type(s0) in (int, float, bool):
+        first = torch.tensor(s0, dtype=running.dtype, device=running.device)
+        if first.item() != s0:
+            raise GuardFailed("a running value read before its update whose start its dtype does not hold")
+        first = first.expand(row)
+    else:
+        raise GuardFailed(f"a running value read before its update that starts as a {type(s0).__name__}")
+    return torch.cat([first.unsqueeze(0), running[:-1]])
+
+
 def _commit_scan(s0, final, inplace):
     """`s += v` on a tensor updates that tensor object; `s = s + v` rebinds the name (to a tensor
     of its own, as the loop's last step makes: Token.scan_final)."""
@@ -4184,21 +4208,27 @@ class Token:
     def level_sizes(self):
         return [self.n] if self.levels is None else [k for _, _, k in self.levels]
 
-    def add_scan(self, prefix, py):
-        """Running values of an accumulator, passed to the body as one more per-iteration input."""
+    scan_lasts = None     # exclusive scans: their last running values, by position in `extra`
+
+    def add_scan(self, prefix, py, before=_UNCHANGED):
+        """Running values of an accumulator, passed to the body as one more per-iteration input
+        (`before`: the start, where the body reads the value before each step instead)."""
         if self.numbers or self.number_sources:
             # `s = s + r[t]` over a list of Python numbers: the loop's running values are Python
             # numbers (ints that never wrap), where the scan's are one tensor's elements
             raise GuardFailed("a running value over a list of Python numbers (the loop keeps Python's numbers)")
+        if before is not _UNCHANGED:
+            self.scan_lasts = {**(self.scan_lasts or {}), len(self.extra): prefix[-1]}
+            prefix = _before_steps(before, prefix)
         self.extra = list(self.extra) + [(prefix, py)]
 
     def scan_final(self, j):
         """A running value's last step: a tensor of its own, as the loop's last step makes (not a
         view of the running values, which would keep them all alive)."""
         prefix, py = self.extra[j]
+        v = self.scan_lasts[j] if self.scan_lasts and j in self.scan_lasts else prefix[-1]
         if py:
-            return prefix[-1].item()
-        v = prefix[-1]
+            return v.item()
         return self.own_copy(v) if type(v) is torch.Tensor and v._base is not None else v
 
     copies = None         # own_copy's copies in this call

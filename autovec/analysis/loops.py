@@ -1553,9 +1553,11 @@ def _scans(outputs, body: _Body, targets: dict):
         pos = next((k for k, s in enumerate(body.stmts) if isinstance(s, ast.Assign)
                     and isinstance(s.targets[0], ast.Name) and s.targets[0].id == last), None)
         names = {o.target} | ({p[0] for p in o.payloads} if best_scan else set())
-        before = [ld for s in body.stmts[:pos] for ld in nm.loads(s) if ld.id in names]
-        after = [ld for s in body.stmts[pos + 1:] for ld in nm.loads(s) if ld.id in names]
-        if pos is None or before or not after:
+        before = [ld for s in body.stmts[:pos] for ld in nm.loads(s) if ld.id in names] if pos is not None else []
+        after = [ld for s in body.stmts[pos + 1:] for ld in nm.loads(s) if ld.id in names] if pos is not None else []
+        exclusive = bool(before) and not after and not best_scan and o.op in ("+", "-", "*") \
+            and not o.counted and _read_by_stores_only(o.target, body.stmts[:pos], outputs)
+        if pos is None or before and not exclusive or not before and not after:
             kept.append(o)
             continue
         if o.inplace and not o.pytype and _aliases_running_value(o.target, body.stmts[pos + 1:], outputs):
@@ -1563,7 +1565,7 @@ def _scans(outputs, body: _Body, targets: dict):
             continue
         # a running best (`m = max(m, v)`, `if v > m: m = v`) read later: op "best>" etc.
         scans.append((o.target, o.marker, "best" + o.op if best_scan else o.op, pos))
-        kept.append(dataclasses.replace(o, kind="scan"))
+        kept.append(dataclasses.replace(o, kind="scan", exclusive=exclusive))
         del targets[o.target]
         for k, p in enumerate(o.payloads if best_scan else ()):
             # `if v > m: m, j = v, i`: the payload as the loop had it at each step (op "pay")
@@ -1580,6 +1582,21 @@ def _scans(outputs, body: _Body, targets: dict):
             raise Refuse(f"loop-carried dependency: the running value `{name}` is updated from `{hit[0]}`, "
                          f"another running value of the loop (line {line})", line)
     return kept, scans
+
+
+def _read_by_stores_only(name: str, stmts, outputs) -> bool:
+    """Whether every read of the running value `name` in `stmts` (the statements before its
+    update) is in the value a store writes (`out[i] = s`, `out[i] = s * 2`: the analysis's
+    `marker = ..` of a store output, at the top level): those read the value before the step,
+    and nothing the update computes can depend on them (an exclusive scan)."""
+    stores = {o.marker for o in outputs if o.kind == "store" and not o.op}
+    for st in stmts:
+        if name not in {ld.id for ld in nm.loads(st)}:
+            continue
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                and st.targets[0].id in stores):
+            return False
+    return True
 
 
 def _inplace_prefix(outputs, body: _Body, space: IterSpace):

@@ -666,7 +666,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         pre_params = [mp.param for mp in plan.mapped] + ([plan.space.index] if plan.index_as_value else [])
         pre.args.args = [ast.arg(arg=p) for p in pre_params]
         mapper = _MapSlices(plan)
-        pre.body = [mapper.visit(ast.parse(s).body[0]) for s in plan.body[:pos + 1]]
+        o = next(x for x in plan.outputs if x.marker == marker)
+        # (an exclusive scan's reads, stores before its update, are no part of the values added)
+        pre.body = [mapper.visit(ast.parse(s).body[0]) for s in plan.body[:pos + 1]
+                    if not (o.exclusive and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(ast.parse(s))))]
         PRE_REF, pre_ref = "None", None
         converts = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("int", "float", "bool")
                        for st in pre.body for n in ast.walk(st))
@@ -703,6 +706,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             f"*torch.func.vmap({PRE})({pre_args}))  # the payload at each step's best" if op.startswith("pay") else
             f"{name}_running = {name} {'*' if op == '*' else '+' if op == '+' else '-'} "
             f"torch.{'cumprod' if op == '*' else 'cumsum'}(torch.func.vmap({PRE})({pre_args})[0], 0)").body
+        if o.exclusive:    # (the body reads the value before each step)
+            scan_display += ast.parse(f"{name}_before = torch.cat([torch.as_tensor({name}).expand_as("
+                                      f"{name}_running[0]).unsqueeze(0), {name}_running[:-1]])").body
         if op.startswith("pay"):
             # a payload of a running best: the compared values and this payload, per step
             best_name = o.target
@@ -744,7 +750,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             str(bool(o.pytype))
         scan_code += [pre] + template(
             f"{T}.add_scan(_av_AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
-            f"{PY}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}), {PY})", _av_AV=AV)
+            f"{PY}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}), {PY}"
+            f"{f', before={name}' if o.exclusive else ''})", _av_AV=AV)
     for fd in scan_code:
         # the running values' own bodies: the batched mode may rewrite them too (by tag)
         if isinstance(fd, ast.FunctionDef) and not fd.name.endswith("_ref"):
@@ -1181,7 +1188,8 @@ def _run_args(plan: LoopPlan) -> list[str]:
             args.append(mp.base if n is None else f"{mp.base}[:{n}]")
         else:
             args.append(_slice_arg(plan, mp))
-    return args + [f"{name}_running" for name, *_ in plan.scans]
+    before = {o.target for o in plan.outputs if o.kind == "scan" and o.exclusive}
+    return args + [f"{name}_{'before' if name in before else 'running'}" for name, *_ in plan.scans]
 
 
 def _run_text(m: Match, plan: LoopPlan, body: str, params: list[str]) -> str:

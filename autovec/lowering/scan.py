@@ -27,13 +27,14 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
         return Refusal("no running value is read inside the loop", plan.lineno)
     lin = {o.target: o for o in plan.outputs if o.kind == "linrec"}
     pays = [name for name, _, op, _ in plan.scans if op.startswith("pay")]
+    before = {o.target for o in plan.outputs if o.kind == "scan" and o.exclusive}
     parts = [(f"`{name}` = a * `{name}` + b is a first-order linear recurrence with factor "
               f"`{lin[name].payloads[0][2]}`" + (", which changes every step (evaluated as a parallel scan)"
                                                  if lin[name].payloads[0][3] in ("varying", "reset") else
                                                  " (evaluated in blocks of powers of the factor)"))
              if op == "lin" and name in lin else f"`{name}` is {_FORMS[op]}" if op == "lin" else
              f"`{name}` is a running {'product' if op == '*' else 'extreme' if op in ('max', 'min') or op.startswith('best') else 'log-sum-exp' if op == 'lse' else 'sum'} "
-             f"read in the loop ({_FORMS[op]})"
+             f"read in the loop{' before each update, from its start' if name in before else ''} ({_FORMS[op]})"
              for name, _, op, _ in plan.scans if not op.startswith("pay")]
     if pays:
         parts.append(f"{', '.join(f'`{p}`' for p in pays)} follow{'s' if len(pays) == 1 else ''} the running best "

@@ -1,0 +1,191 @@
+"""Running values read before their update (an exclusive scan): `out[i] = s` then `s = s + x[i]`
+(offsets from lengths, positions before each step). The body reads the start, then the running
+values but the last; the value after the loop is the last running value. Checked against the
+loop: values, dtypes, Python types, the running value after the loop (its in-place update of a
+tensor start included), gradients, and the forms that keep the loop."""
+import copy
+
+import pytest
+import torch
+
+from autovec import autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def _same(got, want):
+    assert type(got) is type(want), (type(got), type(want))
+    if isinstance(want, (tuple, list)):
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            _same(a, b)
+    elif isinstance(want, torch.Tensor):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got, want)
+    else:
+        assert got == pytest.approx(want)
+
+
+def before_sums(x):
+    s = 0
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = s
+        s = s + x[i]
+    return out, s
+
+
+def before_from(x, s):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = s * 2
+        s += x[i]
+    return out, s
+
+
+def before_products(x):
+    p = 1
+    out = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float64)
+    for i in range(x.shape[0]):
+        out[i] = p
+        p = p * x[i]
+    return out, p
+
+
+def offsets(lengths):
+    off = 0
+    starts = torch.zeros(len(lengths), dtype=torch.int64)
+    for i, n in enumerate(lengths.tolist()):
+        starts[i] = off
+        off += n
+    return starts, off
+
+
+@pytest.mark.parametrize("fn, make", [
+    (before_sums, lambda n: (torch.randn(n, 3),)),
+    (before_sums, lambda n: (torch.randint(-5, 5, (n,)),)),
+    (before_sums, lambda n: (torch.randn(n, 2, dtype=torch.float64),)),
+    (before_from, lambda n: (torch.randn(n, 2), 0.5)),
+    (before_from, lambda n: (torch.randn(n, 2), torch.zeros(2))),
+    (before_from, lambda n: (torch.randn(n), torch.ones(()))),
+    (before_products, lambda n: (torch.rand(n, 2) + 0.5,)),
+    (offsets, lambda n: (torch.randint(1, 9, (n,)),)),
+])
+@pytest.mark.parametrize("n", [1, 2, 9])
+def test_a_running_value_read_before_its_update_matches_the_loop(fn, make, n):
+    g = autovec(fn)
+    for _ in range(3):
+        args = make(n)
+        a, b = copy.deepcopy(args), copy.deepcopy(args)
+        want, got = fn(*a), g(*b)
+        _same(got, want)
+        _same(b, a)        # (a tensor start updated in place by `s += x[i]`, as the loop does)
+    ex = explain(fn, *make(n))
+    assert ex.path == "vectorized" and ex.loops[0].strategy == "scan", str(ex)
+    assert "before each update" in ex.loops[0].reason
+
+
+def test_gradients_through_the_values_before_each_step():
+    x = torch.randn(6, 3, requires_grad=True)
+    s0 = torch.randn(3, requires_grad=True)
+    w = torch.randn(6, 3)
+    grads = []
+    for f in (before_from, autovec(before_from)):
+        x.grad = s0.grad = None
+        out, s = f(x, s0.clone())
+        ((out * w).sum() + s.sum()).backward()
+        grads.append((x.grad.clone(), s0.grad.clone()))
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+def read_before_and_after(x):
+    s = 0
+    out = torch.empty_like(x)
+    out2 = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = s
+        s = s + x[i]
+        out2[i] = s
+    return out, out2
+
+
+def read_under_a_condition(x):
+    s = 0
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            out[i] = s
+        s = s + x[i]
+    return out
+
+
+def appended_before(x):
+    s = 0
+    res = []
+    for i in range(x.shape[0]):
+        res.append(s)             # (the loop's list: a Python int, then tensors)
+        s = s + x[i]
+    return res, s
+
+
+def read_by_the_update(x):
+    s = 1.0
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        y = s * 2
+        out[i] = y
+        s = s + x[i] * y          # (the step reads the value: a recurrence)
+    return out
+
+
+@pytest.mark.parametrize("fn", [read_before_and_after, read_under_a_condition, appended_before, read_by_the_update])
+def test_other_reads_before_the_update_keep_the_loop(fn):
+    x = torch.randn(5, 2)
+    _same(autovec(fn)(x), fn(x))
+    assert explain(fn, x).path == "python"
+
+
+def wide_before(x, s):
+    out = torch.zeros(x.shape[0], dtype=torch.float64)
+    for i in range(x.shape[0]):
+        out[i] = s
+        s = s + x[i]
+    return out, s
+
+
+def test_a_start_its_dtype_does_not_hold_keeps_the_loop():
+    """0.1 is no float32: the loop stores the Python float at the first step (into a float64
+    output it stays 0.1), the batch would store float32's 0.1; a float64 start of float32 steps
+    is another dtype (the loop's first value is float64, the rest float32)."""
+    x = torch.randn(5)
+    for s in (0.1, torch.tensor(0.1, dtype=torch.float64)):
+        want, got = wide_before(x, copy.deepcopy(s)), autovec(wide_before)(x, copy.deepcopy(s))
+        assert want[0][0].item() == got[0][0].item() == 0.1
+        _same(got, want)
+    ex = explain(wide_before, x, 0.1)
+    assert ex.path == "python" and "does not hold" in str(ex)
+    assert explain(wide_before, x, 0.5).path == "vectorized"
+
+
+def tripled_before(x, s):
+    out = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float64)
+    for i in range(x.shape[0]):
+        out[i] = s * 3
+        s = s + x[i]
+    return out, s
+
+
+def test_a_start_of_another_dtype_keeps_the_loop():
+    """A float64 0-d start of float32 rows: the loop's running values are float32 after the
+    first step (`s * 3` rounds in float32), the start float64; one batch of both would compute
+    every step in float64."""
+    x = torch.randn(6, 2) * 1e3
+    s = torch.tensor(0.1, dtype=torch.float64)
+    want, got = tripled_before(x, s), autovec(tripled_before)(x, s)
+    assert torch.equal(got[0], want[0])
+    _same(got, want)
+    ex = explain(tripled_before, x, s)
+    assert ex.path == "python" and "another dtype" in str(ex)
