@@ -4210,9 +4210,14 @@ class Token:
 
     scan_lasts = None     # exclusive scans: their last running values, by position in `extra`
 
-    def add_scan(self, prefix, py, before=_UNCHANGED):
+    def add_scan(self, prefix, py, before=_UNCHANGED, appended=False):
         """Running values of an accumulator, passed to the body as one more per-iteration input
-        (`before`: the start, where the body reads the value before each step instead)."""
+        (`before`: the start, where the body reads the value before each step instead;
+        `appended`: a list appends those values, which must be Python numbers: the loop's list
+        holds the start itself, then the running values)."""
+        if appended and not (py and type(before) in (int, float, bool)):
+            raise GuardFailed("a running value appended before its update that is no Python number (the loop's "
+                              "list holds its start itself, then the tensors of the steps)")
         if self.numbers or self.number_sources:
             # `s = s + r[t]` over a list of Python numbers: the loop's running values are Python
             # numbers (ints that never wrap), where the scan's are one tensor's elements

@@ -131,6 +131,25 @@ def appended_before(x):
     return res, s
 
 
+def appended_offsets(lengths):
+    off = 0
+    starts = []
+    for n in lengths.tolist():
+        starts.append(off)        # (Python ints all through)
+        off += n
+    return starts, off
+
+
+def test_offsets_appended_as_python_numbers_are_a_scan():
+    g = autovec(appended_offsets)
+    for n in (1, 2, 11):
+        lengths = torch.randint(0, 9, (n,))
+        want, got = appended_offsets(lengths), g(lengths)
+        assert got == want and all(type(v) is int for v in got[0]) and type(got[1]) is int
+    ex = explain(appended_offsets, torch.randint(0, 9, (6,)))
+    assert ex.path == "vectorized" and ex.loops[0].strategy == "scan"
+
+
 def read_by_the_update(x):
     s = 1.0
     out = torch.empty_like(x)

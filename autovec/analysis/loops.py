@@ -1565,7 +1565,8 @@ def _scans(outputs, body: _Body, targets: dict):
             continue
         # a running best (`m = max(m, v)`, `if v > m: m = v`) read later: op "best>" etc.
         scans.append((o.target, o.marker, "best" + o.op if best_scan else o.op, pos))
-        kept.append(dataclasses.replace(o, kind="scan", exclusive=exclusive))
+        kept.append(dataclasses.replace(o, kind="scan", exclusive=exclusive and (
+            "appended" if _appends_read(o.target, body.stmts[:pos], outputs) else "stored")))
         del targets[o.target]
         for k, p in enumerate(o.payloads if best_scan else ()):
             # `if v > m: m, j = v, i`: the payload as the loop had it at each step (op "pay")
@@ -1586,10 +1587,12 @@ def _scans(outputs, body: _Body, targets: dict):
 
 def _read_by_stores_only(name: str, stmts, outputs) -> bool:
     """Whether every read of the running value `name` in `stmts` (the statements before its
-    update) is in the value a store writes (`out[i] = s`, `out[i] = s * 2`: the analysis's
-    `marker = ..` of a store output, at the top level): those read the value before the step,
-    and nothing the update computes can depend on them (an exclusive scan)."""
-    stores = {o.marker for o in outputs if o.kind == "store" and not o.op}
+    update) is in the value a store writes or a list appends (`out[i] = s`, `out[i] = s * 2`,
+    `starts.append(off)`: the analysis's `marker = ..` of such an output, at the top level):
+    those read the value before the step, and nothing the update computes can depend on them
+    (an exclusive scan; appended values must be Python numbers: runtime._before_steps)."""
+    stores = {o.marker for o in outputs if o.kind == "store" and not o.op
+              or o.kind == "append" and not o.cond and not o.record and not o.joined}
     for st in stmts:
         if name not in {ld.id for ld in nm.loads(st)}:
             continue
@@ -1597,6 +1600,13 @@ def _read_by_stores_only(name: str, stmts, outputs) -> bool:
                 and st.targets[0].id in stores):
             return False
     return True
+
+
+def _appends_read(name: str, stmts, outputs) -> bool:
+    """Whether a list appends a value that reads `name` among `stmts`."""
+    appended = {o.marker for o in outputs if o.kind == "append"}
+    return any(isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and st.targets[0].id in appended
+               and name in {ld.id for ld in nm.loads(st)} for st in stmts)
 
 
 def _inplace_prefix(outputs, body: _Body, space: IterSpace):
