@@ -9,24 +9,12 @@ import pytest
 import torch
 
 from autovec import autovec, explain
+from test_counted_steps import _same
 
 
 @pytest.fixture(autouse=True)
 def _always_vectorize(monkeypatch):
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
-
-
-def _same(got, want):
-    assert type(got) is type(want), (type(got), type(want))
-    if isinstance(want, (tuple, list)):
-        assert len(got) == len(want)
-        for a, b in zip(got, want):
-            _same(a, b)
-    elif isinstance(want, torch.Tensor):
-        assert got.dtype == want.dtype and got.shape == want.shape
-        torch.testing.assert_close(got, want)
-    else:
-        assert got == pytest.approx(want)
 
 
 def before_sums(x):
