@@ -94,7 +94,8 @@ class Output:
     payloads: tuple = ()      # best: (name, marker, source) of values taken with the best one
     nest_rows: tuple = ()     # store in a loop nest: (level, offset) per leading dimension
     exclusive: str = ""       # scan: read only before its update (the values before each step), by
-                              # stores ("stored") or also by appends ("appended": Python numbers only)
+                              # stores of the name itself ("bare"), other stores ("stored") or also
+                              # by appends ("appended"): analysis._before_reads
     fill: str = ""            # fresh output: "empty", "0" or "1" when the allocation can be made
                               # again from its metadata (torch.empty/zeros/ones[_like] with no
                               # keyword beyond dtype, device, requires_grad, memory_format);

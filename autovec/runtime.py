@@ -2756,27 +2756,39 @@ FunctionRuntime.linear_prefix = staticmethod(_linear_prefix)
 linear_prefix = _linear_prefix      # the module-level name the displayed rewrite uses
 
 
-def _before_steps(s0, running):
+def _before_steps(s0, running, computed=True):
     """The values a running value has before each step (an exclusive scan: `out[i] = s` then `s =
     s + x[i]`): its start, then the running values but the last. The start must be one value of
-    the running values' dtype (a Python number it holds exactly, or a plain tensor of that dtype
-    and a shape the rows broadcast to): the loop stores the start itself at the first step, the
-    batch that value in the running values' dtype."""
+    the running values' dtype: a plain tensor of that dtype and a shape the rows broadcast to, or
+    a Python number it holds exactly, within int64's range (setitem of a larger int raises). Where
+    the value is `computed` with or appended (not only stored as it is: `out[i] = s`), a Python
+    start must also be of the running values' kind (an int for integer dtypes, a float for
+    floating ones: `-s` of the int 0 is +0.0 once stored, of 0.0 -0.0; `s * 2` of an int past
+    int64 raises in setitem; an appended start stays the loop's own int or float)."""
     row = running.shape[1:]
+    dt = running.dtype
     if type(s0) is torch.Tensor:
-        if s0.dtype != running.dtype or s0.device != running.device:
+        if s0.dtype != dt or s0.device != running.device:
             raise GuardFailed("a running value read before its update that starts as a tensor of another dtype")
         try:
             first = s0.expand(row)
         except RuntimeError:
             raise GuardFailed("a running value read before its update that starts with another shape") from None
     elif type(s0) in (int, float, bool):
-        first = torch.tensor(s0, dtype=running.dtype, device=running.device)
+        kind = bool if dt == torch.bool else float if dt.is_floating_point else complex if dt.is_complex else int
+        if computed and type(s0) is not kind:
+            raise GuardFailed(f"a running value computed with before its update that starts as a {type(s0).__name__} "
+                              f"where its steps are {dt} (the loop computes its first value as that number)")
+        if type(s0) is int and not -2 ** 63 <= s0 < 2 ** 63:
+            raise GuardFailed("a running value read before its update that starts past int64's range")
+        first = torch.tensor(s0, dtype=dt, device=running.device)
         if first.item() != s0:
             raise GuardFailed("a running value read before its update whose start its dtype does not hold")
         first = first.expand(row)
     else:
         raise GuardFailed(f"a running value read before its update that starts as a {type(s0).__name__}")
+    if running.shape[0] == 1:
+        return first.unsqueeze(0)       # (the start alone: no gradient of the steps reaches it)
     return torch.cat([first.unsqueeze(0), running[:-1]])
 
 
@@ -4210,12 +4222,11 @@ class Token:
 
     scan_lasts = None     # exclusive scans: their last running values, by position in `extra`
 
-    def add_scan(self, prefix, py, before=_UNCHANGED, appended=False):
+    def add_scan(self, prefix, py, before=_UNCHANGED, reads=""):
         """Running values of an accumulator, passed to the body as one more per-iteration input
-        (`before`: the start, where the body reads the value before each step instead;
-        `appended`: a list appends those values, which must be Python numbers: the loop's list
-        holds the start itself, then the running values)."""
-        if appended and not (py and type(before) in (int, float, bool)):
+        (`before`: the start, where the body reads the value before each step instead, `reads`
+        how: analysis._before_reads)."""
+        if reads == "appended" and not py:
             raise GuardFailed("a running value appended before its update that is no Python number (the loop's "
                               "list holds its start itself, then the tensors of the steps)")
         if self.numbers or self.number_sources:
@@ -4224,7 +4235,7 @@ class Token:
             raise GuardFailed("a running value over a list of Python numbers (the loop keeps Python's numbers)")
         if before is not _UNCHANGED:
             self.scan_lasts = {**(self.scan_lasts or {}), len(self.extra): prefix[-1]}
-            prefix = _before_steps(before, prefix)
+            prefix = _before_steps(before, prefix, reads != "bare")
         self.extra = list(self.extra) + [(prefix, py)]
 
     def scan_final(self, j):

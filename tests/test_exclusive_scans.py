@@ -196,3 +196,79 @@ def test_a_start_of_another_dtype_keeps_the_loop():
     _same(got, want)
     ex = explain(tripled_before, x, s)
     assert ex.path == "python" and "another dtype" in str(ex)
+
+
+# --- found by the probe of these scans (stop 25) -------------------------------------------
+
+def appended_total(lengths):
+    off = 0
+    starts = []
+    for n in lengths.tolist():
+        starts.append(off)
+        off = off + n             # (the total after the loop: not the list's last element)
+    return starts, off
+
+
+def appended_product(x):
+    p = 1
+    res = []
+    for i in range(x.shape[0]):
+        res.append(p)
+        p = p * x[i].item()
+    return res, p
+
+
+def negated_before(x):
+    s = 0
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = -s               # (-0 of the int start stores +0.0; of 0.0, -0.0)
+        s = s + x[i]
+    return out
+
+
+def doubled_before(x, s):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = s * 2            # (2**63 of an int start raises in setitem)
+        s = s + x[i]
+    return out
+
+
+@pytest.mark.parametrize("fn, args", [
+    (appended_total, lambda: (torch.ones(2000, dtype=torch.int64),)),
+    (appended_total, lambda: (torch.rand(7),)),                  # (an int start, float steps: 0, not 0.0)
+    (appended_product, lambda: (torch.tensor([1, 2, 3, 4]),)),
+    (negated_before, lambda: (torch.randn(5),)),
+    (doubled_before, lambda: (torch.randn(4), 2 ** 62)),
+    (doubled_before, lambda: (torch.randn(4, dtype=torch.complex64), float("inf"))),
+    (doubled_before, lambda: (torch.randn(4), True)),
+    (wide_before, lambda: (torch.randn(4), 2 ** 63)),                 # (setitem of an int past int64 raises)
+    (wide_before, lambda: (torch.randint(0, 9, (4,)), 2 ** 63)),
+])
+def test_exclusive_scans_keep_the_loops_types_totals_and_errors(fn, args):
+    """The running value after the loop is its last step, not the last value read before an
+    update; a Python start whose kind differs from the steps' (an int start of float steps, a
+    bool, a float of complex steps, an int past int64) keeps the loop where the value is computed
+    with or appended, as the loop computes with that number itself."""
+    from conftest import outcome
+    g = autovec(fn)
+    for _ in range(4):
+        a = args()
+        want, got = outcome(fn, *copy.deepcopy(a)), outcome(g, *copy.deepcopy(a))
+        if isinstance(want, tuple) and want and isinstance(want[0], type):
+            assert got == want
+            continue
+        _same(got, want)
+        if isinstance(want, torch.Tensor):
+            assert torch.equal(torch.signbit(got.real) if got.is_complex() else torch.signbit(got),
+                               torch.signbit(want.real) if want.is_complex() else torch.signbit(want))
+        if isinstance(want, tuple) and isinstance(want[0], list):
+            assert [type(v) for v in got[0]] == [type(v) for v in want[0]]
+
+
+def test_one_row_of_a_plain_start_carries_no_gradient():
+    x = torch.randn(1, requires_grad=True)
+    want, got = before_from(x, 0.5), autovec(before_from)(x, 0.5)
+    assert got[0].requires_grad == want[0].requires_grad
+    _same(got[0].detach(), want[0].detach())

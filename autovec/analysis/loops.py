@@ -1566,7 +1566,7 @@ def _scans(outputs, body: _Body, targets: dict):
         # a running best (`m = max(m, v)`, `if v > m: m = v`) read later: op "best>" etc.
         scans.append((o.target, o.marker, "best" + o.op if best_scan else o.op, pos))
         kept.append(dataclasses.replace(o, kind="scan", exclusive=exclusive and (
-            "appended" if _appends_read(o.target, body.stmts[:pos], outputs) else "stored")))
+            _before_reads(o.target, body.stmts[:pos], outputs))))
         del targets[o.target]
         for k, p in enumerate(o.payloads if best_scan else ()):
             # `if v > m: m, j = v, i`: the payload as the loop had it at each step (op "pay")
@@ -1602,11 +1602,16 @@ def _read_by_stores_only(name: str, stmts, outputs) -> bool:
     return True
 
 
-def _appends_read(name: str, stmts, outputs) -> bool:
-    """Whether a list appends a value that reads `name` among `stmts`."""
+def _before_reads(name: str, stmts, outputs) -> str:
+    """How an exclusive scan's value is read before its update (_read_by_stores_only): "appended"
+    where a list appends a value that reads it, "bare" where every read stores the name itself
+    (`out[i] = s`), else "stored" (`out[i] = s * 2`). runtime._before_steps asks more of the
+    start where its value is appended or computed with."""
     appended = {o.marker for o in outputs if o.kind == "append"}
-    return any(isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and st.targets[0].id in appended
-               and name in {ld.id for ld in nm.loads(st)} for st in stmts)
+    reads = [st for st in stmts if name in {ld.id for ld in nm.loads(st)}]
+    if any(st.targets[0].id in appended for st in reads):
+        return "appended"
+    return "bare" if all(isinstance(st.value, ast.Name) and st.value.id == name for st in reads) else "stored"
 
 
 def _inplace_prefix(outputs, body: _Body, space: IterSpace):

@@ -643,7 +643,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
     # loop leaves one tensor in both places, so the name is bound to the list's element itself
     same = [o.target for o in plan.outputs if o.target in kept and (
         o.kind == "last" and layout[plan.outputs.index(o)][2] == kept[o.target][1]    # (under the same mask)
-        or o.kind in ("scan", "linrec") and not o.inplace and kept[o.target][1] is None)]
+        or o.kind in ("scan", "linrec") and not o.inplace and not o.exclusive and kept[o.target][1] is None)]
     same += [name for name in plan.live_after if name in kept and name != plan.space.index
              and kept[name][1] is None]
     for name in same:
@@ -751,7 +751,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         scan_code += [pre] + template(
             f"{T}.add_scan(_av_AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
             f"{PY}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}), {PY}"
-            f"{f', before={name}' if o.exclusive else ''}{', appended=True' if o.exclusive == 'appended' else ''})", _av_AV=AV)
+            f"{f', before={name}, reads={o.exclusive!r}' if o.exclusive else ''})", _av_AV=AV)
     for fd in scan_code:
         # the running values' own bodies: the batched mode may rewrite them too (by tag)
         if isinstance(fd, ast.FunctionDef) and not fd.name.endswith("_ref"):
