@@ -5,7 +5,7 @@ differ by 20% or more (memory-bound cases by up to 2x), which hides a change of 
 microseconds. Here the earlier commit's package is imported beside the working tree's (as
 `autovec_base`, from `git archive REV autovec`), both wrap every case's loop, and for each case
 and size the hand-written code, the current autovec and the earlier one are timed in turn,
-seven rounds, best of each (steady state: 30 warm-up calls first, so that timed cost decisions
+seven rounds, best of each, the two autovec versions in turns (steady state: 30 warm-up calls first, so that timed cost decisions
 have settled).
 
     .venv/bin/python benchmarks/ab.py --base a806155            # every case in ../shared/cases
@@ -83,10 +83,12 @@ def main(argv=None) -> int:
                 run(f_base)
             n = 200 if size == "small" else 100
             hand, now, base = [], [], []
-            for _ in range(a.rounds):
+            for r in range(a.rounds):
                 hand.append(timeit.timeit(lambda: run(case.reference), number=n) / n)
-                now.append(timeit.timeit(lambda: run(f_now), number=n) / n)
-                base.append(timeit.timeit(lambda: run(f_base), number=n) / n)
+                # (in turns: the one timed second finds the memory the first left; on a memory-bound
+                # case that alone made identical code 15% slower when always timed first)
+                for fn, into in ([(f_now, now), (f_base, base)] if r % 2 == 0 else [(f_base, base), (f_now, now)]):
+                    into.append(timeit.timeit(lambda: run(fn), number=n) / n)
             h, t_now, t_base = min(hand), min(now), min(base)
             now_r.append(t_now / h)
             base_r.append(t_base / h)
