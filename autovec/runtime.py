@@ -2756,7 +2756,7 @@ FunctionRuntime.linear_prefix = staticmethod(_linear_prefix)
 linear_prefix = _linear_prefix      # the module-level name the displayed rewrite uses
 
 
-def _before_steps(s0, running, computed=True):
+def _before_steps(s0, running, computed=True, py=False):
     """The values a running value has before each step (an exclusive scan: `out[i] = s` then `s =
     s + x[i]`): its start, then the running values but the last. The start must be one value of
     the running values' dtype: a plain tensor of that dtype and a shape the rows broadcast to, or
@@ -2775,6 +2775,11 @@ def _before_steps(s0, running, computed=True):
         except RuntimeError:
             raise GuardFailed("a running value read before its update that starts with another shape") from None
     elif type(s0) in (int, float, bool):
+        if computed and not py:
+            # (the loop computes the first step's value from the Python number, the rest from
+            # tensors: `s / 0`, `s * 1e300`, `s ** 2` of a large int differ between the two)
+            raise GuardFailed("a running value computed with before its update that starts as a Python number "
+                              "where its steps are tensors")
         kind = bool if dt == torch.bool else float if dt.is_floating_point else complex if dt.is_complex else int
         if computed and type(s0) is not kind:
             raise GuardFailed(f"a running value computed with before its update that starts as a {type(s0).__name__} "
@@ -4222,20 +4227,28 @@ class Token:
 
     scan_lasts = None     # exclusive scans: their last running values, by position in `extra`
 
-    def add_scan(self, prefix, py, before=_UNCHANGED, reads=""):
+    def add_scan(self, prefix, py, before=_UNCHANGED, reads="", changed=None):
         """Running values of an accumulator, passed to the body as one more per-iteration input
         (`before`: the start, where the body reads the value before each step instead, `reads`
-        how: analysis._before_reads)."""
+        how: analysis._before_reads; `changed`: the start, which the loop updates in place)."""
         if reads == "appended" and not py:
             raise GuardFailed("a running value appended before its update that is no Python number (the loop's "
                               "list holds its start itself, then the tensors of the steps)")
+        if type(changed) is torch.Tensor:
+            if self.shares_input(changed):
+                # `s = x[1]` then `s += x[i]`: the loop writes into x's row, which later steps read
+                raise GuardFailed("a running value updated in place that starts as an input's memory")
+            if changed.requires_grad and torch.is_grad_enabled():
+                # (a step's value saved for backward, `s * s`, then changed in place: the loop's
+                # backward raises)
+                raise GuardFailed("a running value updated in place that starts as a tensor that requires grad")
         if self.numbers or self.number_sources:
             # `s = s + r[t]` over a list of Python numbers: the loop's running values are Python
             # numbers (ints that never wrap), where the scan's are one tensor's elements
             raise GuardFailed("a running value over a list of Python numbers (the loop keeps Python's numbers)")
         if before is not _UNCHANGED:
             self.scan_lasts = {**(self.scan_lasts or {}), len(self.extra): prefix[-1]}
-            prefix = _before_steps(before, prefix, reads != "bare")
+            prefix = _before_steps(before, prefix, reads != "bare", py)
         self.extra = list(self.extra) + [(prefix, py)]
 
     def scan_final(self, j):

@@ -56,7 +56,7 @@ def offsets(lengths):
     (before_sums, lambda n: (torch.randn(n, 3),)),
     (before_sums, lambda n: (torch.randint(-5, 5, (n,)),)),
     (before_sums, lambda n: (torch.randn(n, 2, dtype=torch.float64),)),
-    (before_from, lambda n: (torch.randn(n, 2), 0.5)),
+    (before_from, lambda n: (torch.randint(0, 5, (n, 2)).double(), torch.tensor([0.5, 1.5], dtype=torch.float64))),
     (before_from, lambda n: (torch.randn(n, 2), torch.zeros(2))),
     (before_from, lambda n: (torch.randn(n), torch.ones(()))),
     (before_products, lambda n: (torch.rand(n, 2) + 0.5,)),
@@ -76,17 +76,91 @@ def test_a_running_value_read_before_its_update_matches_the_loop(fn, make, n):
     assert "before each update" in ex.loops[0].reason
 
 
+def before_rebound(x, s):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = s * 2
+        s = s + x[i]
+    return out, s
+
+
 def test_gradients_through_the_values_before_each_step():
     x = torch.randn(6, 3, requires_grad=True)
     s0 = torch.randn(3, requires_grad=True)
     w = torch.randn(6, 3)
     grads = []
-    for f in (before_from, autovec(before_from)):
+    for f in (before_rebound, autovec(before_rebound)):
         x.grad = s0.grad = None
-        out, s = f(x, s0.clone())
+        out, s = f(x, s0)
         ((out * w).sum() + s.sum()).backward()
         grads.append((x.grad.clone(), s0.grad.clone()))
     torch.testing.assert_close(grads[1], grads[0])
+    assert explain(before_rebound, x, s0).path == "vectorized"
+
+
+def from_a_row(x):
+    s = x[1]                      # (a view of x: `s += x[i]` writes into x's row 1)
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = s
+        s += x[i]
+    return out
+
+
+def into_a_row(x):
+    s = x[1]
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        s += x[i]                 # (the inclusive form: the same write into x)
+        out[i] = s
+    return out
+
+
+def squared_before(x, w):
+    s = w * 1                     # (not a leaf; it requires grad)
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = s * s            # (mul saves s, which the next step changes in place)
+        s += x[i]
+    return out
+
+
+def test_in_place_running_values_from_an_inputs_row_or_with_gradients_keep_the_loop():
+    """`s = x[1]` then `s += x[i]` writes into the input, whose later rows the loop reads changed
+    (the inclusive form too, before this stop); a start that requires grad, changed in place after
+    a step saved it for backward, makes the loop's backward raise. Both keep the loop (found by the
+    second probe of exclusive scans)."""
+    from conftest import outcome
+    for fn in (from_a_row, into_a_row):
+        x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+        a, b = x.clone(), x.clone()
+        _same(autovec(fn)(b), fn(a))
+        _same(b, a)
+        assert explain(fn, x.clone()).path == "python"
+    x = torch.randn(3, requires_grad=True)
+    w = torch.tensor(2.0, requires_grad=True)
+    want = outcome(lambda: squared_before(x, w)[0].sum().backward())
+    got = outcome(lambda: autovec(squared_before)(x, w)[0].sum().backward())
+    assert want[0] is RuntimeError and got[0] is RuntimeError
+
+
+def divided_before(x, s):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = s / 0            # (a Python float start: ZeroDivisionError in the loop)
+        s = s + x[i]
+    return out
+
+
+def test_a_python_start_computed_with_keeps_the_loop():
+    """The loop computes the first step's value from the Python number itself (`s / 0` raises,
+    `s * 1e300` stays a double), the rest from tensors: a Python start computed with keeps the
+    loop where the steps are tensors."""
+    from conftest import outcome
+    x = torch.randn(4)
+    a, b = x.clone(), x.clone()
+    assert outcome(autovec(divided_before), b, 1.0) == outcome(divided_before, a, 1.0)
+    assert explain(divided_before, x, 1.0).path == "python"
 
 
 def read_before_and_after(x):
