@@ -93,6 +93,7 @@ class Output:
                               # their own, rebuilt into the literal per element (runtime.records)
     payloads: tuple = ()      # best: (name, marker, source) of values taken with the best one
     nest_rows: tuple = ()     # store in a loop nest: (level, offset) per leading dimension
+    bare: bool = False        # scan: every read of it stores the value as it is (`out[i] = s`)
     exclusive: str = ""       # scan: read only before its update (the values before each step), by
                               # stores of the name itself ("bare"), other stores ("stored") or also
                               # by appends ("appended"): analysis._before_reads

@@ -4227,21 +4227,27 @@ class Token:
 
     scan_lasts = None     # exclusive scans: their last running values, by position in `extra`
 
-    def add_scan(self, prefix, py, before=_UNCHANGED, reads="", changed=None):
+    def add_scan(self, prefix, py, before=_UNCHANGED, reads="", changed=None, outs=(), bare=False):
         """Running values of an accumulator, passed to the body as one more per-iteration input
         (`before`: the start, where the body reads the value before each step instead, `reads`
-        how: analysis._before_reads; `changed`: the start, which the loop updates in place)."""
+        how: analysis._before_reads; `changed`: the start, which the loop updates in place;
+        `outs`: the tensors the loop writes into; `bare`: every read stores the value as it
+        is: analysis._bare_reads)."""
         if reads == "appended" and not py:
             raise GuardFailed("a running value appended before its update that is no Python number (the loop's "
                               "list holds its start itself, then the tensors of the steps)")
         if type(changed) is torch.Tensor:
-            if self.shares_input(changed):
+            ptr = _storage(changed)
+            if self.shares_input(changed) or any(isinstance(t, torch.Tensor) and _storage(t) == ptr for t in outs):
                 # `s = x[1]` then `s += x[i]`: the loop writes into x's row, which later steps read
-                raise GuardFailed("a running value updated in place that starts as an input's memory")
-            if changed.requires_grad and torch.is_grad_enabled():
+                # (`s = out[0]`: into the row of the output it also stores)
+                raise GuardFailed("a running value updated in place that starts as an input's or output's memory")
+            if torch.is_grad_enabled() and (changed.requires_grad or not bare and isinstance(prefix, torch.Tensor)
+                                            and prefix.requires_grad):
                 # (a step's value saved for backward, `s * s`, then changed in place: the loop's
                 # backward raises)
-                raise GuardFailed("a running value updated in place that starts as a tensor that requires grad")
+                raise GuardFailed("a running value updated in place under gradients, read by an operation that "
+                                  "keeps it for backward (the loop's backward raises)")
         if self.numbers or self.number_sources:
             # `s = s + r[t]` over a list of Python numbers: the loop's running values are Python
             # numbers (ints that never wrap), where the scan's are one tensor's elements

@@ -346,3 +346,52 @@ def test_one_row_of_a_plain_start_carries_no_gradient():
     want, got = before_from(x, 0.5), autovec(before_from)(x, 0.5)
     assert got[0].requires_grad == want[0].requires_grad
     _same(got[0].detach(), want[0].detach())
+
+
+def from_the_output(x):
+    out = torch.zeros_like(x)
+    s = out[0]                    # (a view of the output: `s += x[i]` writes into out's row 0)
+    for i in range(x.shape[0]):
+        s += x[i]
+        out[i] = s
+    return out
+
+
+def before_from_the_output(x):
+    out = torch.ones(x.shape[0], x.shape[1])
+    s = out[1]
+    for i in range(x.shape[0]):
+        out[i] = s
+        s += x[i]
+    return out, s
+
+
+def squares_of_a_running_sum(x):
+    s = torch.zeros(x.shape[1])
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        s += x[i]
+        out[i] = s * s            # (mul keeps s for backward; the next step changes it in place)
+    return out
+
+
+def test_in_place_running_values_from_an_output_or_under_gradients_keep_the_loop():
+    """Found by the third probe of scans: a start that is a view of the output the loop stores
+    into (`s = out[0]`) gave the rows without the loop's writes through `s` (and raised in the
+    exclusive form under grad). Under gradients, a running value updated in place and read by an
+    operation that keeps it for backward makes the loop's backward raise, and so must the call's;
+    stored as it is, it runs batched."""
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    _same(autovec(from_the_output)(x), from_the_output(x))
+    assert explain(from_the_output, x).path == "python"
+    xg = torch.randn(4, 3, requires_grad=True)
+    want, got = before_from_the_output(xg), autovec(before_from_the_output)(xg)
+    _same(tuple(t.detach() for t in got), tuple(t.detach() for t in want))
+    from conftest import outcome
+    x = torch.randn(4, 3, requires_grad=True)
+    want = outcome(lambda: squares_of_a_running_sum(x).sum().backward())
+    got = outcome(lambda: autovec(squares_of_a_running_sum)(x).sum().backward())
+    assert want[0] is RuntimeError and got[0] is RuntimeError
+    assert explain(squares_of_a_running_sum, x).path == "python"
+    with torch.no_grad():         # (without gradients the batch runs)
+        assert explain(squares_of_a_running_sum, x).path == "vectorized"

@@ -1566,7 +1566,8 @@ def _scans(outputs, body: _Body, targets: dict):
         # a running best (`m = max(m, v)`, `if v > m: m = v`) read later: op "best>" etc.
         scans.append((o.target, o.marker, "best" + o.op if best_scan else o.op, pos))
         kept.append(dataclasses.replace(o, kind="scan", exclusive=exclusive and (
-            _before_reads(o.target, body.stmts[:pos], outputs))))
+            _before_reads(o.target, body.stmts[:pos], outputs)),
+            bare=_bare_reads(o.target, body.stmts[:pos] if exclusive else body.stmts[pos + 1:], outputs)))
         del targets[o.target]
         for k, p in enumerate(o.payloads if best_scan else ()):
             # `if v > m: m, j = v, i`: the payload as the loop had it at each step (op "pay")
@@ -1598,6 +1599,20 @@ def _read_by_stores_only(name: str, stmts, outputs) -> bool:
             continue
         if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
                 and st.targets[0].id in stores):
+            return False
+    return True
+
+
+def _bare_reads(name: str, stmts, outputs) -> bool:
+    """Whether every read of `name` among `stmts` stores it as it is (`out[i] = s`): no operation
+    keeps the value for backward, which an in-place update of it under gradients would break in
+    the loop (runtime: Token.add_scan)."""
+    stores = {o.marker for o in outputs if o.kind == "store" and not o.op}
+    for st in stmts:
+        if name not in {ld.id for ld in nm.loads(st)}:
+            continue
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                and st.targets[0].id in stores and isinstance(st.value, ast.Name) and st.value.id == name):
             return False
     return True
 

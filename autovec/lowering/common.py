@@ -659,6 +659,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             display_tail.append(f"{name} = {plan.space.elements[pos][1]}[-1]")
 
     scan_code, scan_display = [], []
+    # (the tensors the loop writes into: an in-place running value must not start as their memory)
+    written = "".join(f"{t}, " for t in dict.fromkeys(o.target for o in plan.outputs if o.kind in ("store", "scatter")))
     for name, marker, op, pos in plan.scans:
         # phase 1: the values added at each step, from the body up to the update
         PRE = namer.new(f"_av_pre{L}")
@@ -752,7 +754,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             f"{T}.add_scan(_av_AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
             f"{PY}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}), {PY}"
             f"{f', before={name}, reads={o.exclusive!r}' if o.exclusive else ''}"
-            f"{f', changed={name}' if o.inplace else ''})", _av_AV=AV)
+            f"{f', changed={name}, outs=({written}), bare={o.bare}' if o.inplace else ''})", _av_AV=AV)
     for fd in scan_code:
         # the running values' own bodies: the batched mode may rewrite them too (by tag)
         if isinstance(fd, ast.FunctionDef) and not fd.name.endswith("_ref"):
