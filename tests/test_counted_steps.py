@@ -332,6 +332,26 @@ def test_a_count_read_under_its_own_condition_is_a_scan():
     assert explain(scaled_positions, x, 2).path == "vectorized"
 
 
+def position_past_two(ids, pad):
+    pos = torch.zeros_like(ids)
+    c = 0
+    for t in range(ids.shape[0]):
+        if ids[t] != pad:
+            c += 1
+            if c > 2:             # (a nested `if` after the update: the loop as written)
+                pos[t] = c
+    return pos, c
+
+
+def test_a_count_with_a_nested_if_after_the_update_is_no_internal_error():
+    """Found by the re-run of the day's probes: the nested `if` made the rewrite itself fail
+    (an invalid source range) and the whole function ran as written, with a warning."""
+    ids = torch.tensor([1, 0, 2, 3, 0, 4, 5])
+    _same(autovec(position_past_two)(ids, 0), position_past_two(ids, 0))
+    ex = explain(position_past_two, ids, 0)
+    assert "internal error" not in str(ex)
+
+
 @pytest.mark.parametrize("fn", [position_in_the_test, position_then_break])
 def test_a_count_read_under_a_test_that_reads_it_or_a_break_keeps_its_form(fn):
     x = torch.rand(12) * 4 - 1

@@ -578,8 +578,9 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
         else:
             return None
         if len(st.body) > 1 and (k in nm.load_ids(st.test) or any(
-                isinstance(n, (ast.Break, ast.Continue, ast.Return)) for r in st.body[1:] for n in ast.walk(r))):
-            return None     # (the rest runs under the test again: `c` must not change in between)
+                isinstance(n, (ast.Break, ast.Continue, ast.Return)) for r in st.body[1:] for n in ast.walk(r))
+                or not all(isinstance(r, (ast.Assign, ast.AugAssign, ast.Expr)) for r in st.body[1:])):
+            return None     # (the rest, simple statements, runs under the test again: `c` must not change in between)
         if _int_constant(inc) or isinstance(inc, ast.Constant) and type(inc.value) is float \
                 or isinstance(inc, ast.Name) and inc.id not in writes and inc.id != k:
             return k, inc, op
