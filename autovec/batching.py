@@ -1164,24 +1164,24 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
         return bad
     probes = getattr(fdef, "probes", 0)
     fast = _single_uses_inlined(fast)
-    out = BatchedBody(_compile(fast, body, tuple(helpers)), body.__code__, helpers)
+
+    def made(f):
+        """The body `f` compiled, with its variant for large batches (`big`: elementwise
+        temporaries reused in place, Token._batched). A rebound loop-invariant name (`act =
+        torch.softmax` after `act = torch.relu`) is another signature: non-tensor values enter it
+        by identity; a helper's own names do not, so they are checked on every call."""
+        code = BatchedBody(_compile(f, body, tuple(helpers)), body.__code__, helpers)
+        code.checks = inliner.checks
+        big = temporaries_in_place(f)
+        if big is not None:
+            code.big = BatchedBody(_compile(big, body, tuple(helpers)), body.__code__, helpers)
+            code.big.checks = inliner.checks
+        return code
+    out = made(fast)
     lean = without_probes(fast, probes)
     if lean is not None:     # the steady state's variant: no check-only branch masks (runtime._hot_batched)
-        out.lean = BatchedBody(_compile(lean, body, tuple(helpers)), body.__code__, helpers)
-        out.lean.checks = inliner.checks
+        out.lean = made(lean)
         out.probes = probes
-        lean_big = temporaries_in_place(lean)
-        if lean_big is not None:     # (and its variant for large batches)
-            out.lean.big = BatchedBody(_compile(lean_big, body, tuple(helpers)), body.__code__, helpers)
-            out.lean.big.checks = inliner.checks
-    big = temporaries_in_place(fast)
-    if big is not None:      # the variant for large batches (Token._batched)
-        out.big = BatchedBody(_compile(big, body, tuple(helpers)), body.__code__, helpers)
-        out.big.checks = inliner.checks
-    # (a rebound loop-invariant name, `act = torch.softmax` after `act = torch.relu`, is another
-    # signature: non-tensor values enter it by identity; a helper's own names do not, so they
-    # are checked on every call)
-    out.checks = inliner.checks
     out.source = _readable(ast.unparse(fast))
     return out
 

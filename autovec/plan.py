@@ -95,8 +95,7 @@ class Output:
     nest_rows: tuple = ()     # store in a loop nest: (level, offset) per leading dimension
     bare: bool = False        # scan: every read of it stores the value as it is (`out[i] = s`)
     exclusive: str = ""       # scan: read only before its update (the values before each step), by
-                              # stores of the name itself ("bare"), other stores ("stored") or also
-                              # by appends ("appended"): analysis._before_reads
+                              # stores ("stored") or also by appends ("appended"): analysis._value_reads
     fill: str = ""            # fresh output: "empty", "0" or "1" when the allocation can be made
                               # again from its metadata (torch.empty/zeros/ones[_like] with no
                               # keyword beyond dtype, device, requires_grad, memory_format);

@@ -422,7 +422,7 @@ class FunctionRuntime:
         self.xp: dict = {}                # loop id -> its express (lanes.express; several signatures: chained)
         self.xp_fns: dict = {}            # loop id -> the express functions behind it, newest first
         self.xp_tried: set = set()        # (loop id, signature) whose express was written or found not to fit
-        self.xp_specs: dict = {}          # loop id -> its consumers ((kind, output position), ..): lowering.common
+        self.xp_specs: dict = {}          # loop id -> its consumers ((kind, output position, new memory), ..): lowering.common
         self.prods: dict = {}             # loop id -> whether its body calls prod (runtime.Token._products)
         self.range_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "range")
         self.element_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "elements")
@@ -2762,9 +2762,9 @@ def _before_steps(s0, running, computed=True, py=False):
     the running values' dtype: a plain tensor of that dtype and a shape the rows broadcast to, or
     a Python number it holds exactly, within int64's range (setitem of a larger int raises). Where
     the value is `computed` with or appended (not only stored as it is: `out[i] = s`), a Python
-    start must also be of the running values' kind (an int for integer dtypes, a float for
-    floating ones: `-s` of the int 0 is +0.0 once stored, of 0.0 -0.0; `s * 2` of an int past
-    int64 raises in setitem; an appended start stays the loop's own int or float)."""
+    start only where the steps are Python numbers too (`py`: the loop computes its first value
+    from the number itself, `s / 0` raises), of their kind (an int for integer dtypes, a float
+    for floating ones: an appended start stays the loop's own int or float)."""
     row = running.shape[1:]
     dt = running.dtype
     if type(s0) is torch.Tensor:
@@ -4230,9 +4230,9 @@ class Token:
     def add_scan(self, prefix, py, before=_UNCHANGED, reads="", changed=None, outs=(), bare=False):
         """Running values of an accumulator, passed to the body as one more per-iteration input
         (`before`: the start, where the body reads the value before each step instead, `reads`
-        how: analysis._before_reads; `changed`: the start, which the loop updates in place;
-        `outs`: the tensors the loop writes into; `bare`: every read stores the value as it
-        is: analysis._bare_reads)."""
+        "appended" where a list appends it; `changed`: the start, which the loop updates in
+        place; `outs`: the tensors the loop writes into; `bare`: every read stores the value as
+        it is: analysis._value_reads)."""
         if reads == "appended" and not py:
             raise GuardFailed("a running value appended before its update that is no Python number (the loop's "
                               "list holds its start itself, then the tensors of the steps)")
@@ -4254,7 +4254,7 @@ class Token:
             raise GuardFailed("a running value over a list of Python numbers (the loop keeps Python's numbers)")
         if before is not _UNCHANGED:
             self.scan_lasts = {**(self.scan_lasts or {}), len(self.extra): prefix[-1]}
-            prefix = _before_steps(before, prefix, reads != "bare", py)
+            prefix = _before_steps(before, prefix, not bare, py)
         self.extra = list(self.extra) + [(prefix, py)]
 
     def scan_final(self, j):

@@ -212,6 +212,15 @@ def test_offsets_appended_as_python_numbers_are_a_scan():
     assert ex.path == "vectorized" and ex.loops[0].strategy == "scan"
 
 
+def appended_tensor_start(x):
+    s = torch.zeros(x.shape[1])
+    res = []
+    for i in range(x.shape[0]):
+        res.append(s)             # (the loop's list holds the start itself first)
+        s = s + x[i]
+    return res, s
+
+
 def read_by_the_update(x):
     s = 1.0
     out = torch.empty_like(x)
@@ -222,7 +231,8 @@ def read_by_the_update(x):
     return out
 
 
-@pytest.mark.parametrize("fn", [read_before_and_after, read_under_a_condition, appended_before, read_by_the_update])
+@pytest.mark.parametrize("fn", [read_before_and_after, read_under_a_condition, appended_before, read_by_the_update,
+                                appended_tensor_start])
 def test_other_reads_before_the_update_keep_the_loop(fn):
     x = torch.randn(5, 2)
     _same(autovec(fn)(x), fn(x))

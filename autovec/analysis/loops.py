@@ -389,10 +389,8 @@ def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
         # only where `k < n` holds, as `and` does (a search: `while i < n and x[i] < t: i += 1`)
         rest = t.values[1:]
         cond = rest[0] if len(rest) == 1 else ast.BoolOp(op=ast.And(), values=list(rest))
-        stop = ast.If(test=ast.UnaryOp(op=ast.Not(), operand=cond), body=[ast.Break()], orelse=[])
-        for n in ast.walk(stop):
-            if not hasattr(n, "lineno"):
-                ast.copy_location(n, t)
+        stop = ast.fix_missing_locations(ast.copy_location(
+            ast.If(test=ast.UnaryOp(op=ast.Not(), operand=cond), body=[ast.Break()], orelse=[]), t))
         whole = [stop] + list(node.body)
         t = t.values[0]
     else:
@@ -1556,8 +1554,10 @@ def _scans(outputs, body: _Body, targets: dict):
         names = {o.target} | ({p[0] for p in o.payloads} if best_scan else set())
         before = [ld for s in body.stmts[:pos] for ld in nm.loads(s) if ld.id in names] if pos is not None else []
         after = [ld for s in body.stmts[pos + 1:] for ld in nm.loads(s) if ld.id in names] if pos is not None else []
+        reads = _value_reads(o.target, body.stmts[:pos] if before else body.stmts[pos + 1:], outputs) \
+            if pos is not None else None
         exclusive = bool(before) and not after and not best_scan and o.op in ("+", "-", "*") \
-            and not o.counted and _read_by_stores_only(o.target, body.stmts[:pos], outputs)
+            and not o.counted and reads is not None
         if pos is None or before and not exclusive or not before and not after:
             kept.append(o)
             continue
@@ -1567,8 +1567,7 @@ def _scans(outputs, body: _Body, targets: dict):
         # a running best (`m = max(m, v)`, `if v > m: m = v`) read later: op "best>" etc.
         scans.append((o.target, o.marker, "best" + o.op if best_scan else o.op, pos))
         kept.append(dataclasses.replace(o, kind="scan", exclusive=exclusive and (
-            _before_reads(o.target, body.stmts[:pos], outputs)),
-            bare=_bare_reads(o.target, body.stmts[:pos] if exclusive else body.stmts[pos + 1:], outputs)))
+            "appended" if reads[0] else "stored"), bare=reads is not None and reads[1]))
         del targets[o.target]
         for k, p in enumerate(o.payloads if best_scan else ()):
             # `if v > m: m, j = v, i`: the payload as the loop had it at each step (op "pay")
@@ -1587,47 +1586,27 @@ def _scans(outputs, body: _Body, targets: dict):
     return kept, scans
 
 
-def _read_by_stores_only(name: str, stmts, outputs) -> bool:
-    """Whether every read of the running value `name` in `stmts` (the statements before its
-    update) is in the value a store writes or a list appends (`out[i] = s`, `out[i] = s * 2`,
-    `starts.append(off)`: the analysis's `marker = ..` of such an output, at the top level):
-    those read the value before the step, and nothing the update computes can depend on them
-    (an exclusive scan; appended values must be Python numbers: runtime._before_steps)."""
-    stores = {o.marker for o in outputs if o.kind == "store" and not o.op
-              or o.kind == "append" and not o.cond and not o.record and not o.joined}
-    for st in stmts:
-        if name not in {ld.id for ld in nm.loads(st)}:
-            continue
-        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
-                and st.targets[0].id in stores):
-            return False
-    return True
-
-
-def _bare_reads(name: str, stmts, outputs) -> bool:
-    """Whether every read of `name` among `stmts` stores it as it is (`out[i] = s`): no operation
-    keeps the value for backward, which an in-place update of it under gradients would break in
-    the loop (runtime: Token.add_scan)."""
+def _value_reads(name: str, stmts, outputs):
+    """How `stmts` read the running value `name` where every read is in the value a store writes
+    or a list appends, at the top level (`out[i] = s`, `out[i] = s * 2`, `starts.append(off)`: the
+    analysis's `marker = ..` of such an output): (whether a list appends one, whether every read
+    stores the name itself, `out[i] = s`), else None. Read only so before its update, the value
+    is an exclusive scan (nothing the update computes can depend on those reads; appended values
+    must be Python numbers: Token.add_scan). Stored as it is, no operation keeps it for backward,
+    which an in-place update under gradients would break in the loop (Token.add_scan)."""
     stores = {o.marker for o in outputs if o.kind == "store" and not o.op}
+    appends = {o.marker for o in outputs if o.kind == "append" and not o.cond and not o.record and not o.joined}
+    appended, bare = False, True
     for st in stmts:
         if name not in {ld.id for ld in nm.loads(st)}:
             continue
-        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
-                and st.targets[0].id in stores and isinstance(st.value, ast.Name) and st.value.id == name):
-            return False
-    return True
-
-
-def _before_reads(name: str, stmts, outputs) -> str:
-    """How an exclusive scan's value is read before its update (_read_by_stores_only): "appended"
-    where a list appends a value that reads it, "bare" where every read stores the name itself
-    (`out[i] = s`), else "stored" (`out[i] = s * 2`). runtime._before_steps asks more of the
-    start where its value is appended or computed with."""
-    appended = {o.marker for o in outputs if o.kind == "append"}
-    reads = [st for st in stmts if name in {ld.id for ld in nm.loads(st)}]
-    if any(st.targets[0].id in appended for st in reads):
-        return "appended"
-    return "bare" if all(isinstance(st.value, ast.Name) and st.value.id == name for st in reads) else "stored"
+        target = st.targets[0].id if isinstance(st, ast.Assign) and len(st.targets) == 1 \
+            and isinstance(st.targets[0], ast.Name) else None
+        if target not in stores and target not in appends:
+            return None
+        appended = appended or target in appends
+        bare = bare and target in stores and isinstance(st.value, ast.Name) and st.value.id == name
+    return appended, bare
 
 
 def _inplace_prefix(outputs, body: _Body, space: IterSpace):

@@ -754,7 +754,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             f"{T}.add_scan(_av_AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
             f"{PY}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}), {PY}"
             f"{f', before={name}, reads={o.exclusive!r}' if o.exclusive else ''}"
-            f"{f', changed={name}, outs=({written}), bare={o.bare}' if o.inplace else ''})", _av_AV=AV)
+            f"{f', changed={name}, outs=({written})' if o.inplace else ''}"
+            f"{f', bare={o.bare}' if o.exclusive or o.inplace else ''})", _av_AV=AV)
     for fd in scan_code:
         # the running values' own bodies: the batched mode may rewrite them too (by tag)
         if isinstance(fd, ast.FunctionDef) and not fd.name.endswith("_ref"):
