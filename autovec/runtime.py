@@ -2551,7 +2551,7 @@ def _dropped(o, shape, lead):
         return None
     while len(v) > len(slot) and v[0] == 1:
         v = v[1:]
-    return o.reshape(shape) if v == slot else None
+    return o.reshape(*shape) if v == slot else None     # (unpacked: faster than a Size; lead >= 1)
 
 
 def _let_go(t, fill):

@@ -197,6 +197,9 @@ def _lift(v: _V, k: int, lead: int = 1) -> ast.expr:
     """The batched value with `k` size-1 dimensions after the `lead` batch dimensions: `x[:, None, None]`."""
     if k <= 0:
         return v.node
+    if k == 1:
+        # (one call: a third faster than the subscript on small batches)
+        return _call(_attr(v.node, "unsqueeze"), [_const(lead)])
     return ast.Subscript(value=v.node, slice=ast.Tuple(
         elts=[ast.Slice() for _ in range(lead)] + [_const(None)] * k, ctx=ast.Load()), ctx=ast.Load())
 
@@ -886,6 +889,9 @@ class _Batcher:
             items = [ast.Slice() for _ in range(rank - len(later))] + later
         if self.c.lead > 1:
             return self._window_nd(node, base, items)
+        crop = self._crop(node, base, items)
+        if crop is not None:
+            return crop
         dim = 0
         while dim < len(items) - 1 and isinstance(items[dim], ast.Slice) \
                 and items[dim].lower is items[dim].upper is items[dim].step is None:
@@ -909,6 +915,42 @@ class _Batcher:
             return new
         return ast.Subscript(value=new, slice=ast.Tuple(
             elts=[ast.Slice() for _ in range(dim + 2)] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
+
+    def _crop(self, node, base, items):
+        """`img[i, :, y[i]:y[i] + h, x[i]:x[i] + w]` (a loop-invariant tensor, a per-iteration
+        row, then windows with per-iteration bounds along any other dimension) or
+        `im[:, y[i]:y[i] + h]` (a per-iteration tensor): crops at per-iteration offsets, one
+        width per dimension, whole dimensions elsewhere (batching.crop); None where no part
+        after the row is such a window."""
+        if base.fact.kind != "tensor" or any(isinstance(p, ast.Constant) and p.value in (None, Ellipsis)
+                                             for p in items):
+            return None
+        if base.batched:
+            rows, rest = _const(None), items
+        else:
+            if len(items) < 2 or isinstance(items[0], ast.Slice):
+                return None
+            first = self._index_part(items[0])
+            if not first.batched or not self._integer_scalar(first):
+                return None
+            rows, rest = first.node, items[1:]
+        windows = [k for k, p in enumerate(rest) if isinstance(p, ast.Slice)
+                   and any(b is not None and self.varies(b) for b in (p.lower, p.upper, p.step))]
+        if not windows:
+            return None
+        dims, los, his = [], [], []
+        for k, p in enumerate(rest):
+            if k in windows:
+                if p.step is not None or p.lower is None or p.upper is None:
+                    raise Unsupported(f"crop `{ast.unparse(node)}` with a step or an open end")
+                lo, hi = self._window_bounds(node, p)
+                dims.append(_const(k + 1))
+                los.append(lo.node)
+                his.append(hi.node)
+            elif not (isinstance(p, ast.Slice) and p.lower is p.upper is p.step is None):
+                raise Unsupported(f"index `{ast.unparse(node.slice)}` beside a crop (whole dimensions only)")
+        tup = lambda elts: ast.Tuple(elts=elts, ctx=ast.Load())    # noqa: E731
+        return _helper("crop", base.node, rows, tup(dims), tup(los), tup(his))
 
     def _window_bounds(self, node, part):
         """The batched bounds of a window `part` of `node`: both per-iteration integers."""
