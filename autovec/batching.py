@@ -402,6 +402,50 @@ class _Helpers:
         return v
 
     @staticmethod
+    def crop(x, rows, dims, los, his):
+        """x[rows_k, .., lo_k:hi_k, .., lo'_k:hi'_k, ..] for every iteration (`rows` None: the
+        batch `x` itself, its row k): crops at per-iteration offsets along the dimensions
+        `dims` of x, whole dimensions elsewhere (`img[i, :, y[i]:y[i] + h, x[i]:x[i] + w]`).
+        One gather of x.unfold's windows, a copy (the loop's views are copied by whatever
+        consumes them). Rows out of range (the loop raises), bounds past the ends (Python's
+        slice rules clip them), windows of several widths or empty ones: the loop decides."""
+        from .runtime import GuardFailed
+        if type(x) is not torch.Tensor or x.dim() <= max(dims):
+            raise GuardFailed("a crop of a non-tensor or past its dimensions (the loop decides)")
+        size = x.shape[0]
+        if rows is None:
+            n = size
+            rows = torch.arange(n, device=x.device)
+        else:
+            if type(rows) is not torch.Tensor or rows.dim() != 1 or rows.dtype is torch.bool \
+                    or rows.is_floating_point() or rows.is_complex() or rows.dtype is torch.uint8:
+                raise GuardFailed("crop rows that are not one integer per iteration (the loop decides)")
+            n = rows.shape[0]
+            lo_row, hi_row = torch.aminmax(rows)
+            if n and (int(lo_row) < -size or int(hi_row) >= size):
+                raise _values_refused("a crop's row index out of range (the loop raises)")
+            rows = rows.to(device=x.device, dtype=torch.long)
+        index = [rows] + [slice(None)] * (x.dim() - 1)
+        v = x
+        for d, lo, hi in zip(dims, los, his):
+            if type(lo) is not torch.Tensor or type(hi) is not torch.Tensor or lo.dim() != 1 or hi.dim() != 1 \
+                    or lo.shape[0] != n or hi.shape[0] != n or any(
+                        t.dtype is torch.bool or t.dtype is torch.uint8 or t.is_floating_point() or t.is_complex()
+                        for t in (lo, hi)):
+                raise GuardFailed("crop bounds that are not one integer per iteration (the loop decides)")
+            w = int(hi[0]) - int(lo[0])
+            if n and (w < 1 or not bool(((hi - lo) == w).all()) or int(lo.min()) < 0 or int(hi.max()) > x.shape[d]):
+                raise _values_refused("crops of several widths, empty, or past the tensor's ends (Python's slice "
+                                      "rules: the loop decides)")
+            v = v.unfold(d, w, 1)           # d: the starts; a new last dimension: the window
+            index[d] = lo.to(device=x.device, dtype=torch.long)
+        out = v[tuple(index)]               # (n, x's other dimensions in order, then the windows)
+        kept = [d for d in range(1, x.dim()) if d not in dims]
+        order = [0] + [1 + kept.index(d) if d in kept else 1 + len(kept) + list(dims).index(d)
+                       for d in range(1, x.dim())]
+        return out if order == sorted(order) else out.permute(order)
+
+    @staticmethod
     def take(x, idx):
         """x_i[idx_i] for every row: one element (or sub-tensor) per row."""
         if x.dim() == 2 and idx.dtype is torch.int64 and idx.dim() == 1 and x.is_cpu and idx.is_cpu:
