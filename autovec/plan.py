@@ -96,6 +96,8 @@ class Output:
     bare: bool = False        # scan: every read of it stores the value as it is (`out[i] = s`)
     exclusive: str = ""       # scan: read only before its update (the values before each step), by
                               # stores ("stored") or also by appends ("appended"): analysis._value_reads
+    exact: bool = False       # store: its value is read back in the iteration (analysis._forwarded): the
+                              # batch must have the output's dtype and the row's shape (runtime.exact)
     fill: str = ""            # fresh output: "empty", "0" or "1" when the allocation can be made
                               # again from its metadata (torch.empty/zeros/ones[_like] with no
                               # keyword beyond dtype, device, requires_grad, memory_format);

@@ -2542,6 +2542,23 @@ FunctionRuntime.unreleased = staticmethod(_unreleased)
 _CPU = torch.device("cpu")
 
 
+def _exact(o, region, dim, lead=1, py=False):
+    """A store whose value the iteration reads back (analysis._forwarded, Output.exact): the reads
+    took the stored value as it is, which is what the row holds only where that value already
+    has the output's dtype and the row's shape (setitem casts and broadcasts; an update in place
+    raises rather than change the dtype); else the loop decides."""
+    if py or not isinstance(o, torch.Tensor) or not isinstance(region, torch.Tensor) or o.dtype != region.dtype:
+        raise GuardFailed("a row read back after its store, from a value of another dtype than the output's or "
+                          "a Python number (the store converts it: the loop decides)")
+    slot = region.shape[:dim] + region.shape[dim + lead:] if dim else region.shape[lead:]
+    if o.shape[lead:] != slot:
+        raise GuardFailed("a row read back after its store, from a value of another shape than the row's (the "
+                          "store broadcasts it: the loop decides)")
+
+
+FunctionRuntime.exact = staticmethod(_exact)
+
+
 def _dropped(o, shape, lead):
     """The batch `o` (the loop's `lead` dimensions, then each iteration's value) reshaped to the
     output's `shape` where each value has the shape of the output's element but for leading 1s,

@@ -2951,7 +2951,7 @@ SCAN2_KINDS = [f"scan2/{k}" for k in SCAN2_FORMS]
 
 
 FORM_WEIGHTS = {"compile/rnn": 3, "compile/multi": 3, "scan2/argbest": 2, "scan2/item_extreme": 2, "win/nest": 3,
-                "store2/triangle": 3}   # the forms the fallback takes, drawn more often
+                "store2/triangle": 3, "store2/forward": 4}   # the forms the fallback takes, drawn more often
 def store2_rows(self):
     """Several stores into one output per iteration: whole rows and single columns, in any
     order, sometimes an update (`+=`), a store under a condition, or a read of the output
@@ -2982,6 +2982,47 @@ def store2_rows(self):
             self.emit(2, f"{target} {op} {expr}")
     self.emit_all(2, loop.tail)
     self.emit(1, self.pick(["return out", "return out.sum(0)"]))
+
+
+def store2_forward(self):
+    """A row stored, then read back or updated in the same iteration (`out[i] = v`, then
+    `out[i] += w`, `out[i] = f(out[i])`, `y[i] = out[i] + 1`; analysis._forwarded): outputs
+    of several dtypes, values of another dtype or shape than the row's (the store converts them:
+    the loop decides), a row bound to a name (the loop), an update under a condition."""
+    x = self.main(rank=2, dtypes=("float32", "float64", "int64"))
+    loop = self.indexed_loop(x, allow_while=False)
+    i = loop.index
+    dtype = self.pick(["float32", "float64", "int64", "float16", x.dtype, x.dtype])
+    self.emit(1, f"out = torch.zeros({self.count(x)}, x.shape[1], dtype=torch.{dtype})")
+    has_y = self.chance(0.5)
+    if has_y:
+        self.emit(1, f"y = torch.zeros({self.count(x)}, x.shape[1])")
+    self.emit_all(1, loop.head)
+    row = f"out[{i}]"
+    self.emit(2, f"{row} = {self.value(loop.row, i, want='same').expr}")
+    for _ in range(self.pick([1, 2, 3])):
+        form = self.pick(["aug", "aug", "fn", "bin", "y", "y", "name", "cond", "scalar"])
+        if form == "aug":
+            v = self.pick([self.value(loop.row, i, want="same").expr, "2", "0.5", row, "x[0]"])
+            self.emit(2, f"{row} {self.pick(['+=', '-=', '*=', '/='])} {v}")
+        elif form == "fn":
+            self.emit(2, f"{row} = " + self.pick([f"torch.relu({row})", f"{row} / ({row}.abs().sum() + 1)",
+                                                 f"torch.tanh({row}.float())", f"{row}.clamp(-1, 1)", f"-{row}",
+                                                 f"{row} * ({row} > 0)"]))
+        elif form == "bin":
+            self.emit(2, f"{row} = {row} * 2 + {self.value(loop.row, i, want='same').expr}")
+        elif form == "y" and has_y:
+            self.emit(2, f"y[{i}] = {self.pick([f'{row} + 1', row, f'{row}.sum() * x[{i}]'])}")
+        elif form == "name":
+            self.emit(2, f"r = {row}")
+            self.emit(2, f"{row} = r * 3")
+        elif form == "cond":
+            self.emit(2, f"if {self.cond(loop.row, i)}:")
+            self.emit(3, f"{row} = {row} + 1")
+        elif form == "scalar":
+            self.emit(2, f"{row} = " + self.pick(["1.5", "0", f"x[{i}].sum()", f"x[{i}, :1]"]))
+    self.emit_all(2, loop.tail)
+    self.emit(1, "return out, y" if has_y else "return out")
 
 
 def store2_appends(self):
@@ -3219,7 +3260,8 @@ def store2_triangle(self):
 
 
 STORE2_FORMS = {"rows": store2_rows, "appends": store2_appends, "records": store2_records, "nest": store2_nest,
-                "views": store2_views, "einsum": store2_einsum, "triangle": store2_triangle}
+                "views": store2_views, "einsum": store2_einsum, "triangle": store2_triangle,
+                "forward": store2_forward}
 
 
 def _number_list(self, n: int, kind: str) -> str:

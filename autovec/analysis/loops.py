@@ -336,6 +336,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
                                             value=stop.test), stop)
         ast.fix_missing_locations(cond)
         stmts = stmts[:pos] + [cond] + stmts[pos + 1:]
+    stmts = _forwarded(stmts, iter_vars)
     stmts = _counted(stmts, anchor or node, ctx)
     body = _classify(stmts, ctx, iter_vars)
     plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
@@ -540,6 +541,188 @@ def block_of(node: ast.AST, ctx: Context):
 
 def _int_constant(n) -> bool:
     return isinstance(n, ast.Constant) and type(n.value) is int
+
+
+# calls whose result is new memory, never their tensor argument nor a view of it: a row read
+# back after its store (_forwarded) may be their argument (`out[i] = out[i] / out[i].norm()`)
+_NEW_MEMORY_CALLS = frozenset((
+    "sum", "mean", "norm", "std", "var", "prod", "amax", "amin", "max", "min", "abs", "exp", "log",
+    "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "gelu", "silu",
+    "softplus", "clamp", "clip", "pow", "square", "neg", "sin", "cos", "floor", "ceil", "round", "trunc",
+    "sign", "softmax", "log_softmax", "logsumexp", "clone", "dot", "matmul", "mv", "mm", "outer",
+    "cumsum", "cumprod", "maximum", "minimum", "where", "normalize", "item", "tolist", "argmax",
+    "argmin", "all", "any", "isnan", "isfinite", "nan_to_num", "reciprocal", "erf", "logical_not",
+))
+_FORWARD_ROOTS = ("torch", "F")
+
+
+def _forwarded(stmts: list, iter_vars) -> list:
+    """A row stored and then read back, or stored again, in the same iteration (`out[i] = v`
+    then `y[i] = out[i] + 1`, `out[i] += b`, `out[i] = torch.relu(out[i])`): each stored value
+    gets a name of its own, the later reads read that name, an update `out[i] op= e` becomes
+    `name = <the current value> op e`, and every value still goes to the row, in the loop's
+    order. A store whose value is read back (or an update's) is marked `_av_exact`: the read
+    gives the stored value only where it already has the row's dtype and shape (setitem casts and
+    broadcasts, an in-place update raises instead of changing the dtype), which the runtime
+    checks on every call (Output.exact; elsewhere the loop runs). For the batched path only: the
+    loop as written stays the fallback.
+
+    Only where it is plain: one tensor name `T` subscripted by one and the same index in the whole
+    body, of loop variables and names the body never binds; its stores and reads in top-level
+    statements; no other use of `T`; and each read after a store an operand of an operator, a
+    call that makes new memory (_NEW_MEMORY_CALLS) or the value of a store into a subscript (a
+    copy): never bound to a name as it is, appended or taken as a view, which would be the row's
+    memory in the loop. Anything else leaves the statements as they are."""
+    written = set()
+    for st in stmts:
+        written |= nm.stores(st)
+    out = list(stmts)
+    for name in sorted(_forward_candidates(stmts, iter_vars, written)):
+        out = _forward_one(out, name) or out
+    return out
+
+
+def _forward_candidates(stmts, iter_vars, written):
+    """Names subscripted by one index everywhere, stored into and then read or stored again."""
+    subs: dict = {}
+    for st in stmts:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name):
+                subs.setdefault(n.value.id, set()).add(ast.dump(n.slice))
+    found = []
+    for name, slices in subs.items():
+        if len(slices) != 1 or name in iter_vars:
+            continue
+        sl = next(n for st in stmts for n in ast.walk(st) if isinstance(n, ast.Subscript)
+                  and isinstance(n.value, ast.Name) and n.value.id == name).slice
+        if any(isinstance(n, (ast.Call, ast.NamedExpr, ast.Lambda)) for n in ast.walk(sl)):
+            continue
+        if any(i not in iter_vars and i in written for i in nm.load_ids(sl)) or name in written:
+            continue
+        if not any(i in iter_vars for i in nm.load_ids(sl)):
+            continue        # (the same row in every iteration: a carried value, as written)
+        found.append(name)
+    return found
+
+
+def _forward_one(stmts, name):
+    """_forwarded for one name; None where its uses are not plain."""
+    def is_row(n):
+        return isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name
+
+    def row_nodes(st):
+        return [n for n in ast.walk(st) if is_row(n)]
+
+    def uses(st):
+        return [n for n in ast.walk(st) if isinstance(n, ast.Name) and n.id == name]
+
+    def stores_row(st):
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and is_row(st.targets[0]):
+            return True
+        return isinstance(st, ast.AugAssign) and is_row(st.target) and type(st.op) in _STORE_OPS
+
+    touched = [k for k, st in enumerate(stmts) if uses(st)]
+    for k in touched:
+        st = stmts[k]
+        if len(uses(st)) != len(row_nodes(st)):
+            return None         # `T` itself, not its row (`T.shape`, `f(T)`)
+        if not isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)):
+            return None         # (an `if`, a nested block: the loop as written)
+        for n in ast.walk(st):
+            if isinstance(n, (ast.Assign, ast.AugAssign)) and n is not st:
+                return None
+        if isinstance(st, (ast.Assign, ast.AugAssign)):
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+            if any(is_row(t) for t in targets) and not stores_row(st):
+                return None     # (`T[i] = y[i] = v`, `T[i] //= v`)
+    stores = [k for k in touched if stores_row(stmts[k])]
+    if not stores or not any(k > stores[0] for k in touched):
+        return None             # no row read back or stored again: nothing to forward
+    parents = {}
+    for st in stmts:
+        for n in ast.walk(st):
+            for c in ast.iter_child_nodes(n):
+                parents[id(c)] = n
+
+    def plain_read(r, st):
+        p = parents.get(id(r))
+        if isinstance(p, (ast.BinOp, ast.Compare)):
+            return True
+        if isinstance(p, ast.UnaryOp):
+            return not isinstance(p.op, ast.UAdd)        # (`+t` is the tensor itself)
+        if isinstance(p, ast.Call) and r in p.args:
+            f = p.func
+            root = f
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            return isinstance(f, ast.Attribute) and f.attr in _NEW_MEMORY_CALLS and isinstance(root, ast.Name) \
+                and root.id in _FORWARD_ROOTS and not any(kw.arg in ("out", "inplace") for kw in p.keywords)
+        if isinstance(p, ast.Attribute) and p.value is r and p.attr in _NEW_MEMORY_CALLS:
+            call = parents.get(id(p))
+            return isinstance(call, ast.Call) and call.func is p and not any(
+                kw.arg in ("out", "inplace") for kw in call.keywords)
+        # the whole value of a store into a subscript, or of an update of one: a copy
+        if p is st and isinstance(st, (ast.Assign, ast.AugAssign)) and st.value is r:
+            return isinstance(st.targets[0] if isinstance(st, ast.Assign) else st.target, ast.Subscript)
+        return False
+
+    first = stores[0]
+    for k in touched:
+        if k <= first:
+            continue
+        st = stmts[k]
+        reads = [r for r in row_nodes(st) if isinstance(r.ctx, ast.Load)]
+        if isinstance(st, ast.AugAssign) and is_row(st.target):
+            reads = [r for r in reads if r is not st.target]
+        if not all(plain_read(r, st) for r in reads):
+            return None
+    out = list(stmts[:first])
+    current = None              # the name holding the row's value after the last store
+    made = []                   # (store statement, its value's name) in order
+    count = 0
+    read_after = set()          # names read back by a later statement
+
+    class Reads(ast.NodeTransformer):
+        def visit_Subscript(self, n):
+            if is_row(n) and isinstance(n.ctx, ast.Load) and current is not None:
+                read_after.add(current)
+                return ast.copy_location(ast.Name(id=current, ctx=ast.Load()), n)
+            return self.generic_visit(n)
+
+    for k in range(first, len(stmts)):
+        st = stmts[k]
+        if k not in touched:
+            out.append(st)
+            continue
+        st = copy.deepcopy(st)
+        if stores_row(st):
+            if isinstance(st, ast.AugAssign):
+                left = ast.Name(id=current, ctx=ast.Load()) if current is not None else \
+                    copy.deepcopy(st.target)
+                if current is not None:
+                    read_after.add(current)
+                else:
+                    left.ctx = ast.Load()
+                value = ast.BinOp(left=left, op=st.op, right=Reads().visit(st.value))
+                update = True
+            else:
+                value = Reads().visit(st.value)
+                update = False
+            target = st.target if isinstance(st, ast.AugAssign) else st.targets[0]
+            current = f"_av_fwd_{name}{count}"
+            count += 1
+            bind = ast.copy_location(ast.Assign(targets=[ast.Name(id=current, ctx=ast.Store())], value=value), st)
+            store = ast.copy_location(ast.Assign(targets=[copy.deepcopy(target)], value=ast.Name(
+                id=current, ctx=ast.Load())), st)
+            store.targets[0].ctx = ast.Store()
+            made.append((store, current, update))
+            out += [ast.fix_missing_locations(bind), ast.fix_missing_locations(store)]
+        else:
+            out.append(ast.fix_missing_locations(Reads().visit(st)))
+    for store, value, update in made:
+        if update or value in read_after:
+            store._av_exact = True
+    return out
 
 
 def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
@@ -1264,7 +1447,8 @@ def _output(s: ast.stmt):
     line = s.lineno
     if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript):
         t = s.targets[0]
-        return Output("store", src(t.value), src(s.value), line, index_src=src(t)), (t, s.value)
+        return Output("store", src(t.value), src(s.value), line, index_src=src(t),
+                      exact=getattr(s, "_av_exact", False)), (t, s.value)
     if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Subscript):
         t = s.target
         if type(s.op) not in _STORE_OPS:
@@ -1399,6 +1583,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
     exit_scans, exempt = _exit_scans(outputs, body)
 
     # every read of an output target other than the store itself is a dependence
+    markers = {x.marker for x in outputs if x.marker}
     for n in all_nodes:
         for ld in nm.loads(n):
             if id(ld) in exempt:
@@ -1407,10 +1592,13 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
             if o is None:
                 continue
             if ld.id in several:
+                if o.kind == "store" and _same_index_read(ld, n, o, index) and _read_before_store(ld, all_nodes, o) \
+                        and not _view_after_store(ld, n, all_nodes, o, markers):
+                    continue     # its own row before the first store (analysis._forwarded reads the rest)
                 raise Refuse(f"`{ld.id}` is read at line {ld.lineno} and stored into more than once in the loop",
                              ld.lineno)
             if o.kind == "store" and _same_index_read(ld, n, o, index) and \
-                    _read_before_store(ld, all_nodes, o):
+                    _read_before_store(ld, all_nodes, o) and not _view_after_store(ld, n, all_nodes, o, markers):
                 continue
             what = {"store": "written", "append": "appended to", "accum": "accumulated", "linrec": "updated",
                     "best": "updated", "scatter": "written", "cat": "concatenated", "last": "assigned"}[o.kind]
@@ -1982,6 +2170,64 @@ def match_subscript_nest(node: ast.Subscript, indices: list[str]):
     return found
 
 
+def _store_statement(stmts: list, o: Output):
+    """The position of the top-level statement holding the store `o` (its marker's assignment)."""
+    for k, st in enumerate(stmts):
+        for a in ast.walk(st):
+            if isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) \
+                    and a.targets[0].id == o.marker:
+                return k
+    return None
+
+
+def _makes_new_memory(p, r, parents) -> bool:
+    """Whether `p`, the parent of the tensor expression `r`, turns it into new memory at once:
+    an operator, or a call of _NEW_MEMORY_CALLS (`torch.relu(r)`, `r.sum()`) without `out=` or
+    `inplace=`."""
+    if isinstance(p, (ast.BinOp, ast.Compare)):
+        return True
+    if isinstance(p, ast.UnaryOp):
+        return not isinstance(p.op, ast.UAdd)        # (`+t` is the tensor itself)
+    if isinstance(p, ast.Call) and r in p.args:
+        f, root = p.func, p.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        return isinstance(f, ast.Attribute) and f.attr in _NEW_MEMORY_CALLS and isinstance(root, ast.Name) \
+            and root.id in _FORWARD_ROOTS and not any(kw.arg in ("out", "inplace") for kw in p.keywords)
+    if isinstance(p, ast.Attribute) and p.value is r and p.attr in _NEW_MEMORY_CALLS:
+        call = parents.get(id(p))
+        return isinstance(call, ast.Call) and call.func is p and not any(
+            kw.arg in ("out", "inplace") for kw in call.keywords)
+    return False
+
+
+def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, markers=frozenset()) -> bool:
+    """Whether the read `ld` of a row before its store (`x[i]`, then `x[i] = ..`) may be seen
+    after the store as the row's own memory: in the loop such a view shows what the store
+    wrote, while the batch read every row before any store (`a = x[i]; x[i] = x[i] * 2; y[i] =
+    a + 1`: the loop's y is 2x + 1). Not where the read turns into new memory at once
+    (_makes_new_memory), is part of the store's own statement, or is bound as it is to names no
+    statement after the store's reads; anything else (appended or another output's value: the
+    `markers` of the outputs, bound and read later, a view of it) may."""
+    parents = {id(c): p for p in ast.walk(stmt) for c in ast.iter_child_nodes(p)}
+    sub = parents.get(id(ld))
+    if not isinstance(sub, ast.Subscript) or sub.value is not ld:
+        return True
+    if _makes_new_memory(parents.get(id(sub)), sub, parents):
+        return False
+    at = _store_statement(stmts, o)
+    k = next((j for j, st in enumerate(stmts) if st is stmt), None)
+    if at is None or k is None:
+        return True
+    if k == at:
+        return False         # in the store's own statement (its value, or the test of its `if`)
+    if isinstance(stmt, ast.Assign) and stmt.value is sub and all(isinstance(t, ast.Name) for t in stmt.targets):
+        names = {t.id for t in stmt.targets}
+        return bool(names & set(markers)) or any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+                   for st in stmts[at + 1:] for n in ast.walk(st))
+    return True
+
+
 def _read_before_store(ld: ast.Name, stmts: list, o: Output) -> bool:
     """Whether the read `ld` comes before the store `o` in the iteration: on an earlier line,
     before the store's statement on its line (`y = x[i] + 1; x[i] = y * 2`, `if x[i].sum() > 0:
@@ -1989,6 +2235,16 @@ def _read_before_store(ld: ast.Name, stmts: list, o: Output) -> bool:
     x[i] * 2`). A read after the store's statement on its line (`x[i] = x[i] * 2; out[i] = x[i]
     + 1`) sees the written row."""
     if ld.lineno < o.lineno:
+        return True
+    at = {}         # top-level statement of the read, of the store's value: an earlier statement on the
+    for k, st in enumerate(stmts):      # same line (analysis._forwarded's `name = v` / `x[i] = name`)
+        for a in ast.walk(st):
+            if a is ld:
+                at.setdefault("read", k)
+            elif isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) \
+                    and a.targets[0].id == o.marker:
+                at.setdefault("store", k)
+    if at.get("read", len(stmts)) < at.get("store", -1):
         return True
     for a in (a for st in stmts for a in ast.walk(st)):
         if isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) \
@@ -2006,6 +2262,7 @@ def _own_element_reads(body: _Body, targets: dict, stores: dict) -> set:
     nest, as the batch does (the runtime still checks that no other tensor the nest reads
     shares the output's memory). `stores`: the store's marker -> its subscript node."""
     own = set()
+    markers = {o.marker for o in targets.values() if o.marker}
     for o in targets.values():
         sub = stores.get(o.marker)
         if o.kind != "store" or o.op or sub is None:
@@ -2018,12 +2275,14 @@ def _own_element_reads(body: _Body, targets: dict, stores: dict) -> set:
         st = body.stmts[at]
         values = [n.value for n in ast.walk(st) if isinstance(n, ast.Assign) and len(n.targets) == 1
                   and isinstance(n.targets[0], ast.Name) and n.targets[0].id == o.marker]
-        before = list(body.stmts[:at]) + values + ([st.test] if isinstance(st, ast.If) else [])
+        before = [(n, n) for n in body.stmts[:at]] + [(v, st) for v in values] + (
+            [(st.test, st)] if isinstance(st, ast.If) else [])
         want = src(sub)
-        for n in before:
+        for n, top in before:
             for r in ast.walk(n):
                 if isinstance(r, ast.Subscript) and isinstance(r.value, ast.Name) and r.value.id == o.target \
-                        and isinstance(r.ctx, ast.Load) and src(r) == want:
+                        and isinstance(r.ctx, ast.Load) and src(r) == want \
+                        and not _view_after_store(r.value, top, body.stmts, o, markers):
                     own.add(id(r.value))
     return own
 
