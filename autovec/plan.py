@@ -96,6 +96,9 @@ class Output:
     bare: bool = False        # scan: every read of it stores the value as it is (`out[i] = s`)
     exclusive: str = ""       # scan: read only before its update (the values before each step), by
                               # stores ("stored") or also by appends ("appended"): analysis._value_reads
+    method: str = ""          # store: the in-place method the loop calls on the row (`x[i].clamp_(min=0)`
+                              # read as `x[i] = x[i].clamp(min=0)`: analysis._InPlaceUpdates), whose
+                              # checks the store's differ by (runtime fit_store)
     fill: str = ""            # fresh output: "empty", "0" or "1" when the allocation can be made
                               # again from its metadata (torch.empty/zeros/ones[_like] with no
                               # keyword beyond dtype, device, requires_grad, memory_format);
