@@ -454,3 +454,37 @@ def clamp_by_each(x, w):
 
 def test_a_method_on_the_outer_row_in_a_nest():
     as_loop(clamp_by_each, lambda: (R(4, 3), R(4, 5)))
+
+
+def clamp_overlapping(x, w):
+    for i in range(w.shape[0]):
+        for j in range(w.shape[1]):
+            x[i + j].clamp_(min=w[i, j])     # rows repeat across (i, j): each clamp sees the last
+    return x
+
+
+def through_index_columns(x, cols):
+    for i in range(x.shape[0]):
+        x[i, cols].clamp_(min=0)      # a tensor in the subscript: a copy, x is unchanged
+    return x
+
+
+def test_rows_that_repeat_in_a_nest():
+    as_loop(clamp_overlapping, lambda: (R(6, 3), R(3, 4, 3)))
+
+
+def test_a_tensor_in_the_rest_of_the_subscript_keeps_the_loop():
+    assert not as_loop(through_index_columns, lambda: (R(5, 4), torch.tensor([0, 2])))
+
+
+def fill_diagonal(x, v):
+    for i in range(x.shape[0]):
+        x[i, i].fill_(v[i])
+    return x
+
+
+def test_a_fill_at_an_index_the_loop_cannot_map_keeps_the_loop():
+    # (`x[i, i]` is no row of one dimension: not a store of rows, nor a scatter, which would not
+    # check what fill_ takes)
+    assert not as_loop(fill_diagonal, lambda: (R(4, 4, 3), R(4, 3)))      # the loop raises
+    assert not as_loop(fill_diagonal, lambda: (R(4, 4, 3), R(4)))
