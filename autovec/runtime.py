@@ -1253,6 +1253,17 @@ class FunctionRuntime:
                 raise GuardFailed(f"`{op}=` of a value of shape {tuple(v)} into `{tuple(slot)}` (the loop's "
                                   "in-place update raises)")
             o, compute = _update_operand(o, region.dtype, len(slot), len(v), op, py)
+        if not op and not v and slot and o.requires_grad and o.dtype != region.dtype and not o.is_complex() \
+                and not region.is_complex() and (method in ("fill_", "zero_") or not method and o.is_cpu):
+            # cast before the broadcast: the loop's setitem of one number (a 0-d tensor on the CPU:
+            # torch fills the row with it) and its fill_ sum the row's gradient in the output's
+            # dtype, then cast the sum to the value's; cast after it, the batch's backward would sum
+            # in the value's dtype (a float16 output of float64 values: other roundings). copy_,
+            # and setitem of any other value, cast the gradient first, as the batch does. (The
+            # range check below sees the value as it was.)
+            if not _fits(o, region.dtype):
+                raise GuardFailed(f"values outside {region.dtype}'s range stored into it", data=True)
+            o = o.to(region.dtype)
         if v != slot:
             while len(v) > len(slot) and v[0] == 1:  # setitem drops leading 1s
                 v = v[1:]

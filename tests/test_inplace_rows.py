@@ -488,3 +488,46 @@ def test_a_fill_at_an_index_the_loop_cannot_map_keeps_the_loop():
     # check what fill_ takes)
     assert not as_loop(fill_diagonal, lambda: (R(4, 4, 3), R(4, 3)))      # the loop raises
     assert not as_loop(fill_diagonal, lambda: (R(4, 4, 3), R(4)))
+
+
+def store_number(x, w):
+    out = torch.zeros(x.shape[0], x.shape[1], dtype=w.dtype)
+    for i in range(x.shape[0]):
+        out[i] = torch.exp(x[i] * 7).max()          # one number: torch fills the row with it
+    return (out * w).sum()
+
+
+def fill_number(x, w):
+    out = torch.zeros(x.shape[0], x.shape[1], dtype=w.dtype)
+    for i in range(x.shape[0]):
+        out[i].fill_(torch.exp(x[i] * 7).max())
+    return (out * w).sum()
+
+
+def copy_number(x, w):
+    out = torch.zeros(x.shape[0], x.shape[1], dtype=w.dtype)
+    for i in range(x.shape[0]):
+        out[i].copy_(torch.exp(x[i] * 7).max())     # copy_ casts the gradient first, then sums
+    return (out * w).sum()
+
+
+def store_one(x, w):
+    out = torch.zeros(x.shape[0], x.shape[1], dtype=w.dtype)
+    for i in range(x.shape[0]):
+        out[i] = torch.exp(x[i] * 7)[:1]             # (1,): broadcast by copy_, as copy_number
+    return (out * w).sum()
+
+
+@pytest.mark.parametrize("fn", [store_number, fill_number, copy_number, store_one])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_a_broadcast_value_into_a_narrower_output_has_the_loops_gradient(fn, dtype):
+    # (the loop sums a row's gradient in the output's dtype where it fills the row with one
+    # number, in the value's where copy_ broadcasts it: float16 sums differ from float64 ones)
+    torch.manual_seed(0)
+    x = torch.randn(6, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, 4, dtype=dtype)
+    fast = autovec(fn)
+    want, = torch.autograd.grad(fn(x, w), x)
+    got, = torch.autograd.grad(fast(x, w), x)
+    assert torch.equal(want, got)
+    assert ran_modes(fast)
