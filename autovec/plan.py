@@ -98,6 +98,9 @@ class Output:
                               # stores ("stored") or also by appends ("appended"): analysis._value_reads
     exact: bool = False       # store: its value is read back in the iteration (analysis._forwarded): the
                               # batch must have the output's dtype and the row's shape (runtime.exact)
+    method: str = ""          # store: the in-place method the loop calls on the row (`x[i].clamp_(min=0)`
+                              # read as `x[i] = x[i].clamp(min=0)`: analysis._InPlaceUpdates), whose
+                              # checks the store's differ by (runtime fit_store)
     fill: str = ""            # fresh output: "empty", "0" or "1" when the allocation can be made
                               # again from its metadata (torch.empty/zeros/ones[_like] with no
                               # keyword beyond dtype, device, requires_grad, memory_format);

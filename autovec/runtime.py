@@ -1213,14 +1213,18 @@ class FunctionRuntime:
     # -------------------------------------------------------------- outputs
 
     @staticmethod
-    def fit_store(o, region, dim, mask=None, op="", lead=1, tok=None, py=None, inplace=False):
+    def fit_store(o, region, dim, mask=None, op="", lead=1, tok=None, py=None, inplace=False, method=""):
         """New contents of `region` (the written rows, loop dimension at `dim`; `lead` loop
         dimensions for a nest) after the loop's `out[.., i, ..] = v` (or `op=`) for the
         per-iteration values `o` (n, *V); `py`: (output position, static flag) for tok.py,
         whether the values are Python numbers in the loop (asked only where it matters).
         `inplace` (an unconditional `op=`): (the values laid out as the region and in the dtype
         the loop's update computes in, op), for `update` to apply in place at the commit; where
-        they share memory with the region, (the new contents, "=")."""
+        they share memory with the region, (the new contents, "=").
+        `method`: the store is the loop's in-place method on the row (Output.method), checked
+        first (_method_fits)."""
+        if method:
+            _method_fits(o, region, dim, lead, method)
         if not op and not dim and mask is None and not inplace and type(o) is torch.Tensor \
                 and not o.requires_grad and o.dtype == region.dtype and o.shape == region.shape:
             return o    # the rows as they are: what every step below leaves them for this case
@@ -1249,6 +1253,17 @@ class FunctionRuntime:
                 raise GuardFailed(f"`{op}=` of a value of shape {tuple(v)} into `{tuple(slot)}` (the loop's "
                                   "in-place update raises)")
             o, compute = _update_operand(o, region.dtype, len(slot), len(v), op, py)
+        if not op and not v and slot and o.requires_grad and o.dtype != region.dtype and not o.is_complex() \
+                and not region.is_complex() and (method in ("fill_", "zero_") or not method and o.is_cpu):
+            # cast before the broadcast: the loop's setitem of one number (a 0-d tensor on the CPU:
+            # torch fills the row with it) and its fill_ sum the row's gradient in the output's
+            # dtype, then cast the sum to the value's; cast after it, the batch's backward would sum
+            # in the value's dtype (a float16 output of float64 values: other roundings). copy_,
+            # and setitem of any other value, cast the gradient first, as the batch does. (The
+            # range check below sees the value as it was.)
+            if not _fits(o, region.dtype):
+                raise GuardFailed(f"values outside {region.dtype}'s range stored into it", data=True)
+            o = o.to(region.dtype)
         if v != slot:
             while len(v) > len(slot) and v[0] == 1:  # setitem drops leading 1s
                 v = v[1:]
@@ -2542,6 +2557,12 @@ FunctionRuntime.unreleased = staticmethod(_unreleased)
 _CPU = torch.device("cpu")
 
 
+def _slot(region, dim, lead):
+    """The shape of one iteration's element of the written `region` (its loop dimensions, `lead`
+    of them from `dim`, left out)."""
+    return region.shape[:dim] + region.shape[dim + lead:] if dim else region.shape[lead:]
+
+
 def _exact(o, region, dim, lead=1, py=False):
     """A store whose value the iteration reads back (analysis._forwarded, Output.exact): the reads
     took the stored value as it is, which is what the row holds only where that value already
@@ -2550,13 +2571,41 @@ def _exact(o, region, dim, lead=1, py=False):
     if py or not isinstance(o, torch.Tensor) or not isinstance(region, torch.Tensor) or o.dtype != region.dtype:
         raise GuardFailed("a row read back after its store, from a value of another dtype than the output's or "
                           "a Python number (the store converts it: the loop decides)")
-    slot = region.shape[:dim] + region.shape[dim + lead:] if dim else region.shape[lead:]
-    if o.shape[lead:] != slot:
+    if o.shape[lead:] != _slot(region, dim, lead):
         raise GuardFailed("a row read back after its store, from a value of another shape than the row's (the "
                           "store broadcasts it: the loop decides)")
 
 
 FunctionRuntime.exact = staticmethod(_exact)
+
+
+def _method_fits(o, region, dim, lead, method):
+    """Where the loop's in-place method on each row (`x[i].clamp_(min=0)`, read as the store
+    `x[i] = x[i].clamp(min=0)`: analysis._InPlaceUpdates) would not do what the store does with
+    the per-iteration values `o` (n, *V), GuardFailed (the loop decides). An elementwise method
+    writes its result into the row only where it has the row's dtype (torch's in-place casting
+    rules raise on `int_row.clamp_(min=0.5)`, which the store would cast; other casts are left
+    to the loop) and the row's shape (a larger result raises, where setitem drops leading 1s);
+    under gradients its backward may need the rows it overwrites (`x[i].exp_()`: the loop's
+    next row changes the tensor saved, and its backward raises). `copy_` broadcasts and casts
+    as setitem does, but drops no leading 1s; `fill_` takes one number."""
+    slot = _slot(region, dim, lead)
+    v = o.shape[lead:]
+    if method in ("fill_", "zero_"):
+        if v:
+            raise GuardFailed(f"`.fill_()` of a value of shape {tuple(v)} (the loop raises: it takes one number)")
+    elif method == "copy_":
+        if len(v) > len(slot):
+            raise GuardFailed(f"`.copy_()` of a value of shape {tuple(v)} into `{tuple(slot)}` (the loop raises)")
+    else:
+        if o.requires_grad:
+            raise GuardFailed(f"`.{method}()` on rows under gradients (the loop's backward may need the rows "
+                              "it overwrites)")
+        if o.dtype != region.dtype:
+            raise GuardFailed(f"`.{method}()` gives {o.dtype} on {region.dtype} rows (the loop casts or raises)")
+        if v != slot:
+            raise GuardFailed(f"`.{method}()` gives a value of shape {tuple(v)} on rows of `{tuple(slot)}` "
+                              "(the loop raises)")
 
 
 def _dropped(o, shape, lead):

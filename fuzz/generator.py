@@ -3936,6 +3936,63 @@ def fill_updates(self):
 
 FILL_FORMS = {"slices": fill_slices, "updates": fill_updates}
 
+
+def meth_rows(self):
+    """In-place tensor methods on a row of an argument or an output, as statements
+    (`out[i].clamp_(min=0)`, `out[i].zero_()`, `out[i].copy_(v)`, `out[i].fill_(v)`), in outputs
+    of any dtype and with values of other dtypes: the method refuses to cast a result of
+    another kind (`int_row.clamp_(min=0.5)`, `int_row.sqrt_()`) and raises on a larger result,
+    where a store would cast it, and under gradients its backward may need what it overwrote."""
+    self.no_grad = self.chance(0.5)
+    x = self.main(dtypes=("float32", "float64", "int64", "bool", "float16"))
+    odt = self.pick(["float32", "float64", "int64", "int32", "float16", "bool"])
+    where = self.pick(["arg", "clone", "new", "empty"])
+    cols = len(x.shape) == 2 and where in ("arg", "new") and self.chance(0.2)
+    shape = x.shape if not cols else x.shape[::-1]
+    if where == "arg":
+        self.no_grad = True
+        self.param("out", f"(torch.randn({tuple(shape)!r}, generator=g) * 4).to(torch.{odt})")
+    if where == "empty":     # (every row written: the output's other contents are garbage)
+        loop = Loop(["for i in range(x.shape[0]):"], "i", x.row("x[i]"), [])
+    else:
+        loop = self.indexed_loop(x, allow_while=False)
+    i = loop.index
+    if where == "clone":
+        self.emit(1, f"out = {self.pick(['x.clone()', f'x.to(torch.{odt})', 'x * 1'])}")
+    elif where == "new":
+        self.emit(1, f"out = torch.{self.pick(['zeros', 'ones'])}({', '.join('x.shape[%d]' % k for k in range(len(shape)))}, dtype=torch.{odt})")
+    elif where == "empty":
+        self.emit(1, "out = torch.empty_like(x)")
+    if cols:
+        target = f"out[:, {i}]"
+    elif len(shape) == 2 and where != "empty" and self.chance(0.15):
+        target = f"out[{i}, 1:]"
+    else:
+        target = f"out[{i}]"
+    want = self.pick(["same", "scalar", "scalar"])
+    v = self.value(loop.row, i, want=want)
+    c = self.pick(["0", "0.5", "-1", "2", "True"])
+    call = self.pick([f"clamp_(min={c})", f"clamp_(-{c}, {c})" if c != "True" else "clamp_(-1, 1)", f"clamp_min_({c})",
+                      f"clamp_max_({v.expr})", "zero_()", f"fill_({v.expr})", f"fill_({c})", "neg_()", "abs_()",
+                      "relu_()", "sqrt_()", "exp_()", "sigmoid_()", "floor_()", f"copy_({v.expr})",
+                      f"masked_fill_({v.expr} > 0, {c})", f"add_({v.expr}, alpha=2)", f"mul_({v.expr})",
+                      f"lerp_({v.expr}, 0.25)", f"pow_(2)", f"nan_to_num_(0.0)"])
+    if call.startswith("fill_(") and v.expr in call and v.dims and self.chance(0.7):
+        call = f"fill_(({v.expr}).sum())"
+    if where == "empty":
+        call = f"copy_({v.expr})"       # (every row written: the output's other contents are garbage)
+    self.emit_all(1, loop.head)
+    if where != "empty" and self.chance(0.25):
+        self.emit(2, f"if {self.cond(loop.row, i)}:")
+        self.emit(3, f"{target}.{call}")
+    else:
+        self.emit(2, f"{target}.{call}")
+    self.emit_all(2, loop.tail)
+    self.emit(1, self.pick(["return out", "return out", "return out.sum()"]))
+
+
+METH_FORMS = {"rows": meth_rows}
+
 # family "half": the default family's vectorizable forms with float16 / bfloat16 among the
 # floating dtypes (weak Python scalars, 0-d operands and reductions behave differently there)
 HALF_FORMS = {**VEC_FORMS, **NEW_VEC_FORMS}
@@ -3946,7 +4003,7 @@ BREAK_FORMS = {"break": Gen.exact_break, "break_rich": Gen.exact_break_rich,
                "break_elements": Gen.exact_break_elements, "break_budget": Gen.exact_break_budget}
 FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS,
             "store2": STORE2_FORMS, "nums": NUMS_FORMS, "fill": FILL_FORMS, "half": HALF_FORMS,
-            "ints": INTS_FORMS, "rows": ROWS_FORMS, "win": WIN_FORMS}
+            "ints": INTS_FORMS, "rows": ROWS_FORMS, "win": WIN_FORMS, "meth": METH_FORMS}
 REC_KINDS = [f"rec/{k}" for k in REC_FORMS]
 COMPILE_KINDS = [f"compile/{k}" for k in COMPILE_FORMS]
 
@@ -3970,7 +4027,7 @@ def generate(seed: int, kind: str | None = None, family: str = "default") -> Pro
             forms = VEC_FORMS if vec else EXACT_FORMS
             kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
     family, form = kind.split("/")
-    if family in ("rec", "compile", "scan2", "brk", "store2", "nums", "fill", "half", "ints", "rows", "win"):
+    if family in ("rec", "compile", "scan2", "brk", "store2", "nums", "fill", "half", "ints", "rows", "win", "meth"):
         table = FAMILIES[family]
     else:
         table = {**VEC_FORMS, **NEW_VEC_FORMS} if family == "vec" else {**EXACT_FORMS, **NEW_EXACT_FORMS}

@@ -1109,13 +1109,38 @@ class _ChainedStores(ast.NodeTransformer):
         return node
 
 
+# in-place tensor methods whose effect on a tensor `t` of the result's dtype and shape is
+# `t.copy_(t.<name without _>(args))`: one elementwise operation written into `t` (the
+# out-of-place twin computes the same values with the same arguments)
+_ELEMENTWISE_METHODS = frozenset("""
+    abs_ absolute_ neg_ negative_ relu_ sqrt_ rsqrt_ exp_ exp2_ expm1_ log_ log1p_ log2_ log10_
+    sin_ cos_ tan_ tanh_ sinh_ cosh_ asin_ acos_ atan_ asinh_ acosh_ atanh_ arcsin_ arccos_ arctan_
+    sigmoid_ logit_ floor_ ceil_ round_ trunc_ fix_ frac_ sign_ sgn_ reciprocal_ square_ erf_ erfc_
+    erfinv_ deg2rad_ rad2deg_ nan_to_num_ clamp_ clamp_min_ clamp_max_ clip_ pow_ float_power_ fmod_
+    remainder_ lerp_ masked_fill_ addcmul_ addcdiv_ add_ sub_ mul_ div_ subtract_ multiply_ divide_
+    true_divide_ floor_divide_ atan2_ hypot_ copysign_ xlogy_ bitwise_and_ bitwise_or_ bitwise_xor_
+    bitwise_not_""".split())
+
+
 class _InPlaceUpdates(ast.NodeTransformer):
-    """`x[i].add_(v)` (sub_, mul_, div_), a statement, reads as `x[i] += v`: with `i` a loop index
-    (a Python int) and the rest of the subscript ints and slices, `x[i]` of a tensor is a view,
-    and both update it in place by one in-place operation (the augmented form then writes the
-    view onto itself). Not with tensors in the subscript: there `x[idx]` is a copy, which the
-    method would update and drop. On a value that is not a tensor the rewrite's guard refuses,
-    and the original loop runs."""
+    """In-place methods on a row, as statements, read as stores into the row. With `i` a loop
+    index (a Python int) and the rest of the subscript ints and slices, `x[i]` of a tensor is a
+    view, which the method updates in place:
+
+    - `x[i].add_(v)` (sub_, mul_, div_; one argument): `x[i] += v`, the same one in-place
+      operation (the augmented form then writes the view onto itself);
+    - `x[i].clamp_(min=0)` (the other _ELEMENTWISE_METHODS, and add_ .. with keywords):
+      `x[i] = x[i].clamp(min=0)`, Output.method "clamp_": the in-place method raises where
+      the result does not keep the row's dtype and shape, where the store would cast or drop
+      leading 1s, and under gradients its backward may need the rows it overwrites (runtime
+      fit_store checks all three: the loop decides);
+    - `x[i].copy_(v)`: `x[i] = v` (method "copy_": copy_ broadcasts and casts as setitem
+      does, but drops no leading 1s); `x[i].fill_(v)`: `x[i] = v` (method "fill_": `v` must
+      be one number); `x[i].zero_()`: `x[i] = 0` (method "zero_").
+
+    Not with tensors in the subscript: there `x[idx]` is a copy, which the method would update
+    and drop. On a value that is not a tensor (a list of rows) the rewrite's guard refuses, and
+    the original loop runs. The method's value (the row itself) is dropped: only statements."""
 
     _OPS = {"add_": ast.Add, "sub_": ast.Sub, "mul_": ast.Mult, "div_": ast.Div}
 
@@ -1135,23 +1160,50 @@ class _InPlaceUpdates(ast.NodeTransformer):
             return all(p is None or self._basic(p) for p in (e.lower, e.upper, e.step))
         return False
 
-    def visit_Expr(self, node):
-        call = node.value
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                and call.func.attr in self._OPS and len(call.args) == 1 and not call.keywords
-                and not isinstance(call.args[0], ast.Starred) and isinstance(call.func.value, ast.Subscript)):
-            return node
+    def _row(self, call):
+        """The subscript `x[i, ..]` the method is called on, where it is a view of a named value
+        at the loop index; else None."""
         sub = call.func.value
+        if not isinstance(sub, ast.Subscript):
+            return None
         root = sub.value
         while isinstance(root, ast.Attribute):
             root = root.value
         entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
         if not isinstance(root, ast.Name) or not all(self._basic(e) for e in entries) or not any(
                 isinstance(n, ast.Name) and n.id in self.indices for e in entries for n in ast.walk(e)):
+            return None
+        return sub
+
+    def visit_Expr(self, node):
+        call = node.value
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and not any(isinstance(a, ast.Starred) for a in call.args)
+                and all(k.arg is not None for k in call.keywords)):
             return node
-        target = ast.Subscript(value=sub.value, slice=sub.slice, ctx=ast.Store())
-        aug = ast.AugAssign(target=ast.copy_location(target, sub), op=self._OPS[call.func.attr](), value=call.args[0])
-        return ast.copy_location(aug, node)
+        name, args, keywords = call.func.attr, call.args, call.keywords
+        plain = name in self._OPS and len(args) == 1 and not keywords
+        if not (plain or name in _ELEMENTWISE_METHODS or name in ("copy_", "fill_") and len(args) == 1
+                and not keywords or name == "zero_" and not args and not keywords):
+            return node
+        sub = self._row(call)
+        if sub is None:
+            return node
+        target = ast.copy_location(ast.Subscript(value=sub.value, slice=sub.slice, ctx=ast.Store()), sub)
+        if plain:
+            return ast.copy_location(ast.AugAssign(target=target, op=self._OPS[name](), value=args[0]), node)
+        if name in ("copy_", "fill_"):
+            value = args[0]
+        elif name == "zero_":
+            value = ast.copy_location(ast.Constant(value=0), call)
+        else:
+            row = ast.copy_location(ast.Subscript(value=copy.deepcopy(sub.value), slice=copy.deepcopy(sub.slice),
+                                                  ctx=ast.Load()), sub)
+            twin = ast.copy_location(ast.Attribute(value=row, attr=name[:-1], ctx=ast.Load()), call.func)
+            value = ast.copy_location(ast.Call(func=twin, args=args, keywords=keywords), call)
+        store = ast.copy_location(ast.Assign(targets=[target], value=value), node)
+        store._av_method = name       # (the store's Output.method: runtime fit_store checks what the method would)
+        return ast.fix_missing_locations(store)
 
 
 def _merge_resets(stmts: list) -> list:
@@ -1260,7 +1312,7 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
         if found is not None and found[0].kind in ("accum", "cat") and (
                 found[0].target in body.varying or found[0].target in body.assigned):
             found = None  # `row = row * s` on a value of this iteration: an ordinary assignment
-        if found is not None and found[0].kind == "store" and found[0].op in ("", "+", "-"):
+        if found is not None and found[0].kind == "store" and found[0].op in ("", "+", "-") and not found[0].method:
             entries = _scatter_entries(found[1][0], body)
             if entries is not None:
                 out.extend(_scatter_output(s, found, entries, body, depth))
@@ -1289,7 +1341,7 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             # a plain store of a constant in one branch and of a tensor in another is one store
             # (a constant carries no gradient; the store converts each value as setitem does)
             plain = o.kind == "store" and not o.op and pytype in ("", "const")
-            key = (o.kind, o.target, o.index_src, o.op, o.inplace, "" if plain else pytype)
+            key = (o.kind, o.target, o.index_src, o.op, o.inplace, o.method, "" if plain else pytype)
             twin = next((m for p, m in body.seen.get(key, []) if _exclusive(p, path)), None)
             marker = twin or body.marker()
             body.seen.setdefault(key, []).append((path, marker))
@@ -1447,8 +1499,8 @@ def _output(s: ast.stmt):
     line = s.lineno
     if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript):
         t = s.targets[0]
-        return Output("store", src(t.value), src(s.value), line, index_src=src(t),
-                      exact=getattr(s, "_av_exact", False)), (t, s.value)
+        return (Output("store", src(t.value), src(s.value), line, index_src=src(t),
+                       method=getattr(s, "_av_method", ""), exact=getattr(s, "_av_exact", False)), (t, s.value))
     if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Subscript):
         t = s.target
         if type(s.op) not in _STORE_OPS:

@@ -471,7 +471,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             # an update computes as a Python number does; unconditional into an existing output,
             # it runs in place at the commit, as the loop's own operation
             update = bool(o.op) and mask == "None" and o.consumer != "fresh"
-            extra = f", {(pos, o.pytype)!r}" + (", inplace=True" if update else "")
+            extra = f", {(pos, o.pytype)!r}" + (", inplace=True" if update else "") \
+                + (f", method={o.method!r}" if o.method else "")
             # a value read back in the iteration (analysis._forwarded): the row's dtype and shape already
             exact = f"\n_av_AV.exact({ok_s}, _av_RG, {o.dim}, {lead}, {T}.py({pos}, {o.pytype!r}))" if o.exact else ""
             prepare += template(f"_av_RG = {read}{exact}\n_av_P = _av_AV.fit_store({ok_s}, _av_RG, {o.dim}, {mask_s}, "
@@ -488,7 +489,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 # (the rows are all of it where the loop covers them from 0: the region is the output)
                 covers = simple and not o.dim and not o.offset or nest and compact == f"{o.target}[{{}}]" \
                     and tuple(o.nest_rows) == tuple((lv, 0) for lv in range(lead))
-                if covers and mask == "None" and ok == f"{O}[{pos}]" and not oth and not o.exact:
+                # (not an in-place method's: the express drops leading 1s and casts, fit_store checks it;
+                # nor a value read back: runtime.exact checks it)
+                if covers and mask == "None" and ok == f"{O}[{pos}]" and not oth and not o.method and not o.exact:
                     whole.append((o.target, "store", pos, _new_memory(o.value, plan)))   # (the express may answer it)
                     whole_commits.add(id(commit[-1]))
             else:
