@@ -323,3 +323,56 @@ def test_a_view_used_only_by_the_store_is_still_batched():
     f = autovec(fn)
     torch.testing.assert_close(f(x.clone()), fn(x.clone()))
     assert _ran(f) == {"batched"}
+
+
+# in-place methods on the row (analysis._InPlaceUpdates) read back or applied one after another
+
+def method_standardize(x):
+    for i in range(x.shape[0]):
+        x[i].sub_(x[i].mean())
+        x[i].div_(x[i].std())
+    return x
+
+
+def method_after_store(x, w):
+    out = torch.empty(x.shape[0], w.shape[1])
+    for i in range(x.shape[0]):
+        out[i] = x[i] @ w
+        out[i].clamp_(min=0)
+        out[i].div_(out[i].sum() + 1)
+    return out
+
+
+def two_methods(x):
+    for i in range(x.shape[0]):
+        x[i].mul_(2)
+        x[i].clamp_(-1, 1)
+    return x
+
+
+@pytest.mark.parametrize("fn, make", [
+    (method_standardize, lambda: (torch.randn(7, 4),)),
+    (method_after_store, lambda: (torch.randn(7, 4), torch.randn(4, 3))),
+    (two_methods, lambda: (torch.randn(7, 4),)),
+], ids=["standardize", "after_store", "two_methods"])
+def test_in_place_methods_one_after_another_are_batched(fn, make):
+    args = make()
+    f = autovec(fn)
+    for _ in range(3):
+        a, b = [t.clone() for t in args], [t.clone() for t in args]
+        torch.testing.assert_close(f(*b), fn(*a))
+        for p, q in zip(a, b):
+            torch.testing.assert_close(q, p)
+    assert _ran(f) in ({"batched"}, {"broadcast"})
+    assert_equivalent(fn, *make(), trials=2)
+
+
+def test_a_method_the_loop_refuses_after_a_store_raises_as_the_loop():
+    def fn(x):
+        out = torch.zeros(x.shape, dtype=torch.int64)
+        for i in range(x.shape[0]):
+            out[i] = x[i]
+            out[i].clamp_(min=0.5)      # an int row clamped by a float: the loop raises
+        return out
+
+    raises_as_loop(RuntimeError, fn, torch.randint(-3, 3, (6, 4)))

@@ -364,13 +364,6 @@ def test_gradients(fn, make, vectorized):
     assert bool(modes) == vectorized
 
 
-def twice(x):
-    for i in range(x.shape[0]):
-        x[i].mul_(2)
-        x[i].clamp_(min=0)
-    return x
-
-
 def value_used(x):
     out = []
     for i in range(x.shape[0]):
@@ -408,7 +401,6 @@ def either(x, m):
 
 
 @pytest.mark.parametrize("fn, make", [
-    (twice, lambda: (R(6, 3),)),
     (value_used, lambda: (R(6, 3),)),
     (through_a_name, lambda: (R(6, 3),)),
     (through_a_tensor_index, lambda: (R(6, 3), torch.randint(0, 6, (4, 2)))),

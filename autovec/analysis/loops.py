@@ -336,6 +336,9 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
                                             value=stop.test), stop)
         ast.fix_missing_locations(cond)
         stmts = stmts[:pos] + [cond] + stmts[pos + 1:]
+    indices = [k for k, v in iter_vars.items() if v == "index"]
+    if indices:     # (in-place methods as the stores they are, so that _forwarded sees them: _classify again)
+        stmts = [_InPlaceUpdates(indices).visit(copy.deepcopy(s)) for s in stmts]
     stmts = _forwarded(stmts, iter_vars)
     stmts = _counted(stmts, anchor or node, ctx)
     body = _classify(stmts, ctx, iter_vars)
@@ -715,6 +718,8 @@ def _forward_one(stmts, name):
             store = ast.copy_location(ast.Assign(targets=[copy.deepcopy(target)], value=ast.Name(
                 id=current, ctx=ast.Load())), st)
             store.targets[0].ctx = ast.Store()
+            if getattr(st, "_av_method", ""):
+                store._av_method = st._av_method     # (an in-place method's store: its checks too)
             made.append((store, current, update))
             out += [ast.fix_missing_locations(bind), ast.fix_missing_locations(store)]
         else:
