@@ -649,21 +649,8 @@ def _forward_one(stmts, name):
 
     def plain_read(r, st):
         p = parents.get(id(r))
-        if isinstance(p, (ast.BinOp, ast.Compare)):
+        if _makes_new_memory(p, r, parents):
             return True
-        if isinstance(p, ast.UnaryOp):
-            return not isinstance(p.op, ast.UAdd)        # (`+t` is the tensor itself)
-        if isinstance(p, ast.Call) and r in p.args:
-            f = p.func
-            root = f
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            return isinstance(f, ast.Attribute) and f.attr in _NEW_MEMORY_CALLS and isinstance(root, ast.Name) \
-                and root.id in _FORWARD_ROOTS and not any(kw.arg in ("out", "inplace") for kw in p.keywords)
-        if isinstance(p, ast.Attribute) and p.value is r and p.attr in _NEW_MEMORY_CALLS:
-            call = parents.get(id(p))
-            return isinstance(call, ast.Call) and call.func is p and not any(
-                kw.arg in ("out", "inplace") for kw in call.keywords)
         # the whole value of a store into a subscript, or of an update of one: a copy
         if p is st and isinstance(st, (ast.Assign, ast.AugAssign)) and st.value is r:
             return isinstance(st.targets[0] if isinstance(st, ast.Assign) else st.target, ast.Subscript)
