@@ -556,12 +556,29 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
     bound = nm.stores(loop.target) if isinstance(getattr(loop, "target", None), ast.AST) else set()
     writes = set().union(bound, *map(nm.stores, stmts))
 
+    def update_at(st):
+        """The position of the update in the `if`'s body: the first statement that updates a name
+        by `+`/`-` (an augmented or a plain assignment, as `step` reads it)."""
+        for j, u in enumerate(st.body):
+            if isinstance(u, ast.AugAssign) and isinstance(u.target, ast.Name) \
+                    and isinstance(u.op, (ast.Add, ast.Sub)):
+                return j
+            if isinstance(u, ast.Assign) and len(u.targets) == 1 and isinstance(u.targets[0], ast.Name) \
+                    and isinstance(u.value, ast.BinOp) and isinstance(u.value.op, (ast.Add, ast.Sub)) \
+                    and u.targets[0].id in nm.load_ids(u.value):
+                return j
+        return None
+
     def step(st):
-        """(k, the increment, op) of `if c: <update of k by a loop-invariant increment>` (then, in
-        the same `if`, statements that may read the new `k`: `pos[t] = k`), else None."""
+        """(k, the increment, op) of `if c: <update of k by a loop-invariant increment>` (with, in
+        the same `if`, statements before it that may read the old `k`, `idx[i] = k`, and after it
+        statements that may read the new one, `pos[t] = k`), else None."""
         if not (isinstance(st, ast.If) and not st.orelse and st.body):
             return None
-        u = st.body[0]
+        j = update_at(st)
+        if j is None:
+            return None
+        u = st.body[j]
         if isinstance(u, ast.AugAssign) and isinstance(u.target, ast.Name) and isinstance(u.op, (ast.Add, ast.Sub)):
             k, inc, op = u.target.id, u.value, u.op
         elif isinstance(u, ast.Assign) and len(u.targets) == 1 and isinstance(u.targets[0], ast.Name) \
@@ -575,10 +592,15 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
                 return None
         else:
             return None
-        if len(st.body) > 1 and (k in nm.load_ids(st.test) or any(
-                isinstance(n, (ast.Break, ast.Continue, ast.Return)) for r in st.body[1:] for n in ast.walk(r))
-                or not all(isinstance(r, (ast.Assign, ast.AugAssign, ast.Expr)) for r in st.body[1:])):
+        others = st.body[:j] + st.body[j + 1:]
+        if others and (k in nm.load_ids(st.test) or any(
+                isinstance(n, (ast.Break, ast.Continue, ast.Return)) for r in others for n in ast.walk(r))
+                or not all(isinstance(r, (ast.Assign, ast.AugAssign, ast.Expr)) for r in others)):
             return None     # (the rest, simple statements, runs under the test again: `c` must not change in between)
+        if j and nm.mutated(ast.Module(body=st.body[:j], type_ignores=[])) & nm.load_ids(st.test):
+            # (the update's `bool(c)` is computed after the statements before it: they must not
+            # change what the test reads, `if m[i]: m[i] = 0; k += 1`)
+            return None
         if _int_constant(inc) or isinstance(inc, ast.Constant) and type(inc.value) is float \
                 or isinstance(inc, ast.Name) and inc.id not in writes and inc.id != k:
             return k, inc, op
@@ -599,7 +621,8 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
         reads = any(isinstance(n, ast.Name) and n.id == k and isinstance(n.ctx, ast.Load)
                     for st in stmts for n in ast.walk(st) if counter(st) != k) or any(
             isinstance(n, ast.Name) and n.id == k and isinstance(n.ctx, ast.Load)
-            for st in stmts if counter(st) == k for part in [st.test] + st.body[1:] for n in ast.walk(part))
+            for st in stmts if counter(st) == k
+            for part in [st.test] + st.body[:update_at(st)] + st.body[update_at(st) + 1:] for n in ast.walk(part))
         init = None
         for st in reversed(block[:block.index(loop)] if block is not None else []):
             if k in nm.stores(st):
@@ -621,16 +644,27 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
             if not _int_constant(inc):
                 value.av_counted = src(inc)    # (the type may change at the first increment: Output.counted)
             target = ast.Name(id=k, ctx=ast.Store())
-            if isinstance(st.body[0], ast.AugAssign):
+            j = update_at(st)
+            if isinstance(st.body[j], ast.AugAssign):
                 new = ast.AugAssign(target=target, op=op, value=value)
             else:
                 new = ast.Assign(targets=[target], value=ast.BinOp(left=ast.Name(id=k, ctx=ast.Load()), op=op,
                                                                    right=value))
-            rest = st.body[1:]
-            if rest:
+            before, rest = st.body[:j], st.body[j + 1:]
+            if before:
+                # `if c: idx[i] = k; k += K` as `if c: idx[i] = k` then `k += K * int(bool(c))`: the
+                # statements before the update read the count before it (an exclusive scan), the
+                # test again after them (they do not change what it reads: step)
+                pre = ast.copy_location(ast.If(test=st.test, body=before, orelse=[]), st)
+                pre.end_lineno, pre.end_col_offset = before[-1].end_lineno, before[-1].end_col_offset
+                out.append(ast.fix_missing_locations(pre))
+                flag.args[0].args = [copy.deepcopy(st.test)]     # (the `if` above keeps the node itself)
+            if before or rest:
                 # `if c: k += K; pos[t] = k` as `k += K * int(bool(c))` then `if c: pos[t] = k`:
                 # the test again (pure, and it does not read `k`), the rest after the update
-                out.append(ast.fix_missing_locations(ast.copy_location(new, st.body[0])))
+                out.append(ast.fix_missing_locations(ast.copy_location(new, st.body[j])))
+                if not rest:
+                    continue
                 new = ast.If(test=copy.deepcopy(st.test), body=rest, orelse=[])
             st = ast.fix_missing_locations(ast.copy_location(new, st))
         out.append(st)
@@ -1597,8 +1631,15 @@ def _value_reads(name: str, stmts, outputs):
     stores = {o.marker for o in outputs if o.kind == "store" and not o.op}
     appends = {o.marker for o in outputs if o.kind == "append" and not o.cond and not o.record and not o.joined}
     appended, bare = False, True
-    for st in stmts:
+    todo = list(stmts)
+    while todo:
+        st = todo.pop(0)
         if name not in {ld.id for ld in nm.loads(st)}:
+            continue
+        if isinstance(st, ast.If) and name not in nm.load_ids(st.test):
+            # (a store under a condition, `if m[i]: idx[i] = k` before `k += int(bool(m[i]))`: its
+            # branches' statements read it as the top level's do, in the iterations they run in)
+            todo[:0] = list(st.body) + list(st.orelse)
             continue
         target = st.targets[0].id if isinstance(st, ast.Assign) and len(st.targets) == 1 \
             and isinstance(st.targets[0], ast.Name) else None

@@ -670,8 +670,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         mapper = _MapSlices(plan)
         o = next(x for x in plan.outputs if x.marker == marker)
         # (an exclusive scan's reads, stores before its update, are no part of the values added)
-        pre.body = [mapper.visit(ast.parse(s).body[0]) for s in plan.body[:pos + 1]
-                    if not (o.exclusive and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(ast.parse(s))))]
+        pre.body = [mapper.visit(st) for st in (
+            _needed(_without_reads([ast.parse(s).body[0] for s in plan.body[:pos + 1]], name), {marker})
+            if o.exclusive else [ast.parse(s).body[0] for s in plan.body[:pos + 1]])]
         PRE_REF, pre_ref = "None", None
         converts = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("int", "float", "bool")
                        for st in pre.body for n in ast.walk(st))
@@ -875,6 +876,48 @@ else:
             "that iteration runs as written (the statements before its `break`)")))
     return Lowered(m, stmts + [_branch(T, commit)], display, result, swaps, display_swaps, tuple(layout),
                    batchable, after, tagged, spec)
+
+
+def _without_reads(stmts: list, name: str) -> list:
+    """`stmts` without the statements that read `name`, inside `if`s too (an `if` left empty is
+    dropped): an exclusive scan's reads before its update are its outputs' values alone (the
+    analysis's `marker = ..` of a store, analysis._value_reads), which the values added do not
+    need; the other statements, in an `if` with such a store too (`if c: y = 2.0; out[i] = s`),
+    may compute what the update reads."""
+    out = []
+    for st in stmts:
+        if name not in {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}:
+            out.append(st)
+        elif isinstance(st, ast.If) and name not in {n.id for n in ast.walk(st.test) if isinstance(n, ast.Name)}:
+            body, orelse = _without_reads(st.body, name), _without_reads(st.orelse, name)
+            if body or orelse:
+                out.append(ast.copy_location(ast.If(test=st.test, body=body or [ast.Pass()], orelse=orelse), st))
+    return out
+
+
+def _needed(stmts: list, wanted: set) -> list:
+    """`stmts` without the assignments (to names) whose values nothing after them reads, up to
+    the `wanted` names at the end, and without the `if`s left with none (`if c: y = x * 2`,
+    where only the store that read `y` needed it: _without_reads). The body that computes the
+    values a running value adds runs them for that alone; the loop's own body still computes
+    every statement."""
+    live, out = set(wanted), []
+    for st in reversed(stmts):
+        if isinstance(st, ast.Assign) and all(isinstance(t, ast.Name) for t in st.targets):
+            if not {t.id for t in st.targets} & live:
+                continue
+            live -= {t.id for t in st.targets}
+            live |= {n.id for n in ast.walk(st.value) if isinstance(n, ast.Name)}
+        elif isinstance(st, ast.If):
+            body, orelse = _needed(st.body, live), _needed(st.orelse, live)
+            if not body and not orelse:
+                continue
+            st = ast.copy_location(ast.If(test=st.test, body=body or [ast.Pass()], orelse=orelse), st)
+            live |= {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}
+        else:
+            live |= {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}
+        out.append(st)
+    return out[::-1]
 
 
 def _plain_consume(plain: list, P: str, o, pos: int, whole: bool, plan: LoopPlan) -> None:

@@ -1,0 +1,267 @@
+"""Loop forms that used to stay on Python: a count read under its own condition before its
+update (compaction indices, an exclusive count), `while` stop conditions with several `and`
+terms, and running sums updated by a chain of `+` / `-` terms. Checked against the loop
+(`fn.__wrapped__`'s original) on random inputs: values, dtypes, Python types, in-place effects
+on the arguments, gradients, errors; and the path taken (the forms that must keep the loop
+included)."""
+import copy
+
+import pytest
+import torch
+
+from autovec import autovec, explain
+from conftest import raises_as_loop
+from test_counted_steps import _same
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def _check(fn, args, path="vectorized", strategy=None):
+    """The rewrite agrees with the loop on `args` (results and the arguments after the call),
+    and `explain` reports `path` (and `strategy` for the first loop)."""
+    a, b = copy.deepcopy(args), copy.deepcopy(args)
+    want = fn(*a)
+    got = autovec(fn)(*b)
+    _same(got, want)
+    _same(list(b), list(a))
+    ex = explain(fn, *copy.deepcopy(args))
+    assert ex.path == path, str(ex)
+    if strategy is not None:
+        assert ex.loops[0].strategy == strategy, str(ex)
+    return ex
+
+
+# --- 1. a count read under its own condition before its update (an exclusive count) ---
+
+def compaction(m):
+    n = m.shape[0]
+    idx = torch.full((n,), -1, dtype=torch.long)
+    k = 0
+    for i in range(n):
+        if m[i]:
+            idx[i] = k
+            k += 1
+    return idx, k
+
+
+def compaction_into(m, idx):
+    k = 3
+    for i in range(m.shape[0]):
+        if m[i] > 0.5:
+            idx[i] = k * 2          # (computed with: the value before the update, times 2)
+            k = k - 2
+    return k
+
+
+def compaction_scaled(m, x):
+    k = 0
+    out = torch.zeros(x.shape[0], dtype=x.dtype)
+    for i in range(m.shape[0]):
+        if m[i]:
+            y = x[i] * 2
+            out[i] = y + k
+            k += 3
+            x[i] = -x[i]            # (after the update, which it does not read)
+    return out, k
+
+
+def compaction_over_elements(m):
+    idx = torch.zeros(m.shape[0], dtype=torch.int32)
+    k = 0
+    for i, v in enumerate(m):
+        if v:
+            idx[i] = k
+            k = k + 1
+    return idx, k
+
+
+def compaction_while(m):
+    n = m.shape[0]
+    idx = torch.full((n,), -1.0, dtype=torch.float16)
+    k = 2040                    # (float16 holds every other int past 2048: setitem rounds)
+    i = 0
+    while i < n:
+        if m[i]:
+            idx[i] = k
+            k += 1
+        i += 1
+    return idx, k, i
+
+
+@pytest.mark.parametrize("fn, make", [
+    (compaction, lambda n, p: (torch.rand(n) < p,)),
+    (compaction, lambda n, p: ((torch.rand(n) < p).long() * 3,)),
+    (compaction, lambda n, p: ((torch.rand(n) < p).double() * float("nan"),)),    # (NaN is true)
+    (compaction_into, lambda n, p: (torch.rand(n) * p * 2, torch.zeros(n, dtype=torch.float64))),
+    (compaction_into, lambda n, p: (torch.rand(n) * p * 2, torch.zeros(n, dtype=torch.int8))),
+    (compaction_scaled, lambda n, p: (torch.rand(n) < p, torch.randn(n))),
+    (compaction_scaled, lambda n, p: (torch.rand(n) < p, torch.randn(n, dtype=torch.float64))),
+    (compaction_over_elements, lambda n, p: (torch.rand(n) < p,)),
+    (compaction_while, lambda n, p: (torch.rand(n) < p,)),
+])
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("n", [1, 2, 17])
+def test_a_count_read_before_its_update_under_its_condition_matches_the_loop(fn, make, n, p):
+    g = autovec(fn)
+    for _ in range(2):
+        args = make(n, p)
+        a, b = copy.deepcopy(args), copy.deepcopy(args)
+        _same(g(*b), fn(*a))
+        _same(list(b), list(a))
+    ex = explain(fn, *make(n, 0.5))
+    assert ex.loops[0].strategy == "scan" and "before each update" in ex.loops[0].reason, str(ex)
+
+
+def test_a_compaction_index_is_a_scan_and_the_count_stays_an_int():
+    m = torch.tensor([True, False, True, True, False])
+    idx, k = autovec(compaction)(m)
+    assert idx.tolist() == [0, -1, 1, 2, -1] and k == 3 and type(k) is int
+    ex = _check(compaction, (torch.rand(40) < 0.5,), strategy="scan")
+    assert "before each update" in ex.loops[0].reason
+    # no iteration counts: `k` keeps its int start
+    _same(autovec(compaction)(torch.zeros(6, dtype=torch.bool)), compaction(torch.zeros(6, dtype=torch.bool)))
+
+
+def test_a_compaction_with_gradients_matches_the_loop():
+    m = torch.rand(12) < 0.5
+    x = torch.randn(12, dtype=torch.float64, requires_grad=True)
+    x1 = x.detach().clone().requires_grad_()
+    want = compaction_scaled(m, x.clone())
+    got = autovec(compaction_scaled)(m, x1.clone())
+    _same(got, want)
+    (want[0] * torch.arange(12)).sum().backward()
+    (got[0] * torch.arange(12)).sum().backward()
+    torch.testing.assert_close(x1.grad, x.grad)
+
+
+def test_a_count_past_int64_or_rows_with_several_elements_raise_as_the_loop():
+    def past(m):
+        idx = torch.zeros(m.shape[0], dtype=torch.long)
+        k = 9223372036854775806
+        for i in range(m.shape[0]):
+            if m[i]:
+                idx[i] = k
+                k += 1
+        return idx, k
+    raises_as_loop(ValueError, past, torch.ones(5, dtype=torch.bool))
+    assert explain(past, torch.ones(5, dtype=torch.bool)).path == "python"
+    raises_as_loop(RuntimeError, compaction, torch.rand(6, 2) < 0.5)
+    # (the stores' index past the output's end: the loop's own IndexError)
+    def short(m):
+        idx = torch.zeros(3, dtype=torch.long)
+        k = 0
+        for i in range(m.shape[0]):
+            if m[i]:
+                idx[i] = k
+                k += 1
+        return idx, k
+    raises_as_loop(IndexError, short, torch.ones(6, dtype=torch.bool))
+    _same(autovec(short)(torch.tensor([1, 1, 1, 0, 0, 0]).bool()), short(torch.tensor([1, 1, 1, 0, 0, 0]).bool()))
+
+
+# the forms that keep the loop
+
+def count_read_twice(m):
+    n = m.shape[0]
+    idx = torch.full((n,), -1)
+    pos = torch.zeros(n, dtype=torch.long)
+    k = 0
+    for i in range(n):
+        if m[i]:
+            idx[i] = k              # (before the update)
+            k += 1
+            pos[i] = k              # (and after it: neither an exclusive nor an inclusive scan)
+    return idx, pos, k
+
+
+def count_changes_its_test(m):
+    idx = torch.full((m.shape[0],), -1)
+    k = 0
+    for i in range(m.shape[0]):
+        if m[i]:
+            m[i] = False            # (the test, computed again for the update, would see this)
+            idx[i] = k
+            k += 1
+    return idx, k, m
+
+
+def count_in_its_test(m):
+    idx = torch.full((m.shape[0],), -1)
+    k = 0
+    for i in range(m.shape[0]):
+        if m[i] and k < 3:
+            idx[i] = k
+            k += 1
+    return idx, k
+
+
+def count_by_a_float(m):
+    idx = torch.zeros(m.shape[0])
+    k = 0
+    for i in range(m.shape[0]):
+        if m[i]:
+            idx[i] = k              # (an int at the first count, a float after it)
+            k += 0.5
+    return idx, k
+
+
+def count_appended(m):
+    ids = []
+    k = 0
+    for i in range(m.shape[0]):
+        if m[i]:
+            ids.append(k)
+            k += 1
+    return ids, k
+
+
+def count_read_after_at_the_top(m, x):
+    idx = torch.zeros(m.shape[0], dtype=torch.long)
+    k = 0
+    for i in range(m.shape[0]):
+        if m[i]:
+            idx[i] = k
+            k += 1
+        x[i] = k                    # (the new value, in every iteration)
+    return idx, k, x
+
+
+def count_split_name(m, x):
+    out = torch.zeros(m.shape[0])
+    k = 0
+    for i in range(m.shape[0]):
+        if m[i]:
+            y = x[i] * 2
+            out[i] = y + k
+            k += 1
+            x[i] = -y               # (`y`, bound before the update, read after it: the two parts
+    return out, k, x                # the update splits the `if` into do not share names)
+
+
+def count_with_a_nested_if(m, x):
+    idx = torch.zeros(m.shape[0], dtype=torch.long)
+    k = 0
+    for i in range(m.shape[0]):
+        if m[i]:
+            if x[i] > 0:
+                idx[i] = k
+            k += 1
+    return idx, k
+
+
+@pytest.mark.parametrize("fn, make", [
+    (count_read_twice, lambda: (torch.rand(12) < 0.5,)),
+    (count_changes_its_test, lambda: (torch.rand(12) < 0.5,)),
+    (count_in_its_test, lambda: (torch.rand(12) < 0.5,)),
+    (count_by_a_float, lambda: (torch.rand(12) < 0.5,)),
+    (count_appended, lambda: (torch.rand(12) < 0.5,)),
+    (count_read_after_at_the_top, lambda: (torch.rand(12) < 0.5, torch.zeros(12))),
+    (count_with_a_nested_if, lambda: (torch.rand(12) < 0.5, torch.randn(12))),
+    (count_split_name, lambda: (torch.rand(12) < 0.5, torch.randn(12))),
+])
+def test_counts_read_before_their_update_that_keep_the_loop(fn, make):
+    ex = _check(fn, make(), path="python")
+    assert ex.loops[0].strategy == "python" and "loop-carried" in ex.loops[0].reason, str(ex)
