@@ -265,3 +265,159 @@ def count_with_a_nested_if(m, x):
 def test_counts_read_before_their_update_that_keep_the_loop(fn, make):
     ex = _check(fn, make(), path="python")
     assert ex.loops[0].strategy == "python" and "loop-carried" in ex.loops[0].reason, str(ex)
+
+
+# --- 2. `while` stop conditions with several `and` terms ---
+
+def search_band(x, t):
+    n = x.shape[0]
+    i = 0
+    while i < n and x[i] < t and x[i] > -t:
+        i += 1
+    return i
+
+
+def search_three(x, y, t):
+    n = x.shape[0]
+    i = 0
+    while i < n and (x[i] < t or y[i] < t) and not x[i] == y[i] and y[i] != 0.5:
+        i += 1
+    return i
+
+
+def search_from(x, i, t):
+    n = x.shape[0]
+    while i < n and x[i] > 0 and x[i] < t:
+        i += 2
+    return i
+
+
+def lookup_while_valid(idx, table, m):
+    n = idx.shape[0]
+    i = 0
+    while i < n and idx[i] < m and table[idx[i]] > 0:     # (Python never indexes past `m`)
+        i += 1
+    return i
+
+
+def lookup_while_positive(x, idx, table):
+    n = idx.shape[0]
+    i = 0
+    while i < n and x[i] > 0 and table[idx[i]] > 0:
+        i += 1
+    return i
+
+
+def products_while_positive(a, b):
+    n = a.shape[0]
+    out = torch.zeros(n)
+    i = 0
+    while i < n and a[i] > 0 and b[i] > 0:
+        out[i] = a[i] * b[i]
+        i += 1
+    return out, i
+
+
+def numbers_in_band(vals, t):
+    n = len(vals)
+    i = 0
+    while i < n and vals[i] < t and vals[i] > -t:
+        i += 1
+    return i
+
+
+def flagged_search(x, flag, t):
+    n = x.shape[0]
+    i = 0
+    while i < n and flag and x[i] < t:
+        i += 1
+    return i
+
+
+def stop_on_either(x, t):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        if x[i] > t or x[i] < -t:
+            break
+        out[i] = x[i] * 2
+    return out, i
+
+
+def _stopping_at(n, k, dtype=torch.float32):
+    """n values inside (-1, 1), the k-th (if any) outside."""
+    x = (torch.rand(n) * 1.8 - 0.9).to(dtype)
+    if k < n:
+        x[k] = 3.0 if k % 2 else -3.0
+    return x
+
+
+@pytest.mark.parametrize("k", [1, 5, 16, 40])
+def test_a_while_with_several_and_terms_matches_the_loop(k):
+    x = _stopping_at(16, k)
+    _check(search_band, (x, 1.0), strategy="vmap")
+    _check(search_band, (x.double(), 1.0))
+    _check(search_band, (x.to(torch.float16), 1.0))
+    y = _stopping_at(16, k)
+    y[7] = 0.5
+    _check(search_three, (x, y, 1.0))
+    _check(search_three, (x, x.clone(), 1.0), path="python")    # (x[0] == y[0]: it stops at once)
+    _check(search_from, ((x + 1) / 2, 0, 0.99))
+    _check(search_from, ((x + 1) / 2, 40, 0.99), path="python")   # (no iteration)
+    a = x.abs() + 0.1
+    if k < 16:
+        a[k] = -1.0
+    _check(products_while_positive, (a, torch.rand(16) + 0.1))
+    _check(numbers_in_band, (x.tolist(), 1.0))
+    _check(flagged_search, (x, True, 1.0))
+    _check(flagged_search, (x, False, 1.0), path="python")   # (it stops at once)
+    if k > 1:
+        _check(stop_on_either, (x, 1.0))
+
+
+def test_a_later_term_reads_no_index_where_the_loop_does_not_evaluate_it():
+    """`i < n and idx[i] < m and table[idx[i]] > 0`: the batch computes the last term for every
+    iteration, but its index only where the terms before it hold (0 elsewhere), so an index
+    past `m` where Python never reads it, before the stop or after it, raises nothing."""
+    table = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    for idx in ([1, 2, 0, 9, 3, 7, 1], [1, 2, 0, 3, 9, 2, 1], [0, 1, 2, 3, 0, 1, 5]):
+        idx = torch.tensor(idx)
+        _check(lookup_while_valid, (idx, table, 4), strategy="vmap")
+    _check(lookup_while_valid, (torch.tensor([1, 2, 0, 3, 1]), torch.tensor([1.0, 2.0, -3.0, 4.0]), 4))
+    x = torch.tensor([1.0, 1.0, -1.0, 1.0, 1.0, 1.0])
+    _check(lookup_while_positive, (x, torch.tensor([1, 2, 9, 0, 1, 1]), torch.tensor([1.0, 2.0, 3.0])))
+
+
+def test_a_term_that_raises_where_the_loop_evaluates_it_raises_as_the_loop():
+    idx = torch.tensor([1, 2, 9, 0, 1, 1])
+    raises_as_loop(IndexError, lookup_while_positive, torch.ones(6), idx, torch.tensor([1.0, 2.0, 3.0]))
+
+    def several(x, r):
+        n = x.shape[0]
+        i = 0
+        while i < n and x[i] > 0 and r[i]:      # (a row of two: Python's truth raises)
+            i += 1
+        return i
+    raises_as_loop(RuntimeError, several, torch.ones(5), torch.ones(5, 2))
+    # where the loop never takes that truth, it returns
+    x = torch.tensor([-1.0, 1.0])
+    assert autovec(several)(x, torch.ones(2, 2)) == several(x, torch.ones(2, 2)) == 0
+
+
+def test_a_while_with_a_term_that_changes_state_keeps_the_loop():
+    seen = []
+
+    def note(v):
+        seen.append(v)
+        return True
+
+    def noted(x, t):
+        n = x.shape[0]
+        i = 0
+        while i < n and x[i] < t and note(i):
+            i += 1
+        return i
+    x = _stopping_at(10, 5)
+    ex = explain(noted, x, 1.0)
+    assert ex.path == "python" and ex.loops[0].strategy == "python", str(ex)
+    seen.clear()
+    assert autovec(noted)(x, 1.0) == 5 and seen == list(range(5))

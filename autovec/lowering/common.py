@@ -26,6 +26,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 
+from ..analysis import names as nm
 from ..analysis.loops import FILL, match_subscript, match_subscript_nest
 from ..codegen import expr, set_lines, template
 from ..plan import LoopPlan, einsum_letters
@@ -174,13 +175,25 @@ class _Unitems(ast.NodeTransformer):
         return node
 
 
-def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", convert: bool = False):
+def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", convert: bool = False,
+                  truth: str = ""):
     """The loop body as a function of its slices. Returns (def, params, layout, reference def):
     `layout[k]` = (value position, payload positions, mask position or None) in the returned tuple.
     With `convert`, data-dependent branches become `where` (ifconvert); the reference def keeps
-    the original branches, for the one-time check of iteration 0."""
+    the original branches, for the one-time check of iteration 0. `truth`: a name whose value
+    the loop uses for its truth alone (a `break` condition), computed as its truth where it
+    holds `and` / `or` (ifconvert.truth_statements)."""
     mapper = _MapSlices(plan)
     stmts = [mapper.visit(ast.parse(s).body[0]) for s in plan.body]
+    if truth:
+        from .ifconvert import truth_only, truth_statements
+        at = next((k for k, st in enumerate(stmts) if isinstance(st, ast.Assign) and len(st.targets) == 1
+                   and isinstance(st.targets[0], ast.Name) and st.targets[0].id == truth), None)
+        if at is not None and truth_only(stmts[at].value):
+            varying = _varying(plan) | set().union(set(), *map(nm.stores, stmts[:at]))
+            pre, value = truth_statements(stmts[at].value, varying, namer, av, stmts[at])
+            new = ast.copy_location(ast.Assign(targets=stmts[at].targets, value=value), stmts[at])
+            stmts = stmts[:at] + [ast.fix_missing_locations(st) for st in pre + [new]] + stmts[at + 1:]
     if any(FILL in s for s in plan.body):
         stmts = [_Fills(av).visit(s) for s in stmts]
     params = [m.param for m in plan.mapped] + [s[0] for s in plan.scans]
@@ -980,7 +993,7 @@ def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
     flag = Output("last", "", "", plan.lineno, marker=plan.exit_cond)
     probe = dataclasses.replace(plan, body=plan.body[:k + 1], outputs=(flag,), scans=plan.exit_scans)
     EXIT = namer.new(f"_av_exit{L}")
-    exit_def, _, _, exit_ref = body_function(probe, EXIT, namer, AV, convert)
+    exit_def, _, _, exit_ref = body_function(probe, EXIT, namer, AV, convert, truth=plan.exit_cond)
     tagged[EXIT] = (copy.deepcopy(exit_def), AV)
     code += [exit_def] + ([exit_ref] if exit_ref is not None else [])
     REF = exit_ref.name if exit_ref is not None else "None"
