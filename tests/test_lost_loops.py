@@ -421,3 +421,154 @@ def test_a_while_with_a_term_that_changes_state_keeps_the_loop():
     assert ex.path == "python" and ex.loops[0].strategy == "python", str(ex)
     seen.clear()
     assert autovec(noted)(x, 1.0) == 5 and seen == list(range(5))
+
+
+# --- 3. running sums updated by a chain of `+` / `-` terms ---
+
+def two_terms(a, b, total):
+    for i in range(a.shape[0]):
+        total = total + a[i] + b[i]
+    return total
+
+
+def plus_minus(a, b, w, total):
+    for i in range(a.shape[0]):
+        total = total + a[i] * w - b[i]
+    return total
+
+
+def minus_three(a, b, c):
+    total = torch.zeros(a.shape[1:], dtype=a.dtype)
+    for i in range(a.shape[0]):
+        total = total - a[i] - b[i] + c[i]
+    return total
+
+
+def item_terms(a, b, total):
+    for i in range(a.shape[0]):
+        total = total + a[i].item() - b[i].item()
+    return total
+
+
+def counted_terms(a, b):
+    total = torch.zeros(a.shape[1:], dtype=a.dtype)
+    for i in range(a.shape[0]):
+        if a[i].sum() > 0:
+            total = total + a[i] + b[i]
+    return total
+
+
+def terms_of_two_ranks(a, c):
+    total = 0.0
+    for i in range(a.shape[0]):
+        total = total + a[i] + c[i]      # (a row, then one number per iteration)
+    return total
+
+
+T = torch
+
+
+@pytest.mark.parametrize("fn, make", [
+    (two_terms, lambda n: (T.randn(n), T.randn(n), T.zeros(()))),
+    (two_terms, lambda n: (T.randn(n), T.randn(n), 0.0)),
+    (two_terms, lambda n: (T.randn(n), T.randn(n), 2)),
+    (two_terms, lambda n: (T.randn(n, 3, dtype=T.float64), T.randn(n, 3, dtype=T.float64), T.ones(3, dtype=T.float64))),
+    (two_terms, lambda n: (T.randint(-9, 9, (n,)), T.randint(-9, 9, (n,)), 0)),
+    (two_terms, lambda n: (T.randint(-9, 9, (n,), dtype=T.int32), T.randint(-9, 9, (n,), dtype=T.int32),
+                           T.zeros((), dtype=T.int32))),
+    (two_terms, lambda n: (T.full((n,), 2 ** 62), T.full((n,), 2 ** 62), 0)),   # (int64 wraps alike: mod 2**64)
+    (plus_minus, lambda n: (T.randn(n), T.randn(n), 0.5, 1.0)),
+    (plus_minus, lambda n: (T.randn(n, 2), T.randn(n, 2), T.randn(2), T.zeros(2))),
+    (minus_three, lambda n: (T.randn(n, 2), T.randn(n, 2), T.randn(n, 2))),
+    (item_terms, lambda n: (T.randn(n), T.randn(n, dtype=T.float64), 0.0)),
+    (item_terms, lambda n: (T.randn(n), T.randn(n), 1)),
+    (item_terms, lambda n: (T.randint(-9, 9, (n,)), T.randint(-9, 9, (n,), dtype=T.int32), 0)),
+    (item_terms, lambda n: (T.rand(n) > 0.5, T.rand(n) > 0.5, 0)),       # (Python bools add as ints)
+    (counted_terms, lambda n: (T.randn(n, 3), T.randn(n, 3))),
+    (terms_of_two_ranks, lambda n: (T.randn(n, 3), T.randn(n))),
+])
+@pytest.mark.parametrize("n", [1, 3, 20])
+def test_a_sum_of_several_terms_matches_the_loop(fn, make, n):
+    ex = _check(fn, make(n), strategy="reduction")
+    assert "terms per iteration" in ex.loops[0].reason, str(ex)
+    _same(autovec(fn)(*make(0)), fn(*make(0)))
+
+
+def test_a_sum_of_several_terms_with_gradients_matches_the_loop():
+    a = T.randn(9, 3, dtype=T.float64, requires_grad=True)
+    b = T.randn(9, 3, dtype=T.float64, requires_grad=True)
+    w = T.randn(3, dtype=T.float64, requires_grad=True)
+    want = plus_minus(a, b, w, T.zeros(3, dtype=T.float64))
+    got = autovec(plus_minus)(a, b, w, T.zeros(3, dtype=T.float64))
+    _same(got, want)
+    ga = torch.autograd.grad((want * T.arange(3)).sum(), (a, b, w))
+    gb = torch.autograd.grad((got * T.arange(3)).sum(), (a, b, w))
+    for x, y in zip(ga, gb):
+        torch.testing.assert_close(x, y)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: (T.randn(6), T.randn(6, dtype=T.float64), T.zeros(())),        # terms of two dtypes
+    lambda: (T.randn(6, 3), T.randn(6, 3, dtype=T.float64), T.zeros(())),  # (a row: its 0-d start does not widen)
+    lambda: (T.randn(6), T.randn(6), T.zeros((), dtype=T.float64)),        # a start of another dtype
+    lambda: (T.randn(6), T.randn(6), T.zeros((), dtype=T.int64)),
+    lambda: (T.randint(-9, 9, (6,)), T.randint(-9, 9, (6,)), 0.5),         # int terms onto a float: float steps
+    lambda: (T.rand(6) > 0.5, T.rand(6) > 0.5, 0),                         # bool tensors: `+` is `or`
+    lambda: (T.randn(6).half(), T.randn(6).half(), 0.0),                    # float16 rounds every step
+    lambda: (T.randn(6), T.randn(6), True),                                 # a bool start
+])
+def test_sums_of_terms_whose_steps_change_type_keep_the_loop(make):
+    ex = _check(two_terms, make(), path="python")
+    assert ex.loops[0].strategy == "reduction", str(ex)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: (T.randint(-9, 9, (6,)), T.randn(6), 0.0),                     # a Python int and a float
+    lambda: (T.randn(6), T.randn(6), T.zeros(())),                          # Python numbers onto a tensor
+    lambda: (T.randint(-9, 9, (6,)), T.randint(-9, 9, (6,)), 0.0),         # Python ints onto a float
+    lambda: (T.full((6,), 2 ** 62), T.full((6,), 2 ** 62), 0),             # past int64 where combined
+])
+def test_sums_of_python_number_terms_of_other_kinds_keep_the_loop(make):
+    _check(item_terms, make(), path="python")
+
+
+def terms_read_in_the_loop(a, b):
+    total = 0.0
+    out = torch.zeros(a.shape[0])
+    for i in range(a.shape[0]):
+        total = total + a[i] + b[i]
+        out[i] = total
+    return out, total
+
+
+def terms_with_a_constant(a, b):
+    total = 0.0
+    for i in range(a.shape[0]):
+        total = total + a[i] - b[i] - 1.5
+    return total
+
+
+def terms_reading_the_total(a):
+    total = torch.ones(())
+    for i in range(a.shape[0]):
+        total = total + a[i] + total * 0.5
+    return total
+
+
+def test_sums_of_terms_that_keep_the_loop():
+    a, b = T.randn(7), T.randn(7)
+    ex = _check(terms_read_in_the_loop, (a, b), path="python")
+    assert "loop-carried" in ex.loops[0].reason
+    _check(terms_with_a_constant, (a, b), path="python")       # (a Python number among tensor terms)
+    _check(terms_reading_the_total, (a,), path="python")    # (a linear recurrence with a factor of 1.5)
+    # (a nest: the outer loop runs as written, the inner one is such a sum)
+    nest = _check(nest_terms, (T.randn(3, 4), T.randn(3, 4)))
+    assert "several terms" in nest.loops[0].reason and nest.loops[1].strategy == "reduction", str(nest)
+
+
+def nest_terms(a, b):
+    total = 0.0
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            total = total + a[i, j] + b[i, j]
+    return total

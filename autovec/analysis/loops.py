@@ -1107,6 +1107,11 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
                          orelse=_walk(s.orelse, body, ctx, depth + 1, path + ((id(s), 1),)))
             out.append(ast.copy_location(new, s))
             continue
+        chain = _sum_chain(s)
+        if chain is not None and chain[0] not in body.varying and chain[0] not in body.assigned \
+                and not any(key[1] == chain[0] for key in body.seen):
+            out.extend(_terms_output(s, chain, body, depth))
+            continue
         found = _output(s)
         if found is not None and found[0].kind in ("accum", "cat") and (
                 found[0].target in body.varying or found[0].target in body.assigned):
@@ -1163,6 +1168,52 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             if isinstance(n, ast.IfExp):
                 body.branches = True
         out.append(s)
+    return out
+
+
+def _sum_chain(s: ast.stmt):
+    """`acc = acc + t1 - t2 ...` (two or more terms, `+` / `-`, left to right from `acc` itself,
+    no term reading `acc`): (acc, [(sign, term), ...]), else None. The loop adds the terms one at
+    a time, `(acc + t1) - t2`: the accumulation of `t1 - t2` up to reassociation, where every
+    step keeps one dtype (runtime.sum_terms checks that on every call)."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+        return None
+    acc, node, terms = s.targets[0].id, s.value, []
+    while isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        terms.append(("+" if isinstance(node.op, ast.Add) else "-", node.right))
+        node = node.left
+    if not (isinstance(node, ast.Name) and node.id == acc) or len(terms) < 2 \
+            or any(acc in nm.load_ids(t) for _, t in terms):
+        return None
+    return acc, terms[::-1]
+
+
+def _terms_output(s: ast.Assign, chain, body: _Body, depth: int) -> list:
+    """The accumulation of a chain of terms (_sum_chain): the first term is the output's value,
+    each other one a payload ("", marker, source, pytype, its sign relative to the first): the
+    runtime checks their types and combines them (runtime.sum_terms)."""
+    acc, terms = chain
+    (sign0, _), out, pays = terms[0], [], []
+    marker = body.marker()
+    values = []
+    for k, (sign, term) in enumerate(terms):
+        value, pytype = _strip_item(term)
+        m = marker if k == 0 else body.marker()
+        if k:
+            pays.append(("", m, src(value), pytype, "+" if sign == sign0 else "-"))
+        else:
+            first = (value, pytype)
+        values.append(value)
+        out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=m, ctx=ast.Store())], value=value), s),
+                            s.lineno))
+        if any(isinstance(n, ast.IfExp) for n in ast.walk(value)):
+            body.branches = True
+    whole = " ".join(f"{'' if k == 0 else p[4] + ' '}({src(v)})" for k, (v, p) in enumerate(
+        zip(values, [None] + pays)))
+    o = Output("accum", acc, whole, s.lineno, op=sign0, marker=marker, cond=depth > 0, pytype=first[1],
+               payloads=tuple(pays))
+    body.outputs.append((o, first[0]))
+    body.seen.setdefault(("terms", acc), []).append(((), marker))
     return out
 
 
@@ -1543,7 +1594,7 @@ def _exit_scans(outputs, body: _Body):
     cond = body.stmts[at]
     found, exempt = [], set()
     for o in outputs:
-        if o.kind != "accum" or o.cond or o.op not in ("+", "-"):
+        if o.kind != "accum" or o.cond or o.op not in ("+", "-") or o.payloads:
             continue
         reads = [ld for ld in nm.loads(cond) if ld.id == o.target]
         pos = next((k for k, s in enumerate(body.stmts) if isinstance(s, ast.Assign)
@@ -1579,7 +1630,8 @@ def _scans(outputs, body: _Body, targets: dict):
             targets.pop(o.target, None)
             continue
         best_scan = o.kind == "best" and not o.cond and o.op in (">", ">=", "<", "<=")
-        if not best_scan and (o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min", "lse")):
+        if not best_scan and (o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min", "lse")
+                              or o.payloads):   # (a chain of terms, _terms_output: a reduction only)
             kept.append(o)
             continue
         last = o.payloads[-1][1] if best_scan and o.payloads else o.marker
@@ -2103,6 +2155,9 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
                                       nest_rows=tuple((lv, off) for lv, _, off in m))
         elif out.kind == "best":
             raise Refuse(f"running best values in loop nests are not supported (line {out.lineno})", out.lineno)
+        elif out.kind == "accum" and out.payloads:
+            raise Refuse(f"`{out.target}` is updated by several terms at line {out.lineno}, which loop nests do not "
+                         "rewrite", out.lineno)
         targets[out.target] = out
         outputs.append(out)
     _check_calls(body.stmts, ctx, body, iter_vars)

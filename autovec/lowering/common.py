@@ -554,9 +554,15 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             display_tail.append(f"{o.target}.extend({sel}.tolist())" if o.pytype else f"{o.target}.extend({sel}.unbind(0))")
         elif o.kind == "accum":
             zeros = ", zeros=True" if o.fill == "0" else ""
+            if o.payloads:    # `acc = acc + t1 - t2`: the terms checked and combined (analysis._terms_output)
+                ok = (f"{AV}.sum_terms({o.target}, {ok}, {py}, (" + "".join(f"{O}[{pp}], " for pp in ppos) + "), ("
+                      + "".join(f"{T}.py({pp}, {p[3]!r}), " for pp, p in zip(ppos, o.payloads)) + f"), "
+                      f"{tuple(p[4] for p in o.payloads)!r})")
             prepare += template(f"_av_P = _av_AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace}, {mask}, {py}{zeros})",
                                 _av_P=P, _av_AV=AV)
             commit += template(f"{o.target} = _av_AV.commit_accum({o.target}, _av_P, {o.op!r}, {o.inplace})", _av_P=P, _av_AV=AV)
+            if o.payloads:
+                ok = f"({show} " + " ".join(f"{p[4]} {O}[{pp}]" for pp, p in zip(ppos, o.payloads)) + ")"
             sel = f"{ok}[{mask}]" if mpos is not None else ok
             # over the iterations only: dimension 0 (a mask or a nest's flatten leaves them there)
             total = f"{sel}.{'prod' if o.op == '*' else 'sum'}(0)" + (".item()" if o.pytype else "")
