@@ -113,6 +113,7 @@ def test_a_count_read_before_its_update_under_its_condition_matches_the_loop(fn,
         _same(list(b), list(a))
     ex = explain(fn, *make(n, 0.5))
     assert ex.loops[0].strategy == "scan" and "before each update" in ex.loops[0].reason, str(ex)
+    assert ex.path == "vectorized", str(ex)
 
 
 def test_a_compaction_index_is_a_scan_and_the_count_stays_an_int():
@@ -524,6 +525,7 @@ def test_sums_of_terms_whose_steps_change_type_keep_the_loop(make):
 
 @pytest.mark.parametrize("make", [
     lambda: (T.randint(-9, 9, (6,)), T.randn(6), 0.0),                     # a Python int and a float
+    lambda: (T.randint(-9, 9, (6,)), T.randn(6), 0),
     lambda: (T.randn(6), T.randn(6), T.zeros(())),                          # Python numbers onto a tensor
     lambda: (T.randint(-9, 9, (6,)), T.randint(-9, 9, (6,)), 0.0),         # Python ints onto a float
     lambda: (T.full((6,), 2 ** 62), T.full((6,), 2 ** 62), 0),             # past int64 where combined
@@ -572,3 +574,54 @@ def nest_terms(a, b):
         for j in range(a.shape[1]):
             total = total + a[i, j] + b[i, j]
     return total
+
+
+def first_term_a_number(a, b):
+    total = 0.0
+    for i in range(a.shape[0]):
+        total = total + a[i].item() + b[i]     # (a Python float, then a float32 tensor: a tensor)
+    return total
+
+
+def budget_of_terms(a, b, cap):
+    total = 0
+    for i in range(a.shape[0]):
+        if total > cap:
+            break
+        total = total + a[i] + b[i]
+    return total, i
+
+
+def test_sums_of_terms_mixing_numbers_and_tensors_or_read_by_a_break_keep_the_loop():
+    _check(first_term_a_number, (T.randn(6), T.randn(6)), path="python")
+    a, b = T.randint(0, 5, (12,)), T.randint(0, 5, (12,))
+    _check(budget_of_terms, (a, b, 10), path="python")
+    _same(autovec(budget_of_terms)(a, b, 10), budget_of_terms(a, b, 10))
+
+
+def read_in_a_test(x):
+    s = 0
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        if 1 / s < 1:             # (the Python start: 1 / 0 raises in the loop)
+            out[i] = s
+        s = s + x[i]
+    return out, s
+
+
+def sign_in_a_test(x):
+    s = 0.0
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        if s > 0:
+            out[i] = s
+        s = s + x[i]
+    return out, s
+
+
+def test_a_running_value_read_by_the_test_of_an_if_keeps_the_loop():
+    """A store under an `if` reads the value as a store does only where the test does not read
+    it: a test computes with it (the loop's first test computes with the Python start)."""
+    raises_as_loop(ZeroDivisionError, read_in_a_test, torch.randn(5))
+    ex = _check(sign_in_a_test, (torch.randn(6),), path="python")
+    assert "loop-carried" in ex.loops[0].reason, str(ex)
