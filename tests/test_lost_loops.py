@@ -625,3 +625,54 @@ def test_a_running_value_read_by_the_test_of_an_if_keeps_the_loop():
     raises_as_loop(ZeroDivisionError, read_in_a_test, torch.randn(5))
     ex = _check(sign_in_a_test, (torch.randn(6),), path="python")
     assert "loop-carried" in ex.loops[0].reason, str(ex)
+
+
+# --- 4. several running values: a store of one is no part of another's update ---
+
+def two_running_sums(a, b):
+    s = 0.0
+    t = torch.zeros(())
+    o1 = torch.zeros_like(a)
+    o2 = torch.zeros_like(a)
+    for i in range(a.shape[0]):
+        s = s + a[i]
+        o1[i] = torch.exp(s)        # (reads `s`, before `t`'s update: no part of it; `s`
+                                    # as it starts, the Python 0.0, is nothing torch.exp takes)
+        t = t + b[i]
+        o2[i] = t - s
+    return o1, o2, s, t
+
+
+def running_value_through_a_name(g):
+    v = 0.0
+    w = 0.0
+    out = torch.zeros_like(g)
+    for i in range(g.shape[0]):
+        v = 0.9 * v + g[i]
+        y = v * 2
+        w = w - 0.1 * y             # (a true dependency: `w` adds what `v` is at this step)
+        out[i] = w
+    return out
+
+
+def sum_of_a_running_sum(a):
+    s = torch.zeros(())
+    t = torch.zeros(())
+    out = torch.empty_like(a)
+    for i in range(a.shape[0]):
+        s = s + a[i]
+        t = t + s
+        out[i] = t
+    return out
+
+
+def test_a_store_of_one_running_value_is_no_dependency_of_another():
+    for n in (1, 2, 11):
+        ex = _check(two_running_sums, (torch.randn(n), torch.randn(n)), strategy="scan")
+    assert "`t` is a running sum" in ex.loops[0].reason, str(ex)
+
+
+@pytest.mark.parametrize("fn", [running_value_through_a_name, sum_of_a_running_sum])
+def test_a_running_value_updated_from_another_keeps_the_loop(fn):
+    ex = _check(fn, (torch.randn(9),), path="python")
+    assert "updated from" in ex.loops[0].reason, str(ex)

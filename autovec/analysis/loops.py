@@ -1659,12 +1659,22 @@ def _scans(outputs, body: _Body, targets: dict):
             # `if v > m: m, j = v, i`: the payload as the loop had it at each step (op "pay")
             scans.append((p[0], o.marker, f"pay{o.op}:{k}", pos))
             targets.pop(p[0], None)
-    for name, _, _, pos in scans:
+    by_marker = {o.marker: o for o in kept}
+    for name, marker, op, pos in scans:
         # each running value's terms are computed for all steps before any scan runs: a term
         # that reads another running value after that one's update (`v = mu * v + g[t]` then
-        # `w = w - lr * v`) would see its value before the loop, not the step's
+        # `w = w - lr * v`) would see its value before the loop, not the step's. Only the
+        # statements its terms need count (a store of the other one, `o1[i] = s`, does not:
+        # lowering.common computes the terms from those alone)
         earlier = {n for n, _, _, p in scans if p < pos}
-        hit = sorted(earlier & {ld.id for st in body.stmts[:pos + 1] for ld in nm.loads(st)})
+        o = by_marker.get(marker)
+        wanted = {marker}
+        if op == "lin" and o is not None:
+            wanted.add(o.payloads[0][1])
+        elif op.startswith("pay") and o is not None:
+            wanted.add(o.payloads[int(op.split(":")[1])][1])
+        terms = nm.needed(list(body.stmts[:pos + 1]), wanted)
+        hit = sorted(earlier & {ld.id for st in terms for ld in nm.loads(st)})
         if hit:
             line = getattr(body.stmts[pos], "lineno", None)
             raise Refuse(f"loop-carried dependency: the running value `{name}` is updated from `{hit[0]}`, "

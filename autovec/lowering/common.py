@@ -689,9 +689,11 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         mapper = _MapSlices(plan)
         o = next(x for x in plan.outputs if x.marker == marker)
         # (an exclusive scan's reads, stores before its update, are no part of the values added)
-        pre.body = [mapper.visit(st) for st in (
-            _needed(_without_reads([ast.parse(s).body[0] for s in plan.body[:pos + 1]], name), {marker})
-            if o.exclusive else [ast.parse(s).body[0] for s in plan.body[:pos + 1]])]
+        stmts = [ast.parse(s).body[0] for s in plan.body[:pos + 1]]
+        # (only the statements the values added need: not another running value's stores, whose
+        # reads of it are no part of them, analysis._scans)
+        pre.body = [mapper.visit(st) for st in _needed(_without_reads(stmts, name) if o.exclusive else stmts,
+                                                       _scan_returns(o, op, marker))]
         PRE_REF, pre_ref = "None", None
         converts = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("int", "float", "bool")
                        for st in pre.body for n in ast.walk(st))
@@ -915,28 +917,20 @@ def _without_reads(stmts: list, name: str) -> list:
 
 
 def _needed(stmts: list, wanted: set) -> list:
-    """`stmts` without the assignments (to names) whose values nothing after them reads, up to
-    the `wanted` names at the end, and without the `if`s left with none (`if c: y = x * 2`,
-    where only the store that read `y` needed it: _without_reads). The body that computes the
+    """The statements that compute `wanted` (analysis.names.needed): the body that computes the
     values a running value adds runs them for that alone; the loop's own body still computes
     every statement."""
-    live, out = set(wanted), []
-    for st in reversed(stmts):
-        if isinstance(st, ast.Assign) and all(isinstance(t, ast.Name) for t in st.targets):
-            if not {t.id for t in st.targets} & live:
-                continue
-            live -= {t.id for t in st.targets}
-            live |= {n.id for n in ast.walk(st.value) if isinstance(n, ast.Name)}
-        elif isinstance(st, ast.If):
-            body, orelse = _needed(st.body, live), _needed(st.orelse, live)
-            if not body and not orelse:
-                continue
-            st = ast.copy_location(ast.If(test=st.test, body=body or [ast.Pass()], orelse=orelse), st)
-            live |= {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}
-        else:
-            live |= {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}
-        out.append(st)
-    return out[::-1]
+    return nm.needed(stmts, wanted)
+
+
+def _scan_returns(o, op: str, marker: str) -> set:
+    """The markers the values-added body of a running value returns (its value, and the factor
+    of a recurrence or the payload of a running best)."""
+    if op == "lin":
+        return {marker, o.payloads[0][1]}
+    if op.startswith("pay"):
+        return {marker, o.payloads[int(op.split(":")[1])][1]}
+    return {marker}
 
 
 def _plain_consume(plain: list, P: str, o, pos: int, whole: bool, plan: LoopPlan) -> None:
