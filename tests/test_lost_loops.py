@@ -676,3 +676,17 @@ def test_a_store_of_one_running_value_is_no_dependency_of_another():
 def test_a_running_value_updated_from_another_keeps_the_loop(fn):
     ex = _check(fn, (torch.randn(9),), path="python")
     assert "updated from" in ex.loops[0].reason, str(ex)
+
+
+def test_a_compaction_over_a_list_of_python_values_keeps_the_loop():
+    """Conditions that are Python values (truthiness of None, strings, numbers): the loop runs."""
+    def over_list(m):
+        idx = torch.full((len(m),), -1, dtype=torch.long)
+        k = 0
+        for i in range(len(m)):
+            if m[i]:
+                idx[i] = k
+                k += 1
+        return idx, k
+    for m in ([True, False, 1, 0.0, None, "x", ""], [True, False, True]):
+        _check(over_list, (m,), path="python")
