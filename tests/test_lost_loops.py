@@ -679,7 +679,7 @@ def test_a_running_value_updated_from_another_keeps_the_loop(fn):
 
 
 def test_a_compaction_over_a_list_of_python_values_keeps_the_loop():
-    """Conditions that are Python values (truthiness of None, strings, numbers): the loop runs."""
+    """Conditions that are Python values (the truth of ints, floats, bools): the loop runs."""
     def over_list(m):
         idx = torch.full((len(m),), -1, dtype=torch.long)
         k = 0
@@ -688,5 +688,5 @@ def test_a_compaction_over_a_list_of_python_values_keeps_the_loop():
                 idx[i] = k
                 k += 1
         return idx, k
-    for m in ([True, False, 1, 0.0, None, "x", ""], [True, False, True]):
+    for m in ([True, False, 1, 0.0, 2.5, -1, 0], [True, False, True]):
         _check(over_list, (m,), path="python")
