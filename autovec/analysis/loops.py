@@ -1193,24 +1193,23 @@ def _terms_output(s: ast.Assign, chain, body: _Body, depth: int) -> list:
     each other one a payload ("", marker, source, pytype, its sign relative to the first): the
     runtime checks their types and combines them (runtime.sum_terms)."""
     acc, terms = chain
-    (sign0, _), out, pays = terms[0], [], []
-    marker = body.marker()
-    values = []
+    sign0 = terms[0][0]
+    out, pays, shown = [], [], []
     for k, (sign, term) in enumerate(terms):
         value, pytype = _strip_item(term)
-        m = marker if k == 0 else body.marker()
-        if k:
-            pays.append(("", m, src(value), pytype, "+" if sign == sign0 else "-"))
+        m = body.marker()
+        if k == 0:
+            marker, first = m, (value, pytype)
         else:
-            first = (value, pytype)
-        values.append(value)
+            rel = "+" if sign == sign0 else "-"
+            pays.append(("", m, src(value), pytype, rel))
+            shown.append(rel)
+        shown.append(f"({src(value)})")
         out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=m, ctx=ast.Store())], value=value), s),
                             s.lineno))
         if any(isinstance(n, ast.IfExp) for n in ast.walk(value)):
             body.branches = True
-    whole = " ".join(f"{'' if k == 0 else p[4] + ' '}({src(v)})" for k, (v, p) in enumerate(
-        zip(values, [None] + pays)))
-    o = Output("accum", acc, whole, s.lineno, op=sign0, marker=marker, cond=depth > 0, pytype=first[1],
+    o = Output("accum", acc, " ".join(shown), s.lineno, op=sign0, marker=marker, cond=depth > 0, pytype=first[1],
                payloads=tuple(pays))
     body.outputs.append((o, first[0]))
     body.seen.setdefault(("terms", acc), []).append(((), marker))
