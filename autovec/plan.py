@@ -91,7 +91,10 @@ class Output:
                               # (the literal's source with its per-iteration parts as `_av_c0`..,
                               # this part's position, how many parts); the parts are appends of
                               # their own, rebuilt into the literal per element (runtime.records)
-    payloads: tuple = ()      # best: (name, marker, source) of values taken with the best one
+    payloads: tuple = ()      # best: (name, marker, source) of values taken with the best one;
+                              # accum of a chain of terms (`acc = acc + t1 - t2`, analysis._terms_output):
+                              # ("", marker, source, pytype, sign relative to t1) of each term after
+                              # the first (the value), combined by runtime.sum_terms
     nest_rows: tuple = ()     # store in a loop nest: (level, offset) per leading dimension
     bare: bool = False        # scan: every read of it stores the value as it is (`out[i] = s`)
     exclusive: str = ""       # scan: read only before its update (the values before each step), by

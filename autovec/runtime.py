@@ -1546,6 +1546,56 @@ class FunctionRuntime:
         out = first * rest.prod(0)
         return out.to(want) if out.dtype != want else out
 
+    @staticmethod
+    def sum_terms(acc, first, py, rest, pys, signs):
+        """The per-iteration values of `acc = acc + t1 - t2 ...` as one accumulated value, `t1 - t2`
+        (analysis._terms_output: `first` the batch of t1, `rest` those of the others, `signs`
+        theirs relative to t1, `py`/`pys` whether each is a Python number in the loop). The loop
+        adds the terms one at a time, `(acc + t1) - t2`, promoting at every step; their sum is
+        the same up to reassociation (the policy of every sum here) only where every step keeps
+        one type: tensor terms all of one dtype, not bool (whose `+` is a logical or), with a
+        start of that dtype or a Python number of its kind (an int for integer terms: a float
+        start would make every step a float sum), or Python numbers all floats (from an int or
+        float start) or all ints (within int64 where combined: the loop's ints do not wrap).
+        Else the loop runs."""
+        terms, kinds = (first,) + tuple(rest), (py,) + tuple(pys)
+        if any(kinds) != all(kinds):
+            raise GuardFailed("a sum of terms that are Python numbers and tensors (the loop promotes at every step)")
+        if py:
+            # (the loop's Python numbers: floats exactly as float64, ints and bools as int64)
+            if any(t.is_complex() for t in terms) or len({t.is_floating_point() for t in terms}) != 1:
+                raise GuardFailed("a sum of Python ints and floats (the loop adds the ints exactly first)")
+            floating = first.is_floating_point()
+            if type(acc) not in ((int, float) if floating else (int,)):
+                raise GuardFailed(f"a sum of Python {'floats' if floating else 'ints'} onto a {type(acc).__name__}")
+            terms = tuple(t.double() if floating else t.long() for t in terms)
+            if not floating:
+                bound = max((int(t.abs().max()) for t in terms if t.numel()), default=0)
+                if bound * len(terms) >= 1 << 63:
+                    raise GuardFailed("Python ints whose sum passes int64's range (the loop's ints do not wrap)",
+                                      data=True)
+        dtypes = {t.dtype for t in terms}
+        if len(dtypes) != 1:
+            raise GuardFailed("a sum of terms of several dtypes (the loop promotes at every step)")
+        dt = terms[0].dtype
+        if dt == torch.bool or dt in _HALF:
+            raise GuardFailed("a sum of boolean or half-precision terms (the loop decides each step's type)")
+        floating = dt.is_floating_point or dt.is_complex
+        if py:
+            pass
+        elif type(acc) is torch.Tensor:
+            if acc.dtype != dt:
+                raise GuardFailed("a sum of terms of another dtype than the accumulator's")
+        elif not (type(acc) is int or type(acc) is float and floating):
+            raise GuardFailed(f"a sum of {dt} terms onto a {type(acc).__name__}")
+        rank = max(t.dim() for t in terms)
+        out = None
+        for t, sign in zip(terms, ("+",) + tuple(signs)):
+            # (a term of fewer dimensions than another broadcasts against each row, as in the loop)
+            t = t.reshape(t.shape[:1] + (1,) * (rank - t.dim()) + t.shape[1:]) if t.dim() < rank else t
+            out = t if out is None else out + t if sign == "+" else out - t
+        return out
+
     @classmethod
     def accumulate(cls, acc, o, op, inplace, mask=None, py=False, zeros=False):
         """The value `acc` ends with after `acc = acc op v` (or `acc op= v`) over the rows of `o`,

@@ -3996,6 +3996,76 @@ METH_FORMS = {"rows": meth_rows}
 # family "half": the default family's vectorizable forms with float16 / bfloat16 among the
 # floating dtypes (weak Python scalars, 0-d operands and reductions behave differently there)
 HALF_FORMS = {**VEC_FORMS, **NEW_VEC_FORMS}
+# ============================================================== family "lost": forms that stayed on Python
+# A count read under its own condition before its update (compaction indices), `while` stop
+# conditions with several `and` terms, sums updated by a chain of `+` / `-` terms.
+
+def lost_compaction(self):
+    """`if c: idx[i] = k; k += K`: the count before this iteration's increment, stored into an
+    output of some dtype (int8 wraps, float16 rounds, bool), computed with or as it is."""
+    x = self.main(dtypes=("float32", "float64", "int64", "bool"), rank=self.pick([1, 1, 1, 2]))
+    loop = self.indexed_loop(x, allow_while=self.chance(0.3))
+    i, row = loop.index, loop.row.expr
+    dt = self.pick(["int64", "int64", "float32", "int8", "float16", "bool"])
+    self.emit(1, f"idx = torch.full(({x.name}.shape[0],), -1, dtype=torch.{dt})")
+    self.emit(1, f"cnt = {self.pick(['0', '0', '5', '-3', '250'])}")
+    self.emit_all(1, loop.head)
+    cond = self.pick([f"{row} > 0", f"{row}", f"({row} * 2).sum() < 1", f"{row} != 1"])
+    self.emit(2, f"if {cond}:")
+    if self.chance(0.2):
+        self.emit(3, f"y = {row} * 2")
+        self.emit(3, f"idx[{i}] = {self.pick(['cnt', 'cnt * 2'])}")
+    else:
+        self.emit(3, f"idx[{i}] = {self.pick(['cnt', 'cnt', 'cnt * 2', 'cnt - 1'])}")
+    self.emit(3, self.pick([f"cnt += {self.pick(['1', '1', '2'])}", "cnt = cnt + 1", "cnt -= 1", "cnt += 1.5"]))
+    self.emit_all(2, loop.tail)
+    self.emit(1, "return idx, cnt")
+
+
+def lost_while_and(self):
+    """`while i < n and a and b ...: i += 1` (or, not, indices a skipped term would read out of
+    range), with or without a store per iteration."""
+    x = self.main(dtypes=("float32", "float64", "int64"), rank=1)
+    y = self.tensor("y", (self.n,), self.pick(["float32", "int64"]))
+    self.param("t", self.pick(["1", "2.5", "3", "0"]))
+    self.param("table", "torch.tensor([1.0, -2.0, 3.0, 4.0])")
+    terms = [f"{x.name}[i] < t", f"{x.name}[i] > -t", f"{y.name}[i] != 0", f"({x.name}[i] > 0 or {y.name}[i] > 1)",
+             f"not {x.name}[i] == 2", f"0 <= {y.name}[i] < 4 and table[{y.name}[i].long()] > -3"]
+    k = self.pick([2, 2, 3])
+    picked = self.rng.sample(terms, k)
+    store = self.chance(0.4)
+    if store:
+        self.emit(1, f"out = torch.zeros({x.name}.shape[0])")
+    self.emit(1, f"i = {self.pick(['0', '0', '1'])}")
+    self.emit(1, f"while i < {self.pick([f'{x.name}.shape[0]', f'len({x.name})'])} and {' and '.join(picked)}:")
+    if store:
+        self.emit(2, f"out[i] = {x.name}[i] * 2")
+    self.emit(2, "i += 1")
+    self.emit(1, "return (out, i)" if store else "return i")
+
+
+def lost_sum_terms(self):
+    """`total = total + a[i] - b[i] ...`: terms of one dtype or of several, Python numbers, starts
+    of every kind (the runtime keeps the loop where a step would change type)."""
+    rank = self.pick([1, 1, 2])
+    a = self.main("a", dtypes=("float32", "float64", "int64", "int32", "bool"), rank=rank)
+    b = self.tensor("b", (self.n,) if rank == 1 else (self.n, self.d),
+                    a.dtype if self.chance(0.7) else self.pick(["float32", "float64", "int64"]))
+    loop = self.indexed_loop(a, allow_while=self.chance(0.2))
+    i = loop.index
+    self.emit(1, f"total = {self.pick(['0', '0.0', 'torch.zeros(())', f'torch.zeros((), dtype={a.name}.dtype)', '3'])}")
+    self.emit_all(1, loop.head)
+    ta, tb = f"{a.name}[{i}]", f"{b.name}[{i}]"
+    if rank == 1 and self.chance(0.3):
+        ta, tb = f"{ta}.item()", f"{tb}.item()"
+    self.emit(2, self.pick([f"total = total + {ta} + {tb}", f"total = total + {ta} - {tb}",
+                            f"total = total - {ta} - {tb}", f"total = total + {ta} * 2 + {tb} - {ta}"]))
+    self.emit_all(2, loop.tail)
+    self.emit(1, "return total")
+
+
+LOST_FORMS = {"compaction": lost_compaction, "while_and": lost_while_and, "sum_terms": lost_sum_terms}
+
 # family "ints": the same forms with narrow integer data (int32, int16, uint8) beside int64:
 # a Python int or a 0-d int64 value does not widen them, a batch of int64 values would
 INTS_FORMS = {**VEC_FORMS, **NEW_VEC_FORMS}
@@ -4003,7 +4073,7 @@ BREAK_FORMS = {"break": Gen.exact_break, "break_rich": Gen.exact_break_rich,
                "break_elements": Gen.exact_break_elements, "break_budget": Gen.exact_break_budget}
 FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS,
             "store2": STORE2_FORMS, "nums": NUMS_FORMS, "fill": FILL_FORMS, "half": HALF_FORMS,
-            "ints": INTS_FORMS, "rows": ROWS_FORMS, "win": WIN_FORMS, "meth": METH_FORMS}
+            "ints": INTS_FORMS, "rows": ROWS_FORMS, "win": WIN_FORMS, "meth": METH_FORMS, "lost": LOST_FORMS}
 REC_KINDS = [f"rec/{k}" for k in REC_FORMS]
 COMPILE_KINDS = [f"compile/{k}" for k in COMPILE_FORMS]
 
@@ -4027,7 +4097,8 @@ def generate(seed: int, kind: str | None = None, family: str = "default") -> Pro
             forms = VEC_FORMS if vec else EXACT_FORMS
             kind = ("vec/" if vec else "exact/") + gen.pick(sorted(forms))
     family, form = kind.split("/")
-    if family in ("rec", "compile", "scan2", "brk", "store2", "nums", "fill", "half", "ints", "rows", "win", "meth"):
+    if family in ("rec", "compile", "scan2", "brk", "store2", "nums", "fill", "half", "ints", "rows", "win", "meth",
+                  "lost"):
         table = FAMILIES[family]
     else:
         table = {**VEC_FORMS, **NEW_VEC_FORMS} if family == "vec" else {**EXACT_FORMS, **NEW_EXACT_FORMS}

@@ -22,7 +22,8 @@ analyses and checks, and the second, which runs from the cache):
 `--family` picks the generator's family of forms: "default" (the vec/ and exact/ forms),
 "rec" (spellings of linear recurrences), "scan2" (running extremes, log-sum-exp, fission
 invariants), "brk" (loops that stop at a `break`: work before it, assignments in its `if`,
-loop variables read after), "win" (sliding windows), the others listed in the README, or
+loop variables read after), "win" (sliding windows), "lost" (compaction counts, `while`
+stop conditions with several `and` terms, sums of several terms), the others listed in the README, or
 "compile" (sequential loops for the compile fallback). `--compile` runs `autovec(f, fallback="compile")` with dynamo's eager backend
 (`autovec.compiled._BACKEND = "eager"`: a compile takes about a second) and calls each
 program three times on fresh copies of its inputs (the first call runs Python, the second

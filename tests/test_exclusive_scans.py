@@ -231,12 +231,43 @@ def read_by_the_update(x):
     return out
 
 
-@pytest.mark.parametrize("fn", [read_before_and_after, read_under_a_condition, appended_before, read_by_the_update,
-                                appended_tensor_start])
+@pytest.mark.parametrize("fn", [read_before_and_after, appended_before, read_by_the_update, appended_tensor_start])
 def test_other_reads_before_the_update_keep_the_loop(fn):
     x = torch.randn(5, 2)
     _same(autovec(fn)(x), fn(x))
     assert explain(fn, x).path == "python"
+
+
+def test_a_read_under_a_condition_is_an_exclusive_scan():
+    """A store under a condition that does not read the running value (`if c: out[i] = s`)
+    reads it as a store at the top level does, in the iterations where it runs."""
+    for x in (torch.randn(5, 2), torch.randn(1, 2), -torch.rand(6, 2)):
+        _same(autovec(read_under_a_condition)(x), read_under_a_condition(x))
+    ex = explain(read_under_a_condition, torch.randn(5, 2))
+    assert ex.path == "vectorized" and "before each update" in ex.loops[0].reason, str(ex)
+
+
+def weight_set_beside_the_read(m, x):
+    w = 100.0
+    out = torch.zeros(x.shape[0])
+    s = torch.zeros(())
+    for i in range(x.shape[0]):
+        if m[i]:
+            out[i] = s
+            w = 2.0               # (in the `if` with the read: the update needs it)
+        else:
+            w = 1.0
+        s = s + x[i] * w
+    return out, s
+
+
+def test_an_if_with_a_read_keeps_its_other_statements_for_the_update():
+    """The values added are computed without the reads before the update, but not without the
+    `if` that holds one: its other statements bind what the update reads (dropping the whole
+    `if` made the update read `w` from before the loop: a wrong answer)."""
+    for _ in range(3):
+        m, x = torch.rand(8) < 0.5, torch.randn(8)
+        _same(autovec(weight_set_beside_the_read)(m, x), weight_set_beside_the_read(m, x))
 
 
 def wide_before(x, s):

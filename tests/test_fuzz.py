@@ -34,6 +34,7 @@ INTS_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_INTS_N", "40"))
 ROWS_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_ROWS_N", "60"))        # family "rows": about 3 s
 WIN_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_WIN_N", "60"))          # family "win": about 2 s
 METH_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_METH_N", "60"))        # family "meth": about 2 s
+LOST_SEEDS = int(os.environ.get("AUTOVEC_FUZZ_LOST_N", "60"))        # family "lost": about 2 s
 NEW_TIME_LIMIT_S = 15.0
 
 # Programs of the bounded runs below that fail because of autovec bugs the fuzzer found and
@@ -109,7 +110,7 @@ def test_bounded_fuzz_run_of_the_newer_scans(tmp_path):
 @pytest.mark.parametrize("family, n", [("brk", BRK_SEEDS), ("store2", STORE2_SEEDS), ("nums", NUMS_SEEDS),
                                        ("fill", FILL_SEEDS), ("half", HALF_SEEDS),
                                        ("ints", INTS_SEEDS), ("rows", ROWS_SEEDS), ("win", WIN_SEEDS),
-                                       ("meth", METH_SEEDS)])
+                                       ("meth", METH_SEEDS), ("lost", LOST_SEEDS)])
 def test_bounded_fuzz_run_of_breaks_and_repeated_stores(family, n, tmp_path):
     """Family "brk": loops that stop at a `break` (work before it, assignments in its `if`, loop
     variables and running totals read after, while loops); "store2": several stores into one
@@ -121,7 +122,9 @@ def test_bounded_fuzz_run_of_breaks_and_repeated_stores(family, n, tmp_path):
     with min()/max(), constants stored into rows under branches; "win": sliding windows of the
     loop's index and of bounds read from tensors (clipped, negative, ragged, out of order);
     "meth": in-place methods on a row of an argument or output (`out[i].clamp_(min=0)`,
-    `zero_`, `fill_`, `copy_`) across dtypes, under conditions."""
+    `zero_`, `fill_`, `copy_`) across dtypes, under conditions; "lost": counts read under their
+    condition before their update, `while` stop conditions with several `and` terms, sums
+    updated by a chain of terms."""
     results, summary = _bounded(family, n, NEW_TIME_LIMIT_S, tmp_path)
     assert len(results) >= min(n, 30), summary
     assert sum(r.path == "vectorized" for r in results) >= len(results) // 4, summary

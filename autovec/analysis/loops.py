@@ -731,12 +731,29 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
     bound = nm.stores(loop.target) if isinstance(getattr(loop, "target", None), ast.AST) else set()
     writes = set().union(bound, *map(nm.stores, stmts))
 
+    def update_at(st):
+        """The position of the update in the `if`'s body: the first statement that updates a name
+        by `+`/`-` (an augmented or a plain assignment, as `step` reads it)."""
+        for j, u in enumerate(st.body):
+            if isinstance(u, ast.AugAssign) and isinstance(u.target, ast.Name) \
+                    and isinstance(u.op, (ast.Add, ast.Sub)):
+                return j
+            if isinstance(u, ast.Assign) and len(u.targets) == 1 and isinstance(u.targets[0], ast.Name) \
+                    and isinstance(u.value, ast.BinOp) and isinstance(u.value.op, (ast.Add, ast.Sub)) \
+                    and u.targets[0].id in nm.load_ids(u.value):
+                return j
+        return None
+
     def step(st):
-        """(k, the increment, op) of `if c: <update of k by a loop-invariant increment>` (then, in
-        the same `if`, statements that may read the new `k`: `pos[t] = k`), else None."""
+        """(k, the increment, op) of `if c: <update of k by a loop-invariant increment>` (with, in
+        the same `if`, statements before it that may read the old `k`, `idx[i] = k`, and after it
+        statements that may read the new one, `pos[t] = k`), else None."""
         if not (isinstance(st, ast.If) and not st.orelse and st.body):
             return None
-        u = st.body[0]
+        j = update_at(st)
+        if j is None:
+            return None
+        u = st.body[j]
         if isinstance(u, ast.AugAssign) and isinstance(u.target, ast.Name) and isinstance(u.op, (ast.Add, ast.Sub)):
             k, inc, op = u.target.id, u.value, u.op
         elif isinstance(u, ast.Assign) and len(u.targets) == 1 and isinstance(u.targets[0], ast.Name) \
@@ -750,10 +767,15 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
                 return None
         else:
             return None
-        if len(st.body) > 1 and (k in nm.load_ids(st.test) or any(
-                isinstance(n, (ast.Break, ast.Continue, ast.Return)) for r in st.body[1:] for n in ast.walk(r))
-                or not all(isinstance(r, (ast.Assign, ast.AugAssign, ast.Expr)) for r in st.body[1:])):
+        others = st.body[:j] + st.body[j + 1:]
+        if others and (k in nm.load_ids(st.test) or any(
+                isinstance(n, (ast.Break, ast.Continue, ast.Return)) for r in others for n in ast.walk(r))
+                or not all(isinstance(r, (ast.Assign, ast.AugAssign, ast.Expr)) for r in others)):
             return None     # (the rest, simple statements, runs under the test again: `c` must not change in between)
+        if j and nm.mutated(ast.Module(body=st.body[:j], type_ignores=[])) & nm.load_ids(st.test):
+            # (the update's `bool(c)` is computed after the statements before it: they must not
+            # change what the test reads, `if m[i]: m[i] = 0; k += 1`)
+            return None
         if _int_constant(inc) or isinstance(inc, ast.Constant) and type(inc.value) is float \
                 or isinstance(inc, ast.Name) and inc.id not in writes and inc.id != k:
             return k, inc, op
@@ -774,7 +796,8 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
         reads = any(isinstance(n, ast.Name) and n.id == k and isinstance(n.ctx, ast.Load)
                     for st in stmts for n in ast.walk(st) if counter(st) != k) or any(
             isinstance(n, ast.Name) and n.id == k and isinstance(n.ctx, ast.Load)
-            for st in stmts if counter(st) == k for part in [st.test] + st.body[1:] for n in ast.walk(part))
+            for st in stmts if counter(st) == k
+            for part in [st.test] + st.body[:update_at(st)] + st.body[update_at(st) + 1:] for n in ast.walk(part))
         init = None
         for st in reversed(block[:block.index(loop)] if block is not None else []):
             if k in nm.stores(st):
@@ -796,16 +819,27 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
             if not _int_constant(inc):
                 value.av_counted = src(inc)    # (the type may change at the first increment: Output.counted)
             target = ast.Name(id=k, ctx=ast.Store())
-            if isinstance(st.body[0], ast.AugAssign):
+            j = update_at(st)
+            if isinstance(st.body[j], ast.AugAssign):
                 new = ast.AugAssign(target=target, op=op, value=value)
             else:
                 new = ast.Assign(targets=[target], value=ast.BinOp(left=ast.Name(id=k, ctx=ast.Load()), op=op,
                                                                    right=value))
-            rest = st.body[1:]
-            if rest:
+            before, rest = st.body[:j], st.body[j + 1:]
+            if before:
+                # `if c: idx[i] = k; k += K` as `if c: idx[i] = k` then `k += K * int(bool(c))`: the
+                # statements before the update read the count before it (an exclusive scan), the
+                # test again after them (they do not change what it reads: step)
+                pre = ast.copy_location(ast.If(test=st.test, body=before, orelse=[]), st)
+                pre.end_lineno, pre.end_col_offset = before[-1].end_lineno, before[-1].end_col_offset
+                out.append(ast.fix_missing_locations(pre))
+                flag.args[0].args = [copy.deepcopy(st.test)]     # (the `if` above keeps the node itself)
+            if before or rest:
                 # `if c: k += K; pos[t] = k` as `k += K * int(bool(c))` then `if c: pos[t] = k`:
                 # the test again (pure, and it does not read `k`), the rest after the update
-                out.append(ast.fix_missing_locations(ast.copy_location(new, st.body[0])))
+                out.append(ast.fix_missing_locations(ast.copy_location(new, st.body[j])))
+                if not rest:
+                    continue
                 new = ast.If(test=copy.deepcopy(st.test), body=rest, orelse=[])
             st = ast.fix_missing_locations(ast.copy_location(new, st))
         out.append(st)
@@ -1300,6 +1334,11 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
                          orelse=_walk(s.orelse, body, ctx, depth + 1, path + ((id(s), 1),)))
             out.append(ast.copy_location(new, s))
             continue
+        chain = _sum_chain(s)
+        if chain is not None and chain[0] not in body.varying and chain[0] not in body.assigned \
+                and not any(key[1] == chain[0] for key in body.seen):
+            out.extend(_terms_output(s, chain, body, depth))
+            continue
         found = _output(s)
         if found is not None and found[0].kind in ("accum", "cat") and (
                 found[0].target in body.varying or found[0].target in body.assigned):
@@ -1356,6 +1395,51 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             if isinstance(n, ast.IfExp):
                 body.branches = True
         out.append(s)
+    return out
+
+
+def _sum_chain(s: ast.stmt):
+    """`acc = acc + t1 - t2 ...` (two or more terms, `+` / `-`, left to right from `acc` itself,
+    no term reading `acc`): (acc, [(sign, term), ...]), else None. The loop adds the terms one at
+    a time, `(acc + t1) - t2`: the accumulation of `t1 - t2` up to reassociation, where every
+    step keeps one dtype (runtime.sum_terms checks that on every call)."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+        return None
+    acc, node, terms = s.targets[0].id, s.value, []
+    while isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        terms.append(("+" if isinstance(node.op, ast.Add) else "-", node.right))
+        node = node.left
+    if not (isinstance(node, ast.Name) and node.id == acc) or len(terms) < 2 \
+            or any(acc in nm.load_ids(t) for _, t in terms):
+        return None
+    return acc, terms[::-1]
+
+
+def _terms_output(s: ast.Assign, chain, body: _Body, depth: int) -> list:
+    """The accumulation of a chain of terms (_sum_chain): the first term is the output's value,
+    each other one a payload ("", marker, source, pytype, its sign relative to the first): the
+    runtime checks their types and combines them (runtime.sum_terms)."""
+    acc, terms = chain
+    sign0 = terms[0][0]
+    out, pays, shown = [], [], []
+    for k, (sign, term) in enumerate(terms):
+        value, pytype = _strip_item(term)
+        m = body.marker()
+        if k == 0:
+            marker, first = m, (value, pytype)
+        else:
+            rel = "+" if sign == sign0 else "-"
+            pays.append(("", m, src(value), pytype, rel))
+            shown.append(rel)
+        shown.append(f"({src(value)})")
+        out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=m, ctx=ast.Store())], value=value), s),
+                            s.lineno))
+        if any(isinstance(n, ast.IfExp) for n in ast.walk(value)):
+            body.branches = True
+    o = Output("accum", acc, " ".join(shown), s.lineno, op=sign0, marker=marker, cond=depth > 0, pytype=first[1],
+               payloads=tuple(pays))
+    body.outputs.append((o, first[0]))
+    body.seen.setdefault(("terms", acc), []).append(((), marker))
     return out
 
 
@@ -1741,7 +1825,7 @@ def _exit_scans(outputs, body: _Body):
     cond = body.stmts[at]
     found, exempt = [], set()
     for o in outputs:
-        if o.kind != "accum" or o.cond or o.op not in ("+", "-"):
+        if o.kind != "accum" or o.cond or o.op not in ("+", "-") or o.payloads:
             continue
         reads = [ld for ld in nm.loads(cond) if ld.id == o.target]
         pos = next((k for k, s in enumerate(body.stmts) if isinstance(s, ast.Assign)
@@ -1777,7 +1861,8 @@ def _scans(outputs, body: _Body, targets: dict):
             targets.pop(o.target, None)
             continue
         best_scan = o.kind == "best" and not o.cond and o.op in (">", ">=", "<", "<=")
-        if not best_scan and (o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min", "lse")):
+        if not best_scan and (o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min", "lse")
+                              or o.payloads):   # (a chain of terms, _terms_output: a reduction only)
             kept.append(o)
             continue
         last = o.payloads[-1][1] if best_scan and o.payloads else o.marker
@@ -1805,12 +1890,22 @@ def _scans(outputs, body: _Body, targets: dict):
             # `if v > m: m, j = v, i`: the payload as the loop had it at each step (op "pay")
             scans.append((p[0], o.marker, f"pay{o.op}:{k}", pos))
             targets.pop(p[0], None)
-    for name, _, _, pos in scans:
+    by_marker = {o.marker: o for o in kept}
+    for name, marker, op, pos in scans:
         # each running value's terms are computed for all steps before any scan runs: a term
         # that reads another running value after that one's update (`v = mu * v + g[t]` then
-        # `w = w - lr * v`) would see its value before the loop, not the step's
+        # `w = w - lr * v`) would see its value before the loop, not the step's. Only the
+        # statements its terms need count (a store of the other one, `o1[i] = s`, does not:
+        # lowering.common computes the terms from those alone)
         earlier = {n for n, _, _, p in scans if p < pos}
-        hit = sorted(earlier & {ld.id for st in body.stmts[:pos + 1] for ld in nm.loads(st)})
+        o = by_marker.get(marker)
+        wanted = {marker}
+        if op == "lin" and o is not None:
+            wanted.add(o.payloads[0][1])
+        elif op.startswith("pay") and o is not None:
+            wanted.add(o.payloads[int(op.split(":")[1])][1])
+        terms = nm.needed(list(body.stmts[:pos + 1]), wanted)
+        hit = sorted(earlier & {ld.id for st in terms for ld in nm.loads(st)})
         if hit:
             line = getattr(body.stmts[pos], "lineno", None)
             raise Refuse(f"loop-carried dependency: the running value `{name}` is updated from `{hit[0]}`, "
@@ -1829,8 +1924,15 @@ def _value_reads(name: str, stmts, outputs):
     stores = {o.marker for o in outputs if o.kind == "store" and not o.op}
     appends = {o.marker for o in outputs if o.kind == "append" and not o.cond and not o.record and not o.joined}
     appended, bare = False, True
-    for st in stmts:
+    todo = list(stmts)
+    while todo:
+        st = todo.pop(0)
         if name not in {ld.id for ld in nm.loads(st)}:
+            continue
+        if isinstance(st, ast.If) and name not in nm.load_ids(st.test):
+            # (a store under a condition, `if m[i]: idx[i] = k` before `k += int(bool(m[i]))`: its
+            # branches' statements read it as the top level's do, in the iterations they run in)
+            todo[:0] = list(st.body) + list(st.orelse)
             continue
         target = st.targets[0].id if isinstance(st, ast.Assign) and len(st.targets) == 1 \
             and isinstance(st.targets[0], ast.Name) else None
@@ -2365,6 +2467,9 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
                                       nest_rows=tuple((lv, off) for lv, _, off in m))
         elif out.kind == "best":
             raise Refuse(f"running best values in loop nests are not supported (line {out.lineno})", out.lineno)
+        elif out.kind == "accum" and out.payloads:
+            raise Refuse(f"`{out.target}` is updated by several terms at line {out.lineno}, which loop nests do not "
+                         "rewrite", out.lineno)
         targets[out.target] = out
         outputs.append(out)
     _check_calls(body.stmts, ctx, body, iter_vars)

@@ -150,6 +150,33 @@ def first_arg_root(call: ast.Call) -> ast.AST | None:
     return first
 
 
+def needed(stmts: list, wanted: set) -> list:
+    """`stmts` without the assignments (to names) whose values nothing after them reads, up to
+    the `wanted` names at the end, and without the `if`s left with none: the statements that
+    compute `wanted` (every other kind of statement is kept).
+
+    >>> [ast.unparse(s) for s in needed(ast.parse("a = x\\nb = y\\nc = a * 2").body, {"c"})]
+    ['a = x', 'c = a * 2']
+    """
+    live, out = set(wanted), []
+    for st in reversed(stmts):
+        if isinstance(st, ast.Assign) and all(isinstance(t, ast.Name) for t in st.targets):
+            if not {t.id for t in st.targets} & live:
+                continue
+            live -= {t.id for t in st.targets}
+            live |= {n.id for n in ast.walk(st.value) if isinstance(n, ast.Name)}
+        elif isinstance(st, ast.If):
+            body, orelse = needed(st.body, live), needed(st.orelse, live)
+            if not body and not orelse:
+                continue
+            st = ast.copy_location(ast.If(test=st.test, body=body or [ast.Pass()], orelse=orelse), st)
+            live |= {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}
+        else:
+            live |= {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}
+        out.append(st)
+    return out[::-1]
+
+
 def parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
     return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 

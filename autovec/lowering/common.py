@@ -26,6 +26,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 
+from ..analysis import names as nm
 from ..analysis.loops import FILL, match_subscript, match_subscript_nest
 from ..codegen import expr, set_lines, template
 from ..plan import LoopPlan, einsum_letters
@@ -174,13 +175,25 @@ class _Unitems(ast.NodeTransformer):
         return node
 
 
-def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", convert: bool = False):
+def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", convert: bool = False,
+                  truth: str = ""):
     """The loop body as a function of its slices. Returns (def, params, layout, reference def):
     `layout[k]` = (value position, payload positions, mask position or None) in the returned tuple.
     With `convert`, data-dependent branches become `where` (ifconvert); the reference def keeps
-    the original branches, for the one-time check of iteration 0."""
+    the original branches, for the one-time check of iteration 0. `truth`: a name whose value
+    the loop uses for its truth alone (a `break` condition), computed as its truth where it
+    holds `and` / `or` (ifconvert.truth_statements)."""
     mapper = _MapSlices(plan)
     stmts = [mapper.visit(ast.parse(s).body[0]) for s in plan.body]
+    if truth:
+        from .ifconvert import truth_only, truth_statements
+        at = next((k for k, st in enumerate(stmts) if isinstance(st, ast.Assign) and len(st.targets) == 1
+                   and isinstance(st.targets[0], ast.Name) and st.targets[0].id == truth), None)
+        if at is not None and truth_only(stmts[at].value):
+            varying = _varying(plan) | set().union(set(), *map(nm.stores, stmts[:at]))
+            pre, value = truth_statements(stmts[at].value, varying, namer, av, stmts[at])
+            new = ast.copy_location(ast.Assign(targets=stmts[at].targets, value=value), stmts[at])
+            stmts = stmts[:at] + [ast.fix_missing_locations(st) for st in pre + [new]] + stmts[at + 1:]
     if any(FILL in s for s in plan.body):
         stmts = [_Fills(av).visit(s) for s in stmts]
     params = [m.param for m in plan.mapped] + [s[0] for s in plan.scans]
@@ -546,9 +559,15 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             display_tail.append(f"{o.target}.extend({sel}.tolist())" if o.pytype else f"{o.target}.extend({sel}.unbind(0))")
         elif o.kind == "accum":
             zeros = ", zeros=True" if o.fill == "0" else ""
+            if o.payloads:    # `acc = acc + t1 - t2`: the terms checked and combined (analysis._terms_output)
+                ok = (f"{AV}.sum_terms({o.target}, {ok}, {py}, (" + "".join(f"{O}[{pp}], " for pp in ppos) + "), ("
+                      + "".join(f"{T}.py({pp}, {p[3]!r}), " for pp, p in zip(ppos, o.payloads)) + f"), "
+                      f"{tuple(p[4] for p in o.payloads)!r})")
             prepare += template(f"_av_P = _av_AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace}, {mask}, {py}{zeros})",
                                 _av_P=P, _av_AV=AV)
             commit += template(f"{o.target} = _av_AV.commit_accum({o.target}, _av_P, {o.op!r}, {o.inplace})", _av_P=P, _av_AV=AV)
+            if o.payloads:
+                ok = f"({show} " + " ".join(f"{p[4]} {O}[{pp}]" for pp, p in zip(ppos, o.payloads)) + ")"
             sel = f"{ok}[{mask}]" if mpos is not None else ok
             # over the iterations only: dimension 0 (a mask or a nest's flatten leaves them there)
             total = f"{sel}.{'prod' if o.op == '*' else 'sum'}(0)" + (".item()" if o.pytype else "")
@@ -675,8 +694,11 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         mapper = _MapSlices(plan)
         o = next(x for x in plan.outputs if x.marker == marker)
         # (an exclusive scan's reads, stores before its update, are no part of the values added)
-        pre.body = [mapper.visit(ast.parse(s).body[0]) for s in plan.body[:pos + 1]
-                    if not (o.exclusive and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(ast.parse(s))))]
+        stmts = [ast.parse(s).body[0] for s in plan.body[:pos + 1]]
+        # (only the statements the values added need: not another running value's stores, whose
+        # reads of it are no part of them, analysis._scans)
+        pre.body = [mapper.visit(st) for st in _needed(_without_reads(stmts, name) if o.exclusive else stmts,
+                                                       _scan_returns(o, op, marker))]
         PRE_REF, pre_ref = "None", None
         converts = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("int", "float", "bool")
                        for st in pre.body for n in ast.walk(st))
@@ -882,6 +904,40 @@ else:
                    batchable, after, tagged, spec)
 
 
+def _without_reads(stmts: list, name: str) -> list:
+    """`stmts` without the statements that read `name`, inside `if`s too (an `if` left empty is
+    dropped): an exclusive scan's reads before its update are its outputs' values alone (the
+    analysis's `marker = ..` of a store, analysis._value_reads), which the values added do not
+    need; the other statements, in an `if` with such a store too (`if c: y = 2.0; out[i] = s`),
+    may compute what the update reads."""
+    out = []
+    for st in stmts:
+        if name not in {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}:
+            out.append(st)
+        elif isinstance(st, ast.If) and name not in {n.id for n in ast.walk(st.test) if isinstance(n, ast.Name)}:
+            body, orelse = _without_reads(st.body, name), _without_reads(st.orelse, name)
+            if body or orelse:
+                out.append(ast.copy_location(ast.If(test=st.test, body=body or [ast.Pass()], orelse=orelse), st))
+    return out
+
+
+def _needed(stmts: list, wanted: set) -> list:
+    """The statements that compute `wanted` (analysis.names.needed): the body that computes the
+    values a running value adds runs them for that alone; the loop's own body still computes
+    every statement."""
+    return nm.needed(stmts, wanted)
+
+
+def _scan_returns(o, op: str, marker: str) -> set:
+    """The markers the values-added body of a running value returns (its value, and the factor
+    of a recurrence or the payload of a running best)."""
+    if op == "lin":
+        return {marker, o.payloads[0][1]}
+    if op.startswith("pay"):
+        return {marker, o.payloads[int(op.split(":")[1])][1]}
+    return {marker}
+
+
 def _plain_consume(plain: list, P: str, o, pos: int, whole: bool, plan: LoopPlan) -> None:
     """Notes `P = consume(kind, O[pos], None, T.py(pos, ..), T)` of an output the express builds
     inline (lanes._EXPRESS_KINDS: a stack, a tensor, a cat or a builtin reduction; `whole`: of the
@@ -942,7 +998,7 @@ def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
     flag = Output("last", "", "", plan.lineno, marker=plan.exit_cond)
     probe = dataclasses.replace(plan, body=plan.body[:k + 1], outputs=(flag,), scans=plan.exit_scans)
     EXIT = namer.new(f"_av_exit{L}")
-    exit_def, _, _, exit_ref = body_function(probe, EXIT, namer, AV, convert)
+    exit_def, _, _, exit_ref = body_function(probe, EXIT, namer, AV, convert, truth=plan.exit_cond)
     tagged[EXIT] = (copy.deepcopy(exit_def), AV)
     code += [exit_def] + ([exit_ref] if exit_ref is not None else [])
     REF = exit_ref.name if exit_ref is not None else "None"

@@ -241,6 +241,49 @@ def _truth(av: str, test: ast.expr) -> ast.Call:
     return ast.copy_location(_call(av, "truth", [test]), test)
 
 
+def truth_only(value: ast.expr) -> bool:
+    """Whether `value`, a condition used for its truth alone, has an `and` / `or` where its truth
+    is taken (at the top, or under `not`): `not (a and b)`, `a or b`."""
+    while isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not):
+        value = value.operand
+    return isinstance(value, ast.BoolOp)
+
+
+def truth_statements(value: ast.expr, varying: set, namer, av: str, where: ast.AST):
+    """(statements, expression) computing the truth of `value` as `if value:` takes it, where
+    `and` / `or` short-circuit: each operand's truth combined (`land`, `lor`) into one mask per
+    iteration, and an operand Python skips (one after a false `and` operand, after a true `or`
+    operand) reads its varying indices under that condition (_GuardIndexes: 0 where the loop
+    never evaluates it, so `i < m and table[idx[i]] > 0` indexes nothing out of range where
+    `i < m` is false; the batch still computes the other operations everywhere, pure ones; an
+    operand that raises where the loop evaluates it sends the call to the loop). `varying`:
+    the names that change per iteration; the masks named here are added to it."""
+    out = []
+
+    def name(expr_node):
+        n = namer.new("_av_b")
+        out.append(_assign(n, expr_node, where))
+        if nm.load_ids(expr_node) & varying:
+            varying.add(n)
+        return _n(n)
+
+    def truth(v):
+        if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not):
+            return _call(av, "lnot", [truth(v.operand)])
+        if isinstance(v, ast.BoolOp) and len(v.values) >= 2:
+            fn = "land" if isinstance(v.op, ast.And) else "lor"
+            acc = name(truth(v.values[0]))
+            for operand in v.values[1:]:
+                # where Python evaluates `operand`: the operands before it left `and` true, `or` false
+                on = acc if fn == "land" else name(_call(av, "lnot", [acc]))
+                if on.id in varying:
+                    operand = _GuardIndexes(on.id, varying, av).visit(operand)
+                acc = name(_call(av, fn, [acc, truth(operand)]))
+            return acc
+        return _call(av, "truth", [v])
+    return out, truth(value)
+
+
 def _n(name: str) -> ast.Name:
     return ast.Name(id=name, ctx=ast.Load())
 

@@ -25,7 +25,9 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     parts = [f"`{o.target}` is " + ({"max": "a running maximum (amax)", "min": "a running minimum (amin)",
                                      "*": "a product", "+": "a sum", "-": "a sum",
                                      "lse": "a running log-sum-exp (logsumexp)"}.get(o.op, _WORDS[o.kind])
-                                    if o.kind == "accum" else _WORDS[o.kind]) + (" under a condition" if o.cond else "")
+                                    if o.kind == "accum" else _WORDS[o.kind])
+             + (f" of {len(o.payloads) + 1} terms per iteration" if o.kind == "accum" and o.payloads else "")
+             + (" under a condition" if o.cond else "")
              + (" (repeated indices accumulate, as in the loop)" if o.kind == "scatter" and o.op else "")
              + (" (the last write to an index wins, as in the loop)" if o.kind == "scatter" and not o.op else "")
              for o in plan.outputs if o.kind != "last" or o.cond]
