@@ -433,7 +433,8 @@ class _Helpers:
                         t.dtype is torch.bool or t.dtype is torch.uint8 or t.is_floating_point() or t.is_complex()
                         for t in (lo, hi)):
                 raise GuardFailed("crop bounds that are not one integer per iteration (the loop decides)")
-            w = int(hi[0]) - int(lo[0])
+            lo, hi = lo.long(), hi.long()   # (the bounds as the loop's slice reads them; a narrow dtype's
+            w = int(hi[0]) - int(lo[0])     # width would wrap back: int8 120 + 10 is -126 there)
             if n and (w < 1 or not bool(((hi - lo) == w).all()) or int(lo.min()) < 0 or int(hi.max()) > x.shape[d]):
                 raise _values_refused("crops of several widths, empty, or past the tensor's ends (Python's slice "
                                       "rules: the loop decides)")

@@ -2621,6 +2621,12 @@ def _exact(o, region, dim, lead=1, py=False):
     if py or not isinstance(o, torch.Tensor) or not isinstance(region, torch.Tensor) or o.dtype != region.dtype:
         raise GuardFailed("a row read back after its store, from a value of another dtype than the output's or "
                           "a Python number (the store converts it: the loop decides)")
+    if o.requires_grad:
+        # the loop reads the row, a view of the output: an operation that keeps it for backward
+        # (`out[i] / out[i].norm()`, `out[i] * w`) finds it changed by the next store into the
+        # output, this iteration's or a later one's, and the loop's backward raises
+        raise GuardFailed("a row read back after its store under gradients (the loop's backward may find the "
+                          "row changed by a later store, and raise)")
     if o.shape[lead:] != _slot(region, dim, lead):
         raise GuardFailed("a row read back after its store, from a value of another shape than the row's (the "
                           "store broadcasts it: the loop decides)")
@@ -2644,6 +2650,12 @@ def _method_fits(o, region, dim, lead, method):
     if method in ("fill_", "zero_"):
         if v:
             raise GuardFailed(f"`.fill_()` of a value of shape {tuple(v)} (the loop raises: it takes one number)")
+        if region.dtype == torch.float16 and not o.is_complex() and o.numel():
+            # fill_ checks the number's conversion (a finite one past 65504 raises), where the
+            # store's setitem into float16 gives inf (_fits)
+            a = o.detach().abs().double()
+            if bool(((a > torch.finfo(torch.float16).max) & torch.isfinite(a)).any()):
+                raise GuardFailed("`.fill_()` of a number past float16's range (the loop raises)", data=True)
     elif method == "copy_":
         if len(v) > len(slot):
             raise GuardFailed(f"`.copy_()` of a value of shape {tuple(v)} into `{tuple(slot)}` (the loop raises)")

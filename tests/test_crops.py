@@ -197,3 +197,25 @@ def test_explain_names_the_crop():
     img, oy, ox, h, w = _imgs()
     text = str(explain(random_crops, img, oy, ox, h, w))
     assert "_avb.crop(" in text
+
+
+def test_narrow_integer_offsets_that_wrap_are_read_as_the_loop_reads_them():
+    """int8 offsets: `oy[i] + h` wraps (120 + 10 is -126), and the loop's slice `120:-126` is
+    empty or clipped; the crop's width, taken from the wrapped bounds in int64, is no longer 10
+    there, and the loop runs (found by the probe of crops: the width was computed in int8 and
+    wrapped back to 10)."""
+    def sums(img, oy, h: int):
+        out = torch.zeros(img.shape[0])
+        for i in range(img.shape[0]):
+            out[i] = img[i, :, oy[i]:oy[i] + h].sum()
+        return out
+
+    img = torch.randn(4, 2, 140)
+    f = autovec(sums)
+    for _ in range(3):
+        oy = torch.tensor([0, 5, 100, 7], dtype=torch.int8)
+        torch.testing.assert_close(f(img, oy, 10), sums(img, oy, 10))
+    assert _ran(f) == {"batched"}
+    oy = torch.tensor([0, 120, 3, 7], dtype=torch.int8)
+    torch.testing.assert_close(f(img, oy, 10), sums(img, oy, 10))
+    assert _ran(f) == set()

@@ -145,8 +145,20 @@ def test_rows_read_back_are_batched_and_equal_to_the_loop(fn, make, mode):
     assert_equivalent(fn, *make(), trials=3)
 
 
-def test_gradients_flow_through_the_values_read_back():
-    def fn(x, w):
+def test_values_read_back_under_gradients_keep_the_loop():
+    """The loop reads the row, a view of the output: an operation that keeps it for backward
+    finds it changed by the next store into the output (`out[i] / out[i].norm()` then the
+    store), and the loop's backward raises; the batch's would not (found by the probe of this
+    feature). Under gradients, a value read back keeps the loop: its backward raises as the
+    loop's does, and where the loop's does not, the gradients are the loop's."""
+    def normalized(x, w):
+        out = torch.zeros(x.shape[0], w.shape[1])
+        for i in range(x.shape[0]):
+            out[i] = x[i] @ w
+            out[i] = out[i] / out[i].norm()
+        return out
+
+    def shifted(x, w):
         out = torch.zeros(x.shape[0], w.shape[1])
         for i in range(x.shape[0]):
             out[i] = x[i] @ w
@@ -155,10 +167,23 @@ def test_gradients_flow_through_the_values_read_back():
         return out
 
     x, w = torch.randn(10, 4, requires_grad=True), torch.randn(4, 3, requires_grad=True)
-    assert_equivalent(fn, x, w, grad=True)
-    f = autovec(fn)
-    f(x, w)
-    assert _ran(f) == {"batched"}
+    for fn in (normalized, shifted):
+        f = autovec(fn)
+        for _ in range(3):
+            try:
+                want = torch.autograd.grad(fn(x, w).sum(), (x, w))
+            except RuntimeError as e:
+                with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                    torch.autograd.grad(f(x, w).sum(), (x, w))
+                assert "modified by an inplace operation" in str(e)
+            else:
+                got = torch.autograd.grad(f(x, w).sum(), (x, w))
+                for a, b in zip(got, want):
+                    torch.testing.assert_close(a, b)
+            assert _ran(f) == set()
+        with torch.no_grad():       # without gradients: batched
+            torch.testing.assert_close(f(x, w), fn(x, w))
+            assert _ran(f) == {"batched"}
 
 
 @pytest.mark.parametrize("fn, args, why", [

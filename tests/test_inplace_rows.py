@@ -523,3 +523,25 @@ def test_a_broadcast_value_into_a_narrower_output_has_the_loops_gradient(fn, dty
     got, = torch.autograd.grad(fast(x, w), x)
     assert torch.equal(want, got)
     assert ran_modes(fast)
+
+
+def test_fill_of_a_number_past_float16s_range_raises_as_the_loop():
+    """fill_ checks the number's conversion (a finite one past 65504 raises) where the store
+    into float16 gives inf (found by the probe of in-place methods); inf itself fills."""
+    def fill(x, c):
+        for i in range(x.shape[0]):
+            x[i].fill_(c)
+        return x
+
+    f = autovec(fill)
+    for _ in range(3):
+        x = torch.randn(5, 3).half()
+        torch.testing.assert_close(f(x.clone(), 2.5), fill(x.clone(), 2.5))
+    assert ran_modes(f) in ({"broadcast"}, {"batched"})
+    for c in (1e10, 65520.0, -1e39, 2 ** 40):
+        with pytest.raises(RuntimeError, match="overflow"):
+            fill(torch.randn(5, 3).half(), c)
+        with pytest.raises(RuntimeError, match="overflow"):
+            f(torch.randn(5, 3).half(), c)
+    got = f(torch.randn(5, 3).half(), float("inf"))
+    assert torch.equal(got, fill(torch.randn(5, 3).half(), float("inf")))
