@@ -401,3 +401,32 @@ def test_a_method_the_loop_refuses_after_a_store_raises_as_the_loop():
         return out
 
     raises_as_loop(RuntimeError, fn, torch.randint(-3, 3, (6, 4)))
+
+
+def center(x):
+    for i in range(x.shape[0]):
+        x[i] -= x[i].mean()
+    return x
+
+
+def unit_rows(x):
+    for i in range(x.shape[0]):
+        x[i] /= x[i].norm() + 1e-6
+    return x
+
+
+@pytest.mark.parametrize("fn, dtype", [(center, torch.float32), (center, torch.float64), (unit_rows, torch.float32)])
+def test_an_update_whose_value_reads_its_row_is_batched(fn, dtype):
+    """`x[i] -= x[i].mean()`: the update reads the row before it writes it, so it is the row's
+    value minus the mean, stored (found lost by the real-world probe)."""
+    f = autovec(fn)
+    for _ in range(3):
+        x = torch.randn(7, 4, dtype=dtype)
+        a, b = x.clone(), x.clone()
+        torch.testing.assert_close(f(b), fn(a))
+        torch.testing.assert_close(b, a)
+    assert _ran(f) == {"batched"}
+
+
+def test_an_update_whose_value_reads_its_row_raises_as_the_loop():
+    raises_as_loop(RuntimeError, center, torch.randint(-5, 5, (6, 3)))      # mean() of an int row

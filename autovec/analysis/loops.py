@@ -639,7 +639,13 @@ def _forward_one(stmts, name):
             if any(is_row(t) for t in targets) and not stores_row(st):
                 return None     # (`T[i] = y[i] = v`, `T[i] //= v`)
     stores = [k for k in touched if stores_row(stmts[k])]
-    if not stores or not any(k > stores[0] for k in touched):
+    if not stores:
+        return None
+    first_st = stmts[stores[0]]
+    # (`x[i] -= x[i].mean()`: an update whose value reads the row is that row's value `op` the
+    # value, as a store: the in-place update reads the row before it writes it)
+    reads_itself = isinstance(first_st, ast.AugAssign) and any(is_row(n) for n in ast.walk(first_st.value))
+    if not reads_itself and not any(k > stores[0] for k in touched):
         return None             # no row read back or stored again: nothing to forward
     parents = {}
     for st in stmts:
