@@ -690,3 +690,52 @@ def test_a_compaction_over_a_list_of_python_values_keeps_the_loop():
         return idx, k
     for m in ([True, False, 1, 0.0, 2.5, -1, 0], [True, False, True]):
         _check(over_list, (m,), path="python")
+
+
+# counts under a test with `and` / `or` / `not` (analysis._truth_flag: the increment's flag from
+# each operand's truth; found lost by the real-world probe: `if x[i] > 0.2 and keep[i]:`)
+
+def count_under_and(x, keep):
+    slot = torch.full((x.shape[0],), -1)
+    k = 0
+    for i in range(x.shape[0]):
+        if x[i] > 0.2 and keep[i] and x[i] < 0.9:
+            slot[i] = k
+            k += 1
+    return slot, k
+
+
+def count_under_or_not(x, keep, m):
+    pos = torch.zeros(x.shape[0], dtype=torch.long)
+    k = 3
+    for i in range(x.shape[0]):
+        if (x[i] > 0.2 and not keep[i]) or m[i] < 0:
+            k += 2
+            pos[i] = k
+    return pos, k
+
+
+def count_guarded_by_and(x):
+    slot = torch.full((x.shape[0],), -1)
+    k = 0
+    n = x.shape[0]
+    for i in range(n):
+        if i + 1 < n and x[i + 1] > 0.5:      # x[n] is read nowhere in the loop: the batch raises there
+            slot[i] = k
+            k += 1
+    return slot, k
+
+
+@pytest.mark.parametrize("fn, nargs, batched", [(count_under_and, 2, True), (count_under_or_not, 3, True),
+                                                (count_guarded_by_and, 1, False)])
+def test_counts_under_boolean_tests(monkeypatch, fn, nargs, batched):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    f = autovec(fn)
+    g = torch.Generator().manual_seed(3)
+    for n in (5, 17, 40, 40):
+        args = (torch.rand(n, generator=g), torch.rand(n, generator=g) > 0.5, torch.randn(n, generator=g))[:nargs]
+        want, got = fn(*args), f(*args)
+        assert torch.equal(got[0], want[0]) and got[0].dtype == want[0].dtype
+        assert got[1] == want[1] and type(got[1]) is int
+    ran = set(f._autovec_state.runtime.ran.values())
+    assert ran == ({"batched"} if batched else set())

@@ -723,6 +723,32 @@ def _forward_one(stmts, name):
     return out
 
 
+def _truth_flag(test: ast.expr) -> ast.expr:
+    """`int(bool(test))`, with `and` / `or` / `not` taken apart into their operands' flags
+    (`a and b`: `int(bool(a)) * int(bool(b))`; `a or b`: `1 - (1 - int(bool(a))) * (1 -
+    int(bool(b)))`; `not a`: `1 - int(bool(a))`), which the batched body computes where a
+    `BoolOp` value has no form. The truth is the same; an operand Python would skip is computed
+    too, and where it raises the loop runs (its value cannot change the flag: a factor of 0, or
+    of 1 taken from 1)."""
+    def one(v):
+        return ast.BinOp(left=ast.Constant(1), op=ast.Sub(), right=v)
+    if isinstance(test, ast.BoolOp):
+        flags = [_truth_flag(v) for v in test.values]
+        if isinstance(test.op, ast.And):
+            out = flags[0]
+            for f in flags[1:]:
+                out = ast.BinOp(left=out, op=ast.Mult(), right=f)
+            return out
+        out = one(flags[0])
+        for f in flags[1:]:
+            out = ast.BinOp(left=out, op=ast.Mult(), right=one(f))
+        return one(out)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return one(_truth_flag(test.operand))
+    return ast.Call(func=ast.Name(id="int", ctx=ast.Load()), keywords=[],
+                    args=[ast.Call(func=ast.Name(id="bool", ctx=ast.Load()), args=[test], keywords=[])])
+
+
 def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
     """`if c: k += K` (or `k -= K`, `k = k + K`, `k = K + k`, `k = k - K`) where the loop reads
     `k`, `k` starts as an int literal before it (`k = 0`) and `K` does not change in the loop (a
@@ -817,9 +843,8 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
         if counter(st) in keep:
             k, inc, op = step(st)
             # `K * int(bool(c))`: K or 0, as the `if` adds it (`bool` as `if` tests)
-            flag = ast.Call(func=ast.Name(id="int", ctx=ast.Load()), keywords=[],
-                            args=[ast.Call(func=ast.Name(id="bool", ctx=ast.Load()), args=[st.test], keywords=[])])
-            value = ast.BinOp(left=copy.deepcopy(inc), op=ast.Mult(), right=flag)
+            # (a copy of the test: the `if`s around keep the node itself)
+            value = ast.BinOp(left=copy.deepcopy(inc), op=ast.Mult(), right=_truth_flag(copy.deepcopy(st.test)))
             if isinstance(inc, ast.Constant):
                 value.av_count = True      # (a Python number either way: _strip_item)
             if not _int_constant(inc):
@@ -839,7 +864,6 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
                 pre = ast.copy_location(ast.If(test=st.test, body=before, orelse=[]), st)
                 pre.end_lineno, pre.end_col_offset = before[-1].end_lineno, before[-1].end_col_offset
                 out.append(ast.fix_missing_locations(pre))
-                flag.args[0].args = [copy.deepcopy(st.test)]     # (the `if` above keeps the node itself)
             if before or rest:
                 # `if c: k += K; pos[t] = k` as `k += K * int(bool(c))` then `if c: pos[t] = k`:
                 # the test again (pure, and it does not read `k`), the rest after the update
