@@ -336,9 +336,10 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
                                             value=stop.test), stop)
         ast.fix_missing_locations(cond)
         stmts = stmts[:pos] + [cond] + stmts[pos + 1:]
+    stmts = _tuple_stores(stmts)
     indices = [k for k, v in iter_vars.items() if v == "index"]
     if indices:     # (in-place methods as the stores they are, so that _forwarded sees them: _classify again)
-        stmts = [_InPlaceUpdates(indices).visit(copy.deepcopy(s)) for s in stmts]
+        stmts = _flat([_InPlaceUpdates(indices).visit(copy.deepcopy(s)) for s in stmts])
     stmts = _forwarded(stmts, iter_vars)
     stmts = _counted(stmts, anchor or node, ctx)
     body = _classify(stmts, ctx, iter_vars)
@@ -557,6 +558,44 @@ _NEW_MEMORY_CALLS = frozenset((
     "argmin", "all", "any", "isnan", "isfinite", "nan_to_num", "reciprocal", "erf", "logical_not",
 ))
 _FORWARD_ROOTS = ("torch", "F")
+
+
+def _flat(stmts: list) -> list:
+    """Statements, where a transformer gave a list for one of them, in one list."""
+    out = []
+    for st in stmts:
+        out.extend(st if isinstance(st, list) else [st])
+    return out
+
+
+class _TupleStores(ast.NodeTransformer):
+    """`v[i], ix[i] = torch.topk(x[i], 2)`: a tuple of targets with a subscript among them reads
+    as the unpacking into names of its own, then each target assigned its name in order
+    (`_av_u0, _av_u1 = ..; v[i] = _av_u0; ix[i] = _av_u1`), which is what Python does: the value
+    first, unpacked (a ValueError where its length differs), then the targets left to right. Not
+    with a starred or nested target."""
+
+    def visit_Assign(self, node):
+        if len(node.targets) != 1 or not isinstance(node.targets[0], (ast.Tuple, ast.List)):
+            return node
+        elts = node.targets[0].elts
+        if not any(isinstance(e, ast.Subscript) for e in elts) or not all(
+                isinstance(e, (ast.Name, ast.Subscript)) for e in elts):
+            return node
+        names = [f"_av_u{node.lineno}_{node.col_offset}_{k}" for k in range(len(elts))]
+        unpack = ast.Assign(targets=[ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Store()) for n in names], ctx=ast.Store())],
+                            value=node.value)
+        out = [unpack] + [ast.Assign(targets=[e], value=ast.Name(id=n, ctx=ast.Load())) for e, n in zip(elts, names)]
+        return [ast.fix_missing_locations(ast.copy_location(st, node)) for st in out]
+
+
+def _tuple_stores(stmts: list) -> list:
+    """_TupleStores over the statements (and the blocks inside them)."""
+    out = []
+    for st in stmts:
+        new = _TupleStores().visit(copy.deepcopy(st))
+        out.extend(new if isinstance(new, list) else [new])
+    return out
 
 
 def _forwarded(stmts: list, iter_vars) -> list:
@@ -924,8 +963,9 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     body = _Body([], [], {})
     body.indices = [k for k, v in iter_vars.items() if v == "index"]
     body.varying = set(iter_vars)
+    stmts = _tuple_stores(stmts)
     if body.indices:
-        stmts = [_InPlaceUpdates(body.indices).visit(copy.deepcopy(s)) for s in stmts]
+        stmts = _flat([_InPlaceUpdates(body.indices).visit(copy.deepcopy(s)) for s in stmts])
         stmts = [_ChainedStores(body.indices).visit(s) for s in stmts]
         stmts = _merge_resets(stmts)
     if len(body.indices) == 1:
@@ -1231,7 +1271,27 @@ class _InPlaceUpdates(ast.NodeTransformer):
             return None
         return sub
 
+    def _chain(self, call):
+        """`x[i].sub_(m).div_(s)`: the calls of a chain of in-place methods on a row, innermost
+        first (each returns the row itself, so each is the same method on `x[i]`, run in turn:
+        `x[i].sub_(m)` then `x[i].div_(s)`, `s` read after the first, as in the chain); else None."""
+        calls = []
+        while isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr.endswith("_") \
+                and (call.func.attr in _ELEMENTWISE_METHODS or call.func.attr in ("copy_", "fill_", "zero_")):
+            calls.append(call)
+            call = call.func.value
+        if len(calls) < 2 or self._row(calls[-1]) is None:
+            return None
+        row = calls[-1].func.value
+        return [ast.copy_location(ast.Call(func=ast.copy_location(ast.Attribute(
+            value=copy.deepcopy(row), attr=c.func.attr, ctx=ast.Load()), c.func), args=c.args, keywords=c.keywords), c)
+            for c in reversed(calls)]
+
     def visit_Expr(self, node):
+        chain = self._chain(node.value)
+        if chain is not None:
+            return [self.visit_Expr(ast.fix_missing_locations(ast.copy_location(ast.Expr(value=c), node)))
+                    for c in chain]
         call = node.value
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
                 and not any(isinstance(a, ast.Starred) for a in call.args)

@@ -1,0 +1,111 @@
+"""Two statement spellings read as the forms they are (found lost by the real-world probe):
+
+- a tuple of targets with a subscript among them, `v[i], ix[i] = torch.topk(x[i], 2)`, is the
+  unpacking into names of its own and then each target assigned in order
+  (analysis._TupleStores);
+- a chain of in-place methods on a row, `x[i].sub_(m).div_(s)`, is each method on the row in
+  turn (analysis._InPlaceUpdates._chain), then a row read back or updated again
+  (analysis._forwarded)."""
+import pytest
+import torch
+
+from autovec import assert_equivalent, autovec
+from conftest import ran_modes as _ran, raises_as_loop
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def top2(x):
+    v = torch.empty(x.shape[0], 2)
+    ix = torch.empty(x.shape[0], 2, dtype=torch.long)
+    for i in range(x.shape[0]):
+        v[i], ix[i] = torch.topk(x[i], 2)
+    return v, ix
+
+
+def row_max(x):
+    v = torch.empty(x.shape[0])
+    ix = torch.empty(x.shape[0], dtype=torch.long)
+    for i in range(x.shape[0]):
+        v[i], ix[i] = x[i].max(0)
+    return v, ix
+
+
+def name_and_row(x):
+    out = torch.empty_like(x)
+    tot = 0.0
+    for i in range(x.shape[0]):
+        s, out[i] = x[i].sum(), x[i] * 2
+        tot = tot + s
+    return out, tot
+
+
+def unpack_rows(x):
+    v = torch.empty(x.shape[0])
+    w = torch.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        v[i], w[i] = x[i]          # a ValueError where a row has other than two elements
+    return v, w
+
+
+def standardize_chain(x):
+    for i in range(x.shape[0]):
+        x[i].sub_(x[i].mean()).div_(x[i].std())
+    return x
+
+
+def three_methods(x):
+    for i in range(x.shape[0]):
+        x[i].mul_(2).clamp_(-1, 1).add_(0.5)
+    return x
+
+
+@pytest.mark.parametrize("fn, make", [
+    (top2, lambda: (torch.randn(8, 5),)),
+    (row_max, lambda: (torch.randn(8, 5),)),
+    (name_and_row, lambda: (torch.randn(8, 5),)),
+    (unpack_rows, lambda: (torch.randn(8, 2),)),
+    (standardize_chain, lambda: (torch.randn(8, 5),)),
+    (three_methods, lambda: (torch.randn(8, 5),)),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_spellings_are_batched_and_equal_to_the_loop(fn, make):
+    f = autovec(fn)
+    for _ in range(3):
+        args = make()
+        a, b = [t.clone() for t in args], [t.clone() for t in args]
+        want, got = fn(*a), f(*b)
+        for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+            assert type(g) is type(w)
+            torch.testing.assert_close(g, w)
+        for p, q in zip(a, b):
+            torch.testing.assert_close(q, p)
+    assert _ran(f), fn.__name__
+    assert_equivalent(fn, *make(), trials=2)
+
+
+def test_unpacking_of_the_wrong_length_raises_as_the_loop():
+    raises_as_loop(ValueError, unpack_rows, torch.randn(5, 3))
+
+
+def test_a_chain_under_gradients_keeps_the_loops_error():
+    """The loop's chain under gradients: `exp_` on a row of a tensor that requires grad; the
+    method's rule keeps the loop (runtime._method_fits), so the same error or gradients."""
+    def fn(w):
+        x = w * 1
+        for i in range(x.shape[0]):
+            x[i].mul_(2).exp_()
+        return x.sum()
+
+    w = torch.randn(4, 3, requires_grad=True)
+    f = autovec(fn)
+    try:
+        want = torch.autograd.grad(fn(w), w)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            torch.autograd.grad(f(w), w)
+    else:
+        torch.testing.assert_close(torch.autograd.grad(f(w), w), want)
+    assert _ran(f) == set()
