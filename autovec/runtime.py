@@ -2621,10 +2621,12 @@ def _exact(o, region, dim, lead=1, py=False):
     if py or not isinstance(o, torch.Tensor) or not isinstance(region, torch.Tensor) or o.dtype != region.dtype:
         raise GuardFailed("a row read back after its store, from a value of another dtype than the output's or "
                           "a Python number (the store converts it: the loop decides)")
-    if o.requires_grad:
+    if o.requires_grad or region.requires_grad:
         # the loop reads the row, a view of the output: an operation that keeps it for backward
         # (`out[i] / out[i].norm()`, `out[i] * w`) finds it changed by the next store into the
         # output, this iteration's or a later one's, and the loop's backward raises
+        # (and where only the output requires grad, the loop's read carries the output's history:
+        # what it computes requires grad too, the value read by name would not)
         raise GuardFailed("a row read back after its store under gradients (the loop's backward may find the "
                           "row changed by a later store, and raise)")
     if o.shape[lead:] != _slot(region, dim, lead):
@@ -2660,7 +2662,9 @@ def _method_fits(o, region, dim, lead, method):
         if len(v) > len(slot):
             raise GuardFailed(f"`.copy_()` of a value of shape {tuple(v)} into `{tuple(slot)}` (the loop raises)")
     else:
-        if o.requires_grad:
+        if o.requires_grad or region.requires_grad:
+            # (a value without gradients in an output that requires grad: the method on the row
+            # keeps the output's history, and its backward may need the rows it overwrites)
             raise GuardFailed(f"`.{method}()` on rows under gradients (the loop's backward may need the rows "
                               "it overwrites)")
         if o.dtype != region.dtype:

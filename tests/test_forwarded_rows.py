@@ -430,3 +430,43 @@ def test_an_update_whose_value_reads_its_row_is_batched(fn, dtype):
 
 def test_an_update_whose_value_reads_its_row_raises_as_the_loop():
     raises_as_loop(RuntimeError, center, torch.randint(-5, 5, (6, 3)))      # mean() of an int row
+
+
+def test_an_output_that_requires_grad_keeps_the_loop_for_values_without():
+    """An output with autograd history (`out = w * 1`) written from values that need no grad:
+    the loop's read of the row carries the output's history (what it computes requires grad,
+    and its backward may raise), the value read by name would not (found by the second probe:
+    the check looked at the value alone)."""
+    def read_back(w, x):
+        out = w * 1
+        y = torch.zeros_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * 2
+            y[i] = out[i] + 1
+        return y
+
+    def method_after_store(w, x):
+        out = w * 1
+        for i in range(x.shape[0]):
+            out[i] = x[i]
+            out[i].exp_()
+        return out
+
+    w, x = torch.randn(5, 3, requires_grad=True), torch.randn(5, 3)
+    for fn in (read_back, method_after_store):
+        f = autovec(fn)
+        for _ in range(3):
+            want, got = fn(w, x), f(w, x)
+            assert got.requires_grad == want.requires_grad
+            torch.testing.assert_close(got, want)
+            try:
+                g_want = torch.autograd.grad(want.sum(), w)
+            except RuntimeError:
+                with pytest.raises(RuntimeError):
+                    torch.autograd.grad(got.sum(), w)
+            else:
+                torch.testing.assert_close(torch.autograd.grad(got.sum(), w), g_want)
+            assert _ran(f) == set()
+        with torch.no_grad():
+            torch.testing.assert_close(f(w, x), fn(w, x))
+            assert _ran(f) != set()
