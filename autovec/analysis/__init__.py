@@ -182,7 +182,20 @@ def _hoistable(node: ast.AST, ctx: Context) -> bool:
             break
         if id(n) not in inside:
             before.append(n)
-    return not any(isinstance(n, (ast.Call, ast.Await, ast.NamedExpr)) for n in before)
+    # (a call of a torch function before it, not an in-place one: `torch.stack(X), torch.stack(Y)`,
+    # whose order changes nothing but which error comes first where both raise)
+    return not any(isinstance(n, (ast.Await, ast.NamedExpr)) or isinstance(n, ast.Call) and not _torch_call(n, ctx)
+                   for n in before)
+
+
+def _torch_call(n: ast.Call, ctx: Context) -> bool:
+    """A call of a function of torch's own modules, not an in-place one (`torch.stack(xs)`)."""
+    f = n.func
+    if not isinstance(f, ast.Attribute) or any(k.arg in ("out", None) for k in n.keywords):
+        return False        # (`out=` writes into a tensor)
+    found, obj = ctx.env.resolve(src(f))
+    name = getattr(obj, "__name__", "") or ""
+    return found and (getattr(obj, "__module__", "") or "").startswith("torch") and not name.endswith("_")
 
 
 def _eval_order(node: ast.AST):
@@ -320,8 +333,7 @@ def _list_consumer(name: str, loop: ast.For, ctx: Context, appends: int = 1):
         if name in {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}:
             init = s
             break
-    if not (isinstance(init, ast.Assign) and len(init.targets) == 1 and isinstance(init.targets[0], ast.Name)
-            and init.targets[0].id == name and isinstance(init.value, ast.List) and not init.value.elts):
+    if not _empty_list_init(init, name):
         return None
     refs = [n for n in ast.walk(ctx.fn) if isinstance(n, ast.Name) and n.id == name]
     after = [n for s in block[pos + 1:] for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == name]
@@ -339,6 +351,19 @@ def _list_consumer(name: str, loop: ast.For, ctx: Context, appends: int = 1):
         # `torch.stack(rows)` stacks the doubled rows) keeps the list and your own consumer
         return None
     return kind, call
+
+
+def _empty_list_init(init, name: str) -> bool:
+    """`name = []`, or `a, name = [], []` (a tuple of names and one of empty lists, as long)."""
+    if not (isinstance(init, ast.Assign) and len(init.targets) == 1):
+        return False
+    t, v = init.targets[0], init.value
+    if isinstance(t, ast.Name):
+        return t.id == name and isinstance(v, ast.List) and not v.elts
+    if isinstance(t, (ast.Tuple, ast.List)) and isinstance(v, (ast.Tuple, ast.List)) and len(t.elts) == len(v.elts) \
+            and all(isinstance(e, ast.Name) for e in t.elts):
+        return any(e.id == name and isinstance(x, ast.List) and not x.elts for e, x in zip(t.elts, v.elts))
+    return False
 
 
 def _quiet(s: ast.stmt, ctx: Context) -> bool:
