@@ -109,3 +109,47 @@ def test_a_chain_under_gradients_keeps_the_loops_error():
     else:
         torch.testing.assert_close(torch.autograd.grad(f(w), w), want)
     assert _ran(f) == set()
+
+
+# a row's elements as Python numbers: `y, x = offs[i].tolist()` (analysis._TolistUnpacks)
+
+def crop_at(img, offs):
+    out = []
+    for i in range(img.shape[0]):
+        y, x = offs[i].tolist()
+        out.append(img[i, :, y:y + 8, x:x + 8])
+    return torch.stack(out)
+
+
+def box_areas(boxes):
+    out = []
+    for i in range(boxes.shape[0]):
+        x1, y1, x2, y2 = boxes[i].tolist()
+        out.append((x2 - x1) * (y2 - y1))
+    return out
+
+
+@pytest.mark.parametrize("fn, make", [
+    (crop_at, lambda: (torch.randn(4, 3, 20, 20), torch.randint(0, 10, (4, 2)))),
+    (box_areas, lambda: (torch.rand(6, 4) * 10,)),
+    (box_areas, lambda: (torch.randint(0, 9, (6, 4)),)),
+    (box_areas, lambda: (torch.rand(6, 4).half(),)),
+], ids=["crop", "areas_float", "areas_int", "areas_half"])
+def test_rows_as_python_numbers_are_batched(fn, make):
+    f = autovec(fn)
+    for _ in range(3):
+        args = make()
+        want, got = fn(*args), f(*args)
+        if isinstance(want, list):
+            assert [type(v) for v in got] == [type(v) for v in want] and got == want
+        else:
+            assert torch.equal(got, want)
+    assert _ran(f) == {"batched"}
+
+
+@pytest.mark.parametrize("boxes, exc", [(torch.rand(6, 4, 2), TypeError), (torch.rand(6, 5), ValueError),
+                                        (torch.rand(6), TypeError)], ids=["matrix_rows", "five", "zero_d"])
+def test_rows_that_are_no_vectors_of_that_length_are_as_the_loop(boxes, exc):
+    """A row of a matrix gives lists (the loop's `(x2 - x1)` then raises TypeError), another
+    length a ValueError, a 0-d row a TypeError: the batch raises, the loop runs and raises."""
+    raises_as_loop(exc, box_areas, boxes)

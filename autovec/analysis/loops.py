@@ -589,12 +589,38 @@ class _TupleStores(ast.NodeTransformer):
         return [ast.fix_missing_locations(ast.copy_location(st, node)) for st in out]
 
 
+class _TolistUnpacks(ast.NodeTransformer):
+    """`y, x = offs[i].tolist()`: the row's elements as Python numbers, read as `y, x =
+    offs[i].unbind(0)` then `y = y.item()`, `x = x.item()` (what `.tolist()` gives for a 1-D
+    tensor, exactly). Where the row is no 1-D tensor, the batch raises (`.unbind` of a 0-d
+    tensor or a list, `.item()` of a row of a matrix, an unpacking of another length) and the
+    loop runs, with its own error or its lists."""
+
+    def visit_Assign(self, node):
+        v = node.value
+        if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and node.targets[0].elts
+                and all(isinstance(e, ast.Name) for e in node.targets[0].elts)
+                and len({e.id for e in node.targets[0].elts}) == len(node.targets[0].elts)
+                and isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "tolist"
+                and not v.args and not v.keywords):
+            return node
+        names = [e.id for e in node.targets[0].elts]
+        unbind = ast.Assign(targets=[copy.deepcopy(node.targets[0])], value=ast.Call(
+            func=ast.Attribute(value=v.func.value, attr="unbind", ctx=ast.Load()), args=[ast.Constant(0)], keywords=[]))
+        items = [ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())], value=ast.Call(
+            func=ast.Attribute(value=ast.Name(id=n, ctx=ast.Load()), attr="item", ctx=ast.Load()), args=[], keywords=[]))
+            for n in names]
+        return [ast.fix_missing_locations(ast.copy_location(st, node)) for st in [unbind] + items]
+
+
 def _tuple_stores(stmts: list) -> list:
     """_TupleStores over the statements (and the blocks inside them)."""
     out = []
     for st in stmts:
         new = _TupleStores().visit(copy.deepcopy(st))
-        out.extend(new if isinstance(new, list) else [new])
+        for one in new if isinstance(new, list) else [new]:
+            more = _TolistUnpacks().visit(one)
+            out.extend(more if isinstance(more, list) else [more])
     return out
 
 
