@@ -439,7 +439,7 @@ class _Helpers:
                 raise _values_refused("crops of several widths, empty, or past the tensor's ends (Python's slice "
                                       "rules: the loop decides)")
             v = v.unfold(d, w, 1)           # d: the starts; a new last dimension: the window
-            index[d] = lo.to(device=x.device, dtype=torch.long)
+            index[d] = lo.to(x.device)
         out = v[tuple(index)]               # (n, x's other dimensions in order, then the windows)
         kept = [d for d in range(1, x.dim()) if d not in dims]
         order = [0] + [1 + kept.index(d) if d in kept else 1 + len(kept) + list(dims).index(d)

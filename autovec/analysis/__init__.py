@@ -182,20 +182,19 @@ def _hoistable(node: ast.AST, ctx: Context) -> bool:
             break
         if id(n) not in inside:
             before.append(n)
-    # (a call of a torch function before it, not an in-place one: `torch.stack(X), torch.stack(Y)`,
-    # whose order changes nothing but which error comes first where both raise)
-    return not any(isinstance(n, (ast.Await, ast.NamedExpr)) or isinstance(n, ast.Call) and not _torch_call(n, ctx)
+    # (another consumer before it, `torch.stack(X), torch.stack(Y)`: their order changes nothing
+    # but which error comes first where both raise)
+    return not any(isinstance(n, (ast.Await, ast.NamedExpr)) or isinstance(n, ast.Call) and not _consumer_like(n, ctx)
                    for n in before)
 
 
-def _torch_call(n: ast.Call, ctx: Context) -> bool:
-    """A call of a function of torch's own modules, not an in-place one (`torch.stack(xs)`)."""
-    f = n.func
-    if not isinstance(f, ast.Attribute) or any(k.arg in ("out", None) for k in n.keywords):
+def _consumer_like(n: ast.Call, ctx: Context) -> bool:
+    """A call of torch.stack / torch.cat / torch.tensor (env.consumer) without `out=`: it reads its
+    arguments and writes nothing, and changes no state another consumer reads (a default dtype,
+    the grad mode)."""
+    if not isinstance(n.func, (ast.Attribute, ast.Name)) or any(k.arg in ("out", None) for k in n.keywords):
         return False        # (`out=` writes into a tensor)
-    found, obj = ctx.env.resolve(src(f))
-    name = getattr(obj, "__name__", "") or ""
-    return found and (getattr(obj, "__module__", "") or "").startswith("torch") and not name.endswith("_")
+    return ctx.env.consumer(src(n.func)) is not None
 
 
 def _eval_order(node: ast.AST):
