@@ -656,9 +656,12 @@ class _Helpers:
             and not tb.is_complex()
         bad = None
         real = not ta.is_complex() and not tb.is_complex()
-        fa, fb = (ta.to(torch.float64), tb.to(torch.float64)) if real and op in ("pow", "mul", "lshift") else (None, None)
+        fa, fb = (ta.to(torch.float64), tb.to(torch.float64)) if real and (
+            op in ("pow", "mul", "lshift") or ints and op in ("add", "sub")) else (None, None)
         if op in ("div", "floordiv", "mod"):
             bad = tb == 0
+            if ints and op == "floordiv":
+                bad = bad | (ta == -(1 << 63)) & (tb == -1)     # (-2**63 // -1: past int64)
             if op == "mod" and not ints:
                 bad = bad | torch.isinf(ta) | torch.isinf(tb)    # (Python's inf remainders differ)
         elif op == "lshift":
@@ -671,7 +674,7 @@ class _Helpers:
                 bad = (fa == 0) & (fb < 0) | (fa < 0) & (fb != torch.floor(fb)) & finite
                 # (-inf) ** 0.5 is inf in Python, 0.0 to a negative power; torch gives NaN
                 bad = bad | torch.isneginf(fa) & (fb != torch.floor(fb))
-        if ints and op in ("mul", "pow", "lshift") or op == "pow" and not ints and real:
+        if ints and op in ("mul", "pow", "lshift", "add", "sub") or op == "pow" and not ints and real:
             # the size of the result, in float64: an int beyond int64 (Python's ints do not
             # wrap) or a float power out of range (OverflowError)
             big = (fa * torch.exp2(fb) if op == "lshift" else _OUT_OF_PLACE[op](fa, fb)).abs()

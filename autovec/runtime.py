@@ -1167,6 +1167,9 @@ class FunctionRuntime:
             return t.double()
         if t.is_complex():
             return t.to(torch.complex128)
+        if t.dtype == torch.uint64 and t.numel() and bool((t > (1 << 63) - 1).any()):
+            # a Python int past int64 (the batch's Python ints are int64): the loop's own
+            raise GuardFailed("`.item()` of uint64 values past int64 in a batched body", data=True)
         return t if t.dtype == torch.bool else t.long()
 
     @staticmethod

@@ -153,3 +153,77 @@ def test_rows_that_are_no_vectors_of_that_length_are_as_the_loop(boxes, exc):
     """A row of a matrix gives lists (the loop's `(x2 - x1)` then raises TypeError), another
     length a ValueError, a 0-d row a TypeError: the batch raises, the loop runs and raises."""
     raises_as_loop(exc, box_areas, boxes)
+
+
+def int_add(p):
+    out = []
+    for i in range(p.shape[0]):
+        a, b = p[i].tolist()
+        out.append(a + b)
+    return out
+
+
+def int_sub(p):
+    out = []
+    for i in range(p.shape[0]):
+        a, b = p[i].tolist()
+        out.append(a - b)
+    return out
+
+
+def int_neg(p):
+    out = []
+    for i in range(p.shape[0]):
+        a, b = p[i].tolist()
+        out.append(-a)
+    return out
+
+
+def int_abs(p):
+    out = []
+    for i in range(p.shape[0]):
+        a, b = p[i].tolist()
+        out.append(abs(a))
+    return out
+
+
+def int_floordiv(p):
+    out = []
+    for i in range(p.shape[0]):
+        a, b = p[i].tolist()
+        out.append(a // b)
+    return out
+
+
+_LO, _HI = -(1 << 63), (1 << 63) - 1
+
+
+@pytest.mark.parametrize("fn, row", [(int_add, [_HI, 1]), (int_sub, [_LO, 1]), (int_neg, [_LO, 1]),
+                                     (int_abs, [_LO, 1]), (int_floordiv, [_LO, -1])],
+                         ids=["add", "sub", "neg", "abs", "floordiv"])
+def test_python_ints_past_int64_are_the_loops(fn, row):
+    """Python's ints do not wrap: `a + b`, `a - b`, `-a`, `abs(a)`, `a // b` past int64 leave the
+    call to the loop (found by the third probe; `.item()` numbers wrapped the same before)."""
+    f = autovec(fn)
+    small = torch.tensor([[3, 4], [-5, 6], [7, -8], [2, 9]])
+    for _ in range(3):
+        assert f(small) == fn(small)
+    assert _ran(f) == {"batched"}
+    p = torch.tensor([[3, 4], [7, -8], row, [2, 9]])
+    assert f(p) == fn(p)
+    assert _ran(f) == set()
+
+
+def test_uint64_items_past_int64_are_the_loops():
+    def firsts(p):
+        out = []
+        for i in range(p.shape[0]):
+            a, b = p[i].tolist()
+            out.append(a)
+        return out
+
+    f = autovec(firsts)
+    p = torch.tensor([[1, 2], [3, 4]], dtype=torch.uint64)
+    assert f(p) == firsts(p)
+    big = torch.tensor([[1, 2], [(1 << 63) + 5, 4]], dtype=torch.uint64)
+    assert f(big) == firsts(big) == [1, (1 << 63) + 5]

@@ -344,6 +344,13 @@ def _list_consumer(name: str, loop: ast.For, ctx: Context, appends: int = 1):
     if kind is None or not _hoistable(call, ctx):
         return None
     at = next(k for k in range(pos + 1, len(block)) if any(n is use for n in ast.walk(block[k])))
+    up = ctx.parent.get(use)
+    while up is not None and not isinstance(up, ast.stmt):
+        up = ctx.parent.get(up)
+    if up is not block[at]:
+        # the consumer inside a later `with` or `if` block: the statements before it there are
+        # unchecked, and `with torch.no_grad():` changes what it makes
+        return None
     if not all(_quiet(s, ctx) for s in block[pos + 1:at]):
         # the consumer is computed from the batch at the loop: a statement between that could
         # write into what was appended (`rows.append(x[i])`, then `x.mul_(2)`, then
@@ -379,6 +386,10 @@ def _quiet(s: ast.stmt, ctx: Context) -> bool:
     for n in ast.walk(s.value):
         if isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
             return False
+        if isinstance(n, ast.Attribute) and n.attr.endswith("_") and not n.attr.startswith("_"):
+            return False     # an in-place method, called or passed along (`map(torch.Tensor.zero_, x)`)
+        if isinstance(n, ast.Call) and any(k.arg in ("out", "inplace", None) for k in n.keywords):
+            return False     # (`out=`, `inplace=True` write into a tensor)
         if isinstance(n, ast.Call):
             f = n.func
             if isinstance(f, ast.Name):
@@ -387,6 +398,17 @@ def _quiet(s: ast.stmt, ctx: Context) -> bool:
                 continue
             found, obj = ctx.env.resolve(src(f)) if isinstance(f, ast.Attribute) else (False, None)
             name = getattr(obj, "__name__", "") or ""
-            if not found or not (getattr(obj, "__module__", "") or "").startswith("torch") or name.endswith("_"):
+            if not found or not (getattr(obj, "__module__", "") or "").startswith("torch") or name.endswith("_") \
+                    or _takes_inplace(obj):
                 return False
     return True
+
+
+def _takes_inplace(obj) -> bool:
+    """A function with an `inplace` parameter (`F.relu(x, inplace=True)`, `F.leaky_relu(x, 0.1,
+    True)`): it may write into its argument, however the call passes it."""
+    import inspect
+    try:
+        return "inplace" in inspect.signature(obj).parameters
+    except (TypeError, ValueError):
+        return False

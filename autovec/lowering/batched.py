@@ -311,7 +311,8 @@ def _wrapped_zero_dim(vals: list[_V], out: list[ast.expr], op=None) -> list[ast.
 
 _PY_KINDS = ("bool", "int", "float", "complex")
 _PY_ARITH = {ast.Div: "div", ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.Mult: "mul",
-             ast.LShift: "lshift"}
+             ast.LShift: "lshift", ast.Add: "add", ast.Sub: "sub"}
+_INT_ONLY = ("mul", "lshift", "add", "sub")    # (of floats: the batch's float64 is Python's float)
 _DUMMY = {"bool": True, "int": 1, "float": 1.0, "complex": 1j}
 
 
@@ -620,7 +621,7 @@ class _Batcher:
             return self._product("matmul", a, b)
         la, lb = _align([a, b], binary=True, lead=self.c.lead, op=node.op)
         op = _PY_ARITH.get(type(node.op))
-        if op and a.fact.number and b.fact.number and (op not in ("mul", "lshift")
+        if op and a.fact.number and b.fact.number and (op not in _INT_ONLY
                                                          or a.fact.kind == b.fact.kind == "int"):
             # Python numbers on both sides: where Python raises or computes otherwise than the
             # int64 / float64 batch (a zero divisor, int / int, powers, int overflow), the helper
@@ -636,6 +637,9 @@ class _Batcher:
                 raise Unsupported("`not` of a per-iteration value with several elements")
             return _call(_torch("logical_not"), [_helper("truth", v.node)])
         v = self.expr(node.operand)
+        if isinstance(node.op, ast.USub) and v.batched and v.fact.number and v.fact.kind == "int" \
+                and id(node.operand) not in self.c.mixed:
+            return _helper("pynum", _const(0), v.node, _const("sub"))   # (-(-2**63) is past int64)
         new = ast.UnaryOp(op=node.op, operand=v.node)
         if id(node.operand) in self.c.mixed:
             if not isinstance(node.op, ast.USub):
@@ -1194,7 +1198,11 @@ class _Batcher:
         if obj is builtins.abs:
             if len(node.args) != 1 or node.keywords:
                 raise Unsupported("abs() with other than one argument")
-            return self._op("abs", self.expr(node.args[0]), [], [], node, method=False, func=f)
+            v = self.expr(node.args[0])
+            if v.batched and v.fact.number and v.fact.kind == "int":
+                # (abs(-2**63) is past int64: `pynum` leaves it to the loop)
+                return _call(_attr(_helper("pynum", _const(0), v.node, _const("sub")), "abs"), [])
+            return self._op("abs", v, [], [], node, method=False, func=f)
         if obj is builtins.max or obj is builtins.min:
             # Python's max(a, b): b where b > a, else a (the first of equals; NaN as it falls)
             vals = [self.expr(a) for a in node.args]
