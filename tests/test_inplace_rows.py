@@ -545,3 +545,57 @@ def test_fill_of_a_number_past_float16s_range_raises_as_the_loop():
             f(torch.randn(5, 3).half(), c)
     got = f(torch.randn(5, 3).half(), float("inf"))
     assert torch.equal(got, fill(torch.randn(5, 3).half(), float("inf")))
+
+
+# methods (or stores) on disjoint parts of one row, one after another (analysis._disjoint_read;
+# found lost by the real-world probe: box clipping)
+
+def clip_coordinates(b, W: float, H: float):
+    for i in range(b.shape[0]):
+        b[i, 0].clamp_(0, W)
+        b[i, 1].clamp_(0, H)
+        b[i, 2].clamp_(0, W)
+        b[i, 3].clamp_(0, H)
+    return b
+
+
+def clip_even_odd(b, W: float, H: float):
+    for i in range(b.shape[0]):
+        b[i, 0::2].clamp_(0, W)
+        b[i, 1::2].clamp_(0, H)
+    return b
+
+
+def overlapping_parts(b):
+    for i in range(b.shape[0]):
+        b[i, 0::2].mul_(2)
+        b[i, 0::1].add_(1)          # reads what the first wrote
+    return b
+
+
+def same_step_overlap(b):
+    for i in range(b.shape[0]):
+        b[i, 0::2].clamp_(-10, 10)
+        b[i, 2::2].clamp_(-1, 1)    # elements 2, 4, ..: the first wrote them too
+    return b
+
+
+def crossed_stores(b):
+    for i in range(b.shape[0]):
+        b[i, 0] = b[i, 1] * 2
+        b[i, 1] = b[i, 0] + 1       # reads what the first wrote
+    return b
+
+
+@pytest.mark.parametrize("fn, batched", [(clip_coordinates, True), (clip_even_odd, True),
+                                         (overlapping_parts, False), (same_step_overlap, False),
+                                         (crossed_stores, False)],
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_disjoint_parts_of_a_row_one_after_another(fn, batched):
+    f = autovec(fn)
+    extra = (10.0, 5.0) if fn in (clip_coordinates, clip_even_odd) else ()
+    for _ in range(3):
+        b = torch.randn(8, 6) * 20
+        want, got = fn(b.clone(), *extra), f(b.clone(), *extra)
+        assert torch.equal(got, want)
+    assert ran_modes(f) == ({"batched"} if batched else set())

@@ -1828,6 +1828,10 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
 
     # every read of an output target other than the store itself is a dependence
     markers = {x.marker for x in outputs if x.marker}
+    store_subs = {}     # target -> [(marker, subscript)] of its plain stores
+    for out, payload in body.outputs:
+        if out.kind == "store" and isinstance(payload, tuple) and isinstance(payload[0], ast.Subscript):
+            store_subs.setdefault(out.target, []).append((out.marker, payload[0]))
     for n in all_nodes:
         for ld in nm.loads(n):
             if id(ld) in exempt:
@@ -1839,6 +1843,9 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                 if o.kind == "store" and _same_index_read(ld, n, o, index) and _read_before_store(ld, all_nodes, o) \
                         and not _view_after_store(ld, n, all_nodes, o, markers):
                     continue     # its own row before the first store (analysis._forwarded reads the rest)
+                if o.kind == "store" and _same_index_read(ld, n, o, index) and \
+                        _disjoint_read(ld, n, all_nodes, store_subs.get(ld.id, ())):
+                    continue     # (`b[i, 0].clamp_(0, W); b[i, 1].clamp_(0, H)`: elements no store before wrote)
                 raise Refuse(f"`{ld.id}` is read at line {ld.lineno} and stored into more than once in the loop",
                              ld.lineno)
             if o.kind == "store" and _same_index_read(ld, n, o, index) and \
@@ -2430,6 +2437,68 @@ def match_subscript_nest(node: ast.Subscript, indices: list[str]):
     if not all(_full_slice(e) for p, e in enumerate(entries[:last]) if p not in taken):
         return "other"
     return found
+
+
+def _disjoint_read(ld: ast.Name, stmt: ast.AST, stmts: list, stores) -> bool:
+    """Whether the read `ld` (`b[i, 1]`, `b[i, 1::2]`) of a tensor stored into several times per
+    iteration reads only elements that no store before it in the iteration writes: each store
+    in an earlier statement has a subscript disjoint from the read's (_disjoint_subscripts), no
+    store shares the read's statement but for the one whose value it is, and the read turns into
+    new memory at once (no view kept for a later store to change). Then it sees the row as it
+    was, as the batch reads it."""
+    parents = {id(c): p for p in ast.walk(stmt) for c in ast.iter_child_nodes(p)}
+    sub = parents.get(id(ld))
+    if not isinstance(sub, ast.Subscript) or sub.value is not ld or not _makes_new_memory(
+            parents.get(id(sub)), sub, parents):
+        return False
+    k = next((j for j, st in enumerate(stmts) if st is stmt), None)
+    if k is None:
+        return False
+    for marker, target in stores:
+        at = next((j for j, st in enumerate(stmts) for a in ast.walk(st) if isinstance(a, ast.Assign)
+                   and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) and a.targets[0].id == marker), None)
+        if at is None:
+            return False
+        if at == k:
+            own = next(a for a in ast.walk(stmts[k]) if isinstance(a, ast.Assign) and len(a.targets) == 1
+                       and isinstance(a.targets[0], ast.Name) and a.targets[0].id == marker)
+            if not (own is stmts[k] and any(r is ld for r in ast.walk(own.value))):
+                return False     # (a store in a block around the read, or beside it)
+            continue
+        if at < k and not _disjoint_subscripts(sub, target):
+            return False
+    return True
+
+
+def _disjoint_subscripts(a: ast.Subscript, b: ast.Subscript) -> bool:
+    """Whether two subscripts of one tensor, alike but for one place, select no common element:
+    two different non-negative ints there (`b[i, 0]`, `b[i, 1]`), or two slices of one step
+    from starts that differ modulo it, open at the end (`b[i, 0::2]`, `b[i, 1::2]`)."""
+    ea = a.slice.elts if isinstance(a.slice, ast.Tuple) else [a.slice]
+    eb = b.slice.elts if isinstance(b.slice, ast.Tuple) else [b.slice]
+    if len(ea) != len(eb):
+        return False
+
+    def const(v, default=None):
+        if v is None:
+            return default
+        return v.value if isinstance(v, ast.Constant) and type(v.value) is int and v.value >= 0 else None
+
+    differ = False
+    for x, y in zip(ea, eb):
+        if ast.dump(x) == ast.dump(y):
+            continue
+        if differ:
+            return False        # (alike but for one place)
+        if const(x) is not None and const(y) is not None and not isinstance(x, ast.Slice):
+            differ = True           # (two ints, not the same one: their dumps differ)
+        elif isinstance(x, ast.Slice) and isinstance(y, ast.Slice) and x.upper is None and y.upper is None:
+            sx, sy = const(x.step, 1), const(y.step, 1)
+            lx, ly = const(x.lower, 0), const(y.lower, 0)
+            differ = None not in (sx, sy, lx, ly) and sx == sy and sx > 0 and (lx - ly) % sx != 0
+        if not differ:
+            return False
+    return differ
 
 
 def _store_statement(stmts: list, o: Output):
