@@ -597,16 +597,14 @@ class _TolistUnpacks(ast.NodeTransformer):
     loop runs, with its own error or its lists."""
 
     def visit_Assign(self, node):
-        v = node.value
-        if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and node.targets[0].elts
-                and all(isinstance(e, ast.Name) for e in node.targets[0].elts)
-                and len({e.id for e in node.targets[0].elts}) == len(node.targets[0].elts)
-                and isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "tolist"
-                and not v.args and not v.keywords):
+        row = _tolist_of(node.value)     # (a name, attribute or subscript read without calls)
+        if not (row is not None and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)
+                and node.targets[0].elts and all(isinstance(e, ast.Name) for e in node.targets[0].elts)
+                and len({e.id for e in node.targets[0].elts}) == len(node.targets[0].elts)):
             return node
         names = [e.id for e in node.targets[0].elts]
         unbind = ast.Assign(targets=[copy.deepcopy(node.targets[0])], value=ast.Call(
-            func=ast.Attribute(value=v.func.value, attr="unbind", ctx=ast.Load()), args=[ast.Constant(0)], keywords=[]))
+            func=ast.Attribute(value=row, attr="unbind", ctx=ast.Load()), args=[ast.Constant(0)], keywords=[]))
         items = [ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())], value=ast.Call(
             func=ast.Attribute(value=ast.Name(id=n, ctx=ast.Load()), attr="item", ctx=ast.Load()), args=[], keywords=[]))
             for n in names]
@@ -614,14 +612,9 @@ class _TolistUnpacks(ast.NodeTransformer):
 
 
 def _tuple_stores(stmts: list) -> list:
-    """_TupleStores over the statements (and the blocks inside them)."""
-    out = []
-    for st in stmts:
-        new = _TupleStores().visit(copy.deepcopy(st))
-        for one in new if isinstance(new, list) else [new]:
-            more = _TolistUnpacks().visit(one)
-            out.extend(more if isinstance(more, list) else [more])
-    return out
+    """_TupleStores, then _TolistUnpacks, over the statements (and the blocks inside them)."""
+    split = _flat([_TupleStores().visit(copy.deepcopy(st)) for st in stmts])
+    return _flat([_TolistUnpacks().visit(st) for st in split])
 
 
 def _forwarded(stmts: list, iter_vars) -> list:
@@ -2455,13 +2448,10 @@ def _disjoint_read(ld: ast.Name, stmt: ast.AST, stmts: list, stores) -> bool:
     if k is None:
         return False
     for marker, target in stores:
-        at = next((j for j, st in enumerate(stmts) for a in ast.walk(st) if isinstance(a, ast.Assign)
-                   and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) and a.targets[0].id == marker), None)
+        at, own = _marker_assign(stmts, marker)
         if at is None:
             return False
         if at == k:
-            own = next(a for a in ast.walk(stmts[k]) if isinstance(a, ast.Assign) and len(a.targets) == 1
-                       and isinstance(a.targets[0], ast.Name) and a.targets[0].id == marker)
             if not (own is stmts[k] and any(r is ld for r in ast.walk(own.value))):
                 return False     # (a store in a block around the read, or beside it)
             continue
@@ -2501,14 +2491,15 @@ def _disjoint_subscripts(a: ast.Subscript, b: ast.Subscript) -> bool:
     return differ
 
 
-def _store_statement(stmts: list, o: Output):
-    """The position of the top-level statement holding the store `o` (its marker's assignment)."""
+def _marker_assign(stmts: list, marker: str):
+    """(the position of the top-level statement, the assignment) of an output's marker (`marker =
+    value`, where _classify put the store), or (None, None)."""
     for k, st in enumerate(stmts):
         for a in ast.walk(st):
             if isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) \
-                    and a.targets[0].id == o.marker:
-                return k
-    return None
+                    and a.targets[0].id == marker:
+                return k, a
+    return None, None
 
 
 def _makes_new_memory(p, r, parents) -> bool:
@@ -2546,7 +2537,7 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, marke
         return True
     if _makes_new_memory(parents.get(id(sub)), sub, parents):
         return False
-    at = _store_statement(stmts, o)
+    at, _ = _marker_assign(stmts, o.marker)
     k = next((j for j, st in enumerate(stmts) if st is stmt), None)
     if at is None or k is None:
         return True
@@ -2567,21 +2558,14 @@ def _read_before_store(ld: ast.Name, stmts: list, o: Output) -> bool:
     + 1`) sees the written row."""
     if ld.lineno < o.lineno:
         return True
-    at = {}         # top-level statement of the read, of the store's value: an earlier statement on the
-    for k, st in enumerate(stmts):      # same line (analysis._forwarded's `name = v` / `x[i] = name`)
-        for a in ast.walk(st):
-            if a is ld:
-                at.setdefault("read", k)
-            elif isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) \
-                    and a.targets[0].id == o.marker:
-                at.setdefault("store", k)
-    if at.get("read", len(stmts)) < at.get("store", -1):
+    at, a = _marker_assign(stmts, o.marker)
+    if a is None:
+        return False
+    # (the read's top-level statement before the store's: an earlier statement on the same line,
+    # analysis._forwarded's `name = v` then `x[i] = name`)
+    if next((k for k, st in enumerate(stmts) if any(n is ld for n in ast.walk(st))), len(stmts)) < at:
         return True
-    for a in (a for st in stmts for a in ast.walk(st)):
-        if isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) \
-                and a.targets[0].id == o.marker:
-            return (ld.lineno, ld.col_offset) < (a.lineno, a.col_offset) or any(r is ld for r in ast.walk(a.value))
-    return False
+    return (ld.lineno, ld.col_offset) < (a.lineno, a.col_offset) or any(r is ld for r in ast.walk(a.value))
 
 
 def _own_element_reads(body: _Body, targets: dict, stores: dict) -> set:
@@ -2598,15 +2582,11 @@ def _own_element_reads(body: _Body, targets: dict, stores: dict) -> set:
         sub = stores.get(o.marker)
         if o.kind != "store" or o.op or sub is None:
             continue
-        at = next((k for k, st in enumerate(body.stmts) for n in ast.walk(st)
-                   if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
-                   and n.targets[0].id == o.marker), None)
+        at, assign = _marker_assign(body.stmts, o.marker)
         if at is None:
             continue
         st = body.stmts[at]
-        values = [n.value for n in ast.walk(st) if isinstance(n, ast.Assign) and len(n.targets) == 1
-                  and isinstance(n.targets[0], ast.Name) and n.targets[0].id == o.marker]
-        before = [(n, n) for n in body.stmts[:at]] + [(v, st) for v in values] + (
+        before = [(n, n) for n in body.stmts[:at]] + [(assign.value, st)] + (
             [(st.test, st)] if isinstance(st, ast.If) else [])
         want = src(sub)
         for n, top in before:
