@@ -470,3 +470,34 @@ def test_an_output_that_requires_grad_keeps_the_loop_for_values_without():
         with torch.no_grad():
             torch.testing.assert_close(f(w, x), fn(w, x))
             assert _ran(f) != set()
+
+
+class _NotTorch:
+    @staticmethod
+    def relu(t):
+        return t            # the row itself
+
+
+F = _NotTorch()             # (a name torch users give torch.nn.functional: here, yours)
+
+
+def your_f_returns_the_row(x):
+    out = torch.empty_like(x)
+    snap = []
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2
+        v = F.relu(out[i])          # the row, a view the next store changes
+        out[i] = out[i] + 1
+        snap.append(v * 1)
+    return out, torch.stack(snap)
+
+
+def test_a_call_is_new_memory_only_where_it_resolves_to_torch():
+    """The calls that make new memory are torch's own, resolved: `F.relu` of your `F` that
+    returns its argument keeps the row's memory (the loop's `v` then shows the second store)."""
+    x = torch.randn(5, 3)
+    f = autovec(your_f_returns_the_row)
+    for _ in range(3):
+        want, got = your_f_returns_the_row(x.clone()), f(x.clone())
+        assert all(torch.equal(g, w) for g, w in zip(got, want))
+    assert _ran(f) == set()

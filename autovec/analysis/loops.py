@@ -340,7 +340,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
     indices = [k for k, v in iter_vars.items() if v == "index"]
     if indices:     # (in-place methods as the stores they are, so that _forwarded sees them: _classify again)
         stmts = _flat([_InPlaceUpdates(indices).visit(copy.deepcopy(s)) for s in stmts])
-    stmts = _forwarded(stmts, iter_vars)
+    stmts = _forwarded(stmts, iter_vars, ctx)
     stmts = _counted(stmts, anchor or node, ctx)
     body = _classify(stmts, ctx, iter_vars)
     plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
@@ -557,7 +557,6 @@ _NEW_MEMORY_CALLS = frozenset((
     "cumsum", "cumprod", "maximum", "minimum", "where", "normalize", "item", "tolist", "argmax",
     "argmin", "all", "any", "isnan", "isfinite", "nan_to_num", "reciprocal", "erf", "logical_not",
 ))
-_FORWARD_ROOTS = ("torch", "F")
 
 
 def _flat(stmts: list) -> list:
@@ -617,7 +616,7 @@ def _tuple_stores(stmts: list) -> list:
     return _flat([_TolistUnpacks().visit(st) for st in split])
 
 
-def _forwarded(stmts: list, iter_vars) -> list:
+def _forwarded(stmts: list, iter_vars, ctx: Context) -> list:
     """A row stored and then read back, or stored again, in the same iteration (`out[i] = v`
     then `y[i] = out[i] + 1`, `out[i] += b`, `out[i] = torch.relu(out[i])`): each stored value
     gets a name of its own, the later reads read that name, an update `out[i] op= e` becomes
@@ -639,7 +638,7 @@ def _forwarded(stmts: list, iter_vars) -> list:
         written |= nm.stores(st)
     out = list(stmts)
     for name in sorted(_forward_candidates(stmts, iter_vars, written)):
-        out = _forward_one(out, name) or out
+        out = _forward_one(out, name, ctx) or out
     return out
 
 
@@ -666,7 +665,7 @@ def _forward_candidates(stmts, iter_vars, written):
     return found
 
 
-def _forward_one(stmts, name):
+def _forward_one(stmts, name, ctx: Context):
     """_forwarded for one name; None where its uses are not plain."""
     def is_row(n):
         return isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name
@@ -713,7 +712,7 @@ def _forward_one(stmts, name):
 
     def plain_read(r, st):
         p = parents.get(id(r))
-        if _makes_new_memory(p, r, parents):
+        if _makes_new_memory(p, r, parents, ctx):
             return True
         # the whole value of a store into a subscript, or of an update of one: a copy
         if p is st and isinstance(st, (ast.Assign, ast.AugAssign)) and st.value is r:
@@ -1834,15 +1833,15 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                 continue
             if ld.id in several:
                 if o.kind == "store" and _same_index_read(ld, n, o, index) and _read_before_store(ld, all_nodes, o) \
-                        and not _view_after_store(ld, n, all_nodes, o, markers):
+                        and not _view_after_store(ld, n, all_nodes, o, ctx, markers):
                     continue     # its own row before the first store (analysis._forwarded reads the rest)
                 if o.kind == "store" and _same_index_read(ld, n, o, index) and \
-                        _disjoint_read(ld, n, all_nodes, store_subs.get(ld.id, ())):
+                        _disjoint_read(ld, n, all_nodes, store_subs.get(ld.id, ()), ctx):
                     continue     # (`b[i, 0].clamp_(0, W); b[i, 1].clamp_(0, H)`: elements no store before wrote)
                 raise Refuse(f"`{ld.id}` is read at line {ld.lineno} and stored into more than once in the loop",
                              ld.lineno)
             if o.kind == "store" and _same_index_read(ld, n, o, index) and \
-                    _read_before_store(ld, all_nodes, o) and not _view_after_store(ld, n, all_nodes, o, markers):
+                    _read_before_store(ld, all_nodes, o) and not _view_after_store(ld, n, all_nodes, o, ctx, markers):
                 continue
             what = {"store": "written", "append": "appended to", "accum": "accumulated", "linrec": "updated",
                     "best": "updated", "scatter": "written", "cat": "concatenated", "last": "assigned"}[o.kind]
@@ -2432,7 +2431,7 @@ def match_subscript_nest(node: ast.Subscript, indices: list[str]):
     return found
 
 
-def _disjoint_read(ld: ast.Name, stmt: ast.AST, stmts: list, stores) -> bool:
+def _disjoint_read(ld: ast.Name, stmt: ast.AST, stmts: list, stores, ctx: Context) -> bool:
     """Whether the read `ld` (`b[i, 1]`, `b[i, 1::2]`) of a tensor stored into several times per
     iteration reads only elements that no store before it in the iteration writes: each store
     in an earlier statement has a subscript disjoint from the read's (_disjoint_subscripts), no
@@ -2442,7 +2441,7 @@ def _disjoint_read(ld: ast.Name, stmt: ast.AST, stmts: list, stores) -> bool:
     parents = {id(c): p for p in ast.walk(stmt) for c in ast.iter_child_nodes(p)}
     sub = parents.get(id(ld))
     if not isinstance(sub, ast.Subscript) or sub.value is not ld or not _makes_new_memory(
-            parents.get(id(sub)), sub, parents):
+            parents.get(id(sub)), sub, parents, ctx):
         return False
     k = next((j for j, st in enumerate(stmts) if st is stmt), None)
     if k is None:
@@ -2502,20 +2501,22 @@ def _marker_assign(stmts: list, marker: str):
     return None, None
 
 
-def _makes_new_memory(p, r, parents) -> bool:
+def _makes_new_memory(p, r, parents, ctx: Context) -> bool:
     """Whether `p`, the parent of the tensor expression `r`, turns it into new memory at once:
-    an operator, or a call of _NEW_MEMORY_CALLS (`torch.relu(r)`, `r.sum()`) without `out=` or
-    `inplace=`."""
+    an operator, or a call of _NEW_MEMORY_CALLS without `out=` or `inplace=`: a method of `r`
+    (`r.sum()`) or a function of torch's own modules (`torch.relu(r)`, `F.normalize(r)`, each
+    resolved: a name of yours that returns its argument is none)."""
     if isinstance(p, (ast.BinOp, ast.Compare)):
         return True
     if isinstance(p, ast.UnaryOp):
         return not isinstance(p.op, ast.UAdd)        # (`+t` is the tensor itself)
     if isinstance(p, ast.Call) and r in p.args:
-        f, root = p.func, p.func
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        return isinstance(f, ast.Attribute) and f.attr in _NEW_MEMORY_CALLS and isinstance(root, ast.Name) \
-            and root.id in _FORWARD_ROOTS and not any(kw.arg in ("out", "inplace") for kw in p.keywords)
+        f = p.func
+        if not (isinstance(f, ast.Attribute) and f.attr in _NEW_MEMORY_CALLS) or any(
+                kw.arg in ("out", "inplace", None) for kw in p.keywords):
+            return False
+        found, obj = ctx.env.resolve(src(f))
+        return found and (getattr(obj, "__module__", "") or "").startswith("torch")
     if isinstance(p, ast.Attribute) and p.value is r and p.attr in _NEW_MEMORY_CALLS:
         call = parents.get(id(p))
         return isinstance(call, ast.Call) and call.func is p and not any(
@@ -2523,7 +2524,7 @@ def _makes_new_memory(p, r, parents) -> bool:
     return False
 
 
-def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, markers=frozenset()) -> bool:
+def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: Context, markers=frozenset()) -> bool:
     """Whether the read `ld` of a row before its store (`x[i]`, then `x[i] = ..`) may be seen
     after the store as the row's own memory: in the loop such a view shows what the store
     wrote, while the batch read every row before any store (`a = x[i]; x[i] = x[i] * 2; y[i] =
@@ -2535,7 +2536,7 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, marke
     sub = parents.get(id(ld))
     if not isinstance(sub, ast.Subscript) or sub.value is not ld:
         return True
-    if _makes_new_memory(parents.get(id(sub)), sub, parents):
+    if _makes_new_memory(parents.get(id(sub)), sub, parents, ctx):
         return False
     at, _ = _marker_assign(stmts, o.marker)
     k = next((j for j, st in enumerate(stmts) if st is stmt), None)
@@ -2568,7 +2569,7 @@ def _read_before_store(ld: ast.Name, stmts: list, o: Output) -> bool:
     return (ld.lineno, ld.col_offset) < (a.lineno, a.col_offset) or any(r is ld for r in ast.walk(a.value))
 
 
-def _own_element_reads(body: _Body, targets: dict, stores: dict) -> set:
+def _own_element_reads(body: _Body, targets: dict, stores: dict, ctx: Context) -> set:
     """The ids of the Name nodes of reads `x[i, j]` of a tensor the nest stores into as
     `x[i, j] = v` (a plain store, not `+=`), written exactly as the store's subscript and read
     before it in the iteration: in the stored value itself, in a statement before the store's,
@@ -2593,7 +2594,7 @@ def _own_element_reads(body: _Body, targets: dict, stores: dict) -> set:
             for r in ast.walk(n):
                 if isinstance(r, ast.Subscript) and isinstance(r.value, ast.Name) and r.value.id == o.target \
                         and isinstance(r.ctx, ast.Load) and src(r) == want \
-                        and not _view_after_store(r.value, top, body.stmts, o, markers):
+                        and not _view_after_store(r.value, top, body.stmts, o, ctx, markers):
                     own.add(id(r.value))
     return own
 
@@ -2638,7 +2639,7 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
         targets[out.target] = out
         outputs.append(out)
     _check_calls(body.stmts, ctx, body, iter_vars)
-    own = _own_element_reads(body, targets, stores)
+    own = _own_element_reads(body, targets, stores, ctx)
     for n in body.stmts:
         for ld in nm.loads(n):
             if ld.id in targets and id(ld) not in own:
