@@ -517,7 +517,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         code = code.lean     # (without the check-only masks, as the hot runner runs it)
     pytypes = rt.pytypes.get((loop_id, sid), {})
     if spec is not None and (any(pytypes.get(pos) for _, pos, _ in spec)
-                             or any(kind not in _EXPRESS_KINDS for kind, _, _ in spec)):
+                             or any(kind not in _EXPRESS_KINDS and kind[0] != "accum" for kind, _, _ in spec)):
         return None
     elements = loop_id in rt.element_loops
     picks = None
@@ -534,7 +534,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     if made is None:
         return None
     body_lines, consts, names = made
-    consts.update({"_storage": R._storage, "_stacked": R._stacked, "_owned": R._owned, "_peek": R._peek,
+    consts.update({"ACCUMULATE": R.FunctionRuntime.accumulate, "_storage": R._storage, "_stacked": R._stacked, "_owned": R._owned, "_peek": R._peek,
                    "_plain": R._plain, "_reduce_builtin": R._reduce_builtin, "in_place_body": R.in_place_body,
                    "FLOOR": R._INPLACE_FLOOR, "CODE": code, "FIRST": rt.enum_start.get(loop_id, 0)})
     lines = _head(rt, loop_id, sid, hot, consts)
@@ -634,7 +634,12 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         emit(f"        if py is not None and py.get({pos}):")
         emit("            return None")
         emit(f"        o = outs[{pos}]")
-        if kind in ("stack", "cat"):
+        if kind[0] == "accum":
+            # (runtime.FunctionRuntime.accumulate, as the general path's prepare calls it, of the
+            # accumulator's value the call hands in `writes`)
+            _, op, inplace, zeros, k = kind
+            emit(f"        {r} = ACCUMULATE(writes[{k}][1], o, {op!r}, {inplace}, None, False{', zeros=True' if zeros else ''})")
+        elif kind in ("stack", "cat"):
             emit("        if o.requires_grad:")
             emit(f"            o = o.{'clone' if sig[-1] else 'detach'}()")    # (the grad mode: checked above)
             emit("        pieces = None")

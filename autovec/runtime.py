@@ -1684,6 +1684,15 @@ class FunctionRuntime:
             total = o.sum(0)
             if not zeros and _minus_zero_start(acc):
                 total = _signed_zero_sum(total, o, op)
+            elif op == "+" and total.dim() == 0 and total.is_cpu and (
+                    acc == 0 if type(acc) is not torch.Tensor else
+                    zeros and acc.dim() == 0 and acc.is_cpu and not acc.requires_grad):
+                # `0.0 + total` (or a 0-d `torch.zeros` start's) is the total itself but for -0.0
+                # (+0.0 + -0.0 is +0.0): a Python number added to a tensor costs a microsecond and
+                # more, one read a tenth of it
+                v = total.item()
+                if v != 0 or math.copysign(1.0, v) > 0:
+                    return total
             return acc + total if op == "+" else acc - total
         first = acc + o[0] if op == "+" else acc - o[0]
         if o.shape[0] == 1:
