@@ -516,7 +516,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
             return None
         code = code.lean     # (without the check-only masks, as the hot runner runs it)
     pytypes = rt.pytypes.get((loop_id, sid), {})
-    if spec is not None and (any(pytypes.get(pos) for _, pos, _ in spec)
+    if spec is not None and (any(pytypes.get(pos) and kind[0] != "accum" for kind, pos, _ in spec)
                              or any(kind not in _EXPRESS_KINDS and kind[0] != "accum" for kind, _, _ in spec)):
         return None
     elements = loop_id in rt.element_loops
@@ -631,15 +631,20 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     for j, (kind, pos, fresh) in enumerate(spec):
         r = f"r{j}"
         results.append(r)
+        if kind[0] == "accum":
+            # (runtime.FunctionRuntime.accumulate, as the general path's prepare calls it: of the
+            # accumulator's value the call hands in `writes`, with the mask, and Python numbers
+            # where the loop has them, as Token.py answers)
+            _, op, inplace, zeros, k, mpos, static = kind
+            mask = f"outs[{mpos}]" if mpos is not None else "None"
+            py = "True" if static else f"py is not None and py.get({pos}, False)"
+            emit(f"        {r} = ACCUMULATE(writes[{k}][1], outs[{pos}], {op!r}, {inplace}, {mask}, {py}"
+                 f"{', zeros=True' if zeros else ''})")
+            continue
         emit(f"        if py is not None and py.get({pos}):")
         emit("            return None")
         emit(f"        o = outs[{pos}]")
-        if kind[0] == "accum":
-            # (runtime.FunctionRuntime.accumulate, as the general path's prepare calls it, of the
-            # accumulator's value the call hands in `writes`)
-            _, op, inplace, zeros, k = kind
-            emit(f"        {r} = ACCUMULATE(writes[{k}][1], o, {op!r}, {inplace}, None, False{', zeros=True' if zeros else ''})")
-        elif kind in ("stack", "cat"):
+        if kind in ("stack", "cat"):
             emit("        if o.requires_grad:")
             emit(f"            o = o.{'clone' if sig[-1] else 'detach'}()")    # (the grad mode: checked above)
             emit("        pieces = None")

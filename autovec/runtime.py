@@ -1684,12 +1684,10 @@ class FunctionRuntime:
             total = o.sum(0)
             if not zeros and _minus_zero_start(acc):
                 total = _signed_zero_sum(total, o, op)
-            elif op == "+" and total.dim() == 0 and total.is_cpu and (
-                    acc == 0 if type(acc) is not torch.Tensor else
-                    zeros and acc.dim() == 0 and acc.is_cpu and not acc.requires_grad):
-                # `0.0 + total` (or a 0-d `torch.zeros` start's) is the total itself but for -0.0
-                # (+0.0 + -0.0 is +0.0): a Python number added to a tensor costs a microsecond and
-                # more, one read a tenth of it
+            elif op == "+" and type(acc) is not torch.Tensor and acc == 0 and total.dim() == 0 and total.is_cpu:
+                # `0.0 + total` is the total itself but for -0.0 (+0.0 + -0.0 is +0.0): a Python
+                # number added to a tensor costs a microsecond and more, one read of a CPU tensor
+                # a tenth of it (a tensor start adds in a third of that: it stays)
                 v = total.item()
                 if v != 0 or math.copysign(1.0, v) > 0:
                     return total

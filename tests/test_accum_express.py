@@ -1,9 +1,10 @@
 """Running totals in the express (lanes.express's "accum" kind): a loop whose only output is an
-accumulator (`total = total + v`, `acc += v`, `s = s * v`) is answered in one function with the
+accumulator (`total = total + v`, `acc += v`, `s = s * v`, under a condition or not, of tensors
+or of Python numbers: `hits += 1`, `total += v.item()`) is answered in one function with the
 same `accumulate` the general path calls. Its answers must be the general path's and the loop's:
 values, dtypes, the sign of a zero, gradients; and a call it was not written for goes to the
-general path. Also runtime.accumulate's shortcut for a +0 start (a Python 0 or 0.0, or a 0-d
-`torch.zeros` made before the loop): the total itself, but for a total of -0.0."""
+general path. Also runtime.accumulate's shortcut for a Python +0 start (0 or 0.0): the total
+itself, but for a total of -0.0."""
 import math
 
 import pytest
@@ -85,6 +86,21 @@ def masked_total(x, y):
     return total
 
 
+def hit_count(logits, labels):
+    hits = 0
+    for k in range(len(labels)):
+        if logits[k].argmax() == labels[k]:
+            hits += 1
+    return hits
+
+
+def item_total(x):
+    total = 0.0
+    for r in x:
+        total += r.sum().item()
+    return total
+
+
 def _pairs(n=5, d=3):
     return (torch.randn(n, d), torch.randn(n, d))
 
@@ -97,10 +113,12 @@ CASES = [
     (products, lambda: (torch.rand(4, 2) + 0.5,)),
     (differences, lambda: (torch.randn(5, 3),)),
     (from_minus_zero, lambda: (torch.randn(5, 3),)),
+    (masked_total, _pairs),
+    (hit_count, lambda: (torch.randn(6, 3), torch.randint(0, 3, (6,)))),
+    (item_total, lambda: (torch.randn(5, 3),)),
 ]
 # (not the express's: each must still give the loop's values in the steady state)
-OTHERS = [(sum_of_terms, _pairs), (nest_total, lambda: (torch.randn(4, 3), torch.randn(5, 3))),
-          (masked_total, _pairs)]
+OTHERS = [(sum_of_terms, _pairs), (nest_total, lambda: (torch.randn(4, 3), torch.randn(5, 3)))]
 
 
 @pytest.mark.parametrize("fn, make", OTHERS, ids=[c[0].__name__ for c in OTHERS])
@@ -124,18 +142,26 @@ def test_an_accumulator_is_answered_as_the_general_path_answers(fn, make, counte
     variants = [
         tuple(a.double() for a in args),
         tuple(a[:3] for a in args),
-        tuple(a.clone().requires_grad_() for a in args),
+        tuple(_grad(a) for a in args),
         tuple(a.to(torch.float16) for a in args),
         tuple(a.to(torch.int64) for a in args),
-        tuple(torch.full_like(a, -0.0) for a in args),
-        tuple(torch.full_like(a, float("nan")) for a in args),
+        tuple(_filled(a, -0.0) for a in args),
+        tuple(_filled(a, float("nan")) for a in args),
     ]
     for other in variants:
         for _ in range(4):
             _same_as_general(fn, fast, general, other)
     with torch.no_grad():
         for _ in range(3):
-            _same_as_general(fn, fast, general, tuple(a.clone().requires_grad_() for a in args))
+            _same_as_general(fn, fast, general, tuple(_grad(a) for a in args))
+
+
+def _filled(a, v):
+    return torch.full_like(a, v) if a.is_floating_point() else a
+
+
+def _grad(a):
+    return a.clone().requires_grad_() if a.is_floating_point() else a
 
 
 def _sign(v):

@@ -565,10 +565,12 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                       f"{tuple(p[4] for p in o.payloads)!r})")
             prepare += template(f"_av_P = _av_AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace}, {mask}, {py}{zeros})",
                                 _av_P=P, _av_AV=AV)
-            if not o.payloads and mpos is None and not nest and not o.pytype:
-                # (the express takes the same accumulate: of the accumulator the call hands it in `writes`)
+            if not o.payloads and not nest:
+                # (the express takes the same accumulate: of the accumulator the call hands it in
+                # `writes`, the batch's mask, the loop's Python numbers as Token.py tells them)
                 entry = f"('accum', {o.target}, {int(o.inplace)})"
-                plain.append((P, ("accum", o.op, bool(o.inplace), bool(zeros), writes.index(entry)), pos, False))
+                plain.append((P, ("accum", o.op, bool(o.inplace), bool(zeros), writes.index(entry), mpos,
+                                  bool(o.pytype)), pos, False))
             commit += template(f"{o.target} = _av_AV.commit_accum({o.target}, _av_P, {o.op!r}, {o.inplace})", _av_P=P, _av_AV=AV)
             if o.payloads:
                 ok = f"({show} " + " ".join(f"{p[4]} {O}[{pp}]" for pp, p in zip(ppos, o.payloads)) + ")"
