@@ -98,6 +98,17 @@ _ATOMS = {types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types
           float, bool, complex, type(None)}
 
 
+def _selectable(plan) -> bool:
+    """A loop whose one condition guards its whole body (analysis._guarded) and whose outputs
+    all take every kept iteration's value alike: running totals (`total = total + v`, `count +=
+    1`) and appended values (`kept.append(v)`, then a stack). Under autograd its kept iterations
+    may be computed alone (Token._run_selected): each kept value gets the gradient it gets in the
+    loop and no other iteration is computed with grad. (Not the best or last value: the other
+    kept iterations' values would be computed for nothing, and send 0 * their derivatives back.)"""
+    return plan.guarded and not plan.scans and not plan.exit_scans and bool(plan.outputs) and all(
+        o.cond and (o.kind == "accum" and o.op in ("+", "-") or o.kind == "append") for o in plan.outputs)
+
+
 def _selects_rows(plan) -> bool:
     """Outputs that keep only some iterations' values (the best one, the last one, a filter)."""
     return any(o.kind in ("best", "last") or o.cond or o.consumer in ("max", "min")
@@ -457,6 +468,8 @@ class FunctionRuntime:
         # selected rows under grad, a nest's infinities, matmul precision, shared work): the
         # others skip them with one set lookup
         self.selects = {k: bool(v.plan.branches or _selects_rows(v.plan)) for k, v in matches.items()}
+        # of those, the loops whose kept iterations may be computed alone under grad (_selectable)
+        self.selectable = frozenset(k for k, v in matches.items() if _selectable(v.plan))
         # loops whose body takes a median of all of a value's elements: its gradient is shared by
         # the tied elements, where vmap's and a batched median along a dimension give one of them all
         self.even_ties = frozenset(k for k, v in matches.items() if _whole_medians(v.plan))
@@ -1041,11 +1054,13 @@ class FunctionRuntime:
             bad = why_impure(c)
             if bad:
                 raise GuardFailed(bad)
-        if loop_id in self.checked_more:
-            self._more_checks(loop_id, m, levels, grad, tensors, free_tensors, written, fresh, free, calls, mapped)
+        selected = loop_id in self.checked_more and self._more_checks(
+            loop_id, m, levels, grad, tensors, free_tensors, written, fresh, free, calls, mapped, select_ok=True)
         if numbers:
             mapped = tuple(mapped)
         tok = Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
+        if selected:
+            tok.selecting = True
         if loop_id in self.peeks:
             tok.free = free
         if checked:
@@ -1058,10 +1073,14 @@ class FunctionRuntime:
             tok.decision, tok.t0 = decision, t0
         return tok
 
-    def _more_checks(self, loop_id, m, levels, grad, tensors, free_tensors, written, fresh, free, calls, mapped):
+    def _more_checks(self, loop_id, m, levels, grad, tensors, free_tensors, written, fresh, free, calls, mapped,
+                     select_ok=False):
         """The guard's checks beyond types, bounds, aliasing and purity, for the loops that need
         them (checked_more): branches or selected rows under grad, a nest's infinities, matmul
-        precision, shared work, callees' gradients."""
+        precision, shared work, callees' gradients. With `select_ok` (the general guard's call),
+        True where the call may run with its kept iterations selected first (Token._run_selected)
+        instead of the refusal that selected rows under grad get."""
+        selected = False
         if grad and self.selects[loop_id]:
             everything = tensors + free_tensors + written + fresh
             if (any(t.requires_grad for t in everything)
@@ -1071,10 +1090,13 @@ class FunctionRuntime:
                     or any(not isinstance(v, torch.Tensor) and _grad_reachable(v) for v in free)
                     or any(_user_code(c) and _reaches_grad(c, 0, anything=True) for c in calls)):
                 # where() computes both sides; a side masked out can still send NaN or inf into
-                # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes
-                raise GuardFailed("data-dependent branches or selected iterations with tensors that require "
-                                  "grad keep the Python loop (unselected iterations of the batched form could "
-                                  "give NaN gradients where the loop computes none)")
+                # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes. A loop
+                # whose one condition guards its whole body computes its kept rows alone instead
+                if not (select_ok and loop_id in self.selectable):
+                    raise GuardFailed("data-dependent branches or selected iterations with tensors that require "
+                                      "grad keep the Python loop (unselected iterations of the batched form could "
+                                      "give NaN gradients where the loop computes none)")
+                selected = True
         if levels is not None and grad:
             _nest_grad_infinities(tensors + free_tensors)
         if grad and loop_id in self.even_ties and (
@@ -1088,6 +1110,7 @@ class FunctionRuntime:
             _shared_gradients(*self.shared[loop_id], tuple(free) + tuple(e[0] for e in mapped))
         if grad and calls:
             _callee_gradients(calls)
+        return selected
 
     def failed(self, loop_id, tok, exc):
         if isinstance(exc, NotVectorizable):
@@ -4104,6 +4127,10 @@ class Token:
     covered = None        # (trip count, the indexed tensors) where they are what _covered gives (lanes)
     laned = False         # made by a lane (lanes.build): (loop, signature) is past `committed`
     fresh = False         # the outputs are new memory (_hot_nest's batched products): no input's
+    selecting = False     # the guard found selected rows under grad that may be kept first (_run_selected)
+    selected = False      # this call ran so
+    picked = None         # (kept iteration positions, their rows per input) while the kept rows run
+    full_n = 0            # the trip count before the kept rows were picked
     _rows = None          # (offset, level) -> rows, made on first use
 
     def rows(self, offset, level=None):
@@ -4228,9 +4255,11 @@ class Token:
         if self.laned and self.decision is None:
             return          # (a lane's token: its signature has its lane already)
         if self.decision is not None and not self.cold:
-            self.decision.vectorized_ran(_clock() - self.t0, self.n)
+            self.decision.vectorized_ran(_clock() - self.t0, self.full_n or self.n)
         key = (self.loop_id, self.sig)
-        if key not in self.rt.lane_tried:
+        if key not in self.rt.lane_tried and not self.selected:
+            # (not a call that selected its kept rows first: a lane, or an express, written from
+            # its guard would not, and neither checks what makes a call select: _more_checks)
             self.rt.committed.add(key)     # (a vectorized call, run() or not: its guard may get a lane)
 
     def last_index(self):
@@ -4274,6 +4303,8 @@ class Token:
 
     def _inputs(self):
         """(tensor, in_dim) per body parameter, in the plan's order (for a nest: in_dims per level)."""
+        if self.picked is not None:
+            return list(self.picked[1])       # the kept iterations' rows (_run_selected)
         plan = self.match.plan
         if self.levels is not None:
             levels = self.levels
@@ -4338,6 +4369,9 @@ class Token:
         return out
 
     def _index(self, device):
+        if self.picked is not None:    # (the kept iterations': _run_selected)
+            keep = self.picked[0]
+            return self.first + (keep if keep.device == device else keep.to(device)) * self.step
         self._index_exact()
         return torch.arange(self.first, self.first + self.n * self.step, self.step, device=device)
 
@@ -4431,8 +4465,10 @@ class Token:
 
     def run(self, body, ref=None, direct=None, tag="", scan_free=False):
         rt = self.rt
+        if self.selecting and not tag:
+            return self._run_selected(body, ref, direct)
         self.tag, self.scan_free = tag, scan_free
-        if not self.extra and rt.memory_budget is None and rt.events is None:
+        if not self.extra and rt.memory_budget is None and rt.events is None and self.picked is None:
             hot = rt.hot.get((self.loop_id, self.sig, tag))
             if hot is not None and self.n <= hot[0]:
                 outs = hot[1](self, body, direct)
@@ -4440,8 +4476,8 @@ class Token:
                     rt.ran[self.loop_id] = hot[2]
                     return outs
         per = rt.iter_bytes.get((self.loop_id, self.sig))
-        if per is None or per * self.n > _MEMORY_FLOOR or rt.memory_budget is not None or (
-                self.sources and not all(type(s) is torch.Tensor for s in self.sources)):
+        if self.picked is None and (per is None or per * self.n > _MEMORY_FLOOR or rt.memory_budget is not None or (
+                self.sources and not all(type(s) is torch.Tensor for s in self.sources))):
             # (the common case, a small batch of known size and no list, skips both lookups)
             chunk = self._chunk_rows() or self._memory_rows(ref or body)
             if chunk:
@@ -4520,6 +4556,39 @@ class Token:
             rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
             return outs
         raise GuardFailed("; ".join(errors))
+
+    def _run_selected(self, body, ref, direct):
+        """Under autograd, a loop whose one condition guards its whole body (runtime._selectable):
+        the batch without grad first, for the condition of every iteration; then, with grad, the
+        body again on the kept iterations alone, their rows gathered in the loop's order (and the
+        index, as a number, theirs). Each kept value is the loop's, with the loop's gradient; no
+        other iteration is computed with grad, as none is in the loop (a batch over every row
+        would send 0 * their derivatives, NaN where one is infinite, into the inputs' gradients).
+        All kept or none: one run answers. (Token.run itself: on an accelerator, checked_run is
+        around this call already.)"""
+        self.selecting = False
+        self.selected = True
+        with torch.no_grad():
+            outs = Token.run(self, body, ref, direct)
+        pos = next((lay[2] for lay in self.match_layout() if lay[2] is not None), None)
+        mask = outs[pos] if pos is not None else None
+        n = self.n
+        if not isinstance(mask, torch.Tensor) or mask.dim() != 1 or mask.shape[0] != n:
+            raise GuardFailed("the loop's condition is not one flag per iteration (the loop runs under grad)")
+        keep = (mask if mask.dtype == torch.bool else mask != 0).nonzero().flatten()
+        k = keep.numel()
+        if k == 0:
+            return outs           # (no iteration kept: the consumers take no row of these values)
+        if k == n:
+            return Token.run(self, body, ref, direct)       # (every iteration kept: the batch as it is)
+        if self.extra or self.levels is not None:
+            raise GuardFailed("a loop nest or running values read in the body (the loop runs under grad)")
+        if self.match.plan.index_as_value:
+            self._index_exact()   # (over every iteration's index, as the batch without grad had them)
+        picked = [(t.index_select(d, keep if keep.device == t.device else keep.to(t.device)), d)
+                  for t, d in self._inputs()]
+        self.picked, self.full_n, self.n = (keep, picked), n, k
+        return Token.run(self, body, ref, direct)
 
     def _make_hot(self, key, mode):
         """The steady state of one signature, tag and mode, once that mode has passed its check:
@@ -5008,6 +5077,8 @@ class Token:
                 if py:
                     args[n_plain + k] = args[n_plain + k].item()
         if self.match.plan.index_as_value:
+            if self.picked is not None:
+                j = int(self.picked[0][j])     # (the kept iterations' own: _run_selected)
             args.append(self.first + j * self.step)
         return args
 

@@ -1886,7 +1886,46 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         free=tuple(free), callables=callables, live_after=tuple(live), branches=body.branches or bool(helpers),
         branch_helpers=helpers,
         items=body.items, scans=tuple(scans), exit_scans=tuple(exit_scans),
-        index_float=index_as_value and _index_meets_floats(stmts, [index], free))
+        index_float=index_as_value and _index_meets_floats(stmts, [index], free),
+        guarded=_guarded(node, helpers))
+
+
+# what may not sit inside a guarded body (_guarded): branches, loops, exits, and the builtins that
+# pick one of their arguments by comparing them
+_NOT_GUARDED = (ast.If, ast.IfExp, ast.BoolOp, ast.While, ast.For, ast.AsyncFor, ast.Try, ast.With, ast.Break,
+                ast.Continue, ast.Return, ast.Raise, ast.comprehension, ast.Lambda, ast.NamedExpr)
+
+
+def _guarded(node, helpers) -> bool:
+    """Whether the loop's body is one `if` without `else` around plain statements (`for t in ..:
+    if y[t] >= 0: total = total + loss(t)`; or `if y[t] < 0: continue` and then plain statements), or a comprehension with one condition around a plain
+    element: the iterations whose condition holds are the only ones that compute anything, and
+    nothing else in the body selects by data. Under autograd the runtime may then compute the
+    condition for every iteration first and the body on the kept ones alone (Token._run_selected),
+    so that no iteration the loop skips sends a gradient (0 * inf is NaN) into the inputs."""
+    if helpers:
+        return False
+    if isinstance(node, ast.For):
+        first = node.body[0]
+        if node.orelse or not isinstance(first, ast.If) or first.orelse:
+            return False
+        if len(node.body) == 1:
+            inner = first.body
+        elif len(first.body) == 1 and isinstance(first.body[0], ast.Continue):
+            inner = node.body[1:]     # (`if c: continue` and then the body: the body under `not c`)
+        else:
+            return False
+    elif isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+        if len(node.generators) != 1 or len(node.generators[0].ifs) != 1:
+            return False
+        inner = [node.elt]
+    else:
+        return False
+    for n in (x for st in inner for x in ast.walk(st)):
+        if isinstance(n, _NOT_GUARDED) or isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
+                and n.func.id in ("max", "min", "sorted", "any", "all", "sum", "filter", "map"):
+            return False
+    return True
 
 
 def _index_meets_floats(stmts, names, free) -> bool:
