@@ -490,6 +490,7 @@ def explain(fn, *args, **kwargs) -> Explanation:
     with _EXPLAINING:     # one explain at a time (its record and its quieted output are shared)
         rt.events, rt.events_thread = [], threading.get_ident()
         rt.chunked.clear()
+        rt.kept.clear()
         rt.batched_seen.clear()
         try:
             with _quiet_this_thread():
@@ -552,5 +553,10 @@ def explain(fn, *args, **kwargs) -> Explanation:
         ex.notes.append(f"line {rt.matches[loop_id].plan.lineno}: ran in {chunks} chunks of {rows} iterations "
                         f"(all at once would need about {_mib(need)} for intermediates; the memory budget is "
                         f"{_mib(budget)})")
+    for loop_id, (k, n) in rt.kept.items():
+        if last.get(loop_id) == "vectorized":
+            ex.notes.append(f"line {rt.matches[loop_id].plan.lineno}: tensors require grad: the condition ran for all "
+                            f"{n} iterations without grad, then the body with grad on the {k} kept ones alone (an "
+                            "iteration the loop skips sends nothing into the gradients)")
     ex.estimate = estimate if any(estimate.values()) else None
     return ex

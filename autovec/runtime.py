@@ -420,6 +420,7 @@ class FunctionRuntime:
         self.py_clock: dict = {}          # loop id -> (start, trip count, decision) of a timed Python run
         self.iter_bytes: dict = {}        # (loop id, signature) -> bytes one iteration allocates
         self.chunked: dict = {}           # loop id -> (chunks, rows, bytes needed, budget) of the last run
+        self.kept: dict = {}              # loop id -> (kept iterations, all) of its last run that selected them
         self.memory_budget = None         # bytes, from @autovec(memory_budget=...); None: half of free memory
         self.steps: dict = {}             # loop id -> compiled.Stepping (loops with a compiled-step form)
         self.in_place: dict = {}          # (loop id, owned parameters) -> the broadcast body reusing temporaries, or None
@@ -4577,6 +4578,7 @@ class Token:
             raise GuardFailed("the loop's condition is not one flag per iteration (the loop runs under grad)")
         keep = (mask if mask.dtype == torch.bool else mask != 0).nonzero().flatten()
         k = keep.numel()
+        self.rt.kept[self.loop_id] = (k, n)      # (for explain)
         if k == 0:
             return outs           # (no iteration kept: the consumers take no row of these values)
         if k == n:

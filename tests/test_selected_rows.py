@@ -323,3 +323,14 @@ def test_a_continue_before_the_body_selects_too(monkeypatch):
         torch.testing.assert_close(b.grad, a.grad)
     logits, y = _labels()
     assert explain(fast, logits.requires_grad_(), y).path == "vectorized"
+
+
+def test_explain_tells_the_kept_rows(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    logits, y = _labels(12)
+    ex = explain(picked_log_probs, logits.requires_grad_(), y)
+    assert ex.path == "vectorized"
+    kept = int((y >= 0).sum())
+    assert any(f"on the {kept} kept ones" in n and "all 12 iterations" in n for n in ex.notes), ex.notes
+    with torch.no_grad():
+        assert not any("kept ones" in n for n in explain(picked_log_probs, logits, y).notes)
