@@ -431,19 +431,30 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
     if whole and len(fresh) == len(whole):
         results = []
         new = names["atoms"] and not rt.peeks.get(loop_id)   # (as for the express's consumers)
-        for (_, pos, fresh_value), i in zip(whole, fresh):
+        for (kind, pos, fresh_value), i in zip(whole, fresh):
             o, w = f"o{pos}", f"w{i}"
+            dim = int(kind[5:] or 0)
             emit(f"    {o} = outs[{pos}]")
+            if dim:
+                # rows along another dimension: the batch as the broadcast body computed it, where
+                # it did so at that dimension (fit_store's `unmoved`; a complex one is moved back)
+                emit(f"    um = tok.unmoved.get(id({o})) if tok.unmoved is not None and tok.unmoved_at == {dim} else None")
+                emit(f"    if um is None or um[0] is not {o} or {o}.is_complex():")
+                emit("        return tok, outs")
+                emit(f"    {o} = um[1]")
             # (the rows are all of the output: from 0 in steps of 1, its length; a nest: every level's)
             rows = " or ".join(f"levels[{lv}][0] or levels[{lv}][1] != 1" for lv in range(nest)) if nest \
-                else f"start or n != {w}.shape[0]"
+                else f"start or n != {w}.shape[{dim}]"
             emit(f"    if type({o}) is not Tensor or {o}.requires_grad or {w}.requires_grad or {o}.dtype is not {w}.dtype "
                  f"or {rows} or not {o}.is_cpu:")
             emit("        return tok, outs")
             emit(f"    if {o}.shape != {w}.shape:")     # (rows of leading 1s: setitem drops them, fit_store too)
-            emit(f"        {o} = _dropped({o}, {w}.shape, {max(nest, 1)})")
-            emit(f"        if {o} is None:")
-            emit("            return tok, outs")
+            if dim:
+                emit("        return tok, outs")
+            else:
+                emit(f"        {o} = _dropped({o}, {w}.shape, {max(nest, 1)})")
+                emit(f"        if {o} is None:")
+                emit("            return tok, outs")
             shared = "" if fresh_value and new else f" or not tok.fresh and tok.shares_input({o})"
             emit(f"    if not {o}.is_contiguous() or not {w}.is_contiguous() or not {o}.numel(){shared}:")
             emit("        return tok, outs")
@@ -485,7 +496,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     if rt.strict or rt.events is not None or spec == () or _config._RAW_DICT is None:
         return None
     whole = None
-    if spec is not None and spec[0][0] == "store":
+    if spec is not None and spec[0][0].startswith("store"):
         whole, spec = spec, None    # (the token flavour, which may answer a fresh output's batch whole)
     hot = rt.hot.get((loop_id, sid, ""))
     if hot is None or (loop_id, sid) in rt.failures:

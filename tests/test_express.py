@@ -448,7 +448,38 @@ def nest_wider(x):
     return out
 
 
+def fill_columns(x):
+    out = torch.empty_like(x)
+    for j in range(x.shape[1]):
+        out[:, j] = x[:, j] * 2 + 1        # (columns: the broadcast body computes them in place)
+    return out
+
+
+def fill_columns_bias(x):
+    b = torch.arange(x.shape[1], dtype=x.dtype)
+    out = torch.empty_like(x)
+    for j in range(x.shape[1]):
+        out[:, j] = x[:, j] + b[j]
+    return out
+
+
+def fill_columns_input(x):
+    out = torch.empty_like(x)
+    for j in range(x.shape[1]):
+        out[:, j] = x[:, j]                # (the input's own memory: copied)
+    return out
+
+
+def fill_columns_wider(x):
+    out = torch.empty(x.shape, dtype=torch.float64)
+    for j in range(x.shape[1]):
+        out[:, j] = x[:, j] * 2            # (float32 columns into a float64 output: converted)
+    return out
+
+
 @pytest.mark.parametrize("fn, whole", [(fill_doubled, True), (fill_rows, False), (fill_wider, False),
+                                       (fill_columns, True), (fill_columns_bias, True), (fill_columns_input, False),
+                                       (fill_columns_wider, False),
                                        (fill_broadcast, False), (fill_shifted, False), (fill_two, False), (fill_leading_one, True),
                                        (nest_fill, True), (nest_gram, True), (nest_part, False),
                                        (nest_wider, False)])
@@ -476,6 +507,18 @@ def test_a_fresh_output_becomes_the_batch_as_on_the_general_path(fn, whole, coun
     with torch.no_grad():
         for _ in range(3):
             _same_as_general(fn, fast, general, (x.clone().requires_grad_(),))
+
+
+def test_complex_columns_are_no_whole_answer(counted, monkeypatch):
+    """fit_store moves a complex batch back into its rows rather than take it as computed at
+    the column dimension: the express hands its token on there too."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast, general = autovec(fill_columns), _general(fill_columns)
+    x = torch.randn(6, 4, dtype=torch.complex64)
+    _steady(fast, x.clone())
+    before, whole_before = counted["answered"], counted["whole"]
+    _same_as_general(fill_columns, fast, general, (x,))
+    assert counted["answered"] > before and counted["whole"] == whole_before
 
 
 class _GivesTheTensor:

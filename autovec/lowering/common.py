@@ -500,12 +500,14 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 if o.fill and mask == "None" and all(t != o.target for t, _ in releases):
                     releases.append((o.target, o.fill))
                 # (the rows are all of it where the loop covers them from 0: the region is the output)
-                covers = simple and not o.dim and not o.offset or nest and compact == f"{o.target}[{{}}]" \
+                covers = simple and not o.offset or nest and compact == f"{o.target}[{{}}]" \
                     and tuple(o.nest_rows) == tuple((lv, 0) for lv in range(lead))
                 # (not an in-place method's: the express drops leading 1s and casts, fit_store checks it;
                 # nor a value read back: runtime.exact checks it)
                 if covers and mask == "None" and ok == f"{O}[{pos}]" and not oth and not o.method and not o.exact:
-                    whole.append((o.target, "store", pos, _new_memory(o.value, plan)))   # (the express may answer it)
+                    # (the express may answer it; rows along another dimension: "store<dim>", the
+                    # batch as the broadcast body computed it, runtime.fit_store's `unmoved`)
+                    whole.append((o.target, f"store{o.dim or ''}", pos, _new_memory(o.value, plan)))
                     whole_commits.add(id(commit[-1]))
             else:
                 commit += template(f"{region} = _av_P", _av_P=P)
