@@ -8,6 +8,7 @@ errors with their messages, gradients; and the path taken, the loop where a diff
 the loop is possible (NaN for Python's max / min, +0.0 beside -0.0, gradients, a step in
 another dtype than the output's, float16 products, out-of-range and uint8 indices, aliasing)."""
 import copy
+import types
 
 import pytest
 import torch
@@ -263,7 +264,8 @@ def test_rows_that_do_not_fit_keep_the_loop():
     # a wider value than the element: the loop raises (after the writes before it, none here)
     _check(t_maximum, (torch.randn(7), dst, torch.randn(60, 2)), path="python")
     _check(graph_max, (torch.randn(7, 4), dst, torch.randn(60, 2, 4)), path="python")
-    _check(graph_max, (torch.randn(7, 1), dst, torch.randn(60, 4)), path="python")
+    ex = _check(graph_max, (torch.randn(7, 1), dst, torch.randn(60, 4)), path="python")
+    assert "a value that does not fit the element it updates" in str(ex)
     # `*=` in place adds no dimension: leading 1s raise there (not in `out[k] = out[k] * v`)
     _check(prod_inplace, (torch.randn(7, 4), dst, torch.rand(60, 1, 4) + 0.5), path="python")
     # Python's max of several elements: the loop raises (bool of a tensor of several values)
@@ -486,7 +488,24 @@ def test_not_taken_for_other_spellings():
             best[c[i]] = max(best[c[i]], v[i])
         return best
 
+    def reads_other_bin(best, c, d):
+        for i in range(c.shape[0]):
+            best[c[i]] = torch.maximum(best[c[i]], best[d[i]])
+        return best
+
+    def multiplies_by_other_bin(out, c, d):
+        for i in range(c.shape[0]):
+            out[c[i]] *= out[d[i]]
+        return out
+
+    # a `torch` that is not torch: its maximum is whatever it is
+    fake = types.SimpleNamespace(maximum=torch.minimum)
+    not_torch = types.FunctionType(t_maximum.__code__, {"torch": fake, "range": range}, "not_torch")
+
     _check(read_elsewhere, (torch.randn(6), c, v, torch.zeros(40)), path="python")
+    _check(reads_other_bin, (torch.randn(6), c, _bins()), path="python")
+    _check(multiplies_by_other_bin, (torch.rand(6) + 0.5, c, _bins()), path="python", close=True)
+    _check(not_torch, (torch.randn(6), c, v), path="python")
     _check(other_element, (torch.randn(7), c, v), path="python")
     _check(shadowed, (torch.randn(6), c, v), path="python")
 
@@ -515,3 +534,30 @@ def test_large_and_repeated_calls():
     for _ in range(3):
         a, b = torch.full((100, 8), float("-inf")), torch.full((100, 8), float("-inf"))
         _exact(fast(a, c, v), graph_max(b, c, v))
+
+
+def test_forward_ad_and_too_many_indices_keep_the_loop():
+    import torch.autograd.forward_ad as fwAD
+    c, v = _bins(), torch.randn(40)
+    v[3] = v[9]
+    c[3] = c[9]
+    for fn in (t_maximum, prod_assign):
+        with fwAD.dual_level():
+            for tangent_on in ("start", "values"):
+                start = torch.randn(6)
+                vals = v.clone()
+                if tangent_on == "start":
+                    start = fwAD.make_dual(start, torch.randn(6))
+                else:
+                    vals = fwAD.make_dual(vals, torch.randn(40))
+                want = fwAD.unpack_dual(fn(start.clone(), c, vals)).tangent
+                got = fwAD.unpack_dual(autovec(fn)(start.clone(), c, vals)).tangent
+                _exact(got, want, close=True)
+
+    def pair_into_vector(best, a, b, v):
+        for i in range(a.shape[0]):
+            best[a[i], b[i]] = torch.maximum(best[a[i], b[i]], v[i])
+        return best
+
+    ex = _check(pair_into_vector, (torch.randn(6), c, c, v), path="python")
+    assert "too many indices for the written tensor" in str(ex)
