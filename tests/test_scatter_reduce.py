@@ -272,6 +272,15 @@ def test_rows_that_do_not_fit_keep_the_loop():
     _check(py_max, (torch.randn(7, 4), dst, torch.randn(60, 4)), path="python")
 
 
+def test_trailing_full_slices():
+    def sliced(agg, dst, msg):
+        for e in range(dst.shape[0]):
+            agg[dst[e], :] = torch.minimum(agg[dst[e], :], msg[e])
+        return agg
+
+    _check(sliced, (torch.randn(7, 4), _bins(60, 7), torch.randn(60, 4)))
+
+
 def test_several_indices():
     a, b = _bins(50, 4), _bins(50, 5)
     _check(pair_max, (torch.randn(4, 5), a, b, torch.randn(50)))
