@@ -3214,9 +3214,12 @@ def _mm_method(self, kind, a, la, b, lb, sizes):
 FunctionRuntime.mm = _mm_method
 
 
-def _scatter_prep(target, vals, idxs, op, mask):
+def _scatter_prep(target, vals, idxs, op, mask, form="", py=False):
     """Indices and values for one `index_put_` that does what the loop's
-    `target[i0, i1] op= v` does, repeated indices included."""
+    `target[i0, i1] op= v` does, repeated indices included (a per-bin max, min or product:
+    _scatter_reduce_prep)."""
+    if op in _REDUCES:
+        return _scatter_reduce_prep(target, vals, idxs, op, mask, form, py)
     if op and target.dtype in _HALF:
         # the loop rounds to float16 / bfloat16 after every addition (2048 + 1 is 2048); an
         # index_put_ adds the increments to each element without those roundings
@@ -3238,17 +3241,7 @@ def _scatter_prep(target, vals, idxs, op, mask):
     whole = _scatter_whole(target, vals, idxs, op, n)
     if whole is not None:
         return whole
-    norm = []
-    for d, i in enumerate(idxs):
-        if i.dim() != 1 or i.dtype in (torch.bool,) or i.is_floating_point() or i.is_complex():
-            raise GuardFailed("scatter indices must be one integer per iteration")
-        size = target.shape[d]
-        lo, hi = torch.aminmax(i)
-        if int(lo) < -size or int(hi) >= size:
-            raise GuardFailed("an index is out of range (the loop raises)", data=True)
-        if int(lo) < 0:
-            i = torch.where(i < 0, i + size, i)
-        norm.append(i if i.dtype == torch.long else i.to(torch.long))
+    norm = _scatter_indices(target, idxs)
     slot = target.shape[len(idxs):]
     v = vals.shape[1:]
     while len(v) > len(slot) and v[0] == 1 and not op:
@@ -3291,6 +3284,135 @@ def _scatter_prep(target, vals, idxs, op, mask):
             keep[perm[ends]] = True
         vals, norm = vals[keep], [i[keep] for i in norm]
     return tuple(norm), vals
+
+
+def _scatter_indices(target, idxs):
+    """The per-iteration indices as int64 positions within `target`'s dimensions (negative ones
+    counted from the end, as the loop's indexing does); out of range, the loop decides."""
+    norm = []
+    for d, i in enumerate(idxs):
+        if i.dim() != 1 or i.dtype in (torch.bool,) or i.is_floating_point() or i.is_complex():
+            raise GuardFailed("scatter indices must be one integer per iteration")
+        size = target.shape[d]
+        lo, hi = torch.aminmax(i)
+        if int(lo) < -size or int(hi) >= size:
+            raise GuardFailed("an index is out of range (the loop raises)", data=True)
+        if int(lo) < 0:
+            i = torch.where(i < 0, i + size, i)
+        norm.append(i if i.dtype == torch.long else i.to(torch.long))
+    return norm
+
+
+# a per-bin `out[k] = torch.maximum(out[k], v)` / `max(out[k], v)` / `out[k] *= v`: scatter_reduce's name
+_REDUCES = {"max": "amax", "min": "amin", "*": "prod"}
+
+
+@functools.lru_cache(maxsize=None)
+def _step_dtype(a, a0, b, b0):
+    """The dtype torch computes `f(a, b)` in for tensors of dtypes a and b (a0 / b0: 0-d ones,
+    which promote only across categories)."""
+    return torch.result_type(torch.empty(() if a0 else (0,), dtype=a), torch.empty(() if b0 else (0,), dtype=b))
+
+
+def _scatter_reduce_prep(target, vals, idxs, op, mask, form, py):
+    """A per-bin maximum, minimum or product over repeated indices as one scatter_reduce_ from
+    the bins' own values (include_self), where it gives what the loop's steps give, one at a
+    time (analysis._reduce_store: `form` "torch" for torch.maximum / minimum / max / min,
+    "builtin" for Python's max / min, "inplace" for `*=`, "" for `out[k] = out[k] * v`):
+
+    - each step computes in the dtype of the element and the value as they are (0-d ones
+      promote only across kinds) and stores into the element: only where that is the target's
+      own dtype is every step exact (a float max stored into an int target truncates every
+      step, an int64 best compared in float32 rounds); complex values have no order (the
+      loop raises) and a complex product's inf / NaN cases follow each step: the loop;
+    - NaN: torch.maximum / minimum propagate it as amax / amin do on a CPU (checked by the
+      tests); Python's `max(a, b)` returns `a` unless `b > a`, which NaN never is (a NaN best
+      stays, a NaN value is skipped, or taken when it comes first): NaN in the data keeps the
+      loop (and on other devices, where the reductions' NaN is not checked, for every form);
+    - ties keep an operand, so +0.0 and -0.0 in one call (torch.maximum(0.0, -0.0) is 0.0,
+      with the operands swapped -0.0) keep the loop;
+    - a float product reassociates the loop's, as every sum and product here does: the same
+      value up to rounding only while no partial product of a bin leaves the normal range
+      (checked per bin, as runtime._products_in_range); float16 / bfloat16 round at every
+      step: the loop. Integer products wrap modulo 2**bits in any order: exact;
+    - gradients (and forward-mode tangents) keep the loop: amax's backward splits a tie's
+      gradient evenly, the loop's gives it by each step's choice;
+    - a value must fit the element as the loop's step does: the result of `f(out[k], v)` stored
+      (leading 1s dropped) or, for `*=`, updated in place (no dimension added); Python's max /
+      min compares one element with one element."""
+    if py or not isinstance(vals, torch.Tensor):
+        raise GuardFailed("a per-bin max / min / product of Python numbers (the loop decides with its own types)")
+    if target.is_complex() or vals.is_complex():
+        raise GuardFailed("a per-bin max / min / product of complex values (no order: the loop raises; "
+                          "a complex product's inf and NaN follow each step)")
+    if torch.is_grad_enabled() and (target.requires_grad or vals.requires_grad):
+        raise GuardFailed("a per-bin max / min / product with gradients (the loop's follow each step's choice "
+                          "among ties, scatter_reduce's split them)")
+    if _forward_ad._current_level >= 0 and any(_forward_ad.unpack_dual(t).tangent is not None
+                                               for t in (target, vals)):
+        raise GuardFailed("forward-mode AD (dual tensors): the loop runs as written", data=True)
+    if op == "*" and target.dtype in _HALF:
+        raise GuardFailed(_HALF_SUM)
+    for i in idxs:
+        if isinstance(i, torch.Tensor) and i.dtype == torch.uint8:
+            raise GuardFailed("uint8 indices select as byte masks in torch's indexing (the loop decides)")
+    if mask is not None:
+        vals, idxs = _select(vals, mask), [_select(i, mask) for i in idxs]
+    n = vals.shape[0]
+    if n == 0:
+        return None
+    if len(idxs) > target.dim():
+        raise GuardFailed("too many indices for the written tensor (the loop raises)")
+    slot = tuple(target.shape[len(idxs):])
+    v = tuple(vals.shape[1:])
+    if form == "builtin" and (math.prod(slot) != 1 or math.prod(v) != 1):
+        raise GuardFailed("Python's max / min of tensors of several elements (the loop raises)")
+    step = _step_dtype(target.dtype, not slot, vals.dtype, not v)
+    if step != target.dtype:
+        raise GuardFailed(f"each step computes in {step} and stores into {target.dtype} (the loop converts "
+                          "every step's result)")
+    while len(v) > len(slot) and v[0] == 1 and form != "inplace":
+        v = v[1:]      # (the store drops leading 1s; an in-place `*=` raises instead, as the loop does)
+    if len(v) > len(slot) or any(a != b and a != 1 for a, b in zip(v, slot[len(slot) - len(v):])):
+        raise GuardFailed("a value that does not fit the element it updates (the loop raises)")
+    norm = _scatter_indices(target, idxs)
+    lin = norm[0]
+    for d in range(1, len(norm)):
+        lin = lin * target.shape[d] + norm[d]
+    if tuple(vals.shape[1:]) != slot:
+        vals = vals.reshape(n, *([1] * (len(slot) - len(v))), *v).expand(n, *slot)
+    if vals.dtype != target.dtype:
+        vals = vals.to(target.dtype)
+    if target.is_floating_point():
+        if op == "*":
+            _bin_products_in_range(target, vals, lin, len(idxs))
+        else:
+            if (form == "builtin" or not target.is_cpu) and (bool(torch.isnan(vals).any())
+                                                            or bool(torch.isnan(target).any())):
+                raise GuardFailed("NaN in a per-bin max / min (Python's max / min skip or keep it by the operands' "
+                                  "order)", data=True)
+            zv, zt = vals == 0, target == 0
+            sv, st = torch.signbit(vals), torch.signbit(target)
+            if bool((zv & sv).any() | (zt & st).any()) and bool((zv & ~sv).any() | (zt & ~st).any()):
+                raise GuardFailed("+0.0 and -0.0 in a per-bin max / min (a tie keeps one operand by the order "
+                                  "of the loop's steps)", data=True)
+    return "reduce", (lin, vals)
+
+
+def _bin_products_in_range(target, vals, lin, k):
+    """_products_in_range for each element of a scatter's bins: the magnitudes of the start
+    and of the factors a bin gets, multiplied only above 1 or only below 1, stay within the
+    normal range, so no order of the steps overflows or underflows."""
+    lg = torch.log2(vals.double().abs())
+    lg = torch.where(torch.isfinite(lg), lg, 0.0)          # (zeros, inf and NaN: the same in any order)
+    ls = torch.log2(target.detach().double().abs().flatten(0, k - 1))
+    ls = torch.where(torch.isfinite(ls), ls, 0.0)
+    up = ls.clamp(min=0).index_add_(0, lin, lg.clamp(min=0))
+    down = ls.clamp(max=0).index_add_(0, lin, lg.clamp(max=0))
+    fi = torch.finfo(target.dtype)
+    if bool(up.max() > math.log2(fi.max) - 2) or bool(down.min() < math.log2(fi.tiny) + 2):
+        raise GuardFailed("a per-bin product whose partial products may overflow or underflow (the loop's "
+                          "order of steps decides where it reaches inf or 0)", data=True)
 
 
 def _cat_accum(acc, vals, dim, mask, tok=None):
@@ -3558,6 +3680,17 @@ def _scatter_commit(target, prepared, op):
     if prepared is None:
         return
     idx, vals = prepared
+    if idx == "reduce":
+        # _scatter_reduce_prep: one scatter_reduce_ over the indexed dimensions flattened into one
+        lin, vals = vals
+        k = target.dim() - (vals.dim() - 1)
+        flat = target if k == 1 else (target.view(-1, *target.shape[k:]) if target.is_contiguous()
+                                      else target.reshape(-1, *target.shape[k:]).clone())
+        index = lin.view(-1, *([1] * (vals.dim() - 1))).expand_as(vals)
+        flat.scatter_reduce_(0, index, vals, _REDUCES[op], include_self=True)
+        if flat is not target and not target.is_contiguous():
+            target.copy_(flat.view(target.shape))
+        return
     if idx == "whole":
         target.copy_(vals)     # _scatter_whole: the updated tensor, made out of place
         return

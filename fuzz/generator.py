@@ -4064,7 +4064,56 @@ def lost_sum_terms(self):
     self.emit(1, "return total")
 
 
-LOST_FORMS = {"compaction": lost_compaction, "while_and": lost_while_and, "sum_terms": lost_sum_terms}
+def lost_scatter_reduce(self):
+    """A per-bin maximum, minimum or product over repeated indices (`best[idx[i]] =
+    torch.maximum(best[idx[i]], w[i])`, torch.minimum, the two-tensor torch.max / torch.min,
+    Python's max / min, in either order, `out[idx[i]] *= w[i]`, `out[idx[i]] = out[idx[i]] *
+    w[i]`): into a new tensor or an argument, of the values' dtype or another, elements or
+    rows, under a condition now and then, with int64 / int32 / uint8 indices, negative ones and
+    now and then one out of range; NaN, inf, -0.0 and gradients from the inputs."""
+    k = self.rng.randint(1, 6)
+    low = -k if self.chance(0.2) else 0
+    high = k + 1 if self.chance(0.1) else k
+    idt = self.pick(["int64", "int64", "int64", "int32", "uint8"])
+    self.tensor("idx", (self.n,), idt, low=max(low, 0) if idt == "uint8" else low, high=high)
+    form = self.pick(["maximum", "minimum", "max", "min", "py_max", "py_min", "imul", "mul"])
+    product = form in ("imul", "mul")
+    dtypes = ("float32", "float64", "int64", "int32", "float16") if product else \
+        ("float32", "float32", "float64", "int64", "int32", "bool", "float16")
+    w = self.main("w", dtypes=dtypes, rank=self.pick([1, 1, 2]))
+    dt = w.dtype if self.chance(0.75) else self.pick(dtypes)
+    dims = ", ".join((str(k),) + tuple(f"w.shape[{d}]" for d in range(1, len(w.shape))))
+    if self.chance(0.3):
+        shape = (k,) + tuple(w.shape[1:])
+        self.tensor("best", shape, dt, readonly=False)
+    elif dt == "bool":
+        self.emit(1, f"best = torch.{self.pick(['zeros', 'ones'])}({dims}, dtype=torch.bool)")
+    else:
+        start = self.pick(["1", "1", "2", "-1"] if product else
+                          (["float('-inf')", "float('inf')", "0", "-0.0", "1.5"] if dt in FLOATS else ["0", "-100", "100"]))
+        self.emit(1, f"best = torch.full(({dims},), {start}, dtype=torch.{dt})")
+    val = self.pick(["w[i]", "w[i]", "w[i]", "w[i] * 2", "w[i] + 1"])
+    cell = "best[idx[i]]"
+    if form == "imul":
+        stmt = f"{cell} *= {val}"
+    elif form == "mul":
+        val = val if val == "w[i]" else f"({val})"
+        stmt = self.pick([f"{cell} = {cell} * {val}", f"{cell} = {val} * {cell}"])
+    else:
+        fn = {"maximum": "torch.maximum", "minimum": "torch.minimum", "max": "torch.max", "min": "torch.min",
+              "py_max": "max", "py_min": "min"}[form]
+        stmt = self.pick([f"{cell} = {fn}({cell}, {val})", f"{cell} = {fn}({val}, {cell})"])
+    self.emit(1, f"for i in range({'idx.shape[0]' if self.chance(0.5) else self.count(w)}):")
+    if self.chance(0.3):
+        self.emit(2, f"if {self.pick(['w[i].sum() > 0', 'idx[i] != 0', 'w[i].max() < 1'])}:")
+        self.emit(3, stmt)
+    else:
+        self.emit(2, stmt)
+    self.emit(1, "return best")
+
+
+LOST_FORMS = {"compaction": lost_compaction, "while_and": lost_while_and, "sum_terms": lost_sum_terms,
+              "scatter_reduce": lost_scatter_reduce}
 
 # family "ints": the same forms with narrow integer data (int32, int16, uint8) beside int64:
 # a Python int or a 0-d int64 value does not widen them, a batch of int64 values would

@@ -279,14 +279,22 @@ def nest_reads_output(x):
     return out
 
 
+def test_nest_product_is_a_per_bin_product():
+    """`out[i] *= x[i, j]` in a nest: a scatter of the nest's iterations into the rows, one
+    scatter_reduce_ "prod" from each row's own value (runtime._scatter_reduce_prep; it kept
+    the loop before per-bin products existed)."""
+    from autovec import assert_equivalent, autovec, explain
+    assert explain(autovec(nest_product), torch.randn(6, 4)).path == "vectorized"
+    assert_equivalent(nest_product, torch.randn(6, 4))
+
+
 @pytest.mark.parametrize("fn, args", [
-    (nest_product, (torch.randn(6, 4),)),
     (nest_reads_output, (torch.randn(6, 4),)),
     (in_a_list, (torch.randn(20, 5), [0, 2])),
     (in_sliced_rows, (torch.randn(9, 4),)),
     (zip_tolist_weights, (torch.randn(6, 3), torch.randn(6, 2))),      # .tolist() rows are lists
     (nll_ignore_if, (torch.randn(6, 7), torch.tensor([0, 1, -100, 9, 2, 3]))),   # 9 is read: IndexError
-], ids=["nest_product", "nest_reads_output", "in_a_list", "ragged_chained_store", "zip_tolist_of_rows",
+], ids=["nest_reads_output", "in_a_list", "ragged_chained_store", "zip_tolist_of_rows",
         "index_out_of_range_where_read"])
 def test_forms_that_keep_the_loop_and_its_answer(fn, args):
     from autovec import assert_equivalent, autovec, explain

@@ -252,7 +252,7 @@ def _with_consumers(plan, node: ast.For, ctx: Context):
             out = dataclasses.replace(out, consumer="fresh", fill=fresh if isinstance(fresh, str) else "")
         if out.kind == "accum" and out.op in ("+", "-") and _allocation(out.target, node, ctx) == "0":
             out = dataclasses.replace(out, fill="0")   # (it starts +0.0: runtime accumulate's zeros)
-        if out.kind == "scatter" and out.op and _allocation(out.target, node, ctx) == "0":
+        if out.kind == "scatter" and out.op in ("+", "-") and _allocation(out.target, node, ctx) == "0":
             out = dataclasses.replace(out, fill="0")   # (its elements start +0.0: runtime._nest_region)
         outs.append(out)
     return dataclasses.replace(plan, outputs=tuple(outs))

@@ -1451,6 +1451,14 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
         if found is not None and found[0].kind in ("accum", "cat") and (
                 found[0].target in body.varying or found[0].target in body.assigned):
             found = None  # `row = row * s` on a value of this iteration: an ordinary assignment
+        red = _reduce_store(s, ctx) if found is not None and found[0].kind == "store" and not found[0].method else None
+        if red is not None:
+            entries = _scatter_entries(red[0], body)
+            if entries is not None:
+                sub, value, op, form = red
+                o = dataclasses.replace(found[0], op=op, consumer=form, inplace=form == "inplace")
+                out.extend(_scatter_output(s, (o, (sub, value)), entries, body, depth))
+                continue
         if found is not None and found[0].kind == "store" and found[0].op in ("", "+", "-") and not found[0].method:
             entries = _scatter_entries(found[1][0], body)
             if entries is not None:
@@ -1629,6 +1637,59 @@ def _best_output(s, body: _Body, best: str, value, op: str, payloads, call: bool
     return stmts
 
 
+_TORCH_EXTREMES = {"torch.maximum": "max", "torch.minimum": "min", "torch.max": "max", "torch.min": "min"}
+
+
+def _reduce_store(s: ast.stmt, ctx: Context):
+    """An update of one element by its own value that a scatter_reduce can do over repeated
+    indices: `out[k] = torch.maximum(out[k], v)` (torch.minimum, the two-tensor torch.max /
+    torch.min, either order), `out[k] = max(out[k], v)` (Python's builtin max / min, either
+    order), `out[k] *= v` and `out[k] = out[k] * v` (or `v * out[k]`). Returns (subscript,
+    v, op "max" / "min" / "*", form "torch" / "builtin" / "inplace" / ""), or None. The read
+    must be written exactly as the store's subscript and `v` must not read the stored tensor:
+    only then is each step `out[k] = f(out[k], v)` with `out[k]` the element's value so far
+    (whether the subscript is per-iteration, a scatter, is _scatter_entries' question). The
+    forms differ in what the runtime checks (runtime._scatter_prep): the torch functions
+    propagate NaN as amax does, the builtins compare with `>` / `<` and pick an operand, `*=`
+    is an in-place product (no leading 1s dropped, a dtype cast refused)."""
+    if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Subscript) and isinstance(s.op, ast.Mult):
+        t = s.target
+        if _root(t.value) in nm.load_ids(s.value):
+            return None
+        return t, s.value, "*", "inplace"
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript)):
+        return None
+    t, v = s.targets[0], s.value
+    me = src(t)
+    base = _root(t.value)
+
+    def other(a, b):
+        """b where a is the element itself and b does not read the stored tensor."""
+        if isinstance(a, ast.Subscript) and src(a) == me and base not in nm.load_ids(b) \
+                and not isinstance(b, ast.Starred):
+            return b
+        return None
+
+    if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Mult):
+        w = other(v.left, v.right) or other(v.right, v.left)
+        return (t, w, "*", "") if w is not None else None
+    if not (isinstance(v, ast.Call) and len(v.args) == 2 and not v.keywords):
+        return None
+    a, b = v.args
+    w = other(a, b) or other(b, a)
+    if w is None:
+        return None
+    if isinstance(v.func, ast.Name) and v.func.id in ("max", "min") and _is_builtin(ctx, v.func.id):
+        return t, w, v.func.id, "builtin"
+    name = src(v.func)
+    if name in _TORCH_EXTREMES and name.split(".")[0] not in ctx.local_names:
+        found, fn = ctx.env.resolve(name)
+        if found and getattr(fn, "__module__", None) in ("torch", "torch.functional", "torch._C._VariableFunctions") \
+                and getattr(fn, "__name__", None) == name.split(".")[1]:
+            return t, w, _TORCH_EXTREMES[name], "torch"
+    return None
+
+
 def _scatter_output(s, found, entries, body: "_Body", depth: int) -> list:
     o, (sub, value) = found
     value, pytype = _strip_item(value)
@@ -1646,7 +1707,7 @@ def _scatter_output(s, found, entries, body: "_Body", depth: int) -> list:
         raise Refuse(f"`{src(sub)}` at line {s.lineno}: the written tensor is not a plain name", s.lineno)
     body.outputs.append((Output("scatter", src(sub.value), src(value), s.lineno, op=o.op, marker=marker,
                                 cond=depth > 0, pytype=pytype, payloads=tuple(pays), dim=len(entries),
-                                index_src=src(sub)), value))
+                                index_src=src(sub), consumer=o.consumer, inplace=o.inplace), value))
     return stmts
 
 

@@ -636,11 +636,26 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 if factors is None:
                     display_tail.append(f"{o.target}[{region}] {aug} {val}")
                 continue
-            prepare += template(f"_av_P = _av_AV.scatter_prep({o.target}, {ok}, {idx}, {o.op!r}, {mask})", _av_P=P, _av_AV=AV)
+            # (a per-bin max / min / product: how the loop wrote it, and whether its values are Python numbers)
+            form = f", {o.consumer!r}, {py}" if o.op in ("max", "min", "*") else ""
+            prepare += template(f"_av_P = _av_AV.scatter_prep({o.target}, {ok}, {idx}, {o.op!r}, {mask}{form})",
+                                _av_P=P, _av_AV=AV)
             commit += template(f"_av_AV.scatter_commit({o.target}, _av_P, {o.op!r})", _av_P=P, _av_AV=AV)
             sel = (lambda t: f"{t}[{mask}]") if mpos is not None else (lambda t: t)
             ix = ", ".join(sel(f"{O}[{pp}]") for pp in ppos)
-            if o.op:
+            if form:
+                # one scatter_reduce_ from the bins' own values (several indices: the indexed
+                # dimensions flattened into one, a view of a contiguous target)
+                val = sel(ok)
+                k = len(ppos)
+                flat = o.target if k == 1 else f"{o.target}.flatten(0, {k - 1})"
+                lin = sel(f"{O}[{ppos[0]}]")
+                for d in range(1, k):
+                    lin = f"({lin}) * {o.target}.shape[{d}] + {sel(f'{O}[{ppos[d]}]')}"
+                red = {"max": "amax", "min": "amin", "*": "prod"}[o.op]
+                display_tail.append(f"{flat}.scatter_reduce_(0, ({lin}).view(-1, *[1] * ({val}.dim() - 1))"
+                                    f".expand_as({val}), {val}, {red!r})  # include_self: from each bin's own value")
+            elif o.op:
                 val = sel(ok) if o.op == "+" else f"-{sel(ok)}"
                 display_tail.append(f"{o.target}.index_put_(({ix},), {val}, accumulate=True)")
             else:

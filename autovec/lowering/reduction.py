@@ -9,6 +9,7 @@ from .common import Lowered, Match, build
 _BUILTINS = {"sum": "one sum", "max": "an arg-max (first maximum wins, as in Python)",
              "min": "an arg-min (first minimum wins, as in Python)", "any": "`any` of a mask",
              "all": "`all` of a mask"}
+_SCATTER_REDUCES = {"max": "a per-bin maximum (amax)", "min": "a per-bin minimum (amin)", "*": "a per-bin product (prod)"}
 _WORDS = {"accum": "an accumulation", "best": "a running best", "last": "the last value assigned",
           "scatter": "a scatter into bins", "cat": "a concatenation"}
 
@@ -28,7 +29,9 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
                                     if o.kind == "accum" else _WORDS[o.kind])
              + (f" of {len(o.payloads) + 1} terms per iteration" if o.kind == "accum" and o.payloads else "")
              + (" under a condition" if o.cond else "")
-             + (" (repeated indices accumulate, as in the loop)" if o.kind == "scatter" and o.op else "")
+             + (f" ({_SCATTER_REDUCES[o.op]}: scatter_reduce from each bin's own value, repeated indices "
+                "combined as in the loop)" if o.kind == "scatter" and o.op in _SCATTER_REDUCES else "")
+             + (" (repeated indices accumulate, as in the loop)" if o.kind == "scatter" and o.op in ("+", "-") else "")
              + (" (the last write to an index wins, as in the loop)" if o.kind == "scatter" and not o.op else "")
              for o in plan.outputs if o.kind != "last" or o.cond]
     return Match("reduction", plan, "; ".join(parts) + ", computed over all iterations at once")
