@@ -873,6 +873,7 @@ class BatchedBody:
     big = None     # the same body with elementwise temporaries reused in place (large batches)
     lean = None    # the same body returning None for its trailing check-only masks (without_probes)
     probes = 0     # how many trailing values are check-only masks
+    branched = False   # an inlined helper's branches are `where` of both sides (_Inliner)
 
     def bind(self, body):
         if self.checks and not _still_same(self.checks, body):
@@ -949,6 +950,7 @@ class _Inliner:
         self.cells: dict = {}       # injected name -> cell
         self.checks: list = []      # (callee text, function, code) and (function, name, object)
         self.count = 0
+        self.branched = False       # a helper's branches became `where` (no body for kept rows alone)
 
     def run(self, fdef: ast.FunctionDef) -> ast.FunctionDef:
         fdef = copy.deepcopy(fdef)
@@ -1061,6 +1063,7 @@ class _Inliner:
         renamer = _Rename(rename)
         inner = [renamer.visit(copy.deepcopy(s)) for s in stmts]
         if self.branches and any(isinstance(n, ast.IfExp) for s in inner for n in ast.walk(s)):
+            self.branched = True
             inner = [_Wheres(self.av).visit(s) for s in inner]
             if self.av not in self.cells:
                 # (a body with no `where` of its own does not close over the runtime: its
@@ -1220,6 +1223,7 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
         by identity; a helper's own names do not, so they are checked on every call."""
         code = BatchedBody(_compile(f, body, tuple(helpers)), body.__code__, helpers)
         code.checks = inliner.checks
+        code.branched = inliner.branched
         big = temporaries_in_place(f)
         if big is not None:
             code.big = BatchedBody(_compile(big, body, tuple(helpers)), body.__code__, helpers)

@@ -1631,6 +1631,10 @@ class FunctionRuntime:
         on a GPU that read is a synchronisation)."""
         if isinstance(acc, torch.Tensor) and acc.dtype in _HALF and op in ("+", "-", "*"):
             raise GuardFailed(_HALF_SUM)     # (also for Python-number steps: 2048 + 1 is 2048 in float16)
+        if py and isinstance(acc, torch.Tensor) and acc.dtype == torch.bool:
+            # a bool tensor plus Python bools stays bool in the loop (True + True is True), or its
+            # in-place update refuses an int: the loop decides
+            raise GuardFailed("a bool tensor accumulating Python numbers (the loop keeps its own types)")
         if mask is not None and py and (op == "+" or op == "-") and o.dim() == 1 and o.shape[0] \
                 and o.stride(0) == 0 and o.dtype in _EXACT_COUNTS and mask.dtype == torch.bool \
                 and mask.shape == o.shape:
@@ -4397,7 +4401,7 @@ class Token:
             self.rt.committed.add(key)     # (a vectorized call, run() or not: its guard may get a lane)
 
     def last_index(self):
-        return self.first + (self.n - 1) * self.step
+        return self.first + ((self.full_n or self.n) - 1) * self.step    # (full_n: every iteration's, _run_selected)
 
     broke = False         # exit_at found an iteration where the loop's `break` condition holds
     exit_k = 0
@@ -4432,7 +4436,7 @@ class Token:
         return v.item() if pos in self.number_sources else v    # a Python number, as the loop binds it
 
     def last_element(self, pos):
-        v = self.sources[pos][self.n - 1]
+        v = self.sources[pos][(self.full_n or self.n) - 1]
         return v.item() if pos in self.number_sources else v
 
     def _inputs(self):
@@ -4704,6 +4708,12 @@ class Token:
         self.selected = True
         with torch.no_grad():
             outs = Token.run(self, body, ref, direct)
+        code = self.rt.batched.get((self.loop_id, self.sig, ""))
+        if getattr(code, "branched", False):
+            # a helper's `if` inlined as `where` of both sides: the kept rows would still compute
+            # the side the loop skips in them
+            raise GuardFailed("a helper the body calls branches on data (its `if`s batched as `where`): the loop "
+                              "runs under grad")
         pos = next((lay[2] for lay in self.match_layout() if lay[2] is not None), None)
         mask = outs[pos] if pos is not None else None
         n = self.n

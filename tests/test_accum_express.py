@@ -230,3 +230,28 @@ def test_the_shortcut_gives_the_loops_value_and_type():
             assert type(got) is type(want) and got.dtype == want.dtype and got.shape == want.shape
             assert torch.equal(got, want) or (got.isnan() and want.isnan())
             assert _sign(got) == _sign(want) or got.isnan()
+
+
+def test_a_bool_tensor_total_of_python_bools_keeps_the_loop(monkeypatch):
+    """`total = torch.tensor(False)` plus `.item()` bools: the loop's tensor stays bool (True +
+    True is True; an in-place `+=` keeps it so too); a sum of the numbers would be an int."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+    def plus(x, s):
+        total = s
+        for i in range(x.shape[0]):
+            total = total + x[i].item()
+        return total
+
+    def inplace(x, s):
+        total = s
+        for i in range(x.shape[0]):
+            total += x[i].item()
+        return total
+
+    x = torch.tensor([True, False, True, True])
+    for fn in (plus, inplace):
+        fast = autovec(fn)
+        for _ in range(4):
+            want, got = fn(x, torch.tensor(False)), fast(x, torch.tensor(False))
+            assert got.dtype == want.dtype == torch.bool and bool(got) == bool(want)

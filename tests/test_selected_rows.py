@@ -334,3 +334,83 @@ def test_explain_tells_the_kept_rows(monkeypatch):
     assert any(f"on the {kept} kept ones" in n and "all 12 iterations" in n for n in ex.notes), ex.notes
     with torch.no_grad():
         assert not any("kept ones" in n for n in explain(picked_log_probs, logits, y).notes)
+
+
+def index_after(x):
+    total = 0.0
+    i = -1
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            total = total + torch.sqrt(x[i]).sum()
+    return total, i
+
+
+def row_after(x):
+    total = 0.0
+    for v in x:
+        if v.sum() > 0:
+            total = total + torch.sqrt(v).sum()
+    return total, v
+
+
+def counter_after(x):
+    total = 0.0
+    i = 0
+    while i < x.shape[0]:
+        if x[i].sum() > 0:
+            total = total + torch.sqrt(x[i]).sum()
+        i += 1
+    return total, i
+
+
+@pytest.mark.parametrize("fn", [index_after, row_after, counter_after])
+def test_the_loop_variables_after_the_loop_are_the_last_iterations(fn, monkeypatch):
+    """The kept rows are a shorter batch; the loop's index and element after it are still those
+    of its last iteration, kept or not (a probe found the last kept one's)."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(fn)
+    for _ in range(5):
+        x = _nan_below_zero(7, 2)
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        (wt, wv), (gt, gv) = fn(a), fast(b)
+        torch.testing.assert_close(gt, wt)
+        if isinstance(wv, torch.Tensor):
+            torch.testing.assert_close(gv, wv)
+            (wt + wv.sum()).backward()
+            (gt + gv.sum()).backward()
+        else:
+            assert gv == wv
+            wt.backward()
+            gt.backward()
+        torch.testing.assert_close(b.grad, a.grad)
+    assert explain(fast, x.clone().requires_grad_()).path == "vectorized"
+
+
+def _half_or_nothing(v):
+    return v * 0.5 if v.sum() > 1 else v * 0
+
+
+def _local_helper_total(x):
+    def h(v):
+        return torch.sqrt(v) if v.sum() > 1 else v * 0
+    total = 0.0
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            total = total + h(x[i]).sum()
+    return total
+
+
+def test_a_helper_that_branches_keeps_the_loop_under_grad(monkeypatch):
+    """A helper's `if` batched as `where` computes both sides in the kept rows: sqrt of a kept
+    row whose sum is at most 1 would send NaN into its gradient (a probe found it)."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(_local_helper_total)
+    x = torch.tensor([[-1.0, 0.5, 0.2], [0.9, 0.9, 0.9], [0.2, -0.1, 0.1]])
+    for _ in range(4):
+        want, wg = _run(_local_helper_total, (x,), (0,))
+        got, gg = _run(fast, (x,), (0,))
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(gg[0], wg[0])
+    assert explain(fast, x.clone().requires_grad_()).path == "python"
+    with torch.no_grad():
+        assert explain(fast, x).path == "vectorized"

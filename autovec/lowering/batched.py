@@ -1366,7 +1366,7 @@ class _Batcher:
 
     def _product(self, kind, a, b):
         """Products of per-iteration vectors and matrices (ranks 1 and 2), as the matmul an
-        expert writes for the batch: `x_k @ W` is `X @ W`, `W @ x_k` is `(W @ X[..., None])[..., 0]`,
+        expert writes for the batch: `x_k @ W` is `X @ W`, `W @ x_k` is `X @ W.mT`,
         a dot of two per-iteration vectors is `vecdot`."""
         kind = {"inner": "dot", "ger": "outer"}.get(kind, kind)
         for v in (a, b):
@@ -1405,7 +1405,9 @@ class _Batcher:
         if (ra, rb) == (1, 1):
             return mat(B, A)                       # w . x_k: the same dot
         if (ra, rb) == (2, 1):
-            return sub(mat(A, sub(B, ell, none)), ell, _const(0))
+            # W @ x_k as X @ W.mT: one matrix product (W broadcast over the batch as `W @ X[..., None]`
+            # is a batched product of n copies of W, many times slower)
+            return mat(B, _attr(A, "mT"))
         return mat(A, B)                           # v @ X_k, W @ X_k: matmul broadcasts the batch
 
     def _join(self, name, node):
