@@ -3230,18 +3230,10 @@ def _scatter_prep(target, vals, idxs, op, mask, form="", py=False):
         raise GuardFailed(_HALF_SUM)
     if op == "-" and (vals.dtype == torch.bool or target.dtype == torch.bool):
         raise GuardFailed("`-=` with a bool tensor (the loop raises)")
-    for i in idxs:
-        if isinstance(i, torch.Tensor) and i.dtype == torch.uint8:
-            # a uint8 tensor indexes as a byte mask in torch (`h[x[i]]` selects all or nothing),
-            # not as a position: the loop decides
-            raise GuardFailed("uint8 indices select as byte masks in torch's indexing (the loop decides)")
-    if mask is not None:
-        vals, idxs = _select(vals, mask), [_select(i, mask) for i in idxs]
-    n = vals.shape[0]
-    if n == 0:
+    kept = _scatter_rows(target, vals, idxs, mask)
+    if kept is None:
         return None
-    if len(idxs) > target.dim():
-        raise GuardFailed("too many indices for the written tensor (the loop raises)")
+    vals, idxs, n = kept
     whole = _scatter_whole(target, vals, idxs, op, n)
     if whole is not None:
         return whole
@@ -3288,6 +3280,24 @@ def _scatter_prep(target, vals, idxs, op, mask, form="", py=False):
             keep[perm[ends]] = True
         vals, norm = vals[keep], [i[keep] for i in norm]
     return tuple(norm), vals
+
+
+def _scatter_rows(target, vals, idxs, mask):
+    """A scatter's values and indices on the iterations that write (`mask`), with their count;
+    None where none does. uint8 indices and more indices than the target's dimensions: the loop."""
+    for i in idxs:
+        if isinstance(i, torch.Tensor) and i.dtype == torch.uint8:
+            # a uint8 tensor indexes as a byte mask in torch (`h[x[i]]` selects all or nothing),
+            # not as a position: the loop decides
+            raise GuardFailed("uint8 indices select as byte masks in torch's indexing (the loop decides)")
+    if mask is not None:
+        vals, idxs = _select(vals, mask), [_select(i, mask) for i in idxs]
+    n = vals.shape[0]
+    if n == 0:
+        return None
+    if len(idxs) > target.dim():
+        raise GuardFailed("too many indices for the written tensor (the loop raises)")
+    return vals, idxs, n
 
 
 def _scatter_indices(target, idxs):
@@ -3357,16 +3367,10 @@ def _scatter_reduce_prep(target, vals, idxs, op, mask, form, py):
         raise GuardFailed("forward-mode AD (dual tensors): the loop runs as written", data=True)
     if op == "*" and target.dtype in _HALF:
         raise GuardFailed(_HALF_SUM)
-    for i in idxs:
-        if isinstance(i, torch.Tensor) and i.dtype == torch.uint8:
-            raise GuardFailed("uint8 indices select as byte masks in torch's indexing (the loop decides)")
-    if mask is not None:
-        vals, idxs = _select(vals, mask), [_select(i, mask) for i in idxs]
-    n = vals.shape[0]
-    if n == 0:
+    kept = _scatter_rows(target, vals, idxs, mask)
+    if kept is None:
         return None
-    if len(idxs) > target.dim():
-        raise GuardFailed("too many indices for the written tensor (the loop raises)")
+    vals, idxs, n = kept
     slot = tuple(target.shape[len(idxs):])
     v = tuple(vals.shape[1:])
     if form == "builtin" and (math.prod(slot) != 1 or math.prod(v) != 1):
