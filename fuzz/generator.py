@@ -263,7 +263,8 @@ class Gen:
 
     # -------------------------------------------------------------- inputs
 
-    def tensor(self, name, shape, dtype, *, readonly=True, grad_ok=True, low=-4, high=5, special_p=None) -> Tensor:
+    def tensor(self, name, shape, dtype, *, readonly=True, grad_ok=True, low=-4, high=5, special_p=None,
+               grad_p=None) -> Tensor:
         """An input tensor; sometimes non-contiguous, sometimes requiring grad, sometimes with
         nan/inf planted (floats; with probability `special_p`, 0.12 unless given)."""
         layouts = ["contiguous"] * 6 + ["step"]
@@ -272,7 +273,7 @@ class Gen:
         if readonly and len(shape) >= 1 and shape[0] > 1:
             layouts.append("expand")
         layout = self.pick(layouts)
-        grad = dtype in FLOATS and grad_ok and not self.no_grad and self.chance(0.3)
+        grad = dtype in FLOATS and grad_ok and not self.no_grad and self.chance(0.3 if grad_p is None else grad_p)
         special = dtype in FLOATS and self.chance(0.12 if special_p is None else special_p)
         opts = ""
         if layout != "contiguous":
@@ -4112,8 +4113,66 @@ def lost_scatter_reduce(self):
     self.emit(1, "return best")
 
 
+def lost_kept_rows(self):
+    """A body guarded by one condition (`if c:` around it all, `if not c: continue` before it, or
+    a comprehension's `if`), whose outputs are running totals, counts and appended values, often
+    with inputs that require grad (Token._run_selected: the kept rows alone run with grad).
+    The kept rows go through functions whose derivative is infinite or NaN where the condition
+    is false (sqrt, log, 1 / v) or an index that is only valid there, sometimes through a helper
+    (with a branch of its own now and then, which keeps the loop), the index used as a number,
+    the loop's variables read after it, reversed and stepped ranges."""
+    x = self.main(dtypes=("float32", "float32", "float64"), rank=self.pick([1, 2, 2]), grad_p=0.8)
+    lab = self.tensor("lab", (self.n,), "int64", low=-1, high=3)
+    two = len(x.shape) == 2
+    self.param("W", f"torch.randn(3, {x.shape[1] if two else 1}, generator=torch.Generator().manual_seed(1))")
+    conds = [(f"{x.name}[i].sum() > 0", "pos"), (f"lab[i] >= 0", "lab"), (f"{x.name}[i].min() > -0.5", "pos"),
+             (f"lab[i] != -1", "lab")]
+    cond, kind = self.pick(conds)
+    xi = f"{x.name}[i]"
+    vals = {"pos": [f"torch.log({xi}.sum())", f"(1 / {xi}.sum())", f"torch.sqrt({xi}.sum())"],
+            "lab": [f"torch.log_softmax(W @ {xi if two else xi + '.reshape(1)'}, 0)[lab[i]]",
+                    f"({xi}.sum() * lab[i])", f"torch.exp({xi}.sum())"]}[kind]
+    val = self.pick(vals)
+    if self.chance(0.2):
+        self.emit(1, "def h(v):")
+        self.emit(2, self.pick(["return v * 2", "return v * 2 if v.sum() > 1 else v * 0"]))
+        val = f"h({val})"
+    if self.chance(0.2):
+        val = f"{val} * i"
+    shape = self.pick(["for", "for", "continue", "comp", "rev", "step"])
+    count = self.count(x)
+    if shape == "comp":
+        self.emit(1, f"out = [{val} for i in range({count}) if {cond}]")
+        self.emit(1, "return torch.stack(out) if out else None")
+        return
+    outs = self.pick([["total"], ["total", "count"], ["kept"], ["total", "kept"]])
+    self.emit(1, f"total = {self.pick(['0.0', 'torch.zeros(())', '0'])}")
+    self.emit(1, "count = 0")
+    self.emit(1, "kept = []")
+    self.emit(1, "i = -1")
+    rng = {"rev": f"range({count} - 1, -1, -1)", "step": f"range(0, {count}, 2)"}.get(shape, f"range({count})")
+    self.emit(1, f"for i in {rng}:")
+    stmts = []
+    if "total" in outs:
+        stmts.append(self.pick([f"total = total + {val}", f"total = total - {val}", f"total += {val}"]))
+    if "count" in outs:
+        stmts.append("count += 1")
+    if "kept" in outs:
+        stmts.append(f"kept.append({val})")
+    if shape == "continue":
+        self.emit(2, f"if not ({cond}):")
+        self.emit(3, "continue")
+        for st in stmts:
+            self.emit(2, st)
+    else:
+        self.emit(2, f"if {cond}:")
+        for st in stmts:
+            self.emit(3, st)
+    self.emit(1, "return total, count, (torch.stack(kept) if kept else None), i")
+
+
 LOST_FORMS = {"compaction": lost_compaction, "while_and": lost_while_and, "sum_terms": lost_sum_terms,
-              "scatter_reduce": lost_scatter_reduce}
+              "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows}
 
 # family "ints": the same forms with narrow integer data (int32, int16, uint8) beside int64:
 # a Python int or a 0-d int64 value does not widen them, a batch of int64 values would
