@@ -184,6 +184,10 @@ _PY_RUNS, _PY_WARM = 8, 4
 # in a fresh process on the dev cases at 5 rows, calls 4-7 took 1.5-2.5x the steady state,
 # calls 10-16 about 1.2-1.5x. Sixteen runs, the best of the last ten kept.
 _VEC_RUNS, _VEC_WARM = 16, 6
+# a vectorized call this many times slower than the loop's timed runs, when the loop has been
+# timed already, settles the bucket on the loop at once (warming up, a call is at most about 2.5
+# times its steady state: far beyond that, the rest of the runs would only cost time)
+_FAR_SLOWER = 8.0
 # a bucket settled on the loop by refused vectorized calls tries the vectorized path again after
 # this many calls, then twice as many each time it is refused again
 _RETRY, _RETRY_MAX = 32, 1 << 17
@@ -232,6 +236,11 @@ class Decision:
         self.vec_runs += 1
         if self.vec_runs > _VEC_WARM:
             self.vec_call = min(self.vec_call, seconds)
+        elif self.vec_runs >= 2 and self.py_runs >= _PY_RUNS and seconds > _FAR_SLOWER * self.py_iter * n:
+            # (the loop timed first, the second vectorized call still far slower: no more of them)
+            self.vec_call = min(self.vec_call, seconds)
+            self.vec, self.final = False, True
+            return
         self._settle(n)
 
     def vectorized_failed(self):

@@ -216,6 +216,27 @@ def test_close_decision_waits_for_the_vectorized_steady_state():
     assert d.final and not d.vec                # never faster than the loop: the loop
 
 
+def test_a_vectorized_path_far_slower_than_the_timed_loop_stops_early():
+    from autovec.cost import _FAR_SLOWER, _PY_RUNS, _VEC_RUNS, Decision
+    d = Decision({"python": 8e-6, "vectorized": 10e-6})     # the model leans to the loop
+    for _ in range(_PY_RUNS):
+        assert not d.choose()
+        d.python_ran(12e-6, 4)                  # 3 us an iteration
+    assert d.choose()
+    d.vectorized_ran(_FAR_SLOWER * 13e-6, 4)    # the first call (it may be warming up): one more
+    assert not d.final and d.choose()
+    d.vectorized_ran(_FAR_SLOWER * 13e-6, 4)    # the second, as slow: the loop, at once
+    assert d.final and not d.vec and not d.choose()
+    d = Decision({"python": 8e-6, "vectorized": 10e-6})
+    for _ in range(_PY_RUNS):
+        d.choose()
+        d.python_ran(12e-6, 4)
+    for _ in range(_VEC_RUNS):                  # 4 times slower: timed to the end, as before
+        assert d.choose()
+        d.vectorized_ran(48e-6, 4)
+    assert d.final and not d.vec
+
+
 def test_timed_decision_settles_on_real_calls(monkeypatch):
     monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
 
