@@ -240,8 +240,26 @@ def min_pooled(h, lengths):
     return torch.stack([h[i, :lengths[i]].min(dim=0)[0] for i in range(h.shape[0])])
 
 
+def pooled_dim_keyword(h, lengths):
+    out = torch.empty(h.shape[0], h.shape[2])
+    for i in range(h.shape[0]):
+        out[i] = h[i, :lengths[i]].mean(dim=0)        # (the keyword spelling: a probe found it lost)
+    return out
+
+
+def summed_axis_keyword(h, lengths):
+    return torch.stack([h[i, :lengths[i]].sum(axis=0) for i in range(h.shape[0])])
+
+
+def masked_dim_keyword(x, keep):
+    return torch.stack([x[i][keep[i]].sum(dim=0) for i in range(x.shape[0])])
+
+
 SPANS = [
     (pooled, lambda: (torch.randn(30, 12, 4), torch.randint(1, 13, (30,)))),
+    (pooled_dim_keyword, lambda: (torch.randn(30, 12, 4), torch.randint(-3, 13, (30,)))),
+    (summed_axis_keyword, lambda: (torch.randn(20, 6, 3), torch.randint(1, 7, (20,)))),
+    (masked_dim_keyword, lambda: (torch.randn(20, 6, 3), torch.rand(20, 6) > 0.5)),
     (pooled, lambda: (torch.randn(20, 6, 3), torch.randint(-8, 9, (20,)))),          # negative, past the end
     (span_sums, lambda: (torch.randn(25, 10, 3), torch.randint(-12, 12, (25,)), torch.randint(-12, 14, (25,)))),
     (span_sums, lambda: (torch.randint(-5, 5, (25, 10, 3)), torch.randint(0, 5, (25,)), torch.randint(3, 11, (25,)))),
@@ -267,6 +285,27 @@ def test_ragged_spans_are_reduced_at_once(fn, make):
         # (`.max(0)` gives a column's gradient to one of its ties, torch's choice: the loop runs)
         f(*floats)
         assert _ran(f) == set()
+
+
+def kept_dims(h, lengths):
+    return torch.stack([h[i, :lengths[i]].mean(dim=0, keepdim=True) for i in range(h.shape[0])])
+
+
+def second_dim(h, lengths):
+    return torch.stack([h[i, :lengths[i]].sum(dim=1).sum() for i in range(h.shape[0])])
+
+
+def max_dim_keyword(h, lengths):
+    return torch.stack([h[i, :lengths[i]].max(dim=0).values for i in range(h.shape[0])])
+
+
+@pytest.mark.parametrize("fn", [kept_dims, second_dim, max_dim_keyword])
+def test_other_reductions_of_a_span_keep_their_values(fn):
+    """`keepdim=`, another dimension, `max(dim=0)` under grad: not the span's batched form (the
+    loop, or another form), with the loop's values."""
+    h, lengths = torch.randn(12, 6, 3), torch.randint(1, 7, (12,))
+    assert_equivalent(fn, h, lengths)
+    assert_equivalent(fn, h.clone().requires_grad_(), lengths, grad=True)
 
 
 def test_an_empty_span_of_max_along_its_first_dimension_raises_as_the_loop():

@@ -330,15 +330,16 @@ def _compute_dtype(vals: list[_V]):
     return torch.result_type(*dummies)
 
 
-def _whole_or_first(node: ast.Call, what: str) -> None:
-    """A reduction of a ragged value (`.sum()`, `.sum(0)`, `.max()`) over all of it or its first
-    dimension, else Unsupported."""
+def _whole_or_first(node: ast.Call, what: str) -> bool:
+    """A reduction of a ragged value (`.sum()`, `.sum(0)`, `.mean(dim=0)`, `.sum(axis=0)`,
+    `.max()`) over all of it (False) or its first dimension (True), else Unsupported."""
     f = node.func
-    if node.keywords or len(node.args) > 1 or f.attr in ("max", "min") and node.args:
+    dims = list(node.args) + [k.value for k in node.keywords if k.arg in ("dim", "axis")]
+    if len(dims) > 1 or len(node.args) + len(node.keywords) != len(dims) or f.attr in ("max", "min") and dims:
         raise Unsupported(f"`{ast.unparse(node)}`: {what} reduced other than over all of it or its first dimension")
-    if node.args and not (isinstance(node.args[0], ast.Constant) and type(node.args[0].value) is int
-                          and node.args[0].value == 0):
+    if dims and not (isinstance(dims[0], ast.Constant) and type(dims[0].value) is int and dims[0].value == 0):
         raise Unsupported(f"`{ast.unparse(node)}`: {what} reduced along a dimension other than 0")
+    return bool(dims)
 
 
 def _unit_constant(node) -> bool:
@@ -1017,7 +1018,7 @@ class _Batcher:
         mfact = self.c.facts.get(self.c.ids.get(id(sub.slice)))
         if mfact is None or mfact.kind != "tensor" or mfact.dtype != torch.bool or mfact.rank == 0:
             return None
-        _whole_or_first(node, "a masked selection")
+        first = _whole_or_first(node, "a masked selection")
         b, m = self.expr(sub.value), self.expr(sub.slice)
         if b.fact.kind != "tensor" or not m.batched:
             raise Unsupported(f"`{ast.unparse(sub)}`: a mask the same in every iteration, or of a non-tensor")
@@ -1030,8 +1031,8 @@ class _Batcher:
                 # `x[y == c].mean(0)` over the classes `c` of the loop: a segment reduction
                 labels = self.fixed(sides[1 - at[0]])
                 return _helper("segment", _const(f.attr), b.node, labels, _name(self.c.index),
-                               _const(bool(node.args)))
-        return _helper("masked", _const(f.attr), b.node, _const(b.batched), m.node, _const(bool(node.args)))
+                               _const(first))
+        return _helper("masked", _const(f.attr), b.node, _const(b.batched), m.node, _const(first))
 
     def _selection(self, node) -> bool:
         """`b[m]` with a per-iteration boolean mask over b's first dimension."""
@@ -1079,7 +1080,7 @@ class _Batcher:
         if not self._over_selection(f.value, subs) or len({ast.dump(s.slice) for s in subs}) != 1 \
                 or len({self.fact(s.value).rank for s in subs}) != 1:
             return None
-        _whole_or_first(node, "a masked selection")
+        first = _whole_or_first(node, "a masked selection")
         m = self.expr(subs[0].slice)
         if not m.batched:
             return None
@@ -1091,7 +1092,7 @@ class _Batcher:
         e = self.expr(f.value)
         if e.fact.kind != "tensor":
             raise Unsupported(f"`{ast.unparse(f.value)}` is not a tensor")
-        return _helper("masked", _const(f.attr), e.node, _const(e.batched), m.node, _const(bool(node.args)),
+        return _helper("masked", _const(f.attr), e.node, _const(e.batched), m.node, _const(first),
                        keywords=[ast.keyword(arg="pure", value=_const(False))])
 
     def _span_reduction(self, node, along_first=False):
@@ -1116,8 +1117,7 @@ class _Batcher:
         bounds = [b for b in (sl.lower, sl.upper) if b is not None]
         if not bounds or not any(self.varies(b) for b in bounds):
             return None
-        if not along_first:
-            _whole_or_first(node, "a ragged span")
+        first = along_first or _whole_or_first(node, "a ragged span")
         b = self.expr(sub.value)
         if b.fact.kind != "tensor" or rows is None and not b.batched:
             return None
@@ -1130,7 +1130,7 @@ class _Batcher:
         return _helper("span", _const(f.attr + "0" if along_first else f.attr), b.node,
                        rows.node if rows is not None else _const(None),
                        lo.node if lo is not None else _const(None), hi.node if hi is not None else _const(None),
-                       _const(bool(node.args) or along_first))
+                       _const(first))
 
     def _index_offset(self, e):
         """`a` in a slice bound `i + a`, `a + i`, `i - a` or `i` of the loop's own index `i`
