@@ -570,3 +570,77 @@ def test_forward_ad_and_too_many_indices_keep_the_loop():
 
     ex = _check(pair_into_vector, (torch.randn(6), c, c, v), path="python")
     assert "too many indices for the written tensor" in str(ex)
+
+
+# --- sums spelled out: `out[k] = out[k] + v` as `out[k] += v` ---
+
+def spelled_sum(x, src, dst):
+    out = torch.zeros_like(x)
+    for e in range(src.shape[0]):
+        out[dst[e]] = out[dst[e]] + x[src[e]]
+    return out
+
+
+def spelled_sum_swapped(out, idx, v):
+    for i in range(idx.shape[0]):
+        out[idx[i]] = v[i] * 2 + out[idx[i]]
+    return out
+
+
+def spelled_difference(out, idx, v):
+    for i in range(idx.shape[0]):
+        out[idx[i]] = out[idx[i]] - v[i]
+    return out
+
+
+def reversed_difference(out, idx, v):
+    for i in range(idx.shape[0]):
+        out[idx[i]] = v[i] - out[idx[i]]      # (not a sum of steps: the loop)
+    return out
+
+
+def spelled_count(out, idx):
+    for i in range(idx.shape[0]):
+        out[idx[i]] = out[idx[i]] + 1
+    return out
+
+
+def spelled_nest(a, x):
+    out = torch.zeros(a.shape[0], dtype=torch.result_type(a, x))
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            out[i] = out[i] + a[i, j] * x[j]
+    return out
+
+
+@pytest.mark.parametrize("fn, make, path", [
+    (spelled_sum, lambda: (torch.randn(6, 3), torch.randint(0, 6, (20,)), torch.randint(0, 6, (20,))), "vectorized"),
+    (spelled_sum, lambda: (torch.randint(-5, 5, (6, 3)), torch.randint(0, 6, (20,)), torch.randint(-6, 6, (20,))),
+     "vectorized"),
+    (spelled_sum_swapped, lambda: (torch.zeros(4), torch.randint(0, 4, (15,)), torch.randn(15)), "vectorized"),
+    (spelled_difference, lambda: (torch.ones(4, 2, dtype=torch.float64), torch.randint(0, 4, (15,)),
+                                  torch.randn(15, 2, dtype=torch.float64)), "vectorized"),
+    # an int output of float values: the loop's sum is float, its store truncates every step
+    (spelled_difference, lambda: (torch.zeros(4, dtype=torch.int64), torch.randint(0, 4, (15,)), torch.randn(15)),
+     "python"),
+    # a value wider than the element: setitem drops its leading 1, the scatter of `-=` would not
+    (spelled_difference, lambda: (torch.zeros(4, 2), torch.randint(0, 4, (15,)), torch.randn(15, 1, 2)), "python"),
+    (reversed_difference, lambda: (torch.zeros(4), torch.randint(0, 4, (15,)), torch.randn(15)), "python"),
+    (spelled_count, lambda: (torch.zeros(5, dtype=torch.int32), torch.randint(0, 5, (30,))), "vectorized"),
+    (spelled_count, lambda: (torch.zeros(5, dtype=torch.float16), torch.randint(0, 5, (30,))), "python"),
+    (spelled_count, lambda: (torch.zeros(5), torch.tensor([1, 7, 2])), "python"),      # out of range: the loop raises
+    (spelled_nest, lambda: (torch.randn(5, 4), torch.randn(4)), "vectorized"),
+])
+def test_a_sum_spelled_out_is_the_scatter_of_its_update(fn, make, path):
+    args = make()
+    _check(fn, args, path=path, close=True)
+
+
+def test_a_sum_spelled_out_with_gradients():
+    x = torch.randn(6, 3, requires_grad=True)
+    src, dst = torch.randint(0, 6, (20,)), torch.randint(0, 6, (20,))
+    got, want = autovec(spelled_sum)(x, src, dst), spelled_sum(x, src, dst)
+    torch.testing.assert_close(got, want)
+    g1, = torch.autograd.grad(got.square().sum(), x)
+    g2, = torch.autograd.grad(want.square().sum(), x)
+    torch.testing.assert_close(g1, g2)

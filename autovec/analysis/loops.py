@@ -1644,7 +1644,9 @@ def _reduce_store(s: ast.stmt, ctx: Context):
     """An update of one element by its own value that a scatter_reduce can do over repeated
     indices: `out[k] = torch.maximum(out[k], v)` (torch.minimum, the two-tensor torch.max /
     torch.min, either order), `out[k] = max(out[k], v)` (Python's builtin max / min, either
-    order), `out[k] *= v` and `out[k] = out[k] * v` (or `v * out[k]`). Returns (subscript,
+    order), `out[k] *= v` and `out[k] = out[k] * v` (or `v * out[k]`); and the sums spelled
+    out, `out[k] = out[k] + v` (or `v + out[k]`) and `out[k] = out[k] - v`, the scatters of
+    `+=` / `-=`. Returns (subscript,
     v, op "max" / "min" / "*", form "torch" / "builtin" / "inplace" / ""), or None. The read
     must be written exactly as the store's subscript and `v` must not read the stored tensor:
     only then is each step `out[k] = f(out[k], v)` with `out[k]` the element's value so far
@@ -1670,9 +1672,15 @@ def _reduce_store(s: ast.stmt, ctx: Context):
             return b
         return None
 
-    if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Mult):
+    if isinstance(v, ast.BinOp) and isinstance(v.op, (ast.Mult, ast.Add)):
         w = other(v.left, v.right) or other(v.right, v.left)
-        return (t, w, "*", "") if w is not None else None
+        return (t, w, "*" if isinstance(v.op, ast.Mult) else "+", "") if w is not None else None
+    if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Sub):
+        # (`out[k] = out[k] + v` is `out[k] += v` where the step's dtype casts to the output's, as
+        # _scatter_prep checks; a sum of another dtype, or a value wider than the element, keeps
+        # the loop, which converts or raises)
+        w = other(v.left, v.right)
+        return (t, w, "-", "") if w is not None else None
     if not (isinstance(v, ast.Call) and len(v.args) == 2 and not v.keywords):
         return None
     a, b = v.args
