@@ -98,6 +98,22 @@ _ATOMS = {types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types
           float, bool, complex, type(None)}
 
 
+def _gathers(plan, targets) -> bool:
+    """Whether the body subscripts a loop-invariant name by an expression of the loop's elements
+    (`buf[j]`, `table[j, :]`, `rew[j] * 2` for `j in idxs`)."""
+    free = set(plan.free)
+    for text in list(plan.body) + [o.value for o in plan.outputs if o.value]:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in free and any(
+                    isinstance(x, ast.Name) and x.id in targets for x in ast.walk(n.slice)):
+                return True
+    return False
+
+
 def _selectable(plan) -> bool:
     """A loop whose one condition guards its whole body (analysis._guarded) and whose outputs
     all take every kept iteration's value alike: running totals (`total = total + v`, `count +=
@@ -593,12 +609,14 @@ class FunctionRuntime:
 
     def _indexes(self, loop_id) -> bool:
         """Whether a loop over elements also indexes values by its index (`x[i]` beside
-        `enumerate(w)`): then a list of Python numbers it walks has tensors to batch with."""
+        `enumerate(w)`), or a loop-invariant value by an element (`buf[j]` for `j in idxs`, a
+        gather): then a list of Python numbers it walks has tensors to batch with."""
         hit = self.indexing.get(loop_id)
         if hit is None:
             plan = self.matches[loop_id].plan
             targets = {t for t, _ in plan.space.elements}
-            hit = self.indexing[loop_id] = any(mp.param not in targets for mp in plan.mapped)
+            hit = self.indexing[loop_id] = any(mp.param not in targets for mp in plan.mapped) \
+                or _gathers(plan, targets)
         return hit
 
     def _choose(self, loop_id, m, n, lists=0):
