@@ -416,7 +416,7 @@ def _canonical_table() -> dict:
     names = set(ELEMENTWISE) | set(_REDUCTIONS) | _DIM_OPS | _SORTS | _PRODUCTS | {
         "norm", "where", "stack", "cat", "concat", "unsqueeze", "squeeze", "flatten", "reshape", "transpose",
         "swapaxes", "swapdims", "permute", "movedim", "linear", "normalize", "flip", "t", "cross_entropy",
-        "nll_loss"} | _TRAILING
+        "nll_loss", "gather"} | _TRAILING
     for ns_name, ns in (("torch", torch), ("F", F), ("linalg", torch.linalg), ("special", torch.special)):
         for n in names:
             obj = getattr(ns, n, None)
@@ -1410,6 +1410,26 @@ class _Batcher:
             return mat(B, _attr(A, "mT"))
         return mat(A, B)                           # v @ X_k, W @ X_k: matmul broadcasts the batch
 
+    def _gather(self, x: _V, args, keywords, extra, kextra):
+        """`x.gather(dim, index)` (`torch.gather(x, dim, index)`) with an index of x's rank in each
+        iteration (`lp.gather(1, tgt[i].unsqueeze(1))`): the same gather one dimension further on
+        the batch, whose batch dimensions index alike in the values and the index. (An index the
+        same in every iteration: vmap, which expands it.)"""
+        named = dict(zip([k.arg for k in keywords], zip([k.value for k in keywords], kextra)))
+        if set(named) - {"dim", "index"} or len(args) + len(named) != 2:
+            raise Unsupported("`gather` with arguments besides dim and index")
+        given = list(zip(args, extra))
+        dim = given[0] if given else named.pop("dim", None)
+        index = given[1] if len(given) > 1 else named.pop("index", None)
+        if dim is None or index is None or dim[1].batched:
+            raise Unsupported("`gather` without a fixed dimension and an index")
+        r = x.fact.rank
+        idx = index[1]
+        if not idx.batched or idx.fact.kind != "tensor" or idx.fact.rank != r or r == 0:
+            raise Unsupported("`gather` by an index that is not a per-iteration tensor of the value's rank")
+        d = _dim(dim[0], self.c.facts.get(self.c.ids.get(id(dim[0]))), r, self.c.lead)
+        return _call(_attr(x.node, "gather"), [d, idx.node])
+
     def _join(self, name, node):
         seq = node.args[0]
         if not isinstance(seq, (ast.List, ast.Tuple)) or not seq.elts:
@@ -1446,6 +1466,8 @@ class _Batcher:
             return _call(copy.deepcopy(func), aligned[:1 + len(extra)], kw)
         if not x.batched or x.fact.kind != "tensor":
             raise Unsupported(f"`{name}` of a fixed first argument with per-iteration arguments")
+        if name == "gather":
+            return self._gather(x, args, keywords, extra, kextra)
         if any(v.batched for v in extra + kextra):
             raise Unsupported(f"`{name}` with per-iteration arguments besides the tensor")
         kw = {k.arg: k.value for k in keywords}
