@@ -1860,6 +1860,9 @@ def _fits(o: torch.Tensor, dtype) -> bool:
         if not o.is_floating_point() or torch.finfo(o.dtype).max <= torch.finfo(dtype).max:
             return True
         big = torch.finfo(dtype).max
+        lo, hi = torch.aminmax(o.detach())
+        if -big <= lo.item() and hi.item() <= big:
+            return True      # (the common case in one operation; NaN and inf fail it: counted below)
         a = o.detach().abs()
         return not bool(((a > big) & torch.isfinite(a)).any())
     if dtype.is_complex:
@@ -2352,7 +2355,8 @@ def _prefix(s0, v, op, py, inplace=False, counted=()):
                 and bool((steps == 0).any()):
             # -0.0 + -0.0 (or -0.0 - 0.0) stays -0.0 in the loop; cumsum's own sums start from +0.0
             raise GuardFailed("a running sum at -0.0 with zero steps (cumsum starts from +0.0)", data=True)
-        rest = first + sign * torch.cumsum(steps, 0)
+        run = torch.cumsum(steps, 0)
+        rest = first + run if sign == 1 else first - run     # (a Python number times a tensor costs an operation)
     out = torch.cat([first.unsqueeze(0).expand(1, *rest.shape[1:]), rest], 0)
     return out.to(want) if out.dtype != want else out
 
