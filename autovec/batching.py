@@ -470,6 +470,22 @@ class _Helpers:
         return mod(x.flatten(0, lead)).unflatten(0, lead_shape)
 
     @staticmethod
+    def kl_div(fn, x, t, rank, lead, reduction, log_target):
+        """F.kl_div(x_k, t_k, reduction=..., log_target=...) for every iteration k."""
+        if reduction not in ("mean", "sum", "none", "batchmean") or type(log_target) is not bool \
+                or x.shape != t.shape or reduction == "batchmean" and rank == 0:
+            # (another reduction, broadcast shapes, a 0-d batchmean: the loop decides, warns or raises)
+            raise ValueError(f"F.kl_div with reduction={reduction!r} of shapes {tuple(x.shape)}, {tuple(t.shape)}")
+        terms = fn(x, t, reduction="none", log_target=log_target)
+        if reduction == "none" or rank == 0:
+            return terms
+        dims = tuple(range(lead, lead + rank))
+        if reduction == "mean":
+            return terms.mean(dims)
+        total = terms.sum(dims)
+        return total / x.shape[lead] if reduction == "batchmean" else total
+
+    @staticmethod
     def class_loss(fn, x, t, rank, lead, reduction, ignore_index):
         """F.cross_entropy / F.nll_loss(x_k, t_k, reduction=...) for every iteration k."""
         if reduction not in ("mean", "sum", "none") or type(ignore_index) is not int:

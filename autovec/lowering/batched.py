@@ -416,7 +416,7 @@ def _canonical_table() -> dict:
     names = set(ELEMENTWISE) | set(_REDUCTIONS) | _DIM_OPS | _SORTS | _PRODUCTS | {
         "norm", "where", "stack", "cat", "concat", "unsqueeze", "squeeze", "flatten", "reshape", "transpose",
         "swapaxes", "swapdims", "permute", "movedim", "linear", "normalize", "flip", "t", "cross_entropy",
-        "nll_loss", "gather"} | _TRAILING
+        "nll_loss", "gather", "kl_div"} | _TRAILING
     for ns_name, ns in (("torch", torch), ("F", F), ("linalg", torch.linalg), ("special", torch.special)):
         for n in names:
             obj = getattr(ns, n, None)
@@ -1270,6 +1270,8 @@ class _Batcher:
                          [copy.deepcopy(k) for k in node.keywords])
         if name in ("cross_entropy", "nll_loss") and ns == "F":
             return self._class_loss(f, node)
+        if name == "kl_div" and ns == "F":
+            return self._kl_div(f, node)
         first = self.expr(node.args[0])
         if name in _PRODUCTS and len(node.args) == 2 and not node.keywords:
             return self._product(name, first, self.expr(node.args[1]))
@@ -1638,6 +1640,26 @@ class _Batcher:
         ignore = fixed.get("ignore_index", _const(-100))
         return _helper("class_loss", copy.deepcopy(f), x.node, t.node, _const(r), _const(self.c.lead),
                        reduction, ignore)
+
+    def _kl_div(self, f, node):
+        """F.kl_div(input_k, target_k, reduction=.., log_target=..) of tensors of one shape in every
+        iteration: the elementwise terms of the whole batch (reduction "none"), then each
+        iteration's own reduction over its dimensions (its "sum", "mean", or "batchmean": the
+        sum over its first dimension's size). vmap has no batching rule of its own for it."""
+        if len(node.args) != 2 or {k.arg for k in node.keywords} - {"reduction", "log_target"}:
+            raise Unsupported("`F.kl_div` with positional options or legacy size_average / reduce")
+        x, t = self.expr(node.args[0]), self.expr(node.args[1])
+        if not (x.batched and t.batched) or x.fact.kind != "tensor" or t.fact.kind != "tensor" \
+                or x.fact.rank != t.fact.rank:
+            raise Unsupported("`F.kl_div` of values that are not per-iteration tensors of one rank")
+        fixed = {"reduction": _const("mean"), "log_target": _const(False)}
+        for k in node.keywords:
+            v = self.expr(k.value)
+            if v.batched:
+                raise Unsupported(f"`F.kl_div` with a per-iteration {k.arg}")
+            fixed[k.arg] = v.node
+        return _helper("kl_div", copy.deepcopy(f), x.node, t.node, _const(x.fact.rank), _const(self.c.lead),
+                       fixed["reduction"], fixed["log_target"])
 
     def _trailing(self, name, args, kw, call, arg_fact, r, new_args, new_keywords):
         """layer_norm / rms_norm over the last len(normalized_shape) dimensions, embedding and
