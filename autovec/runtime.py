@@ -98,6 +98,40 @@ _ATOMS = {types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types
           float, bool, complex, type(None)}
 
 
+_PRODUCT_CALLS = frozenset({"matmul", "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger", "einsum", "linear",
+                             "bilinear", "addmm", "addmv", "addbmm", "baddbmm", "tensordot", "chain_matmul",
+                             "multi_dot", "kron"})
+
+
+def _has_products(plan) -> bool:
+    """Whether the body multiplies matrices (`@`, matmul, einsum, linear, ...): its batched form
+    may be one matrix product where the loop has one per iteration (runtime.products)."""
+    for text in list(plan.body) + [o.value for o in plan.outputs if o.value]:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult) or isinstance(n, ast.Call) and (
+                    isinstance(n.func, ast.Attribute) and n.func.attr in _PRODUCT_CALLS
+                    or isinstance(n.func, ast.Name) and n.func.id in _PRODUCT_CALLS):
+                return True
+    return False
+
+
+def _may_multiply(plan, resolve) -> bool:
+    """Whether a callable the body calls may multiply matrices: anything but one of torch's own
+    functions of another kind (`torch.softmax`, `F.relu`: no matrix product inside)."""
+    for path in plan.callables:
+        found, obj = resolve(path) if resolve is not None else (False, None)
+        if not found or isinstance(obj, torch.nn.Module):
+            return True
+        module = getattr(obj, "__module__", None) or getattr(getattr(obj, "__objclass__", None), "__module__", "")
+        if not (module or "").startswith("torch") or getattr(obj, "__name__", "") in _PRODUCT_CALLS:
+            return True
+    return False
+
+
 def _gathers(plan, targets) -> bool:
     """Whether the body subscripts a loop-invariant name by an expression of the loop's elements
     (`buf[j]`, `table[j, :]`, `rew[j] * 2` for `j in idxs`)."""
@@ -493,9 +527,16 @@ class FunctionRuntime:
         # loops calling an operation whose vmap batching rule skips the loop's checks (one_hot, embedding)
         self.no_vmap = frozenset(k for k, v in matches.items() if _calls_any(v.plan, _UNCHECKED_UNDER_VMAP)
                                  or _calls_unchecked(v.plan, resolve))
+        # loops of other strategies whose body multiplies matrices or calls code that may (a
+        # batched body's `X @ W.mT`, a module on the batch): one matrix product where the loop has
+        # one per row, which reduced-precision settings round (bfloat16 on a CPU) where the loop's
+        # matrix-vector products do not; the setting is read on every call, as the matmul
+        # strategy's (_reduced_products)
+        self.products = frozenset(k for k, v in matches.items() if v.strategy != "matmul" and (
+            _has_products(v.plan) or _may_multiply(v.plan, resolve)))
         self.checked_more = frozenset(k for k, v in matches.items() if self.selects[k] or k in self.nest_loops
                                       or v.strategy == "matmul" or k in self.shared or v.plan.callables
-                                      or k in self.even_ties)
+                                      or k in self.even_ties or k in self.products)
 
     def stepper(self, loop_id, fn, calls, it):
         """The compile fallback's step callable for this run of a loop, or None (the original loop)."""
@@ -1125,6 +1166,8 @@ class FunctionRuntime:
                               "shared by tied elements, which a batched median along a dimension does not do")
         if m.strategy == "matmul":
             _reduced_products(tensors)
+        elif loop_id in self.products:
+            _reduced_products(list(tensors) + list(free_tensors))
         if grad and loop_id in self.shared:
             _shared_gradients(*self.shared[loop_id], tuple(free) + tuple(e[0] for e in mapped))
         if grad and calls:

@@ -79,3 +79,51 @@ def test_the_batched_body_is_one_matrix_product(monkeypatch):
     torch.testing.assert_close(autovec(tanh_total)(x), tanh_total(x))
     notes = "\n".join(explain(tanh_total, x).notes)
     assert "x_i @ W.mT" in notes, notes
+
+
+def relu_rows(x, w):
+    out = torch.empty(x.shape[0], w.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = torch.relu(w @ x[i]) + 1
+    return out
+
+
+def softmax_rows(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = torch.softmax(x[i] * 2, 0)
+    return out
+
+
+@pytest.mark.parametrize("fn", [relu_rows, tanh_total])
+def test_reduced_matmul_precision_set_after_the_first_calls(fn, monkeypatch):
+    """A batched body's matrix product (one GEMM where the loop has a matrix-vector product per
+    row) rounds through bfloat16 on a CPU under `set_float32_matmul_precision("medium")`; the
+    loop's products do not. The setting is read on every call (a probe found it read only at
+    the one-time check, so a later change went through): the loop runs then."""
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    x, w = torch.randn(500, 64), torch.randn(3, 64)
+    args = (x, w) if fn is relu_rows else (torch.randn(500, 4),)
+    f = autovec(fn)
+    for _ in range(30):
+        f(*args)
+    before = torch.get_float32_matmul_precision()
+    try:
+        for setting in ("medium", "high"):
+            torch.set_float32_matmul_precision(setting)
+            for _ in range(3):
+                torch.testing.assert_close(f(*args), fn(*args), rtol=0, atol=0)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    torch.testing.assert_close(f(*args), fn(*args))
+
+
+def test_a_body_without_products_is_not_held_to_the_matmul_setting():
+    from autovec.runtime import FunctionRuntime
+    f = autovec(softmax_rows)
+    f(torch.randn(4, 3))
+    rt = f._autovec_state.runtime
+    assert isinstance(rt, FunctionRuntime) and not rt.products
+    g = autovec(relu_rows)
+    g(torch.randn(4, 5), torch.randn(2, 5))
+    assert g._autovec_state.runtime.products
