@@ -184,10 +184,11 @@ _PY_RUNS, _PY_WARM = 8, 4
 # in a fresh process on the dev cases at 5 rows, calls 4-7 took 1.5-2.5x the steady state,
 # calls 10-16 about 1.2-1.5x. Sixteen runs, the best of the last ten kept.
 _VEC_RUNS, _VEC_WARM = 16, 6
-# a vectorized call this many times slower than the loop's timed runs, when the loop has been
-# timed already, settles the bucket on the loop at once (warming up, a call is at most about 2.5
-# times its steady state: far beyond that, the rest of the runs would only cost time)
-_FAR_SLOWER = 8.0
+# vectorized calls all this many times slower than the loop's timed runs, when the loop has been
+# timed already, settle the bucket on the loop after _FAR_RUNS of them (warming up, a call is at
+# most about 2.5 times its steady state, but one of the first calls also writes the lane and one
+# the express, a few hundred microseconds each: the fastest of four is past those)
+_FAR_SLOWER, _FAR_RUNS = 8.0, 4
 # a bucket settled on the loop by refused vectorized calls tries the vectorized path again after
 # this many calls, then twice as many each time it is refused again
 _RETRY, _RETRY_MAX = 32, 1 << 17
@@ -204,7 +205,8 @@ class Decision:
     vectorized attempts with none timed settle on the loop. A decision is a few attribute
     reads on the hot path."""
 
-    __slots__ = ("vec", "final", "py_iter", "vec_call", "py_runs", "vec_runs", "vec_failed", "retry", "backoff")
+    __slots__ = ("vec", "final", "py_iter", "vec_call", "py_runs", "vec_runs", "vec_failed", "retry", "backoff",
+                 "vec_any")
 
     def __init__(self, est: dict):
         p, v = est["python"], est["vectorized"]
@@ -212,6 +214,7 @@ class Decision:
         self.final = v > 5 * p or p > 5 * v
         self.py_iter = float("inf")     # best seconds per iteration of the loop as written
         self.vec_call = float("inf")    # best seconds of a vectorized call
+        self.vec_any = float("inf")     # best seconds of any vectorized call, warming up included
         self.py_runs = self.vec_runs = self.vec_failed = 0
         self.retry = 0            # settled by refusals alone: calls until the vectorized path is tried again
         self.backoff = _RETRY
@@ -234,11 +237,12 @@ class Decision:
 
     def vectorized_ran(self, seconds: float, n: int):
         self.vec_runs += 1
+        self.vec_any = min(self.vec_any, seconds)
         if self.vec_runs > _VEC_WARM:
             self.vec_call = min(self.vec_call, seconds)
-        elif self.vec_runs >= 2 and self.py_runs >= _PY_RUNS and seconds > _FAR_SLOWER * self.py_iter * n:
-            # (the loop timed first, the second vectorized call still far slower: no more of them)
-            self.vec_call = min(self.vec_call, seconds)
+        elif self.vec_runs >= _FAR_RUNS and self.py_runs >= _PY_RUNS and self.vec_any > _FAR_SLOWER * self.py_iter * n:
+            # (the loop timed first, every vectorized call so far far slower: no more of them)
+            self.vec_call = self.vec_any
             self.vec, self.final = False, True
             return
         self._settle(n)
