@@ -103,20 +103,22 @@ _PRODUCT_CALLS = frozenset({"matmul", "mm", "bmm", "mv", "dot", "vdot", "inner",
                              "multi_dot", "kron"})
 
 
-def _has_products(plan) -> bool:
-    """Whether the body multiplies matrices (`@`, matmul, einsum, linear, ...): its batched form
-    may be one matrix product where the loop has one per iteration (runtime.products)."""
+def _body_nodes(plan):
+    """Every AST node of the body's statements and of its outputs' values (the plan's texts)."""
     for text in list(plan.body) + [o.value for o in plan.outputs if o.value]:
         try:
             tree = ast.parse(text)
         except SyntaxError:
             continue
-        for n in ast.walk(tree):
-            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult) or isinstance(n, ast.Call) and (
-                    isinstance(n.func, ast.Attribute) and n.func.attr in _PRODUCT_CALLS
-                    or isinstance(n.func, ast.Name) and n.func.id in _PRODUCT_CALLS):
-                return True
-    return False
+        yield from ast.walk(tree)
+
+
+def _has_products(plan) -> bool:
+    """Whether the body multiplies matrices (`@`, matmul, einsum, linear, ...): its batched form
+    may be one matrix product where the loop has one per iteration (runtime.products)."""
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult) or isinstance(n, ast.Call) and (
+        isinstance(n.func, ast.Attribute) and n.func.attr in _PRODUCT_CALLS
+        or isinstance(n.func, ast.Name) and n.func.id in _PRODUCT_CALLS) for n in _body_nodes(plan))
 
 
 def _may_multiply(plan, resolve) -> bool:
@@ -136,16 +138,8 @@ def _gathers(plan, targets) -> bool:
     """Whether the body subscripts a loop-invariant name by an expression of the loop's elements
     (`buf[j]`, `table[j, :]`, `rew[j] * 2` for `j in idxs`)."""
     free = set(plan.free)
-    for text in list(plan.body) + [o.value for o in plan.outputs if o.value]:
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in free and any(
-                    isinstance(x, ast.Name) and x.id in targets for x in ast.walk(n.slice)):
-                return True
-    return False
+    return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in free and any(
+        isinstance(x, ast.Name) and x.id in targets for x in ast.walk(n.slice)) for n in _body_nodes(plan))
 
 
 def _selectable(plan) -> bool:
