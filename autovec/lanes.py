@@ -548,8 +548,8 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     if made is None:
         return None
     body_lines, consts, names = made
-    consts.update({"ACCUMULATE": R.FunctionRuntime.accumulate, "_storage": R._storage, "_stacked": R._stacked, "_owned": R._owned, "_peek": R._peek,
-                   "_plain": R._plain, "_reduce_builtin": R._reduce_builtin, "in_place_body": R.in_place_body,
+    consts.update({"ACCUMULATE": R.FunctionRuntime.accumulate, "_storage": R._storage, "_stacked": R._stacked,
+                   "_owned": R._owned, "_peek": R._peek, "_plain": R._plain, "_reduce_builtin": R._reduce_builtin, "in_place_body": R.in_place_body,
                    "FLOOR": R._INPLACE_FLOOR, "CODE": code, "FIRST": rt.enum_start.get(loop_id, 0)})
     lines = _head(rt, loop_id, sid, hot, consts)
     emit = lines.append
