@@ -251,6 +251,14 @@ def summed_axis_keyword(h, lengths):
     return torch.stack([h[i, :lengths[i]].sum(axis=0) for i in range(h.shape[0])])
 
 
+def span_function_spelling(h, lengths):
+    return torch.stack([torch.sum(h[i, :lengths[i]], dim=0) for i in range(h.shape[0])])
+
+
+def masked_function_spelling(x, keep):
+    return torch.stack([torch.mean(x[i][keep[i]]) - torch.max(x[i][keep[i]]) for i in range(x.shape[0])])
+
+
 def masked_dim_keyword(x, keep):
     return torch.stack([x[i][keep[i]].sum(dim=0) for i in range(x.shape[0])])
 
@@ -260,6 +268,8 @@ SPANS = [
     (pooled_dim_keyword, lambda: (torch.randn(30, 12, 4), torch.randint(-3, 13, (30,)))),
     (summed_axis_keyword, lambda: (torch.randn(20, 6, 3), torch.randint(1, 7, (20,)))),
     (masked_dim_keyword, lambda: (torch.randn(20, 6, 3), torch.rand(20, 6) > 0.5)),
+    (span_function_spelling, lambda: (torch.randn(20, 6, 3), torch.randint(-2, 7, (20,)))),
+    (masked_function_spelling, lambda: (torch.randn(20, 6), (torch.rand(20, 6) > 0.5) | (torch.arange(6) == 0))),
     (pooled, lambda: (torch.randn(20, 6, 3), torch.randint(-8, 9, (20,)))),          # negative, past the end
     (span_sums, lambda: (torch.randn(25, 10, 3), torch.randint(-12, 12, (25,)), torch.randint(-12, 14, (25,)))),
     (span_sums, lambda: (torch.randint(-5, 5, (25, 10, 3)), torch.randint(0, 5, (25,)), torch.randint(3, 11, (25,)))),

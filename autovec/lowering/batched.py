@@ -999,6 +999,25 @@ class _Batcher:
             return new
         return ast.Subscript(value=new, slice=tup([ast.Slice() for _ in range(self.c.lead)] + rest), ctx=ast.Load())
 
+    def _function_reduction(self, node):
+        """`torch.sum(b[lo:hi], dim=0)` (torch.mean / max / min of a ragged span or a masked
+        selection) as the method spelling `b[lo:hi].sum(dim=0)` is: a masked reduction, where
+        that is one; else None (and the call is taken as written)."""
+        f = node.func
+        if not node.args or not isinstance(node.args[0], ast.Subscript) or not self.varies(node.args[0]) \
+                or not isinstance(f, (ast.Attribute, ast.Name)) or ast.unparse(f).split(".")[0] in self.c.local:
+            return None
+        found, obj = self.c.resolve(ast.unparse(f))
+        name = next((n for n in ("sum", "mean", "max", "min") if found and obj is getattr(torch, n)), None)
+        if name is None:
+            return None
+        method = ast.Call(func=ast.Attribute(value=node.args[0], attr=name, ctx=ast.Load()), args=list(node.args[1:]),
+                          keywords=list(node.keywords))
+        try:
+            return self._masked_reduction(method)
+        except Unsupported:
+            return None
+
     def _masked_reduction(self, node):
         """`b[m].sum()`, `.sum(0)`, `.mean()`, `.mean(0)`, `.max()`, `.min()` with a per-iteration
         boolean mask `m` over b's leading dimensions (`x[i][x[i] > 0].sum()`, `x[y == c].mean(0)`):
@@ -1169,7 +1188,9 @@ class _Batcher:
             raise Unsupported("`*args` / `**kwargs` in a call")
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == self.c.av:
             return self._runtime_helper(f.attr, node)
-        masked = self._masked_reduction(node)
+        masked = self._masked_reduction(node) if isinstance(f, ast.Attribute) else None
+        if masked is None:
+            masked = self._function_reduction(node)
         if masked is not None:
             return masked
         recv = self.expr(f.value) if isinstance(f, ast.Attribute) and self.varies(f.value) else None
