@@ -304,8 +304,10 @@ def more_checks(rt, loop_id, emit, const, tensors, free_tensors, written, fresh,
         emit(f"    if not ({' and '.join(kinds)}):")
         for line in full:
             emit("    " + line)
-    if (m.strategy == "matmul" or loop_id in rt.products) and any(d is torch.float32 or d is torch.complex64
-                                                                  for d in dtypes):
+    # (a loop of another strategy whose body multiplies matrices: whatever its tensors' dtypes, a
+    # product may run in float32 there, through a cast, a module's parameters or a helper's globals)
+    if m.strategy == "matmul" and any(d is torch.float32 or d is torch.complex64 for d in dtypes) \
+            or loop_id in rt.products:
         emit(f"    if {const(R._reduced_fp32)}('cpu'):")
         emit("        return None     # (reduced-precision matrix products: the general pass refuses)")
 

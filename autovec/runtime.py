@@ -1162,6 +1162,11 @@ class FunctionRuntime:
             _reduced_products(tensors)
         elif loop_id in self.products:
             _reduced_products(list(tensors) + list(free_tensors))
+            # (a product may run in float32 whatever the loop's own tensors are: a cast, `x[i].float()`,
+            # a module's parameters, a helper's globals: any reduced float32 setting keeps the loop)
+            for kind in {"cpu" if t.is_cpu else t.device.type for t in (*tensors, *free_tensors)} or {"cpu"}:
+                if _reduced_fp32(kind):
+                    raise _precision_refusal(torch.float32)
         if grad and loop_id in self.shared:
             _shared_gradients(*self.shared[loop_id], tuple(free) + tuple(e[0] for e in mapped))
         if grad and calls:

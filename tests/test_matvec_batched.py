@@ -127,3 +127,35 @@ def test_a_body_without_products_is_not_held_to_the_matmul_setting():
     g = autovec(relu_rows)
     g(torch.randn(4, 5), torch.randn(2, 5))
     assert g._autovec_state.runtime.products
+
+
+W32 = torch.randn(3, 64)
+LIN = torch.nn.Linear(64, 3)
+
+
+def cast_rows(x):
+    return torch.stack([W32 @ x[i].float() for i in range(x.shape[0])])
+
+
+def module_rows(x):
+    return torch.stack([LIN(x[i].float()) for i in range(x.shape[0])])
+
+
+@pytest.mark.parametrize("fn", [cast_rows, module_rows])
+def test_a_float32_product_behind_a_cast_or_a_module_is_checked_too(fn, monkeypatch):
+    """The loop's own tensors are float64, the product runs in float32 (a cast, a module's
+    parameters): a reduced float32 setting keeps the loop whatever the tensors' dtypes (a probe
+    found the lane and the general check both looking at the loop's tensors alone)."""
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    x = torch.randn(500, 64, dtype=torch.float64)
+    f = autovec(fn)
+    with torch.no_grad():
+        for _ in range(8):
+            f(x)
+        before = torch.get_float32_matmul_precision()
+        try:
+            torch.set_float32_matmul_precision("medium")
+            for _ in range(3):
+                torch.testing.assert_close(f(x), fn(x), rtol=0, atol=0)
+        finally:
+            torch.set_float32_matmul_precision(before)
