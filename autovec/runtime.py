@@ -1161,12 +1161,15 @@ class FunctionRuntime:
         if m.strategy == "matmul":
             _reduced_products(tensors)
         elif loop_id in self.products:
-            _reduced_products(list(tensors) + list(free_tensors))
             # (a product may run in float32 whatever the loop's own tensors are: a cast, `x[i].float()`,
-            # a module's parameters, a helper's globals: any reduced float32 setting keeps the loop)
-            for kind in {"cpu" if t.is_cpu else t.device.type for t in (*tensors, *free_tensors)} or {"cpu"}:
+            # a module's parameters, a helper's globals: any reduced float32 setting keeps the loop;
+            # off the CPU, half-precision reductions too, as _reduced_products reads them)
+            kinds = {"cpu" if t.is_cpu else t.device.type for t in (*tensors, *free_tensors)} or {"cpu"}
+            for kind in kinds:
                 if _reduced_fp32(kind):
                     raise _precision_refusal(torch.float32)
+            if kinds != {"cpu"}:
+                _reduced_products(list(tensors) + list(free_tensors))
         if grad and loop_id in self.shared:
             _shared_gradients(*self.shared[loop_id], tuple(free) + tuple(e[0] for e in mapped))
         if grad and calls:
