@@ -19,7 +19,7 @@ from torch import Tensor
 from . import cost
 from ._config import switches
 from .analysis import analyze
-from .analysis.hoist import drop_loop_else, hoist_no_grad, rectangular_nests
+from .analysis.hoist import drop_loop_else, element_views, hoist_no_grad, rectangular_nests
 from .codegen import build_function
 from .explain import Explanation, LoopReport
 from .frontend import NoSource, capture
@@ -94,6 +94,7 @@ class FunctionState:
         drop_loop_else(cap)   # `for ..: body else: tail` without a `break` as the loop followed by `tail`
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
         triangles = rectangular_nests(cap)   # `for j in range(i + 1, n)` as a masked rectangle
+        triangles += element_views(cap)      # `for row in x: row -= ..` as `x[k] -= ..` over range(len(x))
         infos = analyze(cap, env)
         namer = namer_for(cap.tree)
         pieces, matches, reports, steps = [], {}, [], []
@@ -129,7 +130,8 @@ class FunctionState:
             if blocked:
                 r = blocked[0]
                 raise NotVectorizable(f"{cap.filename}:{r.lineno}: {r.reason}")
-        # a triangle that is not vectorized goes back as written (its rectangle does more work)
+        # a triangle (or an element view) that is not vectorized goes back as written (its rectangle
+        # does more work; the element loop is the one the user wrote)
         planned = {(info.lineno, info.col) for info, _ in pieces}
         for outer, original in triangles:
             if (outer.lineno, outer.col_offset) not in planned:

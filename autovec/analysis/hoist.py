@@ -244,3 +244,86 @@ def _shifted(base, c):
     if isinstance(c, ast.Constant) and c.value == 0:
         return copy.deepcopy(base)
     return ast.BinOp(left=copy.deepcopy(base), op=ast.Add(), right=copy.deepcopy(c))
+
+
+def element_views(cap: Captured) -> list:
+    """`for row in x: row -= row.mean()` (or `row.mul_(2).clamp_(-1, 1)`): in-place updates of
+    the loop's element, which is a view of x's row when x is a tensor. Planned as
+    `for k in range(len(x)): x[k] -= x[k].mean()`, the same iterations on the same rows, whose
+    stores the planner takes. The loop as written stays the fallback (`_av_original`): for a
+    list, a generator or anything else the rewrite's guard refuses, it runs as written, and
+    where the rewritten loop is not vectorized it goes back into the tree (api). Only where
+    that is exact: the iterable a plain name the loop never assigns, the element updated in
+    place at the top level of the body and bound nowhere else, read nowhere outside the loop,
+    `range` and `len` the builtins, no `else`, no nested scopes or generators in the body.
+    Returns [(the rewritten loop, the original one)]."""
+    local = _local_names(cap.tree)
+    if "range" in local or "len" in local:
+        return []
+    for name in ("range", "len"):
+        found, obj = cap.lookup(name)
+        if not (found and obj is {"range": range, "len": len}[name]):
+            return []
+    out = []
+    for loop in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
+        if loop.orelse or not isinstance(loop.target, ast.Name) or not isinstance(loop.iter, ast.Name):
+            continue
+        row, x = loop.target.id, loop.iter.id
+        if row == x or not any(_updates(st, row) for st in loop.body):
+            continue
+        inside = {id(n) for n in ast.walk(loop)}
+        if any(isinstance(n, ast.Name) and n.id == row and id(n) not in inside for n in ast.walk(cap.tree)):
+            continue     # (the element read before or after the loop: the rewrite would not bind it)
+        stores = [n for st in loop.body for n in ast.walk(st) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+        allowed = {id(st.target) for st in loop.body if isinstance(st, ast.AugAssign)}
+        if any(n.id == x or n.id == row and id(n) not in allowed for n in stores):
+            continue
+        if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Global,
+                              ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr, ast.comprehension))
+               for st in loop.body for n in ast.walk(st)):
+            continue
+        k = f"{row}_index{loop.lineno}_{loop.col_offset}"    # (not `_av_`: reserved for user code's check)
+        if k in local:
+            continue
+        original = copy.deepcopy(loop)
+        loop.body = [_RowToIndex(row, x, k).visit(st) for st in loop.body]
+        loop.target = ast.copy_location(ast.Name(k, ast.Store()), loop.target)
+        loop.iter = ast.copy_location(ast.Call(func=ast.Name("range", ast.Load()), args=[
+            ast.Call(func=ast.Name("len", ast.Load()), args=[ast.Name(x, ast.Load())], keywords=[])], keywords=[]),
+            loop.iter)
+        for n in ast.walk(loop.iter):
+            ast.copy_location(n, original.iter)
+        loop._av_original = original
+        out.append((loop, original))
+    return out
+
+
+def _updates(st, row: str) -> bool:
+    """`row op= e`, or a statement that is a chain of in-place methods on `row` (`row.sub_(m)`,
+    `row.mul_(2).clamp_(-1, 1)`)."""
+    if isinstance(st, ast.AugAssign):
+        return isinstance(st.target, ast.Name) and st.target.id == row
+    if not isinstance(st, ast.Expr):
+        return False
+    node = st.value
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_") \
+            and not node.func.attr.startswith("_"):
+        node = node.func.value
+    return node is not st.value and isinstance(node, ast.Name) and node.id == row
+
+
+class _RowToIndex(ast.NodeTransformer):
+    """Every read of the element `row` as `x[k]`, and its augmented assignments as `x[k] op= e`."""
+
+    def __init__(self, row, x, k):
+        self.row, self.x, self.k = row, x, k
+
+    def _sub(self, node, ctx):
+        return ast.copy_location(ast.Subscript(value=ast.copy_location(ast.Name(self.x, ast.Load()), node),
+                                               slice=ast.copy_location(ast.Name(self.k, ast.Load()), node), ctx=ctx),
+                                 node)
+
+    def visit_Name(self, node):
+        if node.id == self.row:
+            return self._sub(node, node.ctx if isinstance(node.ctx, ast.Load) else ast.Store())
+        return node
