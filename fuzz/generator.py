@@ -4171,8 +4171,35 @@ def lost_kept_rows(self):
     self.emit(1, "return total, count, (torch.stack(kept) if kept else None), i")
 
 
+def lost_element_views(self):
+    """In-place updates of the loop's element (`for row in x: row -= row.mean()`, in-place method
+    chains, `row[0] = c`, a second tensor read alongside), of tensors of several dtypes and
+    layouts (expanded rows share memory: the loop decides), now and then with the element read
+    after the loop or rebound (the loop as written), or a list of rows instead of a tensor."""
+    self.no_grad = self.chance(0.6)
+    x = self.main(dtypes=("float32", "float32", "float64", "int64"), rank=self.pick([1, 2, 2]), readonly=False)
+    self.param("w", f"torch.ones({x.shape[1] if len(x.shape) == 2 else 1}, dtype=x.dtype)")
+    floaty = x.dtype != "int64"
+    pool = ["row *= 2", "row.add_(1)", "row.clamp_(-1, 1)", "row += row", "row.mul_(3).sub_(1)", "row += w",
+            "row.copy_(row * 2)", "row.neg_()"]
+    if floaty:
+        pool += ["row -= row.mean()", "row /= row.abs().max() + 1", "row.mul_(0.5).add_(row.min())"]
+    if len(x.shape) == 2:
+        pool.append("row[0] = 5")
+    body = self.rng.sample(pool, self.rng.randint(1, 3))
+    if self.chance(0.1):
+        body.append("row = row * 2")            # (rebound: the loop as written)
+    src = "x" if not self.chance(0.15) else "list(x.unbind(0))"
+    self.emit(1, f"for row in {src}:" if src == "x" else f"rows = {src}")
+    if src != "x":
+        self.emit(1, "for row in rows:")
+    for st in body:
+        self.emit(2, st)
+    self.emit(1, self.pick(["return x", "return x", "return x.sum()", "return row"]))
+
+
 LOST_FORMS = {"compaction": lost_compaction, "while_and": lost_while_and, "sum_terms": lost_sum_terms,
-              "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows}
+              "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows, "element_views": lost_element_views}
 
 # family "ints": the same forms with narrow integer data (int32, int16, uint8) beside int64:
 # a Python int or a 0-d int64 value does not widen them, a batch of int64 values would

@@ -125,7 +125,7 @@ def test_bounded_fuzz_run_of_breaks_and_repeated_stores(family, n, tmp_path):
     `zero_`, `fill_`, `copy_`) across dtypes, under conditions; "lost": counts read under their
     condition before their update, `while` stop conditions with several `and` terms, sums
     updated by a chain of terms, per-bin max / min / product scatters, bodies guarded by one
-    condition under grad."""
+    condition under grad, in-place updates of a loop's element."""
     results, summary = _bounded(family, n, NEW_TIME_LIMIT_S, tmp_path)
     assert len(results) >= min(n, 30), summary
     assert sum(r.path == "vectorized" for r in results) >= len(results) // 4, summary
