@@ -33,8 +33,6 @@ import torch
 
 _MAX_PER_LOOP = 4        # lanes kept per loop (signatures in use at once: dtypes, grad on and off)
 _WRITES = ("list", "store", "fresh", "scatter", "seq", "accum", "best", "cat")
-# an express spec's fresh outputs answered whole: rows at dimension 0, or "store<d>" (lowering.common)
-_STORES = frozenset(["store"] + [f"store{d}" for d in range(1, 64)])
 
 
 def eligible(nest, mapped, writes, tok) -> bool:
@@ -501,7 +499,8 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
     if rt.strict or rt.events is not None or spec == () or _config._RAW_DICT is None:
         return None
     whole = None
-    if spec is not None and spec[0][0] in _STORES:
+    if spec is not None and isinstance(spec[0][0], str) and spec[0][0].startswith("store"):
+        # (fresh outputs answered whole: rows at dimension 0, "store", or at another, "store<d>")
         whole, spec = spec, None    # (the token flavour, which may answer a fresh output's batch whole)
     hot = rt.hot.get((loop_id, sid, ""))
     if hot is None or (loop_id, sid) in rt.failures:

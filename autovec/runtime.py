@@ -4777,6 +4777,8 @@ class Token:
         around this call already.)"""
         self.selecting = False
         self.selected = True
+        if self.extra or self.levels is not None:
+            raise GuardFailed("a loop nest or running values read in the body (the loop runs under grad)")
         with torch.no_grad():
             outs = Token.run(self, body, ref, direct)
         code = self.rt.batched.get((self.loop_id, self.sig, ""))
@@ -4792,13 +4794,12 @@ class Token:
             raise GuardFailed("the loop's condition is not one flag per iteration (the loop runs under grad)")
         keep = (mask if mask.dtype == torch.bool else mask != 0).nonzero().flatten()
         k = keep.numel()
-        self.rt.kept[self.loop_id] = (k, n)      # (for explain)
+        if self.rt.events is not None:
+            self.rt.kept[self.loop_id] = (k, n)      # (explain's note)
         if k == 0:
             return outs           # (no iteration kept: the consumers take no row of these values)
         if k == n:
             return Token.run(self, body, ref, direct)       # (every iteration kept: the batch as it is)
-        if self.extra or self.levels is not None:
-            raise GuardFailed("a loop nest or running values read in the body (the loop runs under grad)")
         if self.match.plan.index_as_value:
             self._index_exact()   # (over every iteration's index, as the batch without grad had them)
         picked = [(t.index_select(d, keep if keep.device == t.device else keep.to(t.device)), d)

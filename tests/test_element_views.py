@@ -100,3 +100,49 @@ def test_a_generator_runs_as_written():
     got = autovec(center)(iter(rows))
     assert torch.allclose(rows[0].mean(), torch.tensor(0.0), atol=1e-6)
     assert next(got, None) is None
+
+
+def nested(x, n):
+    for i in range(n):
+        for row in x:
+            row -= i
+    return x
+
+
+@pytest.mark.parametrize("make", [lambda: torch.randn(4, 3), lambda: [1.0, 2.0, 3.0]])
+def test_an_element_loop_inside_a_vectorized_nest(make):
+    """The inner loop, rewritten as `x[k] -= i`, plans the nest; where the nest's call is refused
+    (a list of Python numbers, which `row -= i` leaves as it is), its fallback runs the inner loop
+    as written (put back, since only the nest is planned)."""
+    torch.manual_seed(0)
+    a = make()
+    torch.manual_seed(0)
+    b = make()
+    want, got = nested(a, 3), autovec(nested)(b, 3)
+    if isinstance(want, list):
+        assert got == want == [1.0, 2.0, 3.0]
+    else:
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        assert explain(nested, make(), 3).path == "vectorized"
+
+
+def printed(x, y):
+    out = torch.empty_like(y)
+    for i in range(y.shape[0]):
+        out[i] = y[i] * 2      # (rewritten: the function's code is generated)
+    for row in x:
+        row -= 1
+        print(row)            # (a side effect: this loop is not rewritten)
+    return x, out
+
+
+def test_a_loop_that_is_not_rewritten_goes_back_as_written(capsys):
+    """Not vectorized, the element loop runs as the user wrote it, beside a loop that is
+    (`row -= 1` on a list of numbers rebinds `row` and leaves the list as it is; `x[k] -= 1`
+    would change it)."""
+    y = torch.randn(5)
+    got, out = autovec(printed)([1.0, 2.0], y)
+    assert got == [1.0, 2.0]
+    torch.testing.assert_close(out, y * 2)
+    assert capsys.readouterr().out == "0.0\n1.0\n"
+    assert explain(printed, [1.0, 2.0], y).path == "vectorized"

@@ -1646,8 +1646,8 @@ def _reduce_store(s: ast.stmt, ctx: Context):
     torch.min, either order), `out[k] = max(out[k], v)` (Python's builtin max / min, either
     order), `out[k] *= v` and `out[k] = out[k] * v` (or `v * out[k]`); and the sums spelled
     out, `out[k] = out[k] + v` (or `v + out[k]`) and `out[k] = out[k] - v`, the scatters of
-    `+=` / `-=`. Returns (subscript,
-    v, op "max" / "min" / "*", form "torch" / "builtin" / "inplace" / ""), or None. The read
+    `+=` / `-=`. Returns (subscript, v, op "max" / "min" / "*" / "+" / "-", form "torch" /
+    "builtin" / "inplace" / ""), or None. The read
     must be written exactly as the store's subscript and `v` must not read the stored tensor:
     only then is each step `out[k] = f(out[k], v)` with `out[k]` the element's value so far
     (whether the subscript is per-iteration, a scatter, is _scatter_entries' question). The

@@ -1641,44 +1641,42 @@ class _Batcher:
         against class indices: per-row losses of the whole batch, then each iteration's own
         reduction (a mean over the rows its targets do not ignore)."""
         name = f.attr if isinstance(f, ast.Attribute) else ast.unparse(f)
-        if len(node.args) != 2 or node.keywords and {k.arg for k in node.keywords} - {"reduction", "ignore_index"}:
-            raise Unsupported(f"`{name}` with class weights, label smoothing or positional options")
+        fixed = self._loss_options(name, node, {"reduction": _const("mean"), "ignore_index": _const(-100)},
+                                   "with class weights, label smoothing or positional options")
         x, t = self.expr(node.args[0]), self.expr(node.args[1])
         if not x.batched or x.fact.kind != "tensor" or t.fact.kind != "tensor" or not t.batched:
             raise Unsupported(f"`{name}` of scores or targets that are the same in every iteration")
         r = x.fact.rank
         if r not in (1, 2) or t.fact.rank != r - 1 or t.fact.dtype not in (torch.int64, torch.int32, torch.uint8):
             raise Unsupported(f"`{name}` other than (rows, classes) scores against class indices")
-        kw = {k.arg: k.value for k in node.keywords}
-        fixed = {}
-        for k in ("reduction", "ignore_index"):
-            if k in kw:
-                v = self.expr(kw[k])
-                if v.batched:
-                    raise Unsupported(f"`{name}` with a per-iteration {k}")
-                fixed[k] = v.node
-        reduction = fixed.get("reduction", _const("mean"))      # checked by _avb.class_loss
-        ignore = fixed.get("ignore_index", _const(-100))
+        # (the reduction and ignore_index are checked by _avb.class_loss)
         return _helper("class_loss", copy.deepcopy(f), x.node, t.node, _const(r), _const(self.c.lead),
-                       reduction, ignore)
+                       fixed["reduction"], fixed["ignore_index"])
+
+    def _loss_options(self, name, node, defaults, refusal):
+        """A loss call's two positional operands and its keyword options, each the same in every
+        iteration: {option: its expression, or the default's}; anything else is Unsupported."""
+        if len(node.args) != 2 or {k.arg for k in node.keywords} - set(defaults):
+            raise Unsupported(f"`{name}` {refusal}")
+        fixed = dict(defaults)
+        for k in node.keywords:
+            v = self.expr(k.value)
+            if v.batched:
+                raise Unsupported(f"`{name}` with a per-iteration {k.arg}")
+            fixed[k.arg] = v.node
+        return fixed
 
     def _kl_div(self, f, node):
         """F.kl_div(input_k, target_k, reduction=.., log_target=..) of tensors of one shape in every
         iteration: the elementwise terms of the whole batch (reduction "none"), then each
         iteration's own reduction over its dimensions (its "sum", "mean", or "batchmean": the
         sum over its first dimension's size). vmap has no batching rule of its own for it."""
-        if len(node.args) != 2 or {k.arg for k in node.keywords} - {"reduction", "log_target"}:
-            raise Unsupported("`F.kl_div` with positional options or legacy size_average / reduce")
+        fixed = self._loss_options("F.kl_div", node, {"reduction": _const("mean"), "log_target": _const(False)},
+                                   "with positional options or legacy size_average / reduce")
         x, t = self.expr(node.args[0]), self.expr(node.args[1])
         if not (x.batched and t.batched) or x.fact.kind != "tensor" or t.fact.kind != "tensor" \
                 or x.fact.rank != t.fact.rank:
             raise Unsupported("`F.kl_div` of values that are not per-iteration tensors of one rank")
-        fixed = {"reduction": _const("mean"), "log_target": _const(False)}
-        for k in node.keywords:
-            v = self.expr(k.value)
-            if v.batched:
-                raise Unsupported(f"`F.kl_div` with a per-iteration {k.arg}")
-            fixed[k.arg] = v.node
         return _helper("kl_div", copy.deepcopy(f), x.node, t.node, _const(x.fact.rank), _const(self.c.lead),
                        fixed["reduction"], fixed["log_target"])
 
