@@ -668,7 +668,7 @@ class FunctionRuntime:
         key = (loop_id, n.bit_length())
         d = self.decisions.get(key)
         if d is None:
-            d = self.decisions[key] = cost.Decision(self._estimate(loop_id, m, n, lists))
+            d = self.decisions[key] = cost.Decision(self._estimate(loop_id, m, n, lists), n)
         return d
 
     def _estimate(self, loop_id, m, n, lists=0):
