@@ -4642,6 +4642,32 @@ class Token:
             prefix = _before_steps(before, prefix, not bare, py)
         self.extra = list(self.extra) + [(prefix, py)]
 
+    def carried_start(self, out, dim, offset):
+        """The start of a running value that stands for the row the step before stored
+        (`out[t] = .. out[t - 1]`, analysis.hoist stored_recurrences): the row of `out` the first
+        iteration reads, `first + offset` along `dim`, as it is before the loop (a copy: the loop
+        may store into that row later, `out[-1]` from `range(len(out))`). Where that read would
+        raise, the loop runs and raises it in its own order."""
+        if type(out) is not torch.Tensor:
+            raise GuardFailed("a stored recurrence into something other than a tensor (the loop keeps what it stores)")
+        i = self.first + offset
+        if out.dim() <= dim or not -out.shape[dim] <= i < out.shape[dim]:
+            raise GuardFailed("the first step of a stored recurrence reads outside the output (the loop raises)",
+                              data=True)
+        return out.select(dim, i).clone()
+
+    def carried_like(self, out, dim, j):
+        """The running values of a stored recurrence are what the loop's stores keep: a tensor of
+        the output's dtype, device and row shape (the loop carries the stored row, converted and
+        broadcast by the store; a value of another dtype, a 0-d or a Python number would carry
+        otherwise than the running value does)."""
+        prefix, py = self.extra[j]
+        row = tuple(out.shape[:dim]) + tuple(out.shape[dim + 1:])
+        if py or type(prefix) is not torch.Tensor or prefix.dtype != out.dtype or prefix.device != out.device \
+                or tuple(prefix.shape[1:]) != row:
+            raise GuardFailed("a stored recurrence whose values are not the output's dtype and row shape (the loop "
+                              "carries the stored row, converted by the store)")
+
     def scan_final(self, j):
         """A running value's last step: a tensor of its own, as the loop's last step makes (not a
         view of the running values, which would keep them all alive)."""

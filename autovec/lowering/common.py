@@ -806,6 +806,16 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             f"{f', before={name}, reads={o.exclusive!r}' if o.exclusive else ''}"
             f"{f', changed={name}, outs=({written})' if o.inplace else ''}"
             f"{f', bare={o.bare}' if o.exclusive or o.inplace else ''})", _av_AV=AV)
+    if plan.carried:
+        # a running value that stands for the row the step before stored (`out[t] = .. out[t - 1]`):
+        # it starts as the row the first iteration reads, taken only now (an empty range never reads
+        # it), and its running values must be what the stores keep (the output's dtype and row shape)
+        scan_code = [st for carry, out, d, off, _ in plan.carried
+                     for st in template(f"{carry} = {T}.carried_start({out}, {d}, {off})")] + scan_code + [
+            st for carry, out, d, _, _ in plan.carried
+            for st in template(f"{T}.carried_like({out}, {d}, {[s[0] for s in plan.scans].index(carry)})")]
+        scan_display = [st for carry, _, _, _, shown in plan.carried
+                        for st in ast.parse(f"{carry} = {shown}.clone()").body] + scan_display
     for fd in scan_code:
         # the running values' own bodies: the batched mode may rewrite them too (by tag)
         if isinstance(fd, ast.FunctionDef) and not fd.name.endswith("_ref"):
