@@ -126,7 +126,9 @@ class FunctionState:
             # of a loop around it) would run it unbound, so those loops go back as written, and the
             # analysis sees them so
             for loop, original in refused:
-                _replace(_parents(cap.tree)[loop], loop, original)
+                parent = _parents(cap.tree).get(loop)
+                if parent is not None:
+                    _replace(parent, loop, original)
             carried = [c for c in carried if c not in refused]
             infos = analyze(cap, env)
         triangles += carried
@@ -168,8 +170,10 @@ class FunctionState:
         # does more work; the element loop is the one the user wrote)
         planned = {(info.lineno, info.col) for info, _ in pieces}
         for outer, original in triangles:
-            if (outer.lineno, outer.col_offset) not in planned:
-                _replace(_parents(cap.tree)[outer], outer, original)
+            parent = _parents(cap.tree).get(outer)
+            # (a loop inside another that went back as written is gone with it: that one holds the original)
+            if parent is not None and (outer.lineno, outer.col_offset) not in planned:
+                _replace(parent, outer, original)
         # a compiled step never sits inside (or around) a loop that is rewritten
         spans = [(info.plan.lineno, info.plan.end_lineno) for info, _ in pieces]
         kept = []

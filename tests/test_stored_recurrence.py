@@ -447,3 +447,35 @@ def test_gradients_through_an_output_that_requires_grad():
     make = lambda: (torch.randn(T, F, requires_grad=True), torch.randn(T, F, requires_grad=True))  # noqa: E731
     _check(grad_output, make)
     assert explain(grad_output, *make()).path == "vectorized"
+
+
+def inside_element_loop(x, y):
+    for row in x:
+        row -= 1
+        for t in range(1, len(y)):
+            y[t] = 0.5 * y[t - 1] + row.sum()
+    return x, y
+
+
+def inside_python_loop(x, n: int):
+    out = torch.zeros_like(x)
+    for k in range(n):
+        print(k)                      # (a side effect: this loop stays as written)
+        for t in range(1, len(x)):
+            out[t] = 0.5 * out[t - 1] + x[t] * k
+    return out
+
+
+@pytest.mark.parametrize("fn, make", [
+    (inside_element_loop, lambda: (torch.randn(3, 4), torch.randn(T))),
+    (inside_element_loop, lambda: ([1.0, 2.0], torch.randn(T))),
+])
+def test_a_stored_recurrence_inside_an_element_loop(fn, make):
+    """The outer loop, rewritten as `x[k] -= 1`, goes back as written with the inner loop in it."""
+    _check(fn, make)
+
+
+def test_a_stored_recurrence_inside_a_python_loop(capsys):
+    _check(inside_python_loop, lambda: (torch.randn(T, F), 3))
+    ex = explain(inside_python_loop, torch.randn(T, F), 3)
+    assert ex.path == "vectorized" and [r.strategy for r in ex.loops] == ["python", "scan"]
