@@ -4642,14 +4642,20 @@ class Token:
             prefix = _before_steps(before, prefix, not bare, py)
         self.extra = list(self.extra) + [(prefix, py)]
 
-    def carried_start(self, out, dim, offset):
+    def carried_start(self, out, dim, offset, others=()):
         """The start of a running value that stands for the row the step before stored
         (`out[t] = .. out[t - 1]`, analysis.hoist stored_recurrences): the row of `out` the first
         iteration reads, `first + offset` along `dim`, as it is before the loop (a copy: the loop
         may store into that row later, `out[-1]` from `range(len(out))`). Where that read would
-        raise, the loop runs and raises it in its own order."""
+        raise, the loop runs and raises it in its own order. `others`: the other tensors the loop
+        writes into; one that shares the output's memory (the same tensor under two names, a
+        view) would change the rows the loop reads back, which the running value does not see."""
         if type(out) is not torch.Tensor:
             raise GuardFailed("a stored recurrence into something other than a tensor (the loop keeps what it stores)")
+        ptr = _storage(out)
+        if any(isinstance(t, torch.Tensor) and (t is out or _storage(t) == ptr) for t in others):
+            raise GuardFailed("a stored recurrence whose output shares memory with another tensor the loop writes "
+                              "into (the loop reads back what that one stores)", data=True)
         i = self.first + offset
         if out.dim() <= dim or not -out.shape[dim] <= i < out.shape[dim]:
             raise GuardFailed("the first step of a stored recurrence reads outside the output (the loop raises)",

@@ -479,3 +479,26 @@ def test_a_stored_recurrence_inside_a_python_loop(capsys):
     _check(inside_python_loop, lambda: (torch.randn(T, F), 3))
     ex = explain(inside_python_loop, torch.randn(T, F), 3)
     assert ex.path == "vectorized" and [r.strategy for r in ex.loops] == ["python", "scan"]
+
+
+def two_names(out, out2, x):
+    for t in range(1, len(x)):
+        out[t] = 0.5 * out[t - 1] + x[t]
+        if x[t].sum() > 0:
+            out2[t] = x[t] * 3            # (out2 may be out: the next step reads what this stores)
+    return out
+
+
+@pytest.mark.parametrize("make", [
+    lambda: (lambda b: (b, b, torch.randn(T, F)))(torch.zeros(T, F)),
+    lambda: (lambda b: (b, b[:, :], torch.randn(T, F)))(torch.zeros(T, F)),
+    lambda: (lambda b: (b[:T], b[T:], torch.randn(T, F)))(torch.zeros(2 * T, F)),
+])
+def test_another_output_that_shares_the_outputs_memory(make):
+    _check(two_names, make)
+    assert explain(two_names, *make()).path == "python"
+
+
+def test_another_output_of_its_own():
+    _check(two_names, lambda: (torch.zeros(T, F), torch.zeros(T, F), torch.randn(T, F)))
+    assert explain(two_names, torch.zeros(T, F), torch.zeros(T, F), torch.randn(T, F)).path == "vectorized"

@@ -816,8 +816,12 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         # a running value that stands for the row the step before stored (`out[t] = .. out[t - 1]`):
         # it starts as the row the first iteration reads, taken only now (an empty range never reads
         # it), and its running values must be what the stores keep (the output's dtype and row shape)
-        scan_code = [st for carry, out, d, off, _ in plan.carried
-                     for st in template(f"{carry} = {T}.carried_start({out}, {d}, {off})")] + scan_code + [
+        # (with the tensors the loop also writes into: one that shares the output's memory would change
+        # the rows the loop reads back)
+        scan_code = [st for carry, out, d, off, _ in plan.carried for st in template(
+            f"{carry} = {T}.carried_start({out}, {d}, {off}, "
+            f"({''.join(f'{t}, ' for t in dict.fromkeys(o.target for o in plan.outputs if o.kind in ('store', 'scatter')) if t != out)}))")
+        ] + scan_code + [
             st for carry, out, d, _, _ in plan.carried
             for st in template(f"{T}.carried_like({out}, {d}, {[s[0] for s in plan.scans].index(carry)}, "
                                f"{next(s[2] for s in plan.scans if s[0] == carry)!r})")]
