@@ -19,7 +19,7 @@ from torch import Tensor
 from . import cost
 from ._config import switches
 from .analysis import analyze
-from .analysis.hoist import drop_loop_else, element_views, hoist_no_grad, rectangular_nests
+from .analysis.hoist import drop_loop_else, element_views, hoist_no_grad, rectangular_nests, stored_recurrences
 from .codegen import build_function
 from .explain import Explanation, LoopReport
 from .frontend import NoSource, capture
@@ -33,6 +33,29 @@ from .runtime import FunctionRuntime, NotVectorizable
 log = logging.getLogger("autovec")
 
 _FALLBACKS = ("auto", "python", "compile")
+
+
+def _unscanned(carried, infos, env) -> list:
+    """The stored recurrences (analysis.hoist stored_recurrences) whose rewritten loop is not
+    planned as a scan of its running value on its own: not planned, planned another way, part of
+    a nest, or inside a loop that is planned or has a compiled step."""
+    out = []
+    for loop, original in carried:
+        info = next((i for i in infos if (i.lineno, i.col) == (loop.lineno, loop.col_offset)), None)
+        ok = info is not None and info.plan is not None and info.part_of is None
+        if ok:
+            m, _ = choose(info.plan, env)
+            names = {s[0] for s in info.plan.scans}
+            ok = m is not None and m.strategy == "scan" and all(c[0] in names for c in info.plan.carried)
+        if ok:
+            for other in infos:
+                span = (other.plan.lineno, other.plan.end_lineno) if other.plan is not None else \
+                    (other.step.lineno, other.step.end_lineno) if other.step is not None else None
+                if other is not info and span is not None and span[0] <= loop.lineno <= span[1]:
+                    ok = False
+        if not ok:
+            out.append((loop, original))
+    return out
 
 
 class FunctionState:
@@ -95,7 +118,20 @@ class FunctionState:
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
         triangles = rectangular_nests(cap)   # `for j in range(i + 1, n)` as a masked rectangle
         triangles += element_views(cap)      # `for row in x: row -= ..` as `x[k] -= ..` over range(len(x))
+        carried = stored_recurrences(cap)    # `out[t] = .. out[t - 1]` as a running value `out_prev`
         infos = analyze(cap, env)
+        refused = _unscanned(carried, infos, env)
+        if refused:
+            # the running value is bound only by the scan's own code: any other plan of that loop (or
+            # of a loop around it) would run it unbound, so those loops go back as written, and the
+            # analysis sees them so
+            for loop, original in refused:
+                parent = _parents(cap.tree).get(loop)
+                if parent is not None:
+                    _replace(parent, loop, original)
+            carried = [c for c in carried if c not in refused]
+            infos = analyze(cap, env)
+        triangles += carried
         namer = namer_for(cap.tree)
         pieces, matches, reports, steps = [], {}, [], []
         nest_strategy = {}
@@ -134,8 +170,10 @@ class FunctionState:
         # does more work; the element loop is the one the user wrote)
         planned = {(info.lineno, info.col) for info, _ in pieces}
         for outer, original in triangles:
-            if (outer.lineno, outer.col_offset) not in planned:
-                _replace(_parents(cap.tree)[outer], outer, original)
+            parent = _parents(cap.tree).get(outer)
+            # (a loop inside another that went back as written is gone with it: that one holds the original)
+            if parent is not None and (outer.lineno, outer.col_offset) not in planned:
+                _replace(parent, outer, original)
         # a compiled step never sits inside (or around) a loop that is rewritten
         spans = [(info.plan.lineno, info.plan.end_lineno) for info, _ in pieces]
         kept = []
