@@ -159,6 +159,32 @@ def _selects_rows(plan) -> bool:
                or o.op in ("max", "min") for o in plan.outputs)
 
 
+_GRAD_REFUSALS, _RETRY_GRAD = 3, 32    # refusals of calls with grad before they skip the guard; calls skipped
+
+
+def _grad_call(pending, mapped, free, calls, writes) -> bool:
+    """Whether this call runs under autograd with a tensor the loop reads or writes that requires
+    grad (its refusals are kept apart: FunctionRuntime.guard)."""
+    if not torch.is_grad_enabled():
+        return False
+    for e in mapped:
+        if isinstance(e[0], torch.Tensor) and e[0].requires_grad:
+            return True
+    for w in writes:
+        if isinstance(w[1], torch.Tensor) and w[1].requires_grad:
+            return True
+    for v in itertools.chain(free, pending[4] or (), calls):
+        if isinstance(v, torch.Tensor):
+            if v.requires_grad:
+                return True
+        elif isinstance(v, (list, tuple)) and v and isinstance(v[0], torch.Tensor) and any(
+                isinstance(t, torch.Tensor) and t.requires_grad for t in v):
+            return True
+        elif isinstance(v, torch.nn.Module) and any(p.requires_grad for p in v.parameters()):
+            return True
+    return False
+
+
 def _overlapping(t: torch.Tensor) -> bool:
     """Whether elements of `t` may share memory (an expanded tensor, or overlapping rows made by
     as_strided): going from the smallest stride up, each dimension's step must land past
@@ -462,6 +488,9 @@ class FunctionRuntime:
         self.by_kind = {"cpu": self.decisions}   # each device kind's decisions (its own constants)
         self.units: dict = {}             # loop id -> the outputs' share of autovec's own work (cost model)
         self.py_clock: dict = {}          # loop id -> (start, trip count, decision) of a timed Python run
+        # (loop id, bucket) -> [refusals, the last refusal, calls still refused at once, next wait]
+        # of the calls with tensors that require grad (guard: kept apart from the bucket's decision)
+        self.grad_refused: dict = {}
         self.iter_bytes: dict = {}        # (loop id, signature) -> bytes one iteration allocates
         self.chunked: dict = {}           # loop id -> (chunks, rows, bytes needed, budget) of the last run
         self.kept: dict = {}              # loop id -> (kept iterations, all) of its last run that selected them
@@ -700,6 +729,13 @@ class FunctionRuntime:
                     if loop_id in self.xp_specs and (loop_id, tok.sig) not in self.xp_tried and pending[11] is None:
                         self._add_express(mapped, free, calls, writes, tok)
                     return tok
+        bucket = (loop_id, pending[6].bit_length())
+        held = self.grad_refused.get(bucket) if self.grad_refused else None
+        if held is not None and held[0] >= _GRAD_REFUSALS and _grad_call(pending, mapped, free, calls, writes):
+            held[2] -= 1
+            if held[2] > 0:
+                return self._refuse(loop_id, m.plan, held[1])   # (the same refusal, without the guard's work)
+            held[0] = _GRAD_REFUSALS - 1                       # (due: the guard decides again)
         try:
             tok = self._guard(pending, mapped, free, calls, writes)
             if (loop_id, tok.sig) in self.committed and (loop_id, tok.sig) not in self.lane_tried:
@@ -709,7 +745,19 @@ class FunctionRuntime:
             # (a decision the estimate settled is no timing one: it counts refusals too, so that a
             # signature or data refused on every call stops paying for the attempt; the bucket
             # tries the vectorized path again later, Decision.wait)
-            d = pending[11] if pending[11] is not None else self.decisions.get((loop_id, pending[6].bit_length()))
+            if _grad_call(pending, mapped, free, calls, writes):
+                # a call with tensors that require grad is refused for reasons the same loop's calls
+                # without them do not meet (a branch under autograd): its refusals are kept apart,
+                # so that alternating calls (a training step, then an evaluation without no_grad)
+                # leave the others vectorized; those calls skip the guard, trying it again later
+                held = self.grad_refused.setdefault(bucket, [0, e, 0, _RETRY_GRAD])
+                held[0] += 1
+                held[1] = e
+                if held[0] >= _GRAD_REFUSALS:
+                    held[2] = held[3]
+                    held[3] = min(held[3] * 2, cost._RETRY_MAX)
+                return self._refuse(loop_id, m.plan, e)
+            d = pending[11] if pending[11] is not None else self.decisions.get(bucket)
             if d is not None:
                 d.vectorized_failed()
             return self._refuse(loop_id, m.plan, e)
