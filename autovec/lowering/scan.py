@@ -40,7 +40,7 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
         parts.append(f"{', '.join(f'`{p}`' for p in pays)} follow{'s' if len(pays) == 1 else ''} the running best "
                      "(the step where it was last set, as the loop's comparisons decide)")
     carried = "".join(
-        f"`{out}[{':, ' * d}{plan.space.index} {'-' if off < 0 else '+'} {abs(off)}]` reads the row the step before "
+        f"`{out}[{':, ' * d}{plan.space.index}{f' - {-off}' if off < 0 else f' + {off}' if off else ''}]` reads the row the step before "
         f"stored: the running value `{carry}` carries it, from `{shown}` before the loop (on each call the stored "
         f"values must be of `{out}`'s dtype and row shape, else the loop runs); "
         for carry, out, d, off, shown in plan.carried)
