@@ -911,11 +911,19 @@ class BatchedBody:
 def _compile(fdef: ast.FunctionDef, body, extra=()) -> types.CodeType:
     """Code of `fdef` as a closure over the body's free variables (and the helpers)."""
     free = list(body.__code__.co_freevars) + [v for v in (*_HELPER_CELLS, *extra) if v not in body.__code__.co_freevars]
+    line = body.__code__.co_firstlineno
+    fdef = copy.deepcopy(fdef)       # (the caller's tree keeps its positions: nodes are known by them)
+    for node in ast.walk(fdef):
+        if "lineno" in node._attributes:
+            # (a body parsed on its own counts lines from 1: its lines are the loop's, so that a
+            # warning torch raises in it names the user's file at the loop, not at its line 1)
+            node.lineno = node.end_lineno = line
+            node.col_offset = node.end_col_offset = 0      # (a valid range on one line)
     factory = ast.FunctionDef(
         name="_av_factory", args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=v) for v in free], vararg=None,
                                                kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
         body=[fdef, ast.Return(value=ast.Name(id=fdef.name, ctx=ast.Load()))], decorator_list=[], returns=None,
-        type_params=[], lineno=fdef.lineno, col_offset=0)
+        type_params=[], lineno=fdef.lineno, col_offset=0, end_lineno=fdef.lineno, end_col_offset=0)
     if not hasattr(ast.FunctionDef, "type_params"):
         del factory.type_params
     module = ast.Module(body=[factory], type_ignores=[])

@@ -1662,3 +1662,27 @@ def test_a_refused_store_leaves_the_other_loops_rewritten(monkeypatch):
     assert ran_modes(f) == {"broadcast"}
     reasons = [lp.reason for lp in explain(floordiv_then_double, x.clone(), w, y).loops]
     assert "`//=` store is not rewritten" in reasons[0] and "internal error" not in reasons[1]
+
+
+def _row_variances(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i].var())       # one element: torch warns (degrees of freedom <= 0)
+    return torch.stack(out)
+
+
+def test_a_warning_torch_raises_in_the_batch_names_the_users_loop():
+    # (found by a probe: the batched body, parsed on its own, counted its lines from 1, so the
+    # warning named line 1 of the user's module)
+    import inspect
+    import warnings
+    f = av(_row_variances)
+    x = torch.randn(1000, 1)
+    f(x)
+    with warnings.catch_warnings(record=True) as ws:
+        warnings.simplefilter("always")
+        got = f(x)
+    torch.testing.assert_close(got, _row_variances(x), equal_nan=True)
+    assert f._autovec_state.runtime.ran              # (the batch ran)
+    loop_line = inspect.getsourcelines(_row_variances)[1] + 2
+    assert ws and {(w.filename, w.lineno) for w in ws} == {(__file__, loop_line)}
