@@ -20,6 +20,7 @@ from . import cost
 from ._config import switches
 from .analysis import analyze
 from .analysis.hoist import drop_loop_else, element_views, hoist_no_grad, rectangular_nests
+from .analysis.reversal import front_builds, reversed_walks, settle
 from .codegen import build_function
 from .explain import Explanation, LoopReport
 from .frontend import NoSource, capture
@@ -95,6 +96,8 @@ class FunctionState:
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
         triangles = rectangular_nests(cap)   # `for j in range(i + 1, n)` as a masked rectangle
         triangles += element_views(cap)      # `for row in x: row -= ..` as `x[k] -= ..` over range(len(x))
+        fronts = front_builds(cap)           # `lst.insert(0, v)` into a fresh list as appends, reversed after
+        walks, walk_refusals = reversed_walks(cap)   # `for r in reversed(x)` as `r = x[k]` over a reversed range
         infos = analyze(cap, env)
         namer = namer_for(cap.tree)
         pieces, matches, reports, steps = [], {}, [], []
@@ -124,6 +127,12 @@ class FunctionState:
             matches[info.plan.loop_id] = m
             nest_strategy[info.lineno] = m.strategy
             reports.append(LoopReport(info.lineno, info.source, m.strategy, m.reason))
+        if fronts or walks or walk_refusals:
+            # a reversed walk that is not vectorized goes back as written, and so does a loop
+            # around it planned from its rewritten form; a front-first list goes back where no
+            # vectorized loop needs it
+            pieces, steps = settle(cap, fronts, walks, walk_refusals, infos, pieces, steps, reports)
+            matches = {info.plan.loop_id: matches[info.plan.loop_id] for info, _ in pieces}
         self.reports = reports
         if self.strict:
             blocked = [r for r in reports if not r.vectorized]
