@@ -192,6 +192,8 @@ def front_builds(cap: Captured) -> list[FrontBuild]:
         except LookupError:
             continue
         loop = next((s for s in block[at + 1:] if _mentions(s, name)), None)
+        while isinstance(loop, ast.With) and _no_grad_with(cap, loop, local):
+            loop = next((s for s in loop.body if _mentions(s, name)), None)    # (the loop under no_grad)
         if not isinstance(loop, (ast.For, ast.While)):
             continue
         calls = [n for n in ast.walk(loop) if _front_call(n, name, kind) is not None]
@@ -218,7 +220,7 @@ def front_builds(cap: Captured) -> list[FrontBuild]:
             c.value.func.value.id = target
             c.value.func.attr = "append"
             c.value.args = [value]
-        k = next(i for i, s in enumerate(block) if s is loop)
+        block, k = _holder(parent, loop)
         if kind == "list":
             block[k + 1:k + 1] = added
         else:
