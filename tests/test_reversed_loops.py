@@ -490,6 +490,53 @@ def enumerated(rewards, gamma: float):
     return out
 
 
+def enumerated_start(rewards, gamma: float):
+    R = 0
+    out = []
+    for i, r in enumerate(reversed(rewards), start=-2):
+        R = r + gamma * R + i
+        out.insert(0, R)
+    return torch.stack(out), i
+
+
+def enumerated_zip(rewards, dones, gamma: float):
+    R = 0
+    out = []
+    for i, (r, d) in enumerate(zip(reversed(rewards), reversed(dones)), 1):
+        R = r + gamma * R * (1 - d) + 0.01 * i
+        out.insert(0, R)
+    return torch.stack(out)
+
+
+def enumerated_twice(rewards, gamma: float):
+    R = 0
+    out = []
+    for i, r in enumerate(reversed(rewards)):
+        R = r + gamma * R
+        i = i * 2
+        out.insert(0, R + i)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("make", [lambda: torch.randn(12), lambda: torch.randn(12, 3, dtype=torch.float64),
+                                  lambda: torch.randn(12).tolist(), lambda: torch.zeros(0), lambda: torch.tensor(1.0)])
+def test_enumerate_counts_up_while_the_walk_goes_down(make):
+    """enumerate(reversed(x)): the index 0, 1, .. beside x[n - 1], x[n - 2], ..; after the loop
+    it is the last index (unbound for an empty walk, a NameError in both)."""
+    torch.manual_seed(5)
+    x = make()
+    p = _check(enumerated, x, 0.9)
+    _check(enumerated_start, x, 0.9)
+    _check(enumerated_twice, x, 0.9)
+    if isinstance(x, torch.Tensor) and x.dim() and len(x):
+        assert _check(enumerated_start, x, 0.9) == "vectorized"
+        assert p == ("vectorized" if x.dim() == 1 else "python")   # (a row into one element raises)
+    d = (torch.rand(12) < 0.2).float()
+    if isinstance(x, torch.Tensor) and x.dim() == 1 and len(x):
+        assert _check(enumerated_zip, x, d, 0.9) == "vectorized"
+        _check(enumerated_zip, x, d[:7], 0.9)
+
+
 def nested_inserts(xs, gamma: float):
     out = []
     for x in xs:
@@ -523,8 +570,7 @@ def test_pitfalls_behave_as_the_loop(fn, extra, make):
 def test_pitfalls_keep_the_python_loop():
     x = torch.randn(12)
     for fn in (reversed_local_shadow, fake_deque, insert_at_one, insert_at_end, mixed, reads_list, reads_front,
-               element_after, element_kept, element_in_place, element_max, closure_reads, modifies_iterable,
-               enumerated):
+               element_after, element_kept, element_in_place, element_max, closure_reads, modifies_iterable):
         assert _check(fn, x.clone(), 0.9) == "python", fn.__name__
 
 
@@ -574,8 +620,8 @@ def test_the_element_stays_a_copy_of_the_row():
 def test_refusals_explain_why():
     r = explain(element_kept).loops[0]
     assert r.strategy == "python" and "backwards" in r.reason and "`r` is used as it is" in r.reason
-    r = explain(enumerated).loops[0]
-    assert r.strategy == "python" and "enumerate" in r.reason
+    r = explain(enumerated_twice).loops[0]
+    assert r.strategy == "python" and "enumerate's index `i` is assigned" in r.reason
     r = explain(modifies_iterable).loops[0]
     assert r.strategy == "python" and "mentions `rewards`" in r.reason
 
@@ -723,7 +769,7 @@ def _attribute_walk(p, gamma: float):
     (_attribute_walk_mutated, (1, 0)), (_attribute_walk, (1, 1)), (insert_at_one, (0, 1)), (mixed, (0, 1)),
     (reads_list, (0, 1)), (reads_front, (0, 1)), (global_list, (0, 1)), (element_after, (1, 0)),
     (element_kept, (1, 0)), (element_in_place, (1, 0)), (element_max, (1, 0)), (closure_reads, (0, 1)),
-    (modifies_iterable, (1, 0)), (enumerated, (0, 0)), (fake_deque, (0, 1)), (reversed_local_shadow, (1, 0)),
+    (modifies_iterable, (1, 0)), (enumerated, (0, 1)), (fake_deque, (0, 1)), (reversed_local_shadow, (1, 0)),
     (given_list, (0, 1)), (early_break, (1, 1)),
 ])
 def test_what_the_prepass_moves(fn, want):

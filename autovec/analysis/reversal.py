@@ -338,7 +338,8 @@ def _length(seq: ast.AST, kind: str) -> str:
 
 
 def _walk_of(loop: ast.For, cap: Captured, local: set):
-    """([(element name, sequence)], trip count source) of a reversed walk, or (None, why)."""
+    """([(element name, sequence)], trip count source[, (enumerate's index, start)]) of a
+    reversed walk, or (None, why)."""
     it, tgt = loop.iter, loop.target
     one = _reversed_of(it, cap, local)
     if one is not None:
@@ -376,8 +377,21 @@ def _walk_of(loop: ast.For, cap: Captured, local: set):
         return [(e.id, p[0]) for e, p in zip(tgt.elts, parts)], (
             f"max({', '.join(lens)})" if len(lens) > 1 else lens[0])
     if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "enumerate" \
-            and call.args and _reversed_of(call.args[0], cap, local) is not None:
-        return None, "`enumerate` counts up while the elements go backwards (not read as an index yet)"
+            and _builtins_ok(cap, local, ("enumerate",)):
+        # enumerate(reversed(x)): the index counts up from the start while k counts down
+        from .loops import _enumerate_args, _int_literal
+        bound = _enumerate_args(call)
+        if bound is None or not (isinstance(tgt, ast.Tuple) and len(tgt.elts) == 2
+                                 and isinstance(tgt.elts[0], ast.Name)):
+            return None, None
+        inner = ast.For(target=tgt.elts[1], iter=bound[0], body=[], orelse=[])
+        pairs, count, *nested = _walk_of(inner, cap, local)
+        if pairs is None or nested:
+            return None, count
+        start = 0 if bound[1] is None else _int_literal(bound[1])
+        if start is None or abs(start) > 2 ** 62:
+            return None, "`enumerate` starts at a value that is not an integer literal"
+        return pairs, count, (tgt.elts[0].id, start)
     return None, None
 
 
@@ -390,12 +404,13 @@ def reversed_walks(cap: Captured) -> tuple[list, dict]:
     if not _builtins_ok(cap, local, ("range", "len", "reversed")):
         return out, refused
     for loop in _own(fn, ast.For):
-        pairs, count = _walk_of(loop, cap, local)
+        pairs, count, *counter = _walk_of(loop, cap, local)
         if pairs is None:
             if count is not None:
                 refused[(loop.lineno, loop.col_offset)] = count
             continue
-        why = _refuse_walk(fn, loop, pairs, cap, local)
+        counter = counter[0] if counter else None
+        why = _refuse_walk(fn, loop, pairs, cap, local, counter)
         if why:
             refused[(loop.lineno, loop.col_offset)] = why
             continue
@@ -407,6 +422,10 @@ def reversed_walks(cap: Captured) -> tuple[list, dict]:
         if not hasattr(loop, "_av_written"):
             loop._av_written = copy.deepcopy(loop)
         binds = [_stmt(f"{e} = {ast.unparse(seq)}[{k}]", loop.target) for e, seq in pairs]
+        if counter is not None:     # (the index enumerate gives the element k: start + n - 1 - k)
+            j, start = counter
+            binds.insert(0, _stmt(f"{j} = {start} + {count} - 1 - {k}" if start else f"{j} = {count} - 1 - {k}",
+                                  loop.target))
         for b in binds:
             b._av_bind = True
         loop.body = binds + loop.body
@@ -420,10 +439,17 @@ def reversed_walks(cap: Captured) -> tuple[list, dict]:
     return out, refused
 
 
-def _refuse_walk(fn, loop: ast.For, pairs, cap: Captured, local: set) -> str | None:
-    """Why the walk is not read as `x[k]` (None where it is)."""
+def _refuse_walk(fn, loop: ast.For, pairs, cap: Captured, local: set, counter=None) -> str | None:
+    """Why the walk is not read as `x[k]` (None where it is). enumerate's index is a Python int
+    in both forms, the same value at every step and after the loop; only not rebound in it."""
     if loop.orelse:
         return "the loop has an `else` block"
+    if counter is not None:
+        if counter[0] in {e for e, _ in pairs} | {_dotted(seq)[0] for _, seq in pairs}:
+            return "enumerate's index is named as the element or the sequence"
+        if any(isinstance(n, ast.Name) and n.id == counter[0] and not isinstance(n.ctx, ast.Load)
+               for s in loop.body for n in ast.walk(s)):
+            return f"enumerate's index `{counter[0]}` is assigned in the loop"
     elements = [e for e, _ in pairs]
     if len(set(elements)) != len(elements):
         return "an element name repeats"
@@ -510,7 +536,8 @@ def settle(cap: Captured, fronts: list, walks: list, refusals: dict, infos: list
             info = next(info for info, _ in pieces if (info.lineno, info.col) == key)
             k = infos.index(info)
             seqs = ", ".join(f"`{ast.unparse(b.targets[0])} = {ast.unparse(b.value.value)}[k]`" for b in loop.body
-                             if isinstance(b, ast.Assign) and getattr(b, "_av_bind", False))
+                             if isinstance(b, ast.Assign) and getattr(b, "_av_bind", False)
+                             and isinstance(b.value, ast.Subscript))
             report(info, reason=f"{reports[k].reason} (`{ast.unparse(original.iter)}` walked as {seqs} for k from "
                                 "the last index down to 0)")
             continue
