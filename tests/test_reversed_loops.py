@@ -809,3 +809,35 @@ def test_errors_caught_and_views_kept():
     want = [k.clone() for k in kept]
     y.add_(1)
     _same(kept, want)
+
+
+def test_iterators_ranges_and_numpy_run_as_written():
+    """Values the walk cannot index as it reverses them: each call gets its own."""
+    import numpy as np
+    for make in (lambda: (v for v in torch.randn(5)), lambda: range(6), lambda: np.arange(5.0),
+                 lambda: iter([torch.tensor(1.0)])):
+        try:
+            want = disc_returns(make(), 0.9)
+        except Exception as e:   # noqa: BLE001
+            with pytest.raises(type(e)) as got:
+                autovec(disc_returns)(make(), 0.9)
+            assert str(got.value) == str(e)
+            continue
+        _same(autovec(disc_returns)(make(), 0.9), want)
+
+
+@pytest.mark.parametrize("fn", [disc_returns, gae])
+def test_gradients_through_the_factor(fn):
+    torch.manual_seed(6)
+    T = 40
+    r = torch.randn(T, dtype=torch.float64, requires_grad=True)
+    g = torch.tensor(0.9, dtype=torch.float64, requires_grad=True)
+    extra = (torch.randn(T, dtype=torch.float64), torch.zeros(T, dtype=torch.float64)) if fn is gae else ()
+    rest = (g, torch.tensor(0.95, dtype=torch.float64)) if fn is gae else (g,)
+    out = fn(r, *extra, *rest)
+    want = torch.autograd.grad(out.sum(), (r, g))
+    out = autovec(fn)(r, *extra, *rest)
+    got = torch.autograd.grad(out.sum(), (r, g))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    assert explain(fn, r, *extra, *rest).path == "vectorized"
