@@ -841,3 +841,24 @@ def test_gradients_through_the_factor(fn):
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b)
     assert explain(fn, r, *extra, *rest).path == "vectorized"
+
+
+def walk_in_nest(x, n: int):
+    out = torch.zeros(n)
+    for i in range(n):
+        for r in reversed(x):
+            out[i] += r * i
+    return out
+
+
+def test_a_walk_inside_a_loop_nest():
+    """The inner walk, read as a reversed range, makes a perfect nest the planner takes; the
+    inner loop is not planned by itself, so it goes back as written inside the nest, whose
+    fallback then runs the walk as written (a 0-d tensor: the loop's own TypeError)."""
+    torch.manual_seed(7)
+    x = torch.randn(7, dtype=torch.float64)
+    assert _check(walk_in_nest, x, 4) == "vectorized"
+    _check(walk_in_nest, torch.tensor(3.0), 4)
+    _check(walk_in_nest, x.tolist(), 4)
+    ex = explain(walk_in_nest)
+    assert ex.loops[0].strategy != "python" and "walks `reversed(x)`" in ex.loops[0].reason

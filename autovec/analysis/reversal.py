@@ -506,12 +506,14 @@ def _span(info, end: int) -> tuple:
 def settle(cap: Captured, fronts: list, walks: list, refusals: dict, infos: list, pieces: list, steps: list,
            reports: list) -> tuple[list, list]:
     """Once the loops are planned: each reversed walk that is not vectorized itself goes back to
-    the loop before the move (its index form is the planner's, not the user's: a 0-d tensor or
-    a list's `.flip` would raise another error in it), and a loop around it planned from that
-    form is not vectorized either (its fallback holds the loop as written, its rewrite the other
-    form). Each front-first list goes back as written where no vectorized loop (or compiled
-    step) is the loop, around it or inside it. The reports say what was read how. Returns the
-    pieces and steps that stay; `reports` is updated in place."""
+    the loop before the move, in place (its index form is the planner's, not the user's: a 0-d
+    tensor or a list's `.flip` would raise another error in it). A loop nest around it, planned
+    with the index form as its inner level, stays: its rewrite reads the same values (and fails
+    over to its fallback where the index form would raise), and its fallback, the nest in the
+    tree, holds the walk as written. A compiled step of the walk or around it is dropped (its
+    body would be the index form). Each front-first list goes back as written where no
+    vectorized loop (or compiled step) is the loop, around it or inside it. The reports say
+    what was read how. Returns the pieces and steps that stay; `reports` is updated in place."""
     import dataclasses
 
     at = {(info.lineno, info.col): k for k, info in enumerate(infos)}
@@ -519,12 +521,6 @@ def settle(cap: Captured, fronts: list, walks: list, refusals: dict, infos: list
     def report(info, **change):
         k = infos.index(info)
         reports[k] = dataclasses.replace(reports[k], **change)
-
-    def demote(info, why):
-        report(info, strategy="python", reason=why)
-        for k, other in enumerate(infos):
-            if other.part_of == info.lineno:
-                reports[k] = dataclasses.replace(reports[k], strategy="python", reason=why)
 
     def encloses(lo, hi, key, loop):
         return (lo, hi) != (loop.lineno, loop.end_lineno) and lo <= loop.lineno and loop.end_lineno <= hi \
@@ -541,17 +537,15 @@ def settle(cap: Captured, fronts: list, walks: list, refusals: dict, infos: list
             report(info, reason=f"{reports[k].reason} (`{ast.unparse(original.iter)}` walked as {seqs} for k from "
                                 "the last index down to 0)")
             continue
+        # (a loop nest planned with the walk's index form as its inner level: its rewrite reads the
+        # same values, and its fallback, the nest in the tree, now holds the walk as written)
         restore_walk(loop, original)
-        why = (f"a loop inside it at line {loop.lineno} walks `{ast.unparse(original.iter)}` backwards and is not "
-               "vectorized itself; the loops run as written")
-        kept = []
-        for info, low in pieces:
-            if info.lineno != loop.lineno and encloses(info.plan.lineno, info.plan.end_lineno, (info.lineno, info.col),
-                                                       loop):
-                demote(info, why)
-            else:
-                kept.append((info, low))
-        pieces = kept
+        inner = next((info for info in infos if (info.lineno, info.col) == key), None)
+        nest = next((i for i, _ in pieces if inner is not None and inner.part_of == i.lineno), None)
+        if nest is not None:
+            k = infos.index(nest)
+            report(nest, reason=f"{reports[k].reason} (its inner loop walks `{ast.unparse(original.iter)}`, read "
+                                "as its elements by their index from the last down to 0)")
         kept = []
         for info in steps:
             if encloses(info.lineno, info.step.end_lineno, (info.lineno, info.col), loop):
