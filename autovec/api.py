@@ -19,7 +19,7 @@ from torch import Tensor
 from . import cost
 from ._config import switches
 from .analysis import analyze
-from .analysis.hoist import drop_loop_else, element_views, hoist_no_grad, rectangular_nests
+from .analysis.hoist import drop_loop_else, element_views, hoist_no_grad, rectangular_nests, stored_recurrences
 from .analysis.reversal import front_builds, reversed_walks, settle
 from .codegen import build_function
 from .explain import Explanation, LoopReport
@@ -34,6 +34,29 @@ from .runtime import FunctionRuntime, NotVectorizable
 log = logging.getLogger("autovec")
 
 _FALLBACKS = ("auto", "python", "compile")
+
+
+def _unscanned(carried, infos, env) -> list:
+    """The stored recurrences (analysis.hoist stored_recurrences) whose rewritten loop is not
+    planned as a scan of its running value on its own: not planned, planned another way, part of
+    a nest, or inside a loop that is planned or has a compiled step."""
+    out = []
+    for loop, original in carried:
+        info = next((i for i in infos if (i.lineno, i.col) == (loop.lineno, loop.col_offset)), None)
+        ok = info is not None and info.plan is not None and info.part_of is None
+        if ok:
+            m, _ = choose(info.plan, env)
+            names = {s[0] for s in info.plan.scans}
+            ok = m is not None and m.strategy == "scan" and all(c[0] in names for c in info.plan.carried)
+        if ok:
+            for other in infos:
+                span = (other.plan.lineno, other.plan.end_lineno) if other.plan is not None else \
+                    (other.step.lineno, other.step.end_lineno) if other.step is not None else None
+                if other is not info and span is not None and span[0] <= loop.lineno <= span[1]:
+                    ok = False
+        if not ok:
+            out.append((loop, original))
+    return out
 
 
 class FunctionState:
@@ -96,9 +119,25 @@ class FunctionState:
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
         triangles = rectangular_nests(cap)   # `for j in range(i + 1, n)` as a masked rectangle
         triangles += element_views(cap)      # `for row in x: row -= ..` as `x[k] -= ..` over range(len(x))
-        fronts = front_builds(cap)           # `lst.insert(0, v)` into a fresh list as appends, reversed after
-        walks, walk_refusals = reversed_walks(cap)   # `for r in reversed(x)` as `r = x[k]` over a reversed range
+        carried = stored_recurrences(cap)    # `out[t] = .. out[t - 1]` as a running value `out_prev`
+        # (none of the loops moved above, nor a loop around or inside one: each of those goes back
+        # as it was when its own move was made, which would drop these)
+        moved = [loop for loop, _ in triangles + carried]
+        fronts = front_builds(cap, moved)    # `lst.insert(0, v)` into a fresh list as appends, reversed after
+        walks, walk_refusals = reversed_walks(cap, moved)   # `for r in reversed(x)` as `r = x[k]`, k reversed
         infos = analyze(cap, env)
+        refused = _unscanned(carried, infos, env)
+        if refused:
+            # the running value is bound only by the scan's own code: any other plan of that loop (or
+            # of a loop around it) would run it unbound, so those loops go back as written, and the
+            # analysis sees them so
+            for loop, original in refused:
+                parent = _parents(cap.tree).get(loop)
+                if parent is not None:
+                    _replace(parent, loop, original)
+            carried = [c for c in carried if c not in refused]
+            infos = analyze(cap, env)
+        triangles += carried
         namer = namer_for(cap.tree)
         pieces, matches, reports, steps = [], {}, [], []
         nest_strategy = {}
@@ -128,9 +167,8 @@ class FunctionState:
             nest_strategy[info.lineno] = m.strategy
             reports.append(LoopReport(info.lineno, info.source, m.strategy, m.reason))
         if fronts or walks or walk_refusals:
-            # a reversed walk that is not vectorized goes back as written, and so does a loop
-            # around it planned from its rewritten form; a front-first list goes back where no
-            # vectorized loop needs it
+            # a reversed walk that is not vectorized itself goes back as written; a front-first list
+            # goes back where no vectorized loop needs it
             pieces, steps = settle(cap, fronts, walks, walk_refusals, infos, pieces, steps, reports)
             matches = {info.plan.loop_id: matches[info.plan.loop_id] for info, _ in pieces}
         self.reports = reports
@@ -143,8 +181,10 @@ class FunctionState:
         # does more work; the element loop is the one the user wrote)
         planned = {(info.lineno, info.col) for info, _ in pieces}
         for outer, original in triangles:
-            if (outer.lineno, outer.col_offset) not in planned:
-                _replace(_parents(cap.tree)[outer], outer, original)
+            parent = _parents(cap.tree).get(outer)
+            # (a loop inside another that went back as written is gone with it: that one holds the original)
+            if parent is not None and (outer.lineno, outer.col_offset) not in planned:
+                _replace(parent, outer, original)
         # a compiled step never sits inside (or around) a loop that is rewritten
         spans = [(info.plan.lineno, info.plan.end_lineno) for info, _ in pieces]
         kept = []

@@ -189,6 +189,16 @@ _VEC_RUNS, _VEC_WARM = 16, 6
 # most about 2.5 times its steady state, but one of the first calls also writes the lane and one
 # the express, a few hundred microseconds each: the fastest of four is past those)
 _FAR_SLOWER, _FAR_RUNS = 8.0, 4
+# a bucket the estimate settles on the vectorized path still times its first vectorized calls:
+# the estimate counts the interpreter's work and not the rows', so a body that runs heavy work
+# under a rare condition (`if m[i]: out[i] = f(x[i])`: the batch computes f on every row, the
+# loop on a few) can be far slower batched than the estimate's loop. A timed call slower than
+# the estimated loop times the loop too, and the faster one is kept
+_PROBES = 2
+# a Python run at least this long (seconds) is timed well enough by itself, after the bucket's
+# first: its interpreter's warming up is a small part of it, and timing it more would cost the
+# slow loop again
+_LONG_RUN = 0.02
 # a bucket settled on the loop by refused vectorized calls tries the vectorized path again after
 # this many calls, then twice as many each time it is refused again
 _RETRY, _RETRY_MAX = 32, 1 << 17
@@ -197,7 +207,9 @@ _RETRY, _RETRY_MAX = 32, 1 << 17
 class Decision:
     """The path a loop takes at the trip counts of one power-of-two bucket.
 
-    The cost model's verdict comes first. Where it is not clear-cut (neither estimate is five
+    The cost model's verdict comes first; a verdict for the vectorized path still times its first
+    _PROBES vectorized calls, and one slower than the estimated loop times the loop too (the
+    estimate does not see rows' work: a heavy body under a rare condition). Where it is not clear-cut (neither estimate is five
     times the other), the actual calls time each path: the loop eight times (the first four
     only warm up), the vectorized path sixteen times (the first six only warm up: its fixed
     cost keeps falling for a dozen calls or more as the interpreter, caches and the allocator
@@ -206,12 +218,16 @@ class Decision:
     reads on the hot path."""
 
     __slots__ = ("vec", "final", "py_iter", "vec_call", "py_runs", "vec_runs", "vec_failed", "retry", "backoff",
-                 "vec_any")
+                 "vec_any", "probe", "est_iter")
 
-    def __init__(self, est: dict):
+    def __init__(self, est: dict, n: int = 1):
         p, v = est["python"], est["vectorized"]
         self.vec = v < p
         self.final = v > 5 * p or p > 5 * v
+        self.probe = 0            # vectorized calls still timed against the estimated loop (_PROBES)
+        self.est_iter = p / max(n, 1)
+        if self.final and self.vec:
+            self.final, self.probe = False, _PROBES
         self.py_iter = float("inf")     # best seconds per iteration of the loop as written
         self.vec_call = float("inf")    # best seconds of a vectorized call
         self.vec_any = float("inf")     # best seconds of any vectorized call, warming up included
@@ -223,6 +239,8 @@ class Decision:
         """True: try the vectorized path on this call."""
         if self.final:
             return self.vec
+        if self.probe:
+            return True
         if self.vec_runs < _VEC_RUNS and (self.vec or self.py_runs >= _PY_RUNS):
             return True
         if self.py_runs < _PY_RUNS:
@@ -233,9 +251,24 @@ class Decision:
         self.py_runs += 1
         if self.py_runs > _PY_WARM:   # the first run of a bucket warms caches (often it is the first call ever)
             self.py_iter = min(self.py_iter, seconds / max(n, 1))
+        elif self.py_runs > 1 and seconds >= _LONG_RUN and self.vec_any < float("inf"):
+            # (a long loop against the vectorized calls timed so far, slower than its estimate:
+            # settled by its second run; the first may pay one-time work, tens of milliseconds)
+            self.py_iter = seconds / max(n, 1)
+            self.vec_call = self.vec_any
+            self.vec, self.final = self.vec_any < seconds, True
+            return
         self._settle(n)
 
     def vectorized_ran(self, seconds: float, n: int):
+        if self.probe:
+            self.vec_any = min(self.vec_any, seconds)
+            if seconds > self.est_iter * n:
+                self.probe, self.vec = 0, False       # slower than the estimated loop: the loop is timed next
+            else:
+                self.probe -= 1
+                self.final = not self.probe           # (as fast as estimated: settled as the estimate was)
+            return
         self.vec_runs += 1
         self.vec_any = min(self.vec_any, seconds)
         if self.vec_runs > _VEC_WARM:

@@ -148,6 +148,10 @@ class LoopPlan:
     exit_cond: str = ""
     exit_tail: tuple = ()
     exit_scans: tuple = ()           # (name, marker, op, position): sums the condition reads before their update
+    # (running value, output, dimension, read offset, first read's text): a running value that
+    # stands for the row the step before stored (`out[t] = .. out[t - 1]`, analysis.hoist
+    # stored_recurrences): it starts as that row of the output and must be what the store keeps
+    carried: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -668,7 +668,7 @@ class FunctionRuntime:
         key = (loop_id, n.bit_length())
         d = self.decisions.get(key)
         if d is None:
-            d = self.decisions[key] = cost.Decision(self._estimate(loop_id, m, n, lists))
+            d = self.decisions[key] = cost.Decision(self._estimate(loop_id, m, n, lists), n)
         return d
 
     def _estimate(self, loop_id, m, n, lists=0):
@@ -4641,6 +4641,49 @@ class Token:
             self.scan_lasts = {**(self.scan_lasts or {}), len(self.extra): prefix[-1]}
             prefix = _before_steps(before, prefix, not bare, py)
         self.extra = list(self.extra) + [(prefix, py)]
+
+    def carried_start(self, out, dim, offset, others=()):
+        """The start of a running value that stands for the row the step before stored
+        (`out[t] = .. out[t - 1]`, analysis.hoist stored_recurrences): the row of `out` the first
+        iteration reads, `first + offset` along `dim`, as it is before the loop (a copy: the loop
+        may store into that row later, `out[-1]` from `range(len(out))`). Where that read would
+        raise, the loop runs and raises it in its own order. `others`: the other tensors the loop
+        writes into; one that shares the output's memory (the same tensor under two names, a
+        view) would change the rows the loop reads back, which the running value does not see."""
+        if type(out) is not torch.Tensor:
+            raise GuardFailed("a stored recurrence into something other than a tensor (the loop keeps what it stores)")
+        ptr = _storage(out)
+        if any(isinstance(t, torch.Tensor) and (t is out or _storage(t) == ptr) for t in others):
+            raise GuardFailed("a stored recurrence whose output shares memory with another tensor the loop writes "
+                              "into (the loop reads back what that one stores)", data=True)
+        i = self.first + offset
+        if out.dim() <= dim or not -out.shape[dim] <= i < out.shape[dim]:
+            raise GuardFailed("the first step of a stored recurrence reads outside the output (the loop raises)",
+                              data=True)
+        return out.select(dim, i).clone()
+
+    carried_terms = None   # a stored recurrence's (terms, factors), kept for carried_like
+
+    def carried_like(self, out, dim, j, op):
+        """The running values of a stored recurrence are what the loop's stores keep: a tensor of
+        the output's dtype, device and row shape (the loop carries the stored row, converted and
+        broadcast by the store; a value of another dtype, a 0-d or a Python number would carry
+        otherwise than the running value does). Under gradients, the loop's read of the row is a
+        view of the output: an operation that keeps it for backward (a product with a factor that
+        requires grad, a running product, max or min) meets the later stores' version bump and
+        the loop's backward raises, where the running value's would not: only sums and
+        recurrences whose factors need no gradient go on."""
+        prefix, py = self.extra[j]
+        row = tuple(out.shape[:dim]) + tuple(out.shape[dim + 1:])
+        if py or type(prefix) is not torch.Tensor or prefix.dtype != out.dtype or prefix.device != out.device \
+                or tuple(prefix.shape[1:]) != row:
+            raise GuardFailed("a stored recurrence whose values are not the output's dtype and row shape (the loop "
+                              "carries the stored row, converted by the store)")
+        if torch.is_grad_enabled() and prefix.requires_grad:
+            factor = self.carried_terms[1] if op == "lin" and self.carried_terms is not None else None
+            if op not in ("+", "-", "lin") or isinstance(factor, torch.Tensor) and factor.requires_grad:
+                raise GuardFailed("a stored recurrence under gradients whose step keeps the output's row for "
+                                  "backward (the loop's backward raises once a later step stores into the output)")
 
     def scan_final(self, j):
         """A running value's last step: a tensor of its own, as the loop's last step makes (not a

@@ -2952,7 +2952,7 @@ SCAN2_KINDS = [f"scan2/{k}" for k in SCAN2_FORMS]
 
 
 FORM_WEIGHTS = {"compile/rnn": 3, "compile/multi": 3, "scan2/argbest": 2, "scan2/item_extreme": 2, "win/nest": 3,
-                "store2/triangle": 3, "store2/forward": 4}   # the forms the fallback takes, drawn more often
+                "store2/triangle": 3, "store2/forward": 4, "lost/stored_rec": 3}   # the forms the fallback takes, drawn more often
 def store2_rows(self):
     """Several stores into one output per iteration: whole rows and single columns, in any
     order, sometimes an update (`+=`), a store under a condition, or a read of the output
@@ -4310,9 +4310,100 @@ def lost_reversed_build(self):
     self.emit(1, f"return {ret}{tail}")
 
 
-LOST_FORMS = {"compaction": lost_compaction, "while_and": lost_while_and, "sum_terms": lost_sum_terms,
-              "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows, "element_views": lost_element_views,
-              "reversed_build": lost_reversed_build}
+def lost_stored_rec(self):
+    """A running value stored into an output and read back (`out[t] = a * out[t - 1] + x[t]`,
+    `adv[t] = d + g * adv[t + 1]` over a reversed range, `y[t + 1] = .. y[t]`, by column
+    `out[:, t]`): outputs of other dtypes than the values (an int or float64 output), a start at
+    0 (`out[-1]` wraps), outputs too short or empty, the output being the input, a factor that is
+    a tensor (requiring grad now and then), and the forms the loop keeps: other reads of the
+    output, a read in a condition, a conditional or second store, `break`, `continue`, a step of
+    2, `.item()`, a name `out_prev` of the user's."""
+    self.no_grad = self.chance(0.5)
+    x = self.main(dtypes=("float32", "float32", "float64", "int64"), rank=self.pick([1, 2, 2]), readonly=False,
+                  special_p=0.05)
+    xn = x.name
+    col = len(x.shape) == 2 and self.chance(0.2)
+    floaty = x.dtype != "int64"
+    fac = self.pick(["0.5", "0.9", "a", "a", "w"])
+    if fac == "a":
+        self.param("a", self.pick(["0.3", "0.8", "-0.5", "1.5"]))
+    elif fac == "w":
+        g = floaty and not self.no_grad and self.chance(0.4)
+        self.param("w", f"torch.tensor({self.pick(['0.7', '-0.4'])}{', requires_grad=True' if g else ''})")
+    if self.chance(0.15):
+        self.emit(1, "out_prev = 1.0")       # (the user's name: the carry takes another)
+    alloc = self.pick(["zeros", "zeros", "empty", "clone", "dtype", "longer", "short", "alias"])
+    shape = f"{xn}.shape"
+    if alloc == "zeros":
+        self.emit(1, f"out = torch.zeros_like({xn})")
+    elif alloc == "empty":
+        self.emit(1, f"out = torch.full_like({xn}, 2)")     # (not empty_like: rows the loop never stores are returned)
+        self.emit(1, f"out[{':, ' if col else ''}0] = {xn}[{':, ' if col else ''}0]" if self.n else "pass")
+    elif alloc == "clone":
+        self.emit(1, f"out = {xn}.clone()")
+    elif alloc == "dtype":
+        self.emit(1, f"out = torch.zeros({shape}, dtype=torch.{self.pick(['float32', 'float64', 'int64'])})")
+    elif alloc == "longer":
+        self.emit(1, f"out = torch.zeros({xn}.shape[0] + 1, *{xn}.shape[1:])" if not col else
+                  f"out = torch.zeros({xn}.shape[0], {xn}.shape[1] + 1)")
+    elif alloc == "short":
+        self.emit(1, f"out = torch.zeros(max({xn}.shape[0] - 2, 0), *{xn}.shape[1:])" if not col else
+                  f"out = torch.zeros({xn}.shape[0], max({xn}.shape[1] - 2, 0))")
+    else:
+        self.emit(1, f"out = {xn}")
+    N = f"{xn}.shape[1]" if col else self.count(x)
+    direction = self.pick(["from1", "from1", "from0", "rev", "negstep", "ahead"])
+    k = {"from1": 0, "from0": 0, "rev": 0, "negstep": 0, "ahead": 1}[direction]
+    back = -1 if direction in ("from1", "from0", "ahead") else 1
+    rng = {"from1": f"range(1, {N})", "from0": f"range({N})", "rev": f"reversed(range({N} - 1))",
+           "negstep": f"range({N} - 2, -1, -1)", "ahead": f"range({N} - 1)"}[direction]
+    pit = self.pick([None] * 8 + ["two_back", "own_row", "whole", "cond_read", "cond_store", "break", "continue",
+                                  "step2", "second_store", "item"])
+    if pit == "step2":
+        rng = f"range(2, {N}, 2)"
+    if pit == "item" and (len(x.shape) != 1 or col):
+        pit = None
+
+    def at(off):
+        i = "t" if off == 0 else f"t + {off}" if off > 0 else f"t - {-off}"
+        return f"out[:, {i}]" if col else f"out[{i}]"
+    prev = at(k + back if pit != "step2" else -2)
+    xi = f"{xn}[:, t]" if col else f"{xn}[t]"
+    value = self.pick([f"{fac} * {prev} + {xi}", f"{xi} + {fac} * {prev}", f"{prev} + {xi}",
+                       f"(1 - {fac}) * {prev} + {fac} * {xi}", "delta + {fac} * {prev}".format(fac=fac, prev=prev)]
+                      + ([f"{prev} * {xi}"] if floaty else []))
+    if pit == "item":
+        value = f"{fac} * {prev}.item() + {xi}.item()"
+    if pit == "two_back":
+        value += f" + 0.25 * {at(k + 2 * back)}"
+    elif pit == "own_row":
+        value += f" + 0.5 * {at(k)}"
+    elif pit == "whole":
+        value += " + 0.01 * out.sum()"
+    self.emit(1, f"for t in {rng}:")
+    if "delta" in value:
+        self.emit(2, f"delta = {xi} * 2 - 1")
+    if pit == "continue":
+        self.emit(2, "if t == 2:")
+        self.emit(3, "continue")
+    if pit in ("cond_read", "cond_store"):
+        self.emit(2, f"if {prev + '.sum() > 0' if pit == 'cond_read' else 't % 2'}:")
+        self.emit(3, f"{at(k)} = {value}")
+    else:
+        self.emit(2, f"{at(k)} = {value}")
+    if pit == "second_store":
+        self.emit(2, f"{at(k + back)} = {xi} * 0")
+    if pit == "break":
+        self.emit(2, "if t > 3:")
+        self.emit(3, "break")
+    self.emit(1, self.pick(["return out", "return out", "return out, t", "return out.sum()"]
+                           + (["return out, out_prev"] if "out_prev = 1.0" in self.lines[-1] or any(
+                               "out_prev = 1.0" in ln for ln in self.lines) else [])))
+
+
+LOST_FORMS = {"stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+              "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
+              "element_views": lost_element_views, "reversed_build": lost_reversed_build}
 
 # family "ints": the same forms with narrow integer data (int32, int16, uint8) beside int64:
 # a Python int or a 0-d int64 value does not widen them, a batch of int64 values would

@@ -163,10 +163,45 @@ def test_cost_decisions_are_cached_per_power_of_two_bucket(monkeypatch):
 
 def test_decision_is_the_model_verdict_when_lopsided():
     from autovec.cost import Decision
-    d = Decision({"python": 1e-3, "vectorized": 1e-5})
+    from autovec.cost import _PROBES
+    d = Decision({"python": 1e-3, "vectorized": 1e-5}, 100)
+    for _ in range(_PROBES):
+        assert not d.final and d.vec and d.choose()       # (its first calls timed: _PROBES)
+        d.vectorized_ran(2e-5, 100)                         # as fast as estimated, near enough
     assert d.final and d.vec and d.choose()
     d = Decision({"python": 1e-6, "vectorized": 1e-4})
     assert d.final and not d.vec and not d.choose()
+
+
+def test_a_vectorized_verdict_slower_than_the_estimated_loop_times_the_loop():
+    # the estimate counts the interpreter's work, not the rows': a heavy body under a rare
+    # condition is computed on every row batched and on a few in the loop
+    from autovec.cost import _LONG_RUN, _PY_RUNS, _VEC_RUNS, Decision
+    d = Decision({"python": 10e-3, "vectorized": 1e-4}, 2000)
+    assert d.choose()
+    d.vectorized_ran(0.7, 2000)                     # 0.7 s: far slower than the estimated 10 ms loop
+    assert not d.final and not d.choose()           # the loop is timed next
+    d.python_ran(0.9, 2000)                         # (the first run may pay one-time work)
+    assert not d.final and not d.choose()
+    d.python_ran(0.2, 2000)                         # a long run: timed well enough
+    assert 0.2 >= _LONG_RUN and d.final and not d.vec and not d.choose()
+    d = Decision({"python": 10e-3, "vectorized": 1e-4}, 2000)
+    d.choose()
+    d.vectorized_ran(0.05, 2000)                    # slower than estimated, but
+    for _ in range(2):
+        assert not d.choose()
+        d.python_ran(0.4, 2000)                     # the loop is slower still: vectorized
+    assert d.final and d.vec and d.choose()
+    d = Decision({"python": 1e-3, "vectorized": 1e-5}, 100)
+    d.choose()
+    d.vectorized_ran(5e-3, 100)                     # a short loop: timed as a close decision is
+    for _ in range(_PY_RUNS):
+        assert not d.choose()
+        d.python_ran(2e-3, 100)
+    for _ in range(_VEC_RUNS):
+        assert d.choose()
+        d.vectorized_ran(5e-3, 100)
+    assert d.final and not d.vec
 
 
 def test_close_decision_times_both_paths_and_keeps_the_faster():
@@ -318,7 +353,8 @@ def test_a_list_of_tensors_costs_the_vectorized_path_per_element(monkeypatch):
     on_list, on_tensor = explain(item_total, list(values)), explain(item_total, values)
     assert on_list.estimate["python"] == on_tensor.estimate["python"]
     assert on_list.estimate["vectorized"] > 5 * on_tensor.estimate["vectorized"]
-    assert not Decision(on_list.estimate).final and Decision(on_tensor.estimate).final
+    close, lopsided = Decision(on_list.estimate), Decision(on_tensor.estimate)
+    assert not close.final and not close.probe and lopsided.probe     # (lopsided: its first calls timed)
     f = av(item_total)
     for _ in range(30):
         assert f(list(values)) == pytest.approx(item_total(list(values)), rel=1e-6)
@@ -493,3 +529,27 @@ def test_decorated_functions_pickle_by_reference():
 def test_decorating_a_class_is_a_clear_error():
     with pytest.raises(TypeError, match="class .*decorate its methods"):
         av(_Scaler)
+
+
+def test_heavy_work_under_a_rare_condition_settles_on_the_loop(monkeypatch):
+    # the estimate sees a cheap loop body; batched, the body runs on every row where the loop
+    # runs it on a few: the timed calls find the loop faster and keep it from then on
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+
+    def rare_rows(x, m, w):
+        out = torch.zeros(x.shape[0], x.shape[1], w.shape[1])
+        for i in range(x.shape[0]):
+            if m[i]:
+                out[i] = torch.tanh(x[i] @ w) @ w.T @ w
+        return out
+
+    torch.manual_seed(0)
+    x, w = torch.randn(1024, 32, 192), torch.randn(192, 192) / 14
+    m = torch.zeros(1024, dtype=torch.bool)
+    m[411] = True                                   # one row in a thousand: a hundredfold apart
+    f = av(rare_rows)
+    assert explain(rare_rows, x, m, w).path == "vectorized"      # the estimate alone: vectorized
+    for _ in range(24):
+        torch.testing.assert_close(f(x, m, w), rare_rows(x, m, w))
+    (d,) = f._autovec_state.runtime.decisions.values()
+    assert d.final and not d.vec

@@ -862,3 +862,23 @@ def test_a_walk_inside_a_loop_nest():
     _check(walk_in_nest, x.tolist(), 4)
     ex = explain(walk_in_nest)
     assert ex.loops[0].strategy != "python" and "walks `reversed(x)`" in ex.loops[0].reason
+
+
+def inside_a_triangle(x, gamma: float):
+    n = len(x)
+    total = torch.zeros(n, n)
+    for i in range(n):
+        for j in range(i + 1, n):
+            acc = []
+            for r in reversed(x):
+                acc.insert(0, r * gamma + i)
+            total[i, j] = torch.stack(acc).sum() + j
+    return total
+
+
+def test_loops_inside_other_moves_are_left_to_them():
+    """A triangle nest (hoist.rectangular_nests) goes back as it was when it was moved where it
+    is not vectorized: the loops inside it are not moved again."""
+    x = torch.randn(5)
+    _check(inside_a_triangle, x, 0.9)
+    _check(inside_a_triangle, torch.tensor(2.0), 0.9)

@@ -99,6 +99,8 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
                     pass   # no compiled-step form: the loop runs as written
             infos.append(LoopInfo(node.lineno, text, None, r.refusal, node.col_offset, _kind(node), step=step))
             continue
+        if getattr(node, "_av_carried", None):
+            plan = dataclasses.replace(plan, carried=node._av_carried)    # (`out[t] = .. out[t - 1]`)
         planned_spans.append((plan.lineno, plan.end_lineno))
         infos.append(LoopInfo(node.lineno, text, plan, None, node.col_offset, _kind(node)))
     return infos

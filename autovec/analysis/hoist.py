@@ -327,3 +327,176 @@ class _RowToIndex(ast.NodeTransformer):
         if node.id == self.row:
             return self._sub(node, node.ctx if isinstance(node.ctx, ast.Load) else ast.Store())
         return node
+
+
+def stored_recurrences(cap: Captured) -> list:
+    """`out[t] = a * x[t] + (1 - a) * out[t - 1]` over `range(..)` (or `out[t] = .. out[t + 1]`
+    over `reversed(range(..))` / a step of -1): each step reads the row the step before stored.
+    Planned as the running-value form the scan strategy takes,
+
+        out_prev = a * x[t] + (1 - a) * out_prev
+        out[t] = out_prev
+
+    with `out_prev` starting as the row the first iteration reads (`out[start - 1]`), which the
+    lowering takes from `out` itself, only when the vectorized path runs (runtime Token.carried_start:
+    never for an empty range, and a read out of range keeps the loop, which raises where it
+    raised). The loop carries what was stored, the value converted to the output's dtype and
+    broadcast to its row: the two forms agree where the stored value already is a tensor of that
+    dtype and shape, which the lowering checks on the running values (Token.carried_like), else
+    the loop runs. Only where that is exact: the store at the top level of the body, `t + k` (an
+    int k) at one position of the index with full slices before it, the reads at `t + k - step`
+    with the same slices and all inside the stored value; `out` appears nowhere else in the body
+    and is never rebound; no `break`, `continue`, nested loop, scope or generator; `t` not
+    assigned; a step of 1 or -1. The loop's attribute `_av_carried` tells the analysis (plan.carried),
+    `_av_original` holds the loop as written: the fallback, and what api puts back where the
+    rewritten loop is not planned as a scan of that running value.
+    Returns [(the rewritten loop, the original one)]."""
+    local = _local_names(cap.tree)
+    taken = local | {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}
+    out = []
+    for loop in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
+        found = _stored_recurrence(cap, loop, local)
+        if found is None:
+            continue
+        k_store, (name, d, k, step, first) = found
+        carry = next((c for c in (f"{name}_prev", f"{name}_prev{loop.lineno}") if c not in taken), None)
+        if carry is None or carry.startswith("_av_"):
+            continue
+        taken.add(carry)
+        original = copy.deepcopy(loop)
+        store = loop.body[k_store]
+        value = _ReadsToName(name, d, loop.target.id, k - step, carry).visit(store.value)
+        bind = ast.copy_location(ast.Assign(targets=[ast.copy_location(ast.Name(carry, ast.Store()), store)],
+                                            value=value), store)
+        bind.end_lineno, bind.end_col_offset = store.end_lineno, store.end_col_offset
+        store.value = ast.copy_location(ast.Name(carry, ast.Load()), store.value)
+        loop.body[k_store:k_store + 1] = [bind, store]
+        ast.fix_missing_locations(loop)
+        loop._av_original = original
+        loop._av_carried = ((carry, name, d, k - step, _first_read(first, k - step, name, d)),)
+        out.append((loop, original))
+    return out
+
+
+_NOT_IN_BODY = (ast.Break, ast.Continue, ast.Return, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith,
+                ast.Try, ast.Raise, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Global,
+                ast.Nonlocal, ast.Delete, ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr, ast.comprehension,
+                ast.Import, ast.ImportFrom)
+
+
+def _stored_recurrence(cap: Captured, loop: ast.For, local: set[str]):
+    """(position of the store in the body, (output name, dimension, store offset k, step, the
+    first index's text or None)) of a loop `stored_recurrences` takes, else None."""
+    if loop.orelse or not isinstance(loop.target, ast.Name):
+        return None
+    space = _signed_range(cap, loop.iter, local)
+    if space is None:
+        return None
+    step, first = space
+    t = loop.target.id
+    if any(isinstance(n, _NOT_IN_BODY) for st in loop.body for n in ast.walk(st)):
+        return None
+    if t in {n.id for st in loop.body for n in ast.walk(st) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}:
+        return None
+    for k_store, st in enumerate(loop.body):
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Subscript)
+                and isinstance(st.targets[0].value, ast.Name)):
+            continue
+        name = st.targets[0].value.id
+        at = _row_index(st.targets[0], t)
+        if at is None or name == t:
+            continue
+        d, k = at
+        reads = [n for n in ast.walk(st.value) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+                 and n.value.id == name and _row_index(n, t) == (d, k - step)]
+        if not reads:
+            continue
+        allowed = {id(st.targets[0].value)} | {id(r.value) for r in reads}
+        if any(isinstance(n, ast.Name) and n.id == name and id(n) not in allowed
+               for s in loop.body for n in ast.walk(s)):
+            return None     # `out` read or written anywhere else in the body: the loop as written
+        return k_store, (name, d, k, step, first)
+    return None
+
+
+def _signed_range(cap: Captured, it, local: set[str]):
+    """(step, the first index as an expression or None) of `range(..)` with a step of 1 or -1,
+    or of `reversed(range(a, b))` (step 1 inside): the builtins, bounds without effects."""
+    from .loops import _pure_expr    # (loops imports this module's package)
+
+    rev = False
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "reversed" and len(it.args) == 1 \
+            and not it.keywords and "reversed" not in local:
+        found, obj = cap.lookup("reversed")
+        if not (found and obj is reversed):
+            return None
+        it, rev = it.args[0], True
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+            and "range" not in local and not it.keywords and 1 <= len(it.args) <= 3
+            and not any(isinstance(a, ast.Starred) for a in it.args)):
+        return None
+    found, obj = cap.lookup("range")
+    if not (found and obj is range) or not all(_pure_expr(a) for a in it.args):
+        return None
+    step = 1
+    if len(it.args) == 3:
+        s = it.args[2]
+        if isinstance(s, ast.UnaryOp) and isinstance(s.op, ast.USub) and isinstance(s.operand, ast.Constant):
+            step = -s.operand.value if type(s.operand.value) is int else None
+        else:
+            step = s.value if isinstance(s, ast.Constant) and type(s.value) is int else None
+        if step not in (1, -1) or rev and step != 1:
+            return None
+    start = it.args[0] if len(it.args) >= 2 else ast.Constant(0)
+    if rev:
+        stop = it.args[-1] if len(it.args) == 1 else it.args[1]
+        return -1, ast.BinOp(left=copy.deepcopy(stop), op=ast.Sub(), right=ast.Constant(1))
+    return step, start
+
+
+def _row_index(sub: ast.Subscript, t: str):
+    """(d, k) where `sub`'s index is `t + k` (an int k) at position d, with full slices `:`
+    before it and after it, else None."""
+    entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    full = [isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None for e in entries]
+    at = [k for k, e in enumerate(entries) if not full[k]]
+    if len(at) != 1:
+        return None
+    d = at[0]
+    c = _index_offset(entries[d], t)
+    if isinstance(c, ast.UnaryOp) and isinstance(c.op, ast.USub) and isinstance(c.operand, ast.Constant):
+        k = -c.operand.value if type(c.operand.value) is int else None
+    else:
+        k = c.value if isinstance(c, ast.Constant) and type(c.value) is int else None
+    return None if k is None else (d, k)
+
+
+def _first_read(first, offset: int, name: str, d: int) -> str:
+    """The first iteration's read as text, for the displayed rewrite (`out[0]`, `adv[T]`)."""
+    if isinstance(first, ast.Constant) and type(first.value) is int:
+        i = ast.Constant(first.value + offset)
+    else:
+        try:
+            i = ast.Constant(ast.literal_eval(first) + offset)
+        except ValueError:
+            e = first
+            if isinstance(first, ast.BinOp) and isinstance(first.op, (ast.Add, ast.Sub)) \
+                    and isinstance(first.right, ast.Constant) and type(first.right.value) is int:
+                # (`T - 1` read at `+ 1`: `T`)
+                c = first.right.value if isinstance(first.op, ast.Add) else -first.right.value
+                e, offset = first.left, offset + c
+            i = e if offset == 0 else ast.BinOp(left=e, op=ast.Add() if offset > 0 else ast.Sub(),
+                                                right=ast.Constant(abs(offset)))
+    return f"{name}[{', '.join([':'] * d + [ast.unparse(i)])}]"
+
+
+class _ReadsToName(ast.NodeTransformer):
+    """`out[.., t + c]` (the previous step's row) as the running value's name."""
+
+    def __init__(self, name, d, t, c, carry):
+        self.name, self.d, self.t, self.c, self.carry = name, d, t, c, carry
+
+    def visit_Subscript(self, node):
+        if isinstance(node.value, ast.Name) and node.value.id == self.name and _row_index(node, self.t) == (self.d, self.c):
+            return ast.copy_location(ast.Name(self.carry, ast.Load()), node)
+        return self.generic_visit(node)

@@ -99,6 +99,12 @@ def _at_line(s: ast.stmt, line: int) -> ast.stmt:
     return s
 
 
+def _overlaps(loop: ast.AST, avoid) -> bool:
+    """Whether `loop` is, holds or sits in one of the loops other source-level moves made (each
+    of those goes back, where not vectorized, as it was before any later move)."""
+    return any(loop.lineno <= a.end_lineno and a.lineno <= loop.end_lineno for a in avoid)
+
+
 def _mentions(node, name: str) -> list[ast.Name]:
     return [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name]
 
@@ -169,9 +175,10 @@ def _escapes(fn: ast.FunctionDef, parent: dict, loop: ast.AST, cap: Captured, lo
     return False
 
 
-def front_builds(cap: Captured) -> list[FrontBuild]:
+def front_builds(cap: Captured, avoid=()) -> list[FrontBuild]:
     """Lists and deques built front-first, as described in the module's docstring; returns
-    what was rewritten (api puts back what no vectorized loop needs)."""
+    what was rewritten (api puts back what no vectorized loop needs). Loops overlapping those
+    in `avoid` are left as they are."""
     fn = cap.tree
     local = _local_names(fn)
     parent = _parents(fn)
@@ -194,7 +201,7 @@ def front_builds(cap: Captured) -> list[FrontBuild]:
         loop = next((s for s in block[at + 1:] if _mentions(s, name)), None)
         while isinstance(loop, ast.With) and _no_grad_with(cap, loop, local):
             loop = next((s for s in loop.body if _mentions(s, name)), None)    # (the loop under no_grad)
-        if not isinstance(loop, (ast.For, ast.While)):
+        if not isinstance(loop, (ast.For, ast.While)) or _overlaps(loop, avoid):
             continue
         calls = [n for n in ast.walk(loop) if _front_call(n, name, kind) is not None]
         inside = {id(m) for c in calls for m in ast.walk(c.value.func)}
@@ -395,15 +402,18 @@ def _walk_of(loop: ast.For, cap: Captured, local: set):
     return None, None
 
 
-def reversed_walks(cap: Captured) -> tuple[list, dict]:
+def reversed_walks(cap: Captured, avoid=()) -> tuple[list, dict]:
     """Reversed walks as described in the module's docstring. Returns ([(the rewritten loop,
-    the loop before the move)], {(line, col): why a reversed walk was not moved})."""
+    the loop before the move)], {(line, col): why a reversed walk was not moved}). Loops
+    overlapping those in `avoid` are left as they are."""
     fn = cap.tree
     local = _local_names(fn)
     out, refused = [], {}
     if not _builtins_ok(cap, local, ("range", "len", "reversed")):
         return out, refused
     for loop in _own(fn, ast.For):
+        if _overlaps(loop, avoid):
+            continue
         pairs, count, *counter = _walk_of(loop, cap, local)
         if pairs is None:
             if count is not None:

@@ -786,8 +786,14 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             # + (1 - b) * x[i].item()` from `avg = 0.0`): the check's run of the loop's own `.item()` tells
             PYL = f"{AV}.py_running({name}, {T}.py_out({PRE!r}, 0), {T}.py_out({PRE!r}, 1))" if pre_ref is not None \
                 else "False"
-            scan_code += [pre] + template(
-                f"{T}.add_scan(_av_AV.linear_prefix({name}, *{T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True), "
+            terms = f"*{T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)"
+            if any(c[0] == name for c in plan.carried):
+                # (a stored recurrence keeps its terms and factors: carried_like asks whether a factor
+                # requires grad, where the loop's product keeps the output's row for backward)
+                scan_code += [pre] + template(f"{T}.carried_terms = {terms[1:]}")
+                terms = f"*{T}.carried_terms"
+            scan_code += ([] if terms.startswith(f"*{T}.carried") else [pre]) + template(
+                f"{T}.add_scan(_av_AV.linear_prefix({name}, {terms}, "
                 f"py_a={T}.py_out({PRE!r}, 1), varying={o.payloads[0][3]!r}, py_b={T}.py_out({PRE!r}, 0)), {PYL})",
                 _av_AV=AV)
             continue
@@ -806,6 +812,21 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             f"{f', before={name}, reads={o.exclusive!r}' if o.exclusive else ''}"
             f"{f', changed={name}, outs=({written})' if o.inplace else ''}"
             f"{f', bare={o.bare}' if o.exclusive or o.inplace else ''})", _av_AV=AV)
+    if plan.carried:
+        # a running value that stands for the row the step before stored (`out[t] = .. out[t - 1]`):
+        # it starts as the row the first iteration reads, taken only now (an empty range never reads
+        # it), and its running values must be what the stores keep (the output's dtype and row shape)
+        # (with the tensors the loop also writes into: one that shares the output's memory would change
+        # the rows the loop reads back)
+        scan_code = [st for carry, out, d, off, _ in plan.carried for st in template(
+            f"{carry} = {T}.carried_start({out}, {d}, {off}, "
+            f"({''.join(f'{t}, ' for t in dict.fromkeys(o.target for o in plan.outputs if o.kind in ('store', 'scatter')) if t != out)}))")
+        ] + scan_code + [
+            st for carry, out, d, _, _ in plan.carried
+            for st in template(f"{T}.carried_like({out}, {d}, {[s[0] for s in plan.scans].index(carry)}, "
+                               f"{next(s[2] for s in plan.scans if s[0] == carry)!r})")]
+        scan_display = [st for carry, _, _, _, shown in plan.carried
+                        for st in ast.parse(f"{carry} = {shown}.clone()").body] + scan_display
     for fd in scan_code:
         # the running values' own bodies: the batched mode may rewrite them too (by tag)
         if isinstance(fd, ast.FunctionDef) and not fd.name.endswith("_ref"):

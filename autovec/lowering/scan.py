@@ -39,7 +39,12 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     if pays:
         parts.append(f"{', '.join(f'`{p}`' for p in pays)} follow{'s' if len(pays) == 1 else ''} the running best "
                      "(the step where it was last set, as the loop's comparisons decide)")
-    return Match("scan", plan, "; ".join(parts) + "; the rest of the body runs on all iterations at once")
+    carried = "".join(
+        f"`{out}[{':, ' * d}{plan.space.index} {'-' if off < 0 else '+'} {abs(off)}]` reads the row the step before "
+        f"stored: the running value `{carry}` carries it, from `{shown}` before the loop (on each call the stored "
+        f"values must be of `{out}`'s dtype and row shape, else the loop runs); "
+        for carry, out, d, off, shown in plan.carried)
+    return Match("scan", plan, carried + "; ".join(parts) + "; the rest of the body runs on all iterations at once")
 
 
 def lower(m: Match, namer) -> Lowered:
