@@ -872,7 +872,7 @@ def inside_a_triangle(x, gamma: float):
             acc = []
             for r in reversed(x):
                 acc.insert(0, r * gamma + i)
-            total[i, j] = torch.stack(acc).sum() + j
+            total[i, j] = torch.stack(acc)[0] + j      # (the first element: the order matters)
     return total
 
 
@@ -882,3 +882,25 @@ def test_loops_inside_other_moves_are_left_to_them():
     x = torch.randn(5)
     _check(inside_a_triangle, x, 0.9)
     _check(inside_a_triangle, torch.tensor(2.0), 0.9)
+
+
+def episodes(batch, gamma: float):
+    out = []
+    for ep in batch:
+        R = 0
+        rets = []
+        for r in reversed(ep):
+            R = r + gamma * R
+            rets.insert(0, R)
+        out.append(torch.stack(rets))
+    return out
+
+
+def test_a_walk_inside_a_loop_over_episodes():
+    """The inner walk is planned by itself on every pass of the outer loop: its element is read
+    as `ep[k]` and bound nowhere, so no last value keeps it in Python."""
+    torch.manual_seed(8)
+    batch = torch.randn(4, 30)
+    assert _check(episodes, batch, 0.9) == "vectorized"
+    _check(episodes, [torch.randn(n) for n in (5, 0, 9)], 0.9)
+    _check(episodes, [torch.randn(6).tolist(), torch.randn(3).tolist()], 0.9)

@@ -23,9 +23,11 @@ enclosing `try`, no `with` but `torch.no_grad()`). So it holds for the loop as w
 written wherever neither it nor a loop around or inside it is vectorized.
 
 `reversed_walks`: `for r in reversed(x)` (also `x.flip(0)`, `torch.flip(x, [0])`, `x[::-1]`,
-`zip(reversed(a), reversed(b))` and `reversed(list(zip(a, b)))`) is planned as
-`for k in reversed(range(len(x))): r = x[k]`, the same elements in the same order, whose
-reads of `x[k]` the planner takes. The loop before this move stays the fallback
+`zip(reversed(a), reversed(b))`, `reversed(list(zip(a, b)))` and `enumerate` of them) is planned
+as `for k in reversed(range(len(x))):` with each read of `r` reading `x[k]`, the same elements in
+the same order, whose reads the planner takes (enumerate's index is `start + n - 1 - k`). The
+element itself is bound nowhere: it is read nowhere after the loop, and a last value would keep
+the loop in Python where a loop around it runs it again. The loop before this move stays the fallback
 (`_av_original`): the guard, a type the rewrite does not batch, or an error on the way (a 0-d
 tensor, a list where `.flip` is called, a tensor sliced with a negative step) run it, and where
 the rewritten loop is not vectorized it goes back into the tree (api). The element of a tensor's
@@ -428,16 +430,25 @@ def reversed_walks(cap: Captured, avoid=()) -> tuple[list, dict]:
         if k in local:
             refused[(loop.lineno, loop.col_offset)] = f"the name `{k}` is taken"
             continue
+        local.add(k)
         original = copy.deepcopy(loop)
         if not hasattr(loop, "_av_written"):
             loop._av_written = copy.deepcopy(loop)
-        binds = [_stmt(f"{e} = {ast.unparse(seq)}[{k}]", loop.target) for e, seq in pairs]
+        loop._av_walk = ", ".join(f"`{e} = {ast.unparse(seq)}[k]`" for e, seq in pairs)
+        # each read of an element reads `x[k]` itself (the same value each time: the loop never
+        # changes `x`): the element is bound nowhere, so no last value is left for the planner to
+        # keep (it is read nowhere after the loop), also where a loop around this one runs it again
+        reads = {e: f"{ast.unparse(seq)}[{k}]" for e, seq in pairs}
+        loop.body = [_Reads(reads).visit(st) for st in loop.body]
+        for st in loop.body:
+            for n in ast.walk(st):
+                if not hasattr(n, "lineno") and isinstance(n, (ast.expr, ast.stmt)):
+                    ast.copy_location(n, loop)
+        binds = []
         if counter is not None:     # (the index enumerate gives the element k: start + n - 1 - k)
             j, start = counter
             binds.insert(0, _stmt(f"{j} = {start} + {count} - 1 - {k}" if start else f"{j} = {count} - 1 - {k}",
                                   loop.target))
-        for b in binds:
-            b._av_bind = True
         loop.body = binds + loop.body
         loop.target = ast.copy_location(ast.Name(k, ast.Store()), loop.target)
         loop.iter = ast.parse(f"reversed(range({count}))", mode="eval").body
@@ -492,7 +503,25 @@ def _refuse_walk(fn, loop: ast.For, pairs, cap: Captured, local: set, counter=No
     for n in ast.walk(fn):
         if isinstance(n, ast.Name) and n.id in elements and id(n) not in inside:
             return f"`{n.id}` is used outside the loop (line {n.lineno}): the walk leaves it at the first element"
+        if isinstance(n, (ast.Global, ast.Nonlocal)) and set(n.names) & set(elements):
+            return f"`{sorted(set(n.names) & set(elements))[0]}` is declared `{type(n).__name__.lower()}`"
     return None
+
+
+class _Reads(ast.NodeTransformer):
+    """Each read of an element name replaced by the subscript that reads it (`r` -> `x[k]`)."""
+
+    def __init__(self, reads: dict):
+        self.reads = reads
+
+    def visit_Name(self, node: ast.Name):
+        text = self.reads.get(node.id)
+        if text is None or not isinstance(node.ctx, ast.Load):
+            return node
+        new = ast.parse(text, mode="eval").body
+        for n in ast.walk(new):
+            ast.copy_location(n, node)
+        return new
 
 
 def restore_walk(loop: ast.For, original: ast.For) -> None:
@@ -541,11 +570,8 @@ def settle(cap: Captured, fronts: list, walks: list, refusals: dict, infos: list
         if any((info.lineno, info.col) == key for info, _ in pieces):
             info = next(info for info, _ in pieces if (info.lineno, info.col) == key)
             k = infos.index(info)
-            seqs = ", ".join(f"`{ast.unparse(b.targets[0])} = {ast.unparse(b.value.value)}[k]`" for b in loop.body
-                             if isinstance(b, ast.Assign) and getattr(b, "_av_bind", False)
-                             and isinstance(b.value, ast.Subscript))
-            report(info, reason=f"{reports[k].reason} (`{ast.unparse(original.iter)}` walked as {seqs} for k from "
-                                "the last index down to 0)")
+            report(info, reason=f"{reports[k].reason} (`{ast.unparse(original.iter)}` walked as {loop._av_walk} for "
+                                "k from the last index down to 0)")
             continue
         # (a loop nest planned with the walk's index form as its inner level: its rewrite reads the
         # same values, and its fallback, the nest in the tree, now holds the walk as written)
