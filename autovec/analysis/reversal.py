@@ -27,8 +27,8 @@ written wherever neither it nor a loop around or inside it is vectorized.
 as `for k in reversed(range(len(x))):` with each read of `r` reading `x[k]`, the same elements in
 the same order, whose reads the planner takes (enumerate's index is `start + n - 1 - k`). The
 element itself is bound nowhere: it is read nowhere after the loop, and a last value would keep
-the loop in Python where a loop around it runs it again. The loop before this move stays the fallback
-(`_av_original`): the guard, a type the rewrite does not batch, or an error on the way (a 0-d
+the loop in Python where a loop around it runs it again. The loop before this move stays the
+fallback (`_av_original`): the guard, a type the rewrite does not batch, or an error on the way (a 0-d
 tensor, a list where `.flip` is called, a tensor sliced with a negative step) run it, and where
 the rewritten loop is not vectorized it goes back into the tree (api). The element of a tensor's
 `reversed` (Tensor.__reversed__ is `flip(0)`) is a row of a copy where `x[k]` is a view of `x`:
@@ -39,6 +39,10 @@ loop never mentions `x`. `zip(reversed(a), reversed(b))` pairs the last elements
 `a[k], b[k]` do only for sequences of one length: the trip count is the longer length, so
 sequences of different lengths index past the shorter one, and the guard runs the loop.
 `reversed(list(zip(a, b)))` walks the common length: `min(len(a), len(b))`.
+
+Loops that an earlier move made (a triangle nest, an element view, a stored recurrence), and
+loops around or inside them, are left alone: those go back, where not vectorized, as they were
+before any later move.
 """
 from __future__ import annotations
 
@@ -171,7 +175,7 @@ def _escapes(fn: ast.FunctionDef, parent: dict, loop: ast.AST, cap: Captured, lo
         up = parent[node]
         if isinstance(up, (ast.Try, getattr(ast, "TryStar", ast.Try))) and any(node is s for s in up.body):
             return True
-        if isinstance(up, (ast.With, ast.AsyncWith)) and not (isinstance(up, ast.With) and _no_grad_with(cap, up, local)):
+        if isinstance(up, ast.AsyncWith) or isinstance(up, ast.With) and not _no_grad_with(cap, up, local):
             return True
         node = up
     return False
