@@ -192,8 +192,9 @@ _FAR_SLOWER, _FAR_RUNS = 8.0, 4
 # a bucket the estimate settles on the vectorized path still times its first vectorized calls:
 # the estimate counts the interpreter's work and not the rows', so a body that runs heavy work
 # under a rare condition (`if m[i]: out[i] = f(x[i])`: the batch computes f on every row, the
-# loop on a few) can be far slower batched than the estimate's loop. A timed call slower than
-# the estimated loop times the loop too, and the faster one is kept
+# loop on a few) can be far slower batched than the estimate's loop. Timed calls all slower
+# than the estimated loop (two: one may meet a garbage collection of a few hundred
+# milliseconds, or one-time work) time the loop too, and the faster one is kept
 _PROBES = 2
 # a Python run at least this long (seconds) is timed well enough by itself, after the bucket's
 # first: its interpreter's warming up is a small part of it, and timing it more would cost the
@@ -218,7 +219,7 @@ class Decision:
     reads on the hot path."""
 
     __slots__ = ("vec", "final", "py_iter", "vec_call", "py_runs", "vec_runs", "vec_failed", "retry", "backoff",
-                 "vec_any", "probe", "est_iter")
+                 "vec_any", "probe", "est_iter", "again")
 
     def __init__(self, est: dict, n: int = 1):
         p, v = est["python"], est["vectorized"]
@@ -234,6 +235,7 @@ class Decision:
         self.py_runs = self.vec_runs = self.vec_failed = 0
         self.retry = 0            # settled by refusals alone: calls until the vectorized path is tried again
         self.backoff = _RETRY
+        self.again = False        # settled on the loop by timed probes: one more probe when the retry is due
 
     def choose(self) -> bool:
         """True: try the vectorized path on this call."""
@@ -257,17 +259,24 @@ class Decision:
             self.py_iter = seconds / max(n, 1)
             self.vec_call = self.vec_any
             self.vec, self.final = self.vec_any < seconds, True
+            if not self.vec:
+                self._later()
             return
         self._settle(n)
 
     def vectorized_ran(self, seconds: float, n: int):
         if self.probe:
             self.vec_any = min(self.vec_any, seconds)
-            if seconds > self.est_iter * n:
-                self.probe, self.vec = 0, False       # slower than the estimated loop: the loop is timed next
-            else:
-                self.probe -= 1
-                self.final = not self.probe           # (as fast as estimated: settled as the estimate was)
+            self.probe -= 1
+            bar = (self.py_iter if self.again else self.est_iter) * n
+            if seconds <= bar:
+                # as fast as the estimated loop (or, probed again, as the timed one): vectorized
+                self.probe, self.final, self.vec, self.again = 0, True, True, False
+            elif not self.probe:
+                self.vec = False                      # each slower: the loop is timed next
+                if self.again:
+                    self.final = True                 # (timed already: the loop again, and a probe later)
+                    self._later()
             return
         self.vec_runs += 1
         self.vec_any = min(self.vec_any, seconds)
@@ -291,12 +300,24 @@ class Decision:
             self.retry = self.backoff
             self.backoff = min(self.backoff * 2, _RETRY_MAX)
 
+    def _later(self):
+        """Settled on the loop by timed probes, which a passing load can mislead (on a busy
+        machine a batch's multithreaded operations can stall for hundreds of milliseconds where
+        the loop's small ones do not): one vectorized call again after `backoff` calls, each time
+        twice as many."""
+        self.again = True
+        self.retry = self.backoff
+        self.backoff = min(self.backoff * 2, _RETRY_MAX)
+
     def wait(self) -> bool:
         """A call of a bucket settled by refusals: True to keep the loop, False (and the bucket
         open to timing again) when its retry is due."""
         self.retry -= 1
         if self.retry > 0:
             return True
+        if self.again:
+            self.final, self.probe, self.vec_any = False, 1, float("inf")   # one probe against the timed loop
+            return False
         self.final, self.vec, self.vec_failed = False, True, 0
         return False
 

@@ -14,7 +14,7 @@ from .common import Lowered, Match, _branch, _space_expr, build
 
 _FORMS = {"+": "cumsum", "-": "cumsum (subtracted)", "*": "cumprod", "max": "cummax", "min": "cummin", "lse": "logcumsumexp",
           "best>": "cummax", "best>=": "cummax", "best<": "cummin", "best<=": "cummin",
-          "lin": "a first-order linear recurrence, evaluated in blocks of powers of the factor"}
+          "lin": "a first-order linear recurrence, evaluated as a parallel scan"}
 
 
 def match(plan: LoopPlan, env) -> Match | Refusal:
@@ -31,7 +31,7 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     parts = [(f"`{name}` = a * `{name}` + b is a first-order linear recurrence with factor "
               f"`{lin[name].payloads[0][2]}`" + (", which changes every step (evaluated as a parallel scan)"
                                                  if lin[name].payloads[0][3] in ("varying", "reset") else
-                                                 " (evaluated in blocks of powers of the factor)"))
+                                                 " (evaluated as a parallel scan)"))
              if op == "lin" and name in lin else f"`{name}` is {_FORMS[op]}" if op == "lin" else
              f"`{name}` is a running {'product' if op == '*' else 'extreme' if op in ('max', 'min') or op.startswith('best') else 'log-sum-exp' if op == 'lse' else 'sum'} "
              f"read in the loop{' before each update, from its start' if name in before else ''} ({_FORMS[op]})"
