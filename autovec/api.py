@@ -20,6 +20,7 @@ from . import cost
 from ._config import switches
 from .analysis import analyze
 from .analysis.hoist import drop_loop_else, element_views, hoist_no_grad, rectangular_nests, stored_recurrences
+from .analysis.reversal import front_builds, reversed_walks, settle
 from .codegen import build_function
 from .explain import Explanation, LoopReport
 from .frontend import NoSource, capture
@@ -119,6 +120,11 @@ class FunctionState:
         triangles = rectangular_nests(cap)   # `for j in range(i + 1, n)` as a masked rectangle
         triangles += element_views(cap)      # `for row in x: row -= ..` as `x[k] -= ..` over range(len(x))
         carried = stored_recurrences(cap)    # `out[t] = .. out[t - 1]` as a running value `out_prev`
+        # (none of the loops moved above, nor a loop around or inside one: each of those goes back
+        # as it was when its own move was made, which would drop these)
+        moved = [loop for loop, _ in triangles + carried]
+        fronts = front_builds(cap, moved)    # `lst.insert(0, v)` into a fresh list as appends, reversed after
+        walks, walk_refusals = reversed_walks(cap, moved)   # `for r in reversed(x)` as `r = x[k]`, k reversed
         infos = analyze(cap, env)
         refused = _unscanned(carried, infos, env)
         if refused:
@@ -160,6 +166,11 @@ class FunctionState:
             matches[info.plan.loop_id] = m
             nest_strategy[info.lineno] = m.strategy
             reports.append(LoopReport(info.lineno, info.source, m.strategy, m.reason))
+        if fronts or walks or walk_refusals:
+            # a reversed walk that is not vectorized itself goes back as written; a front-first list
+            # goes back where no vectorized loop needs it
+            pieces, steps = settle(cap, fronts, walks, walk_refusals, infos, pieces, steps, reports)
+            matches = {info.plan.loop_id: matches[info.plan.loop_id] for info, _ in pieces}
         self.reports = reports
         if self.strict:
             blocked = [r for r in reports if not r.vectorized]

@@ -4198,6 +4198,118 @@ def lost_element_views(self):
     self.emit(1, self.pick(["return x", "return x", "return x.sum()", "return row"]))
 
 
+def lost_reversed_build(self):
+    """Walks backwards (`reversed(x)`, `x.flip(0)`, `torch.flip(x, [0])`, `x[::-1]`, zips of
+    them, `reversed(list(zip(..)))`, `enumerate(reversed(x))`, a reversed range) building a list
+    front-first (`insert(0, v)`, a deque's `appendleft`) or forwards, a discounted return as the
+    value: over a tensor (rows or elements, of several dtypes, requiring grad now and then), a
+    list of Python floats or ints, a list of tensors, a second sequence of another length now
+    and then. Pitfalls: `insert` at other positions, appends beside inserts, the list read in
+    the loop or given as an argument, the element kept as it is, updated in place or read after
+    the loop, `break` / `continue` after a count, an error raised part-way and caught in the
+    function, `reversed` shadowed, the walked sequence read in the loop; empty inputs."""
+    x = self.main(dtypes=("float32", "float32", "float64", "int64"), rank=self.pick([1, 1, 2]), grad_p=0.3,
+                  readonly=False)
+    d = self.tensor("d", ((self.n if self.chance(0.8) else self.rng.randint(0, 8)),), "float32", grad_ok=False,
+                    low=0, high=2)
+    self.param("gamma", self.pick(["0.9", "0.99", "1", "0.5"]))
+    seq = self.pick(["x"] * 6 + ["x.tolist()", "list(x.unbind(0))", "tuple(x.tolist())"])
+    self.emit(1, f"seq = {seq}")
+    ds = self.pick(["d", "d", "d.tolist()"])
+    self.emit(1, f"ds = {ds}")
+    if self.chance(0.08):
+        self.helpers["reversed"] = "def reversed(s):\n    return list(s)\n"     # (not the builtin)
+    walk = self.pick(["reversed(seq)", "reversed(seq)", "seq.flip(0)", "torch.flip(seq, [0])", "torch.flip(seq, (0,))",
+                      "seq[::-1]", "zip", "zip_list", "enumerate", "range"])
+    kind = self.pick(["list", "list", "list", "deque", "list()", "arg"])
+    if kind == "deque":
+        self.helpers["deque"] = "from collections import deque\n"
+        self.emit(1, "out = deque()")
+    elif kind == "arg":
+        self.param("out0", "[torch.tensor(7.0)]")
+        self.emit(1, "out = out0")
+    else:
+        self.emit(1, f"out = {'[]' if kind == 'list' else 'list()'}")
+    self.emit(1, f"R = {self.pick(['0', '0', '0.0', 'torch.zeros(())'])}")
+    self.emit(1, "cnt = 0")
+    lim = self.rng.randint(0, 12)
+    caught = self.chance(0.06)
+    depth = 1
+    if caught:
+        self.emit(1, "try:")
+        depth = 2
+    mask = False
+    if walk == "zip":
+        self.emit(depth, f"for r, m in zip({self.pick(['reversed(seq)', 'seq[::-1]', 'seq.flip(0)'])}, reversed(ds)):")
+        mask = True
+    elif walk == "zip_list":
+        self.emit(depth, "for r, m in reversed(list(zip(seq, ds))):")
+        mask = True
+    elif walk == "enumerate":
+        self.emit(depth, "for j, r in enumerate(reversed(seq)):")
+    elif walk == "range":
+        self.emit(depth, "for t in reversed(range(len(seq))):")
+        self.emit(depth + 1, "r = seq[t]")
+    else:
+        self.emit(depth, f"for r in {walk}:")
+    b = depth + 1
+    step = self.pick(["R = r + gamma * R", "R = gamma * R + r", "R = r - 0.5 * R", "R = r * 2 + gamma * R"])
+    if mask:
+        step = self.pick(["R = r + gamma * R * (1 - m)", "R = r + gamma * R * m", step])
+    if walk == "enumerate":
+        step = self.pick([step, "R = r + gamma * R + j"])
+    pit = self.pick(["none"] * 18 + ["break", "continue", "read_list", "keep", "in_place", "mention", "raise",
+                                      "after", "max"])
+    if pit == "break":
+        self.emit(b, "cnt += 1")
+        self.emit(b, f"if cnt > {lim}:")
+        self.emit(b + 1, "break")
+    elif pit == "continue":
+        self.emit(b, "cnt += 1")
+        self.emit(b, "if cnt % 3 == 0:")
+        self.emit(b + 1, "continue")
+    elif pit == "raise":
+        self.emit(b, "cnt += 1")
+        self.emit(b, f"if cnt > {lim}:")
+        self.emit(b + 1, "raise ValueError('stop')")
+    elif pit == "in_place" and seq in ("x", "list(x.unbind(0))"):
+        self.emit(b, "r.mul_(2)")
+    elif pit == "mention":
+        self.emit(b, "R = R + len(seq) * 0")
+    if pit == "read_list":
+        step += " + len(out) * 0.01"
+    self.emit(b, step)
+    if pit == "max":
+        self.emit(b, "R = max(R, r) if not isinstance(r, torch.Tensor) or r.dim() == 0 else R")
+    value = "r" if pit == "keep" else "R"
+    front = ["appendleft", "insert0"] if kind == "deque" else ["insert0"]
+    how = self.pick(front * 12 + ["insert1", "insert_end", "append", "mixed"])
+    if how == "appendleft":
+        self.emit(b, f"out.appendleft({value})")
+    elif how == "insert0":
+        self.emit(b, f"out.insert(0, {value})")
+    elif how == "insert1":
+        self.emit(b, f"out.insert(1, {value})")
+    elif how == "insert_end":
+        self.emit(b, f"out.insert(len(out), {value})")
+    elif how == "append":
+        self.emit(b, f"out.append({value})")
+    else:
+        self.emit(b, f"out.insert(0, {value})")
+        self.emit(b, f"out.append({value} * 2)")
+    if caught:
+        self.emit(1, "except ValueError:")
+        self.emit(2, "return list(out), R, cnt")
+    if kind == "deque":
+        ret = self.pick(["list(out)", "torch.stack(list(out))", "torch.tensor(out)", "type(out).__name__, list(out)"])
+    else:
+        ret = self.pick(["out", "torch.stack(out)", "torch.stack(out)", "torch.tensor(out)"])
+    tail = self.pick(["", "", ", R", ", cnt"])
+    if pit == "after":
+        tail = ", r"
+    self.emit(1, f"return {ret}{tail}")
+
+
 def lost_stored_rec(self):
     """A running value stored into an output and read back (`out[t] = a * out[t - 1] + x[t]`,
     `adv[t] = d + g * adv[t + 1]` over a reversed range, `y[t + 1] = .. y[t]`, by column
@@ -4289,8 +4401,9 @@ def lost_stored_rec(self):
                                "out_prev = 1.0" in ln for ln in self.lines) else [])))
 
 
-LOST_FORMS = {"stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and, "sum_terms": lost_sum_terms,
-              "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows, "element_views": lost_element_views}
+LOST_FORMS = {"stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+              "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
+              "element_views": lost_element_views, "reversed_build": lost_reversed_build}
 
 # family "ints": the same forms with narrow integer data (int32, int16, uint8) beside int64:
 # a Python int or a 0-d int64 value does not widen them, a batch of int64 values would

@@ -34,6 +34,7 @@ compared with the original. Its family is "compile" unless `--family` says other
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import copy
 import io
@@ -109,7 +110,7 @@ def diff(want, got, path="result", notes=None, ref=None) -> str | None:
         return f"{path}: type {type(want).__name__} != {type(got).__name__} (original vs autovec)"
     if isinstance(want, torch.Tensor):
         return diff_tensor(want, got, path, notes, ref if isinstance(ref, torch.Tensor) else None)
-    if isinstance(want, (list, tuple)):
+    if isinstance(want, (list, tuple, collections.deque)):
         if len(want) != len(got):
             return f"{path}: length {len(want)} != {len(got)}"
         refs = ref if isinstance(ref, (list, tuple)) and len(ref) == len(want) else [None] * len(want)

@@ -42,14 +42,14 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
     nest_inner: dict[int, int] = {}
     for node in _loops_in_order(fn):
         if id(node) in nest_inner:
-            infos.append(LoopInfo(node.lineno, src(getattr(node, "_av_original", node)), None, None, node.col_offset,
+            infos.append(LoopInfo(node.lineno, src(_as_written(node)), None, None, node.col_offset,
                                   _kind(node), part_of=nest_inner[id(node)]))
             continue
         if any(a <= node.lineno <= b for a, b in planned_spans) and isinstance(node, (ast.ListComp, ast.DictComp,
                                                                                       ast.SetComp)):
             continue  # part of a loop body that is rewritten as a whole
         loop_id += 1
-        text = src(getattr(node, "_av_original", node))    # (a triangle shows as written)
+        text = src(_as_written(node))    # (a triangle shows as written)
         try:
             if blocked:
                 raise Refuse(blocked, node.lineno)
@@ -104,6 +104,11 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
         planned_spans.append((plan.lineno, plan.end_lineno))
         infos.append(LoopInfo(node.lineno, text, plan, None, node.col_offset, _kind(node)))
     return infos
+
+
+def _as_written(node: ast.AST) -> ast.AST:
+    """The loop as the user wrote it, before the source-level moves (hoist, reversal)."""
+    return getattr(node, "_av_written", getattr(node, "_av_original", node))
 
 
 def _simple_body(node: ast.For) -> bool:
