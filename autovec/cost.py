@@ -219,7 +219,7 @@ class Decision:
     reads on the hot path."""
 
     __slots__ = ("vec", "final", "py_iter", "vec_call", "py_runs", "vec_runs", "vec_failed", "retry", "backoff",
-                 "vec_any", "probe", "est_iter", "again")
+                 "vec_any", "probe", "est_iter", "again", "cold_seen")
 
     def __init__(self, est: dict, n: int = 1):
         p, v = est["python"], est["vectorized"]
@@ -236,6 +236,7 @@ class Decision:
         self.retry = 0            # settled by refusals alone: calls until the vectorized path is tried again
         self.backoff = _RETRY
         self.again = False        # settled on the loop by timed probes: one more probe when the retry is due
+        self.cold_seen = False    # a cold vectorized call (a check, a build, chunks) seen while probing
 
     def choose(self) -> bool:
         """True: try the vectorized path on this call."""
@@ -288,6 +289,14 @@ class Decision:
             self.vec, self.final = False, True
             return
         self._settle(n)
+
+    def vectorized_cold(self, seconds: float, n: int, warm: bool = False):
+        """A vectorized call, while probing, that was not a steady-state one but is the call the
+        user gets: its cached mode failed (`warm`: it has been checked), or it ran in chunks (the
+        first such call skipped: it may have run a check)."""
+        if warm or self.cold_seen:
+            self.vectorized_ran(seconds, n)
+        self.cold_seen = True
 
     def vectorized_failed(self):
         """The vectorized path refused this call (a guard, or an error in the batched code)."""

@@ -185,6 +185,22 @@ def _grad_call(pending, mapped, free, calls, writes) -> bool:
     return False
 
 
+def _token_grad(tok) -> bool:
+    """_grad_call for a vectorized call under way (its token's inputs)."""
+    if not torch.is_grad_enabled():
+        return False
+    for e in tok.raw:
+        if isinstance(e[0], torch.Tensor) and e[0].requires_grad:
+            return True
+    for v in itertools.chain(tok.free_tensors or (), tok.sources or ()):
+        if isinstance(v, torch.Tensor):
+            if v.requires_grad:
+                return True
+        elif isinstance(v, (list, tuple)) and any(isinstance(t, torch.Tensor) and t.requires_grad for t in v):
+            return True
+    return False
+
+
 def _overlapping(t: torch.Tensor) -> bool:
     """Whether elements of `t` may share memory (an expanded tensor, or overlapping rows made by
     as_strided): going from the smallest stride up, each dimension's step must land past
@@ -750,17 +766,21 @@ class FunctionRuntime:
                 # without them do not meet (a branch under autograd): its refusals are kept apart,
                 # so that alternating calls (a training step, then an evaluation without no_grad)
                 # leave the others vectorized; those calls skip the guard, trying it again later
-                held = self.grad_refused.setdefault(bucket, [0, e, 0, _RETRY_GRAD])
-                held[0] += 1
-                held[1] = e
-                if held[0] >= _GRAD_REFUSALS:
-                    held[2] = held[3]
-                    held[3] = min(held[3] * 2, cost._RETRY_MAX)
+                self._grad_refusal(bucket, e)
                 return self._refuse(loop_id, m.plan, e)
             d = pending[11] if pending[11] is not None else self.decisions.get(bucket)
             if d is not None:
                 d.vectorized_failed()
             return self._refuse(loop_id, m.plan, e)
+
+    def _grad_refusal(self, bucket, e):
+        """One more refusal of a call with tensors that require grad (guard, failed)."""
+        held = self.grad_refused.setdefault(bucket, [0, e, 0, _RETRY_GRAD])
+        held[0] += 1
+        held[1] = e if isinstance(e, GuardFailed) else GuardFailed(str(e))
+        if held[0] >= _GRAD_REFUSALS:
+            held[2] = held[3]
+            held[3] = min(held[3] * 2, cost._RETRY_MAX)
 
     def _add_lane(self, pending, mapped, free, calls, writes, tok):
         """Once a loop is in its steady state for a signature: its guard written out for it (lanes)."""
@@ -1232,6 +1252,10 @@ class FunctionRuntime:
         self.ran.pop(loop_id, None)    # a mode that ran before the call fell back did not produce it
         if not isinstance(tok, Token):
             tok = None
+        elif _token_grad(tok):
+            # (a call with tensors that require grad, refused while its batch ran: kept apart from
+            # the bucket's decision, as the guard's refusals of such calls are: FunctionRuntime.guard)
+            self._grad_refusal((loop_id, (tok.full_n or tok.n).bit_length()), exc)
         else:                  # (refusals of values count too: the bucket tries again later)
             d = tok.decision if tok.decision is not None else self.decisions.get((loop_id, tok.n.bit_length()))
             if d is not None:
@@ -2889,7 +2913,7 @@ FunctionRuntime.owned = staticmethod(_owned)
 
 
 
-def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False):
+def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=False):
     """h_t = a * h_{t-1} + b_t for all t, with h_{-1} = h0 and a loop-invariant factor `a` (or
     one per step: `varying`): a parallel scan of the steps (_scan_pairs), log2(n) passes of
     whole-tensor operations. With |a| <= 1 the products of factors stay at most 1, so the error
@@ -2912,7 +2936,7 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False):
     if varying == "reset":
         _reset_keeps(h0, b, a)
     if varying:
-        return _linear_scan(h0, b, a, py_a, py_b)
+        return _linear_scan(h0, b, a, py_a, py_b, computed)
     a0 = a[0] if isinstance(a, torch.Tensor) and a.dim() >= 1 else a
     if py_a and isinstance(a0, torch.Tensor):
         a0 = a0.item()   # a Python number in the loop: it promotes like one (and keeps its double)
@@ -2928,6 +2952,8 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False):
     # most of `a`'s digits, which the loop keeps by computing `a * (x - h)`: the scan runs in float64
     work = torch.float64 if (want == torch.float32 and not isinstance(a0, torch.Tensor)
                              and abs(1 - abs(a0)) < 1e-2) else want
+    if isinstance(a0, torch.Tensor):
+        work = _near_one(a0, want, computed)
     a0 = torch.as_tensor(a0, dtype=torch.float64 if not isinstance(a0, torch.Tensor) else None,
                          device=b.device).to(work)
     if bool((a0.abs() > 1).any()):
@@ -2982,7 +3008,28 @@ def _reset_keeps(h0, b, a):
                           "the batch keeps)")
 
 
-def _linear_scan(h0, b, a, py_a, py_b=False):
+def _near_one(a, want, computed):
+    """The dtype a scan with the tensor factor(s) `a` runs in: float64 where a float32 factor is
+    within 1e-2 of +-1 (the scan's own roundings, compounded over the ~1 / (1 - |a|) steps a
+    value lives, reached 4-10 times the loop's error in float32; in float64 the scan is the
+    exact recurrence of the loop's factors and terms). A factor the loop never computes as such
+    (_computed_factor: `1 - a` from `h + a * (x - h)`) is already off by its own rounding, which
+    float64 cannot undo: within 2e-3 of +-1 (but not exactly 1, a flag) it keeps the loop (found
+    by a probe: 24-32 times the loop's error at a = 1e-4)."""
+    if want not in (torch.float32, torch.complex64) or not a.numel():
+        return want
+    gap = 1 - a.detach().abs().to(torch.float64)
+    near = gap.abs() < 1e-2
+    if not bool(near.any()):
+        return want
+    if computed and bool(((gap > 0) & (gap < 2e-3)).any()):
+        raise GuardFailed("a float32 recurrence factor computed from other values (`1 - a`, a product) within "
+                          "2e-3 of 1: its rounding, compounded over the steps, would exceed the loop's error",
+                          data=True)
+    return torch.float64 if want == torch.float32 else torch.complex128
+
+
+def _linear_scan(h0, b, a, py_a, py_b=False, computed=False):
     """h_t = a_t * h_{t-1} + b_t with a factor per step: a parallel (Hillis-Steele) scan over
     the pairs (a_t, b_t), combined as (a, b) . (a', b') = (a a', a' b + b'). log2(n) passes of
     whole-tensor operations; with every |a_t| <= 1 the products stay bounded and each h_t is a
@@ -3007,8 +3054,10 @@ def _linear_scan(h0, b, a, py_a, py_b=False):
     if bool((a.abs() > 1).any()):
         raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)", data=True)
     shape = torch.broadcast_shapes(first.shape, b.shape[1:], a.shape[1:])
+    work = _near_one(a, want, computed) if not py_a else want
     h = h0 if isinstance(h0, torch.Tensor) else torch.as_tensor(h0, dtype=want, device=b.device)
-    return _scan_pairs(_per_step(a.to(want), shape), _per_step(b.to(want), shape), h.to(want), n)
+    out = _scan_pairs(_per_step(a.to(work), shape), _per_step(b.to(work), shape), h.to(work), n)
+    return out if work == want else out.to(want)
 
 
 def _scan_pairs(A, B, h, n):
@@ -4355,6 +4404,8 @@ class Token:
     decision = None       # cost.Decision still measuring this bucket, with the call's start time
     t0 = 0.0
     cold = False          # this call ran a one-time check or build: not a steady-state timing
+    missed = False        # its signature's cached mode failed on this call (the general path ran)
+    chunked = False       # it ran in chunks (memory)
     tag = ""
     released = None       # id(stand-in) -> (stand-in, device, fill) of fresh outputs not held (release)
     unmoved = None        # broadcast outputs computed with the loop dimension elsewhere: id(moved) -> (moved, as computed)
@@ -4498,8 +4549,14 @@ class Token:
         """The vectorized call has committed its results: its time, for the decision."""
         if self.laned and self.decision is None:
             return          # (a lane's token: its signature has its lane already)
-        if self.decision is not None and not self.cold:
-            self.decision.vectorized_ran(_clock() - self.t0, self.full_n or self.n)
+        if self.decision is not None:
+            if not self.cold:
+                self.decision.vectorized_ran(_clock() - self.t0, self.full_n or self.n)
+            elif self.missed or self.chunked:
+                # (a call whose cached mode failed, or that ran in chunks, is a probe all the same
+                # (chunks after the bucket's first call): calls that are never warm would never
+                # settle it; a signature's first call, which runs its one-time check, is not)
+                self.decision.vectorized_cold(_clock() - self.t0, self.full_n or self.n, self.missed)
         key = (self.loop_id, self.sig)
         if key not in self.rt.lane_tried and not self.selected:
             # (not a call that selected its kept rows first: a lane, or an express, written from
@@ -4768,7 +4825,7 @@ class Token:
             # (the common case, a small batch of known size and no list, skips both lookups)
             chunk = self._chunk_rows() or self._memory_rows(ref or body)
             if chunk:
-                self.cold = True
+                self.cold = self.chunked = True
                 return self._run_chunked(body, ref, chunk)
         inputs = self._inputs()
         if not scan_free and self.extra:
@@ -4779,7 +4836,7 @@ class Token:
             try:
                 outs = self._mode(mode, body, direct, inputs)
             except GuardFailed:
-                pass           # the general path below decides, with its bookkeeping
+                self.missed = True    # the general path below decides, with its bookkeeping
             else:
                 rt.ran[self.loop_id] = mode
                 if rt.events is not None:

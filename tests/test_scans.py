@@ -1090,3 +1090,51 @@ def test_a_small_factor_keeps_its_digits(a):
     got = fast(x, a)
     assert (got.double() - exact).abs().max().item() <= 2 * loop_err + 1e-6
     assert explain(fast, x, a).path == "vectorized"
+
+
+# ---------------------------------------------------------------------------
+# Tensor factors near 1 (found by a probe: 24-32 times the loop's error at a = 1e-4)
+
+
+def _ema_tensor_rate(x, a, h0):
+    h = h0
+    out = torch.empty_like(x)
+    for t in range(x.shape[0]):
+        h = h + a * (x[t] - h)       # the factor 1 - a is computed, never by the loop
+        out[t] = h
+    return out
+
+
+def _decay_tensor(x, a, h0):
+    h = h0
+    out = torch.empty_like(x)
+    for t in range(x.shape[0]):
+        h = a * h + x[t]             # the factor is the loop's own value
+        out[t] = h
+    return out
+
+
+def _errors(fn, x, a, h0):
+    got = autovec(fn)(x, a, h0)
+    loop = fn(x, a, h0)
+    exact = fn(x.double(), a.double(), h0.double())
+    return (got.double() - exact).abs().max().item(), (loop.double() - exact).abs().max().item(), got, loop
+
+
+@pytest.mark.parametrize("rate", [1e-4, 1e-3])
+def test_a_computed_float32_factor_near_one_keeps_the_loop(rate):
+    x, h0 = 3 + _randn(20000, 4, seed=3), torch.full((4,), 3.0)
+    a = torch.tensor(rate)
+    assert explain(_ema_tensor_rate, x, a, h0).path == "python"
+    err, loop_err, got, loop = _errors(_ema_tensor_rate, x, a, h0)
+    assert torch.equal(got, loop)
+
+
+@pytest.mark.parametrize("a", [0.999, 0.9999, -0.999, 0.995])
+def test_a_plain_float32_factor_near_one_runs_in_float64(a):
+    x, h0 = _randn(20000, 4, seed=4), torch.zeros(4)
+    a = torch.tensor(a)
+    _assert_scan(_decay_tensor, x, a, h0)
+    err, loop_err, got, loop = _errors(_decay_tensor, x, a, h0)
+    assert got.dtype == torch.float32
+    assert err <= loop_err + 2 * EPS32 * loop.abs().max().item()

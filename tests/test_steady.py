@@ -683,3 +683,66 @@ def test_calls_with_grad_refused_leave_the_calls_without_grad_vectorized(monkeyp
     xg = torch.randn(1500, 6, requires_grad=True)
     assert torch.equal(f(xg), _branchy_rows(xg))
     assert not rt.ran                                              # refused at once: the loop
+
+
+def _running_product_rows(x):
+    out = torch.ones_like(x)
+    for t in range(1, len(x)):
+        out[t] = out[t - 1] * x[t]
+    return out
+
+
+def test_refusals_of_calls_with_grad_while_the_batch_runs_are_kept_apart_too(monkeypatch):
+    # (found by a probe: a stored running product under grad is refused while its batch runs,
+    # Token.carried_like, and those refusals settled the bucket on the loop for the calls
+    # without grad too)
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    f = autovec(_running_product_rows)
+    for c in range(12):
+        x = (1 + 0.001 * torch.randn(1000, 3)).requires_grad_(c % 2 == 1)
+        torch.testing.assert_close(f(x), _running_product_rows(x))
+    rt = f._autovec_state.runtime
+    bucket = (1, (999).bit_length())
+    assert rt.grad_refused[bucket][0] >= rt_mod._GRAD_REFUSALS
+    assert rt.decisions[bucket].vec_failed == 0
+    rt.ran.clear()
+    x = 1 + 0.001 * torch.randn(1000, 3)
+    torch.testing.assert_close(f(x), _running_product_rows(x))
+    assert rt.ran                                                  # vectorized
+
+
+_W = torch.randn(256, 256) / 16
+
+
+def _heavy(v):
+    for _ in range(4):
+        v = torch.tanh(_W @ v)
+    return v
+
+
+def _rare_heavy_rows(x, m):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        if m[i]:
+            out[i] = _heavy(x[i])
+    return out
+
+
+def test_calls_whose_cached_mode_fails_are_timed_and_settle_on_the_loop(monkeypatch):
+    # (found by a probe: a helper with a loop of its own made the cached mode fail on every call,
+    # the general path then ran it, and such calls were never timed: a body under a rare
+    # condition stayed batched for good, 17 times slower than the loop)
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        f = autovec(_rare_heavy_rows)
+        x = torch.randn(1000, 256)
+        m = torch.zeros(1000, dtype=torch.bool)
+        m[[5, 500]] = True
+        for _ in range(30):
+            torch.testing.assert_close(f(x, m), _rare_heavy_rows(x, m))
+    finally:
+        torch.set_num_threads(threads)
+    (d,) = f._autovec_state.runtime.decisions.values()
+    assert d.final and not d.vec

@@ -794,7 +794,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 terms = f"*{T}.carried_terms"
             scan_code += ([] if terms.startswith(f"*{T}.carried") else [pre]) + template(
                 f"{T}.add_scan(_av_AV.linear_prefix({name}, {terms}, "
-                f"py_a={T}.py_out({PRE!r}, 1), varying={o.payloads[0][3]!r}, py_b={T}.py_out({PRE!r}, 0)), {PYL})",
+                f"py_a={T}.py_out({PRE!r}, 1), varying={o.payloads[0][3]!r}, py_b={T}.py_out({PRE!r}, 0)"
+                f"{', computed=True' if _computed_factor(o.payloads[0][2]) else ''}), {PYL})",
                 _av_AV=AV)
             continue
         pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load())))
@@ -1330,3 +1331,18 @@ def _run_text(m: Match, plan: LoopPlan, body: str, params: list[str]) -> str:
         return f"{body}(*autovec.runtime.align([{', '.join(args)}], dims={dims}))"
     in_dims = "" if all(d == 0 for d in dims) else f", in_dims={tuple(dims)}"
     return f"torch.func.vmap({body}{in_dims})({', '.join(args)})"
+
+
+def _computed_factor(text: str) -> bool:
+    """Whether a linear recurrence's factor (`h = a * h + b`) is arithmetic the loop never does
+    as such: `1 - a` from `h + a * (x - h)`, `a * m` from `h * a * m`, `a / c` (the affine form's
+    own grouping). Rounded once in float32, such a factor near 1 is off by a relative 6e-8 that
+    the steps compound (runtime._linear_prefix), where a plain name, element or constant is the
+    very value the loop multiplies by."""
+    try:
+        e = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return True
+    while isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+        e = e.operand
+    return not isinstance(e, (ast.Name, ast.Attribute, ast.Subscript, ast.Constant))
