@@ -386,3 +386,63 @@ def test_other_forms_behave_as_the_loop(fn):
 @pytest.mark.parametrize("fn", [used_after, reverse_later, reversed_twice, reverse_no_consumer, other_list_reversed])
 def test_other_forms_are_not_flipped_batches(fn):
     assert not _flipped(fn, torch.randn(9, 3))
+
+
+# ----------------------------------------------------------------------------- `list()` as the empty list
+
+def list_call(x):
+    out = list()
+    for i in range(x.shape[0]):
+        out.append(x[i] * 2)
+    out.reverse()
+    return torch.stack(out)
+
+
+def list_call_front(x):
+    out = list()
+    for v in reversed(x):
+        out.insert(0, v + 1)
+    return torch.stack(out)
+
+
+def list_call_append(x):
+    out = list()
+    for i in range(x.shape[0]):
+        out.append(x[i] * 2)
+    return torch.stack(out)
+
+
+class _Rows(list):
+    def reverse(self):      # (not the list's: the loop's order stays)
+        pass
+
+
+def list_shadowed(x, list=_Rows):   # noqa: A002
+    out = list()
+    for i in range(x.shape[0]):
+        out.append(x[i] * 2)
+    out.reverse()
+    return torch.stack(out)
+
+
+def list_with_items(x):
+    out = list([x[0]])
+    for i in range(x.shape[0]):
+        out.append(x[i] * 2)
+    out.reverse()
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [list_call, list_call_front, list_call_append])
+def test_builtin_list_call_is_an_empty_list(fn):
+    x = torch.randn(11, 3)
+    assert _check(fn, x) == "vectorized"
+    assert ".unbind(0)" not in str(explain(fn, x))
+    _check(fn, torch.randn(0, 3))
+
+
+@pytest.mark.parametrize("fn", [list_shadowed, list_with_items])
+def test_other_list_calls_keep_the_list(fn):
+    x = torch.randn(11, 3)
+    _check(fn, x)
+    assert not _flipped(fn, x)

@@ -339,7 +339,7 @@ def _list_consumer(name: str, loop: ast.For, ctx: Context, appends: int = 1):
         if name in {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}:
             init = s
             break
-    if not _empty_list_init(init, name):
+    if not _empty_list_init(init, name, ctx):
         return None
     refs = [n for n in ast.walk(ctx.fn) if isinstance(n, ast.Name) and n.id == name]
     # `name.reverse()` as the statement right after the loop: the consumer takes the list in the
@@ -380,11 +380,15 @@ def _reverses(st: ast.stmt, name: str) -> bool:
             and st.value.func.value.id == name)
 
 
-def _empty_list_init(init, name: str) -> bool:
-    """`name = []`, or `a, name = [], []` (a tuple of names and one of empty lists, as long)."""
+def _empty_list_init(init, name: str, ctx: Context | None = None) -> bool:
+    """`name = []` (or `name = list()`, the builtin), or `a, name = [], []` (a tuple of names and
+    one of empty lists, as long)."""
     if not (isinstance(init, ast.Assign) and len(init.targets) == 1):
         return False
     t, v = init.targets[0], init.value
+    if isinstance(t, ast.Name) and isinstance(v, ast.Call) and ctx is not None:
+        return (t.id == name and isinstance(v.func, ast.Name) and v.func.id == "list" and not v.args
+                and not v.keywords and "list" not in ctx.local_names and ctx.env.is_builtin("list"))
     if isinstance(t, ast.Name):
         return t.id == name and isinstance(v, ast.List) and not v.elts
     if isinstance(t, (ast.Tuple, ast.List)) and isinstance(v, (ast.Tuple, ast.List)) and len(t.elts) == len(v.elts) \
