@@ -1528,10 +1528,12 @@ class FunctionRuntime:
         if flip:
             if not (kind in ("stack", "cat", "tensor") or "@" in kind):
                 raise GuardFailed(f"a reversed list consumed by {kind!r}")
-            if kind != "tensor" and o.dim() >= 4:
-                # (a stack or cat of 4 or more dimensions follows the pieces' layout, _stacked:
-                # the flipped batch is no longer the rows the rule reads)
-                raise GuardFailed("a reversed list stacked into 4 or more dimensions (the loop decides)")
+            if kind != "tensor" and o.dim() >= 4 and not o.is_contiguous():
+                # (a stack or cat of 4 or more dimensions follows the pieces' layout, _stacked: of
+                # a contiguous batch, contiguous, as its flip is; of another, the flipped rows are
+                # no longer the ones the rule reads)
+                raise GuardFailed("a reversed list of rows laid out otherwise than contiguously, stacked into 4 or "
+                                  "more dimensions (the loop decides)")
             if kind == "tensor" or o.requires_grad and not torch.is_grad_enabled():
                 o = o.detach()     # (torch.tensor's result has no gradient; nor the loop's stack under no_grad)
             # (new memory: no input's or other output's, and not a value autograd saved, so

@@ -304,8 +304,13 @@ def test_no_grad_gives_no_gradient():
 
 def test_four_dimensional_rows_keep_the_loops_layout():
     x = torch.randn(4, 3, 5, 2, 2).to(memory_format=torch.channels_last_3d)
-    _check(app_views, x)
-    _check(app_stack, torch.randn(4, 3, 5, 2))
+    _check(app_views, x)          # (rows laid out channels last: the loop decides)
+    x = torch.randn(4, 3, 5, 2, 2).to(memory_format=torch.channels_last_3d)[:, 0]
+    _check(app_stack, x)
+    for fn in (app_stack, app_views, app_cat_rows):
+        assert _check(fn, torch.randn(4, 3, 5, 2)) == "vectorized"
+        assert _check(fn, torch.randn(4, 3, 5, 2, 3)) == "vectorized"
+        assert _flipped(fn, torch.randn(4, 3, 5, 2))
 
 
 # ----------------------------------------------------------------------------- today's behaviour
