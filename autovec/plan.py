@@ -78,6 +78,9 @@ class Output:
     index_src: str = ""       # store: the subscript with the loop index replaced by `{}`
     consumer: str = ""
     consumer_src: str = ""    # source of the consuming call, when `consumer` is set
+    flip: bool = False        # append with a consumer: `target.reverse()` is the statement right after
+                              # the loop, so the consumer takes the batch flipped along its rows
+                              # (analysis._list_consumer, runtime consume's `flip`)
     marker: str = ""          # body variable that holds the per-iteration value
     cond: bool = False        # the output happens only under a data-dependent condition
     pytype: str = ""          # "item": the loop stores `value.item()` (a Python number)

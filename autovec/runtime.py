@@ -1538,17 +1538,36 @@ class FunctionRuntime:
         return FunctionRuntime._listed(o, py, views)
 
     @staticmethod
-    def consume(kind, o, mask=None, py=False, tok=None, views=False, others=None):
+    def consume(kind, o, mask=None, py=False, tok=None, views=False, others=None, flip=False):
         """What the loop's list, built by appends, turns into: the stacked tensor, the list
         itself (_kept, once per batch a call: _kept_once), ... `others`: the body's outputs,
-        where the batch may also be handed out another way (see Token.shares_output)."""
+        where the batch may also be handed out another way (see Token.shares_output). `flip`:
+        the list is reversed (`lst.reverse()`) before a stack, cat or tensor consumes it: the
+        batch's rows (and the mask's) in the other order, a new tensor of the same values."""
         if kind == "list":
             if tok is None:
                 return FunctionRuntime._kept(o, mask, py, tok, views)
             return FunctionRuntime._kept_once(o, mask, py, tok, views)
         pieces = None
+        if flip:
+            if not (kind in ("stack", "cat", "tensor") or "@" in kind):
+                raise GuardFailed(f"a reversed list consumed by {kind!r}")
+            if kind != "tensor" and o.dim() >= 4 and not o.is_contiguous():
+                # (a stack or cat of 4 or more dimensions follows the pieces' layout, _stacked: of
+                # a contiguous batch, contiguous, as its flip is; of another, the flipped rows are
+                # no longer the ones the rule reads)
+                raise GuardFailed("a reversed list of rows laid out otherwise than contiguously, stacked into 4 or "
+                                  "more dimensions (the loop decides)")
+            if kind == "tensor" or o.requires_grad and not torch.is_grad_enabled():
+                o = o.detach()     # (torch.tensor's result has no gradient; nor the loop's stack under no_grad)
+            # (new memory: no input's or other output's, and not a value autograd saved, so
+            # neither the clone below nor the one for an input's rows)
+            o = o.flip(0)
+            mask = mask.flip(0) if mask is not None else None
         if kind in ("stack", "cat") or "@" in kind:
-            if o.requires_grad and not torch.is_grad_enabled():
+            if flip:
+                pass
+            elif o.requires_grad and not torch.is_grad_enabled():
                 # the pieces have gradients (a helper under torch.enable_grad()) but the loop's
                 # stack runs with grad off: its result has none
                 o = o.detach()

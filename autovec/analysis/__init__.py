@@ -247,8 +247,8 @@ def _with_consumers(plan, node: ast.For, ctx: Context):
             appends = sum(1 for o in plan.outputs if o.kind == "append" and o.target == out.target)
             found = _list_consumer(out.target, node, ctx, appends)
             if found:
-                kind, call = found
-                out = dataclasses.replace(out, consumer=kind, consumer_src=src(call))
+                kind, call, flip = found
+                out = dataclasses.replace(out, consumer=kind, consumer_src=src(call), flip=flip)
         # (a store under a condition too: the batch is where(mask, values, the allocation's own
         # values), a new tensor as a whole, or the values alone where every branch stores)
         # (not with several stores into it: the first store's batch would become the output and
@@ -339,18 +339,23 @@ def _list_consumer(name: str, loop: ast.For, ctx: Context, appends: int = 1):
         if name in {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}:
             init = s
             break
-    if not _empty_list_init(init, name):
+    if not _empty_list_init(init, name, ctx):
         return None
     refs = [n for n in ast.walk(ctx.fn) if isinstance(n, ast.Name) and n.id == name]
-    after = [n for s in block[pos + 1:] for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == name]
-    if len(after) != 1 or len(refs) != 2 + appends:  # `name = []`, the appends, the consumer
+    # `name.reverse()` as the statement right after the loop: the consumer takes the list in the
+    # other order, the batch flipped along its rows (`flip`); the list the batched path leaves is
+    # empty, which the statement leaves empty (the loop as written, the fallback, reverses its own)
+    flip = pos + 1 < len(block) and _reverses(block[pos + 1], name)
+    first = pos + 2 if flip else pos + 1
+    after = [n for s in block[first:] for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == name]
+    if len(after) != 1 or len(refs) != 2 + appends + flip:  # `name = []`, the appends, the reverse, the consumer
         return None
     use = after[0]
     call = ctx.parent.get(use)
     kind = _consumer_call(call, ctx.env, use)
     if kind is None or not _hoistable(call, ctx):
         return None
-    at = next(k for k in range(pos + 1, len(block)) if any(n is use for n in ast.walk(block[k])))
+    at = next(k for k in range(first, len(block)) if any(n is use for n in ast.walk(block[k])))
     up = ctx.parent.get(use)
     while up is not None and not isinstance(up, ast.stmt):
         up = ctx.parent.get(up)
@@ -358,19 +363,32 @@ def _list_consumer(name: str, loop: ast.For, ctx: Context, appends: int = 1):
         # the consumer inside a later `with` or `if` block: the statements before it there are
         # unchecked, and `with torch.no_grad():` changes what it makes
         return None
-    if not all(_quiet(s, ctx) for s in block[pos + 1:at]):
+    if not all(_quiet(s, ctx) for s in block[first:at]):
         # the consumer is computed from the batch at the loop: a statement between that could
         # write into what was appended (`rows.append(x[i])`, then `x.mul_(2)`, then
         # `torch.stack(rows)` stacks the doubled rows) keeps the list and your own consumer
         return None
-    return kind, call
+    return kind, call, flip
 
 
-def _empty_list_init(init, name: str) -> bool:
-    """`name = []`, or `a, name = [], []` (a tuple of names and one of empty lists, as long)."""
+def _reverses(st: ast.stmt, name: str) -> bool:
+    """`name.reverse()` as a statement (a list's own method: `name = []` made it, and no other
+    mention of the name is allowed before the consumer)."""
+    return (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and not st.value.args
+            and not st.value.keywords and isinstance(st.value.func, ast.Attribute)
+            and st.value.func.attr == "reverse" and isinstance(st.value.func.value, ast.Name)
+            and st.value.func.value.id == name)
+
+
+def _empty_list_init(init, name: str, ctx: Context | None = None) -> bool:
+    """`name = []` (or `name = list()`, the builtin), or `a, name = [], []` (a tuple of names and
+    one of empty lists, as long)."""
     if not (isinstance(init, ast.Assign) and len(init.targets) == 1):
         return False
     t, v = init.targets[0], init.value
+    if isinstance(t, ast.Name) and isinstance(v, ast.Call) and ctx is not None:
+        return (t.id == name and isinstance(v.func, ast.Name) and v.func.id == "list" and not v.args
+                and not v.keywords and "list" not in ctx.local_names and ctx.env.is_builtin("list"))
     if isinstance(t, ast.Name):
         return t.id == name and isinstance(v, ast.List) and not v.elts
     if isinstance(t, (ast.Tuple, ast.List)) and isinstance(v, (ast.Tuple, ast.List)) and len(t.elts) == len(v.elts) \

@@ -538,11 +538,20 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             prepare += template(f"{o.target} = _av_AV.consume('batch', {ok}, {mask}, {py}, {T}{views})", _av_AV=AV)
             display_tail.append(f"{o.target} = {ok}")
         elif o.kind == "append" and o.consumer:
-            prepare += template(f"_av_P = _av_AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{oth})", _av_P=P, _av_AV=AV)
-            _plain_consume(plain, P, o, pos, ok == f"{O}[{pos}]" and mask == "None" and not oth, plan)
+            # (`flip`: the list reversed right after the loop; the batch's rows taken in the other
+            # order, mask and all. Not the express's inline consumers: the token flavour's prepare)
+            flip = ", flip=True" if o.flip else ""
+            prepare += template(f"_av_P = _av_AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{oth}{flip})",
+                                _av_P=P, _av_AV=AV)
+            if not o.flip:
+                _plain_consume(plain, P, o, pos, ok == f"{O}[{pos}]" and mask == "None" and not oth, plan)
             swaps[o.consumer_src] = expr("(_av_P if _av_T is not None else _av_ORIG)", _av_P=P, _av_T=T,
                                          _av_ORIG=ast.parse(o.consumer_src, mode="eval").body)
-            display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, show, mpos is not None and mask))
+            if o.flip:
+                show, fmask = f"{show}.flip(0)", mpos is not None and f"{mask}.flip(0)"
+            else:
+                fmask = mpos is not None and mask
+            display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, show, fmask))
         elif o.kind == "append":
             group = [x for x in plan.outputs if x.kind == "append" and x.target == o.target] if o.joined > 1 else [o]
             # (every value appended to the list in the loop as written: branches merged into one
