@@ -219,7 +219,7 @@ class Decision:
     reads on the hot path."""
 
     __slots__ = ("vec", "final", "py_iter", "vec_call", "py_runs", "vec_runs", "vec_failed", "retry", "backoff",
-                 "vec_any", "probe", "est_iter", "again", "cold_seen")
+                 "vec_any", "probe", "est_iter", "again", "cold_seen", "doubted")
 
     def __init__(self, est: dict, n: int = 1):
         p, v = est["python"], est["vectorized"]
@@ -237,6 +237,7 @@ class Decision:
         self.backoff = _RETRY
         self.again = False        # settled on the loop by timed probes: one more probe when the retry is due
         self.cold_seen = False    # a cold vectorized call (a check, a build, chunks) seen while probing
+        self.doubted = False      # the probes found the vectorized path slower than the estimated loop
 
     def choose(self) -> bool:
         """True: try the vectorized path on this call."""
@@ -274,7 +275,7 @@ class Decision:
                 # as fast as the estimated loop (or, probed again, as the timed one): vectorized
                 self.probe, self.final, self.vec, self.again = 0, True, True, False
             elif not self.probe:
-                self.vec = False                      # each slower: the loop is timed next
+                self.vec, self.doubted = False, True  # each slower: the loop is timed next
                 if self.again:
                     self.final = True                 # (timed already: the loop again, and a probe later)
                     self._later()
@@ -287,6 +288,8 @@ class Decision:
             # (the loop timed first, every vectorized call so far far slower: no more of them)
             self.vec_call = self.vec_any
             self.vec, self.final = False, True
+            if self.doubted:
+                self._later()
             return
         self._settle(n)
 
@@ -338,6 +341,8 @@ class Decision:
         if self.py_runs >= _PY_RUNS and self.vec_runs >= _VEC_RUNS:
             self.vec = self.vec_call < self.py_iter * n
             self.final = True
+            if self.doubted and not self.vec:
+                self._later()     # (the estimate's verdict overturned by timings: checked again later)
 
     def measured(self, n: int) -> dict | None:
         if self.py_runs and (self.vec_runs or self.vec_any < float("inf")):

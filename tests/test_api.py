@@ -581,3 +581,23 @@ def test_heavy_work_under_a_rare_condition_settles_on_the_loop(monkeypatch):
         torch.set_num_threads(threads)
     (d,) = f._autovec_state.runtime.decisions.values()
     assert d.final and not d.vec
+
+
+def test_a_doubted_verdict_settled_on_a_short_loop_is_probed_again_later():
+    from autovec.cost import _FAR_RUNS, _PY_RUNS, _RETRY, Decision
+    d = Decision({"python": 1e-3, "vectorized": 1e-5}, 100)
+    for _ in range(2):
+        d.choose()
+        d.vectorized_ran(50e-3, 100)                # both far slower than the estimated 1 ms loop
+    for _ in range(_PY_RUNS):
+        assert not d.choose()
+        d.python_ran(1e-3, 100)                     # a short loop: timed as a close decision is
+    for _ in range(_FAR_RUNS):
+        assert d.choose()
+        d.vectorized_ran(50e-3, 100)
+    assert d.final and not d.vec and d.retry == _RETRY      # the loop, and a probe after 32 calls
+    while d.wait():
+        pass
+    assert d.choose()
+    d.vectorized_ran(0.5e-3, 100)                   # the load passed: faster than the timed loop
+    assert d.final and d.vec
