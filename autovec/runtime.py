@@ -380,6 +380,52 @@ class _Ident:
 _LIST_DTYPES = {float: torch.float64, int: torch.int64, bool: torch.bool}
 
 
+def _index_only(plan) -> bool:
+    """Whether each element a loop walks is used only as a whole index of a name (`buf[j]`,
+    `table[j, :]`), and none is read after the loop: a numpy integer there indexes as the Python
+    int it holds (begin, _numpy_indices)."""
+    targets = {t for t, _ in plan.space.elements}
+    if not targets or set(plan.live_after) & targets:
+        return False
+    for text in list(plan.body) + [o.value for o in plan.outputs if o.value]:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            return False
+        allowed = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id not in targets:
+                entries = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+                allowed.update(id(e) for e in entries if isinstance(e, ast.Name))
+        if any(isinstance(n, ast.Name) and n.id in targets and id(n) not in allowed for n in ast.walk(tree)):
+            return False
+    return True
+
+
+def _numpy_indices(space):
+    """The iterables of a loop whose elements only index (_index_only), with a 1-d numpy array
+    of integers, or a list of numpy integers, as the list of the Python ints they hold (the loop
+    itself walks what it was given)."""
+    out = None
+    for k, s in enumerate(space):
+        t = type(s)
+        if t.__module__ != "numpy" and not (t in (list, tuple) and s and type(s[0]).__module__ == "numpy"):
+            continue
+        import numpy as np
+        if isinstance(s, np.ndarray):
+            if s.ndim != 1 or s.dtype.kind not in "iu":
+                continue
+            v = s.tolist()
+        elif all(isinstance(e, np.integer) for e in s):
+            v = [int(e) for e in s]
+        else:
+            continue
+        if out is None:
+            out = list(space)
+        out[k] = v
+    return space if out is None else tuple(out)
+
+
 def _number_list(v) -> torch.Tensor:
     """A list (or tuple) of Python numbers the loop indexes, as one tensor in Python's precision
     (float64, int64, bool). Every element must be of one type, as the batch gives every
@@ -528,6 +574,10 @@ class FunctionRuntime:
         self.range_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "range")
         self.element_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "elements")
         self.indexing_loops = frozenset(k for k in self.element_loops if self._indexes(k))
+        # loops over elements whose numbers only index (`torch.stack([buf[j] for j in idxs])`):
+        # numpy integers stand in for Python ints there (begin: a replay buffer's np.random
+        # indices), where in arithmetic they would not (`np.int64(2) * t` is numpy's product)
+        self.np_index = frozenset(k for k in self.indexing_loops if _index_only(matches[k].plan))
         self.enum_start = {k: int(v.plan.space.enum_start) for k, v in matches.items()
                            if v.plan.space.kind == "elements"}
         self.nest_loops = frozenset(k for k, v in matches.items() if v.plan.space.kind == "nest")
@@ -592,6 +642,8 @@ class FunctionRuntime:
     def begin(self, loop_id, space):
         """First, cheap decision from the iteration space alone (trip count, cost model):
         a pending state for `guard`, or None for the Python loop."""
+        if loop_id in self.np_index and type(space) is tuple:
+            space = _numpy_indices(space)     # (numpy integers that only index: as Python ints)
         if type(space) is range and self.events is None and not self.strict and loop_id in self.range_loops \
                 and _config.unset("AUTOVEC_MIN_TRIP"):
             # the steady state of a `for i in range(..)` loop whose bucket is decided: two lookups
