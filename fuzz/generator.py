@@ -4401,7 +4401,25 @@ def lost_stored_rec(self):
                                "out_prev = 1.0" in ln for ln in self.lines) else [])))
 
 
-LOST_FORMS = {"stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+def lost_number_branch(self):
+    """`s = <Python number of the index> if <condition on the index> else <number>` (a warm-up
+    factor), then used with the row: int and float sides, mixed kinds, a side that divides by
+    zero on a kept iteration, the number read after the loop."""
+    x = self.main(dtypes=("float32", "float64", "int64", "int32", "float16"), rank=self.pick([1, 2]))
+    self.param("k", self.pick(["3", "7", "0", "-2", "2.5"]))
+    self.emit(1, f"out = torch.zeros_like({x.name}, dtype=torch.float32)" if self.chance(0.3)
+              else f"out = torch.zeros_like({x.name})")
+    self.emit(1, f"for i in range({x.name}.shape[0]):")
+    a = self.pick(["(i + 1) / k", "i * 2", "0.5 ** (i // 3)", "1.0 / (i - 4)", "i % 3", "i - k", "k"])
+    b = self.pick(["1.0", "1", "0.0", "k", "2 * k", "-1.5", "i"])
+    cond = self.pick(["i < k", "i % 2", "i >= 3", "i == k", "k > i > 1"])
+    self.emit(2, f"s = {a} if {cond} else {b}")
+    self.emit(2, self.pick([f"out[i] = {x.name}[i] * s", f"out[i] = {x.name}[i] + s - s * s",
+                            f"out[i] = s", f"out[i] = torch.clamp({x.name}[i], max=s)"]))
+    self.emit(1, self.pick(["return out", "return out", "return out, s"]))
+
+
+LOST_FORMS = {"number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "element_views": lost_element_views, "reversed_build": lost_reversed_build}
 

@@ -1354,6 +1354,14 @@ class _Batcher:
                     self.c.exempt.add(k)     # its dtype is the lossless one, not one iteration's
                 return _V(_helper("where_store", _lift(c, top, self.c.lead), na, nb), True,
                           Fact("tensor", top, None, ()))
+            if a.fact.kind == b.fact.kind and a.fact.kind in ("int", "float"):
+                # Python numbers of one kind on both sides (`lr = (i + 1) / k if i < k else 1.0`): a
+                # batch of numbers, in Python's precision as every such batch (float64, int64),
+                # whose later arithmetic casts it as one iteration's number is (_align)
+                dtype = _torch("float64" if a.fact.kind == "float" else "int64")
+                na, nb = (v.node if v.batched else _call(_torch("tensor"), [v.node], [ast.keyword("dtype", dtype)])
+                          for v in (a, b))
+                return _V(_call(_torch("where"), [c.node, na, nb]), True, Fact(a.fact.kind))
             top = max(_rank(a) if _is_tensorish(a) else 0, _rank(b) if _is_tensorish(b) else 0)
             if a.fact.kind != "tensor" and not a.batched or b.fact.kind != "tensor" and not b.batched:
                 raise Unsupported("a branch between a per-iteration tensor and a Python value")
