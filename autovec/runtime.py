@@ -4972,6 +4972,18 @@ class Token:
             return outs
         raise GuardFailed("; ".join(errors))
 
+    sel_mask = None       # the guard's condition for every iteration, run first (select_run)
+
+    def select_run(self, body, ref, tag):
+        """The condition that guards the whole body, for every iteration, without grad: the
+        rows _run_selected keeps (lowering.common._select_code). Where it cannot be one flag per
+        iteration, _run_selected computes the body on every row first, as without it."""
+        with torch.no_grad():
+            outs = self.run(body, ref, tag=tag)
+        mask = outs[0] if outs else None
+        if isinstance(mask, torch.Tensor) and mask.dim() == 1 and mask.shape[0] == self.n:
+            self.sel_mask = mask
+
     def _run_selected(self, body, ref, direct):
         """Under autograd, a loop whose one condition guards its whole body (runtime._selectable):
         the batch without grad first, for the condition of every iteration; then, with grad, the
@@ -4985,16 +4997,15 @@ class Token:
         self.selected = True
         if self.extra or self.levels is not None:
             raise GuardFailed("a loop nest or running values read in the body (the loop runs under grad)")
-        with torch.no_grad():
-            outs = Token.run(self, body, ref, direct)
-        code = self.rt.batched.get((self.loop_id, self.sig, ""))
-        if getattr(code, "branched", False):
-            # a helper's `if` inlined as `where` of both sides: the kept rows would still compute
-            # the side the loop skips in them
-            raise GuardFailed("a helper the body calls branches on data (its `if`s batched as `where`): the loop "
-                              "runs under grad")
-        pos = next((lay[2] for lay in self.match_layout() if lay[2] is not None), None)
-        mask = outs[pos] if pos is not None else None
+        mask, self.sel_mask = self.sel_mask, None
+        if mask is None:
+            with torch.no_grad():
+                outs = Token.run(self, body, ref, direct)
+            self._not_branched()
+            pos = next((lay[2] for lay in self.match_layout() if lay[2] is not None), None)
+            mask = outs[pos] if pos is not None else None
+        else:
+            outs = None   # (the condition alone ran: the body runs on the kept rows below)
         n = self.n
         if not isinstance(mask, torch.Tensor) or mask.dim() != 1 or mask.shape[0] != n:
             raise GuardFailed("the loop's condition is not one flag per iteration (the loop runs under grad)")
@@ -5003,15 +5014,30 @@ class Token:
         if self.rt.events is not None:
             self.rt.kept[self.loop_id] = (k, n)      # (explain's note)
         if k == 0:
+            if outs is None:
+                # (no iteration kept, and no batch of every row computed: the loop, which computes nothing)
+                raise GuardFailed("no iteration kept (the loop runs)", data=True)
             return outs           # (no iteration kept: the consumers take no row of these values)
         if k == n:
-            return Token.run(self, body, ref, direct)       # (every iteration kept: the batch as it is)
+            outs = Token.run(self, body, ref, direct)       # (every iteration kept: the batch as it is)
+            self._not_branched()
+            return outs
         if self.match.plan.index_as_value:
             self._index_exact()   # (over every iteration's index, as the batch without grad had them)
         picked = [(t.index_select(d, keep if keep.device == t.device else keep.to(t.device)), d)
                   for t, d in self._inputs()]
         self.picked, self.full_n, self.n = (keep, picked), n, k
-        return Token.run(self, body, ref, direct)
+        outs = Token.run(self, body, ref, direct)
+        self._not_branched()
+        return outs
+
+    def _not_branched(self):
+        code = self.rt.batched.get((self.loop_id, self.sig, ""))
+        if getattr(code, "branched", False):
+            # a helper's `if` inlined as `where` of both sides: the kept rows would still compute
+            # the side the loop skips in them
+            raise GuardFailed("a helper the body calls branches on data (its `if`s batched as `where`): the loop "
+                              "runs under grad")
 
     def _make_hot(self, key, mode):
         """The steady state of one signature, tag and mode, once that mode has passed its check:

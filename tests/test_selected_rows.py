@@ -414,3 +414,40 @@ def test_a_helper_that_branches_keeps_the_loop_under_grad(monkeypatch):
     assert explain(fast, x.clone().requires_grad_()).path == "python"
     with torch.no_grad():
         assert explain(fast, x).path == "vectorized"
+
+
+def _masked_ce_minus_one(logits, y):
+    total = 0.0
+    count = 0
+    for i in range(logits.shape[0]):
+        if y[i] >= 0:          # -1 marks a row to skip: cross_entropy raises on it
+            total = total + F.cross_entropy(logits[i:i + 1], y[i:i + 1])
+            count += 1
+    return total / max(count, 1)
+
+
+@pytest.mark.parametrize("skipped", ["some", "none", "all"])
+def test_the_condition_runs_first_and_the_body_never_meets_a_skipped_row(skipped):
+    # (the kept rows used to be found by the body on every row without grad first, which raised
+    # on a label the condition skips: the loop ran; now the condition alone runs first,
+    # lowering.common._select_code, Token.select_run)
+    torch.manual_seed(3)
+    logits = torch.randn(600, 5, requires_grad=True)
+    y = torch.randint(0, 5, (600,))
+    if skipped == "some":
+        y[torch.rand(600) < 0.3] = -1
+    elif skipped == "all":
+        y[:] = -1
+    f = autovec(_masked_ce_minus_one)
+    for _ in range(3):
+        got, want = f(logits, y), _masked_ce_minus_one(logits, y)
+        assert type(got) is type(want)
+        if isinstance(want, float):
+            assert got == want
+            continue
+        torch.testing.assert_close(got, want)
+        g1, = torch.autograd.grad(got, logits)
+        g2, = torch.autograd.grad(want, logits)
+        torch.testing.assert_close(g1, g2)
+    ran = f._autovec_state.runtime.ran
+    assert bool(ran) == (skipped != "all")

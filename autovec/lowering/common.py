@@ -843,11 +843,12 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             tagged[fd.name] = (copy.deepcopy(fd), AV)
     defs = exit_code + scan_code + [body_def] + ([ref_def] if ref_def is not None else [])
     REF = ref_def.name if ref_def is not None else "None"
+    select_code = _select_code(plan, T, L, namer, AV, convert, defs, tagged)
     if direct:
         DIRECT = namer.new(f"_av_direct{L}")
         defs.append(direct_function(plan, DIRECT, AV))
         REF += f", direct={DIRECT}"
-    run_code = template(f"_av_O = _av_T.run(_av_BODY, {REF})\n_av_PREPARE", _av_O=O, _av_T=T, _av_BODY=BODY, _av_PREPARE=prepare or [ast.Pass()])
+    run_code = select_code + template(f"_av_O = _av_T.run(_av_BODY, {REF})\n_av_PREPARE", _av_O=O, _av_T=T, _av_BODY=BODY, _av_PREPARE=prepare or [ast.Pass()])
     if product_first is not None:
         first, P = product_first
         run_code = first + template("if _av_P is None:\n    _av_RUN", _av_P=P, _av_RUN=run_code)
@@ -1026,6 +1027,30 @@ def _new_memory(value: str, plan: LoopPlan, depth: int = 0) -> bool:
         return False
     return isinstance(node, (ast.BinOp, ast.Compare)) or \
         isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Invert))
+
+
+def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, defs: list, tagged: dict) -> list:
+    """A loop whose one condition guards its whole body (plan.guarded): the condition alone as a
+    body of its own, run first on the calls that keep their rows first (Token.selecting: under
+    grad), so that the body runs on the kept rows alone and never on the others, where it may
+    raise (`F.cross_entropy` of a label -1 the condition skips) or cost for nothing
+    (Token.select_run, _run_selected). Adds the body to `defs` and `tagged`; returns the
+    statements that run it, or [] where the body is not one `if` without `else`."""
+    if not plan.guarded or plan.exit_cond or plan.scans or plan.space.kind == "nest" or len(plan.body) != 1:
+        return []
+    top = ast.parse(plan.body[0]).body[0]
+    if not isinstance(top, ast.If) or top.orelse:
+        return []
+    from ..plan import Output
+    SEL = namer.new(f"_av_sel{L}")
+    flag = namer.new(f"_av_kept{L}")
+    probe = dataclasses.replace(plan, body=(f"{flag} = {ast.unparse(top.test)}",),
+                                outputs=(Output("last", "", "", plan.lineno, marker=flag),))
+    sel_def, _, _, sel_ref = body_function(probe, SEL, namer, AV, convert, truth=flag)
+    tagged[SEL] = (copy.deepcopy(sel_def), AV)
+    defs += [sel_def] + ([sel_ref] if sel_ref is not None else [])
+    SREF = sel_ref.name if sel_ref is not None else "None"
+    return template(f"if {T}.selecting:\n    {T}.select_run({SEL}, {SREF}, {SEL!r})")
 
 
 def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
