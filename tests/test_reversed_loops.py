@@ -904,3 +904,26 @@ def test_a_walk_inside_a_loop_over_episodes():
     assert _check(episodes, batch, 0.9) == "vectorized"
     _check(episodes, [torch.randn(n) for n in (5, 0, 9)], 0.9)
     _check(episodes, [torch.randn(6).tolist(), torch.randn(3).tolist()], 0.9)
+
+
+def zip_one_unread(x, d):
+    R = torch.zeros(())
+    out = []
+    for r, m in zip(reversed(x), reversed(d)):      # `m` never read: `d`'s length is where zip stops
+        R = r - 0.5 * R
+        out.insert(0, R)
+    return torch.stack(out) if out else None
+
+
+@pytest.mark.parametrize("n_d", [0, 5, 16])
+def test_a_zipped_sequence_never_read_still_bounds_the_walk(n_d):
+    # (found by the fuzzer: zip(reversed(x), reversed(d)) with `d` empty walked all of `x`)
+    x, d = torch.randn(16), torch.randn(n_d)
+    f = autovec(zip_one_unread)
+    for _ in range(3):
+        got, want = f(x, d), zip_one_unread(x, d)
+        if want is None:
+            assert got is None
+        else:
+            assert torch.equal(got, want)
+    assert explain(zip_one_unread, x, d).path == "python"

@@ -427,6 +427,16 @@ def reversed_walks(cap: Captured, avoid=()) -> tuple[list, dict]:
             continue
         counter = counter[0] if counter else None
         why = _refuse_walk(fn, loop, pairs, cap, local, counter)
+        if not why and len(pairs) > 1 and count.startswith("max("):
+            # (sequences of different lengths are caught where the longer walk reads the shorter
+            # past its end: a sequence whose element is never read is never checked, and zip
+            # would stop at its length; found by the fuzzer: zip(reversed(x), reversed(empty)))
+            read = {n.id for st in loop.body for n in ast.walk(st) if isinstance(n, ast.Name)
+                    and isinstance(n.ctx, ast.Load)}
+            unread = [e for e, _ in pairs if e not in read]
+            if unread:
+                why = (f"`{unread[0]}` is never read in the loop, so its sequence's length, where `zip` stops, "
+                       "would not be checked")
         if why:
             refused[(loop.lineno, loop.col_offset)] = why
             continue
