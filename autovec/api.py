@@ -604,10 +604,14 @@ def explain(fn, *args, **kwargs) -> Explanation:
         ex.notes.append(f"line {rt.matches[loop_id].plan.lineno}: ran in {chunks} chunks of {rows} iterations "
                         f"(all at once would need about {_mib(need)} for intermediates; the memory budget is "
                         f"{_mib(budget)})")
-    for loop_id, (k, n) in rt.kept.items():
-        if last.get(loop_id) == "vectorized":
+    for loop_id, (k, n, grad) in rt.kept.items():
+        if last.get(loop_id) == "vectorized" and grad:
             ex.notes.append(f"line {rt.matches[loop_id].plan.lineno}: tensors require grad: the condition ran for all "
                             f"{n} iterations without grad, then the body with grad on the {k} kept ones alone (an "
                             "iteration the loop skips sends nothing into the gradients)")
+        elif last.get(loop_id) == "vectorized":
+            ex.notes.append(f"line {rt.matches[loop_id].plan.lineno}: the body's batch over every row failed on an "
+                            f"earlier call: the condition ran for all {n} iterations first, then the body on the {k} "
+                            "kept ones alone (it never meets a row the loop skips)")
     ex.estimate = estimate if any(estimate.values()) else None
     return ex

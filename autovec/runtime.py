@@ -525,6 +525,8 @@ class FunctionRuntime:
         self.qualname = qualname
         self.matches = matches            # loop id -> lowering.Match
         self.failures: dict = {}          # (loop id, signature) -> reason
+        self.reselect: set = set()        # (loop id, signature) whose batch over every row failed: kept rows first
+        self.sel_failed: set = set()      # (loop id, signature) whose kept-rows-first run failed too
         self.vmap_types_ok: set = set()   # (loop id, signature) whose types vmap keeps as the loop (Token._vmap)
         self.succeeded: set = set()       # (loop id, signature) seen working
         self.sig_ids: dict = {}           # (loop id, signature tuple) -> the small int that stands for it
@@ -824,6 +826,10 @@ class FunctionRuntime:
             if d is not None:
                 d.vectorized_failed()
             return self._refuse(loop_id, m.plan, e)
+
+    def _has_select(self, loop_id) -> bool:
+        """Whether the loop's condition has a body of its own (lowering.common._select_code)."""
+        return any(k == loop_id and t.startswith("_av_sel") for k, t in self.batchable)
 
     def _grad_refusal(self, bucket, e):
         """One more refusal of a call with tensors that require grad (guard, failed)."""
@@ -1217,7 +1223,10 @@ class FunctionRuntime:
         sid = self.sig_ids.get(key)
         if sid is None:
             sid = self.sig_ids[key] = len(self.sig_ids)
-        if self.failures and (loop_id, sid) in self.failures:
+        # a body whose batch over every row failed (`cross_entropy` of a label -1 the condition
+        # skips): its condition first, then the body on the kept rows alone, as under grad
+        reselect = bool(self.reselect) and (loop_id, sid) in self.reselect and (loop_id, sid) not in self.sel_failed
+        if self.failures and (loop_id, sid) in self.failures and not reselect:
             raise GuardFailed(f"an earlier call with the same signature failed: {self.failures[(loop_id, sid)]}")
         if written:
             _no_aliasing(written, mapped, tensors[n_mapped:], free_tensors, free, calls)
@@ -1233,8 +1242,9 @@ class FunctionRuntime:
         if numbers:
             mapped = tuple(mapped)
         tok = Token(self, loop_id, m, n, start, step, first, mapped, sources, free_tensors, sid, levels, estimate)
-        if selected:
+        if selected or reselect:
             tok.selecting = True
+            tok.reselected = not selected
         if loop_id in self.peeks:
             tok.free = free
         if checked:
@@ -1312,6 +1322,13 @@ class FunctionRuntime:
             d = tok.decision if tok.decision is not None else self.decisions.get((loop_id, tok.n.bit_length()))
             if d is not None:
                 d.vectorized_failed()
+        if tok is not None and not isinstance(exc, GuardFailed) and loop_id in self.selectable:
+            # (an error of the batch itself: with the loop's condition run first, the body may
+            # never meet the rows that raised; once, and not again where that fails too)
+            if tok.selected:
+                self.sel_failed.add((loop_id, tok.sig))
+            elif self._has_select(loop_id):
+                self.reselect.add((loop_id, tok.sig))
         if tok is not None and (loop_id, tok.sig) not in self.succeeded and not data:
             # a type-level failure (vmap refusing the body) is remembered for this signature;
             # a failure that depends on the values (an index out of range) is not
@@ -4973,6 +4990,7 @@ class Token:
         raise GuardFailed("; ".join(errors))
 
     sel_mask = None       # the guard's condition for every iteration, run first (select_run)
+    reselected = False    # selecting because the batch over every row failed before, not for grad
 
     def select_run(self, body, ref, tag):
         """The condition that guards the whole body, for every iteration, without grad: the
@@ -5012,7 +5030,7 @@ class Token:
         keep = (mask if mask.dtype == torch.bool else mask != 0).nonzero().flatten()
         k = keep.numel()
         if self.rt.events is not None:
-            self.rt.kept[self.loop_id] = (k, n)      # (explain's note)
+            self.rt.kept[self.loop_id] = (k, n, not self.reselected)      # (explain's note)
         if k == 0:
             if outs is None:
                 # (no iteration kept, and no batch of every row computed: the loop, which computes nothing)

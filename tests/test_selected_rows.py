@@ -451,3 +451,43 @@ def test_the_condition_runs_first_and_the_body_never_meets_a_skipped_row(skipped
         torch.testing.assert_close(g1, g2)
     ran = f._autovec_state.runtime.ran
     assert bool(ran) == (skipped != "all")
+
+
+def test_without_grad_a_batch_that_raises_on_a_skipped_row_keeps_its_rows_first_afterwards():
+    # the batch over every row raises (a label -1 the condition skips): the call runs the loop,
+    # and later calls of that signature run the condition first and the body on the kept rows
+    torch.manual_seed(4)
+    logits = torch.randn(800, 5)
+    f = autovec(_masked_ce_minus_one)
+    ran = []
+    for _ in range(4):
+        y = torch.randint(-1, 5, (800,))
+        torch.testing.assert_close(f(logits, y), _masked_ce_minus_one(logits, y))
+        rt = f._autovec_state.runtime
+        ran.append(bool(rt.ran))
+        rt.ran.clear()
+    assert ran == [False, True, True, True]
+    ex = explain(f, logits, y)
+    assert ex.path == "vectorized"
+    assert any("failed on an earlier call: the condition ran" in n for n in ex.notes)
+
+
+def _masked_log_bad_shape(x, y):
+    total = 0.0
+    for i in range(x.shape[0]):
+        if y[i] >= 0:
+            total = total + torch.log(x[i] @ torch.ones(3))   # (x rows of 4: raises on every row)
+    return total
+
+
+def test_a_batch_that_fails_on_kept_rows_too_is_not_tried_again():
+    x, y = torch.rand(500, 4), torch.randint(-1, 3, (500,))
+    f = autovec(_masked_log_bad_shape)
+    for _ in range(3):
+        with pytest.raises(RuntimeError) as want:
+            _masked_log_bad_shape(x, y)
+        with pytest.raises(RuntimeError) as got:
+            f(x, y)
+        assert str(got.value) == str(want.value)
+    rt = f._autovec_state.runtime
+    assert rt.sel_failed
