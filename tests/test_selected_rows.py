@@ -491,3 +491,34 @@ def test_a_batch_that_fails_on_kept_rows_too_is_not_tried_again():
         assert str(got.value) == str(want.value)
     rt = f._autovec_state.runtime
     assert rt.sel_failed
+
+
+def _continue_nll_minus_one(logits, y):
+    total = torch.zeros(())
+    for i in range(logits.shape[0]):
+        if y[i] < 0:
+            continue
+        total = total + F.nll_loss(F.log_softmax(logits[i:i + 1], -1), y[i:i + 1])
+    return total
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_a_continue_guard_runs_its_condition_first_too(grad):
+    # (`if c: continue` and then the body is planned as `if c: pass` / `else:` the body: its
+    # condition is `not c`)
+    torch.manual_seed(5)
+    logits = torch.randn(700, 5, requires_grad=grad)
+    f = autovec(_continue_nll_minus_one)
+    ran = []
+    for _ in range(3):
+        y = torch.randint(-1, 5, (700,))
+        got, want = f(logits, y), _continue_nll_minus_one(logits, y)
+        torch.testing.assert_close(got, want)
+        if grad:
+            g1, = torch.autograd.grad(got, logits)
+            g2, = torch.autograd.grad(want, logits)
+            torch.testing.assert_close(g1, g2)
+        rt = f._autovec_state.runtime
+        ran.append(bool(rt.ran))
+        rt.ran.clear()
+    assert ran == ([True] * 3 if grad else [False, True, True])

@@ -1035,16 +1035,23 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     grad), so that the body runs on the kept rows alone and never on the others, where it may
     raise (`F.cross_entropy` of a label -1 the condition skips) or cost for nothing
     (Token.select_run, _run_selected). Adds the body to `defs` and `tagged`; returns the
-    statements that run it, or [] where the body is not one `if` without `else`."""
+    statements that run it, or [] where the body is not one `if` without `else` (or `if c:
+    continue` and then the body)."""
     if not plan.guarded or plan.exit_cond or plan.scans or plan.space.kind == "nest" or len(plan.body) != 1:
         return []
     top = ast.parse(plan.body[0]).body[0]
-    if not isinstance(top, ast.If) or top.orelse:
+    if not isinstance(top, ast.If):
         return []
+    test = ast.unparse(top.test)
+    if top.orelse:
+        # (`if c: continue` and then the body: planned as `if c: pass` / `else:` the body)
+        if not (len(top.body) == 1 and isinstance(top.body[0], ast.Pass)):
+            return []
+        test = f"not ({test})"
     from ..plan import Output
     SEL = namer.new(f"_av_sel{L}")
     flag = namer.new(f"_av_kept{L}")
-    probe = dataclasses.replace(plan, body=(f"{flag} = {ast.unparse(top.test)}",),
+    probe = dataclasses.replace(plan, body=(f"{flag} = {test}",),
                                 outputs=(Output("last", "", "", plan.lineno, marker=flag),))
     sel_def, _, _, sel_ref = body_function(probe, SEL, namer, AV, convert, truth=flag)
     tagged[SEL] = (copy.deepcopy(sel_def), AV)
