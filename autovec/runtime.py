@@ -165,38 +165,27 @@ _GRAD_REFUSALS, _RETRY_GRAD = 3, 32    # refusals of calls with grad before they
 def _grad_call(pending, mapped, free, calls, writes) -> bool:
     """Whether this call runs under autograd with a tensor the loop reads or writes that requires
     grad (its refusals are kept apart: FunctionRuntime.guard)."""
-    if not torch.is_grad_enabled():
-        return False
-    for e in mapped:
-        if isinstance(e[0], torch.Tensor) and e[0].requires_grad:
-            return True
-    for w in writes:
-        if isinstance(w[1], torch.Tensor) and w[1].requires_grad:
-            return True
-    for v in itertools.chain(free, pending[4] or (), calls):
-        if isinstance(v, torch.Tensor):
-            if v.requires_grad:
-                return True
-        elif isinstance(v, (list, tuple)) and v and isinstance(v[0], torch.Tensor) and any(
-                isinstance(t, torch.Tensor) and t.requires_grad for t in v):
-            return True
-        elif isinstance(v, torch.nn.Module) and any(p.requires_grad for p in v.parameters()):
-            return True
-    return False
+    return torch.is_grad_enabled() and _any_grad(itertools.chain(
+        (e[0] for e in mapped), (w[1] for w in writes), free, pending[4] or (), calls))
 
 
 def _token_grad(tok) -> bool:
     """_grad_call for a vectorized call under way (its token's inputs)."""
-    if not torch.is_grad_enabled():
-        return False
-    for e in tok.raw:
-        if isinstance(e[0], torch.Tensor) and e[0].requires_grad:
-            return True
-    for v in itertools.chain(tok.free_tensors or (), tok.sources or ()):
+    return torch.is_grad_enabled() and _any_grad(itertools.chain(
+        (e[0] for e in tok.raw), tok.free_tensors or (), tok.sources or ()))
+
+
+def _any_grad(values) -> bool:
+    """Whether a tensor among `values` (or in one of its lists, or held by a module: _requires_grad)
+    requires grad."""
+    for v in values:
         if isinstance(v, torch.Tensor):
             if v.requires_grad:
                 return True
-        elif isinstance(v, (list, tuple)) and any(isinstance(t, torch.Tensor) and t.requires_grad for t in v):
+        elif isinstance(v, (list, tuple)):
+            if any(isinstance(t, torch.Tensor) and t.requires_grad for t in v):
+                return True
+        elif isinstance(v, torch.nn.Module) and _requires_grad(v):
             return True
     return False
 
@@ -644,7 +633,7 @@ class FunctionRuntime:
     def begin(self, loop_id, space):
         """First, cheap decision from the iteration space alone (trip count, cost model):
         a pending state for `guard`, or None for the Python loop."""
-        if loop_id in self.np_index and type(space) is tuple:
+        if self.np_index and loop_id in self.np_index and type(space) is tuple:
             space = _numpy_indices(space)     # (numpy integers that only index: as Python ints)
         if type(space) is range and self.events is None and not self.strict and loop_id in self.range_loops \
                 and _config.unset("AUTOVEC_MIN_TRIP"):

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..frontend import Captured
-from .hoist import _dotted, _local_names, _no_grad_with, _resolves
+from .hoist import _dotted, _holder, _local_names, _no_grad_with, _resolves
 from .names import mutated
 
 _NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,
@@ -72,17 +72,6 @@ def _builtins_ok(cap: Captured, local: set, names) -> bool:
 
 def _parents(tree):
     return {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
-
-
-def _holder(parent: dict, node):
-    """(the list of statements holding `node`, its position)."""
-    up = parent[node]
-    for _, value in ast.iter_fields(up):
-        if isinstance(value, list):
-            for k, v in enumerate(value):
-                if v is node:
-                    return value, k
-    raise LookupError("statement not found")
 
 
 def _own(fn: ast.FunctionDef, kinds) -> list:
@@ -201,8 +190,8 @@ def front_builds(cap: Captured, avoid=()) -> list[FrontBuild]:
         if name in nested or name in declared:
             continue
         try:
-            block, at = _holder(parent, st)
-        except LookupError:
+            block, at = _holder(fn, st)
+        except ValueError:
             continue
         loop = next((s for s in block[at + 1:] if _mentions(s, name)), None)
         while isinstance(loop, ast.With) and _no_grad_with(cap, loop, local):
@@ -233,7 +222,7 @@ def front_builds(cap: Captured, avoid=()) -> list[FrontBuild]:
             c.value.func.value.id = target
             c.value.func.attr = "append"
             c.value.args = [value]
-        block, k = _holder(parent, loop)
+        block, k = _holder(fn, loop)
         if kind == "list":
             block[k + 1:k + 1] = added
         else:
@@ -250,9 +239,8 @@ def restore_front(cap: Captured, fb: FrontBuild) -> None:
     for f in ("target", "iter", "test", "body", "orelse"):
         if hasattr(fb.original, f):
             setattr(fb.loop, f, getattr(fb.original, f))
-    parent = _parents(cap.tree)
     for s in fb.added:
-        block, k = _holder(parent, s)
+        block, k = _holder(cap.tree, s)
         del block[k]
 
 
@@ -550,10 +538,6 @@ def restore_walk(loop: ast.For, original: ast.For) -> None:
 
 def _key(node) -> tuple:
     return node.lineno, node.col_offset
-
-
-def _span(info, end: int) -> tuple:
-    return info.lineno, end
 
 
 def settle(cap: Captured, fronts: list, walks: list, refusals: dict, infos: list, pieces: list, steps: list,
