@@ -4171,6 +4171,77 @@ def lost_kept_rows(self):
     self.emit(1, "return total, count, (torch.stack(kept) if kept else None), i")
 
 
+def lost_two_way(self):
+    """Plain assignments, then one `if` / `else` whose sides both add to running totals, counts or
+    appended values, often with inputs that require grad (Token._run_sides: each side on its own
+    rows, after the condition of every row without grad). Each side goes through functions whose
+    derivative is infinite or NaN on the other side's rows (sqrt, log, 1 / v) or an index only
+    valid there; now and then an output one side leaves alone, an `elif`, a statement after the
+    `if`, an assignment read after the loop, or a helper with a branch of its own (those keep the
+    loop under grad), reversed and stepped ranges."""
+    x = self.main(dtypes=("float32", "float32", "float64"), rank=self.pick([1, 2, 2]), grad_p=0.8)
+    lab = self.tensor("lab", (self.n,), "int64", low=-1, high=3)
+    two = len(x.shape) == 2
+    self.param("W", f"torch.randn(3, {x.shape[1] if two else 1}, generator=torch.Generator().manual_seed(1))")
+    xi = f"{x.name}[i]"
+    prefix = self.pick([[], [], [f"s = {xi}.sum()"], [f"d = {xi} * 2", "s = d.sum()"]])
+    sv = "s" if prefix else f"{xi}.sum()"
+    kind = self.pick(["pos", "lab"])
+    if kind == "pos":
+        cond = self.pick([f"{sv} > 0", f"{sv} >= 0"])
+        yes = self.pick([f"torch.log({sv})", f"torch.sqrt({sv})", f"(1 / {sv})"])
+        no = self.pick([f"torch.log(-{sv})", f"torch.sqrt(-{sv})", f"{sv} ** 2", f"(1 / {sv})"])
+    else:
+        cond = self.pick(["lab[i] >= 0", "lab[i] != -1"])
+        yes = f"torch.log_softmax(W @ {xi if two else xi + '.reshape(1)'}, 0)[lab[i]]"
+        no = self.pick([f"{sv} * 0.1", f"torch.exp({sv})", f"torch.sqrt({sv})"])
+    if self.chance(0.15):
+        self.emit(1, "def h(v):")
+        self.emit(2, self.pick(["return v * 2", "return v * 2 if v.sum() > 1 else v * 0"]))
+        yes = f"h({yes})"
+    if self.chance(0.15):
+        no = f"{no} * i"
+    outs = self.pick([["total"], ["total", "count"], ["kept"], ["total", "kept"]])
+    self.emit(1, f"total = {self.pick(['0.0', 'torch.zeros(())', '0'])}")
+    self.emit(1, "count = 0")
+    self.emit(1, "kept = []")
+    self.emit(1, "i = -1")
+    self.emit(1, "s = None")
+    count = self.count(x)
+    shape = self.pick(["for", "for", "for", "rev", "step"])
+    rng = {"rev": f"range({count} - 1, -1, -1)", "step": f"range(0, {count}, 2)"}.get(shape, f"range({count})")
+    self.emit(1, f"for i in {rng}:")
+    for st in prefix:
+        self.emit(2, st)
+
+    def side(val, k):
+        sts = []
+        if "total" in outs:
+            sts.append(self.pick([f"total = total + {val}", f"total = total - {val}", f"total += {val}"]))
+        if "count" in outs:
+            sts.append(f"count += {k}")
+        if "kept" in outs:
+            sts.append(f"kept.append({val})")
+        return sts
+    odd = self.pick(["", "", "", "", "", "one_sided", "elif", "after"])
+    self.emit(2, f"if {cond}:")
+    for st in side(yes, 1):
+        self.emit(3, st)
+    if odd == "elif":
+        self.emit(2, f"elif {xi}.sum() > 5:")
+        for st in side(no, 2):
+            self.emit(3, st)
+    self.emit(2, "else:")
+    other = side(no, 0)
+    if odd == "one_sided" and len(other) > 1:
+        other = other[1:]
+    for st in other:
+        self.emit(3, st)
+    if odd == "after":
+        self.emit(2, "count += 1")
+    self.emit(1, "return total, count, (torch.stack(kept) if kept else None), i" + (", s" if prefix and self.chance(0.2) else ""))
+
+
 def lost_element_views(self):
     """In-place updates of the loop's element (`for row in x: row -= row.mean()`, in-place method
     chains, `row[0] = c`, a second tensor read alongside), of tensors of several dtypes and
@@ -4420,7 +4491,7 @@ def lost_number_branch(self):
 
 
 LOST_FORMS = {"number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
-              "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
+              "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows, "two_way": lost_two_way,
               "element_views": lost_element_views, "reversed_build": lost_reversed_build}
 
 # family "ints": the same forms with narrow integer data (int32, int16, uint8) beside int64:
