@@ -605,12 +605,21 @@ def explain(fn, *args, **kwargs) -> Explanation:
                         f"(all at once would need about {_mib(need)} for intermediates; the memory budget is "
                         f"{_mib(budget)})")
     for loop_id, (k, n, grad) in rt.kept.items():
-        if last.get(loop_id) == "vectorized" and grad:
-            ex.notes.append(f"line {rt.matches[loop_id].plan.lineno}: tensors require grad: the condition ran for all "
+        plan = rt.matches[loop_id].plan
+        if last.get(loop_id) != "vectorized":
+            continue
+        if plan.two_way:
+            ex.notes.append(f"line {plan.lineno}: " + ("tensors require grad" if grad else "the batch of both sides "
+                            "over every row failed on an earlier call") + f": the condition ran for all {n} "
+                            f"iterations first, without grad, then each side of the `if` on its own rows alone ({k} "
+                            f"where it holds, {n - k} where it does not): no row computes the side the loop skips "
+                            "in it")
+        elif grad:
+            ex.notes.append(f"line {plan.lineno}: tensors require grad: the condition ran for all "
                             f"{n} iterations without grad, then the body with grad on the {k} kept ones alone (an "
                             "iteration the loop skips sends nothing into the gradients)")
-        elif last.get(loop_id) == "vectorized":
-            ex.notes.append(f"line {rt.matches[loop_id].plan.lineno}: the body's batch over every row failed on an "
+        else:
+            ex.notes.append(f"line {plan.lineno}: the body's batch over every row failed on an "
                             f"earlier call: the condition ran for all {n} iterations first, then the body on the {k} "
                             "kept ones alone (it never meets a row the loop skips)")
     ex.estimate = estimate if any(estimate.values()) else None

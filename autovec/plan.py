@@ -138,6 +138,7 @@ class LoopPlan:
     value_indices: tuple = ()        # loop nests: indices used as numbers in the body
     index_float: bool = False        # the index, as a number, meets Python floats (`0.1 * i`, `i / n`)
     guarded: bool = False            # the body is one `if` (no `else`) around plain statements (analysis._guarded)
+    two_way: bool = False            # the body is one `if`/`else` of plain statements, both guarded alike (analysis._two_way)
     items: bool = False              # the body converts per-iteration tensors with `.item()`
     scans: tuple = ()                # (name, marker, op, position): running values read in the body
     fission_loop: object = None      # fission: the loop that stays, reading hoisted values (an AST)

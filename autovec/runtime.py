@@ -149,7 +149,7 @@ def _selectable(plan) -> bool:
     may be computed alone (Token._run_selected): each kept value gets the gradient it gets in the
     loop and no other iteration is computed with grad. (Not the best or last value: the other
     kept iterations' values would be computed for nothing, and send 0 * their derivatives back.)"""
-    return plan.guarded and not plan.scans and not plan.exit_scans and bool(plan.outputs) and all(
+    return (plan.guarded or plan.two_way) and not plan.scans and not plan.exit_scans and bool(plan.outputs) and all(
         o.cond and (o.kind == "accum" and o.op in ("+", "-") or o.kind == "append") for o in plan.outputs)
 
 
@@ -4979,12 +4979,16 @@ class Token:
         raise GuardFailed("; ".join(errors))
 
     sel_mask = None       # the guard's condition for every iteration, run first (select_run)
+    sel_sides = None      # a two-way body's sides, run each on its own rows (select_run, _run_sides)
     reselected = False    # selecting because the batch over every row failed before, not for grad
 
-    def select_run(self, body, ref, tag):
+    def select_run(self, body, ref, tag, sides=None):
         """The condition that guards the whole body, for every iteration, without grad: the
         rows _run_selected keeps (lowering.common._select_code). Where it cannot be one flag per
-        iteration, _run_selected computes the body on every row first, as without it."""
+        iteration, _run_selected computes the body on every row first, as without it. `sides`:
+        for a body of one `if` / `else` (plan.two_way), ((body, ref, tag) of the side where the
+        condition holds, the same of the other side)."""
+        self.sel_sides = sides
         with torch.no_grad():
             outs = self.run(body, ref, tag=tag)
         mask = outs[0] if outs else None
@@ -5004,6 +5008,9 @@ class Token:
         self.selected = True
         if self.extra or self.levels is not None:
             raise GuardFailed("a loop nest or running values read in the body (the loop runs under grad)")
+        sides, self.sel_sides = self.sel_sides, None
+        if self.match.plan.two_way:
+            return self._run_sides(sides)
         mask, self.sel_mask = self.sel_mask, None
         if mask is None:
             with torch.no_grad():
@@ -5037,6 +5044,81 @@ class Token:
         outs = Token.run(self, body, ref, direct)
         self._not_branched()
         return outs
+
+    def _run_sides(self, sides):
+        """_run_selected for a body of one `if` / `else` (plan.two_way): the condition of every
+        iteration first, without grad (select_run); then, with grad, each side's body
+        (lowering.common._side_bodies) on its own rows alone, gathered in the loop's order; then
+        each returned value's rows put back in the loop's order. Each row is the one the batch of
+        `where` gives, and each gets the gradient it gets in the loop: no row computes, with grad,
+        the side the loop skips in it (the batch of `where` would send 0 * that side's derivative,
+        NaN where it is infinite, into the inputs' gradients)."""
+        mask, self.sel_mask = self.sel_mask, None
+        n = self.n
+        if sides is None or not isinstance(mask, torch.Tensor) or mask.dim() != 1 or mask.shape[0] != n:
+            raise GuardFailed("the loop's condition is not one flag per iteration (the loop runs under grad)")
+        mask = mask if mask.dtype == torch.bool else mask != 0
+        rows = [mask.nonzero().flatten(), torch.logical_not(mask).nonzero().flatten()]
+        if self.rt.events is not None:
+            self.rt.kept[self.loop_id] = (rows[0].numel(), n, not self.reselected)      # (explain's note)
+        if self.match.plan.index_as_value:
+            self._index_exact()   # (over every iteration's index, as the batch without grad had them)
+        inputs = self._inputs()
+        parts = []
+        for keep, (body, ref, tag) in zip(rows, sides):
+            k = keep.numel()
+            if k == 0:
+                continue
+            if k == n:
+                outs = Token.run(self, body, ref, tag=tag)      # (every row on this side: the batch as it is)
+                self._not_branched()
+                self._side_types((tag,))
+                return outs
+            picked = [(t.index_select(d, keep if keep.device == t.device else keep.to(t.device)), d)
+                      for t, d in inputs]
+            self.picked, self.full_n, self.n = (keep, picked), n, k
+            try:
+                outs = Token.run(self, body, ref, tag=tag)
+            finally:
+                self.picked, self.full_n, self.n = None, 0, n
+            self._not_branched()
+            parts.append((keep, k, outs))
+        (keep_a, k_a, outs_a), (keep_b, k_b, outs_b) = parts
+        self._side_types([tag for _, _, tag in sides])
+        if len(outs_a) != len(outs_b):
+            raise GuardFailed("the two sides of the loop's `if` return different values (the loop runs under grad)")
+        where = torch.cat([keep_a, keep_b])
+        order = torch.empty_like(where)
+        order[where] = torch.arange(n, device=where.device)      # (each row's place in the two batches)
+        merged = []
+        for a, b in zip(outs_a, outs_b):
+            if a is None and b is None:
+                merged.append(None)
+                continue
+            if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() >= 1
+                    and a.shape[0] == k_a and b.shape[0] == k_b and a.shape[1:] == b.shape[1:]
+                    and a.dtype == b.dtype and a.device == b.device):
+                raise GuardFailed("the two sides of the loop's `if` give values of other kinds or shapes "
+                                  "(the loop runs under grad)")
+            both = torch.cat([a, b])
+            merged.append(both.index_select(0, order if order.device == both.device else order.to(both.device)))
+        return tuple(merged) if isinstance(outs_a, tuple) else merged
+
+    def _side_types(self, tags):
+        """Which values the sides returned as Python numbers (their one-time checks: Token._check),
+        as the loop's body's, which the consumers read (Token.py); sides that differ there (an
+        int on one, a tensor on the other) keep the loop."""
+        rt, seen = self.rt, {}
+        for tag in tags:
+            for k, is_py in rt.pytypes.get((self.loop_id, self.sig, tag), {}).items():
+                if seen.setdefault(k, is_py) != is_py:
+                    raise GuardFailed("the two sides of the loop's `if` give a Python number and a tensor "
+                                      "(the loop runs under grad)")
+        main = rt.pytypes.setdefault((self.loop_id, self.sig), {})
+        for k, is_py in seen.items():
+            if main.setdefault(k, is_py) != is_py:
+                raise GuardFailed("the sides of the loop's `if` give other kinds of values than its body "
+                                  "(the loop runs under grad)")
 
     def _not_branched(self):
         code = self.rt.batched.get((self.loop_id, self.sig, ""))

@@ -165,16 +165,6 @@ def test_a_module_with_parameters_gets_the_loops_gradients(monkeypatch):
             torch.testing.assert_close(p.grad, w)
 
 
-def if_else_totals(x):
-    total = 0.0
-    for i in range(x.shape[0]):
-        if x[i] > 0:
-            total = total + torch.sqrt(x[i])
-        else:
-            total = total + x[i]
-    return total
-
-
 def nested_condition(x):
     total = 0.0
     for i in range(x.shape[0]):
@@ -192,7 +182,7 @@ def best_kept(x):
     return best
 
 
-@pytest.mark.parametrize("fn", [if_else_totals, nested_condition, best_kept])
+@pytest.mark.parametrize("fn", [nested_condition, best_kept])     # (an if / else: test_two_way_sides)
 def test_other_branching_loops_keep_the_loop_under_grad(fn, monkeypatch):
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
     fast = autovec(fn)

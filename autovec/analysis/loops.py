@@ -1956,7 +1956,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         branch_helpers=helpers,
         items=body.items, scans=tuple(scans), exit_scans=tuple(exit_scans),
         index_float=index_as_value and _index_meets_floats(stmts, [index], free),
-        guarded=_guarded(node, helpers))
+        guarded=_guarded(node, helpers), two_way=_two_way(node, helpers))
 
 
 # what may not sit inside a guarded body (_guarded): branches, loops, exits, and the builtins that
@@ -1967,23 +1967,33 @@ _NOT_GUARDED = (ast.If, ast.IfExp, ast.BoolOp, ast.While, ast.For, ast.AsyncFor,
 
 def _guarded(node, helpers) -> bool:
     """Whether the loop's body is one `if` without `else` around plain statements (`for t in ..:
-    if y[t] >= 0: total = total + loss(t)`; or `if y[t] < 0: continue` and then plain statements), or a comprehension with one condition around a plain
-    element: the iterations whose condition holds are the only ones that compute anything, and
-    nothing else in the body selects by data. Under autograd the runtime may then compute the
-    condition for every iteration first and the body on the kept ones alone (Token._run_selected),
-    so that no iteration the loop skips sends a gradient (0 * inf is NaN) into the inputs."""
+    if y[t] >= 0: total = total + loss(t)`; or `if y[t] < 0: continue` and then plain statements),
+    after plain assignments to names the condition or the body reads (`d = x[t] - y[t]`), or a
+    comprehension with one condition around a plain element: the iterations whose condition holds
+    are the only ones whose values reach an output, and nothing else in the body selects by data.
+    Under autograd the runtime may then compute the condition (with those assignments) for every
+    iteration first, without grad, and the body on the kept ones alone (Token._run_selected), so
+    that no iteration the loop skips sends a gradient (0 * inf is NaN) into the inputs. (The
+    assignments before the `if` of an iteration it skips reach no output: the loop computes them
+    with grad, but no gradient flows through them; a name among them read after the loop is an
+    output of its own, which runtime._selectable does not take.)"""
     if helpers:
         return False
     if isinstance(node, ast.For):
-        first = node.body[0]
-        if node.orelse or not isinstance(first, ast.If) or first.orelse:
+        k = 0
+        while k < len(node.body) and _plain_assignment(node.body[k]):
+            k += 1
+        prefix, rest = node.body[:k], node.body[k:]
+        if node.orelse or not rest or not isinstance(rest[0], ast.If) or rest[0].orelse:
             return False
-        if len(node.body) == 1:
+        first = rest[0]
+        if len(rest) == 1:
             inner = first.body
         elif len(first.body) == 1 and isinstance(first.body[0], ast.Continue):
-            inner = node.body[1:]     # (`if c: continue` and then the body: the body under `not c`)
+            inner = rest[1:]     # (`if c: continue` and then the body: the body under `not c`)
         else:
             return False
+        inner = prefix + inner
     elif isinstance(node, (ast.ListComp, ast.GeneratorExp)):
         if len(node.generators) != 1 or len(node.generators[0].ifs) != 1:
             return False
@@ -1995,6 +2005,37 @@ def _guarded(node, helpers) -> bool:
                 and n.func.id in ("max", "min", "sorted", "any", "all", "sum", "filter", "map"):
             return False
     return True
+
+
+def _two_way(node, helpers) -> bool:
+    """Whether the loop's body is one `if` with an `else` (no `elif`), each side of plain
+    statements, after plain assignments to names (`d = x[t] - y[t]`; `if c: total = total + f(d)`
+    / `else: total = total + g(d)`): each iteration computes one side. Under autograd the runtime
+    may compute the condition for every iteration first, without grad, then each side on its own
+    rows alone (Token._run_selected with the sides lowering.common._select_code writes), where the
+    batch of `where` computes both sides on every row and sends 0 * the derivative of the side a
+    row skips (NaN where it is infinite) into the inputs' gradients."""
+    if helpers or not isinstance(node, ast.For) or node.orelse:
+        return False
+    k = 0
+    while k < len(node.body) and _plain_assignment(node.body[k]):
+        k += 1
+    rest = node.body[k:]
+    if len(rest) != 1 or not isinstance(rest[0], ast.If) or not rest[0].orelse:
+        return False
+    top = rest[0]
+    if any(isinstance(s, (ast.Pass, ast.Continue)) for s in top.body + top.orelse):
+        return False     # (`if c: continue`: one side computes nothing, the guarded form)
+    for n in (x for st in node.body[:k] + top.body + top.orelse for x in ast.walk(st)):
+        if isinstance(n, _NOT_GUARDED) or isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
+                and n.func.id in ("max", "min", "sorted", "any", "all", "sum", "filter", "map"):
+            return False
+    return True
+
+
+def _plain_assignment(st) -> bool:
+    """`name = value` (one plain name): a value the condition or the guarded body may read."""
+    return isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
 
 
 def _index_meets_floats(stmts, names, free) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import textwrap
 from dataclasses import dataclass, field
 
 from ..analysis import names as nm
@@ -843,7 +844,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             tagged[fd.name] = (copy.deepcopy(fd), AV)
     defs = exit_code + scan_code + [body_def] + ([ref_def] if ref_def is not None else [])
     REF = ref_def.name if ref_def is not None else "None"
-    select_code = _select_code(plan, T, L, namer, AV, convert, defs, tagged)
+    select_code = _select_code(plan, T, L, namer, AV, convert, defs, tagged, layout)
     if direct:
         DIRECT = namer.new(f"_av_direct{L}")
         defs.append(direct_function(plan, DIRECT, AV))
@@ -1029,21 +1030,33 @@ def _new_memory(value: str, plan: LoopPlan, depth: int = 0) -> bool:
         isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Invert))
 
 
-def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, defs: list, tagged: dict) -> list:
+def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, defs: list, tagged: dict,
+                 layout=None) -> list:
     """A loop whose one condition guards its whole body (plan.guarded): the condition alone as a
     body of its own, run first on the calls that keep their rows first (Token.selecting: under
     grad), so that the body runs on the kept rows alone and never on the others, where it may
     raise (`F.cross_entropy` of a label -1 the condition skips) or cost for nothing
     (Token.select_run, _run_selected). Adds the body to `defs` and `tagged`; returns the
     statements that run it, or [] where the body is not one `if` without `else` (or `if c:
-    continue` and then the body)."""
-    if not plan.guarded or plan.exit_cond or plan.scans or plan.space.kind == "nest" or len(plan.body) != 1:
+    continue` and then the body), after plain assignments to names (which it runs too).
+
+    A body of one `if` / `else` (plan.two_way) also gets one body per side, each run on its own
+    rows (Token._run_selected): the loop's body with both sides the same (`if c: A` / `else: A`),
+    so that its returned values are laid out as the loop's body's (`layout`) and each row of the
+    two batches is the row the batch of `where` would give, without computing the other side."""
+    if not (plan.guarded or plan.two_way) or plan.exit_cond or plan.scans or plan.space.kind == "nest":
         return []
-    top = ast.parse(plan.body[0]).body[0]
-    if not isinstance(top, ast.If):
+    *prefix, top = [ast.parse(b).body[0] for b in plan.body]
+    if not isinstance(top, ast.If) or not all(
+            isinstance(p, ast.Assign) and len(p.targets) == 1 and isinstance(p.targets[0], ast.Name) for p in prefix):
         return []
     test = ast.unparse(top.test)
-    if top.orelse:
+    sides = None
+    if plan.two_way:
+        sides = _side_bodies(plan, top, namer, AV, convert, layout, L)
+        if sides is None:
+            return []
+    elif top.orelse:
         # (`if c: continue` and then the body: planned as `if c: pass` / `else:` the body)
         if not (len(top.body) == 1 and isinstance(top.body[0], ast.Pass)):
             return []
@@ -1051,13 +1064,89 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     from ..plan import Output
     SEL = namer.new(f"_av_sel{L}")
     flag = namer.new(f"_av_kept{L}")
-    probe = dataclasses.replace(plan, body=(f"{flag} = {test}",),
+    # (the plain assignments before the `if` that the condition may read: run with it)
+    probe = dataclasses.replace(plan, body=tuple(plan.body[:-1]) + (f"{flag} = {test}",),
                                 outputs=(Output("last", "", "", plan.lineno, marker=flag),))
     sel_def, _, _, sel_ref = body_function(probe, SEL, namer, AV, convert, truth=flag)
     tagged[SEL] = (copy.deepcopy(sel_def), AV)
     defs += [sel_def] + ([sel_ref] if sel_ref is not None else [])
     SREF = sel_ref.name if sel_ref is not None else "None"
-    return template(f"if {T}.selecting:\n    {T}.select_run({SEL}, {SREF}, {SEL!r})")
+    if sides is None:
+        return template(f"if {T}.selecting:\n    {T}.select_run({SEL}, {SREF}, {SEL!r})")
+    runs = []
+    for side_def, side_ref in sides:
+        tagged[side_def.name] = (copy.deepcopy(side_def), AV)
+        defs += [side_def] + ([side_ref] if side_ref is not None else [])
+        runs.append(f"({side_def.name}, {side_ref.name if side_ref is not None else 'None'}, {side_def.name!r})")
+    return template(f"if {T}.selecting:\n    {T}.select_run({SEL}, {SREF}, {SEL!r}, ({', '.join(runs)}))")
+
+
+def _side_bodies(plan: LoopPlan, top: ast.If, namer, AV: str, convert: bool, layout, L: int):
+    """[(def, reference def)] of the two sides of a plan.two_way body (_select_code), or None
+    where an output is not assigned on both sides (a side would leave it to the other's rows)
+    or a side's layout is not the loop's body's."""
+    marks = {o.marker for o in plan.outputs} | {p[1] for o in plan.outputs for p in o.payloads}
+    for side in (top.body, top.orelse):
+        stored = {n.id for st in side for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        if not marks <= stored:
+            return None
+    out = []
+    for side, tag in ((top.body, "yes"), (top.orelse, "no")):
+        text = "\n".join(ast.unparse(st) for st in side)
+        same = f"if {ast.unparse(top.test)}:\n{textwrap.indent(text, '    ')}\nelse:\n{textwrap.indent(text, '    ')}"
+        side_plan = dataclasses.replace(plan, body=tuple(plan.body[:-1]) + (same,))
+        side_def, _, side_layout, side_ref = body_function(side_plan, namer.new(f"_av_side_{tag}{L}"), namer, AV,
+                                                           convert)
+        if layout is None or list(side_layout) != list(layout):
+            return None
+        side_def = _one_side(side_def, AV, tag == "yes")
+        if side_def is None:
+            return None
+        out.append((side_def, side_ref))
+    return out
+
+
+def _one_side(fdef: ast.FunctionDef, AV: str, holds: bool):
+    """A side's body (`if c: A` / `else: A`, if-converted) with each `where` of the condition
+    replaced by the copy of A the side's rows take (`holds`: the rows where it holds), or None
+    where a `where` is of another condition or converts dtypes. Each copy of A is a computation of
+    its own: left as `where`, the copy a row does not take would get a gradient of 0 there, and
+    send 0 * its derivative (NaN where that is infinite: sqrt at -0.0) into the inputs', where
+    the loop computes A once. The copy left unread computes nothing any gradient flows through."""
+    def call(node, name):
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name \
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == AV
+    conds, nots = set(), set()
+    for st in ast.walk(fdef):
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+            if call(st.value, "truth"):
+                conds.add(st.targets[0].id)
+            elif call(st.value, "lnot") and len(st.value.args) == 1 and isinstance(st.value.args[0], ast.Name) \
+                    and st.value.args[0].id in conds:
+                nots.add(st.targets[0].id)
+    if len(conds) != 1:
+        return None
+    bad = []
+
+    class Pick(ast.NodeTransformer):
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            if not call(node, "where"):
+                return node
+            args = node.args
+            strict = args[3] if len(args) > 3 else None
+            if node.keywords or len(args) not in (3, 4) or not isinstance(args[0], ast.Name) \
+                    or strict is not None and not (isinstance(strict, ast.Constant) and strict.value is True):
+                bad.append(node)
+                return node
+            if args[0].id in conds:
+                return args[1] if holds else args[2]
+            if args[0].id in nots:
+                return args[2] if holds else args[1]
+            bad.append(node)
+            return node
+    fdef = Pick().visit(copy.deepcopy(fdef))
+    return None if bad else ast.fix_missing_locations(fdef)
 
 
 def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):

@@ -1,0 +1,341 @@
+"""Each side of an `if` / `else` on its own rows (runtime Token._run_sides), and plain assignments
+before a guarded `if` (analysis._guarded): under autograd the condition runs first for every
+iteration, without grad, then each side's body (lowering.common._side_bodies) runs with grad on
+the rows where the loop computes it, and the rows go back in the loop's order. The batch of
+`where` computes both sides on every row, and the side a row skips sends 0 * its derivative into
+the inputs' gradients: NaN where that derivative is infinite (sqrt at 0, log of a negative) or
+where its forward value is NaN. Values, Python types and gradients must be the loop's; a side
+that raises on the other side's rows (a label -1) must not matter, with or without grad."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autovec import autovec, explain
+
+
+def sqrt_or_linear(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            total = total + torch.sqrt(x[i])
+        else:
+            total = total + x[i]
+    return total
+
+
+def huber_rows(x, y):
+    loss = 0.0
+    for i in range(x.shape[0]):
+        d = x[i] - y[i]
+        if d.abs().sum() < 1:
+            loss = loss + 0.5 * (d ** 2).sum()
+        else:
+            loss = loss + (d.abs().sum() - 0.5).sqrt()
+    return loss
+
+
+def log_or_square_rows(x):
+    out = []
+    for i in range(x.shape[0]):
+        s = x[i].sum()
+        if s > 0:
+            out.append(torch.log(x[i]) * s)
+        else:
+            out.append(x[i] ** 2)
+    return torch.stack(out)
+
+
+def labels_or_penalty(logits, y):
+    total = 0.0
+    for i in range(len(y)):
+        if y[i] >= 0:
+            total = total + F.cross_entropy(logits[i:i + 1], y[i:i + 1])
+        else:
+            total = total + 0.01 * logits[i].pow(2).sum()
+    return total
+
+
+def minus_side(x):
+    total = torch.zeros(())
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            total = total - torch.sqrt(x[i]).sum()
+        else:
+            total = total - torch.log(-x[i]).sum()
+    return total
+
+
+def prefix_then_kept(x, y):
+    total = 0.0
+    for i in range(x.shape[0]):
+        d = x[i] - y[i]
+        r = d.sum()
+        if r > 0:
+            total = total + torch.sqrt(d).sum() * r
+    return total
+
+
+def prefix_then_continue(x, y):
+    total = 0.0
+    for i in range(x.shape[0]):
+        d = x[i] - y[i]
+        if d.sum() <= 0:
+            continue
+        total = total + torch.log(d).sum()
+    return total
+
+
+def _mixed(n=12, d=3):
+    x = torch.randn(n, d)
+    x[::3] = -x[::3].abs() - 0.1        # sqrt / log of these give NaN
+    x[1::3] = x[1::3].abs() + 0.1
+    x[5] = 0.0                           # sqrt's derivative at 0 is infinite
+    return x
+
+
+def _signed(n=12, d=3):
+    """Rows of one sign each (the sides' logs and square roots are finite on their own rows)."""
+    x = torch.rand(n, d) + 0.1
+    x[::2] = -x[::2]
+    return x
+
+
+def _labels(n=12, c=4):
+    y = torch.randint(0, c, (n,))
+    y[::3] = -1                          # cross_entropy raises on these rows
+    return torch.randn(n, c), y
+
+
+CASES = [
+    (sqrt_or_linear, lambda: (_mixed(12, 1).flatten(),), (0,)),
+    (huber_rows, lambda: (_mixed(), torch.randn(12, 3) * 0.3), (0,)),
+    (log_or_square_rows, lambda: (_mixed().abs() * torch.tensor([1.0, -1.0, 1.0]).repeat(4)[:, None],), (0,)),
+    (labels_or_penalty, _labels, (0,)),
+    (minus_side, lambda: (_signed(),), (0,)),
+    (prefix_then_kept, lambda: (_signed(), torch.zeros(12, 3)), (0,)),
+    (prefix_then_continue, lambda: (_signed(), torch.zeros(12, 3)), (0,)),
+]
+
+
+def _run(fn, args, grad_at):
+    args = tuple(a.clone().requires_grad_() if k in grad_at else a.clone() for k, a in enumerate(args))
+    out = fn(*args)
+    out.sum().backward()
+    return out, [args[k].grad for k in grad_at]
+
+
+def _finite(fn, make, grad_at):
+    """The premise: the loop's values and gradients are finite (a batch of both sides' would not
+    be: each case's skipped side gives NaN or an infinite derivative on some rows)."""
+    want, grads = _run(fn, make(), grad_at)
+    return bool(torch.isfinite(want).all()) and all(torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("fn, make, grad_at", CASES, ids=[c[0].__name__ for c in CASES])
+def test_sides_give_the_loops_values_and_gradients(fn, make, grad_at, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    assert _finite(fn, make, grad_at)
+    fast = autovec(fn)
+    for _ in range(8):      # (the steady state too)
+        args = make()
+        want, want_grads = _run(fn, args, grad_at)
+        got, got_grads = _run(fast, args, grad_at)
+        assert type(got) is type(want)
+        torch.testing.assert_close(got, want)
+        for g, w in zip(got_grads, want_grads):
+            torch.testing.assert_close(g, w)
+    grads = tuple(a.clone().requires_grad_() if k in grad_at else a for k, a in enumerate(make()))
+    assert explain(fast, *grads).path == "vectorized"
+
+
+@pytest.mark.parametrize("fn, make, grad_at", CASES, ids=[c[0].__name__ for c in CASES])
+def test_without_grad_the_values_are_the_loops(fn, make, grad_at, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(fn)
+    for _ in range(5):
+        args = make()
+        want = fn(*(a.clone() for a in args))
+        got = fast(*(a.clone() for a in args))
+        torch.testing.assert_close(got, want, equal_nan=True)
+    assert explain(fast, *make()).path == "vectorized"
+
+
+def test_a_side_that_raises_on_the_other_rows_runs_on_its_own_rows_without_grad(monkeypatch):
+    """Without grad the batch of `where` computes cross_entropy of the -1 labels and raises once;
+    later calls of that signature run the condition first and each side on its own rows."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(labels_or_penalty)
+    paths = []
+    for _ in range(4):
+        logits, y = _labels()
+        torch.testing.assert_close(fast(logits, y), labels_or_penalty(logits, y))
+        paths.append(explain(fast, logits, y).path)
+    assert paths[-1] == "vectorized"
+    notes = " ".join(explain(fast, *_labels()).notes)
+    assert "each side of the `if` on its own rows" in notes
+
+
+def test_explain_says_each_side_ran_on_its_own_rows(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(sqrt_or_linear)
+    x = _mixed(12, 1).flatten().requires_grad_()
+    fast(x)
+    notes = " ".join(explain(fast, x).notes)
+    assert "tensors require grad" in notes and "where it holds" in notes
+
+
+@pytest.mark.parametrize("side", ["holds", "fails"])
+def test_every_row_on_one_side(side, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(sqrt_or_linear)
+    for _ in range(4):
+        x = torch.rand(7) + 0.1 if side == "holds" else -torch.rand(7)
+        want, wg = _run(sqrt_or_linear, (x,), (0,))
+        got, gg = _run(fast, (x,), (0,))
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(gg[0], wg[0])
+    assert explain(fast, x.clone().requires_grad_()).path == "vectorized"
+
+
+def counts_and_total(x):
+    total = 0.0
+    count = 0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            total = total + torch.sqrt(x[i])
+            count = count + 1
+        else:
+            total = total + x[i]
+            count = count + 0
+    return total, count
+
+
+def test_python_numbers_stay_python_numbers(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(counts_and_total)
+    for _ in range(4):
+        x = _mixed(12, 1).flatten()
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        (wt, wc), (gt, gc) = counts_and_total(a), fast(b)
+        assert type(gc) is type(wc) and gc == wc
+        torch.testing.assert_close(gt, wt)
+        wt.backward()
+        gt.backward()
+        torch.testing.assert_close(b.grad, a.grad)
+
+
+def one_side_only(x):
+    total = 0.0
+    count = 0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            total = total + torch.sqrt(x[i])
+        else:
+            count = count + 1
+    return total, count
+
+
+def elif_chain(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 1:
+            total = total + torch.sqrt(x[i])
+        elif x[i] > 0:
+            total = total + x[i]
+        else:
+            total = total - x[i]
+    return total
+
+
+def nested_in_side(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            total = total + (torch.sqrt(x[i]) if x[i] > 1 else x[i])
+        else:
+            total = total + x[i]
+    return total
+
+
+def best_of_sides(x):
+    best = torch.zeros(())
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            best = torch.sqrt(x[i])
+        else:
+            best = x[i]
+    return best
+
+
+@pytest.mark.parametrize("fn", [one_side_only, elif_chain, nested_in_side, best_of_sides])
+def test_other_two_way_loops_keep_the_loop_under_grad(fn, monkeypatch):
+    """An output one side leaves alone, an `elif`, a branch inside a side, a last value: no sides
+    of their own (their batch of `where` is refused under grad, as before)."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(fn)
+    for _ in range(3):
+        x = _mixed(12, 1).flatten()
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        want, got = fn(a), fast(b)
+        w = want[0] if isinstance(want, tuple) else want
+        g = got[0] if isinstance(got, tuple) else got
+        torch.testing.assert_close(g, w)
+        assert type(got) is type(want)
+        w.backward()
+        g.backward()
+        torch.testing.assert_close(b.grad, a.grad)
+    assert explain(fast, _mixed(12, 1).flatten().requires_grad_()).path == "python"
+
+
+def side_changes_argument(x, out):
+    total = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            total = total + torch.sqrt(x[i])
+        else:
+            total = total + x[i]
+        out[i] = x[i] * 2
+    return total
+
+
+def test_a_store_after_the_if_is_not_two_way(monkeypatch):
+    """A statement after the `if` runs on every row: not one side per row (kept as before)."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(side_changes_argument)
+    x = _mixed(12, 1).flatten()
+    o1, o2 = torch.zeros(12), torch.zeros(12)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    want, got = side_changes_argument(a, o1), fast(b, o2)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(o2, o1)
+    want.backward()
+    got.backward()
+    torch.testing.assert_close(b.grad, a.grad)
+
+
+def square_roots_both_sides(x):
+    total = torch.zeros((), dtype=x.dtype)
+    for i in range(x.shape[0]):
+        s = x[i].sum()
+        if s >= 0:
+            total = total - torch.sqrt(s)
+        else:
+            total = total - torch.sqrt(-s)
+    return total
+
+
+def test_each_row_computes_its_side_once(monkeypatch):
+    """sqrt at -0.0 and 0.0 has an infinite derivative on the side the row takes: the loop's
+    gradient there is -inf. A side's body that computed its value twice (once per branch of its
+    `if c: A` / `else: A`) and picked one by `where` would send 0 * inf, NaN, from the other copy
+    (found by the fuzzer, lost/two_way)."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(square_roots_both_sides)
+    x = torch.tensor([-1.5, -0.0, 0.3, 1.0, 0.0, -2.0], dtype=torch.float64)
+    for _ in range(3):
+        want, wg = _run(square_roots_both_sides, (x,), (0,))
+        got, gg = _run(fast, (x,), (0,))
+        torch.testing.assert_close(got, want)
+        assert torch.isinf(wg[0]).sum() == 2
+        torch.testing.assert_close(gg[0], wg[0])
+    assert explain(fast, x.clone().requires_grad_()).path == "vectorized"
