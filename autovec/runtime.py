@@ -148,9 +148,13 @@ def _selectable(plan) -> bool:
     1`) and appended values (`kept.append(v)`, then a stack). Under autograd its kept iterations
     may be computed alone (Token._run_selected): each kept value gets the gradient it gets in the
     loop and no other iteration is computed with grad. (Not the best or last value: the other
-    kept iterations' values would be computed for nothing, and send 0 * their derivatives back.)"""
+    kept iterations' values would be computed for nothing, and send 0 * their derivatives back.)
+    A body of one `if` / `else` (analysis._two_way) runs each side on its own rows and puts the
+    rows back in the loop's order (Token._run_sides): every row's value is there, so stores of
+    every row (`out[i] = a` / `else: out[i] = b`) are taken too."""
     return (plan.guarded or plan.two_way) and not plan.scans and not plan.exit_scans and bool(plan.outputs) and all(
-        o.cond and (o.kind == "accum" and o.op in ("+", "-") or o.kind == "append") for o in plan.outputs)
+        o.cond and (o.kind == "accum" and o.op in ("+", "-") or o.kind == "append"
+                    or plan.two_way and o.kind == "store" and not o.op) for o in plan.outputs)
 
 
 def _selects_rows(plan) -> bool:

@@ -4172,9 +4172,9 @@ def lost_kept_rows(self):
 
 
 def lost_two_way(self):
-    """Plain assignments, then one `if` / `else` whose sides both add to running totals, counts or
-    appended values, often with inputs that require grad (Token._run_sides: each side on its own
-    rows, after the condition of every row without grad). Each side goes through functions whose
+    """Plain assignments, then one `if` / `else` whose sides both add to running totals, counts,
+    appended values or stores of the row, often with inputs that require grad (Token._run_sides:
+    each side on its own rows, after the condition of every row without grad). Each side goes through functions whose
     derivative is infinite or NaN on the other side's rows (sqrt, log, 1 / v) or an index only
     valid there; now and then an output one side leaves alone, an `elif`, a statement after the
     `if`, an assignment read after the loop, or a helper with a branch of its own (those keep the
@@ -4201,13 +4201,14 @@ def lost_two_way(self):
         yes = f"h({yes})"
     if self.chance(0.15):
         no = f"{no} * i"
-    outs = self.pick([["total"], ["total", "count"], ["kept"], ["total", "kept"]])
+    outs = self.pick([["total"], ["total", "count"], ["kept"], ["total", "kept"], ["out"], ["out", "total"]])
     self.emit(1, f"total = {self.pick(['0.0', 'torch.zeros(())', '0'])}")
     self.emit(1, "count = 0")
     self.emit(1, "kept = []")
     self.emit(1, "i = -1")
     self.emit(1, "s = None")
     count = self.count(x)
+    self.emit(1, f"out = torch.zeros({count}, dtype={x.name}.dtype)")
     shape = self.pick(["for", "for", "for", "rev", "step"])
     rng = {"rev": f"range({count} - 1, -1, -1)", "step": f"range(0, {count}, 2)"}.get(shape, f"range({count})")
     self.emit(1, f"for i in {rng}:")
@@ -4222,6 +4223,8 @@ def lost_two_way(self):
             sts.append(f"count += {k}")
         if "kept" in outs:
             sts.append(f"kept.append({val})")
+        if "out" in outs:
+            sts.append(f"out[i] = {val}")
         return sts
     odd = self.pick(["", "", "", "", "", "one_sided", "elif", "after"])
     self.emit(2, f"if {cond}:")
@@ -4239,7 +4242,7 @@ def lost_two_way(self):
         self.emit(3, st)
     if odd == "after":
         self.emit(2, "count += 1")
-    self.emit(1, "return total, count, (torch.stack(kept) if kept else None), i" + (", s" if prefix and self.chance(0.2) else ""))
+    self.emit(1, "return total, count, (torch.stack(kept) if kept else None), i, out" + (", s" if prefix and self.chance(0.2) else ""))
 
 
 def lost_element_views(self):

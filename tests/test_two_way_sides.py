@@ -85,6 +85,16 @@ def prefix_then_continue(x, y):
     return total
 
 
+def stored_sides(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            out[i] = torch.sqrt(x[i])
+        else:
+            out[i] = torch.log(-x[i]) * i
+    return out
+
+
 def _mixed(n=12, d=3):
     x = torch.randn(n, d)
     x[::3] = -x[::3].abs() - 0.1        # sqrt / log of these give NaN
@@ -113,6 +123,7 @@ CASES = [
     (labels_or_penalty, _labels, (0,)),
     (minus_side, lambda: (_signed(),), (0,)),
     (prefix_then_kept, lambda: (_signed(), torch.zeros(12, 3)), (0,)),
+    (stored_sides, lambda: (_signed(),), (0,)),
     (prefix_then_continue, lambda: (_signed(), torch.zeros(12, 3)), (0,)),
 ]
 
@@ -339,3 +350,33 @@ def test_each_row_computes_its_side_once(monkeypatch):
         assert torch.isinf(wg[0]).sum() == 2
         torch.testing.assert_close(gg[0], wg[0])
     assert explain(fast, x.clone().requires_grad_()).path == "vectorized"
+
+
+def stored_into_argument(x, out):
+    for i in range(x.shape[0]):
+        d = x[i] * 3
+        if d.sum() > 0:
+            out[i] = torch.sqrt(d)
+        else:
+            out[i] = torch.log(-d)
+    return out.sum()
+
+
+def test_stores_into_an_argument(monkeypatch):
+    """Stores of every row into the caller's tensor: its rows after the call, the value and the
+    gradients through it are the loop's."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(stored_into_argument)
+    for _ in range(4):
+        x = _signed()
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        o1, o2 = torch.zeros(12, 3), torch.zeros(12, 3)
+        want, got = stored_into_argument(a, o1), fast(b, o2)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(o2, o1)
+        want.backward()
+        got.backward()
+        torch.testing.assert_close(b.grad, a.grad)
+        assert torch.isfinite(a.grad).all()
+    x = _signed().requires_grad_()
+    assert explain(fast, x, torch.zeros(12, 3)).path == "vectorized"

@@ -1109,7 +1109,7 @@ def _side_bodies(plan: LoopPlan, top: ast.If, namer, AV: str, convert: bool, lay
 def _one_side(fdef: ast.FunctionDef, AV: str, holds: bool):
     """A side's body (`if c: A` / `else: A`, if-converted) with each `where` of the condition
     replaced by the copy of A the side's rows take (`holds`: the rows where it holds), or None
-    where a `where` is of another condition or converts dtypes. Each copy of A is a computation of
+    where a `where` is of another condition. Each copy of A is a computation of
     its own: left as `where`, the copy a row does not take would get a gradient of 0 there, and
     send 0 * its derivative (NaN where that is infinite: sqrt at -0.0) into the inputs', where
     the loop computes A once. The copy left unread computes nothing any gradient flows through."""
@@ -1134,11 +1134,12 @@ def _one_side(fdef: ast.FunctionDef, AV: str, holds: bool):
             if not call(node, "where"):
                 return node
             args = node.args
-            strict = args[3] if len(args) > 3 else None
-            if node.keywords or len(args) not in (3, 4) or not isinstance(args[0], ast.Name) \
-                    or strict is not None and not (isinstance(strict, ast.Constant) and strict.value is True):
+            if node.keywords or len(args) not in (3, 4) or not isinstance(args[0], ast.Name):
                 bad.append(node)
                 return node
+            # (a `where` that converts its sides to one dtype, for stores, has the same expression
+            # on both here: one dtype, nothing to convert; a Python number stays one, and the
+            # rows' merge refuses it: the loop runs)
             if args[0].id in conds:
                 return args[1] if holds else args[2]
             if args[0].id in nots:
@@ -1146,6 +1147,14 @@ def _one_side(fdef: ast.FunctionDef, AV: str, holds: bool):
             bad.append(node)
             return node
     fdef = Pick().visit(copy.deepcopy(fdef))
+    for st in ast.walk(fdef):
+        # the condition as the side's rows hold it (`c | True`, `c & False`), which the select
+        # body found without grad: recomputed on fewer rows, a value near its threshold might
+        # round the other way, and the masks the outputs carry would then not be the side's
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                and st.targets[0].id in conds:
+            st.value = ast.BinOp(left=st.value, op=ast.BitOr() if holds else ast.BitAnd(),
+                                 right=ast.Constant(value=holds))
     return None if bad else ast.fix_missing_locations(fdef)
 
 
