@@ -153,8 +153,8 @@ def _selectable(plan) -> bool:
     rows back in the loop's order (Token._run_sides): every row's value is there, so stores of
     every row (`out[i] = a` / `else: out[i] = b`) are taken too."""
     return (plan.guarded or plan.two_way) and not plan.scans and not plan.exit_scans and bool(plan.outputs) and all(
-        o.cond and (o.kind == "accum" and o.op in ("+", "-") or o.kind == "append"
-                    or plan.two_way and o.kind == "store" and not o.op) for o in plan.outputs)
+        (o.cond or plan.two_way) and (o.kind == "accum" and o.op in ("+", "-") or o.kind == "append"
+                                      or plan.two_way and o.kind == "store" and not o.op) for o in plan.outputs)
 
 
 def _selects_rows(plan) -> bool:

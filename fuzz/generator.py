@@ -4176,7 +4176,8 @@ def lost_two_way(self):
     appended values or stores of the row, often with inputs that require grad (Token._run_sides:
     each side on its own rows, after the condition of every row without grad). Each side goes through functions whose
     derivative is infinite or NaN on the other side's rows (sqrt, log, 1 / v) or an index only
-    valid there; now and then an output one side leaves alone, an `elif`, a statement after the
+    valid there; the branch as a conditional expression (a statement's value, or a name's the
+    outputs read); now and then an output one side leaves alone, an `elif`, a statement after the
     `if`, an assignment read after the loop, or a helper with a branch of its own (those keep the
     loop under grad), reversed and stepped ranges."""
     x = self.main(dtypes=("float32", "float32", "float64"), rank=self.pick([1, 2, 2]), grad_p=0.8)
@@ -4226,7 +4227,29 @@ def lost_two_way(self):
         if "out" in outs:
             sts.append(f"out[i] = {val}")
         return sts
-    odd = self.pick(["", "", "", "", "", "one_sided", "elif", "after"])
+    odd = self.pick(["", "", "", "", "", "one_sided", "elif", "after", "value", "value", "named"])
+    if odd in ("value", "named"):
+        # the branch as a conditional expression: the statement's whole value, or a name's that
+        # the outputs then read (several of them in one body keep the loop under grad)
+        if odd == "named":
+            self.emit(2, f"v = {yes} if {cond} else {no}")
+            yes = no = "v"
+        for st in side(yes, 1):
+            if odd == "value":
+                name, _, val = st.partition(" = ")
+                if st.startswith("kept.append("):
+                    st = f"kept.append({yes} if {cond} else {no})"
+                elif st.startswith("count += "):
+                    st = f"count += 1 if {cond} else 0"
+                elif st.startswith("total += "):
+                    st = f"total += {yes} if {cond} else {no}"
+                elif st.startswith("total = total "):
+                    st = f"{name} = total {val.split(' ')[1]} ({yes} if {cond} else {no})"
+                else:
+                    st = f"{name} = {yes} if {cond} else {no}"
+            self.emit(2, st)
+        self.emit(1, "return total, count, (torch.stack(kept) if kept else None), i, out")
+        return
     self.emit(2, f"if {cond}:")
     for st in side(yes, 1):
         self.emit(3, st)

@@ -1,7 +1,8 @@
 """Each side of an `if` / `else` on its own rows (runtime Token._run_sides), and plain assignments
 before a guarded `if` (analysis._guarded): under autograd the condition runs first for every
 iteration, without grad, then each side's body (lowering.common._side_bodies) runs with grad on
-the rows where the loop computes it, and the rows go back in the loop's order. The batch of
+the rows where the loop computes it, and the rows go back in the loop's order. The branch may
+also be a conditional expression a statement takes as its value (`out[i] = a if c else b`). The batch of
 `where` computes both sides on every row, and the side a row skips sends 0 * its derivative into
 the inputs' gradients: NaN where that derivative is infinite (sqrt at 0, log of a negative) or
 where its forward value is NaN. Values, Python types and gradients must be the loop's; a side
@@ -95,6 +96,45 @@ def stored_sides(x):
     return out
 
 
+def total_of_conditional(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        total = total + (torch.sqrt(x[i]) if x[i] > 0 else x[i])
+    return total
+
+
+def stored_conditional(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        d = x[i] * 2
+        out[i] = torch.sqrt(d) if d.sum() > 0 else torch.log(-d)
+    return out
+
+
+def appended_conditional(x):
+    outs = []
+    for i in range(x.shape[0]):
+        outs.append(torch.sqrt(x[i]) if x[i].sum() > 0 else x[i] * 2)
+    return torch.stack(outs)
+
+
+def updated_by_conditional(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        total += torch.sqrt(x[i]).sum() if x[i].sum() > 0 else torch.log(-x[i]).sum()
+    return total
+
+
+def named_conditional_then_outputs(x):
+    total = 0.0
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        v = torch.sqrt(x[i]).sum() if x[i].sum() > 0 else x[i].sum()
+        total = total + v * 2
+        out[i] = v
+    return total, out
+
+
 def _mixed(n=12, d=3):
     x = torch.randn(n, d)
     x[::3] = -x[::3].abs() - 0.1        # sqrt / log of these give NaN
@@ -124,6 +164,11 @@ CASES = [
     (minus_side, lambda: (_signed(),), (0,)),
     (prefix_then_kept, lambda: (_signed(), torch.zeros(12, 3)), (0,)),
     (stored_sides, lambda: (_signed(),), (0,)),
+    (total_of_conditional, lambda: (_mixed(12, 1).flatten(),), (0,)),
+    (stored_conditional, lambda: (_signed(),), (0,)),
+    (appended_conditional, lambda: (_signed(),), (0,)),
+    (updated_by_conditional, lambda: (_signed(),), (0,)),
+    (named_conditional_then_outputs, lambda: (_signed(),), (0,)),
     (prefix_then_continue, lambda: (_signed(), torch.zeros(12, 3)), (0,)),
 ]
 
@@ -131,7 +176,7 @@ CASES = [
 def _run(fn, args, grad_at):
     args = tuple(a.clone().requires_grad_() if k in grad_at else a.clone() for k, a in enumerate(args))
     out = fn(*args)
-    out.sum().backward()
+    (sum(o.sum() for o in out) if isinstance(out, tuple) else out.sum()).backward()
     return out, [args[k].grad for k in grad_at]
 
 
@@ -139,7 +184,8 @@ def _finite(fn, make, grad_at):
     """The premise: the loop's values and gradients are finite (a batch of both sides' would not
     be: each case's skipped side gives NaN or an infinite derivative on some rows)."""
     want, grads = _run(fn, make(), grad_at)
-    return bool(torch.isfinite(want).all()) and all(torch.isfinite(g).all() for g in grads)
+    values = want if isinstance(want, tuple) else (want,)
+    return all(torch.isfinite(v).all() for v in values) and all(torch.isfinite(g).all() for g in grads)
 
 
 @pytest.mark.parametrize("fn, make, grad_at", CASES, ids=[c[0].__name__ for c in CASES])
@@ -268,6 +314,15 @@ def nested_in_side(x):
     return total
 
 
+def two_conditionals(x):
+    total = 0.0
+    count = 0
+    for i in range(x.shape[0]):
+        total = total + (torch.sqrt(x[i]) if x[i] > 0 else x[i])
+        count += 1 if x[i] > 0 else 0
+    return total, count
+
+
 def best_of_sides(x):
     best = torch.zeros(())
     for i in range(x.shape[0]):
@@ -278,10 +333,10 @@ def best_of_sides(x):
     return best
 
 
-@pytest.mark.parametrize("fn", [one_side_only, elif_chain, nested_in_side, best_of_sides])
+@pytest.mark.parametrize("fn", [one_side_only, elif_chain, nested_in_side, best_of_sides, two_conditionals])
 def test_other_two_way_loops_keep_the_loop_under_grad(fn, monkeypatch):
-    """An output one side leaves alone, an `elif`, a branch inside a side, a last value: no sides
-    of their own (their batch of `where` is refused under grad, as before)."""
+    """An output one side leaves alone, an `elif`, a branch inside a side, a last value, two
+    conditional expressions: no sides of their own (their batch of `where` is refused under grad, as before)."""
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
     fast = autovec(fn)
     for _ in range(3):
@@ -309,19 +364,21 @@ def side_changes_argument(x, out):
     return total
 
 
-def test_a_store_after_the_if_is_not_two_way(monkeypatch):
-    """A statement after the `if` runs on every row: not one side per row (kept as before)."""
+def test_a_store_after_the_if_runs_on_each_side(monkeypatch):
+    """A plain statement after the `if` runs on every row: in each side's body, on its rows."""
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
     fast = autovec(side_changes_argument)
-    x = _mixed(12, 1).flatten()
-    o1, o2 = torch.zeros(12), torch.zeros(12)
-    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
-    want, got = side_changes_argument(a, o1), fast(b, o2)
-    torch.testing.assert_close(got, want)
-    torch.testing.assert_close(o2, o1)
-    want.backward()
-    got.backward()
-    torch.testing.assert_close(b.grad, a.grad)
+    for _ in range(3):
+        x = _mixed(12, 1).flatten()
+        o1, o2 = torch.zeros(12), torch.zeros(12)
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        want, got = side_changes_argument(a, o1), fast(b, o2)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(o2, o1)
+        want.backward()
+        got.backward()
+        torch.testing.assert_close(b.grad, a.grad)
+    assert explain(fast, x.clone().requires_grad_(), torch.zeros(12)).path == "vectorized"
 
 
 def square_roots_both_sides(x):

@@ -2008,29 +2008,77 @@ def _guarded(node, helpers) -> bool:
 
 
 def _two_way(node, helpers) -> bool:
-    """Whether the loop's body is one `if` with an `else` (no `elif`), each side of plain
-    statements, after plain assignments to names (`d = x[t] - y[t]`; `if c: total = total + f(d)`
-    / `else: total = total + g(d)`): each iteration computes one side. Under autograd the runtime
-    may compute the condition for every iteration first, without grad, then each side on its own
-    rows alone (Token._run_selected with the sides lowering.common._select_code writes), where the
-    batch of `where` computes both sides on every row and sends 0 * the derivative of the side a
-    row skips (NaN where it is infinite) into the inputs' gradients."""
+    """Whether the loop's body branches once, on one `if` with an `else` (no `elif`) of plain
+    statements or one conditional expression a statement takes as its value (`v = a if c else
+    b`, `total += a if c else b`, `out[i] = a if c else b`, `kept.append(a if c else b)`), among
+    plain statements (`d = x[t] - y[t]`; `if c: total = total + f(d)` / `else: total = total +
+    g(d)`): each iteration computes one side. Under autograd the runtime may compute the condition
+    for every iteration first, without grad, then each side's body on its own rows alone (Token.
+    _run_selected with the sides lowering.common._select_code writes), where the batch of `where`
+    computes both sides on every row and sends 0 * the derivative of the side a row skips (NaN
+    where it is infinite) into the inputs' gradients."""
     if helpers or not isinstance(node, ast.For) or node.orelse:
         return False
-    k = 0
-    while k < len(node.body) and _plain_assignment(node.body[k]):
-        k += 1
-    rest = node.body[k:]
-    if len(rest) != 1 or not isinstance(rest[0], ast.If) or not rest[0].orelse:
+    branch = [st for st in node.body if isinstance(st, ast.If) or _conditional_value(st) is not None]
+    if len(branch) != 1:
         return False
-    top = rest[0]
-    if any(isinstance(s, (ast.Pass, ast.Continue)) for s in top.body + top.orelse):
-        return False     # (`if c: continue`: one side computes nothing, the guarded form)
-    for n in (x for st in node.body[:k] + top.body + top.orelse for x in ast.walk(st)):
+    top = branch[0]
+    others = [st for st in node.body if st is not top]
+    if not all(isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)) for st in others):
+        return False
+    if isinstance(top, ast.If):
+        if not top.orelse or any(isinstance(s, (ast.Pass, ast.Continue)) for s in top.body + top.orelse):
+            return False     # (`if c: continue`: one side computes nothing, the guarded form)
+        parts = top.body + top.orelse + [top.test]
+    else:
+        e = _conditional_value(top)
+        parts = [e.test, e.body, e.orelse] + _around(top, e)    # (its parts, and what the statement computes around it)
+    for n in (x for st in others + parts for x in ast.walk(st)):
         if isinstance(n, _NOT_GUARDED) or isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
                 and n.func.id in ("max", "min", "sorted", "any", "all", "sum", "filter", "map"):
             return False
     return True
+
+
+def _conditional_value(st):
+    """The conditional expression a statement takes as its whole value (`v = a if c else b`,
+    `total += a if c else b`, `total = total + (a if c else b)`, `out[i] = a if c else b`,
+    `kept.append(a if c else b)`): each iteration computes one side, as `if c:` / `else:` would;
+    else None."""
+    if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], (ast.Name, ast.Subscript)):
+        v = st.value
+        if isinstance(v, ast.IfExp):
+            return v
+        if isinstance(v, ast.BinOp) and isinstance(v.op, (ast.Add, ast.Sub)) and isinstance(v.right, ast.IfExp) \
+                and isinstance(v.left, ast.Name) and isinstance(st.targets[0], ast.Name) \
+                and v.left.id == st.targets[0].id:
+            return v.right
+        return None
+    if isinstance(st, ast.AugAssign) and isinstance(st.value, ast.IfExp):
+        return st.value
+    if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute) \
+            and st.value.func.attr == "append" and len(st.value.args) == 1 and not st.value.keywords \
+            and isinstance(st.value.args[0], ast.IfExp):
+        return st.value.args[0]
+    return None
+
+
+def _holds(node, inner) -> bool:
+    return any(n is inner for n in ast.walk(node))
+
+
+def _around(node, inner) -> list:
+    """The nodes on the way from `node` down to `inner`, and their other children (what a
+    statement computes around its conditional expression)."""
+    out = []
+    for c in ast.iter_child_nodes(node):
+        if c is inner:
+            continue
+        if _holds(c, inner):
+            out += _around(c, inner)
+        else:
+            out.append(c)
+    return out
 
 
 def _plain_assignment(st) -> bool:

@@ -1046,14 +1046,24 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     two batches is the row the batch of `where` would give, without computing the other side."""
     if not (plan.guarded or plan.two_way) or plan.exit_cond or plan.scans or plan.space.kind == "nest":
         return []
-    *prefix, top = [ast.parse(b).body[0] for b in plan.body]
-    if not isinstance(top, ast.If) or not all(
-            isinstance(p, ast.Assign) and len(p.targets) == 1 and isinstance(p.targets[0], ast.Name) for p in prefix):
-        return []
+    stmts = [ast.parse(b).body[0] for b in plan.body]
+    if plan.two_way:
+        # the one branch among plain statements (`v = a if c else b`: its sides as `if c: v = a`
+        # / `else: v = b`); the statements before it run with the condition, all run on each side
+        at = next((j for j, st in enumerate(stmts) if isinstance(st, ast.If) or _as_if(st) is not None), None)
+        if at is None:
+            return []
+        top = stmts[at] if isinstance(stmts[at], ast.If) else _as_if(stmts[at])
+    else:
+        *prefix, top = stmts
+        at = len(stmts) - 1
+        if not isinstance(top, ast.If) or not all(
+                isinstance(p, ast.Assign) and len(p.targets) == 1 and isinstance(p.targets[0], ast.Name) for p in prefix):
+            return []
     test = ast.unparse(top.test)
     sides = None
     if plan.two_way:
-        sides = _side_bodies(plan, top, namer, AV, convert, layout, L)
+        sides = _side_bodies(plan, at, top, namer, AV, convert, layout, L)
         if sides is None:
             return []
     elif top.orelse:
@@ -1065,7 +1075,7 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     SEL = namer.new(f"_av_sel{L}")
     flag = namer.new(f"_av_kept{L}")
     # (the plain assignments before the `if` that the condition may read: run with it)
-    probe = dataclasses.replace(plan, body=tuple(plan.body[:-1]) + (f"{flag} = {test}",),
+    probe = dataclasses.replace(plan, body=tuple(plan.body[:at]) + (f"{flag} = {test}",),
                                 outputs=(Output("last", "", "", plan.lineno, marker=flag),))
     sel_def, _, _, sel_ref = body_function(probe, SEL, namer, AV, convert, truth=flag)
     tagged[SEL] = (copy.deepcopy(sel_def), AV)
@@ -1081,20 +1091,32 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     return template(f"if {T}.selecting:\n    {T}.select_run({SEL}, {SREF}, {SEL!r}, ({', '.join(runs)}))")
 
 
-def _side_bodies(plan: LoopPlan, top: ast.If, namer, AV: str, convert: bool, layout, L: int):
-    """[(def, reference def)] of the two sides of a plan.two_way body (_select_code), or None
-    where an output is not assigned on both sides (a side would leave it to the other's rows)
-    or a side's layout is not the loop's body's."""
+def _as_if(st: ast.stmt):
+    """`v = a if c else b` (the planner's form of a total, appended value or store whose value is
+    a conditional expression) as `if c: v = a` / `else: v = b`, the same program: the condition,
+    then the one side; else None."""
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+            and isinstance(st.value, ast.IfExp)):
+        return None
+    e = st.value
+    side = lambda v: [ast.Assign(targets=[ast.Name(st.targets[0].id, ast.Store())], value=v, lineno=st.lineno)]
+    return ast.If(test=e.test, body=side(e.body), orelse=side(e.orelse))
+
+
+def _side_bodies(plan: LoopPlan, at: int, top: ast.If, namer, AV: str, convert: bool, layout, L: int):
+    """[(def, reference def)] of the two sides of a plan.two_way body (_select_code), whose
+    branch `top` is its statement `at`, or None where an output is assigned on one side alone
+    (the other side's rows would leave it) or a side's layout is not the loop's body's."""
     marks = {o.marker for o in plan.outputs} | {p[1] for o in plan.outputs for p in o.payloads}
-    for side in (top.body, top.orelse):
-        stored = {n.id for st in side for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        if not marks <= stored:
-            return None
+    yes, no = ({n.id for st in side for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+               & marks for side in (top.body, top.orelse))
+    if yes != no:
+        return None
     out = []
     for side, tag in ((top.body, "yes"), (top.orelse, "no")):
         text = "\n".join(ast.unparse(st) for st in side)
         same = f"if {ast.unparse(top.test)}:\n{textwrap.indent(text, '    ')}\nelse:\n{textwrap.indent(text, '    ')}"
-        side_plan = dataclasses.replace(plan, body=tuple(plan.body[:-1]) + (same,))
+        side_plan = dataclasses.replace(plan, body=tuple(plan.body[:at]) + (same,) + tuple(plan.body[at + 1:]))
         side_def, _, side_layout, side_ref = body_function(side_plan, namer.new(f"_av_side_{tag}{L}"), namer, AV,
                                                            convert)
         if layout is None or list(side_layout) != list(layout):
