@@ -609,11 +609,11 @@ def explain(fn, *args, **kwargs) -> Explanation:
         if last.get(loop_id) != "vectorized":
             continue
         if plan.two_way:
-            ex.notes.append(f"line {plan.lineno}: " + ("tensors require grad" if grad else "the batch of both sides "
+            counts = ", ".join(str(c) for c in k) if len(k) > 2 else f"{k[0]} where it holds, {k[1]} where it does not"
+            ex.notes.append(f"line {plan.lineno}: " + ("tensors require grad" if grad else "the batch of all sides "
                             "over every row failed on an earlier call") + f": the condition ran for all {n} "
-                            f"iterations first, without grad, then each side of the `if` on its own rows alone ({k} "
-                            f"where it holds, {n - k} where it does not): no row computes the side the loop skips "
-                            "in it")
+                            f"iterations first, without grad, then each side of the branch on its own rows alone "
+                            f"({counts}): no row computes a side the loop skips in it")
         elif grad:
             ex.notes.append(f"line {plan.lineno}: tensors require grad: the condition ran for all "
                             f"{n} iterations without grad, then the body with grad on the {k} kept ones alone (an "

@@ -4996,6 +4996,16 @@ class Token:
         with torch.no_grad():
             outs = self.run(body, ref, tag=tag)
         mask = outs[0] if outs else None
+        if sides is not None and len(sides) > 2:
+            # an `elif` chain: each row's side by number, that of the first condition that holds
+            # (the last `else`'s where none does); not a number where a condition is not a flag
+            conds = list(outs[:len(sides) - 1]) if outs and len(outs) >= len(sides) - 1 else []
+            if not conds or not all(isinstance(c, torch.Tensor) and c.dim() == 1 and c.shape[0] == self.n
+                                    and c.dtype == torch.bool for c in conds):
+                return
+            mask = torch.full((self.n,), len(conds), dtype=torch.int64, device=conds[0].device)
+            for k in range(len(conds) - 1, -1, -1):
+                mask = torch.where(conds[k], k, mask)
         if isinstance(mask, torch.Tensor) and mask.dim() == 1 and mask.shape[0] == self.n:
             self.sel_mask = mask
 
@@ -5050,21 +5060,29 @@ class Token:
         return outs
 
     def _run_sides(self, sides):
-        """_run_selected for a body of one `if` / `else` (plan.two_way): the condition of every
-        iteration first, without grad (select_run); then, with grad, each side's body
-        (lowering.common._side_bodies) on its own rows alone, gathered in the loop's order; then
-        each returned value's rows put back in the loop's order. Each row is the one the batch of
-        `where` gives, and each gets the gradient it gets in the loop: no row computes, with grad,
-        the side the loop skips in it (the batch of `where` would send 0 * that side's derivative,
-        NaN where it is infinite, into the inputs' gradients)."""
+        """_run_selected for a body that branches once (plan.two_way): the condition of every
+        iteration first, without grad (select_run: a flag, or for an `elif` chain the number of
+        the row's side); then, with grad, each side's body (lowering.common._side_bodies) on its
+        own rows alone, gathered in the loop's order; then each returned value's rows put back in
+        the loop's order. Each row is the one the batch of `where` gives, and each gets the
+        gradient it gets in the loop: no row computes, with grad, a side the loop skips in it
+        (the batch of `where` would send 0 * that side's derivative, NaN where it is infinite,
+        into the inputs' gradients)."""
         mask, self.sel_mask = self.sel_mask, None
         n = self.n
         if sides is None or not isinstance(mask, torch.Tensor) or mask.dim() != 1 or mask.shape[0] != n:
             raise GuardFailed("the loop's condition is not one flag per iteration (the loop runs under grad)")
-        mask = mask if mask.dtype == torch.bool else mask != 0
-        rows = [mask.nonzero().flatten(), torch.logical_not(mask).nonzero().flatten()]
+        if len(sides) == 2:
+            mask = mask if mask.dtype == torch.bool else mask != 0
+            rows = [mask.nonzero().flatten(), torch.logical_not(mask).nonzero().flatten()]
+        else:
+            if mask.dtype != torch.int64:
+                raise GuardFailed("the loop's branch is not one side number per iteration (the loop runs under grad)")
+            rows = [(mask == j).nonzero().flatten() for j in range(len(sides))]
+        if sum(r.numel() for r in rows) != n:
+            raise GuardFailed("an iteration is on no side of the loop's branch (the loop runs under grad)")
         if self.rt.events is not None:
-            self.rt.kept[self.loop_id] = (rows[0].numel(), n, not self.reselected)      # (explain's note)
+            self.rt.kept[self.loop_id] = (tuple(r.numel() for r in rows), n, not self.reselected)   # (explain's note)
         if self.match.plan.index_as_value:
             self._index_exact()   # (over every iteration's index, as the batch without grad had them)
         inputs = self._inputs()
@@ -5087,26 +5105,27 @@ class Token:
                 self.picked, self.full_n, self.n = None, 0, n
             self._not_branched()
             parts.append((keep, k, outs))
-        (keep_a, k_a, outs_a), (keep_b, k_b, outs_b) = parts
         self._side_types([tag for _, _, tag in sides])
-        if len(outs_a) != len(outs_b):
-            raise GuardFailed("the two sides of the loop's `if` return different values (the loop runs under grad)")
-        where = torch.cat([keep_a, keep_b])
+        first = parts[0][2]
+        if any(len(outs) != len(first) for _, _, outs in parts):
+            raise GuardFailed("the sides of the loop's branch return different values (the loop runs under grad)")
+        where = torch.cat([keep for keep, _, _ in parts])
         order = torch.empty_like(where)
-        order[where] = torch.arange(n, device=where.device)      # (each row's place in the two batches)
+        order[where] = torch.arange(n, device=where.device)      # (each row's place in the batches)
         merged = []
-        for a, b in zip(outs_a, outs_b):
-            if a is None and b is None:
+        for pos, a in enumerate(first):
+            values = [outs[pos] for _, _, outs in parts]
+            if all(v is None for v in values):
                 merged.append(None)
                 continue
-            if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() >= 1
-                    and a.shape[0] == k_a and b.shape[0] == k_b and a.shape[1:] == b.shape[1:]
-                    and a.dtype == b.dtype and a.device == b.device):
-                raise GuardFailed("the two sides of the loop's `if` give values of other kinds or shapes "
+            if not all(isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == k
+                       and v.shape[1:] == a.shape[1:] and v.dtype == a.dtype and v.device == a.device
+                       for v, (_, k, _) in zip(values, parts)):
+                raise GuardFailed("the sides of the loop's branch give values of other kinds or shapes "
                                   "(the loop runs under grad)")
-            both = torch.cat([a, b])
+            both = torch.cat(values)
             merged.append(both.index_select(0, order if order.device == both.device else order.to(both.device)))
-        return tuple(merged) if isinstance(outs_a, tuple) else merged
+        return tuple(merged) if isinstance(first, tuple) else merged
 
     def _side_types(self, tags):
         """Which values the sides returned as Python numbers (their one-time checks: Token._check),

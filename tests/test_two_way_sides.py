@@ -2,7 +2,8 @@
 before a guarded `if` (analysis._guarded): under autograd the condition runs first for every
 iteration, without grad, then each side's body (lowering.common._side_bodies) runs with grad on
 the rows where the loop computes it, and the rows go back in the loop's order. The branch may
-also be a conditional expression a statement takes as its value (`out[i] = a if c else b`). The batch of
+also be a conditional expression a statement takes as its value (`out[i] = a if c else b`), and
+have `elif`s (one side each, numbered by the first condition that holds). The batch of
 `where` computes both sides on every row, and the side a row skips sends 0 * its derivative into
 the inputs' gradients: NaN where that derivative is infinite (sqrt at 0, log of a negative) or
 where its forward value is NaN. Values, Python types and gradients must be the loop's; a side
@@ -135,6 +136,34 @@ def named_conditional_then_outputs(x):
     return total, out
 
 
+def stored_conditional_chain(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = torch.sqrt(x[i] - 1) if x[i] > 1 else x[i] if x[i] > -1 else torch.log(-x[i] - 1)
+    return out
+
+
+def appended_elif_chain(x):
+    outs = []
+    for i in range(x.shape[0]):
+        s = x[i].sum()
+        if s > 2:
+            outs.append(torch.sqrt(x[i]))
+        elif s > 0:
+            outs.append(x[i] * i)
+        elif s > -2:
+            outs.append(x[i] ** 2)
+        else:
+            outs.append(torch.log(-x[i]))
+    return torch.stack(outs)
+
+
+def _chain_rows(n=16):
+    """Rows whose sums fall in each arm of appended_elif_chain, of one sign each."""
+    x = torch.rand(n, 3) * 0.5 + 0.01
+    return x * torch.tensor([6.0, 1.0, -1.0, -6.0]).repeat(n // 4)[:, None]
+
+
 def _mixed(n=12, d=3):
     x = torch.randn(n, d)
     x[::3] = -x[::3].abs() - 0.1        # sqrt / log of these give NaN
@@ -169,6 +198,8 @@ CASES = [
     (appended_conditional, lambda: (_signed(),), (0,)),
     (updated_by_conditional, lambda: (_signed(),), (0,)),
     (named_conditional_then_outputs, lambda: (_signed(),), (0,)),
+    (stored_conditional_chain, lambda: (torch.tensor([3.0, 1.0, 0.5, 0.0, -0.5, -1.5, -3.0, 2.0, -2.5] * 2),), (0,)),
+    (appended_elif_chain, lambda: (_chain_rows(),), (0,)),
     (prefix_then_continue, lambda: (_signed(), torch.zeros(12, 3)), (0,)),
 ]
 
@@ -229,7 +260,7 @@ def test_a_side_that_raises_on_the_other_rows_runs_on_its_own_rows_without_grad(
         paths.append(explain(fast, logits, y).path)
     assert paths[-1] == "vectorized"
     notes = " ".join(explain(fast, *_labels()).notes)
-    assert "each side of the `if` on its own rows" in notes
+    assert "each side of the branch on its own rows" in notes
 
 
 def test_explain_says_each_side_ran_on_its_own_rows(monkeypatch):
@@ -292,15 +323,13 @@ def one_side_only(x):
     return total, count
 
 
-def elif_chain(x):
+def elif_without_else(x):
     total = 0.0
     for i in range(x.shape[0]):
         if x[i] > 1:
             total = total + torch.sqrt(x[i])
         elif x[i] > 0:
             total = total + x[i]
-        else:
-            total = total - x[i]
     return total
 
 
@@ -333,9 +362,9 @@ def best_of_sides(x):
     return best
 
 
-@pytest.mark.parametrize("fn", [one_side_only, elif_chain, nested_in_side, best_of_sides, two_conditionals])
+@pytest.mark.parametrize("fn", [one_side_only, elif_without_else, nested_in_side, best_of_sides, two_conditionals])
 def test_other_two_way_loops_keep_the_loop_under_grad(fn, monkeypatch):
-    """An output one side leaves alone, an `elif`, a branch inside a side, a last value, two
+    """An output one side leaves alone, an `elif` without `else`, a branch inside a side, a last value, two
     conditional expressions: no sides of their own (their batch of `where` is refused under grad, as before)."""
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
     fast = autovec(fn)

@@ -2008,8 +2008,8 @@ def _guarded(node, helpers) -> bool:
 
 
 def _two_way(node, helpers) -> bool:
-    """Whether the loop's body branches once, on one `if` with an `else` (no `elif`) of plain
-    statements or one conditional expression a statement takes as its value (`v = a if c else
+    """Whether the loop's body branches once, on one `if` with an `else` (and any `elif`s) of
+    plain statements or one conditional expression (chain) a statement takes as its value (`v = a if c else
     b`, `total += a if c else b`, `out[i] = a if c else b`, `kept.append(a if c else b)`), among
     plain statements (`d = x[t] - y[t]`; `if c: total = total + f(d)` / `else: total = total +
     g(d)`): each iteration computes one side. Under autograd the runtime may compute the condition
@@ -2027,12 +2027,20 @@ def _two_way(node, helpers) -> bool:
     if not all(isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)) for st in others):
         return False
     if isinstance(top, ast.If):
+        parts = []
+        while len(top.orelse) == 1 and isinstance(top.orelse[0], ast.If) and top.orelse[0].orelse:
+            parts += top.body + [top.test]       # (an `elif`: one side more)
+            top = top.orelse[0]
         if not top.orelse or any(isinstance(s, (ast.Pass, ast.Continue)) for s in top.body + top.orelse):
             return False     # (`if c: continue`: one side computes nothing, the guarded form)
-        parts = top.body + top.orelse + [top.test]
+        parts += top.body + top.orelse + [top.test]
     else:
         e = _conditional_value(top)
-        parts = [e.test, e.body, e.orelse] + _around(top, e)    # (its parts, and what the statement computes around it)
+        parts = _around(top, e)                  # (what the statement computes around it)
+        while isinstance(e.orelse, ast.IfExp):
+            parts += [e.test, e.body]            # (`a if c else b if d else e`: one side more)
+            e = e.orelse
+        parts += [e.test, e.body, e.orelse]
     for n in (x for st in others + parts for x in ast.walk(st)):
         if isinstance(n, _NOT_GUARDED) or isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
                 and n.func.id in ("max", "min", "sorted", "any", "all", "sum", "filter", "map"):

@@ -1074,10 +1074,15 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     from ..plan import Output
     SEL = namer.new(f"_av_sel{L}")
     flag = namer.new(f"_av_kept{L}")
+    flags, truth = [(flag, test)], flag
+    if sides is not None and len(sides) > 2:
+        # (an `elif` chain: each condition's value for every row; select_run numbers the sides)
+        flags = [(flag if k == 0 else namer.new(f"_av_kept{L}"), ast.unparse(t)) for k, (t, _) in enumerate(_arms(top)[0])]
+        truth = ""
     # (the plain assignments before the `if` that the condition may read: run with it)
-    probe = dataclasses.replace(plan, body=tuple(plan.body[:at]) + (f"{flag} = {test}",),
-                                outputs=(Output("last", "", "", plan.lineno, marker=flag),))
-    sel_def, _, _, sel_ref = body_function(probe, SEL, namer, AV, convert, truth=flag)
+    probe = dataclasses.replace(plan, body=tuple(plan.body[:at]) + tuple(f"{f} = {t}" for f, t in flags),
+                                outputs=tuple(Output("last", "", "", plan.lineno, marker=f) for f, _ in flags))
+    sel_def, _, _, sel_ref = body_function(probe, SEL, namer, AV, convert, truth=truth)
     tagged[SEL] = (copy.deepcopy(sel_def), AV)
     defs += [sel_def] + ([sel_ref] if sel_ref is not None else [])
     SREF = sel_ref.name if sel_ref is not None else "None"
@@ -1100,55 +1105,77 @@ def _as_if(st: ast.stmt):
         return None
     e = st.value
     side = lambda v: [ast.Assign(targets=[ast.Name(st.targets[0].id, ast.Store())], value=v, lineno=st.lineno)]
-    return ast.If(test=e.test, body=side(e.body), orelse=side(e.orelse))
+    rest = _as_if(ast.Assign(targets=st.targets, value=e.orelse, lineno=st.lineno)) \
+        if isinstance(e.orelse, ast.IfExp) else None       # (`a if c else b if d else e`: an elif)
+    return ast.If(test=e.test, body=side(e.body), orelse=[rest] if rest is not None else side(e.orelse))
+
+
+def _arms(top: ast.If):
+    """([(condition, statements)] of an `if` / `elif` chain, the last `else`'s statements)."""
+    arms = []
+    while len(top.orelse) == 1 and isinstance(top.orelse[0], ast.If) and top.orelse[0].orelse:
+        arms.append((top.test, top.body))
+        top = top.orelse[0]
+    arms.append((top.test, top.body))
+    return arms, top.orelse
 
 
 def _side_bodies(plan: LoopPlan, at: int, top: ast.If, namer, AV: str, convert: bool, layout, L: int):
-    """[(def, reference def)] of the two sides of a plan.two_way body (_select_code), whose
-    branch `top` is its statement `at`, or None where an output is assigned on one side alone
-    (the other side's rows would leave it) or a side's layout is not the loop's body's."""
+    """[(def, reference def)] of the sides of a plan.two_way body (_select_code), whose branch
+    `top` (an `if` / `else`, or an `if` / `elif` / `else` chain) is its statement `at`, or None
+    where an output is assigned on some sides alone (the others' rows would leave it) or a side's
+    layout is not the loop's body's."""
+    arms, last = _arms(top)
+    sides = [body for _, body in arms] + [last]
     marks = {o.marker for o in plan.outputs} | {p[1] for o in plan.outputs for p in o.payloads}
-    yes, no = ({n.id for st in side for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-               & marks for side in (top.body, top.orelse))
-    if yes != no:
+    stored = [{n.id for st in side for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+              & marks for side in sides]
+    if any(st != stored[0] for st in stored):
         return None
     out = []
-    for side, tag in ((top.body, "yes"), (top.orelse, "no")):
-        text = "\n".join(ast.unparse(st) for st in side)
-        same = f"if {ast.unparse(top.test)}:\n{textwrap.indent(text, '    ')}\nelse:\n{textwrap.indent(text, '    ')}"
+    for j, side in enumerate(sides):
+        text = textwrap.indent("\n".join(ast.unparse(st) for st in side), "    ")
+        same = "el".join(f"if {ast.unparse(t)}:\n{text}\n" for t, _ in arms) + f"else:\n{text}"
         side_plan = dataclasses.replace(plan, body=tuple(plan.body[:at]) + (same,) + tuple(plan.body[at + 1:]))
-        side_def, _, side_layout, side_ref = body_function(side_plan, namer.new(f"_av_side_{tag}{L}"), namer, AV,
+        side_def, _, side_layout, side_ref = body_function(side_plan, namer.new(f"_av_side{j}_{L}"), namer, AV,
                                                            convert)
         if layout is None or list(side_layout) != list(layout):
             return None
-        side_def = _one_side(side_def, AV, tag == "yes")
+        side_def = _one_side(side_def, AV, j, len(arms))
         if side_def is None:
             return None
         out.append((side_def, side_ref))
     return out
 
 
-def _one_side(fdef: ast.FunctionDef, AV: str, holds: bool):
-    """A side's body (`if c: A` / `else: A`, if-converted) with each `where` of the condition
-    replaced by the copy of A the side's rows take (`holds`: the rows where it holds), or None
-    where a `where` is of another condition. Each copy of A is a computation of
-    its own: left as `where`, the copy a row does not take would get a gradient of 0 there, and
-    send 0 * its derivative (NaN where that is infinite: sqrt at -0.0) into the inputs', where
-    the loop computes A once. The copy left unread computes nothing any gradient flows through."""
+def _one_side(fdef: ast.FunctionDef, AV: str, side: int, tests: int):
+    """A side's body (every arm of the chain the side's statements, if-converted) with each
+    `where` of a condition replaced by the copy the side's rows take, or None where a `where` is
+    of another condition. `side`: the side's number (0 for the first condition's; `tests`, the
+    number of conditions, for the last `else`'s). Its rows are those where each earlier condition
+    fails and its own holds: a `where` of an earlier condition takes its `else` copy, of its own
+    condition its `if` copy (a later condition's `where` is inside the copy it drops). Each copy
+    is a computation of its own: left as `where`, the copy a row does not take would get a
+    gradient of 0 there, and send 0 * its derivative (NaN where that is infinite: sqrt at -0.0)
+    into the inputs', where the loop computes the side once. The copies left unread compute
+    nothing any gradient flows through."""
     def call(node, name):
         return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name \
             and isinstance(node.func.value, ast.Name) and node.func.value.id == AV
-    conds, nots = set(), set()
+    conds, nots = [], {}
     for st in ast.walk(fdef):
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
             if call(st.value, "truth"):
-                conds.add(st.targets[0].id)
+                conds.append(st.targets[0].id)
             elif call(st.value, "lnot") and len(st.value.args) == 1 and isinstance(st.value.args[0], ast.Name) \
                     and st.value.args[0].id in conds:
-                nots.add(st.targets[0].id)
-    if len(conds) != 1:
+                nots[st.targets[0].id] = st.value.args[0].id
+    if len(conds) != tests:
         return None
     bad = []
+
+    def holds(name):      # (whether the side's rows take the condition's `if` copy)
+        return conds.index(name) >= side
 
     class Pick(ast.NodeTransformer):
         def visit_Call(self, node):
@@ -1162,21 +1189,23 @@ def _one_side(fdef: ast.FunctionDef, AV: str, holds: bool):
             # (a `where` that converts its sides to one dtype, for stores, has the same expression
             # on both here: one dtype, nothing to convert; a Python number stays one, and the
             # rows' merge refuses it: the loop runs)
-            if args[0].id in conds:
-                return args[1] if holds else args[2]
-            if args[0].id in nots:
-                return args[2] if holds else args[1]
+            name = args[0].id
+            if name in conds:
+                return args[1] if holds(name) else args[2]
+            if name in nots:
+                return args[2] if holds(nots[name]) else args[1]
             bad.append(node)
             return node
     fdef = Pick().visit(copy.deepcopy(fdef))
     for st in ast.walk(fdef):
-        # the condition as the side's rows hold it (`c | True`, `c & False`), which the select
-        # body found without grad: recomputed on fewer rows, a value near its threshold might
-        # round the other way, and the masks the outputs carry would then not be the side's
+        # the conditions as the side's rows hold them (`c | True`, `c & False`; a later one is
+        # not read on this side's rows), which the select body found without grad: recomputed on
+        # fewer rows, a value near its threshold might round the other way, and the masks the
+        # outputs carry would then not be the side's
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
-                and st.targets[0].id in conds:
-            st.value = ast.BinOp(left=st.value, op=ast.BitOr() if holds else ast.BitAnd(),
-                                 right=ast.Constant(value=holds))
+                and st.targets[0].id in conds and conds.index(st.targets[0].id) <= side:
+            held = conds.index(st.targets[0].id) == side
+            st.value = ast.BinOp(left=st.value, op=ast.BitOr() if held else ast.BitAnd(), right=ast.Constant(value=held))
     return None if bad else ast.fix_missing_locations(fdef)
 
 
