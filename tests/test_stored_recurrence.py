@@ -502,3 +502,81 @@ def test_another_output_that_shares_the_outputs_memory(make):
 def test_another_output_of_its_own():
     _check(two_names, lambda: (torch.zeros(T, F), torch.zeros(T, F), torch.randn(T, F)))
     assert explain(two_names, torch.zeros(T, F), torch.zeros(T, F), torch.randn(T, F)).path == "vectorized"
+
+
+# ----------------------------------------------------------------------------- several in one loop
+
+def two_moments(g, b1: float, b2: float):
+    m = torch.zeros_like(g)
+    v = torch.zeros_like(g)
+    for t in range(1, g.shape[0]):
+        m[t] = b1 * m[t - 1] + (1 - b1) * g[t]
+        v[t] = b2 * v[t - 1] + (1 - b2) * g[t] ** 2
+    return m, v
+
+
+def two_moments_into(m, v, g):
+    for t in range(1, g.shape[0]):
+        m[t] = 0.9 * m[t - 1] + 0.1 * g[t]
+        v[t] = 0.99 * v[t - 1] + 0.01 * g[t] * g[t]
+    return m.sum() + v.sum()
+
+
+def two_backwards(r, d):
+    T = r.shape[0]
+    a = torch.zeros(T + 1, *r.shape[1:])
+    b = torch.zeros(T + 1, *r.shape[1:])
+    for t in reversed(range(T)):
+        a[t] = r[t] + 0.9 * (1 - d[t]) * a[t + 1]
+        b[t] = r[t] * 2 + 0.5 * b[t + 1]
+    return a[:T], b[:T]
+
+
+def rows_and_columns(x):
+    m = torch.zeros(x.shape[0], x.shape[1])
+    v = torch.zeros(x.shape[1], x.shape[0])
+    for t in range(1, x.shape[0]):
+        m[t] = 0.5 * m[t - 1] + x[t]
+        v[:, t] = 0.25 * v[:, t - 1] + x[t] * 2
+    return m, v
+
+
+def one_reads_the_other(g):
+    m = torch.zeros_like(g)
+    v = torch.zeros_like(g)
+    for t in range(1, g.shape[0]):
+        m[t] = 0.9 * m[t - 1] + g[t]
+        v[t] = 0.5 * v[t - 1] + m[t]          # (m read where it is not the step before's: the loop)
+    return m, v
+
+
+SEVERAL = [
+    (two_moments, lambda: (torch.randn(T, F), 0.9, 0.999)),
+    (two_moments, lambda: (torch.randn(T, F, dtype=torch.float64, requires_grad=True), 0.8, 0.95)),
+    (two_moments_into, lambda: (torch.zeros(T, F), torch.ones(T, F), torch.randn(T, F))),
+    (two_backwards, lambda: (torch.randn(T, F), (torch.rand(T, 1) < 0.2).float())),
+    (rows_and_columns, lambda: (torch.randn(T, T),)),
+]
+
+
+@pytest.mark.parametrize("fn, make", SEVERAL)
+def test_several_stored_recurrences_in_one_loop(fn, make):
+    for _ in range(2):
+        _check(fn, make)
+    ex = explain(fn, *make())
+    assert ex.path == "vectorized"
+    assert ex.loops[0].strategy == "scan"
+
+
+@pytest.mark.parametrize("make", [
+    lambda: (lambda b: (b, b, torch.randn(T, F)))(torch.zeros(T, F)),             # (one tensor for both)
+    lambda: (lambda b: (b[:, :F], b[:, 1:], torch.randn(T, F)))(torch.zeros(T, F + 1)),   # (overlapping views)
+    lambda: (torch.zeros(T, F), torch.zeros(T, F).t().contiguous().t(), torch.randn(T, F)),
+])
+def test_several_outputs_that_may_share_memory(make):
+    _check(two_moments_into, make)
+
+
+def test_an_output_read_at_its_own_row_by_another_keeps_the_loop():
+    _check(one_reads_the_other, lambda: (torch.randn(T, F),))
+    assert explain(one_reads_the_other, torch.randn(T, F)).path == "python"

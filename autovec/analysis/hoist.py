@@ -356,24 +356,34 @@ def stored_recurrences(cap: Captured) -> list:
     out = []
     for loop in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
         found = _stored_recurrence(cap, loop, local)
-        if found is None:
+        if not found:
             continue
-        k_store, (name, d, k, step, first) = found
-        carry = next((c for c in (f"{name}_prev", f"{name}_prev{loop.lineno}") if c not in taken), None)
-        if carry is None or carry.startswith("_av_"):
+        carries = []
+        for _, (name, *_) in found:
+            carry = next((c for c in (f"{name}_prev", f"{name}_prev{loop.lineno}") if c not in taken), None)
+            if carry is None or carry.startswith("_av_"):
+                break
+            carries.append(carry)
+        if len(carries) != len(found):
             continue
-        taken.add(carry)
+        taken.update(carries)
         original = copy.deepcopy(loop)
-        store = loop.body[k_store]
-        value = _ReadsToName(name, d, loop.target.id, k - step, carry).visit(store.value)
-        bind = ast.copy_location(ast.Assign(targets=[ast.copy_location(ast.Name(carry, ast.Store()), store)],
-                                            value=value), store)
-        bind.end_lineno, bind.end_col_offset = store.end_lineno, store.end_col_offset
-        store.value = ast.copy_location(ast.Name(carry, ast.Load()), store.value)
-        loop.body[k_store:k_store + 1] = [bind, store]
+        carried = []
+        stores = [loop.body[k_store] for k_store, _ in found]
+        for store, carry, (_, (name, d, k, step, first)) in zip(stores, carries, found):
+            # (each store's own running value; several in one loop are independent of each other:
+            # each output is read nowhere else in the body)
+            value = _ReadsToName(name, d, loop.target.id, k - step, carry).visit(store.value)
+            bind = ast.copy_location(ast.Assign(targets=[ast.copy_location(ast.Name(carry, ast.Store()), store)],
+                                                value=value), store)
+            bind.end_lineno, bind.end_col_offset = store.end_lineno, store.end_col_offset
+            store.value = ast.copy_location(ast.Name(carry, ast.Load()), store.value)
+            at = next(j for j, st in enumerate(loop.body) if st is store)
+            loop.body[at:at + 1] = [bind, store]
+            carried.append((carry, name, d, k - step, _first_read(first, k - step, name, d)))
         ast.fix_missing_locations(loop)
         loop._av_original = original
-        loop._av_carried = ((carry, name, d, k - step, _first_read(first, k - step, name, d)),)
+        loop._av_carried = tuple(carried)
         out.append((loop, original))
     return out
 
@@ -385,19 +395,21 @@ _NOT_IN_BODY = (ast.Break, ast.Continue, ast.Return, ast.For, ast.AsyncFor, ast.
 
 
 def _stored_recurrence(cap: Captured, loop: ast.For, local: set[str]):
-    """(position of the store in the body, (output name, dimension, store offset k, step, the
-    first index's text or None)) of a loop `stored_recurrences` takes, else None."""
+    """[(position of the store in the body, (output name, dimension, store offset k, step, the
+    first index's text or None))] of a loop `stored_recurrences` takes (one per output it
+    stores that way: `m[t] = b1 * m[t - 1] + ..; v[t] = b2 * v[t - 1] + ..`), else []."""
     if loop.orelse or not isinstance(loop.target, ast.Name):
-        return None
+        return []
     space = _signed_range(cap, loop.iter, local)
     if space is None:
-        return None
+        return []
     step, first = space
     t = loop.target.id
     if any(isinstance(n, _NOT_IN_BODY) for st in loop.body for n in ast.walk(st)):
-        return None
+        return []
     if t in {n.id for st in loop.body for n in ast.walk(st) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}:
-        return None
+        return []
+    found = []
     for k_store, st in enumerate(loop.body):
         if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Subscript)
                 and isinstance(st.targets[0].value, ast.Name)):
@@ -414,9 +426,9 @@ def _stored_recurrence(cap: Captured, loop: ast.For, local: set[str]):
         allowed = {id(st.targets[0].value)} | {id(r.value) for r in reads}
         if any(isinstance(n, ast.Name) and n.id == name and id(n) not in allowed
                for s in loop.body for n in ast.walk(s)):
-            return None     # `out` read or written anywhere else in the body: the loop as written
-        return k_store, (name, d, k, step, first)
-    return None
+            return []       # `out` read or written anywhere else in the body: the loop as written
+        found.append((k_store, (name, d, k, step, first)))
+    return found
 
 
 def _signed_range(cap: Captured, it, local: set[str]):
