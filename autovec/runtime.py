@@ -4835,9 +4835,17 @@ class Token:
                               data=True)
         return out.select(dim, i).clone()
 
-    carried_terms = None   # a stored recurrence's (terms, factors), kept for carried_like
+    carried_terms = None   # the (terms, factors) of the stored recurrence last computed (by name: keep_terms)
 
-    def carried_like(self, out, dim, j, op):
+    def keep_terms(self, name, terms):
+        """A stored recurrence's (terms, factors), kept by its running value's name for
+        carried_like (a loop may carry several)."""
+        self.terms_by = {**(self.terms_by or {}), name: terms}
+        return terms
+
+    terms_by = None
+
+    def carried_like(self, out, dim, j, op, name=None):
         """The running values of a stored recurrence are what the loop's stores keep: a tensor of
         the output's dtype, device and row shape (the loop carries the stored row, converted and
         broadcast by the store; a value of another dtype, a 0-d or a Python number would carry
@@ -4853,7 +4861,8 @@ class Token:
             raise GuardFailed("a stored recurrence whose values are not the output's dtype and row shape (the loop "
                               "carries the stored row, converted by the store)")
         if torch.is_grad_enabled() and prefix.requires_grad:
-            factor = self.carried_terms[1] if op == "lin" and self.carried_terms is not None else None
+            terms = (self.terms_by or {}).get(name)
+            factor = terms[1] if op == "lin" and terms is not None else None
             if op not in ("+", "-", "lin") or isinstance(factor, torch.Tensor) and factor.requires_grad:
                 raise GuardFailed("a stored recurrence under gradients whose step keeps the output's row for "
                                   "backward (the loop's backward raises once a later step stores into the output)")

@@ -4412,9 +4412,10 @@ def lost_stored_rec(self):
     `adv[t] = d + g * adv[t + 1]` over a reversed range, `y[t + 1] = .. y[t]`, by column
     `out[:, t]`): outputs of other dtypes than the values (an int or float64 output), a start at
     0 (`out[-1]` wraps), outputs too short or empty, the output being the input, a factor that is
-    a tensor (requiring grad now and then), and the forms the loop keeps: other reads of the
-    output, a read in a condition, a conditional or second store, `break`, `continue`, a step of
-    2, `.item()`, a name `out_prev` of the user's."""
+    a tensor (requiring grad now and then), a second such output (its own, the same memory, a
+    view of it, or one that reads the first's row), and the forms the loop keeps: other reads of
+    the output, a read in a condition, a conditional or second store, `break`, `continue`, a step
+    of 2, `.item()`, a name `out_prev` of the user's."""
     self.no_grad = self.chance(0.5)
     x = self.main(dtypes=("float32", "float32", "float64", "int64"), rank=self.pick([1, 2, 2]), readonly=False,
                   special_p=0.05)
@@ -4493,6 +4494,18 @@ def lost_stored_rec(self):
     if pit == "break":
         self.emit(2, "if t > 3:")
         self.emit(3, "break")
+    if pit is None and self.chance(0.3):
+        # a second stored recurrence (its own output, sometimes the same memory, a view of it,
+        # or one that reads the first's row)
+        other = self.pick(["fresh", "fresh", "same", "view", "reads"])
+        decl = {"fresh": "torch.zeros_like(out)", "same": "out", "view": "out[:]", "reads": "torch.zeros_like(out)"}
+        self.lines.insert(next(j for j, ln in enumerate(self.lines) if ln.strip().startswith("for t in ")),
+                          "    out2 = " + decl[other])
+        at2 = at(k + back).replace("out[", "out2[")
+        extra = f" + {at(k)}" if other == "reads" else ""
+        self.emit(2, f"{at(k).replace('out[', 'out2[')} = 0.5 * {at2} + {xi} * 2{extra}")
+        self.emit(1, "return out, out2")
+        return
     self.emit(1, self.pick(["return out", "return out", "return out, t", "return out.sum()"]
                            + (["return out, out_prev"] if "out_prev = 1.0" in self.lines[-1] or any(
                                "out_prev = 1.0" in ln for ln in self.lines) else [])))

@@ -580,3 +580,21 @@ def test_several_outputs_that_may_share_memory(make):
 def test_an_output_read_at_its_own_row_by_another_keeps_the_loop():
     _check(one_reads_the_other, lambda: (torch.randn(T, F),))
     assert explain(one_reads_the_other, torch.randn(T, F)).path == "python"
+
+
+def first_factor_requires_grad(x, w):
+    out = torch.zeros_like(x)
+    out2 = torch.zeros_like(x)
+    for t in range(1, x.shape[0]):
+        out[t] = x[t] + w * out[t - 1]
+        out2[t] = 0.5 * out2[t - 1] + x[t] * 2
+    return out, out2
+
+
+def test_each_recurrence_is_checked_under_gradients():
+    """The first output's factor requires grad: the loop's backward raises (its product keeps the
+    row a later store changes), so the loop runs; the second recurrence's terms, computed after
+    the first's, must not stand for the first's (found by the fuzzer, lost/stored_rec)."""
+    make = lambda: (torch.randn(T, F, requires_grad=True), torch.tensor(-0.4, requires_grad=True))
+    _check(first_factor_requires_grad, make)
+    assert explain(first_factor_requires_grad, *make()).path == "python"

@@ -800,7 +800,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             if any(c[0] == name for c in plan.carried):
                 # (a stored recurrence keeps its terms and factors: carried_like asks whether a factor
                 # requires grad, where the loop's product keeps the output's row for backward)
-                scan_code += [pre] + template(f"{T}.carried_terms = {terms[1:]}")
+                scan_code += [pre] + template(f"{T}.carried_terms = {T}.keep_terms({name!r}, {terms[1:]})")
                 terms = f"*{T}.carried_terms"
             scan_code += ([] if terms.startswith(f"*{T}.carried") else [pre]) + template(
                 f"{T}.add_scan(_av_AV.linear_prefix({name}, {terms}, "
@@ -835,7 +835,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         ] + scan_code + [
             st for carry, out, d, _, _ in plan.carried
             for st in template(f"{T}.carried_like({out}, {d}, {[s[0] for s in plan.scans].index(carry)}, "
-                               f"{next(s[2] for s in plan.scans if s[0] == carry)!r})")]
+                               f"{next(s[2] for s in plan.scans if s[0] == carry)!r}, {carry!r})")]
         scan_display = [st for carry, _, _, _, shown in plan.carried
                         for st in ast.parse(f"{carry} = {shown}.clone()").body] + scan_display
     for fd in scan_code:
