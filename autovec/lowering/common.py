@@ -1196,7 +1196,7 @@ def _one_side(fdef: ast.FunctionDef, AV: str, side: int, tests: int):
                 return args[2] if holds(nots[name]) else args[1]
             bad.append(node)
             return node
-    fdef = Pick().visit(copy.deepcopy(fdef))
+    fdef = Pick().visit(fdef)       # (a def of its own: body_function made it for this side)
     for st in ast.walk(fdef):
         # the conditions as the side's rows hold them (`c | True`, `c & False`; a later one is
         # not read on this side's rows), which the select body found without grad: recomputed on
