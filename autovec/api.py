@@ -613,7 +613,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
             ex.notes.append(f"line {plan.lineno}: " + ("tensors require grad" if grad else "the batch of all sides "
                             "over every row failed on an earlier call") + f": the condition ran for all {n} "
                             f"iterations first, without grad, then each side of the branch on its own rows alone "
-                            f"({counts}): no row computes a side the loop skips in it")
+                            f"({counts}): no row computes a side the loop skips in it (the rewritten source "
+                            "shows the batch of `where` that runs without grad)")
         elif grad:
             ex.notes.append(f"line {plan.lineno}: tensors require grad: the condition ran for all "
                             f"{n} iterations without grad, then the body with grad on the {k} kept ones alone (an "

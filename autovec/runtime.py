@@ -4993,6 +4993,7 @@ class Token:
 
     sel_mask = None       # the guard's condition for every iteration, run first (select_run)
     sel_sides = None      # a two-way body's sides, run each on its own rows (select_run, _run_sides)
+    side_run = False      # a side's body is running (_run_sides): its values are laid out as the main body's
     reselected = False    # selecting because the batch over every row failed before, not for grad
 
     def select_run(self, body, ref, tag, sides=None):
@@ -5101,17 +5102,21 @@ class Token:
             if k == 0:
                 continue
             if k == n:
-                outs = Token.run(self, body, ref, tag=tag)      # (every row on this side: the batch as it is)
+                self.side_run = True
+                try:
+                    outs = Token.run(self, body, ref, tag=tag)      # (every row on this side: the batch as it is)
+                finally:
+                    self.side_run = False
                 self._not_branched()
                 self._side_types((tag,))
                 return outs
             picked = [(t.index_select(d, keep if keep.device == t.device else keep.to(t.device)), d)
                       for t, d in inputs]
-            self.picked, self.full_n, self.n = (keep, picked), n, k
+            self.picked, self.full_n, self.n, self.side_run = (keep, picked), n, k, True
             try:
                 outs = Token.run(self, body, ref, tag=tag)
             finally:
-                self.picked, self.full_n, self.n = None, 0, n
+                self.picked, self.full_n, self.n, self.side_run = None, 0, n, False
             self._not_branched()
             parts.append((keep, k, outs))
         self._side_types([tag for _, _, tag in sides])
@@ -5663,7 +5668,9 @@ class Token:
         total = self.n if self.levels is None else math.prod(k for _, _, k in self.levels)
         rows = [0, total - 1] if total > 1 else [0]
         tagged = bool(getattr(self, "tag", ""))
-        layout = () if tagged else self.match_layout()   # the main body's; a tagged pre-body has its own outputs
+        # the main body's; a tagged pre-body has its own outputs, a side's are the main body's
+        # (lowering.common._side_bodies), check-only masks included
+        layout = () if tagged and not self.side_run else self.match_layout()
         masks = [lay[2] for lay in layout if lay[2] is not None]
         if ref is not None and masks:
             for pos in masks:

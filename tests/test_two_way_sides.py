@@ -466,3 +466,17 @@ def test_stores_into_an_argument(monkeypatch):
         assert torch.isfinite(a.grad).all()
     x = _signed().requires_grad_()
     assert explain(fast, x, torch.zeros(12, 3)).path == "vectorized"
+
+
+def test_each_side_is_checked_once(monkeypatch):
+    """A side's one-time check counts the values its layout (the main body's) returns, not its
+    check-only masks: once it agrees the side is checked for good. Before, a side stayed unchecked,
+    so every call ran the reference again and was never timed (found by a probe: 345 us a call
+    against the loop's 49 us at 4 rows, and the cost model never learned)."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(sqrt_or_linear)
+    for _ in range(3):
+        fast(_mixed(12, 1).flatten().requires_grad_())
+    rt = fast._autovec_state.runtime
+    sides = {k[3] for k in rt.checked if k[3].startswith("_av_side")}
+    assert len(sides) == 2
