@@ -1394,6 +1394,12 @@ class FunctionRuntime:
         return t if t.dtype == torch.bool else t.long()
 
     @staticmethod
+    def detached(v):
+        """A value a side's rows compute but mask out (lowering.common._detached): no gradient
+        flows back through it."""
+        return v.detach() if isinstance(v, torch.Tensor) else v
+
+    @staticmethod
     def lnot(c):
         return torch.logical_not(c) if isinstance(c, torch.Tensor) else not c
 

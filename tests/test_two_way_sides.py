@@ -362,10 +362,10 @@ def best_of_sides(x):
     return best
 
 
-@pytest.mark.parametrize("fn", [one_side_only, elif_without_else, nested_in_side, best_of_sides, two_conditionals])
+@pytest.mark.parametrize("fn", [elif_without_else, nested_in_side, best_of_sides, two_conditionals])
 def test_other_two_way_loops_keep_the_loop_under_grad(fn, monkeypatch):
-    """An output one side leaves alone, an `elif` without `else`, a branch inside a side, a last value, two
-    conditional expressions: no sides of their own (their batch of `where` is refused under grad, as before)."""
+    """An `elif` without `else`, a branch inside a side, a last value, two conditional
+    expressions: no sides of their own (their batch of `where` is refused under grad, as before)."""
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
     fast = autovec(fn)
     for _ in range(3):
@@ -480,3 +480,52 @@ def test_each_side_is_checked_once(monkeypatch):
     rt = fast._autovec_state.runtime
     sides = {k[3] for k in rt.checked if k[3].startswith("_av_side")}
     assert len(sides) == 2
+
+
+def positive_and_negative(x, y):
+    pos = 0.0
+    neg = 0.0
+    for i in range(x.shape[0]):
+        if y[i] > 0:
+            pos = pos - torch.log(x[i]).sum()
+        else:
+            neg = neg - torch.log(1 - x[i]).sum()
+    return pos, neg
+
+
+def _probabilities(n=16):
+    """Labels and probabilities where each side's log is finite on its own rows and infinite on
+    the other side's (log(0), log(1 - 1))."""
+    y = torch.tensor([1.0, -1.0] * (n // 2))
+    x = torch.rand(n, 3) * 0.4 + 0.3
+    x[y > 0, 0] = 1.0
+    x[y <= 0, 0] = 0.0
+    return x, y
+
+
+@pytest.mark.parametrize("fn, make", [
+    (positive_and_negative, _probabilities),
+    (one_side_only, lambda: (_mixed(12, 1).flatten(),)),
+], ids=["positive_and_negative", "one_side_only"])
+def test_outputs_one_side_leaves_alone(fn, make, monkeypatch):
+    """Each side adds to outputs of its own (`pos` / `neg`, a total / a count): a side's body
+    computes the other sides' values too, detached, and its rows mask them out as the batch of
+    `where` does; no gradient flows back through them (their logs are infinite there)."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(fn)
+    for _ in range(4):
+        args = make()
+        a, b = args[0].clone().requires_grad_(), args[0].clone().requires_grad_()
+        want, got = fn(a, *args[1:]), fast(b, *args[1:])
+        assert [type(v) for v in got] == [type(v) for v in want]
+        for g, w in zip(got, want):
+            if isinstance(w, torch.Tensor):
+                torch.testing.assert_close(g, w)
+            else:
+                assert g == w
+        sum(v for v in want if isinstance(v, torch.Tensor)).backward()
+        sum(v for v in got if isinstance(v, torch.Tensor)).backward()
+        assert torch.isfinite(a.grad).all()
+        torch.testing.assert_close(b.grad, a.grad)
+    args = make()
+    assert explain(fast, args[0].clone().requires_grad_(), *args[1:]).path == "vectorized"

@@ -1367,6 +1367,9 @@ class _Batcher:
                 raise Unsupported("a branch between a per-iteration tensor and a Python value")
             na, nb = _align([a, b], lead=self.c.lead) if top else (a.node, b.node)
             return _call(_torch("where"), [_lift(c, top, self.c.lead), na, nb])
+        if attr == "detached":
+            v = args[0]
+            return _call(_attr(v.node, "detach"), []) if v.fact.kind == "tensor" else v.node
         if attr == "guarded_index":
             c, i = args
             if not i.batched:

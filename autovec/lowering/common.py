@@ -1123,19 +1123,27 @@ def _arms(top: ast.If):
 def _side_bodies(plan: LoopPlan, at: int, top: ast.If, namer, AV: str, convert: bool, layout, L: int):
     """[(def, reference def)] of the sides of a plan.two_way body (_select_code), whose branch
     `top` (an `if` / `else`, or an `if` / `elif` / `else` chain) is its statement `at`, or None
-    where an output is assigned on some sides alone (the others' rows would leave it) or a side's
-    layout is not the loop's body's."""
+    where a side's layout is not the loop's body's."""
     arms, last = _arms(top)
     sides = [body for _, body in arms] + [last]
     marks = {o.marker for o in plan.outputs} | {p[1] for o in plan.outputs for p in o.payloads}
     stored = [{n.id for st in side for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
               & marks for side in sides]
-    if any(st != stored[0] for st in stored):
+    alike = all(st == stored[0] for st in stored)
+    if not alike and not all(_detachable(side, marks) for side in sides):
         return None
     out = []
     for j, side in enumerate(sides):
-        text = textwrap.indent("\n".join(ast.unparse(st) for st in side), "    ")
-        same = "el".join(f"if {ast.unparse(t)}:\n{text}\n" for t, _ in arms) + f"else:\n{text}"
+        if alike:
+            # every arm the side's own statements (its rows compute nothing else)
+            texts = [textwrap.indent("\n".join(ast.unparse(st) for st in side), "    ")] * len(sides)
+        else:
+            # outputs some sides leave alone (`if c: pos = pos + a` / `else: neg = neg + b`): the
+            # other arms as they are, their outputs' values detached, so that the values the
+            # side's rows mask out (as the batch of `where` masks them) send no gradient back
+            texts = [textwrap.indent("\n".join(ast.unparse(st if k == j else _detached(st, marks, AV)) for st in s),
+                                     "    ") for k, s in enumerate(sides)]
+        same = "el".join(f"if {ast.unparse(t)}:\n{text}\n" for (t, _), text in zip(arms, texts)) + f"else:\n{texts[-1]}"
         side_plan = dataclasses.replace(plan, body=tuple(plan.body[:at]) + (same,) + tuple(plan.body[at + 1:]))
         side_def, _, side_layout, side_ref = body_function(side_plan, namer.new(f"_av_side{j}_{L}"), namer, AV,
                                                            convert)
@@ -1146,6 +1154,26 @@ def _side_bodies(plan: LoopPlan, at: int, top: ast.If, namer, AV: str, convert: 
             return None
         out.append((side_def, side_ref))
     return out
+
+
+def _detachable(side: list, marks: set) -> bool:
+    """Whether every output a side's statements assign is a plain `marker = value` (_detached)."""
+    for st in side:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in marks:
+                if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and st.targets[0] is n):
+                    return False
+    return True
+
+
+def _detached(st: ast.stmt, marks: set, AV: str) -> ast.stmt:
+    """`marker = AV.detached(value)` for an output's assignment, else the statement as it is."""
+    if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+            and st.targets[0].id in marks:
+        return ast.Assign(targets=st.targets, value=ast.Call(
+            func=ast.Attribute(value=ast.Name(AV, ast.Load()), attr="detached", ctx=ast.Load()),
+            args=[st.value], keywords=[]), lineno=st.lineno)
+    return st
 
 
 def _one_side(fdef: ast.FunctionDef, AV: str, side: int, tests: int):
