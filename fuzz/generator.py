@@ -4177,8 +4177,8 @@ def lost_two_way(self):
     each side on its own rows, after the condition of every row without grad). Each side goes through functions whose
     derivative is infinite or NaN on the other side's rows (sqrt, log, 1 / v) or an index only
     valid there; the branch as a conditional expression (a statement's value, or a name's the
-    outputs read); now and then an output one side leaves alone, an `elif`, a statement after the
-    `if`, an assignment read after the loop, or a helper with a branch of its own (those keep the
+    outputs read); now and then an output one side leaves alone, an `elif`, no `else`, a statement
+    after the `if`, an assignment read after the loop, or a helper with a branch of its own (those keep the
     loop under grad), reversed and stepped ranges."""
     x = self.main(dtypes=("float32", "float32", "float64"), rank=self.pick([1, 2, 2]), grad_p=0.8)
     lab = self.tensor("lab", (self.n,), "int64", low=-1, high=3)
@@ -4227,7 +4227,8 @@ def lost_two_way(self):
         if "out" in outs:
             sts.append(f"out[i] = {val}")
         return sts
-    odd = self.pick(["", "", "", "", "", "one_sided", "elif", "after", "value", "value", "named"])
+    odd = self.pick(["", "", "", "", "", "one_sided", "elif", "after", "value", "value", "named", "noelse",
+                     "elif_noelse"])
     if odd in ("value", "named"):
         # the branch as a conditional expression: the statement's whole value, or a name's that
         # the outputs then read (several of them in one body keep the loop under grad)
@@ -4253,17 +4254,18 @@ def lost_two_way(self):
     self.emit(2, f"if {cond}:")
     for st in side(yes, 1):
         self.emit(3, st)
-    if odd == "elif":
-        self.emit(2, f"elif {xi}.sum() > 5:")
+    if odd in ("elif", "elif_noelse"):
+        self.emit(2, f"elif {xi}.sum() {self.pick(['> 5', '< -0.5'])}:")
         for st in side(no, 2):
             self.emit(3, st)
-    self.emit(2, "else:")
-    other = side(no, 0)
-    if odd == "one_sided" and len(other) > 1:
-        other = other[1:]
-    for st in other:
-        self.emit(3, st)
-    if odd == "after":
+    if odd not in ("noelse", "elif_noelse"):
+        self.emit(2, "else:")
+        other = side(no, 0)
+        if odd == "one_sided" and len(other) > 1:
+            other = other[1:]
+        for st in other:
+            self.emit(3, st)
+    if odd in ("after", "noelse"):
         self.emit(2, "count += 1")
     self.emit(1, "return total, count, (torch.stack(kept) if kept else None), i, out" + (", s" if prefix and self.chance(0.2) else ""))
 

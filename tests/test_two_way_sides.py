@@ -3,7 +3,8 @@ before a guarded `if` (analysis._guarded): under autograd the condition runs fir
 iteration, without grad, then each side's body (lowering.common._side_bodies) runs with grad on
 the rows where the loop computes it, and the rows go back in the loop's order. The branch may
 also be a conditional expression a statement takes as its value (`out[i] = a if c else b`), and
-have `elif`s (one side each, numbered by the first condition that holds). The batch of
+have `elif`s (one side each, numbered by the first condition that holds) and no `else` (a side
+that computes nothing: an `if` with statements after it, or an `elif` chain). The batch of
 `where` computes both sides on every row, and the side a row skips sends 0 * its derivative into
 the inputs' gradients: NaN where that derivative is infinite (sqrt at 0, log of a negative) or
 where its forward value is NaN. Values, Python types and gradients must be the loop's; a side
@@ -164,6 +165,26 @@ def _chain_rows(n=16):
     return x * torch.tensor([6.0, 1.0, -1.0, -6.0]).repeat(n // 4)[:, None]
 
 
+def elif_without_else(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 1:
+            total = total + torch.sqrt(x[i] - 1)
+        elif x[i] < -1:
+            total = total + torch.log(-x[i] - 1)
+    return total
+
+
+def if_then_every_row(x):
+    total = 0.0
+    seen = torch.zeros(())
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            total = total + torch.sqrt(x[i])
+        seen = seen + x[i] * 2
+    return total + seen
+
+
 def _mixed(n=12, d=3):
     x = torch.randn(n, d)
     x[::3] = -x[::3].abs() - 0.1        # sqrt / log of these give NaN
@@ -200,6 +221,8 @@ CASES = [
     (named_conditional_then_outputs, lambda: (_signed(),), (0,)),
     (stored_conditional_chain, lambda: (torch.tensor([3.0, 1.0, 0.5, 0.0, -0.5, -1.5, -3.0, 2.0, -2.5] * 2),), (0,)),
     (appended_elif_chain, lambda: (_chain_rows(),), (0,)),
+    (elif_without_else, lambda: (torch.tensor([3.0, 1.0, 0.5, 0.0, -0.5, -1.0, -3.0, 2.0, -2.5] * 2),), (0,)),
+    (if_then_every_row, lambda: (_mixed(12, 1).flatten(),), (0,)),
     (prefix_then_continue, lambda: (_signed(), torch.zeros(12, 3)), (0,)),
 ]
 
@@ -323,16 +346,6 @@ def one_side_only(x):
     return total, count
 
 
-def elif_without_else(x):
-    total = 0.0
-    for i in range(x.shape[0]):
-        if x[i] > 1:
-            total = total + torch.sqrt(x[i])
-        elif x[i] > 0:
-            total = total + x[i]
-    return total
-
-
 def nested_in_side(x):
     total = 0.0
     for i in range(x.shape[0]):
@@ -362,10 +375,9 @@ def best_of_sides(x):
     return best
 
 
-@pytest.mark.parametrize("fn", [elif_without_else, nested_in_side, best_of_sides, two_conditionals])
+@pytest.mark.parametrize("fn", [nested_in_side, best_of_sides, two_conditionals])
 def test_other_two_way_loops_keep_the_loop_under_grad(fn, monkeypatch):
-    """An `elif` without `else`, a branch inside a side, a last value, two conditional
-    expressions: no sides of their own (their batch of `where` is refused under grad, as before)."""
+    """A branch inside a side, a last value, two conditional expressions: no sides of their own (their batch of `where` is refused under grad, as before)."""
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
     fast = autovec(fn)
     for _ in range(3):

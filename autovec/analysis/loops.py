@@ -2008,8 +2008,9 @@ def _guarded(node, helpers) -> bool:
 
 
 def _two_way(node, helpers) -> bool:
-    """Whether the loop's body branches once, on one `if` with an `else` (and any `elif`s) of
-    plain statements or one conditional expression (chain) a statement takes as its value (`v = a if c else
+    """Whether the loop's body branches once, on one `if` (with any `elif`s and an `else`, or
+    without an `else`: a side that computes nothing; not the guarded form) of plain statements
+    or one conditional expression (chain) a statement takes as its value (`v = a if c else
     b`, `total += a if c else b`, `out[i] = a if c else b`, `kept.append(a if c else b)`), among
     plain statements (`d = x[t] - y[t]`; `if c: total = total + f(d)` / `else: total = total +
     g(d)`): each iteration computes one side. Under autograd the runtime may compute the condition
@@ -2027,13 +2028,15 @@ def _two_way(node, helpers) -> bool:
     if not all(isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)) for st in others):
         return False
     if isinstance(top, ast.If):
+        if _guarded(node, helpers):
+            return False     # (one `if` around the body, or `if c: continue`: its kept rows alone)
         parts = []
-        while len(top.orelse) == 1 and isinstance(top.orelse[0], ast.If) and top.orelse[0].orelse:
+        while len(top.orelse) == 1 and isinstance(top.orelse[0], ast.If):
             parts += top.body + [top.test]       # (an `elif`: one side more)
             top = top.orelse[0]
-        if not top.orelse or any(isinstance(s, (ast.Pass, ast.Continue)) for s in top.body + top.orelse):
-            return False     # (`if c: continue`: one side computes nothing, the guarded form)
-        parts += top.body + top.orelse + [top.test]
+        if any(isinstance(s, (ast.Pass, ast.Continue)) for s in top.body + top.orelse):
+            return False
+        parts += top.body + top.orelse + [top.test]     # (no `else`: a side that computes nothing)
     else:
         e = _conditional_value(top)
         parts = _around(top, e)                  # (what the statement computes around it)

@@ -1113,11 +1113,11 @@ def _as_if(st: ast.stmt):
 def _arms(top: ast.If):
     """([(condition, statements)] of an `if` / `elif` chain, the last `else`'s statements)."""
     arms = []
-    while len(top.orelse) == 1 and isinstance(top.orelse[0], ast.If) and top.orelse[0].orelse:
+    while len(top.orelse) == 1 and isinstance(top.orelse[0], ast.If):
         arms.append((top.test, top.body))
         top = top.orelse[0]
     arms.append((top.test, top.body))
-    return arms, top.orelse
+    return arms, top.orelse       # (no `else`: [], the rows where no condition holds compute nothing)
 
 
 def _side_bodies(plan: LoopPlan, at: int, top: ast.If, namer, AV: str, convert: bool, layout, L: int):
@@ -1143,7 +1143,8 @@ def _side_bodies(plan: LoopPlan, at: int, top: ast.If, namer, AV: str, convert: 
             # side's rows mask out (as the batch of `where` masks them) send no gradient back
             texts = [textwrap.indent("\n".join(ast.unparse(st if k == j else _detached(st, marks, AV)) for st in s),
                                      "    ") for k, s in enumerate(sides)]
-        same = "el".join(f"if {ast.unparse(t)}:\n{text}\n" for (t, _), text in zip(arms, texts)) + f"else:\n{texts[-1]}"
+        same = "el".join(f"if {ast.unparse(t)}:\n{text}\n" for (t, _), text in zip(arms, texts)) + (
+            f"else:\n{texts[-1]}" if last else "")
         side_plan = dataclasses.replace(plan, body=tuple(plan.body[:at]) + (same,) + tuple(plan.body[at + 1:]))
         side_def, _, side_layout, side_ref = body_function(side_plan, namer.new(f"_av_side{j}_{L}"), namer, AV,
                                                            convert)
