@@ -720,3 +720,58 @@ def test_rewritten_source_is_the_original_where_nothing_is_vectorized():
     for fn in (kept_element, in_place_element, negative_in_a_nest):
         ex = explain(fn)
         assert ex.diff == "" and "unbind" in ex.rewritten_source
+
+
+# ----------------------------------------------------------------------------- consumers along a dimension
+
+def stack_by_position(x, w):
+    outs = []
+    for xt in x.unbind(1):
+        outs.append(torch.tanh(xt @ w))
+    return torch.stack(outs, 1)
+
+
+def cat_by_position(x):
+    outs = []
+    for c in x.split(1, 2):
+        outs.append(c * 2)
+    return torch.cat(outs, 2)
+
+
+def stack_negative_position(x):
+    outs = []
+    for xt in x.unbind(1):
+        outs.append(xt + 1)
+    return torch.stack(outs, -1)
+
+
+def stack_bool_position(x):
+    outs = []
+    for xt in x.unbind(1):
+        outs.append(xt + 1)
+    return torch.stack(outs, True)
+
+
+def stack_past_the_end(x):
+    outs = []
+    for xt in x.unbind(1):
+        outs.append(xt + 1)
+    return torch.stack(outs, 4)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_stack_and_cat_along_a_dimension_given_by_position(grad):
+    """`torch.stack(outs, 1)` is taken as the list's consumer as `dim=1` is: the batch moved to
+    that dimension, no list of rows (a negative or bool dimension keeps the list; one past the pieces' own makes the guard run the loop, whose call raises)."""
+    torch.manual_seed(5)
+    x = torch.randn(6, 9, 3)
+    assert _check(stack_by_position, x, w34(), grad=grad) == "vectorized"
+    assert "movedim(0, 1)" in explain(stack_by_position, x, w34()).rewritten_source
+    assert _check(cat_by_position, x, grad=grad) == "vectorized"
+    assert "flatten(2, 3)" in explain(cat_by_position, x).rewritten_source
+    for fn in (stack_negative_position, stack_bool_position):
+        _check(fn, x, grad=grad)
+        assert "movedim(0," not in explain(fn, x).rewritten_source
+    assert _check(stack_past_the_end, x, grad=grad) == "python"      # (the loop's IndexError)
+    out = autovec(stack_by_position)(x, w34())
+    assert out.is_contiguous() and out.stride() == stack_by_position(x, w34()).stride()
