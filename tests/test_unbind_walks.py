@@ -775,3 +775,48 @@ def test_stack_and_cat_along_a_dimension_given_by_position(grad):
     assert _check(stack_past_the_end, x, grad=grad) == "python"      # (the loop's IndexError)
     out = autovec(stack_by_position)(x, w34())
     assert out.is_contiguous() and out.stride() == stack_by_position(x, w34()).stride()
+
+
+# ----------------------------------------------------------------------------- subclasses
+
+class ReversedUnbind(torch.Tensor):
+    """A subclass whose own unbind and split walk backwards (torch's __torch_function__)."""
+
+    def unbind(self, dim=0):
+        return tuple(torch.Tensor.unbind(self, dim))[::-1]
+
+    def split(self, size, dim=0):
+        return tuple(torch.Tensor.split(self, size, dim))[::-1]
+
+
+class PlainSub(torch.Tensor):
+    pass
+
+
+class ReversedRows(torch.Tensor):
+    def __iter__(self):
+        return iter(tuple(torch.Tensor.unbind(self, 0))[::-1])
+
+
+def over_rows(x):
+    outs = []
+    for r in x:
+        outs.append(r * 2)
+    return torch.stack(outs)
+
+
+def test_a_subclass_with_its_own_unbind_runs_the_loop():
+    """The guard takes a subclass only where its methods by which the loop reaches the rows
+    (unbind, split, __iter__, ...) are torch's: the rewrite reads `x[:, k]` instead."""
+    x = torch.randn(3, 4)
+    for fn in (rnn_inputs, enumerated_last, pieces_doubled, torch_split_negative, rows_summed):
+        args = (torch.randn(3, 4, 3).as_subclass(ReversedUnbind), w34()) if fn is rnn_inputs else \
+            (torch.randn(3, 4, 2).as_subclass(ReversedUnbind),)
+        want, got = fn(*args), autovec(fn)(*args)
+        assert type(got) is type(want) and torch.equal(got.as_subclass(torch.Tensor), want.as_subclass(torch.Tensor))
+        assert explain(fn, *args).path == "python"
+    rows = x.as_subclass(ReversedRows)
+    assert torch.equal(autovec(over_rows)(rows).as_subclass(torch.Tensor), over_rows(rows).as_subclass(torch.Tensor))
+    assert explain(over_rows, rows).path == "python"
+    plain = torch.randn(3, 4, 3).as_subclass(PlainSub)      # (no method of its own: vectorized)
+    assert _check(rnn_inputs, plain, w34()) == "vectorized"
