@@ -820,3 +820,34 @@ def test_a_subclass_with_its_own_unbind_runs_the_loop():
     assert explain(over_rows, rows).path == "python"
     plain = torch.randn(3, 4, 3).as_subclass(PlainSub)      # (no method of its own: vectorized)
     assert _check(rnn_inputs, plain, w34()) == "vectorized"
+
+
+# ----------------------------------------------------------------------------- with other moves
+
+def built_front_first(x):
+    out = []
+    for xt in x.unbind(1):
+        out.insert(0, xt.sum() * 2)
+    return torch.stack(out)
+
+
+def walk_inside_a_walk(x):
+    tot = 0.0
+    for a in x.unbind(0):          # (mentions `x` in its body: kept as written)
+        for b in x.unbind(1):
+            tot = tot + (a * b).sum()
+    return tot
+
+
+def test_with_a_front_built_list_and_inside_another_loop():
+    """A list built front-first in the walk (analysis.reversal.front_builds, then this move):
+    the fallback is the walk with appends and the reversal after it, and where nothing is
+    vectorized both go back as written. An inner walk vectorizes on every pass of an outer loop."""
+    torch.manual_seed(6)
+    assert _check(built_front_first, torch.randn(3, 5), grad=True) == "vectorized"
+    for bad in ([1.0, 2.0], torch.tensor(1.0), torch.randn(3)):
+        _check(built_front_first, bad)
+    assert _check(walk_inside_a_walk, torch.randn(4, 4), grad=True) == "vectorized"
+    _check(walk_inside_a_walk, [torch.randn(4)])
+    reports = explain(walk_inside_a_walk).loops
+    assert reports[0].strategy == "python" and "mentions `x" in reports[0].reason and reports[1].vectorized
