@@ -851,3 +851,16 @@ def test_with_a_front_built_list_and_inside_another_loop():
     _check(walk_inside_a_walk, [torch.randn(4)])
     reports = explain(walk_inside_a_walk).loops
     assert reports[0].strategy == "python" and "mentions `x" in reports[0].reason and reports[1].vectorized
+
+
+def words(lines):
+    n = 0
+    for w in lines.split(","):
+        n += len(w)
+    return n
+
+
+def test_a_string_split_is_no_walk():
+    assert _prepass(words) == (0, 0)
+    assert _check(words, "a,bb,ccc") == "python"
+    assert "pieces of size 1" not in explain(words).loops[0].reason

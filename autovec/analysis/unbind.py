@@ -94,7 +94,10 @@ def _pieces_of(it: ast.AST, cap: Captured, local: set):
         if k.arg not in names or k.arg in given:
             return None       # (the call raises as written)
         given[k.arg] = k.value
-    if kind == "split" and _int_literal(given.get(names[0], ast.Constant(None))) != 1:
+    size = given.get(names[0])
+    if kind == "split" and _int_literal(size) != 1:
+        if _int_literal(size) is None and not isinstance(size, (ast.List, ast.Tuple)):
+            return None       # (`line.split(",")`, `s.split()`, a size by name: no tensor's split for certain)
         return None, (f"`{ast.unparse(it)}` does not split into pieces of size 1 (a literal `1`): only those are "
                       "read by their index")
     dim = _int_literal(given["dim"]) if "dim" in given else 0
