@@ -864,3 +864,16 @@ def test_a_string_split_is_no_walk():
     assert _prepass(words) == (0, 0)
     assert _check(words, "a,bb,ccc") == "python"
     assert "pieces of size 1" not in explain(words).loops[0].reason
+
+
+th = torch     # (torch by another name, as `import torch as th` gives)
+
+
+def aliased(x):
+    return th.stack([r.sum() for r in th.unbind(x, 1)])
+
+
+def test_torch_by_another_name():
+    assert _prepass(aliased) == (1, 0)
+    assert _check(aliased, torch.randn(3, 4), grad=True) == "vectorized"
+    _check(aliased, [torch.randn(3)])

@@ -74,19 +74,22 @@ def _pieces_of(it: ast.AST, cap: Captured, local: set):
             or any(k.arg is None for k in it.keywords):
         return None
     f, args = it.func, list(it.args)
-    if isinstance(f, ast.Attribute) and _plain(f.value) and f.attr in ("unbind", "split", "chunk", "tensor_split"):
+    # (torch's function by any name first, `th.unbind(x, 1)` too; else a method of the sequence)
+    kind = next((name for name in ("unbind", "split", "chunk", "tensor_split")
+                 if _resolves(cap, f, local, (getattr(torch, name),))), None)
+    method = kind is None
+    if kind is not None and args and _plain(args[0]):
+        seq = args.pop(0)
+    elif method and isinstance(f, ast.Attribute) and _plain(f.value) \
+            and f.attr in ("unbind", "split", "chunk", "tensor_split"):
         seq, kind = f.value, f.attr
     else:
-        kind = next((name for name in ("unbind", "split", "chunk", "tensor_split")
-                     if _resolves(cap, f, local, (getattr(torch, name),))), None)
-        if kind is None or not args or not _plain(args[0]):
-            return None
-        seq = args.pop(0)
+        return None
     if kind in ("chunk", "tensor_split"):
         return None, (f"`{ast.unparse(it)}` makes pieces whose sizes depend on the tensor; only `unbind` and "
                       "`split(1, ..)` are read by their index")
     names = ("dim",) if kind == "unbind" else (
-        "split_size" if isinstance(f, ast.Attribute) else "split_size_or_sections", "dim")
+        "split_size" if method else "split_size_or_sections", "dim")
     if len(args) > len(names):
         return None
     given = dict(zip(names, args))
