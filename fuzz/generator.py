@@ -4334,7 +4334,8 @@ def lost_unbind_walk(self):
     else:
         self.emit(1, "out = []")
         self.emit(1, "total = 0.0")
-        head = {"zip": f"e, g in zip({walk}, y.unbind(0))", "enumerate": f"t, e in enumerate({walk}, {self.pick([0, 0, 2, -1])})"}
+        head = {"zip": f"e, g in zip({walk}, y.unbind(0))",
+                "enumerate": f"t, e in enumerate({walk}, {self.pick([0, 0, 2, -1])})"}
         self.emit(1, f"for {head.get(form, 'e in ' + walk)}:")
         if pit == "in_place":
             self.emit(2, "e.mul_(2)")

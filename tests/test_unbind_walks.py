@@ -762,7 +762,8 @@ def stack_past_the_end(x):
 @pytest.mark.parametrize("grad", [False, True])
 def test_stack_and_cat_along_a_dimension_given_by_position(grad):
     """`torch.stack(outs, 1)` is taken as the list's consumer as `dim=1` is: the batch moved to
-    that dimension, no list of rows (a negative or bool dimension keeps the list; one past the pieces' own makes the guard run the loop, whose call raises)."""
+    that dimension, no list of rows (a negative or bool dimension keeps the list; one past the
+    pieces' own makes the guard run the loop, whose call raises)."""
     torch.manual_seed(5)
     x = torch.randn(6, 9, 3)
     assert _check(stack_by_position, x, w34(), grad=grad) == "vectorized"
