@@ -21,6 +21,7 @@ from ._config import switches
 from .analysis import analyze
 from .analysis.hoist import drop_loop_else, element_views, hoist_no_grad, rectangular_nests, stored_recurrences
 from .analysis.reversal import front_builds, reversed_walks, settle
+from .analysis.unbind import unbind_walks
 from .codegen import build_function
 from .explain import Explanation, LoopReport
 from .frontend import NoSource, capture
@@ -125,6 +126,11 @@ class FunctionState:
         moved = [loop for loop, _ in triangles + carried]
         fronts = front_builds(cap, moved)    # `lst.insert(0, v)` into a fresh list as appends, reversed after
         walks, walk_refusals = reversed_walks(cap, moved)   # `for r in reversed(x)` as `r = x[k]`, k reversed
+        # `for xt in x.unbind(1)` as `xt = x[:, k]` (not in or around a reversed walk: each walk's
+        # fallback is the loop as it was before any walk was moved)
+        forward, forward_refusals = unbind_walks(cap, moved + [w.loop for w in walks])
+        walks += forward
+        walk_refusals.update(forward_refusals)
         infos = analyze(cap, env)
         refused = _unscanned(carried, infos, env)
         if refused:

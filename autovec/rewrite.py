@@ -89,7 +89,11 @@ def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]], steps=())
             dconsumer = dp[dnode] if consumer is not node else dnode
             stmt, dstmt = _stmt_of(consumer, p), _stmt_of(dconsumer, dp)
             branch = low.stmts[-1]
-            fallback = ast.Assign(targets=[ast.Name(id=low.result, ctx=ast.Store())], value=consumer)
+            # (a comprehension read by index, analysis.unbind, falls back to the one written: its
+            # consumer with the comprehension as it was)
+            written = getattr(node, "_av_original", None)
+            value = consumer if written is None else copy.deepcopy(consumer, {id(node): written})
+            fallback = ast.Assign(targets=[ast.Name(id=low.result, ctx=ast.Store())], value=value)
             ast.copy_location(fallback, stmt)
             set_lines([fallback.targets[0]], stmt.lineno)
             fallback.end_lineno = max(stmt.end_lineno or stmt.lineno, stmt.lineno)

@@ -2415,11 +2415,26 @@ def _plain_subclass(t) -> None:
     tensors, as nn.Parameter's do (torch's disabled __torch_function__), or one with torch's own
     __torch_function__, whose type every operation passes on, in the batch as in the loop
     (vmap drops it: Token._vmap refuses such inputs). A subclass with a __torch_function__ of
-    its own may do anything per call: the loop runs."""
+    its own may do anything per call: the loop runs. So does one that overrides, in Python, a
+    method through which the loop reaches its rows and which the rewrite reads otherwise
+    (`for r in x` is `__iter__`, a walk of `x.unbind(1)` reads `x[:, k]`)."""
     tf = getattr(type(t), "__torch_function__", None)
     if tf is not torch._C._disabled_torch_function_impl and getattr(tf, "__func__", None) is not _TENSOR_TORCH_FUNCTION:
         raise GuardFailed(f"a torch.Tensor subclass ({type(t).__name__}) with its own __torch_function__: "
                           "the loop runs, each call of it as written")
+    kind = type(t)
+    own = _OWN_ROW_METHODS.get(kind)
+    if own is None:
+        own = _OWN_ROW_METHODS[kind] = next((m for m in _ROW_METHODS if getattr(kind, m, None) is not
+                                             getattr(torch.Tensor, m)), "")
+    if own:
+        raise GuardFailed(f"a torch.Tensor subclass ({kind.__name__}) with its own `{own}`: the loop runs, "
+                          "which calls it")
+
+
+# the methods by which a loop reaches a tensor's rows, which the rewrite reads by index instead
+_ROW_METHODS = ("__iter__", "__getitem__", "__len__", "__reversed__", "unbind", "split", "flip", "size", "movedim")
+_OWN_ROW_METHODS = weakref.WeakKeyDictionary()     # subclass -> the first of them it overrides ("" for none)
 
 
 _TENSOR_TORCH_FUNCTION = torch.Tensor.__torch_function__.__func__

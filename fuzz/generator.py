@@ -4409,6 +4409,44 @@ def lost_reversed_build(self):
     self.emit(1, f"return {ret}{tail}")
 
 
+def lost_unbind_walk(self):
+    """Walks of a tensor's slices (`x.unbind(d)`, `torch.unbind(x, d)`, `x.split(1, d)`,
+    `torch.split(x, 1, dim=d)`, negative and out-of-range dimensions) in loops, zips with a
+    second walk of another length, enumerates with a start and comprehensions: appends, sums and
+    products of the element. Pitfalls: the element changed in place, kept, compared by `is` or
+    read after the loop, `split(2, ..)` / `chunk`, a list instead of a tensor."""
+    x = self.main(dtypes=("float32", "float32", "float64", "int64"), rank=self.pick([1, 2, 2]), grad_p=0.3,
+                  readonly=False)
+    rank = len(x.shape)
+    self.tensor("y", (self.rng.randint(0, 8), 3), "float32")
+    self.emit(1, f"seq = {self.pick(['x'] * 8 + ['list(x.unbind(0))', 'x.tolist()'])}")
+    d = self.pick(list(range(-rank, rank)) * 6 + [rank, -rank - 1])
+    unbind = self.chance(0.6)
+    walk = self.pick([f"seq.unbind({d})", f"torch.unbind(seq, {d})", f"seq.unbind(dim={d})"] if unbind else
+                     [f"seq.split(1, {d})", f"torch.split(seq, 1, dim={d})", f"seq.split(1, dim={d})"] * 4
+                     + [f"seq.split(2, {d})", f"seq.chunk(2, {d})"])
+    body = self.pick(["e * 2", "e.abs() + 1", "torch.tanh(e * 1.0)", "e.sum()", "e.clamp(min=0) - e", "e * e"])
+    form = self.pick(["append", "sum", "enumerate", "zip", "comprehension"])
+    pit = self.pick(["none"] * 14 + ["in_place", "keep", "is", "after"])
+    if form == "comprehension":
+        self.emit(1, f"out = [{'e' if pit == 'keep' else body} for e in {walk}]")
+    else:
+        self.emit(1, "out = []")
+        self.emit(1, "total = 0.0")
+        head = {"zip": f"e, g in zip({walk}, y.unbind(0))",
+                "enumerate": f"t, e in enumerate({walk}, {self.pick([0, 0, 2, -1])})"}
+        self.emit(1, f"for {head.get(form, 'e in ' + walk)}:")
+        if pit == "in_place":
+            self.emit(2, "e.mul_(2)")
+        elif pit == "is":
+            self.emit(2, "if e is seq:")
+            self.emit(3, "total = total + 1")
+        value = "e" if pit == "keep" else body + {"zip": " * g.sum()", "enumerate": " * t"}.get(form, "")
+        self.emit(2, f"total = total + ({value}).sum()" if form == "sum" else f"out.append({value})")
+    ret = "total" if form == "sum" else self.pick(["torch.stack(out)", "torch.stack(out)", "out", "len(out)"])
+    self.emit(1, f"return {ret}" + (", e" if pit == "after" and form != "comprehension" else ""))
+
+
 def lost_stored_rec(self):
     """A running value stored into an output and read back (`out[t] = a * out[t - 1] + x[t]`,
     `adv[t] = d + g * adv[t + 1]` over a reversed range, `y[t + 1] = .. y[t]`, by column
@@ -4532,8 +4570,9 @@ def lost_number_branch(self):
 
 
 LOST_FORMS = {"number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
-              "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows, "two_way": lost_two_way,
-              "element_views": lost_element_views, "reversed_build": lost_reversed_build}
+              "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
+              "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
+              "unbind_walk": lost_unbind_walk}
 
 # family "ints": the same forms with narrow integer data (int32, int16, uint8) beside int64:
 # a Python int or a 0-d int64 value does not widen them, a batch of int64 values would

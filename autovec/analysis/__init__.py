@@ -150,8 +150,9 @@ def _dynamic_scope(fn: ast.FunctionDef, env, local_names) -> str | None:
 # ----------------------------------------------------------------------------- consumers
 
 def _consumer_call(call: ast.AST, env, arg: ast.AST) -> str | None:
-    """"stack"/"cat"/"tensor" when `call` is torch.stack(arg) (dim 0), torch.cat(arg), torch.tensor(arg)."""
-    if not (isinstance(call, ast.Call) and len(call.args) == 1 and call.args[0] is arg):
+    """"stack"/"cat"/"tensor" when `call` is torch.stack(arg) (dim 0), torch.cat(arg), torch.tensor(arg);
+    "stack@d" / "cat@d" along a literal dimension d >= 1, by keyword or by position (`torch.stack(arg, 1)`)."""
+    if not (isinstance(call, ast.Call) and 1 <= len(call.args) <= 2 and call.args[0] is arg):
         return None
     if not isinstance(call.func, (ast.Attribute, ast.Name)):
         return None
@@ -162,6 +163,12 @@ def _consumer_call(call: ast.AST, env, arg: ast.AST) -> str | None:
             for kw in call.keywords if kw.arg == "dim"]
     if len(dims) != len(call.keywords) or kind not in ("stack", "cat") and dims:
         return None
+    if len(call.args) == 2:
+        # (the dimension by position: stack's and cat's second parameter; given twice, the call raises)
+        at = call.args[1]
+        if dims or kind not in ("stack", "cat"):
+            return None
+        dims = [at.value if isinstance(at, ast.Constant) and type(at.value) is int else None]
     if dims and (dims[0] is None or dims[0] < 0):
         return None
     return kind if not dims or dims[0] == 0 else f"{kind}@{dims[0]}"   # e.g. "stack@1"

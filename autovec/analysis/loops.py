@@ -2455,7 +2455,10 @@ def _mapped(nodes, space: IterSpace, index: str | None, body: _Body, ctx: Contex
             if not isinstance(sub, ast.Subscript) or not isinstance(sub.ctx, ast.Load):
                 continue
             m = match_subscript(sub, index)
-            if not isinstance(m, tuple) or not _base_ok(sub.value) or start is None:
+            # (`x.movedim(-1, 0)[k]`, made by analysis.unbind for a walk of `x.unbind(-1)` and read
+            # nowhere else in the loop: the guard evaluates the view once, as it does a name)
+            view = getattr(sub.value, "_av_view", False)
+            if not isinstance(m, tuple) or not (_base_ok(sub.value) or view) or start is None:
                 continue
             base = src(sub.value)
             if _root_name(base) in body.assigned or _root_name(base) in iter_vars:
@@ -2463,7 +2466,8 @@ def _mapped(nodes, space: IterSpace, index: str | None, body: _Body, ctx: Contex
             d, off = m
             key = (base, d, off + start)
             if key not in mapped:
-                name = f"{base.replace('.', '_')}_{index}" + (
+                stem = src(sub.value.func.value).replace(".", "_") + "_movedim" if view else base.replace(".", "_")
+                name = f"{stem}_{index}" + (
                     "" if (d, off) == (0, 0) else f"_{d}_{off + start}".replace("-", "m"))
                 taken = ctx.local_names | {m.param for m in mapped.values()}
                 while name in taken:

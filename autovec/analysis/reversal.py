@@ -396,22 +396,83 @@ def _walk_of(loop: ast.For, cap: Captured, local: set):
     return None, None
 
 
+@dataclass
+class Walk:
+    """A loop whose elements are read by their index (a reversed walk here, a walk of
+    `x.unbind(d)` or `x.split(1, d)` in analysis.unbind): `loop` is rewritten in place, `original`
+    is the loop before the move (the fallback), `reads` says how each element is read, for the
+    report. `bases`: (source, dimension) of each sequence whose reads the plan must take as the
+    loop's own slices (a `Mapped`), so that the guard sees it and takes only a tensor; none for a
+    reversed walk (whose elements are read as `x[k]`, the sequence's own indexing)."""
+    loop: ast.For
+    original: ast.For
+    reads: str
+    bases: tuple = ()
+
+
+def _body(loop) -> list:
+    """What a loop runs at each step: a `for` loop's body; a comprehension's (of one generator)
+    element and conditions, as expression statements around its own nodes."""
+    if isinstance(loop, ast.For):
+        return loop.body
+    return [ast.Expr(e) for e in [loop.elt] + loop.generators[0].ifs]
+
+
+def _unread(loop, elements) -> list:
+    """The element names the loop's body never reads."""
+    read = {n.id for st in _body(loop) for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return [e for e in elements if e not in read]
+
+
+def _move(loop, reads: dict, index: str, header: str, binds=()) -> ast.AST:
+    """`loop` as `for index in header:` with each read of an element name replaced by the text in
+    `reads` and `binds` put first in the body (a comprehension of one generator: its element and
+    conditions read so, `binds` none); returns the loop before the move (also kept as
+    `loop._av_original`, the fallback, and as `_av_written` where no earlier move set it)."""
+    original = copy.deepcopy(loop)
+    if not hasattr(loop, "_av_written"):
+        loop._av_written = copy.deepcopy(loop)
+    if isinstance(loop, ast.For):
+        loop.body = list(binds) + [_Reads(reads).visit(st) for st in loop.body]
+        head, was = loop, original
+    else:
+        head, was = loop.generators[0], original.generators[0]
+        loop.elt = _Reads(reads).visit(loop.elt)
+        head.ifs = [_Reads(reads).visit(c) for c in head.ifs]
+    for n in ast.walk(loop):
+        if not hasattr(n, "lineno") and isinstance(n, (ast.expr, ast.stmt)):
+            ast.copy_location(n, loop)
+    head.target = ast.copy_location(ast.Name(index, ast.Store()), head.target)
+    head.iter = ast.parse(header, mode="eval").body
+    for n in ast.walk(head.iter):
+        ast.copy_location(n, was.iter)
+        n.end_lineno, n.end_col_offset = was.iter.end_lineno, was.iter.end_col_offset
+    loop._av_original = original
+    return original
+
+
 def reversed_walks(cap: Captured, avoid=()) -> tuple[list, dict]:
-    """Reversed walks as described in the module's docstring. Returns ([(the rewritten loop,
-    the loop before the move)], {(line, col): why a reversed walk was not moved}). Loops
-    overlapping those in `avoid` are left as they are."""
+    """Reversed walks as described in the module's docstring. Returns ([Walk], {(line, col): why
+    a reversed walk was not moved, as the report says it}). Loops overlapping those in `avoid`
+    are left as they are."""
     fn = cap.tree
     local = _local_names(fn)
     out, refused = [], {}
     if not _builtins_ok(cap, local, ("range", "len", "reversed")):
         return out, refused
+
+    def refuse(loop, why):
+        refused[(loop.lineno, loop.col_offset)] = (
+            f"the loop at line {loop.lineno} walks `{ast.unparse(loop.iter)}` backwards, which is read as `x[k]` "
+            f"over a reversed range only where that is exact; here {why}")
+
     for loop in _own(fn, ast.For):
         if _overlaps(loop, avoid):
             continue
         pairs, count, *counter = _walk_of(loop, cap, local)
         if pairs is None:
             if count is not None:
-                refused[(loop.lineno, loop.col_offset)] = count
+                refuse(loop, count)
             continue
         counter = counter[0] if counter else None
         why = _refuse_walk(fn, loop, pairs, cap, local, counter)
@@ -419,59 +480,56 @@ def reversed_walks(cap: Captured, avoid=()) -> tuple[list, dict]:
             # (sequences of different lengths are caught where the longer walk reads the shorter
             # past its end: a sequence whose element is never read is never checked, and zip
             # would stop at its length; found by the fuzzer: zip(reversed(x), reversed(empty)))
-            read = {n.id for st in loop.body for n in ast.walk(st) if isinstance(n, ast.Name)
-                    and isinstance(n.ctx, ast.Load)}
-            unread = [e for e, _ in pairs if e not in read]
+            unread = _unread(loop, [e for e, _ in pairs])
             if unread:
                 why = (f"`{unread[0]}` is never read in the loop, so its sequence's length, where `zip` stops, "
                        "would not be checked")
         if why:
-            refused[(loop.lineno, loop.col_offset)] = why
+            refuse(loop, why)
             continue
         k = f"{pairs[0][0]}_index{loop.lineno}_{loop.col_offset}"     # (not `_av_`: reserved for user code)
         if k in local:
-            refused[(loop.lineno, loop.col_offset)] = f"the name `{k}` is taken"
+            refuse(loop, f"the name `{k}` is taken")
             continue
         local.add(k)
-        original = copy.deepcopy(loop)
-        if not hasattr(loop, "_av_written"):
-            loop._av_written = copy.deepcopy(loop)
-        loop._av_walk = ", ".join(f"`{e} = {ast.unparse(seq)}[k]`" for e, seq in pairs)
+        binds = []
+        if counter is not None:     # (the index enumerate gives the element k: start + n - 1 - k)
+            j, start = counter
+            binds.append(_stmt(f"{j} = {start} + {count} - 1 - {k}" if start else f"{j} = {count} - 1 - {k}",
+                               loop.target))
         # each read of an element reads `x[k]` itself (the same value each time: the loop never
         # changes `x`): the element is bound nowhere, so no last value is left for the planner to
         # keep (it is read nowhere after the loop), also where a loop around this one runs it again
         reads = {e: f"{ast.unparse(seq)}[{k}]" for e, seq in pairs}
-        loop.body = [_Reads(reads).visit(st) for st in loop.body]
-        for st in loop.body:
-            for n in ast.walk(st):
-                if not hasattr(n, "lineno") and isinstance(n, (ast.expr, ast.stmt)):
-                    ast.copy_location(n, loop)
-        binds = []
-        if counter is not None:     # (the index enumerate gives the element k: start + n - 1 - k)
-            j, start = counter
-            binds.insert(0, _stmt(f"{j} = {start} + {count} - 1 - {k}" if start else f"{j} = {count} - 1 - {k}",
-                                  loop.target))
-        loop.body = binds + loop.body
-        loop.target = ast.copy_location(ast.Name(k, ast.Store()), loop.target)
-        loop.iter = ast.parse(f"reversed(range({count}))", mode="eval").body
-        for n in ast.walk(loop.iter):
-            ast.copy_location(n, original.iter)
-            n.end_lineno, n.end_col_offset = original.iter.end_lineno, original.iter.end_col_offset
-        loop._av_original = original
-        out.append((loop, original))
+        original = _move(loop, reads, k, f"reversed(range({count}))", binds)
+        out.append(Walk(loop, original, ", ".join(f"`{e} = {ast.unparse(seq)}[k]`" for e, seq in pairs)
+                        + " for k from the last index down to 0"))
     return out, refused
 
 
-def _refuse_walk(fn, loop: ast.For, pairs, cap: Captured, local: set, counter=None) -> str | None:
+def _copy_row_use(n: ast.Name, parent: dict, cap: Captured, local: set) -> str | None:
+    """Why a reversed walk's element may not be read as `x[k]` where it is used (None where it
+    may): the element of a reversed tensor is a row of a copy, `x[k]` a view of `x`."""
+    if _value_use(n, parent, cap, local):
+        return None
+    return (f"`{n.id}` is used as it is at line {n.lineno} (kept, stored or updated in place: the element of a "
+            "reversed tensor is a row of a copy, `x[k]` a view of `x`)")
+
+
+def _refuse_walk(fn, loop: ast.For, pairs, cap: Captured, local: set, counter=None,
+                 element_use=_copy_row_use) -> str | None:
     """Why the walk is not read as `x[k]` (None where it is). enumerate's index is a Python int
-    in both forms, the same value at every step and after the loop; only not rebound in it."""
-    if loop.orelse:
+    in both forms, the same value at every step and after the loop; only not rebound in it.
+    `element_use(name node, parents, cap, local)` says why one read of an element is not
+    allowed (None where it is): each kind of walk has its own rule."""
+    if getattr(loop, "orelse", None):
         return "the loop has an `else` block"
+    body = _body(loop)
     if counter is not None:
         if counter[0] in {e for e, _ in pairs} | {_dotted(seq)[0] for _, seq in pairs}:
             return "enumerate's index is named as the element or the sequence"
         if any(isinstance(n, ast.Name) and n.id == counter[0] and not isinstance(n.ctx, ast.Load)
-               for s in loop.body for n in ast.walk(s)):
+               for s in body for n in ast.walk(s)):
             return f"enumerate's index `{counter[0]}` is assigned in the loop"
     elements = [e for e, _ in pairs]
     if len(set(elements)) != len(elements):
@@ -480,8 +538,8 @@ def _refuse_walk(fn, loop: ast.For, pairs, cap: Captured, local: set, counter=No
     roots = {p[0] for p in paths}
     if roots & set(elements):
         return "the element is named as the sequence"
-    changed = mutated(ast.Module(body=loop.body, type_ignores=[]))
-    for s in loop.body:
+    changed = mutated(ast.Module(body=body, type_ignores=[]))
+    for s in body:
         for n in ast.walk(s):
             if isinstance(n, _NESTED_SCOPES + (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await,
                                                ast.NamedExpr)):
@@ -493,14 +551,14 @@ def _refuse_walk(fn, loop: ast.For, pairs, cap: Captured, local: set, counter=No
                 return (f"the loop mentions `{what}` (line {n.lineno}), which it walks: `{what}[k]` would see "
                         "what the loop changes, where the walk reads what it held when the loop began")
     parent = _parents(loop)
-    for s in loop.body:
+    for s in body:
         for n in ast.walk(s):
             if isinstance(n, ast.Name) and n.id in elements:
                 if not isinstance(n.ctx, ast.Load):
                     return f"`{n.id}` is assigned in the loop (line {n.lineno})"
-                if not _value_use(n, parent, cap, local):
-                    return (f"`{n.id}` is used as it is at line {n.lineno} (kept, stored or updated in place: "
-                            "the element of a reversed tensor is a row of a copy, `x[k]` a view of `x`)")
+                why = element_use(n, parent, cap, local)
+                if why:
+                    return why
     inside = {id(n) for n in ast.walk(loop)}
     for n in ast.walk(fn):
         if isinstance(n, ast.Name) and n.id in elements and id(n) not in inside:
@@ -526,9 +584,9 @@ class _Reads(ast.NodeTransformer):
         return new
 
 
-def restore_walk(loop: ast.For, original: ast.For) -> None:
+def restore_walk(loop, original) -> None:
     """The loop before the move, in place (the loop's node stays the one the records hold)."""
-    for f in ("target", "iter", "body", "orelse"):
+    for f in original._fields:
         setattr(loop, f, getattr(original, f))
     if hasattr(loop, "_av_original"):
         del loop._av_original
@@ -547,8 +605,11 @@ def settle(cap: Captured, fronts: list, walks: list, refusals: dict, infos: list
     tensor or a list's `.flip` would raise another error in it). A loop nest around it, planned
     with the index form as its inner level, stays: its rewrite reads the same values (and fails
     over to its fallback where the index form would raise), and its fallback, the nest in the
-    tree, holds the walk as written. A compiled step of the walk or around it is dropped (its
-    body would be the index form). Each front-first list goes back as written where no
+    tree, holds the walk as written. A walk with `bases` (analysis.unbind) stays only where the
+    plan reads each of them as the loop's own slice (else that plan is dropped and the loop runs
+    as written): the guard then takes only tensors there, where the index form would also read
+    another object that has the methods it calls. A compiled step of the walk or around it is
+    dropped (its body would be the index form). Each front-first list goes back as written where no
     vectorized loop (or compiled step) is the loop, around it or inside it. The reports say
     what was read how. Returns the pieces and steps that stay; `reports` is updated in place."""
     import dataclasses
@@ -563,23 +624,46 @@ def settle(cap: Captured, fronts: list, walks: list, refusals: dict, infos: list
         return (lo, hi) != (loop.lineno, loop.end_lineno) and lo <= loop.lineno and loop.end_lineno <= hi \
             or key == _key(loop)
 
-    for loop, original in walks:
+    def read_through_index(plan, bases) -> bool:
+        have = set()
+        for m in plan.mapped:
+            have |= {(m.base, p) for _, p, _ in m.levels} if m.levels else {(m.base, m.dim)}
+        return all(b in have for b in bases)
+
+    def drop(piece_info, why):
+        nonlocal pieces
+        pieces = [(i, low) for i, low in pieces if i is not piece_info]
+        report(piece_info, strategy="python", reason=why)
+        for i in infos:
+            if i.part_of == piece_info.lineno:
+                report(i, strategy="python", reason=f"part of the loop nest at line {piece_info.lineno}, which runs "
+                                                    "as written")
+
+    for w in walks:
+        loop, original = w.loop, w.original
+        walked = ast.unparse(original.iter if isinstance(original, ast.For) else original.generators[0].iter)
         key = _key(loop)
-        if any((info.lineno, info.col) == key for info, _ in pieces):
-            info = next(info for info, _ in pieces if (info.lineno, info.col) == key)
-            k = infos.index(info)
-            report(info, reason=f"{reports[k].reason} (`{ast.unparse(original.iter)}` walked as {loop._av_walk} for "
-                                "k from the last index down to 0)")
+        own = next((info for info, _ in pieces if (info.lineno, info.col) == key), None)
+        unmapped = (f"the loop at line {loop.lineno} walks `{walked}`, read as {w.reads}, but "
+                    "the plan does not read each element as the loop's own slice of its tensor, which the guard "
+                    "checks is a tensor; the loop runs as written")
+        if own is not None and read_through_index(own.plan, w.bases):
+            k = infos.index(own)
+            report(own, reason=f"{reports[k].reason} (`{walked}` walked as {w.reads})")
             continue
+        if own is not None:
+            drop(own, unmapped)
         # (a loop nest planned with the walk's index form as its inner level: its rewrite reads the
         # same values, and its fallback, the nest in the tree, now holds the walk as written)
         restore_walk(loop, original)
         inner = next((info for info in infos if (info.lineno, info.col) == key), None)
         nest = next((i for i, _ in pieces if inner is not None and inner.part_of == i.lineno), None)
-        if nest is not None:
+        if nest is not None and not read_through_index(nest.plan, w.bases):
+            drop(nest, unmapped)
+        elif nest is not None:
             k = infos.index(nest)
-            report(nest, reason=f"{reports[k].reason} (its inner loop walks `{ast.unparse(original.iter)}`, read "
-                                "as its elements by their index from the last down to 0)")
+            report(nest, reason=f"{reports[k].reason} (its inner loop walks `{walked}`, read "
+                                f"as {w.reads})")
         kept = []
         for info in steps:
             if encloses(info.lineno, info.step.end_lineno, (info.lineno, info.col), loop):
@@ -591,10 +675,7 @@ def settle(cap: Captured, fronts: list, walks: list, refusals: dict, infos: list
         key = (info.lineno, info.col)
         if key in refusals and reports[at[key]].strategy == "python" and not any(
                 (i.lineno, i.col) == key for i, _ in pieces):
-            node = next((n for n in ast.walk(cap.tree) if isinstance(n, ast.For) and _key(n) == key), None)
-            what = f"`{ast.unparse(node.iter)}`" if node is not None else "its sequence"
-            report(info, reason=f"the loop at line {info.lineno} walks {what} backwards, which is read as "
-                                f"`x[k]` over a reversed range only where that is exact; here {refusals[key]}")
+            report(info, reason=refusals[key])
     for fb in fronts:
         loop = fb.loop
         needed = [info for info, _ in pieces if encloses(info.plan.lineno, info.plan.end_lineno,
