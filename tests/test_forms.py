@@ -117,11 +117,13 @@ def test_where_with_nan_in_the_untaken_side():
     _same(fn, g, 2.0)
 
 
-def test_branches_with_gradients_keep_the_python_loop():
+def test_branches_with_gradients_run_each_side_on_its_rows():
+    # (an `if` without `else`, then a statement for every row: each side on its own rows under
+    # grad, tests/test_two_way_sides.py; before, such branches kept the Python loop under grad)
     fn, inputs, _, _ = CORPUS["clip_rows"]
     g, m = inputs()
     g.requires_grad_(True)
-    assert explain(fn, g, m).path == "python"
+    assert explain(fn, g, m).path == "vectorized"
     assert_equivalent(fn, g.detach(), m, grad=True)
 
 

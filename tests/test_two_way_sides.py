@@ -185,6 +185,16 @@ def if_then_every_row(x):
     return total + seen
 
 
+def replaced_then_appended(x):
+    out = []
+    for i in range(x.shape[0]):
+        v = x[i] * 2
+        if x[i].sum() > 0:
+            v = torch.sqrt(x[i])        # (a name, not an output: the side the rows that skip it compute is `pass`)
+        out.append(v)
+    return torch.stack(out)
+
+
 def _mixed(n=12, d=3):
     x = torch.randn(n, d)
     x[::3] = -x[::3].abs() - 0.1        # sqrt / log of these give NaN
@@ -223,6 +233,7 @@ CASES = [
     (appended_elif_chain, lambda: (_chain_rows(),), (0,)),
     (elif_without_else, lambda: (torch.tensor([3.0, 1.0, 0.5, 0.0, -0.5, -1.0, -3.0, 2.0, -2.5] * 2),), (0,)),
     (if_then_every_row, lambda: (_mixed(12, 1).flatten(),), (0,)),
+    (replaced_then_appended, lambda: (_signed(),), (0,)),
     (prefix_then_continue, lambda: (_signed(), torch.zeros(12, 3)), (0,)),
 ]
 

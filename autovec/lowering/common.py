@@ -1136,13 +1136,13 @@ def _side_bodies(plan: LoopPlan, at: int, top: ast.If, namer, AV: str, convert: 
     for j, side in enumerate(sides):
         if alike:
             # every arm the side's own statements (its rows compute nothing else)
-            texts = [textwrap.indent("\n".join(ast.unparse(st) for st in side), "    ")] * len(sides)
+            texts = [textwrap.indent("\n".join(ast.unparse(st) for st in side) or "pass", "    ")] * len(sides)
         else:
             # outputs some sides leave alone (`if c: pos = pos + a` / `else: neg = neg + b`): the
             # other arms as they are, their outputs' values detached, so that the values the
             # side's rows mask out (as the batch of `where` masks them) send no gradient back
-            texts = [textwrap.indent("\n".join(ast.unparse(st if k == j else _detached(st, marks, AV)) for st in s),
-                                     "    ") for k, s in enumerate(sides)]
+            texts = [textwrap.indent("\n".join(ast.unparse(st if k == j else _detached(st, marks, AV)) for st in s)
+                                     or "pass", "    ") for k, s in enumerate(sides)]
         same = "el".join(f"if {ast.unparse(t)}:\n{text}\n" for (t, _), text in zip(arms, texts)) + (
             f"else:\n{texts[-1]}" if last else "")
         side_plan = dataclasses.replace(plan, body=tuple(plan.body[:at]) + (same,) + tuple(plan.body[at + 1:]))
