@@ -1063,7 +1063,12 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     test = ast.unparse(top.test)
     sides = None
     if plan.two_way:
-        sides = _side_bodies(plan, at, top, namer, AV, convert, layout, L)
+        try:
+            sides = _side_bodies(plan, at, top, namer, AV, convert, layout, L)
+        except Exception:
+            # (a side the lowering cannot write: no sides, and the loop runs under grad, rather
+            # than the whole function unrewritten)
+            sides = None
         if sides is None:
             return []
     elif top.orelse:
