@@ -380,20 +380,27 @@ def _walk_of(loop: ast.For, cap: Captured, local: set):
     if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "enumerate" \
             and _builtins_ok(cap, local, ("enumerate",)):
         # enumerate(reversed(x)): the index counts up from the start while k counts down
-        from .loops import _enumerate_args, _int_literal
+        from .loops import _enumerate_args
         bound = _enumerate_args(call)
         if bound is None or not (isinstance(tgt, ast.Tuple) and len(tgt.elts) == 2
                                  and isinstance(tgt.elts[0], ast.Name)):
             return None, None
         inner = ast.For(target=tgt.elts[1], iter=bound[0], body=[], orelse=[])
-        pairs, count, *nested = _walk_of(inner, cap, local)
-        if pairs is None or nested:
-            return None, count
-        start = 0 if bound[1] is None else _int_literal(bound[1])
-        if start is None or abs(start) > 2 ** 62:
-            return None, "`enumerate` starts at a value that is not an integer literal"
-        return pairs, count, (tgt.elts[0].id, start)
+        return _enumerated(_walk_of(inner, cap, local), tgt, bound)
     return None, None
+
+
+def _enumerated(walk, tgt, bound):
+    """The walk of enumerate's sequence (`walk`: _walk_of's answer for it) with enumerate's
+    index and start added, or (None, why)."""
+    from .loops import _int_literal
+    pairs, count, *nested = walk
+    if pairs is None or nested:
+        return None, count
+    start = 0 if bound[1] is None else _int_literal(bound[1])
+    if start is None or abs(start) > 2 ** 62:
+        return None, "`enumerate` starts at a value that is not an integer literal"
+    return pairs, count, (tgt.elts[0].id, start)
 
 
 @dataclass

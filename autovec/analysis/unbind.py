@@ -50,7 +50,7 @@ from ..frontend import Captured
 from ..purity import MUTATORS, _OPERATOR_EFFECTS, pure_tensor_method
 from .hoist import _dotted, _local_names, _resolves
 from .names import in_place_keyword
-from .reversal import Walk, _builtins_ok, _move, _overlaps, _own, _refuse_walk, _unread
+from .reversal import Walk, _builtins_ok, _enumerated, _move, _overlaps, _own, _refuse_walk, _unread
 
 # attributes of a tensor that say the same of a view that unbind made and one that `x[:, k]` made
 _SAME_ATTRS = frozenset(("shape", "dtype", "device", "ndim", "T", "mT", "H", "mH", "real", "imag", "is_cuda",
@@ -157,7 +157,7 @@ _NO_TORCH = ("a negative dimension is read through `x.movedim(d, 0)`, after `tor
 def _walk_of(loop: ast.For, cap: Captured, local: set, torch_name: str | None, tgt=None, it=None):
     """([(element name, sequence, dimension, kind)], trip count[, (enumerate's index, start)]) of
     a walk of slices, or (None, why) (why None where the loop is no such walk)."""
-    from .loops import _enumerate_args, _int_literal
+    from .loops import _enumerate_args
     tgt = loop.target if tgt is None else tgt
     it = loop.iter if it is None else it
     one = _pieces_of(it, cap, local)
@@ -192,13 +192,7 @@ def _walk_of(loop: ast.For, cap: Captured, local: set, torch_name: str | None, t
     if bound is not None and _builtins_ok(cap, local, ("enumerate",)):
         if not (isinstance(tgt, ast.Tuple) and len(tgt.elts) == 2 and isinstance(tgt.elts[0], ast.Name)):
             return None, None
-        pairs, count, *nested = _walk_of(loop, cap, local, torch_name, tgt.elts[1], bound[0])
-        if pairs is None or nested:
-            return None, count
-        start = 0 if bound[1] is None else _int_literal(bound[1])
-        if start is None or abs(start) > 2 ** 62:
-            return None, "`enumerate` starts at a value that is not an integer literal"
-        return pairs, count, (tgt.elts[0].id, start)
+        return _enumerated(_walk_of(loop, cap, local, torch_name, tgt.elts[1], bound[0]), tgt, bound)
     return None, None
 
 
