@@ -550,7 +550,9 @@ class FunctionRuntime:
         self.grad_refused: dict = {}
         self.iter_bytes: dict = {}        # (loop id, signature) -> bytes one iteration allocates
         self.chunked: dict = {}           # loop id -> (chunks, rows, bytes needed, budget) of the last run
-        self.kept: dict = {}              # loop id -> (kept iterations, all) of its last run that selected them
+        # loop id -> (kept iterations (for a branch's sides: each side's count), all, grad) of its last
+        # run that selected them
+        self.kept: dict = {}
         self.memory_budget = None         # bytes, from @autovec(memory_budget=...); None: half of free memory
         self.steps: dict = {}             # loop id -> compiled.Stepping (loops with a compiled-step form)
         self.in_place: dict = {}          # (loop id, owned parameters) -> the broadcast body reusing temporaries, or None
