@@ -23,6 +23,23 @@ _OUT_OF_PLACE = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, 
 _OP_NAMES = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
 
 
+def broadcast_shapes(*shapes) -> torch.Size:
+    """torch.broadcast_shapes of sizes, without it: in torch 2.13 its first call imports
+    torch.fx's symbolic shapes, and sympy with them (0.25 s, on the first call of a scan). The
+    same rules: aligned from the right, a 1 takes the other size (0 included), other sizes must
+    be equal, else RuntimeError."""
+    nd = max((len(s) for s in shapes), default=0)
+    out = [1] * nd
+    for shape in shapes:
+        for i, d in enumerate(shape, nd - len(shape)):
+            if d == 1:
+                continue
+            if out[i] != 1 and out[i] != d:
+                raise RuntimeError(f"Shape mismatch: objects cannot be broadcast to a single shape: {tuple(shapes)}")
+            out[i] = d
+    return torch.Size(out)
+
+
 def _in_place(a, b, op):
     """`a op b` where `a` is a temporary nobody else holds (the result of the expression's own
     previous operation): into `a` itself when that gives the same tensor (a plain tensor, large,
@@ -32,7 +49,7 @@ def _in_place(a, b, op):
         tb = type(b)
         if tb is torch.Tensor:
             ok = (not b.requires_grad and b.device == a.device and torch.result_type(a, b) == a.dtype
-                  and (b.shape == a.shape or torch.broadcast_shapes(a.shape, b.shape) == a.shape))
+                  and (b.shape == a.shape or broadcast_shapes(a.shape, b.shape) == a.shape))
         else:
             ok = (tb is int or tb is float) and torch.result_type(a, b) == a.dtype
         if ok and (op != "div" or a.is_floating_point() or a.is_complex()):

@@ -16,7 +16,7 @@ import torch.utils._python_dispatch
 import torch.autograd.forward_ad as _forward_ad
 
 from . import _config, cost, indexcheck, lanes
-from .batching import _INPLACE_FLOOR
+from .batching import _INPLACE_FLOOR, broadcast_shapes
 from .lowering.batched import zero_dim_dtype
 from .analysis.shared import function_unsafe, self_calls, shared_work
 from .plan import einsum_letters
@@ -1782,7 +1782,7 @@ class FunctionRuntime:
             _finite_factors(o, acc)
             _products_in_range(o, acc)
             delta = o.prod(0)
-            if torch.broadcast_shapes(acc.shape, delta.shape) != acc.shape:
+            if broadcast_shapes(acc.shape, delta.shape) != acc.shape:
                 raise GuardFailed("the multiplied value does not broadcast to the accumulator")
             return delta
         first = acc * o[0]
@@ -1921,7 +1921,7 @@ class FunctionRuntime:
             delta = o.sum(0, dtype=step if step != torch.bool else None)
             if acc.requires_grad and acc.is_leaf and torch.is_grad_enabled():
                 raise GuardFailed("in-place update of a leaf that requires grad")
-            if torch.broadcast_shapes(acc.shape, delta.shape) != acc.shape:
+            if broadcast_shapes(acc.shape, delta.shape) != acc.shape:
                 raise GuardFailed("the accumulated value does not broadcast to the accumulator")
             if not torch.can_cast(torch.result_type(acc, o[0]), acc.dtype):
                 raise GuardFailed("in-place accumulation would need a dtype cast the loop refuses")
@@ -2516,7 +2516,7 @@ def _prefix(s0, v, op, py, inplace=False, counted=()):
     if inplace and isinstance(s0, torch.Tensor):
         if not torch.can_cast(torch.result_type(s0, v[0]), s0.dtype) or v.dtype == torch.bool:
             raise GuardFailed("the in-place update needs a cast the loop refuses")
-        if torch.broadcast_shapes(s0.shape, v.shape[1:]) != s0.shape:
+        if broadcast_shapes(s0.shape, v.shape[1:]) != s0.shape:
             raise GuardFailed("the in-place update does not broadcast to the accumulator")
         if v.dtype != s0.dtype:
             raise GuardFailed("an in-place running value of another dtype rounds at every step (kept as a loop)")
@@ -2528,7 +2528,7 @@ def _prefix(s0, v, op, py, inplace=False, counted=()):
         # the loop's values have the shape and dtype of torch.maximum(start, row): a start of
         # other dimensions, or of a wider dtype than the rows (both 0-d: float32 over float16),
         # decides them, where the scan over the rows alone would not
-        if torch.broadcast_shapes(s0.shape, v.shape[1:]) != v.shape[1:]:
+        if broadcast_shapes(s0.shape, v.shape[1:]) != v.shape[1:]:
             raise GuardFailed("a running extreme whose start has dimensions the rows lack (the loop's "
                               "values take the start's shape)")
         want = torch.result_type(s0, v[0])
@@ -3062,7 +3062,7 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
                          device=b.device).to(work)
     if bool((a0.abs() > 1).any()):
         raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)")
-    shape = torch.broadcast_shapes(first.shape, b.shape[1:], a0.shape)
+    shape = broadcast_shapes(first.shape, b.shape[1:], a0.shape)
     h = torch.as_tensor(h0, dtype=work, device=b.device) if not isinstance(h0, torch.Tensor) else h0.to(work)
     out = _scan_pairs(a0.expand(n, *shape), _per_step(b, shape).to(work), h.expand(shape), n)
     return out if work == want else out.to(want)
@@ -3105,7 +3105,7 @@ def _reset_keeps(h0, b, a):
     and the autograd graph (zeros where the loop's values do not require grad at all). Where
     either could show, the loop runs."""
     if isinstance(h0, torch.Tensor) and (torch.result_type(h0, b) != b.dtype
-                                         or torch.broadcast_shapes(h0.shape, b.shape[1:]) != b.shape[1:]):
+                                         or broadcast_shapes(h0.shape, b.shape[1:]) != b.shape[1:]):
         raise GuardFailed("a running value reset to 0 whose start has another dtype or shape than its terms")
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (h0, b, a)):
         raise GuardFailed("a running value reset to 0 with tensors that require grad (the reset cuts the graph "
@@ -3157,7 +3157,7 @@ def _linear_scan(h0, b, a, py_a, py_b=False, computed=False):
     _same_promotion(h0, b0, want)
     if bool((a.abs() > 1).any()):
         raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)", data=True)
-    shape = torch.broadcast_shapes(first.shape, b.shape[1:], a.shape[1:])
+    shape = broadcast_shapes(first.shape, b.shape[1:], a.shape[1:])
     work = _near_one(a, want, computed) if not py_a else want
     h = h0 if isinstance(h0, torch.Tensor) else torch.as_tensor(h0, dtype=want, device=b.device)
     out = _scan_pairs(_per_step(a.to(work), shape), _per_step(b.to(work), shape), h.to(work), n)

@@ -844,7 +844,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             tagged[fd.name] = (copy.deepcopy(fd), AV)
     defs = exit_code + scan_code + [body_def] + ([ref_def] if ref_def is not None else [])
     REF = ref_def.name if ref_def is not None else "None"
-    select_code = _select_code(plan, T, L, namer, AV, convert, defs, tagged, layout)
+    select_code = _select_code(plan, T, L, namer, AV, convert, defs, tagged, layout, REF, body_def)
     if direct:
         DIRECT = namer.new(f"_av_direct{L}")
         defs.append(direct_function(plan, DIRECT, AV))
@@ -1031,7 +1031,7 @@ def _new_memory(value: str, plan: LoopPlan, depth: int = 0) -> bool:
 
 
 def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, defs: list, tagged: dict,
-                 layout=None) -> list:
+                 layout=None, ref="None", body_def=None) -> list:
     """A loop whose one condition guards its whole body (plan.guarded): the condition alone as a
     body of its own, run first on the calls that keep their rows first (Token.selecting: under
     grad), so that the body runs on the kept rows alone and never on the others, where it may
@@ -1064,7 +1064,7 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     sides = None
     if plan.two_way:
         try:
-            sides = _side_bodies(plan, at, top, namer, AV, convert, layout, L)
+            sides = _side_bodies(plan, top, AV, layout, L, body_def)
         except Exception:
             # (a side the lowering cannot write: no sides, and the loop runs under grad, rather
             # than the whole function unrewritten)
@@ -1094,10 +1094,12 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     if sides is None:
         return template(f"if {T}.selecting:\n    {T}.select_run({SEL}, {SREF}, {SEL!r})")
     runs = []
-    for side_def, side_ref in sides:
+    for side_def in sides:
+        # (each side's one-time check runs the loop's own body on its rows, `ref`: there it takes
+        # this side, and its values are the side's)
         tagged[side_def.name] = (copy.deepcopy(side_def), AV)
-        defs += [side_def] + ([side_ref] if side_ref is not None else [])
-        runs.append(f"({side_def.name}, {side_ref.name if side_ref is not None else 'None'}, {side_def.name!r})")
+        defs.append(side_def)
+        runs.append(f"({side_def.name}, {ref}, {side_def.name!r})")
     return template(f"if {T}.selecting:\n    {T}.select_run({SEL}, {SREF}, {SEL!r}, ({', '.join(runs)}))")
 
 
@@ -1125,61 +1127,40 @@ def _arms(top: ast.If):
     return arms, top.orelse       # (no `else`: [], the rows where no condition holds compute nothing)
 
 
-def _side_bodies(plan: LoopPlan, at: int, top: ast.If, namer, AV: str, convert: bool, layout, L: int):
-    """[(def, reference def)] of the sides of a plan.two_way body (_select_code), whose branch
-    `top` (an `if` / `else`, or an `if` / `elif` / `else` chain) is its statement `at`, or None
-    where a side's layout is not the loop's body's."""
+def _side_bodies(plan: LoopPlan, top: ast.If, AV: str, layout, L: int, body_def: ast.FunctionDef):
+    """[def] of the sides of a plan.two_way body (_select_code), whose branch `top` is an `if`
+    (with any `elif`s and `else`s), or None. Each is the loop's body (`body_def`, if-converted)
+    as the side's rows compute it: each `where` of the branch's conditions takes the value the
+    side's rows take (_one_side), the values of outputs the side does not assign are detached
+    (`if c: pos = pos + a` / `else: neg = neg + b`: its rows mask them out, as the batch of
+    `where` does, and no gradient flows back through them), and what nothing reads then goes
+    (the other sides' values). Its values are laid out as the loop's body's (`layout`)."""
     arms, last = _arms(top)
     sides = [body for _, body in arms] + [last]
     marks = {o.marker for o in plan.outputs} | {p[1] for o in plan.outputs for p in o.payloads}
     stored = [{n.id for st in side for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
               & marks for side in sides]
-    alike = all(st == stored[0] for st in stored)
-    if not alike and not all(_detachable(side, marks) for side in sides):
+    ret = body_def.body[-1] if body_def is not None and body_def.body else None
+    if layout is None or not (isinstance(ret, ast.Return) and isinstance(ret.value, ast.Tuple)):
         return None
+    branched = set().union(*stored)
     out = []
-    for j, side in enumerate(sides):
-        if alike:
-            # every arm the side's own statements (its rows compute nothing else)
-            texts = [textwrap.indent("\n".join(ast.unparse(st) for st in side) or "pass", "    ")] * len(sides)
-        else:
-            # outputs some sides leave alone (`if c: pos = pos + a` / `else: neg = neg + b`): the
-            # other arms as they are, their outputs' values detached, so that the values the
-            # side's rows mask out (as the batch of `where` masks them) send no gradient back
-            texts = [textwrap.indent("\n".join(ast.unparse(st if k == j else _detached(st, marks, AV)) for st in s)
-                                     or "pass", "    ") for k, s in enumerate(sides)]
-        same = "el".join(f"if {ast.unparse(t)}:\n{text}\n" for (t, _), text in zip(arms, texts)) + (
-            f"else:\n{texts[-1]}" if last else "")
-        side_plan = dataclasses.replace(plan, body=tuple(plan.body[:at]) + (same,) + tuple(plan.body[at + 1:]))
-        side_def, _, side_layout, side_ref = body_function(side_plan, namer.new(f"_av_side{j}_{L}"), namer, AV,
-                                                           convert)
-        if layout is None or list(side_layout) != list(layout):
-            return None
+    for j in range(len(sides)):
+        side_def = copy.deepcopy(body_def)
+        side_def.name = f"_av_side{j}_{L}"
+        elts = side_def.body[-1].value.elts
+        for o, lay in zip(plan.outputs, layout):
+            if o.marker in stored[j] or o.marker not in branched:
+                continue      # (assigned on this side, or outside the branch: its value is the side's)
+            for pos in (lay[0], *lay[1]):
+                if pos is not None and pos < len(elts):
+                    elts[pos] = ast.Call(func=ast.Attribute(value=ast.Name(AV, ast.Load()), attr="detached",
+                                                            ctx=ast.Load()), args=[elts[pos]], keywords=[])
         side_def = _one_side(side_def, AV, j, len(arms))
         if side_def is None:
             return None
-        out.append((side_def, side_ref))
+        out.append(side_def)
     return out
-
-
-def _detachable(side: list, marks: set) -> bool:
-    """Whether every output a side's statements assign is a plain `marker = value` (_detached)."""
-    for st in side:
-        for n in ast.walk(st):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in marks:
-                if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and st.targets[0] is n):
-                    return False
-    return True
-
-
-def _detached(st: ast.stmt, marks: set, AV: str) -> ast.stmt:
-    """`marker = AV.detached(value)` for an output's assignment, else the statement as it is."""
-    if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
-            and st.targets[0].id in marks:
-        return ast.Assign(targets=st.targets, value=ast.Call(
-            func=ast.Attribute(value=ast.Name(AV, ast.Load()), attr="detached", ctx=ast.Load()),
-            args=[st.value], keywords=[]), lineno=st.lineno)
-    return st
 
 
 def _one_side(fdef: ast.FunctionDef, AV: str, side: int, tests: int):
@@ -1240,7 +1221,29 @@ def _one_side(fdef: ast.FunctionDef, AV: str, side: int, tests: int):
                 and st.targets[0].id in conds and conds.index(st.targets[0].id) <= side:
             held = conds.index(st.targets[0].id) == side
             st.value = ast.BinOp(left=st.value, op=ast.BitOr() if held else ast.BitAnd(), right=ast.Constant(value=held))
-    return None if bad else ast.fix_missing_locations(fdef)
+    if bad:
+        return None
+    _drop_unread(fdef)
+    return ast.fix_missing_locations(fdef)
+
+
+def _drop_unread(fdef: ast.FunctionDef) -> None:
+    """Drop the assignments of names nothing later reads (the copies of a side's statements its
+    rows do not take, and the other arms' values a side's rows never read): the body is pure (the
+    planner's condition for batching it), so they only cost time, in the batch and in building
+    it, which grows with each arm of an `elif` chain. Only a plain `name = value` goes; anything
+    else stays, with what it reads."""
+    live: set = set()
+    kept = []
+    for st in reversed(fdef.body):
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                and st.targets[0].id not in live:
+            continue
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+            live.discard(st.targets[0].id)
+        live |= {n.id for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        kept.append(st)
+    fdef.body = kept[::-1] or [ast.Pass()]
 
 
 def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
