@@ -526,6 +526,7 @@ class FunctionRuntime:
         self.bcast: dict = {}             # (loop id, signature, tag) -> how the slices broadcast
         self.nest_dims: dict = {}         # loop id -> vmap in_dims per level of each indexed tensor
         self.batchable: dict = {}         # (loop id, tag) -> (body def, runtime name) with a possible batched form
+        self.side_code: dict = {}         # loop id -> [(tag, BatchedBody)] of its branch's sides, or None (_side_runs)
         self.batched: dict = {}           # (loop id, signature, tag) -> batching.BatchedBody, or why there is none
         self.batched_seen: dict = {}      # loop id -> the batched body (or reason) explain's call met
         self.perms: dict = {}             # (loop id, signature) -> loop dimensions first, per matmul input
@@ -5023,16 +5024,15 @@ class Token:
         """The condition that guards the whole body, for every iteration, without grad: the
         rows _run_selected keeps (lowering.common._select_code). Where it cannot be one flag per
         iteration, _run_selected computes the body on every row first, as without it. `sides`:
-        for a body of one `if` / `else` (plan.two_way), ((body, ref, tag) of the side where the
-        condition holds, the same of the other side)."""
+        for a body that branches once (plan.two_way), how many sides it has (_run_sides)."""
         self.sel_sides = sides
         with torch.no_grad():
             outs = self.run(body, ref, tag=tag)
         mask = outs[0] if outs else None
-        if sides is not None and len(sides) > 2:
+        if sides is not None and sides > 2:
             # an `elif` chain: each row's side by number, that of the first condition that holds
             # (the last `else`'s where none does); not a number where a condition is not a flag
-            conds = list(outs[:len(sides) - 1]) if outs and len(outs) >= len(sides) - 1 else []
+            conds = list(outs[:sides - 1]) if outs and len(outs) >= sides - 1 else []
             if not conds or not all(isinstance(c, torch.Tensor) and c.dim() == 1 and c.shape[0] == self.n
                                     and c.dtype == torch.bool for c in conds):
                 return
@@ -5057,7 +5057,7 @@ class Token:
             raise GuardFailed("a loop nest or running values read in the body (the loop runs under grad)")
         sides, self.sel_sides = self.sel_sides, None
         if self.match.plan.two_way:
-            return self._run_sides(sides)
+            return self._run_sides(sides, body, ref)
         mask, self.sel_mask = self.sel_mask, None
         if mask is None:
             with torch.no_grad():
@@ -5092,7 +5092,31 @@ class Token:
         self._not_branched()
         return outs
 
-    def _run_sides(self, sides):
+    def _side_runs(self, count, body, ref):
+        """[(body, reference, tag)] of each side of a body that branches once: made from the
+        loop's body's def once per loop (lowering.common.side_bodies), compiled as closures over
+        the loop's body's free variables, bound to this call's (as a batched body is); each side's
+        one-time check runs the loop's own body on its rows (`ref`), which there takes that side."""
+        rt = self.rt
+        made = rt.side_code.get(self.loop_id, False)
+        if made is False:
+            made = None
+            entry = rt.batchable.get((self.loop_id, ""))
+            if entry is not None:
+                from .batching import BatchedBody, _compile
+                from .lowering.common import side_bodies
+                defs = side_bodies(self.match.plan, self.match_layout(), entry[0], entry[1])
+                if defs is not None and len(defs) == count:
+                    made = []
+                    for d in defs:
+                        rt.batchable[(self.loop_id, d.name)] = (d, entry[1])
+                        made.append((d.name, BatchedBody(_compile(d, body), body.__code__)))
+            rt.side_code[self.loop_id] = made
+        if made is None:
+            raise GuardFailed("the loop's branch has no body per side (the loop runs under grad)")
+        return [(code.bind(body), ref, tag) for tag, code in made]
+
+    def _run_sides(self, sides, body=None, ref=None):
         """_run_selected for a body that branches once (plan.two_way): the condition of every
         iteration first, without grad (select_run: a flag, or for an `elif` chain the number of
         the row's side); then, with grad, each side's body (lowering.common._side_bodies) on its
@@ -5105,6 +5129,8 @@ class Token:
         n = self.n
         if sides is None or not isinstance(mask, torch.Tensor) or mask.dim() != 1 or mask.shape[0] != n:
             raise GuardFailed("the loop's condition is not one flag per iteration (the loop runs under grad)")
+        if isinstance(sides, int):
+            sides = self._side_runs(sides, body, ref)
         if len(sides) == 2:
             mask = mask if mask.dtype == torch.bool else mask != 0
             rows = [mask.nonzero().flatten(), torch.logical_not(mask).nonzero().flatten()]

@@ -844,7 +844,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             tagged[fd.name] = (copy.deepcopy(fd), AV)
     defs = exit_code + scan_code + [body_def] + ([ref_def] if ref_def is not None else [])
     REF = ref_def.name if ref_def is not None else "None"
-    select_code = _select_code(plan, T, L, namer, AV, convert, defs, tagged, layout, REF, body_def)
+    select_code = _select_code(plan, T, L, namer, AV, convert, defs, tagged)
     if direct:
         DIRECT = namer.new(f"_av_direct{L}")
         defs.append(direct_function(plan, DIRECT, AV))
@@ -1030,8 +1030,7 @@ def _new_memory(value: str, plan: LoopPlan, depth: int = 0) -> bool:
         isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Invert))
 
 
-def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, defs: list, tagged: dict,
-                 layout=None, ref="None", body_def=None) -> list:
+def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, defs: list, tagged: dict) -> list:
     """A loop whose one condition guards its whole body (plan.guarded): the condition alone as a
     body of its own, run first on the calls that keep their rows first (Token.selecting: under
     grad), so that the body runs on the kept rows alone and never on the others, where it may
@@ -1040,10 +1039,10 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     statements that run it, or [] where the body is not one `if` without `else` (or `if c:
     continue` and then the body), after plain assignments to names (which it runs too).
 
-    A body of one `if` / `else` (plan.two_way) also gets one body per side, each run on its own
-    rows (Token._run_selected): the loop's body with both sides the same (`if c: A` / `else: A`),
-    so that its returned values are laid out as the loop's body's (`layout`) and each row of the
-    two batches is the row the batch of `where` would give, without computing the other side."""
+    A body that branches once (plan.two_way) also gets one body per side, each run on its own rows
+    (Token._run_sides; made there, from the loop's body, when a call first needs them: the
+    statement passes how many sides there are); its condition body then gives each condition of
+    an `elif` chain."""
     if not (plan.guarded or plan.two_way) or plan.exit_cond or plan.scans or plan.space.kind == "nest":
         return []
     stmts = [ast.parse(b).body[0] for b in plan.body]
@@ -1063,14 +1062,9 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     test = ast.unparse(top.test)
     sides = None
     if plan.two_way:
-        try:
-            sides = _side_bodies(plan, top, AV, layout, L, body_def)
-        except Exception:
-            # (a side the lowering cannot write: no sides, and the loop runs under grad, rather
-            # than the whole function unrewritten)
-            sides = None
-        if sides is None:
-            return []
+        # (the sides' bodies are made from the loop's body when a call first needs them:
+        # runtime Token._run_sides, side_bodies; most loops with a branch never run under grad)
+        sides = len(_arms(top)[0]) + 1
     elif top.orelse:
         # (`if c: continue` and then the body: planned as `if c: pass` / `else:` the body)
         if not (len(top.body) == 1 and isinstance(top.body[0], ast.Pass)):
@@ -1080,7 +1074,7 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     SEL = namer.new(f"_av_sel{L}")
     flag = namer.new(f"_av_kept{L}")
     flags, truth = [(flag, test)], flag
-    if sides is not None and len(sides) > 2:
+    if sides is not None and sides > 2:
         # (an `elif` chain: each condition's value for every row; select_run numbers the sides)
         flags = [(flag if k == 0 else namer.new(f"_av_kept{L}"), ast.unparse(t)) for k, (t, _) in enumerate(_arms(top)[0])]
         truth = ""
@@ -1093,14 +1087,18 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     SREF = sel_ref.name if sel_ref is not None else "None"
     if sides is None:
         return template(f"if {T}.selecting:\n    {T}.select_run({SEL}, {SREF}, {SEL!r})")
-    runs = []
-    for side_def in sides:
-        # (each side's one-time check runs the loop's own body on its rows, `ref`: there it takes
-        # this side, and its values are the side's)
-        tagged[side_def.name] = (copy.deepcopy(side_def), AV)
-        defs.append(side_def)
-        runs.append(f"({side_def.name}, {ref}, {side_def.name!r})")
-    return template(f"if {T}.selecting:\n    {T}.select_run({SEL}, {SREF}, {SEL!r}, ({', '.join(runs)}))")
+    return template(f"if {T}.selecting:\n    {T}.select_run({SEL}, {SREF}, {SEL!r}, {sides})")
+
+
+def side_bodies(plan: LoopPlan, layout, body_def: ast.FunctionDef, AV: str):
+    """The sides' bodies of a plan.two_way loop (_side_bodies), for the runtime (Token._run_sides),
+    from the plan and the loop's body's def; None where there are none."""
+    stmts = [ast.parse(b).body[0] for b in plan.body]
+    at = next((j for j, st in enumerate(stmts) if isinstance(st, ast.If) or _as_if(st) is not None), None)
+    if at is None:
+        return None
+    top = stmts[at] if isinstance(stmts[at], ast.If) else _as_if(stmts[at])
+    return _side_bodies(plan, top, AV, layout, plan.loop_id, body_def)
 
 
 def _as_if(st: ast.stmt):
