@@ -5105,12 +5105,15 @@ class Token:
             if entry is not None:
                 from .batching import BatchedBody, _compile
                 from .lowering.common import side_bodies
-                defs = side_bodies(self.match.plan, self.match_layout(), entry[0], entry[1])
-                if defs is not None and len(defs) == count:
-                    made = []
-                    for d in defs:
-                        rt.batchable[(self.loop_id, d.name)] = (d, entry[1])
-                        made.append((d.name, BatchedBody(_compile(d, body), body.__code__)))
+                try:
+                    defs = side_bodies(self.match.plan, self.match_layout(), entry[0], entry[1])
+                    if defs is not None and len(defs) == count:
+                        made = []
+                        for d in defs:
+                            rt.batchable[(self.loop_id, d.name)] = (d, entry[1])
+                            made.append((d.name, BatchedBody(_compile(d, body), body.__code__)))
+                except Exception:
+                    made = None   # (a side autovec cannot write or compile: the loop runs under grad)
             rt.side_code[self.loop_id] = made
         if made is None:
             raise GuardFailed("the loop's branch has no body per side (the loop runs under grad)")
