@@ -164,6 +164,7 @@ def _selects_rows(plan) -> bool:
 
 
 _GRAD_REFUSALS, _RETRY_GRAD = 3, 32    # refusals of calls with grad before they skip the guard; calls skipped
+_SEL_ERRORS = 3       # failed kept-rows-first runs of a signature (reselected, without grad) before it keeps the loop
 
 
 def _grad_call(pending, mapped, free, calls, writes) -> bool:
@@ -520,6 +521,7 @@ class FunctionRuntime:
         self.failures: dict = {}          # (loop id, signature) -> reason
         self.reselect: set = set()        # (loop id, signature) whose batch over every row failed: kept rows first
         self.sel_failed: set = set()      # (loop id, signature) whose kept-rows-first run failed too
+        self.sel_errors: dict = {}        # (loop id, signature) -> how many of its kept-rows-first runs failed
         self.vmap_types_ok: set = set()   # (loop id, signature) whose types vmap keeps as the loop (Token._vmap)
         self.succeeded: set = set()       # (loop id, signature) seen working
         self.sig_ids: dict = {}           # (loop id, signature tuple) -> the small int that stands for it
@@ -1320,9 +1322,14 @@ class FunctionRuntime:
                 d.vectorized_failed()
         if tok is not None and not isinstance(exc, GuardFailed) and loop_id in self.selectable:
             # (an error of the batch itself: with the loop's condition run first, the body may
-            # never meet the rows that raised; once, and not again where that fails too)
+            # never meet the rows that raised; not again where that fails too, three times: one
+            # call's kept rows may raise on their own values, an index out of range where the
+            # loop raises too, which says nothing of the next call's)
             if tok.selected:
-                self.sel_failed.add((loop_id, tok.sig))
+                key = (loop_id, tok.sig)
+                self.sel_errors[key] = self.sel_errors.get(key, 0) + 1
+                if self.sel_errors[key] >= _SEL_ERRORS:
+                    self.sel_failed.add(key)
             elif self._has_select(loop_id):
                 self.reselect.add((loop_id, tok.sig))
         if tok is not None and (loop_id, tok.sig) not in self.succeeded and not data:

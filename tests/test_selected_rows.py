@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from autovec import autovec, explain
+from autovec import runtime as rt_mod
 
 
 def sqrt_of_positives(x):
@@ -470,10 +471,13 @@ def _masked_log_bad_shape(x, y):
     return total
 
 
-def test_a_batch_that_fails_on_kept_rows_too_is_not_tried_again():
+def test_a_batch_that_fails_on_kept_rows_too_is_not_tried_again(monkeypatch):
+    # (the batch over every row fails once; the kept rows first then fail three times: no more;
+    # every call tries, whatever the cost model would make of the failures)
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
     x, y = torch.rand(500, 4), torch.randint(-1, 3, (500,))
     f = autovec(_masked_log_bad_shape)
-    for _ in range(3):
+    for _ in range(1 + rt_mod._SEL_ERRORS):
         with pytest.raises(RuntimeError) as want:
             _masked_log_bad_shape(x, y)
         with pytest.raises(RuntimeError) as got:
@@ -512,3 +516,36 @@ def test_a_continue_guard_runs_its_condition_first_too(grad):
         ran.append(bool(rt.ran))
         rt.ran.clear()
     assert ran == ([True] * 3 if grad else [False, True, True])
+
+
+def _labels_or_penalty(logits, y):
+    total = 0.0
+    for i in range(len(y)):
+        if y[i] >= 0:
+            total = total + F.cross_entropy(logits[i:i + 1], y[i:i + 1])
+        else:
+            total = total + 0.01 * logits[i].pow(2).sum()
+    return total
+
+
+def test_one_call_whose_kept_rows_raise_does_not_keep_the_loop(monkeypatch):
+    """Without grad, a call whose label is out of range on the side that reads it raises as the
+    loop does; the next calls of that signature, with good labels, still run their sides (found
+    by a probe: one such call kept the loop for every later call)."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    f = autovec(_labels_or_penalty)
+    torch.manual_seed(0)
+    paths = []
+    for c in range(6):
+        logits, y = torch.randn(12, 4), torch.randint(-1, 4, (12,))
+        y[0] = -1
+        if c == 2:
+            y[1] = 9
+            with pytest.raises(IndexError):
+                _labels_or_penalty(logits, y)
+            with pytest.raises(IndexError):
+                f(logits, y)
+            continue
+        torch.testing.assert_close(f(logits, y), _labels_or_penalty(logits, y))
+        paths.append(explain(f, logits, y).path)
+    assert paths[-1] == "vectorized"
