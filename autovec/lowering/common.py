@@ -24,7 +24,6 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
-import textwrap
 from dataclasses import dataclass, field
 
 from ..analysis import names as nm
