@@ -4265,8 +4265,8 @@ def lost_two_way(self):
             other = other[1:]
         for st in other:
             self.emit(3, st)
-    if odd in ("after", "noelse"):
-        self.emit(2, "count += 1")
+    if odd == "after" or odd == "noelse" and self.chance(0.5):
+        self.emit(2, "count += 1")      # (else a guarded body: its stores run as a side too)
     self.emit(1, "return total, count, (torch.stack(kept) if kept else None), i, out" + (", s" if prefix and self.chance(0.2) else ""))
 
 

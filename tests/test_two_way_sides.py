@@ -552,3 +552,30 @@ def test_outputs_one_side_leaves_alone(fn, make, monkeypatch):
         torch.testing.assert_close(b.grad, a.grad)
     args = make()
     assert explain(fast, args[0].clone().requires_grad_(), *args[1:]).path == "vectorized"
+
+
+def kept_rows_stored(x, m):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        if m[i]:
+            out[i] = torch.sqrt(x[i])
+    return out
+
+
+def test_a_store_of_the_kept_rows_is_a_side(monkeypatch):
+    """One `if` around a store (no `else`): the kept rows' side stores, the others' side stores
+    nothing (its values detached, its mask false), with grad; sqrt of the skipped rows' negative
+    values and at 0 would give NaN gradients in the batch of `where`."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(kept_rows_stored)
+    for _ in range(4):
+        x = _signed()
+        m = x.sum(1) > 0
+        x[0] = 0.0
+        m[0] = True
+        want, wg = _run(kept_rows_stored, (x, m), (0,))
+        got, gg = _run(fast, (x, m), (0,))
+        torch.testing.assert_close(got, want)
+        assert torch.isinf(wg[0]).any() and not torch.isnan(wg[0]).any()
+        torch.testing.assert_close(gg[0], wg[0])
+    assert explain(fast, x.clone().requires_grad_(), m).path == "vectorized"

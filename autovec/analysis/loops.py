@@ -1956,7 +1956,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         branch_helpers=helpers,
         items=body.items, scans=tuple(scans), exit_scans=tuple(exit_scans),
         index_float=index_as_value and _index_meets_floats(stmts, [index], free),
-        guarded=_guarded(node, helpers), two_way=_two_way(node, helpers))
+        guarded=_guarded(node, helpers), two_way=_two_way(node, helpers, outputs))
 
 
 # what may not sit inside a guarded body (_guarded): branches, loops, exits, and the builtins that
@@ -2007,7 +2007,7 @@ def _guarded(node, helpers) -> bool:
     return True
 
 
-def _two_way(node, helpers) -> bool:
+def _two_way(node, helpers, outputs=()) -> bool:
     """Whether the loop's body branches once, on one `if` (with any `elif`s and an `else`, or
     without an `else`: a side that computes nothing; not the guarded form) of plain statements
     or one conditional expression (chain) a statement takes as its value (`v = a if c else
@@ -2028,8 +2028,9 @@ def _two_way(node, helpers) -> bool:
     if not all(isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)) for st in others):
         return False
     if isinstance(top, ast.If):
-        if _guarded(node, helpers):
-            return False     # (one `if` around the body, or `if c: continue`: its kept rows alone)
+        if _guarded(node, helpers) and all(o.kind in ("accum", "append") for o in outputs):
+            return False     # (one `if` around the body, or `if c: continue`: its kept rows alone;
+            #                   a store of the kept rows is a side, and the other rows store nothing)
         parts = []
         while len(top.orelse) == 1 and isinstance(top.orelse[0], ast.If):
             parts += top.body + [top.test]       # (an `elif`: one side more)
