@@ -4871,7 +4871,9 @@ class Token:
     def keep_terms(self, name, terms):
         """A stored recurrence's (terms, factors), kept by its running value's name for
         carried_like (a loop may carry several)."""
-        self.terms_by = {**(self.terms_by or {}), name: terms}
+        if self.terms_by is None:
+            self.terms_by = {}
+        self.terms_by[name] = terms
         return terms
 
     terms_by = None
@@ -5023,7 +5025,7 @@ class Token:
         raise GuardFailed("; ".join(errors))
 
     sel_mask = None       # the guard's condition for every iteration, run first (select_run)
-    sel_sides = None      # a two-way body's sides, run each on its own rows (select_run, _run_sides)
+    sel_sides = None      # how many sides a body that branches once has (select_run, _run_sides)
     side_run = False      # a side's body is running (_run_sides): its values are laid out as the main body's
     reselected = False    # selecting because the batch over every row failed before, not for grad
 
@@ -5126,7 +5128,7 @@ class Token:
             raise GuardFailed("the loop's branch has no body per side (the loop runs under grad)")
         return [(code.bind(body), ref, tag) for tag, code in made]
 
-    def _run_sides(self, sides, body=None, ref=None):
+    def _run_sides(self, count, body, ref):
         """_run_selected for a body that branches once (plan.two_way): the condition of every
         iteration first, without grad (select_run: a flag, or for an `elif` chain the number of
         the row's side); then, with grad, each side's body (lowering.common._side_bodies) on its
@@ -5137,10 +5139,9 @@ class Token:
         into the inputs' gradients)."""
         mask, self.sel_mask = self.sel_mask, None
         n = self.n
-        if sides is None or not isinstance(mask, torch.Tensor) or mask.dim() != 1 or mask.shape[0] != n:
+        if count is None or not isinstance(mask, torch.Tensor) or mask.dim() != 1 or mask.shape[0] != n:
             raise GuardFailed("the loop's condition is not one flag per iteration (the loop runs under grad)")
-        if isinstance(sides, int):
-            sides = self._side_runs(sides, body, ref)
+        sides = self._side_runs(count, body, ref)
         if len(sides) == 2:
             mask = mask if mask.dtype == torch.bool else mask != 0
             rows = [mask.nonzero().flatten(), torch.logical_not(mask).nonzero().flatten()]

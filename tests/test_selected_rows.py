@@ -517,35 +517,3 @@ def test_a_continue_guard_runs_its_condition_first_too(grad):
         rt.ran.clear()
     assert ran == ([True] * 3 if grad else [False, True, True])
 
-
-def _labels_or_penalty(logits, y):
-    total = 0.0
-    for i in range(len(y)):
-        if y[i] >= 0:
-            total = total + F.cross_entropy(logits[i:i + 1], y[i:i + 1])
-        else:
-            total = total + 0.01 * logits[i].pow(2).sum()
-    return total
-
-
-def test_one_call_whose_kept_rows_raise_does_not_keep_the_loop(monkeypatch):
-    """Without grad, a call whose label is out of range on the side that reads it raises as the
-    loop does; the next calls of that signature, with good labels, still run their sides (found
-    by a probe: one such call kept the loop for every later call)."""
-    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
-    f = autovec(_labels_or_penalty)
-    torch.manual_seed(0)
-    paths = []
-    for c in range(6):
-        logits, y = torch.randn(12, 4), torch.randint(-1, 4, (12,))
-        y[0] = -1
-        if c == 2:
-            y[1] = 9
-            with pytest.raises(IndexError):
-                _labels_or_penalty(logits, y)
-            with pytest.raises(IndexError):
-                f(logits, y)
-            continue
-        torch.testing.assert_close(f(logits, y), _labels_or_penalty(logits, y))
-        paths.append(explain(f, logits, y).path)
-    assert paths[-1] == "vectorized"

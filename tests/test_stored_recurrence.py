@@ -598,3 +598,21 @@ def test_each_recurrence_is_checked_under_gradients():
     make = lambda: (torch.randn(T, F, requires_grad=True), torch.tensor(-0.4, requires_grad=True))
     _check(first_factor_requires_grad, make)
     assert explain(first_factor_requires_grad, *make()).path == "python"
+
+
+@pytest.mark.parametrize("shapes", [
+    ((2, 1), (1, 3)), ((0,), (1,)), ((3,), (2, 3)), ((), (4,)), ((1,), ()), ((2, 3), (3,), (1, 1, 3)),
+    ((0, 1), (5, 0, 4)), ((), ()), ((0,), (3,)), ((2,), (3,)), ((2, 3), (3, 2)), ((4, 1, 2), (3, 0)),
+])
+def test_broadcast_shapes_is_torchs(shapes):
+    """autovec's broadcast_shapes (the scans' and accumulators' checks; torch's imports sympy on
+    its first call in torch 2.13) gives torch's sizes and raises where torch's does."""
+    from autovec.batching import broadcast_shapes
+    try:
+        want = torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            broadcast_shapes(*shapes)
+        return
+    got = broadcast_shapes(*shapes)
+    assert type(got) is torch.Size and got == want

@@ -579,3 +579,26 @@ def test_a_store_of_the_kept_rows_is_a_side(monkeypatch):
         assert torch.isinf(wg[0]).any() and not torch.isnan(wg[0]).any()
         torch.testing.assert_close(gg[0], wg[0])
     assert explain(fast, x.clone().requires_grad_(), m).path == "vectorized"
+
+
+def test_one_call_whose_kept_rows_raise_does_not_keep_the_loop(monkeypatch):
+    """Without grad, a call whose label is out of range on the side that reads it raises as the
+    loop does; the next calls of that signature, with good labels, still run their sides (found
+    by a probe: one such call kept the loop for every later call)."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    f = autovec(labels_or_penalty)
+    torch.manual_seed(0)
+    paths = []
+    for c in range(6):
+        logits, y = torch.randn(12, 4), torch.randint(-1, 4, (12,))
+        y[0] = -1
+        if c == 2:
+            y[1] = 9
+            with pytest.raises(IndexError):
+                labels_or_penalty(logits, y)
+            with pytest.raises(IndexError):
+                f(logits, y)
+            continue
+        torch.testing.assert_close(f(logits, y), labels_or_penalty(logits, y))
+        paths.append(explain(f, logits, y).path)
+    assert paths[-1] == "vectorized"

@@ -1947,6 +1947,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                   - {s[0] for s in scans})
     callables = tuple(sorted({c for c in _callables(all_nodes, body, iter_vars)}))
     helpers = _branch_helpers(stmts, ctx, set(free))
+    guarded = _guarded(node, helpers)
 
     return LoopPlan(
         loop_id=loop_id, lineno=line, end_lineno=getattr(node, "end_lineno", line),
@@ -1956,7 +1957,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         branch_helpers=helpers,
         items=body.items, scans=tuple(scans), exit_scans=tuple(exit_scans),
         index_float=index_as_value and _index_meets_floats(stmts, [index], free),
-        guarded=_guarded(node, helpers), two_way=_two_way(node, helpers, outputs))
+        guarded=guarded, two_way=_two_way(node, helpers, outputs, guarded))
 
 
 # what may not sit inside a guarded body (_guarded): branches, loops, exits, and the builtins that
@@ -2007,7 +2008,7 @@ def _guarded(node, helpers) -> bool:
     return True
 
 
-def _two_way(node, helpers, outputs=()) -> bool:
+def _two_way(node, helpers, outputs=(), guarded=False) -> bool:
     """Whether the loop's body branches once, on one `if` (with any `elif`s and an `else`, or
     without an `else`: a side that computes nothing; not the guarded form) of plain statements
     or one conditional expression (chain) a statement takes as its value (`v = a if c else
@@ -2028,7 +2029,7 @@ def _two_way(node, helpers, outputs=()) -> bool:
     if not all(isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)) for st in others):
         return False
     if isinstance(top, ast.If):
-        if _guarded(node, helpers) and all(o.kind in ("accum", "append") for o in outputs):
+        if guarded and all(o.kind in ("accum", "append") for o in outputs):
             return False     # (one `if` around the body, or `if c: continue`: its kept rows alone;
             #                   a store of the kept rows is a side, and the other rows store nothing)
         parts = []

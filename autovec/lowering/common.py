@@ -1048,10 +1048,10 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     if plan.two_way:
         # the one branch among plain statements (`v = a if c else b`: its sides as `if c: v = a`
         # / `else: v = b`); the statements before it run with the condition, all run on each side
-        at = next((j for j, st in enumerate(stmts) if isinstance(st, ast.If) or _as_if(st) is not None), None)
-        if at is None:
+        found = _branch_of(stmts)
+        if found is None:
             return []
-        top = stmts[at] if isinstance(stmts[at], ast.If) else _as_if(stmts[at])
+        at, top = found
     else:
         *prefix, top = stmts
         at = len(stmts) - 1
@@ -1092,12 +1092,18 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
 def side_bodies(plan: LoopPlan, layout, body_def: ast.FunctionDef, AV: str):
     """The sides' bodies of a plan.two_way loop (_side_bodies), for the runtime (Token._run_sides),
     from the plan and the loop's body's def; None where there are none."""
-    stmts = [ast.parse(b).body[0] for b in plan.body]
-    at = next((j for j, st in enumerate(stmts) if isinstance(st, ast.If) or _as_if(st) is not None), None)
-    if at is None:
-        return None
-    top = stmts[at] if isinstance(stmts[at], ast.If) else _as_if(stmts[at])
-    return _side_bodies(plan, top, AV, layout, plan.loop_id, body_def)
+    found = _branch_of([ast.parse(b).body[0] for b in plan.body])
+    return None if found is None else _side_bodies(plan, found[1], AV, layout, plan.loop_id, body_def)
+
+
+def _branch_of(stmts: list):
+    """(position, `if`) of a plan.two_way body's one branch (`v = a if c else b` as `if c: v = a`
+    / `else: v = b`), or None."""
+    for j, st in enumerate(stmts):
+        top = st if isinstance(st, ast.If) else _as_if(st)
+        if top is not None:
+            return j, top
+    return None
 
 
 def _as_if(st: ast.stmt):
@@ -1220,27 +1226,11 @@ def _one_side(fdef: ast.FunctionDef, AV: str, side: int, tests: int):
             st.value = ast.BinOp(left=st.value, op=ast.BitOr() if held else ast.BitAnd(), right=ast.Constant(value=held))
     if bad:
         return None
-    _drop_unread(fdef)
+    # (the copies a side's rows do not take and the values nothing reads go: the body is pure,
+    # the planner's condition for batching it, so they only cost time, in the batch and in
+    # building it, which grows with each arm of an `elif` chain)
+    _drop_dead([fdef], every=True)
     return ast.fix_missing_locations(fdef)
-
-
-def _drop_unread(fdef: ast.FunctionDef) -> None:
-    """Drop the assignments of names nothing later reads (the copies of a side's statements its
-    rows do not take, and the other arms' values a side's rows never read): the body is pure (the
-    planner's condition for batching it), so they only cost time, in the batch and in building
-    it, which grows with each arm of an `elif` chain. Only a plain `name = value` goes; anything
-    else stays, with what it reads."""
-    live: set = set()
-    kept = []
-    for st in reversed(fdef.body):
-        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
-                and st.targets[0].id not in live:
-            continue
-        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
-            live.discard(st.targets[0].id)
-        live |= {n.id for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-        kept.append(st)
-    fdef.body = kept[::-1] or [ast.Pass()]
 
 
 def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
@@ -1331,8 +1321,9 @@ class _OIndex(ast.NodeTransformer):
         return node
 
 
-def _drop_dead(stmts: list, extra=frozenset()) -> list:
-    """Remove `_av_*` assignments whose value is never read (in display code only)."""
+def _drop_dead(stmts: list, extra=frozenset(), every=False) -> list:
+    """Remove `_av_*` assignments whose value is never read (in display code only), or with
+    `every`, the assignments of any name never read (a side's body, _one_side)."""
     while True:
         loads = {n.id for s in stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         loads |= set(extra)
@@ -1341,7 +1332,7 @@ def _drop_dead(stmts: list, extra=frozenset()) -> list:
         def keep(s):
             nonlocal changed
             if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-                    and s.targets[0].id.startswith("_av_") and s.targets[0].id not in loads):
+                    and (every or s.targets[0].id.startswith("_av_")) and s.targets[0].id not in loads):
                 changed = True
                 return False
             return True
