@@ -31,6 +31,8 @@ import types
 
 import torch
 
+from . import pins
+
 _MAX_PER_LOOP = 4        # lanes kept per loop (signatures in use at once: dtypes, grad on and off)
 _WRITES = ("list", "store", "fresh", "scatter", "seq", "accum", "best", "cat")
 
@@ -193,6 +195,7 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
         tensors.append(v)
     free_tensors = []
     atoms = True       # every free value a tensor or, by its type, one that holds none (_ATOMS)
+    quiet = True       # atoms, or functions (by identity)
     for i, x in enumerate(free):
         v, entry = f"f{i}", sig[next(pos)]
         emit(f"    {v} = free[{i}]")
@@ -205,6 +208,9 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
             emit("        return None")
             continue
         atoms = atoms and entry is type(x) and type(x) in R._ATOMS
+        # (a function pinned by identity holds no tensor either: the gradient checks' question
+        # of it is the callee's, more_checks)
+        quiet = quiet and type(x) in R._ATOMS and (entry is type(x) or type(x) is types.FunctionType)
         if entry is type(x):
             emit(f"    if type({v}) is not {const(entry)}:")
             emit("        return None")
@@ -257,7 +263,7 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
         emit("        return None     # (the general pass refuses it, with its bookkeeping)")
     if loop_id in rt.checked_more:
         more_checks(rt, loop_id, emit, const, tensors, free_tensors, written, fresh, calls,
-                    [dtypes[v] for v in tensors], atoms and not any(grads), len(free) + len(mapped))
+                    [dtypes[v] for v in tensors], quiet and not any(grads), len(free) + len(mapped))
     for i in range(len(calls)):
         emit(f"    hit = PURE.get(id(calls[{i}]))")
         emit(f"    if (hit is None or hit[0] is not calls[{i}] or hit[1] is not None) and why_impure(calls[{i}]):")
@@ -286,6 +292,10 @@ def more_checks(rt, loop_id, emit, const, tensors, free_tensors, written, fresh,
             kinds.append(f"type(calls[{len(kinds)}]) is {const(types.BuiltinFunctionType)}")
         elif type(c) is types.FunctionType and not R._user_code(c):
             kinds.append(f"calls[{len(kinds)}] is {const(c)}")
+        elif type(c) is types.FunctionType:
+            # a helper: pinned, reading no tensor, its gradient verdict known to be no (pins;
+            # with data-dependent branches, the verdict of reading any tensor at all)
+            kinds.append(f"{const(pins.quiet)}(calls[{len(kinds)}], {bool(rt.selects[loop_id])})")
         else:
             light = False
             break

@@ -10,6 +10,7 @@ import types
 
 import torch
 
+from . import pins
 from .analysis import names as nm
 from .frontend import Captured, NoSource, attr_chain, capture, scope_lookup
 
@@ -112,6 +113,11 @@ def why_impure(obj, path: str = "") -> str | None:
     hit = _by_id.get(id(obj))
     if hit is not None and hit[0] is obj:
         return hit[1]   # the steady state: a callable whose verdict depends on the object alone
+    helper = type(obj) is types.FunctionType
+    if helper:
+        p = pins.held(obj)
+        if p is not None and p.pure:
+            return None     # the steady state of a helper: what its check read is unchanged (pins)
     label = path or getattr(obj, "__qualname__", type(obj).__name__)
     if isinstance(obj, torch.nn.Module):
         return module_impurity(obj, label)
@@ -119,6 +125,8 @@ def why_impure(obj, path: str = "") -> str | None:
     if key is not None and key in _verdicts:
         return _verdicts[key]
     verdict = _why_impure(obj, label)
+    if helper and verdict is None:
+        pins.pin(obj, pure=True)
     if key is not None:
         _verdicts[key] = verdict
         if verdict is None and key[0] == "obj":

@@ -15,7 +15,7 @@ import torch
 import torch.utils._python_dispatch
 import torch.autograd.forward_ad as _forward_ad
 
-from . import _config, cost, indexcheck, lanes
+from . import _config, cost, indexcheck, lanes, pins
 from .batching import _INPLACE_FLOOR, broadcast_shapes
 from .lowering.batched import zero_dim_dtype
 from .analysis.shared import function_unsafe, self_calls, shared_work
@@ -1270,7 +1270,7 @@ class FunctionRuntime:
                            for c in calls)
                     # (a tensor reached through an outside object: `self.w`, a module's parameter)
                     or any(not isinstance(v, torch.Tensor) and _grad_reachable(v) for v in free)
-                    or any(_user_code(c) and _reaches_grad(c, 0, anything=True) for c in calls)):
+                    or any(_user_code(c) and _reaches_grad(c, anything=True) for c in calls)):
                 # where() computes both sides; a side masked out can still send NaN or inf into
                 # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes. A loop
                 # whose one condition guards its whole body computes its kept rows alone instead
@@ -4365,7 +4365,7 @@ def _callee_gradients(calls):
             if _module_unsafe(owner) or fn is not None and _requires_grad(owner) and _user_code(fn) \
                     and function_unsafe(fn):
                 raise GuardFailed(_CALLEE_GRAD.format(getattr(fn, "__qualname__", type(owner).__name__)))
-        elif _user_code(fn) and _reaches_grad(fn, 0):
+        elif _user_code(fn) and _reaches_grad(fn):
             raise GuardFailed(_CALLEE_GRAD.format(fn.__qualname__))
 
 
@@ -4420,10 +4420,24 @@ def _method_unsafe(sub, fn, depth) -> bool:
     return False
 
 
-def _reaches_grad(fn, depth, anything=False) -> bool:
+def _reaches_grad(fn, anything=False) -> bool:
     """Whether a helper whose code puts outside values through such operations (`anything`:
     whatever its code does) reads a tensor that requires grad (or a module with one) from its
-    closure or its globals; nested helpers too, a few levels deep."""
+    closure or its globals; nested helpers too, a few levels deep. A helper whose pin holds
+    and reads no value that could hold a tensor has its verdict kept (pins)."""
+    p = pins.held(fn)
+    if p is not None and p.inert:
+        got = p.grad.get(anything)
+        if got is not None:
+            return got
+    got = _reach_walk(fn, 0, anything)
+    p = p or pins.pin(fn, pure=False)
+    if p is not None and p.inert:
+        p.grad[anything] = got
+    return got
+
+
+def _reach_walk(fn, depth, anything) -> bool:
     if depth > 3:
         return True
     if _grad_reachable([fn.__defaults__ or (), fn.__kwdefaults__ or {}]):
@@ -4438,7 +4452,7 @@ def _reaches_grad(fn, depth, anything=False) -> bool:
             return True
         if isinstance(v, torch.nn.Module) and _module_unsafe(v):
             return True
-        if _user_code(v) and v is not fn and _reaches_grad(v, depth + 1, anything):
+        if _user_code(v) and v is not fn and _reach_walk(v, depth + 1, anything):
             return True
     return False
 

@@ -1,0 +1,243 @@
+"""Pins: what a user helper's verdicts read, written out as one identity check.
+
+Two per-call checks read a helper's surroundings again on every call, because a rebinding must
+be seen: its purity (purity.why_impure: the callables its code names, looked up in its globals,
+closure and builtins, and their attributes) and, with gradients on, whether it reads a tensor
+that requires grad (runtime._reaches_grad: its defaults, closure contents and every global its
+code names). For a helper such as `def gate(v): return v * torch.sigmoid(v)` those walks cost
+about 5 us a call, more than the batched body.
+
+A pin records, once, the objects those walks read: the helper's code, defaults and closure, the
+globals and builtins its names resolve to, the attribute chains it calls (`torch.sigmoid`), and
+the same of the helpers it calls, a few levels deep. `check()` compares each with `is` (about
+0.3 us for such a helper). While it holds, a verdict computed when the pin was made is the
+verdict the walk would give now, where that verdict depends on nothing else:
+- purity (`pure`): every object resolved is a helper pinned the same way, or a callable whose
+  verdict purity caches by its identity (torch's functions, builtins, classes); not a module,
+  a bound method or a partial of a Python function, whose verdicts read their state;
+- the gradient walk (`inert`): every value read is a Python atom, a module, a class, a builtin
+  or a function (the helpers among them pinned too): none holds a tensor, whose requires_grad
+  can change without any rebinding. Defaults are a tuple of atoms, keyword defaults none.
+
+A helper whose pin keeps failing (a global rebound on every call) is not pinned again after
+_REBUILDS tries. Pins hold their helper weakly, and tensors or other objects they compare
+against through weak references, so that a pin keeps no user value alive.
+"""
+from __future__ import annotations
+
+import builtins
+import types
+import weakref
+
+import torch
+
+_MISS = object()
+_REBUILDS = 3
+_MAX_DEPTH = 3        # helpers this many calls deep (runtime._reaches_grad looks no deeper)
+_MAX_PINS = 4096
+# values a pin holds strongly (small, long-lived, or not weakly referable); everything else weakly
+_STRONG = (str, bytes, int, float, bool, complex, type(None), types.ModuleType, type,
+           types.BuiltinFunctionType, types.CodeType, tuple)
+# values whose gradient reach is fixed by identity (runtime._grad_reachable answers False for
+# them, whatever their state); user functions are pinned themselves
+_INERT = (str, bytes, int, float, bool, complex, type(None), types.ModuleType, type,
+          types.BuiltinFunctionType, types.FunctionType, types.MethodType)
+
+
+class Pin:
+    __slots__ = ("ref", "check", "pure", "inert", "grad", "rebuilds", "__weakref__")
+
+    def __init__(self, ref, check, pure, inert, rebuilds):
+        self.ref, self.check, self.pure, self.inert = ref, check, pure, inert
+        self.grad = {}            # runtime._reaches_grad's verdict per `anything` flag
+        self.rebuilds = rebuilds
+
+
+_pins: dict = {}      # id(fn) -> Pin
+
+
+def held(fn) -> Pin | None:
+    """fn's pin where it still holds (everything it recorded is what fn reads now), else None."""
+    p = _pins.get(id(fn))
+    if p is not None and p.check is not None and p.ref() is fn and p.check(fn):
+        return p
+    return None
+
+
+def quiet(fn, anything: bool) -> bool:
+    """Whether fn's pin holds and runtime._reaches_grad found, when it was made, that fn reads no
+    tensor that requires grad (`anything`: none at all), by values fixed by their identity."""
+    p = held(fn)
+    return p is not None and p.inert and p.grad.get(anything) is False
+
+
+def pin(fn, pure: bool) -> Pin | None:
+    """A new pin of fn (its verdicts just computed by the caller's walk); `pure`: the purity walk
+    found it pure. None where fn is not pinned (too often rebuilt, or nothing to pin)."""
+    key = id(fn)
+    old = _pins.get(key)
+    rebuilds = 0
+    if old is not None and old.ref() is fn:
+        if old.check is not None and old.check(fn):
+            old.pure = old.pure or pure
+            return old
+        rebuilds = old.rebuilds + 1
+        if rebuilds > _REBUILDS or old.check is None:
+            old.check = None
+            return None
+    if len(_pins) >= _MAX_PINS:
+        _pins.clear()
+    try:
+        made = _build(fn)
+    except Exception:
+        made = None
+    ref = weakref.ref(fn, lambda r, k=key: _pins.pop(k, None) if _pins.get(k) is not None
+                      and _pins[k].ref is r else None)
+    if made is None:
+        _pins[key] = Pin(ref, None, False, False, rebuilds)
+        return None
+    check, coverable, inert = made
+    p = _pins[key] = Pin(ref, check, pure and coverable, inert, rebuilds)
+    return p
+
+
+def _build(fn):
+    """(check, purity coverable, inert) for fn, or None where it cannot be pinned."""
+    from .frontend import NoSource
+    from .purity import _by_id, _key, _static_scan
+
+    consts: dict = {"MISS": _MISS}
+    terms: list = []
+    seen: set = set()
+    state = {"coverable": True, "inert": True}
+
+    def const(v):
+        name = f"C{len(consts)}"
+        if isinstance(v, _STRONG) or v is _MISS:
+            consts[name] = v
+            return name
+        try:
+            consts[name] = weakref.ref(v)
+        except TypeError:
+            consts[name] = v
+            return name
+        return f"{name}()"
+
+    def same(expr, v):
+        # (a weakly held value: its reference is dead, so None, once the value is gone)
+        c = const(v)
+        term = f"{expr} is {c}" if not c.endswith("()") else f"({expr} is {c} and {c} is not None)"
+        if term not in seen:
+            seen.add(term)
+            terms.append(term)
+
+    def inert(v):
+        if not isinstance(v, _INERT) and v is not _MISS:
+            state["inert"] = False
+
+    visited: dict = {}
+
+    def resolved(f, fname, gname, head):
+        """The object head names in f's scope now, with the terms that pin it (scope_lookup)."""
+        code = f.__code__
+        if head in code.co_freevars and f.__closure__ is not None:
+            cell = f.__closure__[code.co_freevars.index(head)]
+            v = cell.cell_contents            # (an empty cell: ValueError, nothing pinned)
+            same(f"{const(cell)}.cell_contents", v)
+            return v
+        g = f.__globals__
+        v = g.get(head, _MISS)
+        same(f"{gname}.get({head!r}, MISS)", v)
+        if v is not _MISS:
+            return v
+        b = g.get("__builtins__", builtins)
+        same(f"{gname}.get('__builtins__', MISS)", b if "__builtins__" in g else _MISS)
+        bd = b if isinstance(b, dict) else vars(b)
+        v = bd.get(head, _MISS)
+        same(f"{const(bd)}.get({head!r}, MISS)", v)
+        return v
+
+    def visit(f, depth):
+        if id(f) in visited:
+            return
+        if depth > _MAX_DEPTH:
+            raise _Unpinned
+        visited[id(f)] = f
+        fname = "F" if f is fn else const(f)
+        code = f.__code__
+        same(f"{fname}.__code__", code)
+        same(f"{fname}.__defaults__", f.__defaults__)
+        same(f"{fname}.__kwdefaults__", f.__kwdefaults__)
+        for d in f.__defaults__ or ():
+            inert(d)
+        if f.__kwdefaults__:
+            state["inert"] = False           # (a dict: changed in place, unseen by identity)
+        values = []
+        if f.__closure__ is not None:
+            same(f"{fname}.__closure__", f.__closure__)
+            for cell in f.__closure__:
+                v = cell.cell_contents
+                same(f"{const(cell)}.cell_contents", v)
+                values.append(v)
+        g = f.__globals__
+        gname = const(g)
+        for name in code.co_names:
+            v = g.get(name, _MISS)
+            same(f"{gname}.get({name!r}, MISS)", v)
+            values.append(v)
+        for v in values:
+            inert(v)
+            if _user_function(v):
+                visit(v, depth + 1)
+        # the purity walk's targets (purity._helper_impurity)
+        try:
+            reason, targets = _static_scan(f)
+        except NoSource:
+            state["coverable"] = False
+            return
+        if reason:
+            state["coverable"] = False
+            return
+        for kind, path in targets:
+            if kind == "input":
+                continue      # (a module's own forward only; a plain helper skips it)
+            head, *rest = path.split(".")
+            obj = resolved(f, fname, gname, head)
+            for part in rest:
+                if obj is _MISS:
+                    break
+                nxt = getattr(obj, part, _MISS)
+                same(f"getattr({const(obj)}, {part!r}, MISS)", nxt)
+                obj = nxt
+            if obj is _MISS:
+                continue
+            if _user_function(obj):
+                visit(obj, depth + 1)
+                continue
+            hit = _by_id.get(id(obj))
+            if hit is not None and hit[0] is obj and hit[1] is None:
+                continue
+            if isinstance(obj, torch.nn.Module) or _key(obj) is None:
+                state["coverable"] = False      # (a verdict that reads the object's state)
+
+    try:
+        visit(fn, 0)
+    except (_Unpinned, ValueError):
+        return None
+    if not terms:
+        return None
+    src = "def check(F):\n    try:\n        return (" + "\n                and ".join(terms) + \
+          ")\n    except Exception:\n        return False\n"
+    ns = dict(consts)
+    exec(compile(src, f"<autovec pin {getattr(fn, '__qualname__', '?')}>", "exec"), ns)
+    check = ns["check"]
+    check.source = src
+    return check, state["coverable"], state["inert"]
+
+
+class _Unpinned(Exception):
+    pass
+
+
+def _user_function(v) -> bool:
+    return type(v) is types.FunctionType and not (v.__module__ or "").startswith("torch")
