@@ -357,14 +357,28 @@ _EXPRESS_KINDS = ("stack", "tensor", "cat", "sum", "max", "min", "any", "all")
 
 def _decided(emit, sid):
     """begin's steady state, in an express: the trip count's bucket decided for the vectorized
-    path (or a threshold forced by AUTOVEC_MIN_TRIP), and the hot runner it was written for."""
+    path (or a threshold forced by AUTOVEC_MIN_TRIP), or still timed by the cost model and timing
+    this call vectorized (`D`, the decision, and `T0`, the call's start: the express records
+    the call's time, or its token does, Token.done), and the hot runner it was written for."""
     emit("    if MIN_TRIP in RAW:")
     emit("        forced = min_trip(None)")
     emit("        if forced is None or n < forced or n < 1 or n > LIMIT:")
     emit("            return None")
+    emit("        D = None")
     emit("    else:")
     emit("        d = rt.decisions.get((L, n.bit_length()))")
-    emit("        if d is None or not d.final or not d.vec or n > LIMIT or n < 1:")
+    emit("        if d is None or n > LIMIT or n < 1:")
+    emit("            return None")
+    emit("        if d.final:")
+    emit("            if not d.vec:")
+    emit("                return None")
+    emit("            D = None")
+    emit("        elif d.choose():")
+    # (a bucket the cost model is still timing, on a call it times vectorized: the express is
+    # the path its steady state takes, so this call's time is the one to compare with the
+    # loop's; the general path's would count the lane and token steps the express skips)
+    emit("            D, T0 = d, CLOCK()")
+    emit("        else:")
     emit("            return None")
     emit("    if rt.hot.get(HOTKEY) is not HOT:")
     emit(f"        return rt.express_stale(L, {sid!r})     # (another runner now: written again)")
@@ -377,7 +391,8 @@ def _head(rt, loop_id, sid, hot, consts):
 
     consts.update({"HOT": hot, "HOTKEY": (loop_id, sid, ""), "M": rt.matches[loop_id], "L": loop_id,
                    "LIMIT": hot[0], "MODE": hot[2], "RUNNER": hot[1], "Token": R.Token,
-                   "EXPRESSED": rt.expressed, "RAW": _config._RAW_DICT, "MIN_TRIP": _config.key("AUTOVEC_MIN_TRIP"), "min_trip": cost.min_trip})
+                   "EXPRESSED": rt.expressed, "RAW": _config._RAW_DICT, "MIN_TRIP": _config.key("AUTOVEC_MIN_TRIP"), "min_trip": cost.min_trip,
+                   "CLOCK": R._clock})
     return ["def express(space, mapped, free, calls, writes, body, direct=None):",
             "    if rt.events is not None or rt.strict or rt.memory_budget is not None:",
             "        return None"]
@@ -434,6 +449,8 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
             emit(f"        tok.released = {{**(tok.released or {{}}), id(w{i}): (w{i}, CPU, w{i}._av_fill)}}")
     emit("    tok.laned = True")
     emit("    tok.scan_free = False")
+    emit("    if D is not None:")
+    emit("        tok.decision, tok.t0 = D, T0")
     if rt.peeks.get(loop_id):
         emit("    tok.free = free")
     emit("    outs = RUNNER(tok, body, direct)")
@@ -472,6 +489,8 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
             emit(f"    if not {o}.is_contiguous() or not {w}.is_contiguous() or not {o}.numel(){shared}:")
             emit("        return tok, outs")
             results.append(f"{o} if {o}._base is None else {o}.detach()")
+        emit("    if D is not None:")
+        emit("        D.vectorized_ran(CLOCK() - T0, n)")
         emit(f"    return (EXPRESSED, {', '.join(results)})")
         return
     emit("    return tok, outs")
@@ -703,5 +722,7 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
             emit(f"                {r} = _owned({r})")
     emit("    except Exception:")
     emit("        return None")
+    emit("    if D is not None:")
+    emit("        D.vectorized_ran(CLOCK() - T0, n)")
     emit(f"    return ({', '.join(results)},)")
     return _compiled(rt, loop_id, "express", lines, consts)

@@ -794,7 +794,7 @@ class FunctionRuntime:
             for lane in mine:      # (the steady state: this loop's guard written out per signature)
                 tok = lane(pending, mapped, free, calls, writes)
                 if tok is not None:
-                    if loop_id in self.xp_specs and (loop_id, tok.sig) not in self.xp_tried and pending[11] is None:
+                    if loop_id in self.xp_specs and (loop_id, tok.sig) not in self.xp_tried:
                         self._add_express(mapped, free, calls, writes, tok)
                     return tok
         bucket = (loop_id, pending[6].bit_length())

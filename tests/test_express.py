@@ -337,6 +337,40 @@ def test_a_bucket_decided_for_the_loop_leaves_the_express(counted, monkeypatch):
     assert counted["answered"] == answered and calls == [1]
 
 
+def test_a_bucket_still_timed_times_its_vectorized_calls_through_the_express(counted, monkeypatch):
+    """While the cost model times a bucket (estimates too close to call), its vectorized calls
+    after the express is written take it and record their time: the time compared with the
+    loop's is the steady state's, not the general path's (which counts lane and token steps the
+    decided bucket's calls skip). A call the decision gives the loop does not take the express."""
+    from autovec import cost
+
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    monkeypatch.setattr(cost, "estimate", lambda *a, **k: {"python": 1e-5, "vectorized": 1e-5})
+    times = []
+    ran = cost.Decision.vectorized_ran
+
+    def recording(self, seconds, n):
+        times.append(counted["answered"])
+        return ran(self, seconds, n)
+    monkeypatch.setattr(cost.Decision, "vectorized_ran", recording)
+    u, v = torch.randn(6), torch.randn(6)
+    f = autovec(add_rows)
+    answered_python = []
+    for _ in range(cost._PY_RUNS + cost._VEC_RUNS + 4):
+        rt = f._autovec_state.runtime
+        d = rt.decisions.get((1, (6).bit_length())) if rt is not None else None
+        before = counted["answered"]
+        chose = d is None or d.final or d.choose()
+        torch.testing.assert_close(f(u, v), u + v)
+        if d is not None and not d.final and not chose:
+            answered_python.append(counted["answered"] - before)
+    d = rt.decisions[(1, (6).bit_length())]
+    assert d.final and d.vec_runs == cost._VEC_RUNS
+    # the last timed vectorized calls were the express's: each recorded after it answered
+    assert len(times) == cost._VEC_RUNS and times[-1] > times[0] and counted["answered"] >= cost._VEC_RUNS // 2
+    assert answered_python and not any(answered_python)
+
+
 def max_of_elements(x):
     return max(x[i] for i in range(len(x)))
 
