@@ -96,11 +96,12 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
     the constants they read, {"free_tensors", "spans": names}), or None where no lane fits.
     `covered`: the caller has checked that the loop starts where every indexed tensor's rows
     start, in steps of 1 (lanes.express); each one's rows must then be n, which keeps every
-    index read in bounds (the rows written are checked as the lane does)."""
+    index read in bounds (the rows written are checked as the lane does). In a nest, `covered`
+    asks it of every level instead: each indexed tensor's dimension read at a level is that
+    level's whole range, from 0 in steps of 1 (what _hot_nest asks, or the general path
+    decides), which keeps every index read in bounds."""
     from . import runtime as R
 
-    if covered and nest:
-        return None
     stores = any(w[0] in ("store", "fresh") for w in writes)
 
     peeks = rt.peeks.get(loop_id, ())
@@ -138,6 +139,15 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
     def bounds(v, d, off, store=False):
         """The general pass's bounds check of `v` indexed at dimension `d`, offset `off`
         (in a nest: per level, `d` the (level, dimension, offset) spec, or a store's rows)."""
+        if covered and not store and nest:
+            for lv, p, o in d:
+                if lv not in unpacked:
+                    unpacked.add(lv)
+                    emit(f"    st{lv}, sp{lv}, kk{lv} = levels[{lv}]")
+                    emit(f"    e{lv} = st{lv} + (kk{lv} - 1) * sp{lv}")
+                emit(f"    if st{lv}{f' + {o}' if o else ''} != 0 or sp{lv} != 1 or {v}.shape[{p}] != kk{lv}:")
+                emit("        return None")
+            return
         if covered and not store:
             emit(f"    z_{v} = {v}.shape[{d}]")
             emit(f"    if z_{v} != n:")
@@ -401,7 +411,7 @@ def _head(rt, loop_id, sid, hot, consts):
 def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot, whole=None):
     """`express`'s token flavour for a loop nest (one `range` per level, counting up): the
     lane's token for the nest's levels, run by its hot runner (runtime._hot_nest)."""
-    made = checks(rt, loop_id, sid, sig, mapped, (), free, calls, writes, nest=True, express=True)
+    made = checks(rt, loop_id, sid, sig, mapped, (), free, calls, writes, nest=True, covered=True, express=True)
     if made is None:
         return None
     body_lines, consts, names = made
@@ -422,13 +432,28 @@ def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot, whole
     if loop_id in rt.checked_more:     # (what the general call of _more_checks reads)
         emit("    loop_id, m = L, M")
     lines += body_lines
-    covered = f"if {' and '.join(dict.fromkeys(names['spans']))}:\n        tok.covered = (-1, None)" \
-        if names["spans"] else ""
-    _token_run(emit, rt, loop_id, sid, writes, names, "start", "()", "levels", covered, whole, k)
+    covered = "tok.covered = (-1, None)"      # (every input's levels checked whole above)
+    inline = None
+    layout, code = hot[1].args
+    if code is None and whole:
+        # _hot_nest's batched products, written out: the inputs in the products' layout, every
+        # output with the levels' sizes in front (new memory: its token's `fresh`)
+        args = [f"a{i}.permute(*{how!r})" if how is not None else f"a{i}" for i, how in enumerate(layout)]
+        sizes = [f"levels[{lv}][2]" for lv in range(k)]
+        inline = (["    sizes = (" + ", ".join(sizes) + ",)",
+                   "    try:",
+                   f"        outs = direct({''.join(a + ', ' for a in args)}list(sizes))",
+                   "    except Exception:",
+                   "        return None",
+                   "    for o in outs:",
+                   f"        if not isinstance(o, Tensor) or o.shape[:{k}] != sizes:",
+                   "            return None"], {"fresh": True})
+    _token_run(emit, rt, loop_id, sid, writes, names, "start", "()", "levels", covered, whole, k, inline)
     return _compiled(rt, loop_id, "express", lines, consts)
 
 
-def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, covered, whole=None, nest=0):
+def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, covered, whole=None, nest=0,
+               inline=None):
     """The token flavour's end: the lane's token (its covered inputs: `covered`, a statement),
     run by the hot runner; (token, batch), or None.
 
@@ -438,62 +463,131 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
     order). Where each batch would become its fresh output whole on the general path (fit_store's
     first return, then `replaces`: the rows are all of it, same type, dtype, shape and device, no
     gradient, both contiguous, not empty, no input's memory), the answer is (`expressed`, the
-    outputs), as `owned` gives them."""
-    emit(f"    tok = Token(rt, L, M, n, start, step, {first}, mapped, {sources}, [{', '.join(names['free_tensors'])}], "
-         f"{sid!r}, {levels}, None)")
+    outputs), as `owned` gives them.
+
+    `inline` (lines that set `outs` as the hot runner would, or return None, and the attributes
+    the runner sets on its token): with `whole`, the runner's work written out here, and the
+    token made only where the batch is not answered whole (no token on the common call)."""
+    fresh = [i for i, w in enumerate(writes) if w[0] == "fresh"]
+    whole = whole if whole and len(fresh) == len(whole) else None
+    make = [f"    tok = Token(rt, L, M, n, start, step, {first}, mapped, {sources}, "
+            f"[{', '.join(names['free_tensors'])}], {sid!r}, {levels}, None)"]
     if covered:
-        emit(f"    {covered}")
+        make.append(f"    {covered}")
     for i, w in enumerate(writes):
         if w[0] == "fresh":     # (a stand-in: the token's, as Token.release keeps it)
-            emit(f"    if not w{i}.is_cpu:")
-            emit(f"        tok.released = {{**(tok.released or {{}}), id(w{i}): (w{i}, CPU, w{i}._av_fill)}}")
-    emit("    tok.laned = True")
-    emit("    tok.scan_free = False")
-    emit("    if D is not None:")
-    emit("        tok.decision, tok.t0 = D, T0")
+            make.append(f"    if not w{i}.is_cpu:")
+            make.append(f"        tok.released = {{**(tok.released or {{}}), id(w{i}): (w{i}, CPU, w{i}._av_fill)}}")
+    make += ["    tok.laned = True", "    tok.scan_free = False", "    if D is not None:",
+             "        tok.decision, tok.t0 = D, T0"]
     if rt.peeks.get(loop_id):
-        emit("    tok.free = free")
-    emit("    outs = RUNNER(tok, body, direct)")
-    emit("    if outs is None:")
-    emit("        return None")
+        make.append("    tok.free = free")
+    if inline is None or whole is None:
+        inline = None
+        for line in make:
+            emit(line)
+        emit("    outs = RUNNER(tok, body, direct)")
+        emit("    if outs is None:")
+        emit("        return None")
+    else:
+        lines, attrs = inline
+        for line in lines:
+            emit(line)
+        make += [f"    tok.{k} = {v!r}" for k, v in attrs.items()]
     emit("    rt.ran[L] = MODE")
-    fresh = [i for i, w in enumerate(writes) if w[0] == "fresh"]
-    if whole and len(fresh) == len(whole):
-        results = []
-        new = names["atoms"] and not rt.peeks.get(loop_id)   # (as for the express's consumers)
-        for (kind, pos, fresh_value), i in zip(whole, fresh):
-            o, w = f"o{pos}", f"w{i}"
-            dim = int(kind[5:] or 0)
-            emit(f"    {o} = outs[{pos}]")
-            if dim:
-                # rows along another dimension: the batch as the broadcast body computed it, where
-                # it did so at that dimension (fit_store's `unmoved`; a complex one is moved back)
-                emit(f"    um = tok.unmoved.get(id({o})) if tok.unmoved is not None and tok.unmoved_at == {dim} else None")
-                emit(f"    if um is None or um[0] is not {o} or {o}.is_complex():")
-                emit("        return tok, outs")
-                emit(f"    {o} = um[1]")
-            # (the rows are all of the output: from 0 in steps of 1, its length; a nest: every level's)
-            rows = " or ".join(f"levels[{lv}][0] or levels[{lv}][1] != 1" for lv in range(nest)) if nest \
-                else f"start or n != {w}.shape[{dim}]"
-            emit(f"    if type({o}) is not Tensor or {o}.requires_grad or {w}.requires_grad or {o}.dtype is not {w}.dtype "
-                 f"or {rows} or not {o}.is_cpu:")
-            emit("        return tok, outs")
-            emit(f"    if {o}.shape != {w}.shape:")     # (rows of leading 1s: setitem drops them, fit_store too)
-            if dim:
-                emit("        return tok, outs")
-            else:
-                emit(f"        {o} = _dropped({o}, {w}.shape, {max(nest, 1)})")
-                emit(f"        if {o} is None:")
-                emit("            return tok, outs")
-            shared = "" if fresh_value and new else f" or not tok.fresh and tok.shares_input({o})"
-            emit(f"    if not {o}.is_contiguous() or not {w}.is_contiguous() or not {o}.numel(){shared}:")
-            emit("        return tok, outs")
-            results.append(f"{o} if {o}._base is None else {o}.detach()")
-        emit("    if D is not None:")
-        emit("        D.vectorized_ran(CLOCK() - T0, n)")
-        emit(f"    return (EXPRESSED, {', '.join(results)})")
+    if whole is None:
+        emit("    return tok, outs")
         return
-    emit("    return tok, outs")
+    # (inline: the checks in a block of their own, left with `break` where the batch is not
+    # answered whole, to make the token after it)
+    pad, leave = ("    ", "break") if inline else ("", "return tok, outs")
+    if inline:
+        emit("    for _ in (1,):")
+    results = []
+    new = names["atoms"] and not rt.peeks.get(loop_id)   # (as for the express's consumers)
+    for (kind, pos, fresh_value), i in zip(whole, fresh):
+        o, w = f"o{pos}", f"w{i}"
+        dim = int(kind[5:] or 0)
+        emit(f"{pad}    {o} = outs[{pos}]")
+        if dim:
+            # rows along another dimension: the batch as the broadcast body computed it, where
+            # it did so at that dimension (fit_store's `unmoved`; a complex one is moved back)
+            emit(f"{pad}    um = tok.unmoved.get(id({o})) if tok.unmoved is not None and tok.unmoved_at == {dim} else None")
+            emit(f"{pad}    if um is None or um[0] is not {o} or {o}.is_complex():")
+            emit(f"{pad}        {leave}")
+            emit(f"{pad}    {o} = um[1]")
+        # (the rows are all of the output: from 0 in steps of 1, its length; a nest: every level's)
+        rows = " or ".join(f"levels[{lv}][0] or levels[{lv}][1] != 1" for lv in range(nest)) if nest \
+            else f"start or n != {w}.shape[{dim}]"
+        emit(f"{pad}    if type({o}) is not Tensor or {o}.requires_grad or {w}.requires_grad or {o}.dtype is not {w}.dtype "
+             f"or {rows} or not {o}.is_cpu:")
+        emit(f"{pad}        {leave}")
+        emit(f"{pad}    if {o}.shape != {w}.shape:")     # (rows of leading 1s: setitem drops them, fit_store too)
+        if dim:
+            emit(f"{pad}        {leave}")
+        else:
+            emit(f"{pad}        {o} = _dropped({o}, {w}.shape, {max(nest, 1)})")
+            emit(f"{pad}        if {o} is None:")
+            emit(f"{pad}            {leave}")
+        fresh_batch = inline is not None and inline[1].get("fresh")
+        shared = "" if fresh_value and new or fresh_batch else f" or not tok.fresh and tok.shares_input({o})"
+        emit(f"{pad}    if not {o}.is_contiguous() or not {w}.is_contiguous() or not {o}.numel(){shared}:")
+        emit(f"{pad}        {leave}")
+        results.append(f"{o} if {o}._base is None else {o}.detach()")
+    emit(f"{pad}    if D is not None:")
+    emit(f"{pad}        D.vectorized_ran(CLOCK() - T0, n)")
+    emit(f"{pad}    return (EXPRESSED, {', '.join(results)})")
+    if inline:
+        for line in make:
+            emit(line)
+        emit("    return tok, outs")
+
+
+def _inline_runner(rt, loop_id, fn, hargs, args, large, consts, whole, names):
+    """The hot runner's work written out for the token flavour's whole answers (_token_run's
+    `inline`): runtime._hot_broadcast or _hot_batched on the covered tensors `args`, as lines
+    that set `outs` or return None; None where the runner is another, takes the loop index, or a
+    whole answer would need the token to compare the batch's memory with the inputs'."""
+    from . import runtime as R
+
+    new = names["atoms"] and not rt.peeks.get(loop_id)
+    if not all(fresh_value and new for _, _, fresh_value in whole):
+        return None     # (Token.shares_input: the token first)
+    if fn is R._hot_broadcast:
+        rank, index = hargs
+        if index:
+            return None
+        lines = []
+        if rt.in_place.get((loop_id, ()), False) is not None:   # (None: the body has no in-place variant)
+            lines += [f"    if {large}:", "        body = in_place_body(rt, L, body)"]
+        return (lines + [f"    outs = body({', '.join(args)})",
+                         "    for o in outs:",
+                         f"        if type(o) is not Tensor or o.dim() != {rank} or o.shape[0] != n:",
+                         "            return None"], {})
+    if fn is not R._hot_batched:
+        return None
+    code, dims, probes, index = hargs
+    if index:
+        return None
+    if dims is not None:
+        args = [f"{a}.movedim({d}, 0)" if d else a for a, d in zip(args, dims)]
+    if code is None:
+        call = f"direct({', '.join(args)}, [n])"
+        real = ""
+    else:
+        if probes and code.lean is not None and code.probes == probes:
+            code, real = code.lean, f"[:-{probes}]"     # (the check-only masks: None in the lean body)
+        else:
+            real = ""
+        consts["ICODE"] = code
+        call = f"(ICODE.big if ICODE.big is not None and ({large}) else ICODE).bind(body)({', '.join(args)}, [n])"
+    return (["    try:",
+             f"        outs = {call}",
+             "    except Exception:",
+             "        return None",
+             f"    for o in outs{real}:",
+             "        if not isinstance(o, Tensor) or o.dim() < 1 or o.shape[0] != n:",
+             "            return None"], {})
 
 
 def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
@@ -621,13 +715,15 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
         arg_dims = [m[1] for m in mapped]
     if not args:
         return None
+    large = " or ".join(f"{a}.numel() >= FLOOR" for a in args)
     if spec is None:
         # the token flavour: the token the lane gives, run by the hot runner; the generated code
         # prepares and commits the outputs with it as on the general path
+        whole = None if elements else whole
+        inline = _inline_runner(rt, loop_id, fn, hargs, args, large, consts, whole, names) if whole else None
         _token_run(emit, rt, loop_id, sid, writes, names, "first", "list(sources)" if elements else "()", "None",
-                   f"tok.covered = (n, ({''.join(a + ', ' for a in args)}))", None if elements else whole)
+                   f"tok.covered = (n, ({''.join(a + ', ' for a in args)}))", whole, inline=inline)
         return _compiled(rt, loop_id, "express", lines, consts)
-    large = " or ".join(f"{a}.numel() >= FLOOR" for a in args)
     if code is None:     # (the broadcast body on the tensors themselves: every loop dimension first)
         if any(arg_dims):
             return None

@@ -2967,7 +2967,11 @@ def _dropped(o, shape, lead):
     """The batch `o` (the loop's `lead` dimensions, then each iteration's value) reshaped to the
     output's `shape` where each value has the shape of the output's element but for leading 1s,
     which setitem drops (fit_store's reshape); None where it is not that."""
-    v, slot = o.shape[lead:], shape[lead:]
+    v = o.shape
+    if len(v) == len(shape) + 1 and v[lead] == 1:
+        # (one leading 1, the common case: `out[i] = x[i] @ w + b` with b of shape (1,))
+        return o.squeeze(lead) if v[:lead] + v[lead + 1:] == shape else None
+    v, slot = v[lead:], shape[lead:]
     if o.shape[:lead] != shape[:lead] or len(v) <= len(slot):
         return None
     while len(v) > len(slot) and v[0] == 1:

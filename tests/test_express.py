@@ -482,6 +482,35 @@ def nest_wider(x):
     return out
 
 
+def fill_doubled_wider(x):
+    out = torch.empty(x.shape, dtype=torch.float64)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2          # (float32 rows into a float64 output)
+    return out
+
+
+def fill_dot_wider(x, w):
+    out = torch.empty(x.shape[0], dtype=torch.float64)
+    for i in range(x.shape[0]):
+        out[i] = torch.dot(x[i], w) + 1.0    # (float32 into a float64 output)
+    return out
+
+
+def fill_dot(x, w):
+    out = torch.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = torch.dot(x[i], w) + 1.0
+    return out
+
+
+def nest_gram_wider(x):
+    out = torch.zeros(x.shape[0], x.shape[0], dtype=torch.float64)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[0]):
+            out[i, j] = torch.dot(x[i], x[j])    # (float32 products into a float64 output)
+    return out
+
+
 def fill_columns(x):
     out = torch.empty_like(x)
     for j in range(x.shape[1]):
@@ -516,7 +545,7 @@ def fill_columns_wider(x):
                                        (fill_columns_wider, False),
                                        (fill_broadcast, False), (fill_shifted, False), (fill_two, False), (fill_leading_one, True),
                                        (nest_fill, True), (nest_gram, True), (nest_part, False),
-                                       (nest_wider, False)])
+                                       (nest_wider, False), (nest_gram_wider, False)])
 def test_a_fresh_output_becomes_the_batch_as_on_the_general_path(fn, whole, counted, monkeypatch):
     """A loop that fills a fresh output (`out = torch.empty(..); out[i] = ..`): where the general
     path would make the batch the output itself (fit_store, then `replaces`), the express answers
@@ -541,6 +570,25 @@ def test_a_fresh_output_becomes_the_batch_as_on_the_general_path(fn, whole, coun
     with torch.no_grad():
         for _ in range(3):
             _same_as_general(fn, fast, general, (x.clone().requires_grad_(),))
+
+
+@pytest.mark.parametrize("fn, whole", [(fill_doubled, True), (fill_doubled_wider, False), (fill_dot, True),
+                                       (fill_dot_wider, False), (nest_gram, True), (nest_gram_wider, False)])
+def test_the_runner_written_into_the_express_makes_its_token_only_where_needed(fn, whole, counted, monkeypatch):
+    """A fresh output the batch may become whole: the hot runner's work is written into the
+    express (lanes._inline_runner, _express_nest), and the token is made only where the batch is
+    not answered whole (another dtype here): then it carries what the runner's would (batched
+    products are new memory), and the general path's commit converts, as without the express."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast, general = autovec(fn), _general(fn)
+    args = (torch.randn(6, 4),) if fn.__code__.co_argcount == 1 else (torch.randn(6, 4), torch.randn(4))
+    _steady(fast, *args)
+    src = fast._autovec_state.runtime.xp[1].source
+    assert "for _ in (1,):" in src and "RUNNER(" not in src, src
+    before, whole_before = counted["answered"], counted["whole"]
+    _same_as_general(fn, fast, general, args)
+    assert counted["answered"] > before
+    assert (counted["whole"] > whole_before) == whole
 
 
 def test_complex_columns_are_no_whole_answer(counted, monkeypatch):
