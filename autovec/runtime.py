@@ -4960,9 +4960,17 @@ class Token:
                 if outs is not None:
                     rt.ran[self.loop_id] = hot[2]
                     return outs
-        per = rt.iter_bytes.get((self.loop_id, self.sig))
-        if self.picked is None and (per is None or per * self.n > _MEMORY_FLOOR or rt.memory_budget is not None or (
-                self.sources and not all(type(s) is torch.Tensor for s in self.sources))):
+        per = rt.iter_bytes.get(self._bytes_key())
+        if self.picked is not None:
+            # the kept rows, or one side's (_run_selected): their own rows, in pieces where all
+            # at once would need more memory than the budget
+            if not self.piecewise and (per is None or per * self.n > _MEMORY_FLOOR or rt.memory_budget is not None):
+                chunk = self._memory_rows(ref or body)
+                if chunk and chunk < self.n:
+                    self.cold = self.chunked = True
+                    return self._run_pieces(body, ref, direct, tag, chunk)
+        elif per is None or per * self.n > _MEMORY_FLOOR or rt.memory_budget is not None or (
+                self.sources and not all(type(s) is torch.Tensor for s in self.sources)):
             # (the common case, a small batch of known size and no list, skips both lookups)
             chunk = self._chunk_rows() or self._memory_rows(ref or body)
             if chunk:
@@ -5328,8 +5336,45 @@ class Token:
                 "prod(" in o.value for o in self.match.plan.outputs)
         return hit
 
+    piecewise = False     # running one piece of the kept rows (_run_pieces)
+
+    def _run_pieces(self, body, ref, direct, tag, rows):
+        """The kept rows' batch, or a side's (_run_selected), in pieces of `rows` rows, each run
+        as the whole would be (its mode, its one-time check on the first piece), joined along
+        the rows: what one run over all of them gives, within the memory budget."""
+        keep, picked = self.picked
+        k = self.n
+        parts = []
+        self.piecewise = True
+        try:
+            for c0 in range(0, k, rows):
+                c1 = min(k, c0 + rows)
+                self.picked = (keep[c0:c1], [(t.narrow(d, c0, c1 - c0), d) for t, d in picked])
+                self.n = c1 - c0
+                parts.append(Token.run(self, body, ref, direct, tag))
+        finally:
+            self.picked, self.n, self.piecewise = (keep, picked), k, False
+        joined = []
+        for values in zip(*parts):
+            if all(v is None for v in values):
+                joined.append(None)
+            elif all(isinstance(v, torch.Tensor) and v.dim() >= 1 for v in values):
+                joined.append(torch.cat(values, 0))
+            else:
+                raise GuardFailed("a kept-rows output that is not one value per row (the loop runs)")
+        return tuple(joined)
+
+    def _bytes_key(self):
+        """The key of the bytes one iteration allocates (iter_bytes): per signature, and per side
+        of a branch (its body allocates its own)."""
+        return (self.loop_id, self.sig, self.tag) if self.tag else (self.loop_id, self.sig)
+
     def _chunkable(self):
         plan = self.match.plan
+        if self.picked is not None:
+            # (the kept rows' pieces each run as the whole would, _run_pieces: their mode, their
+            # index, their batched body)
+            return not (self.raw_numbers or self.number_sources)
         return not (self.levels is not None or plan.scans or getattr(self, "extra", None) or self.raw_numbers
                     or self.number_sources or self.loop_id in self.rt.index_py
                     or self.match.strategy not in _CHUNKABLE
@@ -5363,7 +5408,7 @@ class Token:
         budget (the bytes one iteration allocates, measured once per signature, times the trip
         count), else 0."""
         rt = self.rt
-        key = (self.loop_id, self.sig)
+        key = self._bytes_key()
         per = rt.iter_bytes.get(key)
         if per is None:
             per = rt.iter_bytes[key] = self._iteration_bytes(ref) if self._chunkable() else 0

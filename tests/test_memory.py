@@ -126,3 +126,78 @@ def test_a_masked_filter_runs_in_chunks_under_a_small_budget(always_vectorize):
     assert all(torch.equal(a, b) for a, b in zip(got_list, want_list))
     chunks = _chunks(explain(f, x))
     assert chunks is not None and chunks[0] > 1
+
+
+def kept_energy(x):
+    total = torch.zeros(())
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            total = total + torch.sqrt((x[i][:, None] * x[i][None, :]).abs() + 1e-3).sum()
+    return total
+
+
+def two_sided_energy(x):
+    total = torch.zeros(())
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            total = total + torch.sqrt((x[i][:, None] * x[i][None, :]).abs() + 1e-3).sum()
+        else:
+            total = total + torch.log1p((x[i][:, None] - x[i][None, :]).abs()).sum()
+    return total
+
+
+def kept_products(x):
+    out = []
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            out.append(torch.sqrt((x[i][:, None] * x[i][None, :]).abs() + 1e-3).sum(0) * i)
+    return torch.stack(out)
+
+
+def two_sided_products(x):
+    out = []
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            out.append(torch.sqrt((x[i][:, None] * x[i][None, :]).abs() + 1e-3).sum(0))
+        else:
+            out.append(torch.log1p((x[i][:, None] - x[i][None, :]).abs()).sum(0) * i)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn, kind", [(kept_energy, "kept"), (two_sided_energy, "sides"), (kept_products, "kept"),
+                                      (two_sided_products, "sides")])
+def test_kept_rows_and_sides_under_grad_run_in_chunks_under_a_small_budget(fn, kind, always_vectorize, monkeypatch):
+    """Under autograd a guarded body runs on its kept rows alone, and a branching one each side
+    on its own rows (Token._run_selected): those batches honour the budget too, in chunks of
+    their rows, with the loop's values and gradients."""
+    from autovec.runtime import Token
+    runs = []
+    selected = Token._run_selected
+
+    def counting(self, *a, **k):
+        out = selected(self, *a, **k)
+        runs.append(self.match.plan.two_way)
+        return out
+    monkeypatch.setattr(Token, "_run_selected", counting)
+    pieces = []
+    run = Token.run
+
+    def run_counting(self, *a, **k):
+        if self.piecewise:
+            pieces.append(self.n)
+        return run(self, *a, **k)
+    monkeypatch.setattr(Token, "run", run_counting)
+    x = torch.randn(40, 48)
+    f = autovec(fn, memory_budget=60_000)
+    for _ in range(2):
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        got, want = f(a), fn(b)
+        got.sum().backward()
+        want.sum().backward()
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+    assert runs and all(r == (kind == "sides") for r in runs)
+    chunks, rows, need, budget = f._autovec_state.runtime.chunked[1]
+    # one row's (48, 48) float32 products: 9 KiB each, a few of them
+    assert chunks > 1 and budget == 60_000 and need > budget
+    assert len(pieces) > 2 and max(pieces) <= 60_000 // (48 * 48 * 4)
