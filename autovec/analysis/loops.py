@@ -1490,6 +1490,16 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             plain = o.kind == "store" and not o.op and pytype in ("", "const")
             key = (o.kind, o.target, o.index_src, o.op, o.inplace, o.method, "" if plain else pytype)
             twin = next((m for p, m in body.seen.get(key, []) if _exclusive(p, path)), None)
+            if twin is None and o.kind == "accum" and o.op in ("+", "-"):
+                # `total = total + a` on one side, `total = total - b` on another: one running
+                # value, the second side's term negated (`t - b` is `t + -b` exactly, in every
+                # dtype and for Python numbers; a bool raises in both)
+                other = "-" if o.op == "+" else "+"
+                alt = key[:3] + (other,) + key[4:]
+                twin = next((m for p, m in body.seen.get(alt, []) if _exclusive(p, path)), None)
+                if twin is not None:
+                    key = alt
+                    value = ast.copy_location(ast.UnaryOp(op=ast.USub(), operand=value), value)
             marker = twin or body.marker()
             body.seen.setdefault(key, []).append((path, marker))
             if twin is not None and plain and not pytype:

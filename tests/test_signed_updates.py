@@ -1,0 +1,141 @@
+"""One running value added to on one side of a branch and subtracted from on another
+(`if c: total = total + a` / `else: total = total - b`, `s += 1` / `s -= 1`): one running value
+whose second side's term is negated (analysis.loops._walk), since `t - b` is `t + -b` exactly.
+Every result is compared with the loop: values, dtypes, Python types, signs of zeros,
+gradients, errors."""
+import pytest
+import torch
+
+from autovec import autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def signed(x):
+    total = torch.zeros(())
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            total = total + x[i].abs().sqrt().sum()
+        else:
+            total = total - torch.log1p(x[i].abs()).sum()
+    return total
+
+
+def minus_first(x):
+    total = torch.zeros(x.shape[1])
+    for i in range(x.shape[0]):
+        if x[i, 0] > 0:
+            total = total - x[i] * 2
+        else:
+            total = x[i] + total
+    return total
+
+
+def score(x):
+    s = 0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            s += 1
+        else:
+            s -= 1
+    return s
+
+
+def three_way(x):
+    s = 0.25
+    for i in range(x.shape[0]):
+        if x[i] > 0.5:
+            s = s + x[i].item()
+        elif x[i] < -0.5:
+            s = s - x[i].item()
+        elif x[i] < 0:
+            s = s + x[i].item()
+        else:
+            s = s - x[i].item()
+    return s
+
+
+def wrapping(x):
+    total = torch.zeros((), dtype=torch.uint8)
+    for i in range(x.shape[0]):
+        if x[i] > 100:
+            total = total + x[i]
+        else:
+            total = total - x[i]
+    return total
+
+
+def flags(x, m):
+    total = torch.zeros(x.shape[1], dtype=torch.bool)
+    for i in range(x.shape[0]):
+        if m[i]:
+            total = total + x[i]
+        else:
+            total = total - x[i]
+    return total
+
+
+def _same(got, want):
+    assert type(got) is type(want)
+    if isinstance(want, torch.Tensor):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    else:
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (signed, lambda: (torch.randn(40, 6),)),
+    (minus_first, lambda: (torch.randn(30, 5),)),
+    (score, lambda: (torch.randn(50),)),
+    (three_way, lambda: (torch.randn(60, dtype=torch.float64),)),
+    (wrapping, lambda: (torch.randint(0, 256, (70,), dtype=torch.uint8),)),
+])
+def test_a_value_added_on_one_side_and_subtracted_on_another_vectorizes(fn, make):
+    f = autovec(fn)
+    for _ in range(3):
+        args = make()
+        _same(f(*args), fn(*args))
+    assert explain(f, *args).path == "vectorized"
+    assert [lp.strategy for lp in explain(f, *args).loops] != ["python"]
+
+
+def test_its_gradients_are_the_loops_with_infinite_derivatives_on_the_skipped_side():
+    f = autovec(signed)
+    x = torch.randn(40, 6)
+    x[3] = 0.0                 # (sqrt at 0 on the side this row does not take: its sum is 0)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    got, want = f(a), signed(b)
+    got.backward()
+    want.backward()
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(a.grad, b.grad, equal_nan=True)
+    assert not torch.isnan(a.grad).any()
+
+
+def test_a_minus_zero_total_keeps_its_sign():
+    def zeros(x):
+        total = torch.tensor(-0.0)
+        for i in range(x.shape[0]):
+            if x[i] > 0:
+                total = total + x[i]
+            else:
+                total = total - x[i]
+        return total
+    f = autovec(zeros)
+    for x in (torch.zeros(5), torch.tensor([0.0, -0.0, 0.0]), torch.tensor([1.0, -0.0])):
+        got, want = f(x.clone()), zeros(x.clone())
+        assert torch.equal(got, want) and torch.signbit(got) == torch.signbit(want)
+
+
+def test_bools_raise_as_in_the_loop():
+    f = autovec(flags)
+    x, m = torch.rand(6, 3) > 0.5, torch.tensor([True, False, True, True, False, True])
+    with pytest.raises(RuntimeError) as want:
+        flags(x, m)
+    with pytest.raises(RuntimeError) as got:
+        f(x, m)
+    assert type(got.value) is type(want.value)
