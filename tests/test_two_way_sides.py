@@ -216,6 +216,27 @@ def _labels(n=12, c=4):
     return torch.randn(n, c), y
 
 
+def two_conditionals(x):
+    total = 0.0
+    count = 0
+    for i in range(x.shape[0]):
+        total = total + (torch.sqrt(x[i]) if x[i] > 0 else x[i])
+        count += 1 if x[i] > 0 else 0
+    return total, count
+
+
+def three_conditionals(x):
+    kept = []
+    out = torch.zeros(x.shape[0])
+    total = torch.zeros(())
+    for i in range(x.shape[0]):
+        s = x[i].sum()
+        kept.append(torch.log(x[i]) if s > 0 else torch.log(-x[i]) * 2)
+        out[i] = torch.sqrt(s) if s > 0 else s ** 2
+        total = total - (x[i].prod() if s > 0 else torch.sqrt(-x[i]).sum())
+    return torch.stack(kept), out, total
+
+
 CASES = [
     (sqrt_or_linear, lambda: (_mixed(12, 1).flatten(),), (0,)),
     (huber_rows, lambda: (_mixed(), torch.randn(12, 3) * 0.3), (0,)),
@@ -235,13 +256,15 @@ CASES = [
     (if_then_every_row, lambda: (_mixed(12, 1).flatten(),), (0,)),
     (replaced_then_appended, lambda: (_signed(),), (0,)),
     (prefix_then_continue, lambda: (_signed(), torch.zeros(12, 3)), (0,)),
+    (two_conditionals, lambda: (_mixed(12, 1).flatten(),), (0,)),
+    (three_conditionals, lambda: (_signed(),), (0,)),
 ]
 
 
 def _run(fn, args, grad_at):
     args = tuple(a.clone().requires_grad_() if k in grad_at else a.clone() for k, a in enumerate(args))
     out = fn(*args)
-    (sum(o.sum() for o in out) if isinstance(out, tuple) else out.sum()).backward()
+    (sum(o.sum() for o in out if isinstance(o, torch.Tensor)) if isinstance(out, tuple) else out.sum()).backward()
     return out, [args[k].grad for k in grad_at]
 
 
@@ -250,7 +273,8 @@ def _finite(fn, make, grad_at):
     be: each case's skipped side gives NaN or an infinite derivative on some rows)."""
     want, grads = _run(fn, make(), grad_at)
     values = want if isinstance(want, tuple) else (want,)
-    return all(torch.isfinite(v).all() for v in values) and all(torch.isfinite(g).all() for g in grads)
+    return all(torch.isfinite(v).all() for v in values if isinstance(v, torch.Tensor)) \
+        and all(torch.isfinite(g).all() for g in grads)
 
 
 @pytest.mark.parametrize("fn, make, grad_at", CASES, ids=[c[0].__name__ for c in CASES])
@@ -367,12 +391,23 @@ def nested_in_side(x):
     return total
 
 
-def two_conditionals(x):
+def two_conditions(x):
     total = 0.0
     count = 0
     for i in range(x.shape[0]):
         total = total + (torch.sqrt(x[i]) if x[i] > 0 else x[i])
-        count += 1 if x[i] > 0 else 0
+        count += 1 if x[i] > 0.5 else 0       # (another condition: two branches)
+    return total, count
+
+
+def condition_read_after_a_change(x):
+    total = 0.0
+    count = 0
+    for i in range(x.shape[0]):
+        s = x[i]
+        total = total + (torch.sqrt(s) if s > 0 else s)
+        s = s - 1                              # (the second condition reads another `s`)
+        count += 1 if s > 0 else 0
     return total, count
 
 
@@ -386,9 +421,11 @@ def best_of_sides(x):
     return best
 
 
-@pytest.mark.parametrize("fn", [nested_in_side, best_of_sides, two_conditionals])
+@pytest.mark.parametrize("fn", [nested_in_side, best_of_sides, two_conditions, condition_read_after_a_change])
 def test_other_two_way_loops_keep_the_loop_under_grad(fn, monkeypatch):
-    """A branch inside a side, a last value, two conditional expressions: no sides of their own (their batch of `where` is refused under grad, as before)."""
+    """A branch inside a side, a last value, conditional expressions on two conditions (or on one
+    text whose names change between them): no sides of their own (their batch of `where` is
+    refused under grad, as before)."""
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
     fast = autovec(fn)
     for _ in range(3):

@@ -2032,10 +2032,12 @@ def _two_way(node, helpers, outputs=(), guarded=False) -> bool:
     if helpers or not isinstance(node, ast.For) or node.orelse:
         return False
     branch = [st for st in node.body if isinstance(st, ast.If) or _conditional_value(st) is not None]
-    if len(branch) != 1:
+    if len(branch) > 1 and not _same_condition(node.body, branch):
+        return False
+    if not branch:
         return False
     top = branch[0]
-    others = [st for st in node.body if st is not top]
+    others = [st for st in node.body if st not in branch]
     if not all(isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)) for st in others):
         return False
     if isinstance(top, ast.If):
@@ -2050,17 +2052,35 @@ def _two_way(node, helpers, outputs=(), guarded=False) -> bool:
             return False
         parts += top.body + top.orelse + [top.test]     # (no `else`: a side that computes nothing)
     else:
-        e = _conditional_value(top)
-        parts = _around(top, e)                  # (what the statement computes around it)
-        while isinstance(e.orelse, ast.IfExp):
-            parts += [e.test, e.body]            # (`a if c else b if d else e`: one side more)
-            e = e.orelse
-        parts += [e.test, e.body, e.orelse]
+        parts = []
+        for st in branch:
+            e = _conditional_value(st)
+            parts += _around(st, e)              # (what the statement computes around it)
+            while isinstance(e.orelse, ast.IfExp):
+                parts += [e.test, e.body]        # (`a if c else b if d else e`: one side more)
+                e = e.orelse
+            parts += [e.test, e.body, e.orelse]
     for n in (x for st in others + parts for x in ast.walk(st)):
         if isinstance(n, _NOT_GUARDED) or isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
                 and n.func.id in ("max", "min", "sorted", "any", "all", "sum", "filter", "map"):
             return False
     return True
+
+
+def _same_condition(body, branch) -> bool:
+    """Several conditional expressions (`total = total + (a if c else b)`, `count += 1 if c else
+    0`) on one condition: the same text, no `elif` chain, and no statement from the first on
+    assigning a name it reads. Each iteration takes one side of all of them: one branch."""
+    values = [_conditional_value(st) for st in branch]
+    if any(e is None or isinstance(e.orelse, ast.IfExp) for e in values):
+        return False
+    test = ast.dump(values[0].test)
+    if any(ast.dump(e.test) != test for e in values[1:]):
+        return False
+    read = nm.load_ids(values[0].test)
+    first, last = body.index(branch[0]), body.index(branch[-1])
+    return not any(isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)) and n.id in read
+                   for st in body[first:last] for n in ast.walk(st))
 
 
 def _conditional_value(st):

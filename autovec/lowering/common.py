@@ -1092,8 +1092,13 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
 def side_bodies(plan: LoopPlan, layout, body_def: ast.FunctionDef, AV: str):
     """The sides' bodies of a plan.two_way loop (_side_bodies), for the runtime (Token._run_sides),
     from the plan and the loop's body's def; None where there are none."""
-    found = _branch_of([ast.parse(b).body[0] for b in plan.body])
-    return None if found is None else _side_bodies(plan, found[1], AV, layout, plan.loop_id, body_def)
+    stmts = [ast.parse(b).body[0] for b in plan.body]
+    found = _branch_of(stmts)
+    if found is None:
+        return None
+    # (several conditional expressions on the one condition: each a branch of the same sides)
+    tops = [found[1]] + [t for t in (_as_if(st) for st in stmts[found[0] + 1:]) if t is not None]
+    return _side_bodies(plan, tops, AV, layout, plan.loop_id, body_def)
 
 
 def _branch_of(stmts: list):
@@ -1130,25 +1135,31 @@ def _arms(top: ast.If):
     return arms, top.orelse       # (no `else`: [], the rows where no condition holds compute nothing)
 
 
-def _side_bodies(plan: LoopPlan, top: ast.If, AV: str, layout, L: int, body_def: ast.FunctionDef):
-    """[def] of the sides of a plan.two_way body (_select_code), whose branch `top` is an `if`
-    (with any `elif`s and `else`s), or None. Each is the loop's body (`body_def`, if-converted)
+def _side_bodies(plan: LoopPlan, tops: list, AV: str, layout, L: int, body_def: ast.FunctionDef):
+    """[def] of the sides of a plan.two_way body (_select_code), whose branch `tops[0]` is an `if`
+    (with any `elif`s and `else`s; `tops[1:]`, other conditional expressions on its condition,
+    as `if`s, analysis.loops._same_condition), or None. Each is the loop's body (`body_def`, if-converted)
     as the side's rows compute it: each `where` of the branch's conditions takes the value the
     side's rows take (_one_side), the values of outputs the side does not assign are detached
     (`if c: pos = pos + a` / `else: neg = neg + b`: its rows mask them out, as the batch of
     `where` does, and no gradient flows back through them), and what nothing reads then goes
     (the other sides' values). Its values are laid out as the loop's body's (`layout`)."""
-    arms, last = _arms(top)
-    sides = [body for _, body in arms] + [last]
+    arms, last = _arms(tops[0])
     marks = {o.marker for o in plan.outputs} | {p[1] for o in plan.outputs for p in o.payloads}
-    stored = [{n.id for st in side for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-              & marks for side in sides]
+    stored = [set() for _ in range(len(arms) + 1)]
+    for top in tops:
+        more, rest = _arms(top)
+        if len(more) != len(arms):
+            return None
+        for j, side in enumerate([body for _, body in more] + [rest]):
+            stored[j] |= {n.id for st in side for n in ast.walk(st)
+                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} & marks
     ret = body_def.body[-1] if body_def is not None and body_def.body else None
     if layout is None or not (isinstance(ret, ast.Return) and isinstance(ret.value, ast.Tuple)):
         return None
     branched = set().union(*stored)
     out = []
-    for j in range(len(sides)):
+    for j in range(len(stored)):
         side_def = copy.deepcopy(body_def)
         side_def.name = f"_av_side{j}_{L}"
         elts = side_def.body[-1].value.elts
@@ -1180,20 +1191,23 @@ def _one_side(fdef: ast.FunctionDef, AV: str, side: int, tests: int):
     def call(node, name):
         return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name \
             and isinstance(node.func.value, ast.Name) and node.func.value.id == AV
-    conds, nots = [], {}
+    conds, nots, texts = {}, {}, []      # (a condition's name -> its number: one per text)
     for st in ast.walk(fdef):
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
             if call(st.value, "truth"):
-                conds.append(st.targets[0].id)
+                text = ast.dump(st.value)
+                if text not in texts:
+                    texts.append(text)
+                conds[st.targets[0].id] = texts.index(text)
             elif call(st.value, "lnot") and len(st.value.args) == 1 and isinstance(st.value.args[0], ast.Name) \
                     and st.value.args[0].id in conds:
                 nots[st.targets[0].id] = st.value.args[0].id
-    if len(conds) != tests:
+    if len(texts) != tests:
         return None
     bad = []
 
     def holds(name):      # (whether the side's rows take the condition's `if` copy)
-        return conds.index(name) >= side
+        return conds[name] >= side
 
     class Pick(ast.NodeTransformer):
         def visit_Call(self, node):
@@ -1221,8 +1235,8 @@ def _one_side(fdef: ast.FunctionDef, AV: str, side: int, tests: int):
         # fewer rows, a value near its threshold might round the other way, and the masks the
         # outputs carry would then not be the side's
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
-                and st.targets[0].id in conds and conds.index(st.targets[0].id) <= side:
-            held = conds.index(st.targets[0].id) == side
+                and st.targets[0].id in conds and conds[st.targets[0].id] <= side:
+            held = conds[st.targets[0].id] == side
             st.value = ast.BinOp(left=st.value, op=ast.BitOr() if held else ast.BitAnd(), right=ast.Constant(value=held))
     if bad:
         return None
