@@ -420,6 +420,7 @@ def eager_compiles():
 COMPILE_CALLS = 3   # compile mode: Python, then the compile, then the compiled step
 STEADY_CALLS = 3    # --steady: calls after the second (a loop's express lane is written on its second
 STEADY_ENV = "AUTOVEC_FUZZ_STEADY"    # vectorized call and runs from the third: autovec/lanes.py)
+BUDGET_ENV = "AUTOVEC_FUZZ_BUDGET"    # memory_budget for autovec(f), from --budget
 LANE_PROBLEMS: list = []
 
 
@@ -470,7 +471,9 @@ def _run(seed, timeout, out_dir, verbose, family="default", compile=False) -> Re
                 other = on_device(mod.make_inputs(1), device())
                 want_other = call(f, other)
             stage = "autovec"
-            g = autovec(f, fallback="compile") if compile else autovec(f)
+            budget = int(os.environ.get(BUDGET_ENV, 0) or 0)
+            g = autovec(f, fallback="compile") if compile else \
+                autovec(f, memory_budget=budget) if budget else autovec(f)
             labels = ["first call", "second call"] + [f"call {k + 1}" for k in range(2, COMPILE_CALLS if compile else 2)]
             if _config._env_flag(STEADY_ENV):
                 labels += [f"steady call {k}" for k in range(len(labels) + 1, len(labels) + 1 + STEADY_CALLS)]
@@ -634,10 +637,15 @@ def main(argv=None) -> int:
     ap.add_argument("--steady", action="store_true",
                     help=f"call autovec {STEADY_CALLS} more times (the steady state: express lanes), auditing "
                          "every lane's answer against the general guard")
+    ap.add_argument("--budget", type=int, default=None, metavar="BYTES",
+                    help="autovec(f, memory_budget=BYTES): a small budget runs batches in chunks (and the kept "
+                         "rows and sides under grad in pieces)")
     ap.add_argument("--compile", action="store_true",
                     help="autovec(f, fallback='compile') with the eager dynamo backend, each program called "
                          f"{COMPILE_CALLS} times (and once on variant inputs)")
     a = ap.parse_args(argv)
+    if a.budget:
+        os.environ[BUDGET_ENV] = str(a.budget)     # (spawned workers inherit it)
     if a.steady:
         os.environ[STEADY_ENV] = "1"     # (spawned workers inherit it)
     family = a.family or ("compile" if a.compile else "default")
