@@ -775,11 +775,11 @@ def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):
             # (runtime.FunctionRuntime.accumulate, as the general path's prepare calls it: of the
             # accumulator's value the call hands in `writes`, with the mask, and Python numbers
             # where the loop has them, as Token.py answers)
-            _, op, inplace, zeros, k, mpos, static = kind
+            _, op, inplace, zeros, k, mpos, static, signed = kind
             mask = f"outs[{mpos}]" if mpos is not None else "None"
             py = "True" if static else f"py is not None and py.get({pos}, False)"
             emit(f"        {r} = ACCUMULATE(writes[{k}][1], outs[{pos}], {op!r}, {inplace}, {mask}, {py}"
-                 f"{', zeros=True' if zeros else ''})")
+                 f"{', zeros=True' if zeros else ''}{', signed=True' if signed else ''})")
             continue
         emit(f"        if py is not None and py.get({pos}):")
         emit("            return None")

@@ -3,9 +3,10 @@
 Two per-call checks read a helper's surroundings again on every call, because a rebinding must
 be seen: its purity (purity.why_impure: the callables its code names, looked up in its globals,
 closure and builtins, and their attributes) and, with gradients on, whether it reads a tensor
-that requires grad (runtime._reaches_grad: its defaults, closure contents and every global its
-code names). For a helper such as `def gate(v): return v * torch.sigmoid(v)` those walks cost
-about 5 us a call, more than the batched body.
+that requires grad (runtime._reaches_grad: its defaults, closure contents, every global its
+code and its nested functions' code name, and what it calls through attribute chains). For a
+helper such as `def gate(v): return v * torch.sigmoid(v)` those walks cost about 5 us a call,
+more than the batched body.
 
 A pin records, once, the objects those walks read: the helper's code, defaults and closure, the
 globals and builtins its names resolve to, the attribute chains it calls (`torch.sigmoid`), and
@@ -39,16 +40,19 @@ _MAX_PINS = 4096
 _STRONG = (str, bytes, int, float, bool, complex, type(None), types.ModuleType, type,
            types.BuiltinFunctionType, types.CodeType, tuple)
 # values whose gradient reach is fixed by identity (runtime._grad_reachable answers False for
-# them, whatever their state); user functions are pinned themselves
+# them, whatever their state, and the walk looks into none but functions); user functions are
+# pinned themselves (a bound method is not: its object's tensors can start to require grad)
 _INERT = (str, bytes, int, float, bool, complex, type(None), types.ModuleType, type,
-          types.BuiltinFunctionType, types.FunctionType, types.MethodType)
+          types.BuiltinFunctionType, types.FunctionType)
 
 
 class Pin:
-    __slots__ = ("ref", "check", "pure", "inert", "grad", "rebuilds", "__weakref__")
+    __slots__ = ("ref", "check", "pure", "coverable", "inert", "grad", "rebuilds", "__weakref__")
 
-    def __init__(self, ref, check, pure, inert, rebuilds):
-        self.ref, self.check, self.pure, self.inert = ref, check, pure, inert
+    def __init__(self, ref, check, pure, coverable, inert, rebuilds):
+        self.ref, self.check, self.inert = ref, check, inert
+        self.coverable = coverable   # purity's verdict depends on nothing the check does not pin
+        self.pure = pure and coverable
         self.grad = {}            # runtime._reaches_grad's verdict per `anything` flag
         self.rebuilds = rebuilds
 
@@ -79,7 +83,7 @@ def pin(fn, pure: bool) -> Pin | None:
     rebuilds = 0
     if old is not None and old.ref() is fn:
         if old.check is not None and old.check(fn):
-            old.pure = old.pure or pure
+            old.pure = old.pure or pure and old.coverable     # (found pure now, by a walk like the first)
             return old
         rebuilds = old.rebuilds + 1
         if rebuilds > _REBUILDS or old.check is None:
@@ -94,10 +98,10 @@ def pin(fn, pure: bool) -> Pin | None:
     ref = weakref.ref(fn, lambda r, k=key: _pins.pop(k, None) if _pins.get(k) is not None
                       and _pins[k].ref is r else None)
     if made is None:
-        _pins[key] = Pin(ref, None, False, False, rebuilds)
+        _pins[key] = Pin(ref, None, False, False, False, rebuilds)
         return None
     check, coverable, inert = made
-    p = _pins[key] = Pin(ref, check, pure and coverable, inert, rebuilds)
+    p = _pins[key] = Pin(ref, check, pure, coverable, inert, rebuilds)
     return p
 
 
@@ -105,6 +109,7 @@ def _build(fn):
     """(check, purity coverable, inert) for fn, or None where it cannot be pinned."""
     from .frontend import NoSource
     from .purity import _by_id, _key, _static_scan
+    from .runtime import code_names
 
     consts: dict = {"MISS": _MISS}
     terms: list = []
@@ -181,7 +186,7 @@ def _build(fn):
                 values.append(v)
         g = f.__globals__
         gname = const(g)
-        for name in code.co_names:
+        for name in code_names(code):        # (its nested functions' and lambdas' names too)
             v = g.get(name, _MISS)
             same(f"{gname}.get({name!r}, MISS)", v)
             values.append(v)
@@ -193,10 +198,10 @@ def _build(fn):
         try:
             reason, targets = _static_scan(f)
         except NoSource:
-            state["coverable"] = False
-            return
+            reason, targets = "no source", ()
         if reason:
-            state["coverable"] = False
+            # (an impure helper keeps the loop; and the walks' view of what it calls is partial)
+            state["coverable"] = state["inert"] = False
             return
         for kind, path in targets:
             if kind == "input":
@@ -211,6 +216,7 @@ def _build(fn):
                 obj = nxt
             if obj is _MISS:
                 continue
+            inert(obj)       # (what it calls, the gradient walk looks into too: runtime._call_targets)
             if _user_function(obj):
                 visit(obj, depth + 1)
                 continue

@@ -73,6 +73,7 @@ class Output:
     lineno: int
     op: str = ""
     inplace: bool = False     # accum written as an augmented assignment
+    signed: bool = False      # accum: some sides of a branch subtract (their terms negated, analysis._walk)
     dim: int = 0              # store: position of the loop index in the target subscript
     offset: int = 0
     index_src: str = ""       # store: the subscript with the loop index replaced by `{}`

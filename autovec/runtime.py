@@ -1856,11 +1856,16 @@ class FunctionRuntime:
         return out
 
     @classmethod
-    def accumulate(cls, acc, o, op, inplace, mask=None, py=False, zeros=False):
+    def accumulate(cls, acc, o, op, inplace, mask=None, py=False, zeros=False, signed=False):
         """The value `acc` ends with after `acc = acc op v` (or `acc op= v`) over the rows of `o`,
         with the loop's types: the first step decides the dtype, as in the loop. `zeros`: the
         start is a `torch.zeros` made right before the loop, which holds no -0.0 (no read of it:
-        on a GPU that read is a synchronisation)."""
+        on a GPU that read is a synchronisation). `signed`: some sides of a branch subtract, their
+        terms negated here (analysis._walk); from a Python bool the loop raises where a tensor's
+        subtraction comes first (`True - t`), so the loop runs."""
+        if signed and type(acc) is bool:
+            raise GuardFailed("a running value from a Python bool that one side of a branch subtracts from "
+                              "(the loop raises where that side comes first)")
         if isinstance(acc, torch.Tensor) and acc.dtype in _HALF and op in ("+", "-", "*"):
             raise GuardFailed(_HALF_SUM)     # (also for Python-number steps: 2048 + 1 is 2048 in float16)
         if py and isinstance(acc, torch.Tensor) and acc.dtype == torch.bool:
@@ -4442,23 +4447,91 @@ def _reaches_grad(fn, anything=False) -> bool:
 
 
 def _reach_walk(fn, depth, anything) -> bool:
+    """_reaches_grad's walk: the helper's defaults, closure contents, the globals its code names
+    (its nested functions' and lambdas' code too), and the callables it calls through attribute
+    chains (`mod.fn(v)`, `Cls.f(v)`), each callable looked into as the loop's own callees are
+    (_callable_reaches: a partial's arguments, a bound method's object, a module's parameters,
+    a helper's own walk), a few levels deep."""
     if depth > 3:
         return True
     if _grad_reachable([fn.__defaults__ or (), fn.__kwdefaults__ or {}]):
         return True          # (a default argument is an outside value to the helper's body)
     unsafe = anything or function_unsafe(fn)
-    code = fn.__code__
     seen = [cell.cell_contents for cell in (fn.__closure__ or ()) if _filled(cell)]
     g = fn.__globals__
-    seen += [g[name] for name in code.co_names if name in g]
-    for v in seen:
+    seen += [g[name] for name in code_names(fn.__code__) if name in g]
+    targets = _call_targets(fn)
+    if targets is None:
+        return True          # (no source to find what it calls: as though it read one)
+    for v in seen + targets:
         if unsafe and not isinstance(v, (types.FunctionType, types.ModuleType)) and _grad_reachable(v):
             return True
         if isinstance(v, torch.nn.Module) and _module_unsafe(v):
             return True
-        if _user_code(v) and v is not fn and _reach_walk(v, depth + 1, anything):
+        if v is not fn and callable(v) and not isinstance(v, type) and _callable_reaches(v, depth + 1, anything):
             return True
     return False
+
+
+def _callable_reaches(c, depth, anything) -> bool:
+    """Whether a callable a helper calls puts a tensor that requires grad through operations
+    whose derivative can be infinite (`anything`: through anything): as _callee_gradients asks
+    it of the loop's own callees, and a helper's own walk (_reach_walk) one level deeper."""
+    fn, owner = c, None
+    while isinstance(fn, functools.partial):
+        if _grad_reachable(list(fn.args) + list(fn.keywords.values())):
+            return True
+        fn = fn.func
+    if isinstance(fn, types.MethodType):
+        fn, owner = fn.__func__, fn.__self__
+    if isinstance(fn, torch.nn.Module):
+        owner, fn = fn, None
+    if owner is not None and not isinstance(owner, torch.nn.Module):
+        if _user_code(fn) and (anything or function_unsafe(fn) or fn.__defaults__ or fn.__kwdefaults__) \
+                and _grad_reachable(owner):
+            return True
+        owner = None
+    if isinstance(owner, torch.nn.Module) and (
+            _module_unsafe(owner) or fn is not None and _requires_grad(owner) and _user_code(fn)
+            and (anything or function_unsafe(fn))):
+        return True
+    return _user_code(fn) and _reach_walk(fn, depth, anything)
+
+
+_CODE_NAMES: dict = {}
+
+
+def code_names(code) -> tuple:
+    """The names a code object and the code objects in it (nested functions, lambdas,
+    comprehensions) load or store as globals or attributes: co_names, all of them."""
+    hit = _CODE_NAMES.get(code)
+    if hit is None:
+        names = list(code.co_names)
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                names += [n for n in code_names(c) if n not in names]
+        hit = _CODE_NAMES[code] = tuple(dict.fromkeys(names))
+    return hit
+
+
+def _call_targets(fn):
+    """The objects a helper calls through names and attribute chains (purity's scan of its
+    source: `mod.fn`, `Cls.f`, `obj.method`), resolved now; None where its source is unknown."""
+    from .frontend import NoSource, attr_chain, scope_lookup
+    from .purity import _static_scan
+    try:
+        _, targets = _static_scan(fn)
+    except NoSource:
+        return None
+    out = []
+    for kind, path in targets:
+        head, *rest = path.split(".")
+        found, obj = scope_lookup(fn, head)
+        if found and rest:
+            found, obj = attr_chain(obj, rest)
+        if found:
+            out.append(obj)
+    return out
 
 
 # operations whose vmap batching rule skips the loop's checks: one_hot gives a row of zeros for

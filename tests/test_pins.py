@@ -4,6 +4,7 @@ on a steady call (the express and its lane ask the pin first): a global or closu
 helper calls, an attribute it calls through, a nested helper's names, its code and defaults,
 and a tensor's requires_grad, which no identity shows. Each test compares the decorated
 function with the loop after the change, on calls made after the steady state."""
+import functools
 import gc
 import sys
 import types
@@ -272,3 +273,54 @@ def test_every_value_the_walks_read_undoes_the_pin(monkeypatch):
     assert pins.held(h) is None
     monkeypatch.undo()
     fresh()
+
+
+NET = torch.nn.Sequential(torch.nn.Linear(3, 3)).eval()
+
+
+def through_net(v):
+    return NET(v) + 1.0
+
+
+def net_rows(x):
+    return torch.stack([through_net(r) for r in x])
+
+
+def inner_call(v):
+    return act(v) * 2.0
+
+
+PART = functools.partial(inner_call)
+
+
+def through_partial(v):
+    return PART(v) + 1.0
+
+
+def partial_rows(x):
+    return torch.stack([through_partial(r) for r in x])
+
+
+def test_a_helper_calling_something_with_state_is_walked_on_every_call(vectorize, monkeypatch):
+    """A module (hooks, training mode) or a partial of a Python function (what that function
+    calls) has a purity verdict the pin cannot see: the helper that calls it is pinned, never as
+    pure, however many calls find it so (found by a probe: a second pure verdict marked it pure,
+    and a hook registered later ran once a call)."""
+    f, g = autovec(net_rows), autovec(partial_rows)
+    x = torch.randn(6, 3)
+    _steady(f, x)
+    _steady(g, x)
+    for helper in (through_net, through_partial):
+        p = pins.held(helper)
+        assert p is not None and not p.pure
+    handle = NET.register_forward_hook(lambda m, i, o: LOG.append(1))
+    try:
+        LOG.clear()
+        torch.testing.assert_close(f(x), net_rows(x))
+        assert len(LOG) == 2 * x.shape[0]
+    finally:
+        handle.remove()
+    monkeypatch.setattr(sys.modules[__name__], "act", noisy)
+    LOG.clear()
+    torch.testing.assert_close(g(x), partial_rows(x))
+    assert len(LOG) == 2 * x.shape[0]

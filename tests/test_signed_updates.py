@@ -139,3 +139,32 @@ def test_bools_raise_as_in_the_loop():
     with pytest.raises(RuntimeError) as got:
         f(x, m)
     assert type(got.value) is type(want.value)
+
+
+def from_start(a, b, start):
+    total = start
+    for i in range(a.shape[0]):
+        if a[i].sum() > 0:
+            total = total + a[i]
+        else:
+            total = total - b[i]
+    return total
+
+
+@pytest.mark.parametrize("start", [True, False, 0, 1.5])
+@pytest.mark.parametrize("first", [1.0, -1.0])
+def test_a_python_bool_start_raises_where_the_loop_does(start, first):
+    """From a Python bool, the loop raises where a subtraction of a tensor comes first (`True -
+    t`); the negated term would add (found by a probe): such a start keeps the loop."""
+    f = autovec(from_start)
+    for _ in range(3):
+        a, b = torch.randn(6, 1), torch.randn(6, 1)
+        a[0] = first
+        try:
+            want = from_start(a, b, start)
+        except RuntimeError as e:
+            with pytest.raises(RuntimeError) as got:
+                f(a, b, start)
+            assert str(got.value) == str(e)
+        else:
+            _same(f(a, b, start), want)

@@ -1500,6 +1500,10 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
                 if twin is not None:
                     key = alt
                     value = ast.copy_location(ast.UnaryOp(op=ast.USub(), operand=value), value)
+                    # (a Python bool start: the loop raises where a subtraction of a tensor comes
+                    # first, `True - t`, and the negated term adds: runtime accumulate refuses it)
+                    body.outputs = [(dataclasses.replace(b, signed=True) if b.marker == twin else b, pay)
+                                    for b, pay in body.outputs]
             marker = twin or body.marker()
             body.seen.setdefault(key, []).append((path, marker))
             if twin is not None and plain and not pytype:

@@ -569,7 +569,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             sel = f"{show}[{mask}]" if mpos is not None else show
             display_tail.append(f"{o.target}.extend({sel}.tolist())" if o.pytype else f"{o.target}.extend({sel}.unbind(0))")
         elif o.kind == "accum":
-            zeros = ", zeros=True" if o.fill == "0" else ""
+            zeros = (", zeros=True" if o.fill == "0" else "") + (", signed=True" if o.signed else "")
             if o.payloads:    # `acc = acc + t1 - t2`: the terms checked and combined (analysis._terms_output)
                 ok = (f"{AV}.sum_terms({o.target}, {ok}, {py}, (" + "".join(f"{O}[{pp}], " for pp in ppos) + "), ("
                       + "".join(f"{T}.py({pp}, {p[3]!r}), " for pp, p in zip(ppos, o.payloads)) + f"), "
@@ -580,8 +580,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 # (the express takes the same accumulate: of the accumulator the call hands it in
                 # `writes`, the batch's mask, the loop's Python numbers as Token.py tells them)
                 entry = f"('accum', {o.target}, {int(o.inplace)})"
-                plain.append((P, ("accum", o.op, bool(o.inplace), bool(zeros), writes.index(entry), mpos,
-                                  bool(o.pytype)), pos, False))
+                plain.append((P, ("accum", o.op, bool(o.inplace), o.fill == "0", writes.index(entry), mpos,
+                                  bool(o.pytype), o.signed), pos, False))
             commit += template(f"{o.target} = _av_AV.commit_accum({o.target}, _av_P, {o.op!r}, {o.inplace})", _av_P=P, _av_AV=AV)
             if o.payloads:
                 ok = f"({show} " + " ".join(f"{p[4]} {O}[{pp}]" for pp, p in zip(ppos, o.payloads)) + ")"
