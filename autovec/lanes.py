@@ -447,7 +447,7 @@ def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot, whole
                    "        return None",
                    "    for o in outs:",
                    f"        if not isinstance(o, Tensor) or o.shape[:{k}] != sizes:",
-                   "            return None"], {"fresh": True})
+                   "            return None"], {"fresh": True}, "", 0)
     _token_run(emit, rt, loop_id, sid, writes, names, "start", "()", "levels", covered, whole, k, inline)
     return _compiled(rt, loop_id, "express", lines, consts)
 
@@ -490,10 +490,10 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
         emit("    if outs is None:")
         emit("        return None")
     else:
-        lines, attrs = inline
+        lines, attrs, after, unmoved = inline
         for line in lines:
             emit(line)
-        make += [f"    tok.{k} = {v!r}" for k, v in attrs.items()]
+        make += [f"    tok.{k} = {v!r}" for k, v in attrs.items()] + ([after] if after else [])
     emit("    rt.ran[L] = MODE")
     if whole is None:
         emit("    return tok, outs")
@@ -509,7 +509,12 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
         o, w = f"o{pos}", f"w{i}"
         dim = int(kind[5:] or 0)
         emit(f"{pad}    {o} = outs[{pos}]")
-        if dim:
+        if dim and inline is not None and inline[3] == dim:
+            # (the inline broadcast body's batch, computed at that dimension: not moved yet; a
+            # complex one is moved back, as fit_store does)
+            emit(f"{pad}    if {o}.is_complex():")
+            emit(f"{pad}        {leave}")
+        elif dim:
             # rows along another dimension: the batch as the broadcast body computed it, where
             # it did so at that dimension (fit_store's `unmoved`; a complex one is moved back)
             emit(f"{pad}    um = tok.unmoved.get(id({o})) if tok.unmoved is not None and tok.unmoved_at == {dim} else None")
@@ -563,7 +568,21 @@ def _inline_runner(rt, loop_id, fn, hargs, args, large, consts, whole, names):
         return (lines + [f"    outs = body({', '.join(args)})",
                          "    for o in outs:",
                          f"        if type(o) is not Tensor or o.dim() != {rank} or o.shape[0] != n:",
-                         "            return None"], {})
+                         "            return None"], {}, "", 0)
+    if fn is R._hot_broadcast_moved:
+        r, ones, pos, dims = hargs
+        if not pos or any(kind != f"store{pos}" for kind, _, _ in whole):
+            return None     # (the batch answered at the dimension the body computes it at, unmoved)
+        consts.update({"_into_layout": R._into_layout, "_out_of_layout": R._out_of_layout})
+        lines = [f"    args = _into_layout((({'), ('.join(f'{a}, {d}' for a, d in zip(args, dims))}),), "
+                 f"{ones!r}, {r}, {pos}, n)"]
+        if rt.in_place.get((loop_id, ()), False) is not None:
+            lines += [f"    if {large}:", "        body = in_place_body(rt, L, body)"]
+        return (lines + ["    outs = body(*args)",
+                         "    for o in outs:",
+                         f"        if not isinstance(o, Tensor) or o.dim() != {r + 1} or o.shape[{pos}] != n:",
+                         "            return None"],
+                {}, f"    outs = _out_of_layout(tok, outs, {r}, {pos}, n)", pos)
     if fn is not R._hot_batched:
         return None
     code, dims, probes, index = hargs
@@ -587,7 +606,7 @@ def _inline_runner(rt, loop_id, fn, hargs, args, large, consts, whole, names):
              "        return None",
              f"    for o in outs{real}:",
              "        if not isinstance(o, Tensor) or o.dim() < 1 or o.shape[0] != n:",
-             "            return None"], {})
+             "            return None"], {}, "", 0)
 
 
 def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):

@@ -573,7 +573,8 @@ def test_a_fresh_output_becomes_the_batch_as_on_the_general_path(fn, whole, coun
 
 
 @pytest.mark.parametrize("fn, whole", [(fill_doubled, True), (fill_doubled_wider, False), (fill_dot, True),
-                                       (fill_dot_wider, False), (nest_gram, True), (nest_gram_wider, False)])
+                                       (fill_dot_wider, False), (nest_gram, True), (nest_gram_wider, False),
+                                       (fill_columns, True), (fill_columns_bias, True), (fill_columns_wider, False)])
 def test_the_runner_written_into_the_express_makes_its_token_only_where_needed(fn, whole, counted, monkeypatch):
     """A fresh output the batch may become whole: the hot runner's work is written into the
     express (lanes._inline_runner, _express_nest), and the token is made only where the batch is
