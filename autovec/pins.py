@@ -108,7 +108,7 @@ def pin(fn, pure: bool) -> Pin | None:
 def _build(fn):
     """(check, purity coverable, inert) for fn, or None where it cannot be pinned."""
     from .frontend import NoSource
-    from .purity import _by_id, _key, _static_scan
+    from .purity import _by_id, _key, _static_scan, loaded_chains
     from .runtime import code_names
 
     consts: dict = {"MISS": _MISS}
@@ -203,7 +203,7 @@ def _build(fn):
             # (an impure helper keeps the loop; and the walks' view of what it calls is partial)
             state["coverable"] = state["inert"] = False
             return
-        for kind, path in targets:
+        for kind, path in list(targets) + [("chain", p) for p in loaded_chains(f)]:
             if kind == "input":
                 continue      # (a module's own forward only; a plain helper skips it)
             head, *rest = path.split(".")
@@ -216,10 +216,12 @@ def _build(fn):
                 obj = nxt
             if obj is _MISS:
                 continue
-            inert(obj)       # (what it calls, the gradient walk looks into too: runtime._call_targets)
+            inert(obj)       # (what it calls or reads, the gradient walk looks into too: runtime._call_targets)
             if _user_function(obj):
                 visit(obj, depth + 1)
                 continue
+            if kind == "chain":
+                continue     # (a value read: purity's walk does not look at it)
             hit = _by_id.get(id(obj))
             if hit is not None and hit[0] is obj and hit[1] is None:
                 continue

@@ -342,6 +342,34 @@ def _helper_impurity(fn, label, depth, module=None) -> str | None:
 
 
 _static: dict = {}
+_chains: dict = {}
+
+
+def loaded_chains(fn) -> tuple:
+    """Per code object: the attribute chains on outside names a helper reads (`mod.W`, `K.W`,
+    `cfg.a.b`; loaded, called or not), as dotted paths; () where its source is unknown."""
+    code = fn.__code__
+    hit = _chains.get(code)
+    if hit is None:
+        try:
+            tree = _capture_cached(fn).tree
+        except NoSource:
+            hit = ()
+        else:
+            args = tree.args
+            local = nm.stores(tree) | {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+            local |= {a.arg for a in (args.vararg, args.kwarg) if a}
+            paths = []
+            for n in ast.walk(tree):
+                if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and _chain(n):
+                    root = n
+                    while isinstance(root, ast.Attribute):
+                        root = root.value
+                    if root.id not in local:
+                        paths.append(ast.unparse(n))
+            hit = tuple(dict.fromkeys(paths))
+        _chains[code] = hit
+    return hit
 
 
 def _static_scan(fn):

@@ -1270,7 +1270,8 @@ class FunctionRuntime:
                            for c in calls)
                     # (a tensor reached through an outside object: `self.w`, a module's parameter)
                     or any(not isinstance(v, torch.Tensor) and _grad_reachable(v) for v in free)
-                    or any(_user_code(c) and _reaches_grad(c, anything=True) for c in calls)):
+                    or any(_reaches_grad(c, anything=True) if _user_code(c) else _callable_reaches(c, 0, True)
+                           for c in calls)):
                 # where() computes both sides; a side masked out can still send NaN or inf into
                 # the gradient (d/dx sqrt(x) at 0, x / 0), which the loop never computes. A loop
                 # whose one condition guards its whole body computes its kept rows alone instead
@@ -1863,9 +1864,11 @@ class FunctionRuntime:
         on a GPU that read is a synchronisation). `signed`: some sides of a branch subtract, their
         terms negated here (analysis._walk); from a Python bool the loop raises where a tensor's
         subtraction comes first (`True - t`), so the loop runs."""
-        if signed and type(acc) is bool:
-            raise GuardFailed("a running value from a Python bool that one side of a branch subtracts from "
-                              "(the loop raises where that side comes first)")
+        if signed and type(acc) not in (int, float, complex) and type(acc) is not torch.Tensor:
+            # (a Python bool: the loop raises where a tensor's subtraction comes first, `True - t`;
+            # a number of another type, a float subclass, may subtract in its own way)
+            raise GuardFailed(f"a running value from a {type(acc).__name__} that one side of a branch subtracts from "
+                              "(the loop subtracts it as its own type)")
         if isinstance(acc, torch.Tensor) and acc.dtype in _HALF and op in ("+", "-", "*"):
             raise GuardFailed(_HALF_SUM)     # (also for Python-number steps: 2048 + 1 is 2048 in float16)
         if py and isinstance(acc, torch.Tensor) and acc.dtype == torch.bool:
@@ -4353,29 +4356,15 @@ def _callee_gradients(calls):
     """With gradients on, the callables a loop calls: a helper or a custom module's forward that
     puts a tensor requiring grad (a global, a closure's, a parameter) through operations with a
     possibly infinite derivative (analysis.shared.function_unsafe) would run them once on the
-    batch where the loop runs them every iteration (see _shared_gradients): the loop runs."""
+    batch where the loop runs them every iteration (see _shared_gradients): the loop runs. (A
+    plain helper's verdict is _reaches_grad's, kept by its pin; the others', _callable_reaches.)"""
     for c in calls:
-        fn, owner = c, None
-        while isinstance(fn, functools.partial):
-            if _grad_reachable(list(fn.args) + list(fn.keywords.values())):
-                raise GuardFailed(_CALLEE_GRAD.format(getattr(fn.func, "__qualname__", "a partial")))
-            fn = fn.func
-        if isinstance(fn, types.MethodType):
-            fn, owner = fn.__func__, fn.__self__
-        if isinstance(c, torch.nn.Module):
-            owner, fn = c, None
-        if owner is not None and not isinstance(owner, torch.nn.Module):
-            # a method of a plain object: its attributes are outside values to that code
-            if _user_code(fn) and (function_unsafe(fn) or fn.__defaults__ or fn.__kwdefaults__) \
-                    and _grad_reachable(owner):
-                raise GuardFailed(_CALLEE_GRAD.format(fn.__qualname__))
-            owner = None
-        if isinstance(owner, torch.nn.Module):
-            if _module_unsafe(owner) or fn is not None and _requires_grad(owner) and _user_code(fn) \
-                    and function_unsafe(fn):
-                raise GuardFailed(_CALLEE_GRAD.format(getattr(fn, "__qualname__", type(owner).__name__)))
-        elif _user_code(fn) and _reaches_grad(fn):
-            raise GuardFailed(_CALLEE_GRAD.format(fn.__qualname__))
+        if _reaches_grad(c) if _user_code(c) else _callable_reaches(c, 0, False):
+            fn = c
+            while isinstance(fn, functools.partial):
+                fn = fn.func
+            fn = getattr(fn, "__func__", fn)
+            raise GuardFailed(_CALLEE_GRAD.format(getattr(fn, "__qualname__", type(fn).__name__)))
 
 
 _CALLEE_GRAD = ("`{}` puts a tensor that requires grad through operations whose derivative can be infinite (or "
@@ -4486,16 +4475,30 @@ def _callable_reaches(c, depth, anything) -> bool:
         fn, owner = fn.__func__, fn.__self__
     if isinstance(fn, torch.nn.Module):
         owner, fn = fn, None
+    if isinstance(owner, type):
+        # (a classmethod: the class's attributes are outside values to its code, `cls.W`)
+        if _user_code(fn) and _grad_reachable(list(vars(owner).values())[:64]):
+            return True
+        owner = None
     if owner is not None and not isinstance(owner, torch.nn.Module):
-        if _user_code(fn) and (anything or function_unsafe(fn) or fn.__defaults__ or fn.__kwdefaults__) \
+        # (a method of a plain object: its attributes are outside values to its code, and to the
+        # methods it calls on `self`)
+        if _user_code(fn) and (anything or _method_unsafe(owner, fn, 0) or fn.__defaults__ or fn.__kwdefaults__) \
                 and _grad_reachable(owner):
             return True
         owner = None
-    if isinstance(owner, torch.nn.Module) and (
-            _module_unsafe(owner) or fn is not None and _requires_grad(owner) and _user_code(fn)
-            and (anything or function_unsafe(fn))):
-        return True
-    return _user_code(fn) and _reach_walk(fn, depth, anything)
+    if isinstance(owner, torch.nn.Module):
+        if _module_unsafe(owner) or fn is not None and _requires_grad(owner) and _user_code(fn) \
+                and (anything or function_unsafe(fn)):
+            return True
+        # (its own code, or its forward's, reads outside values too: a global tensor)
+        fn = fn if fn is not None else getattr(type(owner), "forward", None)
+        if not _user_code(fn) or (fn.__module__ or "").startswith("torch.nn"):
+            return False
+    if not _user_code(fn):
+        return False
+    # (the loop's own callee: the walk's verdict kept by the function's pin, _reaches_grad)
+    return _reaches_grad(fn, anything) if depth == 0 else _reach_walk(fn, depth, anything)
 
 
 _CODE_NAMES: dict = {}
@@ -4516,15 +4519,16 @@ def code_names(code) -> tuple:
 
 def _call_targets(fn):
     """The objects a helper calls through names and attribute chains (purity's scan of its
-    source: `mod.fn`, `Cls.f`, `obj.method`), resolved now; None where its source is unknown."""
+    source: `mod.fn`, `Cls.f`, `obj.method`), and the values of the attribute chains on outside
+    names it reads (`mod.W`, `Cls.W`), resolved now; None where its source is unknown."""
     from .frontend import NoSource, attr_chain, scope_lookup
-    from .purity import _static_scan
+    from .purity import _static_scan, loaded_chains
     try:
         _, targets = _static_scan(fn)
     except NoSource:
         return None
     out = []
-    for kind, path in targets:
+    for kind, path in list(targets) + [("chain", p) for p in loaded_chains(fn)]:
         head, *rest = path.split(".")
         found, obj = scope_lookup(fn, head)
         if found and rest:

@@ -6,3 +6,7 @@ W = torch.zeros(3)
 
 def scaled(v):
     return v * torch.sqrt(W)
+
+
+def read_attribute(v):
+    return v * torch.sqrt(W)

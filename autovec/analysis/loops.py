@@ -945,6 +945,42 @@ def _strip_item(value: ast.AST) -> tuple[ast.AST, str]:
     return value, ""
 
 
+# functions and methods whose result is floating (or complex) whatever their input's dtype
+_FLOAT_RESULTS = frozenset({"sqrt", "rsqrt", "log", "log1p", "log2", "log10", "exp", "expm1", "exp2", "sigmoid", "tanh",
+                            "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "erf", "erfc", "softmax",
+                            "log_softmax", "mean", "norm", "float", "double", "half", "logsumexp", "std", "var",
+                            "softplus", "gelu", "silu", "elu", "logit", "cross_entropy", "nll_loss", "mse_loss",
+                            "binary_cross_entropy", "binary_cross_entropy_with_logits", "l1_loss",
+                            "smooth_l1_loss", "huber_loss", "kl_div", "cosine_similarity", "vector_norm"})
+# methods and functions whose result has their (first) input's dtype
+_SAME_DTYPE = frozenset({"sum", "abs", "neg", "clamp", "clip", "relu", "pow", "square", "max", "min", "amax", "amin",
+                         "prod", "cumsum", "flatten", "reshape", "view", "squeeze", "unsqueeze", "t", "T",
+                         "contiguous", "clone", "detach"})
+
+
+def _floaty(e: ast.AST) -> bool:
+    """Whether an expression's value is floating (or complex) whatever the dtypes of the tensors
+    it reads: a float constant, a true division, a function whose result is floating, or an
+    operation with such an operand (int and float promote to float)."""
+    if isinstance(e, ast.Constant):
+        return isinstance(e.value, (float, complex))
+    if isinstance(e, ast.UnaryOp):
+        return _floaty(e.operand)
+    if isinstance(e, ast.BinOp):
+        return isinstance(e.op, ast.Div) or (isinstance(e.op, (ast.Add, ast.Sub, ast.Mult, ast.Pow))
+                                             and (_floaty(e.left) or _floaty(e.right)))
+    if isinstance(e, ast.Call):
+        f = e.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        if name in _FLOAT_RESULTS:
+            return True
+        if name in _SAME_DTYPE:
+            inner = f.value if isinstance(f, ast.Attribute) and not (
+                isinstance(f.value, ast.Name) and f.value.id in ("torch", "F")) else (e.args[0] if e.args else None)
+            return inner is not None and _floaty(inner)
+    return False
+
+
 def _normalize_continue(stmts: list[ast.stmt]) -> list[ast.stmt]:
     """`if c: ...; continue` followed by `rest` becomes `if c: ... else: rest`."""
     out = []
@@ -1490,10 +1526,12 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             plain = o.kind == "store" and not o.op and pytype in ("", "const")
             key = (o.kind, o.target, o.index_src, o.op, o.inplace, o.method, "" if plain else pytype)
             twin = next((m for p, m in body.seen.get(key, []) if _exclusive(p, path)), None)
-            if twin is None and o.kind == "accum" and o.op in ("+", "-"):
+            if twin is None and o.kind == "accum" and o.op in ("+", "-") and (pytype == "const" or _floaty(value)):
                 # `total = total + a` on one side, `total = total - b` on another: one running
-                # value, the second side's term negated (`t - b` is `t + -b` exactly, in every
-                # dtype and for Python numbers; a bool raises in both)
+                # value, the second side's term negated: `t - b` is `t + -b` exactly where -b is
+                # b's exact negation, a Python number's or a floating value's (an integer
+                # tensor's may wrap in its own dtype before the sum promotes it: uint8, int8's
+                # -128; a bool raises in both)
                 other = "-" if o.op == "+" else "+"
                 alt = key[:3] + (other,) + key[4:]
                 twin = next((m for p, m in body.seen.get(alt, []) if _exclusive(p, path)), None)
