@@ -1672,6 +1672,12 @@ class FunctionRuntime:
                 # estimate does not see that yet)
                 raise GuardFailed("fission: the values computed ahead of the loop are Python numbers "
                                   "(`math.sin(..)`, `.item()`); the loop computes them as written")
+            if o.requires_grad and (o.is_floating_point() or o.is_complex()) and not bool(torch.isfinite(o).all()):
+                # (a row the loop that stays never connects to its result, a running value reset
+                # after it, gets a gradient of 0 in the batch's backward: 0 times the derivative
+                # at inf or NaN is NaN, where the loop's row sends nothing; found by the fuzzer)
+                raise GuardFailed("fission: values computed ahead of the loop that hold inf or NaN, under autograd",
+                                  data=True)
             if tok is not None and not views and tok.shares_input(o):
                 o = o.clone()      # (the loop's values are new tensors: the batch's rows must be too)
             return o

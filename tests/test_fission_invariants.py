@@ -134,3 +134,34 @@ def test_a_store_into_the_elements_the_loop_walks_keeps_the_loop():
     assert all(torch.equal(a, b) for a, b in zip(got, want))
     e = explain(store_into_elements)
     assert e.loops[0].strategy == "python" and "elements the loop walks" in e.loops[0].reason
+
+
+def reset_recurrence(x, gamma, done):
+    h = torch.zeros(())
+    for x_t, done_t in zip(x, done):
+        if done_t.sum() > 0:
+            h = 0
+        h = h * gamma + x_t.sin()
+    return h
+
+
+def test_hoisted_values_with_inf_or_nan_under_grad_keep_the_loop():
+    """Fission computes `x_t.sin()` for every row ahead of the recurrence. A row the recurrence
+    then drops (reset to 0 after it) gets a gradient of 0 in the batch's backward, and 0 times
+    the derivative at inf (cos(inf), NaN) is NaN, where the loop's row sends nothing (found by
+    the fuzzer, seed 5100137 of family rec): under grad, such values keep the loop."""
+    from autovec import autovec
+    x = torch.randn(15, 5, dtype=torch.float64)
+    x[0, 2] = float("inf")
+    done = torch.zeros(15, 5)
+    done[3] = 1.0                      # (a reset after the inf row: the loop drops it)
+    gamma = torch.rand(5, dtype=torch.float64)
+    f = autovec(reset_recurrence)
+    for _ in range(2):
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        f(a, gamma, done).sum().backward()
+        reset_recurrence(b, gamma, done).sum().backward()
+        torch.testing.assert_close(a.grad, b.grad)
+        assert not torch.isnan(a.grad).any()
+    with torch.no_grad():
+        torch.testing.assert_close(f(x, gamma, done), reset_recurrence(x, gamma, done), equal_nan=True)
