@@ -213,3 +213,71 @@ def test_a_python_bool_start_raises_where_the_loop_does(start, first):
             Money.log.clear()
             _same(f(a, b, start), want)
             assert Money.log == log
+
+
+def norm(v):          # (a helper of the user's with a torch name: integer results)
+    return v.amax()
+
+
+class _Stats:
+    def mean(self, v):
+        return v.amax()
+
+
+STATS = _Stats()
+
+
+def sum_to_uint8(x, m):
+    total = torch.zeros((), dtype=torch.int64)
+    for i in range(x.shape[0]):
+        if m[i]:
+            total = total + (x[i] * 1.0).sum(dtype=torch.uint8)
+        else:
+            total = total - (x[i] * 1.0).sum(dtype=torch.uint8)
+    return total
+
+
+def viewed_bits(x, m):
+    total = torch.zeros((), dtype=torch.int64)
+    for i in range(x.shape[0]):
+        if m[i]:
+            total = total + x[i, 0].half().view(torch.int16)
+        else:
+            total = total - x[i, 0].half().view(torch.int16)
+    return total
+
+
+def user_norm(x, m):
+    total = torch.zeros((), dtype=torch.int64)
+    for i in range(x.shape[0]):
+        if m[i]:
+            total = total + norm(x[i])
+        else:
+            total = total - STATS.mean(x[i])
+    return total
+
+
+def huge_constant(x, m):
+    s = torch.tensor(0)
+    for i in range(x.shape[0]):
+        if m[i]:
+            s += 1
+        else:
+            s -= 9223372036854775807
+    return s
+
+
+@pytest.mark.parametrize("fn", [sum_to_uint8, viewed_bits, user_norm, huge_constant])
+def test_terms_whose_negation_is_not_exact_keep_the_loop(fn):
+    """A dtype keyword or argument (`.sum(dtype=torch.uint8)`, `.view(torch.int16)`), a user's
+    function or object method with a torch name (`norm(v)`, `h.mean(v)`), or an int constant
+    near int64's limit: the term may be an integer the negation wraps (found by a probe)."""
+    f = autovec(fn)
+    x = torch.tensor([[1, 2, 1], [3, 1, 1], [1, 5, 1], [2, 2, 2]], dtype=torch.uint8)
+    if fn is viewed_bits:
+        x = torch.tensor([[-0.0, 1.0], [2.0, 1.0], [-0.0, 0.5], [1.0, 1.0]])
+    m = torch.tensor([False, True, False, False])
+    for _ in range(3):
+        got, want = f(x, m), fn(x, m)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert explain(f, x, m).path == "python"

@@ -945,23 +945,31 @@ def _strip_item(value: ast.AST) -> tuple[ast.AST, str]:
     return value, ""
 
 
-# functions and methods whose result is floating (or complex) whatever their input's dtype
+# torch functions and tensor methods whose result is floating (or complex) whatever their input's dtype
 _FLOAT_RESULTS = frozenset({"sqrt", "rsqrt", "log", "log1p", "log2", "log10", "exp", "expm1", "exp2", "sigmoid", "tanh",
                             "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "erf", "erfc", "softmax",
-                            "log_softmax", "mean", "norm", "float", "double", "half", "logsumexp", "std", "var",
-                            "softplus", "gelu", "silu", "elu", "logit", "cross_entropy", "nll_loss", "mse_loss",
-                            "binary_cross_entropy", "binary_cross_entropy_with_logits", "l1_loss",
-                            "smooth_l1_loss", "huber_loss", "kl_div", "cosine_similarity", "vector_norm"})
-# methods and functions whose result has their (first) input's dtype
-_SAME_DTYPE = frozenset({"sum", "abs", "neg", "clamp", "clip", "relu", "pow", "square", "max", "min", "amax", "amin",
-                         "prod", "cumsum", "flatten", "reshape", "view", "squeeze", "unsqueeze", "t", "T",
-                         "contiguous", "clone", "detach"})
+                            "log_softmax", "mean", "float", "double", "logsumexp", "softplus", "gelu", "silu", "elu",
+                            "logit"})
+# torch functions and tensor methods whose result has their (first) input's dtype, called without
+# a dtype (no keyword and no dtype argument: `x.sum(dtype=torch.uint8)`, `x.view(torch.int16)`)
+_SAME_DTYPE = frozenset({"sum", "abs", "neg", "clamp", "clip", "relu", "square", "amax", "amin", "prod", "cumsum",
+                         "flatten", "reshape", "squeeze", "unsqueeze", "t", "contiguous", "clone", "detach"})
+_TORCH_NAMESPACES = ("torch", "F")
+
+
+def _small_number(e: ast.AST) -> bool:
+    """A constant term whose negation the batch's int64 holds as Python does (within 2**62)."""
+    v = getattr(e, "value", None)
+    return not isinstance(v, int) or isinstance(v, bool) or abs(v) < 2 ** 62
 
 
 def _floaty(e: ast.AST) -> bool:
     """Whether an expression's value is floating (or complex) whatever the dtypes of the tensors
-    it reads: a float constant, a true division, a function whose result is floating, or an
-    operation with such an operand (int and float promote to float)."""
+    it reads: a float constant, a true division, one of torch's functions (`torch.x`, `F.x`) or a
+    tensor method (on a value computed in the expression, not a name that could be any object)
+    whose result is floating, or an operation with such an operand (int and float promote to
+    float). Conservative: a call with a keyword, a name the user may have rebound, or a method of
+    a bare name is not."""
     if isinstance(e, ast.Constant):
         return isinstance(e.value, (float, complex))
     if isinstance(e, ast.UnaryOp):
@@ -969,14 +977,17 @@ def _floaty(e: ast.AST) -> bool:
     if isinstance(e, ast.BinOp):
         return isinstance(e.op, ast.Div) or (isinstance(e.op, (ast.Add, ast.Sub, ast.Mult, ast.Pow))
                                              and (_floaty(e.left) or _floaty(e.right)))
-    if isinstance(e, ast.Call):
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.keywords:
         f = e.func
-        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-        if name in _FLOAT_RESULTS:
+        torch_fn = isinstance(f.value, ast.Name) and f.value.id in _TORCH_NAMESPACES
+        if not torch_fn and isinstance(f.value, ast.Name):
+            return False     # (a method of a name: any object's, `h.mean(v)`)
+        if any(isinstance(a, (ast.Attribute, ast.Name)) and not torch_fn for a in e.args):
+            return False     # (a dtype, or a value, as an argument of a method: `x.view(torch.int16)`)
+        if f.attr in _FLOAT_RESULTS:
             return True
-        if name in _SAME_DTYPE:
-            inner = f.value if isinstance(f, ast.Attribute) and not (
-                isinstance(f.value, ast.Name) and f.value.id in ("torch", "F")) else (e.args[0] if e.args else None)
+        if f.attr in _SAME_DTYPE:
+            inner = e.args[0] if torch_fn and e.args else (None if torch_fn else f.value)
             return inner is not None and _floaty(inner)
     return False
 
@@ -1526,7 +1537,8 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             plain = o.kind == "store" and not o.op and pytype in ("", "const")
             key = (o.kind, o.target, o.index_src, o.op, o.inplace, o.method, "" if plain else pytype)
             twin = next((m for p, m in body.seen.get(key, []) if _exclusive(p, path)), None)
-            if twin is None and o.kind == "accum" and o.op in ("+", "-") and (pytype == "const" or _floaty(value)):
+            if twin is None and o.kind == "accum" and o.op in ("+", "-") and (
+                    pytype == "const" and _small_number(value) or pytype != "const" and _floaty(value)):
                 # `total = total + a` on one side, `total = total - b` on another: one running
                 # value, the second side's term negated: `t - b` is `t + -b` exactly where -b is
                 # b's exact negation, a Python number's or a floating value's (an integer
