@@ -361,6 +361,12 @@ def loaded_chains(fn) -> tuple:
             local |= {a.arg for a in (args.vararg, args.kwarg) if a}
             paths = []
             for n in ast.walk(tree):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" \
+                        and len(n.args) >= 2 and isinstance(n.args[1], ast.Constant) \
+                        and isinstance(n.args[1].value, str) and n.args[1].value.isidentifier() \
+                        and (isinstance(n.args[0], ast.Name) or isinstance(n.args[0], ast.Attribute) and _chain(n.args[0])):
+                    # (`getattr(K, "W")`: the chain `K.W`)
+                    n = ast.Attribute(value=n.args[0], attr=n.args[1].value, ctx=ast.Load())
                 if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and _chain(n):
                     root = n
                     while isinstance(root, ast.Attribute):

@@ -91,7 +91,13 @@ def _grad_reachable(v, depth=5) -> bool:
             return True
         return any(_grad_reachable(list(vars(sub).values()), depth - 1) for sub in v.modules())
     d = getattr(v, "__dict__", None)
-    return isinstance(d, dict) and _grad_reachable(list(d.values())[:64], depth - 1)
+    if isinstance(d, dict) and _grad_reachable(list(d.values())[:64], depth - 1):
+        return True
+    # (an object with `__slots__`: its slots' values, read through their descriptors, which run
+    # no user code)
+    slots = [s for c in type(v).__mro__ for s in getattr(c, "__slots__", ()) if isinstance(s, str)
+             and s not in ("__dict__", "__weakref__")]
+    return any(_grad_reachable(getattr(v, s, None), depth - 1) for s in slots[:64])
 
 
 _ATOMS = {types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, str, bytes, int,
@@ -4497,10 +4503,16 @@ def _callable_reaches(c, depth, anything) -> bool:
         if _module_unsafe(owner) or fn is not None and _requires_grad(owner) and _user_code(fn) \
                 and (anything or function_unsafe(fn)):
             return True
-        # (its own code, or its forward's, reads outside values too: a global tensor)
+        # (its own code, or its forward's, reads outside values too: a global tensor; and so do
+        # the methods of its class it calls on `self`)
         fn = fn if fn is not None else getattr(type(owner), "forward", None)
         if not _user_code(fn) or (fn.__module__ or "").startswith("torch.nn"):
             return False
+        for name in self_calls(fn):
+            m = getattr(type(owner), name, None)
+            if m is not fn and _user_code(m) and not (m.__module__ or "").startswith("torch.nn") \
+                    and (depth >= 3 or _reach_walk(m, depth + 1, anything)):
+                return True
     if not _user_code(fn):
         return False
     # (the loop's own callee: the walk's verdict kept by the function's pin, _reaches_grad)

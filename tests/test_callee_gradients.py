@@ -4,8 +4,10 @@ method, or a lambda or nested function of its own. Where that tensor goes throug
 whose derivative can be infinite (sqrt at 0), one batched call would add the iterations'
 gradients before multiplying, where the loop multiplies each (inf * 0 gives NaN per row, in the
 loop; the batch gives inf): the loop runs (runtime._reach_walk, _callable_reaches). Found by a
-probe: each of these gave the loop's NaN gradient as inf before. Each test compares gradients
-with the loop, with the tensor requiring grad, and checks that without it the loop vectorizes."""
+probe: each of these gave the loop's NaN gradient as inf before (an object with `__slots__`,
+`getattr` on a class or module, a module's forward calling its own methods: the third probe).
+Each test compares gradients with the loop, with the tensor requiring grad, and checks that
+without it the loop vectorizes."""
 import functools
 
 import pytest
@@ -58,6 +60,26 @@ class NoParams(torch.nn.Module):
         return v * torch.sqrt(V)
 
 
+class Slotted:
+    __slots__ = ("w",)
+
+    def __init__(self, w):
+        self.w = w
+
+    def compute(self, v):
+        return v * torch.sqrt(self.w)
+
+
+class ModuleSelfCalls(torch.nn.Module):
+    def forward(self, v):
+        return self.helper(v) + 1.0
+
+    def helper(self, v):
+        return v * torch.sqrt(V)
+
+
+SLOTTED = Slotted(V)
+MODULE_SELF_CALLS = ModuleSelfCalls()
 SELF_CALLS = SelfCalls(V)
 NO_PARAMS = NoParams()
 PARTIAL = functools.partial(_global_sqrt)
@@ -101,6 +123,18 @@ def via_classmethod(v):
 
 def via_self_calls(v):
     return SELF_CALLS.compute(v)
+
+
+def via_slots(v):
+    return SLOTTED.compute(v) + 1.0
+
+
+def via_getattr_class(v):
+    return v * torch.sqrt(getattr(Cls, "CW"))
+
+
+def via_getattr_module(v):
+    return v * torch.sqrt(getattr(reach_helpers, "W"))
 
 
 def via_lambda(v):
@@ -155,6 +189,22 @@ def rows_no_params(x):
     return torch.stack([NO_PARAMS(r) for r in x])
 
 
+def rows_slots(x):
+    return torch.stack([via_slots(r) for r in x])
+
+
+def rows_getattr_class(x):
+    return torch.stack([via_getattr_class(r) for r in x])
+
+
+def rows_getattr_module(x):
+    return torch.stack([via_getattr_module(r) for r in x])
+
+
+def rows_module_self_calls(x):
+    return torch.stack([MODULE_SELF_CALLS(r) for r in x])
+
+
 def rows_lambda(x):
     return torch.stack([via_lambda(r) for r in x])
 
@@ -166,7 +216,8 @@ def rows_inner_def(x):
 LOOPS = [(rows_module, "module"), (rows_class, "class"), (rows_partial, "partial"), (rows_method, "method"), (rows_attribute_method, "attribute_method"),
          (rows_module_attribute, "module_attribute"),
          (rows_class_attribute, "class_attribute"), (rows_classmethod, "classmethod"),
-         (rows_self_calls, "self_calls"), (rows_no_params, "module_without_parameters"), (rows_lambda, "lambda"), (rows_inner_def, "inner")]
+         (rows_self_calls, "self_calls"), (rows_no_params, "module_without_parameters"), (rows_slots, "slots"), (rows_getattr_class, "getattr_class"),
+         (rows_getattr_module, "getattr_module"), (rows_module_self_calls, "module_self_calls"), (rows_lambda, "lambda"), (rows_inner_def, "inner")]
 
 
 @pytest.fixture
@@ -178,6 +229,7 @@ def tensors(monkeypatch):
     monkeypatch.setitem(globals(), "V", v)
     monkeypatch.setattr(HOLDER, "w", v)
     monkeypatch.setattr(SELF_CALLS, "w", v)
+    monkeypatch.setattr(SLOTTED, "w", v)
     monkeypatch.setattr(Cls, "CW", v)
     return v
 
