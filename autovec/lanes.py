@@ -28,10 +28,19 @@ checks, the hot runner and the consumers) as one function, which the generated c
 from __future__ import annotations
 
 import types
+from typing import NamedTuple
 
 import torch
 
 from . import pins
+
+
+class _Inline(NamedTuple):
+    """A hot runner's work written into an express (_token_run's `inline`)."""
+    lines: list          # lines that set `outs`, or return None
+    fresh: bool = False  # the batch is new memory (batched products: the runner's token's `fresh`)
+    after: str = ""      # a line that makes `outs` what the runner returns, once the token is made
+    unmoved: int = 0     # the dimension the batch is computed at, not moved yet (0: none)
 
 _MAX_PER_LOOP = 4        # lanes kept per loop (signatures in use at once: dtypes, grad on and off)
 _WRITES = ("list", "store", "fresh", "scatter", "seq", "accum", "best", "cat")
@@ -440,14 +449,14 @@ def _express_nest(rt, loop_id, sid, sig, mapped, free, calls, writes, hot, whole
         # output with the levels' sizes in front (new memory: its token's `fresh`)
         args = [f"a{i}.permute(*{how!r})" if how is not None else f"a{i}" for i, how in enumerate(layout)]
         sizes = [f"levels[{lv}][2]" for lv in range(k)]
-        inline = (["    sizes = (" + ", ".join(sizes) + ",)",
-                   "    try:",
-                   f"        outs = direct({''.join(a + ', ' for a in args)}list(sizes))",
-                   "    except Exception:",
-                   "        return None",
-                   "    for o in outs:",
-                   f"        if not isinstance(o, Tensor) or o.shape[:{k}] != sizes:",
-                   "            return None"], {"fresh": True}, "", 0)
+        inline = _Inline(["    sizes = (" + ", ".join(sizes) + ",)",
+                          "    try:",
+                          f"        outs = direct({''.join(a + ', ' for a in args)}list(sizes))",
+                          "    except Exception:",
+                          "        return None",
+                          "    for o in outs:",
+                          f"        if not isinstance(o, Tensor) or o.shape[:{k}] != sizes:",
+                          "            return None"], fresh=True)
     _token_run(emit, rt, loop_id, sid, writes, names, "start", "()", "levels", covered, whole, k, inline)
     return _compiled(rt, loop_id, "express", lines, consts)
 
@@ -465,9 +474,9 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
     gradient, both contiguous, not empty, no input's memory), the answer is (`expressed`, the
     outputs), as `owned` gives them.
 
-    `inline` (lines that set `outs` as the hot runner would, or return None, and the attributes
-    the runner sets on its token): with `whole`, the runner's work written out here, and the
-    token made only where the batch is not answered whole (no token on the common call)."""
+    `inline` (an _Inline: lines that set `outs` as the hot runner would, or return None): with
+    `whole`, the runner's work written out here, and the token made only where the batch is not
+    answered whole (no token on the common call), with what the runner sets on its own."""
     fresh = [i for i, w in enumerate(writes) if w[0] == "fresh"]
     whole = whole if whole and len(fresh) == len(whole) else None
     make = [f"    tok = Token(rt, L, M, n, start, step, {first}, mapped, {sources}, "
@@ -490,10 +499,9 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
         emit("    if outs is None:")
         emit("        return None")
     else:
-        lines, attrs, after, unmoved = inline
-        for line in lines:
+        for line in inline.lines:
             emit(line)
-        make += [f"    tok.{k} = {v!r}" for k, v in attrs.items()] + ([after] if after else [])
+        make += (["    tok.fresh = True"] if inline.fresh else []) + ([inline.after] if inline.after else [])
     emit("    rt.ran[L] = MODE")
     if whole is None:
         emit("    return tok, outs")
@@ -509,7 +517,7 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
         o, w = f"o{pos}", f"w{i}"
         dim = int(kind[5:] or 0)
         emit(f"{pad}    {o} = outs[{pos}]")
-        if dim and inline is not None and inline[3] == dim:
+        if dim and inline is not None and inline.unmoved == dim:
             # (the inline broadcast body's batch, computed at that dimension: not moved yet; a
             # complex one is moved back, as fit_store does)
             emit(f"{pad}    if {o}.is_complex():")
@@ -534,7 +542,7 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
             emit(f"{pad}        {o} = _dropped({o}, {w}.shape, {max(nest, 1)})")
             emit(f"{pad}        if {o} is None:")
             emit(f"{pad}            {leave}")
-        fresh_batch = inline is not None and inline[1].get("fresh")
+        fresh_batch = inline is not None and inline.fresh
         shared = "" if fresh_value and new or fresh_batch else f" or not tok.fresh and tok.shares_input({o})"
         emit(f"{pad}    if not {o}.is_contiguous() or not {w}.is_contiguous() or not {o}.numel(){shared}:")
         emit(f"{pad}        {leave}")
@@ -558,31 +566,29 @@ def _inline_runner(rt, loop_id, fn, hargs, args, large, consts, whole, names):
     new = names["atoms"] and not rt.peeks.get(loop_id)
     if not all(fresh_value and new for _, _, fresh_value in whole):
         return None     # (Token.shares_input: the token first)
+    # (the broadcast runners' elementwise temporaries reused in place on large batches)
+    in_place = [f"    if {large}:", "        body = in_place_body(rt, L, body)"] \
+        if rt.in_place.get((loop_id, ()), False) is not None else []     # (None: no in-place variant)
     if fn is R._hot_broadcast:
         rank, index = hargs
         if index:
             return None
-        lines = []
-        if rt.in_place.get((loop_id, ()), False) is not None:   # (None: the body has no in-place variant)
-            lines += [f"    if {large}:", "        body = in_place_body(rt, L, body)"]
-        return (lines + [f"    outs = body({', '.join(args)})",
-                         "    for o in outs:",
-                         f"        if type(o) is not Tensor or o.dim() != {rank} or o.shape[0] != n:",
-                         "            return None"], {}, "", 0)
+        return _Inline(in_place + [f"    outs = body({', '.join(args)})",
+                                   "    for o in outs:",
+                                   f"        if type(o) is not Tensor or o.dim() != {rank} or o.shape[0] != n:",
+                                   "            return None"])
     if fn is R._hot_broadcast_moved:
         r, ones, pos, dims = hargs
         if not pos or any(kind != f"store{pos}" for kind, _, _ in whole):
             return None     # (the batch answered at the dimension the body computes it at, unmoved)
         consts.update({"_into_layout": R._into_layout, "_out_of_layout": R._out_of_layout})
-        lines = [f"    args = _into_layout((({'), ('.join(f'{a}, {d}' for a, d in zip(args, dims))}),), "
-                 f"{ones!r}, {r}, {pos}, n)"]
-        if rt.in_place.get((loop_id, ()), False) is not None:
-            lines += [f"    if {large}:", "        body = in_place_body(rt, L, body)"]
-        return (lines + ["    outs = body(*args)",
-                         "    for o in outs:",
-                         f"        if not isinstance(o, Tensor) or o.dim() != {r + 1} or o.shape[{pos}] != n:",
-                         "            return None"],
-                {}, f"    outs = _out_of_layout(tok, outs, {r}, {pos}, n)", pos)
+        pairs = "".join(f"({a}, {d}), " for a, d in zip(args, dims))
+        return _Inline([f"    args = _into_layout(({pairs}), {ones!r}, {r}, {pos}, n)"] + in_place
+                       + ["    outs = body(*args)",
+                          "    for o in outs:",
+                          f"        if not isinstance(o, Tensor) or o.dim() != {r + 1} or o.shape[{pos}] != n:",
+                          "            return None"],
+                       after=f"    outs = _out_of_layout(tok, outs, {r}, {pos}, n)", unmoved=pos)
     if fn is not R._hot_batched:
         return None
     code, dims, probes, index = hargs
@@ -590,23 +596,21 @@ def _inline_runner(rt, loop_id, fn, hargs, args, large, consts, whole, names):
         return None
     if dims is not None:
         args = [f"{a}.movedim({d}, 0)" if d else a for a, d in zip(args, dims)]
+    real = ""
     if code is None:
         call = f"direct({', '.join(args)}, [n])"
-        real = ""
     else:
         if probes and code.lean is not None and code.probes == probes:
             code, real = code.lean, f"[:-{probes}]"     # (the check-only masks: None in the lean body)
-        else:
-            real = ""
         consts["ICODE"] = code
         call = f"(ICODE.big if ICODE.big is not None and ({large}) else ICODE).bind(body)({', '.join(args)}, [n])"
-    return (["    try:",
-             f"        outs = {call}",
-             "    except Exception:",
-             "        return None",
-             f"    for o in outs{real}:",
-             "        if not isinstance(o, Tensor) or o.dim() < 1 or o.shape[0] != n:",
-             "            return None"], {}, "", 0)
+    return _Inline(["    try:",
+                    f"        outs = {call}",
+                    "    except Exception:",
+                    "        return None",
+                    f"    for o in outs{real}:",
+                    "        if not isinstance(o, Tensor) or o.dim() < 1 or o.shape[0] != n:",
+                    "            return None"])
 
 
 def express(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, spec):

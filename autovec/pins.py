@@ -109,7 +109,7 @@ def _build(fn):
     """(check, purity coverable, inert) for fn, or None where it cannot be pinned."""
     from .frontend import NoSource
     from .purity import _by_id, _key, _static_scan, loaded_chains
-    from .runtime import code_names
+    from .runtime import _user_code, code_names
 
     consts: dict = {"MISS": _MISS}
     terms: list = []
@@ -192,7 +192,7 @@ def _build(fn):
             values.append(v)
         for v in values:
             inert(v)
-            if _user_function(v):
+            if _user_code(v):
                 visit(v, depth + 1)
         # the purity walk's targets (purity._helper_impurity)
         try:
@@ -217,7 +217,7 @@ def _build(fn):
             if obj is _MISS:
                 continue
             inert(obj)       # (what it calls or reads, the gradient walk looks into too: runtime._call_targets)
-            if _user_function(obj):
+            if _user_code(obj):
                 visit(obj, depth + 1)
                 continue
             if kind == "chain":
@@ -246,6 +246,3 @@ def _build(fn):
 class _Unpinned(Exception):
     pass
 
-
-def _user_function(v) -> bool:
-    return type(v) is types.FunctionType and not (v.__module__ or "").startswith("torch")

@@ -345,6 +345,12 @@ _static: dict = {}
 _chains: dict = {}
 
 
+def _params(tree: ast.FunctionDef) -> set:
+    """The names of a function's parameters."""
+    a = tree.args
+    return {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs} | {x.arg for x in (a.vararg, a.kwarg) if x}
+
+
 def loaded_chains(fn) -> tuple:
     """Per code object: the attribute chains on outside names a helper reads (`mod.W`, `K.W`,
     `cfg.a.b`; loaded, called or not), as dotted paths; () where its source is unknown."""
@@ -356,9 +362,7 @@ def loaded_chains(fn) -> tuple:
         except NoSource:
             hit = ()
         else:
-            args = tree.args
-            local = nm.stores(tree) | {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-            local |= {a.arg for a in (args.vararg, args.kwarg) if a}
+            local = nm.stores(tree) | _params(tree)
             paths = []
             for n in ast.walk(tree):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" \
@@ -387,8 +391,7 @@ def _static_scan(fn):
         return hit
     tree = _capture_cached(fn).tree
     args = tree.args
-    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-    params |= {a.arg for a in (args.vararg, args.kwarg) if a}
+    params = _params(tree)
     local = nm.stores(tree) | params
     # local names bound only to functions defined in the helper (`def`, `lambda`), whose own
     # calls this walk sees; any other local called (`add = LOG.append; add(v)`, a parameter)

@@ -4505,17 +4505,17 @@ def _callable_reaches(c, depth, anything) -> bool:
             return True
         # (its own code, or its forward's, reads outside values too: a global tensor; and so do
         # the methods of its class it calls on `self`)
+        # (torch.nn's own modules are no user code)
         fn = fn if fn is not None else getattr(type(owner), "forward", None)
-        if not _user_code(fn) or (fn.__module__ or "").startswith("torch.nn"):
-            return False
-        for name in self_calls(fn):
-            m = getattr(type(owner), name, None)
-            if m is not fn and _user_code(m) and not (m.__module__ or "").startswith("torch.nn") \
-                    and (depth >= 3 or _reach_walk(m, depth + 1, anything)):
-                return True
-    if not _user_code(fn):
-        return False
-    # (the loop's own callee: the walk's verdict kept by the function's pin, _reaches_grad)
+        if _user_code(fn) and any(m is not fn and _user_code(m) and _walked(m, depth + 1, anything)
+                                  for m in (getattr(type(owner), name, None) for name in self_calls(fn))):
+            return True
+    return _user_code(fn) and _walked(fn, depth, anything)
+
+
+def _walked(fn, depth, anything) -> bool:
+    """_reach_walk of a user function, `depth` calls below the loop's own callees; at the loop's
+    own, the verdict its pin keeps (_reaches_grad)."""
     return _reaches_grad(fn, anything) if depth == 0 else _reach_walk(fn, depth, anything)
 
 
@@ -4530,7 +4530,7 @@ def code_names(code) -> tuple:
         names = list(code.co_names)
         for c in code.co_consts:
             if isinstance(c, types.CodeType):
-                names += [n for n in code_names(c) if n not in names]
+                names += code_names(c)
         hit = _CODE_NAMES[code] = tuple(dict.fromkeys(names))
     return hit
 

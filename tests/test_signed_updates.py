@@ -281,3 +281,53 @@ def test_terms_whose_negation_is_not_exact_keep_the_loop(fn):
         got, want = f(x, m), fn(x, m)
         assert got.dtype == want.dtype and torch.equal(got, want)
     assert explain(f, x, m).path == "python"
+
+
+def _stats():
+    return STATS
+
+
+def returned_object_method(x, m):
+    total = torch.zeros((), dtype=torch.int64)
+    for i in range(x.shape[0]):
+        if m[i]:
+            total = total + x[i].sum()
+        else:
+            total = total - _stats().mean(x[i])
+    return total
+
+
+def log_softmax_terms(logits, y):
+    total = torch.zeros(())
+    for i in range(logits.shape[0]):
+        if y[i] < 0:
+            total = total + logits[i].pow(2).mean()
+        else:
+            total = total - torch.log_softmax(logits[i], dim=-1)[y[i]]     # (the negated side)
+    return total
+
+
+def test_a_method_of_what_a_user_function_returns_keeps_the_loop():
+    """`stats().mean(v)` may be any object's method, returning integers (review)."""
+    f = autovec(returned_object_method)
+    x = torch.tensor([[1, 2, 1], [3, 1, 1], [1, 5, 1], [2, 2, 2]], dtype=torch.uint8)
+    m = torch.tensor([False, True, False, False])
+    for _ in range(3):
+        got, want = f(x, m), returned_object_method(x, m)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert explain(f, x, m).path == "python"
+
+
+def test_a_dim_keyword_keeps_a_floating_term():
+    """`torch.log_softmax(v, dim=-1)[k]` is floating whatever `dim` says: negated, vectorized,
+    with the loop's values and gradients."""
+    f = autovec(log_softmax_terms)
+    for _ in range(3):
+        logits, y = torch.randn(12, 4), torch.randint(-1, 4, (12,))
+        a, b = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+        got, want = f(a, y), log_softmax_terms(b, y)
+        got.backward()
+        want.backward()
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(a.grad, b.grad)
+    assert explain(f, torch.randn(12, 4), torch.randint(-1, 4, (12,))).path == "vectorized"

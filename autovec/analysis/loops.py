@@ -968,22 +968,28 @@ def _floaty(e: ast.AST) -> bool:
     it reads: a float constant, a true division, one of torch's functions (`torch.x`, `F.x`) or a
     tensor method (on a value computed in the expression, not a name that could be any object)
     whose result is floating, or an operation with such an operand (int and float promote to
-    float). Conservative: a call with a keyword, a name the user may have rebound, or a method of
-    a bare name is not."""
+    float). Conservative: a call with a dtype or out keyword, a name the user may have rebound,
+    a method of a name or of a value a user's function returns (any object's: `h.mean(v)`,
+    `stats().mean(v)`), or a method with arguments other than constants is not."""
     if isinstance(e, ast.Constant):
         return isinstance(e.value, (float, complex))
     if isinstance(e, ast.UnaryOp):
         return _floaty(e.operand)
+    if isinstance(e, ast.Subscript):
+        return _floaty(e.value)      # (indexing keeps the dtype)
     if isinstance(e, ast.BinOp):
         return isinstance(e.op, ast.Div) or (isinstance(e.op, (ast.Add, ast.Sub, ast.Mult, ast.Pow))
                                              and (_floaty(e.left) or _floaty(e.right)))
-    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.keywords:
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+            and not any(k.arg in (None, "dtype", "out") for k in e.keywords):
         f = e.func
         torch_fn = isinstance(f.value, ast.Name) and f.value.id in _TORCH_NAMESPACES
-        if not torch_fn and isinstance(f.value, ast.Name):
-            return False     # (a method of a name: any object's, `h.mean(v)`)
-        if any(isinstance(a, (ast.Attribute, ast.Name)) and not torch_fn for a in e.args):
-            return False     # (a dtype, or a value, as an argument of a method: `x.view(torch.int16)`)
+        if not torch_fn:
+            recv = f.value
+            if isinstance(recv, ast.Name) or isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name):
+                return False     # (a method of a name, or of what a user's function returns: any object's)
+            if not all(isinstance(a, ast.Constant) for a in e.args):
+                return False     # (a dtype or a value as an argument: `x.view(torch.int16)`)
         if f.attr in _FLOAT_RESULTS:
             return True
         if f.attr in _SAME_DTYPE:

@@ -569,12 +569,12 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             sel = f"{show}[{mask}]" if mpos is not None else show
             display_tail.append(f"{o.target}.extend({sel}.tolist())" if o.pytype else f"{o.target}.extend({sel}.unbind(0))")
         elif o.kind == "accum":
-            zeros = (", zeros=True" if o.fill == "0" else "") + (", signed=True" if o.signed else "")
+            flags = (", zeros=True" if o.fill == "0" else "") + (", signed=True" if o.signed else "")
             if o.payloads:    # `acc = acc + t1 - t2`: the terms checked and combined (analysis._terms_output)
                 ok = (f"{AV}.sum_terms({o.target}, {ok}, {py}, (" + "".join(f"{O}[{pp}], " for pp in ppos) + "), ("
                       + "".join(f"{T}.py({pp}, {p[3]!r}), " for pp, p in zip(ppos, o.payloads)) + f"), "
                       f"{tuple(p[4] for p in o.payloads)!r})")
-            prepare += template(f"_av_P = _av_AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace}, {mask}, {py}{zeros})",
+            prepare += template(f"_av_P = _av_AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace}, {mask}, {py}{flags})",
                                 _av_P=P, _av_AV=AV)
             if not o.payloads and not nest:
                 # (the express takes the same accumulate: of the accumulator the call hands it in
@@ -1144,7 +1144,7 @@ def _side_bodies(plan: LoopPlan, tops: list, AV: str, layout, L: int, body_def: 
     (`if c: pos = pos + a` / `else: neg = neg + b`: its rows mask them out, as the batch of
     `where` does, and no gradient flows back through them), and what nothing reads then goes
     (the other sides' values). Its values are laid out as the loop's body's (`layout`)."""
-    arms, last = _arms(tops[0])
+    arms = _arms(tops[0])[0]
     marks = {o.marker for o in plan.outputs} | {p[1] for o in plan.outputs for p in o.payloads}
     stored = [set() for _ in range(len(arms) + 1)]
     for top in tops:
