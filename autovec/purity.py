@@ -223,17 +223,38 @@ def _python_forward(fwd):
     return fwd
 
 
+# torch.nn's hooks for every module call (register_module_forward_hook, ..): each dict is
+# changed in place, so these references see every registration
+_GLOBAL_HOOKS = tuple((name, getattr(torch.nn.modules.module, name)) for name in (
+    "_global_forward_pre_hooks", "_global_forward_hooks", "_global_backward_pre_hooks", "_global_backward_hooks")
+    if isinstance(getattr(torch.nn.modules.module, name, None), dict))
+# a module's own hooks that run on every call of it (forward, or its backward)
+_MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def global_hooks() -> str | None:
+    """The first of torch.nn's global module hooks that is registered, or None: each runs on
+    every module call, once per iteration in the loop and once in a batched call."""
+    for name, hooks in _GLOBAL_HOOKS:
+        if hooks:
+            return name.strip("_").replace("_", " ")
+    return None
+
+
 def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
-    """Reason a module call may have effects: hooks, training-mode randomness or statistics,
-    an activation that writes into its input (inplace=True), or a custom forward that is not a
-    side-effect-free helper."""
+    """Reason a module call may have effects: hooks (its own, its submodules', or torch.nn's
+    global ones), training-mode randomness or statistics, an activation that writes into its
+    input (inplace=True), or a custom forward that is not a side-effect-free helper."""
+    hooked = global_hooks()
+    if hooked:
+        return f"`{label}` is a module, and torch.nn has {hooked} registered (they run on every module call)"
     if writes_input(mod):
         # (the loop's rows are views of the caller's tensors: each call overwrites one; inside a
         # module, an inplace activation on the module's own intermediate values is no effect)
         return f"`{label}` has inplace=True: it writes into its input (the caller's rows)"
     for sub_name, sub in mod.named_modules():
         where = f"`{label}{'.' + sub_name if sub_name else ''}`"
-        if sub._forward_hooks or sub._forward_pre_hooks or getattr(sub, "_backward_hooks", None):
+        if any(sub.__dict__.get(name) for name in _MODULE_HOOKS):
             return f"{where} has hooks"
         if "forward" in sub.__dict__:
             # (replaced on the instance, a debugging or adapter patch: not its class's forward)

@@ -192,3 +192,54 @@ def test_a_forward_replaced_on_an_instance(monkeypatch):
     for _ in range(3):
         torch.testing.assert_close(fast(m, x), _per_sample(m, x))
     assert explain(fast, m, x).path == "python"
+
+
+# (stop 31) hooks that run on every module call but live outside the module's own forward
+# hooks: torch.nn's global hooks (register_module_forward_hook, ..) and a module's full backward
+# pre-hooks. The batch called each once where the loop calls it once per iteration.
+
+_HOOK_LOG: list = []
+
+
+def _count_hook(*_):
+    _HOOK_LOG.append(1)
+
+
+@pytest.mark.parametrize("register", ["register_module_forward_pre_hook", "register_module_forward_hook",
+                                      "register_module_full_backward_pre_hook",
+                                      "register_module_full_backward_hook"])
+def test_global_module_hooks_run_once_per_iteration(register):
+    torch.manual_seed(0)
+    lin, x = nn.Linear(4, 3), torch.randn(6, 4, requires_grad=True)
+    fast = autovec(_per_sample)
+    fast(lin, x).sum().backward()
+    assert _ran(fast) == {"batched"}
+    handle = getattr(torch.nn.modules.module, register)(_count_hook)
+    try:
+        _HOOK_LOG.clear()
+        _per_sample(lin, x).sum().backward()
+        assert len(_HOOK_LOG) == 6
+        for _ in range(2):
+            _HOOK_LOG.clear()
+            fast(lin, x).sum().backward()
+            assert len(_HOOK_LOG) == 6, register
+        ex = explain(fast, lin, x)
+        assert ex.path == "python" and any("global" in n and "hooks registered" in n for n in ex.notes), ex.notes
+    finally:
+        handle.remove()
+    _HOOK_LOG.clear()
+    fast(lin, x)
+    assert _ran(fast) == {"batched"} and not _HOOK_LOG      # (removed: batched again)
+
+
+def test_a_full_backward_pre_hook_runs_once_per_iteration():
+    torch.manual_seed(0)
+    lin, x = nn.Linear(4, 3), torch.randn(6, 4, requires_grad=True)
+    fast = autovec(_per_sample)
+    fast(lin, x).sum().backward()
+    assert _ran(fast) == {"batched"}
+    lin.register_full_backward_pre_hook(_count_hook)
+    _HOOK_LOG.clear()
+    fast(lin, x).sum().backward()
+    assert len(_HOOK_LOG) == 6
+    assert any("has hooks" in n for n in explain(fast, lin, x).notes)
