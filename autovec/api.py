@@ -19,7 +19,8 @@ from torch import Tensor
 from . import cost
 from ._config import switches
 from .analysis import analyze
-from .analysis.hoist import drop_loop_else, element_views, hoist_no_grad, rectangular_nests, stored_recurrences
+from .analysis.hoist import (drop_loop_else, element_views, hoist_no_grad, rectangular_nests, stored_recurrences,
+                             sunk_appends)
 from .analysis.reversal import front_builds, reversed_walks, settle
 from .analysis.unbind import unbind_walks
 from .codegen import build_function
@@ -124,6 +125,9 @@ class FunctionState:
         # (none of the loops moved above, nor a loop around or inside one: each of those goes back
         # as it was when its own move was made, which would drop these)
         moved = [loop for loop, _ in triangles + carried]
+        sunk = sunk_appends(cap, moved)     # an append ending every way through a branch as one after it
+        triangles += sunk
+        moved += [loop for loop, _ in sunk]
         fronts = front_builds(cap, moved)    # `lst.insert(0, v)` into a fresh list as appends, reversed after
         walks, walk_refusals = reversed_walks(cap, moved)   # `for r in reversed(x)` as `r = x[k]`, k reversed
         # `for xt in x.unbind(1)` as `xt = x[:, k]` (not in or around a reversed walk: each walk's

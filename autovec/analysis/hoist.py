@@ -512,3 +512,84 @@ class _ReadsToName(ast.NodeTransformer):
         if isinstance(node.value, ast.Name) and node.value.id == self.name and _row_index(node, self.t) == (self.d, self.c):
             return ast.copy_location(ast.Name(self.carry, ast.Load()), node)
         return self.generic_visit(node)
+
+
+def sunk_appends(cap: Captured, moved: list) -> list:
+    """`if c: out.append(a) elif d: out.append(b) else: out.append(e)`: every way through the
+    branch ends in one append to the same list, so each iteration appends exactly once. Planned
+    as `if c: item = a ..` and one `out.append(item)` after the branch, which the planner takes
+    (a list built from one value per iteration, the value a conditional one). The same values in
+    the same order: the appended expression is evaluated before `out.append` is looked up, which
+    differs only where evaluating it rebinds `out`, and `out` must be a local name that nothing
+    in the branch reads or binds besides the appends (no `global` or `nonlocal` of it anywhere).
+    A path that ends otherwise (no append, a `continue`, a loop, a `try`) leaves the branch as it
+    is. The loop as written stays the fallback (`_av_original`), and goes back into the tree
+    where the rewritten loop is not vectorized (api). Returns [(the rewritten loop, the original one)]."""
+    local = _local_names(cap.tree)
+    declared = {name for n in ast.walk(cap.tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+    inside_moved = {id(n) for loop in moved for n in ast.walk(loop)}
+    out = []
+    for loop in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
+        if id(loop) in inside_moved or any(id(n) in inside_moved for n in ast.walk(loop)):
+            continue     # (a loop another move rewrote, or inside or around one: that move's fallback)
+        sinks = []
+        for k, st in enumerate(loop.body):
+            lst = _appends_on_every_path(st) if isinstance(st, ast.If) else None
+            if lst is None or lst not in local or lst in declared:
+                continue
+            finals = []
+            _final_appends(st, finals)
+            final_ids = {id(n) for _, stmt, _, _ in finals for n in ast.walk(stmt.value.func)}
+            if any(isinstance(n, ast.Name) and n.id == lst and id(n) not in final_ids for n in ast.walk(st)):
+                continue     # (the list read or bound in the branch besides its appends)
+            item = f"{lst}_item{st.lineno}_{st.col_offset}"      # (not `_av_`: reserved for user code's check)
+            if item in local:
+                continue
+            sinks.append((k, st, lst, item))
+        if not sinks:
+            continue
+        original = copy.deepcopy(loop)
+        for k, st, lst, item in reversed(sinks):
+            finals = []
+            _final_appends(st, finals)
+            append = copy.deepcopy(finals[0][1])
+            for call, stmt, holder, pos in finals:
+                assign = ast.Assign(targets=[ast.Name(item, ast.Store())], value=call.args[0])
+                ast.copy_location(assign, stmt)
+                for n in ast.walk(assign.targets[0]):
+                    ast.copy_location(n, stmt)
+                holder[pos] = assign
+            append.value.args = [ast.copy_location(ast.Name(item, ast.Load()), append.value.args[0])]
+            for n in ast.walk(append):         # (at the branch's last line: a traceback from the append)
+                n.lineno = n.end_lineno = st.end_lineno
+            loop.body.insert(k + 1, append)
+        loop._av_original = original
+        out.append((loop, original))
+    return out
+
+
+def _appends_on_every_path(st) -> str | None:
+    """The list every way through `st` ends by appending to (`name.append(v)`, one positional
+    argument), else None."""
+    if isinstance(st, ast.Expr):
+        call = st.value
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "append" \
+                and isinstance(call.func.value, ast.Name) and len(call.args) == 1 and not call.keywords \
+                and not isinstance(call.args[0], ast.Starred):
+            return call.func.value.id
+        return None
+    if isinstance(st, ast.If) and st.body and st.orelse:
+        a = _appends_on_every_path(st.body[-1])
+        return a if a is not None and a == _appends_on_every_path(st.orelse[-1]) else None
+    return None
+
+
+def _final_appends(st, found: list):
+    """The appends that end each way through `st` (_appends_on_every_path): (call, statement,
+    the statement list that holds it, its position there) each."""
+    for block in (st.body, st.orelse):
+        last = block[-1]
+        if isinstance(last, ast.If):
+            _final_appends(last, found)
+        else:
+            found.append((last.value, last, block, len(block) - 1))
