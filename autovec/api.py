@@ -125,9 +125,6 @@ class FunctionState:
         # (none of the loops moved above, nor a loop around or inside one: each of those goes back
         # as it was when its own move was made, which would drop these)
         moved = [loop for loop, _ in triangles + carried]
-        sunk = sunk_appends(cap, moved)     # an append ending every way through a branch as one after it
-        triangles += sunk
-        moved += [loop for loop, _ in sunk]
         fronts = front_builds(cap, moved)    # `lst.insert(0, v)` into a fresh list as appends, reversed after
         walks, walk_refusals = reversed_walks(cap, moved)   # `for r in reversed(x)` as `r = x[k]`, k reversed
         # `for xt in x.unbind(1)` as `xt = x[:, k]` (not in or around a reversed walk: each walk's
@@ -148,6 +145,13 @@ class FunctionState:
             carried = [c for c in carried if c not in refused]
             infos = analyze(cap, env)
         triangles += carried
+        # a loop refused as written whose branch ends every way through in an append: that append
+        # as one after the branch, and the loop analysed again
+        sunk = sunk_appends(cap, moved + [w.loop for w in walks] + [f.loop for f in fronts],
+                            {(info.lineno, info.col) for info in infos if info.plan is None and info.part_of is None})
+        if sunk:
+            triangles += sunk
+            infos = analyze(cap, env)
         namer = namer_for(cap.tree)
         pieces, matches, reports, steps = [], {}, [], []
         nest_strategy = {}

@@ -514,7 +514,7 @@ class _ReadsToName(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def sunk_appends(cap: Captured, moved: list) -> list:
+def sunk_appends(cap: Captured, moved: list, refused: set) -> list:
     """`if c: out.append(a) elif d: out.append(b) else: out.append(e)`: every way through the
     branch ends in one append to the same list, so each iteration appends exactly once. Planned
     as `if c: item = a ..` and one `out.append(item)` after the branch, which the planner takes
@@ -523,15 +523,20 @@ def sunk_appends(cap: Captured, moved: list) -> list:
     differs only where evaluating it rebinds `out`, and `out` must be a local name that nothing
     in the branch reads or binds besides the appends (no `global` or `nonlocal` of it anywhere).
     A path that ends otherwise (no append, a `continue`, a loop, a `try`) leaves the branch as it
-    is. The loop as written stays the fallback (`_av_original`), and goes back into the tree
-    where the rewritten loop is not vectorized (api). Returns [(the rewritten loop, the original one)]."""
+    is. Only loops the analysis refused as written (`refused`: their (line, column)), with no loop
+    or comprehension inside (a loop of theirs planned alone would go back with them): where the
+    loop as written is planned (a mask per side, each computed on its own rows), that plan stays.
+    The loop as written stays the fallback (`_av_original`), and goes back into the tree where
+    the rewritten loop is not vectorized (api). Returns [(the rewritten loop, the original one)]."""
     local = _local_names(cap.tree)
     declared = {name for n in ast.walk(cap.tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
     inside_moved = {id(n) for loop in moved for n in ast.walk(loop)}
     out = []
     for loop in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
-        if id(loop) in inside_moved or any(id(n) in inside_moved for n in ast.walk(loop)):
-            continue     # (a loop another move rewrote, or inside or around one: that move's fallback)
+        if (loop.lineno, loop.col_offset) not in refused or id(loop) in inside_moved or any(
+                id(n) in inside_moved or n is not loop and isinstance(n, (ast.For, ast.While, ast.comprehension))
+                for n in ast.walk(loop)):
+            continue     # (planned as written; a loop another move rewrote, or inside or around one; a nest)
         sinks = []
         for k, st in enumerate(loop.body):
             lst = _appends_on_every_path(st) if isinstance(st, ast.If) else None
