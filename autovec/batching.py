@@ -723,7 +723,9 @@ class _Helpers:
             e.final = True
             raise e
         if op == "div":
-            return (ta.to(torch.float64) / tb.to(torch.float64)) if ints else a / b
+            # (tensor / tensor: a Python number over a tensor is torch's reciprocal times the
+            # number, which rounds otherwise than Python's division: 10 / 3.0)
+            return (ta.to(torch.float64) / tb.to(torch.float64)) if ints else ta / tb
         if op == "floordiv":
             return a // b
         if op == "mod":
@@ -805,9 +807,18 @@ def _normalized_dims(mod):
     return len(shape) if shape is not None else 0
 
 
+def _own_forward(mod) -> bool:
+    """Whether the module runs its torch.nn class's own forward: not one replaced on the instance
+    or, by a patch, on the class (which may treat the rows otherwise)."""
+    return "forward" not in mod.__dict__ and (
+        getattr(getattr(type(mod), "forward", None), "__module__", None) or "").startswith("torch.nn.")
+
+
 def _trailing_only(mod, rank: int) -> bool:
     """Whether `mod` on a rank-`rank` input reads and writes only dimensions a leading batch
     dimension would not shift: the same call on the batch is every iteration's call."""
+    if not _own_forward(mod):
+        return False
     tp = type(mod)      # exact types: a subclass may have its own forward
     if tp in _TRAILING_LAYERS:
         return _normalized_dims(mod) <= rank    # more: the loop raises, the batch might not
@@ -823,6 +834,8 @@ def _trailing_only(mod, rank: int) -> bool:
 def _rows_rank(mod, k: int):
     """The output rank when `mod` maps the rows of its rank-`k` input's first dimension
     independently (each row's output is the module's output for that row alone), else None."""
+    if not _own_forward(mod):
+        return None
     tp = type(mod)
     if tp is torch.nn.Sequential:
         for m in mod:

@@ -232,13 +232,28 @@ _GLOBAL_HOOKS = tuple((name, getattr(torch.nn.modules.module, name)) for name in
 _MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
+# how torch.nn calls a module, as torch defines it (a profiler or a call counter may wrap them)
+_CALL_PATH = tuple((name, torch.nn.Module.__dict__.get(name)) for name in ("__call__", "_wrapped_call_impl",
+                                                                           "_call_impl"))
+
+
 def global_hooks() -> str | None:
-    """The first of torch.nn's global module hooks that is registered, or None: each runs on
-    every module call, once per iteration in the loop and once in a batched call."""
+    """The first of torch.nn's global module hooks that is registered, or a module call path
+    that is no longer torch's own (`nn.Module.__call__` wrapped), or None: each runs on every
+    module call, once per iteration in the loop and once in a batched call."""
     for name, hooks in _GLOBAL_HOOKS:
         if hooks:
-            return name.strip("_").replace("_", " ")
+            return name.strip("_").replace("_", " ") + " registered"
+    d = torch.nn.Module.__dict__
+    for name, fn in _CALL_PATH:
+        if d.get(name) is not fn or not (getattr(fn, "__module__", None) or "").startswith("torch.nn."):
+            return f"its own `nn.Module.{name}` (replaced: it runs on every module call)"
     return None
+
+
+def torch_forward(cls) -> bool:
+    """Whether a torch.nn class's forward is torch's own (not replaced on the class by a patch)."""
+    return (getattr(getattr(cls, "forward", None), "__module__", None) or "").startswith("torch.nn.")
 
 
 def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
@@ -247,7 +262,7 @@ def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
     input (inplace=True), or a custom forward that is not a side-effect-free helper."""
     hooked = global_hooks()
     if hooked:
-        return f"`{label}` is a module, and torch.nn has {hooked} registered (they run on every module call)"
+        return f"`{label}` is a module, and torch.nn has {hooked} (they run on every module call)"
     if writes_input(mod):
         # (the loop's rows are views of the caller's tensors: each call overwrites one; inside a
         # module, an inplace activation on the module's own intermediate values is no effect)
@@ -274,7 +289,8 @@ def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
             return f"{where} is a {cname} with scale_grad_by_freq=True (its gradient depends on each call's indices)"
         if sub.training and cname.startswith(_MODULE_TRAINING_STATE):
             return f"{where} is a {cname} in training mode (it updates running statistics)"
-        if not cls.__module__.startswith("torch.nn."):
+        if not cls.__module__.startswith("torch.nn.") or not torch_forward(cls):
+            # (a class of its own, or a torch.nn class whose forward a patch replaced)
             fwd = _python_forward(getattr(cls, "forward", None))
             if isinstance(fwd, types.FunctionType):
                 bad = helper_impurity(fwd, f"{cls.__qualname__}.forward", module=sub)

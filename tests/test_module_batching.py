@@ -243,3 +243,46 @@ def test_a_full_backward_pre_hook_runs_once_per_iteration():
     fast(lin, x).sum().backward()
     assert len(_HOOK_LOG) == 6
     assert any("has hooks" in n for n in explain(fast, lin, x).notes)
+
+
+def _centered_forward(self, x):
+    return F.linear(x - x.mean(0), self.weight, self.bias)     # (the rows it is given, mixed)
+
+
+def test_a_torch_nn_forward_patched_on_the_class(monkeypatch):
+    """(stop 31, a probe) A torch.nn class whose forward a patch replaced is no longer torch's
+    layer: its forward is checked as a custom module's is, and is no layer-by-layer form."""
+    torch.manual_seed(0)
+    lin, x = nn.Linear(4, 3), torch.randn(6, 4)
+    fast = autovec(_per_sample)
+    fast(lin, x)
+    assert _ran(fast) == {"batched"}
+    monkeypatch.setattr(nn.Linear, "forward", _centered_forward)
+    for _ in range(2):
+        torch.testing.assert_close(fast(lin, x), _per_sample(lin, x))
+    assert "batched" not in _ran(fast)
+    monkeypatch.setattr(nn.Linear, "forward", lambda self, v: _HOOK_LOG.append(1) or F.linear(v, self.weight))
+    _HOOK_LOG.clear()
+    fast(lin, x)
+    assert len(_HOOK_LOG) == 6
+
+
+def test_a_wrapped_module_call_runs_once_per_iteration(monkeypatch):
+    torch.manual_seed(0)
+    lin, x = nn.Linear(4, 3), torch.randn(6, 4)
+    fast = autovec(_per_sample)
+    fast(lin, x)
+    assert _ran(fast) == {"batched"}
+    real = nn.Module.__call__
+
+    def counted(self, *args, **kwargs):
+        _HOOK_LOG.append(1)
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(nn.Module, "__call__", counted)
+    for _ in range(2):
+        _HOOK_LOG.clear()
+        torch.testing.assert_close(fast(lin, x), _per_sample(lin, x))
+        assert len(_HOOK_LOG) == 12      # (six calls each, the loop's and autovec's)
+    monkeypatch.undo()
+    fast(lin, x)
+    assert _ran(fast) == {"batched"}

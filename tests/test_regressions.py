@@ -1064,3 +1064,57 @@ def test_a_constant_stored_everywhere_is_still_checked_against_the_output_dtype(
     raises_as_loop(RuntimeError, _store_big_constant, torch.zeros(3), m)
     ok = torch.zeros(3, dtype=torch.bool)
     torch.testing.assert_close(autovec(_store_big_constant)(torch.zeros(3), ok), torch.zeros(3))
+
+
+# (stop 31, a probe) `a is b` of per-iteration values: the batch's values are new objects, so under
+# vmap `o is z` was False on every row where the loop finds the row that is z
+
+def _which_are(x):
+    z = x[1]
+    rows = [x[0], z, x[2]]
+    return [o is z for o in rows]
+
+
+def _which_are_appended(x):
+    z = x[1]
+    rows = [x[0], z, x[2]]
+    out = []
+    for o in rows:
+        out.append(o is not z)
+    return out
+
+
+def _none_tests(x):
+    out = []
+    for r in x:
+        out.append(r * 2 if r is not None else r)
+    return torch.stack(out)
+
+
+def test_identity_comparisons_keep_the_loop(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.randn(3, 4)
+    for fn in (_which_are, _which_are_appended):
+        assert autovec(fn)(x) == fn(x)
+        assert "identity" in explain(fn, x).loops[0].reason
+    torch.testing.assert_close(autovec(_none_tests)(x), _none_tests(x))
+    assert explain(_none_tests, x).path == "vectorized"      # (`is None`: a constant, which stays)
+
+
+def _tens_over(x):
+    out = []
+    for r in x:
+        v = r.item()
+        out.append(10 / v)
+    return out
+
+
+def test_a_python_number_over_a_python_float_is_pythons_division(monkeypatch):
+    """(stop 31, a probe) `10 / v` of a float from .item() was batched as torch's reciprocal of v
+    times 10, one unit in the last place off Python's division on a fifth of the values."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.rand(2000, dtype=torch.float64) * 7 + 0.1
+    x[:4] = torch.tensor([3.0, 2.0, 7.0, 4.0])
+    got, want = autovec(_tens_over)(x), _tens_over(x)
+    assert got == want and type(got[0]) is float
+    assert explain(_tens_over, x).path == "vectorized"

@@ -18,7 +18,7 @@ import dataclasses
 
 from ..plan import LoopPlan
 from . import names as nm
-from .loops import Context, Refuse, _check_calls, iteration, plan_for, src
+from .loops import Context, Refuse, _check_calls, _no_identity_tests, iteration, plan_for, src
 
 
 def _heavy(node: ast.AST) -> bool:
@@ -29,6 +29,7 @@ def _heavy(node: ast.AST) -> bool:
 def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan:
     line = node.lineno
     carried_reason = refusal.reason
+    _no_identity_tests(node.body)
     space = iteration(node, ctx)
     iter_vars = {t for t, _ in space.elements} | ({space.index} if space.index else set())
     assigned = nm.stores(ast.Module(body=node.body, type_ignores=[]))

@@ -337,6 +337,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
         ast.fix_missing_locations(cond)
         stmts = stmts[:pos] + [cond] + stmts[pos + 1:]
     stmts = _tuple_stores(stmts)
+    _no_identity_tests(stmts)
     indices = [k for k, v in iter_vars.items() if v == "index"]
     if indices:     # (in-place methods as the stores they are, so that _forwarded sees them: _classify again)
         stmts = _flat([_InPlaceUpdates(indices).visit(copy.deepcopy(s)) for s in stmts])
@@ -447,6 +448,7 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
     gen = comp.generators[0]
     if gen.is_async:
         raise Refuse(f"the comprehension at line {line} is asynchronous", line)
+    _no_identity_tests([comp.elt, *gen.ifs])
     space = iteration(ast.For(target=gen.target, iter=gen.iter, body=[], orelse=[], lineno=line), ctx)
     iter_vars = _iter_vars(space)
     # `for a, b in pairs`: the statements unpacking each row come first, as in a for loop
@@ -476,6 +478,22 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
                      marker=marker, cond=bool(gen.ifs), pytype=pytype)
         body.outputs.append((out, value))
     return _finish(comp, ctx, loop_id, "comprehension", space, iter_vars, body)
+
+
+def _no_identity_tests(nodes) -> None:
+    """Refuse `a is b` / `a is not b` where neither side is a constant (`x is None` stays): the
+    batch computes new objects, never the ones the loop compares (under vmap, `row is z` is
+    False on every row where the loop finds some rows are z)."""
+    for node in nodes:
+        for n in ast.walk(node):
+            if not isinstance(n, ast.Compare):
+                continue
+            sides = [n.left, *n.comparators]
+            for k, op in enumerate(n.ops):
+                if isinstance(op, (ast.Is, ast.IsNot)) and not any(
+                        isinstance(x, ast.Constant) for x in sides[k:k + 2]):
+                    raise Refuse(f"`{src(n)}` at line {n.lineno} compares objects by identity: the batch's values "
+                                 "are new objects, never the loop's", n.lineno)
 
 
 def _iter_vars(space: IterSpace) -> dict[str, str]:
@@ -2909,6 +2927,7 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
     indices = [ix for ix, _, _ in levels]
     line = node.lineno
     iter_vars = {ix: "index" for ix in indices}
+    _no_identity_tests(inner.body)
     body = _classify(inner.body, ctx, iter_vars)
     space = IterSpace("nest", levels=tuple((ix, args) for ix, args, _ in levels))
     outputs, targets, stores = [], {}, {}
