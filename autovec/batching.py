@@ -10,6 +10,7 @@ import types
 
 import torch
 
+from . import pins
 from .analysis.helpers import returned_expression
 from .frontend import attr_chain, scope_lookup
 from .lowering.batched import Unsupported, agrees, batched_def, fact_of, number_nodes, probe_def
@@ -868,12 +869,21 @@ def module_form(mod, rank: int):
     """How a batch of per-iteration inputs of rank `rank` goes through `mod` in one call:
     "prepend" (the module works on trailing dimensions: the batch as it is), "merge" (the
     batch dimensions merged into the input's first, which the module treats row by row), or
-    None. Hooks and training-mode layers with effects are the purity check's to refuse."""
+    None. Hooks and training-mode layers with effects are the purity check's to refuse. Kept
+    per rank while the module's stamp holds (pins.stamped)."""
+    known = pins.stamped(mod)
+    if known is not None:
+        hit = known.get(("form", rank), pins._MISS)
+        if hit is not pins._MISS:
+            return hit
+    form = None
     if rank >= 1 and _trailing_only(mod, rank):
-        return "prepend"
-    if rank >= 1 and _rows_rank(mod, rank) is not None:
-        return "merge"
-    return None
+        form = "prepend"
+    elif rank >= 1 and _rows_rank(mod, rank) is not None:
+        form = "merge"
+    if known is not None:
+        known[("form", rank)] = form
+    return form
 
 
 class _EvenExtreme(torch.autograd.Function):

@@ -27,6 +27,7 @@ against through weak references, so that a pin keeps no user value alive.
 from __future__ import annotations
 
 import builtins
+import operator
 import types
 import weakref
 
@@ -246,3 +247,145 @@ def _build(fn):
 class _Unpinned(Exception):
     pass
 
+
+
+# ----------------------------------------------------------------------------- module stamps
+#
+# A module's verdicts (purity.module_impurity, batching.module_form, runtime._module_unsafe's
+# part that does not read requires_grad) read its tree: each submodule's class, its attributes
+# (`training`, `inplace`, `dim`, ..), its hooks, parameters, buffers and children. For a small
+# model those walks cost tens of microseconds a call. A stamp records, once, what they read, and
+# `check()` compares it (a few microseconds): the class and its forward, every entry of each
+# submodule's __dict__ by identity (the dicts of parameters, buffers and children by their
+# entries), and the forward and backward hooks empty. Only for trees of torch.nn's own classes
+# with their own forward (a custom class's forward reads what a helper reads: the walks run on
+# every call), without hooks, and without scale_grad_by_freq (whose verdict reads requires_grad).
+
+_stamps: dict = {}      # id(module) -> Stamp
+_MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_CONTAINERS = ("_modules", "_parameters", "_buffers")
+
+
+class Stamp:
+    __slots__ = ("ref", "check", "verdicts", "rebuilds", "__weakref__")
+
+    def __init__(self, ref, check, rebuilds):
+        self.ref, self.check, self.rebuilds = ref, check, rebuilds
+        self.verdicts = {}
+
+
+def stamped(mod) -> dict | None:
+    """The verdicts recorded for module `mod` while its stamp holds (the callers fill the dict:
+    "pure", ("form", rank), "unsafe"); a new, empty dict where the tree changed; None where the
+    module is not stamped (a class of its own, hooks, or rebuilt too often)."""
+    key = id(mod)
+    s = _stamps.get(key)
+    rebuilds = 0
+    if s is not None and s.ref() is mod:
+        if s.check is not None and s.check(mod):
+            return s.verdicts
+        rebuilds = s.rebuilds + 1
+        if rebuilds > _REBUILDS:
+            s.check = None
+            return None
+    if len(_stamps) >= _MAX_PINS:
+        _stamps.clear()
+    try:
+        check = _module_check(mod)
+    except Exception:
+        check = None
+    ref = weakref.ref(mod, lambda r, k=key: _stamps.pop(k, None) if _stamps.get(k) is not None
+                      and _stamps[k].ref is r else None)
+    s = _stamps[key] = Stamp(ref, check, rebuilds if check is not None else rebuilds + _REBUILDS)
+    return s.verdicts if check is not None else None
+
+
+def _atom(v) -> bool:
+    """A value compared by equality (immutable: a number, a string, a dtype, a tuple of them)."""
+    if type(v) is tuple:
+        return all(_atom(x) for x in v)
+    return v is None or type(v) in (bool, int, float, complex, str, bytes, torch.dtype)
+
+
+def _module_check(mod):
+    """The stamp's check for mod's tree, or None where it is not stamped."""
+    consts: dict = {"MISS": _MISS}
+    lines = ["def check(M):", "    try:", "        s0 = M"]
+    emit = lines.append
+    seen: dict = {}
+
+    def const(v):
+        name = f"C{len(consts)}"
+        consts[name] = v
+        return name
+
+    def held(v) -> str:
+        """An expression that is v while v lives: v itself where small or long-lived, else a
+        weak reference's call."""
+        if isinstance(v, _STRONG) or v is None:
+            return const(v)
+        try:
+            return const(weakref.ref(v)) + "()"
+        except TypeError:
+            return const(v)      # (the module's own dicts and sets: not weakly referable)
+
+    def visit(m, var):
+        cls = type(m)
+        if not (cls.__module__ or "").startswith("torch.nn.") or not (
+                getattr(getattr(cls, "forward", None), "__module__", None) or "").startswith("torch.nn."):
+            raise _Unpinned
+        d = m.__dict__
+        if any(d.get(k) for k in _MODULE_HOOKS) or d.get("scale_grad_by_freq"):
+            raise _Unpinned
+        seen[id(m)] = var
+        dv = f"d{var[1:]}"
+        emit(f"        {dv} = {var}.__dict__")
+        emit(f"        if type({var}) is not {const(cls)} or {const(cls)}.forward is not {const(cls.forward)} "
+             f"or tuple({dv}) != {const(tuple(d))}:")
+        emit("            return False")
+        emit(f"        if {' or '.join(f'{dv}.get({k!r})' for k in _MODULE_HOOKS)}:")
+        emit("            return False")
+        # plain values (`training`, `inplace`, `dim`, a shape) at once, by one C-level getter
+        atoms = [k for k, v in d.items() if _atom(v)]
+        if atoms:
+            get = const(operator.itemgetter(*atoms))
+            want = tuple(d[k] for k in atoms)
+            emit(f"        if {get}({dv}) != {const(want if len(atoms) > 1 else want[0])}:")
+            emit("            return False")
+        for k, v in d.items():
+            if k in _MODULE_HOOKS or _atom(v):
+                continue
+            if k in _CONTAINERS and isinstance(v, dict):
+                cv = f"{dv}[{k!r}]"
+                emit(f"        if tuple({cv}) != {const(tuple(v))}:")
+                emit("            return False")
+                for name, item in v.items():
+                    if k == "_modules" and isinstance(item, torch.nn.Module):
+                        if id(item) in seen:
+                            emit(f"        if {cv}[{name!r}] is not {seen[id(item)]}:")
+                            emit("            return False")
+                            continue
+                        child = f"s{len(seen)}"
+                        emit(f"        {child} = {cv}[{name!r}]")
+                        emit(f"        if {child} is not {held(item)}:")
+                        emit("            return False")
+                        visit(item, child)
+                    else:
+                        emit(f"        if {cv}[{name!r}] is not {held(item)}:")
+                        emit("            return False")
+                continue
+            if isinstance(v, (dict, set)):
+                continue     # (the module's own registries of other hooks: no verdict reads them)
+            emit(f"        if {dv}[{k!r}] is not {held(v)}:")
+            emit("            return False")
+
+    visit(mod, "s0")
+    emit("        return True")
+    emit("    except Exception:")
+    emit("        return False")
+    src = "\n".join(lines) + "\n"
+    ns = dict(consts)
+    exec(compile(src, f"<autovec stamp {type(mod).__name__}>", "exec"), ns)
+    check = ns["check"]
+    check.source = src
+    return check

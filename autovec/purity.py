@@ -263,6 +263,16 @@ def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
     hooked = global_hooks()
     if hooked:
         return f"`{label}` is a module, and torch.nn has {hooked} (they run on every module call)"
+    known = pins.stamped(mod)
+    if known is not None and known.get("pure"):
+        return None         # (the steady state: the tree is what it was when found pure)
+    verdict = _module_impurity(mod, label)
+    if known is not None and verdict is None:
+        known["pure"] = True
+    return verdict
+
+
+def _module_impurity(mod, label):
     if writes_input(mod):
         # (the loop's rows are views of the caller's tensors: each call overwrites one; inside a
         # module, an inplace activation on the module's own intermediate values is no effect)

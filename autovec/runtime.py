@@ -4398,8 +4398,17 @@ def _module_unsafe(m: torch.nn.Module) -> bool:
     """A module with parameters that require grad whose own code may put them through such
     operations: a parametrized submodule (its weights computed on access), or a custom one
     whose forward does (torch.nn's own modules use their parameters linearly or boundedly)."""
-    if not _requires_grad(m):
-        return False
+    known = pins.stamped(m)
+    unsafe = known.get("unsafe") if known is not None else None
+    if unsafe is None:
+        unsafe = _code_unsafe(m)
+        if known is not None:
+            known["unsafe"] = unsafe      # (what its code does; whether it holds grad is read each call)
+    return unsafe and _requires_grad(m)
+
+
+def _code_unsafe(m: torch.nn.Module) -> bool:
+    """_module_unsafe's part that reads the module's code, not its tensors."""
     for sub in m.modules():
         if hasattr(sub, "parametrizations"):
             return True

@@ -324,3 +324,92 @@ def test_a_helper_calling_something_with_state_is_walked_on_every_call(vectorize
     LOG.clear()
     torch.testing.assert_close(g(x), partial_rows(x))
     assert len(LOG) == 2 * x.shape[0]
+
+
+# ----------------------------------------------------------------------------- module stamps
+# (stop 31) a model's verdicts (purity, its layer-by-layer form, the gradient walk's code part)
+# kept while its tree is the same: every change those walks would see must still be seen on a
+# steady call
+
+
+def _rows(model, x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(model(x[i]))
+    return torch.stack(out)
+
+
+def _net():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Dropout(0.5),
+                               torch.nn.Linear(4, 3), torch.nn.Softmax(dim=-1)).eval()
+
+
+def _same_as_loop(f, model, x, rng=True):
+    torch.manual_seed(3)
+    want = _rows(model, x)
+    torch.manual_seed(3)
+    got = f(model, x)
+    torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("change", ["train", "softmax_dim", "replace_layer", "inplace", "add_layer",
+                                    "new_weight_shape", "parametrize", "hook"])
+def test_every_change_to_a_stamped_tree_is_seen(change, vectorize):
+    model, x = _net(), torch.randn(6, 4)
+    f = autovec(_rows)
+    _steady(f, model, x, calls=5)
+    assert pins.stamped(model) is not None and pins.stamped(model).get("pure")
+    if change == "train":
+        model.train()                       # (Dropout draws: the loop, one draw per row)
+    elif change == "softmax_dim":
+        model[4].dim = 0                    # (across the rows it is given: no row-by-row form)
+    elif change == "replace_layer":
+        model[1] = torch.nn.Softmax(dim=0)
+    elif change == "inplace":
+        model[0] = torch.nn.ReLU(inplace=True)   # (writes into the caller's rows)
+    elif change == "add_layer":
+        model.append(torch.nn.Softmax(dim=0))
+    elif change == "new_weight_shape":
+        model[3].weight = torch.nn.Parameter(torch.randn(3, 4) * 9)
+    elif change == "parametrize":
+        torch.nn.utils.parametrize.register_parametrization(model[0], "weight", _Doubled())
+    elif change == "hook":
+        model[3].register_forward_pre_hook(lambda m, a: LOG.append(1))
+    LOG.clear()
+    for _ in range(3):
+        _same_as_loop(f, model, x)
+    if change == "hook":
+        assert len(LOG) == 2 * 3 * 6        # (the loop's and autovec's calls, once per row each)
+
+
+class _Doubled(torch.nn.Module):
+    def forward(self, w):
+        return w * 2
+
+
+def test_a_stamp_holds_no_tensor_alive_and_custom_classes_are_not_stamped(vectorize):
+    model, x = _net(), torch.randn(6, 4)
+    f = autovec(_rows)
+    _steady(f, model, x, calls=3)
+    old = pins.weakref.ref(model[0].weight)
+    model[0].weight = torch.nn.Parameter(torch.randn(4, 4))
+    gc.collect()
+    assert old() is None
+    _same_as_loop(f, model, x)
+
+    class Mine(torch.nn.Module):
+        def forward(self, v):
+            return v * 2
+    assert pins.stamped(Mine()) is None
+    assert pins.stamped(torch.nn.Sequential(torch.nn.Linear(2, 2), Mine())) is None
+
+
+def test_a_tree_that_changes_on_every_call_stops_being_stamped(vectorize):
+    model, x = _net(), torch.randn(6, 4)
+    f = autovec(_rows)
+    for k in range(pins._REBUILDS + 3):
+        model[4].dim = -1 if k % 2 else 0     # (the same meaning on a row, another attribute value)
+        _same_as_loop(f, model, x)
+    assert pins.stamped(model) is None
+    _same_as_loop(f, model, x)
