@@ -4569,7 +4569,59 @@ def lost_number_branch(self):
     self.emit(1, self.pick(["return out", "return out", "return out, s"]))
 
 
-LOST_FORMS = {"number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+def lost_sunk_appends(self):
+    """Every way through an `if` / `elif` / `else` ends in one append to the same list
+    (analysis.hoist.sunk_appends): Python numbers of the row (`.item()`, float(), int()) or
+    tensors, int and float sides, a nested `if`, a `continue` or a statement before an append,
+    the list read after the loop, a second list appended beside the branch."""
+    x = self.main(dtypes=("float32", "float64", "int64", "int32"), rank=self.pick([1, 2]))
+    self.param("k", self.pick(["0.5", "1", "-1", "2.0", "0"]))
+    numbers = self.chance(0.7)
+    self.emit(1, "res = []")
+    side = self.chance(0.25)
+    if side:
+        self.emit(1, "other = []")
+    walk = self.pick(["for r in X:", "for i in range(X.shape[0]):", "for i, r in enumerate(X):"]).replace("X", x.name)
+    self.emit(1, walk)
+    if walk.startswith("for i in range"):
+        self.emit(2, f"r = {x.name}[i]")
+    self.emit(2, self.pick(["v = r.sum().item()", "v = float(r.max())", "v = r.float().mean().item()",
+                            "v = int(r.min())"]))
+    if numbers:
+        vals = ["1.0", "-1.0", "0", "v * k", "v", "int(v)", "v / 2", "v - k", "k", "2", "True", "abs(v)"]
+    else:
+        vals = ["r * 2", "r - v", "torch.zeros_like(r)", "r.float() * k", "r.abs()", "r + 1"]
+    conds = ["v > k", "v < -k", "abs(v) < k", "v == 0", "v >= 1", "v % 2 == 0"]
+
+    def ending(depth):
+        if self.chance(0.15):
+            self.emit(depth, f"if {self.pick(conds)}:")
+            self.emit(depth + 1, "continue")
+        if self.chance(0.15):
+            self.emit(depth, "w = v * 3")
+            self.emit(depth, f"res.append({self.pick(['w', 'w + 1']) if numbers else 'r * w'})")
+        else:
+            self.emit(depth, f"res.append({self.pick(vals)})")
+    self.emit(2, f"if {self.pick(conds)}:")
+    ending(3)
+    for _ in range(self.pick([0, 1, 1, 2])):
+        self.emit(2, f"elif {self.pick(conds)}:")
+        ending(3)
+    self.emit(2, "else:")
+    if self.chance(0.25):
+        self.emit(3, f"if {self.pick(conds)}:")
+        ending(4)
+        self.emit(3, "else:")
+        ending(4)
+    else:
+        ending(3)
+    if side:
+        self.emit(2, "other.append(v)")
+    ret = ["res", "len(res)"] + (["torch.tensor(res)"] if numbers else ["torch.stack(res) if res else res"])
+    self.emit(1, f"return {self.pick(ret)}" + (", other" if side else ""))
+
+
+LOST_FORMS = {"sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}

@@ -1118,3 +1118,61 @@ def test_a_python_number_over_a_python_float_is_pythons_division(monkeypatch):
     got, want = autovec(_tens_over)(x), _tens_over(x)
     assert got == want and type(got[0]) is float
     assert explain(_tens_over, x).path == "vectorized"
+
+
+# (stop 31, the fuzzer's new lost/sunk_appends form; both already so at the start of the session)
+
+def _skips_after_a_nested_continue(x):
+    kept = []
+    for r in x:
+        v = r.item()
+        if v > 0:
+            if v > 2:
+                continue         # (skips the append after the outer `if` too)
+        kept.append(v)
+    return kept
+
+
+def _an_outside_value_on_one_side(x, k):
+    res = []
+    for r in x:
+        v = r.item()
+        if v < k:
+            res.append(k)        # (the other side appends the row's value: not `[k] * n`)
+        else:
+            res.append(v)
+    return res
+
+
+def _nested_continue_and_two_lists(x, k):
+    res, other = [], []
+    for r in x:
+        v = r.float().mean().item()
+        if abs(v) < k:
+            res.append(k)
+        elif v % 2 == 0:
+            if v >= 1:
+                continue
+            res.append(v - k)
+        else:
+            res.append(v)
+        other.append(v)
+    return res, other
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_skips_after_a_nested_continue, (torch.tensor([1., 4, -3, 2, 6]),)),
+    (_an_outside_value_on_one_side, (torch.tensor([1., 4, -3, 2, 6]), 2.0)),
+    (_an_outside_value_on_one_side, (torch.tensor([1., 4, -3, 2, 6]), 2)),     # (int and float sides)
+    (_nested_continue_and_two_lists, (torch.tensor([1, 4, -3, 2, 6], dtype=torch.int32), 2.0)),
+])
+def test_branches_of_appends_found_by_the_fuzzer(fn, args, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    want, got = fn(*args), autovec(fn)(*args)
+    assert got == want and [type(v) for v in _flat(got)] == [type(v) for v in _flat(want)]
+    if not isinstance(args[-1], int):
+        assert explain(fn, *args).path == "vectorized"
+
+
+def _flat(v):
+    return [w for x in v for w in _flat(x)] if isinstance(v, (list, tuple)) else [v]

@@ -1031,6 +1031,14 @@ def _normalize_continue(stmts: list[ast.stmt]) -> list[ast.stmt]:
                 new = ast.copy_location(ast.If(test=s.test, body=body + rest, orelse=orelse[:-1]), s)
                 out.append(_normalize_if(new))
                 return out
+            if rest and (_has_continue(body) or _has_continue(orelse)):
+                # a `continue` deeper in a side skips `rest` too: `rest` goes into both sides,
+                # after each (the same iterations run it), where that `continue` is normalized
+                # with all of what it skips (it was normalized with its own block's rest alone,
+                # and `rest` then ran on the iterations it skips)
+                new = ast.copy_location(ast.If(test=s.test, body=body + copy.deepcopy(rest), orelse=orelse + rest), s)
+                out.append(_normalize_if(new))
+                return out
             out.append(ast.copy_location(_normalize_if(s), s))
             continue
         out.append(s)

@@ -559,12 +559,15 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             values = [x.value for x in group] + _appended(plan, o.target)
             views = ", views=True" if any(_may_share(v, plan) for v in values) else ""
             prepare += template(f"_av_P = _av_AV.consume('list', {ok}, {mask}, {py}, {T}{views})", _av_P=P, _av_AV=AV)
-            if o.joined <= 1 and _free_name(o.value, plan):
+            # (the list's every value is this one: not one side of a branch whose other side
+            # appends another, merged into this output, whose batch then holds either)
+            one = o.joined <= 1 and all(_same_text(v, o.value) for v in values)
+            if one and _free_name(o.value, plan):
                 # `out.append(w)` of a tensor from outside the loop: the loop's list holds w itself
                 commit += template(f"{o.target}.extend([{o.value}] * _av_P.__len__())", _av_P=P)
             else:
                 commit += template(f"{o.target}.extend(_av_P)", _av_P=P)
-                if o.joined <= 1:
+                if one:
                     kept.setdefault(o.value.strip(), (P, mpos))
             sel = f"{show}[{mask}]" if mpos is not None else show
             display_tail.append(f"{o.target}.extend({sel}.tolist())" if o.pytype else f"{o.target}.extend({sel}.unbind(0))")
@@ -1404,6 +1407,14 @@ _MAY_SHARE = {"view", "view_as", "reshape", "reshape_as", "t", "transpose", "per
               "moveaxis", "swapaxes", "swapdims", "unfold", "as_strided", "contiguous", "to", "type", "type_as",
               "float", "double", "half", "bfloat16", "int", "long", "short", "char", "byte", "bool", "cpu",
               "cuda", "unbind", "split", "chunk", "view_as_real", "view_as_complex"}
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Whether two expressions' source texts are the same expression (ast.unparse of each)."""
+    try:
+        return ast.unparse(ast.parse(a.strip(), mode="eval")) == ast.unparse(ast.parse(b.strip(), mode="eval"))
+    except SyntaxError:
+        return False
 
 
 def _appended(plan: LoopPlan, target: str) -> list[str]:
