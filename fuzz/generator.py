@@ -4621,7 +4621,61 @@ def lost_sunk_appends(self):
     self.emit(1, f"return {self.pick(ret)}" + (", other" if side else ""))
 
 
-LOST_FORMS = {"sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+def lost_branch_continue(self):
+    """`continue` at several depths of nested branches, with outputs before and after each
+    branch (analysis.loops._normalize_continue): appends, stores, running totals and counts,
+    a value read after the loop; conditions on the row's data or its index."""
+    x = self.main(dtypes=("float32", "float64", "int64"), rank=self.pick([1, 2]))
+    self.param("k", self.pick(["0.5", "1", "-1", "0"]))
+    xi = f"{x.name}[i]"
+    outs = self.pick([["res"], ["res", "tot"], ["out"], ["out", "cnt"], ["res", "cnt", "out"]])
+    if "res" in outs:
+        self.emit(1, "res = []")
+    if "tot" in outs:
+        self.emit(1, "tot = 0.0")
+    if "cnt" in outs:
+        self.emit(1, "cnt = 0")
+    if "out" in outs:
+        self.emit(1, f"out = torch.zeros_like({x.name}, dtype=torch.float64)")
+    self.emit(1, f"for i in range({x.name}.shape[0]):")
+    self.emit(2, f"s = {xi}.sum()" + (".item()" if self.chance(0.4) else ""))
+    conds = ["s > k", "s < -k", "s == 0", "i % 3 == 0", "i > 2", "s * s > 4", "abs(s) < k"]
+
+    def update(depth):
+        kind = self.pick(outs)
+        if kind == "res":
+            self.emit(depth, f"res.append({self.pick([xi + ' * 2', 's', xi, xi + ' - s'])})")
+        elif kind == "tot":
+            self.emit(depth, f"tot = tot + {self.pick(['s', 's * 2', '1.0'])}")
+        elif kind == "cnt":
+            self.emit(depth, "cnt += 1")
+        else:
+            self.emit(depth, f"out[i] = {self.pick([xi + ' * 2', 's', xi + ' + 1'])}")
+
+    def block(depth, level):
+        if self.chance(0.3):
+            update(depth)
+        self.emit(depth, f"if {self.pick(conds)}:")
+        if level < 2 and self.chance(0.5):
+            block(depth + 1, level + 1)
+        else:
+            if self.chance(0.4):
+                update(depth + 1)
+            self.emit(depth + 1, "continue")
+        if self.chance(0.4):
+            self.emit(depth, "else:")
+            if self.chance(0.5):
+                update(depth + 1)
+            else:
+                self.emit(depth + 1, "s = s * 2")
+        if self.chance(0.6):
+            update(depth)
+    block(2, 0)
+    update(2)
+    self.emit(1, f"return {', '.join(outs)}" + (", s" if self.chance(0.2) else ""))
+
+
+LOST_FORMS = {"branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}

@@ -1176,3 +1176,29 @@ def test_branches_of_appends_found_by_the_fuzzer(fn, args, monkeypatch):
 
 def _flat(v):
     return [w for x in v for w in _flat(x)] if isinstance(v, (list, tuple)) else [v]
+
+
+def _two_updates_on_one_side(x):
+    cnt = 0
+    res = []
+    for i in range(x.shape[0]):
+        if x[i].sum() > 0:
+            cnt += 1
+            res.append(x[i] * 2)
+        else:
+            cnt += 1
+            cnt += 1              # (two updates on this side: two, not one marker written twice)
+            res.append(x[i] * 2)
+            res.append(x[i] - 1)
+    return cnt, res
+
+
+def test_two_updates_of_one_output_on_one_side_of_a_branch(monkeypatch):
+    """(stop 31, the fuzzer's lost/branch_continue form; already so at the start of the session)
+    the second update on a side took the marker of the first, as its twin on the other side."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.tensor([[1., 2], [-3, 1], [-5, 0], [2, 2]])
+    (c1, r1), (c2, r2) = _two_updates_on_one_side(x), autovec(_two_updates_on_one_side)(x)
+    assert c1 == c2 == 6 and len(r1) == len(r2) == 6
+    for a, b in zip(r1, r2):
+        torch.testing.assert_close(a, b)

@@ -1016,6 +1016,16 @@ def _floaty(e: ast.AST) -> bool:
     return False
 
 
+def _twin(seen: list, path) -> str | None:
+    """The marker of an output of the same kind and target on another side of a branch (one
+    value per iteration, whichever side runs), where no output on this side has it already:
+    two updates on one side (`cnt += 1` twice) are two values, never one marker written twice."""
+    for p, m in seen:
+        if _exclusive(p, path) and not any(m2 == m and not _exclusive(p2, path) for p2, m2 in seen):
+            return m
+    return None
+
+
 def _normalize_continue(stmts: list[ast.stmt]) -> list[ast.stmt]:
     """`if c: ...; continue` followed by `rest` becomes `if c: ... else: rest`."""
     out = []
@@ -1568,7 +1578,7 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             # (a constant carries no gradient; the store converts each value as setitem does)
             plain = o.kind == "store" and not o.op and pytype in ("", "const")
             key = (o.kind, o.target, o.index_src, o.op, o.inplace, o.method, "" if plain else pytype)
-            twin = next((m for p, m in body.seen.get(key, []) if _exclusive(p, path)), None)
+            twin = _twin(body.seen.get(key, []), path)
             if twin is None and o.kind == "accum" and o.op in ("+", "-") and (
                     pytype == "const" and _small_number(value) or pytype != "const" and _floaty(value)):
                 # `total = total + a` on one side, `total = total - b` on another: one running
@@ -1578,7 +1588,7 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
                 # -128; a bool raises in both)
                 other = "-" if o.op == "+" else "+"
                 alt = key[:3] + (other,) + key[4:]
-                twin = next((m for p, m in body.seen.get(alt, []) if _exclusive(p, path)), None)
+                twin = _twin(body.seen.get(alt, []), path)
                 if twin is not None:
                     key = alt
                     value = ast.copy_location(ast.UnaryOp(op=ast.USub(), operand=value), value)
