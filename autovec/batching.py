@@ -295,6 +295,10 @@ class _Helpers:
             return torch.where(v < 0, v + t, v)    # (bounds past the ends select up to them)
 
         start, stop = bound(lo, 0), bound(hi, t)
+        if (kind == "sum" or kind == "mean" and b.is_floating_point()) and b.numel() >= _SPAN_GROUPS_FLOOR:
+            out = _span_groups(kind, b, start, stop, first)
+            if out is not None:
+                return out
         m = (pos >= start.unsqueeze(1)) & (pos < stop.unsqueeze(1))
         if kind in ("max0", "min0"):
             if b.requires_grad and torch.is_grad_enabled():
@@ -884,6 +888,38 @@ def module_form(mod, rank: int):
     if known is not None:
         known[("form", rank)] = form
     return form
+
+
+_SPAN_GROUPS = 64              # distinct spans reduced one group at a time, at most
+_SPAN_GROUPS_FLOOR = 1 << 16   # elements: smaller batches take the mask (fewer operations)
+
+
+def _span_groups(kind, b, start, stop, first):
+    """b_k[start_k:stop_k].sum() / .mean() (over the span alone with `first`) for every
+    iteration, one reduction per distinct span: the iterations with the same span gathered,
+    the span sliced and reduced over exactly its rows, as one iteration's is, and the results
+    put back in the iterations' order. The masked form (a where over every position, then a
+    sum) costs a pass over all of `b` in torch's slow `where`: masked mean pooling of 20,000
+    sequences of 16 x 32 took 36 ms there, against 5 ms by hand. None where there are more
+    than _SPAN_GROUPS distinct spans (the masked form)."""
+    t = b.shape[1]
+    s = start.clamp(0, t)
+    e = torch.maximum(stop.clamp(0, t), s)      # (Python's slice rules: clipped, empty where stop <= start)
+    uniq, inv = torch.unique(s * (t + 1) + e, return_inverse=True)
+    if uniq.numel() > _SPAN_GROUPS:
+        return None
+    pieces, order = [], []
+    for g, key in enumerate(uniq.tolist()):
+        lo, hi = divmod(key, t + 1)
+        idx = (inv == g).nonzero().squeeze(1)
+        sel = b.narrow(1, lo, hi - lo).index_select(0, idx)
+        dims = (1,) if first else tuple(range(1, sel.dim()))
+        pieces.append(sel.sum(dims) if kind == "sum" else sel.mean(dims))
+        order.append(idx)
+    perm = torch.cat(order)
+    back = torch.empty_like(perm)
+    back[perm] = torch.arange(perm.numel(), device=perm.device)
+    return torch.cat(pieces).index_select(0, back)
 
 
 class _EvenExtreme(torch.autograd.Function):

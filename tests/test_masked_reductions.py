@@ -402,3 +402,42 @@ def test_arithmetic_on_selections_with_gradients_keeps_the_loop():
     assert not _ran(f)
     f(x.detach())
     assert _ran(f) == {"batched"}
+
+
+# (stop 31) sums and means of ragged spans on large batches: one reduction per distinct span
+# (batching._span_groups), over exactly the span's rows as one iteration reduces them: the
+# loop's values bit for bit, not only within tolerance
+
+GROUPED = [(fn, make) for fn, make in SPANS if fn not in (max_pooled, min_pooled, tail_extremes,
+                                                             masked_dim_keyword, masked_function_spelling)]
+
+
+@pytest.mark.parametrize("fn, make", GROUPED, ids=[f"{fn.__name__}{k}" for k, (fn, _) in enumerate(GROUPED)])
+@pytest.mark.parametrize("groups", [64, 2])
+def test_spans_reduced_one_group_at_a_time_are_the_loops_bit_for_bit(fn, make, groups, monkeypatch):
+    from autovec import batching
+    monkeypatch.setattr(batching, "_SPAN_GROUPS_FLOOR", 0)
+    monkeypatch.setattr(batching, "_SPAN_GROUPS", groups)       # (2: most of these take the mask)
+    torch.manual_seed(0)
+    args = make()
+    f = autovec(fn)
+    for _ in range(2):
+        got, want = f(*args), fn(*args)
+        assert got.dtype == want.dtype
+        if groups == 64:
+            assert torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0))
+        else:       # (the mask: within rounding; its sum runs over every position)
+            torch.testing.assert_close(got, want, equal_nan=True)
+    assert _ran(f) == {"batched"}
+    floats = tuple(a.clone().requires_grad_() if a.is_floating_point() else a for a in args)
+    if floats[0].requires_grad:
+        assert_equivalent(fn, *floats, grad=True)
+
+
+def test_masked_mean_pooling_at_scale_is_the_loops_bit_for_bit():
+    torch.manual_seed(1)
+    h, n = torch.randn(3000, 16, 8), torch.randint(0, 17, (3000,))
+    got, want = autovec(pooled)(h, n), pooled(h, n)
+    assert torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0))
+    hd = h.double()
+    assert torch.equal(autovec(pooled)(hd, n).nan_to_num(7.0), pooled(hd, n).nan_to_num(7.0))
