@@ -90,20 +90,26 @@ def pin(fn, pure: bool) -> Pin | None:
         if rebuilds > _REBUILDS or old.check is None:
             old.check = None
             return None
-    if len(_pins) >= _MAX_PINS:
-        _pins.clear()
     try:
         made = _build(fn)
     except Exception:
         made = None
-    ref = weakref.ref(fn, lambda r, k=key: _pins.pop(k, None) if _pins.get(k) is not None
-                      and _pins[k].ref is r else None)
+    ref = _entry_ref(_pins, key, fn)
     if made is None:
         _pins[key] = Pin(ref, None, False, False, False, rebuilds)
         return None
     check, coverable, inert = made
     p = _pins[key] = Pin(ref, check, pure, coverable, inert, rebuilds)
     return p
+
+
+def _entry_ref(table: dict, key, obj):
+    """A weak reference to obj for a new entry table[key] (a pin or a stamp), whose death
+    removes that entry; the table emptied first where it is full."""
+    if len(table) >= _MAX_PINS:
+        table.clear()
+    return weakref.ref(obj, lambda r, k=key: table.pop(k, None) if table.get(k) is not None
+                       and table[k].ref is r else None)
 
 
 def _build(fn):
@@ -288,14 +294,11 @@ def stamped(mod) -> dict | None:
         if rebuilds > _REBUILDS:
             s.check = None
             return None
-    if len(_stamps) >= _MAX_PINS:
-        _stamps.clear()
     try:
         check = _module_check(mod)
     except Exception:
         check = None
-    ref = weakref.ref(mod, lambda r, k=key: _stamps.pop(k, None) if _stamps.get(k) is not None
-                      and _stamps[k].ref is r else None)
+    ref = _entry_ref(_stamps, key, mod)
     s = _stamps[key] = Stamp(ref, check, rebuilds if check is not None else rebuilds + _REBUILDS)
     return s.verdicts if check is not None else None
 
