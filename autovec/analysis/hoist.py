@@ -528,7 +528,8 @@ def sunk_appends(cap: Captured, moved: list, refused: set) -> list:
     loop as written is planned (a mask per side, each computed on its own rows), that plan stays.
     The loop as written stays the fallback (`_av_original`), and goes back into the tree where
     the rewritten loop is not vectorized (api). Returns [(the rewritten loop, the original one)]."""
-    local = _local_names(cap.tree)
+    bound = _local_names(cap.tree)
+    local = bound | {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}   # (and every name read: a global too)
     declared = {name for n in ast.walk(cap.tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
     inside_moved = {id(n) for loop in moved for n in ast.walk(loop)}
     out = []
@@ -540,7 +541,7 @@ def sunk_appends(cap: Captured, moved: list, refused: set) -> list:
         sinks = []
         for k, st in enumerate(loop.body):
             lst = _appends_on_every_path(st) if isinstance(st, ast.If) else None
-            if lst is None or lst not in local or lst in declared:
+            if lst is None or lst not in bound or lst in declared:
                 continue
             finals = []
             _final_appends(st, finals)
