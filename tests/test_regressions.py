@@ -1202,3 +1202,23 @@ def test_two_updates_of_one_output_on_one_side_of_a_branch(monkeypatch):
     assert c1 == c2 == 6 and len(r1) == len(r2) == 6
     for a, b in zip(r1, r2):
         torch.testing.assert_close(a, b)
+
+
+def test_many_nested_continues_one_after_another_keep_the_loop_quickly(tmp_path, monkeypatch):
+    """Each nested `continue` copies what follows its branch into both sides; fourteen of them
+    one after another would make 2**14 copies: the analysis refuses within its budget."""
+    import importlib.util
+    src = ["import torch", "", "", "def f(x):", "    out = []", "    for r in x:", "        v = r.item()"]
+    for k in range(14):
+        src += [f"        if v > {k}:", f"            if v > {k + 0.5}:", "                continue", f"        v = v + {k}"]
+    src += ["        out.append(v)", "    return out", ""]
+    path = tmp_path / "many_continues.py"
+    path.write_text("\n".join(src))
+    spec = importlib.util.spec_from_file_location("many_continues", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.randn(20) * 5
+    e = explain(mod.f, x)       # (2**14 copies, before the budget: 12 s here; within it, 0.05 s)
+    assert e.path == "python" and "many branches" in e.loops[0].reason
+    assert autovec(mod.f)(x) == mod.f(x)

@@ -1026,8 +1026,10 @@ def _twin(seen: list, path) -> str | None:
     return None
 
 
-def _normalize_continue(stmts: list[ast.stmt]) -> list[ast.stmt]:
-    """`if c: ...; continue` followed by `rest` becomes `if c: ... else: rest`."""
+def _normalize_continue(stmts: list[ast.stmt], budget: list) -> list[ast.stmt]:
+    """`if c: ...; continue` followed by `rest` becomes `if c: ... else: rest`. `budget`: how
+    many more nodes copies may add (each nested `continue` copies what follows its branch into
+    both sides: many of them one after another would double the body each time)."""
     out = []
     for pos, s in enumerate(stmts):
         if isinstance(s, ast.If):
@@ -1035,28 +1037,32 @@ def _normalize_continue(stmts: list[ast.stmt]) -> list[ast.stmt]:
             rest = stmts[pos + 1:]
             if body and isinstance(body[-1], ast.Continue) and not _has_continue(orelse):
                 new = ast.copy_location(ast.If(test=s.test, body=body[:-1] or [ast.Pass()], orelse=orelse + rest), s)
-                out.append(_normalize_if(new))
+                out.append(_normalize_if(new, budget))
                 return out
             if orelse and isinstance(orelse[-1], ast.Continue) and not _has_continue(body):
                 new = ast.copy_location(ast.If(test=s.test, body=body + rest, orelse=orelse[:-1]), s)
-                out.append(_normalize_if(new))
+                out.append(_normalize_if(new, budget))
                 return out
             if rest and (_has_continue(body) or _has_continue(orelse)):
+                budget[0] -= sum(1 for r in rest for _ in ast.walk(r))
+                if budget[0] < 0:
+                    raise Refuse(f"`continue` nested in many branches one after another (line {s.lineno}): the "
+                                 "loop runs as written", s.lineno)
                 # a `continue` deeper in a side skips `rest` too: `rest` goes into both sides,
                 # after each (the same iterations run it), where that `continue` is normalized
                 # with all of what it skips (it was normalized with its own block's rest alone,
                 # and `rest` then ran on the iterations it skips)
                 new = ast.copy_location(ast.If(test=s.test, body=body + copy.deepcopy(rest), orelse=orelse + rest), s)
-                out.append(_normalize_if(new))
+                out.append(_normalize_if(new, budget))
                 return out
-            out.append(ast.copy_location(_normalize_if(s), s))
+            out.append(ast.copy_location(_normalize_if(s, budget), s))
             continue
         out.append(s)
     return out
 
 
-def _normalize_if(s: ast.If) -> ast.If:
-    return ast.If(test=s.test, body=_normalize_continue(s.body), orelse=_normalize_continue(s.orelse),
+def _normalize_if(s: ast.If, budget: list) -> ast.If:
+    return ast.If(test=s.test, body=_normalize_continue(s.body, budget), orelse=_normalize_continue(s.orelse, budget),
                   lineno=s.lineno, col_offset=s.col_offset)
 
 
@@ -1079,7 +1085,7 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
         stmts = [_UnitSlices(body.indices[0]).visit(copy.deepcopy(s)) for s in stmts]
         fills = _RangeFills(body.indices[0], set().union(*map(nm.stores, stmts)) | set(iter_vars))
         stmts = _merge_fills([fills.visit(s) for s in stmts])
-    stmts = _normalize_continue(stmts)
+    stmts = _normalize_continue(stmts, [max(16 * sum(1 for s in stmts for _ in ast.walk(s)), 4000)])
     body.written = set().union(set(iter_vars), *map(nm.stores, stmts))
     body.stmts = _walk(stmts, body, ctx, depth=0)
     return body
