@@ -5922,7 +5922,11 @@ class Token:
                     # a stored value from branches of several dtypes, held in one that holds them
                     # all (runtime.where): the store converts it as the loop converts this one
                     row = row.to(want.dtype)
-                seen[k] = not isinstance(want, torch.Tensor)
+                is_py = not isinstance(want, torch.Tensor)
+                if seen.get(k, is_py) != is_py:
+                    # (rows of two branches: a tensor on one side, its `.item()` on the other)
+                    raise GuardFailed(f"output {k} is a Python number in some iterations and a tensor in others")
+                seen[k] = is_py
                 if k in stored and isinstance(want, (bool, int, float)) and row.dim() != 0:
                     # a number stored into a row (`out[i] = 0` in one branch): setitem fills the
                     # row with it, as the batch's row must already hold it (in a dtype holding it)

@@ -1222,3 +1222,40 @@ def test_many_nested_continues_one_after_another_keep_the_loop_quickly(tmp_path,
     e = explain(mod.f, x)       # (2**14 copies, before the budget: 12 s here; within it, 0.05 s)
     assert e.path == "python" and "many branches" in e.loops[0].reason
     assert autovec(mod.f)(x) == mod.f(x)
+
+
+def _tensor_or_its_item(x):
+    res = []
+    for i in range(x.shape[0]):
+        b = x[i, 1] > 0
+        res.append(b if x[i, 0] > 0 else b.item())
+    return res
+
+
+def _tensor_or_its_item_appended(x):
+    res = []
+    for i in range(x.shape[0]):
+        b = (x[i, 1] * 10).long()
+        if x[i, 0] > 0:
+            res.append(b)
+        else:
+            res.append(b.item())
+    return res
+
+
+@pytest.mark.parametrize("fn", [_tensor_or_its_item, _tensor_or_its_item_appended])
+@pytest.mark.parametrize("odd_row", [0, 17])
+def test_a_tensor_on_one_side_and_its_item_on_the_other(fn, odd_row, monkeypatch):
+    """(stop 31, a probe; already so before this session) the one-time check read the Python
+    type of each row it ran, keeping the last: the batch gave every element as a Python number
+    where the loop's list holds tensors from one side."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    torch.manual_seed(3)
+    x = torch.randn(40, 5)
+    x[:, 0] = 1.0
+    x[odd_row, 0] = -1.0
+    f = autovec(fn)
+    for _ in range(2):
+        got, want = f(x), fn(x)
+        assert [type(v) for v in got] == [type(v) for v in want]
+        assert all(bool(g == w) for g, w in zip(got, want))
