@@ -5923,8 +5923,9 @@ class Token:
                     # all (runtime.where): the store converts it as the loop converts this one
                     row = row.to(want.dtype)
                 is_py = not isinstance(want, torch.Tensor)
-                if seen.get(k, is_py) != is_py:
-                    # (rows of two branches: a tensor on one side, its `.item()` on the other)
+                if k not in stored and seen.get(k, is_py) != is_py:
+                    # (rows of two branches: a tensor on one side, its `.item()` on the other; a
+                    # store converts either, setitem fills a row with a number)
                     raise GuardFailed(f"output {k} is a Python number in some iterations and a tensor in others")
                 seen[k] = is_py
                 if k in stored and isinstance(want, (bool, int, float)) and row.dim() != 0:
