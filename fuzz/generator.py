@@ -4675,7 +4675,63 @@ def lost_branch_continue(self):
     self.emit(1, f"return {', '.join(outs)}" + (", s" if self.chance(0.2) else ""))
 
 
-LOST_FORMS = {"branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+def lost_branch_mix(self):
+    """An `if` / `elif` / `else` whose sides update different outputs, some on every side, some
+    on one (stores, appends, running totals and counts, a running max), with names assigned on
+    the sides and read after the branch, and statements before and after it; conditions on the
+    row's data, its `.item()` or the index; values from outside the loop on some sides."""
+    x = self.main(dtypes=("float32", "float64", "int64"), rank=self.pick([1, 2]))
+    self.param("k", self.pick(["0.5", "1", "-1", "2.0"]))
+    self.param("w", self.pick(["3.0", "torch.tensor(2.5)", "-1"]))
+    xi = f"{x.name}[i]"
+    floaty = x.dtype != "int64"
+    self.emit(1, "res = []")
+    self.emit(1, "tot = 0.0")
+    self.emit(1, "cnt = 0")
+    self.emit(1, f"out = torch.zeros({x.name}.shape[0], dtype=torch.float64)")
+    self.emit(1, "best = -1e9")
+    self.emit(1, f"for i in range({x.name}.shape[0]):")
+    self.emit(2, f"s = {xi}.sum()" + (".item()" if self.chance(0.5) else ""))
+    conds = ["s > k", "s < -k", "s == 0", "i % 3 == 0", "i > 2", "abs(s) < k", "s >= w"]
+    vals = ["s", "s * 2", "w", "k", "s - k", "1", "0.5", "s * w"]
+
+    def update(depth):
+        kind = self.pick(["res", "tot", "cnt", "out", "best", "name", "name"])
+        v = self.pick(vals)
+        if kind == "res":
+            self.emit(depth, f"res.append({v})")
+        elif kind == "tot":
+            self.emit(depth, self.pick([f"tot = tot + {v}", f"tot += {v}", f"tot = tot - {v}"]))
+        elif kind == "cnt":
+            self.emit(depth, self.pick(["cnt += 1", "cnt -= 1", "cnt = cnt + 2"]))
+        elif kind == "out":
+            self.emit(depth, self.pick([f"out[i] = {v}", f"out[i] += {v}"]))
+        elif kind == "best":
+            self.emit(depth, f"best = max(best, {v})")
+        else:
+            self.emit(depth, f"t = {v}")
+    self.emit(2, "t = 0")
+    if self.chance(0.3):
+        update(2)
+    self.emit(2, f"if {self.pick(conds)}:")
+    for _ in range(self.pick([1, 1, 2, 3])):
+        update(3)
+    for _ in range(self.pick([0, 1, 2])):
+        self.emit(2, f"elif {self.pick(conds)}:")
+        for _ in range(self.pick([1, 2])):
+            update(3)
+    if self.chance(0.7):
+        self.emit(2, "else:")
+        for _ in range(self.pick([1, 2])):
+            update(3)
+    if self.chance(0.5):
+        self.emit(2, self.pick(["res.append(t)", "tot = tot + t", "out[i] = t"]))
+    if self.chance(0.3):
+        update(2)
+    self.emit(1, f"return {self.pick(['res, tot, cnt', 'out, best', 'res, out', 'tot, cnt, best', 'res, t'])}")
+
+
+LOST_FORMS = {"branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
