@@ -3544,6 +3544,12 @@ def _scatter_prep(target, vals, idxs, op, mask, form="", py=False):
     if op == "-":
         vals = -vals
     if not op:
+        if len(norm) == 2 and target.dim() == 2 and vals.dim() == 1 and n > 1 and target.is_cpu:
+            rows = norm[0]
+            if bool((rows[1:] - rows[:-1] == 1).all()):
+                # `out[i, labels[i]] = v` over consecutive rows (a one-hot): each row written
+                # once, so no write is lost; one scatter_ along the columns of those rows
+                return "rows", (int(rows[0]), norm[1], vals)
         # plain assignment: the last iteration writing an index wins
         lin = torch.zeros_like(norm[0])
         for d, i in enumerate(norm):
@@ -3988,6 +3994,10 @@ def _scatter_commit(target, prepared, op):
         return
     if idx == "whole":
         target.copy_(vals)     # _scatter_whole: the updated tensor, made out of place
+        return
+    if idx == "rows":
+        start, cols, v = vals  # _scatter_prep: one column per consecutive row
+        target.narrow(0, start, cols.shape[0]).scatter_(1, cols.unsqueeze(1), v.unsqueeze(1))
         return
     if idx == "sum":
         region, s = vals       # _nest_sum: the sums, added into the rows the nest covers

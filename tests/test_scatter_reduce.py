@@ -644,3 +644,54 @@ def test_a_sum_spelled_out_with_gradients():
     g1, = torch.autograd.grad(got.square().sum(), x)
     g2, = torch.autograd.grad(want.square().sum(), x)
     torch.testing.assert_close(g1, g2)
+
+
+# (stop 31) `out[i, labels[i]] = v` over consecutive rows (one-hot and label smoothing): each row
+# written once, committed as one scatter_ along the columns of those rows (runtime._scatter_prep's
+# "rows" form), the loop's values bit for bit
+
+def _one_hot_const(labels, k):
+    out = torch.full((labels.shape[0], k), 0.25)
+    for i in range(labels.shape[0]):
+        out[i, int(labels[i])] = 1.0
+    return out
+
+
+def _rows_from_two(labels, k, v):
+    out = torch.zeros(labels.shape[0] + 2, k, dtype=torch.float64)
+    for i in range(2, labels.shape[0] + 2):
+        out[i, labels[i - 2]] = v[i - 2]
+    return out
+
+
+def _one_hot_enumerate(labels, k):
+    out = torch.zeros(labels.shape[0], k, dtype=torch.int64)
+    for i, lbl in enumerate(labels):
+        out[i, lbl] = 1
+    return out
+
+
+@pytest.mark.parametrize("fn, extra", [(_one_hot_const, ()), (_rows_from_two, ("v",)), (_one_hot_enumerate, ())])
+def test_one_hot_rows_are_one_scatter_and_the_loops(fn, extra, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    torch.manual_seed(0)
+    labels = torch.randint(-5, 5, (40,))          # (negative labels count from the end, as in the loop)
+    args = (labels, 5) if fn is not _one_hot_enumerate else (labels.abs(), 6)
+    args += ((torch.randn(40, dtype=torch.float64),) if extra else ())
+    got, want = autovec(fn)(*args), fn(*args)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+    assert explain(fn, *args).path == "vectorized"
+
+
+def test_the_rows_form_is_taken_only_for_consecutive_rows():
+    from autovec import runtime
+    target = torch.zeros(6, 3)
+    prep = runtime._scatter_prep(target, torch.ones(4), [torch.tensor([1, 2, 3, 4]), torch.tensor([0, 2, 1, -1])],
+                                 "", None)
+    assert prep[0] == "rows" and prep[1][0] == 1
+    runtime._scatter_commit(target, prep, "")
+    want = torch.zeros(6, 3)
+    want[[1, 2, 3, 4], [0, 2, 1, 2]] = 1.0
+    assert torch.equal(target, want)
+    again = runtime._scatter_prep(target, torch.ones(3), [torch.tensor([1, 1, 3]), torch.tensor([0, 2, 1])], "", None)
+    assert again[0] != "rows"          # (row 1 twice: the last write wins, the general form)
