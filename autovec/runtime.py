@@ -1036,7 +1036,9 @@ class FunctionRuntime:
                 continue
             k = t.dim()
             if levels is None:
-                if k <= d or lo + off < 0 or hi + off >= t.shape[d]:
+                if k <= d or hi + off >= t.shape[d] or lo + off < 0 and (step != 1 or lo + off < -t.shape[d]):
+                    # (rows before the first, counting up by 1, are Python's negative indices:
+                    # `x[i - 1]` at i = 0 reads x's last row, as _read_rows reads it)
                     raise GuardFailed(_OUTSIDE)
             else:
                 for lv, p, o in d:
@@ -2681,6 +2683,21 @@ def _covered(tok):
             return None
         args.append(t)
     return args
+
+
+def _read_rows(t, d, rows):
+    """t's rows `rows` (a slice) along dimension d, the batch of the loop's reads `t[i + off]`:
+    t itself where they are all of it. A negative start is Python's indexing from the end (the
+    guard lets it through only for a loop counting up by 1, from no further back than t's
+    length): `x[i - 1]` at i = 0 is x's last row, so those rows come first, in order."""
+    if rows.start < 0:
+        size = t.shape[d]
+        if rows.stop <= 0:
+            return t.narrow(d, size + rows.start, rows.stop - rows.start)
+        return torch.cat([t.narrow(d, size + rows.start, -rows.start), t.narrow(d, 0, rows.stop)], d)
+    if rows.start != 0 or rows.stop != t.shape[d] or rows.step != 1:
+        return t[(slice(None),) * d + (rows,)]
+    return t
 
 
 def _device_of(first, free_tensors):
@@ -4873,9 +4890,7 @@ class Token:
             out = []
             for t, d, off, _ in self.raw:
                 if step != 1 or start + off != 0 or t.shape[d] != n:
-                    rows = self.rows(off)
-                    if rows.start != 0 or rows.stop != t.shape[d] or rows.step != 1:
-                        t = t[(slice(None),) * d + (rows,)]
+                    t = _read_rows(t, d, self.rows(off))
                     if step < 0:
                         t = t.flip(d)   # iteration order
                 out.append((t, d))
@@ -4905,9 +4920,7 @@ class Token:
                 out.append((batches[j], 0))
                 continue
             t, d, off, _ = next(it)
-            rows = self.rows(off)
-            if rows.start != 0 or rows.stop != t.shape[d] or rows.step != 1:
-                t = t[(slice(None),) * d + (rows,)]
+            t = _read_rows(t, d, self.rows(off))
             if self.step < 0:
                 t = t.flip(d)   # iteration order
             out.append((t, d))

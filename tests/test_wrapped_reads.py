@@ -1,0 +1,95 @@
+"""Reads before the first row (runtime._read_rows): `x[i - 1]` at i = 0 is Python's negative
+index, x's last row, in the loop; the batch reads the same rows, wrapped, for a loop counting up
+by 1 from no further back than the tensor's length (further back the loop raises IndexError,
+and so does autovec, by running it). Checked against the loop: values bit for bit, gradients,
+steady calls, chunks under a memory budget, and the loops that must keep Python."""
+import pytest
+import torch
+
+from autovec import assert_equivalent, autovec, explain
+from conftest import raises_as_loop
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def circular_difference(x):
+    d = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        d[i] = x[i] - x[i - 1]
+    return d
+
+
+def previous_or_self(x):
+    out = []
+    for i in range(x.shape[0]):
+        prev = x[i - 1] if i > 0 else x[i]      # (the loop never reads x[-1]; the batch reads and drops it)
+        out.append(x[i] - prev)
+    return torch.stack(out)
+
+
+def three_back(x):
+    return torch.stack([x[i] + 2 * x[i - 3] for i in range(x.shape[0])])
+
+
+def column_differences(x):
+    out = torch.empty_like(x)
+    for j in range(x.shape[1]):
+        out[:, j] = x[:, j] - x[:, j - 1]
+    return out
+
+
+def from_two(x):
+    out = []
+    for i in range(2, x.shape[0]):
+        out.append(x[i - 5] * x[i])              # (rows -3, -2, -1, 0, ..: the last three, then the first)
+    return torch.stack(out)
+
+
+def stepped(x):
+    out = []
+    for i in range(0, x.shape[0], 2):
+        out.append(x[i - 1])
+    return torch.stack(out)
+
+
+CASES = [
+    (circular_difference, lambda: torch.randn(7, 3)),
+    (previous_or_self, lambda: torch.randn(6, 2)),
+    (three_back, lambda: torch.randn(5)),
+    (three_back, lambda: torch.randn(3)),          # (every row read back from the end)
+    (column_differences, lambda: torch.randn(3, 5, dtype=torch.float64)),
+    (from_two, lambda: torch.randn(8, 2)),
+]
+
+
+@pytest.mark.parametrize("fn, make", CASES, ids=[f"{fn.__name__}{k}" for k, (fn, _) in enumerate(CASES)])
+def test_rows_before_the_first_are_read_from_the_end(fn, make):
+    torch.manual_seed(0)
+    x = make()
+    fast = autovec(fn)
+    for _ in range(4):          # (the first call, the checked one, the steady state)
+        got, want = fast(x.clone()), fn(x.clone())
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert explain(fn, x).path == "vectorized"
+    assert_equivalent(fn, x.clone().requires_grad_(), grad=True)
+
+
+def test_further_back_than_the_length_raises_as_the_loop():
+    raises_as_loop(IndexError, three_back, torch.randn(2))
+
+
+def test_a_stepped_loop_keeps_python_with_the_loops_values():
+    x = torch.randn(7, 2)
+    torch.testing.assert_close(autovec(stepped)(x), stepped(x))
+    assert explain(stepped, x).path == "python"
+
+
+def test_wrapped_rows_in_chunks_under_a_memory_budget():
+    x = torch.randn(40, 3)
+    fast = autovec(circular_difference, memory_budget=1)
+    for _ in range(3):
+        assert torch.equal(fast(x.clone()), circular_difference(x.clone()))
+    assert explain(fast, x).path == "vectorized"
