@@ -21,6 +21,7 @@ class Mapped:
     offset: int
     param: str       # name of the per-iteration slice inside the body function
     levels: tuple = ()   # loop nests: ((level, position in the subscript, offset), ...)
+    wraps: bool = True   # an index, which Python counts from the end where negative (not a unit slice's)
 
 
 @dataclass(frozen=True)

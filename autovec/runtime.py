@@ -547,6 +547,7 @@ class FunctionRuntime:
         self.strict = False
         self.ran: dict = {}               # loop id -> mode of its last committed vectorized run ("broadcast"/"vmap")
         self.pytypes: dict = {}           # (loop id, signature) -> {position: holds Python numbers}
+        self.wraps: dict = {}             # loop id -> per indexed tensor: read as an index (Python's from the end)
         self.layouts: dict = {}           # loop id -> output layout (value, payloads, mask positions)
         self.fast: dict = {}              # (loop id, signature, tag) -> mode that passed its check
         self.decisions: dict = {}         # (loop id, trip-count bucket) -> cost.Decision, for `kind`
@@ -1020,7 +1021,8 @@ class FunctionRuntime:
         tensors = []
         cpu = True
         numbers = None     # positions of lists of Python numbers indexed by the loop, as tensors
-        for t, d, off, _ in mapped:
+        wraps = self.wraps.get(loop_id, ())
+        for j, (t, d, off, _) in enumerate(mapped):
             if type(t) is not Tensor and not isinstance(t, Tensor):
                 if (type(t) is not list and type(t) is not tuple) or levels is not None:
                     raise GuardFailed(f"an indexed value is a {type(t).__name__}, not a tensor")
@@ -1036,9 +1038,11 @@ class FunctionRuntime:
                 continue
             k = t.dim()
             if levels is None:
-                if k <= d or hi + off >= t.shape[d] or lo + off < 0 and (step != 1 or lo + off < -t.shape[d]):
+                if k <= d or hi + off >= t.shape[d] or lo + off < 0 and (
+                        step != 1 or lo + off < -t.shape[d] or j >= len(wraps) or not wraps[j]):
                     # (rows before the first, counting up by 1, are Python's negative indices:
-                    # `x[i - 1]` at i = 0 reads x's last row, as _read_rows reads it)
+                    # `x[i - 1]` at i = 0 reads x's last row, as _read_rows reads it; not a unit
+                    # slice's, `x[:, i - 1:i]`, which is empty there)
                     raise GuardFailed(_OUTSIDE)
             else:
                 for lv, p, o in d:

@@ -93,3 +93,45 @@ def test_wrapped_rows_in_chunks_under_a_memory_budget():
     for _ in range(3):
         assert torch.equal(fast(x.clone()), circular_difference(x.clone()))
     assert explain(fast, x).path == "vectorized"
+
+
+def unit_slice_before(x):
+    total = 0.0
+    for i in range(x.shape[1] + 1):
+        total = total + x[:, i - 1:i] * 2       # (at i = 0, `x[:, -1:0]` is empty, not the last column)
+    return total
+
+
+def unit_slice_window(x):
+    outs = []
+    for i in range(1, x.shape[1] + 1):
+        outs.append(x[:, i - 2:i - 1].sum(1))
+    return torch.stack(outs)
+
+
+def index_and_unit_slice(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i - 1] + x[i - 1:i].sum(0))   # (one tensor, one offset: an index and a unit slice)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn, make", [(unit_slice_before, lambda: torch.randn(4, 4, 3, dtype=torch.float64)),
+                                      (unit_slice_window, lambda: torch.randint(-4, 5, (6, 5, 3))),
+                                      (index_and_unit_slice, lambda: torch.randn(5, 2))])
+def test_a_unit_slice_before_the_first_row_is_empty_as_in_the_loop(fn, make):
+    """(stop 31, the fuzzer's win family, seeds 8600177 and 8600185) `x[:, i - 1:i]` reads as
+    `x[:, i - 1]` with a new dimension while i - 1 is a row; before the first row the slice is
+    empty: no wrap from the end, the loop's result (or error)."""
+    x = make()
+    try:
+        want, want_exc = fn(x.clone()), None
+    except Exception as e:      # (an empty slice whose sum meets another shape: the loop raises)
+        want, want_exc = None, e
+    for _ in range(3):
+        if want_exc is not None:
+            with pytest.raises(type(want_exc)):
+                autovec(fn)(x.clone())
+            continue
+        got = autovec(fn)(x.clone())
+        assert got.shape == want.shape and torch.equal(got, want)

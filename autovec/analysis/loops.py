@@ -1503,6 +1503,7 @@ class _UnitSlices(ast.NodeTransformer):
             picked[d] = e.lower
             sl = picked[0] if len(picked) == 1 else ast.Tuple(elts=picked, ctx=ast.Load())
             inner = ast.Subscript(value=node.value, slice=sl, ctx=ast.Load())
+            inner._av_unit = True      # (a slice: before the first row it is empty, never Python's wrap)
             # later integer entries remove dimensions after d, so d stays d
             call = ast.Call(func=ast.Attribute(value=inner, attr="unsqueeze", ctx=ast.Load()),
                             args=[ast.Constant(d)], keywords=[])
@@ -2607,6 +2608,8 @@ def _mapped(nodes, space: IterSpace, index: str | None, body: _Body, ctx: Contex
                 while name in taken:
                     name += "_"
                 mapped[key] = Mapped(base, d, off + start, name)
+            if getattr(sub, "_av_unit", False) and mapped[key].wraps:
+                mapped[key] = dataclasses.replace(mapped[key], wraps=False)
             entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
             for e in ast.walk(entries[d]):
                 covered.add(id(e))
