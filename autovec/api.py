@@ -220,10 +220,10 @@ class FunctionState:
         self.runtime = FunctionRuntime(cap.qualname, matches, env.resolve)
         self.runtime.steps = {info.step.loop_id: Stepping(info.step, self.fallback) for info in steps}
         self.runtime.layouts = {info.plan.loop_id: low.layout for info, low in pieces}
-        # per indexed tensor of the guard's (the element sources' left out, as the lowering does):
+        # per indexed tensor of the guard's (the elements of walked sequences left out, as the lowering does):
         # whether a read before its first row is Python's index from the end (not a unit slice's)
-        self.runtime.wraps = {info.plan.loop_id: tuple(mp.wraps for mp in info.plan.mapped if mp.base not in
-                                                       {s for _, s in info.plan.space.elements})
+        self.runtime.wraps = {info.plan.loop_id: tuple(mp.wraps for mp in info.plan.mapped if mp.param not in
+                                                       {t for t, _ in info.plan.space.elements})
                               for info, _ in pieces}
         # the bodies the batched mode may rewrite, by (loop id, tag): the loop body under "", a
         # `break` condition's and running values' bodies under their own tags

@@ -135,3 +135,48 @@ def test_a_unit_slice_before_the_first_row_is_empty_as_in_the_loop(fn, make):
             continue
         got = autovec(fn)(x.clone())
         assert got.shape == want.shape and torch.equal(got, want)
+
+
+# (stop 31) another row of the tensor a loop walks: the lowering left every read whose base is
+# the walked tensor out of the guard's indexed tensors (meant for the element itself), so such a
+# read had no bounds check and the vectorized path raised an internal StopIteration (the loop
+# ran); now each is an indexed tensor of its own, checked and read as any other
+
+def walked_and_previous(x):
+    out = []
+    for i, r in enumerate(x):
+        out.append(r * x[i - 1])
+    return torch.stack(out)
+
+
+def zipped_and_back(x, y):
+    out = []
+    for i, (a, b) in enumerate(zip(x, y)):
+        out.append(a + b * x[i - 1] - y[i - 2])
+    return torch.stack(out)
+
+
+def walked_and_next(x):
+    out = []
+    for i, r in enumerate(x):
+        if i + 1 < x.shape[0]:
+            out.append(r * x[i + 1])     # (past the end on the last row, which the condition skips)
+    return out
+
+
+@pytest.mark.parametrize("fn, args", [(walked_and_previous, (torch.randn(5, 2),)),
+                                      (zipped_and_back, (torch.randn(6, 3), torch.randn(6, 3)))])
+def test_another_row_of_the_walked_tensor(fn, args):
+    for _ in range(3):
+        assert torch.equal(autovec(fn)(*[a.clone() for a in args]), fn(*[a.clone() for a in args]))
+    e = explain(fn, *args)
+    assert e.path == "vectorized", e.notes
+    assert_equivalent(fn, *[a.clone().requires_grad_() for a in args], grad=True)
+
+
+def test_a_read_past_the_end_of_the_walked_tensor_is_bounds_checked():
+    x = torch.randn(4, 2)
+    got, want = autovec(walked_and_next)(x), walked_and_next(x)
+    assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
+    e = explain(walked_and_next, x)
+    assert e.path == "python" and "outside an indexed tensor" in " ".join(e.notes), e.notes

@@ -374,8 +374,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         exit_code, exit_text, plan, tagged = _exit_code(plan, T, L, namer, AV, convert)
         m = Match(m.strategy, plan, m.reason)
     body_def, params, layout, ref_def = body_function(plan, BODY, namer, AV, convert)
-    elements = {s for _, s in plan.space.elements}
-    mapped = [mp for mp in plan.mapped if mp.base not in elements]
+    # (the indexed tensors: every read but an element of a walked sequence; `x[i - 1]` beside
+    # `for i, r in enumerate(x)` is one, at its offset, bounds-checked by the guard)
+    targets = {t for t, _ in plan.space.elements}
+    mapped = [mp for mp in plan.mapped if mp.param not in targets]
     store_keys = {(o.target, o.dim, o.offset) for o in plan.outputs if o.kind == "store"}
     nest = plan.space.kind == "nest"
     lead = len(plan.space.levels) if nest else 1
