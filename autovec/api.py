@@ -24,6 +24,7 @@ from .analysis.hoist import (drop_loop_else, element_views, hoist_no_grad, recta
 from .analysis.reversal import front_builds, reversed_walks, settle
 from .analysis.unbind import unbind_walks
 from .codegen import build_function
+from .plan import indexed
 from .explain import Explanation, LoopReport
 from .frontend import NoSource, capture
 from .compiled import Stepping
@@ -220,11 +221,9 @@ class FunctionState:
         self.runtime = FunctionRuntime(cap.qualname, matches, env.resolve)
         self.runtime.steps = {info.step.loop_id: Stepping(info.step, self.fallback) for info in steps}
         self.runtime.layouts = {info.plan.loop_id: low.layout for info, low in pieces}
-        # per indexed tensor of the guard's (the elements of walked sequences left out, as the lowering does):
-        # whether a read before its first row is Python's index from the end (not a unit slice's)
-        self.runtime.wraps = {info.plan.loop_id: tuple(mp.wraps for mp in info.plan.mapped if mp.param not in
-                                                       {t for t, _ in info.plan.space.elements})
-                              for info, _ in pieces}
+        # per indexed tensor of the guard's: whether a read before its first row is Python's index
+        # from the end (not a unit slice's)
+        self.runtime.wraps = {info.plan.loop_id: tuple(mp.wraps for mp in indexed(info.plan)) for info, _ in pieces}
         # the bodies the batched mode may rewrite, by (loop id, tag): the loop body under "", a
         # `break` condition's and running values' bodies under their own tags
         self.runtime.batchable = {(info.plan.loop_id, ""): low.body for info, low in pieces if low.body is not None}

@@ -815,8 +815,7 @@ def _normalized_dims(mod):
 def _own_forward(mod) -> bool:
     """Whether the module runs its torch.nn class's own forward: not one replaced on the instance
     or, by a patch, on the class (which may treat the rows otherwise)."""
-    return "forward" not in mod.__dict__ and (
-        getattr(getattr(type(mod), "forward", None), "__module__", None) or "").startswith("torch.nn.")
+    return "forward" not in mod.__dict__ and pins.torch_forward(type(mod))
 
 
 def _trailing_only(mod, rank: int) -> bool:

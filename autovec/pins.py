@@ -268,8 +268,15 @@ class _Unpinned(Exception):
 # every call), without hooks, and without scale_grad_by_freq (whose verdict reads requires_grad).
 
 _stamps: dict = {}      # id(module) -> Stamp
-_MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+# a module's own hooks that run on every call of it (forward, or its backward): purity refuses them
+MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 _CONTAINERS = ("_modules", "_parameters", "_buffers")
+
+
+def torch_forward(cls) -> bool:
+    """Whether a class's forward is torch.nn's own (not a class of the user's, nor a torch.nn
+    class whose forward a patch replaced)."""
+    return (getattr(getattr(cls, "forward", None), "__module__", None) or "").startswith("torch.nn.")
 
 
 class Stamp:
@@ -334,11 +341,10 @@ def _module_check(mod):
 
     def visit(m, var):
         cls = type(m)
-        if not (cls.__module__ or "").startswith("torch.nn.") or not (
-                getattr(getattr(cls, "forward", None), "__module__", None) or "").startswith("torch.nn."):
+        if not (cls.__module__ or "").startswith("torch.nn.") or not torch_forward(cls):
             raise _Unpinned
         d = m.__dict__
-        if any(d.get(k) for k in _MODULE_HOOKS) or d.get("scale_grad_by_freq"):
+        if any(d.get(k) for k in MODULE_HOOKS) or d.get("scale_grad_by_freq"):
             raise _Unpinned
         seen[id(m)] = var
         dv = f"d{var[1:]}"
@@ -346,7 +352,7 @@ def _module_check(mod):
         emit(f"        if type({var}) is not {const(cls)} or {const(cls)}.forward is not {const(cls.forward)} "
              f"or tuple({dv}) != {const(tuple(d))}:")
         emit("            return False")
-        emit(f"        if {' or '.join(f'{dv}.get({k!r})' for k in _MODULE_HOOKS)}:")
+        emit(f"        if {' or '.join(f'{dv}.get({k!r})' for k in MODULE_HOOKS)}:")
         emit("            return False")
         # plain values (`training`, `inplace`, `dim`, a shape) at once, by one C-level getter
         atoms = [k for k, v in d.items() if _atom(v)]
@@ -356,7 +362,7 @@ def _module_check(mod):
             emit(f"        if {get}({dv}) != {const(want if len(atoms) > 1 else want[0])}:")
             emit("            return False")
         for k, v in d.items():
-            if k in _MODULE_HOOKS or _atom(v):
+            if k in MODULE_HOOKS or _atom(v):
                 continue
             if k in _CONTAINERS and isinstance(v, dict):
                 cv = f"{dv}[{k!r}]"

@@ -24,6 +24,14 @@ class Mapped:
     wraps: bool = True   # an index, which Python counts from the end where negative (not a unit slice's)
 
 
+def indexed(plan) -> list:
+    """The plan's reads the guard takes as indexed tensors, in order (the generated code's
+    `mapped`): every read but the element of a walked sequence (`x[i - 1]` beside
+    `for i, r in enumerate(x)` is one, at its offset)."""
+    targets = {t for t, _ in plan.space.elements}
+    return [mp for mp in plan.mapped if mp.param not in targets]
+
+
 @dataclass(frozen=True)
 class IterSpace:
     """What the loop runs over.

@@ -228,8 +228,6 @@ def _python_forward(fwd):
 _GLOBAL_HOOKS = tuple((name, getattr(torch.nn.modules.module, name)) for name in (
     "_global_forward_pre_hooks", "_global_forward_hooks", "_global_backward_pre_hooks", "_global_backward_hooks")
     if isinstance(getattr(torch.nn.modules.module, name, None), dict))
-# a module's own hooks that run on every call of it (forward, or its backward)
-_MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
 # how torch.nn calls a module, as torch defines it (a profiler or a call counter may wrap them)
@@ -249,11 +247,6 @@ def global_hooks() -> str | None:
         if d.get(name) is not fn or not (getattr(fn, "__module__", None) or "").startswith("torch.nn."):
             return f"its own `nn.Module.{name}` (replaced: it runs on every module call)"
     return None
-
-
-def torch_forward(cls) -> bool:
-    """Whether a torch.nn class's forward is torch's own (not replaced on the class by a patch)."""
-    return (getattr(getattr(cls, "forward", None), "__module__", None) or "").startswith("torch.nn.")
 
 
 def module_impurity(mod: torch.nn.Module, label: str = "module") -> str | None:
@@ -279,7 +272,7 @@ def _module_impurity(mod, label):
         return f"`{label}` has inplace=True: it writes into its input (the caller's rows)"
     for sub_name, sub in mod.named_modules():
         where = f"`{label}{'.' + sub_name if sub_name else ''}`"
-        if any(sub.__dict__.get(name) for name in _MODULE_HOOKS):
+        if any(sub.__dict__.get(name) for name in pins.MODULE_HOOKS):
             return f"{where} has hooks"
         if "forward" in sub.__dict__:
             # (replaced on the instance, a debugging or adapter patch: not its class's forward)
@@ -299,7 +292,7 @@ def _module_impurity(mod, label):
             return f"{where} is a {cname} with scale_grad_by_freq=True (its gradient depends on each call's indices)"
         if sub.training and cname.startswith(_MODULE_TRAINING_STATE):
             return f"{where} is a {cname} in training mode (it updates running statistics)"
-        if not cls.__module__.startswith("torch.nn.") or not torch_forward(cls):
+        if not cls.__module__.startswith("torch.nn.") or not pins.torch_forward(cls):
             # (a class of its own, or a torch.nn class whose forward a patch replaced)
             fwd = _python_forward(getattr(cls, "forward", None))
             if isinstance(fwd, types.FunctionType):

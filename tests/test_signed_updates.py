@@ -267,22 +267,6 @@ def huge_constant(x, m):
     return s
 
 
-@pytest.mark.parametrize("fn", [sum_to_uint8, viewed_bits, user_norm, huge_constant])
-def test_terms_whose_negation_is_not_exact_keep_the_loop(fn):
-    """A dtype keyword or argument (`.sum(dtype=torch.uint8)`, `.view(torch.int16)`), a user's
-    function or object method with a torch name (`norm(v)`, `h.mean(v)`), or an int constant
-    near int64's limit: the term may be an integer the negation wraps (found by a probe)."""
-    f = autovec(fn)
-    x = torch.tensor([[1, 2, 1], [3, 1, 1], [1, 5, 1], [2, 2, 2]], dtype=torch.uint8)
-    if fn is viewed_bits:
-        x = torch.tensor([[-0.0, 1.0], [2.0, 1.0], [-0.0, 0.5], [1.0, 1.0]])
-    m = torch.tensor([False, True, False, False])
-    for _ in range(3):
-        got, want = f(x, m), fn(x, m)
-        assert got.dtype == want.dtype and torch.equal(got, want)
-    assert explain(f, x, m).path == "python"
-
-
 def _stats():
     return STATS
 
@@ -297,6 +281,23 @@ def returned_object_method(x, m):
     return total
 
 
+@pytest.mark.parametrize("fn", [sum_to_uint8, viewed_bits, user_norm, huge_constant, returned_object_method])
+def test_terms_whose_negation_is_not_exact_keep_the_loop(fn):
+    """A dtype keyword or argument (`.sum(dtype=torch.uint8)`, `.view(torch.int16)`), a user's
+    function or object method with a torch name (`norm(v)`, `h.mean(v)`), a method of what a
+    user's function returns (`stats().mean(v)`, any object's), or an int constant near int64's
+    limit: the term may be an integer the negation wraps (found by probes and the review)."""
+    f = autovec(fn)
+    x = torch.tensor([[1, 2, 1], [3, 1, 1], [1, 5, 1], [2, 2, 2]], dtype=torch.uint8)
+    if fn is viewed_bits:
+        x = torch.tensor([[-0.0, 1.0], [2.0, 1.0], [-0.0, 0.5], [1.0, 1.0]])
+    m = torch.tensor([False, True, False, False])
+    for _ in range(3):
+        got, want = f(x, m), fn(x, m)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert explain(f, x, m).path == "python"
+
+
 def log_softmax_terms(logits, y):
     total = torch.zeros(())
     for i in range(logits.shape[0]):
@@ -305,17 +306,6 @@ def log_softmax_terms(logits, y):
         else:
             total = total - torch.log_softmax(logits[i], dim=-1)[y[i]]     # (the negated side)
     return total
-
-
-def test_a_method_of_what_a_user_function_returns_keeps_the_loop():
-    """`stats().mean(v)` may be any object's method, returning integers (review)."""
-    f = autovec(returned_object_method)
-    x = torch.tensor([[1, 2, 1], [3, 1, 1], [1, 5, 1], [2, 2, 2]], dtype=torch.uint8)
-    m = torch.tensor([False, True, False, False])
-    for _ in range(3):
-        got, want = f(x, m), returned_object_method(x, m)
-        assert got.dtype == want.dtype and torch.equal(got, want)
-    assert explain(f, x, m).path == "python"
 
 
 def test_a_dim_keyword_keeps_a_floating_term():

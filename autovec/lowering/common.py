@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from ..analysis import names as nm
 from ..analysis.loops import FILL, match_subscript, match_subscript_nest
 from ..codegen import expr, set_lines, template
-from ..plan import LoopPlan, einsum_letters
+from ..plan import LoopPlan, einsum_letters, indexed
 
 
 @dataclass(frozen=True)
@@ -374,10 +374,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         exit_code, exit_text, plan, tagged = _exit_code(plan, T, L, namer, AV, convert)
         m = Match(m.strategy, plan, m.reason)
     body_def, params, layout, ref_def = body_function(plan, BODY, namer, AV, convert)
-    # (the indexed tensors: every read but an element of a walked sequence; `x[i - 1]` beside
-    # `for i, r in enumerate(x)` is one, at its offset, bounds-checked by the guard)
-    targets = {t for t, _ in plan.space.elements}
-    mapped = [mp for mp in plan.mapped if mp.param not in targets]
+    mapped = indexed(plan)      # (bounds-checked by the guard, reads at other offsets of a walked tensor too)
     store_keys = {(o.target, o.dim, o.offset) for o in plan.outputs if o.kind == "store"}
     nest = plan.space.kind == "nest"
     lead = len(plan.space.levels) if nest else 1
