@@ -224,6 +224,10 @@ class FunctionState:
         # per indexed tensor of the guard's: whether a read before its first row is Python's index
         # from the end (not a unit slice's)
         self.runtime.wraps = {info.plan.loop_id: tuple(mp.wraps for mp in indexed(info.plan)) for info, _ in pieces}
+        # per indexed tensor: the conditions of the index under which the loop reads it (reach),
+        # which the guard evaluates on iterations whose rows are past an end
+        self.runtime.reach = {info.plan.loop_id: _reach_tests(info.plan) for info, _ in pieces
+                              if any(mp.reach for mp in indexed(info.plan))}
         # the bodies the batched mode may rewrite, by (loop id, tag): the loop body under "", a
         # `break` condition's and running values' bodies under their own tags
         self.runtime.batchable = {(info.plan.loop_id, ""): low.body for info, low in pieces if low.body is not None}
@@ -384,6 +388,13 @@ def _count_ops(plan) -> int:
         for node in ast.walk(ast.parse(text)):
             n += isinstance(node, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript))
     return max(n, 1)
+
+
+def _reach_tests(plan):
+    """runtime.reach's entry of a loop: (each indexed tensor's Mapped.reach, parsed, or None;
+    the loop index's name; each free name's position in the generated code's `free`)."""
+    tests = tuple(ast.parse(mp.reach, mode="eval").body if mp.reach else None for mp in indexed(plan))
+    return tests, plan.space.index, {name: k for k, name in enumerate(plan.free)}
 
 
 def autovec(fn=None, *, check=False, fallback="auto", strict=False, memory_budget=None):

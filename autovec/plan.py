@@ -22,6 +22,10 @@ class Mapped:
     param: str       # name of the per-iteration slice inside the body function
     levels: tuple = ()   # loop nests: ((level, position in the subscript, offset), ...)
     wraps: bool = True   # an index, which Python counts from the end where negative (not a unit slice's)
+    # where every read of it sits under conditions of the index and loop-invariant integers
+    # (`values[t + 1] if t + 1 < T else last`): a Python expression of those names, true on the
+    # iterations that may read it (analysis.loops._reach); None: any iteration may
+    reach: str | None = None
 
 
 def indexed(plan) -> list:

@@ -15,7 +15,7 @@ import torch
 import torch.utils._python_dispatch
 import torch.autograd.forward_ad as _forward_ad
 
-from . import _config, cost, indexcheck, lanes, pins
+from . import _config, cost, indexcheck, lanes, pins, reach
 from .batching import _INPLACE_FLOOR, broadcast_shapes
 from .lowering.batched import zero_dim_dtype
 from .analysis.shared import function_unsafe, self_calls, shared_work
@@ -449,6 +449,7 @@ def _storage(t: torch.Tensor):
         return None
 
 
+_PAD_ROWS = 64     # iterations past an indexed tensor's ends whose conditions the guard evaluates (_unread)
 _OUTSIDE = ("the loop's indices run outside an indexed tensor (the loop decides what happens: wrap-around "
             "or IndexError)")
 
@@ -548,6 +549,7 @@ class FunctionRuntime:
         self.ran: dict = {}               # loop id -> mode of its last committed vectorized run ("broadcast"/"vmap")
         self.pytypes: dict = {}           # (loop id, signature) -> {position: holds Python numbers}
         self.wraps: dict = {}             # loop id -> per indexed tensor: read as an index (Python's from the end)
+        self.reach: dict = {}             # loop id -> (per indexed tensor: its reach test, index, free names' positions)
         self.layouts: dict = {}           # loop id -> output layout (value, payloads, mask positions)
         self.fast: dict = {}              # (loop id, signature, tag) -> mode that passed its check
         self.decisions: dict = {}         # (loop id, trip-count bucket) -> cost.Decision, for `kind`
@@ -1022,6 +1024,7 @@ class FunctionRuntime:
         cpu = True
         numbers = None     # positions of lists of Python numbers indexed by the loop, as tensors
         wraps = self.wraps.get(loop_id, ())
+        pads = None        # indexed tensors read past an end by no iteration -> negative rows wrap
         for j, (t, d, off, _) in enumerate(mapped):
             if type(t) is not Tensor and not isinstance(t, Tensor):
                 if (type(t) is not list and type(t) is not tuple) or levels is not None:
@@ -1038,12 +1041,21 @@ class FunctionRuntime:
                 continue
             k = t.dim()
             if levels is None:
-                if k <= d or hi + off >= t.shape[d] or lo + off < 0 and (
-                        step != 1 or lo + off < -t.shape[d] or j >= len(wraps) or not wraps[j]):
-                    # (rows before the first, counting up by 1, are Python's negative indices:
-                    # `x[i - 1]` at i = 0 reads x's last row, as _read_rows reads it; not a unit
-                    # slice's, `x[:, i - 1:i]`, which is empty there)
+                if k <= d:
                     raise GuardFailed(_OUTSIDE)
+                size = t.shape[d]
+                # (rows before the first, counting up by 1, are Python's negative indices:
+                # `x[i - 1]` at i = 0 reads x's last row, as _read_rows reads it; not a unit
+                # slice's, `x[:, i - 1:i]`, which is empty there)
+                wrap = step == 1 and lo + off >= -size and j < len(wraps) and wraps[j]
+                if hi + off >= size or lo + off < 0 and not wrap:
+                    # (rows past an end that no iteration reads: `values[t + 1] if t + 1 < T else
+                    # last`, each of those iterations' conditions evaluated here)
+                    if not self._unread(loop_id, j, size, lo, hi, step, off, start, first, free, wrap):
+                        raise GuardFailed(_OUTSIDE)
+                    if pads is None:
+                        pads = {}
+                    pads[j] = wrap
             else:
                 for lv, p, o in d:
                     st, sp, kk = levels[lv]
@@ -1263,9 +1275,37 @@ class FunctionRuntime:
             tok.raw_numbers = tok.numbers = frozenset(numbers)   # (input positions: _inputs maps them)
         if number_sources:
             tok.number_sources = frozenset(number_sources)
+        if pads is not None:
+            tok.pads = pads
         if decision is not None:
             tok.decision, tok.t0 = decision, t0
         return tok
+
+    def _unread(self, loop_id, j, size, lo, hi, step, off, start, first, free, wrap):
+        """Whether no iteration whose row of indexed tensor `j` is past an end of its `size`
+        rows reads it (before the first where the rows do not `wrap`): each one's conditions
+        (Mapped.reach) evaluated with its index, at most _PAD_ROWS of them. Their batch rows
+        are then a stand-in (_padded_rows), seen only by the sides of branches they do not take."""
+        entry = self.reach.get(loop_id)
+        if entry is None or size == 0:
+            return False
+        tests, index, names = entry
+        test = tests[j] if j < len(tests) else None
+        if test is None or index is None:
+            return False
+        s = -step if step < 0 else step
+        n = (hi - lo) // s + 1
+        past = max(0, -((lo + off - size) // s))    # the first k whose row lo + k * s + off is past the end
+        ks = list(range(past, n))
+        if not wrap and lo + off < 0:
+            ks += range(min(n, -((lo + off) // s)))  # those before the first row
+        if len(ks) > _PAD_ROWS:
+            return False
+        for k in ks:
+            i = lo + k * s - start + first          # (the loop index: the range's, or enumerate's)
+            if reach.holds(test, lambda name: i if name == index else free[names[name]]) is not False:
+                return False
+        return True
 
     def _more_checks(self, loop_id, m, levels, grad, tensors, free_tensors, written, fresh, free, calls, mapped,
                      select_ok=False):
@@ -2702,6 +2742,18 @@ def _read_rows(t, d, rows):
     if rows.start != 0 or rows.stop != t.shape[d] or rows.step != 1:
         return t[(slice(None),) * d + (rows,)]
     return t
+
+
+def _padded_rows(t, d, rows, wrap):
+    """_read_rows where some rows are past t's ends and no iteration reads them (the guard's
+    _unread): those are stand-ins, copies of the nearest row (real values of t's own: they keep
+    to what its values allow), for the sides of branches the iterations do not take; negative
+    rows Python's from the end where they `wrap`."""
+    size = t.shape[d]
+    idx = torch.arange(rows.start, rows.stop, rows.step, device=t.device)
+    if wrap:
+        idx = torch.where(idx < 0, idx + size, idx)
+    return t.index_select(d, idx.clamp_(0, size - 1))
 
 
 def _device_of(first, free_tensors):
@@ -4692,6 +4744,7 @@ class Token:
     picked = None         # (kept iteration positions, their rows per input) while the kept rows run
     full_n = 0            # the trip count before the kept rows were picked
     _rows = None          # (offset, level) -> rows, made on first use
+    pads = None           # indexed tensor position -> wraps: rows past an end that no iteration reads (_padded_rows)
 
     def rows(self, offset, level=None):
         """The rows a loop touches at `offset`, in ascending order (a reversed loop's too)."""
@@ -4892,8 +4945,13 @@ class Token:
             # a range loop: each input is its tensor, or the rows the loop reads from it
             n, step, start = self.n, self.step, self.start
             out = []
-            for t, d, off, _ in self.raw:
-                if step != 1 or start + off != 0 or t.shape[d] != n:
+            pads = self.pads
+            for j, (t, d, off, _) in enumerate(self.raw):
+                if pads is not None and j in pads:
+                    t = _padded_rows(t, d, self.rows(off), pads[j])
+                    if step < 0:
+                        t = t.flip(d)
+                elif step != 1 or start + off != 0 or t.shape[d] != n:
                     t = _read_rows(t, d, self.rows(off))
                     if step < 0:
                         t = t.flip(d)   # iteration order
@@ -4917,14 +4975,16 @@ class Token:
             raw_at = [k for k, j in enumerate(picks) if j is None]
             self.numbers = frozenset([k for k, j in enumerate(picks) if j in self.number_sources]
                                      + [raw_at[r] for r in self.raw_numbers])
-        it = iter(self.raw)
+        it = enumerate(self.raw)
         out = []
+        pads = self.pads
         for j in picks:
             if j is not None:
                 out.append((batches[j], 0))
                 continue
-            t, d, off, _ = next(it)
-            t = _read_rows(t, d, self.rows(off))
+            r, (t, d, off, _) = next(it)
+            t = _padded_rows(t, d, self.rows(off), pads[r]) if pads is not None and r in pads \
+                else _read_rows(t, d, self.rows(off))
             if self.step < 0:
                 t = t.flip(d)   # iteration order
             out.append((t, d))

@@ -4731,7 +4731,71 @@ def lost_branch_mix(self):
     self.emit(1, f"return {self.pick(['res, tot, cnt', 'out, best', 'res, out', 'tot, cnt, best', 'res, t'])}")
 
 
-LOST_FORMS = {"branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+def lost_guarded_ahead(self):
+    """Reads of rows ahead of (or behind) the index under conditions of the index (runtime's
+    _unread, _padded_rows): `x[i + 1] if i + 1 < n else ..`, `if i + 2 < n:` / `elif`, an early
+    `continue`, `and` with a data test, enumerate, reversed and stepped ranges, a second tensor
+    of another length; some conditions let an iteration read past the end (the loop raises),
+    some read a name the body binds, a float bound, or the row's data (the guard refuses)."""
+    x = self.main(dtypes=("float32", "float64", "int64"), rank=self.pick([1, 2]))
+    other = self.chance(0.4)
+    if other:
+        self.like(x, "y", rows=max(self.n + self.pick([-2, -1, 0, 0, 1]), 0))
+    z = "y" if other else x.name
+    c = self.pick([1, 1, 1, 2, -1, -2])
+    n = self.pick(["n", f"{x.name}.shape[0]", f"len({x.name})", f"{x.name}.size(0)"])
+    if n == "n":
+        self.emit(1, f"n = {x.name}.shape[0]")
+    m = "len(y)" if other and self.chance(0.5) else n
+    k = abs(c)
+    lim = self.pick([f"i + {c} < {m}", f"i < {m} - {c}", f"i + {c} <= {m} - 1", f"i != {m} - {k}",
+                     f"{m} - i > {c}", f"i + {c} <= {m}", f"i + {c} < {m} + 1", f"i + {c} < lim",
+                     f"i + {c} < {m} and s > 0", f"s > 0 and i + {c} < {m}"]) if c > 0 else \
+        self.pick([f"i >= {k}", f"i - {k} >= 0", f"i > {k - 1}", f"i >= {k - 1}", f"i != 0", f"i >= {k} or s > 0"])
+    if "lim" in lim:
+        self.param("lim", self.pick(["3.5", "1000.0", str(self.n)]))
+    read = f"{z}[i {'+' if c > 0 else '-'} {k}]"
+    rng = self.pick(["range", "range", "rev", "step", "enum"])
+    head = {"range": f"for i in range({n}):", "rev": f"for i in reversed(range({n})):",
+            "step": f"for i in range(0, {n}, 2):", "enum": f"for i, r in enumerate({x.name}):"}[rng]
+    row = "r" if rng == "enum" else f"{x.name}[i]"
+    shape = self.pick(["ifexp", "if", "elif", "continue", "append", "total"])
+    self.emit(1, "out = []")
+    self.emit(1, "tot = 0")
+    self.emit(1, head)
+    self.emit(2, f"s = {row}.sum()")
+    if self.chance(0.15):
+        self.emit(2, "lim = 2")       # (a name the body binds: not the guard's to evaluate)
+    if shape == "ifexp":
+        self.emit(2, f"v = {read} * 2 if {lim} else {row}")
+        self.emit(2, "out.append(v + s)")
+    elif shape == "if":
+        self.emit(2, f"if {lim}:")
+        self.emit(3, f"v = {read} - {row}")
+        self.emit(2, "else:")
+        self.emit(3, f"v = {row} * 0")
+        self.emit(2, "out.append(v)")
+    elif shape == "elif":
+        self.emit(2, f"if {lim}:")
+        self.emit(3, f"out.append({read} + {row})")
+        self.emit(2, f"elif s > 1:")
+        self.emit(3, f"out.append({row} * 3)")
+        self.emit(2, "else:")
+        self.emit(3, f"out.append({row})")
+    elif shape == "continue":
+        self.emit(2, f"if not ({lim}):")
+        self.emit(3, "continue")
+        self.emit(2, f"out.append({read} * s)")
+    elif shape == "append":
+        self.emit(2, f"if {lim}:")
+        self.emit(3, f"out.append({read})")
+    else:
+        self.emit(2, f"if {lim}:")
+        self.emit(3, f"tot = tot + {read}.sum()")
+    self.emit(1, "return (torch.stack(out) if out else None), tot")
+
+
+LOST_FORMS = {"guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}

@@ -174,9 +174,21 @@ def test_another_row_of_the_walked_tensor(fn, args):
     assert_equivalent(fn, *[a.clone().requires_grad_() for a in args], grad=True)
 
 
+def walked_and_one_too_far(x):
+    out = []
+    for i, r in enumerate(x):
+        if i + 1 <= x.shape[0]:
+            out.append(r * x[i + 1])     # (the last row reads past the end: IndexError)
+    return out
+
+
 def test_a_read_past_the_end_of_the_walked_tensor_is_bounds_checked():
     x = torch.randn(4, 2)
+    # (the condition skips the last row: the guard evaluates it there, tests/test_guarded_reads.py)
     got, want = autovec(walked_and_next)(x), walked_and_next(x)
     assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
-    e = explain(walked_and_next, x)
+    assert explain(walked_and_next, x).path == "vectorized"
+    # (a condition that lets the last row read past the end: the loop raises, and autovec runs it)
+    raises_as_loop(IndexError, walked_and_one_too_far, x)
+    e = explain(walked_and_one_too_far, x)
     assert e.path == "python" and "outside an indexed tensor" in " ".join(e.notes), e.notes

@@ -11,6 +11,7 @@ import dataclasses
 import types
 from dataclasses import dataclass, field
 
+from .. import reach
 from ..plan import IterSpace, LoopPlan, Mapped, Output, Refusal
 from . import helpers as helper_forms
 from . import names as nm
@@ -2585,6 +2586,8 @@ def _mapped(nodes, space: IterSpace, index: str | None, body: _Body, ctx: Contex
         start = None
     covered: set[int] = set()
     based = body.based
+    where = reach.conditioned(nodes)
+    occurs: dict = {}     # key -> the conditions of each of its reads
     for n in nodes:
         for sub in ast.walk(n):
             if not isinstance(sub, ast.Subscript) or not isinstance(sub.ctx, ast.Load):
@@ -2610,6 +2613,7 @@ def _mapped(nodes, space: IterSpace, index: str | None, body: _Body, ctx: Contex
                 mapped[key] = Mapped(base, d, off + start, name)
             if getattr(sub, "_av_unit", False) and mapped[key].wraps:
                 mapped[key] = dataclasses.replace(mapped[key], wraps=False)
+            occurs.setdefault(key, []).append(where.get(id(sub), ()))
             entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
             for e in ast.walk(entries[d]):
                 covered.add(id(e))
@@ -2619,7 +2623,27 @@ def _mapped(nodes, space: IterSpace, index: str | None, body: _Body, ctx: Contex
         for ld in nm.loads(n):
             if ld.id == index and id(ld) not in covered:
                 index_as_value = True
+    if index not in set().union(*map(nm.stores, nodes)):
+        varying = set(body.written) | set(iter_vars)
+        for key, found in occurs.items():
+            text = _reach_text(found, index, varying)
+            if text is not None:
+                mapped[key] = dataclasses.replace(mapped[key], reach=text)
     return list(mapped.values()), index_as_value
+
+
+def _reach_text(found, index: str, varying) -> str | None:
+    """Mapped.reach of a read from the conditions of each of its occurrences (reach.conditioned):
+    the disjunction over them of the conjunction of the tests the guard can evaluate, or None
+    where one occurrence sits under none (any iteration may read it)."""
+    terms = []
+    for conds in found:
+        kept = [f"({src(t)})" if truth else f"not ({src(t)})" for t, truth in reach.conjuncts(conds)
+                if reach.index_test(t, index, varying)]
+        if not kept:
+            return None
+        terms.append(" and ".join(kept))
+    return " or ".join(f"({t})" for t in terms) if terms else None
 
 
 def _callables(nodes, body: _Body, iter_vars) -> list[str]:
