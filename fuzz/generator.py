@@ -4795,7 +4795,48 @@ def lost_guarded_ahead(self):
     self.emit(1, "return (torch.stack(out) if out else None), tot")
 
 
-LOST_FORMS = {"guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+def lost_chained_scan(self):
+    """Recurrences written as RL code writes them (CleanRL's GAE): `adv[t] = last = delta +
+    c * last` (a chained assignment: analysis.loops._split_chains), the factor and terms set on
+    both sides of a branch on the index (`if t == T - 1:` the bootstrap values, else the next
+    row's) or on the data, reversed or forward ranges, a reset by a done flag, other chained
+    targets (`a[t] = b[t] = v`, `x = y = v`, a subscript of a chained name)."""
+    x = self.main(dtypes=("float32", "float64"), rank=self.pick([1, 2]))
+    self.like(x, "v", dtype=x.dtype)
+    self.like(x, "d", dtype=self.pick([x.dtype, "int64", "bool"]), grad_ok=False)
+    self.param("nv", self.pick(["0.5", f"torch.randn({x.shape[1:]!r}, generator=g, dtype=torch.{x.dtype})"]))
+    self.param("gamma", self.pick(["0.99", "0.9", "1.0", "0.5"]))
+    self.param("lam", self.pick(["0.95", "1.0", "0.8"]))
+    n = self.pick([f"{x.name}.shape[0]", f"len({x.name})"])
+    self.emit(1, f"T = {n}")
+    self.emit(1, f"adv = torch.zeros_like({x.name})")
+    self.emit(1, "other = torch.zeros_like(adv)")
+    self.emit(1, "last = 0")
+    rng = self.pick(["reversed(range(T))", "range(T - 1, -1, -1)", "range(T)"])
+    self.emit(1, f"for t in {rng}:")
+    cond = self.pick(["t == T - 1", "t + 1 >= T", "t >= T - 1", f"{x.name}[t].sum() > 0"])
+    if self.chance(0.8):
+        self.emit(2, f"if {cond}:")
+        self.emit(3, self.pick(["nnt = 1.0", "nnt = 1.0 - d[t]", "nnt = 0.5"]))
+        self.emit(3, self.pick(["nval = nv", "nval = v[t] * 0", "nval = v[t]"]))
+        self.emit(2, "else:")
+        self.emit(3, self.pick([f"nnt = 1.0 - d[t + 1]", "nnt = 1.0 - d[t]", "nnt = 0.5"]))
+        self.emit(3, self.pick(["nval = v[t + 1]", "nval = v[t]"]))
+    else:
+        self.emit(2, "nnt = 1.0 - d[t]")
+        self.emit(2, "nval = v[t + 1] if t + 1 < T else nv")
+    self.emit(2, f"delta = {x.name}[t] + gamma * nval * nnt - v[t]")
+    chain = self.pick(["adv[t] = last = delta + gamma * lam * nnt * last",
+                       "last = adv[t] = delta + gamma * lam * nnt * last",
+                       "adv[t] = other[t] = delta * 2",
+                       "adv[t] = last = delta + gamma * last",
+                       "a = b = delta * nnt\n        adv[t] = a + b"])
+    for line in chain.split("\n        "):
+        self.emit(2, line)
+    self.emit(1, self.pick(["return adv, adv + v", "return adv, other", "return adv, last"]))
+
+
+LOST_FORMS = {"chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}

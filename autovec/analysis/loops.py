@@ -1077,7 +1077,7 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     body = _Body([], [], {})
     body.indices = [k for k, v in iter_vars.items() if v == "index"]
     body.varying = set(iter_vars)
-    stmts = _tuple_stores(stmts)
+    stmts = _tuple_stores(_split_chains(stmts, [0]))
     if body.indices:
         stmts = _flat([_InPlaceUpdates(body.indices).visit(copy.deepcopy(s)) for s in stmts])
         stmts = [_ChainedStores(body.indices).visit(s) for s in stmts]
@@ -1286,6 +1286,33 @@ def _merge_fills(stmts: list) -> list:
             k -= 1
         k += 1
     return out
+
+
+def _split_chains(stmts, count) -> list:
+    """`advantages[t] = last = delta + c * last` (one value, several targets) as `last = ..`
+    then `advantages[t] = last`: Python evaluates the value once and assigns it to each target
+    from the left, and a name target none of the others reads (a subscript, an attribute of one)
+    may take it first, the same object; without such a name, a new one (`_av_chain0`) takes it.
+    Inside `if`s too; the loop's own statements otherwise as they are."""
+    out = []
+    for s in stmts:
+        if isinstance(s, ast.If):
+            s = ast.copy_location(ast.If(test=s.test, body=_split_chains(s.body, count),
+                                         orelse=_split_chains(s.orelse, count)), s)
+        elif isinstance(s, ast.Assign) and len(s.targets) > 1:
+            names = [t.id for t in s.targets if isinstance(t, ast.Name)]
+            first = next((nm_ for nm_ in reversed(names) if not any(
+                nm_ in nm.load_ids(t) for t in s.targets if not isinstance(t, ast.Name))), None)
+            if first is None:
+                first = f"_av_chain{count[0]}"
+                count[0] += 1
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(id=first, ctx=ast.Store())], value=s.value), s))
+            for t in s.targets:
+                if not (isinstance(t, ast.Name) and t.id == first):
+                    out.append(ast.copy_location(ast.Assign(targets=[t], value=ast.Name(id=first, ctx=ast.Load())), s))
+            continue
+        out.append(s)
+    return [ast.fix_missing_locations(s) for s in out]
 
 
 class _ChainedStores(ast.NodeTransformer):

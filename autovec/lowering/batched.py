@@ -233,6 +233,8 @@ def _align(vals: list[_V], binary: bool = False, lead: int = 1, op: ast.operator
         out = _wrapped_zero_dim(vals, out, op)
     if binary and any(v.batched and v.fact.number for v in vals):
         dtype = _compute_dtype(vals)
+        if isinstance(op, (ast.BitOr, ast.BitAnd, ast.BitXor)) and all(v.fact.kind == "bool" for v in vals):
+            dtype = torch.bool      # (`c | True` of Python bools is a bool; arithmetic's `True + True` an int)
         if dtype in (torch.float16, torch.bfloat16) and any(
                 v.batched and v.fact.kind in ("int", "float", "complex") for v in vals):
             # torch computes a half-precision tensor against a Python number in float32 (the

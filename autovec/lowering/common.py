@@ -95,6 +95,14 @@ class _MapSlices(ast.NodeTransformer):
         return ast.copy_location(ast.Subscript(value=_name(mp.param), slice=sl, ctx=ast.Load()), node)
 
 
+def _renamed(node, env: dict):
+    """`node` with the names if-conversion renamed (`env`: ifconvert.convert's final names)."""
+    if not env:
+        return node
+    from .ifconvert import _Renamer
+    return ast.fix_missing_locations(_Renamer(env).visit(copy.deepcopy(node)))
+
+
 def _varying(plan: LoopPlan) -> set[str]:
     v = {m.param for m in plan.mapped} | {t for t, _ in plan.space.elements}
     if plan.space.index:
@@ -749,6 +757,22 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             if plan.items:
                 pre.body = [_Items(AV).visit(s) for s in pre.body]
         o = next(x for x in plan.outputs if x.marker == marker)
+        rename = {}
+        if plan.branches and any(isinstance(n, (ast.If, ast.IfExp)) for st in pre.body for n in ast.walk(st)):
+            # branches in the values added (`if t == T - 1: c = 1.0 - done` / `else: c = 1.0 -
+            # dones[t + 1]` before `h = c * h + b`): if-converted as the body is, where the values
+            # added are set on every side (a conditional update keeps its branches: the loop decides);
+            # the reference keeps the branches, for the one-time check
+            from .ifconvert import convert as ifconvert
+            outs = {marker} | ({o.payloads[0][1]} if op == "lin" else
+                               {o.payloads[int(op.split(":")[1])][1]} if op.startswith("pay") else set())
+            converted, masks, env, _ = ifconvert(copy.deepcopy(pre.body), _varying(plan),
+                                                 set(pre_params) | set(plan.free), namer, AV, outs, set())
+            if not any(masks.get(m) for m in outs):
+                if pre_ref is None:
+                    pre_ref = copy.deepcopy(pre)
+                    pre_ref.name = PRE_REF = namer.new(f"{PRE}_ref")
+                pre.body, rename = converted, env
         pre_args = ", ".join(_run_args(plan)[:len(plan.mapped)])
         shown = copy.deepcopy(pre)
         shown.body.append(ast.Return(value=ast.Tuple(
@@ -778,7 +802,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             cmp, k = op[3:].split(":")
             PYP = f"({bool(o.payloads[int(k)][3])} or {T}.py_out({PRE!r}, 1))"
             ret = ast.Return(value=ast.Tuple(elts=[_name(marker), _name(o.payloads[int(k)][1])], ctx=ast.Load()))
-            pre.body.append(ret)
+            pre.body.append(_renamed(ret, rename))
             if pre_ref is not None:
                 pre_ref.body.append(copy.deepcopy(ret))
                 scan_code.append(pre_ref)
@@ -788,10 +812,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 _av_AV=AV)
             continue
         if op == "lin":
-            pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker), _name(o.payloads[0][1])],
-                                                       ctx=ast.Load())))
+            ret = ast.Return(value=ast.Tuple(elts=[_name(marker), _name(o.payloads[0][1])], ctx=ast.Load()))
+            pre.body.append(_renamed(ret, rename))
             if pre_ref is not None:
-                pre_ref.body.append(copy.deepcopy(pre.body[-1]))
+                pre_ref.body.append(copy.deepcopy(ret))
                 scan_code.append(pre_ref)
             # Python numbers in the loop where its start, terms and factors all are (`avg = b * avg
             # + (1 - b) * x[i].item()` from `avg = 0.0`): the check's run of the loop's own `.item()` tells
@@ -809,9 +833,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 f"{', computed=True' if _computed_factor(o.payloads[0][2]) else ''}), {PYL})",
                 _av_AV=AV)
             continue
-        pre.body.append(ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load())))
+        ret = ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load()))
+        pre.body.append(_renamed(ret, rename))
         if pre_ref is not None:
-            pre_ref.body.append(copy.deepcopy(pre.body[-1]))
+            pre_ref.body.append(copy.deepcopy(ret))
             scan_code.append(pre_ref)
         # a running best's values may be Python numbers without a visible `.item()` (`v = x[i].item()`
         # earlier): the first run's check tells
