@@ -1231,6 +1231,12 @@ def _still_same(checks, body) -> bool:
     return True
 
 
+class _Why(str):
+    """Why there is no batched body; `sides`: one iteration refused a `where` of sides that differ
+    in kind (runtime._sides_differ), which each side's body on its own rows may still run."""
+    sides = False
+
+
 def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: list,
           index: str | None = None, branches: bool = False) -> BatchedBody | str:
     """The batched body of `fdef` for this signature, or the reason there is none.
@@ -1258,7 +1264,9 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
         with torch.no_grad():
             fn.bind(body)(*row_args_at(0))
     except Exception as e:
-        return f"one iteration of the body raised {type(e).__name__}: {e}"
+        why = _Why(f"one iteration of the body raised {type(e).__name__}: {e}")
+        why.sides = getattr(e, "sides", False)
+        return why
     params = [a.arg for a in fdef.args.args]
     ids = number_nodes(fdef)
     resolve = _resolver(body, helpers)

@@ -43,6 +43,14 @@ class GuardFailed(Exception):
         self.cost = cost
 
 
+def _sides_differ(msg):
+    """A refusal of a `where` whose sides differ in kind (`nv = values[t + 1] if .. else 0.0`):
+    `sides`, each side's body on its own rows may still run (FunctionRuntime.failed: reselect)."""
+    e = GuardFailed(msg)
+    e.sides = True
+    return e
+
+
 class NotVectorizable(Exception):
     """Raised with `strict=True` when a loop would run its original Python code because it
     cannot be vectorized (not where the cost model picks the loop as the faster path)."""
@@ -1373,6 +1381,15 @@ class FunctionRuntime:
             d = tok.decision if tok.decision is not None else self.decisions.get((loop_id, tok.n.bit_length()))
             if d is not None:
                 d.vectorized_failed()
+        if tok is not None and loop_id in self.selectable and tok.selected and tok.reselected \
+                and isinstance(exc, GuardFailed) and not exc.data:
+            self.sel_failed.add((loop_id, tok.sig))     # (kept rows first fail for these types too)
+        elif tok is not None and loop_id in self.selectable and not tok.selected and getattr(exc, "sides", False) \
+                and self.matches[loop_id].plan.two_way and self._has_select(loop_id):
+            # (sides that differ in kind, `v = values[t + 1] if t + 1 < T else 0.0`: a batch of
+            # `where` has no one kind for them, each side's body on its own rows may: the next
+            # call runs the condition first, then the sides, as under grad)
+            self.reselect.add((loop_id, tok.sig))
         if tok is not None and not isinstance(exc, GuardFailed) and loop_id in self.selectable:
             # (an error of the batch itself: with the loop's condition run first, the body may
             # never meet the rows that raised; not again where that fails too, three times: one
@@ -1486,9 +1503,9 @@ class FunctionRuntime:
         ta, tb = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
         if strict:
             if ta != tb or (not ta and type(a) is not type(b)):
-                raise GuardFailed("the branches give values of different types")
+                raise _sides_differ("the branches give values of different types")
             if ta and (a.dtype != b.dtype or a.shape != b.shape):
-                raise GuardFailed("the branches give tensors of different dtypes or shapes")
+                raise _sides_differ("the branches give tensors of different dtypes or shapes")
         if not isinstance(c, torch.Tensor):
             return a if c else b
         if not strict:
@@ -5207,6 +5224,7 @@ class Token:
                                   "arithmetic, or `.item()` values divided or raised to a power), which only a "
                                   "batched body (not vmap) computes with as the loop does")
         errors = []
+        sides = False       # a mode refused a `where` of sides that differ in kind (_sides_differ)
         for mode in modes:
             if (self.loop_id, self.sig, mode, tag) in rt.bad_modes and mode != modes[-1]:
                 continue  # failed its check for this signature before
@@ -5215,6 +5233,7 @@ class Token:
                 self._check(ref or body, inputs, outs, mode)
             except GuardFailed as e:
                 errors.append(f"{mode}: {e}")
+                sides = sides or getattr(e, "sides", False)
                 if getattr(e, "final", False):
                     # no other mode computes it as the loop; a refusal of these values alone (data)
                     # stays one, so a later call with other values tries again
@@ -5239,7 +5258,9 @@ class Token:
             rt.ran[self.loop_id] = mode
             rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
             return outs
-        raise GuardFailed("; ".join(errors))
+        e = GuardFailed("; ".join(errors))
+        e.sides = sides
+        raise e
 
     sel_mask = None       # the guard's condition for every iteration, run first (select_run)
     sel_sides = None      # how many sides a body that branches once has (select_run, _run_sides)
@@ -5730,6 +5751,7 @@ class Token:
             rt.batched_seen[self.loop_id] = code     # for explain: the batched body, or why there is none
         if isinstance(code, str):
             e = GuardFailed(f"no batched form: {code}")
+            e.sides = getattr(code, "sides", False)
             # a Python number (an `.item()` value) against a half-precision tensor: torch computes
             # that in float32; vmap would hold the number as a 0-d tensor and round it to half
             e.final = code.startswith(_HALF_NUMBER)

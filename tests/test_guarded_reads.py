@@ -299,3 +299,45 @@ def test_evaluation_takes_python_ints_alone():
     shape = ast.parse("t < len(x) - 1", mode="eval").body
     assert reach.holds(shape, {"t": 4, "x": torch.zeros(5), "len": len}.__getitem__) is False
     assert reach.holds(shape, {"t": 4, "x": torch.zeros(5), "len": lambda v: 99}.__getitem__) is None
+
+
+# ----------------------------------------------------------------------------- sides of two kinds
+
+def td_zero_tail(rewards, values, gamma: float):
+    T = len(rewards)
+    out = torch.zeros(T)
+    for t in range(T):
+        nv = values[t + 1] if t < T - 1 else 0.0     # (a tensor on one side, a Python float on the other)
+        out[t] = rewards[t] + gamma * nv - values[t]
+    return out
+
+
+def mixed_list(values):
+    out = []
+    for t in range(values.shape[0]):
+        out.append(values[t + 1] * 2 if t + 1 < values.shape[0] else 0.0)   # (the list holds both kinds)
+    return out
+
+
+def test_sides_of_two_kinds_run_each_on_its_own_rows():
+    """A `where` has no one kind for a tensor and a Python number: after the first call refuses
+    it, each side's body runs on its own rows (Token._run_sides), as under grad."""
+    args = (torch.randn(30), torch.randn(30), 0.9)
+    fast = autovec(td_zero_tail)
+    for _ in range(4):
+        got, want = fast(*_clones(args)), td_zero_tail(*_clones(args))
+        assert torch.equal(got, want)
+    e = explain(fast, *args)
+    assert e.path == "vectorized" and "each side of the branch on its own rows" in " ".join(e.notes), e.notes
+
+
+def test_outputs_of_two_kinds_keep_the_loop():
+    x = torch.randn(7)
+    fast = autovec(mixed_list)
+    for _ in range(4):
+        got, want = fast(x.clone()), mixed_list(x.clone())
+        assert [type(v) for v in got] == [type(v) for v in want]
+        assert all(torch.equal(torch.as_tensor(a), torch.as_tensor(b)) for a, b in zip(got, want))
+    assert explain(fast, x).path == "python"
+    # (the sides refused once for these types: not tried again on every call)
+    assert fast._autovec_state.runtime.sel_failed
