@@ -123,7 +123,7 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
               "get_default_dtype": torch.get_default_dtype, "F32": torch.float32,
               "_overlapping": R._overlapping, "_peek_sig": R._peek_sig, "_no_aliasing": R._no_aliasing, "_sig": R._sig,
               "PURE": R._PURE_BY_ID, "why_impure": R.why_impure, "ENV": R._ENV, "KEY": R._INDEX_CHECK_KEY, "indexcheck": R.indexcheck,
-              "GuardFailed": R.GuardFailed, "CPU": R._CPU, "_dropped": R._dropped}
+              "GuardFailed": R.GuardFailed, "CPU": R._CPU, "_dropped": R._dropped, "_rows_apart": R._rows_apart}
     lines = [f"    if (levels is {'' if nest else 'not '}None) or _in_transform() is not None or _any_autocast() or _top_hooks(False) is not None \\\n"
              "            or get_default_dtype() is not F32:",
              "        return None",
@@ -243,6 +243,7 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
         emit(f"    if ('peek', _peek_sig(f{p}, {const(path)})) != {const(entry)}:")
         emit("        return None")
     written, fresh, lists = [], [], []
+    stores_at = []      # (name, (dim, offset)) of each store checked so far
     for i, w in enumerate(writes):
         kind, v, entry = w[0], f"w{i}", sig[next(pos)]
         emit(f"    {v} = writes[{i}][1]")
@@ -256,6 +257,22 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
                 emit("        return None")
             emit(f"    if not {v}.is_contiguous() and _overlapping({v}):")
             emit("        return None")
+            if kind == "scatter" or len(w) == 5:
+                # (one tensor written again, at other rows, under another name or by another kind
+                # of write: the general guard's runtime._one_output and _written_once)
+                here = (w[2], w[3], w[4]) if kind != "scatter" else None
+                for u, there in stores_at:
+                    if here is None or there is None or there[2] != here[2]:
+                        emit(f"    if {v} is {u}:")
+                        emit("        return None")
+                    elif there != here:
+                        emit(f"    if {v} is {u}:")
+                        emit("        try:")
+                        emit(f"            _rows_apart({there[0]!r}, {there[1]!r}, {here[0]!r}, {here[1]!r}, n, step, "
+                             f"{'levels' if nest else 'None'})")
+                        emit("        except GuardFailed:")
+                        emit("            return None")
+                stores_at.append((v, here))
             (fresh if kind == "fresh" else written).append(v)
         elif kind == "list":
             emit(f"    if type({v}) is not list or _sig({v}) != {const(entry)}:")
@@ -266,6 +283,11 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
             lists.append(v)
         elif isinstance(w[1], torch.Tensor):      # accum, best, cat, seq of a tensor
             tensor_checks(v, entry)
+            if kind == "accum" and w[2]:
+                for u, _ in stores_at:        # (runtime._written_once)
+                    emit(f"    if {v} is {u}:")
+                    emit("        return None")
+                stores_at.append((v, None))
             if kind == "accum" and w[2] or kind == "seq":
                 written.append(v)
         else:

@@ -1145,6 +1145,7 @@ class FunctionRuntime:
             for pos, path in peeks:
                 sig.append(("peek", _peek_sig(free[pos], path)))
         written = []
+        stored = None    # id(tensor) -> (tensor, dim, offset) of its first store (_rows_apart)
         fresh = []       # outputs allocated right before the loop: checked like the others, but alias nothing
         lists = None     # the lists the loop appends to: each a list of its own
         for w in writes:
@@ -1171,6 +1172,12 @@ class FunctionRuntime:
                         st, sp, kk = levels[lv]
                         if k <= lv or st + o < 0 or st + o + (kk - 1) * sp >= t.shape[lv]:
                             raise GuardFailed("the loop writes outside its output tensor")
+                if len(w) == 5:         # (not an in-place prefix's two ends of one region, "span")
+                    if stored is None:
+                        stored = {}
+                    seen = stored.setdefault(id(t), (t, d, off, w[4]))
+                    if seen[0] is t and seen[1:] != (d, off, w[4]):
+                        _one_output(seen, d, off, w[4], n, step, levels)
                 if grad and t.requires_grad and t.is_leaf:
                     raise GuardFailed("the output is a leaf tensor that requires grad (the loop raises)")
                 if not t.is_contiguous() and _overlapping(t):
@@ -1191,6 +1198,7 @@ class FunctionRuntime:
             elif kind == "scatter":
                 if not isinstance(t, Tensor):
                     raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")
+                stored = _written_once(stored, t)
                 if grad and t.requires_grad and t.is_leaf:
                     raise GuardFailed("the output is a leaf tensor that requires grad (the loop raises)")
                 if not t.is_contiguous() and _overlapping(t):
@@ -1212,6 +1220,7 @@ class FunctionRuntime:
                 if not isinstance(t, _NUMBER_OR_TENSOR):
                     raise GuardFailed(f"the accumulator is a {type(t).__name__}")
                 if isinstance(t, Tensor) and w[2]:
+                    stored = _written_once(stored, t)
                     written.append(t)
                     if not t.is_cpu:
                         cpu = False
@@ -2009,6 +2018,7 @@ class FunctionRuntime:
             if acc.dtype in _HALF:
                 raise GuardFailed(_HALF_SUM)
             step = torch.result_type(acc, o[0])
+            _sums_in_range(o, acc, step)
             delta = o.sum(0, dtype=step if step != torch.bool else None)
             if acc.requires_grad and acc.is_leaf and torch.is_grad_enabled():
                 raise GuardFailed("in-place update of a leaf that requires grad")
@@ -2024,6 +2034,7 @@ class FunctionRuntime:
             # a start of the values' own float dtype, or a Python number (which takes theirs): every
             # step keeps that dtype, so the sum of all the values is added at once (two operations
             # instead of the first step apart, five)
+            _sums_in_range(o, acc)
             total = o.sum(0)
             if not zeros and _minus_zero_start(acc):
                 total = _signed_zero_sum(total, o, op)
@@ -2041,6 +2052,7 @@ class FunctionRuntime:
         want = torch.result_type(first, o[1])
         if want in _HALF:
             raise GuardFailed(_HALF_SUM)
+        _sums_in_range(o[1:], first, want)
         rest = o[1:].sum(0, dtype=want if want != torch.bool else None)  # summed at the loop's precision
         # (`first` holds -0.0 only where `acc` does: a free test for a Python number)
         if rest.is_floating_point() and not zeros and _minus_zero_start(acc):
@@ -2491,6 +2503,83 @@ def _products_in_range(factors, start=None, dim=0, dtype=None):
                           "order of steps decides where it reaches inf or 0)", data=True)
 
 
+_TWO_NAMES = ("one tensor written by the loop under two names, or by two kinds of writes (the loop's order of "
+              "writes and reads decides what each row holds)")
+
+
+def _one_output(seen, d, off, name, n, step, levels):
+    """A tensor the loop stores into again (`seen`: (tensor, dim, offset, name) of its first
+    store): under another name (`b = a`, then `a[t] = ..; b[t] = b[t] + 1`: each name is an
+    output of its own, its reads and writes batched apart), or by another kind of write, it keeps
+    the loop; at other rows of one name, only where they never meet (_rows_apart)."""
+    if seen[3] != name:
+        raise GuardFailed(_TWO_NAMES)
+    _rows_apart(seen[1], seen[2], d, off, n, step, levels)
+
+
+def _written_once(stored, t):
+    """`stored` (_one_output's table) with `t`, a tensor another kind of write updates (a
+    scatter, an in-place running total), which no other write may reach."""
+    if stored is None:
+        stored = {}
+    if id(t) in stored and stored[id(t)][0] is t:
+        raise GuardFailed(_TWO_NAMES)
+    stored[id(t)] = (t, None, None, None)
+    return stored
+
+
+def _rows_apart(d1, off1, d2, off2, n, step, levels):
+    """Two stores into one tensor at other offsets (`pe[i] = a; pe[i + 1] = b` over `range(0, n,
+    2)`, or two names for one tensor): the batch commits one store's rows, then the other's,
+    where the loop interleaves them iteration by iteration. The same only where no row is
+    written by both: along one dimension, offsets closer than the loop's step (in a nest, at
+    one level). Elsewhere the loop runs."""
+    if levels is None:
+        if d1 == d2 and (n <= 1 or abs(off1 - off2) < abs(step)):
+            return
+    else:
+        lv1, lv2 = dict(off1), dict(off2)
+        apart = [lv for lv in lv1 if lv1[lv] != lv2.get(lv)]
+        if lv1.keys() == lv2.keys() and len(apart) == 1 and (
+                levels[apart[0]][2] <= 1 or abs(lv1[apart[0]] - lv2[apart[0]]) < abs(levels[apart[0]][1])):
+            return
+    raise GuardFailed("two stores into one tensor at rows that may meet (the loop's order of writes decides "
+                      "which value a row keeps)")
+
+
+def _sums_in_range(steps, start=None, dtype=None):
+    """A running sum (or a linear recurrence with factors of at most 1 in size) computed in
+    another order than the loop's (sum, cumsum after the first step, a parallel scan): the same
+    value up to rounding only while no partial sum in either order passes the dtype's largest
+    value. The loop's `s + x[i]` over [3e38, 3e38, -3e38] in float32 is inf, then inf; the
+    first step added to the sum of the others gives 3e38. Here the start's and the finite steps'
+    magnitudes add up to at most half of it (infinities and NaN give the same in any order,
+    from the step that holds them). One pass over the steps where they are finite and small
+    (their extremes), a sum of their magnitudes elsewhere; beyond it the loop runs this call."""
+    dtype = dtype or steps.dtype
+    if not (dtype.is_floating_point or dtype.is_complex) or steps.numel() == 0:
+        return
+    fi = torch.finfo(dtype)
+    s0 = 0.0        # (the start's magnitude, a 0-d tensor where it is a tensor: one read below)
+    if isinstance(start, torch.Tensor):
+        if start.numel():
+            s0 = start.detach().abs().max().double()
+            s0 = torch.where(torch.isfinite(s0), s0, 0.0)
+    elif start is not None and math.isfinite(abs(start)):
+        s0 = abs(start)
+    n = steps.shape[0]
+    if not steps.is_complex():
+        lo, hi = torch.aminmax(steps.detach())
+        bound = float(s0 + n * torch.maximum(-lo, hi).double())      # (one read: on a GPU, one wait)
+        if math.isfinite(bound) and bound < fi.max / 2:
+            return
+    a = steps.detach().abs().double()
+    total = torch.where(torch.isfinite(a), a, 0.0).sum(0).max()
+    if not float(s0 + total) < fi.max / 2:
+        raise GuardFailed(f"running sums whose partial sums may pass {dtype}'s largest value (the loop's order "
+                          "of steps decides where it reaches inf)", data=True)
+
+
 def _tensors_only(body):
     """`body` for vmap: its Python-number outputs as tensors; `kinds` (filled by the run, which
     vmap makes once per call) tells which outputs were Python numbers (Token._same_kinds)."""
@@ -2667,6 +2756,7 @@ def _prefix(s0, v, op, py, inplace=False, counted=()):
                 and bool((steps == 0).any()):
             # -0.0 + -0.0 (or -0.0 - 0.0) stays -0.0 in the loop; cumsum's own sums start from +0.0
             raise GuardFailed("a running sum at -0.0 with zero steps (cumsum starts from +0.0)", data=True)
+        _sums_in_range(steps, first, want)
         run = torch.cumsum(steps, 0)
         rest = first + run if sign == 1 else first - run     # (a Python number times a tensor costs an operation)
     out = torch.cat([first.unsqueeze(0).expand(1, *rest.shape[1:]), rest], 0)
@@ -3184,6 +3274,7 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
                          device=b.device).to(work)
     if bool((a0.abs() > 1).any()):
         raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)")
+    _sums_in_range(b, h0, want)     # (|a| <= 1: every state is at most |h0| plus the terms' magnitudes)
     shape = broadcast_shapes(first.shape, b.shape[1:], a0.shape)
     h = torch.as_tensor(h0, dtype=work, device=b.device) if not isinstance(h0, torch.Tensor) else h0.to(work)
     out = _scan_pairs(a0.expand(n, *shape), _per_step(b, shape).to(work), h.expand(shape), n)
@@ -3279,6 +3370,7 @@ def _linear_scan(h0, b, a, py_a, py_b=False, computed=False):
     _same_promotion(h0, b0, want)
     if bool((a.abs() > 1).any()):
         raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)", data=True)
+    _sums_in_range(b, h0, want)
     shape = broadcast_shapes(first.shape, b.shape[1:], a.shape[1:])
     work = _near_one(a, want, computed) if not py_a else want
     h = h0 if isinstance(h0, torch.Tensor) else torch.as_tensor(h0, dtype=want, device=b.device)

@@ -680,12 +680,24 @@ def sinusoid_pe(T, d):
     return pe
 
 
+def sinusoid_shifted(T, d):
+    pe = torch.zeros(T + 1, d)
+    for pos in range(T):
+        for i in range(0, d, 2):
+            pe[pos, i] = math.sin(pos / (10000 ** (i / d)))
+            pe[pos + 1, i + 1] = math.cos(pos / (10000 ** (i / d)))   # (rows apart at two levels)
+    return pe
+
+
 def test_fission_of_python_numbers_keeps_the_loop_with_a_reason_about_them():
-    # (the reason said "torch.stack of Python numbers (the loop raises)": neither is so)
-    f = autovec(sinusoid_pe)
-    torch.testing.assert_close(f(6, 4), sinusoid_pe(6, 4), rtol=0, atol=0)
+    # (the reason said "torch.stack of Python numbers (the loop raises)": neither is so; since
+    # stop 32 sinusoid_pe's two stores are rows of their own, tests/test_interleaved_stores.py)
+    f = autovec(sinusoid_shifted)
+    torch.testing.assert_close(f(6, 4), sinusoid_shifted(6, 4), rtol=0, atol=0)
     notes = " ".join(explain(f, 6, 4).notes)
     assert "torch.stack" not in notes and "Python numbers" in notes
+    g = autovec(sinusoid_pe)
+    torch.testing.assert_close(g(6, 4), sinusoid_pe(6, 4), rtol=0, atol=0)
 
 
 # ----------------------------------------------------------------- the fourteenth probe

@@ -1964,6 +1964,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
     outputs: list[Output] = []
     targets: dict[str, Output] = {}
     several = set()     # targets stored into more than once (`out[i, 0] = a; out[i, 1] = b`)
+    interleaved = set()     # targets stored into at other offsets (`pe[i] = a; pe[i + 1] = b`)
     joined: dict = {}   # list -> how many unconditional appends each iteration makes to it
 
     for out, payload in body.outputs:
@@ -1981,6 +1982,14 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                     # store is computed from the rows as they were before the first store; and
                     # the body must not read the target (a read between two stores sees the first)
                     several.add(out.target)
+                    outputs.append(stored)
+                    continue
+                if stored.dim == first.dim and stored.index_src == first.index_src and first.kind == "store" \
+                        and not first.op and not first.cond:
+                    # rows at other offsets (`pe[i] = a; pe[i + 1] = b` over `range(0, n, 2)`):
+                    # each store commits its own rows, which the guard checks never meet (offsets
+                    # closer than the step: runtime._rows_apart); the body must not read the target
+                    interleaved.add(out.target)
                     outputs.append(stored)
                     continue
             if out.record and out.record[1] > 0 and first.record and first.record[0] == out.record[0]:
@@ -2041,6 +2050,9 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
             o = targets.get(ld.id)
             if o is None:
                 continue
+            if ld.id in interleaved:
+                raise Refuse(f"`{ld.id}` is read at line {ld.lineno} and stored into at several offsets in the loop",
+                             ld.lineno)
             if ld.id in several:
                 if o.kind == "store" and _same_index_read(ld, n, o, index) and _read_before_store(ld, all_nodes, o) \
                         and not _view_after_store(ld, n, all_nodes, o, ctx, markers):
@@ -3009,8 +3021,12 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
     body = _classify(inner.body, ctx, iter_vars)
     space = IterSpace("nest", levels=tuple((ix, args) for ix, args, _ in levels))
     outputs, targets, stores = [], {}, {}
+    interleaved = set()     # targets stored into at other offsets of one level (`pe[p, i] = a; pe[p, i + 1] = b`)
     for out, payload in body.outputs:
-        if out.target in iter_vars or out.target in body.assigned or (out.target and out.target in targets):
+        again = out.target and out.target in targets
+        if out.target in iter_vars or out.target in body.assigned or again and not (
+                out.kind == "store" and not out.op and not out.cond and targets[out.target].kind == "store"
+                and not targets[out.target].op and not targets[out.target].cond):
             raise Refuse(f"`{out.target}` is written more than once or reassigned in the loop nest "
                          f"(line {out.lineno})", out.lineno)
         if out.kind == "store":
@@ -3032,6 +3048,16 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
             holder = src(sub.value) + "[" + ", ".join(["{}"] + [src(e) for e in rest]) + "]"
             out = dataclasses.replace(out, target=src(sub.value), dim=0, offset=0, index_src=holder,
                                       nest_rows=tuple((lv, off) for lv, _, off in m))
+            if again:
+                first = targets[out.target]
+                apart = [a for a, b in zip(first.nest_rows, out.nest_rows) if a != b]
+                if first.index_src != holder or len(apart) != 1:
+                    # (rows apart at one level, each store its own: runtime._rows_apart checks the step)
+                    raise Refuse(f"`{out.target}` is written more than once in the loop nest (line {out.lineno})",
+                                 out.lineno)
+                interleaved.add(out.target)
+                outputs.append(out)
+                continue
         elif out.kind == "best":
             raise Refuse(f"running best values in loop nests are not supported (line {out.lineno})", out.lineno)
         elif out.kind == "accum" and out.payloads:
@@ -3043,7 +3069,7 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
     own = _own_element_reads(body, targets, stores, ctx)
     for n in body.stmts:
         for ld in nm.loads(n):
-            if ld.id in targets and id(ld) not in own:
+            if ld.id in targets and (id(ld) not in own or ld.id in interleaved):
                 raise Refuse(f"loop-carried dependency: `{ld.id}` is read at line {ld.lineno} and "
                              f"written at line {targets[ld.id].lineno}", ld.lineno)
     _check_carried(body.stmts, body.assigned, set(iter_vars) | {o.marker for o in outputs})

@@ -400,10 +400,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         # a fresh output (allocated right before the loop, analysis/_fresh_allocation) is a new
         # tensor: it shares memory with nothing, so the guard skips its aliasing check
         kind = "fresh" if o.consumer == "fresh" else "store"
-        if o.kind == "store" and nest:
-            writes.append(f"('{kind}', {o.target}, 0, {o.nest_rows!r})")
+        if o.kind == "store" and nest:     # (the name last: runtime._one_output)
+            writes.append(f"('{kind}', {o.target}, 0, {o.nest_rows!r}, {o.target!r})")
         elif o.kind == "store":
-            writes.append(f"('{kind}', {o.target}, {o.dim}, {o.offset})")
+            writes.append(f"('{kind}', {o.target}, {o.dim}, {o.offset}, {o.target!r})")
         elif o.kind == "append" and o.target and not o.consumer and f"('list', {o.target})" not in writes:
             # (once per list name: the guard refuses two names that are one list, whose appends
             # the loop interleaves; one name's several appends are laid out in the loop's order)

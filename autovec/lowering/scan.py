@@ -54,7 +54,9 @@ def lower(m: Match, namer) -> Lowered:
     o = plan.outputs[0]
     L = plan.loop_id
     T, P, E, AV = namer.new(f"_av_t{L}"), namer.new(f"_av_p{L}"), namer.new("_av_e"), namer.runtime
-    writes = expr(f"(('store', {o.target}, {o.dim}, -1), ('store', {o.target}, {o.dim}, 0))")
+    # (the rows before and at the loop's: one region, bounds-checked at both ends, "span")
+    writes = expr(f"(('store', {o.target}, {o.dim}, -1, {o.target!r}, 'span'), "
+                  f"('store', {o.target}, {o.dim}, 0, {o.target!r}, 'span'))")
     stmts = template(f"""
 _av_T = None
 try:
