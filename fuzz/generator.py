@@ -4836,7 +4836,53 @@ def lost_chained_scan(self):
     self.emit(1, self.pick(["return adv, adv + v", "return adv, other", "return adv, last"]))
 
 
-LOST_FORMS = {"chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+def lost_interleaved(self):
+    """Stores into one tensor at several offsets (runtime._rows_apart, _one_output): `out[i] = a;
+    out[i + 1] = b` over stepped ranges (steps that keep the rows apart, and ones that let them
+    meet), loop nests storing `pe[p, j]` and `pe[p, j + 1]`, a second name for the output (`b =
+    out`, or the same tensor passed twice), a read of the target, running totals that are the
+    output itself."""
+    x = self.main(dtypes=("float32", "float64", "int64"), rank=1)
+    k = self.pick([2, 2, 3, 1])
+    offs = self.pick([[0, 1], [0, 1, 2], [1, 0], [0, 2], [0, -1]])
+    alias = self.pick(["", "", "name", "param"])
+    if alias == "param":
+        self.params.append("o2")
+        self.inputs.append(f"o2 = None")
+    nest = self.chance(0.3)
+    self.emit(1, f"out = torch.zeros({x.name}.shape[0] * {k} + 3, dtype=torch.float64)")
+    other = "out"
+    if alias == "name":
+        self.emit(1, "other = out")
+        other = "other"
+    elif alias == "param":
+        self.emit(1, "other = out if o2 is None else o2")
+        other = "other"
+    vals = [self.pick([f"i * {c} + 0.25", f"{x.name}[0] * i * {c}", f"float(i) ** 0.5 * {c}"]) for c in (1, 2, -3)]
+    if nest:
+        self.emit(1, "grid = torch.zeros(4, out.shape[0], dtype=torch.float64)")
+        self.emit(1, "for p in range(4):")
+        self.emit(2, f"for i in range(0, {x.name}.shape[0] * {k}, {k}):")
+        for j, o in enumerate(offs):
+            idx = f"i + {o}" if o > 0 else f"i - {-o}" if o < 0 else "i"
+            self.emit(3, f"grid[p, {idx}] = {vals[j % 3]} + p")
+        self.emit(1, "return grid")
+        return
+    start = 1 if min(offs) < 0 else 0
+    self.emit(1, f"for i in range({start}, {x.name}.shape[0] * {k}, {k}):")
+    for j, o in enumerate(offs):
+        idx = f"i + {o}" if o > 0 else f"i - {-o}" if o < 0 else "i"
+        target = other if j == 1 else "out"
+        if self.chance(0.15):
+            self.emit(2, f"{target}[{idx}] = out[i] + 1")
+        else:
+            self.emit(2, f"{target}[{idx}] = {vals[j % 3]}")
+    if self.chance(0.2):
+        self.emit(2, "out += 1")
+    self.emit(1, "return out")
+
+
+LOST_FORMS = {"interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
