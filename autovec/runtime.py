@@ -2560,17 +2560,26 @@ def _sums_in_range(steps, start=None, dtype=None):
     if not (dtype.is_floating_point or dtype.is_complex) or steps.numel() == 0:
         return
     fi = torch.finfo(dtype)
-    s0 = 0.0        # (the start's magnitude, a 0-d tensor where it is a tensor: one read below)
+    cpu = steps.is_cpu
+    s0 = 0.0        # (the start's magnitude; off the CPU a 0-d tensor: one read below)
     if isinstance(start, torch.Tensor):
-        if start.numel():
+        if start.numel() == 1 and cpu and start.is_cpu:
+            s0 = abs(start.item())       # (on the CPU, reads cost less than operations: 0.3 us)
+        elif start.numel():
             s0 = start.detach().abs().max().double()
             s0 = torch.where(torch.isfinite(s0), s0, 0.0)
+            s0 = s0.item() if cpu else s0
+        if isinstance(s0, complex) or isinstance(s0, float) and not math.isfinite(s0):
+            s0 = 0.0
     elif start is not None and math.isfinite(abs(start)):
         s0 = abs(start)
     n = steps.shape[0]
     if not steps.is_complex():
         lo, hi = torch.aminmax(steps.detach())
-        bound = float(s0 + n * torch.maximum(-lo, hi).double())      # (one read: on a GPU, one wait)
+        if cpu:                          # (1.7 us at a few elements, where the one-read form costs 17)
+            bound = s0 + n * max(-lo.item(), hi.item())
+        else:
+            bound = float(s0 + n * torch.maximum(-lo, hi).double())   # (one read: on a GPU, one wait)
         if math.isfinite(bound) and bound < fi.max / 2:
             return
     a = steps.detach().abs().double()
