@@ -665,6 +665,23 @@ class _Helpers:
         return torch.where(mask, fill, row)
 
     @staticmethod
+    def fill_span(row, dim, lo, hi, v):
+        """`row_k[.., lo_k:hi_k] = v_k[.., lo_k:hi_k]` for every row k: the same span of another
+        row of the same shape (so that Python's slice takes the same positions of both), as a
+        `where` of the span's mask (_Helpers.fill_range's) between the rows, `v` in the row's
+        dtype as the assignment converts it. Rows of other shapes: the loop decides."""
+        from .runtime import GuardFailed
+        if not isinstance(v, torch.Tensor) or v.shape != row.shape:
+            raise GuardFailed("a span assigned from a row of another shape (the loop decides)")
+        if v.is_complex() and not row.is_complex():
+            raise GuardFailed("complex values assigned into a real row (the loop raises)")
+        size = row.shape[1 + dim]
+        n = row.shape[0]
+        mask = _Helpers.fill_range(torch.zeros((n, size), dtype=torch.bool, device=row.device), 0, lo, hi, True)
+        mask = mask.reshape(n, *([1] * dim), size, *([1] * (row.dim() - 2 - dim)))
+        return torch.where(mask, v.to(device=row.device, dtype=row.dtype), row)
+
+    @staticmethod
     def where_store(c, a, b):
         """A stored value's branches (runtime.where with strict=False) for every row: a Python
         number and a tensor, both in a dtype that holds them exactly."""

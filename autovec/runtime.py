@@ -56,28 +56,88 @@ class NotVectorizable(Exception):
     cannot be vectorized (not where the cost model picks the loop as the faster path)."""
 
 
-def _reachable_tensors(values, depth=2):
-    """Tensors inside lists, tuples, dicts, modules and plain objects the loop reads, for the
-    aliasing check (`xs[0][k]` may be the very tensor the loop writes)."""
+_REACH_DEPTH, _REACH_WIDTH = 4, 256    # how far the aliasing check follows what the loop reads
+
+
+def _reachable_tensors(values, depth=_REACH_DEPTH, seen=None):
+    """Tensors the loop may read through the values it reads, for the aliasing check (`xs[0][k]`
+    may be the very tensor the loop writes): inside lists, tuples, dicts, modules and plain
+    objects; for a function (a helper the body calls, or one passed in), its closure's cells, its
+    defaults and the globals its code names (a helper reading `out` through any of them reads
+    the rows the loop writes), likewise for a bound method's object and a class's attributes.
+    Past _REACH_DEPTH levels or _REACH_WIDTH entries of one container the check cannot tell, and
+    the loop runs (GuardFailed): reading these runs no code."""
+    if seen is None:
+        seen = set()
     out = []
     for v in values:
-        if type(v) in _ATOMS:
+        tp = type(v)
+        if tp in _PLAIN_ATOMS or v is None:
             continue
         if isinstance(v, torch.Tensor):
             out.append(v)
-        elif depth <= 0 or isinstance(v, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType,
-                                          types.MethodType, str, bytes, int, float, bool, complex)) or v is None:
             continue
-        elif isinstance(v, (list, tuple)):
-            out.extend(_reachable_tensors(v[:64], depth - 1))
-        elif isinstance(v, dict):
-            out.extend(_reachable_tensors(list(v.values())[:64], depth - 1))
-        elif isinstance(v, torch.nn.Module):
-            out.extend(p for p in v.parameters())
-            out.extend(b for b in v.buffers())
-        elif hasattr(v, "__dict__") and not isinstance(v, type) and not callable(v):
-            out.extend(_reachable_tensors(list(vars(v).values())[:64], depth - 1))
+        if tp is types.ModuleType or tp is types.BuiltinFunctionType and not isinstance(
+                getattr(v, "__self__", None), (torch.Tensor, list, tuple, dict)):
+            continue
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        parts = _parts(v)
+        if parts is None:
+            continue
+        if depth <= 0 or len(parts) > _REACH_WIDTH:
+            raise GuardFailed("the loop reads an object too deep or too large for the aliasing check (it may hold "
+                              "the tensor the loop writes): the loop runs")
+        out.extend(_reachable_tensors(parts, depth - 1, seen))
     return out
+
+
+_PLAIN_ATOMS = frozenset({str, bytes, int, float, bool, complex, type(None), range, slice})
+
+
+def _parts(v):
+    """What `v` holds for the aliasing check (_reachable_tensors), or None where it holds no
+    tensor we can reach without running code."""
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    if isinstance(v, dict):
+        return list(v.values())
+    if isinstance(v, torch.nn.Module):
+        return list(v.parameters()) + list(v.buffers())
+    if isinstance(v, types.FunctionType):
+        parts = [c.cell_contents for c in (v.__closure__ or ()) if _filled(c)]
+        parts += list(v.__defaults__ or ()) + list((v.__kwdefaults__ or {}).values())
+        g = v.__globals__
+        parts += [g[name] for name in _code_names(v.__code__) if name in g]
+        return parts
+    if isinstance(v, types.MethodType):
+        return [v.__self__, v.__func__]
+    if isinstance(v, functools.partial):
+        return [v.func] + list(v.args) + list(v.keywords.values())
+    if type(v) is types.BuiltinFunctionType or type(v).__name__ in ("method-wrapper", "builtin_function_or_method"):
+        return [v.__self__] if hasattr(v, "__self__") else None
+    if isinstance(v, type):
+        if v.__module__ in ("builtins", "torch") or v.__module__.startswith("torch."):
+            return None
+        return [x for k, x in vars(v).items() if not (k.startswith("__") and k.endswith("__"))]
+    if isinstance(v, (staticmethod, classmethod)):
+        return [v.__func__]
+    d = getattr(v, "__dict__", None)
+    if isinstance(d, dict) and not callable(v):
+        return list(d.values())
+    return None
+
+
+def _code_names(code, depth=3):
+    """The global names a code object (and the code objects inside it: lambdas, nested
+    functions, comprehensions) loads."""
+    names = set(code.co_names)
+    if depth > 0:
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                names |= _code_names(c, depth - 1)
+    return names
 
 
 def _grad_reachable(v, depth=5) -> bool:
@@ -2003,6 +2063,7 @@ class FunctionRuntime:
         if py:
             if o.dim() != 1:
                 raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)")
+            _sums_in_range(o, acc, _narrowest(acc, o))
             s = cls._pysum(o)
             if o.dtype == torch.bool:
                 s = int(s)
@@ -2018,7 +2079,7 @@ class FunctionRuntime:
             if acc.dtype in _HALF:
                 raise GuardFailed(_HALF_SUM)
             step = torch.result_type(acc, o[0])
-            _sums_in_range(o, acc, step)
+            _sums_in_range(o, acc, _narrowest(acc, o, step))
             delta = o.sum(0, dtype=step if step != torch.bool else None)
             if acc.requires_grad and acc.is_leaf and torch.is_grad_enabled():
                 raise GuardFailed("in-place update of a leaf that requires grad")
@@ -2034,7 +2095,7 @@ class FunctionRuntime:
             # a start of the values' own float dtype, or a Python number (which takes theirs): every
             # step keeps that dtype, so the sum of all the values is added at once (two operations
             # instead of the first step apart, five)
-            _sums_in_range(o, acc)
+            _sums_in_range(o, acc, _narrowest(acc, o))
             total = o.sum(0)
             if not zeros and _minus_zero_start(acc):
                 total = _signed_zero_sum(total, o, op)
@@ -2052,7 +2113,7 @@ class FunctionRuntime:
         want = torch.result_type(first, o[1])
         if want in _HALF:
             raise GuardFailed(_HALF_SUM)
-        _sums_in_range(o[1:], first, want)
+        _sums_in_range(o[1:], first, _narrowest(acc, o, want))
         rest = o[1:].sum(0, dtype=want if want != torch.bool else None)  # summed at the loop's precision
         # (`first` holds -0.0 only where `acc` does: a free test for a Python number)
         if rest.is_floating_point() and not zeros and _minus_zero_start(acc):
@@ -2548,6 +2609,20 @@ def _rows_apart(d1, off1, d2, off2, n, step, levels):
 
 
 _LARGEST: dict = {}     # dtype -> half its largest value (_sums_in_range)
+
+
+def _narrowest(*values):
+    """The floating dtype with the smallest range among `values` (tensors, or dtypes), where the
+    loop's steps round to it (a float32 accumulator fed float64 steps, Python floats added to a
+    float32 tensor: every step is a float32 value); float64 where none is a floating tensor."""
+    best = torch.float64
+    for v in values:
+        d = v if isinstance(v, torch.dtype) else v.dtype if isinstance(v, torch.Tensor) else None
+        if d is not None and (d.is_floating_point or d.is_complex):
+            r = d.to_real() if d.is_complex else d
+            if torch.finfo(r).max < torch.finfo(best).max:
+                best = r
+    return best
 
 
 def _sums_in_range(steps, start=None, dtype=None):
@@ -3724,6 +3799,10 @@ def _scatter_prep(target, vals, idxs, op, mask, form="", py=False):
     if kept is None:
         return None
     vals, idxs, n = kept
+    if op and vals.dim() >= 1 and vals.shape[0]:
+        # (each bin's partial sums are at most all the values' magnitudes, in the narrowest float
+        # dtype the loop's steps round to: the target's or the values')
+        _sums_in_range(vals, target, _narrowest(target, vals))
     whole = _scatter_whole(target, vals, idxs, op, n)
     if whole is not None:
         return whole

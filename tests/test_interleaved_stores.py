@@ -160,3 +160,81 @@ def test_a_read_of_the_target_keeps_the_loop():
         assert torch.equal(autovec(read_back)(x), read_back(x))
     e = explain(read_back, x)
     assert e.path == "python" and "several offsets" in " ".join(l.reason for l in e.loops), e.loops
+
+
+# ----------------------------------------------------------------------------- reads through objects and helpers
+
+def _prev_through(read):
+    def f(x, out, src):
+        for i in range(1, x.shape[0]):
+            out[i] = x[i] + read(src, i - 1)
+        return out
+    return f
+
+
+def nested_three(x, out, src):
+    for i in range(1, x.shape[0]):
+        out[i] = x[i] + src[0][0][0][i - 1]      # (the output, three containers deep)
+    return out
+
+
+def wide_list(x, out, xs):
+    for i in range(1, x.shape[0]):
+        out[i] = x[i] + xs[70][i - 1]            # (past the 64 entries the check read before)
+    return out
+
+
+def through_helper(x, out, g):
+    for i in range(1, x.shape[0]):
+        out[i] = x[i] + g(i - 1)                 # (a helper that reads the output)
+    return out
+
+
+def _closure_over(o):
+    def g(j):
+        return o[j]
+    return g
+
+
+_BUF = torch.zeros(40)
+
+
+def _read_global(j):
+    return _BUF[j]
+
+
+def through_global_helper(x, out):
+    for i in range(1, x.shape[0]):
+        out[i] = x[i] + _read_global(i - 1)
+    return out
+
+
+@pytest.mark.parametrize("fn, make", [
+    (nested_three, lambda o: (o, [[[o]]])),
+    (wide_list, lambda o: (o, [torch.zeros(40)] * 70 + [o])),
+    (through_helper, lambda o: (o, _closure_over(o))),
+    (through_helper, lambda o: (o, o.__getitem__)),
+])
+def test_the_output_read_through_objects_and_helpers_keeps_the_loop(fn, make):
+    """(stop 32's second probe: the aliasing check followed containers two levels deep and 64
+    entries wide, and no function's closure, defaults or globals, nor a bound method's object: the
+    batch read the output's old rows where the loop reads the rows it just wrote)"""
+    x = torch.arange(1.0, 41.0)
+    for _ in range(3):
+        o1, o2 = torch.zeros(40), torch.zeros(40)
+        assert torch.equal(autovec(fn)(x, *make(o1)), fn(x, *make(o2)))
+    if fn is not through_helper:       # (explain runs on copies of the tensors: a closure keeps the original)
+        o = torch.zeros(40)
+        assert explain(fn, x, *make(o)).path == "python"
+
+
+def test_a_helper_reading_a_global_that_is_the_output():
+    x = torch.arange(1.0, 41.0)
+    for _ in range(3):
+        _BUF.zero_()
+        want = through_global_helper(x, _BUF).clone()
+        _BUF.zero_()
+        got = autovec(through_global_helper)(x, _BUF)
+        assert torch.equal(got, want)
+    o = torch.zeros(40)          # (another output: the helper's global is no alias of it)
+    assert torch.equal(autovec(through_global_helper)(x, o), through_global_helper(x, torch.zeros(40)))

@@ -83,3 +83,38 @@ def test_infinities_and_large_values_in_range_keep_the_batch(fn, args):
         assert got.dtype == want.dtype and torch.allclose(got, want, equal_nan=True)
         assert bool((got.isinf() == want.isinf()).all())
     assert explain(fn, *args).path == "vectorized"
+
+
+def total_weighted(x, w, t):
+    for i in range(x.shape[0]):
+        t += w * x[i]                 # (float64 steps into a float32 total: each step rounds to float32)
+    return t
+
+
+def histogram_add(x, idx, h):
+    for i in range(x.shape[0]):
+        h[idx[i]] += x[i]
+    return h
+
+
+def python_floats(xs, t):
+    for i in range(len(xs)):
+        t = t + xs[i]
+    return t
+
+
+_F32_BIG = [3e38, 3e38, -3e38, -3e38] + [0.0] * 60
+_F64_PAST_F32 = torch.tensor([1e39, -1e39, 1.0] + [0.0] * 60, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (total_weighted, lambda: (torch.tensor(_F32_BIG), torch.tensor(1.0, dtype=torch.float64), torch.zeros(()))),
+    (total_weighted, lambda: (_F64_PAST_F32, torch.tensor(1.0, dtype=torch.float64), torch.zeros(()))),
+    (histogram_add, lambda: (_F64_PAST_F32, torch.zeros(63, dtype=torch.long), torch.zeros(1))),
+    (python_floats, lambda: (list(_F32_BIG), torch.zeros(()))),
+])
+def test_steps_that_round_to_a_narrower_accumulator(fn, make):
+    """(stop 32's second probe: the bound was taken in the steps' dtype, float64, where the loop's
+    float32 accumulator rounds every step: the loop reached inf, the batch 0.0, 1.0 or NaN)"""
+    for _ in range(3):
+        assert _same(autovec(fn)(*make()), fn(*make()))

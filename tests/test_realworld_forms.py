@@ -291,15 +291,23 @@ def test_nest_product_is_a_per_bin_product():
 @pytest.mark.parametrize("fn, args", [
     (nest_reads_output, (torch.randn(6, 4),)),
     (in_a_list, (torch.randn(20, 5), [0, 2])),
-    (in_sliced_rows, (torch.randn(9, 4),)),
     (zip_tolist_weights, (torch.randn(6, 3), torch.randn(6, 2))),      # .tolist() rows are lists
     (nll_ignore_if, (torch.randn(6, 7), torch.tensor([0, 1, -100, 9, 2, 3]))),   # 9 is read: IndexError
-], ids=["nest_reads_output", "in_a_list", "ragged_chained_store", "zip_tolist_of_rows",
+], ids=["nest_reads_output", "in_a_list", "zip_tolist_of_rows",
         "index_out_of_range_where_read"])
 def test_forms_that_keep_the_loop_and_its_answer(fn, args):
     from autovec import assert_equivalent, autovec, explain
     assert explain(autovec(fn), *args).path == "python"
     assert_equivalent(fn, *args)
+
+
+def test_a_ragged_chained_store_of_the_same_span():
+    """`out[i][: i % 3] = x[i][: i % 3]`: the same span of x's row (batching.fill_span, since stop
+    32; it kept the loop before)."""
+    from autovec import assert_equivalent, autovec, explain
+    x = torch.randn(9, 4)
+    assert explain(autovec(in_sliced_rows), x).path == "vectorized"
+    assert_equivalent(in_sliced_rows, x)
 
 
 def test_in_of_a_tensor_element_with_several_elements_broadcasts_as_the_loop():

@@ -232,3 +232,63 @@ def test_a_read_between_the_store_and_the_fill_keeps_the_loop():
     fast = autovec(reads_between)
     assert torch.equal(fast(h, lengths), reads_between(h, lengths))
     assert _ran(fast) == set()
+
+
+# ----------------------------------------------------------------------------- the same span of another row
+
+def repad(x, lengths, pad: float):
+    out = torch.full_like(x, pad)
+    for i, L in enumerate(lengths):
+        out[i, :L] = x[i, :L]           # (a ragged value: the same span of x's row)
+    return out
+
+
+def copy_window(x, starts, ends):
+    out = torch.zeros(x.shape, dtype=torch.float64)
+    for i in range(x.shape[0]):
+        out[i, starts[i]:ends[i]] = x[i, starts[i]:ends[i]]
+    return out
+
+
+def narrower_source(x, y, lengths):
+    out = torch.zeros_like(x)
+    for i in range(len(lengths)):
+        out[i, :lengths[i]] = y[i, :lengths[i]]     # (y's rows are shorter: other positions past its end)
+    return out
+
+
+@pytest.mark.parametrize("fn, make", [
+    (repad, lambda: (torch.randn(5, 7, 3), [3, 0, 7, 5, -2], -1.0)),
+    (repad, lambda: (torch.randint(-9, 9, (4, 6)), [6, 1, 9, 0], 0)),
+])
+def test_the_same_span_of_another_row(fn, make):
+    """(stop 32, the probes' `seq_mask_padding`: `fill_range` of a ragged crop had no batched form;
+    it is a `where` of the span's mask between the two rows, batching.fill_span)"""
+    for _ in range(3):
+        args = make()
+        got, want = autovec(fn)(*args), fn(*args)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert "fill_span" in " ".join(explain(fn, *make()).notes)
+
+
+def test_a_span_with_bounds_of_tensors_keeps_its_answer():
+    # (`x[i, s_i:e_i]` with tensor bounds is read as a subscript of x by the index, not of its row:
+    # no batched form of it yet, and the loop's answer)
+    args = (torch.randn(4, 6), torch.tensor([0, 2, -3, 5]), torch.tensor([3, 2, 6, 9]))
+    for _ in range(3):
+        assert torch.equal(autovec(copy_window)(*args), copy_window(*args))
+
+
+def test_the_same_span_with_gradients():
+    x = torch.randn(5, 7, 3, dtype=torch.float64, requires_grad=True)
+    assert_equivalent(repad, x, [3, 0, 7, 5, 2], -1.0, grad=True)
+
+
+def test_a_source_row_of_another_shape_keeps_the_loop():
+    x, y = torch.randn(3, 5), torch.randn(3, 4)
+    with pytest.raises(RuntimeError) as want:
+        narrower_source(x, y, [2, 4, 5])
+    with pytest.raises(RuntimeError) as got:
+        autovec(narrower_source)(x, y, [2, 4, 5])
+    assert str(got.value) == str(want.value)
+    assert torch.equal(autovec(narrower_source)(x, y, [2, 4, 1]), narrower_source(x, y, [2, 4, 1]))

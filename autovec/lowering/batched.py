@@ -1323,6 +1323,10 @@ class _Batcher:
         raise Unsupported(f"`.{attr}()` with these arguments")
 
     def _runtime_helper(self, attr, node):
+        if attr == "fill_range" and len(node.args) == 5:
+            span = self._same_span(node)
+            if span is not None:
+                return span
         args = [self.expr(a) for a in node.args]
         if attr == "truth":
             c = args[0]
@@ -1399,6 +1403,34 @@ class _Batcher:
                 extra = [base.node, _const(base.batched)]
             return _helper("fill_range", row.node, dim.node, lo.node, hi.node, v.node, _const(v.batched), *extra)
         raise Unsupported(f"runtime helper `{attr}`")
+
+    def _same_span(self, node):
+        """`out[i, lo:hi] = x[i, lo:hi]` (analysis: `fill_range(out_i, 0, lo, hi, x_i[lo:hi])`):
+        the same span of another per-iteration row, whose values are ragged, as a `where` of the
+        span's mask between the whole rows (batching.fill_span checks that the rows have the
+        same shape, so that Python's slice takes the same positions of both); else None."""
+        row_n, dim_n, lo_n, hi_n, v_n = node.args
+        if not (isinstance(v_n, ast.Subscript) and isinstance(dim_n, ast.Constant) and type(dim_n.value) is int):
+            return None
+        items = v_n.slice.elts if isinstance(v_n.slice, ast.Tuple) else [v_n.slice]
+        d = dim_n.value
+        if len(items) != d + 1 or any(not (isinstance(p, ast.Slice) and p.lower is p.upper is p.step is None)
+                                      for p in items[:d]):
+            return None
+        sl = items[d]
+        same = lambda a, b: (a is None and (b is None or isinstance(b, ast.Constant) and b.value is None)) or (  # noqa: E731
+            a is not None and b is not None and ast.dump(a) == ast.dump(b))
+        if not isinstance(sl, ast.Slice) or sl.step is not None or not same(sl.lower, lo_n) and not (
+                sl.lower is None and isinstance(lo_n, ast.Constant) and lo_n.value == 0) or not same(sl.upper, hi_n):
+            return None
+        row, v = self.expr(row_n), self.expr(v_n.value)
+        lo, hi = self.expr(lo_n), self.expr(hi_n)
+        if not row.batched or not v.batched or row.fact.kind != "tensor" or v.fact.kind != "tensor" or self.c.lead != 1:
+            return None
+        for b in (lo, hi):
+            if b.batched and not (b.fact.kind in ("int", "bool") or b.fact.kind == "tensor" and b.fact.rank == 0):
+                return None
+        return _helper("fill_span", row.node, dim_n, lo.node, hi.node, v.node)
 
     def _product(self, kind, a, b):
         """Products of per-iteration vectors and matrices (ranks 1 and 2), as the matmul an
