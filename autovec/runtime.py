@@ -5617,11 +5617,18 @@ class Token:
         order = torch.empty_like(where)
         order[where] = torch.arange(n, device=where.device)      # (each row's place in the batches)
         merged = []
+        kept = {lay[0] for o, lay in zip(self.match.plan.outputs, self.match_layout())
+                if o.kind == "append" and not o.consumer}     # (lists kept as lists: each element its own)
         for pos, a in enumerate(first):
             values = [outs[pos] for _, _, outs in parts]
             if all(v is None for v in values):
                 merged.append(None)
                 continue
+            if pos in kept and len({bool(getattr(v, "requires_grad", False)) for v in values}) > 1:
+                # (the loop's elements from a side without grad do not require it; rows of one
+                # batch all would)
+                raise GuardFailed("a kept list whose elements require grad on one side of the branch and not on "
+                                  "the other (the loop keeps each element's own)")
             if not all(isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == k
                        and v.shape[1:] == a.shape[1:] and v.dtype == a.dtype and v.device == a.device
                        for v, (_, k, _) in zip(values, parts)):

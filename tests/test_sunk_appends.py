@@ -213,3 +213,29 @@ def test_an_error_in_a_branch_is_the_loops_and_points_at_its_line():
     line = raises_in_a_branch.__code__.co_firstlineno + 6
     assert got.traceback[-1].lineno + 1 == line or any(
         e.lineno + 1 == line and e.path == want.traceback[-1].path for e in got.traceback)
+
+
+def kept_with_and_without_grad(x, k):
+    res = []
+    for i in range(x.shape[0]):
+        r = x[i]
+        v = r.sum().item()
+        if v > k:
+            res.append(r * 2)
+        elif v >= 1:
+            res.append(r * (v * 3))
+        else:
+            res.append(torch.zeros_like(r))      # (no grad: the loop's element does not require it)
+    return res
+
+
+def test_a_kept_list_keeps_each_elements_requires_grad():
+    """(stop 32's fuzzing, lost/sunk_appends seed 9810120, already so before: under grad each side
+    ran on its own rows and the rows were put back into one batch, so every element of the kept
+    list required grad; the loop's `zeros_like` elements do not)"""
+    x = torch.randn(35, 3, requires_grad=True)
+    want = kept_with_and_without_grad(x, 0)
+    for _ in range(3):
+        got = autovec(kept_with_and_without_grad)(x, 0)
+        assert [t.requires_grad for t in got] == [t.requires_grad for t in want]
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
