@@ -118,3 +118,14 @@ def test_steps_that_round_to_a_narrower_accumulator(fn, make):
     float32 accumulator rounds every step: the loop reached inf, the batch 0.0, 1.0 or NaN)"""
     for _ in range(3):
         assert _same(autovec(fn)(*make()), fn(*make()))
+
+
+def test_a_histogram_of_its_own_dtype_adds_in_the_loops_order():
+    # (index_add on the CPU adds the values of the target's dtype one by one in the loop's order:
+    # the same inf where the loop reaches it, with no bound to check)
+    x = torch.tensor([3e38, 3e38, -3e38, 1.0] * 20)
+    idx = torch.tensor([0, 0, 0, 1] * 20)
+    for _ in range(3):
+        got, want = autovec(histogram_add)(x, idx, torch.zeros(2)), histogram_add(x, idx, torch.zeros(2))
+        assert _same(got, want) and bool(want.isinf().any())
+    assert explain(histogram_add, x, idx, torch.zeros(2)).path == "vectorized"
