@@ -1255,7 +1255,7 @@ class _Why(str):
 
 
 def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: list,
-          index: str | None = None, branches: bool = False) -> BatchedBody | str:
+          index: str | None = None, branches: bool = False, masks=None) -> BatchedBody | str:
     """The batched body of `fdef` for this signature, or the reason there is none.
     `index`: the parameter that is the loop's own index (an arange), if the body takes it.
     `row_args_at(j)`: the body's arguments on iteration j (flat over a nest's levels);
@@ -1334,7 +1334,7 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
     ret = next((n for n in fdef.body if isinstance(n, ast.Return)), None)
     spread = {k for k, e in enumerate(ret.value.elts if ret is not None and isinstance(ret.value, ast.Tuple) else ())
               if ids.get(id(e)) in exempt}     # stored branch values: a number fills its row
-    bad = _outputs_differ(outs, rows, sizes, row_args_at, fn.bind(body), spread)
+    bad = _outputs_differ(outs, rows, sizes, row_args_at, fn.bind(body), spread, masks)
     if bad:
         return bad
     probes = getattr(fdef, "probes", 0)
@@ -1495,9 +1495,13 @@ def _readable(text: str) -> str:
     return text.replace("_avb_n", "batch_sizes")
 
 
-def _outputs_differ(outs, rows, sizes, row_args_at, body, spread=frozenset()):
+def _outputs_differ(outs, rows, sizes, row_args_at, body, spread=frozenset(), masks=None):
     """Each probed iteration's outputs, from the loop body itself, against the batched ones.
-    `spread`: positions of stored values, where a Python number stands for a row filled with it."""
+    `spread`: positions of stored values, where a Python number stands for a row filled with it.
+    `masks`: output position -> the position of the mask that says where it happens (the layout's);
+    on a probed iteration where it does not (`continue` before it, the other side of a branch) the
+    value is no part of any result, and may be anything: `log_probs[t, targets[t]]` at an ignored
+    target reads a stand-in index, which the batch and one iteration pick differently."""
     import itertools
     from .equivalence import compare
     for pos in itertools.product(*[range(r) for r in rows]):
@@ -1510,6 +1514,14 @@ def _outputs_differ(outs, rows, sizes, row_args_at, body, spread=frozenset()):
             if not isinstance(o, torch.Tensor):
                 from .runtime import _type_name
                 return f"output {k} is a {_type_name(o)} in the batch, not one tensor"
+            m = masks.get(k) if masks else None
+            if m is not None and m < len(outs) and m < len(want) and isinstance(outs[m], torch.Tensor):
+                # (the mask itself is compared as an output of its own: where the batch's and one
+                # iteration's agree that the value does not happen, it is not compared)
+                mb, mw = outs[m][pos], want[m]
+                if mb.dim() == 0 and not bool(mb) and (isinstance(mw, torch.Tensor) and mw.dim() == 0
+                                                       or isinstance(mw, (bool, int))) and not bool(mw):
+                    continue
             got = o[pos]
             if not isinstance(w, torch.Tensor):
                 if got.dim() != 0 and not (k in spread and isinstance(w, (bool, int, float))):

@@ -5958,8 +5958,10 @@ class Token:
             plan = self.match.plan
             index = plan.space.index if (self.levels is None and plan.index_as_value and plan.space.kind == "range"
                                          and fdef.args.args and fdef.args.args[-1].arg == plan.space.index) else None
+            masks = {p: lay[2] for lay in self.match_layout() if lay[2] is not None
+                     for p in ((lay[0],) if lay[0] is not None else ()) + tuple(lay[1])} if not self.tag else None
             code = rt.batched[key] = build(fdef, av, body, lambda j: self._row_args(inputs, j), args, sizes, index,
-                                           plan.branches)
+                                           plan.branches, masks)
         if rt.events is not None and not self.tag:
             rt.batched_seen[self.loop_id] = code     # for explain: the batched body, or why there is none
         if isinstance(code, str):

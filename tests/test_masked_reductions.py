@@ -441,3 +441,29 @@ def test_masked_mean_pooling_at_scale_is_the_loops_bit_for_bit():
     assert torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0))
     hd = h.double()
     assert torch.equal(autovec(pooled)(hd, n).nan_to_num(7.0), pooled(hd, n).nan_to_num(7.0))
+
+
+def token_nll(log_probs, targets, ignore_index: int):
+    total = torch.zeros(())
+    count = 0
+    for t in range(targets.shape[0]):
+        if targets[t] == ignore_index:
+            continue
+        total = total - log_probs[t, targets[t]]
+        count += 1
+    return total / count
+
+
+def test_a_skipped_row_is_not_compared_by_the_batched_bodys_check():
+    """(stop 32's probe, `token_nll_ignore_index`: the batched body's check compared the term on a
+    row the `continue` skips, where the batch and one iteration read the stand-in index
+    differently, and fell back to vmap: 1.5 ms where the batched body takes 0.5)"""
+    from autovec import explain
+    g = torch.Generator().manual_seed(0)
+    lp = torch.log_softmax(torch.randn(200, 7, generator=g), dim=1)
+    t = torch.randint(0, 7, (200,), generator=g)
+    t[1::3] = -100
+    for _ in range(3):
+        torch.testing.assert_close(autovec(token_nll)(lp, t, -100), token_nll(lp, t, -100))
+    notes = " ".join(explain(token_nll, lp, t, -100).notes)
+    assert "whole-batch" in notes and "vmap" not in notes.split("whole-batch")[0], notes
