@@ -243,7 +243,7 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
         emit(f"    if ('peek', _peek_sig(f{p}, {const(path)})) != {const(entry)}:")
         emit("        return None")
     written, fresh, lists = [], [], []
-    stores_at = []      # (name, (dim, offset)) of each store checked so far
+    stores_at = []      # (variable, (dim, offset, target name) of a store, or None: a scatter, an in-place total)
     for i, w in enumerate(writes):
         kind, v, entry = w[0], f"w{i}", sig[next(pos)]
         emit(f"    {v} = writes[{i}][1]")

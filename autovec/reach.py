@@ -91,7 +91,7 @@ def conjuncts(conds):
 def index_test(test, index: str, varying) -> bool:
     """Whether `test` is one the guard can evaluate for any iteration: integer arithmetic and
     comparisons of the loop index and names not in `varying` (bound in the body)."""
-    def ok(n, number=True):
+    def ok(n):
         if isinstance(n, ast.Name):
             return n.id == index or n.id not in varying
         if isinstance(n, ast.Constant):
@@ -125,10 +125,16 @@ def _named(n, index, varying) -> bool:
     return isinstance(n, ast.Name) and n.id != index and n.id not in varying
 
 
-def _int_literal(n) -> bool:
+def _literal(n) -> int | None:
+    """The int a literal spells (`-1` is a unary minus in the tree), else None."""
     if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
-        n = n.operand
-    return isinstance(n, ast.Constant) and type(n.value) is int
+        k = _literal(n.operand)
+        return -k if k is not None else None
+    return n.value if isinstance(n, ast.Constant) and type(n.value) is int else None
+
+
+def _int_literal(n) -> bool:
+    return _literal(n) is not None
 
 
 class _Unknown(Exception):
@@ -180,8 +186,7 @@ def holds(expr, env) -> bool | None:
         if isinstance(n, ast.Attribute):
             return obj(n.value).dim()
         if isinstance(n, ast.Subscript):
-            k = n.slice.value if isinstance(n.slice, ast.Constant) else -n.slice.operand.value
-            return obj(n.value.value).shape[k]
+            return obj(n.value.value).shape[_literal(n.slice)]
         if isinstance(n, ast.Call):
             f = n.func
             if isinstance(f, ast.Name):
@@ -193,8 +198,7 @@ def holds(expr, env) -> bool | None:
                 return len(v)
             t = obj(f.value)
             if f.attr == "size":
-                a = n.args[0]
-                return t.size(a.value if isinstance(a, ast.Constant) else -a.operand.value)
+                return t.size(_literal(n.args[0]))
             return t.dim() if f.attr == "dim" else t.numel()
         raise _Unknown
 

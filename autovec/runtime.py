@@ -1205,7 +1205,7 @@ class FunctionRuntime:
             for pos, path in peeks:
                 sig.append(("peek", _peek_sig(free[pos], path)))
         written = []
-        stored = None    # id(tensor) -> (tensor, dim, offset) of its first store (_rows_apart)
+        stored = None    # id(tensor) -> (tensor, dim, offset, name) of its first write (_one_output)
         fresh = []       # outputs allocated right before the loop: checked like the others, but alias nothing
         lists = None     # the lists the loop appends to: each a list of its own
         for w in writes:
@@ -2608,7 +2608,14 @@ def _rows_apart(d1, off1, d2, off2, n, step, levels):
                       "which value a row keeps)")
 
 
-_LARGEST: dict = {}     # dtype -> half its largest value (_sums_in_range)
+def _largest(d) -> float | None:
+    """A floating (or complex) dtype's largest value, cached; None for other dtypes."""
+    r = _RANGES.get(d)
+    if r is None:
+        if not (d.is_floating_point or d.is_complex):
+            return None
+        r = _RANGES[d] = torch.finfo(d.to_real() if d.is_complex else d).max
+    return r
 
 
 def _narrowest(*values):
@@ -2620,12 +2627,8 @@ def _narrowest(*values):
         d = v if isinstance(v, torch.dtype) else v.dtype if isinstance(v, torch.Tensor) else None
         if d is None or d is best:
             continue
-        r = _RANGES.get(d)
-        if r is None:
-            if not (d.is_floating_point or d.is_complex):
-                continue
-            r = _RANGES[d] = torch.finfo(d.to_real() if d.is_complex else d).max
-        if r < top:
+        r = _largest(d)
+        if r is not None and r < top:
             best, top = (d.to_real() if d.is_complex else d), r
     return best
 
@@ -2645,9 +2648,7 @@ def _sums_in_range(steps, start=None, dtype=None):
     dtype = dtype or steps.dtype
     if not (dtype.is_floating_point or dtype.is_complex) or steps.numel() == 0:
         return
-    big = _LARGEST.get(dtype)
-    if big is None:
-        big = _LARGEST[dtype] = torch.finfo(dtype).max / 2
+    big = _largest(dtype) / 2
     cpu = steps.is_cpu
     s0 = 0.0        # (the start's magnitude; off the CPU a 0-d tensor: one read below)
     if isinstance(start, torch.Tensor):
@@ -2660,7 +2661,7 @@ def _sums_in_range(steps, start=None, dtype=None):
             s0 = start.detach().abs().max().double()
             s0 = torch.where(torch.isfinite(s0), s0, 0.0)
             s0 = s0.item() if cpu else s0
-        if isinstance(s0, complex) or isinstance(s0, float) and not math.isfinite(s0):
+        if isinstance(s0, float) and not math.isfinite(s0):
             s0 = 0.0
     elif start is not None and math.isfinite(abs(start)):
         s0 = abs(start)
@@ -5168,14 +5169,9 @@ class Token:
             # a range loop: each input is its tensor, or the rows the loop reads from it
             n, step, start = self.n, self.step, self.start
             out = []
-            pads = self.pads
             for j, (t, d, off, _) in enumerate(self.raw):
-                if pads is not None and j in pads:
-                    t = _padded_rows(t, d, self.rows(off), pads[j])
-                    if step < 0:
-                        t = t.flip(d)
-                elif step != 1 or start + off != 0 or t.shape[d] != n:
-                    t = _read_rows(t, d, self.rows(off))
+                if step != 1 or start + off != 0 or t.shape[d] != n:
+                    t = self._read(j, t, d, off)
                     if step < 0:
                         t = t.flip(d)   # iteration order
                 out.append((t, d))
@@ -5200,18 +5196,23 @@ class Token:
                                      + [raw_at[r] for r in self.raw_numbers])
         it = enumerate(self.raw)
         out = []
-        pads = self.pads
         for j in picks:
             if j is not None:
                 out.append((batches[j], 0))
                 continue
             r, (t, d, off, _) = next(it)
-            t = _padded_rows(t, d, self.rows(off), pads[r]) if pads is not None and r in pads \
-                else _read_rows(t, d, self.rows(off))
+            t = self._read(r, t, d, off)
             if self.step < 0:
                 t = t.flip(d)   # iteration order
             out.append((t, d))
         return out
+
+    def _read(self, j, t, d, off):
+        """The rows indexed tensor `j` gives the batch at `off`: _read_rows, or _padded_rows
+        where the guard found rows past an end that no iteration reads (pads)."""
+        rows = self.rows(off)
+        pads = self.pads
+        return _padded_rows(t, d, rows, pads[j]) if pads is not None and j in pads else _read_rows(t, d, rows)
 
     def _index(self, device):
         if self.picked is not None:    # (the kept iterations': _run_selected)
