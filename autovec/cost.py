@@ -16,7 +16,8 @@ from pathlib import Path
 from ._config import env as _env, unset as _unset
 
 # Used when nothing can be measured; figures from a 2-thread CPU with torch 2.13.
-DEFAULTS = {"py_iter": 1.0e-6, "py_op": 0.8e-6, "op": 5e-6, "vmap_call": 25e-6, "own_op": 2e-6}
+DEFAULTS = {"py_iter": 1.0e-6, "py_op": 0.8e-6, "op": 5e-6, "vmap_call": 25e-6, "own_op": 2e-6,
+            "byte_hot": 0.04e-9, "byte_fresh": 0.2e-9}
 # autovec's own work per vectorized call (guards, slicing, conversions), in units of one small
 # torch op: a base, and what each kind of output adds (a store checks bounds, strides and
 # aliasing and fits the value; an accumulator converts the loop's types). Calibrated on this
@@ -50,7 +51,7 @@ def _cache_file(kind: str = "cpu") -> Path:
     base = Path(_env("XDG_CACHE_HOME") or Path.home() / ".cache") / "autovec"
     where = "" if kind == "cpu" else f"-{kind}{_device_name(kind)}"
     tag = f"{torch.__version__}-{platform.machine()}-{platform.python_version()}{where}".replace("/", "_")
-    return base / f"costs-v3-{tag}.json"   # v3: vmap_call without torch.func's wrapper; op = 1.3 small ops
+    return base / f"costs-v4-{tag}.json"   # v4: bytes (byte_hot, byte_fresh); v3: vmap_call without torch.func's wrapper
 
 
 def _measure(kind: str = "cpu") -> dict:
@@ -86,11 +87,33 @@ def _measure(kind: str = "cpu") -> dict:
     # a loop body mixes cheap steps (indexing, comparisons) with real ops: about half an op each
     out = {"py_iter": max(py - 2 * op, 0.2e-6), "py_op": op * 0.45, "op": op * 1.3, "vmap_call": vm,
            "own_op": op}
-    if kind != "cpu":
+    if kind == "cpu":
+        out.update(_bytes())
+    else:
         # autovec's own per-call work (guards, slicing) runs on the host: the CPU's small op
         out["own_op"] = constants("cpu")["own_op"]
         out["batch_op"] = op      # one batched operation: one launch on the device
     return out
+
+
+def _bytes() -> dict:
+    """Seconds per byte an operation writes (about 20 ms): into memory it reuses (a 1 MB result,
+    which a loop's iterations make one after another), and into fresh memory (a 64 MB result,
+    which a batch of many iterations makes: above the C allocator's largest reused block, so
+    its pages are mapped and zeroed on first touch)."""
+    import torch
+
+    def per_byte(n, reps):
+        a = torch.ones(n)
+        best = float("inf")
+        for _ in range(reps):
+            t = time.perf_counter()
+            b = a * 2.0
+            best = min(best, time.perf_counter() - t)
+            del b
+        return best / (4 * n)
+
+    return {"byte_hot": per_byte(1 << 18, 8), "byte_fresh": per_byte(1 << 24, 3)}
 
 
 def constants(kind: str = "cpu") -> dict:
@@ -165,6 +188,24 @@ def estimate(strategy: str, n: int, ops: int, units: float = 0.0, vmap: bool = F
     return {"python": python, "vectorized": vectorized}
 
 
+# a batch holding more bytes than this writes into fresh memory (the C allocator maps blocks above
+# 32 MB anew each time); the loop's iterations, each far smaller, reuse theirs
+_FRESH_BYTES = 32 << 20
+
+
+def memory(n: int, per: int, kind: str = "cpu") -> tuple[float, float]:
+    """Seconds the loop (first) and the batch (second) spend writing what the iterations create,
+    `per` bytes each (measured on one iteration), where the loop keeps only one iteration's at a
+    time (a running sum, a last value): the loop writes memory it reuses, the batch all `n`
+    iterations' at once. (0, 0) below _FRESH_BYTES and off the CPU (a device's caching allocator
+    reuses its blocks; its bandwidth is another matter, not modelled)."""
+    need = n * per
+    if kind != "cpu" or need < _FRESH_BYTES:
+        return 0.0, 0.0
+    c = constants(kind)
+    return need * c["byte_hot"], need * c["byte_fresh"]
+
+
 def worth(strategy: str, n: int, est: dict) -> bool:
     """Vectorize when the estimate says so (or when AUTOVEC_MIN_TRIP=<n> forces a threshold)."""
     forced = min_trip(strategy)
@@ -219,7 +260,7 @@ class Decision:
     reads on the hot path."""
 
     __slots__ = ("vec", "final", "py_iter", "vec_call", "py_runs", "vec_runs", "vec_failed", "retry", "backoff",
-                 "vec_any", "probe", "est_iter", "again", "cold_seen", "doubted")
+                 "vec_any", "probe", "est_iter", "again", "cold_seen", "doubted", "weighed")
 
     def __init__(self, est: dict, n: int = 1):
         p, v = est["python"], est["vectorized"]
@@ -238,6 +279,24 @@ class Decision:
         self.again = False        # settled on the loop by timed probes: one more probe when the retry is due
         self.cold_seen = False    # a cold vectorized call (a check, a build, chunks) seen while probing
         self.doubted = False      # the probes found the vectorized path slower than the estimated loop
+        self.weighed = False      # the bytes of an iteration were added to the estimate (weigh)
+
+    def weigh(self, est: dict, n: int, loop_s: float, batch_s: float) -> bool:
+        """The estimate `est` with the seconds each path spends writing memory added (memory),
+        before any call of the bucket was timed; True when the loop is now the choice. A batch
+        estimated at more than twice the loop settles the bucket on the loop (one probe after
+        `backoff` calls, as a timed verdict): its calls would each cost several loops."""
+        self.weighed = True
+        if self.py_runs or self.vec_runs or self.vec_any < float("inf") or self.vec_failed:
+            return False
+        p, v = est["python"] + loop_s, est["vectorized"] + batch_s
+        self.est_iter = p / max(n, 1)
+        if v <= 2 * p:
+            return False
+        self.py_iter = self.est_iter
+        self.vec, self.final, self.probe, self.doubted = False, True, 0, True
+        self._later()
+        return True
 
     def choose(self) -> bool:
         """True: try the vectorized path on this call."""

@@ -1437,6 +1437,12 @@ class FunctionRuntime:
     def failed(self, loop_id, tok, exc):
         if isinstance(exc, NotVectorizable):
             raise exc
+        if getattr(exc, "heavy", False):
+            # (the estimate with the bytes of an iteration chose the loop: Token._weigh, which
+            # settled the decision; not a refusal to count)
+            self.ran.pop(loop_id, None)
+            self._note(loop_id, "python", str(exc))
+            return None
         reason = f"the vectorized path raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         data = isinstance(exc, IndexError) or getattr(exc, "data", False)
         self.ran.pop(loop_id, None)    # a mode that ran before the call fell back did not produce it
@@ -2636,6 +2642,17 @@ def _narrowest(*values):
 _RANGES = {torch.float64: torch.finfo(torch.float64).max}     # dtype -> its largest value (_narrowest)
 
 
+def _dense_order(t):
+    """`t` with its dimensions in memory order where that makes it contiguous (a batch computed
+    from a strided window comes out so): torch's whole-tensor extremes of a permuted layout are
+    30 times slower (0.6 s against 19 ms over 368 MB)."""
+    if t.is_contiguous() or t.dim() < 2:
+        return t
+    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
+    p = t.permute(order)
+    return p if p.is_contiguous() else t
+
+
 def _sums_in_range(steps, start=None, dtype=None):
     """A running sum (or a linear recurrence with factors of at most 1 in size) computed in
     another order than the loop's (sum, cumsum after the first step, a parallel scan): the same
@@ -2674,7 +2691,7 @@ def _sums_in_range(steps, start=None, dtype=None):
                 else steps.reshape(-1).tolist()
             bound = s0 + n * max(map(abs, vals))
         elif cpu:                        # (1.7 us at a few elements, where the one-read form costs 17)
-            lo, hi = torch.aminmax(steps.detach())
+            lo, hi = torch.aminmax(_dense_order(steps.detach()))
             bound = s0 + n * max(-lo.item(), hi.item())
         else:
             lo, hi = torch.aminmax(steps.detach())
@@ -4384,6 +4401,9 @@ def _vmapped(f, dims, n):
 
 _CHUNKABLE = ("broadcast", "vmap", "reduction", "mask", "where")
 _MEMORY_FLOOR = 64 << 20   # below this, no budget is looked up (the default one is far larger)
+# outputs that keep one iteration's value at a time in the loop (a running value, an extreme, the
+# last one): a batch of all the iterations' values holds what the loop never did (Token._weigh)
+_ONE_AT_A_TIME = frozenset({"accum", "best", "last"})
 
 
 def default_budget(device) -> int:
@@ -5375,6 +5395,8 @@ class Token:
                 if outs is not None:
                     rt.ran[self.loop_id] = hot[2]
                     return outs
+        if self.decision is not None and not self.decision.weighed or rt.events is not None:
+            self._weigh(ref or body)
         per = rt.iter_bytes.get(self._bytes_key())
         if self.picked is not None:
             # the kept rows, or one side's (_run_selected): their own rows, in pieces where all
@@ -5795,6 +5817,56 @@ class Token:
         of a branch (its body allocates its own)."""
         return (self.loop_id, self.sig, self.tag) if self.tag else (self.loop_id, self.sig)
 
+    def _weigh(self, ref):
+        """Before a bucket's first vectorized call: the bytes one iteration creates added to the
+        cost model's estimate (cost.memory), where the loop keeps one iteration's values at a
+        time (its outputs are a running value, not rows): a batch of 400 taps of a convolution,
+        368 MB, took 25 times the loop's 15 ms, which held one tap's 1 MB. Raises (the loop
+        runs) where the batch now costs more than twice the loop."""
+        d, rt = self.decision, self.rt
+        if d is not None and d.weighed or self.estimate is None and d is None or cost.min_trip(None) is not None:
+            return
+        if any(o.kind not in _ONE_AT_A_TIME for o in self.match.plan.outputs):
+            if d is not None:
+                d.weighed = True
+            return
+        key = self._bytes_key()
+        per = rt.iter_bytes.get(key)
+        if per is None:
+            per = rt.iter_bytes[key] = self._iteration_bytes(ref) if self._measurable() else 0
+        if not per:
+            if d is not None:
+                d.weighed = True
+            return
+        n = self.full_n or self.n
+        loop_s, batch_s = cost.memory(n, per, rt.kind)
+        if not batch_s:
+            if d is not None:
+                d.weighed = True
+            return
+        est = self.estimate if d is None else rt._estimate(self.loop_id, self.match, n)
+        if d is None:        # (explain's call: its estimate shows the bytes)
+            est = self.estimate = {**est, "python": est["python"] + loop_s, "vectorized": est["vectorized"] + batch_s}
+            heavy = est["vectorized"] > 2 * est["python"]
+            if heavy:
+                rt._note(self.loop_id, "estimate", "", est)
+        else:
+            heavy = d.weigh(est, n, loop_s, batch_s)
+            est = {"python": est["python"] + loop_s, "vectorized": est["vectorized"] + batch_s}
+        if heavy:
+            e = GuardFailed(f"{n} iteration(s): a batch of them would write {n * per / 2 ** 20:.0f} MB into fresh "
+                            f"memory, where the loop reuses one iteration's {per / 2 ** 20:.1f} MB (about "
+                            f"{est['python'] * 1e6:.0f} us against {est['vectorized'] * 1e6:.0f} us)", cost=True)
+            e.heavy = True
+            raise e
+
+    def _measurable(self):
+        """Whether one iteration's bytes can be measured by running the body once (_iteration_bytes)."""
+        if self.picked is not None:
+            return not (self.raw_numbers or self.number_sources)
+        return not (self.levels is not None or self.match.plan.scans or getattr(self, "extra", None)
+                    or self.raw_numbers or self.number_sources)
+
     def _chunkable(self):
         plan = self.match.plan
         if self.picked is not None:
@@ -5837,9 +5909,10 @@ class Token:
         key = self._bytes_key()
         per = rt.iter_bytes.get(key)
         if per is None:
-            per = rt.iter_bytes[key] = self._iteration_bytes(ref) if self._chunkable() else 0
+            # (measured where it can be: the cost model weighs it too, Token._weigh)
+            per = rt.iter_bytes[key] = self._iteration_bytes(ref) if self._measurable() else 0
         need = per * self.n
-        if need <= _MEMORY_FLOOR and rt.memory_budget is None:
+        if need <= _MEMORY_FLOOR and rt.memory_budget is None or not self._chunkable():
             return 0
         device = self.raw[0][0].device if self.raw else None
         budget = rt.memory_budget or default_budget(device)

@@ -1,0 +1,135 @@
+"""The cost model weighs the bytes an iteration creates: a loop that keeps one iteration's values
+at a time (a running sum, a last value) never held what a batch of all its iterations holds, and
+a batch that writes far more fresh memory than the loop reuses runs the loop from the first call."""
+import json
+
+import pytest
+import torch
+
+from autovec import autovec, cost, explain
+from autovec.cost import Decision
+
+
+@pytest.fixture
+def costs(monkeypatch, tmp_path):
+    """Fixed machine constants: writing fresh memory 10 times slower than reused memory."""
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps({"py_iter": 1e-6, "py_op": 0.8e-6, "op": 2e-6, "own_op": 2e-6, "vmap_call": 10e-6,
+                                "byte_hot": 0.05e-9, "byte_fresh": 0.5e-9}))
+    monkeypatch.setenv("AUTOVEC_COSTS", str(path))
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    monkeypatch.setattr(cost, "_constants", None)
+    yield
+    monkeypatch.setattr(cost, "_constants", None)
+
+
+def taps(x, w):
+    """A valid correlation as a sum over kernel taps: each tap makes a (rows, n) product."""
+    n = x.shape[-1] - w.shape[0] + 1
+    out = torch.zeros(x.shape[0], n)
+    for k in range(w.shape[0]):
+        out += w[k] * x[:, k:k + n]
+    return out
+
+
+def tap_rows(x, w):
+    """The same products kept per tap: the loop writes every one of them too."""
+    n = x.shape[-1] - w.shape[0] + 1
+    out = torch.empty(w.shape[0], x.shape[0], n)
+    for k in range(w.shape[0]):
+        out[k] = w[k] * x[:, k:k + n]
+    return out
+
+
+def heavy():
+    # 48 taps of a (64, 2048) product: 0.5 MB each, 24 MB together (under the fresh-memory
+    # threshold); 80 taps: 40 MB
+    return torch.randn(64, 2100), torch.randn(80)
+
+
+def test_a_sum_whose_batch_writes_much_fresh_memory_keeps_the_loop_from_the_first_call(costs):
+    x, w = heavy()
+    f = autovec(taps)
+    ex = explain(f, x, w)
+    assert ex.path == "python"
+    assert any("fresh memory" in n and "MB" in n for n in ex.notes)
+    # the estimate shown includes the bytes: the batch's writes cost more than the loop's
+    assert ex.estimate["vectorized"] > 2 * ex.estimate["python"]
+    torch.testing.assert_close(f(x, w), taps(x, w))
+    d = f._autovec_state.runtime.decisions[(1, 80 .bit_length())]
+    assert d.final and not d.vec and d.retry > 0      # settled on the loop, probed again later
+    assert f._autovec_state.runtime.ran.get(1) is None
+
+
+def test_the_same_products_kept_per_row_stay_vectorized(costs):
+    # the loop writes all of them too: no memory the batch holds that the loop does not
+    x, w = heavy()
+    f = autovec(tap_rows)
+    assert explain(f, x, w).path == "vectorized"
+    torch.testing.assert_close(f(x, w), tap_rows(x, w))
+
+
+def test_a_small_batch_of_the_same_sum_stays_vectorized(costs):
+    x, w = torch.randn(8, 300), torch.randn(40)      # 40 taps of 8 x 261: 0.3 MB in all
+    f = autovec(taps)
+    assert explain(f, x, w).path == "vectorized"
+    torch.testing.assert_close(f(x, w), taps(x, w))
+
+
+def test_a_forced_trip_count_is_not_overruled_by_the_bytes(costs, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x, w = heavy()
+    assert explain(autovec(taps), x, w).path == "vectorized"
+
+
+def test_memory_is_free_below_the_fresh_threshold_and_off_the_cpu(costs):
+    assert cost.memory(10, 1 << 20) == (0.0, 0.0)                 # 10 MB
+    hot, fresh = cost.memory(100, 1 << 20)                         # 100 MB
+    assert fresh == pytest.approx(100 * (1 << 20) * 0.5e-9) and hot == pytest.approx(fresh / 10)
+    assert cost.memory(100, 1 << 20, "cuda") == (0.0, 0.0)
+
+
+def test_weigh_settles_on_the_loop_only_before_any_timing():
+    est = {"python": 1e-3, "vectorized": 2e-5}
+    d = Decision(est, 400)
+    assert d.choose()                                   # the estimate alone: vectorized (probed)
+    assert d.weigh(est, 400, 14e-3, 120e-3)             # with the bytes: the loop
+    assert d.final and not d.vec and d.weighed and d.retry > 0
+    # within twice the loop: the estimate's verdict stands (its probes time it)
+    d = Decision(est, 400)
+    assert not d.weigh(est, 400, 14e-3, 20e-3) and d.choose()
+    # a bucket that has been timed is not re-estimated
+    d = Decision(est, 400)
+    d.vectorized_ran(1e-3, 400)
+    assert not d.weigh(est, 400, 14e-3, 120e-3)
+
+
+def test_the_loop_is_probed_again_after_its_retry(costs):
+    x, w = heavy()
+    f = autovec(taps)
+    f(x, w)
+    d = f._autovec_state.runtime.decisions[(1, 80 .bit_length())]
+    calls = d.retry
+    for _ in range(calls):
+        torch.testing.assert_close(f(x, w), taps(x, w))
+    assert not d.final and d.probe == 1          # the retry is due: a vectorized probe
+    for _ in range(3):                           # (its first call runs the one-time check)
+        torch.testing.assert_close(f(x, w), taps(x, w))
+        if d.final:
+            break
+    # the probe, slower than the estimated loop, settled it on the loop again, retried later
+    assert d.final and not d.vec and d.retry > 0 and d.backoff == 4 * cost._RETRY
+
+
+def test_the_sums_check_reads_a_strided_batch_in_memory_order():
+    # a batch computed from a strided window is laid out tap-last; torch's whole-tensor extremes
+    # are far slower over such a permuted layout, so the overflow check reads it in memory order
+    from autovec.runtime import _dense_order
+    x, w = torch.randn(6, 50), torch.randn(9)
+    batch = w[:, None, None] * x.as_strided((9, 6, 42), (1, 50, 1))
+    assert not batch.is_contiguous()
+    dense = _dense_order(batch)
+    assert dense.is_contiguous() and dense.data_ptr() == batch.data_ptr()
+    assert torch.equal(torch.stack(torch.aminmax(dense)), torch.stack(torch.aminmax(batch)))
+    strided = torch.randn(8, 8)[:, ::2]             # not dense: as it is
+    assert _dense_order(strided) is strided
