@@ -510,6 +510,28 @@ def _number_list(v) -> torch.Tensor:
         raise GuardFailed(f"a list of numbers that does not fit a tensor ({e})", data=True) from None
 
 
+def _tensor_list(v, grad) -> torch.Tensor:
+    """A list (or tuple) of tensors the loop indexes (`xs[t]`), stacked: every element of one
+    type, dtype, shape and device (stacking would promote, fail, or give rows the loop's do not
+    have); under grad none that requires grad (as for a list the loop walks: the stack would give
+    every element a gradient, zeros where the loop leaves `.grad` None)."""
+    first = v[0]
+    kind, shape, dtype, device = type(first), first.shape, first.dtype, first.device
+    for e in v:
+        if type(e) is not kind:
+            raise GuardFailed("the indexed list holds values of several types (the loop reads each as it is)")
+        if kind is not torch.Tensor:
+            _plain_subclass(e)
+        if e.layout is not _STRIDED:
+            raise GuardFailed(_LAYOUT)
+        if e.dtype is not dtype or e.shape != shape or e.device != device:
+            raise GuardFailed("the indexed list holds tensors of different shapes, dtypes or devices", data=True)
+        if grad and e.requires_grad:
+            raise GuardFailed("the loop indexes a list of tensors that require grad: stacking them would give "
+                              "every element a gradient (zeros where the loop leaves `.grad` None)")
+    return torch.stack(v)
+
+
 def _storage(t: torch.Tensor):
     try:
         return t.untyped_storage().data_ptr()
@@ -1093,10 +1115,26 @@ class FunctionRuntime:
         numbers = None     # positions of lists of Python numbers indexed by the loop, as tensors
         wraps = self.wraps.get(loop_id, ())
         pads = None        # indexed tensors read past an end by no iteration -> negative rows wrap
+        listed = None      # id(list) -> (list, its stack) of lists of tensors indexed by the loop (`xs[t]`)
         for j, (t, d, off, _) in enumerate(mapped):
             if type(t) is not Tensor and not isinstance(t, Tensor):
                 if (type(t) is not list and type(t) is not tuple) or levels is not None:
                     raise GuardFailed(f"an indexed value is a {type(t).__name__}, not a tensor")
+                if t and isinstance(t[0], Tensor):
+                    if listed is None:
+                        listed, mapped = {}, list(mapped)
+                    got = listed.get(id(t))
+                    if got is None:
+                        got = listed[id(t)] = (t, _tensor_list(t, torch.is_grad_enabled()))
+                    if d != 0 or lo + off < 0 or hi + off >= len(t):
+                        raise GuardFailed(_OUTSIDE)
+                    t = got[1]
+                    mapped[j] = (t,) + tuple(mapped[j][1:])
+                    sig.append(("L", t.dtype, t.dim(), t.device.type))
+                    if not t.is_cpu:
+                        cpu = False
+                    tensors.append(t)
+                    continue
                 pos = next(k for k, e in enumerate(mapped) if e[0] is t)
                 t = _number_list(t)
                 if numbers is None:
@@ -1327,8 +1365,17 @@ class FunctionRuntime:
         reselect = bool(self.reselect) and (loop_id, sid) in self.reselect and (loop_id, sid) not in self.sel_failed
         if self.failures and (loop_id, sid) in self.failures and not reselect:
             raise GuardFailed(f"an earlier call with the same signature failed: {self.failures[(loop_id, sid)]}")
+        if listed:
+            # (a list the loop also appends to: its reads stay below the length checked here, so
+            # they read the elements stacked, and the appends extend the list after them)
+            mapped = tuple(mapped)
         if written:
-            _no_aliasing(written, mapped, tensors[n_mapped:], free_tensors, free, calls)
+            rest = tensors[n_mapped:]
+            if listed:
+                # (the stacks are copies: an output that is one of the lists' elements, or shares
+                # memory with one, would be read as the loop wrote it)
+                rest = rest + [e for v in listed.values() for e in v[0]]
+            _no_aliasing(written, mapped, rest, free_tensors, free, calls)
         for c in calls:
             hit = _PURE_BY_ID.get(id(c))
             if hit is not None and hit[0] is c and hit[1] is None:
