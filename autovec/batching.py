@@ -157,6 +157,14 @@ _PYMATH_DOMAIN = {
 _PYMATH_NO_RANGE = frozenset({"log", "log2", "log10", "log1p", "atanh", "tan"})
 
 
+def _counts_up(i, first, step) -> bool:
+    """Whether the batch of the loop's index `i` is every iteration's, first to last by `step`
+    (the runtime's own arange, tagged; the kept rows of a branch are not: 0, 2, 3, 6)."""
+    if getattr(i, "_av_arange", False) or i.shape[0] <= 2:
+        return True
+    return torch.equal(i, torch.arange(first, first + i.shape[0] * step, step, device=i.device, dtype=i.dtype))
+
+
 class _Helpers:
     """`_avb` in batched bodies: the few operations with no one-call torch spelling."""
 
@@ -193,7 +201,7 @@ class _Helpers:
         up by one, or other labels, take the masks (`masked`)."""
         n = i.shape[0]
         step = int(i[1]) - int(i[0]) if n > 1 else 1
-        if step != 1 or not isinstance(y, torch.Tensor) or not isinstance(b, torch.Tensor) or y.dim() != 1 \
+        if step != 1 or not _counts_up(i, int(i[0]), 1) or not isinstance(y, torch.Tensor) or not isinstance(b, torch.Tensor) or y.dim() != 1 \
                 or b.dim() == 0 or y.shape[0] != b.shape[0] or y.dtype == torch.bool \
                 or y.is_floating_point() or y.is_complex() or y.device != b.device:
             return _Helpers.masked(kind, b, False, y == i.view(-1, *(1,) * y.dim()), first)
@@ -318,7 +326,7 @@ class _Helpers:
         n = i.shape[0]
         first = int(i[0])
         step = int(i[1]) - first if n > 1 else 1
-        if step < 1 or not isinstance(x, torch.Tensor) or x.dim() <= dim:
+        if step < 1 or not isinstance(x, torch.Tensor) or x.dim() <= dim or not _counts_up(i, first, step):
             return _Helpers.window(x, i + a, i + b, dim)
         w = b - a
         start = first + a

@@ -3055,7 +3055,9 @@ def align(tensors, dims):
 def _index_arange(tok, args):
     """The loop index as a number, one per iteration (Token._index), on the inputs' device."""
     tok._index_exact()
-    return torch.arange(tok.first, tok.first + tok.n, device=_device_of(args[0] if args else None, tok.free_tensors))
+    i = torch.arange(tok.first, tok.first + tok.n, device=_device_of(args[0] if args else None, tok.free_tensors))
+    i._av_arange = True      # (every iteration's index, in order: batching.window_at may read it from its ends)
+    return i
 
 
 def _hot_broadcast(rank, index, tok, body, direct):
@@ -5286,7 +5288,9 @@ class Token:
             keep = self.picked[0]
             return self.first + (keep if keep.device == device else keep.to(device)) * self.step
         self._index_exact()
-        return torch.arange(self.first, self.first + self.n * self.step, self.step, device=device)
+        i = torch.arange(self.first, self.first + self.n * self.step, self.step, device=device)
+        i._av_arange = True      # (not the kept rows' above: batching.window_at)
+        return i
 
     def _index_exact(self):
         """The loop index as a number against float16 / bfloat16 values: torch computes a half

@@ -854,6 +854,22 @@ class _Batcher:
             return _helper("listed", base.node, parts[0].node)
         if base.fact.kind != "tensor":
             raise Unsupported(f"indexing a {base.fact.kind} by per-iteration values")
+        at = 0
+        while at < len(parts) and not parts[at].batched and parts[at].fact.kind == "slice":
+            at += 1
+        if 0 < at < len(parts) and self.c.lead == 1 and self._integer_scalar(parts[at]) and all(
+                not p.batched and p.fact.kind in ("slice", "int") for p in parts[at + 1:]):
+            # `x[:, 2 * i]`, `x[1:, j[i], 0]`: fixed slices, then one per-iteration integer: the
+            # rows it picks along that dimension (where the loop's index is), moved first, then
+            # the rest of the index on the dimensions after it
+            picked = ast.Subscript(value=base.node, slice=ast.Tuple(
+                elts=[p.node for p in parts[:at + 1]], ctx=ast.Load()), ctx=ast.Load())
+            moved = _call(_attr(picked, "movedim"), [_const(at), _const(0)])
+            if at + 1 == len(parts):
+                return moved
+            return ast.Subscript(value=moved, slice=ast.Tuple(
+                elts=[ast.Slice() for _ in range(at + 1)] + [p.node for p in parts[at + 1:]], ctx=ast.Load()),
+                ctx=ast.Load())
         first, rest = parts[0], parts[1:]
         lead = 1
         while lead < len(parts) and parts[lead].batched:

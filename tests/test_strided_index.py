@@ -1,0 +1,97 @@
+"""A loop-invariant tensor indexed by fixed slices, then one per-iteration integer (`x[:, 2 * i]`,
+`x[1:, j[i], 0]`): the batched body gathers the rows along that dimension and moves them first.
+And a window of the loop's index (`x[i:i + 3]`) on the kept rows of a branch, whose indices do
+not count up (0, 2, 3, 6): read from each kept index, not from the first two. Checked against the
+loop: values, errors, gradients, path."""
+import pytest
+import torch
+
+from autovec import autovec, explain
+from conftest import raises_as_loop, ran_modes
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def pyramid(x):
+    b, t, d = x.shape
+    out = torch.zeros(b, t // 2, 2 * d)
+    for i in range(t // 2):
+        out[:, i] = torch.cat([x[:, 2 * i], x[:, 2 * i + 1]], dim=-1)
+    return out
+
+
+def picked_columns(x, j):
+    out = []
+    for i in range(j.shape[0]):
+        out.append(x[1:, j[i], 0] * (i + 1))
+    return torch.stack(out)
+
+
+def columns(x, idx):
+    out = []
+    for i in range(len(idx)):
+        out.append(x[:, idx[i]].exp())
+    return out
+
+
+def kept_windows(x, m):
+    out = torch.zeros(m.shape[0])
+    for i in range(m.shape[0]):
+        if m[i] > 0:
+            out[i] = x[i:i + 3].sum()
+    return out
+
+
+def test_pairs_of_frames_at_an_even_index():
+    x = torch.randn(3, 11, 4)
+    f = autovec(pyramid)
+    assert explain(f, x).path == "vectorized"
+    torch.testing.assert_close(f(x), pyramid(x), rtol=0, atol=0)
+    assert "batched" in ran_modes(f)
+
+
+def test_fixed_slices_then_a_gathered_index_then_an_integer():
+    x = torch.randn(5, 7, 3)
+    j = torch.tensor([6, 0, 3, 3, -1])              # (-1: Python's last column, as a gather's)
+    f = autovec(picked_columns)
+    assert explain(f, x, j).path == "vectorized"
+    torch.testing.assert_close(f(x, j), picked_columns(x, j), rtol=0, atol=0)
+
+
+def test_a_python_list_of_indices():
+    x = torch.randn(4, 9)
+    idx = [8, 1, -2, 4]
+    f = autovec(columns)
+    assert explain(f, x, idx).path == "vectorized"
+    for a, b in zip(f(x, idx), columns(x, idx)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_an_index_past_the_end_raises_as_the_loop():
+    raises_as_loop(IndexError, picked_columns, torch.randn(5, 7, 3), torch.tensor([1, 7]))
+
+
+def test_gradients_through_the_gathered_frames():
+    x = torch.randn(2, 9, 3, requires_grad=True)
+    w = torch.randn(2, 4, 6)
+    (autovec(pyramid)(x) * w).sum().backward()
+    got, x.grad = x.grad.clone(), None
+    (pyramid(x) * w).sum().backward()
+    torch.testing.assert_close(got, x.grad, rtol=0, atol=0)
+
+
+def test_windows_of_kept_rows_whose_indices_do_not_count_up():
+    # the first calls keep rows 1..17 (they count up, so the windows' fast form passes its
+    # check); later calls keep 0, 2, 3, 6, ..: each window is read at its own index
+    x = torch.randn(60, requires_grad=True)
+    f = autovec(kept_windows)
+    m = torch.ones(18)
+    m[0] = -1
+    for _ in range(4):
+        torch.testing.assert_close(f(x, m), kept_windows(x, m), rtol=0, atol=0)
+    m = torch.tensor([1., -1, 1, 1, -1, -1, 1, -1, 1, 1] + [1.] * 8)
+    for _ in range(3):
+        torch.testing.assert_close(f(x, m), kept_windows(x, m), rtol=0, atol=0)
