@@ -20,6 +20,7 @@ from . import cost
 from ._config import switches
 from .analysis import analyze
 from .analysis.hoist import (drop_loop_else, element_views, hoist_no_grad, rectangular_nests, stored_recurrences,
+                             strided_indices,
                              sunk_appends)
 from .analysis.reversal import front_builds, reversed_walks, settle
 from .analysis.unbind import unbind_walks
@@ -122,6 +123,7 @@ class FunctionState:
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
         triangles = rectangular_nests(cap)   # `for j in range(i + 1, n)` as a masked rectangle
         triangles += element_views(cap)      # `for row in x: row -= ..` as `x[k] -= ..` over range(len(x))
+        triangles += strided_indices(cap, [loop for loop, _ in triangles])   # `x[2 * i]` as `x[j]`, j by 2
         carried = stored_recurrences(cap)    # `out[t] = .. out[t - 1]` as a running value `out_prev`
         # (none of the loops moved above, nor a loop around or inside one: each of those goes back
         # as it was when its own move was made, which would drop these)

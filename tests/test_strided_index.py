@@ -3,6 +3,8 @@
 And a window of the loop's index (`x[i:i + 3]`) on the kept rows of a branch, whose indices do
 not count up (0, 2, 3, 6): read from each kept index, not from the first two. Checked against the
 loop: values, errors, gradients, path."""
+import math
+
 import pytest
 import torch
 
@@ -95,3 +97,96 @@ def test_windows_of_kept_rows_whose_indices_do_not_count_up():
     m = torch.tensor([1., -1, 1, 1, -1, -1, 1, -1, 1, 1] + [1.] * 8)
     for _ in range(3):
         torch.testing.assert_close(f(x, m), kept_windows(x, m), rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------- every read of the index is c * i
+
+def positional_encoding(max_len, d_model):
+    pe = torch.zeros(max_len, d_model)
+    for pos in range(max_len):
+        for i in range(d_model // 2):
+            angle = pos / (10000 ** (2 * i / d_model))
+            pe[pos, 2 * i] = math.sin(angle)
+            pe[pos, 2 * i + 1] = math.cos(angle)
+    return pe
+
+
+def pair_sums(x, out):
+    for i in range(x.shape[0] // 2):
+        out[2 * i] = x[i * 2] + x[2 * i + 1]        # (only even rows of out)
+    return out
+
+
+def stepped(x, a, b, s):
+    out = torch.zeros(x.shape[0])
+    for i in range(a, b, s):
+        out[2 * i] = x[2 * i + 1] * 3.0
+    return out
+
+
+def index_after(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0] // 2):
+        out[2 * i] = x[2 * i + 1]
+    return out, i
+
+
+def two_coefficients(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0] // 3):
+        out[2 * i] = x[3 * i]
+    return out
+
+
+def rebound(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0] // 2):
+        out[2 * i] = x[2 * i]
+        i = 0
+    return out
+
+
+def test_interleaved_sine_and_cosine_columns():
+    f = autovec(positional_encoding)
+    assert explain(f, 50, 16).path == "vectorized"
+    torch.testing.assert_close(f(50, 16), positional_encoding(50, 16), rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(f(7, 5), positional_encoding(7, 5), rtol=1e-6, atol=1e-7)   # (odd width)
+
+
+def test_even_rows_from_pairs():
+    x = torch.randn(20)
+    out, want = torch.full((21,), -1.0), torch.full((21,), -1.0)
+    f = autovec(pair_sums)
+    assert explain(f, x, torch.zeros(21)).path == "vectorized"
+    assert f(x, out) is out
+    pair_sums(x, want)
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("a, b, s", [(0, 6, 1), (1, 7, 2), (6, -1, -1), (5, 0, -2), (3, 3, 1)])
+def test_ranges_with_a_start_and_a_step(a, b, s):
+    x = torch.randn(16)
+    torch.testing.assert_close(autovec(stepped)(x, a, b, s), stepped(x, a, b, s), rtol=0, atol=0)
+    if len(range(a, b, s)) > 1:
+        assert explain(autovec(stepped), x, a, b, s).path == "vectorized"
+
+
+def test_a_float_bound_raises_as_the_loop():
+    raises_as_loop(TypeError, stepped, torch.randn(16), 0, 6.0, 1)
+
+
+def test_a_row_past_the_end_raises_as_the_loop():
+    raises_as_loop(IndexError, stepped, torch.randn(16), 0, 9, 1)
+
+
+@pytest.mark.parametrize("fn", [index_after, two_coefficients, rebound])
+def test_an_index_read_otherwise_keeps_its_loop(fn):
+    x = torch.randn(12)
+    got, want = autovec(fn)(x), fn(x)
+    if isinstance(want, tuple):
+        torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+        assert got[1] == want[1]
+    else:
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    # (the loop as written: no moved name in what runs)
+    assert "i_by" not in explain(autovec(fn), x).rewritten_source

@@ -599,3 +599,99 @@ def _final_appends(st, found: list):
             _final_appends(last, found)
         else:
             found.append((last.value, last, block, len(block) - 1))
+
+
+def strided_indices(cap: Captured, moved=()) -> list:
+    """`for i in range(d // 2): pe[p, 2 * i] = ..; pe[p, 2 * i + 1] = ..` (interleaved columns,
+    pairs of frames): every read of the loop's index is `c * i` for one integer literal c of at
+    least 2. Planned as `for i_by2 in range(2 * (d // 2))` stepping by c, with each `c * i` read
+    as `i_by2`: the same iterations, whose index the planner takes as an affine row (`x[j + 1]`
+    over a stepped range) where `x[2 * i + 1]` is no row it knows. The products are Python ints,
+    exact; range's arguments scaled by c raise only where range's own would (a float: the same
+    TypeError), and anything the vectorized path's `begin` raises runs the fallback, the loop as
+    written (`_av_original`), which also goes back into the tree where the moved loop is not
+    vectorized (api). Only where the index is bound by nothing else, read nowhere outside the
+    loop (its last value after the loop is not bound by the moved loop), `range` the builtin, no
+    `else`, and no nested scope of the body reads it. Loops in `moved`, or around or inside one,
+    are left alone. Returns [(the rewritten loop, the original one)]."""
+    local = _local_names(cap.tree)
+    found, obj = cap.lookup("range")
+    if "range" in local or not (found and obj is range):
+        return []
+    near = set()
+    for m in moved:
+        near |= {id(n) for n in ast.walk(m)}
+    out = []
+    for loop in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
+        it = loop.iter
+        if loop.orelse or not isinstance(loop.target, ast.Name) or id(loop) in near or any(
+                id(loop) in {id(n) for n in ast.walk(m)} or id(m) in {id(n) for n in ast.walk(loop)} for m in moved):
+            continue
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+                and 1 <= len(it.args) <= 3 and not it.keywords
+                and not any(isinstance(a, ast.Starred) for a in it.args)):
+            continue
+        i = loop.target.id
+        inside = {id(n) for st in loop.body for n in ast.walk(st)}
+        if any(isinstance(n, ast.Name) and n.id == i and id(n) not in inside for n in ast.walk(cap.tree)
+               if n is not loop.target):
+            continue     # (read or bound outside the body: before, after, in the range's arguments)
+        uses, scaled, c = [], {}, None
+        for st in loop.body:
+            for n in ast.walk(st):
+                if isinstance(n, ast.Name) and n.id == i:
+                    uses.append(n)
+                elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+                    for a, b in ((n.left, n.right), (n.right, n.left)):
+                        if isinstance(a, ast.Name) and a.id == i and isinstance(b, ast.Constant) \
+                                and type(b.value) is int and b.value >= 2:
+                            if c is None or b.value == c:
+                                c = b.value
+                                scaled[id(a)] = n
+                            break
+        if not uses or len(scaled) != len(uses) or any(not isinstance(n.ctx, ast.Load) for n in uses):
+            continue
+        if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Global,
+                              ast.Nonlocal, ast.comprehension))
+               and any(isinstance(m, ast.Name) and m.id == i for m in ast.walk(n))
+               for st in loop.body for n in ast.walk(st)):
+            continue
+        if not any(isinstance(n, ast.Subscript) and any(id(m) in {id(v) for v in scaled.values()}
+                                                          for m in ast.walk(n.slice))
+                   for st in loop.body for n in ast.walk(st)):
+            continue     # (no index reads it: nothing for the planner to gain)
+        j = f"{i}_by{c}"
+        if j in local or j in {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}:
+            continue
+        original = copy.deepcopy(loop)
+        products = {id(p) for p in scaled.values()}
+        loop.body = [_Scaled(products, j).visit(st) for st in loop.body]
+        loop.target = ast.copy_location(ast.Name(j, ast.Store()), loop.target)
+
+        def times(e):
+            return ast.BinOp(left=ast.Constant(c), op=ast.Mult(), right=e)
+        args = list(it.args)
+        if len(args) == 1:
+            args = [ast.Constant(0), times(args[0]), ast.Constant(c)]
+        elif len(args) == 2:
+            args = [times(args[0]), times(args[1]), ast.Constant(c)]
+        else:
+            args = [times(a) for a in args]
+        loop.iter = ast.copy_location(ast.Call(func=ast.Name("range", ast.Load()), args=args, keywords=[]), it)
+        for n in ast.walk(loop.iter):
+            ast.copy_location(n, it)
+        loop._av_original = original
+        out.append((loop, original))
+    return out
+
+
+class _Scaled(ast.NodeTransformer):
+    """Each product `c * i` of the loop's index (by node identity) as the scaled index's name."""
+
+    def __init__(self, products: set, name: str):
+        self.products, self.name = products, name
+
+    def visit_BinOp(self, node):
+        if id(node) in self.products:
+            return ast.copy_location(ast.Name(self.name, ast.Load()), node)
+        return self.generic_visit(node)
