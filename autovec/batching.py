@@ -558,6 +558,35 @@ class _Helpers:
         return x.detach().to(device=_default_device(), dtype=want, copy=True)
 
     @staticmethod
+    def numbers_tensor(dtype, *cols):
+        """torch.tensor([a_k, b_k, ..]) of every row's Python numbers (batches in Python's
+        precision: float64, int64, bool) and number constants: an (n, k) tensor on the default
+        device, of the dtype torch.tensor infers (the default float dtype where one is a float,
+        bool where all are bools, else int64) or `dtype` (a floating one, of floats: each value
+        rounded once, as torch.tensor rounds a Python float)."""
+        from .runtime import GuardFailed, _default_device
+        batches = [c for c in cols if isinstance(c, torch.Tensor)]
+        if any(b.is_complex() for b in batches):
+            raise GuardFailed("torch.tensor of complex numbers in a batched body")
+        floating = any(b.is_floating_point() for b in batches) or any(type(c) is float for c in cols)
+        if dtype is None:
+            every_bool = all(b.dtype == torch.bool for b in batches) and all(
+                type(c) is bool for c in cols if not isinstance(c, torch.Tensor))
+            dtype = torch.get_default_dtype() if floating else torch.bool if every_bool else torch.int64
+        if dtype.is_floating_point:
+            for b in batches:
+                if not (b.is_floating_point() or b.dtype == torch.bool) and b.numel() \
+                        and not bool((b.abs() <= 2 ** 53).all()):
+                    # (torch.tensor takes a Python int to a double first: a second rounding)
+                    raise GuardFailed("torch.tensor of ints beyond 2**53 into floats (the loop decides)", data=True)
+        # (one number per iteration: a batch over the loop's dimensions, some of size 1 in a nest)
+        lead = broadcast_shapes(*(b.shape for b in batches))
+        out = torch.empty((*lead, len(cols)), dtype=dtype, device=_default_device())
+        for k, c in enumerate(cols):
+            out[..., k] = c.detach() if isinstance(c, torch.Tensor) else c
+        return out
+
+    @staticmethod
     def number(kind, x):
         """int(x_k) / float(x_k) / bool(x_k) of every row's 0-d value (a tensor, or a Python
         number batched as one), in Python's precision: int64, float64, bool."""

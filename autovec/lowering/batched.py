@@ -1195,6 +1195,35 @@ class _Batcher:
         return f.kind == "tensor" and f.dtype not in (torch.bool, torch.uint8) and not (
             f.dtype.is_floating_point or f.dtype.is_complex)
 
+    def _numbers_tensor(self, node, text):
+        """`torch.tensor([cx, cy, w, 1.0])` (or a tuple; `dtype=` a floating dtype) of per-iteration
+        Python numbers and number constants: one row of them per iteration (batching.numbers_tensor),
+        the dtype torch.tensor infers from the kinds of the elements."""
+        elts = node.args[0].elts
+        if not elts or any(isinstance(e, ast.Starred) for e in elts) or len(node.keywords) > 1 \
+                or node.keywords and node.keywords[0].arg != "dtype":
+            raise Unsupported(f"`{text}` of a per-iteration list (other than numbers, with dtype= at most)")
+        vals = [self.expr(e) for e in elts]
+        floats = False
+        for e, v in zip(elts, vals):
+            if v.batched:
+                ok = v.fact.kind in ("int", "float", "bool")
+                floats = floats or v.fact.kind == "float"
+            else:
+                ok = isinstance(e, ast.Constant) and type(e.value) in (int, float, bool)
+                floats = floats or ok and type(e.value) is float
+            if not ok:
+                raise Unsupported(f"`{text}` of a per-iteration list of other than Python numbers")
+        dtype = _const(None)
+        if node.keywords:
+            found, d = self.c.resolve(ast.unparse(node.keywords[0].value))
+            if not (found and isinstance(d, torch.dtype) and d.is_floating_point and floats) \
+                    or any(v.batched and v.fact.kind != "float" for v in vals):
+                # (ints converted by torch.tensor's dtype go through a double first: the loop decides)
+                raise Unsupported(f"`{text}` with a dtype of other than floats into a floating dtype")
+            dtype = copy.deepcopy(node.keywords[0].value)
+        return _helper("numbers_tensor", dtype, *(v.node for v in vals))
+
     def _integer_scalar(self, v: _V) -> bool:
         return self._integer(v) and (v.fact.kind == "int" or v.fact.rank == 0)
 
@@ -1278,6 +1307,8 @@ class _Batcher:
                 raise Unsupported("len() of a 0-d value")
             return _V(ast.Subscript(value=_attr(v.node, "shape"), slice=_const(self.c.lead), ctx=ast.Load()),
                       False, None)
+        if obj is torch.tensor and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple)):
+            return self._numbers_tensor(node, text)
         if obj is torch.tensor and len(node.args) == 1 and not node.keywords:
             v = self.expr(node.args[0])
             if v.batched and v.fact.kind in ("int", "float", "bool"):
