@@ -529,7 +529,14 @@ def _tensor_list(v, grad) -> torch.Tensor:
         if grad and e.requires_grad:
             raise GuardFailed("the loop indexes a list of tensors that require grad: stacking them would give "
                               "every element a gradient (zeros where the loop leaves `.grad` None)")
+        if e.is_inference() and not torch.is_inference_mode_enabled():
+            raise GuardFailed(_INFERENCE_ELEMENTS)
     return torch.stack(v)
+
+
+# (a stack of them is a normal tensor: what torch refuses of an inference tensor, it would not)
+_INFERENCE_ELEMENTS = ("a list of inference tensors outside inference mode (what torch refuses of them, "
+                       "saving one for backward, a stack of them would not: the loop runs)")
 
 
 def _storage(t: torch.Tensor):
@@ -1220,6 +1227,8 @@ class FunctionRuntime:
                         raise GuardFailed("the loop runs over a list of tensors that require grad: stacking "
                                           "them would give every element a gradient (zeros where the loop "
                                           "leaves `.grad` None)")
+                    if e.is_inference() and not torch.is_inference_mode_enabled():
+                        raise GuardFailed(_INFERENCE_ELEMENTS)
             if levels is None:
                 sig.append(_sig(s))
         free_tensors = []
@@ -1401,6 +1410,8 @@ class FunctionRuntime:
             tok.number_sources = frozenset(number_sources)
         if pads is not None:
             tok.pads = pads
+        if listed:
+            tok.stacks = frozenset(_storage(v[1]) for v in listed.values())
         if decision is not None:
             tok.decision, tok.t0 = decision, t0
         return tok
@@ -1797,6 +1808,12 @@ class FunctionRuntime:
                                   "later writes into the inputs would not reach its elements (the loop decides)")
             if mask is not None:     # the selected rows as views too
                 return [o.select(0, k) for k in _mask_rows(mask, o)]
+        elif not py and tok is not None and (tok.shares_input(o) or _of_stacks(tok, o)):
+            # the analysis took the elements for new tensors, but the batch is an input's memory:
+            # a call that gives back its argument (`torch.as_tensor(x[i])`, a helper's `return a`),
+            # whose elements in the loop are the input's rows, not copies of them
+            raise GuardFailed("a kept value the batch gives as an input's own memory, where the rewrite expected "
+                              "new tensors (the loop decides whether they are views)")
         if mask is not None:
             o = _select(o, mask)
         if py and o.dim() != 1:
@@ -1869,6 +1886,8 @@ class FunctionRuntime:
                 # at inf or NaN is NaN, where the loop's row sends nothing; found by the fuzzer)
                 raise GuardFailed("fission: values computed ahead of the loop that hold inf or NaN, under autograd",
                                   data=True)
+            if tok is not None and _of_stacks(tok, o):
+                raise GuardFailed(_STACKED_ELEMENT)
             if tok is not None and not views and tok.shares_input(o):
                 o = o.clone()      # (the loop's values are new tensors: the batch's rows must be too)
             return o
@@ -2191,6 +2210,8 @@ class FunctionRuntime:
         if views:     # (values that are Python numbers in the loop, the index among them, are no views)
             _views_of_inputs(tok, (o,) + tuple(p for p, _ in payloads),
                              [v and not q for v, q in zip(views, (py,) + tuple(q for _, q in payloads))])
+        if tok is not None and tok.stacks and (_of_stacks(tok, o) or any(_of_stacks(tok, p) for p, _ in payloads)):
+            raise GuardFailed(_STACKED_ELEMENT)
         if o.dim() != 1:
             raise GuardFailed("comparing tensors with several elements (the loop raises)")
         vals = o.detach()
@@ -2232,6 +2253,8 @@ class FunctionRuntime:
         row is copied (a view would be the whole batch's memory, kept alive by it)."""
         if views and not py:
             _views_of_inputs(tok, (o,), (True,))
+        elif not py and tok is not None and _of_stacks(tok, o):
+            raise GuardFailed(_STACKED_ELEMENT)
         if mask is not None:
             if mask.dtype != torch.bool:
                 mask = mask != 0
@@ -2246,6 +2269,16 @@ class FunctionRuntime:
         if tok is not None and type(v) is torch.Tensor and v._base is not None and not tok.shares_input(o):
             v = tok.own_copy(v)
         return (v,)
+
+
+def _of_stacks(tok, o) -> bool:
+    """Whether the batch `o` is the memory of a stack of an indexed list of tensors (a copy): the
+    loop's value there is the list's element itself (`xs[t]`, a helper's `return a`)."""
+    return bool(tok.stacks) and isinstance(o, torch.Tensor) and _storage(o) in tok.stacks
+
+
+_STACKED_ELEMENT = ("a value the loop keeps that is an element of an indexed list of tensors (or its memory): "
+                    "the batch holds a copy of the list (the loop runs)")
 
 
 def _views_of_inputs(tok, batches, flags):
@@ -5038,6 +5071,7 @@ class Token:
     full_n = 0            # the trip count before the kept rows were picked
     _rows = None          # (offset, level) -> rows, made on first use
     pads = None           # indexed tensor position -> wraps: rows past an end that no iteration reads (_padded_rows)
+    stacks = ()           # storages of the stacks of indexed lists of tensors (`xs[t]`): copies, no input's memory
 
     def rows(self, offset, level=None):
         """The rows a loop touches at `offset`, in ascending order (a reversed loop's too)."""
@@ -5105,14 +5139,15 @@ class Token:
     def shares_input(self, o):
         """Whether `o` shares memory with a tensor the loop reads, by storage: a view of one,
         the tensor itself, or `detach()` of one, which is no view but the same memory. (A list
-        of tensors the loop walks is batched by a new stack: its elements are never shared.)"""
+        of tensors the loop walks, or indexes, is batched by a new stack: its elements are never
+        shared.)"""
         ptr = _storage(o)
         if ptr is None:
             return False
         for m in self.raw:
             t = m[0]
             if isinstance(t, torch.Tensor) and _storage(t) == ptr:
-                return True
+                return ptr not in self.stacks
         for t in self.free_tensors:
             if _storage(t) == ptr:
                 return True

@@ -275,3 +275,62 @@ def test_two_names_for_one_value_after_the_loop_stay_one_tensor(fn, args):
         for w, o in zip(want, got):
             torch.testing.assert_close(o, w)
     assert g._autovec_state.runtime.ran
+
+
+# ------------------------------------------ calls that give back their argument (probe 4 of stop 33)
+
+def _ident(a):
+    return a
+
+
+def kept_as_tensor(x):
+    out = []
+    for t in range(x.shape[0]):
+        out.append(torch.as_tensor(x[t]))
+    return out
+
+
+def kept_positive(x):
+    out = []
+    for t in range(x.shape[0]):
+        out.append(+x[t])
+    return out
+
+
+def kept_resolved(x):
+    out = []
+    for t in range(x.shape[0]):
+        out.append(x[t].resolve_conj())
+    return out
+
+
+def kept_helper(x):
+    out = []
+    for t in range(x.shape[0]):
+        out.append(_ident(x[t]))
+    return out
+
+
+def last_helper(x):
+    for t in range(x.shape[0]):
+        y = _ident(x[t])
+    return y
+
+
+@pytest.mark.parametrize("fn", [kept_as_tensor, kept_positive, kept_resolved, kept_helper, last_helper])
+def test_a_kept_value_that_is_the_row_itself_stays_the_row(fn):
+    # the loop's kept values are x's rows (views): a later write through one reaches x
+    x, y = torch.arange(12.0).reshape(4, 3), torch.arange(12.0).reshape(4, 3)
+    got, want = autovec(fn)(x), fn(y)
+    g0 = got[0] if isinstance(got, list) else got
+    w0 = want[0] if isinstance(want, list) else want
+    assert (g0.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()) == \
+        (w0.untyped_storage().data_ptr() == y.untyped_storage().data_ptr())
+    g0.mul_(-1)
+    w0.mul_(-1)
+    torch.testing.assert_close(x, y, rtol=0, atol=0)
+    # calls known to give back their argument batch as views; a helper's result is seen to be
+    # the input's memory only when it runs: the loop
+    from autovec import explain
+    want_path = "python" if fn is kept_helper else "vectorized"   # (a last value keeps its view)
+    assert explain(autovec(fn), torch.randn(4, 3)).path == want_path

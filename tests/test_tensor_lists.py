@@ -212,3 +212,71 @@ def test_the_list_is_read_again_on_each_call():
     for n in (3, 9, 9, 2):
         hs = [torch.randn(4, 6) for _ in range(n)]
         torch.testing.assert_close(f(hs, w, b), project(hs, w, b))
+
+
+def kept(xs):
+    out = []
+    for t in range(len(xs)):
+        out.append(xs[t])
+    return out
+
+
+def kept_contiguous(xs):
+    out = []
+    for t in range(len(xs)):
+        out.append(xs[t].contiguous())
+    return out
+
+
+def _ident(a):
+    return a
+
+
+def kept_helper(xs):
+    out = []
+    for t in range(len(xs)):
+        out.append(_ident(xs[t]))
+    return out
+
+
+def last_element(xs):
+    for t in range(len(xs)):
+        y = _ident(xs[t])
+    return y
+
+
+def best_element(xs, s):
+    best, arg = -1.0, None
+    for t in range(len(xs)):
+        if s[t] > best:
+            best, arg = s[t], _ident(xs[t])
+    return arg
+
+
+@pytest.mark.parametrize("fn", [kept, kept_contiguous, kept_helper, last_element])
+def test_an_element_kept_as_it_is_is_the_element_itself(fn):
+    # the loop keeps the caller's tensors (a write through one reaches the list's element); the
+    # batch holds a copy of the list, so these keep the loop
+    xs, ys = [torch.randn(3) for _ in range(5)], None
+    ys = [x.clone() for x in xs]
+    got, want = autovec(fn)(xs), fn(ys)
+    g0 = got[0] if isinstance(got, list) else got
+    w0 = want[0] if isinstance(want, list) else want
+    assert (g0 is xs[0] or g0 is xs[-1]) == (w0 is ys[0] or w0 is ys[-1])
+    g0.add_(1.0)
+    w0.add_(1.0)
+    for a, b in zip(xs, ys):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_an_element_kept_as_a_payload_of_the_best_value():
+    xs, s = [torch.randn(3) for _ in range(6)], torch.rand(6)
+    got, want = autovec(best_element)(xs, s), best_element(xs, s)
+    assert got is want
+
+
+def test_inference_tensors_outside_inference_mode_raise_as_the_loop():
+    with torch.inference_mode():
+        hs = [torch.randn(4, 6) for _ in range(5)]
+    w, b = torch.randn(6, 5, requires_grad=True), torch.randn(5)
+    raises_as_loop(RuntimeError, project, hs, w, b)

@@ -1430,7 +1430,11 @@ _MAY_SHARE = {"view", "view_as", "reshape", "reshape_as", "t", "transpose", "per
               "narrow", "select", "detach", "expand", "expand_as", "flatten", "unflatten", "diagonal", "movedim",
               "moveaxis", "swapaxes", "swapdims", "unfold", "as_strided", "contiguous", "to", "type", "type_as",
               "float", "double", "half", "bfloat16", "int", "long", "short", "char", "byte", "bool", "cpu",
-              "cuda", "unbind", "split", "chunk", "view_as_real", "view_as_complex"}
+              "cuda", "unbind", "split", "chunk", "view_as_real", "view_as_complex",
+              # (calls that give back their argument itself, or a view of it)
+              "as_tensor", "asarray", "atleast_1d", "atleast_2d", "atleast_3d", "conj", "resolve_conj",
+              "resolve_neg", "positive", "adjoint", "broadcast_to", "tensor_split", "hsplit", "vsplit", "dsplit",
+              "requires_grad_", "align_as", "rename"}
 
 
 def _same_text(a: str, b: str) -> bool:
@@ -1493,8 +1497,14 @@ def _may_share(value: str, plan: LoopPlan, depth: int = 0) -> bool:
             node = node.value
         elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "H", "mH", "real", "imag", "data"):
             node = node.value
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MAY_SHARE:
-            node = node.func.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MAY_SHARE \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch" and node.args:
+            node = node.args[0]      # `torch.flatten(x[i])`, `torch.as_tensor(x[i])`: its argument's memory
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                node.func.attr in _MAY_SHARE or node.func.attr.endswith("_") and not node.func.attr.startswith("_")):
+            node = node.func.value   # (an in-place method gives back its tensor)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.UAdd):
+            node = node.operand      # `+x[i]` is x[i] itself
         elif isinstance(node, ast.IfExp):     # `x[i] if c else x[i] * 0`: either branch's value
             return any(_may_share(ast.unparse(b), plan, depth + 1) for b in (node.body, node.orelse))
         elif isinstance(node, ast.BoolOp):    # `a or b` is one of its operands
