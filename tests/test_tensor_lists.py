@@ -280,3 +280,16 @@ def test_inference_tensors_outside_inference_mode_raise_as_the_loop():
         hs = [torch.randn(4, 6) for _ in range(5)]
     w, b = torch.randn(6, 5, requires_grad=True), torch.randn(5)
     raises_as_loop(RuntimeError, project, hs, w, b)
+
+
+def walked(hs, w):
+    outs = []
+    for h in hs:
+        outs.append(h @ w)
+    return torch.stack(outs)
+
+
+def test_walked_inference_tensors_outside_inference_mode_raise_as_the_loop():
+    with torch.inference_mode():
+        hs = [torch.randn(4, 6) for _ in range(5)]
+    raises_as_loop(RuntimeError, walked, hs, torch.randn(6, 5, requires_grad=True))
