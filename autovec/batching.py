@@ -260,19 +260,21 @@ class _Helpers:
         if not bool(m.flatten(1).any(1).all()):
             raise _values_refused(f"{kind}() of an empty selection (the loop raises)")
         from .runtime import _zero_signs_tie
-        if _zero_signs_tie(rows):
-            # (+0.0 and -0.0 tie: which one a reduction keeps depends on where each element
-            # falls in it, and the selection places them elsewhere than the whole row)
-            raise _values_refused(f"{kind}() of a selection holding +0.0 and -0.0 (the loop decides)")
         fill = float("-inf") if kind == "max" else float("inf")
         picked = torch.where(mw, rows, torch.tensor(fill, dtype=b.dtype, device=b.device))
         if not (torch.is_grad_enabled() and picked.requires_grad):
-            return picked.amax(dims) if kind == "max" else picked.amin(dims)
-        # max()'s own gradient (shared by the tied entries, or by the NaN ones); an infinite
-        # extreme would tie with the unselected entries' fill and share with them: the loop decides
-        out = _EvenExtreme.apply(picked, dims, kind == "max")
-        if bool(out.isinf().any()):
-            raise _values_refused(f"an infinite {kind}() of a selection, with gradients (the loop decides)")
+            out = picked.amax(dims) if kind == "max" else picked.amin(dims)
+        else:
+            # max()'s own gradient (shared by the tied entries, or by the NaN ones); an infinite
+            # extreme would tie with the unselected entries' fill and share with them: the loop decides
+            out = _EvenExtreme.apply(picked, dims, kind == "max")
+            if bool(out.isinf().any()):
+                raise _values_refused(f"an infinite {kind}() of a selection, with gradients (the loop decides)")
+        if floating and bool((out == 0).any()) and _zero_signs_tie(rows):
+            # (+0.0 and -0.0 tie: which one a reduction keeps depends on where each element
+            # falls in it, and the selection places them elsewhere than the whole row; only a
+            # zero extreme can be either, so the batch is searched for both only then)
+            raise _values_refused(f"{kind}() of a selection holding +0.0 and -0.0 (the loop decides)")
         return out
 
     @staticmethod

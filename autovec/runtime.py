@@ -2526,11 +2526,11 @@ def _zero_signs_tie(*values) -> bool:
                 else:
                     pos = True
         elif isinstance(t, torch.Tensor) and t.is_floating_point():
-            z = t == 0
-            if bool(z.any()):
-                sign = torch.signbit(t)
-                neg = neg or bool((z & sign).any())
-                pos = pos or bool((z & ~sign).any())
+            zeros = t[t == 0]      # (the zeros alone: two passes over t, where signs of all took seven)
+            if zeros.numel():
+                sign = torch.signbit(zeros)
+                neg = neg or bool(sign.any())
+                pos = pos or not bool(sign.all())
     return pos and neg
 
 

@@ -3,7 +3,7 @@ selection is ragged, its reduction is not (batching._Helpers.masked)."""
 import pytest
 import torch
 
-from autovec import assert_equivalent, autovec
+from autovec import assert_equivalent, autovec, explain
 from conftest import raises_as_loop, ran_modes as _ran
 from corpus import class_means as centroids
 
@@ -467,3 +467,27 @@ def test_a_skipped_row_is_not_compared_by_the_batched_bodys_check():
         torch.testing.assert_close(autovec(token_nll)(lp, t, -100), token_nll(lp, t, -100))
     notes = " ".join(explain(token_nll, lp, t, -100).notes)
     assert "whole-batch" in notes and "vmap" not in notes.split("whole-batch")[0], notes
+
+
+def masked_extremes(x, m):
+    hi, lo = [], []
+    for i in range(x.shape[0]):
+        hi.append(x[i][m[i]].max())
+        lo.append(x[i][~m[i]].min())
+    return torch.stack(hi), torch.stack(lo)
+
+
+def test_an_extreme_of_zeros_of_both_signs_keeps_the_loop_and_others_do_not():
+    # which zero a max keeps depends on its order of comparisons: where a selection's extreme is
+    # zero and the rows hold +0.0 and -0.0 the loop decides; extremes away from zero do not care
+    m = torch.tensor([[True, True, False, False], [True, False, True, False]])
+    zero_extremes = torch.tensor([[-1.0, -0.0, 0.0, 2.0], [-0.0, 5.0, 0.0, 3.0]])
+    other_extremes = torch.tensor([[1.0, -0.0, 0.0, -2.0], [4.0, -0.0, 0.0, 3.0]])
+    other_extremes[1, 1] = -7.0      # (maxima 1 and 4, minima -2 and -7: no zero extreme)
+    for x, path in ((zero_extremes, "python"), (other_extremes, "vectorized")):
+        f = autovec(masked_extremes)
+        for _ in range(3):
+            got, want = f(x, m), masked_extremes(x, m)
+            for a, b in zip(got, want):
+                assert torch.equal(a, b) and torch.equal(torch.signbit(a), torch.signbit(b))
+        assert explain(f, x, m).path == path
