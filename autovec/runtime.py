@@ -2126,12 +2126,14 @@ class FunctionRuntime:
         if op in ("max", "min"):
             if py or not isinstance(acc, torch.Tensor):
                 raise GuardFailed("torch.maximum of a non-tensor (the loop decides)")
-            if _zero_signs_tie(acc, o):
+            ext = o.amax(0) if op == "max" else o.amin(0)
+            out = torch.maximum(torch.as_tensor(acc, device=o.device), ext) if op == "max" else \
+                torch.minimum(torch.as_tensor(acc, device=o.device), ext)
+            if out.is_floating_point() and bool((out == 0).any()) and _zero_signs_tie(acc, o):
+                # (only a zero extreme can be either zero; the search for both signs only then)
                 raise GuardFailed("+0.0 and -0.0 in a running extreme (the loop's argument order decides)",
                                   data=True)
-            ext = o.amax(0) if op == "max" else o.amin(0)
-            return torch.maximum(torch.as_tensor(acc, device=o.device), ext) if op == "max" else \
-                torch.minimum(torch.as_tensor(acc, device=o.device), ext)
+            return out
         if py:
             if o.dim() != 1:
                 raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)")
