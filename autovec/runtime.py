@@ -3988,7 +3988,41 @@ def _scatter_rows(target, vals, idxs, mask):
         return None
     if len(idxs) > target.dim():
         raise GuardFailed("too many indices for the written tensor (the loop raises)")
+    if any(isinstance(i, torch.Tensor) and i.dim() > 1 for i in idxs):
+        vals, idxs, n = _flat_iterations(target, vals, idxs, n)
     return vals, idxs, n
+
+
+def _flat_iterations(target, vals, idxs, n):
+    """`out[u, idx] = v` with a vector of indices per iteration (`idx` from topk): each iteration
+    writes the positions of its broadcast indices, as that many iterations of one position each,
+    in the loop's order (iterations first, then each one's positions). Within one iteration the
+    loop's setitem writes repeated positions once (`x[u, idx] += v` adds one of the values, not
+    both): indices that repeat within an iteration keep the loop."""
+    if any(not isinstance(i, torch.Tensor) or i.dtype == torch.bool or i.is_floating_point() or i.is_complex()
+           for i in idxs):
+        raise GuardFailed("scatter indices must be integers (the loop decides)")
+    shape = broadcast_shapes(*(tuple(i.shape[1:]) for i in idxs))
+    k = math.prod(shape)
+    flat = [i.reshape(n, *([1] * (len(shape) - i.dim() + 1)), *i.shape[1:]).expand(n, *shape).reshape(n * k)
+            for i in idxs]
+    if k > 1:
+        lin = torch.zeros_like(flat[0]).view(n, k)
+        for d, i in enumerate(flat):
+            size = target.shape[d]
+            lin = lin * size + torch.where(i < 0, i + size, i).view(n, k)
+        ranked = lin.sort(1).values
+        if bool((ranked[:, 1:] == ranked[:, :-1]).any()):
+            raise GuardFailed("indices repeated within one iteration's write (its setitem writes them once: "
+                              "the loop decides)", data=True)
+    want = shape + tuple(target.shape[len(idxs):])
+    v = tuple(vals.shape[1:])
+    while len(v) > len(want) and v[0] == 1:
+        v = v[1:]
+    if len(v) > len(want) or any(a != b and a != 1 for a, b in zip(v, want[len(want) - len(v):])):
+        raise GuardFailed("a value that does not fit the positions it is written to (the loop raises)", data=True)
+    vals = vals.reshape(n, *([1] * (len(want) - len(v))), *v).expand(n, *want).reshape(n * k, *want[len(shape):])
+    return vals, flat, n * k
 
 
 def _scatter_indices(target, idxs):

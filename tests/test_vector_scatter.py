@@ -1,0 +1,110 @@
+"""Stores through a vector of indices per iteration (`masked[u, idx] = vals` with `idx` from
+topk, `hits[i, cols] += 1`): each iteration's positions written as that many one-position
+writes, in the loop's order, where the indices do not repeat within one iteration (the loop's
+setitem writes a repeated position once, `+=` included: those keep the loop). Checked against the
+loop: values, errors, path."""
+import pytest
+import torch
+
+from autovec import autovec, explain
+from conftest import raises_as_loop
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def topk_mask(scores, k):
+    masked = torch.full_like(scores, float("-inf"))
+    for u in range(scores.shape[0]):
+        vals, idx = torch.topk(scores[u], k)
+        masked[u, idx] = vals
+    return masked
+
+
+def given_columns(out, cols, v):
+    for i in range(cols.shape[0]):
+        out[i, cols[i]] = v[i]
+    return out
+
+
+def count_columns(hits, cols):
+    for i in range(cols.shape[0]):
+        hits[i, cols[i]] += 1
+    return hits
+
+
+def shared_bins(out, idx, v):
+    for i in range(idx.shape[0]):
+        out[idx[i]] = v[i]          # (rows of idx overlap: the last iteration writing a bin wins)
+    return out
+
+
+def kept_rows(out, cols, keep):
+    for i in range(cols.shape[0]):
+        if keep[i]:
+            out[i, cols[i]] = 1.0
+    return out
+
+
+def grid(out, idx):
+    for i in range(idx.shape[0]):
+        out[i, idx[i]] = 2.0        # (a (2, 2) block of indices per iteration)
+    return out
+
+
+def _check(fn, *args, path="vectorized"):
+    f = autovec(fn)
+    for _ in range(3):
+        a = [x.clone() if isinstance(x, torch.Tensor) else x for x in args]
+        b = [x.clone() if isinstance(x, torch.Tensor) else x for x in args]
+        torch.testing.assert_close(f(*a), fn(*b), rtol=0, atol=0)
+        for u, w in zip(a, b):
+            if isinstance(u, torch.Tensor):
+                torch.testing.assert_close(u, w, rtol=0, atol=0)
+    if path:
+        a = [x.clone() if isinstance(x, torch.Tensor) else x for x in args]
+        assert explain(f, *a).path == path
+
+
+def test_top_k_of_each_row():
+    _check(topk_mask, torch.randn(30, 12), 4)
+
+
+def test_given_columns_with_negative_indices_and_rows_of_values():
+    cols = torch.stack([torch.randperm(9)[:3] for _ in range(7)])
+    cols[2, 1] = -1
+    _check(given_columns, torch.zeros(7, 9), cols, torch.randn(7, 3))
+    _check(given_columns, torch.zeros(7, 9), cols, torch.randn(7, 1, 3))     # (a leading 1 dropped)
+    _check(given_columns, torch.zeros(7, 9), cols, torch.randn(7))           # (one value for the row)
+
+
+def test_counts_into_distinct_columns():
+    cols = torch.stack([torch.randperm(9)[:4] for _ in range(6)])
+    _check(count_columns, torch.zeros(6, 9, dtype=torch.int64), cols)
+
+
+def test_a_column_repeated_within_an_iteration_keeps_the_loop():
+    # `hits[i, [2, 2]] += 1` adds one, not two: the loop decides
+    cols = torch.tensor([[1, 2, 2], [0, 3, 4]])
+    _check(count_columns, torch.zeros(2, 5, dtype=torch.int64), cols, path="python")
+    _check(given_columns, torch.zeros(2, 5), cols, torch.randn(2, 3), path="python")
+    wrapped = torch.tensor([[1, 4, -1], [0, 3, 2]])      # (4 and -1 are one column of 5)
+    _check(count_columns, torch.zeros(2, 5, dtype=torch.int64), wrapped, path="python")
+
+
+def test_bins_shared_across_iterations():
+    idx = torch.tensor([[0, 3], [3, 5], [5, 0], [1, 2]])
+    _check(shared_bins, torch.zeros(6), idx, torch.randn(4, 2))
+
+
+def test_kept_iterations_and_blocks_of_indices():
+    cols = torch.stack([torch.randperm(8)[:3] for _ in range(5)])
+    _check(kept_rows, torch.zeros(5, 8), cols, torch.tensor([True, False, True, True, False]))
+    blocks = torch.stack([torch.randperm(8)[:4].view(2, 2) for _ in range(5)])
+    _check(grid, torch.zeros(5, 8), blocks)
+
+
+def test_an_index_past_the_end_raises_as_the_loop():
+    raises_as_loop(IndexError, given_columns, torch.zeros(2, 5), torch.tensor([[0, 5], [1, 2]]), torch.randn(2, 2))
