@@ -355,16 +355,19 @@ class _Helpers:
         start = int(lo[0])
         w = int(hi[0]) - start
         size = x.shape[dim]
-        # starts counting up by one (`x[i:i + w]`): one comparison with an arange, and the bounds
-        # from the ends; in another order, the bounds from every start
-        counting = n == 1 or torch.equal(lo, torch.arange(start, start + n, device=lo.device))
-        if w < 1 or not torch.equal(hi, lo + w) or (
-                start < 0 or start + n - 1 + w > size if counting else int(lo.min()) < 0 or int(hi.max()) > size):
+        # starts counting up by a step (`x[i:i + w]`, frames `x[i * hop:i * hop + w]`): one
+        # comparison with an arange, and the bounds from the ends; in another order, the bounds
+        # from every start
+        step = int(lo[1]) - start if n > 1 else 1
+        counting = n == 1 or step >= 1 and torch.equal(
+            lo, torch.arange(start, start + n * step, step, device=lo.device, dtype=lo.dtype))
+        if w < 1 or not torch.equal(hi, lo + w) or (start < 0 or start + (n - 1) * step + w > size if counting
+                                                    else int(lo.min()) < 0 or int(hi.max()) > size):
             raise _values_refused("windows of several widths, empty, or past the tensor's ends "
                                   "(Python's slice rules: the loop decides)")
         rows = _windows(x, w, dim)
         if counting:
-            return rows.narrow(0, start, n)
+            return rows.narrow(0, start, (n - 1) * step + 1)[::step]     # (a view: every step-th window)
         if n * w * max(x.numel() // max(size, 1), 1) > _WINDOW_COPY_LIMIT:
             raise _values_refused("windows out of order that would be copied into one large batch")
         return rows[lo]

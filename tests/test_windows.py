@@ -311,3 +311,32 @@ def test_an_ellipsis_window_past_the_end_runs_the_loop():
     x = torch.randn(2, 10)
     got, want = autovec(overrun)(x, 4), overrun(x, 4)
     assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def frames(signal, frame_len, hop, window):
+    n_frames = 1 + (signal.shape[0] - frame_len) // hop
+    out = torch.empty(n_frames, frame_len)
+    for i in range(n_frames):
+        out[i] = signal[i * hop: i * hop + frame_len] * window
+    return out
+
+
+def frame_views(signal, frame_len, hop):
+    out = []
+    for i in range(1 + (signal.shape[0] - 1 - frame_len) // hop):
+        out.append(signal[i * hop + 1: i * hop + 1 + frame_len])
+    return out
+
+
+@pytest.mark.parametrize("hop", [1, 3, 8, 20])
+def test_frames_at_a_hop_are_views_of_the_signal(hop):
+    x, w = torch.randn(101), torch.hann_window(16)
+    f = autovec(frames)
+    torch.testing.assert_close(f(x, 16, hop, w), frames(x, 16, hop, w), rtol=0, atol=0)
+    # kept as views: the batch is the signal's own memory (every hop-th window of x.unfold)
+    g = autovec(frame_views)
+    got, want = g(x, 16, hop), frame_views(x, 16, hop)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b) and a.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    assert explain(g, x, 16, hop).path == "vectorized"
