@@ -2978,7 +2978,44 @@ def _read_before_store(ld: ast.Name, stmts: list, o: Output) -> bool:
     # analysis._forwarded's `name = v` then `x[i] = name`)
     if next((k for k, st in enumerate(stmts) if any(n is ld for n in ast.walk(st))), len(stmts)) < at:
         return True
-    return (ld.lineno, ld.col_offset) < (a.lineno, a.col_offset) or any(r is ld for r in ast.walk(a.value))
+    if (ld.lineno, ld.col_offset) < (a.lineno, a.col_offset) or any(r is ld for r in ast.walk(a.value)):
+        return True
+    # stores on the sides of a branch (`if c: x[i] = -x[i] elif d: x[i] = 2 - x[i]`): a read before
+    # or in its own side's store, where each other store is on a side the read's never meets
+    stores = [n for st in stmts for n in ast.walk(st) if isinstance(n, ast.Assign) and len(n.targets) == 1
+              and isinstance(n.targets[0], ast.Name) and n.targets[0].id == o.marker]
+    sides = _sides(stmts)
+    read = sides.get(id(ld), ())
+    return len(stores) > 1 and all(
+        (ld.lineno, ld.col_offset) < (w.lineno, w.col_offset) or any(r is ld for r in ast.walk(w.value))
+        or _exclusive(read, sides.get(id(w), ())) for w in stores)
+
+
+def _sides(stmts: list) -> dict:
+    """id(node) -> ((id(if), side), ..): the sides of the `if`s each node of `stmts` sits on
+    (side 0 its body, 1 its orelse), outermost first."""
+    out = {}
+
+    def walk(node, path):
+        out[id(node)] = path
+        if isinstance(node, ast.If):
+            walk(node.test, path)
+            for k, branch in enumerate((node.body, node.orelse)):
+                for st in branch:
+                    walk(st, path + ((id(node), k),))
+            return
+        for child in ast.iter_child_nodes(node):
+            walk(child, path)
+
+    for st in stmts:
+        walk(st, ())
+    return out
+
+
+def _exclusive(a: tuple, b: tuple) -> bool:
+    """Whether two nodes sit on different sides of one `if` (_sides' paths): never both run."""
+    sides = dict(a)
+    return any(k in sides and sides[k] != side for k, side in b)
 
 
 def _own_element_reads(body: _Body, targets: dict, stores: dict, ctx: Context) -> set:
