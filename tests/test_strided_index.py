@@ -190,3 +190,74 @@ def test_an_index_read_otherwise_keeps_its_loop(fn):
         torch.testing.assert_close(got, want, rtol=0, atol=0)
     # (the loop as written: no moved name in what runs)
     assert "i_by" not in explain(autovec(fn), x).rewritten_source
+
+
+def bounded(x, a, b):
+    out = torch.zeros(x.shape[0])
+    for i in range(a, b):
+        out[2 * i] = x[2 * i] + 1.0
+    return out
+
+
+GLOBAL_INDEX = None
+
+
+def global_index(x):
+    global i
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0] // 2):
+        out[2 * i] = x[2 * i]
+    return out
+
+
+def test_bounds_of_narrow_integer_types_are_python_ints():
+    # range takes a uint8 200 as the int 200: its double is 400, not uint8's 144
+    import numpy as np
+    x = torch.randn(500)
+    for a, b in ((torch.tensor(200, dtype=torch.uint8), torch.tensor(240, dtype=torch.uint8)),
+                 (np.uint8(200), np.uint8(240)), (np.int16(3), 9), (True, 5)):
+        torch.testing.assert_close(autovec(bounded)(x, a, b), bounded(x, a, b), rtol=0, atol=0)
+
+
+def test_a_numpy_bool_bound_raises_as_the_loop():
+    import numpy as np
+    raises_as_loop(TypeError, bounded, torch.randn(50), np.True_, 10)
+
+
+def test_a_global_index_is_bound_as_the_loop_binds_it():
+    import sys
+    mod = sys.modules[__name__]
+    x = torch.randn(20)
+    mod.i = "unset"
+    autovec(global_index)(x)
+    got = mod.i
+    mod.i = "unset"
+    global_index(x)
+    assert got == mod.i == 9
+
+
+def py_running(n):
+    s = 0
+    seen = torch.zeros(n)
+    for i in range(n):
+        s += i
+        seen[i] = s
+    return s, seen
+
+
+def py_running_float(n):
+    s = 0.5
+    seen = torch.zeros(n)
+    for i in range(n):
+        s += i * 0.1
+        seen[i] = s
+    return s, seen
+
+
+@pytest.mark.parametrize("fn", [py_running, py_running_float])
+def test_a_running_sum_of_the_index_from_a_python_number_stays_one(fn):
+    for _ in range(3):
+        got, want = autovec(fn)(300), fn(300)
+        assert type(got[0]) is type(want[0]) and got[0] == want[0]
+        torch.testing.assert_close(got[1], want[1], rtol=0, atol=0)
+    assert explain(autovec(fn), 300).path == "vectorized"

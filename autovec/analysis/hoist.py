@@ -632,6 +632,8 @@ def strided_indices(cap: Captured, moved=()) -> list:
                 and not any(isinstance(a, ast.Starred) for a in it.args)):
             continue
         i = loop.target.id
+        if any(isinstance(n, (ast.Global, ast.Nonlocal)) and i in n.names for n in ast.walk(cap.tree)):
+            continue     # (a module's or an enclosing function's name: the loop as written binds it)
         inside = {id(n) for st in loop.body for n in ast.walk(st)}
         if any(isinstance(n, ast.Name) and n.id == i and id(n) not in inside for n in ast.walk(cap.tree)
                if n is not loop.target):
@@ -669,7 +671,11 @@ def strided_indices(cap: Captured, moved=()) -> list:
         loop.target = ast.copy_location(ast.Name(j, ast.Store()), loop.target)
 
         def times(e):
-            return ast.BinOp(left=ast.Constant(c), op=ast.Mult(), right=e)
+            # (range takes its arguments' __index__(): a uint8 tensor's 200 is the int 200, whose
+            # double is 400 where the tensor's own product wraps to 144; a bound without one
+            # raises in `begin`, and the loop as written raises range's own error)
+            index = ast.Call(func=ast.Attribute(value=e, attr="__index__", ctx=ast.Load()), args=[], keywords=[])
+            return ast.BinOp(left=ast.Constant(c), op=ast.Mult(), right=index)
         args = list(it.args)
         if len(args) == 1:
             args = [ast.Constant(0), times(args[0]), ast.Constant(c)]

@@ -79,7 +79,7 @@ def _pure_expr(node: ast.AST) -> bool:
         if isinstance(n, ast.Call):
             f = n.func
             ok = (isinstance(f, ast.Name) and f.id in ("len", "int", "min", "max", "abs")) or (
-                isinstance(f, ast.Attribute) and f.attr in ("size", "dim", "numel", "__len__"))
+                isinstance(f, ast.Attribute) and f.attr in ("size", "dim", "numel", "__len__", "__index__"))
             if not ok:
                 return False
     return True

@@ -747,7 +747,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         # (a loop-invariant name in the values added, `k += K`: a Python number or a tensor, as
         # the caller passed it)
         invariant = any(isinstance(n, ast.Name) and n.id in plan.free for st in pre.body for n in ast.walk(st))
-        if plan.items or (converts or invariant) and op in ("+", "-", "*"):
+        # (`s += i`: the loop's index is a Python int, and so is each value added to a Python start)
+        if plan.items or (converts or invariant or plan.index_as_value) and op in ("+", "-", "*"):
             # (`k += int(c[i])`: a Python number in the loop too, as `.item()` gives)
             if op.startswith(("best", "pay")) or op in ("lin", "+", "-", "*"):
                 # the one-time check runs the loop's own `.item()`: it tells whether a running
