@@ -662,13 +662,17 @@ class _Helpers:
         return t[idx]
 
     @staticmethod
-    def fill_range(row, dim, lo, hi, v, varies=False, base=None, base_varies=False):
+    def fill_range(row, dim, lo, hi, v, varies=False, base=None, base_varies=False, inplace=False):
         """`row_k[.., lo_k:hi_k] = v` for every row k (runtime.fill_range), as a mask of the
         positions: each bound as Python's slice takes it (None, negative from the end, clamped
         to the size), integers only; `v` converted to the row's dtype as the assignment converts
         it (a Python number that does not fit raises, as there); `varies`: `v` is one 0-d tensor
         per iteration, a batch. With `base` (a batch where `base_varies`, else one value), the
-        rows are first what the loop's `out[k] = base_k` leaves."""
+        rows are first what the loop's `out[k] = base_k` leaves. `inplace` (lowering.batched's
+        _sole_fill: the body is this fill of the store target's own rows, read nowhere else):
+        the rows are filled where they are, once everything above has been checked; the fill is
+        the same whenever it runs again (a check, the loop after a refusal), and the commit's
+        copy of the rows onto themselves is none. Not where autograd records the row."""
         from .runtime import GuardFailed
         size = row.shape[1 + dim]
         n = row.shape[0]
@@ -704,6 +708,9 @@ class _Helpers:
             raise GuardFailed(f"a slice assigned a {type(v).__name__}")
         if base is not None:
             row = _stored_rows(row, base, base_varies)
+        elif inplace and not varies and not (row.requires_grad and torch.is_grad_enabled()) \
+                and row.numel() >= _INPLACE_FLOOR:
+            return row.masked_fill_(mask, fill)
         return torch.where(mask, fill, row)
 
     @staticmethod

@@ -292,3 +292,82 @@ def test_a_source_row_of_another_shape_keeps_the_loop():
         autovec(narrower_source)(x, y, [2, 4, 5])
     assert str(got.value) == str(want.value)
     assert torch.equal(autovec(narrower_source)(x, y, [2, 4, 1]), narrower_source(x, y, [2, 4, 1]))
+
+
+# ------------------------------------------------- a fill that is the whole body: in place
+
+def mask_tail(logits, lengths):
+    for i in range(logits.size(0)):
+        logits[i, lengths[i]:, :] = -1e9
+    return logits
+
+
+def mask_tail_back(logits, lengths):
+    for i in range(logits.size(0) - 1, -1, -1):
+        logits[i, lengths[i]:, :] = -1e9
+    return logits
+
+
+def mask_tail_even(logits, lengths):
+    for i in range(0, logits.size(0), 2):
+        logits[i, :lengths[i]] = 7.0
+    return logits
+
+
+def sum_then_mask_tail(logits, lengths, sums):
+    for i in range(logits.size(0)):
+        sums[i] = logits[i].sum()
+        logits[i, lengths[i]:, :] = 0.0
+    return logits, sums
+
+
+@pytest.mark.parametrize("fn", [mask_tail, mask_tail_back, mask_tail_even])
+def test_a_fill_of_the_target_s_own_rows_is_made_in_place(fn):
+    # (large enough for the in-place form; the argument is updated in place as the loop does)
+    x, lengths = torch.randn(40, 30, 64), torch.randint(0, 31, (40,))
+    a, b = x.clone(), x.clone()
+    f = autovec(fn)
+    for _ in range(3):
+        assert f(a, lengths) is a
+        fn(b, lengths)
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+        lengths = torch.randint(0, 31, (40,))
+    ex = explain(f, x.clone(), lengths)
+    assert ex.path == "vectorized" and any("inplace=True" in n for n in ex.notes)
+
+
+def test_a_fill_after_another_read_of_the_row_is_not_in_place():
+    x, lengths = torch.randn(40, 30, 64), torch.randint(0, 31, (40,))
+    a, b = x.clone(), x.clone()
+    sa, sb = torch.zeros(40), torch.zeros(40)
+    autovec(sum_then_mask_tail)(a, lengths, sa)
+    sum_then_mask_tail(b, lengths, sb)
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+    torch.testing.assert_close(sa, sb, rtol=0, atol=0)
+
+
+def test_a_fill_of_rows_that_require_grad_is_not_in_place():
+    w = torch.randn(40, 30, 64, requires_grad=True)
+    lengths = torch.randint(0, 31, (40,))
+    g = torch.randn(40, 30, 64)
+    (autovec(mask_tail)(w * 2, lengths) * g).sum().backward()
+    got, w.grad = w.grad.clone(), None
+    (mask_tail(w * 2, lengths) * g).sum().backward()
+    torch.testing.assert_close(got, w.grad, rtol=0, atol=0)
+
+
+def test_a_value_that_does_not_fit_raises_before_anything_is_filled():
+    x = torch.randint(-5, 5, (40, 30, 64), dtype=torch.int8)
+    lengths = torch.randint(0, 31, (40,))
+    with pytest.raises(RuntimeError) as want:
+        mask_tail(x.clone(), lengths)
+    a = x.clone()
+    with pytest.raises(RuntimeError) as got:
+        autovec(mask_tail)(a, lengths)
+    assert str(got.value) == str(want.value)
+    b = x.clone()
+    try:
+        mask_tail(b, lengths)
+    except RuntimeError:
+        pass
+    torch.testing.assert_close(a, b, rtol=0, atol=0)     # (the same rows written before the error)

@@ -467,6 +467,31 @@ class _Ctx:
     mixed: set = field(default_factory=set)
     mixed_names: set = field(default_factory=set)
     mixed_ok: set = field(default_factory=set)
+    fill_in_place: int | None = None    # id of the body's one `fill_range` that may fill its row in place
+
+
+def _sole_fill(fdef: ast.FunctionDef, av: str) -> int | None:
+    """id of the call in a body that is only `out = av.fill_range(row, ..); return (out,)`
+    (`logits[i, lengths[i]:] = -1e9`) where `row` is read nowhere else: its batch is the store
+    target's own rows, which nothing else in the body reads, so the fill may write them in place
+    (batching.fill_range), and the store's commit copies them onto themselves (no copy)."""
+    body = fdef.body
+    if len(body) != 2 or not isinstance(body[0], ast.Assign) or not isinstance(body[1], ast.Return):
+        return None
+    call, ret = body[0].value, body[1].value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "fill_range"
+            and isinstance(call.func.value, ast.Name) and call.func.value.id == av and len(call.args) == 5
+            and not call.keywords and isinstance(call.args[0], ast.Name)):
+        return None
+    row = call.args[0].id
+    if sum(isinstance(n, ast.Name) and n.id == row for n in ast.walk(fdef)) != 1 \
+            or row not in {a.arg for a in fdef.args.args}:
+        return None
+    target = body[0].targets[0] if len(body[0].targets) == 1 else None
+    if not (isinstance(target, ast.Name) and isinstance(ret, ast.Tuple) and len(ret.elts) == 1
+            and isinstance(ret.elts[0], ast.Name) and ret.elts[0].id == target.id):
+        return None
+    return id(call)
 
 
 class _Batcher:
@@ -1448,7 +1473,10 @@ class _Batcher:
                 if base.batched and base.fact.kind != "tensor":
                     raise Unsupported("a row stored before a slice fill from per-iteration Python values")
                 extra = [base.node, _const(base.batched)]
-            return _helper("fill_range", row.node, dim.node, lo.node, hi.node, v.node, _const(v.batched), *extra)
+            keywords = [ast.keyword(arg="inplace", value=_const(True))] \
+                if id(node) == self.c.fill_in_place and base is None and not v.batched else []
+            return _helper("fill_range", row.node, dim.node, lo.node, hi.node, v.node, _const(v.batched), *extra,
+                           keywords=keywords)
         raise Unsupported(f"runtime helper `{attr}`")
 
     def _same_span(self, node):
@@ -1910,6 +1938,7 @@ def batched_def(fdef: ast.FunctionDef, facts: dict, ids: dict, batched_params, a
     if exempt_nodes is not None:
         ctx.exempt = exempt_nodes
     ctx.local |= {a.arg for a in fdef.args.args}
+    ctx.fill_in_place = _sole_fill(fdef, av)
     if index is not None and not any(isinstance(n, ast.Name) and n.id == index and not isinstance(n.ctx, ast.Load)
                                      for n in ast.walk(fdef)):
         ctx.index = index
