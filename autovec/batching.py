@@ -339,6 +339,30 @@ class _Helpers:
         return _windows(x, w, dim)[start:last + 1:step]
 
     @staticmethod
+    def pick_rows(x, dim, idx):
+        """x.select(dim, idx_k) for every iteration, first: `x[2 * i]`, `x[:, j[i]]` of a
+        loop-invariant tensor and one integer per iteration. Where the integers step evenly up
+        inside the dimension (the loop's index times a step, plus an offset), a view of every
+        step-th row, as the loop's own rows are views of x; otherwise a gather (Python's negative
+        indices wrap as there; one out of range raises, and the loop decides)."""
+        from .runtime import GuardFailed
+        if not isinstance(x, torch.Tensor) or not isinstance(idx, torch.Tensor) or x.dim() <= dim:
+            raise GuardFailed("rows of a non-tensor, or past its dimensions (the loop decides)")
+        if idx.dtype == torch.bool or idx.dtype == torch.uint8 or idx.is_floating_point() or idx.is_complex():
+            raise GuardFailed("rows picked by other than integers (the loop decides)")
+        n, size = idx.shape[0], x.shape[dim]
+        if idx.dim() == 1 and n and idx.device == x.device:
+            first = int(idx[0])
+            step = int(idx[1]) - first if n > 1 else 1
+            if step >= 1 and 0 <= first and first + (n - 1) * step < size and (n <= 2 or torch.equal(
+                    idx, torch.arange(first, first + n * step, step, device=idx.device, dtype=idx.dtype))):
+                rows = x.narrow(dim, first, (n - 1) * step + 1)
+                if step > 1:
+                    rows = rows[(slice(None),) * dim + (slice(None, None, step),)]
+                return rows.movedim(dim, 0)
+        return x[(slice(None),) * dim + (idx,)].movedim(dim, 0)
+
+    @staticmethod
     def window(x, lo, hi, dim=0):
         """x[lo_k:hi_k] for every iteration, a loop-invariant tensor `x` and per-iteration
         integer bounds with one width: the rows of x.unfold (a view), picked by lo_k (no copy

@@ -261,3 +261,55 @@ def test_a_running_sum_of_the_index_from_a_python_number_stays_one(fn):
         assert type(got[0]) is type(want[0]) and got[0] == want[0]
         torch.testing.assert_close(got[1], want[1], rtol=0, atol=0)
     assert explain(autovec(fn), 300).path == "vectorized"
+
+
+def kept_even_rows(x, idx):
+    out = []
+    for i in range(idx.shape[0]):
+        out.append(x[idx[i]])
+    return out
+
+
+def kept_columns(x, idx):
+    out = []
+    for i in range(idx.shape[0]):
+        out.append(x[:, idx[i]])
+    return out
+
+
+@pytest.mark.parametrize("fn", [kept_even_rows, kept_columns])
+@pytest.mark.parametrize("idx", [[0, 2, 4, 6], [1, 4, 7], [3], [5, 6], [2, 2, 3], [6, 4, 2], [-1, 1, 3], [0, 3, 4]])
+def test_rows_picked_by_integers_are_the_loop_s_views_or_copies(fn, idx):
+    # rows that step evenly up are a view of x (as the loop's rows are: a write through a kept
+    # one reaches x); others are gathered, and a kept list of them keeps the loop
+    x, y = torch.randn(8, 8), None
+    y = x.clone()
+    t = torch.tensor(idx)
+    got, want = autovec(fn)(x, t), fn(y, t)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    got[0].mul_(-1)
+    want[0].mul_(-1)
+    torch.testing.assert_close(x, y, rtol=0, atol=0)
+    evenly = len(idx) <= 2 and idx[0] >= 0 and (len(idx) < 2 or idx[1] > idx[0]) or all(
+        b - a == idx[1] - idx[0] > 0 for a, b in zip(idx, idx[1:])) and idx[0] >= 0
+    assert explain(autovec(fn), torch.randn(8, 8), t).path == ("vectorized" if evenly else "python")
+
+
+def gathered_sums(x, idx):
+    out = torch.zeros(idx.shape[0])
+    for i in range(idx.shape[0]):
+        out[i] = x[idx[i]].sum() + x[:, idx[i]].sum()
+    return out
+
+
+def test_later_calls_whose_integers_do_not_step_evenly():
+    # the first calls' integers step evenly (a view passes the one-time check); later calls'
+    # do not, run the same batched body, and must gather
+    x = torch.randn(9, 9)
+    f = autovec(gathered_sums)
+    for idx in ([0, 2, 4, 6], [1, 3, 5, 7], [0, 2, 3, 6], [0, 3, 4, 8], [-1, 0, 1, 2], [2, 2, 2, 2], [8, 6, 4, 2], [0, 0, 1, 2]):
+        t = torch.tensor(idx)
+        torch.testing.assert_close(f(x, t), gathered_sums(x, t))    # (sums of other layouts: rounding)
+    assert explain(f, x, torch.tensor([0, 3, 4, 8])).path == "vectorized"

@@ -887,9 +887,9 @@ class _Batcher:
             # `x[:, 2 * i]`, `x[1:, j[i], 0]`: fixed slices, then one per-iteration integer: the
             # rows it picks along that dimension (where the loop's index is), moved first, then
             # the rest of the index on the dimensions after it
-            picked = ast.Subscript(value=base.node, slice=ast.Tuple(
-                elts=[p.node for p in parts[:at + 1]], ctx=ast.Load()), ctx=ast.Load())
-            moved = _call(_attr(picked, "movedim"), [_const(at), _const(0)])
+            lead = ast.Subscript(value=base.node, slice=ast.Tuple(
+                elts=[p.node for p in parts[:at]], ctx=ast.Load()), ctx=ast.Load())
+            moved = _helper("pick_rows", lead, _const(at), parts[at].node)
             if at + 1 == len(parts):
                 return moved
             return ast.Subscript(value=moved, slice=ast.Tuple(
@@ -914,6 +914,13 @@ class _Batcher:
             raise Unsupported(f"index `{ast.unparse(idx)}`")
         if any(p.fact.kind not in ("slice", "int") for p in rest):
             raise Unsupported(f"index `{ast.unparse(idx)}` after a per-iteration index")
+        if self.c.lead == 1 and self._integer_scalar(first):
+            # `x[2 * i]`, `x[j[i], 1:]`: the rows it picks (a view where they step evenly)
+            picked = _helper("pick_rows", base.node, _const(0), first.node)
+            if not rest:
+                return picked
+            return ast.Subscript(value=picked, slice=ast.Tuple(
+                elts=[ast.Slice()] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
         if not rest:
             return ast.Subscript(value=base.node, slice=first.node, ctx=ast.Load())
         return ast.Subscript(value=base.node, slice=ast.Tuple(
