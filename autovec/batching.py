@@ -354,8 +354,10 @@ class _Helpers:
         if idx.dim() == 1 and n and idx.device == x.device:
             first = int(idx[0])
             step = int(idx[1]) - first if n > 1 else 1
-            if step >= 1 and 0 <= first and first + (n - 1) * step < size and (n <= 2 or torch.equal(
-                    idx, torch.arange(first, first + n * step, step, device=idx.device, dtype=idx.dtype))):
+            last = first + (n - 1) * step
+            # (the last one read first: integers that do not step evenly rarely end where they would)
+            if step >= 1 and 0 <= first and last < size and (n <= 2 or int(idx[-1]) == last and torch.equal(
+                    idx, torch.arange(first, last + 1, step, device=idx.device, dtype=idx.dtype))):
                 rows = x.narrow(dim, first, (n - 1) * step + 1)
                 if step > 1:
                     rows = rows[(slice(None),) * dim + (slice(None, None, step),)]
