@@ -101,3 +101,55 @@ def test_two_sides_and_nested_sides():
 def test_reads_that_see_a_store_give_the_loop_s_values(fn):
     x, y, c = torch.randn(30), torch.zeros(30), torch.randn(30) * 2
     _check(fn, x, y, c)
+
+
+def view_on_a_side(x, y, c):
+    for i in range(x.shape[0]):
+        if c[i] > 0:
+            t = x[i]                 # (a view of the row: it shows the store below)
+            x[i] = t * 2
+            y[i] = t
+    return x, y
+
+
+def view_on_each_side(x, y, c):
+    for i in range(x.shape[0]):
+        if c[i] > 0:
+            t = x[i]
+            x[i] = t * 2
+        else:
+            t = -x[i]
+            x[i] = t
+        y[i] = t
+    return x, y
+
+
+def copy_on_a_side(x, y, c):
+    for i in range(x.shape[0]):
+        if c[i] > 0:
+            t = x[i] * 1.0           # (new memory: the row as it was)
+            x[i] = t * 2
+            y[i] = t
+    return x, y
+
+
+@pytest.mark.parametrize("fn", [view_on_a_side, view_on_each_side, copy_on_a_side])
+def test_a_view_bound_on_a_side_and_read_after_its_store(fn):
+    x, y, c = torch.randn(30), torch.zeros(30), torch.randn(30)
+    _check(fn, x, y, c, path="vectorized" if fn is copy_on_a_side else None)
+
+
+def view_read_before_its_store(x, y, c):
+    for i in range(x.shape[0]):
+        if c[i] > 0:
+            t = x[i]                 # (a view, read only before the store)
+            y[i] = t + 1
+            x[i] = t * 2
+        else:
+            x[i] = -x[i]
+    return x, y
+
+
+def test_a_view_read_only_before_its_store():
+    x, y, c = torch.randn(30), torch.zeros(30), torch.randn(30)
+    _check(view_read_before_its_store, x, y, c, path="vectorized")

@@ -2955,7 +2955,32 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: 
     if at is None or k is None:
         return True
     if k == at:
-        return False         # in the store's own statement (its value, or the test of its `if`)
+        # in the store's own statement: its value, or the test of its `if`, are read before it;
+        # a statement beside the store on a side of that `if` (`t = x[i]` / `x[i] = t * 2` /
+        # `y[i] = t`) binds a view that the statements after it may read after the store
+        if any(any(r is ld for r in ast.walk(a.value)) for a in ast.walk(stmt) if isinstance(a, ast.Assign)
+               and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) and a.targets[0].id == o.marker) \
+                or any(any(r is ld for r in ast.walk(n.test)) for n in ast.walk(stmt) if isinstance(n, ast.If)):
+            return False
+        inner = next((n for n in ast.walk(stmt) if isinstance(n, ast.stmt) and n is not stmt
+                      and any(c is ld for c in ast.walk(n)) and not any(
+                          isinstance(c, ast.stmt) and c is not n and any(r is ld for r in ast.walk(c))
+                          for c in ast.walk(n))), None)
+        if isinstance(inner, ast.Assign) and inner.value is sub and all(isinstance(t, ast.Name) for t in inner.targets):
+            names = {t.id for t in inner.targets}
+            if names & set(markers):
+                return True
+            # (a read of the names that may follow a store of the row: after one in the source,
+            # and not on another side of a branch from it)
+            stores = [a for a in ast.walk(stmt) if isinstance(a, ast.Assign) and len(a.targets) == 1
+                      and isinstance(a.targets[0], ast.Name) and a.targets[0].id == o.marker]
+            sides = _sides(stmts)
+            return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+                       and any((n.lineno, n.col_offset) > (w.lineno, w.col_offset)
+                               and not any(n is r for r in ast.walk(w.value))
+                               and not _exclusive(sides.get(id(n), ()), sides.get(id(w), ())) for w in stores)
+                       for st in stmts for n in ast.walk(st))
+        return True
     if isinstance(stmt, ast.Assign) and stmt.value is sub and all(isinstance(t, ast.Name) for t in stmt.targets):
         names = {t.id for t in stmt.targets}
         return bool(names & set(markers)) or any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
