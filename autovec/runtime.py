@@ -3908,7 +3908,7 @@ def _scatter_prep(target, vals, idxs, op, mask, form="", py=False):
         raise GuardFailed(_HALF_SUM)
     if op == "-" and (vals.dtype == torch.bool or target.dtype == torch.bool):
         raise GuardFailed("`-=` with a bool tensor (the loop raises)")
-    kept = _scatter_rows(target, vals, idxs, mask)
+    kept = _scatter_rows(target, vals, idxs, mask, op, py)
     if kept is None:
         return None
     vals, idxs, n = kept
@@ -3973,7 +3973,7 @@ def _scatter_prep(target, vals, idxs, op, mask, form="", py=False):
     return tuple(norm), vals
 
 
-def _scatter_rows(target, vals, idxs, mask):
+def _scatter_rows(target, vals, idxs, mask, op="", py=False):
     """A scatter's values and indices on the iterations that write (`mask`), with their count;
     None where none does. uint8 indices and more indices than the target's dimensions: the loop."""
     for i in idxs:
@@ -3989,19 +3989,33 @@ def _scatter_rows(target, vals, idxs, mask):
     if len(idxs) > target.dim():
         raise GuardFailed("too many indices for the written tensor (the loop raises)")
     if any(isinstance(i, torch.Tensor) and i.dim() > 1 for i in idxs):
-        vals, idxs, n = _flat_iterations(target, vals, idxs, n)
+        vals, idxs, n = _flat_iterations(target, vals, idxs, n, op, py)
     return vals, idxs, n
 
 
-def _flat_iterations(target, vals, idxs, n):
+def _flat_iterations(target, vals, idxs, n, op="", py=False):
     """`out[u, idx] = v` with a vector of indices per iteration (`idx` from topk): each iteration
     writes the positions of its broadcast indices, as that many iterations of one position each,
     in the loop's order (iterations first, then each one's positions). Within one iteration the
     loop's setitem writes repeated positions once (`x[u, idx] += v` adds one of the values, not
-    both): indices that repeat within an iteration keep the loop."""
-    if any(not isinstance(i, torch.Tensor) or i.dtype == torch.bool or i.is_floating_point() or i.is_complex()
-           for i in idxs):
-        raise GuardFailed("scatter indices must be integers (the loop decides)")
+    both): indices that repeat within an iteration keep the loop. The loop's setitem through a
+    tensor of indices is an index_put: its indices int64 or int32 (int16 raises IndexError), its
+    values of the target's own dtype where they are tensors (other dtypes raise; Python numbers
+    are converted), and an update's `target[idx] op v` of the target's dtype too."""
+    if any(not isinstance(i, torch.Tensor) or i.dim() > 1 and i.dtype not in (torch.int64, torch.int32)
+           or i.dtype == torch.bool or i.is_floating_point() or i.is_complex() for i in idxs):
+        raise GuardFailed("indices of a per-iteration vector that are not int64 or int32 (the loop decides)")
+    if not op and not py and vals.dtype != target.dtype:
+        raise GuardFailed("values of another dtype written through a tensor of indices (index_put: the loop raises)")
+    if op:
+        # (`x[i, cols] += v` adds in place into the gathered copy, `x[i, cols] = x[i, cols] + v`
+        # makes a new one, which index_put refuses where its dtype is not the target's: a wider
+        # v; the same in both where the result keeps the target's dtype)
+        sample = (1.5 if vals.is_floating_point() else True if vals.dtype == torch.bool else 1) if py else \
+            torch.empty(0, dtype=vals.dtype)
+        if torch.result_type(torch.empty(0, dtype=target.dtype), sample) != target.dtype:
+            raise GuardFailed("an update through a tensor of indices whose result has another dtype (index_put: the "
+                              "loop raises)")
     shape = broadcast_shapes(*(tuple(i.shape[1:]) for i in idxs))
     k = math.prod(shape)
     flat = [i.reshape(n, *([1] * (len(shape) - i.dim() + 1)), *i.shape[1:]).expand(n, *shape).reshape(n * k)
@@ -4092,7 +4106,7 @@ def _scatter_reduce_prep(target, vals, idxs, op, mask, form, py):
         raise GuardFailed("forward-mode AD (dual tensors): the loop runs as written", data=True)
     if op == "*" and target.dtype in _HALF:
         raise GuardFailed(_HALF_SUM)
-    kept = _scatter_rows(target, vals, idxs, mask)
+    kept = _scatter_rows(target, vals, idxs, mask, op, py)
     if kept is None:
         return None
     vals, idxs, n = kept

@@ -108,3 +108,62 @@ def test_kept_iterations_and_blocks_of_indices():
 
 def test_an_index_past_the_end_raises_as_the_loop():
     raises_as_loop(IndexError, given_columns, torch.zeros(2, 5), torch.tensor([[0, 5], [1, 2]]), torch.randn(2, 2))
+
+
+def add_columns(out, cols, v):
+    for i in range(cols.shape[0]):
+        out[i, cols[i]] += v[i]
+    return out
+
+
+def fill_columns(out, cols):
+    for i in range(cols.shape[0]):
+        out[i, cols[i]] = 2.5
+    return out
+
+
+@pytest.mark.parametrize("out_dtype, v_dtype", [(torch.float32, torch.float64), (torch.bool, torch.float32),
+                                                (torch.int64, torch.float32), (torch.float16, torch.float32)])
+def test_values_of_another_dtype_raise_as_the_loop(out_dtype, v_dtype):
+    # (the loop's setitem through a tensor of indices is an index_put: one dtype for both)
+    cols = torch.tensor([[0, 2], [1, 3], [3, 0]])
+    raises_as_loop(RuntimeError, given_columns, torch.zeros(3, 4, dtype=out_dtype), cols,
+                   torch.randn(3, 2).to(v_dtype))
+
+
+def test_an_update_whose_result_has_another_dtype_raises_as_the_loop():
+    cols = torch.tensor([[0, 2], [1, 3], [3, 0]])
+    raises_as_loop(RuntimeError, add_columns, torch.zeros(3, 4, dtype=torch.int64), cols, torch.randn(3, 2))
+    # (`+=` adds float64 values in place into the gathered float32 copy: no error, and the loop
+    # decides, as for a 0-d float64 value per row)
+    _check(add_columns, torch.zeros(3, 4), cols, torch.randn(3, 2).double(), path="python")
+    _check(add_columns, torch.zeros(3, 4), cols, torch.randn(3).double(), path="python")
+    _check(add_columns, torch.zeros(3, 4), cols, torch.randn(3, 2))
+
+
+def test_a_python_number_is_converted_as_the_loop_converts_it():
+    cols = torch.tensor([[0, 2], [1, 3], [3, 0]])
+    _check(fill_columns, torch.zeros(3, 4, dtype=torch.int64), cols)
+
+
+@pytest.mark.parametrize("dtype", [torch.int16, torch.int8])
+def test_index_dtypes_the_loop_refuses(dtype):
+    raises_as_loop(IndexError, count_columns, torch.zeros(3, 4, dtype=torch.int64),
+                   torch.tensor([[0, 2], [1, 3], [3, 0]], dtype=dtype))
+
+
+def test_int32_indices():
+    _check(count_columns, torch.zeros(3, 4, dtype=torch.int64), torch.tensor([[0, 2], [1, 3], [3, 0]], dtype=torch.int32))
+
+
+def add_columns_spelled_out(out, cols, v):
+    for i in range(cols.shape[0]):
+        out[i, cols[i]] = out[i, cols[i]] + v[i]
+    return out
+
+
+def test_an_update_spelled_out_whose_result_has_another_dtype_raises_as_the_loop():
+    # (a new float64 result written into float32 through a tensor of indices: index_put raises)
+    cols = torch.tensor([[0, 2], [1, 3], [3, 0]])
+    raises_as_loop(RuntimeError, add_columns_spelled_out, torch.zeros(3, 4), cols, torch.randn(3, 2).double())
+    _check(add_columns_spelled_out, torch.zeros(3, 4), cols, torch.randn(3, 2))
