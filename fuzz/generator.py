@@ -4882,7 +4882,158 @@ def lost_interleaved(self):
     self.emit(1, "return out")
 
 
-LOST_FORMS = {"interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+def lost_stop33(self):
+    """This stop's forms, on inputs that change between calls (variant 1: other values of the same
+    shapes, sometimes ones the fast forms must refuse): lists of tensors indexed by the loop
+    (offsets, kept elements, inference or grad elements), indices read only as `c * i` (bounds of
+    narrow integer types), rows picked by one integer per iteration (evenly or not), vector
+    scatters (repeated columns, dtypes), whole-body span fills, a row stored on the sides of a
+    branch (views bound on a side), `torch.tensor` of numbers."""
+    self.variants = True
+    n, d = max(self.n, 2), max(self.d, 2)
+    form = self.pick(["list", "list", "scaled", "pick", "scatter", "fill", "sides", "numbers"])
+    dt = self.pick(["float32", "float32", "float64"])
+    if form == "list":
+        grad = not self.no_grad and self.chance(0.2)
+        self.param("xs", f"[t.detach().requires_grad_({grad}) for t in _tensor(g, ({n}, {d}), torch.{dt}).unbind(0)]")
+        if self.chance(0.15):
+            self.inputs.append("if variant:\n        k = len(xs) // 2\n        xs[k] = xs[k].detach().double().requires_grad_(xs[k].requires_grad)")
+        o = self.pick([0, 1, 1, -1])
+        what = self.pick(["store", "acc", "keep", "keep_view"])
+        lo, hi = (1, "len(xs)") if o < 0 else (0, f"len(xs) - {o}" if o else "len(xs)")
+        idx = "t" if o == 0 else f"t + {o}" if o > 0 else "t - 1"
+        if what == "store":
+            self.emit(1, f"out = torch.zeros(len(xs), {d}, dtype=torch.{dt})")
+            self.emit(1, f"for t in range({lo}, {hi}):")
+            self.emit(2, f"out[t] = xs[{idx}] * 2 - xs[t]")
+            self.emit(1, "return out")
+        elif what == "acc":
+            self.emit(1, "total = 0.0")
+            self.emit(1, f"for t in range({lo}, {hi}):")
+            self.emit(2, f"total = total + (xs[{idx}] * xs[t]).sum()")
+            self.emit(1, "return total")
+        else:
+            self.emit(1, "kept = []")
+            self.emit(1, f"for t in range({lo}, {hi}):")
+            self.emit(2, f"kept.append(xs[{idx}]{'.view(-1)' if what == 'keep_view' else ''})")
+            self.emit(1, "if kept:")
+            self.emit(2, "kept[0].mul_(3)")
+            self.emit(1, "return kept, xs")
+        return
+    if form == "scaled":
+        c = self.pick([2, 2, 3])
+        far = self.chance(0.25)      # (bounds past 128: a uint8 bound's product by c wraps in uint8)
+        self.param("x", f"_tensor(g, ({c * (n + (140 if far else 0)) + 2},), torch.{dt})")
+        bound = self.pick(["n", "torch.tensor(n, dtype=torch.uint8)", "torch.tensor(n)", "n - 1"])
+        self.param("n", f"{n} if variant == 0 else {max(n - 1, 1)}")
+        args = self.pick([f"{bound}", f"1, {bound}", f"0, {bound}, 2", f"{bound} - 1, -1, -1"])
+        if far:
+            self.inputs.append("n = n + 130")
+            self.param("a", f"torch.tensor(n - {self.pick([1, 3])}, dtype=torch.uint8)")
+            self.param("b", "torch.tensor(n, dtype=torch.uint8) if variant == 0 else n")
+            args = self.pick(["a, n", "a, b"])
+        self.emit(1, "out = torch.zeros(x.shape[0])")
+        self.emit(1, f"for i in range({args}):")
+        self.emit(2, f"out[{c} * i + 1] = x[{c} * i] * {c} + (i * {c}) ** 0.5")
+        if self.chance(0.2):
+            self.emit(1, "return out, i")
+        else:
+            self.emit(1, "return out")
+        return
+    if form == "pick":
+        self.param("x", f"_tensor(g, ({n + 3}, {d}), torch.{dt})")
+        even = f"torch.arange(0, {n + 3}, 2)[:{(n + 4) // 2}]"
+        self.param("idx", f"{even} if variant == 0 else torch.randint(-{n}, {n + 3}, ({(n + 4) // 2},), generator=g)")
+        what = self.pick(["store", "keep", "col"])
+        if what == "keep":
+            self.emit(1, "kept = []")
+            self.emit(1, "for i in range(idx.shape[0]):")
+            self.emit(2, "kept.append(x[idx[i]])")
+            self.emit(1, "if kept:")
+            self.emit(2, "kept[-1].add_(1)")
+            self.emit(1, "return kept, x")
+        else:
+            self.emit(1, f"out = torch.zeros(idx.shape[0], {n + 3 if what == 'col' else d}, dtype=torch.{dt})")
+            self.emit(1, "for i in range(idx.shape[0]):")
+            self.emit(2, "out[i] = x[idx[i]] * 2" if what == "store" else "out[i] = x.t()[:, idx[i] % x.shape[1]].sum() + x[:, 0]")
+            self.emit(1, "return out")
+        return
+    if form == "scatter":
+        k = self.pick([1, 2, 3])
+        vdt = self.pick([dt, dt, dt, "float64", "int64"])
+        self.param("out", f"torch.zeros({n}, {k + 3}, dtype=torch.{dt})")
+        self.param("cols", f"torch.stack([torch.randperm({k + 3}, generator=g)[:{k}] for _ in range({n})]) if variant == 0 "
+                           f"else torch.randint(-{k + 3}, {k + 3}, ({n}, {k}), generator=g)")
+        self.param("v", f"_tensor(g, ({n}, {k}), torch.{vdt})")
+        self.no_grad = True
+        op = self.pick(["=", "+=", "= out[i, cols[i]] +"])
+        val = self.pick(["v[i]", "1.5", "v[i] * 2"])
+        if op == "= out[i, cols[i]] +":
+            stmt = f"out[i, cols[i]] = out[i, cols[i]] + {val}"
+        else:
+            stmt = f"out[i, cols[i]] {op} {val}"
+        self.emit(1, "for i in range(cols.shape[0]):")
+        if self.chance(0.3):
+            self.emit(2, "if v[i].sum() > 0:")
+            self.emit(3, stmt)
+        else:
+            self.emit(2, stmt)
+        self.emit(1, "return out")
+        return
+    if form == "fill":
+        big = self.chance(0.5)
+        rows, T, D = (n, 30, 70) if big else (n, 5, 2)
+        self.param("t", f"_tensor(g, ({rows}, {T}, {D}), torch.{self.pick([dt, 'int8', 'float16'])})")
+        self.param("L", f"torch.randint(0, {T + 1}, ({rows},), generator=g) if variant == 0 else "
+                        f"torch.randint(-{T}, {T + 3}, ({rows},), generator=g)")
+        self.no_grad = True
+        v = self.pick(["-1e9", "0", "7", "-1", "1000"])
+        span = self.pick(["L[i]:", ":L[i]", "L[i]:, 1", "1:L[i], :"])
+        rng = self.pick(["range(t.shape[0])", "range(t.shape[0] - 1, -1, -1)", "range(0, t.shape[0], 2)"])
+        self.emit(1, f"for i in {rng}:")
+        self.emit(2, f"t[i, {span}] = {v}")
+        self.emit(1, "return t")
+        return
+    if form == "sides":
+        self.param("x", f"_tensor(g, ({n},), torch.{dt})")
+        self.param("y", f"torch.zeros({n}, dtype=torch.{dt})")
+        self.param("c", f"_tensor(g, ({n},), torch.float32)")
+        self.no_grad = True
+        view = self.pick(["", "after", "inside", "each"])
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, "if c[i] > 0.5:")
+        if view:
+            self.emit(3, "r = x[i]")          # (a view: it shows the store below)
+            self.emit(3, "x[i] = r * 2")
+            if view == "inside":
+                self.emit(3, "y[i] = r")
+        else:
+            self.emit(3, "x[i] = -x[i]")
+        if view == "each":
+            self.emit(2, "else:")
+            self.emit(3, "r = -x[i]")
+            self.emit(3, "x[i] = r")
+            self.emit(2, "y[i] = r + 1")
+        else:
+            self.emit(2, "elif c[i] < -0.5:")
+            self.emit(3, "x[i] = 1 - x[i]")
+            if view == "after":
+                self.emit(2, "else:")
+                self.emit(3, "r = x[i] * 1")
+                self.emit(2, "y[i] = r + 1")
+        self.emit(1, "return x, y")
+        return
+    self.param("x", f"_tensor(g, ({n}, 4), torch.{dt})")
+    elems = self.pick(["[a, b, a + b, 1.0]", "[int(a), 2, True]", "(a > 0, b < 0)", "[a, b]"])
+    kw = self.pick(["", "", ", dtype=torch.float64"]) if "int(" not in elems and ">" not in elems else ""
+    self.emit(1, "rows = []")
+    self.emit(1, "for i in range(x.shape[0]):")
+    self.emit(2, "a, b = x[i, 0].item() * 1e6, x[i, 1].item()")
+    self.emit(2, f"rows.append(torch.tensor({elems}{kw}) * 2)")
+    self.emit(1, "return torch.stack(rows) if rows else None")
+
+
+LOST_FORMS = {"stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}

@@ -465,7 +465,7 @@ def _run(seed, timeout, out_dir, verbose, family="default", compile=False) -> Re
             stage = "the original"
             want = call(f, inputs)
             other = None
-            if compile and _accepts_variant(mod.make_inputs):
+            if _accepts_variant(mod.make_inputs):     # (compile's, and the lost forms' that vary their values)
                 stage = "the original"
                 prog.reset(mod)
                 other = on_device(mod.make_inputs(1), device())
