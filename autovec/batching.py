@@ -157,6 +157,18 @@ _PYMATH_DOMAIN = {
 _PYMATH_NO_RANGE = frozenset({"log", "log2", "log10", "log1p", "atanh", "tan"})
 
 
+def _unempty(x):
+    """A tensor with no elements gathered by per-iteration integers: torch checks no index's range
+    there (a batch of them indexes nothing), where the loop's one integer per iteration is
+    checked (IndexError): the loop decides."""
+    if x.numel() == 0:
+        from .runtime import GuardFailed
+        e = GuardFailed("a tensor with no elements indexed by per-iteration integers (torch checks no bounds "
+                        "there: the loop decides)", data=True)
+        e.final = True       # (nor does vmap's gather)
+        raise e
+
+
 def _counts_up(i, first, step) -> bool:
     """Whether the batch of the loop's index `i` is every iteration's, first to last by `step`
     (the runtime's own arange, tagged; the kept rows of a branch are not: 0, 2, 3, 6)."""
@@ -339,6 +351,12 @@ class _Helpers:
         return _windows(x, w, dim)[start:last + 1:step]
 
     @staticmethod
+    def unempty(x):
+        """`x` itself, where it has elements (_unempty)."""
+        _unempty(x)
+        return x
+
+    @staticmethod
     def pick_rows(x, dim, idx):
         """x.select(dim, idx_k) for every iteration, first: `x[2 * i]`, `x[:, j[i]]` of a
         loop-invariant tensor and one integer per iteration. Where the integers step evenly up
@@ -348,6 +366,7 @@ class _Helpers:
         from .runtime import GuardFailed
         if not isinstance(x, torch.Tensor) or not isinstance(idx, torch.Tensor) or x.dim() <= dim:
             raise GuardFailed("rows of a non-tensor, or past its dimensions (the loop decides)")
+        _unempty(x)
         if idx.dtype == torch.bool or idx.dtype == torch.uint8 or idx.is_floating_point() or idx.is_complex():
             raise GuardFailed("rows picked by other than integers (the loop decides)")
         n, size = idx.shape[0], x.shape[dim]
@@ -510,6 +529,7 @@ class _Helpers:
     @staticmethod
     def take(x, idx):
         """x_i[idx_i] for every row: one element (or sub-tensor) per row."""
+        _unempty(x)
         if x.dim() == 2 and idx.dtype is torch.int64 and idx.dim() == 1 and x.is_cpu and idx.is_cpu:
             try:       # a gather is 2x faster than two-tensor indexing, at every size (on a GPU a bad
                        # index would be a device-side assert, not an error to recover from)

@@ -4195,7 +4195,7 @@ def _scatter_whole(target, vals, idxs, op, n):
     written: then None, and the checked path decides. Only for one index on dimension 0 with
     `+=` / `-=`, values already of the target's shape and dtype."""
     if op not in ("+", "-") or len(idxs) != 1 or target.dim() < 1 or type(target) is not torch.Tensor \
-            or not target.is_cpu:
+            or not target.is_cpu or target.numel() == 0:
         return None     # (on a GPU an index out of range is a device-side assert, not an exception)
     i = idxs[0]
     if i.dim() != 1 or i.dtype not in (torch.int64, torch.int32) or vals.dtype != target.dtype \
@@ -6352,6 +6352,12 @@ class Token:
             # (the batched body checks the data: batching._Helpers.prod_input)
             raise GuardFailed("prod under vmap with inputs that require grad (the gradient of a row "
                               "with inf could differ from the loop's)")
+        if any(isinstance(t, torch.Tensor) and t.numel() == 0 for t, _ in inputs) or any(
+                t.numel() == 0 for t in self.free_tensors):
+            # (a gather of a tensor with no elements checks no index's range under vmap, where the
+            # loop's one integer per iteration is checked: IndexError)
+            raise GuardFailed("a tensor with no elements under vmap (its gathers check no bounds: the loop decides)",
+                              data=True)
         if self.levels is not None:
             return self._vmap_nest(body, inputs, device)
         args = [t for t, _ in inputs]

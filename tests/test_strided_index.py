@@ -313,3 +313,52 @@ def test_later_calls_whose_integers_do_not_step_evenly():
         t = torch.tensor(idx)
         torch.testing.assert_close(f(x, t), gathered_sums(x, t))    # (sums of other layouts: rounding)
     assert explain(f, x, torch.tensor([0, 3, 4, 8])).path == "vectorized"
+
+
+def picked_from_a_slice(x, j, y):
+    for i in range(j.shape[0]):
+        y[i] = x[1:, j[i], 0].sum()
+    return y
+
+
+def picked_rows_sum(x, idx, y):
+    for i in range(idx.shape[0]):
+        y[i] = x[idx[i]].sum()
+    return y
+
+
+def pairs_of_integers(x, j, y):
+    for i in range(j.shape[0]):
+        y[i] = x[i, j[i]].sum()
+    return y
+
+
+def added_rows(x, idx, v):
+    for i in range(idx.shape[0]):
+        x[idx[i]] += v[i]
+    return x
+
+
+@pytest.mark.parametrize("fn, x, bad", [
+    (picked_from_a_slice, torch.zeros(1, 10, 2), [1, 0, 3, 10]),     # (x[1:] has no elements)
+    (picked_rows_sum, torch.zeros(10, 0), [0, 2, 4, 10]),
+    (pairs_of_integers, torch.zeros(4, 10, 0), [1, 0, 3, 10]),
+])
+def test_an_index_out_of_range_of_a_tensor_with_no_elements_raises_as_the_loop(fn, x, bad):
+    # torch checks no index's range when a tensor with no elements is gathered by a batch of
+    # integers; the loop's one integer per iteration is checked (IndexError, after its writes)
+    f = autovec(fn)
+    for _ in range(3):
+        torch.testing.assert_close(f(x, torch.tensor([0, 2, 4, 6]), torch.zeros(4)),
+                                   fn(x, torch.tensor([0, 2, 4, 6]), torch.zeros(4)))
+    raises_as_loop(IndexError, fn, x, torch.tensor(bad), torch.zeros(4))
+    y, z = torch.zeros(4), torch.zeros(4)
+    with pytest.raises(IndexError):
+        fn(x, torch.tensor(bad), y)
+    with pytest.raises(IndexError):
+        f(x, torch.tensor(bad), z)
+    torch.testing.assert_close(y, z)        # (the same rows written before the error)
+
+
+def test_an_update_of_rows_with_no_elements_past_the_end_raises_as_the_loop():
+    raises_as_loop(IndexError, added_rows, torch.zeros(10, 0), torch.tensor([0, 3, 10]), torch.zeros(3, 0))

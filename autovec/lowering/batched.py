@@ -908,7 +908,7 @@ class _Batcher:
             first, rest = ast.Tuple(elts=[p.node for p in parts[:lead]], ctx=ast.Load()), parts[lead:]
             if any(p.batched or p.fact.kind not in ("slice", "int") for p in rest):
                 raise Unsupported(f"index `{ast.unparse(idx)}` after per-iteration indices")
-            return ast.Subscript(value=base.node, slice=ast.Tuple(
+            return ast.Subscript(value=_helper("unempty", base.node), slice=ast.Tuple(
                 elts=list(first.elts) + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
         if not first.batched or not self._integer(first) or any(p.batched for p in rest):
             raise Unsupported(f"index `{ast.unparse(idx)}`")
