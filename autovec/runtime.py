@@ -6352,12 +6352,6 @@ class Token:
             # (the batched body checks the data: batching._Helpers.prod_input)
             raise GuardFailed("prod under vmap with inputs that require grad (the gradient of a row "
                               "with inf could differ from the loop's)")
-        if any(isinstance(t, torch.Tensor) and t.numel() == 0 for t, _ in inputs) or any(
-                t.numel() == 0 for t in self.free_tensors):
-            # (a gather of a tensor with no elements checks no index's range under vmap, where the
-            # loop's one integer per iteration is checked: IndexError)
-            raise GuardFailed("a tensor with no elements under vmap (its gathers check no bounds: the loop decides)",
-                              data=True)
         if self.levels is not None:
             return self._vmap_nest(body, inputs, device)
         args = [t for t, _ in inputs]
