@@ -371,17 +371,28 @@ class _Helpers:
             raise GuardFailed("rows picked by other than integers (the loop decides)")
         n, size = idx.shape[0], x.shape[dim]
         if idx.dim() == 1 and n and idx.device == x.device:
-            first = int(idx[0])
-            step = int(idx[1]) - first if n > 1 else 1
-            last = first + (n - 1) * step
-            # (the last one read first: integers that do not step evenly rarely end where they would)
-            if step >= 1 and 0 <= first and last < size and (n <= 2 or int(idx[-1]) == last and torch.equal(
-                    idx, torch.arange(first, last + 1, step, device=idx.device, dtype=idx.dtype))):
+            if n <= 64 and idx.is_cpu:
+                # (a few integers as Python ints: one read, where three reads and a comparison
+                # with an arange cost several microseconds)
+                v = idx.tolist()
+                first = v[0]
+                step = v[1] - first if n > 1 else 1
+                even = step >= 1 and 0 <= first and first + (n - 1) * step < size and all(
+                    b - a == step for a, b in zip(v, v[1:]))
+            else:
+                first = int(idx[0])
+                step = int(idx[1]) - first if n > 1 else 1
+                last = first + (n - 1) * step
+                # (the last one read first: integers that do not step evenly rarely end where they would)
+                even = step >= 1 and 0 <= first and last < size and (n <= 2 or int(idx[-1]) == last and torch.equal(
+                    idx, torch.arange(first, last + 1, step, device=idx.device, dtype=idx.dtype)))
+            if even:
                 rows = x.narrow(dim, first, (n - 1) * step + 1)
                 if step > 1:
                     rows = rows[(slice(None),) * dim + (slice(None, None, step),)]
-                return rows.movedim(dim, 0)
-        return x[(slice(None),) * dim + (idx,)].movedim(dim, 0)
+                return rows.movedim(dim, 0) if dim else rows
+        rows = x[(slice(None),) * dim + (idx,)]
+        return rows.movedim(dim, 0) if dim else rows
 
     @staticmethod
     def window(x, lo, hi, dim=0):

@@ -362,3 +362,14 @@ def test_an_index_out_of_range_of_a_tensor_with_no_elements_raises_as_the_loop(f
 
 def test_an_update_of_rows_with_no_elements_past_the_end_raises_as_the_loop():
     raises_as_loop(IndexError, added_rows, torch.zeros(10, 0), torch.tensor([0, 3, 10]), torch.zeros(3, 0))
+
+
+def test_later_calls_whose_many_integers_do_not_step_evenly():
+    # (more than 64 integers: compared on the device, not as Python ints)
+    x = torch.randn(300, 300)
+    f = autovec(gathered_sums)
+    even = torch.arange(0, 200, 2)
+    uneven = even.clone()
+    uneven[50] += 1                 # (ends where it would: the comparison of them all finds it)
+    for idx in (even, even + 1, uneven, even.flip(0), torch.randint(-300, 300, (100,))):
+        torch.testing.assert_close(f(x, idx), gathered_sums(x, idx))
