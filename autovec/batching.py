@@ -357,6 +357,12 @@ class _Helpers:
         return x
 
     @staticmethod
+    def gather_rows(x, dim, idx):
+        """x.select(dim, idx_k) for every iteration, first, as a gather (pick_rows' other form)."""
+        _unempty(x)
+        return x[(slice(None),) * dim + (idx,)].movedim(dim, 0)
+
+    @staticmethod
     def pick_rows(x, dim, idx):
         """x.select(dim, idx_k) for every iteration, first: `x[2 * i]`, `x[:, j[i]]` of a
         loop-invariant tensor and one integer per iteration. Where the integers step evenly up

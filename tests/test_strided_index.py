@@ -292,9 +292,37 @@ def test_rows_picked_by_integers_are_the_loop_s_views_or_copies(fn, idx):
     got[0].mul_(-1)
     want[0].mul_(-1)
     torch.testing.assert_close(x, y, rtol=0, atol=0)
-    evenly = len(idx) <= 2 and idx[0] >= 0 and (len(idx) < 2 or idx[1] > idx[0]) or all(
-        b - a == idx[1] - idx[0] > 0 for a, b in zip(idx, idx[1:])) and idx[0] >= 0
-    assert explain(autovec(fn), torch.randn(8, 8), t).path == ("vectorized" if evenly else "python")
+    # (integers read from data are gathered, a copy: a list that keeps them keeps the loop)
+    assert explain(autovec(fn), torch.randn(8, 8), t).path == "python"
+
+
+def kept_arithmetic_rows(x, k, o):
+    out = []
+    for i in range(x.shape[0] // k - 1):
+        out.append(x[k * i + o])
+    return out
+
+
+def kept_arithmetic_columns(x, k, o):
+    out = []
+    for i in range(x.shape[1] // k - 1):
+        out.append(x[:, i * k + o])
+    return out
+
+
+@pytest.mark.parametrize("fn", [kept_arithmetic_rows, kept_arithmetic_columns])
+@pytest.mark.parametrize("k, o", [(1, 0), (2, 1), (3, 2)])
+def test_rows_at_arithmetic_of_the_index_are_views_as_in_the_loop(fn, k, o):
+    x = torch.randn(12, 12)
+    y = x.clone()
+    got, want = autovec(fn)(x, k, o), fn(y, k, o)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    got[-1].mul_(-1)
+    want[-1].mul_(-1)
+    torch.testing.assert_close(x, y, rtol=0, atol=0)
+    assert explain(autovec(fn), torch.randn(12, 12), k, o).path == "vectorized"
 
 
 def gathered_sums(x, idx):
@@ -373,3 +401,26 @@ def test_later_calls_whose_many_integers_do_not_step_evenly():
     uneven[50] += 1                 # (ends where it would: the comparison of them all finds it)
     for idx in (even, even + 1, uneven, even.flip(0), torch.randint(-300, 300, (100,))):
         torch.testing.assert_close(f(x, idx), gathered_sums(x, idx))
+
+
+def kept_doubled(x, m):
+    out = torch.zeros(m.shape[0])
+    for i in range(m.shape[0]):
+        if m[i] > 0:
+            out[i] = x[2 * i].sum() + x[:, i * 2 + 1].sum()
+    return out
+
+
+@pytest.mark.parametrize("n", [18, 90])
+def test_rows_at_arithmetic_of_kept_indices_that_do_not_step_evenly(n):
+    # under grad the kept rows' indices are the kept iterations' (0, 2, 3, 6, ..): their
+    # doubles do not step evenly, on later calls after ones whose kept rows counted up
+    x = torch.randn(2 * n + 2, 2 * n + 2, requires_grad=True)
+    f = autovec(kept_doubled)
+    m = torch.ones(n)
+    m[0] = -1
+    for _ in range(4):
+        torch.testing.assert_close(f(x, m), kept_doubled(x, m))
+    m = torch.tensor(([1., -1, 1, 1, -1, -1, 1, -1, 1, 1] * (n // 10 + 1))[:n])
+    for _ in range(3):
+        torch.testing.assert_close(f(x, m), kept_doubled(x, m))

@@ -882,6 +882,7 @@ class _Batcher:
         at = 0
         while at < len(parts) and not parts[at].batched and parts[at].fact.kind == "slice":
             at += 1
+        items = idx.elts if isinstance(idx, ast.Tuple) else [idx]
         if 0 < at < len(parts) and self.c.lead == 1 and self._integer_scalar(parts[at]) and all(
                 not p.batched and p.fact.kind in ("slice", "int") for p in parts[at + 1:]):
             # `x[:, 2 * i]`, `x[1:, j[i], 0]`: fixed slices, then one per-iteration integer: the
@@ -889,7 +890,8 @@ class _Batcher:
             # the rest of the index on the dimensions after it
             lead = ast.Subscript(value=base.node, slice=ast.Tuple(
                 elts=[p.node for p in parts[:at]], ctx=ast.Load()), ctx=ast.Load())
-            moved = _helper("pick_rows", lead, _const(at), parts[at].node)
+            moved = _helper("pick_rows" if self._of_index(items[at]) else "gather_rows", lead, _const(at),
+                            parts[at].node)
             if at + 1 == len(parts):
                 return moved
             return ast.Subscript(value=moved, slice=ast.Tuple(
@@ -914,16 +916,19 @@ class _Batcher:
             raise Unsupported(f"index `{ast.unparse(idx)}`")
         if any(p.fact.kind not in ("slice", "int") for p in rest):
             raise Unsupported(f"index `{ast.unparse(idx)}` after a per-iteration index")
-        if self.c.lead == 1 and self._integer_scalar(first):
-            # `x[2 * i]`, `x[j[i], 1:]`: the rows it picks (a view where they step evenly)
+        if self.c.lead == 1 and self._integer_scalar(first) and self._of_index(items[0]):
+            # `x[2 * i]`, `x[i * hop + 1, 1:]`: the rows it picks (a view where they step evenly;
+            # integers read from data, `x[ids[k]]`, are gathered as they are)
             picked = _helper("pick_rows", base.node, _const(0), first.node)
             if not rest:
                 return picked
             return ast.Subscript(value=picked, slice=ast.Tuple(
                 elts=[ast.Slice()] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
+        # (a tensor with no elements checks no index there: batching._unempty)
+        gathered = _helper("unempty", base.node) if self._integer_scalar(first) else base.node
         if not rest:
-            return ast.Subscript(value=base.node, slice=first.node, ctx=ast.Load())
-        return ast.Subscript(value=base.node, slice=ast.Tuple(
+            return ast.Subscript(value=gathered, slice=first.node, ctx=ast.Load())
+        return ast.Subscript(value=gathered, slice=ast.Tuple(
             elts=[first.node] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
 
     def _window(self, node, base):
@@ -1255,6 +1260,17 @@ class _Batcher:
                 raise Unsupported(f"`{text}` with a dtype of other than floats into a floating dtype")
             dtype = copy.deepcopy(node.keywords[0].value)
         return _helper("numbers_tensor", dtype, *(v.node for v in vals))
+
+    def _of_index(self, e) -> bool:
+        """Whether an index expression is arithmetic of the loop's own index and fixed names
+        (`2 * i + 1`): integers that may step evenly, worth a view (batching.pick_rows); not a
+        read from data (`ids[k]`), nor a call."""
+        if self.c.index is None:
+            return False
+        names = [n for n in ast.walk(e) if isinstance(n, ast.Name)]
+        return any(n.id == self.c.index for n in names) and all(
+            isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.operator, ast.unaryop, ast.Load))
+            for n in ast.walk(e)) and all(n.id == self.c.index or not self.varies(n) for n in names)
 
     def _integer_scalar(self, v: _V) -> bool:
         return self._integer(v) and (v.fact.kind == "int" or v.fact.rank == 0)
