@@ -1955,6 +1955,11 @@ class FunctionRuntime:
             # every iteration but made anew by each): own memory and version counter, no view of
             # a batch, so `detach_()` or an in-place change of one element acts on it alone, and
             # backward through another element still works, as in the loop
+            if o.dim() >= 3 and not o[0].is_contiguous():
+                # (rows laid out otherwise, `x[t].T * 2`: the loop's own results follow their
+                # inputs' layout, as each row's clone does where it is dense; unbind_copy's rows
+                # are contiguous)
+                return [r.clone() for r in o.unbind(0)]
             return list(_unbind_copy(o))
         if o.requires_grad:
             # separate views, each of which can be modified in place like the loop's tensors

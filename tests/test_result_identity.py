@@ -334,3 +334,29 @@ def test_a_kept_value_that_is_the_row_itself_stays_the_row(fn):
     from autovec import explain
     want_path = "python" if fn is kept_helper else "vectorized"   # (a last value keeps its view)
     assert explain(autovec(fn), torch.randn(4, 3)).path == want_path
+
+
+def kept_transposed(x):
+    out = []
+    for t in range(x.shape[0]):
+        out.append(x[t].T * 2)
+    return out
+
+
+def kept_differences(x):
+    out = []
+    for t in range(x.shape[0] - 1):
+        out.append(x[t + 1] - x[t])
+    return out
+
+
+@pytest.mark.parametrize("fn, x", [
+    (kept_transposed, torch.randn(5, 3, 4)),
+    (kept_differences, torch.arange(60.0).reshape(5, 3, 4).permute(0, 2, 1)),
+    (kept_differences, torch.randn(5, 3, 4)),
+])
+def test_kept_results_are_laid_out_as_the_loop_s(fn, x):
+    # (the loop's results follow their inputs' layout: a transposed row gives a transposed result)
+    got, want = autovec(fn)(x), fn(x)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b) and a.stride() == b.stride() and a._base is None
