@@ -360,7 +360,8 @@ class _Helpers:
     def gather_rows(x, dim, idx):
         """x.select(dim, idx_k) for every iteration, first, as a gather (pick_rows' other form)."""
         _unempty(x)
-        return x[(slice(None),) * dim + (idx,)].movedim(dim, 0)
+        rows = x[(slice(None),) * dim + (idx,)]
+        return rows.movedim(dim, 0) if dim else rows
 
     @staticmethod
     def pick_rows(x, dim, idx):
@@ -397,8 +398,7 @@ class _Helpers:
                 if step > 1:
                     rows = rows[(slice(None),) * dim + (slice(None, None, step),)]
                 return rows.movedim(dim, 0) if dim else rows
-        rows = x[(slice(None),) * dim + (idx,)]
-        return rows.movedim(dim, 0) if dim else rows
+        return _Helpers.gather_rows(x, dim, idx)
 
     @staticmethod
     def window(x, lo, hi, dim=0):

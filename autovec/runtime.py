@@ -510,27 +510,39 @@ def _number_list(v) -> torch.Tensor:
         raise GuardFailed(f"a list of numbers that does not fit a tensor ({e})", data=True) from None
 
 
-def _tensor_list(v, grad) -> torch.Tensor:
-    """A list (or tuple) of tensors the loop indexes (`xs[t]`), stacked: every element of one
-    type, dtype, shape and device (stacking would promote, fail, or give rows the loop's do not
-    have); under grad none that requires grad (as for a list the loop walks: the stack would give
-    every element a gradient, zeros where the loop leaves `.grad` None)."""
+def _list_elements(v, grad, device=False) -> bool:
+    """Checks the elements of a list of tensors the loop walks or indexes, which the batch
+    stacks: every element of one type (the loop's results keep each element's own), dtype and
+    shape (stacking would promote, fail, or give rows the loop's do not have), and with `device`
+    of one device; under grad none that requires grad (the stack would give every element a
+    gradient, zeros where the loop leaves `.grad` None); no inference tensor outside inference
+    mode. Returns whether every element is on the CPU."""
     first = v[0]
-    kind, shape, dtype, device = type(first), first.shape, first.dtype, first.device
+    kind, shape, dtype, where = type(first), first.shape, first.dtype, first.device
+    cpu = True
     for e in v:
         if type(e) is not kind:
-            raise GuardFailed("the indexed list holds values of several types (the loop reads each as it is)")
+            raise GuardFailed("the list holds tensors of several types (a subclass beside plain tensors)")
         if kind is not torch.Tensor:
             _plain_subclass(e)
         if e.layout is not _STRIDED:
             raise GuardFailed(_LAYOUT)
-        if e.dtype is not dtype or e.shape != shape or e.device != device:
-            raise GuardFailed("the indexed list holds tensors of different shapes, dtypes or devices", data=True)
+        if e.dtype is not dtype or e.shape != shape or device and e.device != where:
+            # (a chunked run could even broadcast a chunk of other shapes)
+            raise GuardFailed("the list holds tensors of different shapes, dtypes or devices", data=True)
+        if cpu and not e.is_cpu:
+            cpu = False
         if grad and e.requires_grad:
-            raise GuardFailed("the loop indexes a list of tensors that require grad: stacking them would give "
-                              "every element a gradient (zeros where the loop leaves `.grad` None)")
+            raise GuardFailed("the loop reads a list of tensors that require grad: stacking them would give every "
+                              "element a gradient (zeros where the loop leaves `.grad` None)")
         if e.is_inference() and not torch.is_inference_mode_enabled():
             raise GuardFailed(_INFERENCE_ELEMENTS)
+    return cpu
+
+
+def _tensor_list(v, grad) -> torch.Tensor:
+    """A list (or tuple) of tensors the loop indexes (`xs[t]`), checked (_list_elements) and stacked."""
+    _list_elements(v, grad, device=True)
     return torch.stack(v)
 
 
@@ -1208,27 +1220,8 @@ class FunctionRuntime:
                 continue
             else:
                 tensors.extend(s)
-                shape, dtype, kind = s[0].shape, s[0].dtype, type(s[0])
-                for e in s:
-                    if type(e) is not kind:
-                        # (the loop's results keep each element's own type: one batch has one)
-                        raise GuardFailed("the list holds tensors of several types (a subclass beside plain tensors)")
-                    if kind is not Tensor:
-                        _plain_subclass(e)
-                    if e.layout is not _STRIDED:
-                        raise GuardFailed(_LAYOUT)
-                    if e.dtype is not dtype or e.shape != shape:
-                        # stacking would promote to one dtype, or fail where the loop does not
-                        # (a chunked run could even broadcast a chunk of other shapes)
-                        raise GuardFailed("the list holds tensors of different shapes or dtypes", data=True)
-                    if cpu and not e.is_cpu:
-                        cpu = False
-                    if grad and e.requires_grad:
-                        raise GuardFailed("the loop runs over a list of tensors that require grad: stacking "
-                                          "them would give every element a gradient (zeros where the loop "
-                                          "leaves `.grad` None)")
-                    if e.is_inference() and not torch.is_inference_mode_enabled():
-                        raise GuardFailed(_INFERENCE_ELEMENTS)
+                if not _list_elements(s, grad):
+                    cpu = False
             if levels is None:
                 sig.append(_sig(s))
         free_tensors = []
@@ -5967,23 +5960,17 @@ class Token:
         d, rt = self.decision, self.rt
         if d is not None and d.weighed or self.estimate is None and d is None or cost.min_trip(None) is not None:
             return
+        if d is not None:
+            d.weighed = True      # (once per bucket, whatever it finds)
         if any(o.kind not in _ONE_AT_A_TIME for o in self.match.plan.outputs):
-            if d is not None:
-                d.weighed = True
             return
         key = self._bytes_key()
         per = rt.iter_bytes.get(key)
         if per is None:
             per = rt.iter_bytes[key] = self._iteration_bytes(ref) if self._measurable() else 0
-        if not per:
-            if d is not None:
-                d.weighed = True
-            return
         n = self.full_n or self.n
         loop_s, batch_s = cost.memory(n, per, rt.kind)
         if not batch_s:
-            if d is not None:
-                d.weighed = True
             return
         est = self.estimate if d is None else rt._estimate(self.loop_id, self.match, n)
         if d is None:        # (explain's call: its estimate shows the bytes)
@@ -6009,15 +5996,14 @@ class Token:
                     or self.raw_numbers or self.number_sources)
 
     def _chunkable(self):
-        plan = self.match.plan
+        if not self._measurable():
+            return False
         if self.picked is not None:
             # (the kept rows' pieces each run as the whole would, _run_pieces: their mode, their
             # index, their batched body)
-            return not (self.raw_numbers or self.number_sources)
-        return not (self.levels is not None or plan.scans or getattr(self, "extra", None) or self.raw_numbers
-                    or self.number_sources or self.loop_id in self.rt.index_py
-                    or self.match.strategy not in _CHUNKABLE
-                    or plan.items and self._half_inputs())   # (a chunked run has no batched body to refuse it)
+            return True
+        return not (self.loop_id in self.rt.index_py or self.match.strategy not in _CHUNKABLE
+                    or self.match.plan.items and self._half_inputs())   # (a chunked run has no batched body to refuse it)
 
     def _half_inputs(self) -> bool:
         """Whether a float16 / bfloat16 tensor is among the loop's inputs: there, `.item()`

@@ -625,7 +625,7 @@ def strided_indices(cap: Captured, moved=()) -> list:
     for loop in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
         it = loop.iter
         if loop.orelse or not isinstance(loop.target, ast.Name) or id(loop) in near or any(
-                id(loop) in {id(n) for n in ast.walk(m)} or id(m) in {id(n) for n in ast.walk(loop)} for m in moved):
+                id(m) in {id(n) for n in ast.walk(loop)} for m in moved):     # (inside one, or around one)
             continue
         if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
                 and 1 <= len(it.args) <= 3 and not it.keywords

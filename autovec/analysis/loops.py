@@ -2906,11 +2906,15 @@ def _marker_assign(stmts: list, marker: str):
     """(the position of the top-level statement, the assignment) of an output's marker (`marker =
     value`, where _classify put the store), or (None, None)."""
     for k, st in enumerate(stmts):
-        for a in ast.walk(st):
-            if isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) \
-                    and a.targets[0].id == marker:
-                return k, a
+        for a in _marker_assigns([st], marker):
+            return k, a
     return None, None
+
+
+def _marker_assigns(stmts: list, marker: str) -> list:
+    """Every assignment of an output's marker in `stmts` (one per side of a branch that stores)."""
+    return [a for st in stmts for a in ast.walk(st) if isinstance(a, ast.Assign) and len(a.targets) == 1
+            and isinstance(a.targets[0], ast.Name) and a.targets[0].id == marker]
 
 
 def _makes_new_memory(p, r, parents, ctx: Context) -> bool:
@@ -2958,8 +2962,8 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: 
         # in the store's own statement: its value, or the test of its `if`, are read before it;
         # a statement beside the store on a side of that `if` (`t = x[i]` / `x[i] = t * 2` /
         # `y[i] = t`) binds a view that the statements after it may read after the store
-        if any(any(r is ld for r in ast.walk(a.value)) for a in ast.walk(stmt) if isinstance(a, ast.Assign)
-               and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) and a.targets[0].id == o.marker) \
+        stores = _marker_assigns([stmt], o.marker)
+        if any(any(r is ld for r in ast.walk(a.value)) for a in stores) \
                 or any(any(r is ld for r in ast.walk(n.test)) for n in ast.walk(stmt) if isinstance(n, ast.If)):
             return False
         inner = next((n for n in ast.walk(stmt) if isinstance(n, ast.stmt) and n is not stmt
@@ -2972,8 +2976,6 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: 
                 return True
             # (a read of the names that may follow a store of the row: after one in the source,
             # and not on another side of a branch from it)
-            stores = [a for a in ast.walk(stmt) if isinstance(a, ast.Assign) and len(a.targets) == 1
-                      and isinstance(a.targets[0], ast.Name) and a.targets[0].id == o.marker]
             sides = _sides(stmts)
             return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
                        and any((n.lineno, n.col_offset) > (w.lineno, w.col_offset)
@@ -3007,8 +3009,7 @@ def _read_before_store(ld: ast.Name, stmts: list, o: Output) -> bool:
         return True
     # stores on the sides of a branch (`if c: x[i] = -x[i] elif d: x[i] = 2 - x[i]`): a read before
     # or in its own side's store, where each other store is on a side the read's never meets
-    stores = [n for st in stmts for n in ast.walk(st) if isinstance(n, ast.Assign) and len(n.targets) == 1
-              and isinstance(n.targets[0], ast.Name) and n.targets[0].id == o.marker]
+    stores = _marker_assigns(stmts, o.marker)
     sides = _sides(stmts)
     read = sides.get(id(ld), ())
     return len(stores) > 1 and all(
