@@ -78,7 +78,8 @@ class Env:
 
     def pure_method(self, attr: str) -> bool:
         # (`_av_fill`: the analysis's own spelling of `out[i, lo:hi] = v` on a copy of the row)
-        return attr == "_av_fill" or pure_tensor_method(attr)
+        # (`_av_own`: a tensor the iteration made, one per row under vmap: runtime.own)
+        return attr in ("_av_fill", "_av_own") or pure_tensor_method(attr)
 
     def helper_def(self, path: str) -> ast.FunctionDef | None:
         """The syntax tree of the plain user function `path` names now (not torch's or autovec's,

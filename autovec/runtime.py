@@ -4457,6 +4457,7 @@ def _scatter_commit(target, prepared, op):
 
 
 FunctionRuntime.scatter_commit = staticmethod(_scatter_commit)
+FunctionRuntime.own = staticmethod(lambda t: own(t))
 
 
 try:  # vmap's own primitives: torch.func.vmap spends ~20 us per call on pytrees and checks
@@ -4481,17 +4482,47 @@ def vmap_call(fn, args, dims, n):
         # the loop calls each operation as it is: no "performance drop ... batching rule" warning
         # for the operations vmap runs one row at a time (the setting has no getter; its default is on)
         _quiet_fallback(False)
+    levels = _own_levels()
+    levels.append((level, n, m))
     try:
         add = m._add_batch_dim
         outs = fn(*[a if d is None else add(a, d, level) for a, d in zip(args, dims)])
         return tuple(m._remove_batch_dim(o, level, n, 0) for o in outs)
     finally:
+        levels.pop()
         m._vmap_decrement_nesting()
         if _quiet_fallback is not None:
             _quiet_fallback(True)
 
 
 _quiet_fallback = getattr(getattr(torch._C, "_functorch", None), "_set_vmap_fallback_warning_enabled", None)
+_OWN = threading.local()
+
+
+def _own_levels() -> list:
+    """(level, batch size, primitives) of each vmap_call this thread is inside, outermost first."""
+    levels = getattr(_OWN, "levels", None)
+    if levels is None:
+        levels = _OWN.levels = []
+    return levels
+
+
+def own(t):
+    """A tensor the iteration made and then writes into (`t = torch.zeros(C)`, `t[y[i]] = 1`:
+    analysis.loops._fresh_stores), with a row of its own per iteration. Under vmap a tensor made
+    from no batched value is one tensor for every row, and a store of a row's value into it
+    cannot be batched; it becomes n copies, batched at each vmap_call level it lacks (the loop
+    makes a new one per iteration: the same values, in memory no one else holds). Outside
+    vmap_call (the one-time check, a direct mode, an iteration run alone) `t` itself."""
+    levels = getattr(_OWN, "levels", None)
+    if not levels or not isinstance(t, torch.Tensor) or _ft is None:
+        return t
+    have = _ft.maybe_get_level(t)
+    for level, n, m in levels:
+        if level > have:
+            t = m._add_batch_dim(t.unsqueeze(0).expand(n, *t.shape).clone(memory_format=torch.contiguous_format),
+                                 0, level)
+    return t
 
 
 def _vmap_reason(e: Exception) -> str:

@@ -313,6 +313,8 @@ class _Body:
     items: bool = False                           # the body calls `.item()`
     varying: set = field(default_factory=set)     # iteration variables
     written: set = field(default_factory=set)     # every name bound anywhere in the body
+    fresh_stores: set = field(default_factory=set)    # ids of writes into tensors the iteration made (_fresh_stores)
+    own_calls: set = field(default_factory=set)       # ids of their in-place method calls (`t.fill_(0)`)
 
     def marker(self) -> str:
         self.count[0] += 1
@@ -1071,6 +1073,140 @@ def _has_continue(stmts) -> bool:
     return any(isinstance(n, ast.Continue) for s in stmts for n in ast.walk(s))
 
 
+OWN = "_av_own"      # `v._av_own()`: a tensor the iteration made, one per row under vmap (runtime.own)
+
+# torch functions whose result is a tensor of its own (a factory, or new memory from their arguments)
+_FRESH_FUNCTIONS = frozenset(("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
+                              "empty_like", "eye", "arange", "linspace", "tensor", "one_hot")) | (
+    _NEW_MEMORY_CALLS - {"item", "tolist", "max", "min"})
+# methods whose result is new memory whatever the receiver
+_FRESH_METHODS = frozenset(("clone", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor")) | (
+    _NEW_MEMORY_CALLS - {"item", "tolist", "max", "min"})
+
+
+def _fresh_value(v: ast.AST, ctx: Context) -> bool:
+    """Whether `v` is a value no one else holds: an operator's result (`x[i] * 2`), what a torch
+    factory or a call of _FRESH_FUNCTIONS / _FRESH_METHODS gives (`torch.zeros(C)`,
+    `x[i].clone()`, `F.one_hot(..)`), or a tensor method of such a value
+    (`torch.zeros(C).view(2, -1)`: its memory or new). Not where `out=` or `inplace=` writes
+    into another tensor."""
+    if isinstance(v, ast.BinOp) or isinstance(v, ast.UnaryOp) and not isinstance(v.op, ast.UAdd):
+        return True     # (`+t` is t itself)
+    if not isinstance(v, ast.Call) or not isinstance(v.func, ast.Attribute) or nm.in_place_keyword(v) \
+            or any(kw.arg is None for kw in v.keywords) or any(isinstance(a, ast.Starred) for a in v.args):
+        return False
+    f = v.func
+    recv = f.value
+    if isinstance(recv, (ast.Name, ast.Attribute)) and _base_ok(recv) and _root(recv) not in ctx.local_names:
+        found, obj = ctx.env.resolve(src(recv))
+        if found and isinstance(obj, types.ModuleType):
+            return obj.__name__ in ("torch", "torch.nn.functional") and f.attr in _FRESH_FUNCTIONS \
+                and callable(getattr(obj, f.attr, None))
+    if f.attr in _FRESH_METHODS:
+        return True
+    return not f.attr.endswith("_") and f.attr not in ("item", "tolist", "numpy", "cpu", "cuda", "to", "type") \
+        and ctx.env.pure_method(f.attr) and _fresh_value(recv, ctx)
+
+
+# in-place methods a tensor the iteration made may call on itself (_fresh_stores); none draws
+# random numbers or changes the tensor's shape
+_FRESH_INPLACE = frozenset((
+    "fill_", "zero_", "fill_diagonal_", "masked_fill_", "index_fill_", "scatter_", "scatter_add_", "index_put_",
+    "index_add_", "index_copy_", "copy_", "clamp_", "clamp_min_", "clamp_max_", "clip_", "add_", "sub_", "mul_",
+    "div_", "neg_", "abs_", "exp_", "log_", "sqrt_", "pow_", "relu_", "sigmoid_", "tanh_", "addcmul_",
+    "addcdiv_", "lerp_", "nan_to_num_", "floor_", "ceil_", "round_", "sign_", "fmod_", "remainder_", "triu_",
+    "tril_", "masked_scatter_", "logical_not_", "reciprocal_", "square_",
+))
+
+
+def _fresh_write(st: ast.stmt, fresh: dict) -> str | None:
+    """The name `N` a top-level statement writes into, where `N` is in `fresh`: `N[..] = v`,
+    `N[..] op= v` (one subscript of the name itself: through `N[k][j]` the loop writes into a
+    view of `N[k]`, where a batched `N[k]` with a per-iteration `k` is a copy), `N op= v`,
+    `N.<_FRESH_INPLACE>(..)`; else None."""
+    if isinstance(st, ast.Assign) and len(st.targets) == 1:
+        t = st.targets[0]
+    elif isinstance(st, ast.AugAssign):
+        t = st.target
+    elif isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute) \
+            and st.value.func.attr in _FRESH_INPLACE and isinstance(st.value.func.value, ast.Name):
+        return st.value.func.value.id if st.value.func.value.id in fresh else None
+    else:
+        return None
+    if isinstance(t, ast.Name) and isinstance(st, ast.AugAssign):
+        return t.id if t.id in fresh else None
+    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+        return t.value.id if t.value.id in fresh else None
+    return None
+
+
+def _fresh_stores(stmts: list, ctx: Context):
+    """Writes into a value the iteration made (`t = torch.zeros(C)`, then `t[y[i]] = 1`, `t[k]
+    += v`, `t += v`, `t.fill_diagonal_(0)`): top-level statements that write into a name `N`
+    (_fresh_write) which a top-level `N = <_fresh_value>` bound before them, and nothing rebound
+    since. Each iteration writes its own tensor, so under vmap each row writes its own; the
+    binding becomes `N = <value>._av_own()`, which gives the tensor a row per iteration where it
+    has none (`torch.zeros(C)` under vmap is one tensor for every row; runtime.own).
+
+    Refused where a statement between the binding and the last write reads `N` other than into
+    new memory at once (_view_read: `a = N[k]`, `lst.append(N)`): with a per-iteration 0-d
+    tensor `k` the loop's `N[k]` is a view of `N`, which the later write changes, while the
+    batch's is a gather, a copy (an alias of `N` could be read so later). Returns (the
+    statements, the ids of the writes)."""
+    fresh: dict = {}        # name -> position of the statement that made it
+    writes: dict = {}       # position of the binding -> positions of its writes
+    for k, st in enumerate(stmts):
+        name = _fresh_write(st, fresh)
+        if name is not None:
+            writes.setdefault(fresh[name], []).append(k)
+        for bound in nm.stores(st):
+            if not (name == bound and isinstance(st, ast.AugAssign)):
+                fresh.pop(bound, None)
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                and _fresh_value(st.value, ctx):
+            fresh[st.targets[0].id] = k
+    stores = set()
+    out = list(stmts)
+    for k0, ks in writes.items():
+        name = stmts[k0].targets[0].id
+        late = next((p for p in range(k0 + 1, ks[-1]) if p not in ks and _view_read(stmts[p], name, ctx)), None)
+        if late is not None:
+            line = stmts[late].lineno
+            raise Refuse(f"line {line} keeps `{name}` or a part of it, which the iteration made and writes "
+                         f"into later (line {stmts[ks[-1]].lineno}): the loop's part is a view the write "
+                         "changes, a batched read of it would be a copy", line)
+        stores |= {id(stmts[p]) for p in ks}
+        st = stmts[k0]
+        own = ast.Call(func=ast.Attribute(value=st.value, attr=OWN, ctx=ast.Load()), args=[], keywords=[])
+        out[k0] = ast.fix_missing_locations(ast.copy_location(
+            ast.Assign(targets=st.targets, value=ast.copy_location(own, st.value)), st))
+    return out, stores
+
+
+def _view_read(st: ast.stmt, name: str, ctx: Context) -> bool:
+    """Whether `st` reads `name` other than into new memory at once (_makes_new_memory: `t.sum()`,
+    `t[k] * 2`, through subscripts, attributes and methods of it): bound to a name, kept or
+    passed on, the loop's object or a view of it, which a later write changes (_fresh_stores)."""
+    parents = {id(c): p for p in ast.walk(st) for c in ast.iter_child_nodes(p)}
+    for n in ast.walk(st):
+        if not (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id == name):
+            continue
+        node = n
+        while True:
+            p = parents.get(id(node))
+            if _makes_new_memory(p, node, parents, ctx):
+                break
+            if isinstance(p, ast.Subscript) and p.value is node and isinstance(p.ctx, ast.Load):
+                node = p
+                continue
+            if isinstance(p, ast.Attribute) and p.value is node:
+                call = parents.get(id(p))
+                node = call if isinstance(call, ast.Call) and call.func is p else p
+                continue
+            return True
+    return False
+
+
 def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     """Replace outputs by marker assignments (keeping their place, inside ifs too) and
     refuse statements that block a rewrite."""
@@ -1087,6 +1223,8 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
         fills = _RangeFills(body.indices[0], set().union(*map(nm.stores, stmts)) | set(iter_vars))
         stmts = _merge_fills([fills.visit(s) for s in stmts])
     stmts = _normalize_continue(stmts, [max(16 * sum(1 for s in stmts for _ in ast.walk(s)), 4000)])
+    stmts, body.fresh_stores = _fresh_stores(stmts, ctx)
+    body.own_calls = {id(st.value) for st in stmts if id(st) in body.fresh_stores and isinstance(st, ast.Expr)}
     body.written = set().union(set(iter_vars), *map(nm.stores, stmts))
     body.stmts = _walk(stmts, body, ctx, depth=0)
     return body
@@ -1550,6 +1688,11 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
     for s in stmts:
         if isinstance(s, ast.Pass):
             continue
+        if id(s) in body.fresh_stores:
+            # (a write into a tensor this iteration made: a statement of the body like any other)
+            _check_stmt(s, body, own_store=True)
+            out.append(s)
+            continue
         if depth == 0 and isinstance(s, ast.If):
             best = _tracker(s, body)
             if best is not None:
@@ -1860,9 +2003,13 @@ def _scatter_output(s, found, entries, body: "_Body", depth: int) -> list:
     return stmts
 
 
-def _check_stmt(s: ast.stmt, body: "_Body" = None) -> None:
+def _check_stmt(s: ast.stmt, body: "_Body" = None, own_store: bool = False) -> None:
+    """Refuse what blocks a rewrite in `s`; `own_store`: `s` writes into a tensor the iteration
+    made (_fresh_stores), and that write is not refused."""
+    mine = None if not own_store else s.targets[0] if isinstance(s, ast.Assign) else \
+        s.target if isinstance(s, ast.AugAssign) else s.value
     for n in ast.walk(s):
-        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target is not mine:
             raise Refuse(f"`{src(n)}` at line {n.lineno} updates `{n.target.id}` in place (on a tensor that "
                          "may be a slice of an input)", n.lineno)
         if body is not None and isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in body.indices:
@@ -1880,10 +2027,10 @@ def _check_stmt(s: ast.stmt, body: "_Body" = None) -> None:
                 for sub in ast.walk(t):
                     if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store):
                         raise Refuse(f"attribute write `{src(sub)}` at line {n.lineno} is a side effect", n.lineno)
-                    if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store):
+                    if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store) and sub is not mine:
                         raise Refuse(f"write to `{src(sub)}` at line {n.lineno} is not a recognised output "
                                      "(`out[i] = ...` with the loop index)", n.lineno)
-        if isinstance(n, ast.Expr) and n is s and not isinstance(n.value, ast.Constant):
+        if isinstance(n, ast.Expr) and n is s and not isinstance(n.value, ast.Constant) and n.value is not mine:
             raise Refuse(f"the value of `{src(n.value)}` at line {n.lineno} is discarded, so it is "
                          "called for its side effect", n.lineno)
 
@@ -2728,6 +2875,8 @@ def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
             if not isinstance(c, ast.Call):
                 continue
             f, line = c.func, c.lineno
+            if id(c) in getattr(body, "own_calls", ()):
+                continue    # (`t.fill_diagonal_(0)` on a tensor the iteration made: _fresh_stores)
             kw = nm.in_place_keyword(c)
             if kw:
                 raise Refuse(f"`{src(f)}(.., {kw}=..)` at line {line} writes into a tensor in place", line)

@@ -27,7 +27,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from ..analysis import names as nm
-from ..analysis.loops import FILL, match_subscript, match_subscript_nest
+from ..analysis.loops import FILL, OWN, match_subscript, match_subscript_nest
 from ..codegen import expr, set_lines, template
 from ..plan import LoopPlan, einsum_letters, indexed
 
@@ -148,7 +148,8 @@ class _Items(ast.NodeTransformer):
 
 class _Fills(ast.NodeTransformer):
     """The analysis's `row._av_fill(dim, lo, hi, v)` (`out[i, lo:hi] = v`) as the runtime's
-    `AV.fill_range(row, dim, lo, hi, v)`."""
+    `AV.fill_range(row, dim, lo, hi, v)`, and its `v._av_own()` (a tensor the iteration made
+    and then writes into) as `AV.own(v)`."""
 
     def __init__(self, av):
         self.av = av
@@ -160,6 +161,9 @@ class _Fills(ast.NodeTransformer):
             return ast.copy_location(ast.Call(func=ast.Attribute(value=_name(self.av), attr="fill_range",
                                                                  ctx=ast.Load()),
                                               args=[f.value] + node.args, keywords=[]), node)
+        if isinstance(f, ast.Attribute) and f.attr == OWN and not node.args and not node.keywords:
+            return ast.copy_location(ast.Call(func=ast.Attribute(value=_name(self.av), attr="own", ctx=ast.Load()),
+                                              args=[f.value], keywords=[]), node)
         return node
 
 
@@ -202,7 +206,7 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
             pre, value = truth_statements(stmts[at].value, varying, namer, av, stmts[at])
             new = ast.copy_location(ast.Assign(targets=stmts[at].targets, value=value), stmts[at])
             stmts = stmts[:at] + [ast.fix_missing_locations(st) for st in pre + [new]] + stmts[at + 1:]
-    if any(FILL in s for s in plan.body):
+    if any(FILL in s or OWN in s for s in plan.body):
         stmts = [_Fills(av).visit(s) for s in stmts]
     params = [m.param for m in plan.mapped] + [s[0] for s in plan.scans]
     if plan.space.kind == "nest":
@@ -285,7 +289,7 @@ def direct_function(plan: LoopPlan, name: str, av: str, display: bool = False):
         levels_of[mp.param] = tuple(lv for lv, _, _ in mp.levels) if mp.levels else (0,)
     mapper = _MapSlices(plan)
     stmts = [mapper.visit(ast.parse(s).body[0]) for s in plan.body]
-    if any(FILL in s for s in plan.body):
+    if any(FILL in s or OWN in s for s in plan.body):
         stmts = [_Fills(av).visit(s) for s in stmts]
     letters = "abcdefgh"
 

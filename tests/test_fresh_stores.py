@@ -1,0 +1,370 @@
+"""Writes into a tensor the iteration itself made (`t = torch.full_like(lp, eps); t[y[i]] = 1 -
+eps`, a per-sample one-hot from `torch.zeros(C)`, `r = x[i].clone(); r[k[i]] = 0`, `m.fill_diagonal_(0)`,
+`t += v`): each iteration writes its own tensor, so the body runs under vmap with one such tensor per
+row (runtime.own gives `torch.zeros(C)` its rows). Anything that could see the difference keeps
+the loop: a read of the tensor's element that the loop holds as a view across a later write, a
+name bound to an input's memory or rebound since, a write under a branch. Checked against the
+loop: values, dtypes, errors, effects on arguments, gradients, path."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from autovec import autovec, explain
+from conftest import ran_modes, raises_as_loop
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def label_smoothing(logits, targets, smoothing):
+    n_classes = logits.size(-1)
+    losses = []
+    for i in range(logits.size(0)):
+        log_probs = torch.log_softmax(logits[i], dim=-1)
+        true_dist = torch.full_like(log_probs, smoothing / (n_classes - 1))
+        true_dist[targets[i]] = 1.0 - smoothing
+        losses.append(torch.sum(-true_dist * log_probs))
+    return torch.stack(losses).mean()
+
+
+def one_hot_rows(y, c):
+    out = []
+    for i in range(y.shape[0]):
+        t = torch.zeros(c)
+        t[y[i]] = 1
+        out.append(t)
+    return torch.stack(out)
+
+
+def edit_copy(x, k):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        r = x[i].clone()
+        r[k[i]] = 0
+        r[0] += 5
+        out[i] = r * 2
+    return out
+
+
+def not_self(sim):
+    n = sim.shape[0]
+    res = []
+    for i in range(n):
+        keep = torch.ones(n, dtype=torch.bool)
+        keep[i] = False
+        res.append(torch.logsumexp(sim[i].masked_fill(~keep, -1e9), dim=0))
+    return torch.stack(res)
+
+
+def in_place_methods(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        m = torch.ones(x.shape[1], x.shape[1])
+        m.fill_diagonal_(0)
+        t = x[i] * 2
+        t += 1
+        t.clamp_(min=0)
+        oh = torch.zeros(5)
+        oh.scatter_(0, k[i:i + 1], 1.0)
+        out.append((m @ t).sum() + oh @ torch.arange(5.0))
+    return torch.stack(out)
+
+
+def from_weight(x, k, w):
+    out = []
+    for i in range(x.shape[0]):
+        t = w.clone()
+        t[k[i]] = x[i]
+        out.append(t * t)
+    return torch.stack(out)
+
+
+def nest(x, k):
+    out = torch.zeros(x.shape[0], x.shape[1])
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            t = torch.zeros(3)
+            t[k[i, j]] = x[i, j]
+            out[i, j] = (t * torch.arange(3.0)).sum()
+    return out
+
+
+def last_one(x, k):
+    for i in range(x.shape[0]):
+        t = torch.zeros(4)
+        t[k[i]] = x[i]
+    return t
+
+
+def _check(fn, *args, grad=()):
+    """autovec(fn) against fn: values, dtypes and arguments after the call; gradients of the
+    arguments at positions `grad`. Returns the modes the runtime ran."""
+    fast = autovec(fn)
+    a1 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    a2 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    for k in grad:
+        a1[k].requires_grad_()
+        a2[k].requires_grad_()
+    want, got = fn(*a1), fast(*a2)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    for x1, x2 in zip(a1, a2):
+        if isinstance(x1, torch.Tensor):
+            assert torch.equal(x1.detach(), x2.detach())
+    if grad:
+        g1 = torch.autograd.grad(want.sum(), [a1[k] for k in grad])
+        g2 = torch.autograd.grad(got.sum(), [a2[k] for k in grad])
+        for u, v in zip(g1, g2):
+            torch.testing.assert_close(v, u, rtol=1e-5, atol=1e-5)
+    return ran_modes(fast)
+
+
+def test_label_smoothing_runs_under_vmap_with_the_loops_values_and_gradients():
+    g = torch.Generator().manual_seed(0)
+    logits, y = torch.randn(40, 7, generator=g), torch.randint(0, 7, (40,), generator=g)
+    assert "vmap" in _check(label_smoothing, logits, y, 0.1, grad=(0,))
+    assert explain(label_smoothing, logits, y, 0.1).path == "vectorized"
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_a_one_hot_from_zeros_gets_a_row_per_iteration(dtype):
+    y = torch.randint(-6, 6, (50,), generator=torch.Generator().manual_seed(1)).to(dtype)
+    assert "vmap" in _check(one_hot_rows, y, 6)
+
+
+def test_rows_kept_from_fresh_tensors_are_separate_tensors():
+    y = torch.tensor([0, 2, 1])
+    got = autovec(one_hot_rows)(y, 3)
+    kept = autovec(lambda_free_list)(y, 3)
+    kept[0][1] = 7.0            # the loop's tensors are its own: a write into one leaves the others
+    assert kept[1][1] == 0 and kept[2][1] == 1
+    torch.testing.assert_close(got, one_hot_rows(y, 3))
+
+
+def lambda_free_list(y, c):
+    out = []
+    for i in range(y.shape[0]):
+        t = torch.zeros(c)
+        t[y[i]] = 1
+        out.append(t)
+    return out
+
+
+def test_a_cloned_row_edited_in_place():
+    g = torch.Generator().manual_seed(2)
+    x, k = torch.randn(30, 6, generator=g), torch.randint(0, 6, (30,), generator=g)
+    assert "vmap" in _check(edit_copy, x, k, grad=(0,))
+
+
+def test_the_loop_index_as_the_written_position():
+    sim = torch.randn(20, 20, generator=torch.Generator().manual_seed(3))
+    assert "vmap" in _check(not_self, sim, grad=(0,))
+
+
+def test_in_place_methods_and_updates_of_fresh_tensors():
+    g = torch.Generator().manual_seed(4)
+    x, k = torch.randn(25, 6, generator=g), torch.randint(0, 5, (25,), generator=g)
+    assert "vmap" in _check(in_place_methods, x, k, grad=(0,))
+
+
+def test_a_copy_of_a_weight_that_requires_grad():
+    g = torch.Generator().manual_seed(5)
+    x, k, w = torch.randn(20, generator=g), torch.randint(0, 4, (20,), generator=g), torch.randn(4, generator=g)
+    assert "vmap" in _check(from_weight, x, k, w, grad=(0,))
+    _check(from_weight, x, k, w, grad=(0, 2))     # (w's clone is loop-invariant: autograd's guards decide)
+
+
+def test_a_loop_nest_with_a_fresh_tensor():
+    g = torch.Generator().manual_seed(6)
+    x, k = torch.randn(6, 5, generator=g), torch.randint(0, 3, (6, 5), generator=g)
+    _check(nest, x, k, grad=(0,))
+    assert explain(nest, x, k).path == "vectorized"
+
+
+def test_the_last_iterations_tensor_after_the_loop():
+    g = torch.Generator().manual_seed(7)
+    x, k = torch.randn(12, generator=g), torch.randint(0, 4, (12,), generator=g)
+    _check(last_one, x, k, grad=(0,))
+
+
+def test_an_index_out_of_range_raises_the_loops_error():
+    raises_as_loop(IndexError, one_hot_rows, torch.tensor([0, 1, 6, 2]), 6)
+
+
+def long_store(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(4, dtype=torch.long)
+        t[k[i]] = x[i]          # a 0-d index: the loop's copy_ converts, a batched index_put raises
+        out.append(t)
+    return torch.stack(out)
+
+
+def mask_store(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        r = x[i].clone()
+        r[r < 0] = 0            # a boolean mask: no batched form under vmap
+        out[i] = r
+    return out
+
+
+def test_stores_vmap_cannot_batch_run_the_loop():
+    g = torch.Generator().manual_seed(8)
+    x, k = torch.randn(20, generator=g) * 5, torch.randint(0, 4, (20,), generator=g)
+    _check(long_store, x, k)
+    _check(mask_store, torch.randn(9, 5, generator=g), grad=(0,))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.bool])
+def test_index_dtypes_other_than_int64_and_int32_give_the_loops_outcome(dtype):
+    from conftest import outcome
+    k = torch.tensor([1, 0, 1, 1]).to(dtype)
+    want = outcome(one_hot_rows, k, 3)
+    got = outcome(autovec(one_hot_rows), k, 3)
+    if isinstance(want, tuple):
+        assert got == want
+    else:
+        torch.testing.assert_close(got, want)
+
+
+def view_then_write(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(4)
+        v = t[k[i]]             # the loop's v is a view of t: it sees the write below
+        t[k[i]] = x[i]
+        out.append(v * 1 + t[0])
+    return torch.stack(out)
+
+
+def view_then_fill(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(4)
+        v = t[k[i]]
+        t.fill_(3)
+        out.append(v + 0)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [view_then_write, view_then_fill])
+def test_a_view_read_before_a_write_keeps_the_loop(fn):
+    g = torch.Generator().manual_seed(9)
+    x, k = torch.randn(16, generator=g), torch.randint(0, 4, (16,), generator=g)
+    assert _check(fn, x, k) == set()
+    ex = explain(fn, x, k)
+    assert ex.path == "python" and "a batched read of it would be a copy" in ex.loops[0].reason
+
+
+def alias_read(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(4)
+        a = t                   # the same tensor: a[k[i]] below is a view of t in the loop
+        v = a[k[i]]
+        t[k[i]] = x[i]
+        out.append(v * 1)
+    return torch.stack(out)
+
+
+def constant_view_then_index(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(2, 4)
+        r = t[1]
+        v = r[k[i]]
+        t[1, k[i]] = x[i]
+        out.append(v + 0)
+    return torch.stack(out)
+
+
+def consumed_reads(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(4)
+        s = t[k[i]] * 2 + t.sum()   # new memory at once: the loop's and the batch's agree
+        t[k[i]] = x[i] + s
+        out.append(t)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [alias_read, constant_view_then_index])
+def test_an_alias_or_a_view_kept_before_a_write_keeps_the_loop(fn):
+    g = torch.Generator().manual_seed(12)
+    x, k = torch.randn(16, generator=g), torch.randint(0, 4, (16,), generator=g)
+    assert _check(fn, x, k) == set()
+    assert explain(fn, x, k).path == "python"
+
+
+def test_reads_into_new_memory_before_a_write_vectorize():
+    g = torch.Generator().manual_seed(13)
+    x, k = torch.randn(16, generator=g), torch.randint(0, 4, (16,), generator=g)
+    assert "vmap" in _check(consumed_reads, x, k, grad=(0,))
+
+
+def alias_of_input(x):
+    for i in range(x.shape[0]):
+        t = x[i]                # x's own row: the write is the caller's
+        t[0] = t[1] * 2
+    return x
+
+
+def rebound(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(3)
+        t[k[i]] = 1
+        t = x[i]                # from here on x's row
+        t[0] = 5.0
+        out.append(t.sum())
+    return torch.stack(out)
+
+
+def under_a_branch(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        if x[i, 0] > 0:
+            t = torch.zeros(3)
+        else:
+            t = x[i].clone()
+        t[k[i]] = 1.0
+        out.append(t)
+    return torch.stack(out)
+
+
+def write_in_branch(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(3)
+        if x[i, 0] > 0:
+            t[k[i]] = 1.0
+        out.append(t)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [alias_of_input, rebound, under_a_branch, write_in_branch])
+def test_other_writes_keep_the_loop_and_its_effects_on_arguments(fn):
+    g = torch.Generator().manual_seed(10)
+    x, k = torch.randn(8, 3, generator=g), torch.randint(0, 3, (8,), generator=g)
+    args = (x,) if fn is alias_of_input else (x, k)
+    _check(fn, *args)
+    assert explain(fn, *args).path == "python"
+
+
+def chained(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(4, 3)
+        t[k[i]][0] = x[i]       # the loop writes through a view of row k[i]; a batched gather is a copy
+        out.append(t)
+    return torch.stack(out)
+
+
+def test_a_write_through_a_subscript_of_a_subscript_keeps_the_loop():
+    g = torch.Generator().manual_seed(11)
+    x, k = torch.randn(10, generator=g), torch.randint(0, 4, (10,), generator=g)
+    _check(chained, x, k, grad=(0,))
+    assert explain(chained, x, k).path == "python"
