@@ -315,6 +315,8 @@ class _Body:
     written: set = field(default_factory=set)     # every name bound anywhere in the body
     fresh_stores: set = field(default_factory=set)    # ids of writes into tensors the iteration made (_fresh_stores)
     own_calls: set = field(default_factory=set)       # ids of their in-place method calls (`t.fill_(0)`)
+    inner: list = field(default_factory=list)         # inner `for` loops run inside the batched body (_inner_loop)
+    top: list | None = None                           # the top-level statements _walk is given
 
     def marker(self) -> str:
         self.count[0] += 1
@@ -1119,6 +1121,26 @@ _FRESH_INPLACE = frozenset((
 ))
 
 
+def _fresh_rebinds(loop: ast.For, ctx: Context) -> set:
+    """Names an inner loop binds only to values of their own (`acc = acc * x[i] + c`, `acc +=
+    v`): a value the iteration made before the loop is still one after it."""
+    plain, other = set(), set(nm.target_names(loop.target))
+    for n in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            plain.add(n.target.id)
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                and (_fresh_value(n.value, ctx) or _number_constant(n.value)):
+            plain.add(n.targets[0].id)
+        elif isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
+            other |= nm.stores(n)
+    return plain - other
+
+
+def _number_constant(v: ast.AST) -> bool:
+    """A number literal (not a bool): `t = 0.0` then `t += v` binds a new value."""
+    return isinstance(v, ast.Constant) and type(v.value) in (int, float, complex)
+
+
 def _fresh_write(st: ast.stmt, fresh: dict) -> str | None:
     """The name `N` a top-level statement writes into, where `N` is in `fresh`: `N[..] = v`,
     `N[..] op= v` (one subscript of the name itself: through `N[k][j]` the loop writes into a
@@ -1159,11 +1181,12 @@ def _fresh_stores(stmts: list, ctx: Context):
         name = _fresh_write(st, fresh)
         if name is not None:
             writes.setdefault(fresh[name], []).append(k)
+        kept = _fresh_rebinds(st, ctx) if isinstance(st, ast.For) else set()
         for bound in nm.stores(st):
-            if not (name == bound and isinstance(st, ast.AugAssign)):
+            if not (name == bound and isinstance(st, ast.AugAssign)) and bound not in kept:
                 fresh.pop(bound, None)
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
-                and _fresh_value(st.value, ctx):
+                and (_fresh_value(st.value, ctx) or _number_constant(st.value)):
             fresh[st.targets[0].id] = k
     stores = set()
     out = list(stmts)
@@ -1177,6 +1200,8 @@ def _fresh_stores(stmts: list, ctx: Context):
                          "changes, a batched read of it would be a copy", line)
         stores |= {id(stmts[p]) for p in ks}
         st = stmts[k0]
+        if _number_constant(st.value):
+            continue    # (`acc = 0.0`, then `acc += v`: a new value at the first update)
         own = ast.Call(func=ast.Attribute(value=st.value, attr=OWN, ctx=ast.Load()), args=[], keywords=[])
         out[k0] = ast.fix_missing_locations(ast.copy_location(
             ast.Assign(targets=st.targets, value=ast.copy_location(own, st.value)), st))
@@ -1226,6 +1251,7 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     stmts, body.fresh_stores = _fresh_stores(stmts, ctx)
     body.own_calls = {id(st.value) for st in stmts if id(st) in body.fresh_stores and isinstance(st, ast.Expr)}
     body.written = set().union(set(iter_vars), *map(nm.stores, stmts))
+    body.top = stmts
     body.stmts = _walk(stmts, body, ctx, depth=0)
     return body
 
@@ -1693,6 +1719,14 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             _check_stmt(s, body, own_store=True)
             out.append(s)
             continue
+        if depth == 0 and isinstance(s, ast.For) and body.top is not None:
+            out = _inner_loop(s, body, ctx, out)
+            _check_stmt(s, body)
+            out.append(s)
+            for n in ast.walk(s):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                    body.assigned.setdefault(n.id, n.lineno)
+            continue
         if depth == 0 and isinstance(s, ast.If):
             best = _tracker(s, body)
             if best is not None:
@@ -1795,6 +1829,88 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             if isinstance(n, ast.IfExp):
                 body.branches = True
         out.append(s)
+    return out
+
+
+def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
+    """An inner `for` loop at the top of the body, run as it is inside the batched body (under
+    vmap each of its iterations is one batched step for every outer iteration): `acc = 0.0` /
+    `for k in range(K): acc = acc + g ** k * r[t + k]`, `h = x[i]` / `for w in range(L): h =
+    torch.tanh(h @ W[w])`. Only where every outer iteration runs it alike and it keeps to names:
+    over `range(..)` of values the loop does not change; a body of assignments to names
+    (`acc += v` on a value the iteration made, _fresh_value, or a number: never on a view of an
+    input), `if`s on the inner index and unchanged values, nothing else (no store, call for its
+    effect, exit or further loop). Reads in it of what the iteration wrote are checked by
+    _check_carried; a branch of the outer body beside it is refused in _finish. A binding
+    `acc = torch.zeros(d)` of a name the inner loop updates in place becomes `acc =
+    torch.zeros(d)._av_own()` (_fresh_stores). Returns the statements before it."""
+    line = s.lineno
+    why = f"the inner loop at line {line}"
+    if s.orelse:
+        raise Refuse(f"{why} has an `else`", line)
+    targets = nm.target_names(s.target)
+    if not targets or not isinstance(s.target, (ast.Name, ast.Tuple)) or \
+            isinstance(s.target, ast.Tuple) and not all(isinstance(e, ast.Name) for e in s.target.elts):
+        raise Refuse(f"{why} binds something other than names", line)
+    it = s.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+            and _is_builtin(ctx, "range") and not it.keywords and 1 <= len(it.args) <= 3
+            and not any(isinstance(a, ast.Starred) for a in it.args)):
+        raise Refuse(f"{why} walks something other than `range(..)` (nested loops are rewritten over ranges)",
+                     line)
+    changed = body.written | set(body.varying)
+    moving = nm.load_ids(it) & changed
+    if moving:
+        raise Refuse(f"{why} runs a number of times that changes with the outer loop (`{sorted(moving)[0]}`)", line)
+    augs = set()
+
+    def visit(stmts):
+        for st in stmts:
+            if isinstance(st, ast.Pass) or isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant):
+                continue
+            if isinstance(st, ast.Assign) and all(
+                    isinstance(t, ast.Name) or isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts)
+                    for t in st.targets):
+                continue
+            if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name):
+                augs.add(st.target.id)
+                continue
+            if isinstance(st, ast.If):
+                varying = nm.load_ids(st.test) & (changed - set(targets))
+                if varying:
+                    raise Refuse(f"the `if` at line {st.lineno} in {why} tests `{sorted(varying)[0]}`, which "
+                                 "changes with the outer loop", st.lineno)
+                visit(st.body)
+                visit(st.orelse)
+                continue
+            raise Refuse(f"line {st.lineno} in {why}: only assignments to names and `if`s on unchanged values "
+                         "run inside a batched body", st.lineno)
+    visit(s.body)
+    if augs & set(targets):
+        raise Refuse(f"{why} updates its own index in place", line)
+    out = list(out)
+    for name in sorted(augs):
+        # every binding of the name in the body: a value of its own or a number (`acc = 0.0`,
+        # `acc = torch.zeros(d)`), so the in-place update never writes into an input
+        binds = [n for st in body.top for n in ast.walk(st) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.For))
+                 and name in {t.id for tg in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                              for t in ast.walk(tg) if isinstance(t, ast.Name)}]
+        for n in binds:
+            if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                    and (_fresh_value(n.value, ctx) or _number_constant(n.value))):
+                raise Refuse(f"`{name}` is updated in place in {why} and bound at line {n.lineno} to a value "
+                             "that may be an input's memory", n.lineno)
+        if not any(n in [st for st in out] for n in binds):
+            raise Refuse(f"`{name}` is updated in place in {why} before the iteration binds it", line)
+        for k in range(len(out) - 1, -1, -1):
+            st = out[k]
+            if isinstance(st, ast.Assign) and st in binds:
+                if isinstance(st.value, ast.Call):
+                    own = ast.Call(func=ast.Attribute(value=st.value, attr=OWN, ctx=ast.Load()), args=[], keywords=[])
+                    out[k] = ast.fix_missing_locations(ast.copy_location(
+                        ast.Assign(targets=st.targets, value=ast.copy_location(own, st.value)), st))
+                break
+    body.inner.append(s)
     return out
 
 
@@ -2008,8 +2124,9 @@ def _check_stmt(s: ast.stmt, body: "_Body" = None, own_store: bool = False) -> N
     made (_fresh_stores), and that write is not refused."""
     mine = None if not own_store else s.targets[0] if isinstance(s, ast.Assign) else \
         s.target if isinstance(s, ast.AugAssign) else s.value
+    inner = body is not None and s in body.inner      # (an inner loop _inner_loop accepted)
     for n in ast.walk(s):
-        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target is not mine:
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target is not mine and not inner:
             raise Refuse(f"`{src(n)}` at line {n.lineno} updates `{n.target.id}` in place (on a tensor that "
                          "may be a slice of an input)", n.lineno)
         if body is not None and isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in body.indices:
@@ -2017,7 +2134,7 @@ def _check_stmt(s: ast.stmt, body: "_Body" = None, own_store: bool = False) -> N
         for kind, why in _BLOCKING.items():
             if isinstance(n, kind):
                 raise Refuse(why.format(l=n.lineno), n.lineno)
-        if isinstance(n, (ast.For, ast.While, ast.AsyncFor)):
+        if isinstance(n, (ast.For, ast.While, ast.AsyncFor)) and not (inner and n is s):
             raise Refuse(f"nested loop at line {n.lineno} (nested loops are not rewritten yet)", n.lineno)
         if isinstance(n, ast.NamedExpr):
             raise Refuse(f"assignment expression `:=` at line {n.lineno}", n.lineno)
@@ -2114,6 +2231,11 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
     interleaved = set()     # targets stored into at other offsets (`pe[i] = a; pe[i + 1] = b`)
     joined: dict = {}   # list -> how many unconditional appends each iteration makes to it
 
+    if body.inner and body.branches:
+        # (the branch becomes `where`s over renamed values, which the inner loop's own
+        # assignments would not follow)
+        raise Refuse(f"the inner loop at line {body.inner[0].lineno} sits in a body that branches on the data",
+                     body.inner[0].lineno)
     for out, payload in body.outputs:
         if out.target in iter_vars or out.target in body.assigned:
             what = 'an iteration variable' if out.target in iter_vars else 'reassigned in it'
@@ -2236,6 +2358,9 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
             if name in iter_vars and name not in body.assigned:
                 live.append(name)
                 continue
+            if any(name in nm.target_names(f.target) for f in body.inner):
+                raise Refuse(f"`{name}`, the index of the inner loop at line {body.inner[0].lineno}, is read after "
+                             f"the loop at line {at}", at)
             out = _last_value(name, stmts, body, at)
             outputs.append(out)
             targets[name] = out
@@ -2257,7 +2382,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         branch_helpers=helpers,
         items=body.items, scans=tuple(scans), exit_scans=tuple(exit_scans),
         index_float=index_as_value and _index_meets_floats(stmts, [index], free),
-        guarded=guarded, two_way=_two_way(node, helpers, outputs, guarded))
+        guarded=guarded, two_way=_two_way(node, helpers, outputs, guarded) and not body.inner)
 
 
 # what may not sit inside a guarded body (_guarded): branches, loops, exits, and the builtins that
@@ -2446,9 +2571,12 @@ def _index_meets_floats(stmts, names, free) -> bool:
         for n in ast.walk(s):
             if isinstance(n, ast.Assign) and mentions(n.value):
                 derived |= {t.id for tg in n.targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
+    # (an index whole, `x[t + k]`: a float there raises in the loop and in a batch alike)
+    whole = {id(e) for s in stmts for n in ast.walk(s) if isinstance(n, ast.Subscript)
+             for e in (n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice])}
     for s in stmts:
         for n in ast.walk(s):
-            if isinstance(n, (ast.BinOp, ast.AugAssign)):
+            if isinstance(n, (ast.BinOp, ast.AugAssign)) and id(n) not in whole:
                 left, right = (n.left, n.right) if isinstance(n, ast.BinOp) else (n.target, n.value)
                 a, b = mentions(left), mentions(right)
                 if a or b:
@@ -2735,6 +2863,13 @@ def _check_carried(stmts: list[ast.stmt], assigned: dict, defined: set[str]) -> 
             a = _check_carried(s.body, assigned, must)
             b = _check_carried(s.orelse, assigned, must)
             must |= a & b
+            continue
+        if isinstance(s, ast.For):
+            # an inner loop (_inner_loop): its body reads what the iteration wrote before the
+            # loop or earlier in the inner iteration; after it nothing it writes is sure (it may
+            # run no times)
+            _reads_ok(s.iter, assigned, must)
+            _check_carried(s.body, assigned, must | set(nm.target_names(s.target)))
             continue
         value = s.value if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) else s
         if value is not None:
