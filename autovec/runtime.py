@@ -3483,6 +3483,7 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
         raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)")
     _sums_in_range(b, h0, want)     # (|a| <= 1: every state is at most |h0| plus the terms' magnitudes)
     shape = broadcast_shapes(first.shape, b.shape[1:], a0.shape)
+    _scan_worth(n, shape, work, b.device)
     h = torch.as_tensor(h0, dtype=work, device=b.device) if not isinstance(h0, torch.Tensor) else h0.to(work)
     out = _scan_pairs(a0.expand(n, *shape), _per_step(b, shape).to(work), h.expand(shape), n)
     return out if work == want else out.to(want)
@@ -3580,9 +3581,30 @@ def _linear_scan(h0, b, a, py_a, py_b=False, computed=False):
     _sums_in_range(b, h0, want)
     shape = broadcast_shapes(first.shape, b.shape[1:], a.shape[1:])
     work = _near_one(a, want, computed) if not py_a else want
+    _scan_worth(n, shape, work, b.device)
     h = h0 if isinstance(h0, torch.Tensor) else torch.as_tensor(h0, dtype=want, device=b.device)
     out = _scan_pairs(_per_step(a.to(work), shape), _per_step(b.to(work), shape), h.to(work), n)
     return out if work == want else out.to(want)
+
+
+def _scan_worth(n, shape, dtype, device):
+    """Refuses a parallel scan (the loop runs) that costs more than twice the loop: _scan_pairs
+    writes about 4 * log2(n) + 2 tensors of n states, where the loop writes two states a step
+    (its product and its sum, into memory it reuses) and pays an iteration of the interpreter.
+    With a large state the scan loses: Horner's rule on 2M points, 60 coefficients, took 23 s
+    as a scan, 0.1 s in the loop; a running value of a few thousand elements is where they meet.
+    (On the CPU, whose costs cost.constants measures; elsewhere not modelled.)"""
+    if device.type != "cpu" or n < 2:
+        return
+    c = cost.constants("cpu")
+    state = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    total = n * state
+    scan_s = total * (4 * math.ceil(math.log2(n)) + 2) * (c["byte_fresh"] if total >= cost._FRESH_BYTES else c["byte_hot"])
+    loop_s = n * (c["py_iter"] + 2 * c["py_op"] + 2 * state * c["byte_hot"])
+    if scan_s > 2 * loop_s:
+        raise GuardFailed(f"a parallel scan of {n} steps of a {state / 2 ** 20:.1f} MB state would write about "
+                          f"{total * (4 * math.ceil(math.log2(n)) + 2) / 2 ** 30:.1f} GB (about {scan_s * 1e3:.1f} ms "
+                          f"against the loop's {loop_s * 1e3:.1f} ms)")
 
 
 def _scan_pairs(A, B, h, n):

@@ -133,3 +133,46 @@ def test_the_sums_check_reads_a_strided_batch_in_memory_order():
     assert torch.equal(torch.stack(torch.aminmax(dense)), torch.stack(torch.aminmax(batch)))
     strided = torch.randn(8, 8)[:, ::2]             # not dense: as it is
     assert _dense_order(strided) is strided
+
+
+def horner(x, coeffs):
+    """Horner's rule over many points: a first-order linear recurrence with a large state."""
+    y = torch.full_like(x, float(coeffs[0]))
+    for c in coeffs[1:]:
+        y = y * x + c
+    return y
+
+
+def test_a_linear_recurrence_with_a_large_state_keeps_the_loop(costs, monkeypatch):
+    # 16 steps of a 50,000-element state: the parallel scan writes about 18 states per step
+    # (log2 passes of products and cats), the loop two, which it reuses
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    g = torch.Generator().manual_seed(0)
+    x, c = torch.rand(50_000, generator=g) * 2 - 1, torch.randn(17, generator=g) / 4
+    f = autovec(horner)
+    torch.testing.assert_close(f(x, c), horner(x, c))
+    ex = explain(f, x, c)
+    assert ex.path == "python" and any("parallel scan" in n for n in ex.notes)
+    small = x[:8]                   # a state of 8 elements: the scan stays
+    torch.testing.assert_close(f(small, c), horner(small, c))
+    assert explain(f, small, c).path == "vectorized"
+
+
+def damped(x, a):
+    """h_t = a_t * h_{t-1} + x_t with a factor per step and a large state."""
+    h = torch.zeros(x.shape[1])
+    for t in range(x.shape[0]):
+        h = a[t] * h + x[t]
+    return h
+
+
+def test_a_recurrence_with_a_factor_per_step_and_a_large_state_keeps_the_loop(costs, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    g = torch.Generator().manual_seed(1)
+    x, a = torch.randn(17, 50_000, generator=g), torch.rand(17, 50_000, generator=g)
+    f = autovec(damped)
+    torch.testing.assert_close(f(x, a), damped(x, a))
+    ex = explain(f, x, a)
+    assert ex.path == "python" and any("parallel scan" in n for n in ex.notes)
+    torch.testing.assert_close(f(x[:, :8], a[:, :8]), damped(x[:, :8], a[:, :8]))
+    assert explain(f, x[:, :8], a[:, :8]).path == "vectorized"
