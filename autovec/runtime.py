@@ -4536,15 +4536,42 @@ def own(t):
     cannot be batched; it becomes n copies, batched at each vmap_call level it lacks (the loop
     makes a new one per iteration: the same values, in memory no one else holds). Outside
     vmap_call (the one-time check, a direct mode, an iteration run alone) `t` itself."""
+    if not isinstance(t, torch.Tensor):
+        if type(t) in (int, float, complex, bool):
+            return t
+        # (`[x[i]] * 2`, `lst + []`: a new container whose elements may be the caller's tensors)
+        raise GuardFailed(f"a write into a {_type_name(t)} the iteration made (its elements may be tensors "
+                          "of the caller's, which the loop writes into once per iteration)")
+    if t.requires_grad and t.is_leaf:
+        # (`torch.zeros(4, requires_grad=True)`: a leaf, on which the loop's in-place write raises,
+        # or, under no_grad, a tensor the loop keeps with requires_grad)
+        raise GuardFailed("a tensor the iteration made that requires grad as a leaf, written into")
     levels = getattr(_OWN, "levels", None)
-    if not levels or not isinstance(t, torch.Tensor) or _ft is None:
+    if not levels or _ft is None:
         return t
     have = _ft.maybe_get_level(t)
     for level, n, m in levels:
         if level > have:
-            t = m._add_batch_dim(t.unsqueeze(0).expand(n, *t.shape).clone(memory_format=torch.contiguous_format),
-                                 0, level)
+            t = m._add_batch_dim(_rows_like(t, n), 0, level)
     return t
+
+
+def _rows_like(t: torch.Tensor, n: int) -> torch.Tensor:
+    """n copies of `t`, each laid out as `t` is (a transposed zeros stays transposed, as the
+    loop's tensor is). Refuses a tensor whose elements share memory (`zeros(3).expand(4, 3)`:
+    a write to one row is a write to all of them in the loop) or leave gaps between them."""
+    if t.is_contiguous():
+        return t.unsqueeze(0).expand(n, *t.shape).clone(memory_format=torch.contiguous_format)
+    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), -t.shape[d]))
+    dense = t.permute(order)
+    if not dense.is_contiguous():
+        raise GuardFailed("a tensor the iteration made whose elements share memory or leave gaps (an "
+                          "expanded or strided view), written into")
+    rows = dense.unsqueeze(0).expand(n, *dense.shape).clone(memory_format=torch.contiguous_format)
+    back = [0] * t.dim()
+    for k, d in enumerate(order):
+        back[d] = k + 1
+    return rows.permute(0, *back)
 
 
 def _vmap_reason(e: Exception) -> str:

@@ -368,3 +368,164 @@ def test_a_write_through_a_subscript_of_a_subscript_keeps_the_loop():
     x, k = torch.randn(10, generator=g), torch.randint(0, 4, (10,), generator=g)
     _check(chained, x, k, grad=(0,))
     assert explain(chained, x, k).path == "python"
+
+
+# ----------------------------------------------------------------------------- found by a probe
+
+def relu_in_place_positionally(x):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.nn.functional.relu(x[i], True)    # inplace by position: t is x's row
+        t += 1
+        out.append(t * 1)
+    return torch.stack(out)
+
+
+def list_of_the_callers_tensor(x):
+    out = []
+    for i in range(x.shape[0]):
+        t = [x[i]] * 2              # a new list holding x's own row
+        t[0] += 1
+        out.append(t[1] * 1)
+    return torch.stack(out)
+
+
+def number_times_index(x):
+    out = []
+    for i in range(x.shape[0]):
+        t = 0.1 * 1                 # a Python float: the loop's arithmetic is in double precision
+        t *= i
+        out.append(t)
+    return out
+
+
+def view_by_positional_inplace(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(5)
+        a = torch.nn.functional.relu(t[k[i]], True)     # a view of t, which the write below changes
+        t[k[i]] = x[i]
+        out.append(a * 1)
+    return torch.stack(out)
+
+
+def leaf_requiring_grad(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(4, requires_grad=True)
+        t[k[i]] = x[i]
+        out.append(t)
+    return out
+
+
+def new_from_weight(x, k, w):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(0).new(w)   # w's own memory
+        t[k[i]] = x[i]
+        out.append(t * 1)
+    return torch.stack(out)
+
+
+def transposed(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(3, 4).t()
+        t[k[i]] = x[i]
+        out.append(t)
+    return out
+
+
+def expanded(x, k):
+    out = []
+    for i in range(x.shape[0]):
+        t = torch.zeros(3).expand(4, 3)     # one row's memory for all four
+        t[k[i]] = x[i]
+        out.append(t * 1)
+    return torch.stack(out)
+
+
+def kept_twice(x, k):
+    a, b = [], []
+    for i in range(x.shape[0]):
+        t = torch.zeros(4)
+        t[k[i]] = x[i]
+        a.append(t)
+        b.append(t[:2])             # a view of a's element in the loop
+    return a, b
+
+
+def _same_outcome(fn, *args):
+    a1 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    a2 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    want, got = fn(*a1), autovec(fn)(*a2)
+    for u, v in zip(*(w if isinstance(w, (list, tuple)) else [w] for w in (want, got))):
+        if isinstance(u, torch.Tensor):
+            assert type(v) is torch.Tensor and v.dtype == u.dtype and v.stride() == u.stride()
+            assert v.requires_grad == u.requires_grad
+            torch.testing.assert_close(v.detach(), u.detach())
+        else:
+            assert type(v) is type(u) and v == u
+    for x1, x2 in zip(a1, a2):
+        if isinstance(x1, torch.Tensor):
+            assert torch.equal(x1, x2)
+    return want, got
+
+
+@pytest.mark.parametrize("fn", [relu_in_place_positionally, list_of_the_callers_tensor])
+def test_values_that_may_be_the_callers_memory_are_not_tensors_of_their_own(fn):
+    _same_outcome(fn, torch.randn(6, 3, generator=torch.Generator().manual_seed(14)))
+
+
+def test_a_python_number_times_the_index_stays_a_python_number():
+    _same_outcome(number_times_index, torch.zeros(9))
+
+
+def test_a_view_made_by_a_positional_inplace_flag_keeps_the_loop():
+    g = torch.Generator().manual_seed(15)
+    _same_outcome(view_by_positional_inplace, torch.randn(8, generator=g), torch.randint(0, 5, (8,), generator=g))
+
+
+def test_a_leaf_that_requires_grad_keeps_the_loop():
+    g = torch.Generator().manual_seed(16)
+    x, k = torch.randn(5, generator=g), torch.randint(0, 4, (5,), generator=g)
+    raises_as_loop(RuntimeError, leaf_requiring_grad, x, k)
+    with torch.no_grad():
+        want, got = _same_outcome(leaf_requiring_grad, x, k)
+    assert all(t.is_leaf for t in got)
+
+
+def test_tensor_new_of_another_tensor_is_its_memory():
+    g = torch.Generator().manual_seed(17)
+    _same_outcome(new_from_weight, torch.randn(3, generator=g), torch.tensor([0, 1, 2]), torch.zeros(4))
+
+
+@pytest.mark.parametrize("fn", [transposed, expanded])
+def test_the_layout_of_a_fresh_tensor_is_the_loops(fn):
+    g = torch.Generator().manual_seed(18)
+    x, k = torch.randn(6, 3, generator=g), torch.randint(0, 3 if fn is transposed else 4, (6,), generator=g)
+    _same_outcome(fn, x[:, :(4 if fn is transposed else 3)] if fn is transposed else x, k)
+
+
+def test_a_tensor_kept_twice_keeps_the_loop():
+    g = torch.Generator().manual_seed(19)
+    x, k = torch.randn(5, generator=g), torch.randint(0, 4, (5,), generator=g)
+    a, b = autovec(kept_twice)(x, k)
+    a[0][0] = 99.0
+    assert b[0][0] == 99.0          # b's rows are views of a's, as in the loop
+    assert "kept twice" in explain(kept_twice, x, k).loops[0].reason
+
+
+def number_name_times_index(x):
+    out = []
+    for i in range(x.shape[0]):
+        t = 0.1 * 1
+        u = t * i                   # a Python float in the loop, whatever holds the index
+        out.append(x[i] + u)
+    return torch.stack(out)
+
+
+def test_a_python_number_name_times_the_index_is_computed_in_double_precision():
+    x = torch.zeros(9, dtype=torch.float64)
+    want, got = _same_outcome(number_name_times_index, x)
+    assert torch.equal(got, want)

@@ -1106,8 +1106,15 @@ def _fresh_value(v: ast.AST, ctx: Context) -> bool:
                 and callable(getattr(obj, f.attr, None))
     if f.attr in _FRESH_METHODS:
         return True
-    return not f.attr.endswith("_") and f.attr not in ("item", "tolist", "numpy", "cpu", "cuda", "to", "type") \
-        and ctx.env.pure_method(f.attr) and _fresh_value(recv, ctx)
+    return f.attr in _FRESH_VIEWS and _fresh_value(recv, ctx)
+
+
+# methods whose result is the receiver's memory (a view, or the receiver itself) or a copy of it:
+# of a value of its own, a value of its own (not `new(w)`, w's memory; not `expand`, whose rows
+# share memory, which a batch of copies would not)
+_FRESH_VIEWS = frozenset(("view", "reshape", "view_as", "reshape_as", "flatten", "unflatten", "unsqueeze",
+                          "squeeze", "permute", "transpose", "t", "movedim", "contiguous", "float", "double",
+                          "half", "bfloat16", "long", "int", "short", "bool", "detach", "narrow", "select"))
 
 
 # in-place methods a tensor the iteration made may call on itself (_fresh_stores); none draws
@@ -1914,6 +1921,61 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
     return out
 
 
+def _view_root(e: ast.AST, ctx: Context) -> str | None:
+    """The name whose memory `e` may be (itself, a subscript, an attribute or a method of it not
+    known to make new memory: `t`, `t[:2]`, `t.T`, `t.view(-1)`), else None."""
+    while True:
+        if isinstance(e, ast.Name):
+            return e.id
+        if isinstance(e, ast.Subscript) or isinstance(e, ast.Attribute):
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr not in _NEW_MEMORY_CALLS \
+                and not _module_function(e.func, ctx):
+            e = e.func.value
+        else:
+            return None
+
+
+def _kept_apart(outputs, body: _Body, ctx: Context) -> None:
+    """Refuse two kept values (appended, or the last value of a name read after the loop) that
+    may share memory with each other as the loop's do: `a.append(t); b.append(t[:2])`, where b's
+    rows are views of a's, or `acc.append(t); last = t`, where `acc[-1] is last`. A batch keeps
+    each output's rows in memory of its own. (Values computed in the iteration: rows of the
+    inputs keep the inputs' memory, runtime's result identity.)"""
+    alias: dict = {}
+    for st in body.stmts:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                r = _view_root(n.value, ctx)
+                if r is not None and r != n.targets[0].id:
+                    alias.setdefault(n.targets[0].id, set()).add(r)
+
+    def roots(name, seen=()):
+        if name in seen:
+            return set()
+        found = {name}
+        for r in alias.get(name, ()):
+            found |= roots(r, seen + (name,))
+        return found
+    seen: dict = {}
+    for o in outputs:
+        if o.kind not in ("append", "last") or not o.value:
+            continue
+        try:
+            r = _view_root(ast.parse(o.value, mode="eval").body, ctx)
+        except SyntaxError:
+            continue
+        if r is None:
+            continue
+        for name in roots(r):
+            if name not in body.assigned or name in body.varying:
+                continue
+            if name in seen and seen[name] is not o:
+                raise Refuse(f"`{name}` is kept twice in the loop (lines {seen[name].lineno} and {o.lineno}): the "
+                             "loop's two share memory, a batch would keep each in memory of its own", o.lineno)
+            seen[name] = o
+
+
 def _sum_chain(s: ast.stmt):
     """`acc = acc + t1 - t2 ...` (two or more terms, `+` / `-`, left to right from `acc` itself,
     no term reading `acc`): (acc, [(sign, term), ...]), else None. The loop adds the terms one at
@@ -2364,6 +2426,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
             out = _last_value(name, stmts, body, at)
             outputs.append(out)
             targets[name] = out
+    _kept_apart(outputs, body, ctx)
 
     reads = set()
     for n in stmts:
@@ -2564,13 +2627,37 @@ def _index_meets_floats(stmts, names, free) -> bool:
             return mentions(node.value)
         return any(mentions(c) for c in ast.iter_child_nodes(node))
 
+    # names the body binds to Python numbers it computes (`t = 1.0 * 1`, `t = t / 2`): arithmetic
+    # of constants and such names alone, which may be floats
+    numbers: set = set()
+    grew = True
+    while grew:
+        grew = False
+        for s in stmts:
+            for n in ast.walk(s):
+                value = n.value if isinstance(n, (ast.Assign, ast.AugAssign)) else None
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target] if value is not None else []
+                if value is not None and all(
+                        isinstance(m, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.Load))
+                        or isinstance(m, ast.Name) and (m.id in numbers or m.id in derived) for m in ast.walk(value)):
+                    for t in targets:
+                        if isinstance(t, ast.Name) and t.id not in numbers:
+                            numbers.add(t.id)
+                            grew = True
+
     def floaty(node):
         return any(isinstance(n, ast.Constant) and type(n.value) in (float, complex)
-                   or isinstance(n, ast.Name) and n.id in free for n in ast.walk(node))
+                   or isinstance(n, ast.Name) and (n.id in free or n.id in numbers and n.id not in derived)
+                   for n in ast.walk(node))
     for s in stmts:
         for n in ast.walk(s):
             if isinstance(n, ast.Assign) and mentions(n.value):
                 derived |= {t.id for tg in n.targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and mentions(n.value):
+                # (`t *= i`: the name becomes arithmetic of the index, in whatever type it held)
+                if floaty(n.target) or not isinstance(n.op, (ast.Add, ast.Sub, ast.Mult)):
+                    return True
+                derived.add(n.target.id)
     # (an index whole, `x[t + k]`: a float there raises in the loop and in a batch alike)
     whole = {id(e) for s in stmts for n in ast.walk(s) if isinstance(n, ast.Subscript)
              for e in (n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice])}
@@ -3213,14 +3300,14 @@ def _makes_new_memory(p, r, parents, ctx: Context) -> bool:
     if isinstance(p, ast.Call) and r in p.args:
         f = p.func
         if not (isinstance(f, ast.Attribute) and f.attr in _NEW_MEMORY_CALLS) or any(
-                kw.arg in ("out", "inplace", None) for kw in p.keywords):
+                kw.arg in ("out", "inplace", None) for kw in p.keywords) or nm.in_place_keyword(p):
             return False
         found, obj = ctx.env.resolve(src(f))
         return found and (getattr(obj, "__module__", "") or "").startswith("torch")
     if isinstance(p, ast.Attribute) and p.value is r and p.attr in _NEW_MEMORY_CALLS:
         call = parents.get(id(p))
         return isinstance(call, ast.Call) and call.func is p and not any(
-            kw.arg in ("out", "inplace") for kw in call.keywords)
+            kw.arg in ("out", "inplace") for kw in call.keywords) and not nm.in_place_keyword(call)
     return False
 
 

@@ -133,12 +133,27 @@ def _root(node: ast.AST) -> set[str]:
     return {node.id} if isinstance(node, ast.Name) else set()
 
 
+# torch.nn.functional's functions with an `inplace` flag, and its place among their arguments
+_INPLACE_AT = {"relu": 1, "relu6": 1, "selu": 1, "silu": 1, "mish": 1, "hardswish": 1, "hardsigmoid": 1,
+               "elu": 2, "celu": 2, "leaky_relu": 2, "hardtanh": 3, "threshold": 3, "rrelu": 4,
+               "dropout": 3, "alpha_dropout": 3, "feature_alpha_dropout": 3, "dropout1d": 3, "dropout2d": 3,
+               "dropout3d": 3}
+
+
 def in_place_keyword(call: ast.Call) -> str | None:
     """"out" or "inplace" where the call writes into a tensor it is given (`torch.mul(v, 3, out=v)`,
-    `F.relu(v, inplace=True)`: an inplace flag other than the constant False), else None."""
+    `F.relu(v, inplace=True)`, `F.relu(v, True)`: an inplace flag other than the constant False,
+    by keyword or in its place among the arguments of a function so named), else None."""
     for k in call.keywords:
         if k.arg == "out" or k.arg == "inplace" and not (isinstance(k.value, ast.Constant) and k.value.value is False):
             return k.arg
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    at = _INPLACE_AT.get(name)
+    if at is not None and (len(call.args) > at and not (isinstance(call.args[at], ast.Constant)
+                                                        and call.args[at].value is False)
+                           or any(isinstance(a, ast.Starred) for a in call.args)):
+        return "inplace"
     return None
 
 
