@@ -3593,9 +3593,10 @@ def _scan_worth(n, shape, dtype, device):
     (its product and its sum, into memory it reuses) and pays an iteration of the interpreter.
     With a large state the scan loses: Horner's rule on 2M points, 60 coefficients, took 23 s
     as a scan, 0.1 s in the loop; a running value of a few thousand elements is where they meet.
-    (On the CPU, whose costs cost.constants measures; elsewhere not modelled.)"""
-    if device.type != "cpu" or n < 2:
-        return
+    (On the CPU, whose costs cost.constants measures; elsewhere not modelled; not where
+    AUTOVEC_MIN_TRIP forces the batch.)"""
+    if device.type != "cpu" or n < 2 or cost.min_trip(None) is not None:
+        return      # (AUTOVEC_MIN_TRIP: a plain threshold replaces the cost model)
     c = cost.constants("cpu")
     state = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     total = n * state

@@ -146,7 +146,6 @@ def horner(x, coeffs):
 def test_a_linear_recurrence_with_a_large_state_keeps_the_loop(costs, monkeypatch):
     # 16 steps of a 50,000-element state: the parallel scan writes about 18 states per step
     # (log2 passes of products and cats), the loop two, which it reuses
-    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
     g = torch.Generator().manual_seed(0)
     x, c = torch.rand(50_000, generator=g) * 2 - 1, torch.randn(17, generator=g) / 4
     f = autovec(horner)
@@ -167,7 +166,6 @@ def damped(x, a):
 
 
 def test_a_recurrence_with_a_factor_per_step_and_a_large_state_keeps_the_loop(costs, monkeypatch):
-    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
     g = torch.Generator().manual_seed(1)
     x, a = torch.randn(17, 50_000, generator=g), torch.rand(17, 50_000, generator=g)
     f = autovec(damped)
