@@ -2936,7 +2936,7 @@ def _same_index_read(ld: ast.Name, stmt: ast.AST, out: Output, index: str | None
     for n in ast.walk(stmt):
         if isinstance(n, ast.Subscript) and n.value is ld:
             m = match_subscript(n, index)
-            return isinstance(m, tuple) and m == (out.dim, out.offset) and out.op == ""
+            return isinstance(m, tuple) and m == (out.dim, out.offset) and out.op in ("", "+", "-", "*", "/")
     return False
 
 
