@@ -16,6 +16,11 @@ MUST_VECTORIZE = {
     "per_sample_model_calls", "prealloc_fill_rows", "helper_fn_standardize", "stack_map_fn",
     "listcomp_tensor_double", "image_normalize_stack", "enumerate_index_scale", "embedding_gather_loop",
     "zip_mse_pairs", "focal_loss_per_sample",
+    # and every other case evaluate shows vectorized (a rule that refuses too much shows here)
+    "accuracy_count_if", "attention_double_loop", "cat_accumulate_loop", "filter_positive_append",
+    "for_row_clip_norm", "leaky_branch_where", "nested_ij_pairwise_distance", "scatter_add_histogram",
+    "side_effect_log_append", "while_counter_axpy", "lstm_timestep_loop", "rnn_step_encoder_fission",
+    "ema_recurrence", "inplace_prefix_sum", "early_break_budget",
 }
 
 if not PATHS:

@@ -1957,10 +1957,15 @@ def _kept_apart(outputs, body: _Body, ctx: Context) -> None:
         for r in alias.get(name, ()):
             found |= roots(r, seen + (name,))
         return found
+    binds: dict = {}
+    for st in body.stmts:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                binds[n.id] = binds.get(n.id, 0) + 1
     seen: dict = {}
     for o in outputs:
-        if o.kind not in ("append", "last") or not o.value:
-            continue
+        if o.kind not in ("append", "last") or not o.value or o.pytype:
+            continue    # (a Python number, `.item()`'s, shares no memory)
         try:
             r = _view_root(ast.parse(o.value, mode="eval").body, ctx)
         except SyntaxError:
@@ -1968,8 +1973,8 @@ def _kept_apart(outputs, body: _Body, ctx: Context) -> None:
         if r is None:
             continue
         for name in roots(r):
-            if name not in body.assigned or name in body.varying:
-                continue
+            if name not in body.assigned or name in body.varying or binds.get(name) != 1:
+                continue    # (bound once: a name bound twice may hold two values of its own)
             if name in seen and seen[name] is not o:
                 raise Refuse(f"`{name}` is kept twice in the loop (lines {seen[name].lineno} and {o.lineno}): the "
                              "loop's two share memory, a batch would keep each in memory of its own", o.lineno)
