@@ -266,3 +266,20 @@ def test_the_inner_index_read_after_the_loop_keeps_the_loop():
     torch.testing.assert_close(got[0], want[0])
     assert got[1] == want[1] and type(got[1]) is int
     assert "the index of the inner loop" in explain(index_after, x).loops[0].reason
+
+
+def written_then_updated(x, w):
+    out = torch.empty(x.shape[0], 3)
+    for i in range(x.shape[0]):
+        acc = torch.zeros(3)
+        acc[0] = x[i, 0]            # a write into the tensor the iteration made, then the inner updates
+        for j in range(x.shape[1]):
+            acc += x[i, j] * w[j]
+        out[i] = acc
+    return out
+
+
+def test_a_fresh_tensor_written_and_then_updated_in_the_inner_loop():
+    g = _gen(7)
+    x, w = torch.randn(20, 4, generator=g), torch.randn(4, 3, generator=g)
+    assert "vmap" in _check(written_then_updated, x, w, grad=(0, 1))

@@ -1106,7 +1106,7 @@ def _fresh_value(v: ast.AST, ctx: Context) -> bool:
                 and callable(getattr(obj, f.attr, None))
     if f.attr in _FRESH_METHODS:
         return True
-    return f.attr in _FRESH_VIEWS and _fresh_value(recv, ctx)
+    return f.attr in _FRESH_VIEWS | {OWN} and _fresh_value(recv, ctx)
 
 
 # methods whose result is the receiver's memory (a view, or the receiver itself) or a copy of it:
