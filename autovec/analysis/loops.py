@@ -1901,7 +1901,7 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
         # `acc = torch.zeros(d)`), so the in-place update never writes into an input
         binds = [n for st in body.top for n in ast.walk(st) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.For))
                  and name in {t.id for tg in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                              for t in ast.walk(tg) if isinstance(t, ast.Name)}]
+                              for t in ast.walk(tg) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}]
         for n in binds:
             if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
                     and (_fresh_value(n.value, ctx) or _number_constant(n.value))):
