@@ -4686,6 +4686,8 @@ def _py_arith(plan) -> bool:
     indices = set(plan.value_indices) | ({plan.space.index} if plan.index_as_value and plan.space.index else set())
     if not numbers and not indices:
         return False
+    if indices and _inner_int_arith(plan, indices):
+        return True
     for text in plan.body:
         for n in ast.walk(ast.parse(text)):
             if not isinstance(n, (ast.BinOp, ast.AugAssign)):
@@ -4703,6 +4705,46 @@ def _py_arith(plan) -> bool:
     return False
 
 
+def _inner_int_arith(plan, indices) -> bool:
+    """Whether an inner loop of the body (analysis.loops._inner_loop) multiplies, raises or shifts
+    a value made from the loop's index (`s = s * (t % 7 + 2)`, `1 << (k - t)`): repeated, Python's
+    exact ints outgrow an int64 batch, or a shift turns negative where the loop raises; reads
+    inside a subscript (`x[t + k]`) are tensors' rows, not such values."""
+    trees = [ast.parse(text) for text in plan.body]
+    derived = set(indices)
+    for tree in trees:
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Assign) and _bare_names(n.value) & derived:
+                derived |= {t.id for tg in n.targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
+    for tree in trees:
+        for loop in ast.walk(tree):
+            if not isinstance(loop, ast.For):
+                continue
+            for n in ast.walk(loop):
+                if isinstance(n, (ast.BinOp, ast.AugAssign)) and isinstance(n.op, _INT_GROWTH) and (
+                        _bare_names(n) & derived or isinstance(n, ast.AugAssign)
+                        and _bare_names(n.value) & derived):
+                    return True
+    return False
+
+
+def _bare_names(node) -> set:
+    """Names read in `node` outside subscripts' slices (`x[t]` reads x, not t)."""
+    out = set()
+
+    def visit(m):
+        if isinstance(m, ast.Name):
+            out.add(m.id)
+        elif isinstance(m, ast.Subscript):
+            visit(m.value)
+        else:
+            for c in ast.iter_child_nodes(m):
+                visit(c)
+    visit(node)
+    return out
+
+
+_INT_GROWTH = (ast.Mult, ast.Pow, ast.LShift, ast.RShift)
 _WIDE_FLOATS = frozenset({torch.float32, torch.float64})
 _HALF = frozenset({torch.float16, torch.bfloat16})
 _HALF_SUM = ("a running sum or product in float16 / bfloat16: the loop rounds to half precision at every step "

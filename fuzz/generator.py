@@ -4882,6 +4882,127 @@ def lost_interleaved(self):
     self.emit(1, "return out")
 
 
+def lost_stop34(self):
+    """This stop's forms, on inputs that change between calls (variant 1): writes into a tensor
+    the iteration made (index dtypes and ranges, clones edited, in-place methods, a part kept
+    before a write, a value kept twice), inner loops beside other statements (zero trips, a
+    carried value, an in-place running value), a row updated after reads of its own row under a
+    condition, and a linear recurrence whose state grows between calls."""
+    self.variants = True
+    n, d = max(self.n, 2), max(self.d, 2)
+    form = self.pick(["fresh", "fresh", "clone", "methods", "kept", "inner", "inner", "clip", "state"])
+    dt = self.pick(["float32", "float32", "float64"])
+    if form == "fresh":
+        c = d + 1
+        kdt = self.pick(["int64", "int64", "int32", "uint8", "int16"])
+        lo = self.pick([0, 0, -c])
+        hi = self.pick([c, c, c + 1])
+        self.param("x", f"_tensor(g, ({n},), torch.{dt})")
+        self.param("k", f"torch.randint({lo}, {c} if variant == 0 else {hi}, ({n},), generator=g).to(torch.{kdt})")
+        make = self.pick([f"torch.zeros({c}, dtype=torch.{dt})", f"torch.full(({c},), 0.5, dtype=torch.{dt})",
+                          f"torch.zeros({c}, dtype=torch.long)", f"torch.zeros(2, {c}, dtype=torch.{dt})[1]"])
+        op = self.pick(["=", "=", "+="])
+        self.emit(1, "out = []")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, f"t = {make}")
+        if self.chance(0.3):
+            self.emit(2, "s = t.sum() * 2")
+        self.emit(2, f"t[k[i]] {op} x[i]")
+        self.emit(2, self.pick(["out.append(t)", "out.append(t * 2)", "out.append(t.sum())"]))
+        self.emit(1, "return out")
+        return
+    if form == "clone":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt})")
+        self.param("k", f"torch.randint(0, {d}, ({n},), generator=g)")
+        self.emit(1, f"out = torch.empty({n}, {d}, dtype=torch.{dt})")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, self.pick(["r = x[i].clone()", "r = x[i] * 1", "r = x[i].detach().clone()", "r = x[i]"]))
+        self.emit(2, self.pick(["r[k[i]] = 0", "r[k[i]] += 1", "r[0] = r[k[i]] * 2"]))
+        self.emit(2, "out[i] = r * 2")
+        self.emit(1, "return out, x")
+        return
+    if form == "methods":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt})")
+        self.emit(1, "out = []")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, f"m = torch.ones({d}, {d}, dtype=torch.{dt})")
+        self.emit(2, self.pick(["m.fill_diagonal_(0)", "m.triu_(1)", "m.mul_(x[i, 0])", "m.clamp_(max=0.5)"]))
+        self.emit(2, "t = x[i] * 2")
+        self.emit(2, self.pick(["t += 1", "t.clamp_(min=0)", "t *= x[i, 0]"]))
+        self.emit(2, "out.append(m @ t)")
+        self.emit(1, "return torch.stack(out)")
+        return
+    if form == "kept":
+        self.param("x", f"_tensor(g, ({n},), torch.{dt})")
+        self.param("k", f"torch.randint(0, 4, ({n},), generator=g)")
+        self.emit(1, "a, b = [], []")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, f"t = torch.zeros(4, dtype=torch.{dt})")
+        what = self.pick(["early", "twice", "alias"])
+        if what == "early":
+            self.emit(2, "v = t[k[i]]")
+            self.emit(2, "t[k[i]] = x[i]")
+            self.emit(2, "a.append(v * 1)")
+        elif what == "twice":
+            self.emit(2, "t[k[i]] = x[i]")
+            self.emit(2, "a.append(t)")
+            self.emit(2, "b.append(t[:2])")
+        else:
+            self.emit(2, "u = t")
+            self.emit(2, "w = u[k[i]]")
+            self.emit(2, "t[k[i]] = x[i]")
+            self.emit(2, "a.append(w + 0)")
+        self.emit(1, "if a:")
+        self.emit(2, "a[0].add_(5)")
+        self.emit(1, "return a, b")
+        return
+    if form == "inner":
+        m = self.pick([0, 1, 3])
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt})")
+        self.param("m", f"{m} if variant == 0 else {self.pick([0, 2, m])}")
+        what = self.pick(["sum", "aug", "chain", "carried", "branch"])
+        self.emit(1, f"out = torch.zeros({n}, dtype=torch.{dt})")
+        self.emit(1, "c = 1.0")
+        self.emit(1, "for i in range(x.shape[0]):")
+        if what == "aug":
+            self.emit(2, f"s = torch.zeros((), dtype=torch.{dt})")
+        else:
+            self.emit(2, "s = 0.0")
+        self.emit(2, f"for j in range(min(m, {d})):")
+        if what == "sum":
+            self.emit(3, "s = s + x[i, j] * 0.5 ** j")
+        elif what == "aug":
+            self.emit(3, "s += x[i, j] * (j + 1)")
+        elif what == "chain":
+            self.emit(3, "s = torch.tanh(s + x[i, j])")
+        elif what == "carried":
+            self.emit(3, "s = s + x[i, j] * c")
+        else:
+            self.emit(3, "if j % 2 == 0:")
+            self.emit(4, "s = s - x[i, j]")
+        if what == "carried":
+            self.emit(2, "c = s * 0.5 + 1.0")
+        self.emit(2, "out[i] = s")
+        self.emit(1, "return out")
+        return
+    if form == "clip":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt}) * (1 if variant == 0 else 3)")
+        self.emit(1, f"norms = torch.empty({n}, dtype=torch.{dt})")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, "nrm = x[i].norm()")
+        self.emit(2, "norms[i] = nrm")
+        self.emit(2, "if nrm > 1.5:")
+        self.emit(3, self.pick(["x[i] *= 1.5 / (nrm + 1e-6)", "x[i] /= nrm", "x[i] -= x[i].mean()"]))
+        self.emit(1, "return norms, x")
+        return
+    self.param("x", f"_tensor(g, ({self.pick([8, 64])} if variant == 0 else 40000,), torch.{dt}) * 0.5")
+    self.param("c", f"_tensor(g, ({self.pick([3, 9])},), torch.{dt}) / 4")
+    self.emit(1, "y = torch.zeros_like(x)")
+    self.emit(1, "for k in range(c.shape[0]):")
+    self.emit(2, "y = y * x + c[k]")
+    self.emit(1, "return y")
+
+
 def lost_stop33(self):
     """This stop's forms, on inputs that change between calls (variant 1: other values of the same
     shapes, sometimes ones the fast forms must refuse): lists of tensors indexed by the loop
@@ -5033,7 +5154,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}

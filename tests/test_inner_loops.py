@@ -283,3 +283,45 @@ def test_a_fresh_tensor_written_and_then_updated_in_the_inner_loop():
     g = _gen(7)
     x, w = torch.randn(20, 4, generator=g), torch.randn(4, 3, generator=g)
     assert "vmap" in _check(written_then_updated, x, w, grad=(0, 1))
+
+
+def stored_before_update(x):
+    out = torch.zeros(x.shape[0], x.shape[1])
+    for i in range(x.shape[0]):
+        acc = torch.zeros(x.shape[1])
+        out[i] = acc                # the store copies the zeros; the update below comes later
+        for k in range(3):
+            acc += x[i]
+    return out
+
+
+def part_before_update(x):
+    out = []
+    for i in range(x.shape[0]):
+        acc = torch.zeros(3)
+        part = acc[i % 3]           # a view in the loop: it sees the update below
+        for k in range(2):
+            acc += x[i]
+        out.append(part * 1)
+    return torch.stack(out)
+
+
+def part_inside(x):
+    out = []
+    for i in range(x.shape[0]):
+        acc = torch.zeros(3)
+        s = 0.0
+        for k in range(2):
+            p = acc[i % 3]
+            acc += x[i]
+            s = s + p * 1
+        out.append(s)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [stored_before_update, part_before_update, part_inside])
+def test_a_value_kept_before_its_in_place_update_keeps_the_loop(fn):
+    x = torch.randn(7, 3, generator=_gen(8))
+    _check(fn, x)
+    outer = explain(fn, x).loops[0]
+    assert outer.strategy == "python" and "keeps `acc`" in outer.reason

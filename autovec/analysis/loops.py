@@ -1226,8 +1226,9 @@ def _view_read(st: ast.stmt, name: str, ctx: Context) -> bool:
         node = n
         while True:
             p = parents.get(id(node))
-            if _makes_new_memory(p, node, parents, ctx):
-                break
+            if _makes_new_memory(p, node, parents, ctx) or \
+                    isinstance(p, ast.Subscript) and p.value is node and isinstance(p.ctx, ast.Store):
+                break       # (new memory at once; or a write into it, `t[k] = v`: no part kept)
             if isinstance(p, ast.Subscript) and p.value is node and isinstance(p.ctx, ast.Load):
                 node = p
                 continue
@@ -1912,11 +1913,23 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
         for k in range(len(out) - 1, -1, -1):
             st = out[k]
             if isinstance(st, ast.Assign) and st in binds:
+                # the value kept or viewed before the inner loop updates it in place (`out[i] =
+                # acc`, `part = acc[i % 3]`): the loop's store copied it, its view sees the update
+                late = next((w for w in out[k + 1:] if id(w) not in body.fresh_stores and _view_read(w, name, ctx)),
+                            None)
+                if late is not None:
+                    raise Refuse(f"line {late.lineno} keeps `{name}` or a part of it before {why} updates it "
+                                 "in place", late.lineno)
                 if isinstance(st.value, ast.Call):
                     own = ast.Call(func=ast.Attribute(value=st.value, attr=OWN, ctx=ast.Load()), args=[], keywords=[])
                     out[k] = ast.fix_missing_locations(ast.copy_location(
                         ast.Assign(targets=st.targets, value=ast.copy_location(own, st.value)), st))
                 break
+        inside = next((w for w in ast.walk(ast.Module(body=s.body, type_ignores=[])) if isinstance(w, ast.stmt)
+                       and not isinstance(w, ast.If) and _view_read(w, name, ctx)), None)
+        if inside is not None:
+            raise Refuse(f"line {inside.lineno} in {why} keeps `{name}` or a part of it, which the inner loop "
+                         "updates in place", inside.lineno)
     body.inner.append(s)
     return out
 
@@ -2663,9 +2676,32 @@ def _index_meets_floats(stmts, names, free) -> bool:
                 if floaty(n.target) or not isinstance(n.op, (ast.Add, ast.Sub, ast.Mult)):
                     return True
                 derived.add(n.target.id)
-    # (an index whole, `x[t + k]`: a float there raises in the loop and in a batch alike)
+    # (an index whole of int arithmetic, `x[t + k]`, `x[t * 2 - 1]`: a float there raises in
+    # the loop and in a batch alike, where the subscript is a tensor's or a list's)
+    def int_arith(e):
+        return all(isinstance(m, (ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, ast.Add, ast.Sub, ast.Mult,
+                                  ast.FloorDiv, ast.Mod, ast.USub, ast.UAdd))
+                   or isinstance(m, ast.Constant) and type(m.value) is int for m in ast.walk(e))
     whole = {id(e) for s in stmts for n in ast.walk(s) if isinstance(n, ast.Subscript)
-             for e in (n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice])}
+             for e in (n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]) if int_arith(e)}
+    _INT_CALLS = ("int", "len", "range", "abs", "min", "max", "bool")
+    for s in stmts:
+        parents = {id(c): p for p in ast.walk(s) for c in ast.iter_child_nodes(p)}
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and n.id in derived and isinstance(n.ctx, ast.Load):
+                # the index (or a name made from it) as a Python number where no operator rule
+                # below sees it: a call's argument (`pow(t, 0.5)`, `math.sqrt(t)`), a method of it
+                # (`t.__truediv__(3)`), an element of a literal (`c, u = 0.1, t`, `[0.1, t][0]`)
+                p = parents.get(id(n))
+                while isinstance(p, (ast.BinOp, ast.UnaryOp)) and id(p) not in whole:
+                    p = parents.get(id(p))
+                if isinstance(p, ast.Call) and not (isinstance(p.func, ast.Name) and p.func.id in _INT_CALLS) \
+                        and n is not p.func and any(a is n or any(m is n for m in ast.walk(a))
+                                                   for a in list(p.args) + [k.value for k in p.keywords]):
+                    return True
+                if isinstance(p, ast.Attribute) or isinstance(p, (ast.Tuple, ast.List, ast.Set, ast.Dict)) \
+                        and not isinstance(parents.get(id(p)), ast.Subscript):
+                    return True
     for s in stmts:
         for n in ast.walk(s):
             if isinstance(n, (ast.BinOp, ast.AugAssign)) and id(n) not in whole:
