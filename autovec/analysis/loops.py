@@ -2694,6 +2694,10 @@ def _index_meets_floats(stmts, names, free) -> bool:
                 # (`t.__truediv__(3)`), an element of a literal (`c, u = 0.1, t`, `[0.1, t][0]`)
                 p = parents.get(id(n))
                 while isinstance(p, (ast.BinOp, ast.UnaryOp)) and id(p) not in whole:
+                    if not all(isinstance(m, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.operator, ast.unaryop,
+                                              ast.Load)) or isinstance(m, ast.Name) and (m.id in derived or m.id in numbers)
+                               for m in ast.walk(p)):
+                        break       # (arithmetic with a tensor, `x[i] * i`: the operator rules below)
                     p = parents.get(id(p))
                 if isinstance(p, ast.Call) and not (isinstance(p.func, ast.Name) and p.func.id in _INT_CALLS) \
                         and n is not p.func and any(a is n or any(m is n for m in ast.walk(a))
