@@ -46,6 +46,36 @@ def ran_modes(fast) -> set:
     return set(rt.ran.values()) if rt is not None else set()
 
 
+def check_loop(fn, *args, grad=(), exact_args=True):
+    """autovec(fn) against fn on copies of `args`: the result's dtype, shape and values, the
+    arguments after the call (bit for bit, or within tolerance where a part may be summed in
+    another order), and with `grad` the gradients of the arguments at those positions. Returns
+    the modes the runtime ran (ran_modes)."""
+    import torch
+    from autovec import autovec
+    fast = autovec(fn)
+    a1 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    a2 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    for k in grad:
+        a1[k].requires_grad_()
+        a2[k].requires_grad_()
+    want, got = fn(*a1), fast(*a2)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    for x1, x2 in zip(a1, a2):
+        if isinstance(x1, torch.Tensor):
+            if exact_args:
+                assert torch.equal(x1.detach(), x2.detach())
+            else:
+                torch.testing.assert_close(x2.detach(), x1.detach(), rtol=1e-5, atol=1e-5)
+    if grad:
+        g1 = torch.autograd.grad(want.sum(), [a1[k] for k in grad])
+        g2 = torch.autograd.grad(got.sum(), [a2[k] for k in grad])
+        for u, v in zip(g1, g2):
+            torch.testing.assert_close(v, u, rtol=1e-5, atol=1e-5)
+    return ran_modes(fast)
+
+
 def raises_as_loop(exc, fn, *args):
     """Call `fn` and `autovec(fn)` on the same arguments: both must raise `exc` with the same
     message. Returns autovec's pytest.ExceptionInfo (for checks of its traceback)."""

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from autovec import autovec, explain
-from conftest import ran_modes, raises_as_loop
+from conftest import check_loop, raises_as_loop
 
 
 @pytest.fixture(autouse=True)
@@ -99,26 +99,7 @@ def last_one(x, k):
 
 
 def _check(fn, *args, grad=()):
-    """autovec(fn) against fn: values, dtypes and arguments after the call; gradients of the
-    arguments at positions `grad`. Returns the modes the runtime ran."""
-    fast = autovec(fn)
-    a1 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    a2 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    for k in grad:
-        a1[k].requires_grad_()
-        a2[k].requires_grad_()
-    want, got = fn(*a1), fast(*a2)
-    assert got.dtype == want.dtype and got.shape == want.shape
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    for x1, x2 in zip(a1, a2):
-        if isinstance(x1, torch.Tensor):
-            assert torch.equal(x1.detach(), x2.detach())
-    if grad:
-        g1 = torch.autograd.grad(want.sum(), [a1[k] for k in grad])
-        g2 = torch.autograd.grad(got.sum(), [a2[k] for k in grad])
-        for u, v in zip(g1, g2):
-            torch.testing.assert_close(v, u, rtol=1e-5, atol=1e-5)
-    return ran_modes(fast)
+    return check_loop(fn, *args, grad=grad)
 
 
 def test_label_smoothing_runs_under_vmap_with_the_loops_values_and_gradients():
