@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from autovec import autovec, explain
-from conftest import ran_modes
+from conftest import raises_as_loop, ran_modes
 
 
 @pytest.fixture(autouse=True)
@@ -89,3 +89,80 @@ def test_a_view_kept_across_the_update_keeps_the_loop():
     x = torch.randn(6, 3, generator=torch.Generator().manual_seed(3))
     _check(view_across_update, x)
     assert explain(view_across_update, x.clone()).path == "python"
+
+
+# ----------------------------------------------------------------------------- found by a probe
+
+def view_read_in_the_same_if(g):
+    out = torch.zeros(g.shape[0], g.shape[1])
+    for i in range(g.shape[0]):
+        r = g[i]
+        if r.sum() > 0:
+            g[i] *= 2
+            out[i] = r + 0          # r is the row itself: doubled
+    return out
+
+
+def view_read_in_the_same_if_plain(g):
+    out = torch.zeros(g.shape[0], g.shape[1])
+    for i in range(g.shape[0]):
+        r = g[i]
+        if r.sum() > 0:
+            g[i] = g[i] * 2
+            out[i] = r + 0
+    return out
+
+
+def renamed_view(g):
+    out = torch.zeros(g.shape[0], g.shape[1])
+    for i in range(g.shape[0]):
+        r = g[i]
+        s = r[0:]                   # a view of the view
+        g[i] *= 2
+        out[i] = s + 0
+    return out
+
+
+def renamed_view_plain(g):
+    out = torch.zeros(g.shape[0], g.shape[1])
+    for i in range(g.shape[0]):
+        r = g[i]
+        s = r
+        g[i] = g[i] * 2
+        out[i] = s + 0
+    return out
+
+
+def by_own_element(g):
+    for i in range(g.shape[0]):
+        g[i] /= g[i, 0]             # the loop's in-place division by a view of its own row raises
+    return g
+
+
+def by_own_element_named(g):
+    for i in range(g.shape[0]):
+        s = g[i, 0]
+        g[i] /= s
+    return g
+
+
+def by_own_transpose(g):
+    for i in range(g.shape[0]):
+        if g[i].sum() > 0:
+            g[i] += g[i].T
+    return g
+
+
+@pytest.mark.parametrize("fn", [view_read_in_the_same_if, view_read_in_the_same_if_plain, renamed_view,
+                                renamed_view_plain])
+def test_a_view_of_the_row_read_after_its_update_keeps_the_loop(fn):
+    g = torch.tensor([[1.0, 2.0], [-3.0, 1.0], [4.0, 0.0]])
+    _check(fn, g)
+    assert explain(fn, g.clone()).path == "python"
+
+
+@pytest.mark.parametrize("fn, shape", [(by_own_element, (4, 3)), (by_own_element_named, (4, 3)),
+                                       (by_own_transpose, (4, 3, 3))])
+def test_an_update_by_a_view_of_its_own_row_raises_as_the_loop(fn, shape):
+    g = torch.rand(*shape, generator=torch.Generator().manual_seed(4)) + 0.5
+    raises_as_loop(RuntimeError, fn, g)

@@ -3379,6 +3379,11 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: 
         # a statement beside the store on a side of that `if` (`t = x[i]` / `x[i] = t * 2` /
         # `y[i] = t`) binds a view that the statements after it may read after the store
         stores = _marker_assigns([stmt], o.marker)
+        if o.op and any(any(r is ld for r in ast.walk(a.value)) for a in stores):
+            # (an update's own value: `g[i] /= g[i, 0]` divides the row in place by a view of its
+            # own element, which the loop's in-place operation refuses; new memory, `g[i] +=
+            # g[i].mean()`, is read whole before the update)
+            return True
         if any(any(r is ld for r in ast.walk(a.value)) for a in stores) \
                 or any(any(r is ld for r in ast.walk(n.test)) for n in ast.walk(stmt) if isinstance(n, ast.If)):
             return False
@@ -3401,8 +3406,27 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: 
         return True
     if isinstance(stmt, ast.Assign) and stmt.value is sub and all(isinstance(t, ast.Name) for t in stmt.targets):
         names = {t.id for t in stmt.targets}
-        return bool(names & set(markers)) or any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
-                   for st in stmts[at + 1:] for n in ast.walk(st))
+        grew = True
+        while grew:     # (and the names bound to a view of those: `s = r`, `s = r[1:]`)
+            grew = False
+            for st in stmts:
+                for n in ast.walk(st):
+                    if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                            and n.targets[0].id not in names and _view_root(n.value, ctx) in names:
+                        names.add(n.targets[0].id)
+                        grew = True
+        if names & set(markers):
+            return True
+        if any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+               for st in stmts[at + 1:] for n in ast.walk(st)):
+            return True
+        # in the store's own statement after the store (`if r.sum() > 0: g[i] *= 2; out[i] = r`),
+        # or, for an update, in its value (a view of the row the update writes into)
+        stores = _marker_assigns([stmts[at]], o.marker)
+        return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) and any(
+                   (n.lineno, n.col_offset) > (w.lineno, w.col_offset) and not any(n is r for r in ast.walk(w.value))
+                   or o.op and any(n is r for r in ast.walk(w.value)) for w in stores)
+                   for n in ast.walk(stmts[at]))
     return True
 
 
