@@ -510,17 +510,3 @@ def test_a_python_number_name_times_the_index_is_computed_in_double_precision():
     x = torch.zeros(9, dtype=torch.float64)
     want, got = _same_outcome(number_name_times_index, x)
     assert torch.equal(got, want)
-
-
-def edited_mask(x):
-    out = []
-    for i in range(x.shape[0]):
-        keep = x[i] > 0             # a comparison's mask: a tensor of its own
-        keep[0] = True
-        out.append((x[i] * keep).sum())
-    return torch.stack(out)
-
-
-def test_a_comparisons_mask_edited_in_place():
-    x = torch.randn(12, 5, generator=torch.Generator().manual_seed(20))
-    assert "vmap" in _check(edited_mask, x, grad=(0,))

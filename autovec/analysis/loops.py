@@ -1087,14 +1087,13 @@ _FRESH_METHODS = frozenset(("clone", "new_zeros", "new_ones", "new_full", "new_e
 
 
 def _fresh_value(v: ast.AST, ctx: Context) -> bool:
-    """Whether `v` is a value no one else holds: an operator's or a comparison's result (`x[i] * 2`,
-    `x[i] > 0`), what a torch
+    """Whether `v` is a value no one else holds: an operator's result (`x[i] * 2`), what a torch
     factory or a call of _FRESH_FUNCTIONS / _FRESH_METHODS gives (`torch.zeros(C)`,
     `x[i].clone()`, `F.one_hot(..)`), or a tensor method of such a value
     (`torch.zeros(C).view(2, -1)`: its memory or new). Not where `out=` or `inplace=` writes
     into another tensor."""
-    if isinstance(v, (ast.BinOp, ast.Compare)) or isinstance(v, ast.UnaryOp) and not isinstance(v.op, ast.UAdd):
-        return True     # (`+t` is t itself; a comparison's mask is new, `keep = path != blank`)
+    if isinstance(v, ast.BinOp) or isinstance(v, ast.UnaryOp) and not isinstance(v.op, ast.UAdd):
+        return True     # (`+t` is t itself)
     if not isinstance(v, ast.Call) or not isinstance(v.func, ast.Attribute) or nm.in_place_keyword(v) \
             or any(kw.arg is None for kw in v.keywords) or any(isinstance(a, ast.Starred) for a in v.args):
         return False
