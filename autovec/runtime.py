@@ -18,6 +18,7 @@ import torch.autograd.forward_ad as _forward_ad
 from . import _config, cost, indexcheck, lanes, pins, reach
 from .batching import _INPLACE_FLOOR, broadcast_shapes
 from .lowering.batched import zero_dim_dtype
+from .analysis.loops import inner_int_growth
 from .analysis.shared import function_unsafe, self_calls, shared_work
 from .plan import einsum_letters
 from .purity import _by_id as _PURE_BY_ID, why_impure
@@ -3598,14 +3599,14 @@ def _scan_worth(n, shape, dtype, device):
     if device.type != "cpu" or n < 2 or cost.min_trip(None) is not None:
         return      # (AUTOVEC_MIN_TRIP: a plain threshold replaces the cost model)
     c = cost.constants("cpu")
-    state = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-    total = n * state
-    scan_s = total * (4 * math.ceil(math.log2(n)) + 2) * (c["byte_fresh"] if total >= cost._FRESH_BYTES else c["byte_hot"])
+    state = math.prod(shape) * dtype.itemsize
+    written = n * state * (4 * math.ceil(math.log2(n)) + 2)
+    scan_s = written * (c["byte_fresh"] if n * state >= cost._FRESH_BYTES else c["byte_hot"])
     loop_s = n * (c["py_iter"] + 2 * c["py_op"] + 2 * state * c["byte_hot"])
     if scan_s > 2 * loop_s:
         raise GuardFailed(f"a parallel scan of {n} steps of a {state / 2 ** 20:.1f} MB state would write about "
-                          f"{total * (4 * math.ceil(math.log2(n)) + 2) / 2 ** 30:.1f} GB (about {scan_s * 1e3:.1f} ms "
-                          f"against the loop's {loop_s * 1e3:.1f} ms)")
+                          f"{written / 2 ** 30:.1f} GB (about {scan_s * 1e3:.1f} ms against the loop's "
+                          f"{loop_s * 1e3:.1f} ms)")
 
 
 def _scan_pairs(A, B, h, n):
@@ -4480,7 +4481,6 @@ def _scatter_commit(target, prepared, op):
 
 
 FunctionRuntime.scatter_commit = staticmethod(_scatter_commit)
-FunctionRuntime.own = staticmethod(lambda t: own(t))
 
 
 try:  # vmap's own primitives: torch.func.vmap spends ~20 us per call on pytrees and checks
@@ -4555,6 +4555,9 @@ def own(t):
         if level > have:
             t = m._add_batch_dim(_rows_like(t, n), 0, level)
     return t
+
+
+FunctionRuntime.own = staticmethod(own)
 
 
 def _rows_like(t: torch.Tensor, n: int) -> torch.Tensor:
@@ -4686,7 +4689,7 @@ def _py_arith(plan) -> bool:
     indices = set(plan.value_indices) | ({plan.space.index} if plan.index_as_value and plan.space.index else set())
     if not numbers and not indices:
         return False
-    if indices and _inner_int_arith(plan, indices):
+    if indices and inner_int_growth([ast.parse(text) for text in plan.body], indices):
         return True
     for text in plan.body:
         for n in ast.walk(ast.parse(text)):
@@ -4705,46 +4708,6 @@ def _py_arith(plan) -> bool:
     return False
 
 
-def _inner_int_arith(plan, indices) -> bool:
-    """Whether an inner loop of the body (analysis.loops._inner_loop) multiplies, raises or shifts
-    a value made from the loop's index (`s = s * (t % 7 + 2)`, `1 << (k - t)`): repeated, Python's
-    exact ints outgrow an int64 batch, or a shift turns negative where the loop raises; reads
-    inside a subscript (`x[t + k]`) are tensors' rows, not such values."""
-    trees = [ast.parse(text) for text in plan.body]
-    derived = set(indices)
-    for tree in trees:
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Assign) and _bare_names(n.value) & derived:
-                derived |= {t.id for tg in n.targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
-    for tree in trees:
-        for loop in ast.walk(tree):
-            if not isinstance(loop, ast.For):
-                continue
-            for n in ast.walk(loop):
-                if isinstance(n, (ast.BinOp, ast.AugAssign)) and isinstance(n.op, _INT_GROWTH) and (
-                        _bare_names(n) & derived or isinstance(n, ast.AugAssign)
-                        and _bare_names(n.value) & derived):
-                    return True
-    return False
-
-
-def _bare_names(node) -> set:
-    """Names read in `node` outside subscripts' slices (`x[t]` reads x, not t)."""
-    out = set()
-
-    def visit(m):
-        if isinstance(m, ast.Name):
-            out.add(m.id)
-        elif isinstance(m, ast.Subscript):
-            visit(m.value)
-        else:
-            for c in ast.iter_child_nodes(m):
-                visit(c)
-    visit(node)
-    return out
-
-
-_INT_GROWTH = (ast.Mult, ast.Pow, ast.LShift, ast.RShift)
 _WIDE_FLOATS = frozenset({torch.float32, torch.float64})
 _HALF = frozenset({torch.float16, torch.bfloat16})
 _HALF_SUM = ("a running sum or product in float16 / bfloat16: the loop rounds to half precision at every step "

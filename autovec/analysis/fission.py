@@ -251,3 +251,4 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
 
 class _Fake:
     assigned: dict = {}
+    own_calls: frozenset = frozenset()

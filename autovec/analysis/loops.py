@@ -1077,13 +1077,13 @@ def _has_continue(stmts) -> bool:
 
 OWN = "_av_own"      # `v._av_own()`: a tensor the iteration made, one per row under vmap (runtime.own)
 
+# calls of _NEW_MEMORY_CALLS whose result is one tensor (not a number, a list or a tuple)
+_NEW_TENSOR_CALLS = _NEW_MEMORY_CALLS - {"item", "tolist", "max", "min"}
 # torch functions whose result is a tensor of its own (a factory, or new memory from their arguments)
 _FRESH_FUNCTIONS = frozenset(("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
-                              "empty_like", "eye", "arange", "linspace", "tensor", "one_hot")) | (
-    _NEW_MEMORY_CALLS - {"item", "tolist", "max", "min"})
+                              "empty_like", "eye", "arange", "linspace", "tensor", "one_hot")) | _NEW_TENSOR_CALLS
 # methods whose result is new memory whatever the receiver
-_FRESH_METHODS = frozenset(("clone", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor")) | (
-    _NEW_MEMORY_CALLS - {"item", "tolist", "max", "min"})
+_FRESH_METHODS = frozenset(("clone", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor")) | _NEW_TENSOR_CALLS
 
 
 def _fresh_value(v: ast.AST, ctx: Context) -> bool:
@@ -1106,15 +1106,22 @@ def _fresh_value(v: ast.AST, ctx: Context) -> bool:
                 and callable(getattr(obj, f.attr, None))
     if f.attr in _FRESH_METHODS:
         return True
-    return f.attr in _FRESH_VIEWS | {OWN} and _fresh_value(recv, ctx)
+    return f.attr in _FRESH_VIEWS and _fresh_value(recv, ctx)
 
 
 # methods whose result is the receiver's memory (a view, or the receiver itself) or a copy of it:
 # of a value of its own, a value of its own (not `new(w)`, w's memory; not `expand`, whose rows
-# share memory, which a batch of copies would not)
+# share memory, which a batch of copies would not); and the analysis's own OWN marker
 _FRESH_VIEWS = frozenset(("view", "reshape", "view_as", "reshape_as", "flatten", "unflatten", "unsqueeze",
                           "squeeze", "permute", "transpose", "t", "movedim", "contiguous", "float", "double",
-                          "half", "bfloat16", "long", "int", "short", "bool", "detach", "narrow", "select"))
+                          "half", "bfloat16", "long", "int", "short", "bool", "detach", "narrow", "select", OWN))
+
+
+def _owned(st: ast.Assign) -> ast.Assign:
+    """`N = v` as `N = v._av_own()` (runtime.own: a row of its own per iteration under vmap)."""
+    own = ast.Call(func=ast.Attribute(value=st.value, attr=OWN, ctx=ast.Load()), args=[], keywords=[])
+    return ast.fix_missing_locations(ast.copy_location(
+        ast.Assign(targets=st.targets, value=ast.copy_location(own, st.value)), st))
 
 
 # in-place methods a tensor the iteration made may call on itself (_fresh_stores); none draws
@@ -1207,11 +1214,8 @@ def _fresh_stores(stmts: list, ctx: Context):
                          "changes, a batched read of it would be a copy", line)
         stores |= {id(stmts[p]) for p in ks}
         st = stmts[k0]
-        if _number_constant(st.value):
-            continue    # (`acc = 0.0`, then `acc += v`: a new value at the first update)
-        own = ast.Call(func=ast.Attribute(value=st.value, attr=OWN, ctx=ast.Load()), args=[], keywords=[])
-        out[k0] = ast.fix_missing_locations(ast.copy_location(
-            ast.Assign(targets=st.targets, value=ast.copy_location(own, st.value)), st))
+        if not _number_constant(st.value):      # (`acc = 0.0`, then `acc += v`: a new value at the first update)
+            out[k0] = _owned(st)
     return out, stores
 
 
@@ -1908,7 +1912,7 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
                     and (_fresh_value(n.value, ctx) or _number_constant(n.value))):
                 raise Refuse(f"`{name}` is updated in place in {why} and bound at line {n.lineno} to a value "
                              "that may be an input's memory", n.lineno)
-        if not any(n in [st for st in out] for n in binds):
+        if not any(n in out for n in binds):
             raise Refuse(f"`{name}` is updated in place in {why} before the iteration binds it", line)
         for k in range(len(out) - 1, -1, -1):
             st = out[k]
@@ -1921,9 +1925,7 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
                     raise Refuse(f"line {late.lineno} keeps `{name}` or a part of it before {why} updates it "
                                  "in place", late.lineno)
                 if isinstance(st.value, ast.Call):
-                    own = ast.Call(func=ast.Attribute(value=st.value, attr=OWN, ctx=ast.Load()), args=[], keywords=[])
-                    out[k] = ast.fix_missing_locations(ast.copy_location(
-                        ast.Assign(targets=st.targets, value=ast.copy_location(own, st.value)), st))
+                    out[k] = _owned(st)
                 break
         inside = next((w for w in ast.walk(ast.Module(body=s.body, type_ignores=[])) if isinstance(w, ast.stmt)
                        and not isinstance(w, ast.If) and _view_read(w, name, ctx)), None)
@@ -2639,11 +2641,7 @@ def _index_meets_floats(stmts, names, free) -> bool:
     free = set(free)
 
     def mentions(node):
-        if isinstance(node, ast.Name):
-            return node.id in derived
-        if isinstance(node, ast.Subscript):
-            return mentions(node.value)
-        return any(mentions(c) for c in ast.iter_child_nodes(node))
+        return bool(_bare_names(node) & derived)
 
     # names the body binds to Python numbers it computes (`t = 1.0 * 1`, `t = t / 2`): arithmetic
     # of constants and such names alone, which may be floats
@@ -2716,6 +2714,34 @@ def _index_meets_floats(stmts, names, free) -> bool:
                             or (b and not a and floaty(left)):
                         return True
     return False
+
+
+def _bare_names(node) -> set:
+    """Names read in `node` outside subscripts' slices (`x[t]` reads x, not t: an index that only
+    selects elements is no number in arithmetic)."""
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, ast.Subscript):
+        return _bare_names(node.value)
+    return set().union(*map(_bare_names, ast.iter_child_nodes(node)))
+
+
+_INT_GROWTH = (ast.Mult, ast.Pow, ast.LShift, ast.RShift)
+
+
+def inner_int_growth(stmts, indices) -> bool:
+    """Whether an inner loop of the body (_inner_loop) multiplies, raises or shifts a value made
+    from the loop's index (`s = s * (t % 7 + 2)`, `1 << (k - t)`): repeated, Python's exact ints
+    outgrow an int64 batch, or a shift turns negative where the loop raises (runtime._py_arith:
+    only a batched body holds the index as a Python number)."""
+    derived = set(indices)
+    for st in stmts:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Assign) and _bare_names(n.value) & derived:
+                derived |= {t.id for tg in n.targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
+    return any(isinstance(n, (ast.BinOp, ast.AugAssign)) and isinstance(n.op, _INT_GROWTH)
+               and _bare_names(n) & derived
+               for st in stmts for loop in ast.walk(st) if isinstance(loop, ast.For) for n in ast.walk(loop))
 
 
 def _exit_scans(outputs, body: _Body):
@@ -3142,7 +3168,7 @@ def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
             if not isinstance(c, ast.Call):
                 continue
             f, line = c.func, c.lineno
-            if id(c) in getattr(body, "own_calls", ()):
+            if id(c) in body.own_calls:
                 continue    # (`t.fill_diagonal_(0)` on a tensor the iteration made: _fresh_stores)
             kw = nm.in_place_keyword(c)
             if kw:
