@@ -1586,6 +1586,24 @@ class FunctionRuntime:
         return r
 
     @staticmethod
+    def masked_put(t, idx, v):
+        """`t[idx] = v` on a tensor the iteration made (analysis.loops._fresh_stores), where a
+        boolean mask `idx` over `t`'s leading dimensions and a number (or a 0-d tensor of
+        `t`'s dtype and device) `v` make it `t.masked_fill_(mask, v)`: the same write (the same
+        conversion of `v`, the same error where it does not fit the dtype), which vmap batches
+        (an index by a mask it cannot). True where it wrote; False for any other index or
+        value (the caller's store then runs as written: lowering.common._Fills)."""
+        if type(idx) is torch.Tensor and idx.dtype is torch.bool and isinstance(t, torch.Tensor) \
+                and 1 <= idx.dim() <= t.dim() and idx.shape == t.shape[:idx.dim()] \
+                and (type(v) in (int, float, bool) or type(v) is torch.Tensor and v.dim() == 0
+                     and v.dtype is t.dtype and v.device == t.device):
+            if idx.dim() < t.dim():
+                idx = idx.reshape(idx.shape + (1,) * (t.dim() - idx.dim()))
+            t.masked_fill_(idx, v)
+            return True
+        return False
+
+    @staticmethod
     def item(t):
         """`t.item()` for a whole batch: the values in Python's precision, still a tensor."""
         if not isinstance(t, torch.Tensor):

@@ -183,20 +183,114 @@ def long_store(x, k):
     return torch.stack(out)
 
 
-def mask_store(x):
-    out = torch.empty_like(x)
-    for i in range(x.shape[0]):
-        r = x[i].clone()
-        r[r < 0] = 0            # a boolean mask: no batched form under vmap
-        out[i] = r
-    return out
-
-
 def test_stores_vmap_cannot_batch_run_the_loop():
     g = torch.Generator().manual_seed(8)
     x, k = torch.randn(20, generator=g) * 5, torch.randint(0, 4, (20,), generator=g)
     _check(long_store, x, k)
-    _check(mask_store, torch.randn(9, 5, generator=g), grad=(0,))
+
+
+def mask_store(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        r = x[i].clone()
+        r[r < 0] = 0            # a boolean mask: runtime.put's masked_fill_ under vmap
+        out[i] = r
+    return out
+
+
+def mask_named(x, lo):
+    out = []
+    for i in range(x.shape[0]):
+        r = x[i] * 2
+        m = (r < lo) | torch.isnan(torch.log(r + 0.5))
+        r[m] = -1.5
+        r[~m & (r > 1)] = 7
+        out.append(r)
+    return torch.stack(out)
+
+
+def mask_of_rows(x):
+    out = []
+    for i in range(x.shape[0]):
+        r = x[i].clone()                 # (4, 3): the mask picks whole rows
+        r[r.sum(1) > 0] = 0.25
+        out.append(r)
+    return torch.stack(out)
+
+
+def mask_by_row_value(x, keep):
+    out = []
+    for i in range(x.shape[0]):
+        r = x[i].clone()
+        r[keep[i]] = x[i].max()          # a per-iteration 0-d tensor of r's dtype
+        out.append(r)
+    return torch.stack(out)
+
+
+def mask_into_long(x):
+    out = []
+    for i in range(x.shape[0]):
+        r = torch.zeros(x.shape[1], dtype=torch.long)
+        r[x[i] > 0] = 2.7                # the loop's store truncates: so does masked_fill_
+        r[x[i] < -1] = True
+        out.append(r)
+    return torch.stack(out)
+
+
+def test_a_boolean_mask_store_into_a_fresh_tensor_runs_under_vmap():
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(9, 5, generator=g)
+    assert "vmap" in _check(mask_store, x, grad=(0,))
+    assert "vmap" in _check(mask_named, x, -1.5, grad=(0,))
+    assert "vmap" in _check(mask_of_rows, torch.randn(6, 4, 3, generator=g), grad=(0,))
+    assert "vmap" in _check(mask_by_row_value, x, torch.rand(9, 5, generator=g) > 0.5, grad=(0,))
+    assert "vmap" in _check(mask_into_long, x)
+
+
+def mask_values_tensor(x):
+    out = []
+    for i in range(x.shape[0]):
+        r = x[i].clone()
+        m = r > 0
+        r[m] = r[m] * 10                 # values as many as the mask holds: the loop runs
+        out.append(r)
+    return torch.stack(out)
+
+
+def mask_other_dtype(x):
+    out = []
+    for i in range(x.shape[0]):
+        r = x[i].clone()
+        r[r > 0] = torch.tensor(3, dtype=torch.long)    # a value of another dtype: the store itself
+        out.append(r)
+    return torch.stack(out)
+
+
+def mask_wrong_shape(x):
+    out = []
+    for i in range(x.shape[0]):
+        r = x[i].clone()
+        r[torch.ones(3, dtype=torch.bool)] = 0
+        out.append(r)
+    return torch.stack(out)
+
+
+def mask_overflow(x):
+    out = []
+    for i in range(x.shape[0]):
+        r = torch.zeros(x.shape[1], dtype=torch.uint8)
+        r[x[i] > 0] = 300
+        out.append(r)
+    return torch.stack(out)
+
+
+def test_mask_stores_with_no_masked_fill_form_give_the_loops_outcome():
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(7, 5, generator=g)
+    _check(mask_values_tensor, x, grad=(0,))
+    _check(mask_other_dtype, x)
+    raises_as_loop(IndexError, mask_wrong_shape, x)
+    raises_as_loop(RuntimeError, mask_overflow, x)
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.bool])

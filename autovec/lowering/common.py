@@ -149,10 +149,30 @@ class _Items(ast.NodeTransformer):
 class _Fills(ast.NodeTransformer):
     """The analysis's `row._av_fill(dim, lo, hi, v)` (`out[i, lo:hi] = v`) as the runtime's
     `AV.fill_range(row, dim, lo, hi, v)`, and its `v._av_own()` (a tensor the iteration made
-    and then writes into) as `AV.own(v)`."""
+    and then writes into) as `AV.own(v)`. A store into such a tensor by what may be a boolean
+    mask (`r[r < 0] = 0`: a comparison, a call, a name; the only stores left in a body are
+    into those) is `AV.masked_put(r, mask, v)`'s `masked_fill_` where it is one."""
 
     def __init__(self, av):
         self.av = av
+
+    def visit_Assign(self, node):
+        node = self.generic_visit(node)
+        t = node.targets[0] if len(node.targets) == 1 else None
+        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and _may_be_mask(t.slice):
+            # `_av_pv = v; _av_pk = mask; if not AV.masked_put(r, _av_pk, _av_pv): r[_av_pk] = _av_pv`:
+            # the value and the index evaluated once, in Python's order; a store that is no
+            # masked fill stays the user's own statement
+            v, k = ast.Name(id="_av_pv", ctx=ast.Load()), ast.Name(id="_av_pk", ctx=ast.Load())
+            call = ast.Call(func=ast.Attribute(value=_name(self.av), attr="masked_put", ctx=ast.Load()),
+                            args=[ast.Name(id=t.value.id, ctx=ast.Load()), k, v], keywords=[])
+            store = ast.Assign(targets=[ast.Subscript(value=ast.Name(id=t.value.id, ctx=ast.Load()), slice=k,
+                                                      ctx=ast.Store())], value=v)
+            out = [ast.Assign(targets=[ast.Name(id="_av_pv", ctx=ast.Store())], value=node.value),
+                   ast.Assign(targets=[ast.Name(id="_av_pk", ctx=ast.Store())], value=t.slice),
+                   ast.If(test=ast.UnaryOp(op=ast.Not(), operand=call), body=[store], orelse=[])]
+            return [ast.fix_missing_locations(ast.copy_location(st, node)) for st in out]
+        return node
 
     def visit_Call(self, node):
         node = self.generic_visit(node)
@@ -165,6 +185,23 @@ class _Fills(ast.NodeTransformer):
             return ast.copy_location(ast.Call(func=ast.Attribute(value=_name(self.av), attr="own", ctx=ast.Load()),
                                               args=[f.value], keywords=[]), node)
         return node
+
+
+def _fills(av: str, stmts: list) -> list:
+    """_Fills over a body's statements (a store may become several)."""
+    out = []
+    for s in stmts:
+        s = _Fills(av).visit(s)
+        out += s if isinstance(s, list) else [s]
+    return out
+
+
+def _may_be_mask(index: ast.AST) -> bool:
+    """Whether a subscript's index may be a boolean mask: a comparison, `~` / `not`, `&` / `|`
+    / `^`, a call, a name or an attribute (not a number, slice or tuple)."""
+    return isinstance(index, (ast.Compare, ast.Call, ast.Name, ast.Attribute)) \
+        or isinstance(index, ast.UnaryOp) and isinstance(index.op, (ast.Invert, ast.Not)) \
+        or isinstance(index, ast.BinOp) and isinstance(index.op, (ast.BitAnd, ast.BitOr, ast.BitXor))
 
 
 class _Unitems(ast.NodeTransformer):
@@ -207,7 +244,7 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
             new = ast.copy_location(ast.Assign(targets=stmts[at].targets, value=value), stmts[at])
             stmts = stmts[:at] + [ast.fix_missing_locations(st) for st in pre + [new]] + stmts[at + 1:]
     if any(FILL in s or OWN in s for s in plan.body):
-        stmts = [_Fills(av).visit(s) for s in stmts]
+        stmts = _fills(av, stmts)
     params = [m.param for m in plan.mapped] + [s[0] for s in plan.scans]
     if plan.space.kind == "nest":
         params += list(plan.value_indices)
@@ -290,7 +327,7 @@ def direct_function(plan: LoopPlan, name: str, av: str, display: bool = False):
     mapper = _MapSlices(plan)
     stmts = [mapper.visit(ast.parse(s).body[0]) for s in plan.body]
     if any(FILL in s or OWN in s for s in plan.body):
-        stmts = [_Fills(av).visit(s) for s in stmts]
+        stmts = _fills(av, stmts)
     letters = "abcdefgh"
 
     class Products(ast.NodeTransformer):
