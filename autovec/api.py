@@ -33,6 +33,7 @@ from .lowering import choose
 from .lowering import compile as compile_lowering
 from .purity import Env
 from .rewrite import _parents, _replace, apply, namer_for
+from . import runtime
 from .runtime import FunctionRuntime, NotVectorizable
 
 log = logging.getLogger("autovec")
@@ -631,10 +632,12 @@ def explain(fn, *args, **kwargs) -> Explanation:
         else:
             ex.notes.append(f"line {lineno}: ran as whole-batch torch operations (no vmap), batch first:\n"
                             + code.source)
-    for loop_id, (chunks, rows, need, budget) in rt.chunked.items():
+    for loop_id, (chunks, rows, need, budget, fresh) in rt.chunked.items():
+        why = (f"on the CPU, a batch over {_mib(runtime._FRESH_SPLIT)} runs in pieces of about {_mib(budget)}, "
+               "which reuse their memory where the whole batch's would be new pages") if fresh else \
+            f"the memory budget is {_mib(budget)}"
         ex.notes.append(f"line {rt.matches[loop_id].plan.lineno}: ran in {chunks} chunks of {rows} iterations "
-                        f"(all at once would need about {_mib(need)} for intermediates; the memory budget is "
-                        f"{_mib(budget)})")
+                        f"(all at once would need about {_mib(need)} for intermediates; {why})")
     for loop_id, (k, n, grad) in rt.kept.items():
         plan = rt.matches[loop_id].plan
         if last.get(loop_id) != "vectorized":

@@ -671,6 +671,7 @@ class FunctionRuntime:
         # of the calls with tensors that require grad (guard: kept apart from the bucket's decision)
         self.grad_refused: dict = {}
         self.iter_bytes: dict = {}        # (loop id, signature) -> bytes one iteration allocates
+        self.iter_out: dict = {}          # the same key -> the bytes of those its results hold
         self.chunked: dict = {}           # loop id -> (chunks, rows, bytes needed, budget) of the last run
         # loop id -> (kept iterations (for a branch's sides: each side's count), all, grad) of its last
         # run that selected them
@@ -4633,6 +4634,13 @@ def _vmapped(f, dims, n):
 
 _CHUNKABLE = ("broadcast", "vmap", "reduction", "mask", "where")
 _MEMORY_FLOOR = 64 << 20   # below this, no budget is looked up (the default one is far larger)
+# on the CPU, a batch whose iterations would create more than _FRESH_SPLIT bytes they do not keep
+# (temporaries, not results: the loop lets them go each iteration, and its next one reuses the
+# same memory, in cache) runs in chunks of about _FRESH_CHUNK bytes. Measured on this machine
+# (2 MiB of L2 per core; probeS's batch-hard triplet loss, 3000 anchors, 2.4 GB of temporaries,
+# batched body): all at once 1125 ms, chunks of 128 MB 1127 ms, 32 MB 992 ms, 16 MB 883 ms, 8 MB
+# 363-384 ms, 4 MB 445 ms, 1 MB 520 ms; the loop 350-395 ms
+_FRESH_SPLIT, _FRESH_CHUNK = 64 << 20, 8 << 20
 # outputs that keep one iteration's value at a time in the loop (a running value, an extreme, the
 # last one): a batch of all the iterations' values holds what the loop never did (Token._weigh)
 _ONE_AT_A_TIME = frozenset({"accum", "best", "last"})
@@ -5667,29 +5675,7 @@ class Token:
                     rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
                 return outs
         self.cold = True
-        modes = {"broadcast": ["broadcast"], "matmul": ["direct"]}.get(self.match.strategy, [])
-        if (self.loop_id, tag) in rt.batchable and _switch_on("AUTOVEC_BATCHED"):
-            modes.append("batched")   # a direct batched form: no vmap per-operation dispatch
-        modes.append("vmap")
-        if not _switch_on("AUTOVEC_DIRECT"):
-            modes = ["vmap"]          # the generic form only (benchmarks measure what the direct forms gain)
-        if self.loop_id in rt.no_vmap:
-            # F.one_hot under vmap gives a row of zeros for a class out of range, where the loop
-            # (and the batched body) raise: vmap does not run such bodies
-            modes = [m for m in modes if m != "vmap"]
-            if not modes:
-                raise GuardFailed("`one_hot` and functional `embedding` have no checked form under vmap (a class "
-                                  "or index out of range would give zeros, or another iteration's table row, "
-                                  "instead of the loop's error)")
-        if self.numbers or self.loop_id in rt.index_py or self.loop_id in rt.py_arith:
-            # a list of Python numbers, or the index in float arithmetic: only the batched body
-            # treats their batch as Python numbers (vmap and broadcasting would see 0-d float64
-            # tensors, or an int64 index making float32 values, which compute differently)
-            modes = [m for m in modes if m == "batched"]
-            if not modes:
-                raise GuardFailed("the loop reads Python numbers (a list of them, its index in float "
-                                  "arithmetic, or `.item()` values divided or raised to a power), which only a "
-                                  "batched body (not vmap) computes with as the loop does")
+        modes = self._modes(tag)
         errors = []
         sides = False       # a mode refused a `where` of sides that differ in kind (_sides_differ)
         for mode in modes:
@@ -5728,6 +5714,35 @@ class Token:
         e = GuardFailed("; ".join(errors))
         e.sides = sides
         raise e
+
+    def _modes(self, tag, direct=True):
+        """The modes a batch of this loop may run in, in the order they are tried (a direct form
+        first, vmap last); `direct`: whether the matmul strategy's direct form is at hand."""
+        rt = self.rt
+        modes = {"broadcast": ["broadcast"], "matmul": ["direct"] if direct else []}.get(self.match.strategy, [])
+        if (self.loop_id, tag) in rt.batchable and _switch_on("AUTOVEC_BATCHED"):
+            modes.append("batched")   # a direct batched form: no vmap per-operation dispatch
+        modes.append("vmap")
+        if not _switch_on("AUTOVEC_DIRECT"):
+            modes = ["vmap"]          # the generic form only (benchmarks measure what the direct forms gain)
+        if self.loop_id in rt.no_vmap:
+            # F.one_hot under vmap gives a row of zeros for a class out of range, where the loop
+            # (and the batched body) raise: vmap does not run such bodies
+            modes = [m for m in modes if m != "vmap"]
+            if not modes:
+                raise GuardFailed("`one_hot` and functional `embedding` have no checked form under vmap (a class "
+                                  "or index out of range would give zeros, or another iteration's table row, "
+                                  "instead of the loop's error)")
+        if self.numbers or self.loop_id in rt.index_py or self.loop_id in rt.py_arith:
+            # a list of Python numbers, or the index in float arithmetic: only the batched body
+            # treats their batch as Python numbers (vmap and broadcasting would see 0-d float64
+            # tensors, or an int64 index making float32 values, which compute differently)
+            modes = [m for m in modes if m == "batched"]
+            if not modes:
+                raise GuardFailed("the loop reads Python numbers (a list of them, its index in float "
+                                  "arithmetic, or `.item()` values divided or raised to a power), which only a "
+                                  "batched body (not vmap) computes with as the loop does")
+        return modes
 
     sel_mask = None       # the guard's condition for every iteration, run first (select_run)
     sel_sides = None      # how many sides a body that branches once has (select_run, _run_sides)
@@ -6147,10 +6162,15 @@ class Token:
             return 0
         device = self.raw[0][0].device if self.raw else None
         budget = rt.memory_budget or default_budget(device)
+        transient = (per - rt.iter_out.get(key, per)) * self.n     # (what the loop lets go each iteration)
+        fresh = rt.memory_budget is None and transient > _FRESH_SPLIT and (device is None or device.type == "cpu") \
+            and not budget < _FRESH_CHUNK
+        if fresh:
+            budget = _FRESH_CHUNK
         if not budget or need <= budget:
             return 0
         rows = max(1, budget // max(per, 1))
-        rt.chunked[self.loop_id] = (-(-self.n // rows), rows, need, budget)
+        rt.chunked[self.loop_id] = (-(-self.n // rows), rows, need, budget, fresh)
         return rows
 
     def _iteration_bytes(self, ref):
@@ -6168,9 +6188,13 @@ class Token:
         counter = _ByteCounter(args)
         try:
             with torch.no_grad(), counter:
-                ref(*args)
+                res = ref(*args)
         except Exception:
             return 0   # the batched run reports real failures
+        # (what the iteration keeps, its results, apart: rt.iter_out)
+        outs = {_storage(t): t.untyped_storage().nbytes() for t in torch.utils._pytree.tree_leaves(res)
+                if isinstance(t, torch.Tensor) and t.device.type != "meta"}
+        self.rt.iter_out[self._bytes_key()] = min(sum(outs.values()), counter.total)
         return counter.total
 
     def _run_chunked(self, body, ref, rows):
@@ -6182,9 +6206,11 @@ class Token:
         finally:
             self.lazy_lists = False
         n, first, full, parts = self.n, self.first, None, None
-        modes = ["broadcast", "vmap"] if self.match.strategy == "broadcast" and _switch_on("AUTOVEC_DIRECT") \
-            else ["vmap"]
-        mode = next((m for m in modes if (self.loop_id, self.sig, m, "") not in self.rt.bad_modes), modes[-1])
+        # (the modes the whole batch would try, in its order: the batched body's masked
+        # reductions, which vmap has no form for, chunked too)
+        modes = self._modes("", direct=False)
+        good = [m for m in modes if (self.loop_id, self.sig, m, "") not in self.rt.bad_modes]
+        tries = good or modes[-1:]
         # one list whose stacked chunk is the shape and dtype of the one output: from the second
         # chunk on, the chunk is stacked straight into the output's rows and the body computes
         # in place there (no temporaries, no copy), where its operations allow
@@ -6205,18 +6231,22 @@ class Token:
                         # own rows, a transpose, is copied out first)
                         dest.copy_(o.clone() if _storage(o) == _storage(dest) else o)
                     continue
-                try:
-                    outs = self._broadcast(body, inputs, None) if mode == "broadcast" else \
-                        self._vmap(body, inputs, None)
-                    if c0 == 0:
-                        self._check(ref or body, inputs, outs, mode)
-                except GuardFailed:
-                    if c0 != 0 or mode == modes[-1]:
-                        raise
-                    self.rt.bad_modes.add((self.loop_id, self.sig, mode, ""))
-                    mode = modes[-1]
-                    outs = self._vmap(body, inputs, None)
-                    self._check(ref or body, inputs, outs, mode)
+                if c0:
+                    outs = self._chunk_mode(mode, body, inputs)
+                else:
+                    errors = []
+                    for mode in tries:
+                        try:
+                            outs = self._chunk_mode(mode, body, inputs)
+                            self._check(ref or body, inputs, outs, mode)
+                        except GuardFailed as e:
+                            errors.append(f"{mode}: {e}")
+                            if getattr(e, "final", False) or mode == tries[-1]:
+                                raise GuardFailed("; ".join(errors), data=e.data) from None
+                            if not e.data:
+                                self.rt.bad_modes.add((self.loop_id, self.sig, mode, ""))
+                            continue
+                        break
                 if c0 == 0:
                     grad = any(o.requires_grad for o in outs)
                     parts = [[] for _ in outs] if grad else None
@@ -6243,6 +6273,15 @@ class Token:
         self.rt.ran[self.loop_id] = mode
         self.rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
         return outs
+
+    def _chunk_mode(self, mode, body, inputs):
+        """One chunk's batch in `mode` (_run_chunked): vmap refusing the body is a GuardFailed."""
+        try:
+            return self._mode(mode, body, None, inputs)
+        except RuntimeError as e:
+            if mode != "vmap" or "vmap" not in str(e):
+                raise
+            raise GuardFailed(f"vmap: {_vmap_reason(e)}") from None
 
     def _batched(self, body, inputs):  # noqa: C901 (the general path; _hot_batched is the steady state)
         """The body rewritten into whole-batch operations for this signature (lowering/batched.py)."""

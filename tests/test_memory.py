@@ -197,7 +197,41 @@ def test_kept_rows_and_sides_under_grad_run_in_chunks_under_a_small_budget(fn, k
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
     assert runs and all(r == (kind == "sides") for r in runs)
-    chunks, rows, need, budget = f._autovec_state.runtime.chunked[1]
+    chunks, rows, need, budget, fresh = f._autovec_state.runtime.chunked[1]
     # one row's (48, 48) float32 products: 9 KiB each, a few of them
-    assert chunks > 1 and budget == 60_000 and need > budget
+    assert chunks > 1 and budget == 60_000 and need > budget and not fresh
     assert len(pieces) > 2 and max(pieces) <= 60_000 // (48 * 48 * 4)
+
+
+def hardest_negative(emb, labels):
+    out = torch.zeros(emb.shape[0])
+    for i in range(emb.shape[0]):
+        d = (emb - emb[i]).pow(2).sum(dim=1)       # (n, d) per anchor: (n, n, d) for all at once
+        out[i] = d[labels != labels[i]].min()
+    return out
+
+
+def test_a_batch_creating_far_more_than_the_fresh_split_runs_in_pieces_on_the_cpu(always_vectorize, monkeypatch):
+    # (runtime._FRESH_SPLIT / _FRESH_CHUNK and the floor below which no budget is looked up
+    # scaled down: the rule at 512 / 128 MiB, on a small loop)
+    import autovec.runtime as R
+    monkeypatch.setattr(R, "_MEMORY_FLOOR", 1 << 18)
+    monkeypatch.setattr(R, "_FRESH_SPLIT", 1 << 20)
+    monkeypatch.setattr(R, "_FRESH_CHUNK", 1 << 18)
+    g = torch.Generator().manual_seed(3)
+    emb, labels = torch.randn(200, 16, generator=g), torch.arange(200) % 7
+    f = autovec(hardest_negative)
+    torch.testing.assert_close(f(emb, labels), hardest_negative(emb, labels))
+    chunks, rows, need, budget, fresh = f._autovec_state.runtime.chunked[1]
+    assert fresh and need > 1 << 20 and budget == 1 << 18 and chunks > 1
+    assert rows * 200 * 16 * 4 <= 1 << 18          # each row's (200, 16) difference at least
+    note = next(n for n in explain(f, emb, labels).notes if "chunks of" in n)
+    assert "reuse their memory" in note
+    # a budget the user sets is the one rule
+    f = autovec(hardest_negative, memory_budget=1 << 30)
+    torch.testing.assert_close(f(emb, labels), hardest_negative(emb, labels))
+    assert 1 not in f._autovec_state.runtime.chunked
+    # small batches: all at once
+    f = autovec(hardest_negative)
+    torch.testing.assert_close(f(emb[:20], labels[:20]), hardest_negative(emb[:20], labels[:20]))
+    assert 1 not in f._autovec_state.runtime.chunked
