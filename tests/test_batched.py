@@ -791,3 +791,28 @@ def test_topk_and_kthvalue_with_k_by_keyword():
         x = torch.randn(6, 5, 3)
         assert torch.equal(fast(x), topk_by_keyword(x))
     assert _ran(fast) == {"batched"}
+
+
+def relative_buckets(pos, q):
+    out = torch.empty(q, pos.shape[0], dtype=torch.long)
+    for i in range(q):
+        rel = pos - i                                   # the index as a number: the batched body only
+        out[i] = torch.min(rel.abs(), torch.full_like(rel, 7)) + torch.ones_like(rel) * 2
+    return out
+
+
+def like_factories(x):
+    out = []
+    for i in range(x.shape[0]):
+        v = x[i] * i
+        z = torch.zeros_like(v, dtype=torch.float64) + torch.full_like(v, 0.5, dtype=torch.float64)
+        e = torch.ones_like(v, dtype=torch.int32) * 3
+        out.append(torch.maximum(v.double(), z) + e)
+    return torch.stack(out)
+
+
+def test_like_factories_of_a_per_iteration_tensor_in_the_batched_body():
+    from conftest import check_loop
+    assert check_loop(relative_buckets, torch.arange(40), 30) == {"batched"}
+    g = torch.Generator().manual_seed(4)
+    assert check_loop(like_factories, torch.randn(9, 4, generator=g), grad=(0,)) == {"batched"}

@@ -410,6 +410,9 @@ _PRODUCTS = {"dot", "inner", "mv", "mm", "matmul", "outer", "ger"}
 # calls that work on the trailing dimensions of their first argument alone (normalized_shape's
 # dimensions, or a new last one): the same call on the batch, leading dimension and all
 _TRAILING = {"layer_norm", "rms_norm", "embedding", "one_hot"}
+# a new tensor shaped as its first argument (`torch.full_like(rel, 7)`): the same call on the batch
+# is every iteration's, batch dimension and all (the other arguments the same in every iteration)
+_LIKE = {"zeros_like", "ones_like", "full_like", "empty_like"}
 
 
 def _canonical_table() -> dict:
@@ -418,7 +421,7 @@ def _canonical_table() -> dict:
     names = set(ELEMENTWISE) | set(_REDUCTIONS) | _DIM_OPS | _SORTS | _PRODUCTS | {
         "norm", "where", "stack", "cat", "concat", "unsqueeze", "squeeze", "flatten", "reshape", "transpose",
         "swapaxes", "swapdims", "permute", "movedim", "linear", "normalize", "flip", "t", "cross_entropy",
-        "nll_loss", "gather", "kl_div"} | _TRAILING
+        "nll_loss", "gather", "kl_div"} | _TRAILING | _LIKE
     for ns_name, ns in (("torch", torch), ("F", F), ("linalg", torch.linalg), ("special", torch.special)):
         for n in names:
             obj = getattr(ns, n, None)
@@ -1655,6 +1658,8 @@ class _Batcher:
             if len(args) == 1 and not kw and isinstance(args[0], ast.Attribute) or kw.keys() <= {"dtype"} and not args:
                 return call("to", [copy.deepcopy(a) for a in args], keyword_list(kw))
             raise Unsupported("`.to()` with a device or several arguments")
+        if name in _LIKE and not method:
+            return call(name, [copy.deepcopy(a) for a in args], keyword_list(kw))
         if name in _REDUCTIONS:
             return self._reduce(name, x, args, kw, call, keyword_list, r)
         if name == "norm" or name == "vector_norm":
