@@ -624,3 +624,78 @@ def test_a_list_of_mixed_dtypes_keeps_each_elements_precision():
     got = autovec(_norm_list)(images, mean, std)
     assert got.dtype == want.dtype
     torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def countdown_scale(x, start):
+    out = torch.zeros_like(x)
+    t = start
+    while t >= 0:
+        out[t] = x[t] * 2 + t
+        t -= 1
+    return out, t
+
+
+def countdown_by_two(x):
+    out = torch.zeros_like(x)
+    t = x.shape[0] - 1
+    while t > 2:
+        out[t] = x[t].exp()
+        t = t - 2
+    return out, t
+
+
+def discounted_backwards(r, gamma):
+    out = torch.empty_like(r)
+    g = torch.zeros(r.shape[1:])
+    t = r.shape[0] - 1
+    while t >= 0:
+        g = r[t] + gamma * g
+        out[t] = g
+        t -= 1
+    return out
+
+
+@pytest.mark.parametrize("start", [11, 5, 0, -1])
+def test_a_while_counting_down_runs_as_a_reversed_range(start):
+    from conftest import check_loop
+    x = torch.randn(12, 3)
+    fast = autovec(countdown_scale)
+    for s in (start, 11):
+        (got, t1), (want, t2) = fast(x.clone(), s), countdown_scale(x.clone(), s)
+        torch.testing.assert_close(got, want)
+        assert t1 == t2 and type(t1) is int
+    if start >= 0:
+        assert explain(countdown_scale, x, start).path == "vectorized"
+    (got, t1), (want, t2) = autovec(countdown_by_two)(x), countdown_by_two(x)
+    torch.testing.assert_close(got, want)
+    assert t1 == t2 == 1
+    assert check_loop(discounted_backwards, torch.randn(30, 4), 0.9, grad=(0,))
+    assert explain(discounted_backwards, torch.randn(30, 4), 0.9).loops[0].strategy == "scan"
+
+
+def countdown_odd_step(x):
+    out = torch.zeros_like(x)
+    t = x.shape[0] - 1
+    while t >= 0:
+        out[t] = x[t] * 2
+        t -= x.shape[1]           # not a constant step
+    return out
+
+
+def countdown_up(x):
+    out = torch.zeros_like(x)
+    t = x.shape[0] - 1
+    while t >= 0:
+        out[t] = x[t] * 2
+        t += 1                    # away from the bound: the loop runs until its index fails
+    return out
+
+
+def test_a_while_counting_down_by_other_than_a_constant_keeps_the_loop():
+    x = torch.randn(6, 2)
+    for fn in (countdown_odd_step, countdown_up):
+        r = explain(fn, x).loops[0]
+        assert r.strategy == "python" and "does not end with `t -= <positive constant>`" in r.reason
+    torch.testing.assert_close(autovec(countdown_odd_step)(x), countdown_odd_step(x))
+    from conftest import raises_as_loop
+    raises_as_loop(IndexError, countdown_up, x)

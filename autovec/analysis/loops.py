@@ -390,7 +390,8 @@ def _exit_split(stmts):
 
 
 def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
-    """`k = a; while k < n: ...; k += c` is `for k in range(k, n, c)` followed by the last increment."""
+    """`k = a; while k < n: ...; k += c` is `for k in range(k, n, c)` followed by the last increment;
+    `while k >= n: ...; k -= c` is `for k in range(k, n - 1, -c)`."""
     line = node.lineno
     t = node.test
     if node.orelse:
@@ -407,21 +408,25 @@ def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
     else:
         whole = list(node.body)
     if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.left, ast.Name)
-            and isinstance(t.ops[0], (ast.Lt, ast.LtE))):
-        raise Refuse(f"`while {src(node.test)}` at line {line} is not a counter loop (`while k < n:` ... `k += 1`)", line)
+            and isinstance(t.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE))):
+        raise Refuse(f"`while {src(node.test)}` at line {line} is not a counter loop (`while k < n:` ... `k += 1`, "
+                     "or `while k >= 0:` ... `k -= 1`)", line)
     k, bound = t.left.id, t.comparators[0]
+    down = isinstance(t.ops[0], (ast.Gt, ast.GtE))     # (`while t >= 0: ...; t -= 1`: a walk backwards)
+    op = ast.Sub if down else ast.Add
     last = whole[-1] if whole else None
     step = None
-    if isinstance(last, ast.AugAssign) and isinstance(last.op, ast.Add) and isinstance(last.target, ast.Name) \
+    if isinstance(last, ast.AugAssign) and isinstance(last.op, op) and isinstance(last.target, ast.Name) \
             and last.target.id == k and isinstance(last.value, ast.Constant) and type(last.value.value) is int:
         step = last.value.value
     elif (isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.targets[0], ast.Name)
-          and last.targets[0].id == k and isinstance(last.value, ast.BinOp) and isinstance(last.value.op, ast.Add)
+          and last.targets[0].id == k and isinstance(last.value, ast.BinOp) and isinstance(last.value.op, op)
           and isinstance(last.value.left, ast.Name) and last.value.left.id == k
           and isinstance(last.value.right, ast.Constant) and type(last.value.right.value) is int):
         step = last.value.right.value
     if not step or step <= 0:
-        raise Refuse(f"the `while` loop at line {line} does not end with `{k} += <positive constant>`", line)
+        raise Refuse(f"the `while` loop at line {line} does not end with `{k} {'-' if down else '+'}= <positive "
+                     "constant>`", line)
     body = whole[:-1]
     stop = _exit_split(body)      # one top-level `if cond: ...; break`: as in a `for` loop
     for n in ast.walk(ast.Module(body=body, type_ignores=[])):
@@ -432,8 +437,11 @@ def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
                          f"line {n.lineno}", n.lineno)
     if not _pure_expr(bound):
         raise Refuse(f"the bound `{src(bound)}` of the `while` loop at line {line} calls a function", line)
-    stop = src(bound) if isinstance(t.ops[0], ast.Lt) else f"({src(bound)}) + 1"
-    space = IterSpace("range", (k, stop, str(step)), index=k)
+    if isinstance(t.ops[0], (ast.Lt, ast.Gt)):
+        stop = src(bound)
+    else:
+        stop = f"({src(bound)}) - 1" if down else f"({src(bound)}) + 1"
+    space = IterSpace("range", (k, stop, str(-step if down else step)), index=k)
     fake = ast.For(target=ast.Name(id=k, ctx=ast.Store()), iter=bound, body=body, orelse=[],
                    lineno=line, col_offset=node.col_offset, end_lineno=node.end_lineno)
     plan = plan_for(fake, ctx, loop_id, space=space, body_stmts=body, form="while", anchor=node)
