@@ -253,6 +253,11 @@ class _Helpers:
         rows = b if batched else b.unsqueeze(0)
         if rows.dim() - 1 < d or rows.shape[1:1 + d] != m.shape[1:]:
             raise _values_refused("a mask whose shape is not the tensor's leading dimensions (the loop raises)")
+        if kind in ("numel", "len"):
+            # (the count of selected elements, or of selected entries of the masked dimensions
+            # for len(): a Python int per iteration, int64 in the batch)
+            per_row = rows[0].numel() // max(m[0].numel(), 1) if kind == "numel" and rows.shape[0] else 1
+            return m.sum(tuple(range(1, d + 1)), dtype=torch.int64) * per_row
         floating = b.is_floating_point()
         if not batched and m.shape[0] * b.numel() > _WINDOW_COPY_LIMIT:
             raise _values_refused("a masked selection that would be repeated into one large batch")
@@ -1368,6 +1373,104 @@ class _Why(str):
 
 def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: list,
           index: str | None = None, branches: bool = False, masks=None) -> BatchedBody | str:
+    """_build; where it finds no batched form and the body names a selection (`v = x[i][m[i]]`,
+    then `v.sum() / v.numel()`), _build again with each such name's uses reading the selection
+    itself (_selections_inlined), which the masked reductions batch."""
+    out = _build(fdef, av, body, row_args_at, batch_args, sizes, index, branches, masks)
+    if isinstance(out, str):
+        inlined = _selections_inlined(fdef)
+        if inlined is not None:
+            again = _build(inlined, av, body, row_args_at, batch_args, sizes, index, branches, masks)
+            if not isinstance(again, str):
+                return again
+    return out
+
+
+def _selections_inlined(fdef: ast.FunctionDef) -> ast.FunctionDef | None:
+    """`v = a[b]` (one subscript by a single index, which may be a boolean mask) with each read
+    of `v` replaced by `a[b]` itself, or None where nothing changes. Only where that reads the
+    same values: a body of plain assignments to names (no store into a subscript or an
+    attribute, no in-place update or method, no `out=`: nothing changes a tensor after it is
+    read), `v` and every name `a[b]` reads bound once, `v` read at least once and never called
+    or written through. The selection's copy is made at each read instead of once."""
+    stmts = []
+    for st in fdef.body:
+        if isinstance(st, ast.Pass):
+            continue
+        t = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else None
+        if isinstance(t, ast.Tuple) and isinstance(st.value, ast.Tuple) and len(t.elts) == len(st.value.elts) \
+                and all(isinstance(e, ast.Name) for e in t.elts) \
+                and not {e.id for e in t.elts} & {n.id for n in ast.walk(st.value) if isinstance(n, ast.Name)}:
+            # `pos, neg = a[m], a[~m]`: one assignment each (no value reads a name the others bind)
+            stmts += [ast.copy_location(ast.Assign(targets=[e], value=v), st) for e, v in zip(t.elts, st.value.elts)]
+            continue
+        stmts.append(st)
+    if not stmts or not all(isinstance(st, (ast.Assign, ast.Return)) for st in stmts):
+        return None
+    if not all(isinstance(t, ast.Name) for st in stmts if isinstance(st, ast.Assign) for t in st.targets):
+        return None
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Call) and (isinstance(n.func, ast.Attribute) and n.func.attr.endswith("_")
+                                        and not n.func.attr.endswith("__")
+                                        or any(k.arg == "out" for k in n.keywords)):
+            return None
+        if isinstance(n, (ast.NamedExpr, ast.Lambda, ast.AugAssign)):
+            return None
+    bound: dict = {a.arg: 1 for a in fdef.args.args}
+    for st in stmts:
+        if isinstance(st, ast.Assign):
+            for t in st.targets:
+                bound[t.id] = bound.get(t.id, 0) + 1
+    picks = {}
+    for st in stmts:
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1):
+            continue
+        name, v = st.targets[0].id, st.value
+        if not (isinstance(v, ast.Subscript) and not isinstance(v.slice, (ast.Tuple, ast.Slice, ast.Constant))):
+            continue
+        reads = {n.id for n in ast.walk(v) if isinstance(n, ast.Name)}
+        if bound.get(name) != 1 or any(bound.get(r, 0) > 1 for r in reads) or name in reads:
+            continue
+        picks[name] = st
+    if not picks:
+        return None
+    uses = {name: 0 for name in picks}
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in uses:
+            uses[n.id] += 1
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in uses:
+            return None
+    picks = {name: st for name, st in picks.items() if uses[name]}
+    if not picks:
+        return None
+    new = copy.deepcopy(fdef)
+    new.body = copy.deepcopy(stmts)
+    body = []
+    values = {}
+    for st in new.body:
+        if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and st.targets[0].id in picks \
+                and len(st.targets) == 1:
+            values[st.targets[0].id] = _Selections(values).visit(st.value)
+            continue
+        body.append(_Selections(values).visit(st))
+    new.body = body
+    return ast.fix_missing_locations(new)
+
+
+class _Selections(ast.NodeTransformer):
+    """Each read of a name in `values` as a copy of its value (_selections_inlined)."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load) and node.id in self.values:
+            return ast.copy_location(copy.deepcopy(self.values[node.id]), node)
+        return node
+
+
+def _build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: list,
+           index: str | None = None, branches: bool = False, masks=None) -> BatchedBody | str:
     """The batched body of `fdef` for this signature, or the reason there is none.
     `index`: the parameter that is the loop's own index (an arange), if the body takes it.
     `row_args_at(j)`: the body's arguments on iteration j (flat over a nest's levels);

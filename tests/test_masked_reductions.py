@@ -491,3 +491,101 @@ def test_an_extreme_of_zeros_of_both_signs_keeps_the_loop_and_others_do_not():
             for a, b in zip(got, want):
                 assert torch.equal(a, b) and torch.equal(torch.signbit(a), torch.signbit(b))
         assert explain(f, x, m).path == path
+
+
+def named_mean(x, m):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        v = x[i][m[i]]                      # a name for the selection, then its reductions
+        out[i] = v.sum() / max(v.numel(), 1)
+    return out
+
+
+def token_loss(loss, labels):
+    total = 0.0
+    count = 0
+    for i in range(loss.shape[0]):
+        valid = loss[i][labels[i] != -100]
+        total = total + valid.sum()
+        count += valid.numel()
+    return total / count
+
+
+def guarded_mean(x, m):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        sel = x[i][m[i]]
+        if sel.numel() > 0:
+            out[i] = sel.mean()
+    return out
+
+
+def hardest_pair(x, m):
+    res = []
+    for i in range(x.shape[0]):
+        pos, neg = x[i][m[i]], x[i][~m[i]]
+        res.append(pos.max() - neg.min())
+    return torch.stack(res)
+
+
+def selected_counts(x, m):
+    out = []
+    for i in range(x.shape[0]):
+        out.append((len(x[i][m[i]]), x[i][m[i]].numel()))
+    return out
+
+
+def test_a_named_selection_reduced_numel_and_len_batch_as_the_loop():
+    from conftest import check_loop
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(40, 12, generator=g)
+    m = torch.rand(40, 12, generator=g) > 0.4
+    m[:, 0], m[:, 1] = True, False
+    labels = torch.randint(-1, 5, (40, 12), generator=g)
+    labels[labels < 0] = -100
+    assert check_loop(named_mean, x, m, grad=(0,)) == {"batched"}
+    assert check_loop(token_loss, x, labels, grad=(0,), exact_args=False) == {"batched"}
+    assert check_loop(hardest_pair, x, m, grad=(0,)) == {"batched"}
+    empty = m.clone()
+    empty[3] = False                        # a row with nothing selected: its branch skipped
+    assert check_loop(guarded_mean, x, empty) == {"batched"}
+    assert check_loop(named_mean, x, empty) == {"batched"}
+    fast = autovec(selected_counts)
+    for mm in (m, empty, torch.rand(40, 12, generator=g).reshape(40, 3, 4) > 0.5):
+        xx = x if mm.dim() == 2 else x.reshape(40, 3, 4, 1).expand(40, 3, 4, 2).contiguous()
+        got, want = fast(xx, mm), selected_counts(xx, mm)
+        assert got == want and all(type(a) is int and type(b) is int for a, b in got)
+    assert _ran(fast) == {"batched"}
+
+
+def selection_then_write(x, m):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        v = x[i][m[i]]
+        y = x[i] * 2
+        out[i] = v.sum() + y.sum()
+    return out
+
+
+def test_a_named_selection_with_a_mask_of_another_shape_raises_as_the_loop():
+    x = torch.randn(6, 5)
+    raises_as_loop(IndexError, named_mean, x, torch.ones(6, 4, dtype=torch.bool))
+    from conftest import check_loop
+    assert check_loop(selection_then_write, x, x > 0, grad=(0,)) == {"batched"}
+
+
+@pytest.mark.parametrize("src, inlined", [
+    ("def f(x_i, m_i):\n    v = x_i[m_i]\n    return (v.sum() / v.numel(),)", True),
+    ("def f(x_i, m_i):\n    v = x_i[m_i]\n    x_i = x_i * 2\n    return (v.sum(),)", False),     # a read rebound
+    ("def f(x_i, m_i):\n    v = x_i[m_i]\n    x_i.mul_(2)\n    return (v.sum(),)", False),     # written in place
+    ("def f(x_i, m_i):\n    v = x_i[m_i]\n    v = v + 1\n    return (v.sum(),)", False),     # bound twice
+    ("def f(x_i, m_i):\n    v = x_i[m_i]\n    return (x_i.sum(),)", False),                  # never read
+    ("def f(x_i, m_i):\n    v = x_i[0]\n    return (v.sum(),)", False),                     # a number index
+])
+def test_which_named_selections_are_read_as_the_selection_itself(src, inlined):
+    import ast
+    from autovec.batching import _selections_inlined
+    got = _selections_inlined(ast.parse(src).body[0])
+    assert (got is not None) == inlined
+    if inlined:
+        assert ast.unparse(got.body[-1]) == "return (x_i[m_i].sum() / x_i[m_i].numel(),)"

@@ -1082,10 +1082,13 @@ class _Batcher:
         the selection is ragged, its reduction is not. The helper reduces b with the unselected
         entries replaced by the reduction's identity, and counts the selected ones."""
         f = node.func
-        if not (isinstance(f, ast.Attribute) and f.attr in ("sum", "mean", "max", "min") and self.varies(f.value)):
+        if not (isinstance(f, ast.Attribute) and f.attr in ("sum", "mean", "max", "min", "numel")
+                and self.varies(f.value)):
+            return None
+        if f.attr == "numel" and (node.args or node.keywords):
             return None
         if not isinstance(f.value, ast.Subscript):
-            return self._masked_expression(node)      # (arithmetic on selections first)
+            return self._masked_expression(node) if f.attr != "numel" else None   # (arithmetic on selections first)
         span = self._span_reduction(node)
         if span is not None:
             return span
@@ -1095,7 +1098,7 @@ class _Batcher:
         mfact = self.c.facts.get(self.c.ids.get(id(sub.slice)))
         if mfact is None or mfact.kind != "tensor" or mfact.dtype != torch.bool or mfact.rank == 0:
             return None
-        first = _whole_or_first(node, "a masked selection")
+        first = _whole_or_first(node, "a masked selection") if f.attr != "numel" else False
         b, m = self.expr(sub.value), self.expr(sub.slice)
         if b.fact.kind != "tensor" or not m.batched:
             raise Unsupported(f"`{ast.unparse(sub)}`: a mask the same in every iteration, or of a non-tensor")
@@ -1110,6 +1113,27 @@ class _Batcher:
                 return _helper("segment", _const(f.attr), b.node, labels, _name(self.c.index),
                                _const(first))
         return _helper("masked", _const(f.attr), b.node, _const(b.batched), m.node, _const(first))
+
+    def _selection_len(self, node):
+        """len(b[m]): how many entries a per-iteration mask selects; else None."""
+        if not (isinstance(node.func, ast.Name) and len(node.args) == 1 and not node.keywords
+                and self._selection_of(node.args[0])):
+            return None
+        found, obj = self.c.resolve(node.func.id)
+        if not found or obj is not builtins.len:
+            return None
+        sub = node.args[0]
+        b, m = self.expr(sub.value), self.expr(sub.slice)
+        return _helper("masked", _const("len"), b.node, _const(b.batched), m.node, _const(False))
+
+    def _selection_of(self, node) -> bool:
+        """`b[m]` with a per-iteration boolean mask over b's leading dimensions (any number of them)."""
+        if not (isinstance(node, ast.Subscript) and not isinstance(node.slice, (ast.Tuple, ast.Slice))):
+            return False
+        f = self.c.facts.get(self.c.ids.get(id(node.slice)))
+        b = self.c.facts.get(self.c.ids.get(id(node.value)))
+        return f is not None and f.kind == "tensor" and f.dtype == torch.bool and f.rank >= 1 \
+            and b is not None and b.kind == "tensor" and b.rank >= f.rank and self.varies(node.slice)
 
     def _selection(self, node) -> bool:
         """`b[m]` with a per-iteration boolean mask over b's first dimension."""
@@ -1286,7 +1310,7 @@ class _Batcher:
             raise Unsupported("`*args` / `**kwargs` in a call")
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == self.c.av:
             return self._runtime_helper(f.attr, node)
-        masked = self._masked_reduction(node) if isinstance(f, ast.Attribute) else None
+        masked = self._masked_reduction(node) if isinstance(f, ast.Attribute) else self._selection_len(node)
         if masked is None:
             masked = self._function_reduction(node)
         if masked is not None:
