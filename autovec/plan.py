@@ -26,6 +26,9 @@ class Mapped:
     # (`values[t + 1] if t + 1 < T else last`): a Python expression of those names, true on the
     # iterations that may read it (analysis.loops._reach); None: any iteration may
     reach: str | None = None
+    # a read of a tensor the loop stores into, at elements only later iterations write
+    # (analysis.loops._ahead_read): the guard lets it share the store's memory
+    ahead: bool = False
 
 
 def indexed(plan) -> list:

@@ -2398,6 +2398,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
 
     # every read of an output target other than the store itself is a dependence
     markers = {x.marker for x in outputs if x.marker}
+    ahead = set()       # reads of a stored tensor at elements only later iterations write (_ahead_read)
     store_subs = {}     # target -> [(marker, subscript)] of its plain stores
     for out, payload in body.outputs:
         if out.kind == "store" and isinstance(payload, tuple) and isinstance(payload[0], ast.Subscript):
@@ -2424,6 +2425,10 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
             if o.kind == "store" and _same_index_read(ld, n, o, index) and \
                     _read_before_store(ld, all_nodes, o) and not _view_after_store(ld, n, all_nodes, o, ctx, markers):
                 continue
+            key = _ahead_read(ld, n, o, index, space, ctx)
+            if key is not None:
+                ahead.add(key)
+                continue
             what = {"store": "written", "append": "appended to", "accum": "accumulated", "linrec": "updated",
                     "best": "updated", "scatter": "written", "cat": "concatenated", "last": "assigned"}[o.kind]
             raise Refuse(f"loop-carried dependency: `{ld.id}` is read at line {ld.lineno} and "
@@ -2435,6 +2440,11 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
     for m in mapped:
         if _root_name(m.base) in body.assigned:
             raise Refuse(f"`{m.base}` is indexed at line {line} but reassigned in the loop", line)
+    if ahead:
+        # (read before any store, as the batch reads them; never Python's index from the end,
+        # whose element an earlier iteration may have written: the guard refuses a negative one)
+        mapped = [dataclasses.replace(m, ahead=True, wraps=False) if (m.base, m.dim, m.offset) in ahead else m
+                  for m in mapped]
 
     live = []
     stmts = list(body.stmts)
@@ -3006,6 +3016,40 @@ def _insert_after(stmts, target, new) -> bool:
 
 def _root_name(base: str) -> str:
     return base.split(".")[0].split("[")[0]
+
+
+def _ahead_read(ld: ast.Name, stmt: ast.AST, out: Output, index: str | None, space: IterSpace,
+                ctx: Context) -> tuple | None:
+    """A read `y[i + c]` of a tensor the loop stores into once, as `y[i + c0]` (the same dim),
+    whose element only a later iteration writes, or none: c - c0 of the sign of the range's
+    step, which a literal gives (`for t in range(T - 1, 0, -1): y[t] -= a * y[t - 1]`, pre-
+    emphasis; `x[i] = x[i + 1] - x[i]` counting up). Every iteration reads what the loop's
+    first saw, so the batch, which reads before it stores, computes the loop's values. Only
+    where the read becomes new memory at once (a view of it kept would show the later write in
+    the loop). Returns the read's (base, dim, offset) key, or None."""
+    if index is None or out.kind != "store" or space.kind != "range" or out.op not in ("", "+", "-", "*", "/"):
+        return None
+    try:
+        step = ast.literal_eval(space.range_args[2]) if len(space.range_args) == 3 else 1
+    except (ValueError, SyntaxError):
+        return None
+    if type(step) is not int or not step:
+        return None
+    if space.reverse:
+        step = -step
+    parents = {id(c): p for p in ast.walk(stmt) for c in ast.iter_child_nodes(p)}
+    sub = parents.get(id(ld))
+    if not (isinstance(sub, ast.Subscript) and sub.value is ld and isinstance(sub.ctx, ast.Load)):
+        return None
+    m = match_subscript(sub, index)
+    if not (isinstance(m, tuple) and m[0] == out.dim):
+        return None
+    delta = m[1] - out.offset
+    if not delta or (delta > 0) != (step > 0):
+        return None
+    if not _makes_new_memory(parents.get(id(sub)), sub, parents, ctx):
+        return None     # (stored as it is, `x[i] = x[i + 2]`, the batch would copy x's memory into itself)
+    return (src(ld), m[0], m[1])
 
 
 def _same_index_read(ld: ast.Name, stmt: ast.AST, out: Output, index: str | None) -> bool:
