@@ -396,7 +396,6 @@ PYTHON = [
     (with_break, lambda: (torch.randn(T, F),)),
     (with_continue, lambda: (torch.randn(T, F),)),
     (step_two, lambda: (torch.randn(T, F),)),
-    (wrong_offset, lambda: (torch.randn(T, F),)),
     (short_output, lambda: (torch.randn(T, F),)),
     (first_read_outside, lambda: (torch.randn(T, F), torch.randn(0, F))),
     (first_read_outside, lambda: (torch.randn(T, F), torch.randn(T, F))),
@@ -418,6 +417,13 @@ PYTHON = [
 def test_the_loop_as_written_decides(fn, make):
     _check(fn, make, exact=True)
     assert explain(fn, *make()).path == "python"
+
+
+def test_a_read_no_earlier_iteration_wrote_is_no_recurrence():
+    # (reversed: out[t - 1] is stored by a later iteration, so every read sees the zeros it
+    # started with, as the batch does: analysis.loops._ahead_read)
+    _check(wrong_offset, lambda: (torch.randn(T, F),), exact=True)
+    assert explain(wrong_offset, torch.randn(T, F)).path == "vectorized"
 
 
 @pytest.mark.parametrize("make", [
