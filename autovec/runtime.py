@@ -6,6 +6,7 @@ import ast
 import functools
 import itertools
 import math
+import operator
 import threading
 import types
 import weakref
@@ -1587,6 +1588,21 @@ class FunctionRuntime:
         return r
 
     @staticmethod
+    def updated(x, v, op):
+        """`x op= v`'s value without writing into `x` (an inner loop's update under a condition,
+        merged afterwards: lowering.ifconvert): a tensor keeps its dtype and shape, as the
+        in-place update does (a value it cannot take raises, and the loop decides); a number
+        becomes what Python's operator gives."""
+        r = _AUG_OPS[op](x, v)
+        if isinstance(x, torch.Tensor):
+            if not isinstance(r, torch.Tensor) or r.shape != x.shape or r.dtype != x.dtype and (
+                    not torch.can_cast(r.dtype, x.dtype) or r.is_complex() and not x.is_complex()):
+                raise GuardFailed("an in-place update whose value the tensor does not hold (the loop decides)")
+            if r.dtype != x.dtype:
+                r = r.to(x.dtype)
+        return r
+
+    @staticmethod
     def masked_put(t, idx, v):
         """`t[idx] = v` on a tensor the iteration made (analysis.loops._fresh_stores), where a
         boolean mask `idx` over `t`'s leading dimensions and a number (or a 0-d tensor of
@@ -1647,6 +1663,24 @@ class FunctionRuntime:
         Strict: both sides must have the same type, dtype and shape, as the loop would
         otherwise give different kinds of values in different iterations."""
         ta, tb = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
+        if strict == "loop":
+            # a name an inner loop carries (lowering.ifconvert._convert_for): after its first
+            # merge a Python int or bool is its batch, an int64 or bool tensor of one element per
+            # row, which the next iteration's number meets; a Python float is not merged (its
+            # batch would be float32 or float64, which compute differently from Python's floats)
+            if not isinstance(c, torch.Tensor):
+                return a if c else b
+            if ta and tb:
+                if a.dtype != b.dtype or a.shape != b.shape:
+                    raise _sides_differ("the branches give tensors of different dtypes or shapes")
+            elif ta or tb:
+                t, v = (a, b) if ta else (b, a)
+                if not (t.dim() == 0 and (type(v) is int and t.dtype == torch.int64
+                                          or type(v) is bool and t.dtype == torch.bool)):
+                    raise _sides_differ("an inner loop's branches give a Python number and a tensor")
+            elif type(a) is not type(b) or type(a) not in (int, bool):
+                raise _sides_differ("an inner loop's branches give Python numbers other than ints or bools")
+            return torch.where(c, a, b)
         if strict:
             if ta != tb or (not ta and type(a) is not type(b)):
                 raise _sides_differ("the branches give values of different types")
@@ -4633,6 +4667,11 @@ def _vmapped(f, dims, n):
 
 
 _CHUNKABLE = ("broadcast", "vmap", "reduction", "mask", "where")
+# `x op= v` by the operator's class name (FunctionRuntime.updated)
+_AUG_OPS = {"Add": operator.add, "Sub": operator.sub, "Mult": operator.mul, "Div": operator.truediv,
+            "FloorDiv": operator.floordiv, "Mod": operator.mod, "Pow": operator.pow, "MatMult": operator.matmul,
+            "BitAnd": operator.and_, "BitOr": operator.or_, "BitXor": operator.xor, "LShift": operator.lshift,
+            "RShift": operator.rshift}
 _MEMORY_FLOOR = 64 << 20   # below this, no budget is looked up (the default one is far larger)
 # on the CPU, a batch whose iterations would create more than _FRESH_SPLIT bytes they do not keep
 # (temporaries, not results: the loop lets them go each iteration, and its next one reuses the

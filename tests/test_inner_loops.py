@@ -225,9 +225,8 @@ def printing(x):
 @pytest.mark.parametrize("fn, why", [
     (on_a_view, "may be an input's memory"),
     (on_a_free_tensor, "may be an input's memory"),
-    (branch_on_data, "changes with the outer loop"),
     (triangular, "changes with the outer loop"),
-    (store_inside, "only assignments to names"),
+    (store_inside, "only assignments to names, `if`s and a `break`"),
     (only_inside, "before it is written"),
     (over_rows, "walks something other than `range(..)`"),
     (beside_a_branch, "branches on the data"),
@@ -242,6 +241,15 @@ def test_other_inner_loops_keep_the_loop(fn, why):
     _check(fn, *args)
     outer = explain(fn, *args).loops[0]     # (the inner loop may still be vectorized on its own)
     assert outer.strategy == "python" and why in outer.reason
+
+
+def test_a_python_float_carried_through_a_data_branch_keeps_the_loop():
+    # (`s = 0.0`, then `s = s + x[i, j]` under a branch on the data: a Python float in some
+    # rows and a tensor in others, which no batch holds: runtime.where's "loop" rule)
+    x = torch.randn(9, 4, generator=_gen(6))
+    fast = autovec(branch_on_data)
+    torch.testing.assert_close(fast(x), branch_on_data(x))
+    assert explain(branch_on_data, x).path == "python" and not fast._autovec_state.runtime.ran
 
 
 def test_the_inner_index_read_after_the_loop_keeps_the_loop():

@@ -316,6 +316,7 @@ class _Body:
     fresh_stores: set = field(default_factory=set)    # ids of writes into tensors the iteration made (_fresh_stores)
     own_calls: set = field(default_factory=set)       # ids of their in-place method calls (`t.fill_(0)`)
     inner: list = field(default_factory=list)         # inner `for` loops run inside the batched body (_inner_loop)
+    inner_branches: bool = False                      # one of them branches on the data or ends early (_predicated)
     top: list | None = None                           # the top-level statements _walk is given
 
     def marker(self) -> str:
@@ -1740,7 +1741,7 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             out.append(s)
             continue
         if depth == 0 and isinstance(s, ast.For) and body.top is not None:
-            out = _inner_loop(s, body, ctx, out)
+            out, s = _inner_loop(s, body, ctx, out)
             _check_stmt(s, body)
             out.append(s)
             for n in ast.walk(s):
@@ -1883,9 +1884,11 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
     if moving:
         raise Refuse(f"{why} runs a number of times that changes with the outer loop (`{sorted(moving)[0]}`)", line)
     augs = set()
+    data = []       # `if`s on values that change with the outer loop (where-converted in the batch)
+    breaks = []
 
-    def visit(stmts):
-        for st in stmts:
+    def visit(stmts, nested=False):
+        for k, st in enumerate(stmts):
             if isinstance(st, ast.Pass) or isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant):
                 continue
             if isinstance(st, ast.Assign) and all(
@@ -1895,20 +1898,24 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
             if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name):
                 augs.add(st.target.id)
                 continue
-            if isinstance(st, ast.If):
-                varying = nm.load_ids(st.test) & (changed - set(targets))
-                if varying:
-                    raise Refuse(f"the `if` at line {st.lineno} in {why} tests `{sorted(varying)[0]}`, which "
-                                 "changes with the outer loop", st.lineno)
-                visit(st.body)
-                visit(st.orelse)
+            if isinstance(st, ast.Break) and nested and k == len(stmts) - 1:
+                breaks.append(st)
                 continue
-            raise Refuse(f"line {st.lineno} in {why}: only assignments to names and `if`s on unchanged values "
+            if isinstance(st, ast.If):
+                if nm.load_ids(st.test) & (changed - set(targets)):
+                    data.append(st)
+                visit(st.body, True)
+                visit(st.orelse, True)
+                continue
+            raise Refuse(f"line {st.lineno} in {why}: only assignments to names, `if`s and a `break` ending one "
                          "run inside a batched body", st.lineno)
     visit(s.body)
     if augs & set(targets):
         raise Refuse(f"{why} updates its own index in place", line)
     out = list(out)
+    if data or breaks:
+        s = _predicated(s, out, body, breaks, why)
+        body.inner_branches = True
     for name in sorted(augs):
         # every binding of the name in the body: a value of its own or a number (`acc = 0.0`,
         # `acc = torch.zeros(d)`), so the in-place update never writes into an input
@@ -1941,7 +1948,92 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
             raise Refuse(f"line {inside.lineno} in {why} keeps `{name}` or a part of it, which the inner loop "
                          "updates in place", inside.lineno)
     body.inner.append(s)
-    return out
+    return out, s
+
+
+def _predicated(s: ast.For, before: list, body: _Body, breaks: list, why: str) -> ast.For:
+    """An inner loop that branches on the data or ends early (`if v < edge: b = k; break`) in a
+    form whose every iteration runs alike, for the batch's where-conversion (lowering.ifconvert):
+    a `break` sets a flag the rest of the loop runs under (`_av_live = True` before the loop;
+    `if _av_live:` around the body; `if c: b = k; _av_live = False`, and what follows under
+    `if _av_live:` again). Later iterations then change nothing, as the loop's never ran. A name
+    the inner loop binds that the outer body did not bind before it holds, after a `break` or
+    a branch, a value some lanes never computed: refused where read after the inner loop.
+    Returns the new loop; the flag's binding is appended to `before`."""
+    bound_before = {n for st in before for n in nm.stores(st)}
+    inner_names = {n.id for n in ast.walk(ast.Module(body=s.body, type_ignores=[]))
+                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    rest = body.top[body.top.index(s) + 1:] if body.top is not None and s in body.top else []
+    later = set().union(set(), *(nm.load_ids(st) for st in rest))
+    for name in sorted((inner_names - bound_before) & later):
+        raise Refuse(f"`{name}` is bound in {why}, which branches on the data or ends early, and read after it "
+                     "(bind it before the inner loop)", s.lineno)
+    # a Python int the inner loop binds under a branch or after a `break` (`b = k`) is an int64
+    # tensor in the batch after its merge: refused where it meets float arithmetic, in which
+    # a Python int makes a Python float (as the loop index's rule, _index_meets_floats)
+    targets = set(nm.target_names(s.target))
+    ints = set()
+    grew = True
+    while grew:
+        grew = False
+        for n in ast.walk(ast.Module(body=s.body, type_ignores=[])):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                    and n.targets[0].id not in ints and _int_value(n.value, targets | ints):
+                ints.add(n.targets[0].id)
+                grew = True
+    if ints and body.top is not None:
+        bound = {n.id for st in body.top for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        free = {n.id for st in body.top for n in ast.walk(st) if isinstance(n, ast.Name)} - bound
+        if _index_meets_floats(body.top, sorted(ints), free):
+            raise Refuse(f"`{sorted(ints)[0]}`, a Python int {why} binds under a branch or after a `break`, meets "
+                         "float arithmetic (the batch holds it as an int64 tensor)", s.lineno)
+    new = copy.copy(s)
+    if not breaks:
+        return new
+    live = f"_av_live{s.lineno}"
+    flag = lambda v, at: ast.fix_missing_locations(ast.copy_location(      # noqa: E731
+        ast.Assign(targets=[ast.Name(id=live, ctx=ast.Store())], value=ast.Constant(v)), at))
+    test = lambda at: ast.copy_location(ast.Name(id=live, ctx=ast.Load()), at)   # noqa: E731
+
+    def unbreak(stmts):
+        """(statements without `break`, whether they may set the flag off)"""
+        out, stops = [], False
+        for k, st in enumerate(stmts):
+            if isinstance(st, ast.Break):
+                out.append(flag(False, st))
+                return out, True
+            if isinstance(st, ast.If):
+                a, sa = unbreak(st.body)
+                b, sb = unbreak(st.orelse)
+                st = ast.copy_location(ast.If(test=st.test, body=a or [ast.Pass()], orelse=b), st)
+                if sa or sb:
+                    out.append(st)
+                    tail, _ = unbreak(stmts[k + 1:])
+                    if tail:
+                        out.append(ast.fix_missing_locations(ast.copy_location(
+                            ast.If(test=test(tail[0]), body=tail, orelse=[]), tail[0])))
+                    return out, True
+            out.append(st)
+        return out, stops
+    inner, _ = unbreak(s.body)
+    new.body = [ast.fix_missing_locations(ast.copy_location(ast.If(test=test(s), body=inner, orelse=[]), s))]
+    before.append(flag(True, s))
+    return new
+
+
+def _int_value(v: ast.AST, ints: set) -> bool:
+    """Whether `v` is a Python int of `ints` names, int literals and int arithmetic (+ - * // %)."""
+    for n in ast.walk(v):
+        if isinstance(n, ast.Name):
+            if n.id not in ints:
+                return False
+        elif isinstance(n, ast.Constant):
+            if type(n.value) is not int:
+                return False
+        elif not isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod,
+                                ast.USub, ast.UAdd, ast.Load)):
+            return False
+    return True
 
 
 def _view_root(e: ast.AST, ctx: Context) -> str | None:
@@ -2479,7 +2571,8 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         loop_id=loop_id, lineno=line, end_lineno=getattr(node, "end_lineno", line),
         source=src(node), form=form, space=space, body=tuple(src(s) for s in stmts),
         outputs=tuple(outputs), mapped=tuple(mapped), index_as_value=index_as_value,
-        free=tuple(free), callables=callables, live_after=tuple(live), branches=body.branches or bool(helpers),
+        free=tuple(free), callables=callables, live_after=tuple(live),
+        branches=body.branches or body.inner_branches or bool(helpers),
         branch_helpers=helpers,
         items=body.items, scans=tuple(scans), exit_scans=tuple(exit_scans),
         index_float=index_as_value and _index_meets_floats(stmts, [index], free),

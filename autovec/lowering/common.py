@@ -1441,7 +1441,8 @@ def _display_body(fdef, av: str):
     text = ast.unparse(fdef)
     text = text.replace(f"{av}.truth(", "(").replace(f"{av}.lnot(", "torch.logical_not(")
     text = text.replace(f"{av}.land(", "torch.logical_and(")
-    text = text.replace(", True)", ")").replace(", False)", ")").replace(f"{av}.where(", "torch.where(")
+    text = text.replace(", True)", ")").replace(", False)", ")").replace(", 'loop')", ")")
+    text = text.replace(f"{av}.where(", "torch.where(")
     return ast.parse(text).body[0]
 
 

@@ -47,6 +47,7 @@ class _Ctx:
     def __init__(self, namer, av, markers, lenient, known):
         self.namer, self.av, self.markers, self.lenient, self.known = namer, av, markers, lenient, known
         self.branches: list[str] = []   # the mask of every branch (then and else), for the one-time check
+        self.loops = 0                  # inner loops around the statements converted now (_convert_for)
 
 
 def _test_varies(test: ast.AST, varying: set[str], env: dict) -> bool:
@@ -59,6 +60,15 @@ def _convert(stmts, cond, env, masks, varying, ctx):
     out = []
     for s in stmts:
         s = _as_statement(s, varying, env, masks, ctx)
+        if isinstance(s, ast.For):
+            out += _convert_for(s, env, masks, varying, ctx)
+            continue
+        if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) and cond is not None:
+            # `x op= v` under a condition: its value without writing into x (no one else holds
+            # x: analysis._inner_loop), as the update would give it (runtime.updated), then merged
+            s = ast.copy_location(ast.Assign(
+                targets=[ast.Name(id=s.target.id, ctx=ast.Store())],
+                value=_call(av, "updated", [_n(s.target.id), s.value, ast.Constant(type(s.op).__name__)])), s)
         if isinstance(s, ast.If) and _test_varies(s.test, varying, env):
             test = _Renamer(env).visit(_ifexp(s.test, varying, env, namer, av, out, ctx.branches))
             c = namer.new("_av_c")
@@ -106,7 +116,10 @@ def _convert(stmts, cond, env, masks, varying, ctx):
                     continue
                 a, b = a or before.get(name, name), b or before.get(name, name)
                 merged = namer.new(f"{name}_m")
-                out.append(_assign(merged, _call(av, "where", [_n(c), _n(a), _n(b), ast.Constant(True)]), s))
+                # (in an inner loop, a name's value carried to the next iteration: runtime.where's
+                # "loop" rule for a Python number beside its batch)
+                out.append(_assign(merged, _call(av, "where", [_n(c), _n(a), _n(b),
+                                                               ast.Constant("loop" if ctx.loops else True)]), s))
                 env[name] = merged
                 varying.add(merged)
             continue
@@ -138,6 +151,49 @@ def _convert(stmts, cond, env, masks, varying, ctx):
             if varies:
                 varying.update(names)
         out.append(s)
+    return out
+
+
+def _convert_for(s: ast.For, env, masks, varying, ctx):
+    """An inner loop (analysis._inner_loop; _predicated for one that ends early): each
+    iteration's body converted as the body is, its names bound back to themselves at the end
+    of the iteration (the next iteration, and what follows the loop, read them by name). Names
+    the loop reads that the body renamed before it are bound first."""
+    names = {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}
+    out = []
+    for name in sorted(names):
+        if env.get(name, name) != name:
+            out.append(_assign(name, _n(env[name]), s))
+            env[name] = name
+    assigned = {n.id for n in ast.walk(ast.Module(body=s.body, type_ignores=[]))
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    # (what a varying `if` or value binds varies in every later iteration too)
+    inner_varying = set(varying)
+    grew = True
+    while grew:
+        grew = False
+        for n in ast.walk(ast.Module(body=s.body, type_ignores=[])):
+            if isinstance(n, ast.If) and nm.load_ids(n.test) & inner_varying or \
+                    isinstance(n, (ast.Assign, ast.AugAssign)) and nm.load_ids(n.value) & inner_varying:
+                new = {m.id for m in ast.walk(n) if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store)}
+                if not new <= inner_varying:
+                    inner_varying |= new
+                    grew = True
+    inner_env = dict(env)
+    ctx.loops += 1
+    try:
+        body = _convert(s.body, None, inner_env, masks, inner_varying, ctx)
+    finally:
+        ctx.loops -= 1
+    for name in sorted(assigned):
+        if inner_env.get(name, name) != name:
+            body.append(_assign(name, _n(inner_env[name]), s))
+    new = ast.copy_location(ast.For(target=s.target, iter=_Renamer(env).visit(s.iter), body=body or [ast.Pass()],
+                                    orelse=[], type_comment=None), s)
+    out.append(new)
+    for name in assigned:
+        env[name] = name
+    varying |= inner_varying & assigned
     return out
 
 
