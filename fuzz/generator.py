@@ -5003,6 +5003,135 @@ def lost_stop34(self):
     self.emit(1, "return y")
 
 
+def lost_stop35(self):
+    """This stop's forms, on inputs that change between calls (variant 1): mask stores into a
+    tensor the iteration made (values of several kinds and dtypes), named selections reduced
+    and counted (empty ones included), `*_like` factories beside the index as a number,
+    while loops counting down, reads only later iterations write (steps of either sign), and
+    inner loops that branch on the data or end with `break` (ints, bools, tensors carried)."""
+    self.variants = True
+    n, d = max(self.n, 2), max(self.d, 2)
+    form = self.pick(["mask", "mask", "select", "like", "down", "ahead", "ahead", "inner", "inner", "inner"])
+    dt = self.pick(["float32", "float32", "float64"])
+    if form == "mask":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt}) * (1 if variant == 0 else 3)")
+        make = self.pick(["x[i].clone()", "x[i] * 2", f"torch.zeros({d}, dtype=torch.long)",
+                          f"torch.zeros({d}, dtype=torch.uint8)", "x[i] > 0"])
+        mask = self.pick(["r > 0", "x[i] < -0.5", "(x[i] > 1) | (x[i] < -1)", "~(x[i] > 0)"])
+        value = self.pick(["0", "-1.5", "True", "2.7", "x[i].max()", "x[i][:2]", "300"])
+        self.emit(1, "out = []")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, f"r = {make}")
+        self.emit(2, f"r[{mask}] = {value}")
+        if self.chance(0.4):
+            self.emit(2, f"r[{self.pick(['x[i] > 2', 'r == 0'])}] = {self.pick(['1', '0.5'])}")
+        self.emit(2, "out.append(r)")
+        self.emit(1, "return torch.stack(out)")
+        return
+    if form == "select":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt})")
+        self.param("m", f"torch.rand({n}, {d}, generator=g) > (0.3 if variant == 0 else 0.9)")
+        self.emit(1, f"out = torch.zeros({n}, dtype=torch.{dt})")
+        self.emit(1, "tot, cnt = 0.0, 0")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, self.pick(["v = x[i][m[i]]", "v = x[i][~m[i]]", "v = x[i][x[i] > 0]"]))
+        use = self.pick([["out[i] = v.sum() / max(v.numel(), 1)"], ["out[i] = len(v)"],
+                         ["tot = tot + v.sum()", "cnt += v.numel()"], ["out[i] = v.max() - v.min()"]])
+        for line in use:
+            self.emit(2, line)
+        self.emit(1, "return out, tot, cnt")
+        return
+    if form == "like":
+        self.param("p", f"torch.arange({d})")
+        self.param("q", f"{n} if variant == 0 else {n + 3}")
+        fn = self.pick(["torch.full_like(rel, 3)", "torch.ones_like(rel) * 2", "torch.zeros_like(rel, dtype=torch.float64)",
+                        f"torch.full_like(rel, 2.5, dtype=torch.{dt})"])
+        self.emit(1, "out = []")
+        self.emit(1, "for i in range(q):")
+        self.emit(2, "rel = p - i")
+        self.emit(2, f"out.append(torch.maximum(rel.abs(), {fn}))")
+        self.emit(1, "return torch.stack(out)")
+        return
+    if form == "down":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt})")
+        self.param("s", f"{n - 1} if variant == 0 else {self.pick([-1, 0, n - 2])}")
+        step = self.pick(["1", "1", "2"])
+        test = self.pick(["t >= 0", "t > 0", "t >= 1"])
+        body = self.pick([["out[t] = x[t] * 2 + t"], ["g = x[t] + 0.5 * g", "out[t] = g"]])
+        self.emit(1, "out = torch.zeros_like(x)")
+        self.emit(1, f"g = torch.zeros({d}, dtype=torch.{dt})")
+        self.emit(1, "t = s")
+        self.emit(1, f"while {test}:")
+        for line in body:
+            self.emit(2, line)
+        self.emit(2, f"t -= {step}")
+        self.emit(1, "return out, t")
+        return
+    if form == "ahead":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt})")
+        self.param("a", self.pick(["0.97", "-0.5", "2"]))
+        rng, body = self.pick([
+            ("range(x.shape[0] - 1, 0, -1)", "y[t] -= a * y[t - 1]"),
+            ("range(x.shape[0] - 1, -1, -1)", "y[t] -= a * y[t - 1]"),
+            ("range(x.shape[0] - 1)", "y[t] = y[t + 1] - a * y[t]"),
+            ("reversed(range(1, x.shape[0]))", "y[t] = y[t] - y[t - 1] * a"),
+            ("range(x.shape[0] - 1, 1, -2)", "y[t] = y[t - 1] * a + torch.tanh(y[t - 2])"),
+            ("range(1, x.shape[0])", "y[t] = y[t] - a * y[t - 1]"),
+            ("range(x.shape[0] - 2)", "y[t] = y[t + 2] * a + y[t + 1]"),
+            ("range(x.shape[0] - 1, 0, -1)", "y[:, 0] = y[:, 0] * 1"),
+        ])
+        self.emit(1, self.pick(["y = x.clone()", "y = x"]))
+        self.emit(1, f"for t in {rng}:")
+        self.emit(2, body)
+        self.emit(1, "return y")
+        return
+    self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt}) * (1 if variant == 0 else 2)")
+    self.param("th", self.pick(["0.5", "1.0", "-5.0"]))
+    what = self.pick(["search", "count", "best", "acc", "flag"])
+    self.emit(1, f"out = torch.zeros({n}, dtype=torch.{dt})")
+    self.emit(1, f"ks = torch.zeros({n}, dtype=torch.long)")
+    self.emit(1, "for i in range(x.shape[0]):")
+    if what == "search":
+        self.emit(2, f"b = {d}")
+        self.emit(2, f"for k in range({d}):")
+        self.emit(3, "if x[i, k] > th:")
+        self.emit(4, "b = k")
+        self.emit(4, "break")
+        self.emit(2, "ks[i] = b")
+    elif what == "count":
+        self.emit(2, "c = 0")
+        self.emit(2, f"for k in range({d}):")
+        self.emit(3, "if x[i, k] > th:")
+        self.emit(4, "c += 1")
+        if self.chance(0.6):
+            self.emit(4, "if c > 2:")
+            self.emit(5, "break")
+        self.emit(2, "ks[i] = c")
+    elif what == "best":
+        self.emit(2, "best, at = x[i, 0], 0")
+        self.emit(2, f"for k in range(1, {d}):")
+        self.emit(3, "if x[i, k] > best:")
+        self.emit(4, "best, at = x[i, k], k")
+        self.emit(2, "out[i] = best")
+        self.emit(2, "ks[i] = at")
+    elif what == "acc":
+        self.emit(2, f"acc = torch.zeros((), dtype=torch.{dt})")
+        self.emit(2, f"for k in range({d}):")
+        self.emit(3, "if x[i, k] < th:")
+        self.emit(4, "break")
+        self.emit(3, self.pick(["acc += x[i, k]", "acc = acc * 0.5 + x[i, k]", "acc -= 1"]))
+        self.emit(2, "out[i] = acc")
+    else:
+        self.emit(2, "found = False")
+        self.emit(2, f"for k in range({d}):")
+        self.emit(3, "if x[i, k] > th:")
+        self.emit(4, "found = True")
+        self.emit(3, "elif found:")
+        self.emit(4, "break")
+        self.emit(2, "ks[i] = found")
+    self.emit(1, "return out, ks")
+
+
 def lost_stop33(self):
     """This stop's forms, on inputs that change between calls (variant 1: other values of the same
     shapes, sometimes ones the fast forms must refuse): lists of tensors indexed by the loop
@@ -5154,7 +5283,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
