@@ -156,3 +156,56 @@ def test_an_update_after_a_store_of_the_same_column_is_forwarded():
     (analysis._forwarded, tests/test_forwarded_rows.py), which the batch computes first."""
     assert_equivalent(update_after_store, torch.randn(5, 4), torch.randn(5, 4), trials=3)
     assert explain(update_after_store, torch.randn(5, 4), torch.randn(5, 4)).path == "vectorized"
+
+
+def beam_reorder(seqs, parents, tokens):
+    B, K, T = seqs.shape
+    out = torch.empty(B, K, T + 1, dtype=seqs.dtype)
+    for b in range(B):
+        for k in range(K):
+            out[b, k, :T] = seqs[b, parents[b, k]]
+            out[b, k, T] = tokens[b, k]
+    return out
+
+
+def nest_overlapping_parts(x):
+    B, K, T = x.shape
+    out = torch.zeros(B, K, T)
+    for b in range(B):
+        for k in range(K):
+            out[b, k, :] = x[b, k] * 2
+            out[b, k, 0] = -1.0                   # after the whole row: this one wins
+            out[b, k, 1:3] = x[b, k, :2] + 100
+    return out
+
+
+def nest_stats(x):
+    out = torch.zeros(x.shape[0], x.shape[1], 3)
+    for b in range(x.shape[0]):
+        for k in range(x.shape[1]):
+            out[b, k, 0] = x[b, k].sum()
+            out[b, k, 1] = x[b, k].max()
+            out[b, k, 2] = x[b, k].min()
+    return out
+
+
+def nest_read_back(x):
+    out = torch.zeros(x.shape[0], x.shape[1], 2)
+    for b in range(x.shape[0]):
+        for k in range(x.shape[1]):
+            out[b, k, 0] = x[b, k, 0]
+            out[b, k, 1] = out[b, k, 0] * 2       # the part the store before wrote
+    return out
+
+
+def test_parts_of_one_element_stored_in_a_loop_nest():
+    from conftest import check_loop
+    g = torch.Generator().manual_seed(12)
+    seqs, parents = torch.randint(0, 9, (6, 3, 5), generator=g), torch.randint(0, 3, (6, 3), generator=g)
+    assert check_loop(beam_reorder, seqs, parents, torch.randint(0, 9, (6, 3), generator=g))
+    x = torch.randn(5, 4, 6, generator=g)
+    assert check_loop(nest_overlapping_parts, x, grad=(0,))
+    assert check_loop(nest_stats, x, grad=(0,))
+    assert explain(nest_stats, x).path == "vectorized"
+    assert check_loop(nest_read_back, x, grad=(0,)) == set()
+    assert explain(nest_read_back, x).loops[0].strategy == "python"

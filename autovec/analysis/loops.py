@@ -3725,6 +3725,13 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
             if again:
                 first = targets[out.target]
                 apart = [a for a, b in zip(first.nest_rows, out.nest_rows) if a != b]
+                if not apart and all(o.index_src != holder for o in outputs if o.target == out.target):
+                    # (`out[b, k, :T] = a; out[b, k, T] = c`: parts of the element the iteration
+                    # owns, each store committed after the one before it, as the loop writes them;
+                    # a read of the target keeps the loop, below)
+                    interleaved.add(out.target)
+                    outputs.append(out)
+                    continue
                 if first.index_src != holder or len(apart) != 1:
                     # (rows apart at one level, each store its own: runtime._rows_apart checks the step)
                     raise Refuse(f"`{out.target}` is written more than once in the loop nest (line {out.lineno})",
