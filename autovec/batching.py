@@ -1409,11 +1409,11 @@ def _selections_inlined(fdef: ast.FunctionDef) -> ast.FunctionDef | None:
         return None
     if not all(isinstance(t, ast.Name) for st in stmts if isinstance(st, ast.Assign) for t in st.targets):
         return None
+    from .analysis.names import in_place_keyword
     for n in ast.walk(fdef):
         if isinstance(n, ast.Call) and (isinstance(n.func, ast.Attribute) and n.func.attr.endswith("_")
-                                        and not n.func.attr.endswith("__")
-                                        or any(k.arg == "out" for k in n.keywords)):
-            return None
+                                        and not n.func.attr.endswith("__") or in_place_keyword(n)):
+            return None     # (`F.dropout(v, inplace=True)`, `out=`: a write into what it reads)
         if isinstance(n, (ast.NamedExpr, ast.Lambda, ast.AugAssign)):
             return None
     bound: dict = {a.arg: 1 for a in fdef.args.args}

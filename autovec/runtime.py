@@ -673,6 +673,7 @@ class FunctionRuntime:
         self.grad_refused: dict = {}
         self.iter_bytes: dict = {}        # (loop id, signature) -> bytes one iteration allocates
         self.iter_out: dict = {}          # the same key -> the bytes of those its results hold
+        self.float_lits: dict = {}        # loop id -> whether its body has a float literal (Token._python_floats)
         self.chunked: dict = {}           # loop id -> (chunks, rows, bytes needed, budget) of the last run
         # loop id -> (kept iterations (for a branch's sides: each side's count), all, grad) of its last
         # run that selected them
@@ -1351,6 +1352,14 @@ class FunctionRuntime:
         # the one-time check runs in the caller's grad mode (an operation that raises only where
         # an input requires grad raises there): grad on and off are signatures of their own
         sig.append(grad)
+        if grad and any(m[3] == 2 for m in mapped) and any(
+                t is not None and t.requires_grad for t in itertools.chain(
+                    tensors, free_tensors, written, fresh, _reachable_tensors(calls) if calls else ())):
+            # reads of elements later iterations write (Mapped.ahead), under autograd: where an
+            # operation saved such an element for backward, the loop's later write into it makes
+            # its backward raise, which a batch that reads before it writes would not
+            raise GuardFailed("reads of elements later iterations write, with tensors that require grad (the loop's "
+                              "backward may raise where a later write changes what an operation saved)")
         default = torch.get_default_dtype()
         if default is not torch.float32:
             # Python floats become the default dtype in some operations (`torch.ones(3) * i`,
@@ -1613,7 +1622,10 @@ class FunctionRuntime:
         if type(idx) is torch.Tensor and idx.dtype is torch.bool and isinstance(t, torch.Tensor) \
                 and 1 <= idx.dim() <= t.dim() and idx.shape == t.shape[:idx.dim()] \
                 and (type(v) in (int, float, bool) or type(v) is torch.Tensor and v.dim() == 0
-                     and v.dtype is t.dtype and v.device == t.device):
+                     and v.dtype is t.dtype and v.device == t.device
+                     and not (torch.is_grad_enabled() and (_tracked(v) or _tracked(t)))):
+            # (a value that carries a gradient: the loop's index_put_ and masked_fill_ differ in
+            # what their backward saves, so one may raise where the other does not)
             if idx.dim() < t.dim():
                 idx = idx.reshape(idx.shape + (1,) * (t.dim() - idx.dim()))
             t.masked_fill_(idx, v)
@@ -4545,6 +4557,17 @@ except (ImportError, AttributeError):  # pragma: no cover - other torch versions
     _ft = None
 
 
+def _tracked(t) -> bool:
+    """Whether autograd records `t`, a tensor under vmap or not (a batched tensor's own
+    `requires_grad` is False: the wrapped one's is the answer). Without torch's vmap
+    primitives: as it says, or True where it cannot tell."""
+    if _ft is None:
+        return t.requires_grad or type(t) is not torch.Tensor
+    while _ft.is_batchedtensor(t):
+        t = _ft.get_unwrapped(t)
+    return t.requires_grad
+
+
 def vmap_call(fn, args, dims, n):
     """`torch.func.vmap(fn, in_dims=dims)(*args)` for flat tensor arguments and a tuple of
     tensor outputs (batched along dim 0), without the public wrapper's pytree handling."""
@@ -4583,13 +4606,19 @@ def _own_levels() -> list:
     return levels
 
 
-def own(t):
+def own(t, *receivers):
     """A tensor the iteration made and then writes into (`t = torch.zeros(C)`, `t[y[i]] = 1`:
     analysis.loops._fresh_stores), with a row of its own per iteration. Under vmap a tensor made
     from no batched value is one tensor for every row, and a store of a row's value into it
     cannot be batched; it becomes n copies, batched at each vmap_call level it lacks (the loop
     makes a new one per iteration: the same values, in memory no one else holds). Outside
-    vmap_call (the one-time check, a direct mode, an iteration run alone) `t` itself."""
+    vmap_call (the one-time check, a direct mode, an iteration run alone) `t` itself.
+    `receivers`: the objects whose methods made `t` (analysis.loops._receivers), which must be
+    tensors (another object's `normalize` or `clone` may return memory the caller holds)."""
+    for r in receivers:
+        if not isinstance(r, torch.Tensor):
+            raise GuardFailed(f"a value the iteration writes into comes from a method of a {_type_name(r)}, not a "
+                              "tensor (it may return memory the caller holds)")
     if not isinstance(t, torch.Tensor):
         if type(t) in (int, float, complex, bool):
             return t
@@ -5772,6 +5801,14 @@ class Token:
                 raise GuardFailed("`one_hot` and functional `embedding` have no checked form under vmap (a class "
                                   "or index out of range would give zeros, or another iteration's table row, "
                                   "instead of the loop's error)")
+        if "vmap" in modes and self._half_inputs() and self._python_floats():
+            # a Python float against a float16 / bfloat16 value of one element: the loop computes
+            # in float32 and rounds once, vmap rounds the number to half first (a batched body
+            # computes as the loop does)
+            modes = [m for m in modes if m != "vmap"]
+            if not modes:
+                raise GuardFailed("Python floats beside float16 / bfloat16 tensors, which vmap would round to half "
+                                  "before computing (the loop computes in float32)")
         if self.numbers or self.loop_id in rt.index_py or self.loop_id in rt.py_arith:
             # a list of Python numbers, or the index in float arithmetic: only the batched body
             # treats their batch as Python numbers (vmap and broadcasting would see 0-d float64
@@ -6162,6 +6199,17 @@ class Token:
             return True
         return not (self.loop_id in self.rt.index_py or self.match.strategy not in _CHUNKABLE
                     or self.match.plan.items and self._half_inputs())   # (a chunked run has no batched body to refuse it)
+
+    def _python_floats(self) -> bool:
+        """Whether the body may meet a Python float: a float literal in it, or a loop-invariant
+        value that is one."""
+        rt = self.rt
+        hit = rt.float_lits.get(self.loop_id)
+        if hit is None:
+            hit = rt.float_lits[self.loop_id] = any(
+                isinstance(n, ast.Constant) and type(n.value) in (float, complex)
+                for text in self.match.plan.body for n in ast.walk(ast.parse(text)))
+        return hit or any(type(v) in (float, complex) for v in (getattr(self, "free", None) or ()))
 
     def _half_inputs(self) -> bool:
         """Whether a float16 / bfloat16 tensor is among the loop's inputs: there, `.item()`

@@ -216,3 +216,80 @@ def test_what_no_batch_holds_keeps_the_loop():
             assert explain(fn, *args).path == "python" and not fast._autovec_state.runtime.ran
         else:
             assert outer.strategy == "python" and why in outer.reason
+
+
+def index_after_break(x):
+    out = torch.zeros(x.shape[0], dtype=torch.long)
+    for i in range(x.shape[0]):
+        j = -1
+        for j in range(x.shape[1]):
+            if x[i, j] > 0:
+                break
+        out[i] = j                               # where each row's loop stopped
+    return out
+
+
+def counter_in_floats(x):
+    out = torch.zeros(x.shape[0], dtype=torch.float64)
+    for i in range(x.shape[0]):
+        n = 0
+        for j in range(x.shape[1]):
+            if x[i, j] > 0:
+                n += 1
+        out[i] = n * 0.1                         # a Python float: double precision in the loop
+    return out
+
+
+def flag_in_floats(x):
+    out = []
+    for i in range(x.shape[0]):
+        f = False
+        for j in range(x.shape[1]):
+            if x[i, j] > 0:
+                f = True
+                break
+        out.append(f * 0.1)
+    return out
+
+
+def half_scaled(x):
+    out = torch.zeros(x.shape[0], dtype=torch.float16)
+    for i in range(x.shape[0]):
+        acc = torch.zeros((), dtype=torch.float16)
+        for k in range(x.shape[1]):
+            if x[i, k] > 0:
+                acc += x[i, k] * 1.1             # float32 arithmetic, one rounding: vmap would round 1.1 first
+        out[i] = acc
+    return out
+
+
+def index_break(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        s = torch.zeros(())
+        for k in range(x.shape[1]):
+            if x[i, k] > 1:
+                break
+            if k == 2:                           # a break on the inner index alone beside one on the data
+                break
+            s = s + x[i, k]
+        out[i] = s
+    return out
+
+
+def test_probe_findings_give_the_loops_answers():
+    g, x = _data(8)
+    for fn, args in ((index_after_break, (x,)), (counter_in_floats, (x,)), (flag_in_floats, (x,)),
+                     (half_scaled, (x.half(),)), (index_break, (x,))):
+        fast = autovec(fn)
+        for _ in range(3):
+            want, got = fn(*args), fast(*args)
+            if isinstance(want, list):
+                assert want == got and all(type(a) is type(b) for a, b in zip(want, got))
+            else:
+                assert want.dtype == got.dtype and torch.equal(want, got)
+        assert fast._autovec_state.error is None
+    why = explain(index_after_break, x).loops[0].reason
+    assert "the index of the inner loop" in why and "may end early" in why
+    assert "meets float arithmetic" in explain(counter_in_floats, x).loops[0].reason
+    assert autovec(index_break)(x) is not None and explain(index_break, x).path == "vectorized"

@@ -1126,9 +1126,30 @@ _FRESH_VIEWS = frozenset(("view", "reshape", "view_as", "reshape_as", "flatten",
                           "half", "bfloat16", "long", "int", "short", "bool", "detach", "narrow", "select", OWN))
 
 
-def _owned(st: ast.Assign) -> ast.Assign:
-    """`N = v` as `N = v._av_own()` (runtime.own: a row of its own per iteration under vmap)."""
-    own = ast.Call(func=ast.Attribute(value=st.value, attr=OWN, ctx=ast.Load()), args=[], keywords=[])
+def _receivers(v: ast.AST, ctx: Context) -> list:
+    """The objects whose methods make `v` fresh (_fresh_value) that are names or attributes of
+    names (`pre` of `pre.normalize(w)`, `self.template` of `self.template.clone()`): a tensor's
+    such methods make new memory, another object's may return anything (its own `normalize`
+    may return `w` itself), which runtime.own checks at run time."""
+    out = []
+    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute):
+        recv = v.func.value
+        chain = recv
+        while isinstance(chain, ast.Attribute):
+            chain = chain.value
+        if isinstance(chain, ast.Name) and v.func.attr != OWN:
+            found, obj = ctx.env.resolve(src(recv)) if chain.id not in ctx.local_names else (False, None)
+            if not (found and isinstance(obj, types.ModuleType)):     # (`torch.zeros(C)`: a function)
+                out.append(recv)
+        v = recv
+    return out
+
+
+def _owned(st: ast.Assign, ctx: Context) -> ast.Assign:
+    """`N = v` as `N = v._av_own(..)` (runtime.own: a row of its own per iteration under vmap;
+    its arguments the receivers it checks, _receivers)."""
+    own = ast.Call(func=ast.Attribute(value=st.value, attr=OWN, ctx=ast.Load()),
+                   args=[copy.deepcopy(r) for r in _receivers(st.value, ctx)], keywords=[])
     return ast.fix_missing_locations(ast.copy_location(
         ast.Assign(targets=st.targets, value=ast.copy_location(own, st.value)), st))
 
@@ -1224,7 +1245,7 @@ def _fresh_stores(stmts: list, ctx: Context):
         stores |= {id(stmts[p]) for p in ks}
         st = stmts[k0]
         if not _number_constant(st.value):      # (`acc = 0.0`, then `acc += v`: a new value at the first update)
-            out[k0] = _owned(st)
+            out[k0] = _owned(st, ctx)
     return out, stores
 
 
@@ -1940,7 +1961,7 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
                     raise Refuse(f"line {late.lineno} keeps `{name}` or a part of it before {why} updates it "
                                  "in place", late.lineno)
                 if isinstance(st.value, ast.Call):
-                    out[k] = _owned(st)
+                    out[k] = _owned(st, ctx)
                 break
         inside = next((w for w in ast.walk(ast.Module(body=s.body, type_ignores=[])) if isinstance(w, ast.stmt)
                        and not isinstance(w, ast.If) and _view_read(w, name, ctx)), None)
@@ -1968,19 +1989,35 @@ def _predicated(s: ast.For, before: list, body: _Body, breaks: list, why: str) -
     for name in sorted((inner_names - bound_before) & later):
         raise Refuse(f"`{name}` is bound in {why}, which branches on the data or ends early, and read after it "
                      "(bind it before the inner loop)", s.lineno)
-    # a Python int the inner loop binds under a branch or after a `break` (`b = k`) is an int64
-    # tensor in the batch after its merge: refused where it meets float arithmetic, in which
-    # a Python int makes a Python float (as the loop index's rule, _index_meets_floats)
+    # a Python int or bool the inner loop binds (`b = k`, `n += 1`, `found = True`) is an int64 or
+    # bool tensor in the batch after its merge: refused where it meets float arithmetic, in which
+    # a Python int makes a Python float (as the loop index's rule, _index_meets_floats). The
+    # names whose every binding before the loop and in it is of ints and bools alone:
     targets = set(nm.target_names(s.target))
-    ints = set()
-    grew = True
-    while grew:
-        grew = False
-        for n in ast.walk(ast.Module(body=s.body, type_ignores=[])):
-            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
-                    and n.targets[0].id not in ints and _int_value(n.value, targets | ints):
-                ints.add(n.targets[0].id)
-                grew = True
+    if breaks and targets & later:
+        raise Refuse(f"`{sorted(targets & later)[0]}`, the index of {why}, which may end early, is read after it",
+                     s.lineno)
+    binds: dict = {}
+    for n in ast.walk(ast.Module(body=list(before) + list(s.body), type_ignores=[])):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    binds.setdefault(t.id, []).append(n.value)
+                else:
+                    for e in ast.walk(t):
+                        if isinstance(e, ast.Name):
+                            binds.setdefault(e.id, []).append(None)     # (unpacked: not known)
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            binds.setdefault(n.target.id, []).append(
+                ast.BinOp(left=ast.Name(id=n.target.id, ctx=ast.Load()), op=n.op, right=n.value))
+    ints = (inner_names - targets) & set(binds)
+    shrank = True
+    while shrank:
+        shrank = False
+        for name in sorted(ints):
+            if not all(v is not None and _int_value(v, targets | ints) for v in binds[name]):
+                ints.discard(name)
+                shrank = True
     if ints and body.top is not None:
         bound = {n.id for st in body.top for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         free = {n.id for st in body.top for n in ast.walk(st) if isinstance(n, ast.Name)} - bound
@@ -2022,16 +2059,20 @@ def _predicated(s: ast.For, before: list, body: _Body, breaks: list, why: str) -
 
 
 def _int_value(v: ast.AST, ints: set) -> bool:
-    """Whether `v` is a Python int of `ints` names, int literals and int arithmetic (+ - * // %)."""
+    """Whether `v` is a Python int or bool of `ints` names, int and bool literals, int arithmetic
+    (+ - * // % and bitwise), comparisons and `not` / `and` / `or` of those, and `len(..)`."""
+    if isinstance(v, ast.Call):
+        return isinstance(v.func, ast.Name) and v.func.id == "len" and len(v.args) == 1 and not v.keywords
     for n in ast.walk(v):
         if isinstance(n, ast.Name):
             if n.id not in ints:
                 return False
         elif isinstance(n, ast.Constant):
-            if type(n.value) is not int:
+            if type(n.value) not in (int, bool):
                 return False
-        elif not isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod,
-                                ast.USub, ast.UAdd, ast.Load)):
+        elif not isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Add, ast.Sub, ast.Mult,
+                                ast.FloorDiv, ast.Mod, ast.BitAnd, ast.BitOr, ast.BitXor, ast.LShift, ast.RShift,
+                                ast.USub, ast.UAdd, ast.Invert, ast.Not, ast.And, ast.Or, ast.cmpop, ast.Load)):
             return False
     return True
 
@@ -3318,6 +3359,10 @@ def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
             kw = nm.in_place_keyword(c)
             if kw:
                 raise Refuse(f"`{src(f)}(.., {kw}=..)` at line {line} writes into a tensor in place", line)
+            if any(k.arg == "requires_grad" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+                   for k in c.keywords):
+                raise Refuse(f"`{src(f)}(.., requires_grad=..)` at line {line} makes a leaf per iteration (a batch's "
+                             "rows would be views of one)", line)
             root = _root(f)
             per_iter = root is not None and (root in body.assigned or root in iter_vars)
             if isinstance(f, ast.Attribute) and (per_iter or root is None or not _base_ok(f)):

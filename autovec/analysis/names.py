@@ -140,6 +140,10 @@ _INPLACE_AT = {"relu": 1, "relu6": 1, "selu": 1, "silu": 1, "mish": 1, "hardswis
                "dropout3d": 3}
 
 
+# functions so named whose `out` tensor may come by position (F.normalize(v, 2.0, 0, 1e-12, w))
+_OUT_AT = {"normalize": 4}
+
+
 def in_place_keyword(call: ast.Call) -> str | None:
     """"out" or "inplace" where the call writes into a tensor it is given (`torch.mul(v, 3, out=v)`,
     `F.relu(v, inplace=True)`, `F.relu(v, True)`: an inplace flag other than the constant False,
@@ -154,6 +158,11 @@ def in_place_keyword(call: ast.Call) -> str | None:
                                                         and call.args[at].value is False)
                            or any(isinstance(a, ast.Starred) for a in call.args)):
         return "inplace"
+    at = _OUT_AT.get(name)
+    if at is not None and (len(call.args) > at and not (isinstance(call.args[at], ast.Constant)
+                                                        and call.args[at].value is None)
+                           or any(isinstance(a, ast.Starred) for a in call.args)):
+        return "out"
     return None
 
 

@@ -181,9 +181,10 @@ class _Fills(ast.NodeTransformer):
             return ast.copy_location(ast.Call(func=ast.Attribute(value=_name(self.av), attr="fill_range",
                                                                  ctx=ast.Load()),
                                               args=[f.value] + node.args, keywords=[]), node)
-        if isinstance(f, ast.Attribute) and f.attr == OWN and not node.args and not node.keywords:
+        if isinstance(f, ast.Attribute) and f.attr == OWN and not node.keywords:
+            # (the receivers of the methods that made it, checked to be tensors: runtime.own)
             return ast.copy_location(ast.Call(func=ast.Attribute(value=_name(self.av), attr="own", ctx=ast.Load()),
-                                              args=[f.value], keywords=[]), node)
+                                              args=[f.value] + node.args, keywords=[]), node)
         return node
 
 
@@ -432,7 +433,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
     mapped_expr = expr("(" + "".join(
         (f"({mp.base}, {mp.levels!r}, 0, "
          f"{int((mp.base, tuple((lv, off) for lv, _, off in mp.levels)) in nest_keys)}), " if nest else
-         f"({mp.base}, {mp.dim}, {mp.offset}, {int((mp.base, mp.dim, mp.offset) in store_keys or mp.ahead)}), ")
+         f"({mp.base}, {mp.dim}, {mp.offset}, {2 if mp.ahead else int((mp.base, mp.dim, mp.offset) in store_keys)}), ")
         for mp in mapped) + ")")
     free_expr = expr("(" + "".join(f"{f}, " for f in plan.free) + ")")
     calls_expr = expr("(" + "".join(f"{c}, " for c in plan.callables) + ")")

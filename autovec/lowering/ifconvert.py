@@ -69,7 +69,10 @@ def _convert(stmts, cond, env, masks, varying, ctx):
             s = ast.copy_location(ast.Assign(
                 targets=[ast.Name(id=s.target.id, ctx=ast.Store())],
                 value=_call(av, "updated", [_n(s.target.id), s.value, ast.Constant(type(s.op).__name__)])), s)
-        if isinstance(s, ast.If) and _test_varies(s.test, varying, env):
+        # (an `if` on unchanged values under a condition on the data is one too: its names'
+        # values under that condition are merged as any branch's, where a plain `if` would
+        # leave them unbound on the way it does not take)
+        if isinstance(s, ast.If) and (_test_varies(s.test, varying, env) or cond is not None):
             test = _Renamer(env).visit(_ifexp(s.test, varying, env, namer, av, out, ctx.branches))
             c = namer.new("_av_c")
             out.append(_assign(c, _truth(av, test), s))
@@ -125,8 +128,7 @@ def _convert(stmts, cond, env, masks, varying, ctx):
             continue
         if isinstance(s, ast.If):
             # a branch on loop-invariant values runs as ordinary Python inside the body
-            s = ast.If(test=_Renamer(env).visit(s.test), body=s.body, orelse=s.orelse, lineno=s.lineno,
-                       col_offset=s.col_offset)
+            s = ast.copy_location(ast.If(test=_Renamer(env).visit(s.test), body=s.body, orelse=s.orelse), s)
             s.body = _convert(s.body, cond, env, masks, varying, ctx) or [ast.Pass()]
             s.orelse = _convert(s.orelse, cond, env, masks, varying, ctx)
             out.append(s)
