@@ -6721,6 +6721,10 @@ class Token:
                                   f"number, such as numpy's float64: the batch would give the plain number)")
             if row.dim() != 0:
                 raise GuardFailed(f"output {k}: one iteration gives a number, the batch a tensor row")
+            if type(want) is float and row.is_floating_point() and row.dtype != torch.float64:
+                # a Python float (a double) held in float32 (`if c: b = 0.1 else: b = 0.7`, a where
+                # of two numbers): a float64 store or sum of it would see the rounding
+                raise GuardFailed(f"output {k}: one iteration gives a Python float, the batch holds it as {row.dtype}")
             got = row.item()
             if isinstance(want, bool) or isinstance(want, int) and not isinstance(got, float):
                 ok = got == want

@@ -86,3 +86,38 @@ def test_mixed_kinds_and_raising_branches_keep_the_loop(fn):
         got = f(x, 700)
         assert got.dtype == want.dtype and torch.equal(got, want)
     assert explain(fn, x, 700).path == "python"
+
+
+def float_names_into_doubles(x):
+    out = torch.zeros(x.shape[0], dtype=torch.float64)
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            b = 0.1
+        else:
+            b = 0.7
+        out[i] = b                   # Python doubles: a float32 batch of them would round 0.1
+    return out
+
+
+def float_names_times_rows(x, l):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            w = 2.1
+        else:
+            w = 0.3
+        out[i] = w * l[i]            # float32 arithmetic, as the loop's
+    return out
+
+
+def test_python_floats_of_a_branch_keep_their_precision(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    g = torch.Generator().manual_seed(15)
+    x, l = torch.randn(40, generator=g), torch.randn(40, generator=g)
+    fast = autovec(float_names_into_doubles)
+    for _ in range(3):
+        assert torch.equal(fast(x), float_names_into_doubles(x))
+    fast = autovec(float_names_times_rows)
+    for _ in range(3):
+        assert torch.equal(fast(x, l), float_names_times_rows(x, l))
+    assert fast._autovec_state.runtime.ran == {1: "vmap"}
