@@ -6721,11 +6721,14 @@ class Token:
                                   f"number, such as numpy's float64: the batch would give the plain number)")
             if row.dim() != 0:
                 raise GuardFailed(f"output {k}: one iteration gives a number, the batch a tensor row")
-            if type(want) is float and row.is_floating_point() and row.dtype != torch.float64:
-                # a Python float (a double) held in float32 (`if c: b = 0.1 else: b = 0.7`, a where
-                # of two numbers): a float64 store or sum of it would see the rounding
-                raise GuardFailed(f"output {k}: one iteration gives a Python float, the batch holds it as {row.dtype}")
             got = row.item()
+            if type(want) is float and row.is_floating_point() and row.dtype != torch.float64 \
+                    and got != want and want == want:
+                # a Python float (a double) held rounded in float32 (`if c: b = 0.1 else: b = 0.7`,
+                # a where of two numbers): a float64 store or sum of it would see the rounding
+                # (a store's own branches meet in a dtype that holds them exactly: runtime.where)
+                raise GuardFailed(f"output {k}: one iteration gives the Python float {want!r}, the batch holds "
+                                  f"{row.dtype}'s {got!r}")
             if isinstance(want, bool) or isinstance(want, int) and not isinstance(got, float):
                 ok = got == want
             else:
