@@ -227,6 +227,8 @@ class FunctionState:
         # per indexed tensor of the guard's: whether a read before its first row is Python's index
         # from the end (not a unit slice's)
         self.runtime.wraps = {info.plan.loop_id: tuple(mp.wraps for mp in indexed(info.plan)) for info, _ in pieces}
+        # the loops that read elements only later iterations write (Mapped.ahead: refused under autograd)
+        self.runtime.ahead = {info.plan.loop_id for info, _ in pieces if any(mp.ahead for mp in info.plan.mapped)}
         # per indexed tensor: the conditions of the index under which the loop reads it (reach),
         # which the guard evaluates on iterations whose rows are past an end
         self.runtime.reach = {info.plan.loop_id: _reach_tests(info.plan) for info, _ in pieces

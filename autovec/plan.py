@@ -27,7 +27,8 @@ class Mapped:
     # iterations that may read it (analysis.loops._reach); None: any iteration may
     reach: str | None = None
     # a read of a tensor the loop stores into, at elements only later iterations write
-    # (analysis.loops._ahead_read): the guard lets it share the store's memory
+    # (analysis.loops._ahead_read): the guard lets it share the store's memory, and refuses it
+    # under autograd (FunctionRuntime.ahead)
     ahead: bool = False
 
 

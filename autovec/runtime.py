@@ -660,6 +660,7 @@ class FunctionRuntime:
         self.ran: dict = {}               # loop id -> mode of its last committed vectorized run ("broadcast"/"vmap")
         self.pytypes: dict = {}           # (loop id, signature) -> {position: holds Python numbers}
         self.wraps: dict = {}             # loop id -> per indexed tensor: read as an index (Python's from the end)
+        self.ahead: set = set()           # loop ids reading elements only later iterations write (Mapped.ahead)
         self.reach: dict = {}             # loop id -> (per indexed tensor: its reach test, index, free names' positions)
         self.layouts: dict = {}           # loop id -> output layout (value, payloads, mask positions)
         self.fast: dict = {}              # (loop id, signature, tag) -> mode that passed its check
@@ -1352,7 +1353,7 @@ class FunctionRuntime:
         # the one-time check runs in the caller's grad mode (an operation that raises only where
         # an input requires grad raises there): grad on and off are signatures of their own
         sig.append(grad)
-        if grad and any(m[3] == 2 for m in mapped) and any(
+        if grad and loop_id in self.ahead and any(
                 t is not None and t.requires_grad for t in itertools.chain(
                     tensors, free_tensors, written, fresh, _reachable_tensors(calls) if calls else ())):
             # reads of elements later iterations write (Mapped.ahead), under autograd: where an

@@ -232,9 +232,10 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
                     continue
                 if isinstance(f, ast.Attribute) and (f.attr.endswith("_") and not f.attr.endswith("__")):
                     refuse(f"`.{f.attr}()` updates a tensor in place", at)
-                if nm.in_place_keyword(n):
+                kw = nm.in_place_keyword(n)
+                if kw:
                     # (`F.dropout(v, p, True, True)`, `out=`: a write into what the batched part read)
-                    refuse(f"`{src(f)}(.., {nm.in_place_keyword(n)}=..)` writes into a tensor in place", at)
+                    refuse(f"`{src(f)}(.., {kw}=..)` writes into a tensor in place", at)
                 if isinstance(f, ast.Attribute) and f.attr in ("append", "extend", "insert", "pop", "update",
                                                                "add", "remove", "clear", "setdefault"):
                     refuse(f"`{src(f)}()` changes a container the batched part reads", at)

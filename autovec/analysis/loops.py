@@ -1091,7 +1091,8 @@ _NEW_TENSOR_CALLS = _NEW_MEMORY_CALLS - {"item", "tolist", "max", "min"}
 # torch functions whose result is a tensor of its own (a factory, or new memory from their arguments)
 _FRESH_FUNCTIONS = frozenset(("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
                               "empty_like", "eye", "arange", "linspace", "tensor", "one_hot")) | _NEW_TENSOR_CALLS
-# methods whose result is new memory whatever the receiver
+# methods whose result is new memory where the receiver is a tensor (checked at run time where it
+# is a name or an attribute of one: _receivers)
 _FRESH_METHODS = frozenset(("clone", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor")) | _NEW_TENSOR_CALLS
 
 
@@ -2034,7 +2035,7 @@ def _predicated(s: ast.For, before: list, body: _Body, breaks: list, why: str) -
 
     def unbreak(stmts):
         """(statements without `break`, whether they may set the flag off)"""
-        out, stops = [], False
+        out = []
         for k, st in enumerate(stmts):
             if isinstance(st, ast.Break):
                 out.append(flag(False, st))
@@ -2051,7 +2052,7 @@ def _predicated(s: ast.For, before: list, body: _Body, breaks: list, why: str) -
                             ast.If(test=test(tail[0]), body=tail, orelse=[]), tail[0])))
                     return out, True
             out.append(st)
-        return out, stops
+        return out, False
     inner, _ = unbreak(s.body)
     new.body = [ast.fix_missing_locations(ast.copy_location(ast.If(test=test(s), body=inner, orelse=[]), s))]
     before.append(flag(True, s))

@@ -1683,9 +1683,7 @@ class _Batcher:
                 return call("to", [copy.deepcopy(a) for a in args], keyword_list(kw))
             raise Unsupported("`.to()` with a device or several arguments")
         if name in _LIKE and not method:
-            if "requires_grad" in kw or "out" in kw:
-                # (a leaf that requires grad per iteration: the batch's rows would be views of one)
-                raise Unsupported(f"`{name}` with `requires_grad=` or `out=`")
+            # (`requires_grad=` and `out=` keep the loop in the analysis: analysis.loops._check_calls)
             return call(name, [copy.deepcopy(a) for a in args], keyword_list(kw))
         if name in _REDUCTIONS:
             return self._reduce(name, x, args, kw, call, keyword_list, r)

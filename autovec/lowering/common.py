@@ -433,7 +433,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
     mapped_expr = expr("(" + "".join(
         (f"({mp.base}, {mp.levels!r}, 0, "
          f"{int((mp.base, tuple((lv, off) for lv, _, off in mp.levels)) in nest_keys)}), " if nest else
-         f"({mp.base}, {mp.dim}, {mp.offset}, {2 if mp.ahead else int((mp.base, mp.dim, mp.offset) in store_keys)}), ")
+         f"({mp.base}, {mp.dim}, {mp.offset}, {int((mp.base, mp.dim, mp.offset) in store_keys or mp.ahead)}), ")
         for mp in mapped) + ")")
     free_expr = expr("(" + "".join(f"{f}, " for f in plan.free) + ")")
     calls_expr = expr("(" + "".join(f"{c}, " for c in plan.callables) + ")")
