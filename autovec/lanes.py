@@ -260,7 +260,7 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
             if kind == "scatter" or len(w) == 5:
                 # (one tensor written again, at other rows, under another name or by another kind
                 # of write: the general guard's runtime._one_output and _written_once)
-                here = (w[2], w[3], w[4]) if kind != "scatter" else None
+                here = (w[2], w[3], w[4]) if len(w) == 5 else None    # (a scatter in its own row: _row_part)
                 for u, there in stores_at:
                     if here is None or there is None or there[2] != here[2]:
                         emit(f"    if {v} is {u}:")

@@ -130,6 +130,9 @@ class Output:
                               # keyword beyond dtype, device, requires_grad, memory_format);
                               # scatter: "0" where the target is a torch.zeros[_like] made right
                               # before the loop (its elements start +0.0)
+    row_part: bool = False    # scatter: a plain write into the loop's own row of a tensor the loop also
+                              # stores that row of (`dist[i] = c; dist[i, y[i]] = v`, analysis._row_part):
+                              # the guard lets the two writes meet, committed in the loop's order
 
 
 @dataclass(frozen=True)

@@ -1303,7 +1303,16 @@ class FunctionRuntime:
             elif kind == "scatter":
                 if not isinstance(t, Tensor):
                     raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")
-                stored = _written_once(stored, t)
+                if len(w) == 5:
+                    # a part of the loop's own row, which a store of that name writes too
+                    # (analysis._row_part): the one place and name both may write
+                    if stored is None:
+                        stored = {}
+                    seen = stored.setdefault(id(t), (t, 0, 0, w[4]))
+                    if seen[0] is t and seen[1:] != (0, 0, w[4]):
+                        raise GuardFailed(_TWO_NAMES)
+                else:
+                    stored = _written_once(stored, t)
                 if grad and t.requires_grad and t.is_leaf:
                     raise GuardFailed("the output is a leaf tensor that requires grad (the loop raises)")
                 if not t.is_contiguous() and _overlapping(t):
@@ -4030,7 +4039,8 @@ def _scatter_prep(target, vals, idxs, op, mask, form="", py=False):
     if op == "-":
         vals = -vals
     if not op:
-        if len(norm) == 2 and target.dim() == 2 and vals.dim() == 1 and n > 1 and target.is_cpu:
+        if len(norm) == 2 and target.dim() == 2 and vals.dim() == 1 and n > 1 and norm[0].is_cpu:
+            # (the indices on the CPU: the target may be a fresh output's stand-in, runtime._let_go)
             rows = norm[0]
             if bool((rows[1:] - rows[:-1] == 1).all()):
                 # `out[i, labels[i]] = v` over consecutive rows (a one-hot): each row written

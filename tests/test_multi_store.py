@@ -209,3 +209,133 @@ def test_parts_of_one_element_stored_in_a_loop_nest():
     assert explain(nest_stats, x).path == "vectorized"
     assert check_loop(nest_read_back, x, grad=(0,)) == set()
     assert explain(nest_read_back, x).loops[0].strategy == "python"
+
+
+# a row stored, then an element of it at a per-iteration column (or the other order)
+
+def smooth_fill(target, C, eps):
+    dist = torch.empty(target.shape[0], C)
+    for i in range(target.shape[0]):
+        dist[i].fill_(eps / (C - 1))
+        dist[i, target[i]] = 1 - eps
+    return dist
+
+
+def smooth_store(target, out, eps):
+    for i, t in enumerate(target):
+        out[i] = eps
+        out[i, t] = 1 - eps
+    return out
+
+
+def element_then_row(x, cols):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i, cols[i]] = 5.0             # the row's store after it overwrites it
+        out[i] = x[i] * 2
+    return out
+
+
+def row_then_two_elements(x, a, b):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i].exp()
+        out[i, a[i]] = x[i].sum()
+        out[i, b[i]] = -x[i, 0]           # where a[i] == b[i], this one wins
+    return out
+
+
+def test_a_row_then_an_element_of_it():
+    from conftest import check_loop
+    g = torch.Generator().manual_seed(3)
+    t = torch.randint(0, 7, (40,), generator=g)
+    assert check_loop(smooth_fill, t, 7, 0.1)
+    assert check_loop(smooth_store, t, torch.randn(40, 7, dtype=torch.float64), 0.2)
+    assert check_loop(smooth_store, t - 7, torch.randn(40, 7), 0.2)       # negative columns: from the end
+    x = torch.randn(30, 5, generator=g)
+    cols = torch.randint(0, 5, (30,), generator=g)
+    assert check_loop(element_then_row, x, cols, grad=(0,))
+    assert check_loop(row_then_two_elements, x, cols, torch.randint(0, 5, (30,), generator=g), grad=(0,))
+    assert check_loop(row_then_two_elements, x, cols, cols.clone(), grad=(0,))
+    assert explain(smooth_fill, t, 7, 0.1).path == "vectorized"
+
+
+def test_a_row_then_an_element_out_of_range_raises_as_the_loop():
+    from conftest import raises_as_loop
+    t = torch.tensor([0, 3, 9, 1])
+    raises_as_loop(IndexError, smooth_fill, t, 7, 0.1)
+    out1, out2 = torch.zeros(4, 7), torch.zeros(4, 7)
+    with pytest.raises(IndexError):
+        smooth_store(t, out1, 0.1)
+    with pytest.raises(IndexError):
+        autovec(smooth_store)(t, out2, 0.1)
+    assert torch.equal(out1, out2)      # the rows before the bad one written, as the loop left them
+
+
+def row_then_read(x, cols):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i]
+        out[i, cols[i]] = out[i].sum()    # reads the row the store wrote
+    return out
+
+
+def row_then_conditional_element(x, cols):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i]
+        if x[i, 0] > 0:
+            out[i, cols[i]] = 0.0
+    return out
+
+
+def row_then_element_of_another_row(x, cols):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i]
+        out[cols[i], 0] = 9.0             # a row another iteration stores
+    return out
+
+
+def test_row_parts_that_keep_the_loop():
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(12, 5, generator=g)
+    cols = torch.randint(0, 5, (12,), generator=g)
+    for fn in (row_then_read, row_then_conditional_element, row_then_element_of_another_row):
+        assert_equivalent(fn, x, cols, trials=2)
+        assert explain(fn, x, cols).loops[0].strategy in ("python", "fission"), fn.__name__
+
+
+def test_a_row_part_under_two_names_keeps_the_loop():
+    def two_names(target, out, other):
+        for i in range(target.shape[0]):
+            out[i] = 0.5
+            other[i, target[i]] = 1.0
+        return out
+
+    t = torch.randint(0, 4, (6,))
+    out1 = torch.zeros(6, 4)
+    out2 = out1.clone()
+    want = two_names(t, out1, out1)
+    got = autovec(two_names)(t, out2, out2)
+    assert torch.equal(want, got) and torch.equal(out1, out2)
+
+
+def test_a_row_part_in_the_steady_state_then_aliased_arguments():
+    def scale_and_mark(x, t, out):
+        for i in range(x.shape[0]):
+            out[i] = x[i] * 2
+            out[i, t[i]] = x[i, 0] + 1    # x is out on the last call: x[i, 0] is already doubled
+        return out
+
+    fast = autovec(scale_and_mark)
+    g = torch.Generator().manual_seed(5)
+    for k in range(24):
+        x = torch.randn(9, 4, generator=g)
+        t = torch.randint(0, 4, (9,), generator=g)
+        assert torch.equal(fast(x, t, torch.zeros(9, 4)), scale_and_mark(x, t, torch.zeros(9, 4)))
+    assert _ran(fast)
+    x1 = torch.randn(9, 4, generator=g)
+    x2 = x1.clone()
+    assert torch.equal(fast(x2, t, x2), scale_and_mark(x1, t, x1))
+    assert torch.equal(x1, x2)

@@ -2445,6 +2445,16 @@ def _op(op: ast.operator) -> str:
     return _STORE_OPS.get(type(op), "?")
 
 
+def _row_part(row, part, index: str) -> bool:
+    """Whether `row` is a plain, unconditional store of the loop's own row (`out[i] = ..` or
+    `out[i, ..]`: the loop index alone, first, as _store found it) and `part` a plain,
+    unconditional scatter whose first index is that loop index (`out[i, y[i]] = v`): both
+    write only in row i."""
+    if row.kind != "store" or part.kind != "scatter" or row.op or part.op or row.cond or part.cond:
+        return False
+    return row.dim == 0 and row.offset == 0 and bool(part.payloads) and part.payloads[0][2] == index
+
+
 def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
             iter_vars: dict[str, str], body: _Body, anchor=None) -> LoopPlan:
     line = node.lineno
@@ -2485,6 +2495,21 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                     interleaved.add(out.target)
                     outputs.append(stored)
                     continue
+            stored = _store(out, payload[0], space, body, iter_vars) if out.kind == "store" else out
+            if _row_part(first, stored, index) or _row_part(stored, first, index):
+                # `dist[i] = c; dist[i, y[i]] = v` (a row, then an element of it at a per-iteration
+                # column; or the other order): each write of every iteration lands in the row
+                # the loop index names, so the batch's writes, committed in the loop's order
+                # (the row's store, then the scatter), leave every row as its iteration left it.
+                # The body must not read the target (as for stores into one row, `several`)
+                several.add(out.target)
+                if stored.kind == "scatter":
+                    stored = dataclasses.replace(stored, row_part=True)
+                else:
+                    k = next(j for j, o in enumerate(outputs) if o is first)
+                    outputs[k] = targets[out.target] = dataclasses.replace(first, row_part=True)
+                outputs.append(stored)
+                continue
             if out.record and out.record[1] > 0 and first.record and first.record[0] == out.record[0]:
                 outputs.append(out)     # a later part of one appended literal (_record)
                 continue

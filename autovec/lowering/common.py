@@ -455,7 +455,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         elif o.kind == "best":
             writes.append(f"('best', {o.target})")
         elif o.kind == "scatter":
-            writes.append(f"('scatter', {o.target})")
+            # (a part of the loop's own row: the store's place and name, runtime._one_output)
+            writes.append(f"('scatter', {o.target}, 0, 0, {o.target!r})" if o.row_part else f"('scatter', {o.target})")
         elif o.kind == "cat":
             writes.append(f"('cat', {o.target})")
     for name in plan.fission_stores:
