@@ -6719,7 +6719,7 @@ class Token:
         plan = self.match.plan
         if not layout or not plan.branches:
             return set()
-        return {lay[0] for lay, o in zip(layout, plan.outputs) if o.kind == "store"}
+        return {lay[0] for lay, o in zip(layout, plan.outputs) if o.kind == "store" or o.kind == "scatter" and not o.op}
 
     def match_layout(self):
         return self.rt.layouts.get(self.loop_id, ())

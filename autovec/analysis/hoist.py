@@ -145,6 +145,54 @@ def drop_loop_else(cap: Captured) -> int:
     return moved
 
 
+def _one_store(branch: list):
+    """The single `target[..] = value` statement `branch` is, as (target, value); where it is a
+    single `if`/`else` (an `elif` chain) whose branches are each one such store to one same
+    target, that store with the chain as conditional expressions (`a if c else b`); else None."""
+    if len(branch) != 1:
+        return None
+    s = branch[0]
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript):
+        return s.targets[0], s.value
+    if isinstance(s, ast.If):
+        a, b = _one_store(s.body), _one_store(s.orelse)
+        if a is not None and b is not None and _same_target(a[0], b[0]):
+            value = ast.copy_location(ast.IfExp(test=s.test, body=a[1], orelse=b[1]), s)
+            value.end_lineno, value.end_col_offset = s.end_lineno, s.end_col_offset
+            return a[0], value
+    return None
+
+
+def _same_target(a: ast.expr, b: ast.expr) -> bool:
+    return ast.dump(a, include_attributes=False) == ast.dump(b, include_attributes=False)
+
+
+def merged_branch_stores(cap: Captured) -> int:
+    """`if c: out[k] = a` / `else: out[k] = b` (each branch that one store, to one same
+    subscript; an `elif` chain of such branches too), inside a loop, as `out[k] = a if c else b`:
+    the same steps in the same order (`c`, then `a` or `b`, then the target's subscript), one
+    store the planner takes. Returns how many `if`s were merged."""
+    merged = 0
+    loops = [n for n in ast.walk(cap.tree) if isinstance(n, (ast.For, ast.While))]
+    seen = set()
+    for loop in loops:
+        for node in ast.walk(loop):
+            if not isinstance(node, ast.If) or id(node) in seen or not node.orelse:
+                continue
+            found = _one_store([node])
+            if found is None:
+                continue
+            for inner in ast.walk(node):
+                seen.add(id(inner))
+            target, value = found
+            store = ast.copy_location(ast.Assign(targets=[target], value=value), node)
+            store.end_lineno, store.end_col_offset = node.end_lineno, node.end_col_offset
+            stmts, k = _holder(cap.tree, node)
+            stmts[k] = store
+            merged += 1
+    return merged
+
+
 def rectangular_nests(cap: Captured) -> list:
     """`for i in range(a, b): for j in range(i + c, d): BODY` (or an upper bound `i + c`): the
     inner range depends on the outer index, a triangle. The same iterations, in the same order,

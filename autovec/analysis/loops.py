@@ -2337,6 +2337,8 @@ def _scatter_output(s, found, entries, body: "_Body", depth: int) -> list:
                               s.lineno))
     if not _base_ok(sub.value):
         raise Refuse(f"`{src(sub)}` at line {s.lineno}: the written tensor is not a plain name", s.lineno)
+    if any(isinstance(n, ast.IfExp) for st in stmts for n in ast.walk(st)):
+        body.branches = True     # (`out[k, j] = a if c else b`: converted to `where`s, as a store's)
     body.outputs.append((Output("scatter", src(sub.value), src(value), s.lineno, op=o.op, marker=marker,
                                 cond=depth > 0, pytype=pytype, payloads=tuple(pays), dim=len(entries),
                                 index_src=src(sub), consumer=o.consumer, inplace=o.inplace), value))

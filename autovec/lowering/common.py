@@ -266,7 +266,8 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
     if convert:
         from .ifconvert import convert as ifconvert
         ref_stmts = [_Unitems(av).visit(copy.deepcopy(s)) for s in stmts]
-        lenient = {o.marker for o in plan.outputs if o.kind == "store"}
+        # (a plain scatter's value is stored as a store's is: scatter_prep converts each one)
+        lenient = {o.marker for o in plan.outputs if o.kind == "store" or o.kind == "scatter" and not o.op}
         known = set(params) | set(plan.free)
         stmts, masks, env, branches = ifconvert(stmts, _varying(plan), known, namer, av, all_markers, lenient)
         ref = template("def _av_REF(): pass", _av_REF=name + "_ref")[0]
