@@ -716,6 +716,26 @@ class _Helpers:
         return out
 
     @staticmethod
+    def pymath2(name, x, y):
+        """math.<name>(a, b) of every row's Python numbers (batched as int64 / float64, or one
+        number for all rows): in float64, as Python computes them."""
+        from .runtime import GuardFailed
+        args = []
+        for v in (x, y):
+            if isinstance(v, torch.Tensor):
+                if v.is_complex() or v.dtype == torch.bool:
+                    raise GuardFailed(f"math.{name}() of {v.dtype} values in a batched body")
+                args.append(v.double())
+            elif type(v) is int or type(v) is float:
+                args.append(torch.tensor(float(v), dtype=torch.float64))
+            else:
+                raise GuardFailed(f"math.{name}() of a {type(v).__name__} in a batched body")
+        a, b = args
+        if a.device != b.device:
+            a, b = (a.to(b.device), b) if a.dim() == 0 else (a, b.to(a.device))
+        return getattr(torch, name)(a, b)      # (none raises: math.hypot past float64's range is inf)
+
+    @staticmethod
     def listed(seq, idx):
         """seq[idx_k] for every row, where `seq` is a loop-invariant list (or tuple) of Python
         numbers of one type and idx_k a per-iteration integer: a gather, with Python's negative

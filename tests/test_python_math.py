@@ -61,6 +61,24 @@ def from_list(values, w):
     return out
 
 
+def two_numbers(x):
+    out = []
+    for i in range(x.shape[0]):
+        a, b = x[i, 0].item(), x[i, 1].item()
+        out.append((math.copysign(a, b), math.atan2(a, b), math.hypot(a, b), math.copysign(2, b)))
+    return out
+
+
+def mu_law(audio, mu=255):
+    out = torch.empty(audio.shape[0], dtype=torch.long)
+    denom = math.log1p(mu)
+    for i in range(audio.shape[0]):
+        v = audio[i].item()
+        y = math.copysign(math.log1p(mu * abs(v)) / denom, v)
+        out[i] = int((y + 1) / 2 * mu + 0.5)
+    return out
+
+
 def _same(a, b):
     if isinstance(a, torch.Tensor):
         return torch.allclose(a, b, rtol=1e-15, atol=0, equal_nan=True)
@@ -80,6 +98,11 @@ def _same(a, b):
     (floors, lambda: torch.randint(-5, 5, (7,))),                   # ints stay themselves
     (tanh_sum, lambda: torch.randn(9, dtype=torch.float64)),
     (flags, lambda: torch.tensor([1.0, float("nan"), float("inf"), -float("inf"), 0.0])),
+    (two_numbers, lambda: torch.randn(9, 2, dtype=torch.float64)),
+    (two_numbers, lambda: torch.tensor([0.0, -0.0, 1.0, float("inf"), float("nan"), -3.0]).repeat(2, 1).t()
+     * torch.tensor([1.0, -1.0])),
+    (two_numbers, lambda: torch.tensor([[1.0, 1.0], [1.5e308, 1.5e308], [2.0, -2.0]], dtype=torch.float64)),  # hypot: inf
+    (mu_law, lambda: torch.rand(50, dtype=torch.float64) * 2 - 1),
 ])
 def test_math_of_python_numbers_runs_batched_as_python_computes_it(fn, make):
     x = make()

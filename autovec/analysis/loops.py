@@ -2447,6 +2447,22 @@ def _op(op: ast.operator) -> str:
     return _STORE_OPS.get(type(op), "?")
 
 
+# (not the device: a large fresh output is a stand-in on the meta device while the express runs,
+# runtime._let_go, with the same shape, dtype and layout)
+_META_ATTRS = ("shape", "dtype", "ndim", "layout")
+
+
+def _metadata_read(ld: ast.Name, stmt: ast.AST) -> bool:
+    """Whether the read `ld` of a tensor the loop writes into reads only what those writes
+    never change, as an attribute: its shape or dtype (`y.shape[1]`, `y.dtype`; not
+    `requires_grad`, which a stored value that requires grad turns on). The body reads such an
+    attribute of a loop-invariant name as a value of its own (runtime peeks), not the tensor;
+    `y.size(1)` or `len(y)` would pass the written tensor to the body, which the guard refuses."""
+    parents = {id(c): p for p in ast.walk(stmt) for c in ast.iter_child_nodes(p)}
+    p = parents.get(id(ld))
+    return isinstance(p, ast.Attribute) and p.value is ld and p.attr in _META_ATTRS
+
+
 def _row_part(row, part, index: str) -> bool:
     """Whether `row` is a plain, unconditional store of the loop's own row (`out[i] = ..` or
     `out[i, ..]`: the loop index alone, first, as _store found it) and `part` a plain,
@@ -2571,6 +2587,8 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
             o = targets.get(ld.id)
             if o is None:
                 continue
+            if o.kind in ("store", "scatter") and _metadata_read(ld, n):
+                continue     # (`eps / y.shape[1]`: what a write into its elements never changes)
             if ld.id in interleaved:
                 raise Refuse(f"`{ld.id}` is read at line {ld.lineno} and stored into at several offsets in the loop",
                              ld.lineno)
@@ -3113,8 +3131,15 @@ def _store(out: Output, sub: ast.Subscript, space: IterSpace, body: _Body, iter_
         raise Refuse(f"`{out.index_src}` at line {out.lineno}: the written tensor is not a plain name", out.lineno)
     m = match_subscript(sub, index)
     if m is None:
+        moving = sorted(nm.load_ids(sub.slice) & set(body.assigned))
+        if moving:
+            # (`s = i * hop; out[s:s + win] += v`: a place the loop computes, not the index itself)
+            raise Refuse(f"`{out.index_src}` at line {out.lineno} is written at a place computed in the loop "
+                         f"(`{moving[0]}`), which autovec cannot map to rows of its own (use the loop index: "
+                         f"`out[i]`, `out[i + c]` or `out[:, i]`)", out.lineno)
         raise Refuse(f"every iteration writes the same element `{out.index_src}` (line {out.lineno}): "
-                     "the last write wins, so iterations depend on each other", out.lineno)
+                     + ("each update reads the value the iteration before left, so iterations depend on each other"
+                        if out.op else "the last write wins, so iterations depend on each other"), out.lineno)
     if m == "other":
         raise Refuse(f"`{out.index_src}` at line {out.lineno} is written at an index autovec cannot "
                      "map to one dimension (use `out[i]`, `out[i + c]` or `out[:, i]`)", out.lineno)

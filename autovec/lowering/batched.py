@@ -178,6 +178,10 @@ _MATH = {getattr(math, name): name for name in (
     "isnan", "isinf", "isfinite", "degrees", "radians") if hasattr(math, name)}
 
 
+# math functions of two Python numbers, computed in float64 as Python does (batching.pymath2)
+_MATH2 = {math.copysign: "copysign", math.atan2: "atan2", math.hypot: "hypot"}
+
+
 def _helper(name, *args, keywords=()):
     return _call(_attr(_name("_avb"), name), args, keywords)
 
@@ -1370,6 +1374,12 @@ class _Batcher:
             if v is None or not (v.fact.kind == "tensor" and v.fact.rank == 0 or v.fact.kind in ("int", "float", "bool")):
                 raise Unsupported(f"{text}() of other than one 0-d value")
             return _helper("number", _const(obj.__name__), v.node)
+        if obj in _MATH2 and len(node.args) == 2 and not node.keywords:
+            # math.copysign(a, b), math.atan2(y, x), math.hypot(x, y) of per-iteration Python numbers
+            vals = [self.expr(a) for a in node.args]
+            if any(v.fact.kind not in ("int", "float") for v in vals):
+                raise Unsupported(f"{text}() of other than Python numbers")
+            return _helper("pymath2", _const(_MATH2[obj]), *(v.node for v in vals))
         if (obj in _MATH or obj is builtins.round) and len(node.args) == 1 and not node.keywords:
             # math.exp(v), math.floor(v), round(v) of per-iteration Python numbers
             v = self.expr(node.args[0])
