@@ -1284,6 +1284,8 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     stmts = _tuple_stores(_split_chains(stmts, [0]))
     if body.indices:
         stmts = _flat([_InPlaceUpdates(body.indices).visit(copy.deepcopy(s)) for s in stmts])
+        if len(body.indices) == 1:
+            stmts = _row_mask_stores(stmts, body.indices[0])
         stmts = [_ChainedStores(body.indices).visit(s) for s in stmts]
         stmts = _merge_resets(stmts)
     if len(body.indices) == 1:
@@ -1520,6 +1522,81 @@ def _split_chains(stmts, count) -> list:
             continue
         out.append(s)
     return [ast.fix_missing_locations(s) for s in out]
+
+
+_MASK_FUNCTIONS = frozenset(("isnan", "isinf", "isfinite", "isposinf", "isneginf", "isreal", "logical_and",
+                             "logical_or", "logical_xor", "logical_not", "eq", "ne", "lt", "le", "gt", "ge",
+                             "greater", "less", "greater_equal", "less_equal", "not_equal", "isin", "isclose"))
+
+
+def _mask_like(node: ast.AST, masks: set) -> bool:
+    """Whether `node` is written as a boolean mask: a comparison, `~` / `&` / `|` / `^` of masks,
+    a torch function or tensor method that gives one (`torch.isnan(v)`, `v.eq(0)`, `.bool()`),
+    or a name `masks` holds (bound to one earlier in the body)."""
+    if isinstance(node, ast.Compare):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in masks
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
+        return _mask_like(node.operand, masks)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+        return _mask_like(node.left, masks) and _mask_like(node.right, masks)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in _MASK_FUNCTIONS or node.func.attr == "bool" and not node.args
+    return False
+
+
+def _row_mask_stores(stmts: list, index: str) -> list:
+    """`out[i][mask] = v` (a top-level statement; `out[i]` the loop index alone, `mask` written as
+    a boolean mask, _mask_like) as `r = out[i].clone()`, `r[mask] = v`, `out[i] = r`: the
+    same values in the row (a mask store into a tensor the iteration made is a masked fill
+    where that is the same write, runtime.masked_put), and a store of the row the batch makes
+    at once (`labels[i][labels[i] == pad] = -100`; merged into `out[i, mask]`, a scatter by a
+    bool index, it could not be). The body reads the row before its store, as the store's own
+    row; the loop as written stays the fallback (a list of rows fails the guard)."""
+    out, masks, k = [], set(), 0
+    for st in stmts:
+        t = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else None
+        inner = t.value if isinstance(t, ast.Subscript) else None
+        lead = (inner.slice.elts[0] if isinstance(inner.slice, ast.Tuple) and inner.slice.elts else inner.slice) \
+            if isinstance(inner, ast.Subscript) else None
+        if isinstance(lead, ast.Name) and lead.id == index and isinstance(inner.value, ast.Name) \
+                and inner.value.id != index and _mask_like(t.slice, masks) \
+                and not any(isinstance(e, ast.Starred) for e in ast.walk(inner.slice)):
+            row = f"_av_mrow{k}"
+            k += 1
+            made = [ast.Assign(targets=[ast.Name(id=row, ctx=ast.Store())],
+                               value=ast.Call(func=ast.Attribute(value=copy.deepcopy(inner), attr="clone",
+                                                                 ctx=ast.Load()), args=[], keywords=[])),
+                    ast.Assign(targets=[ast.Subscript(value=ast.Name(id=row, ctx=ast.Load()), slice=t.slice,
+                                                      ctx=ast.Store())], value=st.value),
+                    ast.Assign(targets=[ast.Subscript(value=copy.deepcopy(inner.value), slice=copy.deepcopy(inner.slice),
+                                                      ctx=ast.Store())], value=ast.Name(id=row, ctx=ast.Load()))]
+            before = out[-1] if out else None
+            if isinstance(before, ast.Assign) and len(before.targets) == 1 and isinstance(before.targets[0], ast.Subscript) \
+                    and ast.dump(before.targets[0].value) == ast.dump(inner.value) \
+                    and ast.dump(before.targets[0].slice, include_attributes=False) == ast.dump(inner.slice, include_attributes=False):
+                # (`out[i] = e` right before: `r[...] = e` into the clone, read before that store,
+                # converts `e` as the store would; the row's one store is the last)
+                out.pop()
+                made.insert(1, ast.Assign(targets=[ast.Subscript(value=ast.Name(id=row, ctx=ast.Load()),
+                                                                 slice=ast.Constant(value=Ellipsis), ctx=ast.Store())],
+                                          value=before.value))
+            for m in made:
+                ast.copy_location(m, st)
+                m.end_lineno, m.end_col_offset = st.end_lineno, st.end_col_offset
+                ast.fix_missing_locations(m)
+                for n in ast.walk(m):
+                    if hasattr(n, "lineno") and n.lineno is None:
+                        n.lineno = st.lineno
+            out.extend(made)
+            continue
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+            (masks.add if _mask_like(st.value, masks) else masks.discard)(st.targets[0].id)
+        else:
+            masks -= nm.stores(st)
+        out.append(st)
+    return out
 
 
 class _ChainedStores(ast.NodeTransformer):
