@@ -716,6 +716,15 @@ class _Helpers:
         return out
 
     @staticmethod
+    def rdiv(v, t):
+        """`v / t` of a per-iteration Python number `v` (batched, cast to the dtype one iteration
+        multiplies in) and a tensor `t`: torch's Tensor.__rtruediv__, `t.reciprocal() * v`."""
+        r = t.reciprocal()
+        if isinstance(v, torch.Tensor) and v.dtype != r.dtype and not (r.is_complex() and not v.is_complex()):
+            v = v.to(r.dtype)
+        return r * v
+
+    @staticmethod
     def pymath2(name, x, y):
         """math.<name>(a, b) of every row's Python numbers (batched as int64 / float64, or one
         number for all rows): in float64, as Python computes them."""

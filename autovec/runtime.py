@@ -4787,7 +4787,7 @@ _PY_ARITH_OPS = (ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
 
 
 def _py_arith(plan) -> bool:
-    """Whether a loop's Python numbers may meet `/`, `//`, `%` or `**` (FunctionRuntime.py_arith):
+    """Whether a loop's Python numbers may meet `/`, `//`, `%`, `**` or pow (FunctionRuntime.py_arith):
     a body with `.item()` (or Python numbers unpacked from rows) and one of them, or the index
     multiplied, shifted or raised in arithmetic of ints alone."""
     numbers = plan.items or any(u[2] for u in plan.space.unpack)
@@ -4798,6 +4798,9 @@ def _py_arith(plan) -> bool:
         return True
     for text in plan.body:
         for n in ast.walk(ast.parse(text)):
+            if numbers and isinstance(n, ast.Call) and (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(
+                    n.func, "id", None)) in ("pow", "float_power"):
+                return True     # (`torch.pow(x[i], e[i].item())`: a tensor's pow special-cases a number)
             if not isinstance(n, (ast.BinOp, ast.AugAssign)):
                 continue
             if numbers and isinstance(n.op, _PY_ARITH_OPS):

@@ -654,6 +654,18 @@ class _Batcher:
             return self._mixed_arith(node, a, b)
         if isinstance(node.op, ast.MatMult):
             return self._product("matmul", a, b)
+        if isinstance(node.op, (ast.Pow, ast.Div)) and (a.batched and a.fact.number and b.fact.kind == "tensor"
+                                                       or isinstance(node.op, ast.Pow) and b.batched
+                                                       and b.fact.number and a.fact.kind == "tensor"):
+            if isinstance(node.op, ast.Pow):
+                # torch's pow of a tensor and a Python number special-cases the number (0.5 is
+                # sqrt, -0.5 rsqrt, 2 a square, 3 a cube: other roundings, sqrt(-0.0) is -0.0);
+                # a batch of the numbers is a tensor, whose pow has no special cases
+                raise Unsupported("`**` of a tensor and a per-iteration Python number (torch special-cases the "
+                                  "number's value)")
+            # `v / t`: torch's Tensor.__rtruediv__ is `t.reciprocal() * v` (two roundings)
+            lb, la = _align([b, a], binary=True, lead=self.c.lead, op=ast.Mult)
+            return _helper("rdiv", la, lb)
         la, lb = _align([a, b], binary=True, lead=self.c.lead, op=node.op)
         op = _PY_ARITH.get(type(node.op))
         if op and a.fact.number and b.fact.number and (op not in _INT_ONLY
@@ -1655,6 +1667,10 @@ class _Batcher:
             x = _V(_helper("prod_input", x.node), True, x.fact)
         extra = [self.expr(a) for a in args]
         kextra = [self.expr(k.value) for k in keywords]
+        if name in ("pow", "float_power") and any(v.batched and v.fact.number for v in [x] + extra + kextra):
+            # (a tensor's pow of a Python number special-cases its value, and raises for an
+            # integer tensor and a negative int: a batch of numbers is a tensor, which does neither)
+            raise Unsupported(f"`{name}` of a per-iteration Python number (torch special-cases the number's value)")
         elementwise = name in ELEMENTWISE or (method and name in _VIEW_METHODS) or (
             name in ("max", "min") and extra and extra[0].fact.kind == "tensor")
         if elementwise:
