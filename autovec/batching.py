@@ -717,10 +717,11 @@ class _Helpers:
 
     @staticmethod
     def rdiv(v, t):
-        """`v / t` of a per-iteration Python number `v` (batched, cast to the dtype one iteration
-        multiplies in) and a tensor `t`: torch's Tensor.__rtruediv__, `t.reciprocal() * v`."""
+        """`v / t` of a per-iteration Python number `v` (batched as int64 / float64) and a tensor
+        `t` (not half precision): torch's Tensor.__rtruediv__, `t.reciprocal() * v`, the number
+        cast to the reciprocal's dtype as torch casts a Python number it multiplies by."""
         r = t.reciprocal()
-        if isinstance(v, torch.Tensor) and v.dtype != r.dtype and not (r.is_complex() and not v.is_complex()):
+        if isinstance(v, torch.Tensor) and v.dtype != r.dtype:
             v = v.to(r.dtype)
         return r * v
 

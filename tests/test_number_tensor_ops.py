@@ -107,3 +107,31 @@ def test_an_integer_power_with_a_negative_exponent_raises_as_the_loop():
         int_powers(x, e)
     with pytest.raises(RuntimeError, match="negative integer powers"):
         fast(x, e)
+
+
+def mean_len(total, counts):
+    out = torch.zeros(counts.shape[0])
+    for i in range(counts.shape[0]):
+        out[i] = total[i].item() / counts[i]
+    return out
+
+
+def inv_counts(counts):
+    out = []
+    for i in range(counts.shape[0]):
+        out.append(i / counts[i])
+    return torch.stack(out)
+
+
+def test_a_number_over_a_narrow_integer_tensor_is_not_cast_to_it():
+    """(the reciprocal is the default float dtype's: a cast of the number to uint8 or int32
+    would wrap, 256 to 0, 3e9 past int32)"""
+    total = torch.tensor([10, 20, 3_000_000_000, 5_000_000_000, 7] * 20)
+    counts = torch.tensor([2, 3, 4, 5, 7] * 20, dtype=torch.int32)
+    fast = autovec(mean_len)
+    for _ in range(3):
+        assert _equal(fast(total, counts), mean_len(total, counts))
+    c8 = torch.randint(1, 255, (600,), dtype=torch.uint8)
+    fast = autovec(inv_counts)
+    for _ in range(3):
+        assert _equal(fast(c8), inv_counts(c8))

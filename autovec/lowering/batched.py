@@ -179,7 +179,8 @@ _MATH = {getattr(math, name): name for name in (
 
 
 # math functions of two Python numbers, computed in float64 as Python does (batching.pymath2)
-_MATH2 = {math.copysign: "copysign", math.atan2: "atan2", math.hypot: "hypot"}
+# (not atan2: torch's differs from the C library's in the last bit on some arguments)
+_MATH2 = {math.copysign: "copysign", math.hypot: "hypot"}
 
 
 def _helper(name, *args, keywords=()):
@@ -663,8 +664,14 @@ class _Batcher:
                 # a batch of the numbers is a tensor, whose pow has no special cases
                 raise Unsupported("`**` of a tensor and a per-iteration Python number (torch special-cases the "
                                   "number's value)")
-            # `v / t`: torch's Tensor.__rtruediv__ is `t.reciprocal() * v` (two roundings)
-            lb, la = _align([b, a], binary=True, lead=self.c.lead, op=ast.Mult)
+            # `v / t`: torch's Tensor.__rtruediv__ is `t.reciprocal() * v` (two roundings), the number
+            # cast to the reciprocal's dtype (an integer tensor's is the default float dtype: a cast
+            # to the tensor's own dtype would wrap, 256 as uint8 is 0); against a half-precision
+            # tensor torch multiplies in float32, which no cast of the batch reproduces
+            if b.fact.dtype is None or b.fact.dtype in (torch.float16, torch.bfloat16) or b.fact.dtype.is_complex \
+                    or a.fact.kind not in ("int", "float"):
+                raise Unsupported(f"a per-iteration Python number over a {b.fact.dtype} tensor")
+            lb, la = _align([b, a], lead=self.c.lead)
             return _helper("rdiv", la, lb)
         la, lb = _align([a, b], binary=True, lead=self.c.lead, op=node.op)
         op = _PY_ARITH.get(type(node.op))
@@ -1387,7 +1394,7 @@ class _Batcher:
                 raise Unsupported(f"{text}() of other than one 0-d value")
             return _helper("number", _const(obj.__name__), v.node)
         if obj in _MATH2 and len(node.args) == 2 and not node.keywords:
-            # math.copysign(a, b), math.atan2(y, x), math.hypot(x, y) of per-iteration Python numbers
+            # math.copysign(a, b), math.hypot(x, y) of per-iteration Python numbers
             vals = [self.expr(a) for a in node.args]
             if any(v.fact.kind not in ("int", "float") for v in vals):
                 raise Unsupported(f"{text}() of other than Python numbers")
