@@ -314,6 +314,7 @@ class _Body:
     varying: set = field(default_factory=set)     # iteration variables
     written: set = field(default_factory=set)     # every name bound anywhere in the body
     fresh_stores: set = field(default_factory=set)    # ids of writes into tensors the iteration made (_fresh_stores)
+    own_rows: set = field(default_factory=set)        # names of rows an inner loop stores into (_inner_row_stores)
     own_calls: set = field(default_factory=set)       # ids of their in-place method calls (`t.fill_(0)`)
     inner: list = field(default_factory=list)         # inner `for` loops run inside the batched body (_inner_loop)
     inner_branches: bool = False                      # one of them branches on the data or ends early (_predicated)
@@ -1287,6 +1288,8 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
         if len(body.indices) == 1:
             stmts = _row_mask_stores(stmts, body.indices[0])
         stmts = [_ChainedStores(body.indices).visit(s) for s in stmts]
+        if len(body.indices) == 1:
+            stmts, body.own_rows = _inner_row_stores(stmts, body.indices[0])
         stmts = _merge_resets(stmts)
     if len(body.indices) == 1:
         stmts = [_UnitSlices(body.indices[0]).visit(copy.deepcopy(s)) for s in stmts]
@@ -1522,6 +1525,74 @@ def _split_chains(stmts, count) -> list:
             continue
         out.append(s)
     return [ast.fix_missing_locations(s) for s in out]
+
+
+def _inner_row_stores(stmts: list, index: str):
+    """Stores into the outer loop's own row from an inner loop (`for j in range(T - 1):`
+    / `labels[i, j] = ids[i, j + 1] if m[i, j + 1] else -100`): the row cloned before the inner
+    loop (`r = labels[i].clone()`), the inner loop's stores into the clone (`r[j] = ..`, a tensor
+    the iteration made, under vmap one row per iteration), and the row stored after it
+    (`labels[i] = r`). The same values: `T[i, e..]` of a tensor is `T[i][e..]`. Only where the
+    tensor is a name the body never binds nor reads (but in these stores), every store of it in
+    the inner loop is a plain `T[i, ..] = v` statement at the inner loop's top level, and no
+    statement before the inner loop writes it (later ones may: stores of the row after this
+    one's). Returns (statements, the clones' names)."""
+    out, rows = [], set()
+    for pos, st in enumerate(stmts):
+        if not (isinstance(st, ast.For) and not st.orelse):
+            out.append(st)
+            continue
+        stores: dict = {}
+        for inner in st.body:
+            t = inner.targets[0] if isinstance(inner, ast.Assign) and len(inner.targets) == 1 else None
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and isinstance(t.slice, ast.Tuple) \
+                    and len(t.slice.elts) >= 2 and isinstance(t.slice.elts[0], ast.Name) \
+                    and t.slice.elts[0].id == index and t.value.id != index \
+                    and not any(isinstance(e, (ast.Starred, ast.NamedExpr)) for e in ast.walk(t.slice)):
+                stores.setdefault(t.value.id, []).append(inner)
+        for name, mine in sorted(stores.items()):
+            ids = {id(m) for m in mine}
+            targets = {id(m.targets[0].value) for m in mine}
+            # the tensor's every other appearance: none in the body but later top-level stores
+            # of rows (`labels[i, T - 1] = -100` after the inner loop)
+            bad = False
+            for k, other in enumerate(stmts):
+                for n in ast.walk(other):
+                    if isinstance(n, ast.Name) and n.id == name and id(n) not in targets:
+                        later_store = k > pos and isinstance(other, ast.Assign) and len(other.targets) == 1 \
+                            and isinstance(other.targets[0], ast.Subscript) and other.targets[0].value is n \
+                            and name not in nm.load_ids(other.value) \
+                            and name not in nm.load_ids(other.targets[0].slice)
+                        if not later_store:
+                            bad = True
+            if bad or any(name in nm.stores(other) for other in stmts) or \
+                    any(name in nm.load_ids(m.value) for m in mine):
+                continue
+            row = f"_av_irow{len(rows)}"
+            rows.add(row)
+            for m in mine:
+                t = m.targets[0]
+                rest = t.slice.elts[1:]
+                m.targets = [ast.copy_location(ast.Subscript(
+                    value=ast.Name(id=row, ctx=ast.Load()),
+                    slice=rest[0] if len(rest) == 1 else ast.Tuple(elts=rest, ctx=ast.Load()), ctx=ast.Store()), t)]
+            clone = ast.Assign(targets=[ast.Name(id=row, ctx=ast.Store())],
+                               value=ast.Call(func=ast.Attribute(
+                                   value=ast.Subscript(value=ast.Name(id=name, ctx=ast.Load()),
+                                                       slice=ast.Name(id=index, ctx=ast.Load()), ctx=ast.Load()),
+                                   attr="clone", ctx=ast.Load()), args=[], keywords=[]))
+            back = ast.Assign(targets=[ast.Subscript(value=ast.Name(id=name, ctx=ast.Load()),
+                                                     slice=ast.Name(id=index, ctx=ast.Load()), ctx=ast.Store())],
+                              value=ast.Name(id=row, ctx=ast.Load()))
+            for made, at in ((clone, st), (back, st)):
+                ast.copy_location(made, at)
+                made.end_lineno, made.end_col_offset = at.lineno, at.col_offset
+                ast.fix_missing_locations(made)
+            out.append(clone)
+            st._av_back = getattr(st, "_av_back", []) + [back]
+        out.append(st)
+        out.extend(getattr(st, "_av_back", []))
+    return out, rows
 
 
 _MASK_FUNCTIONS = frozenset(("isnan", "isinf", "isfinite", "isposinf", "isneginf", "isreal", "logical_and",
@@ -2000,6 +2071,7 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
     augs = set()
     data = []       # `if`s on values that change with the outer loop (where-converted in the batch)
     breaks = []
+    rows_in = []    # stores into an outer row's clone (_inner_row_stores)
 
     def visit(stmts, nested=False):
         for k, st in enumerate(stmts):
@@ -2011,6 +2083,11 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
                 continue
             if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name):
                 augs.add(st.target.id)
+                continue
+            if not nested and isinstance(st, ast.Assign) and len(st.targets) == 1 \
+                    and isinstance(st.targets[0], ast.Subscript) and isinstance(st.targets[0].value, ast.Name) \
+                    and st.targets[0].value.id in body.own_rows:
+                rows_in.append(st)      # (a store into the outer row's clone: _inner_row_stores)
                 continue
             if isinstance(st, ast.Break) and nested and k == len(stmts) - 1:
                 breaks.append(st)
@@ -2024,6 +2101,11 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
             raise Refuse(f"line {st.lineno} in {why}: only assignments to names, `if`s and a `break` ending one "
                          "run inside a batched body", st.lineno)
     visit(s.body)
+    if rows_in and (breaks or data):
+        raise Refuse(f"{why} stores into the outer loop's row and branches on the data or ends early", line)
+    if any(isinstance(n, ast.IfExp) and nm.load_ids(n.test) & (changed - set(targets))
+           for st in rows_in for n in ast.walk(st.value)):
+        body.inner_branches = True      # (`r[j] = a if c else b` on the data: where-converted)
     if augs & set(targets):
         raise Refuse(f"{why} updates its own index in place", line)
     out = list(out)
@@ -2462,7 +2544,9 @@ def _check_stmt(s: ast.stmt, body: "_Body" = None, own_store: bool = False) -> N
                 for sub in ast.walk(t):
                     if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store):
                         raise Refuse(f"attribute write `{src(sub)}` at line {n.lineno} is a side effect", n.lineno)
-                    if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store) and sub is not mine:
+                    if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store) and sub is not mine \
+                            and not (inner and sub is t and isinstance(sub.value, ast.Name)
+                                     and sub.value.id in body.own_rows):     # (_inner_row_stores)
                         raise Refuse(f"write to `{src(sub)}` at line {n.lineno} is not a recognised output "
                                      "(`out[i] = ...` with the loop index)", n.lineno)
         if isinstance(n, ast.Expr) and n is s and not isinstance(n.value, ast.Constant) and n.value is not mine:

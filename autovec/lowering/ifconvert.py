@@ -266,6 +266,7 @@ def _replace_ifexps(s, varying, env, namer, av, out, branches=None):
         visit_Lambda = visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = scoped
 
         def visit_IfExp(self, node):
+            whole = node is lenient_value
             node = self.generic_visit(node)
             if not _test_varies(node.test, varying, env):
                 return node
@@ -276,7 +277,12 @@ def _replace_ifexps(s, varying, env, namer, av, out, branches=None):
                 out.append(_assign(nc, _call(av, "lnot", [_n(c)]), s))
                 branches.extend((c, nc))
                 cond = _n(c)
-            return ast.copy_location(_call(av, "where", [cond, node.body, node.orelse, ast.Constant(True)]), node)
+            return ast.copy_location(_call(av, "where", [cond, node.body, node.orelse, ast.Constant(not whole)]), node)
+    # the whole value stored into an outer row's clone by an inner loop (analysis._inner_row_stores):
+    # setitem converts either side, as the store of a marker does (a lenient where)
+    lenient_value = s.value if isinstance(s, ast.Assign) and len(s.targets) == 1 \
+        and isinstance(s.targets[0], ast.Subscript) and isinstance(s.targets[0].value, ast.Name) \
+        and s.targets[0].value.id.startswith("_av_irow") and isinstance(s.value, ast.IfExp) else None
     return T().visit(s)
 
 

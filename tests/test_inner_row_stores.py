@@ -1,0 +1,140 @@
+"""Stores into the outer loop's own row from an inner loop (imperfect nests: `for j in
+range(T - 1): labels[i, j] = ...` then `labels[i, T - 1] = -100`): the row cloned before the
+inner loop, the inner loop's stores into the clone, the row stored after it
+(analysis.loops._inner_row_stores). Checked against the loop: values, dtypes, arguments after
+the call, errors, aliasing, gradients, a large fresh output."""
+import pytest
+import torch
+
+from autovec import autovec, explain
+from conftest import check_loop, raises_as_loop, ran_modes
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def shift_labels(input_ids, attention_mask):
+    B, T = input_ids.shape
+    labels = torch.empty_like(input_ids)
+    for i in range(B):
+        for j in range(T - 1):
+            if attention_mask[i, j + 1] == 1:
+                labels[i, j] = input_ids[i, j + 1]
+            else:
+                labels[i, j] = -100
+        labels[i, T - 1] = -100
+    return labels
+
+
+def differences(x, out):
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1] - 1):
+            out[i, j] = x[i, j + 1] - x[i, j]
+        out[i, -1] = 0.0
+    return out
+
+
+def columns_of_rows(x, w):
+    out = torch.zeros(x.shape[0], w.shape[0], x.shape[2])
+    for i in range(x.shape[0]):
+        scale = x[i].abs().max()
+        for k in range(w.shape[0]):
+            out[i, k, :] = x[i, k] * w[k] / scale
+    return out
+
+
+def float_into_ints(x):
+    out = torch.zeros(x.shape, dtype=torch.int32)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j] * 3 if x[i, j] > 0 else 0.5
+    return out
+
+
+def test_inner_row_stores_match_the_loop():
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 30000, (12, 16), generator=g)
+    mask = (torch.rand(12, 16, generator=g) > 0.3).long()
+    assert check_loop(shift_labels, ids, mask)
+    x = torch.randn(20, 7, generator=g)
+    assert check_loop(differences, x, torch.zeros(20, 7))
+    assert check_loop(differences, x.double(), torch.zeros(20, 7))       # float64 into float32
+    assert check_loop(columns_of_rows, torch.randn(6, 3, 5, generator=g), torch.randn(3, 5, generator=g),
+                      grad=(0, 1))
+    assert check_loop(float_into_ints, x)
+    for fn, args in ((shift_labels, (ids, mask)), (differences, (x, torch.zeros(20, 7))),
+                     (float_into_ints, (x,))):
+        assert explain(fn, *args).loops[0].strategy != "python", fn.__name__
+
+
+def test_steady_state_and_a_large_fresh_output():
+    fast = autovec(shift_labels)
+    g = torch.Generator().manual_seed(1)
+    for B, T in ((8, 10), (8, 10), (8, 10), (300, 2048), (300, 2048)):     # 4.9 MB of int64 rows
+        ids = torch.randint(0, 30000, (B, T), generator=g)
+        mask = (torch.rand(B, T, generator=g) > 0.3).long()
+        assert torch.equal(fast(ids, mask), shift_labels(ids, mask))
+    assert ran_modes(fast)
+
+
+def test_an_output_that_is_the_input_keeps_the_loop():
+    x = torch.randn(9, 6)
+    a, b = x.clone(), x.clone()
+    assert torch.equal(autovec(differences)(a, a), differences(b, b))
+    assert torch.equal(a, b)
+
+
+def out_of_range(x, out):
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j + 1] = x[i, j]
+    return out
+
+
+def test_a_store_past_the_row_raises_as_the_loop():
+    x = torch.randn(4, 5)
+    o1, o2 = torch.zeros(4, 5), torch.zeros(4, 5)
+    with pytest.raises(IndexError):
+        out_of_range(x, o1)
+    with pytest.raises(IndexError):
+        autovec(out_of_range)(x, o2)
+    assert torch.equal(o1, o2)        # the first row's writes before the error, as the loop left them
+
+
+def reads_the_row(x, out):
+    for i in range(x.shape[0]):
+        for j in range(1, x.shape[1]):
+            out[i, j] = out[i, j - 1] + x[i, j]     # a running sum along the row
+    return out
+
+
+def conditional_store(x, out):
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            if x[i, j] > 0:
+                out[i, j] = x[i, j]
+    return out
+
+
+def bound_before(x, out):
+    for i in range(x.shape[0]):
+        out[i, 0] = 1.0                              # written before the inner loop
+        for j in range(1, x.shape[1]):
+            out[i, j] = x[i, j] * 2
+    return out
+
+
+@pytest.mark.parametrize("fn", [reads_the_row, conditional_store, bound_before])
+def test_forms_left_as_they_were(fn):
+    x = torch.randn(6, 5)
+    check_loop(fn, x, torch.zeros(6, 5))
+    from autovec.analysis.loops import _inner_row_stores
+    import ast
+    import inspect
+    import textwrap
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    outer = tree.body[0].body[0]
+    _, rows = _inner_row_stores(outer.body, "i")
+    assert rows == set(), fn.__name__
