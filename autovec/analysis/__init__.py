@@ -74,7 +74,14 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
             if plan is not None:
                 pass
             elif len(levels) > 1:
-                raise nest_refusal
+                # (the nest refused as a whole, the inner loop may still run inside the outer
+                # loop's batched body, as an imperfect nest's does: analysis.loops._inner_loop)
+                try:
+                    plan = _with_consumers(plan_for(node, ctx, loop_id), node, ctx)
+                except Refuse:
+                    raise nest_refusal
+                if not plan.body or not any(s.lstrip().startswith("for ") for s in plan.body):
+                    raise nest_refusal
             elif isinstance(node, ast.For):
                 try:
                     plan = _with_consumers(plan_for(node, ctx, loop_id), node, ctx)

@@ -1534,7 +1534,7 @@ def _inner_row_stores(stmts: list, index: str):
     the iteration made, under vmap one row per iteration), and the row stored after it
     (`labels[i] = r`). The same values: `T[i, e..]` of a tensor is `T[i][e..]`. Only where the
     tensor is a name the body never binds nor reads (but in these stores), every store of it in
-    the inner loop is a plain `T[i, ..] = v` statement at the inner loop's top level, and no
+    the inner loop is a plain `T[i, ..] = v` statement (at its top level or under `if`s), and no
     statement before the inner loop writes it (later ones may: stores of the row after this
     one's). Returns (statements, the clones' names)."""
     out, rows = [], set()
@@ -1543,7 +1543,14 @@ def _inner_row_stores(stmts: list, index: str):
             out.append(st)
             continue
         stores: dict = {}
-        for inner in st.body:
+
+        def under_ifs(block):
+            for x in block:
+                yield x
+                if isinstance(x, ast.If):
+                    yield from under_ifs(x.body)
+                    yield from under_ifs(x.orelse)
+        for inner in under_ifs(st.body):
             t = inner.targets[0] if isinstance(inner, ast.Assign) and len(inner.targets) == 1 else None
             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and isinstance(t.slice, ast.Tuple) \
                     and len(t.slice.elts) >= 2 and isinstance(t.slice.elts[0], ast.Name) \
@@ -2084,7 +2091,7 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
             if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name):
                 augs.add(st.target.id)
                 continue
-            if not nested and isinstance(st, ast.Assign) and len(st.targets) == 1 \
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 \
                     and isinstance(st.targets[0], ast.Subscript) and isinstance(st.targets[0].value, ast.Name) \
                     and st.targets[0].value.id in body.own_rows:
                 rows_in.append(st)      # (a store into the outer row's clone: _inner_row_stores)
@@ -2101,8 +2108,6 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
             raise Refuse(f"line {st.lineno} in {why}: only assignments to names, `if`s and a `break` ending one "
                          "run inside a batched body", st.lineno)
     visit(s.body)
-    if rows_in and (breaks or data):
-        raise Refuse(f"{why} stores into the outer loop's row and branches on the data or ends early", line)
     if any(isinstance(n, ast.IfExp) and nm.load_ids(n.test) & (changed - set(targets))
            for st in rows_in for n in ast.walk(st.value)):
         body.inner_branches = True      # (`r[j] = a if c else b` on the data: where-converted)
@@ -2138,8 +2143,10 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
                 if isinstance(st.value, ast.Call):
                     out[k] = _owned(st, ctx)
                 break
+        # (a store into an outer row's clone copies the value at once: rows_in)
         inside = next((w for w in ast.walk(ast.Module(body=s.body, type_ignores=[])) if isinstance(w, ast.stmt)
-                       and not isinstance(w, ast.If) and _view_read(w, name, ctx)), None)
+                       and not isinstance(w, ast.If) and not any(w is r for r in rows_in)
+                       and _view_read(w, name, ctx)), None)
         if inside is not None:
             raise Refuse(f"line {inside.lineno} in {why} keeps `{name}` or a part of it, which the inner loop "
                          "updates in place", inside.lineno)

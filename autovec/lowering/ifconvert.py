@@ -13,6 +13,7 @@ condition record the condition (a mask) instead of merging.
 from __future__ import annotations
 
 import ast
+import copy
 
 from ..analysis import names as nm
 
@@ -137,6 +138,16 @@ def _convert(stmts, cond, env, masks, varying, ctx):
         s = _replace_ifexps(s, varying, env, namer, av, out, ctx.branches)
         if cond is not None:
             s = _GuardIndexes(cond, varying, av).visit(s)
+            if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript) \
+                    and isinstance(s.targets[0].value, ast.Name) and s.targets[0].value.id.startswith("_av_irow"):
+                # a store into an outer row's clone under a condition (analysis._inner_row_stores):
+                # where it is off, the element's own value again (setitem converts either side)
+                t = s.targets[0]
+                now = ast.Subscript(value=ast.Name(id=t.value.id, ctx=ast.Load()), slice=copy.deepcopy(t.slice),
+                                    ctx=ast.Load())
+                s = ast.copy_location(ast.Assign(targets=[t], value=_call(
+                    av, "where", [_n(cond), s.value, now, ast.Constant(False)])), s)
+                ast.fix_missing_locations(s)
         if isinstance(s, ast.Assign):
             names = [n for t in s.targets for n in nm.target_names(t)]
             varies = bool(nm.load_ids(s.value) & varying) or cond is not None
