@@ -1622,6 +1622,33 @@ class FunctionRuntime:
         return r
 
     @staticmethod
+    def row_fit(row, v, kind):
+        """A value an inner loop stores into an outer row's clone (analysis._row_value), where
+        setitem takes it as the loop's: a number constant that the row's dtype holds as setitem
+        converts it ("const": setitem raises for 300 into int8, for a float NaN into ints);
+        an int the loop computes, only into an int64 row ("int": under vmap it is an int64
+        tensor, whose store into a narrower row would wrap where the loop's raises)."""
+        dtype = row.dtype
+        if kind == "int":
+            if dtype is not torch.int64:
+                raise GuardFailed(f"an int the loop computes stored into a {dtype} row (the loop's setitem checks "
+                                  "its range; a batch would wrap)")
+            return v
+        key = (dtype, type(v), v)
+        ok = _ROW_FITS.get(key)
+        if ok is None:
+            try:
+                torch.empty((), dtype=dtype).fill_(v)
+                ok = True
+            except (RuntimeError, OverflowError, TypeError, ValueError):
+                ok = False
+            if len(_ROW_FITS) < 4096:
+                _ROW_FITS[key] = ok
+        if not ok:
+            raise GuardFailed(f"the number {v!r} does not fit a {dtype} row (the loop's setitem raises)", data=True)
+        return v
+
+    @staticmethod
     def masked_put(t, idx, v):
         """`t[idx] = v` on a tensor the iteration made (analysis.loops._fresh_stores), where a
         boolean mask `idx` over `t`'s leading dimensions and a number (or a 0-d tensor of
@@ -2398,7 +2425,13 @@ def _fits(o: torch.Tensor, dtype) -> bool:
         a = o.detach().abs()
         return not bool(((a > big) & torch.isfinite(a)).any())
     if dtype.is_complex:
-        return True
+        if dtype != torch.complex64 or o.dtype in (torch.complex64, torch.float32, torch.float16, torch.bfloat16) \
+                or not (o.is_floating_point() or o.is_complex()):
+            return True
+        # (complex64: a finite part past float32's largest value raises, as for float32)
+        parts = torch.view_as_real(o.detach()) if o.is_complex() else o.detach()
+        a = parts.abs()
+        return not bool(((a > torch.finfo(torch.float32).max) & torch.isfinite(a)).any())
     info = torch.iinfo(dtype)
     if o.is_floating_point():
         lo, hi = (v.item() for v in torch.aminmax(o.detach().double().flatten()))
@@ -2724,6 +2757,9 @@ def _products_in_range(factors, start=None, dim=0, dtype=None):
     if bool(up.max() > math.log2(fi.max) - 2) or bool(down.min() < math.log2(fi.tiny) + 2):
         raise GuardFailed("a running product whose partial products may overflow or underflow (the loop's "
                           "order of steps decides where it reaches inf or 0)", data=True)
+
+
+_ROW_FITS: dict = {}      # (dtype, type, number) -> whether setitem takes it (FunctionRuntime.row_fit)
 
 
 _TWO_NAMES = ("one tensor written by the loop under two names, or by two kinds of writes (the loop's order of "

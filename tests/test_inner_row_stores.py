@@ -202,3 +202,63 @@ def test_a_conditional_store_out_of_range_raises_as_the_loop():
     idx = torch.randint(0, 5, (6, 5))
     idx[4, 2] = 7
     raises_as_loop(IndexError, guarded_read, x, idx)
+
+
+# found by an adversarial probe: a Python number the loop stores is checked by setitem (300 into
+# int8 raises), a batch of them under vmap would be a tensor, converted without that check
+
+def narrow_constant(x, out):
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = 1 if x[i, j] > -3 else 300
+    return out
+
+
+def item_values(x, out):
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j].item() * 3
+    return out
+
+
+def index_values(x, out):
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = i + j
+    return out
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args)
+    except RuntimeError as e:
+        return type(e)
+
+
+def test_numbers_stored_from_an_inner_loop_are_checked_as_setitem_checks_them():
+    fast = autovec(narrow_constant)
+    x = torch.randn(30, 6)
+    for _ in range(3):                      # every element takes the side that fits
+        assert torch.equal(fast(x, torch.zeros(30, 6, dtype=torch.int8)),
+                           narrow_constant(x, torch.zeros(30, 6, dtype=torch.int8)))
+    assert ran_modes(fast)
+    x[17, 2] = -5                           # one that takes 300, which int8 refuses
+    assert _outcome(narrow_constant, x, torch.zeros(30, 6, dtype=torch.int8)) is RuntimeError
+    assert _outcome(fast, x, torch.zeros(30, 6, dtype=torch.int8)) is RuntimeError
+    xn = torch.randn(10, 4, dtype=torch.float64)
+    xn[5, 1] = float("nan")
+    assert _outcome(item_values, xn, torch.zeros(10, 4, dtype=torch.int64)) is RuntimeError
+    assert _outcome(autovec(item_values), xn, torch.zeros(10, 4, dtype=torch.int64)) is RuntimeError
+    big = torch.zeros(200, 3)
+    assert _outcome(index_values, big, torch.zeros(200, 3, dtype=torch.int8)) is RuntimeError
+    assert _outcome(autovec(index_values), big, torch.zeros(200, 3, dtype=torch.int8)) is RuntimeError
+    assert check_loop(index_values, big, torch.zeros(200, 3, dtype=torch.int64))    # int64: vectorized
+
+
+def test_a_float_past_complex64s_range_raises_as_the_loop():
+    def fill_big(x):
+        out = torch.zeros(x.shape[0], dtype=torch.complex64)
+        for i in range(x.shape[0]):
+            out[i] = 1e40
+        return out
+    raises_as_loop(RuntimeError, fill_big, torch.randn(5))

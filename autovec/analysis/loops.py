@@ -1086,6 +1086,7 @@ def _has_continue(stmts) -> bool:
 
 
 OWN = "_av_own"      # `v._av_own()`: a tensor the iteration made, one per row under vmap (runtime.own)
+ROW_FIT = "_av_rowfit"   # `row._av_rowfit(v, kind)`: v, where setitem into row takes it as the loop's (runtime.row_fit)
 
 # calls of _NEW_MEMORY_CALLS whose result is one tensor (not a number, a list or a tuple)
 _NEW_TENSOR_CALLS = _NEW_MEMORY_CALLS - {"item", "tolist", "max", "min"}
@@ -1527,6 +1528,70 @@ def _split_chains(stmts, count) -> list:
     return [ast.fix_missing_locations(s) for s in out]
 
 
+_NUMBER_CALLS = frozenset(("item", "tolist", "float", "int", "bool", "complex", "len", "round", "abs", "min", "max",
+                           "sum", "pow", "divmod", "hash", "ord"))
+
+
+def _row_value(v: ast.expr, row: str, bound: dict, indices: set):
+    """A value an inner loop stores into an outer row's clone (_inner_row_stores), as the batch
+    must store it, or None where it cannot say so. Under vmap a per-iteration Python number is
+    a tensor, whose store converts silently where the loop's setitem checks the number (300 into
+    int8 raises): so a value must be a tensor in the loop (of reads, methods and torch calls,
+    names bound to such values, loop-invariant names); a number constant, checked against the
+    row's dtype as setitem checks it (runtime.row_fit "const"); an int made of the indices and
+    ints the loop counts, only into an int64 row ("int"); or a conditional expression of those."""
+    def fit(node, kind):
+        return ast.copy_location(ast.Call(func=ast.Attribute(value=ast.Name(id=row, ctx=ast.Load()), attr=ROW_FIT,
+                                                             ctx=ast.Load()),
+                                          args=[node, ast.Constant(kind)], keywords=[]), node)
+
+    def const(node):
+        while isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            node = node.operand
+        return isinstance(node, ast.Constant) and type(node.value) in (int, float, bool, complex)
+
+    ints = set(indices)
+    grew = True
+    while grew:
+        grew = False
+        for name, values in bound.items():
+            if name not in ints and values and all(x is not None and _int_value(x, ints | {name}) for x in values):
+                ints.add(name)
+                grew = True
+
+    def tensorish(node, seen=frozenset()) -> bool:
+        for n in ast.walk(node):
+            if isinstance(n, (ast.IfExp, ast.BoolOp, ast.Lambda, ast.NamedExpr)):
+                return False
+            if isinstance(n, ast.Call):
+                f = n.func
+                fname = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+                if fname in _NUMBER_CALLS or isinstance(f, ast.Attribute) and getattr(f.value, "id", None) == "math":
+                    return False
+        for name in _bare_names(node):
+            if name in indices:
+                return False
+            if name in bound and name not in seen:
+                if not all(x is not None and tensorish(x, seen | {name}) for x in bound[name]):
+                    return False
+        return True
+
+    def value(node):
+        if isinstance(node, ast.IfExp):
+            a, b = value(node.body), value(node.orelse)
+            if a is None or b is None:
+                return None
+            new = ast.copy_location(ast.IfExp(test=node.test, body=a, orelse=b), node)
+            new.end_lineno, new.end_col_offset = node.end_lineno, node.end_col_offset
+            return new
+        if const(node):
+            return fit(node, "const")
+        if _int_value(node, ints) and not isinstance(node, ast.Call):
+            return fit(node, "int")
+        return node if tensorish(node) else None
+    return value(v)
+
+
 def _inner_row_stores(stmts: list, index: str):
     """Stores into the outer loop's own row from an inner loop (`for j in range(T - 1):`
     / `labels[i, j] = ids[i, j + 1] if m[i, j + 1] else -100`): the row cloned before the inner
@@ -1557,6 +1622,21 @@ def _inner_row_stores(stmts: list, index: str):
                     and t.slice.elts[0].id == index and t.value.id != index \
                     and not any(isinstance(e, (ast.Starred, ast.NamedExpr)) for e in ast.walk(t.slice)):
                 stores.setdefault(t.value.id, []).append(inner)
+        bound: dict = {}      # name -> the values the outer body and the inner loop bind it to
+        for other in stmts:
+            for n in ast.walk(other):
+                if isinstance(n, ast.Assign):
+                    for tg in n.targets:
+                        for e in ast.walk(tg):
+                            if isinstance(e, ast.Name) and isinstance(e.ctx, ast.Store):
+                                bound.setdefault(e.id, []).append(n.value if tg is e else None)
+                elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                    bound.setdefault(n.target.id, []).append(
+                        ast.BinOp(left=ast.Name(id=n.target.id, ctx=ast.Load()), op=n.op, right=n.value))
+                elif isinstance(n, (ast.For, ast.comprehension)):
+                    for e in ast.walk(n.target):
+                        if isinstance(e, ast.Name):
+                            bound.setdefault(e.id, []).append(None)
         for name, mine in sorted(stores.items()):
             ids = {id(m) for m in mine}
             targets = {id(m.targets[0].value) for m in mine}
@@ -1576,8 +1656,12 @@ def _inner_row_stores(stmts: list, index: str):
                     any(name in nm.load_ids(m.value) for m in mine):
                 continue
             row = f"_av_irow{len(rows)}"
+            values = [_row_value(m.value, row, bound, {index} | set(nm.target_names(st.target))) for m in mine]
+            if any(v is None for v in values):
+                continue
             rows.add(row)
-            for m in mine:
+            for m, v in zip(mine, values):
+                m.value = v
                 t = m.targets[0]
                 rest = t.slice.elts[1:]
                 m.targets = [ast.copy_location(ast.Subscript(
@@ -3049,7 +3133,8 @@ def _index_meets_floats(stmts, names, free) -> bool:
     for s in stmts:
         for n in ast.walk(s):
             if isinstance(n, ast.Assign) and mentions(n.value):
-                derived |= {t.id for tg in n.targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
+                derived |= {t.id for tg in n.targets for t in ast.walk(tg) if isinstance(t, ast.Name)
+                            and not t.id.startswith("_av_irow")}   # (a row's clone: _inner_row_stores)
             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and mentions(n.value):
                 # (`t *= i`: the name becomes arithmetic of the index, in whatever type it held)
                 if floaty(n.target) or not isinstance(n.op, (ast.Add, ast.Sub, ast.Mult)):
@@ -3079,6 +3164,7 @@ def _index_meets_floats(stmts, names, free) -> bool:
                         break       # (arithmetic with a tensor, `x[i] * i`: the operator rules below)
                     p = parents.get(id(p))
                 if isinstance(p, ast.Call) and not (isinstance(p.func, ast.Name) and p.func.id in _INT_CALLS) \
+                        and not (isinstance(p.func, ast.Attribute) and p.func.attr == ROW_FIT) \
                         and n is not p.func and any(a is n or any(m is n for m in ast.walk(a))
                                                    for a in list(p.args) + [k.value for k in p.keywords]):
                     return True
@@ -3592,6 +3678,9 @@ def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
             f, line = c.func, c.lineno
             if id(c) in body.own_calls:
                 continue    # (`t.fill_diagonal_(0)` on a tensor the iteration made: _fresh_stores)
+            if isinstance(f, ast.Attribute) and f.attr == ROW_FIT and isinstance(f.value, ast.Name) \
+                    and f.value.id in body.own_rows:
+                continue    # (the analysis's own check of a value stored into a row's clone: _row_value)
             kw = nm.in_place_keyword(c)
             if kw:
                 raise Refuse(f"`{src(f)}(.., {kw}=..)` at line {line} writes into a tensor in place", line)

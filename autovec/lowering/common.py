@@ -27,7 +27,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from ..analysis import names as nm
-from ..analysis.loops import FILL, OWN, match_subscript, match_subscript_nest
+from ..analysis.loops import FILL, OWN, ROW_FIT, match_subscript, match_subscript_nest
 from ..codegen import expr, set_lines, template
 from ..plan import LoopPlan, einsum_letters, indexed
 
@@ -159,7 +159,8 @@ class _Fills(ast.NodeTransformer):
     def visit_Assign(self, node):
         node = self.generic_visit(node)
         t = node.targets[0] if len(node.targets) == 1 else None
-        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and _may_be_mask(t.slice):
+        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and _may_be_mask(t.slice) \
+                and not t.value.id.startswith("_av_irow"):     # (an outer row's clone: analysis._inner_row_stores)
             # `_av_pv = v; _av_pk = mask; if not AV.masked_put(r, _av_pk, _av_pv): r[_av_pk] = _av_pv`:
             # the value and the index evaluated once, in Python's order; a store that is no
             # masked fill stays the user's own statement
@@ -180,6 +181,9 @@ class _Fills(ast.NodeTransformer):
         if isinstance(f, ast.Attribute) and f.attr == FILL and len(node.args) in (4, 5) and not node.keywords:
             return ast.copy_location(ast.Call(func=ast.Attribute(value=_name(self.av), attr="fill_range",
                                                                  ctx=ast.Load()),
+                                              args=[f.value] + node.args, keywords=[]), node)
+        if isinstance(f, ast.Attribute) and f.attr == ROW_FIT and len(node.args) == 2 and not node.keywords:
+            return ast.copy_location(ast.Call(func=ast.Attribute(value=_name(self.av), attr="row_fit", ctx=ast.Load()),
                                               args=[f.value] + node.args, keywords=[]), node)
         if isinstance(f, ast.Attribute) and f.attr == OWN and not node.keywords:
             # (the receivers of the methods that made it, checked to be tensors: runtime.own)
@@ -244,7 +248,7 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
             pre, value = truth_statements(stmts[at].value, varying, namer, av, stmts[at])
             new = ast.copy_location(ast.Assign(targets=stmts[at].targets, value=value), stmts[at])
             stmts = stmts[:at] + [ast.fix_missing_locations(st) for st in pre + [new]] + stmts[at + 1:]
-    if any(FILL in s or OWN in s for s in plan.body):
+    if any(FILL in s or OWN in s or ROW_FIT in s for s in plan.body):
         stmts = _fills(av, stmts)
     params = [m.param for m in plan.mapped] + [s[0] for s in plan.scans]
     if plan.space.kind == "nest":
@@ -328,7 +332,7 @@ def direct_function(plan: LoopPlan, name: str, av: str, display: bool = False):
         levels_of[mp.param] = tuple(lv for lv, _, _ in mp.levels) if mp.levels else (0,)
     mapper = _MapSlices(plan)
     stmts = [mapper.visit(ast.parse(s).body[0]) for s in plan.body]
-    if any(FILL in s or OWN in s for s in plan.body):
+    if any(FILL in s or OWN in s or ROW_FIT in s for s in plan.body):
         stmts = _fills(av, stmts)
     letters = "abcdefgh"
 
