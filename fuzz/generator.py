@@ -5003,6 +5003,109 @@ def lost_stop34(self):
     self.emit(1, "return y")
 
 
+def lost_stop36(self):
+    """This stop's forms, on inputs that change between calls (variant 1): a row stored and an
+    element of it at a per-iteration column; `if`/`else` stores of one element merged (nests,
+    elif chains, constants a narrow dtype may refuse); mask stores into the loop's own row
+    (after a store of the row, masks reading it); stores into the outer row from an inner loop
+    (conditional, after a break, counters, constants, the indices as values); a per-iteration
+    number over a tensor and a tensor's power of one; shape reads of a written tensor."""
+    self.variants = True
+    n, d = max(self.n, 2), max(self.d, 2)
+    form = self.pick(["rowpart", "merged", "merged", "rowmask", "rowmask", "inner", "inner", "inner", "rdiv", "meta"])
+    dt = self.pick(["float32", "float32", "float64"])
+    it = self.pick(["int64", "int64", "int32", "int8", "uint8"])
+    if form == "rowpart":
+        self.param("y", f"torch.randint(0, {d}, ({n},), generator=g) - (0 if variant == 0 else {self.pick([0, d, 1])})")
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt})")
+        tdt = self.pick([dt, it])
+        self.emit(1, f"out = torch.{self.pick(['empty', 'zeros'])}({n}, {d}, dtype=torch.{tdt})")
+        self.emit(1, "for i in range(x.shape[0]):")
+        first = self.pick(["out[i].fill_(0.1)", "out[i] = x[i] * 2", "out[i] = 3"])
+        second = self.pick(["out[i, y[i]] = 1.5", "out[i, y[i]] = x[i].sum()", "out[i, y[i]] = -7"])
+        for line in ([first, second] if self.chance(0.7) else [second, first]):
+            self.emit(2, line)
+        if self.chance(0.3):
+            self.emit(2, "out[i, y[i] - 1] = 0")
+        self.emit(1, "return out")
+        return
+    if form == "merged":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt}) * (1 if variant == 0 else 4)")
+        tdt = self.pick([dt, it, "float64"])
+        a, b, c = (self.pick(["x[i, j] * 2", "1", "-100", "0.5", "300", "x[i, j].abs()", "float('nan')"]) for _ in range(3))
+        self.emit(1, f"out = torch.zeros({n}, {d}, dtype=torch.{tdt})")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, "for j in range(x.shape[1]):")
+        self.emit(3, "if x[i, j] > 0.5:")
+        self.emit(4, f"out[i, j] = {a}")
+        if self.chance(0.5):
+            self.emit(3, "elif x[i, j] < -1:")
+            self.emit(4, f"out[i, j] = {c}")
+        self.emit(3, "else:")
+        self.emit(4, f"out[i, j] = {b}")
+        self.emit(1, "return out")
+        return
+    if form == "rowmask":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt}) * (1 if variant == 0 else 3)")
+        tdt = self.pick([dt, it])
+        self.emit(1, f"out = torch.zeros({n}, {d}, dtype=torch.{tdt})")
+        self.emit(1, "for i in range(x.shape[0]):")
+        if self.chance(0.6):
+            self.emit(2, self.pick(["out[i] = x[i] * 3", "out[i] = torch.cumsum(x[i], 0) - 1", "out[i].fill_(2)"]))
+        mask = self.pick(["x[i] > 0", "out[i] < 0", "(x[i] > 1) | (x[i] < -1)", "torch.isnan(x[i])", "~(x[i] > 0)"])
+        self.emit(2, f"out[i][{mask}] = {self.pick(['0', '-100', '2.5', 'x[i].max()', '300'])}")
+        if self.chance(0.3):
+            self.emit(2, f"out[i][out[i] == 0] = {self.pick(['1', '0.5'])}")
+        self.emit(1, "return out")
+        return
+    if form == "inner":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt}) * (1 if variant == 0 else 5)")
+        tdt = self.pick([dt, it, "int64"])
+        what = self.pick(["ifexp", "count", "break", "index", "tensor", "cond"])
+        self.emit(1, f"out = torch.{self.pick(['zeros', 'ones'])}({n}, {d}, dtype=torch.{tdt})")
+        self.emit(1, "for i in range(x.shape[0]):")
+        if what == "count":
+            self.emit(2, "c = 0")
+        self.emit(2, f"for j in range({self.pick(['x.shape[1]', 'x.shape[1] - 1', '1, x.shape[1]'])}):")
+        if what == "ifexp":
+            self.emit(3, f"out[i, j] = {self.pick(['x[i, j]', 'x[i, j] * 2'])} if x[i, j] > 0 else {self.pick(['-100', '0.5', '300', '1e10'])}")
+        elif what == "count":
+            self.emit(3, "if x[i, j] > 0:")
+            self.emit(4, "out[i, j] = c")
+            self.emit(4, "c += 1")
+        elif what == "break":
+            self.emit(3, "if x[i, j] < -1.5:")
+            self.emit(4, "break")
+            self.emit(3, "out[i, j] = x[i, j] * 2")
+        elif what == "index":
+            self.emit(3, f"out[i, j] = {self.pick(['i + j', 'i * 40 + j', 'j'])}")
+        elif what == "tensor":
+            self.emit(3, "out[i, j] = x[i, j] - x[i].mean()")
+        else:
+            self.emit(3, "if x[i, j] > 0:")
+            self.emit(4, f"out[i, j] = {self.pick(['x[i, j]', '7', 'x[i, j].item()'])}")
+        if self.chance(0.4):
+            self.emit(2, "out[i, -1] = -1")
+        self.emit(1, "return out")
+        return
+    if form == "rdiv":
+        ydt = self.pick([dt, it, "float64"])
+        self.param("y", f"(torch.randint(1, 100, ({n},), generator=g) * (1 if variant == 0 else 3)).to(torch.{ydt})")
+        self.param("x", f"_tensor(g, ({n},), torch.{dt}) * (1 if variant == 0 else 1e30)")
+        value = self.pick(["x[i].item() / y[i]", "i / y[i]", "(i + 0.5) / y[i]", "x[i] ** (i / 2)",
+                           "torch.pow(y[i], i - 1)", "y[i] ** x[i].item()", "300 / y[i]"])
+        self.emit(1, "out = []")
+        self.emit(1, "for i in range(y.shape[0]):")
+        self.emit(2, f"out.append({value})")
+        self.emit(1, "return torch.stack(out)")
+        return
+    self.param("y", f"_tensor(g, ({n}, {d}), torch.{dt})")
+    self.param("e", self.pick(["0.1", "0.0", "2"]))
+    self.emit(1, "for i in range(y.shape[0]):")
+    self.emit(2, self.pick(["y[i] = y[i] * (1 - e) + e / y.shape[1]", "y[i] = y[i].to(y.dtype) * y.ndim"]))
+    self.emit(1, "return y")
+
+
 def lost_stop35(self):
     """This stop's forms, on inputs that change between calls (variant 1): mask stores into a
     tensor the iteration made (values of several kinds and dtypes), named selections reduced
@@ -5283,7 +5386,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
