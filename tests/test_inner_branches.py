@@ -76,7 +76,7 @@ def nested_break(x, th):
                     break
                 c = c + 10
             else:
-                c = c * 2
+                c = c - 3         # (`c * 2` keeps the loop: a product may outgrow int64, test_inner_row_stores)
         out[i] = c
     return out
 

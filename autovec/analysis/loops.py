@@ -2290,6 +2290,33 @@ def _predicated(s: ast.For, before: list, body: _Body, breaks: list, why: str) -
         if _index_meets_floats(body.top, sorted(ints), free):
             raise Refuse(f"`{sorted(ints)[0]}`, a Python int {why} binds under a branch or after a `break`, meets "
                          "float arithmetic (the batch holds it as an int64 tensor)", s.lineno)
+    # ... and an int64 tensor wraps where Python's int grows on (`c = c * 1000`, `c += 2 ** 61`):
+    # each binding must keep it within int64 over any run, a small constant, an index, `len()`,
+    # a comparison, or one step of a small constant or an index added to or taken from itself
+    indices = targets | set(body.indices)
+
+    def intish(v, names):      # (ints and bools alone: constants, indices, len(), such names, any operator)
+        for m in ast.walk(v):
+            if isinstance(m, ast.Constant) and type(m.value) not in (int, bool) or isinstance(
+                    m, (ast.Subscript, ast.Attribute, ast.Starred, ast.Lambda, ast.IfExp)) or isinstance(
+                    m, ast.Call) and not (isinstance(m.func, ast.Name) and m.func.id == "len") or isinstance(
+                    m, ast.Name) and m.id not in names and m.id not in indices and not (
+                    isinstance(m.ctx, ast.Load) and any(isinstance(c, ast.Call) and c.func is m for c in ast.walk(v))):
+                return False
+        return True
+    carried = (inner_names - targets) & set(binds)
+    shrank = True
+    while shrank:
+        shrank = False
+        for name in sorted(carried):
+            if not all(v is not None and intish(v, carried) for v in binds[name]):
+                carried.discard(name)
+                shrank = True
+    for name in sorted(carried | ints):
+        bad = next((v for v in binds[name] if v is not None and not _bounded_int(v, name, indices)), None)
+        if bad is not None:
+            raise Refuse(f"`{name}`, a Python int {why} binds under a branch or after a `break`, may outgrow int64 "
+                         f"(`{src(bad)}`: the batch holds it as an int64 tensor, which wraps)", s.lineno)
     new = copy.copy(s)
     if not breaks:
         return new
@@ -2322,6 +2349,33 @@ def _predicated(s: ast.For, before: list, body: _Body, breaks: list, why: str) -
     new.body = [ast.fix_missing_locations(ast.copy_location(ast.If(test=test(s), body=inner, orelse=[]), s))]
     before.append(flag(True, s))
     return new
+
+
+def _small_int(e: ast.AST) -> bool:
+    return isinstance(e, ast.Constant) and type(e.value) in (int, bool) and abs(e.value) < 2 ** 31
+
+
+def _bounded_int(v: ast.AST, name: str, indices: set) -> bool:
+    """Whether binding `name` to `v` keeps an int the inner loop carries within int64 however
+    often it runs (fewer than 2**31 steps): a small constant, an index, `len(..)`, a bool
+    (comparisons, `not`, `and` / `or` of those), `x % c` for a small positive constant, or
+    `name + d` / `name - d` / `d + name` with `d` a small constant or an index."""
+    def plain(e):
+        return _small_int(e) or isinstance(e, ast.Name) and e.id in indices or \
+            isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "len"
+    if plain(v) or isinstance(v, ast.Compare) or isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not):
+        return True
+    if isinstance(v, ast.BoolOp):
+        return all(_bounded_int(x, name, indices) for x in v.values)
+    if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.USub):
+        return plain(v.operand)
+    if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Mod):
+        return _small_int(v.right) and v.right.value > 0
+    if isinstance(v, ast.BinOp) and isinstance(v.op, (ast.Add, ast.Sub)):
+        me = lambda e: isinstance(e, ast.Name) and e.id == name    # noqa: E731
+        return me(v.left) and plain(v.right) or isinstance(v.op, ast.Add) and plain(v.left) and me(v.right) \
+            or plain(v.left) and plain(v.right)
+    return False
 
 
 def _int_value(v: ast.AST, ints: set) -> bool:
