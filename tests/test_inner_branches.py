@@ -293,3 +293,50 @@ def test_probe_findings_give_the_loops_answers():
     assert "the index of the inner loop" in why and "may end early" in why
     assert "meets float arithmetic" in explain(counter_in_floats, x).loops[0].reason
     assert autovec(index_break)(x) is not None and explain(index_break, x).path == "vectorized"
+
+
+# `continue` in an inner loop: `if c: continue` then the rest, read as `if c: .. else: rest`
+
+def skip_negatives(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        acc = torch.zeros(())
+        for j in range(x.shape[1]):
+            if x[i, j] < 0:
+                continue
+            acc = acc + x[i, j]
+        out[i] = acc
+    return out
+
+
+def skip_then_store(x):
+    out = torch.full_like(x, -1.0)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            if x[i, j] < -0.5:
+                continue
+            out[i, j] = x[i, j] * 2
+        out[i, 0] = 7.0
+    return out
+
+
+def skip_count_break(x):
+    out = torch.zeros(x.shape[0], dtype=torch.long)
+    for i in range(x.shape[0]):
+        c = 0
+        for j in range(x.shape[1]):
+            if x[i, j] < 0:
+                continue
+            c += 1
+            if c > 3:
+                break
+        out[i] = c
+    return out
+
+
+@pytest.mark.parametrize("fn", [skip_negatives, skip_then_store, skip_count_break])
+def test_continue_in_an_inner_loop(fn):
+    from conftest import check_loop
+    x = torch.randn(30, 8, generator=torch.Generator().manual_seed(11))
+    assert check_loop(fn, x)
+    assert explain(fn, x).loops[0].strategy != "python"

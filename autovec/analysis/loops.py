@@ -2159,6 +2159,10 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
     moving = nm.load_ids(it) & changed
     if moving:
         raise Refuse(f"{why} runs a number of times that changes with the outer loop (`{sorted(moving)[0]}`)", line)
+    if _has_continue(s.body):
+        # `if c: continue` then `rest` as `if c: .. else: rest`: the same steps (in place: the
+        # body's own copy of the statement, which body.top holds too)
+        s.body = _normalize_continue(s.body, [max(16 * sum(1 for st in s.body for _ in ast.walk(st)), 4000)])
     augs = set()
     data = []       # `if`s on values that change with the outer loop (where-converted in the batch)
     breaks = []
