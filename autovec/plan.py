@@ -134,6 +134,12 @@ class Output:
                               # stores that row of (`dist[i] = c; dist[i, y[i]] = v`, analysis._row_part):
                               # the guard lets the two writes meet, committed in the loop's order
 
+    @property
+    def converts_each(self) -> bool:
+        """A store, or a plain scatter: setitem (scatter_prep) converts each value it writes, so
+        branches may give values of several kinds (a lenient `where`, runtime._lossless)."""
+        return self.kind == "store" or self.kind == "scatter" and not self.op
+
 
 @dataclass(frozen=True)
 class LoopPlan:

@@ -6758,7 +6758,7 @@ class Token:
         plan = self.match.plan
         if not layout or not plan.branches:
             return set()
-        return {lay[0] for lay, o in zip(layout, plan.outputs) if o.kind == "store" or o.kind == "scatter" and not o.op}
+        return {lay[0] for lay, o in zip(layout, plan.outputs) if o.converts_each}
 
     def match_layout(self):
         return self.rt.layouts.get(self.loop_id, ())

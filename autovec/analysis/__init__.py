@@ -80,8 +80,6 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
                     plan = _with_consumers(plan_for(node, ctx, loop_id), node, ctx)
                 except Refuse:
                     raise nest_refusal
-                if not plan.body or not any(s.lstrip().startswith("for ") for s in plan.body):
-                    raise nest_refusal
             elif isinstance(node, ast.For):
                 try:
                     plan = _with_consumers(plan_for(node, ctx, loop_id), node, ctx)

@@ -1087,6 +1087,13 @@ def _has_continue(stmts) -> bool:
 
 OWN = "_av_own"      # `v._av_own()`: a tensor the iteration made, one per row under vmap (runtime.own)
 ROW_FIT = "_av_rowfit"   # `row._av_rowfit(v, kind)`: v, where setitem into row takes it as the loop's (runtime.row_fit)
+ROW_CLONE = "_av_irow"   # the names of outer rows' clones an inner loop stores into (_inner_row_stores)
+
+
+def row_clone_store(s: ast.AST) -> bool:
+    """Whether `s` is a store into an outer row's clone (`_av_irow0[j] = v`, _inner_row_stores)."""
+    return isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript) \
+        and isinstance(s.targets[0].value, ast.Name) and s.targets[0].value.id.startswith(ROW_CLONE)
 
 # calls of _NEW_MEMORY_CALLS whose result is one tensor (not a number, a list or a tuple)
 _NEW_TENSOR_CALLS = _NEW_MEMORY_CALLS - {"item", "tolist", "max", "min"}
@@ -1603,11 +1610,27 @@ def _inner_row_stores(stmts: list, index: str):
     statement before the inner loop writes it (later ones may: stores of the row after this
     one's). Returns (statements, the clones' names)."""
     out, rows = [], set()
+    bound: dict = {}      # name -> the values the outer body and the inner loop bind it to
+    for other in stmts:
+        for n in ast.walk(other):
+            if isinstance(n, ast.Assign):
+                for tg in n.targets:
+                    for e in ast.walk(tg):
+                        if isinstance(e, ast.Name) and isinstance(e.ctx, ast.Store):
+                            bound.setdefault(e.id, []).append(n.value if tg is e else None)
+            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                bound.setdefault(n.target.id, []).append(
+                    ast.BinOp(left=ast.Name(id=n.target.id, ctx=ast.Load()), op=n.op, right=n.value))
+            elif isinstance(n, (ast.For, ast.comprehension)):
+                for e in ast.walk(n.target):
+                    if isinstance(e, ast.Name):
+                        bound.setdefault(e.id, []).append(None)
     for pos, st in enumerate(stmts):
         if not (isinstance(st, ast.For) and not st.orelse):
             out.append(st)
             continue
         stores: dict = {}
+        backs = []
 
         def under_ifs(block):
             for x in block:
@@ -1622,23 +1645,7 @@ def _inner_row_stores(stmts: list, index: str):
                     and t.slice.elts[0].id == index and t.value.id != index \
                     and not any(isinstance(e, (ast.Starred, ast.NamedExpr)) for e in ast.walk(t.slice)):
                 stores.setdefault(t.value.id, []).append(inner)
-        bound: dict = {}      # name -> the values the outer body and the inner loop bind it to
-        for other in stmts:
-            for n in ast.walk(other):
-                if isinstance(n, ast.Assign):
-                    for tg in n.targets:
-                        for e in ast.walk(tg):
-                            if isinstance(e, ast.Name) and isinstance(e.ctx, ast.Store):
-                                bound.setdefault(e.id, []).append(n.value if tg is e else None)
-                elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-                    bound.setdefault(n.target.id, []).append(
-                        ast.BinOp(left=ast.Name(id=n.target.id, ctx=ast.Load()), op=n.op, right=n.value))
-                elif isinstance(n, (ast.For, ast.comprehension)):
-                    for e in ast.walk(n.target):
-                        if isinstance(e, ast.Name):
-                            bound.setdefault(e.id, []).append(None)
         for name, mine in sorted(stores.items()):
-            ids = {id(m) for m in mine}
             targets = {id(m.targets[0].value) for m in mine}
             # the tensor's every other appearance: none in the body but later top-level stores
             # of rows (`labels[i, T - 1] = -100` after the inner loop)
@@ -1655,7 +1662,7 @@ def _inner_row_stores(stmts: list, index: str):
             if bad or any(name in nm.stores(other) for other in stmts) or \
                     any(name in nm.load_ids(m.value) for m in mine):
                 continue
-            row = f"_av_irow{len(rows)}"
+            row = f"{ROW_CLONE}{len(rows)}"
             values = [_row_value(m.value, row, bound, {index} | set(nm.target_names(st.target))) for m in mine]
             if any(v is None for v in values):
                 continue
@@ -1680,9 +1687,9 @@ def _inner_row_stores(stmts: list, index: str):
                 made.end_lineno, made.end_col_offset = at.lineno, at.col_offset
                 ast.fix_missing_locations(made)
             out.append(clone)
-            st._av_back = getattr(st, "_av_back", []) + [back]
+            backs.append(back)
         out.append(st)
-        out.extend(getattr(st, "_av_back", []))
+        out.extend(backs)
     return out, rows
 
 
@@ -1759,9 +1766,6 @@ def _row_mask_stores(stmts: list, index: str) -> list:
                 ast.copy_location(m, st)
                 m.end_lineno, m.end_col_offset = st.end_lineno, st.end_col_offset
                 ast.fix_missing_locations(m)
-                for n in ast.walk(m):
-                    if hasattr(n, "lineno") and n.lineno is None:
-                        n.lineno = st.lineno
             out.extend(made)
             written.add(name)
             continue
@@ -2304,8 +2308,7 @@ def _predicated(s: ast.For, before: list, body: _Body, breaks: list, why: str) -
             if isinstance(m, ast.Constant) and type(m.value) not in (int, bool) or isinstance(
                     m, (ast.Subscript, ast.Attribute, ast.Starred, ast.Lambda, ast.IfExp)) or isinstance(
                     m, ast.Call) and not (isinstance(m.func, ast.Name) and m.func.id == "len") or isinstance(
-                    m, ast.Name) and m.id not in names and m.id not in indices and not (
-                    isinstance(m.ctx, ast.Load) and any(isinstance(c, ast.Call) and c.func is m for c in ast.walk(v))):
+                    m, ast.Name) and m.id not in names and m.id not in indices and m.id != "len":
                 return False
         return True
     carried = (inner_names - targets) & set(binds)
@@ -2819,8 +2822,8 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
             raise Refuse(f"`{out.target}` is both updated in the loop and {what} (line {out.lineno})", out.lineno)
         if out.target and out.target in targets:
             first = targets[out.target]
+            stored = _store(out, payload[0], space, body, iter_vars) if out.kind == "store" else out
             if out.kind == "store" and first.kind == "store" and not out.op and not out.cond:
-                stored = _store(out, payload[0], space, body, iter_vars)
                 if (stored.dim, stored.offset) == (first.dim, first.offset):
                     # each iteration writes its own row (the loop index at one place), so the
                     # stores commit one after the other in the loop's order, row by row the same.
@@ -2838,7 +2841,6 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                     interleaved.add(out.target)
                     outputs.append(stored)
                     continue
-            stored = _store(out, payload[0], space, body, iter_vars) if out.kind == "store" else out
             if _row_part(first, stored, index) or _row_part(stored, first, index):
                 # `dist[i] = c; dist[i, y[i]] = v` (a row, then an element of it at a per-iteration
                 # column; or the other order): each write of every iteration lands in the row
@@ -3192,7 +3194,7 @@ def _index_meets_floats(stmts, names, free) -> bool:
         for n in ast.walk(s):
             if isinstance(n, ast.Assign) and mentions(n.value):
                 derived |= {t.id for tg in n.targets for t in ast.walk(tg) if isinstance(t, ast.Name)
-                            and not t.id.startswith("_av_irow")}   # (a row's clone: _inner_row_stores)
+                            and not t.id.startswith(ROW_CLONE)}   # (a row's clone: _inner_row_stores)
             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and mentions(n.value):
                 # (`t *= i`: the name becomes arithmetic of the index, in whatever type it held)
                 if floaty(n.target) or not isinstance(n.op, (ast.Add, ast.Sub, ast.Mult)):

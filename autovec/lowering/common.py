@@ -27,7 +27,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from ..analysis import names as nm
-from ..analysis.loops import FILL, OWN, ROW_FIT, match_subscript, match_subscript_nest
+from ..analysis.loops import FILL, OWN, ROW_CLONE, ROW_FIT, match_subscript, match_subscript_nest
 from ..codegen import expr, set_lines, template
 from ..plan import LoopPlan, einsum_letters, indexed
 
@@ -160,7 +160,7 @@ class _Fills(ast.NodeTransformer):
         node = self.generic_visit(node)
         t = node.targets[0] if len(node.targets) == 1 else None
         if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and _may_be_mask(t.slice) \
-                and not t.value.id.startswith("_av_irow"):     # (an outer row's clone: analysis._inner_row_stores)
+                and not t.value.id.startswith(ROW_CLONE):     # (an outer row's clone: analysis._inner_row_stores)
             # `_av_pv = v; _av_pk = mask; if not AV.masked_put(r, _av_pk, _av_pv): r[_av_pk] = _av_pv`:
             # the value and the index evaluated once, in Python's order; a store that is no
             # masked fill stays the user's own statement
@@ -270,8 +270,7 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
     if convert:
         from .ifconvert import convert as ifconvert
         ref_stmts = [_Unitems(av).visit(copy.deepcopy(s)) for s in stmts]
-        # (a plain scatter's value is stored as a store's is: scatter_prep converts each one)
-        lenient = {o.marker for o in plan.outputs if o.kind == "store" or o.kind == "scatter" and not o.op}
+        lenient = {o.marker for o in plan.outputs if o.converts_each}
         known = set(params) | set(plan.free)
         stmts, masks, env, branches = ifconvert(stmts, _varying(plan), known, namer, av, all_markers, lenient)
         ref = template("def _av_REF(): pass", _av_REF=name + "_ref")[0]

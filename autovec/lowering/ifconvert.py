@@ -16,6 +16,7 @@ import ast
 import copy
 
 from ..analysis import names as nm
+from ..analysis.loops import row_clone_store
 
 
 class _Renamer(ast.NodeTransformer):
@@ -138,8 +139,7 @@ def _convert(stmts, cond, env, masks, varying, ctx):
         s = _replace_ifexps(s, varying, env, namer, av, out, ctx.branches)
         if cond is not None:
             s = _GuardIndexes(cond, varying, av).visit(s)
-            if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Subscript) \
-                    and isinstance(s.targets[0].value, ast.Name) and s.targets[0].value.id.startswith("_av_irow"):
+            if row_clone_store(s):
                 # a store into an outer row's clone under a condition (analysis._inner_row_stores):
                 # where it is off, the element's own value again (setitem converts either side)
                 t = s.targets[0]
@@ -291,9 +291,7 @@ def _replace_ifexps(s, varying, env, namer, av, out, branches=None):
             return ast.copy_location(_call(av, "where", [cond, node.body, node.orelse, ast.Constant(not whole)]), node)
     # the whole value stored into an outer row's clone by an inner loop (analysis._inner_row_stores):
     # setitem converts either side, as the store of a marker does (a lenient where)
-    lenient_value = s.value if isinstance(s, ast.Assign) and len(s.targets) == 1 \
-        and isinstance(s.targets[0], ast.Subscript) and isinstance(s.targets[0].value, ast.Name) \
-        and s.targets[0].value.id.startswith("_av_irow") and isinstance(s.value, ast.IfExp) else None
+    lenient_value = s.value if row_clone_store(s) and isinstance(s.value, ast.IfExp) else None
     return T().visit(s)
 
 
