@@ -423,6 +423,7 @@ def _sig(v):
     return entry
 
 
+_MAX_SIGNATURES = 64    # per loop: past these, a new signature runs the loop (see _guard)
 _IDENT_SIGS: dict = {}      # id -> (weak reference, signature entry) of objects in signatures by identity
 
 
@@ -643,6 +644,7 @@ class FunctionRuntime:
         self.vmap_types_ok: set = set()   # (loop id, signature) whose types vmap keeps as the loop (Token._vmap)
         self.succeeded: set = set()       # (loop id, signature) seen working
         self.sig_ids: dict = {}           # (loop id, signature tuple) -> the small int that stands for it
+        self.sig_counts: dict = {}        # loop id -> how many signatures it has met (_MAX_SIGNATURES)
         self.bcast: dict = {}             # (loop id, signature, tag) -> how the slices broadcast
         self.nest_dims: dict = {}         # loop id -> vmap in_dims per level of each indexed tensor
         self.batchable: dict = {}         # (loop id, tag) -> (body def, runtime name) with a possible batched form
@@ -1383,6 +1385,14 @@ class FunctionRuntime:
         key = (loop_id, tuple(sig))
         sid = self.sig_ids.get(key)
         if sid is None:
+            made = self.sig_counts[loop_id] = self.sig_counts.get(loop_id, 0) + 1
+            if made > _MAX_SIGNATURES:
+                # objects signed by identity (a module, a helper object) made anew for each call:
+                # each new one would build its batched body again (milliseconds for a model) and
+                # keep its per-signature caches for good
+                raise GuardFailed(f"the loop met {_MAX_SIGNATURES} signatures (a model or another object passed in "
+                                  "is made anew for each call, and is part of the signature by its identity): "
+                                  "the loop runs from now on")
             sid = self.sig_ids[key] = len(self.sig_ids)
         # a body whose batch over every row failed (`cross_entropy` of a label -1 the condition
         # skips): its condition first, then the body on the kept rows alone, as under grad
@@ -2200,7 +2210,8 @@ class FunctionRuntime:
             k = int(mask.sum())
             if not k:
                 return _UNCHANGED
-            s = int(o[0].item()) * k
+            base = o._base      # (bcast's expanded constant: its one element, without indexing)
+            s = int(base.item() if base is not None and base.dim() == 0 else o[0].item()) * k
             if isinstance(acc, torch.Tensor) and inplace:
                 return s
             return acc + s if op == "+" else acc - s
@@ -3505,8 +3516,8 @@ def _let_go(t, fill):
     The express takes the stand-in as the output (its token's `released`); where it does not
     answer, taken_back makes the loop's tensor again, from the metadata and fill. A stand-in is
     a meta tensor with the fill as its attribute `_av_fill` (which no other tensor has)."""
-    if type(t) is not torch.Tensor or not t.is_cpu or t.layout is not torch.strided or t._is_view() \
-            or t.numel() * t.element_size() < _RELEASE_FLOOR or not t.is_contiguous():
+    if type(t) is not torch.Tensor or t.layout is not torch.strided or t.numel() * t.element_size() < _RELEASE_FLOOR \
+            or not t.is_cpu or t._is_view() or not t.is_contiguous():
         return t
     standin = torch.empty_like(t, device="meta", requires_grad=t.requires_grad)   # (contiguous: its strides)
     standin._av_fill = fill

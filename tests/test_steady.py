@@ -752,3 +752,25 @@ def test_calls_whose_cached_mode_fails_are_timed_and_settle_on_the_loop(monkeypa
         torch.set_num_threads(threads)
     (d,) = f._autovec_state.runtime.decisions.values()
     assert d.final and not d.vec
+
+
+def per_sample_model(model, x):
+    out = []
+    for k in range(x.shape[0]):
+        out.append(model(x[k]))
+    return torch.stack(out)
+
+
+def test_a_model_made_anew_for_each_call_stops_making_signatures(vectorize):
+    # a module is part of the signature by its identity: one made anew for each call is a new
+    # signature each time, with its batched body written again; past rt_mod._MAX_SIGNATURES the
+    # loop runs as written, and the per-signature caches stop growing
+    fast = autovec(per_sample_model)
+    x = torch.randn(5, 4)
+    for k in range(rt_mod._MAX_SIGNATURES + 6):
+        model = torch.nn.Linear(4, 3)
+        torch.testing.assert_close(fast(model, x), per_sample_model(model, x), rtol=0, atol=0)
+    rt = fast._autovec_state.runtime
+    assert len(rt.sig_ids) == rt_mod._MAX_SIGNATURES
+    ex = explain(fast, torch.nn.Linear(4, 3), x)
+    assert ex.path == "python" and any("made anew for each call" in note for note in ex.notes)
