@@ -2248,7 +2248,11 @@ class FunctionRuntime:
             return out
         if py:
             if o.dim() != 1:
-                raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)")
+                # one Python number per iteration is one element per row (`row.item()` of rows of
+                # shape (1,)); `.item()` of a row with several elements raises in the loop
+                if o.dim() == 0 or o[0].numel() != 1:
+                    raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)", data=True)
+                o = o.reshape(o.shape[0])
             _sums_in_range(o, acc, _narrowest(acc, o))
             s = cls._pysum(o)
             if o.dtype == torch.bool:

@@ -199,3 +199,29 @@ def test_an_item_of_a_loop_invariant_tensor_is_the_loops_python_number(dtype):
     for _ in range(3):
         _same(scale_by_first(w, x), fast(w, x))
     assert _ran(fast) == {"batched"}
+
+
+def item_total(x):
+    s = 0
+    for row in x:
+        s += row.item()
+    return s
+
+
+@pytest.mark.parametrize("shape,dtype", [((40, 1), torch.float32), ((40, 1, 1), torch.float64),
+                                         ((40, 1), torch.int64), ((1, 1), torch.float32)])
+def test_item_of_rows_of_one_element_is_summed(shape, dtype):
+    # each row of shape (1,) or (1, 1) holds one element: `.item()` reads it, as of a 0-d row
+    x = (torch.randn(shape) * 100).to(dtype)
+    fast = autovec(item_total)
+    _same(item_total(x), fast(x))
+    assert _ran(fast) == {"batched"}
+
+
+def test_item_of_rows_of_several_elements_raises_as_the_loop():
+    x = torch.randn(5, 2)
+    with pytest.raises(RuntimeError) as want:
+        item_total(x)
+    with pytest.raises(RuntimeError) as got:
+        autovec(item_total)(x)
+    assert str(got.value) == str(want.value)
