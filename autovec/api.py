@@ -242,6 +242,9 @@ class FunctionState:
         self.runtime.xp_specs = {info.plan.loop_id: low.express for info, low in pieces if low.express != ()}
         self.runtime.ops = {info.plan.loop_id: _count_ops(info.plan) for info, _ in pieces}
         self.runtime.units = {info.plan.loop_id: cost.output_units(info.plan) for info, _ in pieces}
+        numbers = {info.plan.loop_id: cost.number_ops(info.plan, _numbers_before(cap.tree, info.plan.lineno))
+                   for info, _ in pieces}
+        self.runtime.number_ops = {k: v for k, v in numbers.items() if v}
         self.runtime.strict = self.strict
         self.runtime.memory_budget = self.memory_budget
         self.rewritten_source = ast.unparse(rw.display)
@@ -394,6 +397,24 @@ def _count_ops(plan) -> int:
         for node in ast.walk(ast.parse(text)):
             n += isinstance(node, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript))
     return max(n, 1)
+
+
+def _numbers_before(tree, lineno) -> frozenset:
+    """Names the function binds to Python numbers before line `lineno` (`avg = 0.0`, `tp = 0`,
+    `npos = labels.sum().item()`), as its last binding before that line: what the cost model
+    takes a loop's running values to be (cost.number_ops; only an estimate)."""
+    found: dict = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and node.lineno < lineno and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            v = node.value
+            num = isinstance(v, ast.Constant) and type(v.value) in (int, float) or \
+                isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "item" \
+                or isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in ("int", "float", "len")
+            prev = found.get(node.targets[0].id)
+            if prev is None or prev[0] < node.lineno:
+                found[node.targets[0].id] = (node.lineno, num)
+    return frozenset(k for k, (_, num) in found.items() if num)
 
 
 def _reach_tests(plan):

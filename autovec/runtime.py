@@ -645,6 +645,7 @@ class FunctionRuntime:
         self.succeeded: set = set()       # (loop id, signature) seen working
         self.sig_ids: dict = {}           # (loop id, signature tuple) -> the small int that stands for it
         self.sig_counts: dict = {}        # loop id -> how many signatures it has met (_MAX_SIGNATURES)
+        self.number_ops: dict = {}        # loop id -> cost.number_ops: operations on Python numbers (_refined)
         self.bcast: dict = {}             # (loop id, signature, tag) -> how the slices broadcast
         self.nest_dims: dict = {}         # loop id -> vmap in_dims per level of each indexed tensor
         self.batchable: dict = {}         # (loop id, tag) -> (body def, runtime name) with a possible batched form
@@ -914,6 +915,11 @@ class FunctionRuntime:
     def guard(self, pending, mapped, free, calls, writes):
         """A Token when the loop may run vectorized for these values, else None."""
         loop_id, m = pending[0], pending[1]
+        if loop_id in self.number_ops and (pending[10] is not None or pending[11] is not None
+                                           and not pending[11].refined):
+            pending = self._refined(pending, free)
+            if pending is None:
+                return None
         mine = self.lanes.get(loop_id)
         if mine is not None:
             for lane in mine:      # (the steady state: this loop's guard written out per signature)
@@ -949,6 +955,35 @@ class FunctionRuntime:
             if d is not None:
                 d.vectorized_failed()
             return self._refuse(loop_id, m.plan, e)
+
+    def _refined(self, pending, free):
+        """`pending` with the cost model's loop re-estimated from this call's values (operations on
+        Python numbers cost a few tens of nanoseconds, not a torch operation's microsecond:
+        cost.refine_python), once per bucket before any of its calls is timed; None where the loop
+        is now the choice. explain's call (an estimate, no decision) raises with the estimate."""
+        loop_id, m, n, est, d = pending[0], pending[1], pending[6], pending[10], pending[11]
+        lists = sum(1 for s in pending[4] if type(s) in (list, tuple))
+        base = est if est is not None else self._estimate(loop_id, m, n, lists)
+        new = cost.refine_python(base, n, self.ops.get(loop_id, 1), self.number_ops[loop_id],
+                                 dict(zip(m.plan.free, free)), self.kind)
+        if d is not None:
+            if new is base:
+                d.refined = True
+            else:
+                d.refine(new, n)
+            if d.choose():
+                return pending
+            self.py_clock[loop_id] = (_clock(), n, d)    # (timed by python_ran, as begin's choice)
+            return None
+        known = self.decisions.get((loop_id, n.bit_length()))
+        if new is base or known is not None and known.final or cost.min_trip(m.strategy) is not None:
+            return pending
+        if not cost.worth(m.strategy, n, new):
+            self._note(loop_id, "estimate", "", new)
+            raise GuardFailed(f"{n} iteration(s): the cost model expects the Python loop to be faster (its "
+                              "operations on Python numbers are cheap: about "
+                              f"{new['python'] * 1e6:.0f} us against {new['vectorized'] * 1e6:.0f} us)", cost=True)
+        return pending[:10] + (new,) + pending[11:]
 
     def _has_select(self, loop_id) -> bool:
         """Whether the loop's condition has a body of its own (lowering.common._select_code)."""

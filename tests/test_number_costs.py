@@ -1,0 +1,120 @@
+"""The cost model prices a loop's operations on Python numbers (`beta * avg`, `tp / (rank + 1)`,
+`.item()`) at what they cost in the interpreter, tens of nanoseconds, not a torch operation's
+microsecond: estimated as torch operations, a metrics loop over `.item()` values looked twelve
+times slower than it is, and ran vectorized at twice the loop's time (probeA's EMA meter and
+average precision). Which names hold numbers is read from the call's values (loop-invariant
+names) and from the function's bindings before the loop (running values)."""
+import json
+
+import pytest
+import torch
+
+from autovec import autovec, cost, explain
+
+
+@pytest.fixture
+def costs(monkeypatch, tmp_path):
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps({"py_iter": 0.2e-6, "py_op": 1.2e-6, "op": 3e-6, "own_op": 2.5e-6, "vmap_call": 10e-6,
+                                "byte_hot": 0.05e-9, "byte_fresh": 0.5e-9}))
+    monkeypatch.setenv("AUTOVEC_COSTS", str(path))
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    monkeypatch.setattr(cost, "_constants", None)
+    yield
+    monkeypatch.setattr(cost, "_constants", None)
+
+
+def ema_meter(losses, beta):
+    avg = 0.0
+    out = []
+    for i, l in enumerate(losses):
+        avg = beta * avg + (1 - beta) * l.item()
+        out.append(avg / (1 - beta ** (i + 1)))
+    return out
+
+
+def average_precision(scores, labels):
+    order = torch.argsort(scores, descending=True)
+    tp = 0
+    ap = 0.0
+    npos = labels.sum().item()
+    for rank, idx in enumerate(order):
+        if labels[idx]:
+            tp += 1
+            ap += tp / (rank + 1)
+    return ap / max(npos, 1)
+
+
+def scaled_rows(x, s):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] * s + i)
+    return torch.stack(out)
+
+
+def _plan(fn, *args):
+    fast = autovec(fn)
+    fast(*args)
+    rt = fast._autovec_state.runtime
+    (m,) = rt.matches.values()
+    return rt, m
+
+
+def test_operations_on_numbers_are_listed_with_the_free_names_they_need():
+    rt, m = _plan(ema_meter, torch.rand(8), 0.9)
+    entries = rt.number_ops[m.plan.loop_id]
+    # `(1 - beta) * l.item()` and `beta ** (i + 1)` read `beta`: numbers where it is one
+    assert ("number", frozenset({"beta"})) in entries
+    # `l.item()` converts a row: a conversion whatever beta is
+    assert ("convert", frozenset()) in entries
+    # running values bound to numbers before the loop count as numbers
+    rt, m = _plan(average_precision, torch.randn(8), torch.rand(8) < 0.5)
+    entries = rt.number_ops[m.plan.loop_id]
+    assert entries.count(("number", frozenset())) >= 3     # `tp / (rank + 1)`, `1 * int(..)`, `int(..)`
+    assert ("convert", frozenset()) in entries              # `bool(labels[idx])`
+
+
+def test_a_loop_of_tensor_operations_has_none():
+    rt, m = _plan(scaled_rows, torch.randn(4, 3), torch.randn(3))
+    assert m.plan.loop_id not in rt.number_ops or all(
+        names == {"s"} for _, names in rt.number_ops[m.plan.loop_id])
+
+
+def test_the_loop_is_estimated_cheaper_when_the_names_hold_numbers(costs):
+    x = torch.rand(300)
+    as_number = explain(ema_meter, x, 0.9).estimate
+    as_tensor = explain(ema_meter, x, torch.tensor(0.9)).estimate
+    assert as_number["python"] < as_tensor["python"] / 3
+
+
+def test_a_cheap_loop_of_numbers_is_kept_by_the_estimate(costs):
+    # 4 iterations of number arithmetic: the refined estimate picks the loop at once
+    x = torch.rand(4)
+    ex = explain(ema_meter, x, 0.9)
+    assert ex.path == "python" and any("Python numbers are cheap" in n or "faster" in n for n in ex.notes)
+    assert autovec(ema_meter)(x, 0.9) == pytest.approx(ema_meter(x, 0.9))
+
+
+def test_refine_python_counts_each_class():
+    est = {"python": 1.0, "vectorized": 0.5}
+    entries = (("number", frozenset({"a"})), ("convert", frozenset()), ("number", frozenset()))
+    c = cost.constants("cpu")
+    got = cost.refine_python(est, 10, 5, entries, {"a": 2.0})
+    cheap = 2 * (1 - cost._NUMBER_OP) + (1 - cost._CONVERT_OP)
+    assert got["python"] == pytest.approx(10 * (c["py_iter"] + (5 - cheap) * c["py_op"]))
+    # `a` a tensor: its operation costs a whole op
+    got = cost.refine_python(est, 10, 5, entries, {"a": torch.tensor(2.0)})
+    cheap = (1 - cost._NUMBER_OP) + (1 - cost._CONVERT_OP)
+    assert got["python"] == pytest.approx(10 * (c["py_iter"] + (5 - cheap) * c["py_op"]))
+    assert cost.refine_python(est, 10, 5, (), {}) is est
+
+
+def test_a_decision_is_refined_once_and_only_before_any_timing():
+    d = cost.Decision({"python": 1.0, "vectorized": 0.01}, 100)
+    assert d.final is False and d.probe and d.vec
+    d.refine({"python": 0.02, "vectorized": 0.01}, 100)
+    assert d.refined and d.vec and not d.final and not d.probe     # not clear-cut now: both timed
+    d2 = cost.Decision({"python": 1.0, "vectorized": 0.01}, 100)
+    d2.vectorized_ran(0.02, 100)
+    d2.refine({"python": 0.001, "vectorized": 0.01}, 100)
+    assert d2.refined and d2.vec                                    # timed already: kept
