@@ -930,7 +930,7 @@ class _Helpers:
     @staticmethod
     def bcast(v, sizes):
         """A value the same in every iteration, as a batch (what vmap returns for it)."""
-        t = v if isinstance(v, torch.Tensor) else _constant_tensor(v)
+        t = v if isinstance(v, torch.Tensor) else _as_tensor(v)
         return t.expand(*sizes, *t.shape)
 
     @staticmethod
@@ -1103,26 +1103,6 @@ class _EvenExtreme(torch.autograd.Function):
         mask = torch.where(value.isnan(), x.isnan(), x == value)
         share = grad / mask.sum(ctx.dims, keepdim=True)
         return torch.where(mask, share, torch.zeros((), dtype=share.dtype, device=share.device)), None, None
-
-
-_CONSTANTS: dict = {}    # (type, value) -> the 0-d tensor of a small Python int or bool (bcast)
-
-
-def _constant_tensor(v):
-    """runtime._as_tensor(v), kept for a small int or bool (a tensor costs a microsecond to make;
-    `if c: hits += 1` batches the 1 on every call). Only read as a batch, never written: its
-    version counter is checked, and one made in inference mode is not kept (it could not be
-    saved for a backward outside it)."""
-    if type(v) is int and -256 <= v <= 256 or type(v) is bool:
-        key = (type(v), v)
-        t = _CONSTANTS.get(key)
-        if t is not None and t._version == 0:
-            return t
-        t = _as_tensor(v)
-        if not torch.is_inference_mode_enabled():
-            _CONSTANTS[key] = t
-        return t
-    return _as_tensor(v)
 
 
 def _as_tensor(v):
