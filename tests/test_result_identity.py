@@ -360,3 +360,22 @@ def test_kept_results_are_laid_out_as_the_loop_s(fn, x):
     got, want = autovec(fn)(x), fn(x)
     for a, b in zip(got, want):
         assert torch.equal(a, b) and a.stride() == b.stride() and a._base is None
+
+
+def constant_rows(n):
+    out = torch.empty(n, dtype=torch.long)
+    for i in range(n):
+        out[i] = 1
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_two_calls_never_share_an_outputs_memory(n):
+    # a constant's batch is one element expanded; at one row it is contiguous and the fresh output
+    # may take it without a copy: it must be new memory on every call (b4c6f31 kept the constant
+    # between calls, and the second call's result changed with the first)
+    fast = autovec(constant_rows)
+    a, b = fast(n), fast(n)
+    assert a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr()
+    a += 5
+    assert b.tolist() == constant_rows(n).tolist()
