@@ -124,7 +124,8 @@ class FunctionState:
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
         merged_branch_stores(cap)   # `if c: out[k] = a else: out[k] = b` as `out[k] = a if c else b`
         triangles = rectangular_nests(cap)   # `for j in range(i + 1, n)` as a masked rectangle
-        triangles += element_views(cap)      # `for row in x: row -= ..` as `x[k] -= ..` over range(len(x))
+        views = element_views(cap)           # `for row in x: row -= ..` as `x[k] -= ..` over range(len(x))
+        triangles += views
         triangles += strided_indices(cap, [loop for loop, _ in triangles])   # `x[2 * i]` as `x[j]`, j by 2
         carried = stored_recurrences(cap)    # `out[t] = .. out[t - 1]` as a running value `out_prev`
         # (none of the loops moved above, nor a loop around or inside one: each of those goes back
@@ -245,6 +246,10 @@ class FunctionState:
         numbers = {info.plan.loop_id: cost.number_ops(info.plan, _numbers_before(cap.tree, info.plan.lineno))
                    for info, _ in pieces}
         self.runtime.number_ops = {k: v for k, v in numbers.items() if v}
+        # loops that update a tensor's elements in place as the loop walks it: under autograd the
+        # loop's elements are views from unbind, which in-place methods raise on (FunctionRuntime.guard)
+        at = {(loop.lineno, loop.col_offset) for loop, _ in views}
+        self.runtime.element_views = frozenset(info.plan.loop_id for info, _ in pieces if (info.lineno, info.col) in at)
         self.runtime.strict = self.strict
         self.runtime.memory_budget = self.memory_budget
         self.rewritten_source = ast.unparse(rw.display)

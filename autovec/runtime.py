@@ -646,6 +646,7 @@ class FunctionRuntime:
         self.sig_ids: dict = {}           # (loop id, signature tuple) -> the small int that stands for it
         self.sig_counts: dict = {}        # loop id -> how many signatures it has met (_MAX_SIGNATURES)
         self.number_ops: dict = {}        # loop id -> cost.number_ops: operations on Python numbers (_refined)
+        self.element_views: frozenset = frozenset()   # loops rewritten from `for row in x` updating rows in place
         self.bcast: dict = {}             # (loop id, signature, tag) -> how the slices broadcast
         self.nest_dims: dict = {}         # loop id -> vmap in_dims per level of each indexed tensor
         self.batchable: dict = {}         # (loop id, tag) -> (body def, runtime name) with a possible batched form
@@ -915,6 +916,14 @@ class FunctionRuntime:
     def guard(self, pending, mapped, free, calls, writes):
         """A Token when the loop may run vectorized for these values, else None."""
         loop_id, m = pending[0], pending[1]
+        if loop_id in self.element_views and torch.is_grad_enabled() and (
+                _any_grad(m[0] for m in mapped) or _any_grad(free) or _any_grad(w[1] for w in writes)):
+            # `for row in x: row.mul_(2)`: the loop's rows are views unbind made, and an in-place
+            # method on one raises under autograd (its tensor or an operand requiring grad); the
+            # rewrite's `x[k].mul_(2)` would not: the loop runs, and raises
+            return self._refuse(loop_id, m.plan, GuardFailed(
+                "in-place updates of the rows a loop over a tensor gives, under autograd (iterating a tensor gives "
+                "views that in-place methods raise on there): the loop runs"))
         if loop_id in self.number_ops and (pending[10] is not None or pending[11] is not None
                                            and not pending[11].refined):
             pending = self._refined(pending, free)

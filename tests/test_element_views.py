@@ -146,3 +146,97 @@ def test_a_loop_that_is_not_rewritten_goes_back_as_written(capsys):
     torch.testing.assert_close(out, y * 2)
     assert capsys.readouterr().out == "0.0\n1.0\n"
     assert explain(printed, [1.0, 2.0], y).path == "vectorized"
+
+
+def scale_nonleaf(x):
+    y = x * 1
+    for row in y:
+        row.mul_(2)
+    return y
+
+
+def add_operand(x, w):
+    for row in x:
+        row.add_(w)
+    return x
+
+
+@pytest.mark.parametrize("fn, args", [
+    (scale_nonleaf, lambda: (torch.randn(4, 3, requires_grad=True),)),          # (a row of a tensor that requires grad)
+    (add_operand, lambda: (torch.randn(4, 3), torch.randn(3, requires_grad=True))),   # (an operand that does)
+])
+def test_in_place_updates_of_rows_under_autograd_raise_as_the_loop(fn, args):
+    # iterating a tensor gives unbind's views, which in-place methods raise on under autograd;
+    # `x[k].mul_(2)` would not: the loop runs (and raises), found by probing the zip form
+    with pytest.raises(RuntimeError) as want:
+        fn(*args())
+    with pytest.raises(RuntimeError) as got:
+        autovec(fn)(*args())
+    assert str(got.value) == str(want.value)
+    with torch.no_grad():           # (without autograd the rows are plain views: vectorized)
+        torch.manual_seed(0)
+        a = args()
+        torch.manual_seed(0)
+        b = args()
+        fast = autovec(fn)
+        torch.testing.assert_close(fast(*b), fn(*a))
+        assert explain(fast, *args()).path == "vectorized"
+
+
+def normalize_channels(tensor, mean, std):
+    for t, m, s in zip(tensor, mean, std):
+        t.sub_(m).div_(s)
+    return tensor
+
+
+def shift_both(a, b):
+    for x, y in zip(a, b):
+        x.mul_(2)
+        y.add_(x)
+    return a, b
+
+
+@pytest.mark.parametrize("args", [
+    lambda: (torch.randn(3, 4, 4), torch.randn(3), torch.rand(3) + 0.5),
+    lambda: (torch.randn(3, 4, 4), [0.485, 0.456, 0.406], (0.229, 0.224, 0.225)),    # (torchvision's lists)
+    lambda: (torch.randn(5, 4), torch.randn(3), torch.rand(4) + 0.5),                # (zip stops at the shortest)
+    lambda: (torch.randn(4, 4, 3).permute(2, 0, 1), torch.randn(3), torch.rand(3) + 0.5),
+    lambda: (torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4), torch.rand(3, 4) + 0.5),
+    lambda: (torch.randint(0, 9, (3, 4)), [1, 2, 3], [1, 1, 1]),                      # (int rows: the loop raises)
+    lambda: (torch.randn(3, 4), {0: 1.0, 1: 2.0, 2: 3.0}, [1.0, 1.0, 1.0]),            # (a dict: keys, not values)
+    lambda: (torch.randn(3, 4), "abc", [1.0, 1.0, 1.0]),                               # (a string: the loop raises)
+])
+def test_zipped_elements_updated_in_place(args):
+    torch.manual_seed(0)
+    a = args()
+    torch.manual_seed(0)
+    b = args()
+    try:
+        want = normalize_channels(*a)
+    except Exception as e:   # noqa: BLE001
+        with pytest.raises(type(e)) as got:
+            autovec(normalize_channels)(*b)
+        assert str(got.value) == str(e)
+        return
+    got = autovec(normalize_channels)(*b)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert got is b[0]
+
+
+def test_zip_of_torchvision_normalize_is_vectorized():
+    x = torch.randn(3, 8, 8)
+    assert explain(normalize_channels, x, torch.randn(3), torch.rand(3) + 0.5).path == "vectorized"
+    # zip stops at the shortest source: the rows of the others past it are never read
+    assert explain(normalize_channels, torch.randn(5, 4), torch.randn(3), torch.rand(4) + 0.5).path == "vectorized"
+
+
+@pytest.mark.parametrize("same", [False, True])
+def test_two_zipped_elements_updated(same):
+    a = torch.randn(4, 3)
+    b = a if same else torch.randn(4, 3)
+    a2 = a.clone()
+    b2 = a2 if same else b.clone()
+    shift_both(a, b)
+    autovec(shift_both)(a2, b2)
+    torch.testing.assert_close(a2, a, rtol=0, atol=0)
+    torch.testing.assert_close(b2, b, rtol=0, atol=0)

@@ -298,7 +298,9 @@ def element_views(cap: Captured) -> list:
     """`for row in x: row -= row.mean()` (or `row.mul_(2).clamp_(-1, 1)`): in-place updates of
     the loop's element, which is a view of x's row when x is a tensor. Planned as
     `for k in range(len(x)): x[k] -= x[k].mean()`, the same iterations on the same rows, whose
-    stores the planner takes. The loop as written stays the fallback (`_av_original`): for a
+    stores the planner takes; `for t, m in zip(x, mean): t.sub_(m)` as `x[k].sub_(mean[k])` over
+    `range(min(len(x), len(mean)))`. Under autograd the loop's rows are unbind's views, which
+    in-place methods raise on: the runtime runs the loop there (FunctionRuntime.element_views). The loop as written stays the fallback (`_av_original`): for a
     list, a generator or anything else the rewrite's guard refuses, it runs as written, and
     where the rewritten loop is not vectorized it goes back into the tree (api). Only where
     that is exact: the iterable a plain name the loop never assigns, the element updated in
@@ -312,33 +314,56 @@ def element_views(cap: Captured) -> list:
         found, obj = cap.lookup(name)
         if not (found and obj is {"range": range, "len": len}[name]):
             return []
+    # `for t, m, s in zip(x, mean, std): t.sub_(m).div_(s)` (torchvision's normalize) too, where
+    # `zip` and `min` are the builtins: `for k in range(min(len(x), len(mean), len(std)))`, each
+    # element `src[k]` (zip stops at the shortest; its elements are what indexing gives for a
+    # tensor, a list or a tuple, and anything else the guard refuses: the loop as written runs)
+    zipped = all(n not in local and cap.lookup(n) == (True, {"zip": zip, "min": min}[n]) for n in ("zip", "min"))
     out = []
     for loop in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
-        if loop.orelse or not isinstance(loop.target, ast.Name) or not isinstance(loop.iter, ast.Name):
+        if loop.orelse:
             continue
-        row, x = loop.target.id, loop.iter.id
-        if row == x or not any(_updates(st, row) for st in loop.body):
+        if isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Name):
+            pairs = [(loop.target.id, loop.iter.id)]
+        elif zipped and isinstance(loop.target, ast.Tuple) and isinstance(loop.iter, ast.Call) \
+                and isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "zip" and not loop.iter.keywords \
+                and len(loop.iter.args) == len(loop.target.elts) >= 2 \
+                and all(isinstance(e, ast.Name) for e in loop.target.elts + loop.iter.args):
+            pairs = [(e.id, a.id) for e, a in zip(loop.target.elts, loop.iter.args)]
+        else:
+            continue
+        rows = [row for row, _ in pairs]
+        sources = {x for _, x in pairs}
+        if len(set(rows)) != len(rows) or sources & set(rows):
+            continue
+        updated = {row for row in rows if any(_updates(st, row) for st in loop.body)}
+        if not updated:
             continue
         inside = {id(n) for n in ast.walk(loop)}
-        if any(isinstance(n, ast.Name) and n.id == row and id(n) not in inside for n in ast.walk(cap.tree)):
-            continue     # (the element read before or after the loop: the rewrite would not bind it)
+        if any(isinstance(n, ast.Name) and n.id in rows and id(n) not in inside for n in ast.walk(cap.tree)):
+            continue     # (an element read before or after the loop: the rewrite would not bind it)
         stores = [n for st in loop.body for n in ast.walk(st) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
-        allowed = {id(st.target) for st in loop.body if isinstance(st, ast.AugAssign)}
-        if any(n.id == x or n.id == row and id(n) not in allowed for n in stores):
+        allowed = {id(st.target) for st in loop.body if isinstance(st, ast.AugAssign)
+                   and isinstance(st.target, ast.Name) and st.target.id in updated}
+        if any(n.id in sources or n.id in rows and id(n) not in allowed for n in stores):
             continue
         if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Global,
                               ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr, ast.comprehension))
                for st in loop.body for n in ast.walk(st)):
             continue
-        k = f"{row}_index{loop.lineno}_{loop.col_offset}"    # (not `_av_`: reserved for user code's check)
+        k = f"{rows[0]}_index{loop.lineno}_{loop.col_offset}"    # (not `_av_`: reserved for user code's check)
         if k in local:
             continue
         original = copy.deepcopy(loop)
-        loop.body = [_RowToIndex(row, x, k).visit(st) for st in loop.body]
+        for row, x in pairs:
+            loop.body = [_RowToIndex(row, x, k).visit(st) for st in loop.body]
         loop.target = ast.copy_location(ast.Name(k, ast.Store()), loop.target)
-        loop.iter = ast.copy_location(ast.Call(func=ast.Name("range", ast.Load()), args=[
-            ast.Call(func=ast.Name("len", ast.Load()), args=[ast.Name(x, ast.Load())], keywords=[])], keywords=[]),
-            loop.iter)
+        lengths = [ast.Call(func=ast.Name("len", ast.Load()), args=[ast.Name(x, ast.Load())], keywords=[])
+                   for _, x in pairs]
+        bound = lengths[0] if len(lengths) == 1 else ast.Call(func=ast.Name("min", ast.Load()), args=lengths,
+                                                              keywords=[])
+        loop.iter = ast.copy_location(ast.Call(func=ast.Name("range", ast.Load()), args=[bound], keywords=[]),
+                                      loop.iter)
         for n in ast.walk(loop.iter):
             ast.copy_location(n, original.iter)
         loop._av_original = original
