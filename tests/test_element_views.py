@@ -240,3 +240,49 @@ def test_two_zipped_elements_updated(same):
     autovec(shift_both)(a2, b2)
     torch.testing.assert_close(a2, a, rtol=0, atol=0)
     torch.testing.assert_close(b2, b, rtol=0, atol=0)
+
+
+def clip_boxes(boxes, w, h):
+    for box in boxes:
+        box[0::2].clamp_(0, w)
+        box[1::2].clamp_(0, h)
+    return boxes
+
+
+def first_coordinate(boxes, w):
+    for b in boxes:
+        b[0].clamp_(0, w)
+        b[-1] -= 1
+    return boxes
+
+
+@pytest.mark.parametrize("fn", [clip_boxes, first_coordinate])
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(40, 4) * 20,
+    lambda: (torch.randn(4, 40) * 20).t(),                       # (non-contiguous rows)
+    lambda: torch.randint(-30, 30, (40, 4)),                     # (int boxes, float bounds: the loop decides)
+    lambda: [torch.randn(4) * 20 for _ in range(5)],            # (a list of boxes: the loop as written)
+    lambda: torch.randn(40, 1),                                  # (too few coordinates: the loop raises)
+])
+def test_parts_of_rows_at_fixed_positions_updated_in_place(fn, make):
+    args = (10.0, 5.0) if fn is clip_boxes else (10.0,)
+    torch.manual_seed(0)
+    a = make()
+    torch.manual_seed(0)
+    b = make()
+    try:
+        fn(a, *args)
+    except Exception as e:   # noqa: BLE001
+        with pytest.raises(type(e)) as got:
+            autovec(fn)(b, *args)
+        assert str(got.value) == str(e)
+        return
+    autovec(fn)(b, *args)
+    if isinstance(a, list):
+        assert all(torch.equal(p, q) for p, q in zip(a, b))
+    else:
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+def test_box_clipping_is_vectorized():
+    assert explain(clip_boxes, torch.randn(40, 4), 10.0, 5.0).path == "vectorized"

@@ -373,16 +373,36 @@ def element_views(cap: Captured) -> list:
 
 def _updates(st, row: str) -> bool:
     """`row op= e`, or a statement that is a chain of in-place methods on `row` (`row.sub_(m)`,
-    `row.mul_(2).clamp_(-1, 1)`)."""
+    `row.mul_(2).clamp_(-1, 1)`), or either on a part of it at fixed positions (`box[0::2].
+    clamp_(0, w)`, `row[0] -= 1`: _fixed_part)."""
     if isinstance(st, ast.AugAssign):
-        return isinstance(st.target, ast.Name) and st.target.id == row
+        return _is_row(st.target, row)
     if not isinstance(st, ast.Expr):
         return False
     node = st.value
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_") \
             and not node.func.attr.startswith("_"):
         node = node.func.value
-    return node is not st.value and isinstance(node, ast.Name) and node.id == row
+    return node is not st.value and _is_row(node, row)
+
+
+def _is_row(node, row: str) -> bool:
+    """`row` itself, or a part of it at fixed positions (`row[0]`, `row[1:3]`, `row[0::2]`)."""
+    if isinstance(node, ast.Subscript) and _fixed_part(node.slice):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == row
+
+
+def _fixed_part(sl) -> bool:
+    """An index of constant ints and slices of them (`0`, `-1`, `1:3`, `0::2`, `0, 1:`): the same
+    positions of every row, so `x[k][sl]` of a tensor is `x[k, sl]`."""
+    def const(e):
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            e = e.operand
+        return isinstance(e, ast.Constant) and type(e.value) is int
+    parts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+    return bool(parts) and all(const(p) or isinstance(p, ast.Slice) and all(
+        q is None or const(q) for q in (p.lower, p.upper, p.step)) for p in parts)
 
 
 class _RowToIndex(ast.NodeTransformer):
@@ -400,6 +420,17 @@ class _RowToIndex(ast.NodeTransformer):
         if node.id == self.row:
             return self._sub(node, node.ctx if isinstance(node.ctx, ast.Load) else ast.Store())
         return node
+
+    def visit_Subscript(self, node):
+        # `row[0::2]` as `x[k, 0::2]`: the same view of a tensor's row (a list's row raises there,
+        # and the loop as written runs)
+        if isinstance(node.value, ast.Name) and node.value.id == self.row and _fixed_part(node.slice):
+            parts = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+            index = ast.copy_location(ast.Tuple([ast.copy_location(ast.Name(self.k, ast.Load()), node), *parts],
+                                                ast.Load()), node)
+            return ast.copy_location(ast.Subscript(value=ast.copy_location(ast.Name(self.x, ast.Load()), node),
+                                                   slice=index, ctx=node.ctx), node)
+        return self.generic_visit(node)
 
 
 def stored_recurrences(cap: Captured) -> list:
