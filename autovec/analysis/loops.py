@@ -2679,8 +2679,9 @@ def _check_stmt(s: ast.stmt, body: "_Body" = None, own_store: bool = False) -> N
     inner = body is not None and s in body.inner      # (an inner loop _inner_loop accepted)
     for n in ast.walk(s):
         if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target is not mine and not inner:
-            raise Refuse(f"`{src(n)}` at line {n.lineno} updates `{n.target.id}` in place (on a tensor that "
-                         "may be a slice of an input)", n.lineno)
+            raise Refuse(f"`{src(n)}` at line {n.lineno} updates `{n.target.id}` where the rewrite cannot follow "
+                         "it: not as a running total of the loop nor as a name the iteration binds first (were it a "
+                         "tensor, the update would be in place, on memory that may be an input's)", n.lineno)
         if body is not None and isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in body.indices:
             raise Refuse(f"the loop index `{n.id}` is reassigned at line {n.lineno}", n.lineno)
         for kind, why in _BLOCKING.items():
