@@ -130,6 +130,8 @@ class Output:
                               # keyword beyond dtype, device, requires_grad, memory_format);
                               # scatter: "0" where the target is a torch.zeros[_like] made right
                               # before the loop (its elements start +0.0)
+    none_start: bool = False  # best: `if best is None or v < best:` (the first iteration takes its value
+                              # when the loop starts from None: runtime best's `none_start`)
     row_part: bool = False    # scatter: a plain write into the loop's own row of a tensor the loop also
                               # stores that row of (`dist[i] = c; dist[i, y[i]] = v`, analysis._row_part):
                               # the guard lets the two writes meet, committed in the loop's order

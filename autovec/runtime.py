@@ -1374,7 +1374,9 @@ class FunctionRuntime:
                 if not isinstance(t, Tensor):
                     raise GuardFailed(f"torch.cat onto a {type(t).__name__}")
             elif kind == "best":
-                if not isinstance(t, _NUMBER_OR_TENSOR):
+                # (None: `if best is None or v > best:` from None, runtime best's none_start; a
+                # plain `v > best` against None raises there, and the loop runs and raises)
+                if not isinstance(t, _NUMBER_OR_TENSOR) and t is not None:
                     raise GuardFailed(f"the tracked best value is a {type(t).__name__}")
             elif kind == "accum":
                 if not isinstance(t, _NUMBER_OR_TENSOR):
@@ -2364,9 +2366,10 @@ class FunctionRuntime:
         return prepared
 
     @staticmethod
-    def best(best, o, op, py, payloads, tok=None, views=()):
+    def best(best, o, op, py, payloads, tok=None, views=(), none_start=False):
         """The loop's `if v op best: best = v (, payload = p)`: the first (strict op) or last
-        (`>=`, `<=`) extreme value among the iterations, if it beats the initial best. `views`:
+        (`>=`, `<=`) extreme value among the iterations, if it beats the initial best (with
+        `none_start`, `if best is None or v > best:` from None: the extreme itself). `views`:
         per value (the best, then each payload), whether it is a view of an input in the loop
         (`best = x[k]`): its batch must be one too (a reversed range's is a copy: the loop runs)."""
         if views:     # (values that are Python numbers in the loop, the index among them, are no views)
@@ -2398,9 +2401,10 @@ class FunctionRuntime:
             # the loop compares Python numbers: an int8 value against a start of 300, a float32
             # one against a double, without torch's cast of the start to the values' dtype
             cand = cand.item()
-        beats = {">": cand > best, ">=": cand >= best, "<": cand < best, "<=": cand <= best}[op]
-        if not bool(beats):
-            return None
+        if not (none_start and best is None):
+            beats = {">": cand > best, ">=": cand >= best, "<": cand < best, "<=": cand <= best}[op]
+            if not bool(beats):
+                return None
         value = cand
         out = [value]
         for p, ppy in payloads:

@@ -2514,8 +2514,16 @@ _OPS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<="}
 
 
 def _tracker(s: ast.If, body: _Body):
-    """`if v > best: best = v [; idx = k ...]` (no else): keep the best value and its payloads."""
+    """`if v > best: best = v [; idx = k ...]` (no else): keep the best value and its payloads.
+    Also `if best is None or v > best:` (the None test first: the loop's first iteration takes its
+    value where it starts from None, and no comparison with None is made)."""
     t = s.test
+    unset = None
+    if isinstance(t, ast.BoolOp) and isinstance(t.op, ast.Or) and len(t.values) == 2 \
+            and isinstance(t.values[0], ast.Compare) and len(t.values[0].ops) == 1 \
+            and isinstance(t.values[0].ops[0], ast.Is) and isinstance(t.values[0].left, ast.Name) \
+            and isinstance(t.values[0].comparators[0], ast.Constant) and t.values[0].comparators[0].value is None:
+        unset, t = t.values[0].left.id, t.values[1]
     if s.orelse or not (isinstance(t, ast.Compare) and len(t.ops) == 1 and type(t.ops[0]) in _OPS):
         return None
     left, right, op = t.left, t.comparators[0], type(t.ops[0])
@@ -2547,7 +2555,10 @@ def _tracker(s: ast.If, body: _Body):
         return None
     if any(best in nm.load_ids(v) or set(names) & nm.load_ids(v) for _, v in assigns):
         return None
-    return _best_output(s, body, best, value, _OPS[op], [(n, v) for n, v in assigns if n != best])
+    if unset is not None and unset != best:
+        return None
+    return _best_output(s, body, best, value, _OPS[op], [(n, v) for n, v in assigns if n != best],
+                        none_start=unset is not None)
 
 
 def _max_call(s: ast.stmt, body: _Body, ctx: Context):
@@ -2569,7 +2580,7 @@ def _max_call(s: ast.stmt, body: _Body, ctx: Context):
     return _best_output(s, body, best, value, ">" if s.value.func.id == "max" else "<", [], call=True)
 
 
-def _best_output(s, body: _Body, best: str, value, op: str, payloads, call: bool = False):
+def _best_output(s, body: _Body, best: str, value, op: str, payloads, call: bool = False, none_start: bool = False):
     value, pytype = _strip_item(value)
     marker = body.marker()
     stmts = [_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), s),
@@ -2582,7 +2593,7 @@ def _best_output(s, body: _Body, best: str, value, op: str, payloads, call: bool
         stmts.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=pm, ctx=ast.Store())], value=v2), s),
                               s.lineno))
     o = Output("best", best, src(value), s.lineno, op=op, marker=marker, pytype=pytype, payloads=tuple(pays),
-               consumer="builtin" if call else "")
+               consumer="builtin" if call else "", none_start=none_start)
     body.outputs.append((o, value))
     return stmts
 

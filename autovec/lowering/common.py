@@ -661,7 +661,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             shared = (_may_share(o.value, plan) and not o.pytype,) + tuple(
                 _may_share(p[2], plan) and not p[3] for p in o.payloads)
             views = f", {T}, {shared!r}" if any(shared) else ""
-            prepare += template(f"_av_P = _av_AV.best({o.target}, {ok}, {o.op!r}, {py}, {pays}{views})", _av_P=P, _av_AV=AV)
+            unset = ", none_start=True" if o.none_start else ""
+            prepare += template(f"_av_P = _av_AV.best({o.target}, {ok}, {o.op!r}, {py}, {pays}{views}{unset})",
+                                _av_P=P, _av_AV=AV)
             names = [o.target] + [p[0] for p in o.payloads]
             commit += template(f"if _av_P is not None:\n    {', '.join(names)}, = _av_P", _av_P=P)
             fn = "argmax" if o.op in (">", ">=") else "argmin"
