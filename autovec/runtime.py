@@ -2273,6 +2273,12 @@ class FunctionRuntime:
                 o = _select(o, mask)
                 if o.shape[0] == 0:
                     return _UNCHANGED
+        if py and o.dim() != 1:
+            # one Python number per iteration is one element per row (`row.item()` of rows of
+            # shape (1,)); `.item()` of a row with several elements raises in the loop
+            if o.dim() == 0 or o[0].numel() != 1:
+                raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)", data=True)
+            o = o.reshape(o.shape[0])
         if op == "*":
             return cls._product(acc, o, inplace, py)
         if op == "lse":
@@ -2293,12 +2299,6 @@ class FunctionRuntime:
                                   data=True)
             return out
         if py:
-            if o.dim() != 1:
-                # one Python number per iteration is one element per row (`row.item()` of rows of
-                # shape (1,)); `.item()` of a row with several elements raises in the loop
-                if o.dim() == 0 or o[0].numel() != 1:
-                    raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)", data=True)
-                o = o.reshape(o.shape[0])
             _sums_in_range(o, acc, _narrowest(acc, o))
             s = cls._pysum(o)
             if o.dtype == torch.bool:

@@ -225,3 +225,46 @@ def test_item_of_rows_of_several_elements_raises_as_the_loop():
     with pytest.raises(RuntimeError) as got:
         autovec(item_total)(x)
     assert str(got.value) == str(want.value)
+
+
+def item_product(x):
+    s = 1
+    for row in x:
+        s *= row.item()
+    return s
+
+
+def item_product_left(x):
+    s = -1
+    for row in x:
+        s = row.item() * s
+    return s
+
+
+def item_product_tensor(x):
+    s = torch.tensor(1.0)
+    for row in x:
+        s *= row.item()
+    return s
+
+
+@pytest.mark.parametrize("fn", [item_product, item_product_left, item_product_tensor])
+@pytest.mark.parametrize("make", [
+    lambda: torch.arange(1.0, 11.0).reshape(5, 2),       # (rows of two elements: the loop raises)
+    lambda: torch.tensor([[83]]),                         # (one int row)
+    lambda: torch.tensor([[2], [3], [-4]]),
+    lambda: torch.tensor([[2.0], [3.0]]).reshape(2, 1, 1),
+    lambda: torch.tensor([[3, 4]]),
+    lambda: torch.tensor([[1.5], [0.5]], dtype=torch.float16),
+])
+def test_item_products_over_rows_are_the_loops(fn, make):
+    # (probeB: the product took every element of rows of several, and a one-row int batch's
+    # list of values was multiplied as a list)
+    try:
+        want = fn(make())
+    except Exception as e:   # noqa: BLE001
+        with pytest.raises(type(e)) as got:
+            autovec(fn)(make())
+        assert str(got.value) == str(e)
+        return
+    _same(want, autovec(fn)(make()))
