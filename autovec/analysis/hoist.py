@@ -364,6 +364,8 @@ def element_views(cap: Captured) -> list:
                                                               keywords=[])
         loop.iter = ast.copy_location(ast.Call(func=ast.Name("range", ast.Load()), args=[bound], keywords=[]),
                                       loop.iter)
+        # (the header's meaning rests on these being the builtins, also on later calls: checked there)
+        loop._av_builtins = ("len", "range") if len(pairs) == 1 else ("len", "min", "range", "zip")
         for n in ast.walk(loop.iter):
             ast.copy_location(n, original.iter)
         loop._av_original = original
