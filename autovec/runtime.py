@@ -21,7 +21,7 @@ from .batching import _INPLACE_FLOOR, broadcast_shapes
 from .lowering.batched import zero_dim_dtype
 from .analysis.loops import inner_int_growth
 from .analysis.shared import function_unsafe, self_calls, shared_work
-from .plan import einsum_letters
+from .plan import einsum_letters, indexed
 from .purity import _by_id as _PURE_BY_ID, why_impure
 
 _NUMBER = (bool, int, float, complex)
@@ -629,6 +629,57 @@ def _span(t: torch.Tensor):
     return (p, p + k) if k else None
 
 
+_NUMBER_ATTR = ("an element of a list of Python numbers has an attribute read or a method called on it "
+                "(`x[i].item()`): the loop raises or reads the number's own, where a batch of them is a tensor")
+
+
+def _attribute_params(plan) -> frozenset:
+    """The body's per-iteration parameters (indexed values, walked elements) of which the body
+    reads an attribute or calls a method, on the element or on a value assigned from it
+    (`x[i].item()`, `v = x[i] * 2; v.real`), or converts such a value with `.item()` the analysis
+    took off (an output's or payload's pytype "item"). The plan's body reads an indexed value as
+    written (`x[i]`: a subscript of its base), a walked element by its name."""
+    bases = {}
+    for mp in plan.mapped:
+        bases.setdefault(mp.base, set()).add(mp.param)
+    elements = {t for t, _ in plan.space.elements}
+    if not bases and not elements:
+        return frozenset()
+    trees = [ast.parse(t) for t in plan.body]
+    derived = {p: {p} for p in elements}
+    for params in bases.values():
+        for p in params:
+            derived[p] = set()
+    base_of = {p: b for b, ps in bases.items() for p in ps}
+
+    def reads(node, p):
+        names = derived[p]
+        base = base_of.get(p)
+        for x in ast.walk(node):
+            if isinstance(x, ast.Name) and x.id in names:
+                return True
+            if base is not None and isinstance(x, ast.Subscript) and ast.unparse(x.value) == base:
+                return True
+        return False
+
+    changed = True
+    while changed:
+        changed = False
+        for tree in trees:
+            for n in ast.walk(tree):
+                if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
+                    targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                    names = {x.id for tg in targets for x in ast.walk(tg) if isinstance(x, ast.Name)}
+                    for p, ds in derived.items():
+                        if not names <= ds and reads(n.value, p):
+                            ds |= names
+                            changed = True
+    items = {o.marker for o in plan.outputs if o.pytype == "item"} | {
+        pay[1] for o in plan.outputs for pay in o.payloads if len(pay) > 3 and pay[3] == "item"}
+    attrs = [n.value for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
+    return frozenset(p for p, ds in derived.items() if ds & items or any(reads(a, p) for a in attrs))
+
+
 class _Builtins:
     """zip, enumerate, reversed, len, min and range as the builtins module had them at import: a
     header that names one of them is checked against these (a rebinding in the user's module, or
@@ -735,6 +786,15 @@ class FunctionRuntime:
         # values read through outside objects (`self.scale`, `cfg["eps"]`): their types join the
         # signature (_peek_sig)
         self.peeks = {k: hit for k, v in matches.items() for hit in [_peek_paths(v.plan)] if hit}
+        # positions of the indexed values whose element, or a value made from it, has an attribute
+        # read or a method called (`x[i].item()`): a list of Python numbers there raises in the
+        # loop, where its batch, a tensor, would answer (_attribute_params). (A walked list of
+        # numbers beside tensors, `zip(nums, x)`, with `a.item()` keeps the loop already.)
+        self.number_attrs = {}
+        for k, v in matches.items():
+            touched = _attribute_params(v.plan)
+            if touched:
+                self.number_attrs[k] = (frozenset(j for j, mp in enumerate(indexed(v.plan)) if mp.param in touched),)
         # values the body puts through loop-invariant operations, which a batched form computes
         # once (analysis.shared): their gradients are checked in the guard (_shared_gradients)
         self.shared = {k: (hit, tuple(v.plan.free) + tuple(mp.base for mp in v.plan.mapped))
@@ -1216,6 +1276,8 @@ class FunctionRuntime:
                     tensors.append(t)
                     continue
                 pos = next(k for k, e in enumerate(mapped) if e[0] is t)
+                if loop_id in self.number_attrs and pos in self.number_attrs[loop_id][0]:
+                    raise GuardFailed(_NUMBER_ATTR)
                 t = _number_list(t)
                 if numbers is None:
                     numbers, mapped = [], list(mapped)

@@ -353,3 +353,64 @@ def test_int_of_each_value_behaves_as_the_loop(bad):
     # int() rounds toward zero, raises on NaN and infinities, and makes big ints past int64
     v = torch.tensor([1.7, -2.2, bad, 0.5], dtype=torch.float64)
     assert_equivalent(int_values, v)
+
+
+def item_sum(x):
+    s = 0.0
+    for i in range(len(x)):
+        s += x[i].item()
+    return s
+
+
+def item_gen(x):
+    return sum(x[i].item() for i in range(len(x)))
+
+
+def item_append(x, w):
+    out = []
+    for i in range(len(w)):
+        out.append(w[i] * x[i].item())
+    return torch.stack(out)
+
+
+def derived_attr(x, w):
+    out = []
+    for i in range(len(w)):
+        v = x[i] * 2
+        out.append(w[i] * v.real)
+    return torch.stack(out)
+
+
+def zipped_item(x, w):
+    total = torch.zeros(())
+    for a, b in zip(x, w):
+        total = total + b * a.item()
+    return total
+
+
+@pytest.mark.parametrize("fn, args", [
+    (item_sum, lambda: ([1, 2, 3] * 30,)),
+    (item_sum, lambda: ((1.0, 2.0) * 40,)),
+    (item_gen, lambda: ([True, False] * 20,)),
+    (item_append, lambda: ([0.5] * 40, torch.randn(40, 3))),
+    (zipped_item, lambda: ([0.5] * 40, torch.randn(40))),
+])
+def test_a_method_of_a_python_number_raises_as_the_loop(fn, args):
+    # (probeC: the list of numbers was batched as a tensor, whose `.item()` answered where the
+    # loop raises AttributeError)
+    with pytest.raises(AttributeError) as want:
+        fn(*args())
+    with pytest.raises(AttributeError) as got:
+        autovec(fn)(*args())
+    assert str(got.value) == str(want.value)
+
+
+def test_an_attribute_a_number_has_reads_the_numbers_own():
+    # `.real` of a float is the float: the loop computes it, a tensor batch would too, but
+    # attributes of numbers are left to the loop
+    x, w = [0.5, 1.5, -2.0] * 10, torch.randn(30, 2)
+    torch.testing.assert_close(autovec(derived_attr)(x, w), derived_attr(x, w))
+    # a tensor in place of the list: vectorized as before
+    t = torch.tensor(x)
+    torch.testing.assert_close(autovec(item_append)(t, w), item_append(t, w))
+    assert explain(item_append, t, w).path == "vectorized"
