@@ -5003,6 +5003,69 @@ def lost_stop34(self):
     self.emit(1, "return y")
 
 
+def lost_stop37(self):
+    """This stop's forms, on inputs that change between calls (variant 1): zipped elements
+    updated in place (tensors, lists and tuples of numbers, unequal lengths), parts of the element
+    at fixed positions updated in place (box clipping), a running best from a None start (ties,
+    `.item()` values), sums and products of `row.item()` over rows of one element (several in
+    variant 1: the loop raises), and `.item()` of a list of Python numbers (the loop raises)."""
+    self.variants = True
+    n, d = max(self.n, 2), max(self.d, 2)
+    form = self.pick(["zip", "zip", "part", "part", "none", "none", "item", "numlist"])
+    dt = self.pick(["float32", "float32", "float64"])
+    if form == "zip":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt})")
+        src = self.pick(["tensor", "list", "tuple"])
+        k = self.pick([n, n, n - 1, n + 1])
+        if src == "tensor":
+            self.param("m", f"_tensor(g, ({k},), torch.{dt}) * (1 if variant == 0 else 3)")
+        elif src == "list":
+            self.param("m", f"[0.5 * j - 1 for j in range({k})] if variant == 0 else [j for j in range({k})]")
+        else:
+            self.param("m", f"tuple(1.5 - j for j in range({k}))")
+        self.param("s", f"_tensor(g, ({n},), torch.{dt}).abs() + 0.5")
+        self.emit(1, "for t, a, b in zip(x, m, s):")
+        self.emit(2, self.pick(["t.sub_(a).div_(b)", "t.mul_(b).add_(a)", "t -= a", "t.clamp_(min=a)"]))
+        if self.chance(0.3):
+            self.emit(2, "t *= 2")
+        self.emit(1, "return x")
+        return
+    if form == "part":
+        self.param("x", f"_tensor(g, ({n}, 4), torch.{dt}) * 20 if variant == 0 else _tensor(g, ({n}, 1), torch.{dt})")
+        self.param("w", self.pick(["10.0", "5", "0.0"]))
+        self.emit(1, "for box in x:")
+        self.emit(2, self.pick(["box[0::2].clamp_(0, w)", "box[0].clamp_(0, w)", "box[1:3].mul_(2)", "box[-1] -= w"]))
+        if self.chance(0.4):
+            self.emit(2, self.pick(["box[1::2].clamp_(0, w / 2)", "box[0].abs_()"]))
+        self.emit(1, "return x")
+        return
+    if form == "none":
+        self.param("x", f"torch.randint(0, 4, ({n},), generator=g).to(torch.{dt})" if self.chance(0.5)
+                   else f"_tensor(g, ({n},), torch.{dt})")
+        op = self.pick(["<", ">", "<=", ">="])
+        value = self.pick(["x[i]", "x[i].item()"])
+        self.emit(1, "best = None")
+        self.emit(1, "at = -1")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, f"if best is None or {value} {op} best:")
+        self.emit(3, f"best, at = {value}, i")
+        self.emit(1, "return best, at")
+        return
+    if form == "item":
+        self.param("x", f"_tensor(g, ({n}, 1), torch.{dt}) if variant == 0 else _tensor(g, ({n}, 2), torch.{dt})")
+        op = self.pick(["+=", "*="])
+        self.emit(1, f"s = {self.pick(['0', '1', '0.5', 'torch.tensor(1.0)'])}")
+        self.emit(1, "for row in x:")
+        self.emit(2, f"s {op} row.item()")
+        self.emit(1, "return s")
+        return
+    self.param("x", f"[0.5 * j for j in range({n})] if variant == 0 else _tensor(g, ({n},), torch.{dt})")
+    self.emit(1, "s = 0.0")
+    self.emit(1, f"for i in range({n}):")
+    self.emit(2, "s += x[i].item()")
+    self.emit(1, "return s")
+
+
 def lost_stop36(self):
     """This stop's forms, on inputs that change between calls (variant 1): a row stored and an
     element of it at a per-iteration column; `if`/`else` stores of one element merged (nests,
@@ -5386,7 +5449,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
