@@ -818,15 +818,56 @@ class _Helpers:
         `where` of the span's mask (_Helpers.fill_range's) between the rows, `v` in the row's
         dtype as the assignment converts it. Rows of other shapes: the loop decides."""
         from .runtime import GuardFailed
-        if not isinstance(v, torch.Tensor) or v.shape != row.shape:
+        if not isinstance(v, torch.Tensor) or v.dim() != row.dim() or v.shape[:1 + dim] != row.shape[:1 + dim] \
+                or v.shape[2 + dim:] != row.shape[2 + dim:]:
             raise GuardFailed("a span assigned from a row of another shape (the loop decides)")
         if v.is_complex() and not row.is_complex():
             raise GuardFailed("complex values assigned into a real row (the loop raises)")
         size = row.shape[1 + dim]
         n = row.shape[0]
+        if v.shape[1 + dim] != size:
+            v = _Helpers._span_aligned(row, dim, lo, hi, v)     # (rows of other widths: `out[b, :L] = seqs[b, :L]`)
         mask = _Helpers.fill_range(torch.zeros((n, size), dtype=torch.bool, device=row.device), 0, lo, hi, True)
         mask = mask.reshape(n, *([1] * dim), size, *([1] * (row.dim() - 2 - dim)))
         return torch.where(mask, v.to(device=row.device, dtype=row.dtype), row)
+
+    @staticmethod
+    def _span_aligned(row, dim, lo, hi, v):
+        """fill_span's source rows `v`, of another width than the rows along the span's dimension,
+        laid out as the rows are: position p of the row's span takes the source span's element at
+        the same distance from its start (or its one element, which setitem broadcasts), each row's
+        bounds normalized by Python's slice rules for its own width. Where a row's span and the
+        source's differ in length (and the source's is not 1), the loop raises: it decides."""
+        from .runtime import GuardFailed
+        n, size, width = row.shape[0], row.shape[1 + dim], v.shape[1 + dim]
+
+        def bounds(w):
+            def one(b, default):
+                if b is None:
+                    return torch.full((n,), default, dtype=torch.long, device=row.device)
+                if isinstance(b, torch.Tensor):
+                    if b.is_floating_point() or b.is_complex() or b.dim() > 1:
+                        raise GuardFailed("a slice bound that is not an integer (the loop raises)")
+                    b = b.long().reshape(-1).to(row.device).expand(n)
+                elif type(b) is int or type(b) is bool:
+                    b = torch.full((n,), int(b), dtype=torch.long, device=row.device)
+                else:
+                    raise GuardFailed(f"a slice bound of type {type(b).__name__}")
+                return torch.where(b < 0, (b + w).clamp(min=0), b.clamp(max=w))
+            a, b = one(lo, 0), one(hi, w)
+            return a, (b - a).clamp(min=0)
+        a_row, len_row = bounds(size)
+        a_v, len_v = bounds(width)
+        if not bool(((len_row == len_v) | (len_v == 1)).all()):
+            raise GuardFailed("a span assigned from a span of another length (the loop raises)", data=True)
+        if not width:
+            return torch.zeros(row.shape, dtype=v.dtype, device=v.device)    # (no span takes anything)
+        p = torch.arange(size, device=row.device)
+        # (a source span of one element where the row's is longer ends at the source's last
+        # element, so the clamp below gives it too: the `where` only says so)
+        at = a_v[:, None] + torch.where(len_v[:, None] == 1, 0, p - a_row[:, None])
+        at = at.clamp(0, width - 1).reshape(n, *([1] * dim), size, *([1] * (row.dim() - 2 - dim)))
+        return torch.gather(v.to(row.device), 1 + dim, at.expand(*row.shape[:1 + dim], size, *v.shape[2 + dim:]))
 
     @staticmethod
     def where_store(c, a, b):

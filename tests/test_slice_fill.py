@@ -371,3 +371,70 @@ def test_a_value_that_does_not_fit_raises_before_anything_is_filled():
     except RuntimeError:
         pass
     torch.testing.assert_close(a, b, rtol=0, atol=0)     # (the same rows written before the error)
+
+
+def pad_truncate(seqs, lengths, max_len):
+    out = torch.zeros(seqs.shape[0], max_len, *seqs.shape[2:], dtype=seqs.dtype)
+    for b in range(seqs.shape[0]):
+        n = min(int(lengths[b]), max_len)
+        out[b, :n] = seqs[b, :n]
+    return out
+
+
+def pad_from(seqs, lengths, max_len, fill):
+    out = torch.full((seqs.shape[0], max_len), fill)
+    for b in range(seqs.shape[0]):
+        n = int(lengths[b])
+        out[b, n // 2:n] = seqs[b, n // 2:n]
+    return out
+
+
+@pytest.mark.parametrize("fn, make", [
+    (pad_truncate, lambda: (torch.randint(0, 99, (6, 9)), torch.randint(0, 12, (6,)), 5)),      # (wider rows: truncated)
+    (pad_truncate, lambda: (torch.randint(0, 99, (6, 4)), torch.randint(0, 4, (6,)), 7)),       # (narrower rows: padded)
+    (pad_truncate, lambda: (torch.randn(5, 6, 3), torch.randint(0, 6, (5,)), 8)),               # (rows of vectors)
+    (pad_truncate, lambda: (torch.randint(0, 99, (3, 0)), torch.zeros(3, dtype=torch.long), 4)),  # (empty rows)
+    (pad_truncate, lambda: (torch.randint(0, 99, (4, 3)), torch.tensor([1, 2, 2, 0]), 7)),      # (a first call that passes,
+    (pad_truncate, lambda: (torch.randint(0, 99, (4, 3)), torch.tensor([1, 9, 2, 0]), 7)),      #  then a span past the rows' end: the loop raises)
+    (pad_from, lambda: (torch.randn(6, 10), torch.randint(0, 10, (6,)), 7, -1.0)),
+    (pad_from, lambda: (torch.randn(6, 5), torch.tensor([5, 1, -2, 8, 3, 0]), 7, 0.5)),
+])
+def test_a_span_of_rows_of_another_width(fn, make):
+    """(probeC's collate code: `out[b, :n] = seqs[b, :n]` with rows of another width than the
+    output's was refused, 'a span assigned from a row of another shape'; each row's bounds are
+    now normalized for its own width and the source's span laid out as the row's, and spans of
+    different lengths leave the loop to raise)"""
+    fast = autovec(fn)      # (one object: its later calls run without the first call's one-time check)
+    for _ in range(4):
+        args = make()
+        try:
+            want = fn(*args)
+        except Exception as e:   # noqa: BLE001
+            with pytest.raises(type(e)) as got:
+                fast(*args)
+            assert str(got.value) == str(e)
+            continue
+        got = fast(*args)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_padding_rows_of_another_width_is_vectorized():
+    args = (torch.randint(0, 99, (6, 9)), torch.randint(0, 9, (6,)), 5)
+    ex = explain(pad_truncate, *args)
+    assert ex.path == "vectorized" and "fill_span" in " ".join(ex.notes)
+
+
+def test_spans_of_other_lengths_on_a_later_call():
+    # a first call (checked once against the loop) that fits, then calls the batch answers alone:
+    # a source span of one element is broadcast as setitem does; spans of other lengths raise
+    fast = autovec(pad_from)
+    ok = (torch.randn(4, 3), torch.tensor([2, 1, 0, 3]), 7, 0.5)
+    torch.testing.assert_close(fast(*ok), pad_from(*ok), rtol=0, atol=0)
+    one = (torch.randn(4, 3), torch.tensor([5, 5, 1, 2]), 7, 0.5)       # (seqs[b, 2:5] holds one element)
+    torch.testing.assert_close(fast(*one), pad_from(*one), rtol=0, atol=0)
+    bad = (torch.randn(4, 3), torch.tensor([2, 6, 1, 0]), 7, 0.5)       # (out[b, 3:6] three, seqs[b, 3:6] none)
+    with pytest.raises(RuntimeError) as want:
+        pad_from(*bad)
+    with pytest.raises(RuntimeError) as got:
+        fast(*bad)
+    assert str(got.value) == str(want.value)
