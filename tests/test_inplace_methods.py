@@ -134,3 +134,85 @@ def test_integer_division_in_place_raises_as_the_loop():
             x[i].div_(w[i])
         return x
     raises_as_loop(RuntimeError, int_div, torch.arange(6).view(3, 2), torch.ones(3, 2, dtype=torch.int64))
+
+
+def penalize(logits, prev, penalty):
+    out = logits.clone()
+    for b in range(logits.shape[0]):
+        sc = torch.gather(logits[b], 0, prev[b])
+        sc = torch.where(sc < 0, sc * penalty, sc / penalty)
+        out[b].scatter_(0, prev[b], sc)
+    return out
+
+
+def add_counts(counts, idx, v):
+    for b in range(counts.shape[0]):
+        counts[b].scatter_add_(0, idx[b], v[b])
+    return counts
+
+
+def fill_at(x, idx):
+    for b in range(x.shape[0]):
+        x[b].index_fill_(0, idx[b], -1)
+    return x
+
+
+def add_at(x, idx, v):
+    for b in range(x.shape[0]):
+        x[b].index_add_(0, idx[b], v[b], alpha=2)
+    return x
+
+
+def copy_at(x, idx, v):
+    for b in range(x.shape[0]):
+        x[b].index_copy_(0, idx[b], v[b])
+    return x
+
+
+def scatter_masked(x, m, v):
+    for b in range(x.shape[0]):
+        x[b].masked_scatter_(m[b], v[b])
+    return x
+
+
+@pytest.mark.parametrize("fn, make", [
+    (penalize, lambda: (torch.randn(5, 20), torch.randint(0, 20, (5, 6)), 1.3)),
+    (penalize, lambda: (torch.randn(5, 20), torch.randint(0, 20, (5, 0)), 1.3)),
+    (add_counts, lambda: (torch.zeros(4, 6), torch.randint(0, 6, (4, 9)), torch.rand(4, 9))),      # (repeated indices add up)
+    (add_counts, lambda: (torch.zeros(4, 6, dtype=torch.long), torch.randint(0, 6, (4, 9)), torch.ones(4, 9))),  # (a source of another dtype: the loop raises)
+    (add_counts, lambda: (torch.zeros(4, 6), torch.randint(0, 9, (4, 9)), torch.rand(4, 9))),      # (an index out of range: the loop raises)
+    (fill_at, lambda: (torch.randn(4, 7), torch.randint(0, 7, (4, 3)))),
+    (add_at, lambda: (torch.randn(4, 7, 2), torch.randint(0, 7, (4, 3)), torch.randn(4, 3, 2))),
+    (copy_at, lambda: (torch.randn(4, 7), torch.stack([torch.randperm(7)[:3] for _ in range(4)]), torch.randn(4, 3))),
+    (scatter_masked, lambda: (torch.randn(4, 6), torch.rand(4, 6) > 0.5, torch.randn(4, 6))),
+])
+def test_indexed_in_place_methods_on_rows(fn, make):
+    """(probeC: `out[b].scatter_(0, idx, v)` was refused as 'called for its side effect'; it is the
+    store `out[b] = out[b].scatter(0, idx, v)`, whose out-of-place twin gives the same values and
+    raises where the method does)"""
+    fast = autovec(fn)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        a = make()
+        torch.manual_seed(seed)
+        b = make()
+        try:
+            want = fn(*a)
+        except Exception as e:   # noqa: BLE001
+            with pytest.raises(type(e)) as got:
+                fast(*b)
+            assert str(got.value) == str(e)
+            for p, q in zip(a, b):     # (the rows written before the raising one, as in the loop)
+                if isinstance(p, torch.Tensor):
+                    assert torch.equal(p, q)
+            continue
+        got = fast(*b)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+        for p, q in zip(a, b):
+            if isinstance(p, torch.Tensor):
+                assert torch.equal(p, q)
+
+
+def test_a_scatter_on_rows_is_vectorized():
+    assert explain(penalize, torch.randn(5, 20), torch.randint(0, 20, (5, 6)), 1.3).path == "vectorized"
+    assert explain(add_counts, torch.zeros(4, 6), torch.randint(0, 6, (4, 9)), torch.rand(4, 9)).path == "vectorized"

@@ -1833,6 +1833,12 @@ _ELEMENTWISE_METHODS = frozenset("""
     remainder_ lerp_ masked_fill_ addcmul_ addcdiv_ add_ sub_ mul_ div_ subtract_ multiply_ divide_
     true_divide_ floor_divide_ atan2_ hypot_ copysign_ xlogy_ bitwise_and_ bitwise_or_ bitwise_xor_
     bitwise_not_""".split())
+# in-place methods that write a row at positions their arguments give, whose out-of-place twin
+# gives the same values, dtype and shape (and raises where the method does: a source of another
+# dtype, an index out of range): `out[b].scatter_(0, idx, v)` read as `out[b] = out[b].scatter(0,
+# idx, v)`, with the store's method checks (probeC's repetition penalty)
+_ROW_METHODS = _ELEMENTWISE_METHODS | frozenset({"scatter_", "scatter_add_", "index_fill_", "index_add_",
+                                                 "index_copy_", "masked_scatter_"})
 
 
 class _InPlaceUpdates(ast.NodeTransformer):
@@ -1842,7 +1848,7 @@ class _InPlaceUpdates(ast.NodeTransformer):
 
     - `x[i].add_(v)` (sub_, mul_, div_; one argument): `x[i] += v`, the same one in-place
       operation (the augmented form then writes the view onto itself);
-    - `x[i].clamp_(min=0)` (the other _ELEMENTWISE_METHODS, and add_ .. with keywords):
+    - `x[i].clamp_(min=0)` (the other _ROW_METHODS, and add_ .. with keywords):
       `x[i] = x[i].clamp(min=0)`, Output.method "clamp_": the in-place method raises where
       the result does not keep the row's dtype and shape, where the store would cast or drop
       leading 1s, and under gradients its backward may need the rows it overwrites (runtime
@@ -1894,7 +1900,7 @@ class _InPlaceUpdates(ast.NodeTransformer):
         `x[i].sub_(m)` then `x[i].div_(s)`, `s` read after the first, as in the chain); else None."""
         calls = []
         while isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr.endswith("_") \
-                and (call.func.attr in _ELEMENTWISE_METHODS or call.func.attr in ("copy_", "fill_", "zero_")):
+                and (call.func.attr in _ROW_METHODS or call.func.attr in ("copy_", "fill_", "zero_")):
             calls.append(call)
             call = call.func.value
         if len(calls) < 2 or self._row(calls[-1]) is None:
@@ -1916,7 +1922,7 @@ class _InPlaceUpdates(ast.NodeTransformer):
             return node
         name, args, keywords = call.func.attr, call.args, call.keywords
         plain = name in self._OPS and len(args) == 1 and not keywords
-        if not (plain or name in _ELEMENTWISE_METHODS or name in ("copy_", "fill_") and len(args) == 1
+        if not (plain or name in _ROW_METHODS or name in ("copy_", "fill_") and len(args) == 1
                 and not keywords or name == "zero_" and not args and not keywords):
             return node
         sub = self._row(call)
