@@ -774,20 +774,7 @@ class _Helpers:
         from .runtime import GuardFailed
         size = row.shape[1 + dim]
         n = row.shape[0]
-
-        def bound(b, default):
-            if b is None:
-                return torch.full((n,), default, dtype=torch.long, device=row.device)
-            if isinstance(b, torch.Tensor):
-                if b.is_floating_point() or b.is_complex() or b.dim() > 1:
-                    raise GuardFailed("a slice bound that is not an integer (the loop raises)")
-                b = b.long().reshape(-1).to(row.device).expand(n)
-            elif type(b) is int or type(b) is bool:
-                b = torch.full((n,), int(b), dtype=torch.long, device=row.device)
-            else:
-                raise GuardFailed(f"a slice bound of type {type(b).__name__}")
-            return torch.where(b < 0, (b + size).clamp(min=0), b.clamp(max=size))
-        a, b = bound(lo, 0), bound(hi, size)
+        a, b = _slice_bound(lo, 0, size, n, row.device), _slice_bound(hi, size, size, n, row.device)
         p = torch.arange(size, device=row.device)
         mask = (p >= a[:, None]) & (p < b[:, None])
         mask = mask.reshape(n, *([1] * dim), size, *([1] * (row.dim() - 2 - dim)))
@@ -842,19 +829,7 @@ class _Helpers:
         n, size, width = row.shape[0], row.shape[1 + dim], v.shape[1 + dim]
 
         def bounds(w):
-            def one(b, default):
-                if b is None:
-                    return torch.full((n,), default, dtype=torch.long, device=row.device)
-                if isinstance(b, torch.Tensor):
-                    if b.is_floating_point() or b.is_complex() or b.dim() > 1:
-                        raise GuardFailed("a slice bound that is not an integer (the loop raises)")
-                    b = b.long().reshape(-1).to(row.device).expand(n)
-                elif type(b) is int or type(b) is bool:
-                    b = torch.full((n,), int(b), dtype=torch.long, device=row.device)
-                else:
-                    raise GuardFailed(f"a slice bound of type {type(b).__name__}")
-                return torch.where(b < 0, (b + w).clamp(min=0), b.clamp(max=w))
-            a, b = one(lo, 0), one(hi, w)
+            a, b = _slice_bound(lo, 0, w, n, row.device), _slice_bound(hi, w, w, n, row.device)
             return a, (b - a).clamp(min=0)
         a_row, len_row = bounds(size)
         a_v, len_v = bounds(width)
@@ -1144,6 +1119,24 @@ class _EvenExtreme(torch.autograd.Function):
         mask = torch.where(value.isnan(), x.isnan(), x == value)
         share = grad / mask.sum(ctx.dims, keepdim=True)
         return torch.where(mask, share, torch.zeros((), dtype=share.dtype, device=share.device)), None, None
+
+
+def _slice_bound(b, default, size, n, device):
+    """A slice bound of each of `n` rows (None, a Python int, or a tensor of them) normalized as
+    Python's slice of a dimension of `size` normalizes it: from the end where negative, clamped
+    to [0, size]."""
+    from .runtime import GuardFailed
+    if b is None:
+        return torch.full((n,), default, dtype=torch.long, device=device)
+    if isinstance(b, torch.Tensor):
+        if b.is_floating_point() or b.is_complex() or b.dim() > 1:
+            raise GuardFailed("a slice bound that is not an integer (the loop raises)")
+        b = b.long().reshape(-1).to(device).expand(n)
+    elif type(b) is int or type(b) is bool:
+        b = torch.full((n,), int(b), dtype=torch.long, device=device)
+    else:
+        raise GuardFailed(f"a slice bound of type {type(b).__name__}")
+    return torch.where(b < 0, (b + size).clamp(min=0), b.clamp(max=size))
 
 
 def _as_tensor(v):
