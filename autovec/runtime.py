@@ -987,7 +987,7 @@ class FunctionRuntime:
         """A Token when the loop may run vectorized for these values, else None."""
         loop_id, m = pending[0], pending[1]
         if loop_id in self.element_views and torch.is_grad_enabled() and (
-                _any_grad(m[0] for m in mapped) or _any_grad(free) or _any_grad(w[1] for w in writes)):
+                _any_grad(e[0] for e in mapped) or _any_grad(free) or _any_grad(w[1] for w in writes)):
             # `for row in x: row.mul_(2)`: the loop's rows are views unbind made, and an in-place
             # method on one raises under autograd (its tensor or an operand requiring grad); the
             # rewrite's `x[k].mul_(2)` would not: the loop runs, and raises
@@ -2329,7 +2329,8 @@ class FunctionRuntime:
             if not k:
                 return _UNCHANGED
             base = o._base      # (bcast's expanded constant: its one element, without indexing)
-            s = int(base.item() if base is not None and base.dim() == 0 else o[0].item()) * k
+            one = base is not None and base.dim() == 0 and base.storage_offset() == o.storage_offset()
+            s = int(base.item() if one else o[0].item()) * k
             if isinstance(acc, torch.Tensor) and inplace:
                 return s
             return acc + s if op == "+" else acc - s
