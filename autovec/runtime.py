@@ -629,6 +629,7 @@ def _span(t: torch.Tensor):
     return (p, p + k) if k else None
 
 
+_NUMBER_BUILTINS = frozenset({"int", "float", "abs", "round", "min", "max", "complex", "bool", "pow", "divmod"})
 _NUMBER_ATTR = ("an element of a list of Python numbers has an attribute read or a method called on it "
                 "(`x[i].item()`): the loop raises or reads the number's own, where a batch of them is a tensor")
 
@@ -653,13 +654,24 @@ def _attribute_params(plan) -> frozenset:
     base_of = {p: b for b, ps in bases.items() for p in ps}
 
     def reads(node, p):
-        names = derived[p]
-        base = base_of.get(p)
-        for x in ast.walk(node):
-            if isinstance(x, ast.Name) and x.id in names:
-                return True
-            if base is not None and isinstance(x, ast.Subscript) and ast.unparse(x.value) == base:
-                return True
+        """Whether `node`'s value is the element itself or a number made from it (arithmetic,
+        comparisons, Python's numeric builtins), not a value it only indexes (`x[:, idx[i]]`)."""
+        if isinstance(node, ast.Name):
+            return node.id in derived[p]
+        if isinstance(node, ast.Subscript):
+            return ast.unparse(node.value) == base_of.get(p) or reads(node.value, p)
+        if isinstance(node, ast.BinOp):
+            return reads(node.left, p) or reads(node.right, p)
+        if isinstance(node, ast.UnaryOp):
+            return reads(node.operand, p)
+        if isinstance(node, ast.BoolOp):
+            return any(reads(v, p) for v in node.values)
+        if isinstance(node, ast.Compare):
+            return any(reads(v, p) for v in [node.left, *node.comparators])
+        if isinstance(node, ast.IfExp):
+            return reads(node.body, p) or reads(node.orelse, p)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _NUMBER_BUILTINS:
+            return any(reads(a, p) for a in node.args)
         return False
 
     changed = True
