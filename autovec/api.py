@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import dataclasses
 import difflib
@@ -80,6 +81,7 @@ class FunctionState:
         self.error: str | None = None
         self.runtime: FunctionRuntime | None = None
         self.steady = None     # set by prepare: the function a plain call runs
+        self.assumed = None    # set by prepare: whether the builtins and modules the rewrite rests on hold
         self.code = getattr(fn, "__code__", None)     # the code the rewrite was made from
 
     # ------------------------------------------------------------------ build
@@ -253,6 +255,7 @@ class FunctionState:
         self.runtime.strict = self.strict
         self.runtime.memory_budget = self.memory_budget
         self.rewritten_source = ast.unparse(rw.display)
+        self.assumed = _assumptions(self.fn, env.assumed)
         self.compiled = build_function(self.fn, rw.tree, {namer.runtime: self.runtime}, cap.filename)
 
     # ------------------------------------------------------------------ call
@@ -269,6 +272,7 @@ class FunctionState:
         if fn.__code__ is not self.code:
             with _PREPARING:       # new code: a new rewrite, on this call
                 self.code, self.compiled, self.steady, self.runtime = fn.__code__, None, None, None
+                self.assumed = None
                 self.reports, self.error = [], None
         elif c is not None and c is not fn:
             c.__defaults__, c.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
@@ -282,6 +286,8 @@ class FunctionState:
             self.prepare()
         elif self.strict and self.error:
             raise NotVectorizable(self.error)
+        if self.assumed is not None and not self.assumed():
+            return self.fn(*args, **kwargs)     # (a builtin or module the rewrite rests on is rebound)
         _see_device(self.runtime, args)
         if self.check or switches.check:
             return self._checked(args, kwargs)
@@ -395,6 +401,35 @@ def _see_device(rt, args):
             return
 
 
+def _assumptions(fn, assumed: dict):
+    """A check that the names the rewrite found to be builtins or modules (purity.Env.assumed)
+    still are, resolved as `fn` resolves them (a closure cell, its globals, then its builtins),
+    written out as one expression (about 30 ns a name on each call); None where there are none.
+    A name rebound after the first call (`sum = 0` in a notebook, `max` redefined, `builtins.len`
+    patched) runs the function as written, which is what it computes then."""
+    if not assumed:
+        return None
+    code = fn.__code__
+    g = fn.__globals__
+    b = g.get("__builtins__", builtins)
+    bd = b if isinstance(b, dict) else vars(b)
+    consts = {"G": g, "B": bd}
+    terms = []
+    for k, (name, obj) in enumerate(assumed.items()):
+        consts[f"O{k}"] = obj
+        if name in code.co_freevars and fn.__closure__ is not None:
+            consts[f"C{k}"] = fn.__closure__[code.co_freevars.index(name)]
+            terms.append(f"C{k}.cell_contents is O{k}")
+        elif name in g:
+            terms.append(f"G.get({name!r}) is O{k}")
+        else:
+            terms.append(f"{name!r} not in G and B.get({name!r}) is O{k}")
+    src = "def held():\n    try:\n        return " + " and ".join(terms) + "\n    except ValueError:\n        return False\n"
+    ns = dict(consts)
+    exec(compile(src, f"<autovec assumptions {getattr(fn, '__qualname__', '?')}>", "exec"), ns)
+    return ns["held"]
+
+
 def _count_ops(plan) -> int:
     """Operations in one iteration, for the cost model: calls, arithmetic and subscripts."""
     n = 0
@@ -480,7 +515,7 @@ class AutovecFunction:
             return self.__wrapped__(*args, **kwargs)
         st = self._autovec_state
         c = st.steady
-        if c is not None and switches.plain():
+        if c is not None and switches.plain() and (st.assumed is None or st.assumed()):
             fn = st.fn
             if c is fn or fn.__code__ is st.code and fn.__defaults__ is c.__defaults__ \
                     and fn.__kwdefaults__ is c.__kwdefaults__:

@@ -34,6 +34,11 @@ import torch
 
 from . import pins
 
+# the builtins generated lanes and expresses call, as they were at import (runtime imports the same
+# ones): a user's later `builtins.len = ..` does not change autovec's own counts
+import builtins as _builtins_module
+_BUILTINS = dict(vars(_builtins_module))
+
 
 class _Inline(NamedTuple):
     """A hot runner's work written into an express (_token_run's `inline`)."""
@@ -92,6 +97,7 @@ def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fals
 
 def _compiled(rt, loop_id, name, lines, consts):
     ns = dict(consts)
+    ns["__builtins__"] = _BUILTINS
     exec(compile("\n".join(lines), f"<autovec {name} {rt.qualname}:{loop_id}>", "exec"), ns)
     fn = ns[name]
     fn.source = "\n".join(lines)

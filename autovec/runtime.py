@@ -24,6 +24,11 @@ from .analysis.shared import function_unsafe, self_calls, shared_work
 from .plan import einsum_letters, indexed
 from .purity import _by_id as _PURE_BY_ID, why_impure
 
+# the builtins this module calls, as they were at import: a user's later `builtins.len = ..`
+# reaches the loops it runs (api._assumptions runs them as written), not autovec's own counts
+from builtins import (abs, all, any, enumerate, isinstance, len, max, min, range, sum,  # noqa: A004, E402
+                      type, zip)
+
 _NUMBER = (bool, int, float, complex)
 # the environment's dictionary, for the hot path's one lookup of AUTOVEC_INDEX_CHECK
 if _config._RAW_DICT is not None:

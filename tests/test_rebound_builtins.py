@@ -116,3 +116,89 @@ def test_a_builtin_rebound_after_the_first_call_runs_the_loop_as_written(fn, nam
         torch.testing.assert_close(got, want)
         for a, b in zip(args, twin):
             torch.testing.assert_close(b, a)
+
+
+def running_max(x):
+    best = -1e9
+    for i in range(x.shape[0]):
+        best = max(best, x[i].item())
+    return best
+
+
+def scatter_max(out, idx, x):
+    for i in range(x.shape[0]):
+        out[idx[i]] = max(out[idx[i]], x[i])
+    return out
+
+
+def dot_sum(x, y):
+    return sum((a * b).sum() for a, b in zip(x, y))
+
+
+def stacked(x):
+    return torch.stack([x[i] * 2 for i in range(x.shape[0])])
+
+
+def doubled_rows(x):
+    out = torch.zeros_like(x)
+    for i in range(len(x)):
+        out[i] = x[i] * 2
+    return out
+
+
+class _ReversingTorch:
+    """A stand-in for the torch module whose stack reverses its list (a module rebound)."""
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def stack(xs, dim=0):
+        return torch.stack(list(xs)[::-1], dim)
+
+
+def _smallest(a, b):
+    return _ORIGINAL["min"](a, b)
+
+
+def _short_len(o):
+    return _ORIGINAL["len"](o) - 1
+
+
+NAMED = [
+    (running_max, "max", _smallest, lambda: (torch.tensor([0.5, 2.0, -1.0, 1.0]),)),
+    (scatter_max, "max", _smallest, lambda: (torch.full((3,), -1.0), torch.tensor([0, 1, 1, 2]),
+                                            torch.tensor([0.5, 2.0, 0.0, 1.0]))),
+    (dot_sum, "sum", lambda it, start=0: 42, lambda: (torch.randn(4, 3), torch.randn(4, 3))),
+    (stacked, "torch", _ReversingTorch(), lambda: (torch.arange(6.0).reshape(3, 2),)),
+    (doubled_rows, "len", _short_len, lambda: (torch.randn(4, 3),)),
+]
+
+
+@pytest.mark.parametrize("where", ["module", "builtins"])
+@pytest.mark.parametrize("fn, name, replacement, make", NAMED)
+def test_a_name_the_analysis_resolved_rebound_after_the_first_call(fn, name, replacement, make, where,
+                                                                  monkeypatch):
+    """(probeD: `max`, `min` and `sum` the analysis found to be the builtins, and `torch` the
+    module, were not looked up again: api._assumptions checks them on every call, and the call
+    runs the function as written where one is rebound; autovec's own counts use the builtins as
+    they were at import)"""
+    if where == "builtins" and name == "torch":
+        pytest.skip("torch is no builtin")
+    fast = autovec(fn)
+    args = make()
+    fast(*[a.clone() for a in args]), fast(*[a.clone() for a in args])      # (past the first call's check)
+    if where == "module":
+        monkeypatch.setitem(fn.__globals__, name, replacement)
+    else:
+        monkeypatch.setattr(builtins, name, replacement)
+    want, want_err = _outcome(fn, [a.clone() for a in args])
+    got, got_err = _outcome(fast, [a.clone() for a in args])
+    monkeypatch.undo()
+    assert got_err == want_err
+    if want_err is None:
+        if isinstance(want, torch.Tensor):
+            assert torch.equal(got, want)
+        else:
+            assert type(got) is type(want) and got == want
+    # and with the names restored, the rewrite again
+    torch.testing.assert_close(fast(*[a.clone() for a in args]), fn(*[a.clone() for a in args]))
