@@ -1028,7 +1028,9 @@ class _Batcher:
         for k, p in enumerate(rest):
             if k in windows:
                 if p.step is not None or p.lower is None or p.upper is None:
-                    raise Unsupported(f"crop `{ast.unparse(node)}` with a step or an open end")
+                    what = "a step" if p.step is not None else "an open start (`:n`)" if p.lower is None \
+                        else "an open end (`n:`)"
+                    raise Unsupported(f"crop `{ast.unparse(node)}` with {what}: its width varies per iteration")
                 lo, hi = self._window_bounds(node, p)
                 dims.append(_const(k + 1))
                 los.append(lo.node)
