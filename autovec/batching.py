@@ -845,6 +845,60 @@ class _Helpers:
         return torch.gather(v.to(row.device), 1 + dim, at.expand(*row.shape[:1 + dim], size, *v.shape[2 + dim:]))
 
     @staticmethod
+    def own_rows(t, batched, sizes, *receivers):
+        """runtime.own for every row at once: a tensor the iteration made and then writes into,
+        with memory of its own per row (a batch the body computed is new memory; one the same in
+        every row is copied for each)."""
+        from .runtime import GuardFailed, _type_name
+        for r in receivers:
+            if not isinstance(r, torch.Tensor):
+                raise GuardFailed(f"a value the iteration writes into comes from a method of a {_type_name(r)}, "
+                                  "not a tensor (it may return memory the caller holds)")
+        if not isinstance(t, torch.Tensor):
+            raise GuardFailed("a value the iteration writes into that is not a tensor")
+        if t.requires_grad and t.is_leaf:
+            raise GuardFailed("a tensor the iteration made that requires grad as a leaf, written into")
+        return t if batched else t.expand(*sizes, *t.shape).clone()
+
+    @staticmethod
+    def masked_fill_rows(r, m, m_batched, v, v_batched, same=False):
+        """runtime masked_put for every row at once: `r_k[m_k] = v_k` where each `m_k` is a boolean
+        mask over the leading dimensions of the row and `v_k` one number (or a 0-d tensor of the
+        row's dtype), as a masked fill of the batch; anything else (an index, a value with
+        elements, a value carrying a gradient) raises, and the loop decides. `same`: the loop's
+        value is `a_k[m_k]`, a selection by the same mask, and `v` is `a`: each row takes a's
+        elements where its mask holds (a row of the row's shape and dtype, as index_put requires;
+        a masked selection of one and a store of it into the other select the same positions)."""
+        from .runtime import GuardFailed, _tracked
+        n, row = r.shape[0], r.shape[1:]
+        if not (isinstance(m, torch.Tensor) and m.dtype is torch.bool):
+            raise GuardFailed("a store by an index that is not a boolean mask, into a tensor the iteration made")
+        mrow = m.shape[1:] if m_batched else m.shape
+        if not 1 <= len(mrow) <= len(row) or mrow != row[:len(mrow)] or m.device != r.device:
+            raise GuardFailed("a boolean mask of another shape than the row it selects in (the loop raises)")
+        if same:
+            vrow = v.shape[1:] if v_batched and isinstance(v, torch.Tensor) else getattr(v, "shape", None)
+            if not (isinstance(v, torch.Tensor) and vrow == row and v.dtype is r.dtype and v.device == r.device):
+                raise GuardFailed("a masked store of another tensor's selection by the same mask, of another shape "
+                                  "or dtype than the row (the loop raises or selects otherwise)")
+        elif v_batched:
+            if not (isinstance(v, torch.Tensor) and v.dim() == 1 and v.dtype is r.dtype and v.device == r.device):
+                raise GuardFailed("a masked store of a value that is not one number of the row's dtype")
+        elif not (type(v) in (int, float, bool) or type(v) is torch.Tensor and v.dim() == 0 and v.dtype is r.dtype
+                  and v.device == r.device):
+            raise GuardFailed("a masked store of a value that is not one number of the row's dtype")
+        if torch.is_grad_enabled() and (_tracked(r) or isinstance(v, torch.Tensor) and _tracked(v)):
+            raise GuardFailed("a masked store under autograd (the loop's index_put_ and a masked fill differ in "
+                              "what their backward saves)")
+        mask = m if m_batched else m.unsqueeze(0)
+        mask = mask.reshape(mask.shape + (1,) * (len(row) - len(mrow)))
+        if same:
+            return torch.where(mask, v if v_batched else v.unsqueeze(0), r)
+        if v_batched:
+            return torch.where(mask, v.reshape(n, *(1,) * len(row)), r)
+        return r.masked_fill(mask, v)
+
+    @staticmethod
     def where_store(c, a, b):
         """A stored value's branches (runtime.where with strict=False) for every row: a Python
         number and a tensor, both in a dtype that holds them exactly."""

@@ -509,11 +509,13 @@ class _Batcher:
         self.c = ctx
         self.memo = {}    # id(node) -> its rewrite (a node is rewritten once, wherever it is asked for)
         self.unmask = set()   # ids of `b[m]` nodes read as the whole `b` (_masked_expression)
+        self.same_mask = set()   # ids of masked stores `r[m] = a[m]` whose value is read as the whole `a`
 
     # -------------------------------------------------------------- statements
 
     def body(self, stmts: list) -> list:
         out = []
+        stmts = self._same_masks(stmts)
         for s in stmts:
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
                 continue
@@ -521,6 +523,8 @@ class _Batcher:
                 continue
             if isinstance(s, ast.Assign):
                 out.append(self.assign(s))
+            elif isinstance(s, ast.If) and self._masked_put_if(s):
+                out.append(self.masked_put(s))
             elif isinstance(s, ast.Return):
                 out.append(self.ret(s))
             else:
@@ -552,6 +556,55 @@ class _Batcher:
         else:
             raise Unsupported(f"assignment to `{ast.unparse(t)}`")
         return ast.copy_location(ast.Assign(targets=[copy.deepcopy(t)], value=v.node), s)
+
+    def _masked_put_if(self, s: ast.If) -> bool:
+        """`if not av.masked_put(r, k, v): r[k] = v` (lowering.common._Fills: a store by what
+        may be a boolean mask into a tensor the iteration made)."""
+        t = s.test
+        if s.orelse or len(s.body) != 1 or not (isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not)):
+            return False
+        c = t.operand
+        return isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "masked_put" \
+            and isinstance(c.func.value, ast.Name) and c.func.value.id == self.c.av and len(c.args) == 3 \
+            and not c.keywords and all(isinstance(a, ast.Name) for a in c.args)
+
+    def _same_masks(self, stmts: list) -> list:
+        """`_av_pv = a[m]; _av_pk = m; if not av.masked_put(r, _av_pk, _av_pv): ..` (`r[m] = a[m]`,
+        the same mask on both sides) as `_av_pv = a`, the store then taking a's element where
+        the mask holds (masked_put's `same`): a masked selection has no batched form, the
+        selection by the store's own mask needs none."""
+        out = list(stmts)
+        for j in range(len(out) - 2):
+            pv, pk, put = out[j], out[j + 1], out[j + 2]
+            if not (isinstance(put, ast.If) and self._masked_put_if(put)):
+                continue
+            _, k, v = put.test.operand.args
+            if isinstance(pv, ast.Assign) and len(pv.targets) == 1 and isinstance(pv.targets[0], ast.Name) \
+                    and pv.targets[0].id == v.id and isinstance(pv.value, ast.Subscript) \
+                    and isinstance(pv.value.slice, ast.Name) and isinstance(pk, ast.Assign) and len(pk.targets) == 1 \
+                    and isinstance(pk.targets[0], ast.Name) and pk.targets[0].id == k.id \
+                    and isinstance(pk.value, ast.Name) and pk.value.id == pv.value.slice.id:
+                out[j] = ast.copy_location(ast.Assign(targets=pv.targets, value=pv.value.value), pv)
+                self.same_mask.add(id(put))
+        return out
+
+    def masked_put(self, s: ast.If) -> ast.Assign:
+        """The masked store as `r = masked_fill_rows(r, k, v)` on every row at once: a masked
+        fill of each row (batching._Helpers.masked_fill_rows checks what runtime masked_put
+        checks, and raises where the store would be another write)."""
+        r, k, v = s.test.operand.args
+        rv, kv, vv = self.expr(r), self.expr(k), self.expr(v)
+        for a in (r, k, v):
+            # (the store's operands are checked through what it writes: the probe saw them as the
+            # loop's masked_put call did, which the batch does not make)
+            self.c.seen.pop(self.c.ids.get(id(a)), None)
+        if rv.fact.kind != "tensor" or self.c.lead != 1:
+            raise Unsupported("a masked store into a value that is not a per-iteration tensor")
+        row = rv.node if rv.batched else _helper("own_rows", rv.node, _const(False), _name("_avb_n"))
+        self._bind(r.id, True)
+        same = _const(id(s) in self.same_mask)
+        value = _helper("masked_fill_rows", row, kv.node, _const(kv.batched), vv.node, _const(vv.batched), same)
+        return ast.copy_location(ast.Assign(targets=[ast.Name(id=r.id, ctx=ast.Store())], value=value), s)
 
     def _bind(self, name, batched):
         self.c.local.add(name)
@@ -1476,6 +1529,13 @@ class _Batcher:
         raise Unsupported(f"`.{attr}()` with these arguments")
 
     def _runtime_helper(self, attr, node):
+        if attr == "own" and node.args and not node.keywords:
+            # a tensor the iteration made and then writes into: its own rows (batching.own_rows)
+            t, *receivers = [self.expr(a) for a in node.args]
+            if t.fact.kind != "tensor" or any(r.batched for r in receivers):
+                raise Unsupported("a value the iteration writes into that is not a tensor it made")
+            return _V(_helper("own_rows", t.node, _const(t.batched), _name("_avb_n"), *[r.node for r in receivers]),
+                      True, t.fact)
         if attr == "fill_range" and len(node.args) == 5:
             span = self._same_span(node)
             if span is not None:
