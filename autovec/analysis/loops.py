@@ -3972,6 +3972,11 @@ def _makes_new_memory(p, r, parents, ctx: Context) -> bool:
         return True
     if isinstance(p, ast.UnaryOp):
         return not isinstance(p.op, ast.UAdd)        # (`+t` is the tensor itself)
+    if isinstance(p, ast.Subscript) and p.value is r:
+        # (`x[i][m].sum()`: a part of the row, a view or a copy, that its own parent consumes)
+        return _makes_new_memory(parents.get(id(p)), p, parents, ctx)
+    if isinstance(p, ast.Assign) and p.value is r and len(p.targets) == 1 and isinstance(p.targets[0], ast.Subscript):
+        return True      # (`y[k] = x[i][m]`: copied into y's elements, no view of the row kept)
     if isinstance(p, ast.Call) and r in p.args:
         f = p.func
         if not (isinstance(f, ast.Attribute) and f.attr in _NEW_MEMORY_CALLS) or any(
