@@ -666,6 +666,7 @@ class _Helpers:
         from .runtime import GuardFailed
         if x.is_complex() or x.dtype == torch.uint64:
             raise GuardFailed(f"{kind}() of {x.dtype} values in a batched body")
+        x = x.detach()       # (a Python number carries no gradient: `w = float(r.max()) * 3`, then `r * w`)
         if kind == "float":
             return x.double()
         if kind == "bool":
