@@ -95,3 +95,33 @@ def outcome(fn, *args):
         return fn(*args)
     except Exception as e:      # noqa: BLE001 (the loop's own error is the expected outcome)
         return (type(e), str(e))
+
+
+def same_on_every_call(fn, make, calls=3):
+    """One `autovec(fn)` called `calls` times (its later calls run without the first call's
+    one-time check) on arguments `make()` draws from seeds 0, 1, ..; each call against `fn` on
+    the same draw: the result bit for bit with its dtype (NaN equal to NaN), or the same error
+    type and message, and the tensor arguments after the call either way (the rows written
+    before a raising one included)."""
+    from autovec import autovec
+    fast = autovec(fn)
+    for seed in range(calls):
+        torch.manual_seed(seed)
+        a = make()
+        torch.manual_seed(seed)
+        b = make()
+        try:
+            want = fn(*a)
+        except Exception as e:   # noqa: BLE001
+            with pytest.raises(type(e)) as got:
+                fast(*b)
+            assert str(got.value) == str(e)
+        else:
+            got = fast(*b)
+            for p, q in zip(want, got) if isinstance(want, tuple) else [(want, got)]:
+                assert p.dtype == q.dtype
+                torch.testing.assert_close(q, p, rtol=0, atol=0, equal_nan=True)
+        for p, q in zip(a, b):
+            if isinstance(p, torch.Tensor):
+                torch.testing.assert_close(q, p, rtol=0, atol=0, equal_nan=True)
+    return fast

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from autovec import autovec, explain
-from conftest import ran_modes
+from conftest import ran_modes, same_on_every_call
 
 
 @pytest.fixture(autouse=True)
@@ -98,22 +98,7 @@ CASES = [
 
 @pytest.mark.parametrize("fn, make", CASES)
 def test_masked_stores_of_every_row_at_once(fn, make):
-    fast = autovec(fn)       # (one object: its later calls run without the first call's one-time check)
-    for seed in range(4):
-        torch.manual_seed(seed)
-        a = make()
-        torch.manual_seed(seed)
-        b = make()
-        try:
-            want = fn(*a)
-        except Exception as e:   # noqa: BLE001
-            with pytest.raises(type(e)) as got:
-                fast(*b)
-            assert str(got.value) == str(e)
-            continue
-        got = fast(*b)
-        assert got.dtype == want.dtype
-        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    same_on_every_call(fn, make, calls=4)
 
 
 @pytest.mark.parametrize("fn, make", [CASES[0], CASES[2], CASES[5], CASES[8], CASES[9], CASES[10]])
@@ -204,18 +189,7 @@ def test_a_part_of_the_row_read_before_its_store(fn, make):
     """(probeC's MLM masking: `ids[b][sel]` read before `ids[b][sel] = mask_id` counted as a
     loop-carried dependency; a part of the row its own parent turns into new memory, or that a
     store copies, keeps no view of the row past the store)"""
-    fast = autovec(fn)
-    for seed in range(3):
-        torch.manual_seed(seed)
-        a = make()
-        torch.manual_seed(seed)
-        b = make()
-        want, got = fn(*a), fast(*b)
-        for p, q in zip(want, got) if isinstance(want, tuple) else [(want, got)]:
-            assert p.dtype == q.dtype and torch.equal(p, q)
-        for p, q in zip(a, b):
-            if isinstance(p, torch.Tensor):
-                assert torch.equal(p, q)
+    same_on_every_call(fn, make)
 
 
 def test_mlm_masking_is_vectorized():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from autovec import assert_equivalent, autovec, explain
-from conftest import raises_as_loop, ran_modes
+from conftest import raises_as_loop, ran_modes, same_on_every_call
 
 
 @pytest.fixture(autouse=True)
@@ -190,27 +190,7 @@ def test_indexed_in_place_methods_on_rows(fn, make):
     """(probeC: `out[b].scatter_(0, idx, v)` was refused as 'called for its side effect'; it is the
     store `out[b] = out[b].scatter(0, idx, v)`, whose out-of-place twin gives the same values and
     raises where the method does)"""
-    fast = autovec(fn)
-    for seed in range(3):
-        torch.manual_seed(seed)
-        a = make()
-        torch.manual_seed(seed)
-        b = make()
-        try:
-            want = fn(*a)
-        except Exception as e:   # noqa: BLE001
-            with pytest.raises(type(e)) as got:
-                fast(*b)
-            assert str(got.value) == str(e)
-            for p, q in zip(a, b):     # (the rows written before the raising one, as in the loop)
-                if isinstance(p, torch.Tensor):
-                    assert torch.equal(p, q)
-            continue
-        got = fast(*b)
-        assert got.dtype == want.dtype and torch.equal(got, want)
-        for p, q in zip(a, b):
-            if isinstance(p, torch.Tensor):
-                assert torch.equal(p, q)
+    same_on_every_call(fn, make)
 
 
 def test_a_scatter_on_rows_is_vectorized():
