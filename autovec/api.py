@@ -122,6 +122,7 @@ class FunctionState:
         cap = capture(self.fn)
         env = Env(cap)
         self.original_source = ast.unparse(cap.tree)
+        written = {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}    # (the names it reads as written)
         drop_loop_else(cap)   # `for ..: body else: tail` without a `break` as the loop followed by `tail`
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
         merged_branch_stores(cap)   # `if c: out[k] = a else: out[k] = b` as `out[k] = a if c else b`
@@ -255,7 +256,10 @@ class FunctionState:
         self.runtime.strict = self.strict
         self.runtime.memory_budget = self.memory_budget
         self.rewritten_source = ast.unparse(rw.display)
-        self.assumed = _assumptions(self.fn, env.assumed)
+        # (of the names the analysis looked up, those the function reads as written or as
+        # rewritten: `zip` of `for t, m in zip(x, m)`, the `len` and `min` of its rewritten header)
+        read = written | {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}
+        self.assumed = _assumptions(self.fn, {k: v for k, v in cap.assumed.items() if k in read})
         self.compiled = build_function(self.fn, rw.tree, {namer.runtime: self.runtime}, cap.filename)
 
     # ------------------------------------------------------------------ call
@@ -402,7 +406,7 @@ def _see_device(rt, args):
 
 
 def _assumptions(fn, assumed: dict):
-    """A check that the names the rewrite found to be builtins or modules (purity.Env.assumed)
+    """A check that the names the rewrite found to be builtins or modules (frontend.Captured.assumed)
     still are, resolved as `fn` resolves them (a closure cell, its globals, then its builtins),
     written out as one expression (about 30 ns a name on each call); None where there are none.
     A name rebound after the first call (`sum = 0` in a notebook, `max` redefined, `builtins.len`

@@ -839,8 +839,8 @@ class _Helpers:
         if not width:
             return torch.zeros(row.shape, dtype=v.dtype, device=v.device)    # (no span takes anything)
         p = torch.arange(size, device=row.device)
-        # (a source span of one element where the row's is longer ends at the source's last
-        # element, so the clamp below gives it too: the `where` only says so)
+        # (a source span of one element is broadcast: its one element at every position; its start
+        # and the row's may be clipped differently, `[-10:-2]` of widths 3 and 8)
         at = a_v[:, None] + torch.where(len_v[:, None] == 1, 0, p - a_row[:, None])
         at = at.clamp(0, width - 1).reshape(n, *([1] * dim), size, *([1] * (row.dim() - 2 - dim)))
         return torch.gather(v.to(row.device), 1 + dim, at.expand(*row.shape[:1 + dim], size, *v.shape[2 + dim:]))
@@ -850,15 +850,10 @@ class _Helpers:
         """runtime.own for every row at once: a tensor the iteration made and then writes into,
         with memory of its own per row (a batch the body computed is new memory; one the same in
         every row is copied for each)."""
-        from .runtime import GuardFailed, _type_name
-        for r in receivers:
-            if not isinstance(r, torch.Tensor):
-                raise GuardFailed(f"a value the iteration writes into comes from a method of a {_type_name(r)}, "
-                                  "not a tensor (it may return memory the caller holds)")
+        from .runtime import GuardFailed, own
+        own(t, *receivers)       # (its checks: the receivers tensors, no leaf that requires grad)
         if not isinstance(t, torch.Tensor):
             raise GuardFailed("a value the iteration writes into that is not a tensor")
-        if t.requires_grad and t.is_leaf:
-            raise GuardFailed("a tensor the iteration made that requires grad as a leaf, written into")
         return t if batched else t.expand(*sizes, *t.shape).clone()
 
     @staticmethod

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import textwrap
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class NoSource(Exception):
@@ -18,12 +19,22 @@ class Captured:
     tree: ast.FunctionDef          # decorators removed, user-file line numbers
     filename: str
     qualname: str
+    # the names the analysis and the rewrites found to be builtins or modules (`max` the builtin,
+    # `torch` the module): the rewrite rests on them, and a call that finds one rebound runs the
+    # function as written (api._assumptions)
+    assumed: dict = field(default_factory=dict, compare=False)
 
     def lookup(self, name: str):
         """Value of a global, closure or builtin name, as the function would see it now.
 
         Returns (found, value)."""
-        return scope_lookup(self.fn, name)
+        found, value = scope_lookup(self.fn, name)
+        if found and (isinstance(value, types.ModuleType) or getattr(builtins, name, _MISSING) is value):
+            self.assumed[name] = value
+        return found, value
+
+
+_MISSING = object()
 
 
 def scope_lookup(fn: types.FunctionType, name: str):

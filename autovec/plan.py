@@ -62,11 +62,6 @@ class IterSpace:
     # `for a, b in x` (or `in x.tolist()`): the element's name the analysis gives the row, and
     # the body's first statement `a, b = row.unbind(0)` (then `a = a.item()`, .. for .tolist())
     unpack: tuple = ()       # ((row name, (a, b, ..), Python numbers?), ...)
-    # builtins the rewrite takes the header's calls to be without calling them as written
-    # (`zip`, `enumerate`, `reversed`; and `len`, `min`, `range` of a header analysis.hoist wrote
-    # for a loop over elements): the generated code checks them on every call (lowering
-    # _space_expr), so one rebound after the first call runs the loop as written
-    builtins: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -58,25 +58,16 @@ class Env:
 
     def __init__(self, cap: Captured):
         self.cap = cap
-        # the builtins and modules the analysis found its names to be (`max` the builtin, `torch`
-        # the module): the rewrite rests on them, and a call that finds one rebound runs the
-        # function as written (api._assumptions)
-        self.assumed: dict = {}
 
     def is_builtin(self, name: str) -> bool:
         found, value = self.cap.lookup(name)
-        if found and getattr(builtins, name, object()) is value:
-            self.assumed[name] = value
-            return True
-        return False
+        return found and getattr(builtins, name, object()) is value
 
     def resolve(self, path: str):
         head, *rest = path.split(".")
         found, obj = self.cap.lookup(head)
         if not found:
             return False, None
-        if isinstance(obj, types.ModuleType):
-            self.assumed[head] = obj
         return attr_chain(obj, rest)
 
     def classify(self, path: str) -> str | None:

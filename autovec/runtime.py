@@ -697,18 +697,10 @@ def _attribute_params(plan) -> frozenset:
     return frozenset(p for p, ds in derived.items() if ds & items or any(reads(a, p) for a in attrs))
 
 
-class _Builtins:
-    """zip, enumerate, reversed, len, min and range as the builtins module had them at import: a
-    header that names one of them is checked against these (a rebinding in the user's module, or
-    of the builtins module itself, runs the loop as written)."""
-    zip, enumerate, reversed, len, min, range = zip, enumerate, reversed, len, min, range
-
-
 class FunctionRuntime:
     """Shared by every rewritten loop of one function (the `_av` name in generated code)."""
 
     Error = Exception      # what the generated code catches (`_av.Error`: the user may rebind `Exception`)
-    builtin = _Builtins    # the builtins a loop header rests on, as they were at import (lowering _space_expr)
 
     def __init__(self, qualname: str, matches: dict, resolve=None):
         self.qualname = qualname
@@ -854,8 +846,6 @@ class FunctionRuntime:
     def begin(self, loop_id, space):
         """First, cheap decision from the iteration space alone (trip count, cost model):
         a pending state for `guard`, or None for the Python loop."""
-        if space is None:
-            return None      # (a builtin the loop's header rests on is rebound: lowering _space_expr)
         if self.np_index and loop_id in self.np_index and type(space) is tuple:
             space = _numpy_indices(space)     # (numpy integers that only index: as Python ints)
         if type(space) is range and self.events is None and not self.strict and loop_id in self.range_loops \

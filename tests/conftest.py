@@ -125,3 +125,17 @@ def same_on_every_call(fn, make, calls=3):
             if isinstance(p, torch.Tensor):
                 torch.testing.assert_close(q, p, rtol=0, atol=0, equal_nan=True)
     return fast
+
+
+def fixed_costs(monkeypatch, tmp_path, **values):
+    """The cost model's machine constants fixed (AUTOVEC_COSTS) to `values` over the defaults
+    below, and no AUTOVEC_MIN_TRIP: the estimates decide. Undone by monkeypatch."""
+    import json
+    from autovec import cost
+    constants = {"py_iter": 1e-6, "py_op": 0.8e-6, "op": 2e-6, "own_op": 2e-6, "vmap_call": 10e-6,
+                 "byte_hot": 0.05e-9, "byte_fresh": 0.5e-9, **values}
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps(constants))
+    monkeypatch.setenv("AUTOVEC_COSTS", str(path))
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    monkeypatch.setattr(cost, "_constants", None)

@@ -1,24 +1,19 @@
 """The cost model weighs the bytes an iteration creates: a loop that keeps one iteration's values
 at a time (a running sum, a last value) never held what a batch of all its iterations holds, and
 a batch that writes far more fresh memory than the loop reuses runs the loop from the first call."""
-import json
 
 import pytest
 import torch
 
 from autovec import autovec, cost, explain
+from conftest import fixed_costs
 from autovec.cost import Decision
 
 
 @pytest.fixture
 def costs(monkeypatch, tmp_path):
     """Fixed machine constants: writing fresh memory 10 times slower than reused memory."""
-    path = tmp_path / "costs.json"
-    path.write_text(json.dumps({"py_iter": 1e-6, "py_op": 0.8e-6, "op": 2e-6, "own_op": 2e-6, "vmap_call": 10e-6,
-                                "byte_hot": 0.05e-9, "byte_fresh": 0.5e-9}))
-    monkeypatch.setenv("AUTOVEC_COSTS", str(path))
-    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
-    monkeypatch.setattr(cost, "_constants", None)
+    fixed_costs(monkeypatch, tmp_path)
     yield
     monkeypatch.setattr(cost, "_constants", None)
 

@@ -4,22 +4,17 @@ microsecond: estimated as torch operations, a metrics loop over `.item()` values
 times slower than it is, and ran vectorized at twice the loop's time (probeA's EMA meter and
 average precision). Which names hold numbers is read from the call's values (loop-invariant
 names) and from the function's bindings before the loop (running values)."""
-import json
 
 import pytest
 import torch
 
 from autovec import autovec, cost, explain
+from conftest import fixed_costs
 
 
 @pytest.fixture
 def costs(monkeypatch, tmp_path):
-    path = tmp_path / "costs.json"
-    path.write_text(json.dumps({"py_iter": 0.2e-6, "py_op": 1.2e-6, "op": 3e-6, "own_op": 2.5e-6, "vmap_call": 10e-6,
-                                "byte_hot": 0.05e-9, "byte_fresh": 0.5e-9}))
-    monkeypatch.setenv("AUTOVEC_COSTS", str(path))
-    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
-    monkeypatch.setattr(cost, "_constants", None)
+    fixed_costs(monkeypatch, tmp_path, py_iter=0.2e-6, py_op=1.2e-6, op=3e-6, own_op=2.5e-6)
     yield
     monkeypatch.setattr(cost, "_constants", None)
 

@@ -1,10 +1,11 @@
 """A loop header's builtins rebound after the first call: the rewrite takes `zip`, `enumerate`
 and `reversed` to be the builtins without calling them as written, and the header it writes for
 a loop over elements updated in place (`range(min(len(x), len(m)))` for `zip(x, m)`) rests on
-`len`, `min` and `range`. The analysis checks them on the first call; each later call checks them
-again (IterSpace.builtins, lowering _space_expr), and the loop runs as written where one is
-rebound, in the user's module or in the builtins module (probeB: a module-level `zip` defined
-after the first call was ignored)."""
+`len`, `min` and `range`. The analysis checks them on the first call, and records every name it
+finds to be a builtin or a module (frontend.Captured.assumed); each later call checks them again
+(api._assumptions), and the function runs as written where one is rebound, in the user's module
+or in the builtins module (probeB: a module-level `zip` defined after the first call was
+ignored)."""
 import builtins
 
 import pytest
@@ -202,3 +203,17 @@ def test_a_name_the_analysis_resolved_rebound_after_the_first_call(fn, name, rep
             assert type(got) is type(want) and got == want
     # and with the names restored, the rewrite again
     torch.testing.assert_close(fast(*[a.clone() for a in args]), fn(*[a.clone() for a in args]))
+
+
+def test_a_name_the_function_never_reads_does_not_send_it_to_the_loop(monkeypatch):
+    # (the analysis looks up `max`, `reversed`, `len` for its own rewrites of every function; only
+    # the names the function reads, as written or as rewritten, are checked on each call)
+    from conftest import ran_modes
+    fast = autovec(stacked)
+    x = torch.arange(6.0).reshape(3, 2)
+    fast(x)
+    monkeypatch.setitem(stacked.__globals__, "max", _smallest)
+    monkeypatch.setitem(stacked.__globals__, "reversed", forwards)
+    fast._autovec_state.runtime.ran.clear()
+    torch.testing.assert_close(fast(x), stacked(x))
+    assert ran_modes(fast)

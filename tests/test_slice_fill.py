@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from autovec import assert_equivalent, autovec, explain
-from conftest import ran_modes as _ran
+from conftest import ran_modes as _ran, same_on_every_call
 
 
 @pytest.fixture(autouse=True)
@@ -394,8 +394,7 @@ def pad_from(seqs, lengths, max_len, fill):
     (pad_truncate, lambda: (torch.randint(0, 99, (6, 4)), torch.randint(0, 4, (6,)), 7)),       # (narrower rows: padded)
     (pad_truncate, lambda: (torch.randn(5, 6, 3), torch.randint(0, 6, (5,)), 8)),               # (rows of vectors)
     (pad_truncate, lambda: (torch.randint(0, 99, (3, 0)), torch.zeros(3, dtype=torch.long), 4)),  # (empty rows)
-    (pad_truncate, lambda: (torch.randint(0, 99, (4, 3)), torch.tensor([1, 2, 2, 0]), 7)),      # (a first call that passes,
-    (pad_truncate, lambda: (torch.randint(0, 99, (4, 3)), torch.tensor([1, 9, 2, 0]), 7)),      #  then a span past the rows' end: the loop raises)
+    (pad_truncate, lambda: (torch.randint(0, 99, (4, 3)), torch.tensor([1, 9, 2, 0]), 7)),      # (a span past the rows' end: the loop raises)
     (pad_from, lambda: (torch.randn(6, 10), torch.randint(0, 10, (6,)), 7, -1.0)),
     (pad_from, lambda: (torch.randn(6, 5), torch.tensor([5, 1, -2, 8, 3, 0]), 7, 0.5)),
 ])
@@ -404,18 +403,7 @@ def test_a_span_of_rows_of_another_width(fn, make):
     output's was refused, 'a span assigned from a row of another shape'; each row's bounds are
     now normalized for its own width and the source's span laid out as the row's, and spans of
     different lengths leave the loop to raise)"""
-    fast = autovec(fn)      # (one object: its later calls run without the first call's one-time check)
-    for _ in range(4):
-        args = make()
-        try:
-            want = fn(*args)
-        except Exception as e:   # noqa: BLE001
-            with pytest.raises(type(e)) as got:
-                fast(*args)
-            assert str(got.value) == str(e)
-            continue
-        got = fast(*args)
-        assert got.dtype == want.dtype and torch.equal(got, want)
+    same_on_every_call(fn, make, calls=4)
 
 
 def test_padding_rows_of_another_width_is_vectorized():
@@ -438,3 +426,21 @@ def test_spans_of_other_lengths_on_a_later_call():
     with pytest.raises(RuntimeError) as got:
         fast(*bad)
     assert str(got.value) == str(want.value)
+
+
+def window_from_end(x, y, ends):
+    out = torch.zeros_like(x)
+    for b in range(x.shape[0]):
+        n = int(ends[b])
+        out[b, n * 5:n] = y[b, n * 5:n]
+    return out
+
+
+def test_a_one_element_source_span_is_broadcast_over_the_rows_span():
+    # y's rows of 3: with n = -2, y[b, -10:-2] is y[b, 0:1], one element, which setitem broadcasts
+    # over out[b, -10:-2], six of x's 8 (its start clipped too: the gather must take that one
+    # element for every position, not the elements after it)
+    make = lambda: (torch.randn(4, 8), torch.randn(4, 3), torch.tensor([-2, -2, 0, -2]))   # noqa: E731
+    same_on_every_call(window_from_end, make)
+    ex = explain(window_from_end, *make())
+    assert ex.path == "vectorized" and "fill_span" in " ".join(ex.notes)

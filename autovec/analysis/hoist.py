@@ -294,38 +294,40 @@ def _shifted(base, c):
     return ast.BinOp(left=copy.deepcopy(base), op=ast.Add(), right=copy.deepcopy(c))
 
 
+def _builtins_ok(cap: Captured, local: set, names) -> bool:
+    """Whether each of `names` is the builtin of that name for the function (no local of it)."""
+    import builtins
+    for name in names:
+        found, obj = cap.lookup(name)
+        if name in local or not found or obj is not getattr(builtins, name):
+            return False
+    return True
+
+
 def element_views(cap: Captured) -> list:
     """`for row in x: row -= row.mean()` (or `row.mul_(2).clamp_(-1, 1)`): in-place updates of
     the loop's element, which is a view of x's row when x is a tensor. Planned as
     `for k in range(len(x)): x[k] -= x[k].mean()`, the same iterations on the same rows, whose
     stores the planner takes; `for t, m in zip(x, mean): t.sub_(m)` as `x[k].sub_(mean[k])` over
     `range(min(len(x), len(mean)))`. Under autograd the loop's rows are unbind's views, which
-    in-place methods raise on: the runtime runs the loop there (FunctionRuntime.element_views). The loop as written stays the fallback (`_av_original`): for a
-    list, a generator or anything else the rewrite's guard refuses, it runs as written, and
-    where the rewritten loop is not vectorized it goes back into the tree (api). Only where
-    that is exact: the iterable a plain name the loop never assigns, the element updated in
-    place at the top level of the body and bound nowhere else, read nowhere outside the loop,
-    `range` and `len` the builtins, no `else`, no nested scopes or generators in the body.
-    Returns [(the rewritten loop, the original one)]."""
+    in-place methods raise on: the runtime runs the loop there (FunctionRuntime.element_views).
+    The loop as written stays the fallback (`_av_original`): for a list, a generator or anything
+    else the rewrite's guard refuses, it runs as written, and where the rewritten loop is not
+    vectorized it goes back into the tree (api). Only where that is exact: the iterable a plain
+    name the loop never assigns, the element updated in place at the top level of the body and
+    bound nowhere else, read nowhere outside the loop, `range` and `len` (and for `zip`, `zip`
+    and `min`: zip stops at the shortest; its elements are what indexing gives for a tensor, a
+    list or a tuple, and anything else the guard refuses) the builtins, which every call checks
+    again (api._assumptions), no `else`, no nested scopes or generators in the body. Returns
+    [(the rewritten loop, the original one)]."""
     local = _local_names(cap.tree)
-    if "range" in local or "len" in local:
-        return []
-    for name in ("range", "len"):
-        found, obj = cap.lookup(name)
-        if not (found and obj is {"range": range, "len": len}[name]):
-            return []
-    # `for t, m, s in zip(x, mean, std): t.sub_(m).div_(s)` (torchvision's normalize) too, where
-    # `zip` and `min` are the builtins: `for k in range(min(len(x), len(mean), len(std)))`, each
-    # element `src[k]` (zip stops at the shortest; its elements are what indexing gives for a
-    # tensor, a list or a tuple, and anything else the guard refuses: the loop as written runs)
-    zipped = all(n not in local and cap.lookup(n) == (True, {"zip": zip, "min": min}[n]) for n in ("zip", "min"))
     out = []
     for loop in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
         if loop.orelse:
             continue
         if isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Name):
             pairs = [(loop.target.id, loop.iter.id)]
-        elif zipped and isinstance(loop.target, ast.Tuple) and isinstance(loop.iter, ast.Call) \
+        elif isinstance(loop.target, ast.Tuple) and isinstance(loop.iter, ast.Call) \
                 and isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "zip" and not loop.iter.keywords \
                 and len(loop.iter.args) == len(loop.target.elts) >= 2 \
                 and all(isinstance(e, ast.Name) for e in loop.target.elts + loop.iter.args):
@@ -337,7 +339,8 @@ def element_views(cap: Captured) -> list:
         if len(set(rows)) != len(rows) or sources & set(rows):
             continue
         updated = {row for row in rows if any(_updates(st, row) for st in loop.body)}
-        if not updated:
+        if not updated or not _builtins_ok(cap, local, ("range", "len") if len(pairs) == 1
+                                           else ("range", "len", "zip", "min")):
             continue
         inside = {id(n) for n in ast.walk(loop)}
         if any(isinstance(n, ast.Name) and n.id in rows and id(n) not in inside for n in ast.walk(cap.tree)):
@@ -364,8 +367,6 @@ def element_views(cap: Captured) -> list:
                                                               keywords=[])
         loop.iter = ast.copy_location(ast.Call(func=ast.Name("range", ast.Load()), args=[bound], keywords=[]),
                                       loop.iter)
-        # (the header's meaning rests on these being the builtins, also on later calls: checked there)
-        loop._av_builtins = ("len", "range") if len(pairs) == 1 else ("len", "min", "range", "zip")
         for n in ast.walk(loop.iter):
             ast.copy_location(n, original.iter)
         loop._av_original = original

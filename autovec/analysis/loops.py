@@ -85,24 +85,13 @@ def _pure_expr(node: ast.AST) -> bool:
     return True
 
 
-_HEADER_BUILTINS = ("zip", "enumerate", "reversed")
-
-
 def iteration(node: ast.For, ctx: Context) -> IterSpace:
-    space = _iteration(node, ctx)
-    names = {n.func.id for n in ast.walk(node.iter) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-             and n.func.id in _HEADER_BUILTINS and _is_builtin(ctx, n.func.id)}
-    names.update(getattr(node, "_av_builtins", ()))     # (a header analysis.hoist wrote: element_views)
-    return dataclasses.replace(space, builtins=tuple(sorted(names))) if names else space
-
-
-def _iteration(node: ast.For, ctx: Context) -> IterSpace:
     it, tgt, line = node.iter, node.target, node.lineno
     if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "reversed"
             and _is_builtin(ctx, "reversed") and len(it.args) == 1 and not it.keywords
             and isinstance(it.args[0], ast.Call) and isinstance(it.args[0].func, ast.Name)
             and it.args[0].func.id == "range"):
-        inner = _iteration(ast.For(target=tgt, iter=it.args[0], body=[], orelse=[], lineno=line), ctx)
+        inner = iteration(ast.For(target=tgt, iter=it.args[0], body=[], orelse=[], lineno=line), ctx)
         return dataclasses.replace(inner, reverse=True)
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords:
         fname = it.func.id

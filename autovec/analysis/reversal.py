@@ -54,20 +54,11 @@ from dataclasses import dataclass, field
 import torch
 
 from ..frontend import Captured
-from .hoist import _dotted, _holder, _local_names, _no_grad_with, _resolves
+from .hoist import _builtins_ok, _dotted, _holder, _local_names, _no_grad_with, _resolves
 from .names import mutated
 
 _NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,
                   ast.DictComp, ast.GeneratorExp)
-
-
-def _builtins_ok(cap: Captured, local: set, names) -> bool:
-    import builtins
-    for name in names:
-        found, obj = cap.lookup(name)
-        if name in local or not found or obj is not getattr(builtins, name):
-            return False
-    return True
 
 
 def _parents(tree):

@@ -313,15 +313,6 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
 
 
 def _space_expr(plan: LoopPlan, av: str = "_av") -> ast.expr:
-    space = _plain_space_expr(plan, av)
-    if not plan.space.builtins:
-        return space
-    # None (the loop as written) where a builtin the header rests on is rebound (IterSpace.builtins)
-    test = " and ".join(f"{b} is {av}.builtin.{b}" for b in plan.space.builtins)
-    return expr(f"(_av_SPACE if {test} else None)".replace("_av_SPACE", ast.unparse(space)))
-
-
-def _plain_space_expr(plan: LoopPlan, av: str = "_av") -> ast.expr:
     if plan.space.kind == "nest":
         return expr("(" + "".join(f"range({', '.join(args)}), " for _, args in plan.space.levels) + ")")
     if plan.space.kind == "range" and plan.form == "while":
