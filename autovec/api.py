@@ -399,10 +399,15 @@ def _see_device(rt, args):
     """The device kind of the first tensor argument picks the cost model's constants and
     decisions (the CPU's, or a GPU's) for this call."""
     for a in args:
-        if isinstance(a, Tensor):
+        t = type(a)
+        if t is Tensor or t not in _NOT_TENSORS and isinstance(a, Tensor):
             if rt is not None and (not a.is_cpu or rt.kind != "cpu"):
                 rt.set_kind("cpu" if a.is_cpu else a.device.type)
             return
+
+
+# argument types that are never tensors: _see_device passes them without an isinstance
+_NOT_TENSORS = frozenset({list, tuple, dict, int, float, bool, str, type(None)})
 
 
 def _assumptions(fn, assumed: dict):
@@ -689,8 +694,10 @@ def explain(fn, *args, **kwargs) -> Explanation:
         else:
             ex.notes.append(f"line {lineno}: not compiled for this call: {reason}")
     for lineno, (py, vec) in sorted(timed.items()):
-        ex.notes.append(f"line {lineno}: timed on earlier calls at this size: python {py * 1e6:.0f} us, "
-                        f"vectorized {'-' if vec == float('inf') else f'{vec * 1e6:.0f} us'}")
+        # (a path not timed yet: the model's estimate decided without it)
+        ex.notes.append(f"line {lineno}: timed on earlier calls at this size: python "
+                        f"{'not timed' if py == float('inf') else f'{py * 1e6:.0f} us'}, "
+                        f"vectorized {'not timed' if vec == float('inf') else f'{vec * 1e6:.0f} us'}")
     for loop_id, code in rt.batched_seen.items():
         lineno = rt.matches[loop_id].plan.lineno
         if last.get(loop_id) != "vectorized":

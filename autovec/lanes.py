@@ -58,7 +58,8 @@ def eligible(nest, mapped, writes, tok) -> bool:
         return False
     tensors = [m[0] for m in mapped] + list(tok.sources) + list(tok.free_tensors) + \
         [w[1] for w in writes if isinstance(w[1], torch.Tensor)]
-    return all(type(t) is torch.Tensor and t.is_cpu for t in tensors) and all(w[0] in _WRITES for w in writes)
+    return all(type(t) is torch.Tensor and t.is_cpu for t in tensors) and all(w[0] in _WRITES for w in writes) \
+        and all(type(w[1]) is torch.Tensor for w in writes if w[0] == "store")     # (not a list's slots)
 
 
 def build(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=False):

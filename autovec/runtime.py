@@ -1391,6 +1391,13 @@ class FunctionRuntime:
                 sig.append(_sig(t))
             if kind == "store" or kind == "fresh":
                 if not isinstance(t, Tensor):
+                    if type(t) is list and kind == "store" and levels is None and not w[2]:
+                        # `res[i] = v` into a Python list (`res = [None] * n`): its slots, rebound
+                        # at the commit to the batch's rows as a list of them would hold them
+                        # (fit_store, _list_store); no tensor is written into
+                        if lo + w[3] < 0 or hi + w[3] >= len(t):
+                            raise GuardFailed("the loop writes outside its list (the loop raises IndexError)")
+                        continue
                     raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")
                 d, off = w[2], w[3]
                 k = t.dim()
@@ -1887,7 +1894,8 @@ class FunctionRuntime:
     # -------------------------------------------------------------- outputs
 
     @staticmethod
-    def fit_store(o, region, dim, mask=None, op="", lead=1, tok=None, py=None, inplace=False, method=""):
+    def fit_store(o, region, dim, mask=None, op="", lead=1, tok=None, py=None, inplace=False, method="",
+                  views=False):
         """New contents of `region` (the written rows, loop dimension at `dim`; `lead` loop
         dimensions for a nest) after the loop's `out[.., i, ..] = v` (or `op=`) for the
         per-iteration values `o` (n, *V); `py`: (output position, static flag) for tok.py,
@@ -1896,7 +1904,10 @@ class FunctionRuntime:
         the loop's update computes in, op), for `update` to apply in place at the commit; where
         they share memory with the region, (the new contents, "=").
         `method`: the store is the loop's in-place method on the row (Output.method), checked
-        first (_method_fits)."""
+        first (_method_fits). A Python list for `region` (`res[i] = v`): the elements its slots
+        get (_list_store; `views`: the loop's values may be views of its inputs)."""
+        if type(region) is list:
+            return _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views)
         if method:
             _method_fits(o, region, dim, lead, method)
         if not op and not dim and mask is None and not inplace and type(o) is torch.Tensor \
@@ -3625,14 +3636,29 @@ def _method_fits(o, region, dim, lead, method):
                               "(the loop raises)")
 
 
+def _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views):
+    """The elements `res[i] = v` puts into the slots of a Python list, in ascending order of the
+    rows: each iteration's value as a list the loop kept would hold it (consume's "list": tensors
+    of their own, the input's views where the loop's are views, or Python numbers), which the
+    commit assigns to the rows' slice of the list (the guard checked the slots exist)."""
+    if mask is not None or op or inplace or method or dim or lead != 1:
+        raise GuardFailed("a conditional, augmented or partial store into a Python list (the loop runs)")
+    p = tok.py(*py) if py is not None and tok is not None else bool(py and py[1])
+    return FunctionRuntime.consume("list", o, None, p, tok, views)
+
+
 def _dropped(o, shape, lead):
     """The batch `o` (the loop's `lead` dimensions, then each iteration's value) reshaped to the
     output's `shape` where each value has the shape of the output's element but for leading 1s,
     which setitem drops (fit_store's reshape); None where it is not that."""
     v = o.shape
     if len(v) == len(shape) + 1 and v[lead] == 1:
-        # (one leading 1, the common case: `out[i] = x[i] @ w + b` with b of shape (1,))
-        return o.squeeze(lead) if v[:lead] + v[lead + 1:] == shape else None
+        # (one leading 1, the common case: `out[i] = x[i] @ w + b` with b of shape (1,); compared
+        # size by size: a Size's slices and sums cost as much as the squeeze)
+        for j, k in enumerate(shape):
+            if v[j if j < lead else j + 1] != k:
+                return None
+        return o.squeeze(lead)
     v, slot = v[lead:], shape[lead:]
     if o.shape[:lead] != shape[:lead] or len(v) <= len(slot):
         return None
@@ -3672,6 +3698,8 @@ def _replaces(out, region, value, tok, others=None):
     """Whether `value` may stand for the fresh tensor `out` instead of being copied into it: it
     covers every element, has out's dtype, device and shape, owns its memory, and is no input
     (nor another value the call hands out: `others`, see Token.shares_output)."""
+    if type(out) is list:
+        return False        # (a list's slots get the rows: the commit's slice assignment)
     shape = out.shape
     if tok.released is not None and id(out) in tok.released:
         device = tok.released[id(out)][1]       # a stand-in: the output's own device
@@ -5522,7 +5550,10 @@ class Token:
         return slice(a, a + (self.n - 1) * self.step + 1, self.step)
 
     def region(self, t, offset, dim):
-        """`t[:, .., rows]` (the loop index at `dim`): `t` itself when the rows are all of it."""
+        """`t[:, .., rows]` (the loop index at `dim`): `t` itself when the rows are all of it (or
+        is a Python list: fit_store's _list_store)."""
+        if type(t) is list:
+            return t
         if self.step == 1 and self.start + offset == 0 and self.n == t.shape[dim]:
             return t
         r = self.rows(offset)

@@ -539,7 +539,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             # it runs in place at the commit, as the loop's own operation
             update = bool(o.op) and mask == "None" and o.consumer != "fresh"
             extra = f", {(pos, o.pytype)!r}" + (", inplace=True" if update else "") \
-                + (f", method={o.method!r}" if o.method else "")
+                + (f", method={o.method!r}" if o.method else "") \
+                + (", views=True" if simple and not o.op and _may_share(o.value, plan) else "")
             # a value read back in the iteration (analysis._forwarded): the row's dtype and shape already
             exact = f"\n_av_AV.exact({ok_s}, _av_RG, {o.dim}, {lead}, {T}.py({pos}, {o.pytype!r}))" if o.exact else ""
             prepare += template(f"_av_RG = {read}{exact}\n_av_P = _av_AV.fit_store({ok_s}, _av_RG, {o.dim}, {mask_s}, "

@@ -1,0 +1,215 @@
+"""`res[i] = v` into a Python list (`res = [None] * n`, filled by index): the batch's rows go
+into the list's slots at the commit, as the loop's values would be (runtime._list_store):
+tensors of their own, the input's views where the loop's values are views, or Python numbers.
+It was refused ("the written value is a list, not a tensor"). Checked against the loop on
+every call of one decorated object: the list's elements (type, dtype, values, memory they
+share), the arguments after the call, errors and gradients."""
+import copy
+
+import pytest
+import torch
+
+from autovec import autovec, explain
+from conftest import ran_modes
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def filled(x, w):
+    res = [None] * x.shape[0]
+    for i in range(x.shape[0]):
+        res[i] = torch.tanh(x[i] @ w)
+    return res
+
+
+def stacked(x, w):
+    res = [None] * x.shape[0]
+    for i in range(x.shape[0]):
+        res[i] = torch.tanh(x[i] @ w)
+    return torch.stack(res)
+
+
+def numbers(x):
+    res = [0.0] * x.shape[0]
+    for i in range(x.shape[0]):
+        res[i] = x[i].sum().item()
+    return res
+
+
+def views(x):
+    res = [None] * len(x)
+    for i in range(len(x)):
+        res[i] = x[i]
+    return res
+
+
+def shifted(x):
+    res = [None] * (x.shape[0] + 2)
+    for i in range(x.shape[0]):
+        res[i + 2] = x[i].exp()
+    return res
+
+
+def backwards(x):
+    res = [None] * x.shape[0]
+    for i in range(x.shape[0] - 1, -1, -1):
+        res[i] = x[i] * 2
+    return res
+
+
+def every_other(x):
+    res = ["keep"] * (2 * x.shape[0])
+    for i in range(0, 2 * x.shape[0], 2):
+        res[i] = x[i // 2] + 1
+    return res
+
+
+def too_short(x):
+    res = [None] * (x.shape[0] - 1)
+    for i in range(x.shape[0]):
+        res[i] = x[i].exp()
+    return res
+
+
+def into_argument(x, res):
+    for i in range(x.shape[0]):
+        res[i] = x[i] * 2
+    return res
+
+
+def same_value_twice(x):
+    a = [None] * x.shape[0]
+    b = [None] * x.shape[0]
+    for i in range(x.shape[0]):
+        v = x[i] + 1
+        a[i] = v
+        b[i] = v
+    return a, b
+
+
+def list_of_tensors(xs):
+    for i in range(len(xs)):
+        xs[i] = xs[i] * 2
+    return xs
+
+
+def _same(want, got, x=None):
+    """Element by element: type, dtype, values bit for bit, requires_grad, and own memory
+    (or the same memory where the loop's element is a view of `x`)."""
+    if isinstance(want, (list, tuple)):
+        assert type(got) is type(want) and len(got) == len(want)
+        for p, q in zip(want, got):
+            _same(p, q, x)
+        return
+    assert type(got) is type(want)
+    if isinstance(want, torch.Tensor):
+        assert got.dtype == want.dtype and got.requires_grad == want.requires_grad
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        if x is not None:
+            assert (got.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()) == \
+                (want.untyped_storage().data_ptr() == x.untyped_storage().data_ptr())
+    else:
+        assert got == want
+
+
+CASES = [
+    (filled, lambda: (torch.randn(9, 5), torch.randn(5, 3))),
+    (stacked, lambda: (torch.randn(9, 5), torch.randn(5, 3))),
+    (numbers, lambda: (torch.randn(9, 5).double(),)),
+    (numbers, lambda: (torch.randint(0, 9, (9, 5)),)),
+    (shifted, lambda: (torch.randn(7, 4),)),
+    (backwards, lambda: (torch.randn(7, 4),)),
+    (every_other, lambda: (torch.randn(6, 3),)),
+    (too_short, lambda: (torch.randn(6, 3),)),                         # (the loop raises IndexError)
+    (into_argument, lambda: (torch.randn(6, 3), [None] * 6)),
+    (into_argument, lambda: (torch.randn(6, 3), [None] * 4)),           # (too short: IndexError)
+    (into_argument, lambda: (torch.randn(6, 3), (None,) * 6)),          # (a tuple: TypeError)
+    (list_of_tensors, lambda: ([torch.randn(3) for _ in range(6)],)),
+    (views, lambda: (torch.randn(6, 3),)),
+]
+
+
+@pytest.mark.parametrize("fn, make", CASES)
+def test_list_slots_hold_what_the_loop_puts_there(fn, make):
+    fast = autovec(fn)
+    for seed in range(4):
+        torch.manual_seed(seed)
+        a = make()
+        b = copy.deepcopy(a)
+        try:
+            want = fn(*a)
+        except Exception as e:   # noqa: BLE001
+            with pytest.raises(type(e)) as got:
+                fast(*b)
+            assert str(got.value) == str(e)
+        else:
+            _same(want, fast(*b))
+        _same(a, b)
+
+
+@pytest.mark.parametrize("fn, make", [CASES[0], CASES[1], CASES[2], CASES[4], CASES[5], CASES[8], CASES[11], CASES[12]])
+def test_they_run_vectorized(fn, make):
+    fast = autovec(fn)
+    fast(*make())
+    assert ran_modes(fast)
+    assert explain(fn, *make()).path == "vectorized"
+
+
+def test_views_of_the_input_stay_views():
+    x = torch.randn(6, 3)
+    fast = autovec(views)
+    for _ in range(3):
+        got = fast(x)
+        _same(views(x), got, x)
+    x[2].fill_(7.0)      # (a later write into the input reaches the list's element, as in the loop)
+    assert bool((got[2] == 7.0).all())
+
+
+def test_one_value_in_two_lists_is_one_tensor():
+    fast = autovec(same_value_twice)
+    for _ in range(3):
+        a, b = fast(torch.randn(5, 2))
+        assert all(p is q for p, q in zip(a, b))
+
+
+def test_elements_are_tensors_of_their_own():
+    fast = autovec(filled)
+    x, w = torch.randn(6, 4), torch.randn(4, 2)
+    for _ in range(3):
+        got = fast(x, w)
+    assert all(t._base is None for t in got)
+    got[0].add_(1)        # (an in-place change of one element leaves the others alone)
+    _same(filled(x, w)[1:], got[1:])
+
+
+def test_gradients_flow_through_the_elements():
+    x = torch.randn(7, 4, requires_grad=True)
+    w = torch.randn(4, 3, requires_grad=True)
+    fast = autovec(filled)
+    for _ in range(3):
+        got = fast(x, w)
+    want = filled(x, w)
+    weights = torch.randn(7, 3)
+    g_want = torch.autograd.grad(sum((t * c).sum() for t, c in zip(want, weights)), (x, w))
+    g_got = torch.autograd.grad(sum((t * c).sum() for t, c in zip(got, weights)), (x, w))
+    for p, q in zip(g_want, g_got):
+        torch.testing.assert_close(q, p)
+
+
+def test_a_conditional_store_into_a_list_keeps_the_loop():
+    def positive(x):
+        res = [None] * x.shape[0]
+        for i in range(x.shape[0]):
+            if x[i].sum() > 0:
+                res[i] = x[i] * 2
+        return res
+    fast = autovec(positive)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x = torch.randn(8, 3)
+        want, got = positive(x), fast(x)
+        assert [t is None for t in want] == [t is None for t in got]
+        _same([t for t in want if t is not None], [t for t in got if t is not None])
