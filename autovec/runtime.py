@@ -66,14 +66,15 @@ class NotVectorizable(Exception):
 _REACH_DEPTH, _REACH_WIDTH = 4, 256    # how far the aliasing check follows what the loop reads
 
 
-def _reachable_tensors(values, depth=_REACH_DEPTH, seen=None):
+def _reachable_tensors(values, depth=_REACH_DEPTH, seen=None, lists=None):
     """Tensors the loop may read through the values it reads, for the aliasing check (`xs[0][k]`
     may be the very tensor the loop writes): inside lists, tuples, dicts, modules and plain
     objects; for a function (a helper the body calls, or one passed in), its closure's cells, its
     defaults and the globals its code names (a helper reading `out` through any of them reads
     the rows the loop writes), likewise for a bound method's object and a class's attributes.
     Past _REACH_DEPTH levels or _REACH_WIDTH entries of one container the check cannot tell, and
-    the loop runs (GuardFailed): reading these runs no code."""
+    the loop runs (GuardFailed): reading these runs no code. `lists`: where given, every Python
+    list met on the way is appended to it (a list the loop stores into by index: _list_aliasing)."""
     if seen is None:
         seen = set()
     out = []
@@ -90,14 +91,35 @@ def _reachable_tensors(values, depth=_REACH_DEPTH, seen=None):
         if id(v) in seen:
             continue
         seen.add(id(v))
+        if lists is not None and isinstance(v, list):
+            lists.append(v)
         parts = _parts(v)
         if parts is None:
             continue
         if depth <= 0 or len(parts) > _REACH_WIDTH:
             raise GuardFailed("the loop reads an object too deep or too large for the aliasing check (it may hold "
                               "the tensor the loop writes): the loop runs")
-        out.extend(_reachable_tensors(parts, depth - 1, seen))
+        out.extend(_reachable_tensors(parts, depth - 1, seen, lists))
     return out
+
+
+def _list_aliasing(stored, mapped, sources, free, calls):
+    """`res[i] = v` into Python lists (`stored`: (list, offset) each): none may be a list the loop
+    also reads another way (under another name, `b = res` then `b[i]`; inside a value or through a
+    helper it reads), where a later iteration reads what an earlier one put there and the batch,
+    computed first, would not. A read of its own slot under its own name (the analysis flags
+    that entry of `mapped`) and a walk of the list by the loop itself, which reads each slot
+    before the iteration that writes it (offset 0), are the loop's own order."""
+    found = []
+    others = [v for v in free if not isinstance(v, torch.Tensor)] if free else []
+    _reachable_tensors(others + list(calls or ()), lists=found)
+    for m in mapped:
+        if isinstance(m[0], list) and not m[3]:
+            found.append(m[0])
+    for t, off in stored:
+        if any(u is t for u in found) or off and any(u is t for u in sources or ()):
+            raise GuardFailed("a list the loop stores into by index is also read another way in the loop (under "
+                              "another name, or through a value or a helper it reads): the loop runs")
 
 
 _PLAIN_ATOMS = frozenset({str, bytes, int, float, bool, complex, type(None), range, slice})
@@ -111,7 +133,12 @@ def _parts(v):
     if isinstance(v, dict):
         return list(v.values())
     if isinstance(v, torch.nn.Module):
-        return list(v.parameters()) + list(v.buffers())
+        # (its parameters and buffers, and the plain attributes of it and its submodules: a
+        # tensor or list kept as `self.cache` is read by its methods too)
+        parts = list(v.parameters()) + list(v.buffers())
+        for mod in v.modules():
+            parts += [x for k, x in vars(mod).items() if k not in _MODULE_INTERNALS]
+        return parts
     if isinstance(v, types.FunctionType):
         parts = [c.cell_contents for c in (v.__closure__ or ()) if _filled(c)]
         parts += list(v.__defaults__ or ()) + list((v.__kwdefaults__ or {}).values())
@@ -134,6 +161,11 @@ def _parts(v):
     if isinstance(d, dict) and not callable(v):
         return list(d.values())
     return None
+
+
+# what every nn.Module keeps in its __dict__ (its parameters, buffers, submodules and hooks), which
+# _parts reaches otherwise or not at all
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module())) | {"_parameters", "_buffers", "_modules"}
 
 
 def _code_names(code, depth=3):
@@ -1238,6 +1270,7 @@ class FunctionRuntime:
         requires_grad) is interned as a small int that keys every per-signature cache."""
         loop_id, m, plan, space, sources, levels, n, start, step, first, estimate, decision, t0 = pending
         Tensor = torch.Tensor
+        mapped_raw = mapped    # (as the loop reads them: lists of tensors not stacked yet)
         if _in_transform() is not None:
             # inside torch.func.vmap / grad of the caller: the loop runs as written, so the
             # transform sees what it sees without autovec (vmap refuses `.item()`, data-dependent
@@ -1378,6 +1411,7 @@ class FunctionRuntime:
         stored = None    # id(tensor) -> (tensor, dim, offset, name) of its first write (_one_output)
         fresh = []       # outputs allocated right before the loop: checked like the others, but alias nothing
         lists = None     # the lists the loop appends to: each a list of its own
+        stored_lists = None    # (list, offset) of each `res[i] = v` into a Python list
         for w in writes:
             kind, t = w[0], w[1]
             if type(t) is Tensor and t.is_cpu:
@@ -1397,6 +1431,7 @@ class FunctionRuntime:
                         # (fit_store, _list_store); no tensor is written into
                         if lo + w[3] < 0 or hi + w[3] >= len(t):
                             raise GuardFailed("the loop writes outside its list (the loop raises IndexError)")
+                        stored_lists = (stored_lists or []) + [(t, w[3])]
                         continue
                     raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")
                 d, off = w[2], w[3]
@@ -1472,6 +1507,8 @@ class FunctionRuntime:
                     written.append(t)
                     if not t.is_cpu:
                         cpu = False
+        if stored_lists:
+            _list_aliasing(stored_lists, mapped_raw, sources, free, calls)
         if (written or fresh) and not torch.is_inference_mode_enabled() and any(
                 t.is_inference() for t in itertools.chain(written, fresh)):
             # torch writes, then raises: the loop leaves one row written, a batch all of them

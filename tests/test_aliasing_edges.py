@@ -169,3 +169,35 @@ def test_fission_keeps_views_of_the_input(fn):
         torch.testing.assert_close(hg, hw)
         assert torch.equal(xg, xw)
     assert explain(fast, torch.randn(8, 4), torch.randn(4, 4), torch.zeros(4)).path == "vectorized"
+
+
+class _Cached(torch.nn.Module):
+    """A module keeping a tensor as a plain attribute (no buffer), which a method reads."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.cache = torch.zeros(n, 3)
+        self.lin = torch.nn.Linear(3, 3)
+
+    def first(self, i):
+        return self.cache[0] + 0 * i
+
+
+def write_then_ask_the_module(m, x, out):
+    res = []
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2
+        res.append(m.first(i) + x[i])
+    return torch.stack(res)
+
+
+def test_a_module_attribute_written_under_another_name_keeps_the_loop():
+    # (the aliasing check reached a module's parameters and buffers only: the batch read the
+    # attribute's first row before any write, the loop after the first)
+    fast = autovec(write_then_ask_the_module)
+    for _ in range(3):
+        x = torch.randn(5, 3)
+        m1, m2 = _Cached(5), _Cached(5)
+        want = write_then_ask_the_module(m1, x, m1.cache)
+        torch.testing.assert_close(fast(m2, x, m2.cache), want, rtol=0, atol=0)
+        torch.testing.assert_close(m2.cache, m1.cache, rtol=0, atol=0)

@@ -213,3 +213,84 @@ def test_a_conditional_store_into_a_list_keeps_the_loop():
         want, got = positive(x), fast(x)
         assert [t is None for t in want] == [t is None for t in got]
         _same([t for t in want if t is not None], [t for t in got if t is not None])
+
+
+def written_then_read_elsewhere(x, a, b):
+    out = []
+    for i in range(x.shape[0]):
+        a[i] = x[i] * 2
+        out.append(b[i] + 1)
+    return torch.stack(out)
+
+
+def written_then_read_inside(x, a, box):
+    out = []
+    for i in range(x.shape[0]):
+        a[i] = x[i] * 2
+        out.append(box[0][0] + x[i])
+    return torch.stack(out)
+
+
+_SHARED = [torch.zeros(2) for _ in range(6)]
+
+
+def _first_shared():
+    return _SHARED[0] * 1
+
+
+def written_then_read_by_a_helper(x):
+    out = []
+    for i in range(x.shape[0]):
+        _SHARED[i] = x[i] * 2
+        out.append(_first_shared() + x[i])
+    return torch.stack(out)
+
+
+def shifted_over_a_copy(res):
+    for i, r in enumerate(res[:-1]):      # (a copy of the list: no slot read is one written)
+        res[i + 1] = r * 2
+    return res
+
+
+def shifted_over_its_own_walk(res, ys):
+    for i, (r, y) in enumerate(zip(res, ys)):
+        res[i + 1] = r * y
+    return res
+
+
+def _one_list_twice():
+    lst = [torch.randn(2) for _ in range(6)]
+    return torch.randn(6, 2), lst, lst
+
+
+def _one_list_boxed():
+    lst = [torch.randn(2) for _ in range(6)]
+    return torch.randn(6, 2), lst, [lst]
+
+
+@pytest.mark.parametrize("fn, make", [
+    (written_then_read_elsewhere, _one_list_twice),        # (`b` is `a`: a later iteration reads the new slot)
+    (written_then_read_inside, _one_list_boxed),           # (inside a value the loop reads)
+    (shifted_over_a_copy, lambda: ([torch.randn(2) for _ in range(6)],)),
+    (shifted_over_its_own_walk, lambda: ([torch.randn(2) for _ in range(6)], torch.randn(4, 2))),  # (reads the slot the step before wrote)
+])
+def test_a_list_also_read_another_way_keeps_the_loop(fn, make):
+    fast = autovec(fn)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        a = make()
+        torch.manual_seed(seed)
+        b = make()
+        _same(fn(*a), fast(*b))
+        _same(a, b)
+
+
+def test_a_list_a_helper_reads_keeps_the_loop():
+    fast = autovec(written_then_read_by_a_helper)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x = torch.randn(6, 2)
+        _SHARED[:] = [torch.zeros(2) for _ in range(6)]
+        want = written_then_read_by_a_helper(x)
+        _SHARED[:] = [torch.zeros(2) for _ in range(6)]
+        _same(want, fast(x))
