@@ -746,6 +746,7 @@ class FunctionRuntime:
         self.sig_ids: dict = {}           # (loop id, signature tuple) -> the small int that stands for it
         self.sig_counts: dict = {}        # loop id -> how many signatures it has met (_MAX_SIGNATURES)
         self.number_ops: dict = {}        # loop id -> cost.number_ops: operations on Python numbers (_refined)
+        self.refused_why: dict = {}       # loop id -> why its last vectorized attempt was refused (for explain)
         self.element_views: frozenset = frozenset()   # loops rewritten from `for row in x` updating rows in place
         self.bcast: dict = {}             # (loop id, signature, tag) -> how the slices broadcast
         self.nest_dims: dict = {}         # loop id -> vmap in_dims per level of each indexed tensor
@@ -1072,6 +1073,7 @@ class FunctionRuntime:
             d = pending[11] if pending[11] is not None else self.decisions.get(bucket)
             if d is not None:
                 d.vectorized_failed()
+                self.refused_why[loop_id] = str(e)
             return self._refuse(loop_id, m.plan, e)
 
     def _refined(self, pending, free):
@@ -1094,8 +1096,10 @@ class FunctionRuntime:
             self.py_clock[loop_id] = (_clock(), n, d)    # (timed by python_ran, as begin's choice)
             return None
         known = self.decisions.get((loop_id, n.bit_length()))
-        if new is base or known is not None and known.final or cost.min_trip(m.strategy) is not None:
+        if new is base:
             return pending
+        if known is not None and known.final or cost.min_trip(m.strategy) is not None:
+            return pending[:10] + (new,) + pending[11:]     # (explain shows the estimate refined)
         if not cost.worth(m.strategy, n, new):
             self._note(loop_id, "estimate", "", new)
             raise GuardFailed(f"{n} iteration(s): the cost model expects the Python loop to be faster (its "
@@ -1239,6 +1243,8 @@ class FunctionRuntime:
                     _clock() if decision is not None else 0.0)
         est = self._estimate(loop_id, m, n, lists)
         known = self.decisions.get((loop_id, n.bit_length()))
+        if known is not None and (known.refined or known.weighed):
+            est = {**est, "python": known.est_iter * n}     # (as the bucket's decision re-estimated it)
         measured = known.measured(n) if known is not None else None
         if measured:
             est = {**est, "measured python": measured["python"], "measured vectorized": measured["vectorized"]}
@@ -1246,10 +1252,12 @@ class FunctionRuntime:
             ok, why = known.vec, "timings of earlier calls show the Python loop is faster"
             if not ok and known.refused():
                 self._note(loop_id, "estimate", "", est)
+                last = self.refused_why.get(loop_id)
                 raise GuardFailed(f"{n} iteration(s): the vectorized path was refused on {known.vec_failed} "
                                   "earlier calls at this size and never ran, so the loop runs; the vectorized "
-                                  f"path is tried again in {known.retry} calls (a first call at this size tells "
-                                  "why it was refused)", cost=True)
+                                  f"path is tried again in {known.retry} calls ("
+                                  + (f"the last refusal: {last}" if last else "a first call at this size tells why "
+                                     "it was refused") + ")", cost=True)
             if not ok and not measured:
                 why = "the cost model expects the Python loop to be faster"
         else:
@@ -1708,6 +1716,8 @@ class FunctionRuntime:
             d = tok.decision if tok.decision is not None else self.decisions.get((loop_id, tok.n.bit_length()))
             if d is not None:
                 d.vectorized_failed()
+                self.refused_why[loop_id] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, GuardFailed) \
+                    else str(exc)
         if tok is not None and loop_id in self.selectable and tok.selected and tok.reselected \
                 and isinstance(exc, GuardFailed) and not exc.data:
             self.sel_failed.add((loop_id, tok.sig))     # (kept rows first fail for these types too)

@@ -294,3 +294,23 @@ def test_a_list_a_helper_reads_keeps_the_loop():
         want = written_then_read_by_a_helper(x)
         _SHARED[:] = [torch.zeros(2) for _ in range(6)]
         _same(want, fast(x))
+
+
+def into_a_dict(x):
+    res = {}
+    for i in range(x.shape[0]):
+        res[i] = x[i] * 2
+    return res
+
+
+def test_a_dict_keeps_the_loop_and_explain_says_why_on_later_calls(monkeypatch):
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP")
+    fast = autovec(into_a_dict)
+    x = torch.randn(300, 2)
+    for _ in range(4):
+        got = fast(x)
+        assert list(got) == list(range(300)) and all(torch.equal(got[k], x[k] * 2) for k in got)
+    notes = " ".join(explain(fast, x).notes)
+    # (the bucket settled on the loop by refusals: the reason is the last refusal's, not "a first
+    # call at this size tells why")
+    assert "the last refusal: the written value is a dict, not a tensor" in notes
