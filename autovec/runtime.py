@@ -110,6 +110,12 @@ def _list_aliasing(stored, mapped, sources, free, calls):
     computed first, would not. A read of its own slot under its own name (the analysis flags
     that entry of `mapped`) and a walk of the list by the loop itself, which reads each slot
     before the iteration that writes it (offset 0), are the loop's own order."""
+    for k, (t, _) in enumerate(stored):
+        if any(u is t for u, _ in stored[k + 1:]):
+            # (`res[i] = a; res[i + 1] = b`, or one list under two names: the slots the loop writes
+            # twice hold the later iteration's value, which two slice assignments would not keep)
+            raise GuardFailed("one list is stored into by two statements of the loop (its slots may be written "
+                              "twice, in the loop's order): the loop runs")
     found = []
     others = [v for v in free if not isinstance(v, torch.Tensor)] if free else []
     _reachable_tensors(others + list(calls or ()), lists=found)
@@ -123,6 +129,7 @@ def _list_aliasing(stored, mapped, sources, free, calls):
 
 
 _PLAIN_ATOMS = frozenset({str, bytes, int, float, bool, complex, type(None), range, slice})
+_NO_VALUE = object()     # (an argument not given: fit_store's `same`)
 
 
 def _parts(v):
@@ -1497,8 +1504,12 @@ class FunctionRuntime:
                     cpu = False
             elif kind == "seq":
                 # fission: the loop that stays writes into it after the batched part read its inputs
+                # (into a tensor it holds: `d["res"][i + 1] = ..`, `ll[0][i] = ..`, each a tensor it may
+                # write into, which must not be one the batched part read)
                 if isinstance(t, Tensor):
                     written.append(t)
+                elif t is not None and type(t) not in _PLAIN_ATOMS:
+                    written.extend(_reachable_tensors([t]))
             elif kind == "cat":
                 if not isinstance(t, Tensor):
                     raise GuardFailed(f"torch.cat onto a {type(t).__name__}")
@@ -1942,7 +1953,7 @@ class FunctionRuntime:
 
     @staticmethod
     def fit_store(o, region, dim, mask=None, op="", lead=1, tok=None, py=None, inplace=False, method="",
-                  views=False):
+                  views=False, same=_NO_VALUE):
         """New contents of `region` (the written rows, loop dimension at `dim`; `lead` loop
         dimensions for a nest) after the loop's `out[.., i, ..] = v` (or `op=`) for the
         per-iteration values `o` (n, *V); `py`: (output position, static flag) for tok.py,
@@ -1954,7 +1965,7 @@ class FunctionRuntime:
         first (_method_fits). A Python list for `region` (`res[i] = v`): the elements its slots
         get (_list_store; `views`: the loop's values may be views of its inputs)."""
         if type(region) is list:
-            return _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views)
+            return _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views, same)
         if method:
             _method_fits(o, region, dim, lead, method)
         if not op and not dim and mask is None and not inplace and type(o) is torch.Tensor \
@@ -3683,13 +3694,16 @@ def _method_fits(o, region, dim, lead, method):
                               "(the loop raises)")
 
 
-def _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views):
+def _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views, same=_NO_VALUE):
     """The elements `res[i] = v` puts into the slots of a Python list, in ascending order of the
     rows: each iteration's value as a list the loop kept would hold it (consume's "list": tensors
     of their own, the input's views where the loop's are views, or Python numbers), which the
-    commit assigns to the rows' slice of the list (the guard checked the slots exist)."""
+    commit assigns to the rows' slice of the list (the guard checked the slots exist). `same`: the
+    value is a name the loop does not bind (`res[i] = w`): that one object in every slot."""
     if mask is not None or op or inplace or method or dim or lead != 1:
         raise GuardFailed("a conditional, augmented or partial store into a Python list (the loop runs)")
+    if same is not _NO_VALUE:
+        return [same] * o.shape[0]
     p = tok.py(*py) if py is not None and tok is not None else bool(py and py[1])
     return FunctionRuntime.consume("list", o, None, p, tok, views)
 

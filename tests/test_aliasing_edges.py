@@ -201,3 +201,31 @@ def test_a_module_attribute_written_under_another_name_keeps_the_loop():
         want = write_then_ask_the_module(m1, x, m1.cache)
         torch.testing.assert_close(fast(m2, x, m2.cache), want, rtol=0, atol=0)
         torch.testing.assert_close(m2.cache, m1.cache, rtol=0, atol=0)
+
+
+def into_a_held_tensor(x, d):
+    for i in range(x.shape[0] - 1):
+        d["res"][i + 1] = x[i] * 2        # (fission: the loop that stays writes what the batch read)
+    return x
+
+
+def into_a_held_list(xs, ll):
+    for i in range(len(xs) - 1):
+        ll[0][i + 1] = xs[i] * 2
+    return xs
+
+
+def test_a_tensor_held_in_a_container_and_read_by_the_batch_keeps_the_loop():
+    # (`d["res"]` is `x`: each iteration reads the row the one before wrote; the fission's batch
+    # read every row first; probeG, wrong before today)
+    fast = autovec(into_a_held_tensor)
+    f2 = autovec(into_a_held_list)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        a = torch.randn(5, 2)
+        b = a.clone()
+        torch.testing.assert_close(fast(b, {"res": b}), into_a_held_tensor(a, {"res": a}), rtol=0, atol=0)
+        xs = [torch.randn(2) for _ in range(5)]
+        ys = [t.clone() for t in xs]
+        for p, q in zip(into_a_held_list(xs, [xs]), f2(ys, [ys])):
+            torch.testing.assert_close(q, p, rtol=0, atol=0)

@@ -400,9 +400,13 @@ def either(x, m):
     return x
 
 
+def test_a_method_through_a_name_for_the_row_vectorizes():
+    # (`r = x[i]; r.clamp_(min=0)`: r is the row itself, analysis.loops._row_aliases)
+    assert as_loop(through_a_name, lambda: (R(6, 3),)), "the loop ran"
+
+
 @pytest.mark.parametrize("fn, make", [
     (value_used, lambda: (R(6, 3),)),
-    (through_a_name, lambda: (R(6, 3),)),
     (through_a_tensor_index, lambda: (R(6, 3), torch.randint(0, 6, (4, 2)))),
     (reads_the_next_row, lambda: (R(6, 3),)),
     (either, lambda: (R(6, 3), R(6))),

@@ -314,3 +314,61 @@ def test_a_dict_keeps_the_loop_and_explain_says_why_on_later_calls(monkeypatch):
     # (the bucket settled on the loop by refusals: the reason is the last refusal's, not "a first
     # call at this size tells why")
     assert "the last refusal: the written value is a dict, not a tensor" in notes
+
+
+def two_slots_an_iteration(a, b):
+    res = [None] * (a.shape[0] + 1)
+    for i in range(a.shape[0]):
+        res[i] = a[i] * 1
+        res[i + 1] = b[i] * 1       # (the next iteration writes this slot again)
+    return res
+
+
+def one_list_two_names(x, a, b):
+    for i in range(x.shape[0]):
+        a[i] = x[i] * 2
+        b[i + 1] = x[i] * 3
+    return a
+
+
+def a_number_then_a_constant(a):
+    res = [None] * (a.shape[0] + 1)
+    for i in range(a.shape[0]):
+        res[i] = a[i].sum().item()
+        res[i + 1] = -1.0
+    return res
+
+
+def one_object_everywhere(x, w):
+    res = [None] * x.shape[0]
+    for i in range(x.shape[0]):
+        res[i] = w
+    return res
+
+
+def _shared_list():
+    lst = [None] * 7
+    return torch.randn(6, 2), lst, lst
+
+
+@pytest.mark.parametrize("fn, make", [
+    (two_slots_an_iteration, lambda: (torch.randn(5, 2), torch.randn(5, 2))),
+    (one_list_two_names, _shared_list),
+    (a_number_then_a_constant, lambda: (torch.randn(5, 2).double(),)),
+])
+def test_slots_written_twice_keep_the_loops_order(fn, make):
+    fast = autovec(fn)
+    for seed in range(4):
+        torch.manual_seed(seed)
+        a = make()
+        torch.manual_seed(seed)
+        b = make()
+        _same(fn(*a), fast(*b))
+
+
+def test_a_name_stored_in_every_slot_is_that_object():
+    fast = autovec(one_object_everywhere)
+    w = torch.randn(2)
+    for _ in range(3):
+        got = fast(torch.randn(5, 2), w)
+        assert all(t is w for t in got)

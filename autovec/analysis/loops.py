@@ -196,6 +196,11 @@ def unpack_stmts(space: IterSpace, line: int) -> list:
     return out
 
 
+def _plain_names(t: ast.AST) -> bool:
+    """`(h, w)`: a tuple or list of at least one plain name."""
+    return isinstance(t, (ast.Tuple, ast.List)) and bool(t.elts) and all(isinstance(e, ast.Name) for e in t.elts)
+
+
 def _tolist_of(it: ast.AST):
     """`x` of `x.tolist()` where `x` is a name, attribute or subscript read without calls, else None."""
     if (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "tolist"
@@ -210,11 +215,24 @@ def _elements(it: ast.AST, tgt: ast.AST, ctx: Context, line: int,
     if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "zip"
             and _is_builtin(ctx, "zip") and not it.keywords and it.args):
         if not (isinstance(tgt, ast.Tuple) and len(tgt.elts) == len(it.args)
-                and all(isinstance(e, ast.Name) for e in tgt.elts)):
+                and all(isinstance(e, ast.Name) or unpack is not None and _plain_names(e) for e in tgt.elts)) \
+                or len(nm.stores(tgt)) != sum(len(e.elts) if isinstance(e, (ast.Tuple, ast.List)) else 1
+                                              for e in tgt.elts):
             raise Refuse(f"`zip` at line {line} is not unpacked into one plain name per sequence", line)
         out = []
         for e, a in zip(tgt.elts, it.args):
-            if unpack is not None and _tolist_of(a) is not None:
+            if isinstance(e, (ast.Tuple, ast.List)):
+                # `for b, (h, w) in zip(boxes, sizes)`: the rows of `sizes`, each unpacked by the
+                # body's first statement (as `for h, w in sizes`: _unpacked)
+                numbers = _tolist_of(a) is not None
+                seq = _tolist_of(a) if numbers else a
+                if not _pure_expr(seq):
+                    raise Refuse(f"an argument of `zip` at line {line} calls a function", line)
+                ctx.counter[0] += 1
+                row = f"_av_row{ctx.counter[0]}"
+                unpack.append((row, tuple(n.id for n in e.elts), numbers))
+                out.append((row, src(seq)))
+            elif unpack is not None and _tolist_of(a) is not None:
                 # `zip(x, w.tolist())`: the elements of `w`, each made a Python number as below
                 ctx.counter[0] += 1
                 row = f"_av_row{ctx.counter[0]}"
@@ -347,6 +365,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
     _no_identity_tests(stmts)
     indices = [k for k, v in iter_vars.items() if v == "index"]
     if indices:     # (in-place methods as the stores they are, so that _forwarded sees them: _classify again)
+        stmts = _row_aliases(stmts, indices)
         stmts = _flat([_InPlaceUpdates(indices).visit(copy.deepcopy(s)) for s in stmts])
     stmts = _forwarded(stmts, iter_vars, ctx)
     stmts = _counted(stmts, anchor or node, ctx)
@@ -589,6 +608,10 @@ _NEW_MEMORY_CALLS = frozenset((
     "sign", "softmax", "log_softmax", "logsumexp", "clone", "dot", "matmul", "mv", "mm", "outer",
     "cumsum", "cumprod", "maximum", "minimum", "where", "normalize", "item", "tolist", "argmax",
     "argmin", "all", "any", "isnan", "isfinite", "nan_to_num", "reciprocal", "erf", "logical_not",
+    # (new tensors, one or a named tuple of them: `v, _ = torch.topk(x[i], k)` before `x[i][m] = ..`)
+    "topk", "sort", "argsort", "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile",
+    "cummax", "cummin", "logcumsumexp", "nansum", "nanmean", "count_nonzero", "std_mean", "var_mean",
+    "flip", "fliplr", "flipud", "roll",
 ))
 
 
@@ -742,6 +765,11 @@ def _forward_one(stmts, name, ctx: Context):
         for n in ast.walk(st):
             for c in ast.iter_child_nodes(n):
                 parents[id(c)] = n
+    if reads_itself and not all(_makes_new_memory(parents.get(id(r)), r, parents, ctx)
+                                for r in ast.walk(first_st.value) if is_row(r)):
+        # (`x[i] -= x[i][0]`: the update reads a view of the row it writes in place, which the
+        # loop's operation refuses or meets part-way; as `x[i] - x[i][0]` it would not)
+        return None
 
     def plain_read(r, st):
         p = parents.get(id(r))
@@ -1096,7 +1124,8 @@ def row_clone_store(s: ast.AST) -> bool:
         and isinstance(s.targets[0].value, ast.Name) and s.targets[0].value.id.startswith(ROW_CLONE)
 
 # calls of _NEW_MEMORY_CALLS whose result is one tensor (not a number, a list or a tuple)
-_NEW_TENSOR_CALLS = _NEW_MEMORY_CALLS - {"item", "tolist", "max", "min"}
+_NEW_TENSOR_CALLS = _NEW_MEMORY_CALLS - {"item", "tolist", "max", "min", "topk", "sort", "kthvalue", "median",
+                                         "nanmedian", "mode", "cummax", "cummin", "std_mean", "var_mean"}
 # torch functions whose result is a tensor of its own (a factory, or new memory from their arguments)
 _FRESH_FUNCTIONS = frozenset(("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
                               "empty_like", "eye", "arange", "linspace", "tensor", "one_hot")) | _NEW_TENSOR_CALLS
@@ -1871,7 +1900,10 @@ class _InPlaceUpdates(ast.NodeTransformer):
     def _row(self, call):
         """The subscript `x[i, ..]` the method is called on, where it is a view of a named value
         at the loop index; else None."""
-        sub = call.func.value
+        return self.row_of(call.func.value)
+
+    def row_of(self, sub):
+        """`sub` where it is `x[i, ..]`, a view of a named value at the loop index; else None."""
         if not isinstance(sub, ast.Subscript):
             return None
         root = sub.value
@@ -1934,6 +1966,53 @@ class _InPlaceUpdates(ast.NodeTransformer):
         return ast.fix_missing_locations(store)
 
 
+def _row_aliases(stmts: list, indices) -> list:
+    """`r = x[i]` (a view of a named value's row at the loop index) and then `r[r < 0] = 0`,
+    `r += b` or `r.clamp_(0)`: each use of `r` after it read as `x[i]` itself, so that its
+    updates are the row's (`x[i][x[i] < 0] = 0`, `x[i] += b`), which the rest of the analysis
+    takes as stores into the row. The same memory either way, where nothing rebinds `r`, `x` or
+    a name of the index, and nothing replaces a slot of `x` (`x[j] = ..`: in a list of tensors
+    that slot then holds another object, where `r` keeps the old one). The binding itself stays
+    (`r` after the loop is the last row). Only where `r` is updated in place; the loop as written
+    stays the fallback."""
+    rows = _InPlaceUpdates(indices)
+    bound = set()
+    for st in stmts:
+        bound |= nm.stores(st)
+    out = list(stmts)
+    for k, st in enumerate(stmts):
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+                and isinstance(st.value, ast.Subscript) and isinstance(st.value.value, ast.Name)
+                and rows.row_of(st.value) is not None):
+            continue
+        r, row, base = st.targets[0].id, st.value, st.value.value.id
+        later = out[k + 1:]
+        if base in bound or nm.load_ids(row.slice) & bound - {r} or r in nm.load_ids(row.slice) \
+                or any(r in nm.load_ids(e) or r in nm.stores(e) for e in out[:k]):
+            continue
+        names = [n for e in later for n in ast.walk(e) if isinstance(n, ast.Name) and n.id == r]
+        aug = {id(e.target) for s2 in later for e in ast.walk(s2) if isinstance(e, ast.AugAssign)}
+        if any(not isinstance(n.ctx, ast.Load) and id(n) not in aug for n in names) or any(
+                isinstance(e, (ast.Lambda, ast.FunctionDef, ast.ListComp, ast.SetComp, ast.DictComp,
+                               ast.GeneratorExp, ast.For, ast.While)) and r in nm.load_ids(e) | nm.stores(e)
+                for s2 in later for e in ast.walk(s2)):
+            continue       # (nor inside an inner loop: `acc = x[i, 0]` summed into by one stays a running value)
+        if any(isinstance(n, ast.Subscript) and not isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
+               and n.value.id == base for e in out for n in ast.walk(e)):
+            continue
+        updated = any(id(n) in aug for n in names) or any(
+            isinstance(n, ast.Subscript) and not isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
+            and n.value.id == r for e in later for n in ast.walk(e)) or any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.endswith("_")
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == r for e in later for n in ast.walk(e))
+        if not names or not updated:
+            continue
+        swap = _ReplaceName(r, row)
+        swap.stores = True
+        out[k + 1:] = [ast.fix_missing_locations(swap.visit(copy.deepcopy(e))) for e in later]
+    return out
+
+
 def _merge_resets(stmts: list) -> list:
     """`if c: h = 0` right before `h = <affine in h>` (a running value reset under a condition:
     returns at episode ends, sums per segment) reads as the one update with `h` replaced by
@@ -1968,13 +2047,28 @@ def _merge_resets(stmts: list) -> list:
 
 
 class _ReplaceName(ast.NodeTransformer):
+    stores = False      # also `name += v` (_row_aliases: an update of what `name` stands for)
+
     def __init__(self, name, new):
         self.name, self.new = name, new
 
     def visit_Name(self, node):
         if node.id == self.name and isinstance(node.ctx, ast.Load):
-            return ast.copy_location(copy.deepcopy(self.new), node)
+            return self._placed(copy.deepcopy(self.new), node)
+        if node.id == self.name and self.stores and isinstance(node.ctx, ast.Store):
+            new = copy.deepcopy(self.new)
+            new.ctx = ast.Store()
+            return self._placed(new, node)
         return node
+
+    def _placed(self, new, node):
+        if not self.stores:
+            return ast.copy_location(new, node)
+        # (_row_aliases: every node of `x[i]` where `r` was, so that the analysis's order of reads
+        # and stores, by line and column, is the statement's own)
+        for n in ast.walk(new):
+            ast.copy_location(n, node)
+        return new
 
 
 class _UnitSlices(ast.NodeTransformer):
@@ -2947,7 +3041,8 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                 raise Refuse(f"`{ld.id}` is read at line {ld.lineno} and stored into more than once in the loop",
                              ld.lineno)
             if o.kind == "store" and _same_index_read(ld, n, o, index) and \
-                    _read_before_store(ld, all_nodes, o) and not _view_after_store(ld, n, all_nodes, o, ctx, markers):
+                    _read_before_store(ld, all_nodes, o) and not _view_after_store(
+                        ld, n, all_nodes, o, ctx, markers, store_subs.get(ld.id, ())):
                 continue
             key = _ahead_read(ld, n, o, index, space, ctx)
             if key is not None:
@@ -3933,8 +4028,40 @@ def _disjoint_subscripts(a: ast.Subscript, b: ast.Subscript) -> bool:
             lx, ly = const(x.lower, 0), const(y.lower, 0)
             differ = None not in (sx, sy, lx, ly) and sx == sy and sx > 0 and (lx - ly) % sx != 0
         if not differ:
+            # (ranges of unit step that do not meet, `b[i, 2:]` and `b[i, :2]`, or an int outside a
+            # range, `b[i, 0]` and `b[i, 1:]`: non-negative bounds, an open end unbounded)
+            ra, rb = _unit_range(x, const), _unit_range(y, const)
+            differ = ra is not None and rb is not None and (ra[1] is not None and ra[1] <= rb[0]
+                                                            or rb[1] is not None and rb[1] <= ra[0])
+        if not differ:
             return False
     return differ
+
+
+def _same_place(a: ast.Subscript, b: ast.Subscript) -> bool:
+    """Whether two subscripts of one tensor are written alike (`x[i, j]` and `x[i, j]`): the same
+    elements in the same layout, which a copy onto itself leaves as they are."""
+    return ast.dump(a.slice, include_attributes=False) == ast.dump(b.slice, include_attributes=False)
+
+
+def _fills(e: ast.AST) -> bool:
+    """Whether `e` is a slice fill of a row (`row._av_fill(..)`, FILL)."""
+    return isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == FILL
+
+
+def _unit_range(e, const):
+    """[start, stop) of the positions an index part takes: an int k, [k, k + 1); a slice of step 1
+    with non-negative constant bounds (stop None: to the end); else None."""
+    if not isinstance(e, ast.Slice):
+        k = const(e)
+        return None if k is None else (k, k + 1)
+    if const(e.step, 1) != 1:
+        return None
+    lo = const(e.lower, 0)
+    hi = const(e.upper) if e.upper is not None else None
+    if lo is None or e.upper is not None and hi is None:
+        return None
+    return lo, hi
 
 
 def _marker_assign(stmts: list, marker: str):
@@ -3980,7 +4107,8 @@ def _makes_new_memory(p, r, parents, ctx: Context) -> bool:
     return False
 
 
-def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: Context, markers=frozenset()) -> bool:
+def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: Context, markers=frozenset(),
+                      store_subs=()) -> bool:
     """Whether the read `ld` of a row before its store (`x[i]`, then `x[i] = ..`) may be seen
     after the store as the row's own memory: in the loop such a view shows what the store
     wrote, while the batch read every row before any store (`a = x[i]; x[i] = x[i] * 2; y[i] =
@@ -4006,10 +4134,23 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: 
         if o.op and any(any(r is ld for r in ast.walk(a.value)) for a in stores):
             # (an update's own value: `g[i] /= g[i, 0]` divides the row in place by a view of its
             # own element, which the loop's in-place operation refuses; new memory, `g[i] +=
-            # g[i].mean()`, is read whole before the update)
-            return True
-        if any(any(r is ld for r in ast.walk(a.value)) for a in stores) \
-                or any(any(r is ld for r in ast.walk(n.test)) for n in ast.walk(stmt) if isinstance(n, ast.If)):
+            # g[i].mean()`, is read whole before the update; a part of the row the update does
+            # not write, `b[i, 2:] += b[i, :2]`, is the same before and after it)
+            own = [t for marker, t in store_subs if marker == o.marker]
+            return not (own and all(_disjoint_subscripts(sub, t) for t in own))
+        if any(any(r is ld for r in ast.walk(a.value)) for a in stores):
+            # (the store's value read before it; where that value is the row's own memory, `x[i, 1:]
+            # = x[i, :-1]`, the loop's copy meets its source part-way: torch raises, or copies
+            # element by element, unless the parts are disjoint, `x[i, :2] = x[i, 2:]`)
+            own = [t for marker, t in store_subs if marker == o.marker]
+            # (an in-place method read as its out-of-place twin, `x[i] = x[i].clamp(0)`: new memory)
+            # (nor a slice fill, `x[i] = x[i]._av_fill(..)`: the row with its span set, a copy)
+            if not o.method and any(_view_root(a.value, ctx) == ld.id for a in stores
+                                    if any(r is ld for r in ast.walk(a.value)) and not _fills(a.value)) \
+                    and own and not all(_disjoint_subscripts(sub, t) or _same_place(sub, t) for t in own):
+                return True
+            return False
+        if any(any(r is ld for r in ast.walk(n.test)) for n in ast.walk(stmt) if isinstance(n, ast.If)):
             return False
         inner = next((n for n in ast.walk(stmt) if isinstance(n, ast.stmt) and n is not stmt
                       and any(c is ld for c in ast.walk(n)) and not any(

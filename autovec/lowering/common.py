@@ -537,10 +537,13 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             ok_s, mask_s = (ok, mask) if nest else (f"{T}.ascending({ok})", f"{T}.ascending({mask})")
             # an update computes as a Python number does; unconditional into an existing output,
             # it runs in place at the commit, as the loop's own operation
-            update = bool(o.op) and mask == "None" and o.consumer != "fresh"
+            # (not through an index that may be a tensor, `x[i, idx] += v`: there the region read is
+            # a copy, which an in-place update would change and drop; the store writes it back)
+            update = bool(o.op) and mask == "None" and o.consumer != "fresh" and _basic_region(o.index_src)
             extra = f", {(pos, o.pytype)!r}" + (", inplace=True" if update else "") \
                 + (f", method={o.method!r}" if o.method else "") \
-                + (", views=True" if simple and not o.op and _may_share(o.value, plan) else "")
+                + (", views=True" if simple and not o.op and _may_share(o.value, plan) else "") \
+                + (f", same={o.value}" if simple and not o.op and _free_name(o.value, plan) else "")
             # a value read back in the iteration (analysis._forwarded): the row's dtype and shape already
             exact = f"\n_av_AV.exact({ok_s}, _av_RG, {o.dim}, {lead}, {T}.py({pos}, {o.pytype!r}))" if o.exact else ""
             prepare += template(f"_av_RG = {read}{exact}\n_av_P = _av_AV.fit_store({ok_s}, _av_RG, {o.dim}, {mask_s}, "
@@ -1507,6 +1510,28 @@ def _appended(plan: LoopPlan, target: str) -> list[str]:
     return [ast.unparse(n.args[0]) for n in ast.walk(tree)
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"
             and isinstance(n.func.value, ast.Name) and n.func.value.id == target and len(n.args) == 1]
+
+
+def _basic_region(index_src: str) -> bool:
+    """Whether a store's subscript (`x[{}, 2:]`, the rows at `{}`) takes only ints, slices and the
+    rows: a view of the tensor, not a copy (an index that is a name may be a tensor)."""
+    try:
+        node = ast.parse(index_src.format("_av_rows"), mode="eval").body
+    except (SyntaxError, ValueError, IndexError, KeyError):
+        return False
+    if not isinstance(node, ast.Subscript):
+        return False
+    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+
+    def basic(e):
+        if isinstance(e, ast.Name):
+            return e.id == "_av_rows"
+        if isinstance(e, ast.Constant):
+            return type(e.value) is int or e.value is None or e.value is Ellipsis
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            return isinstance(e.operand, ast.Constant) and type(e.operand.value) is int
+        return isinstance(e, ast.Slice)      # (its bounds are numbers, never an index tensor)
+    return all(basic(e) for e in parts)
 
 
 def _free_name(value: str, plan: LoopPlan) -> bool:
