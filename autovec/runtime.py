@@ -1953,7 +1953,7 @@ class FunctionRuntime:
 
     @staticmethod
     def fit_store(o, region, dim, mask=None, op="", lead=1, tok=None, py=None, inplace=False, method="",
-                  views=False, same=_NO_VALUE):
+                  views=False, same=_NO_VALUE, slot="name"):
         """New contents of `region` (the written rows, loop dimension at `dim`; `lead` loop
         dimensions for a nest) after the loop's `out[.., i, ..] = v` (or `op=`) for the
         per-iteration values `o` (n, *V); `py`: (output position, static flag) for tok.py,
@@ -1965,7 +1965,7 @@ class FunctionRuntime:
         first (_method_fits). A Python list for `region` (`res[i] = v`): the elements its slots
         get (_list_store; `views`: the loop's values may be views of its inputs)."""
         if type(region) is list:
-            return _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views, same)
+            return _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views, same, slot)
         if method:
             _method_fits(o, region, dim, lead, method)
         if not op and not dim and mask is None and not inplace and type(o) is torch.Tensor \
@@ -3694,17 +3694,26 @@ def _method_fits(o, region, dim, lead, method):
                               "(the loop raises)")
 
 
-def _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views, same=_NO_VALUE):
+def _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views, same=_NO_VALUE, slot="name"):
     """The elements `res[i] = v` puts into the slots of a Python list, in ascending order of the
     rows: each iteration's value as a list the loop kept would hold it (consume's "list": tensors
     of their own, the input's views where the loop's are views, or Python numbers), which the
     commit assigns to the rows' slice of the list (the guard checked the slots exist). `same`: the
-    value is a name the loop does not bind (`res[i] = w`): that one object in every slot."""
+    value is a name the loop does not bind (`res[i] = w`): that one object in every slot. `slot`
+    (lowering.common._slot_kind): "expr" gives each store objects of its own (`a[i] = x[i]; b[i] =
+    x[i]`: two views in the loop), "name" one object per value; "fwd" (a row the iteration wrote,
+    whose own memory the loop's slot holds) and "live" (a name read after the loop: the loop's
+    last slot is that object) keep the loop."""
     if mask is not None or op or inplace or method or dim or lead != 1:
         raise GuardFailed("a conditional, augmented or partial store into a Python list (the loop runs)")
     if same is not _NO_VALUE:
         return [same] * o.shape[0]
+    if slot == "fwd" or slot == "live":
+        raise GuardFailed("a list slot that takes a row the iteration wrote, or a name read after the loop "
+                          "(the loop's slot is that very tensor): the loop runs")
     p = tok.py(*py) if py is not None and tok is not None else bool(py and py[1])
+    if slot == "expr":
+        return FunctionRuntime._kept(o, None, p, tok, views)
     return FunctionRuntime.consume("list", o, None, p, tok, views)
 
 

@@ -5066,6 +5066,73 @@ def lost_stop37(self):
     self.emit(1, "return s")
 
 
+def lost_stop38(self):
+    """This stop's forms, on inputs that change between calls (variant 1): stores into a Python
+    list by index (two stores into one list, a loop-invariant value, numbers, offsets, a list too
+    short), updates through a name for the row (`r = x[i]; r[r < 0] = 0`, then reads of it; `r -=
+    r[0]`, which meets its own source), masked stores after a top-k read, updates of a row from a
+    part of it (disjoint or overlapping), updates through a tensor index, and a zip part unpacked."""
+    self.variants = True
+    n, d = max(self.n, 2), max(self.d, 4)
+    form = self.pick(["list", "list", "alias", "alias", "topk", "part", "part", "index", "zip"])
+    dt = self.pick(["float32", "float32", "float64"])
+    if form == "list":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt})")
+        self.param("w", f"_tensor(g, ({d},), torch.{dt})")
+        extra = self.pick([0, 0, 1, -1])
+        self.emit(1, f"res = [None] * (x.shape[0] + ({extra} if variant == 0 else {self.pick([0, 1, -1])}))")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, f"res[i] = {self.pick(['x[i] * 2', 'torch.tanh(x[i] @ w)', 'x[i].sum().item()', 'w', 'x[i]'])}")
+        if self.chance(0.3) and extra >= 0:
+            self.emit(2, f"res[i + 1] = {self.pick(['x[i] - 1', '-1.0', 'w'])}")
+        self.emit(1, "return res")
+        return
+    if form == "alias":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt}) if variant == 0 else _tensor(g, ({d}, {n}), torch.{dt}).t()")
+        self.param("b", f"_tensor(g, ({d},), torch.{dt})")
+        self.emit(1, "out = []")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, "r = x[i]")
+        self.emit(2, self.pick(["r[r < 0] = 0", "r += b", "r.clamp_(min=0)", "r -= r[0]", "r[1:] = r[:-1]",
+                                "r.mul_(b)", "r[r > b] = b.max()"]))
+        self.emit(2, f"out.append({self.pick(['r.sum()', 'x[i] * 1', 'r[0] + 1'])})")
+        self.emit(1, "return torch.stack(out), x")
+        return
+    if form == "topk":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt}) if variant == 0 else "
+                        f"torch.randint(0, 3, ({n}, {d}), generator=g).to(torch.{dt})")
+        self.param("k", self.pick(["2", "1", str(d)]))
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, self.pick(["v, _ = torch.topk(x[i], k)", "v = torch.sort(x[i], descending=True).values"]))
+        value = self.pick(["-float('inf')", "0", "v[0]"])
+        self.emit(2, f"x[i][x[i] < v[k - 1]] = {value}")
+        self.emit(1, "return x")
+        return
+    if form == "part":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt}) if variant == 0 else _tensor(g, ({d}, {n}), torch.{dt}).t()")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, self.pick(["x[i, 2:] += x[i, :2]", "x[i, 0] /= x[i, 1]", "x[i, :2] = x[i, 2:4]",
+                                "x[i, 1:] = x[i, :-1]", "x[i] -= x[i][0]", "x[i, 2:] -= x[i, :2] * 0.5",
+                                "x[i, 1:] += x[i, :-1]"]))
+        self.emit(1, "return x")
+        return
+    if form == "index":
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt})")
+        self.param("y", f"_tensor(g, ({n}, 2), torch.{dt})")
+        self.param("idx", f"torch.tensor([0, 3]) if variant == 0 else torch.tensor([{self.pick(['1, 1', '3, 0', '0, 0'])}])")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, self.pick(["x[i, idx] += y[i]", "x[i, idx] *= 2", "x[i][idx] -= y[i]"]))
+        self.emit(1, "return x")
+        return
+    self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt})")
+    self.param("s", f"_tensor(g, ({n}, 2), torch.{dt}).abs() + 1 if variant == 0 else "
+                    f"_tensor(g, ({self.pick([n, n - 1, n + 1])}, {self.pick([2, 3])}), torch.{dt}).abs() + 1")
+    self.emit(1, "out = []")
+    self.emit(1, "for row, (h, w) in zip(x, s):")
+    self.emit(2, f"out.append(row * {self.pick(['h + w', 'h / w', '(h - w).abs()'])})")
+    self.emit(1, "return torch.stack(out)")
+
+
 def lost_stop36(self):
     """This stop's forms, on inputs that change between calls (variant 1): a row stored and an
     element of it at a per-iteration column; `if`/`else` stores of one element merged (nests,
@@ -5449,7 +5516,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}

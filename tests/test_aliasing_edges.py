@@ -229,3 +229,27 @@ def test_a_tensor_held_in_a_container_and_read_by_the_batch_keeps_the_loop():
         ys = [t.clone() for t in xs]
         for p, q in zip(into_a_held_list(xs, [xs]), f2(ys, [ys])):
             torch.testing.assert_close(q, p, rtol=0, atol=0)
+
+
+def write_through_a_row_name(x, b):
+    out = []
+    for i in range(x.shape[0]):
+        r = x[i]
+        r[r > b] = b.max()           # (a write into x, through the name)
+        out.append(x[i] * 1)         # (reads what it wrote)
+    return torch.stack(out), x
+
+
+def test_fission_keeps_a_write_through_a_name_for_a_view():
+    # (fission took `r`, bound in the loop, for a new tensor: the batch computed every `x[i] * 1`
+    # before the loop that writes x through r; the fuzzer, lost/stop38 seed 3831; wrong before today)
+    fast = autovec(write_through_a_row_name)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        a, w = torch.randn(4, 5), torch.randn(5)
+        b = a.clone()
+        want, got = write_through_a_row_name(a, w), fast(b, w)
+        torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+    reason = explain(write_through_a_row_name, torch.randn(4, 5), torch.randn(5)).loops[0].reason
+    assert "may be a view of what the batched part reads" in reason

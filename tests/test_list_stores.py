@@ -372,3 +372,74 @@ def test_a_name_stored_in_every_slot_is_that_object():
     for _ in range(3):
         got = fast(torch.randn(5, 2), w)
         assert all(t is w for t in got)
+
+
+# probeH's cases: a slot that takes a row the iteration changed (the loop's slot is that row, a
+# view), a name read after the loop (the loop's last slot is that object), one row stored into
+# two lists (two view objects in the loop)
+
+def scaled_row_kept(x):
+    res = [None] * x.shape[0]
+    for i in range(x.shape[0]):
+        r = x[i]
+        r *= 3
+        res[i] = r
+    return res
+
+
+def stored_row_kept(x):
+    out = torch.zeros_like(x)
+    res = [None] * x.shape[0]
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2
+        res[i] = out[i]
+    return res, out
+
+
+def last_name_after(x):
+    a = [None] * x.shape[0]
+    for i in range(x.shape[0]):
+        v = x[i] * 2
+        a[i] = v
+    v += 1
+    return a
+
+
+def one_row_two_lists(x):
+    a = [None] * x.shape[0]
+    b = [None] * x.shape[0]
+    for i in range(x.shape[0]):
+        a[i] = x[i]
+        b[i] = x[i]
+    return a, b
+
+
+def test_slots_that_are_rows_the_iteration_wrote_see_later_writes():
+    for fn in (scaled_row_kept, stored_row_kept):
+        fast = autovec(fn)
+        for seed in range(3):
+            torch.manual_seed(seed)
+            a = torch.randn(5, 3)
+            b = a.clone()
+            want, got = fn(a), fast(b)
+            _same(want, got)
+            src_a = a if fn is scaled_row_kept else want[1]
+            src_b = b if fn is scaled_row_kept else got[1]
+            src_a.add_(100)
+            src_b.add_(100)
+            _same(want, got)       # (the loop's slots are views: they moved with their rows)
+
+
+def test_a_name_read_after_the_loop_is_the_last_slot():
+    fast = autovec(last_name_after)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x = torch.randn(5, 3)
+        _same(last_name_after(x), fast(x))
+
+
+def test_one_row_in_two_lists_is_two_objects():
+    fast = autovec(one_row_two_lists)
+    for _ in range(3):
+        a, b = fast(torch.randn(5, 3))
+        assert all(p is not q for p, q in zip(a, b))

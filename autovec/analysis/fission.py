@@ -18,7 +18,7 @@ import dataclasses
 
 from ..plan import LoopPlan
 from . import names as nm
-from .loops import Context, Refuse, _check_calls, _no_identity_tests, iteration, plan_for, src
+from .loops import Context, Refuse, _check_calls, _fresh_value, _no_identity_tests, iteration, plan_for, src
 
 
 def _heavy(node: ast.AST) -> bool:
@@ -203,6 +203,15 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
         raise Refuse(f"{carried_reason}; the loop cannot be split: {why} (line {at})", at)
     stores = []     # the names the loop stores into: checked per call against what the batched part reads
     local = nm.stores(ast.Module(body=node.body, type_ignores=[]))    # (made in the loop: alias nothing)
+    # (where each binding is a new value: `r = x[i]` is a view of what the batched part may read,
+    # and a write into it a write into x)
+    bindings = [n for s in node.body for n in ast.walk(s) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign,
+                                                                             ast.For, ast.With, ast.NamedExpr))]
+    bound_here = set(local)
+    local = {name for name in local if all(
+        isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name)
+        and (_fresh_value(b.value, ctx) or isinstance(b.value, ast.Compare)) for b in bindings
+        if name in nm.stores(b.targets[0] if isinstance(b, ast.Assign) and len(b.targets) == 1 else b))}
     targets = nm.stores(node.target)      # (the loop's own variables: a new value each iteration)
     for s in node.body:
         for n in ast.walk(s):
@@ -221,6 +230,9 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
                     # (`for t, v in zip(ts, vs): t[0] = v.sum()`: each iteration's element is another
                     # tensor, which the check per call of what is stored into cannot name)
                     refuse(f"`{src(n)}` writes into the elements the loop walks", at)
+                if root.id in bound_here and root.id not in local:
+                    refuse(f"`{src(n)}` writes into `{root.id}`, which the loop binds to a value that may be a view "
+                           "of what the batched part reads", at)
                 if root.id not in stores and root.id not in local:
                     stores.append(root.id)
             if isinstance(n, ast.Call):

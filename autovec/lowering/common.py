@@ -543,7 +543,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             extra = f", {(pos, o.pytype)!r}" + (", inplace=True" if update else "") \
                 + (f", method={o.method!r}" if o.method else "") \
                 + (", views=True" if simple and not o.op and _may_share(o.value, plan) else "") \
-                + (f", same={o.value}" if simple and not o.op and _free_name(o.value, plan) else "")
+                + (f", same={o.value}" if simple and not o.op and _free_name(o.value, plan) else "") \
+                + (f", slot={_slot_kind(o.value, plan)!r}" if simple and not o.op and not _free_name(o.value, plan) else "")
             # a value read back in the iteration (analysis._forwarded): the row's dtype and shape already
             exact = f"\n_av_AV.exact({ok_s}, _av_RG, {o.dim}, {lead}, {T}.py({pos}, {o.pytype!r}))" if o.exact else ""
             prepare += template(f"_av_RG = {read}{exact}\n_av_P = _av_AV.fit_store({ok_s}, _av_RG, {o.dim}, {mask_s}, "
@@ -1510,6 +1511,25 @@ def _appended(plan: LoopPlan, target: str) -> list[str]:
     return [ast.unparse(n.args[0]) for n in ast.walk(tree)
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"
             and isinstance(n.func.value, ast.Name) and n.func.value.id == target and len(n.args) == 1]
+
+
+def _slot_kind(value: str, plan: LoopPlan) -> str:
+    """How a list slot holds a store's value (runtime._list_store): "fwd", a row the iteration
+    wrote, read back as the value it stored (analysis._forwarded: the loop's slot holds the row
+    itself, a view); "live", a name read after the loop (the loop's last slot is that object);
+    "name", a name the body binds (two stores of it put one object in two slots); "expr", a
+    value made by the store's own expression (each store its own object)."""
+    try:
+        node = ast.parse(value, mode="eval").body
+    except SyntaxError:
+        return "fwd"
+    if any(x.kind == "last" for x in plan.outputs):
+        return "live"       # (`v = x[i] * 2; a[i] = v`, v read after the loop: the last slot is v)
+    if not isinstance(node, ast.Name):
+        return "expr"
+    if node.id.startswith("_av_fwd"):
+        return "fwd"
+    return "live" if node.id in plan.live_after else "name"
 
 
 def _basic_region(index_src: str) -> bool:
