@@ -4,13 +4,12 @@ tensors of their own, the input's views where the loop's values are views, or Py
 It was refused ("the written value is a list, not a tensor"). Checked against the loop on
 every call of one decorated object: the list's elements (type, dtype, values, memory they
 share), the arguments after the call, errors and gradients."""
-import copy
 
 import pytest
 import torch
 
 from autovec import autovec, explain
-from conftest import ran_modes
+from conftest import ran_modes, same_on_every_call
 
 
 @pytest.fixture(autouse=True)
@@ -134,20 +133,7 @@ CASES = [
 
 @pytest.mark.parametrize("fn, make", CASES)
 def test_list_slots_hold_what_the_loop_puts_there(fn, make):
-    fast = autovec(fn)
-    for seed in range(4):
-        torch.manual_seed(seed)
-        a = make()
-        b = copy.deepcopy(a)
-        try:
-            want = fn(*a)
-        except Exception as e:   # noqa: BLE001
-            with pytest.raises(type(e)) as got:
-                fast(*b)
-            assert str(got.value) == str(e)
-        else:
-            _same(want, fast(*b))
-        _same(a, b)
+    same_on_every_call(fn, make, calls=4, same=_same)
 
 
 @pytest.mark.parametrize("fn, make", [CASES[0], CASES[1], CASES[2], CASES[4], CASES[5], CASES[8], CASES[11], CASES[12]])
@@ -275,14 +261,7 @@ def _one_list_boxed():
     (shifted_over_its_own_walk, lambda: ([torch.randn(2) for _ in range(6)], torch.randn(4, 2))),  # (reads the slot the step before wrote)
 ])
 def test_a_list_also_read_another_way_keeps_the_loop(fn, make):
-    fast = autovec(fn)
-    for seed in range(3):
-        torch.manual_seed(seed)
-        a = make()
-        torch.manual_seed(seed)
-        b = make()
-        _same(fn(*a), fast(*b))
-        _same(a, b)
+    same_on_every_call(fn, make, calls=3, same=_same)
 
 
 def test_a_list_a_helper_reads_keeps_the_loop():
@@ -357,13 +336,7 @@ def _shared_list():
     (a_number_then_a_constant, lambda: (torch.randn(5, 2).double(),)),
 ])
 def test_slots_written_twice_keep_the_loops_order(fn, make):
-    fast = autovec(fn)
-    for seed in range(4):
-        torch.manual_seed(seed)
-        a = make()
-        torch.manual_seed(seed)
-        b = make()
-        _same(fn(*a), fast(*b))
+    same_on_every_call(fn, make, calls=4, same=_same)
 
 
 def test_a_name_stored_in_every_slot_is_that_object():
