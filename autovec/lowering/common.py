@@ -1536,8 +1536,8 @@ def _basic_region(index_src: str) -> bool:
     """Whether a store's subscript (`x[{}, 2:]`, the rows at `{}`) takes only ints, slices and the
     rows: a view of the tensor, not a copy (an index that is a name may be a tensor)."""
     try:
-        node = ast.parse(index_src.format("_av_rows"), mode="eval").body
-    except (SyntaxError, ValueError, IndexError, KeyError):
+        node = ast.parse(index_src.replace("{}", "_av_rows"), mode="eval").body    # (a nest's: one per level)
+    except SyntaxError:
         return False
     if not isinstance(node, ast.Subscript):
         return False
