@@ -1953,7 +1953,7 @@ class FunctionRuntime:
 
     @staticmethod
     def fit_store(o, region, dim, mask=None, op="", lead=1, tok=None, py=None, inplace=False, method="",
-                  views=False, same=_NO_VALUE, slot="name"):
+                  views=False, same=_NO_VALUE, slot="name", indexed=False):
         """New contents of `region` (the written rows, loop dimension at `dim`; `lead` loop
         dimensions for a nest) after the loop's `out[.., i, ..] = v` (or `op=`) for the
         per-iteration values `o` (n, *V); `py`: (output position, static flag) for tok.py,
@@ -1963,7 +1963,9 @@ class FunctionRuntime:
         they share memory with the region, (the new contents, "=").
         `method`: the store is the loop's in-place method on the row (Output.method), checked
         first (_method_fits). A Python list for `region` (`res[i] = v`): the elements its slots
-        get (_list_store; `views`: the loop's values may be views of its inputs)."""
+        get (_list_store; `views`: the loop's values may be views of its inputs). `indexed`: the
+        store goes through an index that may be a tensor (`x[i, m] = 0`), whose setitem
+        (index_put) takes values of the output's own dtype only."""
         if type(region) is list:
             return _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views, same, slot)
         if method:
@@ -1971,6 +1973,16 @@ class FunctionRuntime:
         if not op and not dim and mask is None and not inplace and type(o) is torch.Tensor \
                 and not o.requires_grad and o.dtype == region.dtype and o.shape == region.shape:
             return o    # the rows as they are: what every step below leaves them for this case
+        if indexed and o.dtype != region.dtype and type(region) is torch.Tensor and not o.is_complex() \
+                and not region.is_complex():
+            # one value an iteration through an index tensor: the loop's setitem converts a Python
+            # number to the output's dtype (as here, once the range is checked below); a tensor of
+            # another dtype it converts or refuses by the index's kind (a mask, a list of
+            # indices) and by the value's rank: the loop decides
+            if py is None or not (tok.py(*py) if tok is not None else bool(py[1])) or not _fits(o, region.dtype):
+                raise GuardFailed(f"{o.dtype} values stored through an index tensor into {region.dtype} elements "
+                                  "(setitem converts or raises by the index's kind): the loop decides")
+            o = o.to(region.dtype)
         if py is not None and (op or o.requires_grad):
             py = tok.py(*py) if tok is not None else bool(py[1])
         else:

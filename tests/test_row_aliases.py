@@ -256,3 +256,50 @@ def update_by_mask(x, m, y):
 ])
 def test_views_of_the_row_itself_and_updates_through_an_index(fn, make):
     same_on_every_call(fn, make, calls=4)
+
+
+def number_through_a_mask(x, m):
+    for i in range(x.shape[0]):
+        x[i, m] = 0                     # (a Python number through an index tensor: setitem converts it)
+    return x
+
+
+def value_through_indices(x, idx, c):
+    for i in range(x.shape[0]):
+        x[i, idx] = c
+    return x
+
+
+def row_value_through_a_mask(x, m, v):
+    for i in range(x.shape[0]):
+        x[i, m] = v[i]
+    return x
+
+
+def fresh_through_indices(x, idx):
+    out = torch.zeros(x.shape[0], 6)
+    for i in range(x.shape[0]):
+        out[i, idx] = 1
+    return out
+
+
+MASK = torch.tensor([1, 0, 1, 0, 0, 1], dtype=torch.bool)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (number_through_a_mask, lambda: (torch.randn(5, 6), MASK)),
+    (value_through_indices, lambda: (torch.randn(5, 6).half(), torch.tensor([1, 2]), 2.5)),
+    (value_through_indices, lambda: (torch.randn(5, 6), torch.tensor([1, 2]), torch.tensor(3))),     # (raises)
+    (value_through_indices, lambda: (torch.randn(5, 6), MASK, torch.tensor(3))),                     # (converted)
+    (row_value_through_a_mask, lambda: (torch.randn(5, 6), MASK, torch.randint(0, 5, (5,)))),       # (converted)
+    (row_value_through_a_mask, lambda: (torch.randn(5, 6), MASK, torch.randint(0, 5, (5, 3)))),     # (raises)
+    (fresh_through_indices, lambda: (torch.randn(5, 6), torch.tensor([0, 4]))),
+])
+def test_one_value_an_iteration_through_an_index_tensor(fn, make):
+    # (a batch of them of another dtype made index_put raise where the loop converts; probeH,
+    # wrong before today)
+    same_on_every_call(fn, make, calls=4)
+
+
+def test_a_number_through_a_mask_runs_vectorized():
+    assert explain(number_through_a_mask, torch.randn(5, 6), MASK).path == "vectorized"

@@ -540,8 +540,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             # (not through an index that may be a tensor, `x[i, idx] += v`: there the region read is
             # a copy, which an in-place update would change and drop; the store writes it back)
             update = bool(o.op) and mask == "None" and o.consumer != "fresh" and _basic_region(o.index_src)
+
             extra = f", {(pos, o.pytype)!r}" + (", inplace=True" if update else "") \
                 + (f", method={o.method!r}" if o.method else "") \
+                + (", indexed=True" if not o.op and not _basic_region(o.index_src) else "") \
                 + (", views=True" if simple and not o.op and _may_share(o.value, plan) else "") \
                 + (f", same={o.value}" if simple and not o.op and _free_name(o.value, plan) else "") \
                 + (f", slot={_slot_kind(o.value, plan)!r}" if simple and not o.op and not _free_name(o.value, plan) else "")
