@@ -843,7 +843,7 @@ class FunctionRuntime:
         for k, v in matches.items():
             touched = _attribute_params(v.plan)
             if touched:
-                self.number_attrs[k] = (frozenset(j for j, mp in enumerate(indexed(v.plan)) if mp.param in touched),)
+                self.number_attrs[k] = frozenset(j for j, mp in enumerate(indexed(v.plan)) if mp.param in touched)
         # values the body puts through loop-invariant operations, which a batched form computes
         # once (analysis.shared): their gradients are checked in the guard (_shared_gradients)
         self.shared = {k: (hit, tuple(v.plan.free) + tuple(mp.base for mp in v.plan.mapped))
@@ -1331,7 +1331,7 @@ class FunctionRuntime:
                     tensors.append(t)
                     continue
                 pos = next(k for k, e in enumerate(mapped) if e[0] is t)
-                if loop_id in self.number_attrs and pos in self.number_attrs[loop_id][0]:
+                if pos in self.number_attrs.get(loop_id, ()):
                     raise GuardFailed(_NUMBER_ATTR)
                 t = _number_list(t)
                 if numbers is None:
@@ -1953,7 +1953,7 @@ class FunctionRuntime:
 
     @staticmethod
     def fit_store(o, region, dim, mask=None, op="", lead=1, tok=None, py=None, inplace=False, method="",
-                  views=False, same=_NO_VALUE, slot="name", indexed=False):
+                  views=False, same=_NO_VALUE, slot="expr", indexed=False):
         """New contents of `region` (the written rows, loop dimension at `dim`; `lead` loop
         dimensions for a nest) after the loop's `out[.., i, ..] = v` (or `op=`) for the
         per-iteration values `o` (n, *V); `py`: (output position, static flag) for tok.py,
@@ -3706,13 +3706,13 @@ def _method_fits(o, region, dim, lead, method):
                               "(the loop raises)")
 
 
-def _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views, same=_NO_VALUE, slot="name"):
+def _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views, same=_NO_VALUE, slot="expr"):
     """The elements `res[i] = v` puts into the slots of a Python list, in ascending order of the
     rows: each iteration's value as a list the loop kept would hold it (consume's "list": tensors
     of their own, the input's views where the loop's are views, or Python numbers), which the
     commit assigns to the rows' slice of the list (the guard checked the slots exist). `same`: the
     value is a name the loop does not bind (`res[i] = w`): that one object in every slot. `slot`
-    (lowering.common._slot_kind): "expr" gives each store objects of its own (`a[i] = x[i]; b[i] =
+    (lowering.common._list_slots): "expr" gives each store objects of its own (`a[i] = x[i]; b[i] =
     x[i]`: two views in the loop), "name" one object per value; "fwd" (a row the iteration wrote,
     whose own memory the loop's slot holds) and "live" (a name read after the loop: the loop's
     last slot is that object) keep the loop."""
@@ -3780,8 +3780,6 @@ def _replaces(out, region, value, tok, others=None):
     """Whether `value` may stand for the fresh tensor `out` instead of being copied into it: it
     covers every element, has out's dtype, device and shape, owns its memory, and is no input
     (nor another value the call hands out: `others`, see Token.shares_output)."""
-    if type(out) is list:
-        return False        # (a list's slots get the rows: the commit's slice assignment)
     shape = out.shape
     if tok.released is not None and id(out) in tok.released:
         device = tok.released[id(out)][1]       # a stand-in: the output's own device

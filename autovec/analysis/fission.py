@@ -202,16 +202,17 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
     def refuse(why, at):
         raise Refuse(f"{carried_reason}; the loop cannot be split: {why} (line {at})", at)
     stores = []     # the names the loop stores into: checked per call against what the batched part reads
-    local = nm.stores(ast.Module(body=node.body, type_ignores=[]))    # (made in the loop: alias nothing)
-    # (where each binding is a new value: `r = x[i]` is a view of what the batched part may read,
-    # and a write into it a write into x)
-    bindings = [n for s in node.body for n in ast.walk(s) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign,
-                                                                             ast.For, ast.With, ast.NamedExpr))]
-    bound_here = set(local)
-    local = {name for name in local if all(
-        isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name)
-        and (_fresh_value(b.value, ctx) or isinstance(b.value, ast.Compare)) for b in bindings
-        if name in nm.stores(b.targets[0] if isinstance(b, ast.Assign) and len(b.targets) == 1 else b))}
+    bound_here = nm.stores(ast.Module(body=node.body, type_ignores=[]))
+    # (made in the loop, alias nothing: names each binding of which is a new value; `r = x[i]` is a
+    # view of what the batched part may read, and a write into it a write into x)
+    other = set()
+    for n in (n for s in node.body for n in ast.walk(s)):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                and (_fresh_value(n.value, ctx) or isinstance(n.value, ast.Compare)):
+            continue
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
+            other |= nm.stores(n)
+    local = bound_here - other
     targets = nm.stores(node.target)      # (the loop's own variables: a new value each iteration)
     for s in node.body:
         for n in ast.walk(s):

@@ -539,14 +539,11 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             # it runs in place at the commit, as the loop's own operation
             # (not through an index that may be a tensor, `x[i, idx] += v`: there the region read is
             # a copy, which an in-place update would change and drop; the store writes it back)
-            update = bool(o.op) and mask == "None" and o.consumer != "fresh" and _basic_region(o.index_src)
-
+            basic = _basic_region(o.index_src)
+            update = bool(o.op) and mask == "None" and o.consumer != "fresh" and basic
             extra = f", {(pos, o.pytype)!r}" + (", inplace=True" if update else "") \
                 + (f", method={o.method!r}" if o.method else "") \
-                + (", indexed=True" if not o.op and not _basic_region(o.index_src) else "") \
-                + (", views=True" if simple and not o.op and _may_share(o.value, plan) else "") \
-                + (f", same={o.value}" if simple and not o.op and _free_name(o.value, plan) else "") \
-                + (f", slot={_slot_kind(o.value, plan)!r}" if simple and not o.op and not _free_name(o.value, plan) else "")
+                + (", indexed=True" if not o.op and not basic else "") + _list_slots(o, plan, simple)
             # a value read back in the iteration (analysis._forwarded): the row's dtype and shape already
             exact = f"\n_av_AV.exact({ok_s}, _av_RG, {o.dim}, {lead}, {T}.py({pos}, {o.pytype!r}))" if o.exact else ""
             prepare += template(f"_av_RG = {read}{exact}\n_av_P = _av_AV.fit_store({ok_s}, _av_RG, {o.dim}, {mask_s}, "
@@ -1515,23 +1512,31 @@ def _appended(plan: LoopPlan, target: str) -> list[str]:
             and isinstance(n.func.value, ast.Name) and n.func.value.id == target and len(n.args) == 1]
 
 
-def _slot_kind(value: str, plan: LoopPlan) -> str:
-    """How a list slot holds a store's value (runtime._list_store): "fwd", a row the iteration
-    wrote, read back as the value it stored (analysis._forwarded: the loop's slot holds the row
-    itself, a view); "live", a name read after the loop (the loop's last slot is that object);
-    "name", a name the body binds (two stores of it put one object in two slots); "expr", a
-    value made by the store's own expression (each store its own object)."""
-    try:
-        node = ast.parse(value, mode="eval").body
-    except SyntaxError:
-        return "fwd"
+def _list_slots(o, plan: LoopPlan, simple: bool) -> str:
+    """fit_store's arguments for a store that may go into a Python list's slots (runtime
+    _list_store; a tensor's store ignores them), where they differ from its defaults: `views`,
+    the loop's values may be views of what it reads; `same`, the value is a name the loop does
+    not bind (that one object in every slot); `slot`, how a slot holds the value: "expr" (the
+    default), made by the store's own expression, each store its own object; "name", a name
+    the body binds (two stores of it put one object in two slots); "fwd", a row the iteration
+    wrote, read back as the value it stored (analysis._forwarded: the loop's slot is the row
+    itself, a view); "live", the loop keeps a name's last value for after it (its last slot may
+    be that object)."""
+    if not simple or o.op:
+        return ""
+    out = ", views=True" if _may_share(o.value, plan) else ""
+    if _free_name(o.value, plan):
+        return out + f", same={o.value}"
+    node = ast.parse(o.value, mode="eval").body
     if any(x.kind == "last" for x in plan.outputs):
-        return "live"       # (`v = x[i] * 2; a[i] = v`, v read after the loop: the last slot is v)
-    if not isinstance(node, ast.Name):
-        return "expr"
-    if node.id.startswith("_av_fwd"):
-        return "fwd"
-    return "live" if node.id in plan.live_after else "name"
+        slot = "live"       # (`v = x[i] * 2; a[i] = v`, v read after the loop: the last slot is v)
+    elif not isinstance(node, ast.Name):
+        slot = "expr"
+    elif node.id.startswith("_av_fwd"):
+        slot = "fwd"
+    else:
+        slot = "live" if node.id in plan.live_after else "name"
+    return out + (f", slot={slot!r}" if slot != "expr" else "")
 
 
 def _basic_region(index_src: str) -> bool:
