@@ -18,7 +18,8 @@ import dataclasses
 
 from ..plan import LoopPlan
 from . import names as nm
-from .loops import Context, Refuse, _check_calls, _fresh_value, _no_identity_tests, iteration, plan_for, src
+from .loops import (Context, Refuse, _check_calls, _fresh_value, _makes_new_memory, _no_identity_tests, iteration,
+                    plan_for, src)
 
 
 def _heavy(node: ast.AST) -> bool:
@@ -129,6 +130,8 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
 
     if not hoisted:
         raise Refuse(carried_reason, refusal.lineno)
+    new_body = _own_values(new_body, {h for h, e in hoisted if _fresh_value(e, ctx) or isinstance(e, ast.Compare)},
+                           invariant_stmts, node, ctx, carried_reason)
     stores = _check_rest(node, ctx, hoist_stmts + invariant_stmts, carried_reason)
     # the pre-pass: the same loop header, the hoisted computations, each value collected
     pre_body = hoist_stmts + [ast.Expr(value=ast.Call(
@@ -168,6 +171,62 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
     return dataclasses.replace(plan, outputs=outputs, form="fission", source=src(node), notes=(note,),
                                live_after=(), lineno=line, end_lineno=node.end_lineno, fission_loop=loop,
                                invariants=tuple(invariant_stmts), fission_stores=tuple(stores))
+
+
+def _own_values(body: list, rows: set, invariant_stmts: list, node: ast.For, ctx: Context, carried_reason: str):
+    """Where the loop's values are tensors of their own, one per iteration (`torch.exp(x[i])`),
+    fission's are rows of one batch (`_av_h0[_av_j]`, sharing its memory; `rows` names those
+    batches) or one object for every iteration (the invariants). Where such a value may be kept
+    past its use (appended, stored, bound to a name read another way or after the loop) it is
+    copied (`.clone()`), so that an in-place change of one of them after the loop reaches no
+    other (nor breaks a backward through the others), and one kept alone keeps no batch alive. A
+    value consumed at once by an operator or a torch call that makes new memory is used as it
+    is. Rows of views (`x[t].view(-1)`) are views of the input in both, and stay so. An invariant
+    that may be a view (`Ut = U.t()`) and is kept that way keeps the loop: a copy would no longer
+    be that view, and one view for every iteration is not the loop's one per iteration."""
+    mod = ast.Module(body=body, type_ignores=[])
+    parents = {id(c): p for p in ast.walk(mod) for c in ast.iter_child_nodes(p)}
+    nested = any(isinstance(n, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ListComp,
+                                ast.SetComp, ast.DictComp, ast.GeneratorExp)) for n in ast.walk(mod))
+    declared = {g for n in ast.walk(ctx.fn) if isinstance(n, (ast.Global, ast.Nonlocal)) for g in n.names}
+    invariants = {}
+    for st in invariant_stmts:
+        invariants[st.targets[0].id] = st.value
+
+    def consumed(r) -> bool:
+        return not nested and _makes_new_memory(parents.get(id(r)), r, parents, ctx)
+
+    def kept(r) -> bool:
+        if consumed(r):
+            return False
+        p = parents.get(id(r))
+        if nested or not (isinstance(p, ast.Assign) and p.value is r and len(p.targets) == 1
+                          and isinstance(p.targets[0], ast.Name)):
+            return True
+        t = p.targets[0].id     # (`e = _av_h0[_av_j]`: e's every read consumes it, none after the loop)
+        return t in ctx.cellvars or t in declared or nm.read_after(ctx.fn, ctx.parent, node, t) is not None \
+            or not all(consumed(ld) for ld in nm.loads(mod) if ld.id == t)
+
+    def own(r):
+        return ast.Call(func=ast.Attribute(value=r, attr="clone", ctx=ast.Load()), args=[], keywords=[])
+
+    class Copy(ast.NodeTransformer):
+        def visit_Subscript(self, n):
+            if isinstance(n.value, ast.Name) and n.value.id in rows and isinstance(n.slice, ast.Name) \
+                    and n.slice.id == "_av_j" and kept(n):
+                return own(n)
+            return self.generic_visit(n)
+
+        def visit_Name(self, n):
+            if isinstance(n.ctx, ast.Load) and n.id in invariants and not consumed(n):
+                v = invariants[n.id]
+                if not (_fresh_value(v, ctx) or isinstance(v, ast.Compare)):
+                    at = getattr(n, "lineno", node.lineno)
+                    raise Refuse(f"{carried_reason}; the loop cannot be split: `{src(v)}`, computed once for "
+                                 f"every iteration, may be a view that the loop keeps (line {at})", at)
+                return own(n)
+            return n
+    return [Copy().visit(s) for s in body]
 
 
 def _pure_call(call: ast.Call, ctx: Context) -> bool:
