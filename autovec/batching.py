@@ -336,6 +336,48 @@ class _Helpers:
         return _Helpers.masked(kind, b, True, m, first)
 
     @staticmethod
+    def span_mask(lo, hi, b, rows):
+        """The positions of each iteration's span `[lo_k:hi_k]` along the first dimension of its
+        values, (n, T): `b` the batched values (n, T, ...), or with `rows` the tensor every
+        iteration reads a row of (N, T, ...). Python's slice rules: a negative bound counts from
+        the end, both clip at the ends."""
+        from .runtime import GuardFailed
+        if not isinstance(b, torch.Tensor) or b.dim() < 2:
+            raise GuardFailed("a span of a value without dimensions (the loop decides)")
+        t = b.shape[1]
+        n = next((v.shape[0] for v in (lo, hi) if isinstance(v, torch.Tensor) and v.dim()), None)
+        if n is None:
+            raise GuardFailed("span bounds that are not one per iteration (the loop decides)")
+        start, stop = _slice_bound(lo, 0, t, n, b.device), _slice_bound(hi, t, t, n, b.device)
+        pos = torch.arange(t, device=b.device)
+        return (pos >= start.unsqueeze(1)) & (pos < stop.unsqueeze(1))
+
+    @staticmethod
+    def span_guard(b, m):
+        """The whole batch `b` (n, T, ...) of a ragged span whose positions are `m` (n, T); with
+        gradients `where(m, b, b.detach())`: the same values, and the positions outside the
+        spans give their gradient to a detached copy."""
+        from .runtime import GuardFailed
+        if not isinstance(b, torch.Tensor) or b.dim() < 2 or b.shape[:2] != m.shape:
+            raise GuardFailed("spans of values of several widths (the loop decides)")
+        if b.requires_grad and torch.is_grad_enabled():
+            mw = m.view(*m.shape, *(1,) * (b.dim() - 2))
+            return torch.where(mw, b, b.detach())
+        return b
+
+    @staticmethod
+    def span_masked(kind, m, e, first, *leaves):
+        """e's entries at the spans' positions `m`, reduced per iteration (_Helpers.masked). A
+        per-iteration number that requires grad keeps the loop (its derivative at the positions
+        outside the spans would reach it)."""
+        from .runtime import GuardFailed
+        if torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in leaves):
+            raise GuardFailed("arithmetic on ragged spans with a value that requires grad (the loop decides)")
+        if not isinstance(e, torch.Tensor) or e.dim() < 2 or e.shape[:2] != m.shape:
+            raise GuardFailed("arithmetic on ragged spans of another shape (the loop decides)")
+        return _Helpers.masked(kind, e, True, m, first)
+
+    @staticmethod
     def window_at(x, i, a, b, dim=0):
         """x[i_k + a:i_k + b] for every iteration, `i` the batch of the loop's own index (an
         arange, in iteration order) and `a`, `b` loop-invariant integers: a view of x.unfold's
@@ -1507,8 +1549,8 @@ def build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes: 
 
 
 def _selections_inlined(fdef: ast.FunctionDef) -> ast.FunctionDef | None:
-    """`v = a[b]` (one subscript by a single index, which may be a boolean mask) with each read
-    of `v` replaced by `a[b]` itself, or None where nothing changes. Only where that reads the
+    """`v = a[b]` (one subscript by a single index, which may be a boolean mask, or a span:
+    _span_slice) with each read of `v` replaced by `a[b]` itself, or None where nothing changes. Only where that reads the
     same values: a body of plain assignments to names (no store into a subscript or an
     attribute, no in-place update or method, no `out=`: nothing changes a tensor after it is
     read), `v` and every name `a[b]` reads bound once, `v` read at least once and never called
@@ -1546,7 +1588,8 @@ def _selections_inlined(fdef: ast.FunctionDef) -> ast.FunctionDef | None:
         if not (isinstance(st, ast.Assign) and len(st.targets) == 1):
             continue
         name, v = st.targets[0].id, st.value
-        if not (isinstance(v, ast.Subscript) and not isinstance(v.slice, (ast.Tuple, ast.Slice, ast.Constant))):
+        if not (isinstance(v, ast.Subscript) and (not isinstance(v.slice, (ast.Tuple, ast.Slice, ast.Constant))
+                                                  or _span_slice(v.slice))):
             continue
         reads = {n.id for n in ast.walk(v) if isinstance(n, ast.Name)}
         if bound.get(name) != 1 or any(bound.get(r, 0) > 1 for r in reads) or name in reads:
@@ -1575,6 +1618,14 @@ def _selections_inlined(fdef: ast.FunctionDef) -> ast.FunctionDef | None:
         body.append(_Selections(values).visit(st))
     new.body = body
     return ast.fix_missing_locations(new)
+
+
+def _span_slice(sl) -> bool:
+    """`lo:hi` or `i, lo:hi`: a span (`seq = h[i, :n]`), which the batched body reduces where it
+    is read as itself (`seq.mean(0)` as `h[i, :n].mean(0)`)."""
+    if isinstance(sl, ast.Tuple) and len(sl.elts) == 2 and isinstance(sl.elts[0], ast.Name):
+        sl = sl.elts[1]
+    return isinstance(sl, ast.Slice) and sl.step is None
 
 
 class _Selections(ast.NodeTransformer):

@@ -3763,6 +3763,55 @@ def win_selexpr(self):
     _append_each(self, loop, f"{e}.{red}")
 
 
+def win_spanexpr(self):
+    """Elementwise arithmetic on ragged spans with the same bounds, reduced at once:
+    `(x[i, :b[i]] - y[i, :b[i]]).abs().mean()`, `x[i][a[i]:b[i]].log().sum()`, `(h[i, :n] * w).sum(0)`,
+    a span bound to a name first; bounds negative, past the ends, empty, from int() or a Python
+    list; NaN and inf planted, a second tensor of another width, gradients (a weight that
+    requires them keeps the loop)."""
+    dt = self.pick(["float32", "float32", "float64"])
+    t = max(self.d, 1)
+    trail = self.pick([(), (), (2,)])
+    x = self.tensor("x", (self.n, t) + trail, dt)
+    y = self.tensor("y", (self.n, t if self.chance(0.85) else t + 1) + trail, dt)
+    kind = self.pick(["tensor", "tensor", "int", "list"])
+    lo_hi = self.pick(["hi", "hi", "lo", "both"])
+    for name in ("a", "b"):
+        if kind == "list":
+            self.param(name, repr([self.rng.randint(-t - 2, t + 2) for _ in range(self.n)]))
+        else:
+            self.tensor(name, (self.n,), self.pick(["int64", "int64", "int32"]), low=-t - 2, high=t + 3)
+    w = None
+    if self.chance(0.4):
+        w = self.tensor("w", trail, dt) if trail else "w"
+        if not trail:
+            self.param("w", f"torch.tensor(0.7, dtype=torch.{dt}, requires_grad={self.chance(0.3)})")
+    self.tensor("c", (self.n,), dt)
+    loop = self.indexed_loop(x, allow_while=False)
+    i, row = loop.index, loop.row.expr
+    lo = f"a[{i}]" if lo_hi in ("lo", "both") else ""
+    hi = f"b[{i}]" if lo_hi in ("hi", "both") else ""
+    if kind == "int":
+        lo, hi = (f"int({v})" if v else "" for v in (lo, hi))
+    A = self.pick([f"x[{i}, {lo}:{hi}]", f"{row}[{lo}:{hi}]"])
+    B = f"y[{i}, {lo}:{hi}]"
+    pool = [f"({A} - {B}).abs()", f"(({A} - {B}) ** 2)", f"({A} * 2 + 1)", f"{A}.exp()", f"torch.log({A}.abs() + 1)",
+            f"{A}.log()", f"(torch.sigmoid({A}) * {B})", f"({A} - c[{i}])", f"({A} > 0).float()"]
+    if w is not None:
+        pool += [f"({A} * w)", f"(w - {A})"]
+    e = self.pick(pool)
+    red = self.pick(["sum()", "mean()", "max()", "min()", "sum(0)", "mean(0)"])
+    if self.chance(0.2):
+        self.emit(1, "outs = []")
+        self.emit_all(1, loop.head)
+        self.emit(2, f"seq = {A}")
+        self.emit(2, f"outs.append({e.replace(A, 'seq')}.{red})")
+        self.emit_all(2, loop.tail)
+        self.emit(1, self.pick(["return outs", "return torch.stack(outs) if outs else None"]))
+        return
+    _append_each(self, loop, f"{e}.{red}")
+
+
 def win_nest(self):
     """Windows in a loop nest, one per level: `x[i + a:i + b, j + c:j + d]` (or strided starts
     `x[i * s:i * s + k, ..]`, whole dimensions before them, an integer after), levels swapped,
@@ -3829,7 +3878,7 @@ def win_nest(self):
 
 
 WIN_FORMS = {"index": win_index, "bounds": win_bounds, "masked": win_masked, "span": win_span,
-             "selexpr": win_selexpr, "nest": win_nest}
+             "selexpr": win_selexpr, "spanexpr": win_spanexpr, "nest": win_nest}
 
 
 def fill_slices(self):

@@ -509,6 +509,7 @@ class _Batcher:
         self.c = ctx
         self.memo = {}    # id(node) -> its rewrite (a node is rewritten once, wherever it is asked for)
         self.unmask = set()   # ids of `b[m]` nodes read as the whole `b` (_masked_expression)
+        self.unspan = {}      # ids of ragged spans `b[lo:hi]` -> the whole `b` they are read as (_masked_expression)
         self.same_mask = set()   # ids of masked stores `r[m] = a[m]` whose value is read as the whole `a`
 
     # -------------------------------------------------------------- statements
@@ -649,6 +650,8 @@ class _Batcher:
     def _expr(self, node) -> _V:
         if id(node) in self.unmask:
             return self.expr(node.value)
+        if id(node) in self.unspan:
+            return self.unspan[id(node)]
         if not self.varies(node):
             f = self.c.facts.get(self.c.ids.get(id(node))) if id(node) in self.c.ids else None
             if f is None and isinstance(node, ast.Constant):
@@ -1229,24 +1232,43 @@ class _Batcher:
         return f is not None and (f.number or f.kind == "tensor" and f.rank == 0) and not any(
             self._selection(n) for n in ast.walk(node))
 
-    def _over_selection(self, node, subs) -> bool:
-        """Whether `node` is elementwise arithmetic on selections `b[m]` (collected in `subs`) and
-        one-element values: each of its elements is one selected element's."""
-        if self._selection(node):
+    def _over_selection(self, node, subs, wide=None) -> bool:
+        """Whether `node` is elementwise arithmetic on selections `b[m]` or ragged spans (collected
+        in `subs`) and one-element values: each of its elements is one selected element's. Other
+        tensors the selection does not hold (`w` of `h[s:e] * w`) are collected in `wide`."""
+        if self._selection(node) or self._span_of(node):
             subs.append(node)
             return True
         if isinstance(node, ast.BinOp):
-            return all(self._over_selection(x, subs) or self._scalar_leaf(x) for x in (node.left, node.right)) \
+            return all(self._over_selection(x, subs, wide) or self._leaf(x, wide) for x in (node.left, node.right)) \
                 and len(subs) > 0
         if isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.Not):
-            return self._over_selection(node.operand, subs)
+            return self._over_selection(node.operand, subs, wide)
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and not isinstance(node.ops[0], (ast.In, ast.NotIn, ast.Is, ast.IsNot)):
-            return all(self._over_selection(x, subs) or self._scalar_leaf(x) for x in (node.left, node.comparators[0])) \
+            return all(self._over_selection(x, subs, wide) or self._leaf(x, wide) for x in (node.left, node.comparators[0])) \
                 and len(subs) > 0
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ELEMENTWISE \
                 and node.func.attr != "where" and not node.keywords:
-            return self._over_selection(node.func.value, subs) and all(self._scalar_leaf(a) for a in node.args)
+            if self._over_selection(node.func.value, subs, wide):
+                return all(self._leaf(a, wide) for a in node.args)
+            # `torch.log(b[m])`, `F.relu(x[s:e] - c)`: torch's own elementwise function of it
+            if not node.args or ast.unparse(node.func).split(".")[0] in self.c.local:
+                return False
+            found, obj = self.c.resolve(ast.unparse(node.func))
+            if not found or obj is not getattr(torch, node.func.attr, None) and obj is not getattr(F, node.func.attr, None):
+                return False
+            return self._over_selection(node.args[0], subs, wide) and all(self._leaf(a, wide) for a in node.args[1:])
         return False
+
+    def _leaf(self, node, wide) -> bool:
+        """A one-element value, or (collected in `wide`) a tensor of one shape in every iteration."""
+        if self._scalar_leaf(node):
+            return True
+        f = self.c.facts.get(self.c.ids.get(id(node)))
+        if wide is None or f is None or f.kind != "tensor" or self.varies(node) and not isinstance(node, ast.Name):
+            return False     # (a loop-invariant tensor, or a name of a per-iteration one: one shape in every iteration)
+        wide.append(node)
+        return True
 
     def _masked_expression(self, node):
         """`(pred[m] == c).float().mean()`, `((x[m] - mu) ** 2).sum()`: elementwise arithmetic on
@@ -1256,8 +1278,18 @@ class _Batcher:
         loop runs (an unselected element's derivative can be infinite, and zero times it NaN)."""
         f = node.func
         subs: list = []
-        if not self._over_selection(f.value, subs) or len({ast.dump(s.slice) for s in subs}) != 1 \
+        wide: list = []
+        if not self._over_selection(f.value, subs, wide) or len({ast.dump(s.slice) for s in subs}) != 1 \
                 or len({self.fact(s.value).rank for s in subs}) != 1:
+            return None
+        if self._span_of(subs[0]):
+            # (a tensor beside the spans broadcasts along their values' other dimensions only:
+            # `h[s:e] * w` with w (D,); one as wide as the span would meet it along the span)
+            rank = self.fact(subs[0]).rank
+            if any(self.fact(w).rank >= rank for w in wide):
+                return None
+            return self._span_expression(node, subs)
+        if wide:
             return None
         first = _whole_or_first(node, "a masked selection")
         m = self.expr(subs[0].slice)
@@ -1273,6 +1305,80 @@ class _Batcher:
             raise Unsupported(f"`{ast.unparse(f.value)}` is not a tensor")
         return _helper("masked", _const(f.attr), e.node, _const(e.batched), m.node, _const(first),
                        keywords=[ast.keyword(arg="pure", value=_const(False))])
+
+    def _span_of(self, node) -> bool:
+        """`b[lo:hi]` (b per-iteration, with dimensions) or `b[i, lo:hi]` (b the same in every
+        iteration, `i` the loop's own index) with a bound that changes per iteration and no
+        step: a ragged span along the value's first dimension."""
+        if not isinstance(node, ast.Subscript) or self.c.lead != 1:
+            return False
+        sl, base = node.slice, node.value
+        if isinstance(sl, ast.Tuple) and len(sl.elts) == 2 and isinstance(sl.elts[1], ast.Slice) \
+                and isinstance(sl.elts[0], ast.Name) and sl.elts[0].id == self.c.index and not self.varies(base):
+            sl, rank = sl.elts[1], 2
+        elif isinstance(sl, ast.Slice) and self.varies(base):
+            rank = 1
+        else:
+            return False
+        f = self.c.facts.get(self.c.ids.get(id(base)))
+        return sl.step is None and any(b is not None and self.varies(b) for b in (sl.lower, sl.upper)) \
+            and f is not None and f.kind == "tensor" and f.rank >= rank
+
+    def _span_expression(self, node, subs):
+        """`(a[i, :l] - b[i, :l]).abs().mean()`, `(x[s:e] ** 2).sum(0)`: elementwise arithmetic on
+        ragged spans with the same bounds, and one-element values, reduced at once. The spans
+        are a mask of the positions along their first dimension (Python's slice rules), and
+        the arithmetic runs on the whole tensors, reduced as a masked selection. With
+        gradients each whole tensor is read as `where(mask, b, b.detach())`: the positions
+        outside the spans, whose derivatives may be infinite or NaN (`log` of padding), pass
+        their zero gradient to a detached copy, never to b; a per-iteration number that
+        requires grad beside them keeps the loop (its derivative at those positions would
+        reach it)."""
+        f = node.func
+        first = _whole_or_first(node, "a ragged span")
+        sub = subs[0]
+        sl = sub.slice
+        rows = None
+        if isinstance(sl, ast.Tuple):
+            rows, sl = self.expr(sl.elts[0]), sl.elts[1]
+        lo, hi = (self.expr(e) if e is not None else None for e in (sl.lower, sl.upper))
+        for v in (lo, hi):
+            if v is not None and not self._integer_scalar(v):
+                raise Unsupported(f"`{ast.unparse(sl)}`: slice bounds other than integers")
+        wholes = []
+        for s in subs:
+            b = self.expr(s.value)
+            if b.fact.kind != "tensor":
+                return None
+            if rows is not None:
+                b = _V(ast.Subscript(value=b.node, slice=rows.node, ctx=ast.Load()), True,
+                       Fact("tensor", b.fact.rank - 1, b.fact.dtype, b.fact.shape[1:]))
+            elif not b.batched:
+                return None
+            wholes.append(b)
+        self.c.counter = getattr(self.c, "counter", 0) + 1
+        mname = f"_avm{self.c.counter}"
+        width = self.expr(sub.value).node if rows is not None else wholes[0].node
+        mask = ast.NamedExpr(target=ast.Name(id=mname, ctx=ast.Store()), value=_helper(
+            "span_mask", lo.node if lo is not None else _const(None), hi.node if hi is not None else _const(None),
+            width, _const(rows is not None)))
+        for s, b in zip(subs, wholes):
+            self.unspan[id(s)] = _V(_helper("span_guard", b.node, _name(mname)), True, b.fact)
+        leaves = []
+        for n in ast.walk(f.value):
+            k = self.c.ids.get(id(n))
+            if k is not None:
+                self.c.exempt.add(k)     # (whole tensors here, where one iteration has the span)
+        e = self.expr(f.value)
+        if e.fact.kind != "tensor":
+            raise Unsupported(f"`{ast.unparse(f.value)}` is not a tensor")
+        for n in ast.walk(f.value):
+            if isinstance(n, ast.expr) and n is not f.value and id(n) in self.memo and not any(
+                    n is s or any(n is c for c in ast.walk(s)) for s in subs) \
+                    and isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) \
+                    and (self._scalar_leaf(n) or self.c.facts.get(self.c.ids.get(id(n)), Fact("other")).kind == "tensor"):
+                leaves.append(self.memo[id(n)].node)
+        return _helper("span_masked", _const(f.attr), mask, e.node, _const(first), *leaves)
 
     def _span_reduction(self, node, along_first=False):
         """`b[lo:hi].sum(0)` (`.mean(0)`, `.sum()`, `.mean()`, `.max()`, `.min()`) with bounds that
