@@ -366,6 +366,19 @@ class _Helpers:
         return b
 
     @staticmethod
+    def span_class_loss(fn, m, x, t, reduction, ignore_index):
+        """F.cross_entropy / F.nll_loss(x_k[span_k], t_k[span_k]) for every iteration: `x`
+        (n, T, C) and `t` (n, T) the whole tensors, `m` (n, T) the spans' positions; the targets
+        outside them read as ignore_index (class_loss reduces each iteration over the others)."""
+        from .runtime import GuardFailed
+        if reduction not in ("mean", "sum") or type(ignore_index) is not int:
+            raise GuardFailed(f"reduction={reduction!r}, ignore_index={ignore_index!r} of ragged spans (the loop decides)")
+        if not isinstance(t, torch.Tensor) or t.dim() != 2 or t.shape != m.shape or x.dim() != 3:
+            raise GuardFailed("spans of values of several widths (the loop decides)")
+        t = torch.where(m, t, ignore_index)
+        return _Helpers.class_loss(fn, x, t, 2, 1, reduction, ignore_index)
+
+    @staticmethod
     def span_masked(kind, m, e, first, *leaves):
         """e's entries at the spans' positions `m`, reduced per iteration (_Helpers.masked). A
         per-iteration number that requires grad keeps the loop (its derivative at the positions

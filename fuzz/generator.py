@@ -3771,6 +3771,27 @@ def win_spanexpr(self):
     requires them keeps the loop)."""
     dt = self.pick(["float32", "float32", "float64"])
     t = max(self.d, 1)
+    if self.chance(0.25):
+        # per-sequence class losses: padding targets out of range, NaN scores in the padding
+        self.helpers["F"] = "import torch.nn.functional as F\n"
+        k = self.rng.randint(1, 4)
+        self.tensor("x", (self.n, t, k), dt)
+        self.tensor("y", (self.n, t), "int64", low=0, high=k, special_p=0)
+        self.tensor("b", (self.n,), "int64", low=0 if self.chance(0.8) else -1, high=t + 2, special_p=0)
+        pad = self.pick(["-1", "k", "-100"]).replace("k", str(k))
+        self.emit(1, f"m = torch.arange(y.shape[1]) >= b[:, None]")
+        self.emit(1, f"y = y.masked_fill(m, {pad})")
+        if self.chance(0.5):
+            self.emit(1, "x = x.masked_fill(m[..., None], float('nan'))")
+        fn = self.pick(["F.cross_entropy", "F.cross_entropy", "F.nll_loss"])
+        arg = self.pick(["x[i, :b[i]]", "x[i, :int(b[i])]", "x[i][:b[i]]"])
+        first = arg if fn != "F.nll_loss" else f"torch.log_softmax({arg}, -1)"
+        red = self.pick(["", "", ", reduction='sum'", ", reduction='none'"])
+        self.emit(1, "loss = 0.0")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, f"loss = loss + {fn}({first}, {arg.replace('x', 'y', 1)}{red})" + (".sum()" if "none" in red else ""))
+        self.emit(1, "return loss")
+        return
     trail = self.pick([(), (), (2,)])
     x = self.tensor("x", (self.n, t) + trail, dt)
     y = self.tensor("y", (self.n, t if self.chance(0.85) else t + 1) + trail, dt)

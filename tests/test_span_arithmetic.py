@@ -254,8 +254,8 @@ def _same_outcome(fn, args):
     for _ in range(3):
         try:
             want = fn(*args)
-        except RuntimeError as e:
-            with pytest.raises(RuntimeError) as got:
+        except (RuntimeError, IndexError) as e:
+            with pytest.raises(type(e)) as got:
                 fast(*args)
             assert str(got.value) == str(e)
         else:
@@ -279,4 +279,76 @@ def test_an_invariant_tensor_as_wide_as_the_span_raises_as_the_loop():
 
 def test_a_ragged_weight_beside_a_span_keeps_the_loop():
     fast = _same_outcome(times_ragged_weight, (torch.randn(4, 5, 3), torch.randn(5), torch.tensor([3, 3, 2, 3])))
+    assert ran_modes(fast) == set()
+
+
+import torch.nn.functional as F  # noqa: E402
+
+
+def ce_per_sequence(logits, tgt, lens):
+    loss = 0.0
+    for i in range(logits.shape[0]):
+        n = int(lens[i])
+        loss = loss + F.cross_entropy(logits[i, :n], tgt[i, :n])
+    return loss / logits.shape[0]
+
+
+def nll_sum(logp, tgt, lens):
+    out = []
+    for i in range(logp.shape[0]):
+        out.append(F.nll_loss(logp[i, :lens[i]], tgt[i, :lens[i]], reduction="sum"))
+    return torch.stack(out)
+
+
+def ce_none(logits, tgt, lens):
+    out = []
+    for i in range(logits.shape[0]):
+        out.append(F.cross_entropy(logits[i, :lens[i]], tgt[i, :lens[i]], reduction="none").mean())
+    return torch.stack(out)
+
+
+def _sequences(n=5, t=7, c=4, pad=-1, nan=False):
+    logits = torch.randn(n, t, c)
+    lens = torch.randint(1, t + 1, (n,))
+    tgt = torch.randint(0, c, (n, t))
+    pos = torch.arange(t)[None] >= lens[:, None]
+    tgt[pos] = pad                        # (padding targets out of range: never read)
+    if nan:
+        logits[pos] = float("nan")        # (NaN scores in the padding: no NaN gradient)
+    return logits, tgt, lens
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_cross_entropy_of_spans_with_gradients(nan):
+    fast = _compare(ce_per_sequence, lambda: _sequences(nan=nan), grad=(0,))
+    assert ran_modes(fast) == {"batched"}
+
+
+def test_nll_loss_of_spans_summed_with_ignored_targets_inside():
+    def make():
+        logp, tgt, lens = _sequences(pad=99)
+        tgt[:, 0] = -100                  # (ignore_index inside each span: no loss there, as in the loop)
+        return torch.log_softmax(logp, -1), tgt, lens
+    fast = _compare(nll_sum, make, grad=(0,))
+    assert ran_modes(fast) == {"batched"}
+
+
+def test_cross_entropy_of_empty_spans_is_nan_as_in_the_loop():
+    def make():
+        logits, tgt, lens = _sequences()
+        lens[1] = 0
+        return logits, tgt, lens
+    fast = _compare(ce_per_sequence, make, grad=(0,))
+    assert ran_modes(fast) == {"batched"}
+    assert torch.isnan(fast(*make()))
+
+
+def test_a_target_out_of_range_inside_a_span_raises_as_the_loop():
+    logits, tgt, lens = _sequences(pad=0)
+    tgt[2, 0] = 9
+    _same_outcome(ce_per_sequence, (logits, tgt, lens))
+
+
+def test_unreduced_losses_of_spans_keep_the_loop():
+    fast = _compare(ce_none, lambda: _sequences(pad=0), grad=(0,))
     assert ran_modes(fast) == set()

@@ -1336,6 +1336,33 @@ class _Batcher:
         reach it)."""
         f = node.func
         first = _whole_or_first(node, "a ragged span")
+        made = self._span_wholes(subs)
+        if made is None:
+            return None
+        mask, mname, wholes = made
+        for s, b in zip(subs, wholes):
+            self.unspan[id(s)] = _V(_helper("span_guard", b.node, _name(mname)), True, b.fact)
+        leaves = []
+        for n in ast.walk(f.value):
+            k = self.c.ids.get(id(n))
+            if k is not None:
+                self.c.exempt.add(k)     # (whole tensors here, where one iteration has the span)
+        e = self.expr(f.value)
+        if e.fact.kind != "tensor":
+            raise Unsupported(f"`{ast.unparse(f.value)}` is not a tensor")
+        for n in ast.walk(f.value):
+            if isinstance(n, ast.expr) and n is not f.value and id(n) in self.memo and not any(
+                    n is s or any(n is c for c in ast.walk(s)) for s in subs) \
+                    and isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) \
+                    and (self._scalar_leaf(n) or self.c.facts.get(self.c.ids.get(id(n)), Fact("other")).kind == "tensor"):
+                leaves.append(self.memo[id(n)].node)
+        return _helper("span_masked", _const(f.attr), mask, e.node, _const(first), *leaves)
+
+    def _span_wholes(self, subs):
+        """For spans with the same bounds (_span_of): the assignment of their positions' mask
+        (n, T) to a name of its own, to be evaluated before any read of it (span_mask), the
+        name, and the whole batched tensor each span is of (`b`, or `b[rows]` where each
+        iteration reads a row of one tensor); None where one is not a per-iteration tensor."""
         sub = subs[0]
         sl = sub.slice
         rows = None
@@ -1362,23 +1389,27 @@ class _Batcher:
         mask = ast.NamedExpr(target=ast.Name(id=mname, ctx=ast.Store()), value=_helper(
             "span_mask", lo.node if lo is not None else _const(None), hi.node if hi is not None else _const(None),
             width, _const(rows is not None)))
-        for s, b in zip(subs, wholes):
-            self.unspan[id(s)] = _V(_helper("span_guard", b.node, _name(mname)), True, b.fact)
-        leaves = []
-        for n in ast.walk(f.value):
-            k = self.c.ids.get(id(n))
-            if k is not None:
-                self.c.exempt.add(k)     # (whole tensors here, where one iteration has the span)
-        e = self.expr(f.value)
-        if e.fact.kind != "tensor":
-            raise Unsupported(f"`{ast.unparse(f.value)}` is not a tensor")
-        for n in ast.walk(f.value):
-            if isinstance(n, ast.expr) and n is not f.value and id(n) in self.memo and not any(
-                    n is s or any(n is c for c in ast.walk(s)) for s in subs) \
-                    and isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) \
-                    and (self._scalar_leaf(n) or self.c.facts.get(self.c.ids.get(id(n)), Fact("other")).kind == "tensor"):
-                leaves.append(self.memo[id(n)].node)
-        return _helper("span_masked", _const(f.attr), mask, e.node, _const(first), *leaves)
+        return mask, mname, wholes
+
+    def _span_class_loss(self, f, name, node, fixed):
+        """F.cross_entropy / F.nll_loss of ragged spans with the same bounds
+        (`F.cross_entropy(logits[i, :n], y[i, :n])`): the losses of every position of the whole
+        tensors, with the targets outside the spans read as ignore_index (no loss, no
+        gradient, and never out of range), then each iteration's reduction over its span. With
+        gradients the scores are read as where(mask, x, x.detach()) (span_guard): NaN scores
+        in the padding give no NaN gradient."""
+        xs, ts = node.args[0], node.args[1]
+        if ast.dump(xs.slice) != ast.dump(ts.slice):
+            raise Unsupported(f"`{name}` of spans with other bounds")
+        fx, ft = self.fact(xs), self.fact(ts)
+        if fx.kind != "tensor" or ft.kind != "tensor" or fx.rank != 2 or ft.rank != 1 or ft.dtype != torch.int64:
+            raise Unsupported(f"`{name}` of spans other than (positions, classes) scores against int64 class indices")
+        made = self._span_wholes([xs, ts])
+        if made is None:
+            raise Unsupported(f"`{name}` of spans of values that are not per-iteration tensors")
+        mask, mname, (x, t) = made
+        return _helper("span_class_loss", copy.deepcopy(f), mask, _helper("span_guard", x.node, _name(mname)), t.node,
+                       fixed["reduction"], fixed["ignore_index"])
 
     def _span_reduction(self, node, along_first=False):
         """`b[lo:hi].sum(0)` (`.mean(0)`, `.sum()`, `.mean()`, `.max()`, `.min()`) with bounds that
@@ -1497,6 +1528,11 @@ class _Batcher:
         masked = self._masked_reduction(node) if isinstance(f, ast.Attribute) else self._selection_len(node)
         if masked is None:
             masked = self._function_reduction(node)
+        if masked is None and len(node.args) >= 2 and self._span_of(node.args[0]) and isinstance(f, ast.Attribute) \
+                and f.attr in ("cross_entropy", "nll_loss") and ast.unparse(f).split(".")[0] not in self.c.local:
+            found, obj = self.c.resolve(ast.unparse(f))
+            if found and obj is getattr(F, f.attr):
+                return self._class_loss(f, node)     # (spans: their whole tensors, never the spans alone)
         if masked is not None:
             return masked
         recv = self.expr(f.value) if isinstance(f, ast.Attribute) and self.varies(f.value) else None
@@ -2017,6 +2053,8 @@ class _Batcher:
         name = f.attr if isinstance(f, ast.Attribute) else ast.unparse(f)
         fixed = self._loss_options(name, node, {"reduction": _const("mean"), "ignore_index": _const(-100)},
                                    "with class weights, label smoothing or positional options")
+        if self._span_of(node.args[0]) and self._span_of(node.args[1]):
+            return self._span_class_loss(f, name, node, fixed)
         x, t = self.expr(node.args[0]), self.expr(node.args[1])
         if not x.batched or x.fact.kind != "tensor" or t.fact.kind != "tensor" or not t.batched:
             raise Unsupported(f"`{name}` of scores or targets that are the same in every iteration")
