@@ -20,7 +20,7 @@ from torch import Tensor
 from . import cost
 from ._config import switches
 from .analysis import analyze
-from .analysis.hoist import (drop_loop_else, element_views, hoist_no_grad, merged_branch_stores, rectangular_nests, stored_recurrences,
+from .analysis.hoist import (drop_loop_else, returns_as_breaks, element_views, hoist_no_grad, merged_branch_stores, rectangular_nests, stored_recurrences,
                              strided_indices,
                              sunk_appends)
 from .analysis.reversal import front_builds, reversed_walks, settle
@@ -124,6 +124,7 @@ class FunctionState:
         self.original_source = ast.unparse(cap.tree)
         written = {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}    # (the names it reads as written)
         drop_loop_else(cap)   # `for ..: body else: tail` without a `break` as the loop followed by `tail`
+        returns_as_breaks(cap)   # `for ..: if c: return v` as `returned = v; returning = True; break`, then a return
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
         merged_branch_stores(cap)   # `if c: out[k] = a else: out[k] = b` as `out[k] = a if c else b`
         triangles = rectangular_nests(cap)   # `for j in range(i + 1, n)` as a masked rectangle

@@ -145,6 +145,72 @@ def drop_loop_else(cap: Captured) -> int:
     return moved
 
 
+def returns_as_breaks(cap: Captured) -> int:
+    """`return v` inside a loop, reached from the loop's body through `if` / `else` blocks only,
+    as `returned = v; returning = True; break`, with `returning = False` before the loop and
+    `if returning: return returned` right after it (innermost loops first): Python evaluates
+    `v`, leaves the loop (skipping its `else`, as `break` does), and returns that value before
+    any statement after the loop runs, in both spellings; a `finally` or a `with` around the
+    loop runs after the return in both. The planner takes a loop that ends early by `break`
+    (`for i ..: if x[i].sum() > t: return i`, a first match). The names are the function's own
+    (`returned`, `returning`, or with the loop's line where those are taken); the new
+    statements keep the lines of the `return` and the loop, for tracebacks. Returns how many
+    loops changed."""
+    fn = cap.tree
+    parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+
+    def depth(node):
+        d, p = 0, parents.get(id(node))
+        while p is not None:
+            if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) and p is not fn:
+                return None      # (a loop of a function defined inside: its returns are its own)
+            d, p = d + 1, parents.get(id(p))
+        return d
+
+    taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
+        a.arg for a in ast.walk(fn) if isinstance(a, ast.arg)}
+    loops = [(depth(n), k, n) for k, n in enumerate(ast.walk(fn)) if isinstance(n, (ast.For, ast.While))]
+    changed = 0
+    for _, _, loop in sorted((t for t in loops if t[0] is not None), key=lambda t: (-t[0], t[1])):
+        found = []
+
+        def collect(stmts):
+            for k, st in enumerate(stmts):
+                if isinstance(st, ast.Return):
+                    found.append((stmts, k))
+                elif isinstance(st, ast.If):
+                    collect(st.body)
+                    collect(st.orelse)
+        collect(loop.body)
+        if not found:
+            continue
+        value, flag = (next(f"{base}{suffix}" for suffix in ("", f"_{loop.lineno}", f"_{loop.lineno}_{loop.col_offset}")
+                            if f"{base}{suffix}" not in taken) for base in ("returned", "returning"))
+        taken |= {value, flag}
+        for stmts, k in reversed(found):
+            ret = stmts[k]
+            new = [ast.Assign(targets=[ast.Name(id=value, ctx=ast.Store())],
+                              value=ret.value if ret.value is not None else ast.Constant(None)),
+                   ast.Assign(targets=[ast.Name(id=flag, ctx=ast.Store())], value=ast.Constant(True)),
+                   ast.Break()]
+            for st in new:
+                ast.copy_location(st, ret)
+                ast.fix_missing_locations(st)
+            stmts[k:k + 1] = new
+        first = found[0][0][found[0][1]]
+        holder, at = _holder(fn, loop)
+        init = ast.copy_location(ast.Assign(targets=[ast.Name(id=flag, ctx=ast.Store())], value=ast.Constant(False)),
+                                 loop)
+        after = ast.copy_location(ast.If(test=ast.Name(id=flag, ctx=ast.Load()), body=[ast.copy_location(
+            ast.Return(value=ast.Name(id=value, ctx=ast.Load())), first)], orelse=[]), first)
+        for st in (init, after):
+            ast.fix_missing_locations(st)
+            st.end_lineno, st.end_col_offset = st.lineno, st.col_offset
+        holder[at:at + 1] = [init, loop, after]
+        changed += 1
+    return changed
+
+
 def _one_store(branch: list):
     """The single `target[..] = value` statement `branch` is, as (target, value); where it is a
     single `if`/`else` (an `elif` chain) whose branches are each one such store to one same
