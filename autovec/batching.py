@@ -267,13 +267,17 @@ class _Helpers:
         dims = tuple(range(1, d + 1)) if first else tuple(range(1, rows.dim()))
         if kind in ("sum", "mean"):
             fill = -0.0 if floating else (False if b.dtype == torch.bool else 0)
-            total = torch.where(mw, rows, torch.tensor(fill, dtype=b.dtype, device=b.device)).sum(dims)
+            half = kind == "mean" and b.dtype in (torch.float16, torch.bfloat16)
+            # (a half-precision mean is the float32 sum divided, rounded once, as torch's own)
+            total = torch.where(mw, rows, torch.tensor(fill, dtype=b.dtype, device=b.device)).sum(
+                dims, dtype=torch.float32 if half else None)
             if kind == "sum":
                 return total
             count = m.sum(tuple(range(1, d + 1)))
             if not first:
                 count = count * (rows[0].numel() // max(m[0].numel(), 1))
-            return total / count.view(-1, *(1,) * (total.dim() - 1)).to(total.dtype)
+            out = total / count.view(-1, *(1,) * (total.dim() - 1)).to(total.dtype)
+            return out.to(b.dtype) if half else out
         if not bool(m.flatten(1).any(1).all()):
             raise _values_refused(f"{kind}() of an empty selection (the loop raises)")
         from .runtime import _zero_signs_tie

@@ -352,3 +352,75 @@ def test_a_target_out_of_range_inside_a_span_raises_as_the_loop():
 def test_unreduced_losses_of_spans_keep_the_loop():
     fast = _compare(ce_none, lambda: _sequences(pad=0), grad=(0,))
     assert ran_modes(fast) == set()
+
+
+def half_means(a, lens):
+    res = []
+    for i in range(a.shape[0]):
+        res.append((a[i, :lens[i]] * 2).mean())
+    return torch.stack(res)
+
+
+def plain_half_means(a, lens):
+    res = []
+    for i in range(a.shape[0]):
+        res.append(a[i, :lens[i]].mean())
+    return torch.stack(res)
+
+
+@pytest.mark.parametrize("fn", [half_means, plain_half_means])
+def test_a_half_precision_mean_is_rounded_once_as_the_loops(fn):
+    """torch's float16 mean divides the float32 sum and rounds once; a float16 sum divided
+    rounds twice (110.0 against the loop's 109.9375)."""
+    def make():
+        return (torch.randn(4, 300) * 100).half(), torch.tensor([250, 300, 7, 123])
+    fast = autovec(fn)
+    for seed in range(4):
+        torch.manual_seed(seed)
+        a, lens = make()
+        want = fn(a, lens)
+        got = fast(a, lens)
+        assert got.dtype == torch.float16
+        assert torch.equal(got, want), (got, want)
+    assert ran_modes(fast) == {"batched"}
+
+
+def clamped(a, lens):
+    res = []
+    for i in range(a.shape[0]):
+        res.append(a[i, :lens[i]].clamp(min=0).mean())
+    return torch.stack(res)
+
+
+def function_spelling(a, b, lens):
+    res = []
+    for i in range(a.shape[0]):
+        res.append(torch.mean((a[i, :lens[i]] - b[i, :lens[i]]) ** 2))
+    return torch.stack(res)
+
+
+def relu_in_place(a, lens):
+    res = []
+    for i in range(a.shape[0]):
+        res.append(F.relu(a[i, :lens[i]], True).sum())
+    return torch.stack(res), a
+
+
+def test_an_elementwise_method_with_keyword_options():
+    fast = _compare(clamped, lambda: (torch.randn(5, 6), _lens(5, 6, 1)), grad=(0,))
+    assert ran_modes(fast) == {"batched"}
+
+
+def test_the_function_spelling_of_a_reduction_of_arithmetic():
+    fast = _compare(function_spelling, lambda: (torch.randn(5, 6), torch.randn(5, 6), _lens(5, 6, 1)), grad=(0,))
+    assert ran_modes(fast) == {"batched"}
+
+
+def test_an_in_place_function_is_never_run_on_the_whole_tensor():
+    fast = autovec(relu_in_place)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        a, lens = torch.randn(5, 6), _lens(5, 6, 1)
+        (w, wa), (g, ga) = relu_in_place(a.clone(), lens), fast(a.clone(), lens)
+        torch.testing.assert_close(g, w)
+        torch.testing.assert_close(ga, wa, rtol=0, atol=0)

@@ -130,8 +130,17 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
 
     if not hoisted:
         raise Refuse(carried_reason, refusal.lineno)
-    new_body = _own_values(new_body, {h for h, e in hoisted if _fresh_value(e, ctx) or isinstance(e, ast.Compare)},
-                           invariant_stmts, node, ctx, carried_reason)
+    new_body, unread = _own_values(new_body, {h: (_row_kind(e, ctx, space.index, assigned), e) for h, e in hoisted},
+                                   invariant_stmts, node, ctx, carried_reason)
+    if unread:
+        # (a value kept past its use is computed in the loop as written: its batch is not made)
+        hoisted = [(h, e) for h, e in hoisted if h not in unread]
+        drop = lambda st: isinstance(st, ast.Assign) and st.targets[0].id in unread    # noqa: E731
+        hoist_stmts = [st for st in hoist_stmts if not drop(st)]
+        invariant_stmts = [st for st in invariant_stmts if not drop(st)]
+        invariant -= unread
+        if not hoisted:
+            raise Refuse(carried_reason, refusal.lineno)
     stores = _check_rest(node, ctx, hoist_stmts + invariant_stmts, carried_reason)
     # the pre-pass: the same loop header, the hoisted computations, each value collected
     pre_body = hoist_stmts + [ast.Expr(value=ast.Call(
@@ -173,17 +182,55 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
                                invariants=tuple(invariant_stmts), fission_stores=tuple(stores))
 
 
-def _own_values(body: list, rows: set, invariant_stmts: list, node: ast.For, ctx: Context, carried_reason: str):
-    """Where the loop's values are tensors of their own, one per iteration (`torch.exp(x[i])`),
-    fission's are rows of one batch (`_av_h0[_av_j]`, sharing its memory; `rows` names those
-    batches) or one object for every iteration (the invariants). Where such a value may be kept
-    past its use (appended, stored, bound to a name read another way or after the loop) it is
-    copied (`.clone()`), so that an in-place change of one of them after the loop reaches no
-    other (nor breaks a backward through the others), and one kept alone keeps no batch alive. A
-    value consumed at once by an operator or a torch call that makes new memory is used as it
-    is. Rows of views (`x[t].view(-1)`) are views of the input in both, and stay so. An invariant
-    that may be a view (`Ut = U.t()`) and is kept that way keeps the loop: a copy would no longer
-    be that view, and one view for every iteration is not the loop's one per iteration."""
+# methods whose result is always a view of the receiver (never a copy), no element twice
+_PURE_VIEWS = frozenset(("view", "view_as", "unsqueeze", "squeeze", "permute", "transpose", "t", "select", "narrow",
+                         "movedim", "moveaxis", "unflatten", "swapaxes", "swapdims", "diagonal"))
+
+
+def _row_kind(e: ast.AST, ctx: Context, index, assigned) -> str | None:
+    """What one iteration's value of the hoisted `e` is: "fresh", new memory of its own (or a
+    view of such: `torch.exp(x[i])[:2]`); "view", a view of a value the loop reads and does not
+    bind (`x[i]`, `x[i].view(-1)`, `x[i, :2].t()`: the batch's rows are views of the same
+    memory); None where it may be either (`.contiguous()`, `.float()` and `.reshape()` copy
+    only at times), has one element twice (`expand`), is read by a name that may hold a tensor
+    (a gathered copy), or is not known."""
+    if _fresh_value(e, ctx) or isinstance(e, ast.Compare):
+        return "fresh"
+    if isinstance(e, ast.Subscript):
+        parts = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
+        for p in parts:
+            bounds = [b for b in (p.lower, p.upper, p.step) if b is not None] if isinstance(p, ast.Slice) else [p]
+            if not all(isinstance(b, ast.Constant) and (b.value is None or b.value is Ellipsis or type(b.value) is int)
+                       or isinstance(b, ast.Name) and b.id == index for b in bounds):
+                return None
+        return _row_kind(e.value, ctx, index, assigned)
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in _PURE_VIEWS \
+            and not any(kw.arg is None for kw in e.keywords):
+        return _row_kind(e.func.value, ctx, index, assigned)
+    if isinstance(e, ast.Attribute) and e.attr in ("T", "mT"):
+        return _row_kind(e.value, ctx, index, assigned)
+    if isinstance(e, ast.Name) and e.id not in assigned and e.id != index:
+        return "view"
+    return None
+
+
+def _own_values(body: list, rows: dict, invariant_stmts: list, node: ast.For, ctx: Context,
+                carried_reason: str) -> tuple[list, set]:
+    """The loop's values are tensors of their own, one per iteration (`torch.exp(x[i])`);
+    fission's are rows of one batch (`_av_h0[_av_j]`: one storage, one version counter; `rows`
+    maps each batch's name to (_row_kind of the hoisted expression, the expression)) or one
+    object for every iteration (the invariants). Where such a value may be kept past its use
+    (appended, stored, bound to a name read another way or after the loop):
+    - a new value is copied (`.clone()`): an in-place change of one then reaches no other, nor
+      breaks a backward through the others, and one kept alone keeps no batch alive (as the
+      vectorized path's kept lists are copies: where the loop's backward raises after an
+      in-place change of a value its own `exp` saved, the copy's does not);
+    - a view of what the loop reads (`x[t].view(-1)`) stays a row: a view of the same memory;
+    - anything else (`x[i].contiguous()`, `x[i].float()`, `.expand(..)`, a tuple) is computed
+      in the loop as written, and so is an invariant kept inline that may be a view (`U.t()`);
+      an invariant bound to a name, kept, that may be a view keeps the loop.
+    A value consumed at once by an operator or a torch call that makes new memory is used as
+    it is. Returns the body and the names of the batches no longer read."""
     mod = ast.Module(body=body, type_ignores=[])
     parents = {id(c): p for p in ast.walk(mod) for c in ast.iter_child_nodes(p)}
     nested = any(isinstance(n, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ListComp,
@@ -210,23 +257,28 @@ def _own_values(body: list, rows: set, invariant_stmts: list, node: ast.For, ctx
     def own(r):
         return ast.Call(func=ast.Attribute(value=r, attr="clone", ctx=ast.Load()), args=[], keywords=[])
 
-    class Copy(ast.NodeTransformer):
+    class Own(ast.NodeTransformer):
         def visit_Subscript(self, n):
             if isinstance(n.value, ast.Name) and n.value.id in rows and isinstance(n.slice, ast.Name) \
                     and n.slice.id == "_av_j" and kept(n):
-                return own(n)
+                kind, e = rows[n.value.id]
+                return own(n) if kind == "fresh" else n if kind == "view" else ast.copy_location(copy.deepcopy(e), n)
             return self.generic_visit(n)
 
         def visit_Name(self, n):
             if isinstance(n.ctx, ast.Load) and n.id in invariants and not consumed(n):
                 v = invariants[n.id]
-                if not (_fresh_value(v, ctx) or isinstance(v, ast.Compare)):
+                if _fresh_value(v, ctx) or isinstance(v, ast.Compare):
+                    return own(n)
+                if not n.id.startswith("_av_h"):
                     at = getattr(n, "lineno", node.lineno)
-                    raise Refuse(f"{carried_reason}; the loop cannot be split: `{src(v)}`, computed once for "
-                                 f"every iteration, may be a view that the loop keeps (line {at})", at)
-                return own(n)
+                    raise Refuse(f"{carried_reason}; the loop cannot be split: `{src(v)}`, computed once for every "
+                                 f"iteration, may be a view that the loop keeps (line {at}), one per iteration", at)
+                return ast.copy_location(copy.deepcopy(v), n)
             return n
-    return [Copy().visit(s) for s in body]
+    out = [Own().visit(s) for s in body]
+    read = {n.id for s in out for n in ast.walk(s) if isinstance(n, ast.Name)}
+    return out, {h for h in list(rows) + list(invariants) if h.startswith("_av_h") and h not in read}
 
 
 def _pure_call(call: ast.Call, ctx: Context) -> bool:

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 from .broadcast import ELEMENTWISE
 from .common import _Unitems
+from ..analysis.names import in_place_keyword
 
 
 class Unsupported(Exception):
@@ -1143,9 +1144,10 @@ class _Batcher:
         selection) as the method spelling `b[lo:hi].sum(dim=0)` is: a masked reduction, where
         that is one; else None (and the call is taken as written)."""
         f = node.func
-        if not node.args or not isinstance(node.args[0], ast.Subscript) or not self.varies(node.args[0]) \
-                or not isinstance(f, (ast.Attribute, ast.Name)) or ast.unparse(f).split(".")[0] in self.c.local:
-            return None
+        if not node.args or not isinstance(node.args[0], (ast.Subscript, ast.BinOp, ast.UnaryOp, ast.Call, ast.Compare)) \
+                or not self.varies(node.args[0]) or not isinstance(f, (ast.Attribute, ast.Name)) \
+                or ast.unparse(f).split(".")[0] in self.c.local:
+            return None     # (`torch.mean((a[i, :n] - b[i, :n]) ** 2)`: arithmetic on selections too)
         found, obj = self.c.resolve(ast.unparse(f))
         name = next((n for n in ("sum", "mean", "max", "min") if found and obj is getattr(torch, n)), None)
         if name is None:
@@ -1248,16 +1250,19 @@ class _Batcher:
             return all(self._over_selection(x, subs, wide) or self._leaf(x, wide) for x in (node.left, node.comparators[0])) \
                 and len(subs) > 0
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ELEMENTWISE \
-                and node.func.attr != "where" and not node.keywords:
+                and node.func.attr != "where" and not any(k.arg is None for k in node.keywords) \
+                and in_place_keyword(node) is None:
+            # (`.clamp(min=0)`: options that are one-element values)
             if self._over_selection(node.func.value, subs, wide):
-                return all(self._leaf(a, wide) for a in node.args)
+                return all(self._leaf(a, wide) for a in node.args + [k.value for k in node.keywords])
             # `torch.log(b[m])`, `F.relu(x[s:e] - c)`: torch's own elementwise function of it
             if not node.args or ast.unparse(node.func).split(".")[0] in self.c.local:
                 return False
             found, obj = self.c.resolve(ast.unparse(node.func))
             if not found or obj is not getattr(torch, node.func.attr, None) and obj is not getattr(F, node.func.attr, None):
                 return False
-            return self._over_selection(node.args[0], subs, wide) and all(self._leaf(a, wide) for a in node.args[1:])
+            return self._over_selection(node.args[0], subs, wide) and all(
+                self._leaf(a, wide) for a in node.args[1:] + [k.value for k in node.keywords])
         return False
 
     def _leaf(self, node, wide) -> bool:
