@@ -383,6 +383,15 @@ class _Helpers:
         return _Helpers.class_loss(fn, x, t, 2, 1, reduction, ignore_index)
 
     @staticmethod
+    def span_loss(reduction, m, e):
+        """An elementwise loss's values `e` (n, T, ...) of every element of the whole tensors,
+        reduced as each iteration's `reduction` over its span's positions `m` (n, T)."""
+        from .runtime import GuardFailed
+        if reduction not in ("mean", "sum") or not isinstance(e, torch.Tensor) or e.dim() < 2 or e.shape[:2] != m.shape:
+            raise GuardFailed(f"reduction={reduction!r} of a loss of ragged spans (the loop decides)")
+        return _Helpers.masked(reduction, e, True, m, False)
+
+    @staticmethod
     def span_masked(kind, m, e, first, *leaves):
         """e's entries at the spans' positions `m`, reduced per iteration (_Helpers.masked). A
         per-iteration number that requires grad keeps the loop (its derivative at the positions

@@ -164,14 +164,92 @@ def kept_named_invariant_view(x, h, U):
     return h, outs
 
 
-def test_a_named_invariant_view_kept_every_iteration_keeps_the_loop():
+def test_a_named_invariant_view_kept_every_iteration_is_made_every_iteration():
     U = torch.randn(3, 3)
     fast = autovec(kept_named_invariant_view)
     for _ in range(3):
         _, (h, outs), _ = _run(fast, lambda: U)
         assert len({id(o) for o in outs}) == len(outs) and all(o._base is U for o in outs)
     ex = explain(fast, *_run(kept_named_invariant_view, lambda: U)[2])
-    assert ex.path == "python" and "`U.t()`, computed once for every iteration, may be a view" in ex.loops[0].reason
+    assert ex.path == "vectorized" and "s = U.t()" in ex.rewritten_source.split("for _av_j")[1]
+
+
+def one_invariant_two_places(x, h, b):
+    outs, outs2 = [], []
+    for i in range(x.shape[0]):
+        c = b * 2.0
+        h = torch.tanh(h * torch.exp(x[i]) * c)
+        outs.append(c)
+        outs2.append(c)
+    return h, outs, outs2, c
+
+
+def test_a_named_invariant_kept_is_one_object_per_iteration_wherever_it_is_kept():
+    """(probeK B, C: each kept read was its own copy of one value for all iterations)"""
+    fast = autovec(one_invariant_two_places)
+    for _ in range(3):
+        got = []
+        for g in (one_invariant_two_places, fast):
+            torch.manual_seed(0)
+            x, b = torch.randn(5, 3, requires_grad=True), torch.randn(3, requires_grad=True)
+            h, outs, outs2, c = g(x, torch.randn(3), b)
+            assert all(p is q for p, q in zip(outs, outs2)) and outs[-1] is c
+            assert len({id(o) for o in outs}) == len(outs)
+            outs[0].mul_(2)          # (saved by the `* c` of the first step: its backward raises)
+            with pytest.raises(RuntimeError) as e:
+                h.sum().backward()
+            got.append(str(e.value).split(",")[0])
+        assert got[0] == got[1]
+    ex = explain(fast, torch.randn(5, 3), torch.randn(3), torch.randn(3))
+    assert ex.loops[0].strategy == "fission"
+
+
+def kept_in_slots(x, h):
+    outs = [None] * x.shape[0]
+    for i in range(x.shape[0]):
+        e = x[i] * 2
+        h = torch.tanh(h * 0.5 + torch.exp(x[i]))
+        outs[i] = e
+    return h, outs
+
+
+def kept_through_a_view(x, h):
+    outs = []
+    for i in range(x.shape[0]):
+        e = x[i] * 2
+        h = torch.tanh(h * 0.5 + torch.exp(x[i]))
+        outs.append(e.view(-1))
+    return h, outs
+
+
+def kept_detached(x, h):
+    outs = []
+    for i in range(x.shape[0]):
+        e = x[i] * 2
+        h = torch.tanh(h * 0.5 + torch.exp(x[i]))
+        outs.append(e.detach())
+    return h, outs
+
+
+@pytest.mark.parametrize("fn", [kept_in_slots, kept_through_a_view, kept_detached])
+def test_a_new_value_kept_by_a_slot_a_view_or_detach_has_memory_of_its_own(fn):
+    """(probeK D1-D3: rows of one batch, one storage)"""
+    fast = autovec(fn)
+    for _ in range(3):
+        results = []
+        for g in (fn, fast):
+            x, (h, outs), _ = _run(g)
+            assert len({o.untyped_storage().data_ptr() for o in outs}) == len(outs)
+            assert all(o.untyped_storage().nbytes() == o.numel() * o.element_size() for o in outs)
+            y = outs[1].sin()
+            with torch.no_grad():
+                outs[0].mul_(2)
+            if outs[1].requires_grad:
+                y.sum().backward()
+                results.append(x.grad)
+        if results:
+            torch.testing.assert_close(results[1], results[0], rtol=0, atol=0)
+    assert explain(fast, *_run(fn)[2]).loops[0].strategy == "fission"
 
 
 def kept_view_of_new(x, h):

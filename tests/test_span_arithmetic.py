@@ -424,3 +424,73 @@ def test_an_in_place_function_is_never_run_on_the_whole_tensor():
         (w, wa), (g, ga) = relu_in_place(a.clone(), lens), fast(a.clone(), lens)
         torch.testing.assert_close(g, w)
         torch.testing.assert_close(ga, wa, rtol=0, atol=0)
+
+
+def mse_per_sequence(a, b, lens):
+    loss = 0.0
+    for i in range(a.shape[0]):
+        n = int(lens[i])
+        loss = loss + F.mse_loss(a[i, :n], b[i, :n])
+    return loss
+
+
+def losses_summed(a, b, lens):
+    out = []
+    for i in range(a.shape[0]):
+        out.append(F.smooth_l1_loss(a[i, :lens[i]], b[i, :lens[i]], reduction="sum", beta=0.5)
+                   + F.l1_loss(a[i, :lens[i]], b[i, :lens[i]]))
+    return torch.stack(out)
+
+
+def bce_spans(logits, target, lens):
+    out = []
+    for i in range(logits.shape[0]):
+        out.append(F.binary_cross_entropy_with_logits(logits[i, :lens[i]], target[i, :lens[i]]))
+    return torch.stack(out)
+
+
+def mse_broadcast(a, b, lens):
+    out = []
+    for i in range(a.shape[0]):
+        out.append(F.mse_loss(a[i, :lens[i]], b[i, :lens[i], :1]))
+    return torch.stack(out)
+
+
+def test_an_elementwise_loss_of_spans_with_gradients_and_nan_padding():
+    def make():
+        a, b, lens = torch.randn(5, 7, 2), torch.randn(5, 7, 2), _lens(5, 7, 1)
+        pad = torch.arange(7)[None] >= lens.clamp(max=7)[:, None]
+        a[pad] = float("nan")       # (NaN outside the spans: no NaN value, no NaN gradient)
+        return a, b, lens
+    fast = _compare(mse_per_sequence, make, grad=(0, 1))
+    assert ran_modes(fast) == {"batched"}
+
+
+def test_losses_with_options_and_sums():
+    fast = _compare(losses_summed, lambda: (torch.randn(5, 6), torch.randn(5, 6), _lens(5, 6, 1)), grad=(0,))
+    assert ran_modes(fast) == {"batched"}
+
+
+def test_binary_cross_entropy_of_spans():
+    fast = _compare(bce_spans, lambda: (torch.randn(5, 6), torch.rand(5, 6), _lens(5, 6, 1)), grad=(0,))
+    assert ran_modes(fast) == {"batched"}
+
+
+def test_a_loss_of_spans_of_other_shapes_keeps_the_loop():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # (mse_loss warns of the broadcast, in the loop)
+        fast = _compare(mse_broadcast, lambda: (torch.randn(4, 6, 3), torch.randn(4, 6, 3), _lens(4, 6, 1)))
+    assert ran_modes(fast) == set()
+
+
+def mse_unreduced(a, b, lens):
+    out = []
+    for i in range(a.shape[0]):
+        out.append(F.mse_loss(a[i, :lens[i]], b[i, :lens[i]], reduction="none").sum())
+    return torch.stack(out)
+
+
+def test_an_unreduced_loss_of_spans_keeps_the_loop():
+    fast = _compare(mse_unreduced, lambda: (torch.randn(5, 6), torch.randn(5, 6), _lens(5, 6, 1)))
+    assert ran_modes(fast) == set()

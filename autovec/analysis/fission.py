@@ -27,7 +27,27 @@ def _heavy(node: ast.AST) -> bool:
     return any(isinstance(n, (ast.Call, ast.BinOp, ast.UnaryOp)) for n in ast.walk(node))
 
 
+class _KeptNames(Exception):
+    """Named invariants (`c = b * 2.0`) a fission plan's loop keeps past their use: planned again
+    with those statements left in the loop, one value per iteration (_own_values)."""
+
+    def __init__(self, names):
+        super().__init__(names)
+        self.names = names
+
+
 def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan:
+    per_iteration: set = set()
+    while True:
+        try:
+            return _plan_fission(node, ctx, loop_id, refusal, frozenset(per_iteration))
+        except _KeptNames as k:
+            if k.names <= per_iteration:
+                raise Refuse(refusal.reason, refusal.lineno) from None
+            per_iteration |= k.names
+
+
+def _plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal, per_iteration) -> LoopPlan:
     line = node.lineno
     carried_reason = refusal.reason
     _no_identity_tests(node.body)
@@ -94,7 +114,7 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
         read_here = nm.load_ids(s)
         if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
                 and writes.get(s.targets[0].id) == 1 and s.targets[0].id not in read_before
-                and loop_invariant(s.value) and _heavy(s.value)):
+                and s.targets[0].id not in per_iteration and loop_invariant(s.value) and _heavy(s.value)):
             # `Wt = W.t()` in the loop: computed once before it; the name keeps that value
             invariant_stmts.append(s)
             invariant.add(s.targets[0].id)
@@ -130,7 +150,9 @@ def plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal) -> LoopPlan
 
     if not hoisted:
         raise Refuse(carried_reason, refusal.lineno)
-    new_body, unread = _own_values(new_body, {h: (_row_kind(e, ctx, space.index, assigned), e) for h, e in hoisted},
+    elements = {t for t, _ in space.elements} - assigned
+    new_body, unread = _own_values(new_body, {h: (_row_kind(e, ctx, space.index, assigned, elements), e)
+                                              for h, e in hoisted},
                                    invariant_stmts, node, ctx, carried_reason)
     if unread:
         # (a value kept past its use is computed in the loop as written: its batch is not made)
@@ -187,13 +209,14 @@ _PURE_VIEWS = frozenset(("view", "view_as", "unsqueeze", "squeeze", "permute", "
                          "movedim", "moveaxis", "unflatten", "swapaxes", "swapdims", "diagonal"))
 
 
-def _row_kind(e: ast.AST, ctx: Context, index, assigned) -> str | None:
+def _row_kind(e: ast.AST, ctx: Context, index, assigned, elements=frozenset(), rowed=False) -> str | None:
     """What one iteration's value of the hoisted `e` is: "fresh", new memory of its own (or a
     view of such: `torch.exp(x[i])[:2]`); "view", a view of a value the loop reads and does not
     bind (`x[i]`, `x[i].view(-1)`, `x[i, :2].t()`: the batch's rows are views of the same
     memory); None where it may be either (`.contiguous()`, `.float()` and `.reshape()` copy
     only at times), has one element twice (`expand`), is read by a name that may hold a tensor
-    (a gathered copy), or is not known."""
+    (a gathered copy), is the same view in every iteration (`U.t()`: the batch of it is no view
+    of U), or is not known. `rowed`: a subscript by the loop's index was seen on the way in."""
     if _fresh_value(e, ctx) or isinstance(e, ast.Compare):
         return "fresh"
     if isinstance(e, ast.Subscript):
@@ -203,13 +226,14 @@ def _row_kind(e: ast.AST, ctx: Context, index, assigned) -> str | None:
             if not all(isinstance(b, ast.Constant) and (b.value is None or b.value is Ellipsis or type(b.value) is int)
                        or isinstance(b, ast.Name) and b.id == index for b in bounds):
                 return None
-        return _row_kind(e.value, ctx, index, assigned)
+        rowed = rowed or any(isinstance(p, ast.Name) and p.id == index for p in parts)
+        return _row_kind(e.value, ctx, index, assigned, elements, rowed)
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in _PURE_VIEWS \
             and not any(kw.arg is None for kw in e.keywords):
-        return _row_kind(e.func.value, ctx, index, assigned)
+        return _row_kind(e.func.value, ctx, index, assigned, elements, rowed)
     if isinstance(e, ast.Attribute) and e.attr in ("T", "mT"):
-        return _row_kind(e.value, ctx, index, assigned)
-    if isinstance(e, ast.Name) and e.id not in assigned and e.id != index:
+        return _row_kind(e.value, ctx, index, assigned, elements, rowed)
+    if isinstance(e, ast.Name) and (rowed and e.id not in assigned and e.id != index or e.id in elements):
         return "view"
     return None
 
@@ -241,7 +265,10 @@ def _own_values(body: list, rows: dict, invariant_stmts: list, node: ast.For, ct
         invariants[st.targets[0].id] = st.value
 
     def consumed(r) -> bool:
-        return not nested and _makes_new_memory(parents.get(id(r)), r, parents, ctx)
+        p = parents.get(id(r))
+        if isinstance(p, ast.Assign) and p.value is r:
+            return False     # (`out[i] = e`: a slot of a list holds e itself; only a tensor's copies it)
+        return not nested and _makes_new_memory(p, r, parents, ctx)
 
     def kept(r) -> bool:
         if consumed(r):
@@ -267,16 +294,29 @@ def _own_values(body: list, rows: dict, invariant_stmts: list, node: ast.For, ct
 
         def visit_Name(self, n):
             if isinstance(n.ctx, ast.Load) and n.id in invariants and not consumed(n):
+                if not n.id.startswith("_av_h"):
+                    kept_names.add(n.id)     # (`c = b * 2.0`, kept: one object per iteration, as written)
+                    return n
                 v = invariants[n.id]
                 if _fresh_value(v, ctx) or isinstance(v, ast.Compare):
                     return own(n)
-                if not n.id.startswith("_av_h"):
-                    at = getattr(n, "lineno", node.lineno)
-                    raise Refuse(f"{carried_reason}; the loop cannot be split: `{src(v)}`, computed once for every "
-                                 f"iteration, may be a view that the loop keeps (line {at}), one per iteration", at)
                 return ast.copy_location(copy.deepcopy(v), n)
             return n
-    out = [Own().visit(s) for s in body]
+    kept_names: set = set()
+    out = body
+    for _ in range(4):
+        # (again over what a pass put back: `outs.append(e.view(-1))` computed in the loop reads
+        # `e`, a row the pass before saw consumed by nothing)
+        before = [ast.dump(s) for s in out]
+        out = [Own().visit(s) for s in out]
+        mod = ast.Module(body=out, type_ignores=[])
+        parents = {id(c): p for p in ast.walk(mod) for c in ast.iter_child_nodes(p)}
+        if [ast.dump(s) for s in out] == before:
+            break
+    else:
+        raise Refuse(f"{carried_reason}; the loop cannot be split: its kept values could not be settled", node.lineno)
+    if kept_names:
+        raise _KeptNames(frozenset(kept_names))
     read = {n.id for s in out for n in ast.walk(s) if isinstance(n, ast.Name)}
     return out, {h for h in list(rows) + list(invariants) if h.startswith("_av_h") and h not in read}
 

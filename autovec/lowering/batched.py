@@ -38,6 +38,11 @@ from .common import _Unitems
 from ..analysis.names import in_place_keyword
 
 
+# torch.nn.functional's losses that are elementwise before their reduction (_Batcher._span_loss)
+_SPAN_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits",
+                "binary_cross_entropy")
+
+
 class Unsupported(Exception):
     """The body uses something without a direct batched form here."""
 
@@ -1396,6 +1401,37 @@ class _Batcher:
             width, _const(rows is not None)))
         return mask, mname, wholes
 
+    def _span_loss(self, f, node):
+        """`F.mse_loss(a[i, :n], b[i, :n])` (l1, smooth L1, Huber, binary cross-entropy with
+        logits or probabilities) of ragged spans with the same bounds and shapes: the loss of
+        every element of the whole tensors (`reduction='none'`, an elementwise function), then
+        each iteration's mean or sum over its span (_Helpers.span_loss). With gradients both
+        tensors are read through span_guard: the elements outside the spans give their
+        gradient to a detached copy."""
+        name = f.attr
+        a, b = node.args[0], node.args[1]
+        options = {"mse_loss": (), "l1_loss": (), "smooth_l1_loss": ("beta",), "huber_loss": ("delta",),
+                   "binary_cross_entropy_with_logits": (), "binary_cross_entropy": ()}[name]
+        if len(node.args) != 2 or not self._span_of(b) or ast.dump(a.slice) != ast.dump(b.slice) \
+                or any(k.arg not in ("reduction",) + options or self.varies(k.value) for k in node.keywords):
+            raise Unsupported(f"`{name}` of spans with other bounds, positional options, weights or options that "
+                              "change per iteration")
+        fa, fb = self.fact(a), self.fact(b)
+        if fa.kind != "tensor" or fb.kind != "tensor" or fa.shape[1:] != fb.shape[1:] or fa.rank != fb.rank \
+                or fa.dtype != fb.dtype:
+            raise Unsupported(f"`{name}` of spans of other shapes or dtypes (the loop broadcasts or raises)")
+        made = self._span_wholes([a, b])
+        if made is None:
+            raise Unsupported(f"`{name}` of spans of values that are not per-iteration tensors")
+        mask, mname, (wa, wb) = made
+        reduction = next((k.value for k in node.keywords if k.arg == "reduction"), _const("mean"))
+        opts = [ast.keyword(arg=k.arg, value=self.fixed(k.value)) for k in node.keywords if k.arg != "reduction"]
+        each = _call(copy.deepcopy(f), [_helper("span_guard", wa.node, _name(mname)),
+                                        _helper("span_guard", wb.node, _name(mname))],
+                     opts + [ast.keyword(arg="reduction", value=_const("none"))])
+        return _helper("span_loss", self.fixed(reduction) if not isinstance(reduction, ast.Constant) else reduction,
+                       mask, each)
+
     def _span_class_loss(self, f, name, node, fixed):
         """F.cross_entropy / F.nll_loss of ragged spans with the same bounds
         (`F.cross_entropy(logits[i, :n], y[i, :n])`): the losses of every position of the whole
@@ -1534,10 +1570,11 @@ class _Batcher:
         if masked is None:
             masked = self._function_reduction(node)
         if masked is None and len(node.args) >= 2 and self._span_of(node.args[0]) and isinstance(f, ast.Attribute) \
-                and f.attr in ("cross_entropy", "nll_loss") and ast.unparse(f).split(".")[0] not in self.c.local:
+                and f.attr in ("cross_entropy", "nll_loss") + _SPAN_LOSSES and ast.unparse(f).split(".")[0] not in self.c.local:
             found, obj = self.c.resolve(ast.unparse(f))
             if found and obj is getattr(F, f.attr):
-                return self._class_loss(f, node)     # (spans: their whole tensors, never the spans alone)
+                # (spans: their whole tensors, never the spans alone)
+                return self._class_loss(f, node) if f.attr in ("cross_entropy", "nll_loss") else self._span_loss(f, node)
         if masked is not None:
             return masked
         recv = self.expr(f.value) if isinstance(f, ast.Attribute) and self.varies(f.value) else None
