@@ -494,3 +494,27 @@ def mse_unreduced(a, b, lens):
 def test_an_unreduced_loss_of_spans_keeps_the_loop():
     fast = _compare(mse_unreduced, lambda: (torch.randn(5, 6), torch.randn(5, 6), _lens(5, 6, 1)))
     assert ran_modes(fast) == set()
+
+
+def gated(a, b, lens):
+    out = []
+    for i in range(a.shape[0]):
+        out.append((torch.sigmoid(a[i, :lens[i]]) * b[i, :lens[i]]).sum())
+    return torch.stack(out)
+
+
+def test_a_function_of_a_span_beside_another_with_gradients():
+    # (`torch.sigmoid(a[s:e])` holds a span: no value beside them whose gradient could leak)
+    fast = _compare(gated, lambda: (torch.randn(5, 6), torch.randn(5, 6), _lens(5, 6, 1)), grad=(0, 1))
+    assert ran_modes(fast) == {"batched"}
+
+
+def test_a_weight_that_requires_grad_beside_nan_padding_keeps_the_loop():
+    # (the weight's gradient sums over every position of the whole tensor: NaN padding times a
+    # zero gradient would reach it)
+    def make():
+        h, lens = torch.randn(5, 6, 3), _lens(5, 6, 1)
+        h[torch.arange(6)[None] >= lens.clamp(max=6)[:, None]] = float("nan")
+        return h, torch.randn(3), lens
+    fast = _compare(weighted, make, grad=(0, 1))
+    assert ran_modes(fast) == set()

@@ -250,11 +250,15 @@ def _own_values(body: list, rows: dict, invariant_stmts: list, node: ast.For, ct
       vectorized path's kept lists are copies: where the loop's backward raises after an
       in-place change of a value its own `exp` saved, the copy's does not);
     - a view of what the loop reads (`x[t].view(-1)`) stays a row: a view of the same memory;
-    - anything else (`x[i].contiguous()`, `x[i].float()`, `.expand(..)`, a tuple) is computed
-      in the loop as written, and so is an invariant kept inline that may be a view (`U.t()`);
-      an invariant bound to a name, kept, that may be a view keeps the loop.
+    - anything else (`x[i].contiguous()`, `x[i].float()`, `.expand(..)`, a tuple, `U.t()`) is
+      computed in the loop as written, and so is an invariant kept inline that may be a view;
+    - an invariant bound to a name and kept (`c = b * 2.0; outs.append(c); outs2.append(c)`)
+      raises _KeptNames: the plan is made again with that statement in the loop, one object
+      per iteration, wherever it is kept and after the loop.
     A value consumed at once by an operator or a torch call that makes new memory is used as
-    it is. Returns the body and the names of the batches no longer read."""
+    it is; a value assigned to a subscript is kept (a list's slot holds the object itself).
+    Passes repeat over what a pass put back (its reads of rows are settled in turn). Returns
+    the body and the names of the batches no longer read."""
     mod = ast.Module(body=body, type_ignores=[])
     parents = {id(c): p for p in ast.walk(mod) for c in ast.iter_child_nodes(p)}
     nested = any(isinstance(n, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ListComp,

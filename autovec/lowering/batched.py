@@ -1360,11 +1360,17 @@ class _Batcher:
         e = self.expr(f.value)
         if e.fact.kind != "tensor":
             raise Unsupported(f"`{ast.unparse(f.value)}` is not a tensor")
+        inside = {id(c) for s in subs for c in ast.walk(s) if isinstance(c, ast.expr)}
         for n in ast.walk(f.value):
-            if isinstance(n, ast.expr) and n is not f.value and id(n) in self.memo and not any(
-                    n is s or any(n is c for c in ast.walk(s)) for s in subs) \
-                    and isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) \
-                    and (self._scalar_leaf(n) or self.c.facts.get(self.c.ids.get(id(n)), Fact("other")).kind == "tensor"):
+            # (the values beside the spans: none that holds or is read by a span, `torch.sigmoid(a[s:e])`)
+            if not isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) or n is f.value \
+                    or id(n) in inside or any(id(c) in inside for c in ast.walk(n)):
+                continue
+            if not self.varies(n) and isinstance(n, (ast.Name, ast.Attribute)) and (
+                    not isinstance(n, ast.Name) or isinstance(n.ctx, ast.Load)):
+                leaves.append(copy.deepcopy(n))      # (a weight the same in every iteration: `w`, `self.w`)
+            elif id(n) in self.memo and (self._scalar_leaf(n) or self.c.facts.get(
+                    self.c.ids.get(id(n)), Fact("other")).kind == "tensor"):
                 leaves.append(self.memo[id(n)].node)
         return _helper("span_masked", _const(f.attr), mask, e.node, _const(first), *leaves)
 
