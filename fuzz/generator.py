@@ -3701,6 +3701,18 @@ def win_masked(self):
     _append_each(self, loop, f"{row}[{mask}].{red} {self.pick(['', '* 2', '+ 1'])}")
 
 
+def _span_loop(self, x, kind, lo_hi):
+    """The loop over x's rows and the span's bounds `a[i]` / `b[i]` (either may be open; read
+    through int() where `kind` is "int")."""
+    loop = self.indexed_loop(x, allow_while=False)
+    i = loop.index
+    lo = f"a[{i}]" if lo_hi in ("lo", "both") else ""
+    hi = f"b[{i}]" if lo_hi in ("hi", "both") else ""
+    if kind == "int":
+        lo, hi = (f"int({v})" if v else "" for v in (lo, hi))
+    return loop, lo, hi
+
+
 def win_span(self):
     """A ragged span reduced along it: `h[i, :lengths[i]].mean(0)`, `x[i][s:e].sum()`, with bounds
     that are negative, past the ends, empty, computed in the body, floats, or a Python list."""
@@ -3716,12 +3728,8 @@ def win_span(self):
         else:
             self.tensor(name, (self.n,), self.pick(["int64", "int64", "int32"]), low=-t - 2, high=t + 3)
     red = self.pick(["sum()", "sum(0)", "mean(0)", "mean()", "max()", "min()", "sum(dim=0)"])
-    loop = self.indexed_loop(x, allow_while=False)
+    loop, lo, hi = _span_loop(self, x, kind, lo_hi)
     i, row = loop.index, loop.row.expr
-    lo = f"a[{i}]" if lo_hi in ("lo", "both") else ""
-    hi = f"b[{i}]" if lo_hi in ("hi", "both") else ""
-    if kind == "int":
-        lo, hi = (f"int({v})" if v else "" for v in (lo, hi))
     sliced = self.pick([f"{x.name}[{i}, {lo}:{hi}]", f"{row}[{lo}:{hi}]"])
     _append_each(self, loop, f"{sliced}.{red}{self.pick(['', ' * 2'])}")
 
@@ -3808,12 +3816,8 @@ def win_spanexpr(self):
         if not trail:
             self.param("w", f"torch.tensor(0.7, dtype=torch.{dt}, requires_grad={self.chance(0.3)})")
     self.tensor("c", (self.n,), dt)
-    loop = self.indexed_loop(x, allow_while=False)
+    loop, lo, hi = _span_loop(self, x, kind, lo_hi)
     i, row = loop.index, loop.row.expr
-    lo = f"a[{i}]" if lo_hi in ("lo", "both") else ""
-    hi = f"b[{i}]" if lo_hi in ("hi", "both") else ""
-    if kind == "int":
-        lo, hi = (f"int({v})" if v else "" for v in (lo, hi))
     A = self.pick([f"x[{i}, {lo}:{hi}]", f"{row}[{lo}:{hi}]"])
     B = f"y[{i}, {lo}:{hi}]"
     pool = [f"({A} - {B}).abs()", f"(({A} - {B}) ** 2)", f"({A} * 2 + 1)", f"{A}.exp()", f"torch.log({A}.abs() + 1)",

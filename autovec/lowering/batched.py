@@ -1306,15 +1306,23 @@ class _Batcher:
         if not m.batched:
             return None
         self.unmask.update(id(s) for s in subs)
-        for n in ast.walk(f.value):
-            k = self.c.ids.get(id(n))
-            if k is not None:
-                self.c.exempt.add(k)     # (whole tensors here, where one iteration has the selection)
-        e = self.expr(f.value)
-        if e.fact.kind != "tensor":
-            raise Unsupported(f"`{ast.unparse(f.value)}` is not a tensor")
+        e = self._on_wholes(f.value)
         return _helper("masked", _const(f.attr), e.node, _const(e.batched), m.node, _const(first),
                        keywords=[ast.keyword(arg="pure", value=_const(False))])
+
+    def _on_wholes(self, value) -> _V:
+        """`value` rewritten where its selections or spans are read as the whole tensors they are
+        of (self.unmask, self.unspan): each of its nodes exempt from the check against one
+        iteration's facts (a whole tensor where one iteration has the selection). Unsupported
+        where it is no tensor."""
+        for n in ast.walk(value):
+            k = self.c.ids.get(id(n))
+            if k is not None:
+                self.c.exempt.add(k)
+        e = self.expr(value)
+        if e.fact.kind != "tensor":
+            raise Unsupported(f"`{ast.unparse(value)}` is not a tensor")
+        return e
 
     def _span_of(self, node) -> bool:
         """`b[lo:hi]` (b per-iteration, with dimensions) or `b[i, lo:hi]` (b the same in every
@@ -1353,13 +1361,7 @@ class _Batcher:
         for s, b in zip(subs, wholes):
             self.unspan[id(s)] = _V(_helper("span_guard", b.node, _name(mname)), True, b.fact)
         leaves = []
-        for n in ast.walk(f.value):
-            k = self.c.ids.get(id(n))
-            if k is not None:
-                self.c.exempt.add(k)     # (whole tensors here, where one iteration has the span)
-        e = self.expr(f.value)
-        if e.fact.kind != "tensor":
-            raise Unsupported(f"`{ast.unparse(f.value)}` is not a tensor")
+        e = self._on_wholes(f.value)
         inside = {id(c) for s in subs for c in ast.walk(s) if isinstance(c, ast.expr)}
         for n in ast.walk(f.value):
             # (the values beside the spans: none that holds or is read by a span, `torch.sigmoid(a[s:e])`)
