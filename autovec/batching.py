@@ -340,11 +340,11 @@ class _Helpers:
         return _Helpers.masked(kind, b, True, m, first)
 
     @staticmethod
-    def span_mask(lo, hi, b, rows):
+    def span_mask(lo, hi, b):
         """The positions of each iteration's span `[lo_k:hi_k]` along the first dimension of its
-        values, (n, T): `b` the batched values (n, T, ...), or with `rows` the tensor every
-        iteration reads a row of (N, T, ...). Python's slice rules: a negative bound counts from
-        the end, both clip at the ends."""
+        values, (n, T): `b` the batched values (n, T, ...), or the tensor every iteration reads
+        a row of (N, T, ...). Python's slice rules: a negative bound counts from the end, both
+        clip at the ends."""
         from .runtime import GuardFailed
         if not isinstance(b, torch.Tensor) or b.dim() < 2:
             raise GuardFailed("a span of a value without dimensions (the loop decides)")

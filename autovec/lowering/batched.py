@@ -1406,7 +1406,7 @@ class _Batcher:
         width = self.expr(sub.value).node if rows is not None else wholes[0].node
         mask = ast.NamedExpr(target=ast.Name(id=mname, ctx=ast.Store()), value=_helper(
             "span_mask", lo.node if lo is not None else _const(None), hi.node if hi is not None else _const(None),
-            width, _const(rows is not None)))
+            width))
         return mask, mname, wholes
 
     def _span_loss(self, f, node):
