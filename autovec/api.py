@@ -20,7 +20,7 @@ from torch import Tensor
 from . import cost
 from ._config import switches
 from .analysis import analyze
-from .analysis.hoist import (drop_loop_else, returns_as_breaks, element_views, hoist_no_grad, merged_branch_stores, rectangular_nests, stored_recurrences,
+from .analysis.hoist import (drop_loop_else, named_iterables, returns_as_breaks, element_views, hoist_no_grad, merged_branch_stores, rectangular_nests, stored_recurrences,
                              strided_indices,
                              sunk_appends)
 from .analysis.reversal import front_builds, reversed_walks, settle
@@ -123,6 +123,7 @@ class FunctionState:
         env = Env(cap)
         self.original_source = ast.unparse(cap.tree)
         written = {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}    # (the names it reads as written)
+        named_iterables(cap)  # `for i in torch.arange(n)` as `i_values = torch.arange(n); for i in i_values`
         drop_loop_else(cap)   # `for ..: body else: tail` without a `break` as the loop followed by `tail`
         returns_as_breaks(cap)   # `for ..: if c: return v` as `returned = v; returning = True; break`, then a return
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop

@@ -145,6 +145,65 @@ def drop_loop_else(cap: Captured) -> int:
     return moved
 
 
+# iterables the analysis reads as written (ranges, zips, reversed and unbound walks, lists of numbers)
+_WALKED_CALLS = frozenset(("range", "zip", "enumerate", "reversed"))
+_WALKED_METHODS = frozenset(("tolist", "unbind", "split", "chunk", "tensor_split"))   # (unbind.unbind_walks)
+
+
+def named_iterables(cap: Captured) -> int:
+    """`for i in torch.arange(n):` (a loop over what a call returns, other than a range, zip,
+    enumerate, reversed, `.tolist()` or `.unbind()`) as `i_values = torch.arange(n)` right
+    before the loop, then `for i in i_values:`: Python evaluates the iterable once, right
+    before the loop's first step, in both spellings (a call that draws random numbers draws
+    them once, at the same point), and the planner walks a name's tensor or list. Only a
+    loop's own `iter` of the function itself (not of a function or class defined inside);
+    the name is the function's own (`<target>_values`, or with the loop's line where taken).
+    Only a function of torch's own namespace (`torch.arange`, `torch.randperm`,
+    `torch.nonzero`): another call may return a file or a generator, which a name would keep
+    open or alive past the loop. Returns how many loops changed."""
+    fn = cap.tree
+    local = _local_names(fn)
+    parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+    taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
+        a.arg for a in ast.walk(fn) if isinstance(a, ast.arg)}
+
+    def own(node) -> bool:
+        p = parents.get(id(node))
+        while p is not None and p is not fn:
+            if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                return False
+            p = parents.get(id(p))
+        return True
+
+    changed = 0
+    for loop in [n for n in ast.walk(fn) if isinstance(n, ast.For)]:
+        call = loop.iter
+        if not isinstance(call, ast.Call) or not own(loop):
+            continue
+        f = call.func
+        if isinstance(f, ast.Name) and f.id in _WALKED_CALLS or isinstance(f, (ast.Attribute, ast.Name)) and (
+                f.attr if isinstance(f, ast.Attribute) else f.id) in _WALKED_METHODS:
+            continue
+        parts = _dotted(f)
+        if parts is None or not callable(getattr(torch, parts[-1], None)) \
+                or not _resolves(cap, f, local, (getattr(torch, parts[-1]),)):
+            continue
+        if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)) for n in ast.walk(call)):
+            continue
+        base = f"{loop.target.id}_values" if isinstance(loop.target, ast.Name) else "loop_values"
+        name = next(c for c in (base, f"{base}_{loop.lineno}", f"{base}_{loop.lineno}_{loop.col_offset}")
+                    if c not in taken)
+        taken.add(name)
+        holder, at = _holder(fn, loop)
+        bind = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=call), call)
+        ast.fix_missing_locations(bind)
+        bind.end_lineno, bind.end_col_offset = call.end_lineno, call.end_col_offset
+        loop.iter = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), call)
+        holder[at:at] = [bind]
+        changed += 1
+    return changed
+
+
 def returns_as_breaks(cap: Captured) -> int:
     """`return v` inside a loop, reached from the loop's body through `if` / `else` blocks only,
     as `returned = v; returning = True; break`, with `returning = False` before the loop and
