@@ -518,3 +518,22 @@ def test_a_weight_that_requires_grad_beside_nan_padding_keeps_the_loop():
         return h, torch.randn(3), lens
     fast = _compare(weighted, make, grad=(0, 1))
     assert ran_modes(fast) == set()
+
+
+from torch.nn.functional import cross_entropy, mse_loss  # noqa: E402
+
+
+def bare_names(pred, y, logits, t, lens):
+    loss = 0.0
+    for i in range(pred.shape[0]):
+        n = int(lens[i])
+        loss = loss + mse_loss(pred[i, :n], y[i, :n]) + cross_entropy(logits[i, :n], t[i, :n])
+    return loss
+
+
+def test_losses_imported_by_their_own_names():
+    def make():
+        logits, t, lens = _sequences(n=5, t=7, c=3, pad=0)
+        return torch.randn(5, 7), torch.randn(5, 7), logits, t, lens
+    fast = _compare(bare_names, make, grad=(0, 2))
+    assert ran_modes(fast) == {"batched"}

@@ -1409,14 +1409,13 @@ class _Batcher:
             width))
         return mask, mname, wholes
 
-    def _span_loss(self, f, node):
+    def _span_loss(self, f, node, name):
         """`F.mse_loss(a[i, :n], b[i, :n])` (l1, smooth L1, Huber, binary cross-entropy with
         logits or probabilities) of ragged spans with the same bounds and shapes: the loss of
         every element of the whole tensors (`reduction='none'`, an elementwise function), then
         each iteration's mean or sum over its span (_Helpers.span_loss). With gradients both
         tensors are read through span_guard: the elements outside the spans give their
         gradient to a detached copy."""
-        name = f.attr
         a, b = node.args[0], node.args[1]
         options = {"mse_loss": (), "l1_loss": (), "smooth_l1_loss": ("beta",), "huber_loss": ("delta",),
                    "binary_cross_entropy_with_logits": (), "binary_cross_entropy": ()}[name]
@@ -1577,12 +1576,14 @@ class _Batcher:
         masked = self._masked_reduction(node) if isinstance(f, ast.Attribute) else self._selection_len(node)
         if masked is None:
             masked = self._function_reduction(node)
-        if masked is None and len(node.args) >= 2 and self._span_of(node.args[0]) and isinstance(f, ast.Attribute) \
-                and f.attr in ("cross_entropy", "nll_loss") + _SPAN_LOSSES and ast.unparse(f).split(".")[0] not in self.c.local:
+        loss = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+        if masked is None and len(node.args) >= 2 and self._span_of(node.args[0]) \
+                and loss in ("cross_entropy", "nll_loss") + _SPAN_LOSSES and ast.unparse(f).split(".")[0] not in self.c.local:
             found, obj = self.c.resolve(ast.unparse(f))
-            if found and obj is getattr(F, f.attr):
-                # (spans: their whole tensors, never the spans alone)
-                return self._class_loss(f, node) if f.attr in ("cross_entropy", "nll_loss") else self._span_loss(f, node)
+            if found and obj is getattr(F, loss):
+                # (spans: their whole tensors, never the spans alone; `F.mse_loss` or `mse_loss`
+                # imported from torch.nn.functional)
+                return self._class_loss(f, node) if loss in ("cross_entropy", "nll_loss") else self._span_loss(f, node, loss)
         if masked is not None:
             return masked
         recv = self.expr(f.value) if isinstance(f, ast.Attribute) and self.varies(f.value) else None
