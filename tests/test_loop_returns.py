@@ -185,3 +185,13 @@ def test_an_error_in_the_returned_value_points_at_the_return_line():
             fast(x, 0.5)
         frames = [fr for fr in traceback.extract_tb(got.value.__traceback__) if fr.name == "raising_value"]
         assert frames and frames[-1].lineno == line
+
+
+
+def test_a_new_name_is_found_when_every_spelling_is_taken():
+    import ast
+    from autovec.analysis.hoist import _fresh_name
+    loop = ast.parse("for i in x:\n    pass").body[0]
+    taken = {"returned", "returned_1", "returned_1_0"}
+    assert _fresh_name("returned", loop, taken) == "returned_1_0_" and "returned_1_0_" in taken
+    assert _fresh_name("returning", loop, taken) == "returning"

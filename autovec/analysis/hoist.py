@@ -150,6 +150,34 @@ _WALKED_CALLS = frozenset(("range", "zip", "enumerate", "reversed"))
 _WALKED_METHODS = frozenset(("tolist", "unbind", "split", "chunk", "tensor_split"))   # (unbind.unbind_walks)
 
 
+def _names(fn: ast.FunctionDef) -> set[str]:
+    """Every name `fn` reads, binds or takes as a parameter (where a new name must not fall)."""
+    return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
+        a.arg for a in ast.walk(fn) if isinstance(a, ast.arg)}
+
+
+def _fresh_name(base: str, node: ast.AST, taken: set) -> str:
+    """`base`, or with `node`'s line (and column, then a count) where taken; added to `taken`."""
+    for name in (base, f"{base}_{node.lineno}", f"{base}_{node.lineno}_{node.col_offset}"):
+        if name not in taken:
+            break
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def _scope_depth(fn: ast.FunctionDef, parents: dict, node: ast.AST) -> int | None:
+    """How deep `node` lies in `fn`, or None inside a function, class or lambda defined in it
+    (whose loops and returns are its own)."""
+    d, p = 0, parents.get(id(node))
+    while p is not None:
+        if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) and p is not fn:
+            return None
+        d, p = d + 1, parents.get(id(p))
+    return d
+
+
 def named_iterables(cap: Captured) -> int:
     """`for i in torch.arange(n):` (a loop over what a call returns, other than a range, zip,
     enumerate, reversed, `.tolist()` or `.unbind()`) as `i_values = torch.arange(n)` right
@@ -164,36 +192,22 @@ def named_iterables(cap: Captured) -> int:
     fn = cap.tree
     local = _local_names(fn)
     parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
-    taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
-        a.arg for a in ast.walk(fn) if isinstance(a, ast.arg)}
-
-    def own(node) -> bool:
-        p = parents.get(id(node))
-        while p is not None and p is not fn:
-            if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                return False
-            p = parents.get(id(p))
-        return True
-
+    taken = _names(fn)
     changed = 0
     for loop in [n for n in ast.walk(fn) if isinstance(n, ast.For)]:
         call = loop.iter
-        if not isinstance(call, ast.Call) or not own(loop):
+        if not isinstance(call, ast.Call) or _scope_depth(fn, parents, loop) is None:
             continue
         f = call.func
-        if isinstance(f, ast.Name) and f.id in _WALKED_CALLS or isinstance(f, (ast.Attribute, ast.Name)) and (
-                f.attr if isinstance(f, ast.Attribute) else f.id) in _WALKED_METHODS:
-            continue
         parts = _dotted(f)
-        if parts is None or not callable(getattr(torch, parts[-1], None)) \
+        if parts is None or parts[-1] in _WALKED_CALLS or parts[-1] in _WALKED_METHODS \
+                or not callable(getattr(torch, parts[-1], None)) \
                 or not _resolves(cap, f, local, (getattr(torch, parts[-1]),)):
             continue
         if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)) for n in ast.walk(call)):
             continue
-        base = f"{loop.target.id}_values" if isinstance(loop.target, ast.Name) else "loop_values"
-        name = next(c for c in (base, f"{base}_{loop.lineno}", f"{base}_{loop.lineno}_{loop.col_offset}")
-                    if c not in taken)
-        taken.add(name)
+        name = _fresh_name(f"{loop.target.id}_values" if isinstance(loop.target, ast.Name) else "loop_values",
+                           loop, taken)
         holder, at = _holder(fn, loop)
         bind = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=call), call)
         ast.fix_missing_locations(bind)
@@ -217,18 +231,9 @@ def returns_as_breaks(cap: Captured) -> int:
     loops changed."""
     fn = cap.tree
     parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
-
-    def depth(node):
-        d, p = 0, parents.get(id(node))
-        while p is not None:
-            if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) and p is not fn:
-                return None      # (a loop of a function defined inside: its returns are its own)
-            d, p = d + 1, parents.get(id(p))
-        return d
-
-    taken = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
-        a.arg for a in ast.walk(fn) if isinstance(a, ast.arg)}
-    loops = [(depth(n), k, n) for k, n in enumerate(ast.walk(fn)) if isinstance(n, (ast.For, ast.While))]
+    taken = _names(fn)
+    loops = [(_scope_depth(fn, parents, n), k, n) for k, n in enumerate(ast.walk(fn))
+             if isinstance(n, (ast.For, ast.While))]
     changed = 0
     for _, _, loop in sorted((t for t in loops if t[0] is not None), key=lambda t: (-t[0], t[1])):
         found = []
@@ -243,9 +248,7 @@ def returns_as_breaks(cap: Captured) -> int:
         collect(loop.body)
         if not found:
             continue
-        value, flag = (next(f"{base}{suffix}" for suffix in ("", f"_{loop.lineno}", f"_{loop.lineno}_{loop.col_offset}")
-                            if f"{base}{suffix}" not in taken) for base in ("returned", "returning"))
-        taken |= {value, flag}
+        value, flag = _fresh_name("returned", loop, taken), _fresh_name("returning", loop, taken)
         for stmts, k in reversed(found):
             ret = stmts[k]
             new = [ast.Assign(targets=[ast.Name(id=value, ctx=ast.Store())],
