@@ -25,6 +25,8 @@ from .analysis.hoist import (drop_loop_else, named_iterables, returns_as_breaks,
                              sunk_appends)
 from .analysis.reversal import front_builds, reversed_walks, settle
 from .analysis.unbind import unbind_walks
+from . import foreach_rt  # noqa: F401  (the foreach strategy's run-time methods)
+from .analysis import foreach
 from .codegen import build_function
 from .plan import indexed
 from .explain import Explanation, LoopReport
@@ -123,6 +125,12 @@ class FunctionState:
         env = Env(cap)
         self.original_source = ast.unparse(cap.tree)
         written = {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}    # (the names it reads as written)
+        # loops that update lists of tensors in place: `_foreach_` calls (analysis/foreach.py), each
+        # loop held out of the passes below by a stand-in statement that reads what the loop reads
+        fe_plans = foreach.find(cap)
+        for k, p in enumerate(fe_plans):
+            p.loop_id = _FOREACH_IDS + k
+            _stand_in(cap.tree, p, f"_av_fe_slot{k}")
         named_iterables(cap)  # `for i in torch.arange(n)` as `i_values = torch.arange(n); for i in i_values`
         drop_loop_else(cap)   # `for ..: body else: tail` without a `break` as the loop followed by `tail`
         returns_as_breaks(cap)   # `for ..: if c: return v` as `returned = v; returning = True; break`, then a return
@@ -220,16 +228,24 @@ class FunctionState:
             else:
                 kept.append(info)
         steps = kept
+        for p in fe_plans:
+            reports.append(LoopReport(p.loop.lineno, ast.unparse(p.loop).splitlines()[0], "foreach", foreach.REASON))
+        reports.sort(key=lambda r: r.lineno)
         self.reports = reports
-        if not pieces and not steps:
+        if not pieces and not steps and not fe_plans:
             self.rewritten_source = self.original_source
             self.compiled = self.fn
             return
         lower_steps = [(info, functools.partial(compile_lowering.lower, info.step, namer=namer, runtime=namer.runtime))
                        for info in steps]
         rw = apply(cap.tree, pieces, lower_steps)
+        for k, p in enumerate(fe_plans):
+            stmts, display = foreach.lower(p, namer, namer.runtime)
+            _put_back(rw.tree, f"_av_fe_slot{k}", stmts)
+            _put_back(rw.display, f"_av_fe_slot{k}", display)
         self.runtime = FunctionRuntime(cap.qualname, matches, env.resolve)
         self.runtime.steps = {info.step.loop_id: Stepping(info.step, self.fallback) for info in steps}
+        self.runtime.foreach = {p.loop_id: p.loop.lineno for p in fe_plans}
         self.runtime.layouts = {info.plan.loop_id: low.layout for info, low in pieces}
         # per indexed tensor of the guard's: whether a read before its first row is Python's index
         # from the end (not a unit slice's)
@@ -395,6 +411,33 @@ def _quiet_this_thread():
     finally:
         _QUIET_THREAD = None
         sys.stdout, sys.stderr = out, err
+
+
+_FOREACH_IDS = 10_000     # (foreach loops' ids: apart from the planned loops' and compiled steps')
+
+
+def _stand_in(tree, plan, name):
+    """Replace a foreach loop with `name(a, b, ..)`, a call of the names the loop reads, so that the
+    passes and the analysis of the other loops neither see the loop nor miss what it reads."""
+    parent = _parents(tree)[plan.loop]
+    reads = sorted({n.id for n in ast.walk(plan.loop) if isinstance(n, ast.Name)})
+    call = ast.Expr(value=ast.Call(func=ast.Name(id=name, ctx=ast.Load()),
+                                   args=[ast.Name(id=r, ctx=ast.Load()) for r in reads], keywords=[]))
+    ast.copy_location(call, plan.loop)
+    ast.fix_missing_locations(call)
+    _replace(parent, plan.loop, call)
+
+
+def _put_back(tree, name, stmts):
+    for node in ast.walk(tree):
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                for k, v in enumerate(value):
+                    if isinstance(v, ast.Expr) and isinstance(v.value, ast.Call) and isinstance(v.value.func, ast.Name) \
+                            and v.value.func.id == name:
+                        value[k:k + 1] = stmts
+                        return
+    raise LookupError(f"{name} not found")
 
 
 def _see_device(rt, args):
@@ -670,7 +713,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
     compile_notes = {}
     timed = {}
     for loop_id, path, reason, est in events:
-        lineno = rt.matches[loop_id].plan.lineno if loop_id in rt.matches else rt.steps[loop_id].plan.lineno
+        lineno = rt.matches[loop_id].plan.lineno if loop_id in rt.matches else \
+            rt.foreach[loop_id] if loop_id in rt.foreach else rt.steps[loop_id].plan.lineno
         if path != "estimate":
             by_line[lineno] = (path, reason)
         if loop_id in rt.steps and path in ("python", "compile"):

@@ -1,0 +1,357 @@
+"""Loops that update lists of tensors in place (an optimizer's step, an EMA of weights) run as
+`torch._foreach_*` calls (analysis/foreach.py, foreach_rt.py): the same bits as the loop, and
+the loop as written wherever the run-time check finds something the calls could do otherwise."""
+import copy
+import traceback
+
+import pytest
+import torch
+
+from autovec import autovec, explain
+from autovec import foreach_rt
+
+SHAPES = [(4, 3), (5,), (2, 2, 2), (7,), (3, 3), (1,), (6, 2), (0,)]
+
+
+def tensors(n=8, param=False, positive=False, dtype=torch.float32):
+    out = []
+    for k in range(n):
+        t = torch.randn(*SHAPES[k % len(SHAPES)], dtype=dtype)
+        t = t.abs() + 0.1 if positive else t
+        out.append(torch.nn.Parameter(t) if param else t)
+    return out
+
+
+def with_grads(n=8):
+    ps = tensors(n, param=True)
+    for p in ps:
+        p.grad = torch.randn_like(p)
+    return ps
+
+
+def adam(params, grads, ms, vs, step, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
+    for i in range(len(params)):
+        ms[i].mul_(b1).add_(grads[i], alpha=1 - b1)
+        vs[i].mul_(b2).addcmul_(grads[i], grads[i], value=1 - b2)
+        mhat = ms[i] / (1 - b1 ** step)
+        vhat = vs[i] / (1 - b2 ** step)
+        params[i].sub_(lr * mhat / (vhat.sqrt() + eps))
+    return params
+
+
+def rmsprop(params, sq, alpha=0.9, eps=1e-6, lr=0.01):
+    with torch.no_grad():
+        for p, v in zip(params, sq):
+            v.mul_(alpha).addcmul_(p.grad, p.grad, value=1 - alpha)
+            p.addcdiv_(p.grad, torch.sqrt(v) + eps, value=-lr)
+
+
+def ema_copy(ema, params, d=0.9):
+    with torch.no_grad():
+        for e, p in zip(ema, params):
+            e.copy_(d * e + (1 - d) * p)
+    return ema
+
+
+def group_step(group):
+    for p in group["params"]:
+        p.data.mul_(1 - group["lr"] * group["wd"]).add_(p.grad.data * p.grad.data, alpha=-group["lr"])
+
+
+def indexed_aug(xs, ys, c=0.5):
+    for i in range(len(xs)):
+        xs[i] += c * ys[i]
+        xs[i] *= 2
+        xs[i] -= ys[i] / 3
+
+
+def unary_chain(xs):
+    for x in xs:
+        x.abs_().sqrt_().add_(1.0).log_()
+
+
+def clamped(xs, ys, lo=-0.5, hi=0.5):
+    for x, y in zip(xs, ys):
+        x.lerp_(y, 0.3).clamp_min_(lo).clamp_max_(hi).pow_(2)
+
+
+def detached(xs, ys):
+    for x, y in zip(xs, ys):
+        x.detach().mul_(2).add_(-y.detach() ** 2).div_(3)
+
+
+def ema_module(ema, model, d=0.9):
+    with torch.no_grad():
+        for e, p in zip(ema.parameters(), model.parameters()):
+            e.mul_(d).add_(p * p - p, alpha=1 - d)
+    return ema
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = torch.nn.Linear(4, 3), torch.nn.Linear(3, 2), torch.nn.Linear(2, 2)
+
+
+def clone(a):
+    if isinstance(a, torch.Tensor):
+        c = a.detach().clone()
+        if isinstance(a, torch.nn.Parameter):
+            c = torch.nn.Parameter(c, requires_grad=a.requires_grad)
+        if a.grad is not None:
+            c.grad = a.grad.clone()
+        return c
+    if isinstance(a, (list, tuple)):
+        return type(a)(clone(x) for x in a)
+    if isinstance(a, dict):
+        return {k: clone(v) for k, v in a.items()}
+    if isinstance(a, torch.nn.Module):
+        return copy.deepcopy(a)
+    return a
+
+
+def same(a, b) -> bool:
+    if isinstance(a, torch.nn.Module):
+        return same(list(a.parameters()), list(b.parameters()))
+    if isinstance(a, torch.Tensor):
+        return (type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+                and (a.grad is None) == (b.grad is None) and (a.grad is None or torch.equal(a.grad, b.grad)))
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def compare(f, make, calls=3):
+    """Run the loop and @autovec on copies of fresh arguments, several calls of one decorated
+    object: returns, arguments after the call, exceptions and their messages must agree."""
+    fast = autovec(f)
+    for _ in range(calls):
+        args = make()
+        a1, a2 = clone(args), clone(args)
+        e1 = e2 = r1 = r2 = None
+        try:
+            r1 = f(*a1)
+        except Exception as e:   # noqa: BLE001 (the comparison is of the exceptions)
+            e1 = e
+        try:
+            r2 = fast(*a2)
+        except Exception as e:   # noqa: BLE001
+            e2 = e
+        assert type(e1) is type(e2) and str(e1) == str(e2)
+        assert same(r1, r2), f.__name__
+        assert same(a1, a2), f.__name__
+    return fast
+
+
+FORMS = [
+    (adam, lambda: (tensors(), tensors(), tensors(), tensors(positive=True), 3)),
+    (adam, lambda: (tensors(40), tensors(40), tensors(40), tensors(40, positive=True), 7)),
+    (rmsprop, lambda: (with_grads(), tensors(positive=True))),
+    (ema_copy, lambda: (tensors(), tensors(param=True))),
+    (group_step, lambda: ({"params": with_grads(), "lr": 0.1, "wd": 0.01},)),
+    (indexed_aug, lambda: (tensors(), tensors())),
+    (unary_chain, lambda: (tensors(),)),
+    (clamped, lambda: (tensors(), tensors())),
+    (detached, lambda: (tensors(), tensors())),
+    (adam, lambda: (tensors(dtype=torch.float64), tensors(dtype=torch.float64), tensors(dtype=torch.float64),
+                    tensors(positive=True, dtype=torch.float64), 2)),
+]
+
+
+@pytest.mark.parametrize("f,make", FORMS, ids=[f"{f.__name__}{k}" for k, (f, _) in enumerate(FORMS)])
+def test_same_bits_as_the_loop(f, make):
+    compare(f, make)
+    ex = explain(f, *make())
+    assert [r.strategy for r in ex.loops][:1] == ["foreach"]
+    assert ex.path == "vectorized", ex.notes
+
+
+def test_module_parameters_walked_as_lists():
+    torch.manual_seed(0)
+    model = Net()
+    compare(ema_module, lambda: (Net(), model))
+    assert explain(ema_module, Net(), model).path == "vectorized"
+
+
+def test_rewritten_source_shows_the_foreach_calls():
+    text = explain(adam).rewritten_source
+    assert "torch._foreach_mul_(ms, b1)" in text
+    assert "torch._foreach_addcmul_(vs, grads, grads, value=1 - b2)" in text
+    assert "for i in range" not in text
+
+
+def test_chunks_of_a_long_list_give_the_same_bits(monkeypatch):
+    monkeypatch.setattr(foreach_rt, "_CHUNK_BYTES", 64)
+    compare(adam, lambda: (tensors(30), tensors(30), tensors(30), tensors(30, positive=True), 3))
+    got = foreach_rt._guard(_Rt(),
+                            (1, 2, (("base", 0), ("base", 1)), (0,), (), False, ("add_",), None, (0, 1)),
+                            (tensors(30), tensors(30)), ())
+    assert got is not None and len(got) > 1 and sum(len(c[0]) for c in got) == 30
+
+
+class _Rt:
+    """A runtime stand-in for the guard's refusals."""
+    def __init__(self):
+        self.why = []
+
+    def _fe_refuse(self, loop_id, why):
+        self.why.append(why)
+
+
+def _guard(lists, scalars=(), written=(0,), slots=None, nograd=False, length=None):
+    slots = slots or tuple(("base", k) for k in range(len(lists)))
+    rt = _Rt()
+    spec = (1, len(lists), slots, written, (), nograd, ("add_",), length, tuple(range(len(slots))))
+    return foreach_rt._guard(rt, spec, lists, scalars), rt.why
+
+
+def test_guard_refuses_what_the_calls_could_do_otherwise():
+    a, b = tensors(), tensors()
+    assert _guard((a, b))[0] is not None
+    # the same tensor written in two iterations
+    got, why = _guard(([a[0], a[0]] + a[2:], [b[0], b[0]] + b[2:]))
+    assert got is None and "share memory" in why[0]
+    # overlapping views of one buffer, one written
+    buf = torch.randn(60)
+    got, why = _guard(([buf[0:5], buf[3:8]] + [torch.randn(5) for _ in range(6)], [torch.randn(5) for _ in range(8)]))
+    assert got is None and "share memory" in why[0]
+    # disjoint views of one buffer are fine; so is one tensor every iteration only reads
+    assert _guard((list(torch.randn(40).chunk(8)), [torch.randn(5) for _ in range(8)]))[0] is not None
+    shared = torch.randn(3)
+    assert _guard(([torch.randn(3) for _ in range(8)], [shared] * 8))[0] is not None
+    assert _guard(([shared] * 8, [torch.randn(3) for _ in range(8)]))[0] is None
+    # dtypes, shapes, grad, layout, inference tensors, numbers
+    assert "float32 or float64" in _guard(([t.half() for t in a], [t.half() for t in b]))[1][0]
+    assert "one dtype" in _guard((a, [t.double() for t in b]))[1][0]
+    assert "differ in shape" in _guard((a, b[::-1]))[1][0]
+    got, why = _guard((tensors(param=True), b))
+    assert got is None and "requires grad" in why[0]
+    assert _guard((tensors(param=True), b), nograd=True)[0] is not None
+    assert "contiguous" in _guard(([torch.randn(4, 5).t() for _ in range(8)], [torch.randn(5, 4) for _ in range(8)]))[1][0]
+    with torch.inference_mode():
+        inf = [torch.randn(3) for _ in range(8)]
+    assert "inference" in _guard((inf, [torch.randn(3) for _ in range(8)]))[1][0]
+    assert "int or float" in _guard((a, b), scalars=(torch.tensor(1.0),))[1][0]
+    assert "int or float" in _guard((a, b), scalars=(True,))[1][0]
+    assert "large" in _guard(([torch.randn(64, 128) for _ in range(8)], [torch.randn(64, 128) for _ in range(8)]))[1][0]
+
+
+def test_disjoint_ranges():
+    d = foreach_rt._disjoint
+    assert d(sorted([(0, 10, 0, True), (10, 20, 1, True)]))
+    assert not d(sorted([(0, 10, 0, True), (5, 20, 1, False)]))
+    assert d(sorted([(0, 10, 0, False), (5, 20, 1, False)]))           # (reads only)
+    assert d(sorted([(0, 10, 0, True), (0, 10, 0, False), (20, 30, 1, True)]))   # (one iteration's two roles)
+    assert not d(sorted([(0, 100, 0, False), (10, 20, 1, False), (50, 60, 2, True)]))
+
+
+@pytest.mark.parametrize("make,why", [
+    (lambda: (tensors(), tensors(), tensors()[::-1], tensors(positive=True), 3), "differ in shape"),
+    (lambda: (tensors(), tensors(), tensors(), [t.double() for t in tensors(positive=True)], 3), "one dtype"),
+    (lambda: (tensors(), tensors(), tensors(), tensors(positive=True)[:5], 3), "one length"),
+    (lambda: (tensors(3), tensors(3), tensors(3), tensors(3, positive=True), 3), "iteration(s)"),
+    (lambda: (tensors(param=True), tensors(), tensors(), tensors(positive=True), 3), "requires grad"),
+])
+def test_the_loop_runs_and_raises_as_written(make, why):
+    """Where the check refuses, the loop runs as written: the same values, or the same exception
+    at the same iteration, with the same updates before it."""
+    compare(adam, make)
+    ex = explain(adam, *make())
+    assert ex.path == "python" and any(why in n for n in ex.notes), ex.notes
+
+
+def test_a_none_grad_runs_the_loop():
+    def make():
+        ps = with_grads()
+        ps[3].grad = None
+        return ps, tensors(positive=True)
+
+    compare(rmsprop, make)
+    assert any("None" in n for n in explain(rmsprop, *make()).notes)
+
+
+def test_tuples_stored_into_raise_as_written():
+    compare(indexed_aug, lambda: (tuple(tensors()), tensors()))
+    compare(indexed_aug, lambda: (tensors(), tuple(tensors())))     # (only read: fine)
+    assert explain(indexed_aug, tensors(), tuple(tensors())).path == "vectorized"
+
+
+def test_a_number_that_raises_raises_at_the_loops_point():
+    def scaled(xs, ys, k):
+        for x, y in zip(xs, ys):
+            x.mul_(2).add_(y, alpha=1 / k).div_(3)
+
+    compare(scaled, lambda: (tensors(), tensors(), 0))      # ZeroDivisionError after the first mul_
+    compare(scaled, lambda: (tensors(), tensors(), 4))
+    assert explain(scaled, tensors(), tensors(), 4).path == "vectorized"
+
+
+def test_traceback_points_at_the_users_line():
+    fast = autovec(adam)
+    args = (tensors(), tensors(), tensors(), tensors(positive=True)[::-1], 3)
+    with pytest.raises(RuntimeError) as info:
+        fast(*args)
+    frames = traceback.extract_tb(info.tb)
+    assert frames[-1].filename == __file__ and "vs[i].mul_(b2)" in frames[-1].line
+
+
+def test_names_read_after_the_loop_keep_the_other_strategies():
+    def last_seen(xs, ys):
+        for x, y in zip(xs, ys):
+            x.mul_(2).add_(y).div_(3)
+        return x
+
+    def local_after(xs, ys):
+        for x, y in zip(xs, ys):
+            z = y * 2
+            x.mul_(z).add_(z).div_(3)
+        return z
+
+    for f in (last_seen, local_after):
+        assert explain(f).loops[0].strategy != "foreach"
+        compare(f, lambda: (tensors(), tensors()))
+
+
+def test_forms_it_leaves_alone():
+    def reads_only(xs, out):
+        for x in xs:
+            out.append(x * 2 + 1)
+        return out
+
+    def printed(xs):
+        for x in xs:
+            x.mul_(2).add_(1).div_(3)
+            print(x.sum())
+
+    def attribute_scalar(xs, opt):
+        for x in xs:
+            x.mul_(opt.lr).add_(1).div_(3)
+
+    def int_index(xs, ys):
+        for i in range(len(xs)):
+            xs[i].mul_(i).add_(ys[i]).div_(3)
+
+    def reassigned(xs):
+        for x in xs:
+            x = x * 2
+            x.mul_(2).add_(1).div_(3)
+
+    def two_ops_two_lists(es, ps, d=0.99):
+        for e, p in zip(es, ps):
+            e.mul_(d).add_(p, alpha=1 - d)     # (2 operations on 2 lists: the loop is as fast)
+
+    def number_minus(xs, ys):
+        for x, y in zip(xs, ys):
+            x.mul_(2).add_(1 - y).div_(3).sub_(2 / (y * y + 1))   # (`1 - y`, `2 / v`: no `_foreach_` form)
+
+    for f in (reads_only, printed, attribute_scalar, int_index, reassigned, two_ops_two_lists, number_minus):
+        assert all(r.strategy != "foreach" for r in explain(f).loops), f.__name__
+    compare(number_minus, lambda: (tensors(), tensors()))
+
+
+def test_half_precision_keeps_the_loop():
+    make = lambda: (tensors(dtype=torch.float16), tensors(dtype=torch.float16))   # noqa: E731
+    compare(clamped, make)
+    assert explain(clamped, *make()).path == "python"
