@@ -25,8 +25,8 @@ from .analysis.hoist import (drop_loop_else, named_iterables, returns_as_breaks,
                              sunk_appends)
 from .analysis.reversal import front_builds, reversed_walks, settle
 from .analysis.unbind import unbind_walks
-from . import foreach_rt  # noqa: F401  (the foreach strategy's run-time methods)
-from .analysis import foreach
+from . import foreach_rt, ragged_rt  # noqa: F401  (the foreach and ragged strategies' run-time methods)
+from .analysis import foreach, ragged
 from .codegen import build_function
 from .plan import indexed
 from .explain import Explanation, LoopReport
@@ -125,9 +125,10 @@ class FunctionState:
         env = Env(cap)
         self.original_source = ast.unparse(cap.tree)
         written = {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}    # (the names it reads as written)
-        # loops that update lists of tensors in place: `_foreach_` calls (analysis/foreach.py), each
-        # loop held out of the passes below by a stand-in statement that reads what the loop reads
-        fe_plans = foreach.find(cap)
+        # loops that update lists of tensors in place: `_foreach_` calls (analysis/foreach.py); loops
+        # that pad a list of sequences into rows: masked stores (analysis/ragged.py). Each loop is
+        # held out of the passes below by a stand-in statement that reads what the loop reads
+        fe_plans = foreach.find(cap, (foreach.match, ragged.match))
         for k, p in enumerate(fe_plans):
             p.loop_id = _FOREACH_IDS + k
             _stand_in(cap.tree, p, f"_av_fe_slot{k}")
@@ -229,7 +230,7 @@ class FunctionState:
                 kept.append(info)
         steps = kept
         for p in fe_plans:
-            reports.append(LoopReport(p.loop.lineno, ast.unparse(p.loop).splitlines()[0], "foreach", foreach.REASON))
+            reports.append(LoopReport(p.loop.lineno, ast.unparse(p.loop).splitlines()[0], p.strategy, p.reason))
         reports.sort(key=lambda r: r.lineno)
         self.reports = reports
         if not pieces and not steps and not fe_plans:
@@ -240,7 +241,7 @@ class FunctionState:
                        for info in steps]
         rw = apply(cap.tree, pieces, lower_steps)
         for k, p in enumerate(fe_plans):
-            stmts, display = foreach.lower(p, namer, namer.runtime)
+            stmts, display = p.lower(namer, namer.runtime)
             _put_back(rw.tree, f"_av_fe_slot{k}", stmts)
             _put_back(rw.display, f"_av_fe_slot{k}", display)
         self.runtime = FunctionRuntime(cap.qualname, matches, env.resolve)

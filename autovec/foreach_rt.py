@@ -4,7 +4,9 @@ chunks it runs in.
 
 The checks, per call (any failing one runs the loop as written):
 - the iterables are lists or tuples (or a module's `.parameters()` / `.buffers()`, taken as a
-  list first) of equal length, at least `_MIN_TRIP` long;
+  list first: _lists) of equal length, at least `_MIN_TRIP` long;
+- no torch.func transform, forward-mode AD, torch function or dispatch mode or autocast is on
+  (they would see, or differentiate, `_foreach_` calls instead of the loop's);
 - the Python numbers are `int` or `float` (a `dict` where the body reads `d[key]`);
 - every tensor is a plain tensor or parameter, on the CPU, strided, of one dtype (float32 or
   float64); the
@@ -12,7 +14,9 @@ The checks, per call (any failing one runs the loop as written):
   written is contiguous and no inference tensor (and inference mode is off); a `.grad` read is
   a tensor's own (a leaf's, which reads it without a warning);
 - no memory an iteration writes is memory another iteration reads or writes: the operations
-  then run statement by statement over all the lists and still see what the loop's saw.
+  then run statement by statement over all the lists and still see what the loop's saw; a
+  tensor written meets another of its own iteration only as the same view (else the loop's
+  operation raises part-way).
 
 Speed: on the CPU a `_foreach_` operation saves Python's dispatch per element (about 40% of the
 loop's time over many small tensors), but it walks every list once per operation, so a list
@@ -22,6 +26,7 @@ written tensors average over `_LARGE_BYTES` runs as written.
 """
 from __future__ import annotations
 
+import inspect
 import operator
 import types
 
@@ -29,11 +34,11 @@ import torch
 from torch import Tensor
 from torch.nn import Parameter
 
-from .runtime import FunctionRuntime
+from .runtime import FunctionRuntime, _any_autocast, _in_transform
 
-_MIN_TRIP = 6
+_MIN_TRIP = 12
 _CHUNK_BYTES = 1 << 20
-_LARGE_BYTES = 1 << 14
+_LARGE_BYTES = 1 << 13
 # (float16 / bfloat16: an in-place `mul_` by a Python float rounds differently in a `_foreach_`
 # call than in the tensor's own method on the CPU; every other operation, and every operation in
 # float32 / float64, gave the same bits in the test of each against its method)
@@ -41,7 +46,7 @@ _FLOATING = frozenset({torch.float32, torch.float64})
 _INT_LIMIT = 1 << 62
 _DTYPE, _SHAPE, _LAYOUT = operator.attrgetter("dtype"), operator.attrgetter("shape"), operator.attrgetter("layout")
 _IS_CPU, _REQUIRES_GRAD = operator.attrgetter("is_cpu"), operator.attrgetter("requires_grad")
-_NBYTES = operator.attrgetter("nbytes")
+_NBYTES, _IS_NESTED = operator.attrgetter("nbytes"), operator.attrgetter("is_nested")
 _STRIDED = {torch.strided}
 
 FE = types.SimpleNamespace(**{n[len("_foreach_"):]: getattr(torch, n) for n in dir(torch) if n.startswith("_foreach_")})
@@ -51,16 +56,61 @@ FE = types.SimpleNamespace(**{n[len("_foreach_"):]: getattr(torch, n) for n in d
 _GENERATORS = tuple(f.__code__ for f in (torch.nn.Module.parameters, torch.nn.Module.buffers))
 
 
-def _lists(self, loop_id, iters):
+def _lists(self, loop_id, iters, made=()):
     """The iterables, with a module's parameter or buffer generator taken as a list (the loop
-    as written then walks that list)."""
+    as written then walks that list). Only a generator the loop's header made (`zip(a.parameters(),
+    ..)`, which nothing else holds: how far the loop would have run it is never seen), once, of
+    a module whose every submodule walks its members with torch's own methods (an override could
+    print, raise part-way, or read what the loop changes)."""
     out = None
     for k, it in enumerate(iters):
-        if type(it) is types.GeneratorType and it.gi_code in _GENERATORS:
+        if type(it) is types.GeneratorType and made[k] and it.gi_code in _GENERATORS and it.gi_frame is not None \
+                and inspect.getgeneratorstate(it) == inspect.GEN_CREATED and sum(x is it for x in iters) == 1 \
+                and _plain_module(it.gi_frame.f_locals.get("self")):
             if out is None:
                 out = list(iters)
             out[k] = list(it)
     return iters if out is None else tuple(out)
+
+
+_WALKS = ("parameters", "buffers", "named_parameters", "named_buffers", "named_modules", "_named_members",
+          "modules", "children", "named_children")
+
+
+def _plain_module(m) -> bool:
+    seen, todo = set(), [m]
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        c = type(x)
+        if not isinstance(x, torch.nn.Module) or any(getattr(c, w, None) is not getattr(torch.nn.Module, w) for w in _WALKS):
+            return False
+        subs = x.__dict__.get("_modules")
+        if type(subs) is not dict:
+            return False
+        todo.extend(v for v in subs.values() if v is not None)
+    return True
+
+
+_fwd = torch.autograd.forward_ad
+_function_mode = getattr(torch._C, "_is_torch_function_mode_enabled", lambda: True)
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
+
+
+def _calls_seen() -> str:
+    """Why something would see other calls than the loop's, or "": a torch.func transform,
+    forward-mode AD, a torch function or dispatch mode, autocast."""
+    if _in_transform() is not None:
+        return "a torch.func transform is on"
+    if _fwd._current_level >= 0:
+        return "forward-mode AD is on"
+    if _function_mode() or _dispatch_modes():
+        return "a torch function or dispatch mode is on"
+    if _any_autocast():
+        return "autocast is on"
+    return ""
 
 
 def _length(spec, lists):
@@ -86,6 +136,8 @@ def _length(spec, lists):
 
 def _ready(self, spec, lists):
     """The cheap checks first: the operations exist in this torch, the lists' lengths, the trip count."""
+    if lists is None:
+        return False     # (a list's name is unbound: the loop raises where it reads it)
     for name in spec[6]:
         if not hasattr(FE, name):
             self._note(spec[0], "python", f"this torch has no torch._foreach_{name}")
@@ -126,7 +178,17 @@ def _extent(t):
 def _guard(self, spec, lists, scalars):
     """The lists of every slot in chunks (tuples of one list per slot), or None where the loop
     must run as written (the module docstring's checks)."""
+    try:
+        return _checked(self, spec, lists, scalars)
+    except Exception as e:    # noqa: BLE001 (a tensor kind the checks cannot read: the loop decides)
+        return self._fe_refuse(spec[0], f"the check raised {type(e).__name__}: {e}")
+
+
+def _checked(self, spec, lists, scalars):
     loop_id, _, slots, written, stored, nograd, _, length, operands = spec
+    why = _calls_seen()
+    if why:
+        return self._fe_refuse(loop_id, why)
     for s in scalars:
         t = type(s)
         if t is not float and (t is not int or not -_INT_LIMIT < s < _INT_LIMIT):
@@ -167,7 +229,7 @@ def _guard(self, spec, lists, scalars):
     if sum(sum(map(_NBYTES, cols[j])) for j in written) > _LARGE_BYTES * n * len(written):
         return self._fe_refuse(loop_id, "the tensors written are large: the loop keeps each in the cache")
     shape0 = list(map(_SHAPE, cols[operands[0]]))
-    starts, ends, rows, writes = [], [], [], []
+    starts, ends, rows, writes, tensors = [], [], [], [], []
     total = 0
     for j in operands:
         col = cols[j]
@@ -178,7 +240,8 @@ def _guard(self, spec, lists, scalars):
         if list(map(_SHAPE, col)) != shape0:
             return self._fe_refuse(loop_id, "the tensors of an iteration differ in shape")
         w = j in written
-        if w and (not all(map(Tensor.is_contiguous, col)) or any(map(Tensor.is_inference, col))):
+        if any(map(_IS_NESTED, col)) or w and (not all(map(Tensor.is_contiguous, col)) or any(map(Tensor.is_inference, col))
+                                                     or any(map(Tensor.is_neg, col))):
             return self._fe_refuse(loop_id, "a tensor written is not contiguous, or is an inference tensor")
         sizes = list(map(_NBYTES, col)) if w or all(map(Tensor.is_contiguous, col)) else [_extent(t) for t in col]
         size = sum(sizes)
@@ -187,11 +250,13 @@ def _guard(self, spec, lists, scalars):
         ends += map(operator.add, starts[-n:], sizes)
         rows += range(n)
         writes += [w] * n
-    spans = sorted(zip(starts, ends, rows, writes))
+        tensors += col
+    spans = sorted(zip(starts, ends, rows, writes, range(len(tensors))))
     if spans:
-        s, e, _, _ = zip(*spans)
-        if not all(map(operator.le, e[:-1], s[1:])) and not _disjoint(spans):
-            return self._fe_refuse(loop_id, "iterations share memory that one of them writes")
+        s, e = list(zip(*spans))[:2]
+        if not all(map(operator.le, e[:-1], s[1:])) and not _disjoint(spans, tensors):
+            return self._fe_refuse(loop_id, "iterations share memory that one of them writes, or an iteration's "
+                                   "tensor written overlaps another of its tensors in part")
     per = max(1, total // n)
     k = max(1, _CHUNK_BYTES // per)
     if k >= n:
@@ -199,22 +264,31 @@ def _guard(self, spec, lists, scalars):
     return tuple(tuple(col[s:s + k] for col in cols) for s in range(0, n, k))
 
 
-def _disjoint(spans) -> bool:
-    """No byte range written in one iteration overlaps a range of another iteration (`spans`:
-    (start, end, iteration, written), sorted; grouped where they overlap). An empty tensor's range
-    is empty."""
-    end, iters, wrote = -1, None, False
-    for start, stop, i, w in spans:
-        if start < end:
-            if i != iters:
-                iters = -1 if iters is not None else i
-            wrote = wrote or w
-            if iters == -1 and wrote:
+def _disjoint(spans, tensors) -> bool:
+    """No byte range written in one iteration overlaps a range of another iteration, and no
+    tensor written overlaps another tensor of its own iteration other than as the same view of
+    the same memory (`p.add_(p)`; a part, or a transpose, makes the loop's operation raise)
+    (`spans`: (start, end, iteration, written, index into `tensors`), sorted; grouped where they
+    overlap). An empty tensor's range is empty."""
+    group = []
+    end = -1
+    for span in spans + [(float("inf"), float("inf"), -1, False, -1)]:
+        if span[0] < end:
+            group.append(span)
+            end = max(end, span[1])
+            continue
+        if len(group) > 1 and any(g[3] for g in group):
+            if len({g[2] for g in group}) > 1:
                 return False
-            end = max(end, stop)
-        else:
-            end, iters, wrote = stop, i, w
+            views = {_geometry(tensors[g[4]]) for g in group}
+            if len(views) > 1:
+                return False
+        group, end = [span], span[1]
     return True
+
+
+def _geometry(t):
+    return t.data_ptr(), tuple(t.shape), t.stride()
 
 
 def _fe_refuse(self, loop_id, why):

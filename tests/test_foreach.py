@@ -13,7 +13,7 @@ from autovec import foreach_rt
 SHAPES = [(4, 3), (5,), (2, 2, 2), (7,), (3, 3), (1,), (6, 2), (0,)]
 
 
-def tensors(n=8, param=False, positive=False, dtype=torch.float32):
+def tensors(n=16, param=False, positive=False, dtype=torch.float32):
     out = []
     for k in range(n):
         t = torch.randn(*SHAPES[k % len(SHAPES)], dtype=dtype)
@@ -22,7 +22,7 @@ def tensors(n=8, param=False, positive=False, dtype=torch.float32):
     return out
 
 
-def with_grads(n=8):
+def with_grads(n=16):
     ps = tensors(n, param=True)
     for p in ps:
         p.grad = torch.randn_like(p)
@@ -90,7 +90,14 @@ def ema_module(ema, model, d=0.9):
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.a, self.b, self.c = torch.nn.Linear(4, 3), torch.nn.Linear(3, 2), torch.nn.Linear(2, 2)
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4 + k % 3, 3 + k % 2) for k in range(8))
+        self.register_buffer("scale", torch.ones(3))
+
+
+class Printing(Net):
+    def named_parameters(self, *args, **kwargs):
+        print("walked")
+        return super().named_parameters(*args, **kwargs)
 
 
 def clone(a):
@@ -175,6 +182,28 @@ def test_module_parameters_walked_as_lists():
     assert explain(ema_module, Net(), model).path == "vectorized"
 
 
+def test_module_generators_the_loop_alone_walks():
+    """A module whose walk is its own (it prints here), and a generator named before the loop
+    (zip(g, g) pairs its elements; what is left of it after a shorter zip is seen), keep the loop."""
+    torch.manual_seed(0)
+    model = Printing()
+    compare(ema_module, lambda: (Printing(), model))
+    assert explain(ema_module, Printing(), model).path == "python"
+
+    def pairs(model, d=0.5):
+        g = model.parameters()
+        for a, b in zip(g, g):
+            a.mul_(d).add_(b * b - b, alpha=1 - d)
+        return g
+
+    fast = autovec(pairs)
+    m1 = torch.nn.Sequential(*[torch.nn.Linear(3, 3, bias=False) for _ in range(30)])
+    m2 = copy.deepcopy(m1)
+    with torch.no_grad():
+        left1, left2 = list(pairs(m1)), list(fast(m2))
+    assert same(m1, m2) and len(left1) == len(left2)
+
+
 def test_rewritten_source_shows_the_foreach_calls():
     text = explain(adam).rewritten_source
     assert "torch._foreach_mul_(ms, b1)" in text
@@ -239,12 +268,112 @@ def test_guard_refuses_what_the_calls_could_do_otherwise():
 
 
 def test_disjoint_ranges():
-    d = foreach_rt._disjoint
-    assert d(sorted([(0, 10, 0, True), (10, 20, 1, True)]))
-    assert not d(sorted([(0, 10, 0, True), (5, 20, 1, False)]))
-    assert d(sorted([(0, 10, 0, False), (5, 20, 1, False)]))           # (reads only)
-    assert d(sorted([(0, 10, 0, True), (0, 10, 0, False), (20, 30, 1, True)]))   # (one iteration's two roles)
-    assert not d(sorted([(0, 100, 0, False), (10, 20, 1, False), (50, 60, 2, True)]))
+    buf = torch.randn(100)
+    a, b, c = buf[0:10], buf[10:20], buf[5:20]
+
+    def d(items):    # (tensor, iteration, written)
+        ts = [t for t, _, _ in items]
+        spans = sorted((t.data_ptr(), t.data_ptr() + t.nbytes, i, w, k) for k, (t, i, w) in enumerate(items))
+        return foreach_rt._disjoint(spans, ts)
+
+    assert d([(a, 0, True), (b, 1, True)])
+    assert not d([(a, 0, True), (c, 1, False)])
+    assert d([(a, 0, False), (c, 1, False)])                 # (reads only)
+    assert d([(a, 0, True), (a, 0, False), (b, 1, True)])    # (one view in two roles of its iteration)
+    assert not d([(a, 0, True), (buf[0:5], 0, False)])       # (a part of it in its own iteration)
+    m = torch.randn(4, 4)
+    assert not d([(m, 0, True), (m.t(), 0, False)])          # (its transpose)
+
+
+def sgd(params, grads, bufs, lr=0.1, momentum=0.9, wd=1e-2):
+    for i in range(len(params)):
+        d_p = grads[i].add(params[i], alpha=wd)
+        buf = bufs[i]
+        buf.mul_(momentum).add_(d_p)
+        step = d_p.add(buf, alpha=momentum)
+        params[i].add_(step, alpha=-lr)
+
+
+def test_writes_through_another_name_are_the_lists_writes():
+    """`buf = bufs[i]; buf.mul_(..)` (torch.optim.SGD's own spelling) writes into `bufs`: one buffer
+    shared by every iteration keeps the loop (probeM 1)."""
+    compare(sgd, lambda: (tensors(), tensors(), tensors()))
+    assert explain(sgd, tensors(), tensors(), tensors()).path == "vectorized"
+    shared = lambda: (tensors(), tensors(), [torch.zeros(5)] * 16)   # noqa: E731
+    compare(sgd, lambda: ([torch.randn(5) for _ in range(16)], [torch.randn(5) for _ in range(16)], [torch.zeros(5)] * 16))
+    assert "share memory" in explain(sgd, *shared()).notes[-1] or explain(sgd, *shared()).path == "python"
+
+
+def test_a_partial_overlap_in_one_iteration_raises_as_the_loop_does():
+    """A tensor written that another tensor of its own iteration meets in part makes the loop's
+    operation raise at that iteration; the calls would raise after updating every row (probeM 2)."""
+    def make():
+        xs, ys = tensors(), tensors()
+        buf = torch.randn(20)
+        xs[3], ys[3] = buf[0:10], buf[5:15]
+        xs[5] = torch.randn(4, 4)
+        ys[5] = xs[5].t()
+        return xs, ys
+
+    def upd(xs, ys):
+        for x, y in zip(xs, ys):
+            x.mul_(2).add_(y).div_(3)
+
+    compare(upd, make)
+    assert explain(upd, *make()).path == "python"
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")
+def test_transforms_and_forward_ad_keep_the_loop():
+    import torch.autograd.forward_ad as fwad
+
+    def upd(xs, ys, a=0.5):
+        with torch.no_grad():
+            for x, y in zip(xs, ys):
+                x.mul_(a).add_(y, alpha=1 - a)
+                x.addcmul_(y, y, value=0.1)
+                y.sqrt_()
+
+    def copying(xs, ys, zs):
+        for x, y, z in zip(xs, ys, zs):
+            y.mul_(1.5)
+            x.copy_(y)
+            z.add_(y)
+            x.mul_(1.25)
+
+    fast, fast_copy = autovec(upd), autovec(copying)
+
+    def under_vmap(fn):
+        return torch.func.vmap(lambda X, Y: (fn(list(X.unbind(0)), list(Y.unbind(0))), X)[1])(
+            torch.randn(4, 16, 3), torch.rand(4, 16, 3))
+
+    for _ in range(3):
+        torch.manual_seed(0)
+        want = under_vmap(upd)
+        torch.manual_seed(0)
+        assert torch.equal(under_vmap(fast), want)
+        out = []
+        for fn in (copying, fast_copy):
+            g = torch.Generator().manual_seed(0)
+            with fwad.dual_level():
+                lists = [[fwad.make_dual(torch.rand(5, generator=g), torch.randn(5, generator=g)) for _ in range(16)]
+                         for _ in range(3)]
+                fn(*lists)
+                out.append([fwad.unpack_dual(t) for lst in lists for t in lst])
+        assert all(torch.equal(a.primal, b.primal) and torch.equal(a.tangent, b.tangent) for a, b in zip(*out))
+
+
+def test_an_unbound_list_raises_where_the_loop_does():
+    def f(xs, flag):
+        if flag:
+            ys = xs
+        for i in range(len(xs)):
+            xs[i].mul_(2)
+            xs[i].add_(ys[i])
+            xs[i].div_(3)
+
+    compare(f, lambda: (tensors(), False))
+    compare(f, lambda: (tensors(), True))
 
 
 @pytest.mark.parametrize("make,why", [

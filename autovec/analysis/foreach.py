@@ -76,6 +76,11 @@ class ForeachPlan:
     nograd: ast.With | None = None
     used: set = field(default_factory=set)        # foreach operations used (names without `_foreach_`)
     loop_id: int = 0
+    strategy: str = "foreach"
+    reason: str = ""
+
+    def lower(self, namer, runtime):
+        return lower(self, namer, runtime)
 
 
 class _Refused(Exception):
@@ -90,6 +95,7 @@ class _Match:
         self.lists: dict = {}           # index form: list name -> base slot
         self.derived: dict = {}         # (base slot, kind) -> slot
         self.locals: dict = {}          # body-bound name -> generated name
+        self.aliases: dict = {}         # body-bound name -> the slot it is (`buf = bufs[i]`, `g = p.grad`)
         self.assigned: set = set()
 
     # -- values ------------------------------------------------------------------------------
@@ -155,7 +161,7 @@ class _Match:
         if s is not None:
             return f"@L{s}", s
         if isinstance(node, ast.Name) and node.id in self.locals:
-            return self.locals[node.id], None
+            return self.locals[node.id], self.aliases.get(node.id)
         inner, kind = None, None
         if isinstance(node, ast.Attribute) and node.attr in _DERIVED:
             inner, kind = node.value, node.attr
@@ -294,6 +300,14 @@ class _Match:
             if name in self.targets or name in self.locals or name == self.index \
                     or name in self.lists or name in self.plan.leaves:
                 raise _Refused()
+            w = self.writable(st.value)
+            if w is not None and w[1] is not None:
+                # another name for a list's element: its writes are that list's (the memory checks)
+                self.locals[name], self.aliases[name] = w
+                self.plan.ops.append((st, out))
+                return
+            if w is not None and isinstance(st.value, ast.Name):
+                raise _Refused()     # (a second name for a local)
             v = self.value(st.value)
             if v[0] != "L":
                 raise _Refused()
@@ -342,13 +356,15 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> ForeachPl
             return None
         form, index, length = "index", tgt.id, a[0].args[0].id
     elif isinstance(tgt, ast.Name):
-        if isinstance(it, ast.Call) and _dotted(it.func) is not None and len(_dotted(it.func)) == 1:
-            return None     # (range, enumerate, reversed, list(..): not a list of tensors as written)
         form, iters = "one", [it]
         targets = {tgt.id: 0}
     else:
         return None
-    plan = ForeachPlan(loop, form, iters, length, nograd=nograd)
+    for e in iters:
+        if isinstance(e, ast.Call) and not (isinstance(e.func, ast.Attribute) and e.func.attr in ("parameters", "buffers")
+                                            and not e.args and not e.keywords):
+            return None     # (a call's result other than a module's own generators: range, enumerate, list(..))
+    plan = ForeachPlan(loop, form, iters, length, nograd=nograd, reason=REASON)
     m = _Match(cap, local, plan, targets, index)
     if form != "index":
         for k in range(len(iters)):
@@ -408,8 +424,12 @@ def lower(plan: ForeachPlan, namer, runtime: str):
     iters = "".join(ast.unparse(e) + ", " for e in plan.iters)
     spec = repr(spec_of(plan))
     maps = tuple(plan.leaves.index(x) for x in sorted(plan.mappings))
-    head = ast.parse("\n".join([
-        f"{lists} = {runtime}.fe_lists({k}, ({iters}))",
+    made = tuple(isinstance(e, ast.Call) for e in plan.iters)     # (a generator the header makes: nothing else holds it)
+    first = [f"{lists} = {runtime}.fe_lists({k}, ({iters}), {made!r})"]
+    if plan.form == "index":
+        # (a list's name may be unbound where the loop would raise only after earlier statements)
+        first = ["try:", "    " + first[0], f"except {runtime}.Error:", f"    {lists} = None"]
+    head = ast.parse("\n".join(first + [
         f"{got} = None",
         f"if {runtime}.fe_ready({spec}, {lists}):",
         "    try:",
@@ -494,9 +514,11 @@ def _display(plan: ForeachPlan):
     return nodes
 
 
-def find(cap: Captured) -> list[ForeachPlan]:
-    """The foreach plans of the function's loops that sit in no other loop (nor in a nested
-    function or class), in source order."""
+def find(cap: Captured, matchers=None) -> list:
+    """The plans of the function's loops that sit in no other loop (nor in a nested function or
+    class), in source order: each loop's first plan among `matchers` (match functions of this
+    signature; by default foreach's)."""
+    matchers = matchers or (match,)
     fn = cap.tree
     local = _local_names(fn)
     out = []
@@ -514,9 +536,11 @@ def find(cap: Captured) -> list[ForeachPlan]:
                     inside = {id(n) for n in ast.walk(st)} | own
                     elsewhere = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and id(n) not in inside}
                     elsewhere |= _declared(fn)
-                    p = match(cap, st, local, elsewhere)
-                    if p is not None:
-                        out.append(p)
+                    for m in matchers:
+                        p = m(cap, st, local, elsewhere)
+                        if p is not None:
+                            out.append(p)
+                            break
                 continue
             for name in ("body", "orelse", "finalbody"):
                 walk(getattr(st, name, []) or [])

@@ -1,0 +1,117 @@
+"""Run-time side of the ragged strategy (analysis/ragged.py): the checks that make one masked
+store per target do what the loop's stores `T[i, :len(s)] = v` do, and the stores.
+
+The checks, per call (any failing one runs the loop as written):
+- the list is a list or tuple of at least `_MIN_TRIP` plain tensors of one dtype (not complex),
+  one device, one number of dimensions (at least 1) and one shape past the first dimension;
+- each target is a plain contiguous tensor on that device, not an inference tensor, of one
+  more dimension, with that shape past its first two, at least as many rows as the list and
+  at least as many columns as the longest sequence, and no target shares memory with another
+  target or with a sequence (the loop's later sequences would read what earlier stores wrote);
+- under grad mode, nothing requires grad; no forward-mode AD, functorch transform or torch
+  function / dispatch mode is on (they would see other operations than the loop's);
+- a number constant converts into each target's dtype as setitem converts it without raising:
+  any number into floating and bool targets, an int within the range of an integer target.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+from torch import Tensor
+
+from .foreach_rt import _IS_NESTED, _calls_seen, _extent
+from .runtime import FunctionRuntime
+
+_MIN_TRIP = 16
+_DTYPE, _SHAPE, _DEVICE = operator.attrgetter("dtype"), operator.attrgetter("shape"), operator.attrgetter("device")
+_REQUIRES_GRAD, _NBYTES = operator.attrgetter("requires_grad"), operator.attrgetter("nbytes")
+
+
+def _guard(self, loop_id, seqs, targets, values, which):
+    """(rows, columns, mask, concatenated sequences, values, targets' indices), or None."""
+    try:
+        return _checked(self, loop_id, seqs, targets, values, which)
+    except Exception as e:    # noqa: BLE001 (a tensor kind the checks cannot read: the loop decides)
+        self._note(loop_id, "python", f"the check raised {type(e).__name__}: {e}")
+        return None
+
+
+def _refuse(self, loop_id, why):
+    self._note(loop_id, "python", why)
+    return None
+
+
+def _checked(self, loop_id, seqs, targets, values, which):
+    t = type(seqs)
+    if t is not list and t is not tuple:
+        return _refuse(self, loop_id, "the sequences are not a list or tuple")
+    n = len(seqs)
+    if n < _MIN_TRIP:
+        return _refuse(self, loop_id, f"{n} sequence(s): the Python loop is faster below {_MIN_TRIP}")
+    why = _calls_seen()
+    if why:
+        return _refuse(self, loop_id, why)
+    if set(map(type, seqs)) != {Tensor}:
+        return _refuse(self, loop_id, "a sequence is not a plain tensor")
+    s0 = seqs[0]
+    dtype, device, d = s0.dtype, s0.device, s0.dim()
+    if d < 1 or dtype.is_complex or set(map(_DTYPE, seqs)) != {dtype} or set(map(_DEVICE, seqs)) != {device} \
+            or set(map(Tensor.dim, seqs)) != {d} or any(map(_IS_NESTED, seqs)):
+        return _refuse(self, loop_id, "the sequences differ in dtype, device or rank, or are 0-d or complex")
+    shapes = list(map(_SHAPE, seqs))
+    tail = shapes[0][1:]
+    if d > 1 and any(s[1:] != tail for s in shapes):
+        return _refuse(self, loop_id, "the sequences differ past their first dimension")
+    lens = [s[0] for s in shapes]
+    longest = max(lens)
+    grad_on = torch.is_grad_enabled()
+    if grad_on and any(map(_REQUIRES_GRAD, seqs)):
+        return _refuse(self, loop_id, "a sequence requires grad")
+    spans = []
+    for T in targets:
+        if type(T) is not Tensor or T.device != device or T.dim() != d + 1 or T.shape[2:] != tail \
+                or T.shape[0] < n or T.shape[1] < longest or not T.is_contiguous() or T.is_inference() \
+                or grad_on and T.requires_grad or T.is_neg() or T.dtype.is_complex:
+            return _refuse(self, loop_id, "a target is not a plain contiguous tensor of the sequences' shape, "
+                           "rows and columns (or requires grad)")
+        spans.append((T.data_ptr(), T.data_ptr() + T.nbytes))
+    for k, v in enumerate(values):
+        if v is not None and not _converts(v, targets[which[k]].dtype):
+            return _refuse(self, loop_id, "a number the stores convert out of the target's range")
+    starts = list(map(Tensor.data_ptr, seqs))
+    sizes = list(map(_NBYTES, seqs)) if all(map(Tensor.is_contiguous, seqs)) else list(map(_extent, seqs))
+    ends = list(map(operator.add, starts, sizes))
+    lo, hi = min(starts), max(ends)
+    for a, (s, e) in enumerate(spans):
+        for b in range(a):
+            if s < spans[b][1] and spans[b][0] < e and targets[a] is not targets[b]:
+                return _refuse(self, loop_id, "two targets share memory")
+        if s < hi and lo < e and any(x < e and s < y for x, y in zip(starts, ends) if x != y):
+            return _refuse(self, loop_id, "a sequence shares memory with a target")
+    mask = torch.arange(longest, device=device) < torch.tensor(lens, device=device)[:, None]
+    cat = torch.cat(seqs) if None in values else None
+    self._note(loop_id, "vectorized", "ragged")
+    return n, longest, mask, cat, values
+
+
+def _converts(v, dtype) -> bool:
+    if dtype.is_floating_point or dtype is torch.bool:
+        return True
+    if type(v) is not int and type(v) is not bool:
+        return False
+    info = torch.iinfo(dtype)
+    return info.min <= v <= info.max
+
+
+def _store(self, T, got, j):
+    n, longest, mask, cat, values = got
+    v = values[j]
+    if v is None:
+        T[:n, :longest][mask] = cat if cat.dtype is T.dtype else cat.to(T.dtype)
+    else:
+        T[:n, :longest][mask] = v
+
+
+FunctionRuntime.rg_guard = _guard
+FunctionRuntime.rg_store = _store

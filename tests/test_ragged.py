@@ -1,0 +1,182 @@
+"""Loops that pad a list of sequences into rows (`out[i, :len(s)] = s`, a collate function's
+padding and its attention mask) run as one masked store per target (analysis/ragged.py,
+ragged_rt.py): the loop's values, or the loop as written where the check refuses."""
+import traceback
+
+import pytest
+import torch
+
+from autovec import autovec, explain
+from autovec import ragged_rt
+
+
+def seqs(n=24, longest=12, dtype=torch.long, tail=(), low=0):
+    lens = torch.randint(low, longest + 1, (n,)).tolist()
+    return [torch.randint(-50, 50, (k, *tail)).to(dtype) for k in lens]
+
+
+def pad(seqs, value=0):
+    width = max(len(s) for s in seqs)
+    out = torch.full((len(seqs), width), value, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        out[i, :len(s)] = s
+    return out
+
+
+def pad_and_mask(seqs, T):
+    ids = torch.zeros(len(seqs), T, dtype=torch.long)
+    mask = torch.zeros(len(seqs), T, dtype=torch.bool)
+    for i in range(len(seqs)):
+        n = seqs[i].shape[0]
+        ids[i, :n] = seqs[i]
+        mask[i][:n] = 1
+    return ids, mask
+
+
+def into(seqs, out, fill=-1.5):
+    for i, s in enumerate(seqs):
+        out[i, :s.size(0)] = s
+        out[i, :s.size(0)] *= 1    # (not a store this strategy takes)
+    return out
+
+
+def features(seqs, out):
+    for i, s in enumerate(seqs):
+        out[i, :len(s)] = s
+    return out
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def compare(f, make, calls=3):
+    fast = autovec(f)
+    for _ in range(calls):
+        args = make()
+        a1 = [[t.clone() for t in a] if isinstance(a, list) else a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        a2 = [[t.clone() for t in a] if isinstance(a, list) else a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        e1 = e2 = r1 = r2 = None
+        try:
+            r1 = f(*a1)
+        except Exception as e:   # noqa: BLE001
+            e1 = e
+        try:
+            r2 = fast(*a2)
+        except Exception as e:   # noqa: BLE001
+            e2 = e
+        assert type(e1) is type(e2) and str(e1) == str(e2)
+        assert same(r1, r2) and same(a1, a2), f.__name__
+    return fast
+
+
+@pytest.mark.parametrize("f,make", [
+    (pad, lambda: (seqs(),)),
+    (pad, lambda: (seqs(40, 30, low=1), 7)),
+    (pad_and_mask, lambda: (seqs(), 12)),
+    (pad_and_mask, lambda: (seqs(30, 0), 4)),                                  # (every sequence empty)
+    (features, lambda: (seqs(20, 6, torch.float32, (3,)), torch.zeros(20, 6, 3))),
+    (features, lambda: (seqs(20, 6, torch.long, (2, 2)), torch.full((25, 9, 2, 2), 7.0, dtype=torch.float64))),
+    (features, lambda: (seqs(20, 6, torch.float64), torch.zeros(20, 6, dtype=torch.int32))),   # (truncating casts)
+    (features, lambda: (seqs(20, 6, torch.long), torch.zeros(20, 6, dtype=torch.bool))),
+])
+def test_the_loops_values(f, make):
+    compare(f, make)
+    ex = explain(f, *make())
+    assert "ragged" in [r.strategy for r in ex.loops]
+    assert ex.path == "vectorized", ex.notes
+
+
+def test_the_rewritten_source():
+    text = explain(pad_and_mask).rewritten_source
+    assert "ids[:len(seqs), :max(_lens)][_mask] = torch.cat(seqs).to(ids.dtype)" in text
+    assert "mask[:len(seqs), :max(_lens)][_mask] = 1" in text
+
+
+@pytest.mark.parametrize("make,why", [
+    (lambda: (seqs(20, 6) + [torch.zeros(3)], torch.zeros(21, 6, dtype=torch.long)), "dtype"),
+    (lambda: (seqs(20, 6, tail=(2,)) + [torch.zeros(3, 3, dtype=torch.long)], torch.zeros(21, 6, 2, dtype=torch.long)), "past"),
+    (lambda: (seqs(20, 9, low=8), torch.zeros(20, 6, dtype=torch.long)), "columns"),    # (the loop raises)
+    (lambda: (seqs(20, 6), torch.zeros(15, 6, dtype=torch.long)), "rows"),              # (IndexError)
+    (lambda: (seqs(5, 6), torch.zeros(5, 6, dtype=torch.long)), "faster"),
+    (lambda: (seqs(20, 6, torch.complex64), torch.zeros(20, 6, dtype=torch.complex64)), "complex"),
+    (lambda: ([t.float().requires_grad_() for t in seqs(20, 6)], torch.zeros(20, 6)), "grad"),
+    (lambda: (seqs(20, 6), torch.zeros(6, 20, dtype=torch.long).t()), "contiguous"),
+])
+def test_refused_calls_run_the_loop(make, why):
+    compare(features, make)
+    ex = explain(features, *make())
+    assert ex.path == "python" and any(why in n for n in ex.notes), ex.notes
+
+
+def test_sequences_that_are_the_targets_rows_run_the_loop():
+    """A sequence that is a view of the target reads what an earlier iteration stored."""
+    def make():
+        out = torch.arange(20 * 8).reshape(20, 8)
+        return [out[(i + 1) % 20, :3 + i % 4] for i in range(20)], out
+
+    compare(features, make)
+    assert any("shares memory" in n for n in explain(features, *make()).notes)
+
+
+def test_targets_sharing_memory_run_the_loop():
+    def two(seqs, a, b):
+        for i, s in enumerate(seqs):
+            a[i, :len(s)] = s
+            b[i, :len(s)] = 0
+        return a, b
+
+    def make():
+        buf = torch.ones(40, 6, dtype=torch.long)
+        return seqs(20, 6), buf[:20], buf[10:30]
+
+    compare(two, make)
+    assert any("two targets" in n for n in explain(two, *make()).notes)
+    compare(two, lambda: (seqs(20, 6), torch.ones(20, 6, dtype=torch.long), torch.ones(20, 6, dtype=torch.long)))
+
+
+def test_numbers_out_of_a_targets_range_run_the_loop():
+    def flags(seqs, ids, m):
+        for i, s in enumerate(seqs):
+            ids[i, :len(s)] = s
+            m[i, :len(s)] = 300
+
+    compare(flags, lambda: (seqs(20, 6), torch.zeros(20, 6, dtype=torch.long), torch.zeros(20, 6, dtype=torch.uint8)))
+    compare(flags, lambda: (seqs(20, 6), torch.zeros(20, 6, dtype=torch.long), torch.zeros(20, 6, dtype=torch.int16)))
+    assert ragged_rt._converts(300, torch.int16) and not ragged_rt._converts(300, torch.uint8)
+    assert not ragged_rt._converts(1.5, torch.int32) and ragged_rt._converts(1.5, torch.bool)
+
+
+def test_traceback_points_at_the_users_line():
+    fast = autovec(features)
+    with pytest.raises(RuntimeError) as info:
+        fast(seqs(20, 9, low=8), torch.zeros(20, 6, dtype=torch.long))
+    frame = traceback.extract_tb(info.tb)[-1]
+    assert frame.filename == __file__ and "out[i, :len(s)] = s" in frame.line
+
+
+def test_forms_it_leaves_alone():
+    def left_pad(seqs, out):
+        for i, s in enumerate(seqs):
+            out[i, -len(s):] = s          # (`-0:` is the whole row)
+
+    def reads_target(seqs, out):
+        for i, s in enumerate(seqs):
+            out[i, :len(s)] = s + out[i, 0]
+
+    def index_after(seqs, out):
+        for i, s in enumerate(seqs):
+            out[i, :len(s)] = s
+        return i
+
+    def other_bound(seqs, out, k):
+        for i, s in enumerate(seqs):
+            out[i, :k] = s
+
+    for f in (left_pad, reads_target, index_after, other_bound):
+        assert all(r.strategy != "ragged" for r in explain(f).loops), f.__name__
+    compare(index_after, lambda: (seqs(20, 6), torch.zeros(20, 6, dtype=torch.long)))
