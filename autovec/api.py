@@ -19,7 +19,7 @@ from torch import Tensor
 
 from . import cost
 from ._config import switches
-from .analysis import analyze
+from .analysis import analyze, blocked_by
 from .analysis.hoist import (drop_loop_else, named_iterables, returns_as_breaks, element_views, hoist_no_grad, merged_branch_stores, rectangular_nests, stored_recurrences,
                              strided_indices,
                              sunk_appends)
@@ -128,7 +128,7 @@ class FunctionState:
         # loops that update lists of tensors in place: `_foreach_` calls (analysis/foreach.py); loops
         # that pad a list of sequences into rows: masked stores (analysis/ragged.py). Each loop is
         # held out of the passes below by a stand-in statement that reads what the loop reads
-        fe_plans = foreach.find(cap, (foreach.match, ragged.match))
+        fe_plans = [] if blocked_by(cap, env) else foreach.find(cap, (foreach.match, ragged.match))
         for k, p in enumerate(fe_plans):
             p.loop_id = _FOREACH_IDS + k
             _stand_in(cap.tree, p, f"_av_fe_slot{k}")

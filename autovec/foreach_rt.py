@@ -99,14 +99,26 @@ _function_mode = getattr(torch._C, "_is_torch_function_mode_enabled", lambda: Tr
 _dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
 
 
+def _only_device_modes() -> bool:
+    """Whether the torch function modes on are `with torch.device(..)` alone (which gives a
+    default device to factory functions called without one: the rewrites' calls name theirs)."""
+    try:
+        from torch.overrides import _get_current_function_mode_stack
+        from torch.utils._device import DeviceContext
+        return all(type(m) is DeviceContext for m in _get_current_function_mode_stack())
+    except (ImportError, AttributeError):
+        return False
+
+
 def _calls_seen() -> str:
     """Why something would see other calls than the loop's, or "": a torch.func transform,
-    forward-mode AD, a torch function or dispatch mode, autocast."""
+    forward-mode AD, a torch function (other than `with torch.device(..)`) or dispatch mode,
+    autocast."""
     if _in_transform() is not None:
         return "a torch.func transform is on"
     if _fwd._current_level >= 0:
         return "forward-mode AD is on"
-    if _function_mode() or _dispatch_modes():
+    if _function_mode() and not _only_device_modes() or _dispatch_modes():
         return "a torch function or dispatch mode is on"
     if _any_autocast():
         return "autocast is on"

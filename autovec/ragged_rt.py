@@ -2,16 +2,20 @@
 store per target do what the loop's stores `T[i, :len(s)] = v` do, and the stores.
 
 The checks, per call (any failing one runs the loop as written):
-- the list is a list or tuple of at least `_MIN_TRIP` plain tensors of one dtype (not complex),
-  one device, one number of dimensions (at least 1) and one shape past the first dimension;
-- each target is a plain contiguous tensor on that device, not an inference tensor, of one
-  more dimension, with that shape past its first two, at least as many rows as the list and
+- the list is a list or tuple of at least `_MIN_TRIP` plain tensors of one dtype (a floating,
+  bool or integer one the CPU stores by mask: not uint16 / 32 / 64, float8, complex or
+  quantized), one device, one number of dimensions (at least 1) and one shape past the first
+  dimension, of `_LARGE_BYTES` on average at most;
+- each target is a plain contiguous tensor on that device, not an inference tensor, of such a
+  dtype (the sequences' own where they are floating: a bulk cast of a NaN may give other bits
+  than the loop's row casts), of one more dimension, with that shape past its first two, at least as many rows as the list and
   at least as many columns as the longest sequence, and no target shares memory with another
   target or with a sequence (the loop's later sequences would read what earlier stores wrote);
 - under grad mode, nothing requires grad; no forward-mode AD, functorch transform or torch
   function / dispatch mode is on (they would see other operations than the loop's);
-- a number constant converts into each target's dtype as setitem converts it without raising:
-  any number into floating and bool targets, an int within the range of an integer target.
+- a number constant converts into each target's dtype as setitem converts it without raising
+  (_converts): a store raising after another target took every row would leave that target
+  otherwise than the loop does.
 """
 from __future__ import annotations
 
@@ -23,7 +27,8 @@ from torch import Tensor
 from .foreach_rt import _IS_NESTED, _calls_seen, _extent
 from .runtime import FunctionRuntime
 
-_MIN_TRIP = 16
+_MIN_TRIP = 24
+_LARGE_BYTES = 4096     # (a sequence's average: past it the loop's copies are faster)
 _DTYPE, _SHAPE, _DEVICE = operator.attrgetter("dtype"), operator.attrgetter("shape"), operator.attrgetter("device")
 _REQUIRES_GRAD, _NBYTES = operator.attrgetter("requires_grad"), operator.attrgetter("nbytes")
 
@@ -56,15 +61,19 @@ def _checked(self, loop_id, seqs, targets, values, which):
         return _refuse(self, loop_id, "a sequence is not a plain tensor")
     s0 = seqs[0]
     dtype, device, d = s0.dtype, s0.device, s0.dim()
-    if d < 1 or dtype.is_complex or set(map(_DTYPE, seqs)) != {dtype} or set(map(_DEVICE, seqs)) != {device} \
+    if d < 1 or dtype not in _DTYPES or set(map(_DTYPE, seqs)) != {dtype} or set(map(_DEVICE, seqs)) != {device} \
             or set(map(Tensor.dim, seqs)) != {d} or any(map(_IS_NESTED, seqs)):
-        return _refuse(self, loop_id, "the sequences differ in dtype, device or rank, or are 0-d or complex")
+        return _refuse(self, loop_id, "the sequences differ in dtype, device or rank, or are 0-d, complex, "
+                       "quantized or of an unsigned dtype past uint8")
     shapes = list(map(_SHAPE, seqs))
     tail = shapes[0][1:]
     if d > 1 and any(s[1:] != tail for s in shapes):
         return _refuse(self, loop_id, "the sequences differ past their first dimension")
     lens = [s[0] for s in shapes]
     longest = max(lens)
+    if sum(map(_NBYTES, seqs)) > _LARGE_BYTES * n:
+        return _refuse(self, loop_id, "the sequences are long: the loop's row copies move less memory than a "
+                       "concatenation and a masked store")
     grad_on = torch.is_grad_enabled()
     if grad_on and any(map(_REQUIRES_GRAD, seqs)):
         return _refuse(self, loop_id, "a sequence requires grad")
@@ -72,9 +81,10 @@ def _checked(self, loop_id, seqs, targets, values, which):
     for T in targets:
         if type(T) is not Tensor or T.device != device or T.dim() != d + 1 or T.shape[2:] != tail \
                 or T.shape[0] < n or T.shape[1] < longest or not T.is_contiguous() or T.is_inference() \
-                or grad_on and T.requires_grad or T.is_neg() or T.dtype.is_complex:
+                or grad_on and T.requires_grad or T.is_neg() or T.dtype not in _DTYPES \
+                or dtype.is_floating_point and T.dtype is not dtype and None in values:
             return _refuse(self, loop_id, "a target is not a plain contiguous tensor of the sequences' shape, "
-                           "rows and columns (or requires grad)")
+                           "rows and columns, or of their dtype where they are floating (or requires grad)")
         spans.append((T.data_ptr(), T.data_ptr() + T.nbytes))
     for k, v in enumerate(values):
         if v is not None and not _converts(v, targets[which[k]].dtype):
@@ -96,12 +106,24 @@ def _checked(self, loop_id, seqs, targets, values, which):
 
 
 def _converts(v, dtype) -> bool:
-    if dtype.is_floating_point or dtype is torch.bool:
+    """Whether setitem converts the number `v` into `dtype` without raising (an int within
+    int64 for any target, within the dtype's range for an integer one; a float within a
+    floating dtype's range, never into an integer one)."""
+    if type(v) is int and not -(1 << 63) <= v < (1 << 63):
+        return False
+    if dtype is torch.bool:
         return True
+    if dtype.is_floating_point:
+        return abs(v) <= torch.finfo(dtype).max
     if type(v) is not int and type(v) is not bool:
         return False
     info = torch.iinfo(dtype)
     return info.min <= v <= info.max
+
+
+# the dtypes whose masked stores the CPU has (uint16 / 32 / 64, float8 and quantized ones lack them)
+_DTYPES = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool, torch.uint8,
+                     torch.int8, torch.int16, torch.int32, torch.int64})
 
 
 def _store(self, T, got, j):

@@ -5140,6 +5140,78 @@ def lost_stop37(self):
     self.emit(1, "return s")
 
 
+def lost_stop40(self):
+    """This stop's forms, on inputs that change between calls (variant 1): lists of tensors of
+    several shapes updated in place (Adam- and RMSprop-like bodies, names bound to elements,
+    `.grad`, `.data`, `with torch.no_grad()`), on lists that sometimes share a tensor, a view of
+    one buffer, a float64 element or a tensor that requires grad (foreach); sequences of several
+    lengths padded into rows beside their mask, with casts, constants, too few columns, a
+    sequence that is a view of the target (ragged)."""
+    self.variants = True
+    n = self.pick([12, 16, 24])
+    form = self.pick(["adam", "adam", "rms", "alias", "ragged", "ragged", "ragged2"])
+    dt = self.pick(["float32", "float32", "float64"])
+    shapes = f"[({self.rng.randint(1, 4)} + k % 3, 2 + k % 2) if k % 2 else ({self.rng.randint(1, 6)} + k % 4,) for k in range({n})]"
+    if form in ("adam", "rms", "alias"):
+        trap = self.pick(["none", "none", "none", "shared", "buffer", "f64", "grad", "short"])
+        self.inputs.append(f"shapes = {shapes}")
+        for name in ("ps", "gs", "ms"):
+            self.param(name, f"[_tensor(g, s, torch.{dt}) for s in shapes]")
+        self.param("vs", f"[_tensor(g, s, torch.{dt}).abs() + 0.1 for s in shapes]")
+        if trap != "none":
+            fix = {"shared": "ms[3] = ms[2] if variant == 1 else ms[3]",
+                   "buffer": "_b = _tensor(g, (64,), torch.%s); ps[1], ps[2] = (_b[0:ps[1].numel()].view(ps[1].shape), _b[2:2 + ps[2].numel()].view(ps[2].shape)) if variant == 1 else (ps[1], ps[2])" % dt,
+                   "f64": "gs[5] = gs[5].double() if variant == 1 else gs[5]",
+                   "grad": "ps[4] = ps[4].requires_grad_() if variant == 1 else ps[4]",
+                   "short": "vs = vs[:-1] if variant == 1 else vs"}[trap]
+            self.inputs.append(fix)
+        lr, b1 = self.pick(["1e-3", "0.1"]), self.pick(["0.9", "0.5"])
+        if form == "adam":
+            self.param("step", self.pick(["1", "3"]))
+            self.emit(1, f"for i in range(len(ps)):")
+            self.emit(2, f"ms[i].mul_({b1}).add_(gs[i], alpha=1 - {b1})")
+            self.emit(2, "vs[i].mul_(0.99).addcmul_(gs[i], gs[i], value=0.01)")
+            self.emit(2, f"mhat = ms[i] / (1 - {b1} ** step)")
+            self.emit(2, "vhat = vs[i] / (1 - 0.99 ** step)")
+            self.emit(2, f"ps[i].{self.pick(['sub_', 'add_'])}({lr} * mhat / (vhat.sqrt() + 1e-8))")
+        elif form == "rms":
+            nograd = self.chance(0.5)
+            self.emit(1, "for p, g2, v in zip(ps, gs, vs):")
+            ind = 2
+            if nograd:
+                self.emit(2, "with torch.no_grad():")
+                ind = 3
+            self.emit(ind, "v.mul_(0.9).addcmul_(g2, g2, value=0.1)")
+            self.emit(ind, f"p.addcdiv_(g2, torch.sqrt(v) + 1e-6, value=-{lr})")
+        else:
+            self.emit(1, "for i in range(len(ps)):")
+            self.emit(2, "buf = ms[i]")
+            self.emit(2, "d_p = gs[i].add(ps[i], alpha=0.01)")
+            self.emit(2, f"buf.mul_({b1}).add_(d_p)")
+            self.emit(2, f"ps[i].add_(d_p.add(buf, alpha={b1}), alpha=-{lr})")
+        self.emit(1, "return ps, ms, vs")
+        return
+    tdt = self.pick(["long", "long", "int32", "float32", "bool", "uint8"])
+    sdt = self.pick(["long", "long", "float64", "int16"])
+    cols = self.pick(["12", "12", "10"])
+    self.param("seqs", f"[_tensor(g, (int(k),), torch.{sdt}) for k in torch.randint(0, 13, ({n},), generator=g)]")
+    self.param("ids", f"torch.zeros({n} + variant, {cols}, dtype=torch.{tdt})")
+    self.param("mask", f"torch.zeros({n}, {cols}, dtype=torch.{self.pick(['bool', 'uint8', 'float32'])})")
+    if self.chance(0.2):
+        self.inputs.append(f"seqs[2] = ids[5, :{self.pick(['3', '0'])}] if variant == 1 else seqs[2]")
+    const = self.pick(["1", "True", "-1", "300", "1.5"])
+    if form == "ragged":
+        self.emit(1, "for i, s in enumerate(seqs):")
+        self.emit(2, f"ids[i, :{self.pick(['len(s)', 's.shape[0]', 's.size(0)'])}] = s")
+        self.emit(2, f"mask[i, :len(s)] = {const}")
+    else:
+        self.emit(1, "for i in range(len(seqs)):")
+        self.emit(2, "k = len(seqs[i])")
+        self.emit(2, f"mask[i][:k] = {const}")
+        self.emit(2, "ids[i][:k] = seqs[i]")
+    self.emit(1, "return ids, mask")
+
+
 def lost_stop39(self):
     """This stop's forms, on inputs that change between calls (variant 1): fission whose loop
     keeps a hoisted value past its use (new values, views of new values, views of the input,
@@ -5662,7 +5734,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}

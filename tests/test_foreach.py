@@ -363,6 +363,45 @@ def test_transforms_and_forward_ad_keep_the_loop():
         assert all(torch.equal(a.primal, b.primal) and torch.equal(a.tangent, b.tangent) for a, b in zip(*out))
 
 
+def test_a_default_device_context_is_no_mode_that_sees_the_calls():
+    """`with torch.device(..)` is a torch function mode that only gives factories a device: the
+    calls run under it; another mode keeps the loop (it would see `_foreach_` calls)."""
+    from torch.overrides import TorchFunctionMode
+
+    class Logged(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.seen.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    make = lambda: (tensors(), tensors(), tensors(), tensors(positive=True), 3)   # noqa: E731
+    with torch.device("cpu"):
+        compare(adam, make)
+        assert explain(adam, *make()).path == "vectorized"
+    fast = autovec(adam)
+    for _ in range(3):
+        args = make()
+        a1, a2 = clone(args), clone(args)
+        with Logged() as m1:
+            adam(*a1)
+        with Logged() as m2:
+            fast(*a2)
+        assert same(a1, a2) and m1.seen == m2.seen
+
+
+def test_functions_that_read_their_locals_are_left_alone():
+    def peek(xs, ys):
+        for x, y in zip(xs, ys):
+            x.mul_(2).add_(y).div_(3)
+        return eval("x is xs[-1]")
+
+    compare(peek, lambda: (tensors(), tensors()))
+    assert explain(peek).loops[0].strategy == "python"
+
+
 def test_an_unbound_list_raises_where_the_loop_does():
     def f(xs, flag):
         if flag:

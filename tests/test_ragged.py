@@ -10,7 +10,7 @@ from autovec import autovec, explain
 from autovec import ragged_rt
 
 
-def seqs(n=24, longest=12, dtype=torch.long, tail=(), low=0):
+def seqs(n=32, longest=12, dtype=torch.long, tail=(), low=0):
     lens = torch.randint(low, longest + 1, (n,)).tolist()
     return [torch.randint(-50, 50, (k, *tail)).to(dtype) for k in lens]
 
@@ -79,10 +79,10 @@ def compare(f, make, calls=3):
     (pad, lambda: (seqs(40, 30, low=1), 7)),
     (pad_and_mask, lambda: (seqs(), 12)),
     (pad_and_mask, lambda: (seqs(30, 0), 4)),                                  # (every sequence empty)
-    (features, lambda: (seqs(20, 6, torch.float32, (3,)), torch.zeros(20, 6, 3))),
-    (features, lambda: (seqs(20, 6, torch.long, (2, 2)), torch.full((25, 9, 2, 2), 7.0, dtype=torch.float64))),
-    (features, lambda: (seqs(20, 6, torch.float64), torch.zeros(20, 6, dtype=torch.int32))),   # (truncating casts)
-    (features, lambda: (seqs(20, 6, torch.long), torch.zeros(20, 6, dtype=torch.bool))),
+    (features, lambda: (seqs(30, 6, torch.float32, (3,)), torch.zeros(30, 6, 3))),
+    (features, lambda: (seqs(30, 6, torch.long, (2, 2)), torch.full((35, 9, 2, 2), 7.0, dtype=torch.float64))),
+    (features, lambda: (seqs(30, 6, torch.long), torch.zeros(30, 6, dtype=torch.float64))),
+    (features, lambda: (seqs(30, 6, torch.long), torch.zeros(30, 6, dtype=torch.bool))),
 ])
 def test_the_loops_values(f, make):
     compare(f, make)
@@ -98,14 +98,18 @@ def test_the_rewritten_source():
 
 
 @pytest.mark.parametrize("make,why", [
-    (lambda: (seqs(20, 6) + [torch.zeros(3)], torch.zeros(21, 6, dtype=torch.long)), "dtype"),
-    (lambda: (seqs(20, 6, tail=(2,)) + [torch.zeros(3, 3, dtype=torch.long)], torch.zeros(21, 6, 2, dtype=torch.long)), "past"),
-    (lambda: (seqs(20, 9, low=8), torch.zeros(20, 6, dtype=torch.long)), "columns"),    # (the loop raises)
-    (lambda: (seqs(20, 6), torch.zeros(15, 6, dtype=torch.long)), "rows"),              # (IndexError)
+    (lambda: (seqs(30, 6) + [torch.zeros(3)], torch.zeros(31, 6, dtype=torch.long)), "dtype"),
+    (lambda: (seqs(30, 6, tail=(2,)) + [torch.zeros(3, 3, dtype=torch.long)], torch.zeros(31, 6, 2, dtype=torch.long)), "past"),
+    (lambda: (seqs(30, 9, low=8), torch.zeros(30, 6, dtype=torch.long)), "columns"),    # (the loop raises)
+    (lambda: (seqs(30, 6), torch.zeros(15, 6, dtype=torch.long)), "rows"),              # (IndexError)
     (lambda: (seqs(5, 6), torch.zeros(5, 6, dtype=torch.long)), "faster"),
-    (lambda: (seqs(20, 6, torch.complex64), torch.zeros(20, 6, dtype=torch.complex64)), "complex"),
-    (lambda: ([t.float().requires_grad_() for t in seqs(20, 6)], torch.zeros(20, 6)), "grad"),
-    (lambda: (seqs(20, 6), torch.zeros(6, 20, dtype=torch.long).t()), "contiguous"),
+    (lambda: (seqs(30, 6, torch.complex64), torch.zeros(30, 6, dtype=torch.complex64)), "complex"),
+    (lambda: ([t.float().requires_grad_() for t in seqs(30, 6)], torch.zeros(30, 6)), "grad"),
+    (lambda: (seqs(30, 6), torch.zeros(6, 30, dtype=torch.long).t()), "contiguous"),
+    (lambda: (seqs(30, 6, torch.float64), torch.zeros(30, 6, dtype=torch.int32)), "floating"),
+    (lambda: (seqs(30, 6, torch.float64), torch.zeros(30, 6, dtype=torch.bfloat16)), "floating"),
+    (lambda: (seqs(30, 6), torch.zeros(30, 6, dtype=torch.uint32)), "dtype"),
+    (lambda: (seqs(30, 300, torch.float32, (8,)), torch.zeros(30, 300, 8)), "long"),
 ])
 def test_refused_calls_run_the_loop(make, why):
     compare(features, make)
@@ -116,8 +120,8 @@ def test_refused_calls_run_the_loop(make, why):
 def test_sequences_that_are_the_targets_rows_run_the_loop():
     """A sequence that is a view of the target reads what an earlier iteration stored."""
     def make():
-        out = torch.arange(20 * 8).reshape(20, 8)
-        return [out[(i + 1) % 20, :3 + i % 4] for i in range(20)], out
+        out = torch.arange(30 * 8).reshape(30, 8)
+        return [out[(i + 1) % 30, :3 + i % 4] for i in range(30)], out
 
     compare(features, make)
     assert any("shares memory" in n for n in explain(features, *make()).notes)
@@ -131,12 +135,12 @@ def test_targets_sharing_memory_run_the_loop():
         return a, b
 
     def make():
-        buf = torch.ones(40, 6, dtype=torch.long)
-        return seqs(20, 6), buf[:20], buf[10:30]
+        buf = torch.ones(60, 6, dtype=torch.long)
+        return seqs(30, 6), buf[:30], buf[15:45]
 
     compare(two, make)
     assert any("two targets" in n for n in explain(two, *make()).notes)
-    compare(two, lambda: (seqs(20, 6), torch.ones(20, 6, dtype=torch.long), torch.ones(20, 6, dtype=torch.long)))
+    compare(two, lambda: (seqs(30, 6), torch.ones(30, 6, dtype=torch.long), torch.ones(30, 6, dtype=torch.long)))
 
 
 def test_numbers_out_of_a_targets_range_run_the_loop():
@@ -145,16 +149,44 @@ def test_numbers_out_of_a_targets_range_run_the_loop():
             ids[i, :len(s)] = s
             m[i, :len(s)] = 300
 
-    compare(flags, lambda: (seqs(20, 6), torch.zeros(20, 6, dtype=torch.long), torch.zeros(20, 6, dtype=torch.uint8)))
-    compare(flags, lambda: (seqs(20, 6), torch.zeros(20, 6, dtype=torch.long), torch.zeros(20, 6, dtype=torch.int16)))
+    compare(flags, lambda: (seqs(30, 6), torch.zeros(30, 6, dtype=torch.long), torch.zeros(30, 6, dtype=torch.uint8)))
+    compare(flags, lambda: (seqs(30, 6), torch.zeros(30, 6, dtype=torch.long), torch.zeros(30, 6, dtype=torch.int16)))
     assert ragged_rt._converts(300, torch.int16) and not ragged_rt._converts(300, torch.uint8)
     assert not ragged_rt._converts(1.5, torch.int32) and ragged_rt._converts(1.5, torch.bool)
+    assert not ragged_rt._converts(1e300, torch.float32) and not ragged_rt._converts(10 ** 23, torch.float64)
+
+    def big(seqs, ids, m, v):
+        for i, s in enumerate(seqs):
+            ids[i, :len(s)] = s
+            m[i, :len(s)] = 1e300        # (float32 raises after ids took its rows in the loop's first)
+
+    compare(big, lambda: (seqs(30, 6), torch.zeros(30, 6, dtype=torch.long), torch.zeros(30, 6), 0))
+    compare(big, lambda: (seqs(30, 6), torch.zeros(30, 6, dtype=torch.long), torch.zeros(30, 6, dtype=torch.float64), 0))
+
+
+def test_an_infinite_constant_keeps_the_loop():
+    def inf(seqs, m):
+        for i, s in enumerate(seqs):
+            m[i, :len(s)] = 1e400
+
+    compare(inf, lambda: (seqs(30, 6), torch.zeros(30, 6)))
+    assert explain(inf).loops[0].strategy != "ragged"
+
+
+def test_functions_that_read_their_locals_are_left_alone():
+    def peek(seqs, out):
+        for i, s in enumerate(seqs):
+            out[i, :len(s)] = s
+        return sorted(locals())
+
+    compare(peek, lambda: (seqs(30, 6), torch.zeros(30, 6, dtype=torch.long)))
+    assert explain(peek).loops[0].strategy == "python"
 
 
 def test_traceback_points_at_the_users_line():
     fast = autovec(features)
     with pytest.raises(RuntimeError) as info:
-        fast(seqs(20, 9, low=8), torch.zeros(20, 6, dtype=torch.long))
+        fast(seqs(30, 9, low=8), torch.zeros(30, 6, dtype=torch.long))
     frame = traceback.extract_tb(info.tb)[-1]
     assert frame.filename == __file__ and "out[i, :len(s)] = s" in frame.line
 
@@ -179,4 +211,4 @@ def test_forms_it_leaves_alone():
 
     for f in (left_pad, reads_target, index_after, other_bound):
         assert all(r.strategy != "ragged" for r in explain(f).loops), f.__name__
-    compare(index_after, lambda: (seqs(20, 6), torch.zeros(20, 6, dtype=torch.long)))
+    compare(index_after, lambda: (seqs(30, 6), torch.zeros(30, 6, dtype=torch.long)))

@@ -31,11 +31,7 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
     ctx = Context(fn=fn, parent=nm.parents(fn), local_names=local_names, env=env,
                   cellvars=frozenset(cap.fn.__code__.co_cellvars) | _declared_outside(fn))
 
-    blocked = _dynamic_scope(fn, env, local_names)
-    if not blocked and (any(n.startswith("_av_") for n in local_names) or any(
-            isinstance(n, ast.Name) and n.id.startswith("_av_") for n in ast.walk(fn))):
-        # (generated code's names and its templates' placeholders, codegen.template, start so)
-        blocked = "names starting with `_av_` are reserved for autovec's generated code"
+    blocked = blocked_by(cap, env, local_names)
     infos: list[LoopInfo] = []
     planned_spans: list[tuple[int, int]] = []
     loop_id = 0
@@ -142,6 +138,21 @@ def _loops_in_order(fn: ast.FunctionDef) -> list[ast.AST]:
     nested = {id(m) for c in comps for m in ast.walk(c) if m is not c}
     found = [n for n in found if id(n) not in nested]
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def blocked_by(cap: Captured, env, local_names=None) -> str | None:
+    """Why no loop of the function is rewritten (it inspects its local variables, or uses the
+    names generated code uses), or None."""
+    fn = cap.tree
+    if local_names is None:
+        local_names = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+        local_names |= {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a} | nm.stores(fn)
+    blocked = _dynamic_scope(fn, env, local_names)
+    if not blocked and (any(n.startswith("_av_") for n in local_names) or any(
+            isinstance(n, ast.Name) and n.id.startswith("_av_") for n in ast.walk(fn))):
+        # (generated code's names and its templates' placeholders, codegen.template, start so)
+        blocked = "names starting with `_av_` are reserved for autovec's generated code"
+    return blocked
 
 
 def _dynamic_scope(fn: ast.FunctionDef, env, local_names) -> str | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import math
 from dataclasses import dataclass, field
 
 from ..frontend import Captured
@@ -131,6 +132,8 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> RaggedPla
             value = -v.operand.value
         else:
             return None
+        if type(value) is float and not math.isfinite(value):
+            return None     # (`1e400`: no literal in the generated code spells it)
         targets.append(base.id)
         plan.stores.append((st, base.id, value))
     if not plan.stores:
