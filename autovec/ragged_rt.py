@@ -33,10 +33,11 @@ _DTYPE, _SHAPE, _DEVICE = operator.attrgetter("dtype"), operator.attrgetter("sha
 _REQUIRES_GRAD, _NBYTES = operator.attrgetter("requires_grad"), operator.attrgetter("nbytes")
 
 
-def _guard(self, loop_id, seqs, targets, values, which):
-    """(rows, columns, mask, concatenated sequences, values, targets' indices), or None."""
+def _guard(self, loop_id, seqs, targets, values, which, left=()):
+    """What the stores need (_store), or None. `left`: per store, whether it pads before the
+    sequence (`T[i, -len(s):]`)."""
     try:
-        return _checked(self, loop_id, seqs, targets, values, which)
+        return _checked(self, loop_id, seqs, targets, values, which, left)
     except Exception as e:    # noqa: BLE001 (a tensor kind the checks cannot read: the loop decides)
         self._note(loop_id, "python", f"the check raised {type(e).__name__}: {e}")
         return None
@@ -47,7 +48,7 @@ def _refuse(self, loop_id, why):
     return None
 
 
-def _checked(self, loop_id, seqs, targets, values, which):
+def _checked(self, loop_id, seqs, targets, values, which, left):
     t = type(seqs)
     if t is not list and t is not tuple:
         return _refuse(self, loop_id, "the sequences are not a list or tuple")
@@ -89,6 +90,9 @@ def _checked(self, loop_id, seqs, targets, values, which):
     for k, v in enumerate(values):
         if v is not None and not _converts(v, targets[which[k]].dtype):
             return _refuse(self, loop_id, "a number the stores convert out of the target's range")
+    if any(left) and min(lens) < 1:
+        # (`T[i, -0:]` is the whole row: the loop stores an empty sequence into it, and raises)
+        return _refuse(self, loop_id, "an empty sequence padded from the left")
     starts = list(map(Tensor.data_ptr, seqs))
     sizes = list(map(_NBYTES, seqs)) if all(map(Tensor.is_contiguous, seqs)) else list(map(_extent, seqs))
     ends = list(map(operator.add, starts, sizes))
@@ -99,10 +103,11 @@ def _checked(self, loop_id, seqs, targets, values, which):
                 return _refuse(self, loop_id, "two targets share memory")
         if s < hi and lo < e and any(x < e and s < y for x, y in zip(starts, ends) if x != y):
             return _refuse(self, loop_id, "a sequence shares memory with a target")
-    mask = torch.arange(longest, device=device) < torch.tensor(lens, device=device)[:, None]
+    counts = torch.tensor(lens, device=device)[:, None]
+    mask = torch.arange(longest, device=device) < counts if not all(left) else None
     cat = torch.cat(seqs) if None in values else None
     self._note(loop_id, "vectorized", "ragged")
-    return n, longest, mask, cat, values
+    return n, longest, mask, cat, values, left, counts
 
 
 def _converts(v, dtype) -> bool:
@@ -127,12 +132,19 @@ _DTYPES = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64
 
 
 def _store(self, T, got, j):
-    n, longest, mask, cat, values = got
+    """The store `j` of every row at once: the positions the loop writes, row by row, are the
+    mask's true ones in row-major order, which is the concatenation's order."""
+    n, longest, mask, cat, values, left, counts = got
     v = values[j]
-    if v is None:
-        T[:n, :longest][mask] = cat if cat.dtype is T.dtype else cat.to(T.dtype)
+    if left and left[j]:
+        width = T.shape[1]
+        view, mask = T[:n], torch.arange(width, device=counts.device) >= width - counts
     else:
-        T[:n, :longest][mask] = v
+        view = T[:n, :longest]
+    if v is None:
+        view[mask] = cat if cat.dtype is T.dtype else cat.to(T.dtype)
+    else:
+        view[mask] = v
 
 
 FunctionRuntime.rg_guard = _guard

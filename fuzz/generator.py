@@ -5148,8 +5148,8 @@ def lost_stop40(self):
     lengths padded into rows beside their mask, with casts, constants, too few columns, a
     sequence that is a view of the target (ragged)."""
     self.variants = True
-    n = self.pick([12, 16, 24])
     form = self.pick(["adam", "adam", "rms", "alias", "ragged", "ragged", "ragged2"])
+    n = self.pick([12, 16, 24] if form in ("adam", "rms", "alias") else [24, 32])
     dt = self.pick(["float32", "float32", "float64"])
     shapes = f"[({self.rng.randint(1, 4)} + k % 3, 2 + k % 2) if k % 2 else ({self.rng.randint(1, 6)} + k % 4,) for k in range({n})]"
     if form in ("adam", "rms", "alias"):
@@ -5194,7 +5194,8 @@ def lost_stop40(self):
     tdt = self.pick(["long", "long", "int32", "float32", "bool", "uint8"])
     sdt = self.pick(["long", "long", "float64", "int16"])
     cols = self.pick(["12", "12", "10"])
-    self.param("seqs", f"[_tensor(g, (int(k),), torch.{sdt}) for k in torch.randint(0, 13, ({n},), generator=g)]")
+    low = self.pick(["0", "1"])
+    self.param("seqs", f"[_tensor(g, (int(k),), torch.{sdt}) for k in torch.randint({low}, 13, ({n},), generator=g)]")
     self.param("ids", f"torch.zeros({n} + variant, {cols}, dtype=torch.{tdt})")
     self.param("mask", f"torch.zeros({n}, {cols}, dtype=torch.{self.pick(['bool', 'uint8', 'float32'])})")
     if self.chance(0.2):
@@ -5202,7 +5203,10 @@ def lost_stop40(self):
     const = self.pick(["1", "True", "-1", "300", "1.5"])
     if form == "ragged":
         self.emit(1, "for i, s in enumerate(seqs):")
-        self.emit(2, f"ids[i, :{self.pick(['len(s)', 's.shape[0]', 's.size(0)'])}] = s")
+        if self.chance(0.3):
+            self.emit(2, f"ids[i, -{self.pick(['len(s)', 's.shape[0]', 's.size(0)'])}:] = s")
+        else:
+            self.emit(2, f"ids[i, :{self.pick(['len(s)', 's.shape[0]', 's.size(0)'])}] = s")
         self.emit(2, f"mask[i, :len(s)] = {const}")
     else:
         self.emit(1, "for i in range(len(seqs)):")

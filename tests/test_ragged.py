@@ -192,10 +192,6 @@ def test_traceback_points_at_the_users_line():
 
 
 def test_forms_it_leaves_alone():
-    def left_pad(seqs, out):
-        for i, s in enumerate(seqs):
-            out[i, -len(s):] = s          # (`-0:` is the whole row)
-
     def reads_target(seqs, out):
         for i, s in enumerate(seqs):
             out[i, :len(s)] = s + out[i, 0]
@@ -209,6 +205,38 @@ def test_forms_it_leaves_alone():
         for i, s in enumerate(seqs):
             out[i, :k] = s
 
-    for f in (left_pad, reads_target, index_after, other_bound):
+    for f in (reads_target, index_after, other_bound):
         assert all(r.strategy != "ragged" for r in explain(f).loops), f.__name__
     compare(index_after, lambda: (seqs(30, 6), torch.zeros(30, 6, dtype=torch.long)))
+
+
+def left_scaled(seqs, ids, mask):
+    for i, s in enumerate(seqs):
+        ids[i, -len(s):] = s * 2          # (a value other than the sequence: not taken)
+        mask[i, -len(s):] = True
+    return ids, mask
+
+
+def left_and_right(seqs, ids, mask):
+    for i in range(len(seqs)):
+        n = seqs[i].size(0)
+        ids[i][-n:] = seqs[i]
+        mask[i, :n] = 1
+    return ids, mask
+
+
+def test_left_padding():
+    make = lambda: (seqs(30, 6, low=1), torch.zeros(30, 8, dtype=torch.long), torch.zeros(30, 8, dtype=torch.bool))   # noqa: E731
+    compare(left_and_right, make)
+    ex = explain(left_and_right, *make())
+    assert ex.loops[0].strategy == "ragged" and ex.path == "vectorized", ex.notes
+    assert "torch.arange(ids.shape[1]) >= ids.shape[1]" in ex.rewritten_source
+    # an empty sequence: `ids[i][-0:]` is the whole row, where the loop raises
+    empty = lambda: (seqs(30, 6, low=1)[:-1] + [torch.zeros(0, dtype=torch.long)],     # noqa: E731
+                     torch.zeros(30, 8, dtype=torch.long), torch.zeros(30, 8, dtype=torch.bool))
+    compare(left_and_right, empty)
+    assert any("left" in n for n in explain(left_and_right, *empty()).notes)
+    # longer than the row: the loop raises at that row
+    compare(left_and_right, lambda: (seqs(30, 9, low=9), torch.zeros(30, 8, dtype=torch.long),
+                                     torch.zeros(30, 9, dtype=torch.bool)))
+    assert explain(left_scaled).loops[0].strategy != "ragged"

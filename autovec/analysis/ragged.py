@@ -119,8 +119,14 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> RaggedPla
         else:
             return None
         if not (isinstance(base, ast.Name) and isinstance(first, ast.Name) and first.id == index
-                and isinstance(span, ast.Slice) and span.lower is None and span.step is None
-                and span.upper is not None and _length_of(span.upper, elem, aliases)):
+                and isinstance(span, ast.Slice) and span.step is None):
+            return None
+        if span.lower is None and span.upper is not None and _length_of(span.upper, elem, aliases):
+            side = "right"      # (`T[i, :len(s)]`: padding after the sequence)
+        elif span.upper is None and isinstance(span.lower, ast.UnaryOp) and isinstance(span.lower.op, ast.USub) \
+                and _length_of(span.lower.operand, elem, aliases):
+            side = "left"       # (`T[i, -len(s):]`: padding before it, a decoder's batch)
+        else:
             return None
         v = st.value
         if elem(v):
@@ -135,7 +141,7 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> RaggedPla
         if type(value) is float and not math.isfinite(value):
             return None     # (`1e400`: no literal in the generated code spells it)
         targets.append(base.id)
-        plan.stores.append((st, base.id, value))
+        plan.stores.append((st, base.id, value, side))
     if not plan.stores:
         return None
     if any(t in bound or t == list_name or isinstance(seqs, ast.Name) and t == seqs.id for t in targets):
@@ -153,17 +159,19 @@ def lower(plan: RaggedPlan, namer, runtime):
     seqs, got = namer.new(f"_av_rq{k}"), namer.new(f"_av_rg{k}")
     loop = plan.loop
     targets = []
-    for _, t, _ in plan.stores:
+    for _, t, _, _ in plan.stores:
         if t not in targets:
             targets.append(t)
-    values = tuple(v for _, _, v in plan.stores)
-    which = tuple(targets.index(t) for _, t, _ in plan.stores)
+    values = tuple(v for _, _, v, _ in plan.stores)
+    which = tuple(targets.index(t) for _, t, _, _ in plan.stores)
+    sides = tuple(side == "left" for _, _, _, side in plan.stores)
     head = ast.parse("\n".join([
         f"{seqs} = {ast.unparse(plan.seqs)}",
-        f"{got} = {runtime}.rg_guard({k}, {seqs}, ({''.join(t + ', ' for t in targets)}), {values!r}, {which!r})"])).body
+        f"{got} = {runtime}.rg_guard({k}, {seqs}, ({''.join(t + ', ' for t in targets)}), {values!r}, {which!r}, "
+        f"{sides!r})"])).body
     set_lines(head, loop.lineno)
     fast = []
-    for j, (st, t, v) in enumerate(plan.stores):
+    for j, (st, t, v, _) in enumerate(plan.stores):
         node = ast.parse(f"{runtime}.rg_store({t}, {got}, {j})").body[0]
         set_lines([node], st.lineno, st.end_lineno)
         fast.append(node)
@@ -183,9 +191,12 @@ def _display(plan: RaggedPlan):
     s = ast.unparse(plan.seqs)
     lines = [f"_lens = [len(_s) for _s in {s}]",
              f"_mask = torch.arange(max(_lens)) < torch.tensor(_lens)[:, None]"]
-    for _, t, v in plan.stores:
+    for _, t, v, side in plan.stores:
         value = f"torch.cat({s}).to({t}.dtype)" if v is None else repr(v)
-        lines.append(f"{t}[:len({s}), :max(_lens)][_mask] = {value}")
+        if side == "left":
+            lines.append(f"{t}[:len({s})][torch.arange({t}.shape[1]) >= {t}.shape[1] - torch.tensor(_lens)[:, None]] = {value}")
+        else:
+            lines.append(f"{t}[:len({s}), :max(_lens)][_mask] = {value}")
     nodes = ast.parse("\n".join(lines)).body
     set_lines(nodes, plan.loop.lineno, plan.loop.end_lineno)
     return nodes
