@@ -27,7 +27,7 @@ from .analysis.reversal import front_builds, reversed_walks, settle
 from .analysis.unbind import unbind_walks
 from . import foreach_rt, ragged_rt  # noqa: F401  (the foreach and ragged strategies' run-time methods)
 from .analysis import foreach, ragged
-from .codegen import build_function
+from .codegen import Namer, all_names, build_function
 from .plan import indexed
 from .explain import Explanation, LoopReport
 from .frontend import NoSource, capture
@@ -126,12 +126,15 @@ class FunctionState:
         self.original_source = ast.unparse(cap.tree)
         written = {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}    # (the names it reads as written)
         # loops that update lists of tensors in place: `_foreach_` calls (analysis/foreach.py); loops
-        # that pad a list of sequences into rows: masked stores (analysis/ragged.py). Each loop is
-        # held out of the passes below by a stand-in statement that reads what the loop reads
+        # that pad a list of sequences into rows: masked stores (analysis/ragged.py). Each loop goes
+        # on through the passes and the analysis below as the `else` of a stand-in `if`: where a
+        # call's check refuses, the loop runs as the other strategies make it
         fe_plans = [] if blocked_by(cap, env) else foreach.find(cap, (foreach.match, ragged.match))
+        slots = Namer(all_names(cap.tree))
         for k, p in enumerate(fe_plans):
             p.loop_id = _FOREACH_IDS + k
-            _stand_in(cap.tree, p, f"_av_fe_slot{k}")
+            p.slot = slots.new("autovec_special")   # (not `_av_`: those names block every loop)
+            _stand_in(cap.tree, p)
         named_iterables(cap)  # `for i in torch.arange(n)` as `i_values = torch.arange(n); for i in i_values`
         drop_loop_else(cap)   # `for ..: body else: tail` without a `break` as the loop followed by `tail`
         returns_as_breaks(cap)   # `for ..: if c: return v` as `returned = v; returning = True; break`, then a return
@@ -206,6 +209,15 @@ class FunctionState:
             pieces, steps = settle(cap, fronts, walks, walk_refusals, infos, pieces, steps, reports)
             matches = {info.plan.loop_id: matches[info.plan.loop_id] for info, _ in pieces}
         self.reports = reports
+        for p in fe_plans:
+            at = next((j for j, r in enumerate(reports) if r.lineno == p.loop.lineno), None)
+            other = f"; where a call's check refuses, {reports[at].strategy}: {reports[at].reason}" if at is not None else ""
+            report = LoopReport(p.loop.lineno, p.header, p.strategy, p.reason + other)
+            if at is None:
+                reports.append(report)
+            else:
+                reports[at] = report
+        reports.sort(key=lambda r: r.lineno)
         if self.strict:
             blocked = [r for r in reports if not r.vectorized]
             if blocked:
@@ -229,9 +241,6 @@ class FunctionState:
             else:
                 kept.append(info)
         steps = kept
-        for p in fe_plans:
-            reports.append(LoopReport(p.loop.lineno, ast.unparse(p.loop).splitlines()[0], p.strategy, p.reason))
-        reports.sort(key=lambda r: r.lineno)
         self.reports = reports
         if not pieces and not steps and not fe_plans:
             self.rewritten_source = self.original_source
@@ -240,13 +249,13 @@ class FunctionState:
         lower_steps = [(info, functools.partial(compile_lowering.lower, info.step, namer=namer, runtime=namer.runtime))
                        for info in steps]
         rw = apply(cap.tree, pieces, lower_steps)
-        for k, p in enumerate(fe_plans):
-            stmts, display = p.lower(namer, namer.runtime)
-            _put_back(rw.tree, f"_av_fe_slot{k}", stmts)
-            _put_back(rw.display, f"_av_fe_slot{k}", display)
+        for p in fe_plans:
+            head, test, fast, display = p.lower(namer, namer.runtime)
+            _put_back(rw.tree, p.slot, lambda old: head + [ast.copy_location(ast.If(test=test, body=fast, orelse=old.orelse), old)])
+            _put_back(rw.display, p.slot, lambda old: display)
         self.runtime = FunctionRuntime(cap.qualname, matches, env.resolve)
         self.runtime.steps = {info.step.loop_id: Stepping(info.step, self.fallback) for info in steps}
-        self.runtime.foreach = {p.loop_id: p.loop.lineno for p in fe_plans}
+        self.runtime.foreach = {p.loop_id: (p.loop.lineno, p.strategy) for p in fe_plans}
         self.runtime.layouts = {info.plan.loop_id: low.layout for info, low in pieces}
         # per indexed tensor of the guard's: whether a read before its first row is Python's index
         # from the end (not a unit slice's)
@@ -417,28 +426,29 @@ def _quiet_this_thread():
 _FOREACH_IDS = 10_000     # (foreach loops' ids: apart from the planned loops' and compiled steps')
 
 
-def _stand_in(tree, plan, name):
-    """Replace a foreach loop with `name(a, b, ..)`, a call of the names the loop reads, so that the
-    passes and the analysis of the other loops neither see the loop nor miss what it reads."""
+def _stand_in(tree, plan):
+    """Put a foreach or ragged loop in the `else` of `if <slot>(): pass`: the passes and the
+    analysis see the loop where it is (planned by the other strategies, or kept), and _put_back
+    finds the `if` by its test."""
     parent = _parents(tree)[plan.loop]
-    reads = sorted({n.id for n in ast.walk(plan.loop) if isinstance(n, ast.Name)})
-    call = ast.Expr(value=ast.Call(func=ast.Name(id=name, ctx=ast.Load()),
-                                   args=[ast.Name(id=r, ctx=ast.Load()) for r in reads], keywords=[]))
-    ast.copy_location(call, plan.loop)
-    ast.fix_missing_locations(call)
-    _replace(parent, plan.loop, call)
+    test = ast.Call(func=ast.Name(id=plan.slot, ctx=ast.Load()), args=[], keywords=[])
+    node = ast.If(test=test, body=[ast.Pass()], orelse=[plan.loop])
+    for n in (node, test, test.func, node.body[0]):
+        ast.copy_location(n, plan.loop)
+    _replace(parent, plan.loop, node)
 
 
-def _put_back(tree, name, stmts):
+def _put_back(tree, slot, make):
+    """Replace the stand-in `if` whose test calls `slot` with make(that if)."""
     for node in ast.walk(tree):
         for field, value in ast.iter_fields(node):
             if isinstance(value, list):
                 for k, v in enumerate(value):
-                    if isinstance(v, ast.Expr) and isinstance(v.value, ast.Call) and isinstance(v.value.func, ast.Name) \
-                            and v.value.func.id == name:
-                        value[k:k + 1] = stmts
+                    if isinstance(v, ast.If) and isinstance(v.test, ast.Call) and isinstance(v.test.func, ast.Name) \
+                            and v.test.func.id == slot:
+                        value[k:k + 1] = make(v)
                         return
-    raise LookupError(f"{name} not found")
+    raise LookupError(f"{slot} not found")
 
 
 def _see_device(rt, args):
@@ -715,7 +725,11 @@ def explain(fn, *args, **kwargs) -> Explanation:
     timed = {}
     for loop_id, path, reason, est in events:
         lineno = rt.matches[loop_id].plan.lineno if loop_id in rt.matches else \
-            rt.foreach[loop_id] if loop_id in rt.foreach else rt.steps[loop_id].plan.lineno
+            rt.foreach[loop_id][0] if loop_id in rt.foreach else rt.steps[loop_id].plan.lineno
+        if loop_id in rt.foreach and path == "python":
+            # (the loop then runs as the other strategies make it: their word on the line follows)
+            ex.notes.append(f"line {lineno}: the {rt.foreach[loop_id][1]} form does not take this call: {reason}")
+            continue
         if path != "estimate":
             by_line[lineno] = (path, reason)
         if loop_id in rt.steps and path in ("python", "compile"):

@@ -26,7 +26,6 @@ written tensors average over `_LARGE_BYTES` runs as written.
 """
 from __future__ import annotations
 
-import inspect
 import operator
 import types
 
@@ -51,26 +50,27 @@ _STRIDED = {torch.strided}
 
 FE = types.SimpleNamespace(**{n[len("_foreach_"):]: getattr(torch, n) for n in dir(torch) if n.startswith("_foreach_")})
 
-# generators whose elements are a module's own tensors (taking them as a list first changes
-# nothing the loop sees: the body only updates tensors in place)
-_GENERATORS = tuple(f.__code__ for f in (torch.nn.Module.parameters, torch.nn.Module.buffers))
 
 
-def _lists(self, loop_id, iters, made=()):
-    """The iterables, with a module's parameter or buffer generator taken as a list (the loop
-    as written then walks that list). Only a generator the loop's header made (`zip(a.parameters(),
-    ..)`, which nothing else holds: how far the loop would have run it is never seen), once, of
-    a module whose every submodule walks its members with torch's own methods (an override could
-    print, raise part-way, or read what the loop changes)."""
-    out = None
-    for k, it in enumerate(iters):
-        if type(it) is types.GeneratorType and made[k] and it.gi_code in _GENERATORS and it.gi_frame is not None \
-                and inspect.getgeneratorstate(it) == inspect.GEN_CREATED and sum(x is it for x in iters) == 1 \
-                and _plain_module(it.gi_frame.f_locals.get("self")):
-            if out is None:
-                out = list(iters)
-            out[k] = list(it)
-    return iters if out is None else tuple(out)
+def _lists(self, loop_id, iters):
+    """The lists the loop walks, from (root, how, key) per iterable (analysis.foreach._access),
+    or None where one is not reached without an effect: a module's generator taken as a list
+    only where the module and its submodules walk their members with torch's own methods
+    (nothing else holds that generator: how far the loop would run it is never seen), a key
+    read only from a dict."""
+    out = []
+    for root, how, key in iters:
+        if how == 0:
+            out.append(root)
+        elif how == 1:
+            if not _plain_module(root):
+                return None
+            out.append(list(getattr(root, key)()))
+        elif type(root) is dict and key in root:
+            out.append(root[key])
+        else:
+            return None
+    return tuple(out)
 
 
 _WALKS = ("parameters", "buffers", "named_parameters", "named_buffers", "named_modules", "_named_members",

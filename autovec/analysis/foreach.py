@@ -78,6 +78,8 @@ class ForeachPlan:
     loop_id: int = 0
     strategy: str = "foreach"
     reason: str = ""
+    header: str = ""
+    lines: list = field(default_factory=list)     # per statement of `ops`: its (first, last) line
 
     def lower(self, namer, runtime):
         return lower(self, namer, runtime)
@@ -360,10 +362,8 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> ForeachPl
         targets = {tgt.id: 0}
     else:
         return None
-    for e in iters:
-        if isinstance(e, ast.Call) and not (isinstance(e.func, ast.Attribute) and e.func.attr in ("parameters", "buffers")
-                                            and not e.args and not e.keywords):
-            return None     # (a call's result other than a module's own generators: range, enumerate, list(..))
+    if not all(_iterable(e) for e in iters):
+        return None     # (an iterable the loop as written would evaluate again with an effect: _access)
     plan = ForeachPlan(loop, form, iters, length, nograd=nograd, reason=REASON)
     m = _Match(cap, local, plan, targets, index)
     if form != "index":
@@ -393,6 +393,11 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> ForeachPl
     bound = set(targets) | set(m.locals) | ({index} if index else set())
     if bound & elsewhere or set(plan.leaves) & _assigned_in(body):
         return None
+    # (the passes after this one may change the loop's nodes: what lower reads is kept as it is now)
+    plan.header = ast.unparse(loop).splitlines()[0]
+    plan.iters, plan.scalars = copy.deepcopy(plan.iters), copy.deepcopy(plan.scalars)
+    plan.nograd = copy.deepcopy(plan.nograd)
+    plan.lines = [(st.lineno, st.end_lineno) for st, _ in plan.ops]
     return plan
 
 
@@ -405,8 +410,9 @@ def _fill(code: str, names: dict) -> str:
 
 
 def lower(plan: ForeachPlan, namer, runtime: str):
-    """(statements replacing the loop, display statements). The loop's own statements keep
-    their lines in the fallback; each `_foreach_` call gets the line of the statement it runs."""
+    """(statements before the loop, the test that takes the `_foreach_` calls, those calls,
+    display statements): api puts them around the loop as the other strategies left it (its
+    `else`). Each `_foreach_` call gets the line of the statement it runs."""
     from ..codegen import set_lines
     k = plan.loop_id
     lists, got, scal = namer.new(f"_av_fe{k}"), namer.new(f"_av_fg{k}"), namer.new(f"_av_fs{k}")
@@ -421,14 +427,12 @@ def lower(plan: ForeachPlan, namer, runtime: str):
                 v = c.split(" ", 1)[0]
                 names[v] = namer.new(f"_av_fv{k}_{v[2:]}")
     loop = plan.loop
-    iters = "".join(ast.unparse(e) + ", " for e in plan.iters)
+    iters = "".join(_access(e) + ", " for e in plan.iters)
     spec = repr(spec_of(plan))
     maps = tuple(plan.leaves.index(x) for x in sorted(plan.mappings))
-    made = tuple(isinstance(e, ast.Call) for e in plan.iters)     # (a generator the header makes: nothing else holds it)
-    first = [f"{lists} = {runtime}.fe_lists({k}, ({iters}), {made!r})"]
-    if plan.form == "index":
-        # (a list's name may be unbound where the loop would raise only after earlier statements)
-        first = ["try:", "    " + first[0], f"except {runtime}.Error:", f"    {lists} = None"]
+    # (a name may be unbound where the loop would raise only after earlier statements; the loop
+    # then runs as the other strategies make it, and raises there)
+    first = ["try:", f"    {lists} = {runtime}.fe_lists({k}, ({iters}))", f"except {runtime}.Error:", f"    {lists} = None"]
     head = ast.parse("\n".join(first + [
         f"{got} = None",
         f"if {runtime}.fe_ready({spec}, {lists}):",
@@ -443,9 +447,9 @@ def lower(plan: ForeachPlan, namer, runtime: str):
     set_lines(head, loop.lineno)
     run = ast.parse(f"for {chunk} in {got}:\n    {''.join(x + ', ' for x in slot_names)}= {chunk}").body[0]
     set_lines([run], loop.lineno)
-    for st, codes in plan.ops:
+    for (first, last), (_, codes) in zip(plan.lines, plan.ops):
         nodes = [ast.parse(_fill(c, names)).body[0] for c in codes]
-        set_lines(nodes, st.lineno, st.end_lineno)
+        set_lines(nodes, first, last)
         run.body += nodes
     fast = [run]
     if plan.nograd is not None:
@@ -456,19 +460,31 @@ def lower(plan: ForeachPlan, namer, runtime: str):
         fast = [w]
     done = ast.parse(f"{runtime}.fe_done({k})").body[0]
     set_lines([done], loop.lineno)
-    fallback = copy.deepcopy(loop)
-    if plan.form == "zip":
-        for j in range(len(plan.iters)):
-            fallback.iter.args[j] = ast.copy_location(ast.parse(f"{lists}[{j}]", mode="eval").body, loop.iter)
-    elif plan.form == "one":
-        fallback.iter = ast.copy_location(ast.parse(f"{lists}[0]", mode="eval").body, loop.iter)
     test = ast.parse(f"{got} is not None", mode="eval").body
-    branch = ast.If(test=test, body=fast + [done], orelse=[fallback])
     set_lines([test], loop.lineno)
-    ast.copy_location(branch, loop)
-    out = head + [branch]
-    ast.fix_missing_locations(ast.Module(body=out, type_ignores=[]))
-    return out, _display(plan)
+    ast.fix_missing_locations(ast.Module(body=head + fast + [done], type_ignores=[]))
+    return head, test, fast + [done], _display(plan)
+
+
+def _access(e) -> str:
+    """An iterable as (its root's value, how to reach the list from it): the name itself (0), a
+    module's `.parameters()` / `.buffers()` (1, the method's name: called only on a module that
+    walks its members with torch's own methods), a dict's `d[key]` (2, the key: read only from a
+    dict). The loop as written reads them again where a check refuses: none has an effect."""
+    if isinstance(e, ast.Name):
+        return f"({e.id}, 0, None)"
+    if isinstance(e, ast.Call):
+        return f"({e.func.value.id}, 1, {e.func.attr!r})"
+    return f"({e.value.id}, 2, {e.slice.value!r})"
+
+
+def _iterable(e) -> bool:
+    """A name, `m.parameters()` / `m.buffers()` of a name, or `d[key]` of a name (_access)."""
+    return (isinstance(e, ast.Name)
+            or isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr in ("parameters", "buffers")
+            and isinstance(e.func.value, ast.Name) and not e.args and not e.keywords
+            or isinstance(e, ast.Subscript) and isinstance(e.value, ast.Name) and isinstance(e.slice, ast.Constant)
+            and type(e.slice.value) in (str, int))
 
 
 def spec_of(plan: ForeachPlan) -> tuple:

@@ -39,10 +39,11 @@ class RaggedPlan:
     loop: ast.For
     seqs: ast.expr                      # the list's expression (enumerate's argument, or the name)
     form: str = "enumerate"             # or "index": `for i in range(len(L))` reading `L[i]`
-    stores: list = field(default_factory=list)   # (statement, target name, value: None for the sequence, or a constant)
+    stores: list = field(default_factory=list)   # (first line, last line, target name, value (None: the sequence), side)
     loop_id: int = 0
     strategy: str = "ragged"
     reason: str = REASON
+    header: str = ""
 
     def lower(self, namer, runtime):
         return lower(self, namer, runtime)
@@ -76,6 +77,8 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> RaggedPla
         index, name = tgt.elts[0].id, tgt.elts[1].id
         seqs = it.args[0]
         list_name = None
+        if not isinstance(seqs, ast.Name):
+            return None     # (a name: the loop as written reads it again where a check refuses)
     elif isinstance(it, ast.Call) and _resolves(cap, it.func, local, (builtins.range,)):
         a = it.args
         if it.keywords or len(a) != 1 or not isinstance(tgt, ast.Name) or not isinstance(a[0], ast.Call) \
@@ -150,40 +153,43 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> RaggedPla
     reads = {n.id for st in loop.body for n in ast.walk(st) if isinstance(n, ast.Name)}
     if bound & elsewhere or (reads - bound - set(targets) - {list_name, "len"}):
         return None
+    # (the passes after this one may change the loop's nodes: what lower reads is kept as it is now)
+    plan.header = ast.unparse(loop).splitlines()[0]
+    plan.seqs = copy.deepcopy(plan.seqs)
+    plan.stores = [(st.lineno, st.end_lineno, t, v, side) for st, t, v, side in plan.stores]
     return plan
 
 
 def lower(plan: RaggedPlan, namer, runtime):
     from ..codegen import set_lines
     k = plan.loop_id
-    seqs, got = namer.new(f"_av_rq{k}"), namer.new(f"_av_rg{k}")
+    got = namer.new(f"_av_rg{k}")
     loop = plan.loop
     targets = []
-    for _, t, _, _ in plan.stores:
+    for _, _, t, _, _ in plan.stores:
         if t not in targets:
             targets.append(t)
-    values = tuple(v for _, _, v, _ in plan.stores)
-    which = tuple(targets.index(t) for _, t, _, _ in plan.stores)
-    sides = tuple(side == "left" for _, _, _, side in plan.stores)
+    values = tuple(v for _, _, _, v, _ in plan.stores)
+    which = tuple(targets.index(t) for _, _, t, _, _ in plan.stores)
+    sides = tuple(side == "left" for _, _, _, _, side in plan.stores)
+    # (a target's name may be unbound where the loop never reads it, over no sequence: the loop as
+    # the other strategies make it then runs)
     head = ast.parse("\n".join([
-        f"{seqs} = {ast.unparse(plan.seqs)}",
-        f"{got} = {runtime}.rg_guard({k}, {seqs}, ({''.join(t + ', ' for t in targets)}), {values!r}, {which!r}, "
-        f"{sides!r})"])).body
+        "try:",
+        f"    {got} = {runtime}.rg_guard({k}, {plan.seqs.id}, ({''.join(t + ', ' for t in targets)}), {values!r}, "
+        f"{which!r}, {sides!r})",
+        f"except {runtime}.Error:",
+        f"    {got} = None"])).body
     set_lines(head, loop.lineno)
     fast = []
-    for j, (st, t, v, _) in enumerate(plan.stores):
+    for j, (first, last, t, v, _) in enumerate(plan.stores):
         node = ast.parse(f"{runtime}.rg_store({t}, {got}, {j})").body[0]
-        set_lines([node], st.lineno, st.end_lineno)
+        set_lines([node], first, last)
         fast.append(node)
-    fallback = copy.deepcopy(loop)
-    if plan.form == "enumerate":     # (the list walked as evaluated once; `range(len(L))` reads L's name again)
-        fallback.iter.args[0] = ast.copy_location(ast.Name(id=seqs, ctx=ast.Load()), plan.seqs)
     test = ast.parse(f"{got} is not None", mode="eval").body
     set_lines([test], loop.lineno)
-    branch = ast.copy_location(ast.If(test=test, body=fast, orelse=[fallback]), loop)
-    out = head + [branch]
-    ast.fix_missing_locations(ast.Module(body=out, type_ignores=[]))
-    return out, _display(plan)
+    ast.fix_missing_locations(ast.Module(body=head + fast, type_ignores=[]))
+    return head, test, fast, _display(plan)
 
 
 def _display(plan: RaggedPlan):
@@ -191,7 +197,7 @@ def _display(plan: RaggedPlan):
     s = ast.unparse(plan.seqs)
     lines = [f"_lens = [len(_s) for _s in {s}]",
              f"_mask = torch.arange(max(_lens)) < torch.tensor(_lens)[:, None]"]
-    for _, t, v, side in plan.stores:
+    for _, _, t, v, side in plan.stores:
         value = f"torch.cat({s}).to({t}.dtype)" if v is None else repr(v)
         if side == "left":
             lines.append(f"{t}[:len({s})][torch.arange({t}.shape[1]) >= {t}.shape[1] - torch.tensor(_lens)[:, None]] = {value}")
