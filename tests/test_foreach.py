@@ -523,3 +523,31 @@ def test_half_precision_keeps_the_loop():
     make = lambda: (tensors(dtype=torch.float16), tensors(dtype=torch.float16))   # noqa: E731
     compare(clamped, make)
     assert explain(clamped, *make()).path == "python"
+
+
+def beside_another_loop(xs, ys, x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] * 2)
+    for a, b in zip(xs, ys):
+        a.mul_(2).add_(b).div_(3)
+    return torch.stack(out)
+
+
+def rows_of_a_tensor(x, y):
+    for i in range(len(x)):
+        x[i].mul_(2).add_(y[i]).div_(3)
+    return x
+
+
+def test_the_other_loops_and_a_refused_call_keep_their_strategies(monkeypatch):
+    """A foreach loop leaves the function's other loops to their strategies, and a call its
+    check refuses (a tensor's rows, not a list) runs the loop as they make it."""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    ex = explain(beside_another_loop, tensors(), tensors(), torch.randn(40, 3))
+    assert [r.strategy for r in ex.loops] == ["broadcast", "foreach"], ex.loops
+    compare(beside_another_loop, lambda: (tensors(), tensors(), torch.randn(40, 3)))
+    ex = explain(rows_of_a_tensor, torch.randn(40, 3), torch.randn(40, 3))
+    assert ex.loops[0].strategy == "foreach" and ex.path == "vectorized"
+    assert any("does not take this call" in n for n in ex.notes)
+    compare(rows_of_a_tensor, lambda: (torch.randn(40, 3), torch.randn(40, 3)))

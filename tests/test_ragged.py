@@ -240,3 +240,11 @@ def test_left_padding():
     compare(left_and_right, lambda: (seqs(30, 9, low=9), torch.zeros(30, 8, dtype=torch.long),
                                      torch.zeros(30, 9, dtype=torch.bool)))
     assert explain(left_scaled).loops[0].strategy != "ragged"
+
+
+def test_rows_of_a_tensor_keep_the_other_strategies(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    make = lambda: (torch.randint(0, 9, (40, 6)), torch.zeros(40, 8, dtype=torch.long))   # noqa: E731
+    compare(features, make)
+    ex = explain(features, *make())
+    assert ex.path == "vectorized" and any("does not take this call" in n for n in ex.notes), ex.notes
