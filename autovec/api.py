@@ -211,6 +211,7 @@ class FunctionState:
         self.reports = reports
         for p in fe_plans:
             at = next((j for j, r in enumerate(reports) if r.lineno == p.loop.lineno), None)
+            p.other = at is not None and reports[at].vectorized
             other = f"; where a call's check refuses, {reports[at].strategy}: {reports[at].reason}" if at is not None else ""
             report = LoopReport(p.loop.lineno, p.header, p.strategy, p.reason + other)
             if at is None:
@@ -255,7 +256,7 @@ class FunctionState:
             _put_back(rw.display, p.slot, lambda old: display)
         self.runtime = FunctionRuntime(cap.qualname, matches, env.resolve)
         self.runtime.steps = {info.step.loop_id: Stepping(info.step, self.fallback) for info in steps}
-        self.runtime.foreach = {p.loop_id: (p.loop.lineno, p.strategy) for p in fe_plans}
+        self.runtime.foreach = {p.loop_id: (p.loop.lineno, p.strategy, p.other) for p in fe_plans}
         self.runtime.layouts = {info.plan.loop_id: low.layout for info, low in pieces}
         # per indexed tensor of the guard's: whether a read before its first row is Python's index
         # from the end (not a unit slice's)

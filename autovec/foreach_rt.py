@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 from torch.nn import Parameter
 
-from .runtime import FunctionRuntime, _any_autocast, _in_transform
+from .runtime import FunctionRuntime, NotVectorizable, _any_autocast, _in_transform
 
 _MIN_TRIP = 12
 _CHUNK_BYTES = 1 << 20
@@ -152,15 +152,13 @@ def _ready(self, spec, lists):
         return False     # (a list's name is unbound: the loop raises where it reads it)
     for name in spec[6]:
         if not hasattr(FE, name):
-            self._note(spec[0], "python", f"this torch has no torch._foreach_{name}")
-            return False
+            return self._fe_refuse(spec[0], f"this torch has no torch._foreach_{name}") is not None
     n = _length(spec, lists)
     if n < 0:
-        self._note(spec[0], "python", "the iterables are not lists or tuples of one length")
-        return False
+        return self._fe_refuse(spec[0], "the iterables are not lists or tuples of one length") is not None
     if n < _MIN_TRIP:
-        self._note(spec[0], "python", f"{n} iteration(s): the Python loop is faster below {_MIN_TRIP}")
-        return False
+        return self._fe_refuse(spec[0], f"{n} iteration(s): the Python loop is faster below {_MIN_TRIP}", cost=True) \
+            is not None
     return True
 
 
@@ -192,6 +190,8 @@ def _guard(self, spec, lists, scalars):
     must run as written (the module docstring's checks)."""
     try:
         return _checked(self, spec, lists, scalars)
+    except NotVectorizable:
+        raise
     except Exception as e:    # noqa: BLE001 (a tensor kind the checks cannot read: the loop decides)
         return self._fe_refuse(spec[0], f"the check raised {type(e).__name__}: {e}")
 
@@ -239,7 +239,7 @@ def _checked(self, spec, lists, scalars):
     if dtype not in _FLOATING:
         return self._fe_refuse(loop_id, "the tensors are not float32 or float64")
     if sum(sum(map(_NBYTES, cols[j])) for j in written) > _LARGE_BYTES * n * len(written):
-        return self._fe_refuse(loop_id, "the tensors written are large: the loop keeps each in the cache")
+        return self._fe_refuse(loop_id, "the tensors written are large: the loop keeps each in the cache", cost=True)
     shape0 = list(map(_SHAPE, cols[operands[0]]))
     starts, ends, rows, writes, tensors = [], [], [], [], []
     total = 0
@@ -303,8 +303,13 @@ def _geometry(t):
     return t.data_ptr(), tuple(t.shape), t.stride()
 
 
-def _fe_refuse(self, loop_id, why):
+def _fe_refuse(self, loop_id, why, cost=False):
+    """The loop runs as the other strategies make it. With strict=True, a refusal that is not the
+    cost model's, of a loop no other strategy vectorizes, raises NotVectorizable."""
     self._note(loop_id, "python", why)
+    line, strategy, other = self.foreach.get(loop_id, (None, None, True))
+    if self.strict and not cost and not other:
+        raise NotVectorizable(f"{self.qualname}, line {line}: the {strategy} form does not take this call: {why}")
     return None
 
 

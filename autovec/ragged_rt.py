@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from .foreach_rt import _IS_NESTED, _calls_seen, _extent
-from .runtime import FunctionRuntime
+from .runtime import FunctionRuntime, NotVectorizable
 
 _MIN_TRIP = 24
 _LARGE_BYTES = 4096     # (a sequence's average: past it the loop's copies are faster)
@@ -38,14 +38,14 @@ def _guard(self, loop_id, seqs, targets, values, which, left=()):
     sequence (`T[i, -len(s):]`)."""
     try:
         return _checked(self, loop_id, seqs, targets, values, which, left)
+    except NotVectorizable:
+        raise
     except Exception as e:    # noqa: BLE001 (a tensor kind the checks cannot read: the loop decides)
-        self._note(loop_id, "python", f"the check raised {type(e).__name__}: {e}")
-        return None
+        return _refuse(self, loop_id, f"the check raised {type(e).__name__}: {e}")
 
 
-def _refuse(self, loop_id, why):
-    self._note(loop_id, "python", why)
-    return None
+def _refuse(self, loop_id, why, cost=False):
+    return self._fe_refuse(loop_id, why, cost)
 
 
 def _checked(self, loop_id, seqs, targets, values, which, left):
@@ -54,7 +54,7 @@ def _checked(self, loop_id, seqs, targets, values, which, left):
         return _refuse(self, loop_id, "the sequences are not a list or tuple")
     n = len(seqs)
     if n < _MIN_TRIP:
-        return _refuse(self, loop_id, f"{n} sequence(s): the Python loop is faster below {_MIN_TRIP}")
+        return _refuse(self, loop_id, f"{n} sequence(s): the Python loop is faster below {_MIN_TRIP}", cost=True)
     why = _calls_seen()
     if why:
         return _refuse(self, loop_id, why)
@@ -74,7 +74,7 @@ def _checked(self, loop_id, seqs, targets, values, which, left):
     longest = max(lens)
     if sum(map(_NBYTES, seqs)) > _LARGE_BYTES * n:
         return _refuse(self, loop_id, "the sequences are long: the loop's row copies move less memory than a "
-                       "concatenation and a masked store")
+                       "concatenation and a masked store", cost=True)
     grad_on = torch.is_grad_enabled()
     if grad_on and any(map(_REQUIRES_GRAD, seqs)):
         return _refuse(self, loop_id, "a sequence requires grad")

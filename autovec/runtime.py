@@ -793,7 +793,8 @@ class FunctionRuntime:
         self.kept: dict = {}
         self.memory_budget = None         # bytes, from @autovec(memory_budget=...); None: half of free memory
         self.steps: dict = {}             # loop id -> compiled.Stepping (loops with a compiled-step form)
-        self.foreach: dict = {}           # loop id -> (line, strategy) of a foreach or ragged loop (foreach_rt, ragged_rt)
+        self.foreach: dict = {}           # loop id -> (line, strategy, whether another strategy plans the loop too) of a
+                                          # foreach or ragged loop (foreach_rt, ragged_rt)
         self.in_place: dict = {}          # (loop id, owned parameters) -> the broadcast body reusing temporaries, or None
         self.nest_layouts: dict = {}      # (loop id, signature) -> per input of a nest's batched body: (permutation, levels to add)
         self.src_picks: dict = {}         # loop id -> per body parameter, the element it is (or None)

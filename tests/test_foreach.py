@@ -225,7 +225,7 @@ class _Rt:
     def __init__(self):
         self.why = []
 
-    def _fe_refuse(self, loop_id, why):
+    def _fe_refuse(self, loop_id, why, cost=False):
         self.why.append(why)
 
 
@@ -551,3 +551,18 @@ def test_the_other_loops_and_a_refused_call_keep_their_strategies(monkeypatch):
     assert ex.loops[0].strategy == "foreach" and ex.path == "vectorized"
     assert any("does not take this call" in n for n in ex.notes)
     compare(rows_of_a_tensor, lambda: (torch.randn(40, 3), torch.randn(40, 3)))
+
+
+def test_strict_raises_where_the_form_refuses_a_call_nothing_else_vectorizes():
+    from autovec import NotVectorizable
+
+    strict = autovec(adam, strict=True)
+    args = (tensors(), tensors(), tensors(), tensors(positive=True), 3)
+    strict(*clone(args))                                   # (taken: nothing raised)
+    with pytest.raises(NotVectorizable, match="foreach form does not take this call.*one dtype"):
+        strict(tensors(), tensors(), tensors(), [t.double() for t in tensors(positive=True)], 3)
+    small = (tensors(4), tensors(4), tensors(4), tensors(4, positive=True), 3)
+    a1, a2 = clone(small), clone(small)
+    adam(*a1)
+    strict(*a2)                                            # (the cost model's refusal: the loop runs)
+    assert same(a1, a2)

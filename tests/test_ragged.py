@@ -248,3 +248,12 @@ def test_rows_of_a_tensor_keep_the_other_strategies(monkeypatch):
     compare(features, make)
     ex = explain(features, *make())
     assert ex.path == "vectorized" and any("does not take this call" in n for n in ex.notes), ex.notes
+
+
+def test_strict_raises_where_the_form_refuses_a_call():
+    from autovec import NotVectorizable
+
+    strict = autovec(pad, strict=True)
+    strict(seqs())
+    with pytest.raises(NotVectorizable):     # (the ragged form's refusal, or the other strategy's after it)
+        strict(seqs(30, 6) + [torch.zeros(2)])
