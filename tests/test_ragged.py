@@ -8,6 +8,7 @@ import torch
 
 from autovec import autovec, explain
 from autovec import ragged_rt
+from conftest import outcome
 
 
 def seqs(n=32, longest=12, dtype=torch.long, tail=(), low=0):
@@ -60,17 +61,7 @@ def compare(f, make, calls=3):
         args = make()
         a1 = [[t.clone() for t in a] if isinstance(a, list) else a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         a2 = [[t.clone() for t in a] if isinstance(a, list) else a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        e1 = e2 = r1 = r2 = None
-        try:
-            r1 = f(*a1)
-        except Exception as e:   # noqa: BLE001
-            e1 = e
-        try:
-            r2 = fast(*a2)
-        except Exception as e:   # noqa: BLE001
-            e2 = e
-        assert type(e1) is type(e2) and str(e1) == str(e2)
-        assert same(r1, r2) and same(a1, a2), f.__name__
+        assert same(outcome(f, *a1), outcome(fast, *a2)) and same(a1, a2), f.__name__
     return fast
 
 
