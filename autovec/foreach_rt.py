@@ -58,18 +58,21 @@ def _lists(self, loop_id, iters):
     only where the module and its submodules walk their members with torch's own methods
     (nothing else holds that generator: how far the loop would run it is never seen), a key
     read only from a dict."""
+    if iters is None:
+        self._note(loop_id, "python", "a name the loop reads is unbound")
+        return None
     out = []
     for root, how, key in iters:
         if how == 0:
             out.append(root)
         elif how == 1:
             if not _plain_module(root):
-                return None
+                return self._fe_refuse(loop_id, f"`.{key}()` of a module that walks its members with its own methods")
             out.append(list(getattr(root, key)()))
         elif type(root) is dict and key in root:
             out.append(root[key])
         else:
-            return None
+            return self._fe_refuse(loop_id, f"`[{key!r}]` of a {type(root).__name__}, not a dict holding that key")
     return tuple(out)
 
 
@@ -162,14 +165,20 @@ def _ready(self, spec, lists):
     return True
 
 
-def _numbers(self, leaves, maps):
+def _numbers(self, loop_id, leaves, maps):
+    """Whether the names the operations' numbers read are Python ints or floats (dicts where
+    the body reads `d[key]`): their arithmetic, done once for every iteration, then has no effect."""
+    if leaves is None:
+        self._note(loop_id, "python", "a name the loop's numbers read is unbound")
+        return False
     for k, v in enumerate(leaves):
         t = type(v)
         if k in maps:
             if t is not dict:
-                return False
+                return self._fe_refuse(loop_id, f"a name read as `d[key]` is a {t.__name__}, not a dict") is not None
         elif t is not float and (t is not int or not -_INT_LIMIT < v < _INT_LIMIT):
-            return False
+            return self._fe_refuse(loop_id, f"a number the operations take is a {t.__name__}, not a Python int "
+                                   "or float") is not None
     return True
 
 

@@ -33,9 +33,13 @@ _DTYPE, _SHAPE, _DEVICE = operator.attrgetter("dtype"), operator.attrgetter("sha
 _REQUIRES_GRAD, _NBYTES = operator.attrgetter("requires_grad"), operator.attrgetter("nbytes")
 
 
-def _guard(self, loop_id, seqs, targets, values, which, left=()):
-    """What the stores need (_store), or None. `left`: per store, whether it pads before the
-    sequence (`T[i, -len(s):]`)."""
+def _guard(self, loop_id, names, values, which, left=()):
+    """What the stores need (_store), or None. `names`: (the sequences, the targets), or None
+    where one is unbound. `left`: per store, whether it pads before the sequence (`T[i, -len(s):]`)."""
+    if names is None:
+        self._note(loop_id, "python", "a name the loop reads is unbound")
+        return None
+    seqs, targets = names
     try:
         return _checked(self, loop_id, seqs, targets, values, which, left)
     except NotVectorizable:

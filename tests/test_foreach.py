@@ -552,6 +552,10 @@ def test_strict_raises_where_the_form_refuses_a_call_nothing_else_vectorizes():
     strict(*clone(args))                                   # (taken: nothing raised)
     with pytest.raises(NotVectorizable, match="foreach form does not take this call.*one dtype"):
         strict(tensors(), tensors(), tensors(), [t.double() for t in tensors(positive=True)], 3)
+    with pytest.raises(NotVectorizable, match="a number the operations take is a Tensor"):
+        strict(*clone(args[:4]), 3, torch.tensor(1e-3))
+    ex = explain(adam, *clone(args[:4]), 3, torch.tensor(1e-3))
+    assert ex.path == "python" and any("a number the operations take is a Tensor" in n for n in ex.notes)
     small = (tensors(4), tensors(4), tensors(4), tensors(4, positive=True), 3)
     a1, a2 = clone(small), clone(small)
     adam(*a1)

@@ -430,18 +430,27 @@ def lower(plan: ForeachPlan, namer, runtime: str):
     iters = "".join(_access(e) + ", " for e in plan.iters)
     spec = repr(spec_of(plan))
     maps = tuple(plan.leaves.index(x) for x in sorted(plan.mappings))
-    # (a name may be unbound where the loop would raise only after earlier statements; the loop
-    # then runs as the other strategies make it, and raises there)
-    first = ["try:", f"    {lists} = {runtime}.fe_lists({k}, ({iters}))", f"except {runtime}.Error:", f"    {lists} = None"]
-    head = ast.parse("\n".join(first + [
+    # (a name may be unbound, or a number's arithmetic raise, where the loop would raise only
+    # after earlier statements: the loop then runs as the other strategies make it, and raises
+    # there. The checks run outside the `try`s: with strict=True a refusal raises NotVectorizable)
+    head = ast.parse("\n".join([
+        "try:",
+        f"    {lists} = ({iters})",
+        f"except {runtime}.Error:",
+        f"    {lists} = None",
+        f"{lists} = {runtime}.fe_lists({k}, {lists})",
         f"{got} = None",
         f"if {runtime}.fe_ready({spec}, {lists}):",
         "    try:",
         f"        {leaves} = ({''.join(x + ', ' for x in plan.leaves)})",
-        f"        {scal} = ({''.join(ast.unparse(x) + ', ' for x in plan.scalars)}) "
-        f"if {runtime}.fe_numbers({leaves}, {maps!r}) else None",
         f"    except {runtime}.Error:",
-        f"        {scal} = None",
+        f"        {leaves} = None",
+        f"    {scal} = None",
+        f"    if {runtime}.fe_numbers({k}, {leaves}, {maps!r}):",
+        "        try:",
+        f"            {scal} = ({''.join(ast.unparse(x) + ', ' for x in plan.scalars)})",
+        f"        except {runtime}.Error:",
+        f"            pass",
         f"    if {scal} is not None:",
         f"        {got} = {runtime}.fe_guard({spec}, {lists}, {scal})"])).body
     set_lines(head, loop.lineno)

@@ -176,10 +176,10 @@ def lower(plan: RaggedPlan, namer, runtime):
     # the other strategies make it then runs)
     head = ast.parse("\n".join([
         "try:",
-        f"    {got} = {runtime}.rg_guard({k}, {plan.seqs.id}, ({''.join(t + ', ' for t in targets)}), {values!r}, "
-        f"{which!r}, {sides!r})",
+        f"    {got} = ({plan.seqs.id}, ({''.join(t + ', ' for t in targets)}))",
         f"except {runtime}.Error:",
-        f"    {got} = None"])).body
+        f"    {got} = None",
+        f"{got} = {runtime}.rg_guard({k}, {got}, {values!r}, {which!r}, {sides!r})"])).body
     set_lines(head, loop.lineno)
     fast = []
     for j, (first, last, t, v, _) in enumerate(plan.stores):
