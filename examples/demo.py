@@ -71,6 +71,29 @@ def class_centroids(feats, labels, num_classes):
     return cents, torch.stack(smooth)
 
 
+def collate(seqs, max_len):
+    """A collate function's padding: token sequences of several lengths into one id tensor and
+    its attention mask (one masked store per target)."""
+    ids = torch.zeros(len(seqs), max_len, dtype=torch.long)
+    mask = torch.zeros(len(seqs), max_len, dtype=torch.bool)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = s
+        mask[i, :len(s)] = True
+    return ids, mask
+
+
+def adam_step(params, grads, ms, vs, step, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8):
+    """One Adam step over a list of small parameters of several shapes, updated in place
+    (`torch._foreach_*` calls over the lists, as torch.optim's foreach implementation)."""
+    for i in range(len(params)):
+        ms[i].mul_(b1).add_(grads[i], alpha=1 - b1)
+        vs[i].mul_(b2).addcmul_(grads[i], grads[i], value=1 - b2)
+        mhat = ms[i] / (1 - b1 ** step)
+        vhat = vs[i] / (1 - b2 ** step)
+        params[i].sub_(lr * mhat / (vhat.sqrt() + eps))
+    return params
+
+
 def make_inputs():
     g = torch.Generator().manual_seed(0)
     return [
@@ -85,6 +108,11 @@ def make_inputs():
           [0.5 + (b % 5) * 0.25 for b in range(4_000)])),
         ("class centroids x[y == c].mean(0), a sliding window", class_centroids,
          (torch.randn(50_000, 32, generator=g), torch.randint(0, 500, (50_000,), generator=g), 500)),
+        ("collate: sequences padded into ids and a mask", collate,
+         ([torch.randint(1, 30_000, (int(n),), generator=g) for n in torch.randint(1, 65, (256,), generator=g)], 64)),
+        ("Adam step over a list of 200 small parameters", adam_step,
+         ([torch.randn(16 + k % 5, 8, generator=g) for k in range(200)], [torch.randn(16 + k % 5, 8, generator=g) for k in range(200)],
+          [torch.zeros(16 + k % 5, 8) for k in range(200)], [torch.zeros(16 + k % 5, 8) for k in range(200)], 1)),
     ]
 
 
@@ -104,7 +132,13 @@ def header(text, char="="):
 
 
 def shapes(args):
-    return ", ".join(f"tensor{tuple(a.shape)}" if isinstance(a, torch.Tensor) else repr(a) for a in args)
+    def one(a):
+        if isinstance(a, torch.Tensor):
+            return f"tensor{tuple(a.shape)}"
+        if isinstance(a, list) and len(a) > 8 and all(isinstance(t, torch.Tensor) for t in a):
+            return f"a list of {len(a)} tensors"
+        return repr(a)
+    return ", ".join(one(a) for a in args)
 
 
 def run_one(title, fn, args):
