@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..frontend import Captured
-from .hoist import _dotted, _local_names, _no_grad_with, _resolves
+from .hoist import _local_names, _no_grad_with, _resolves
 
 # in-place methods: name -> (positional tensor operands, scalar-or-tensor operand positions, keywords)
 _UNARY = ("abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1", "floor",

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..frontend import Captured
-from .hoist import _local_names, _resolves
+from .hoist import _resolves
 
 REASON = ("each iteration stores one sequence of the list (or a number) into the first len(s) places of its own row: "
           "all of them become one store under a mask of the lengths per target (checked per call: one dtype, "
