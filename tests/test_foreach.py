@@ -561,3 +561,36 @@ def test_strict_raises_where_the_form_refuses_a_call_nothing_else_vectorizes():
     adam(*a1)
     strict(*a2)                                            # (the cost model's refusal: the loop runs)
     assert same(a1, a2)
+
+
+def test_negative_views_and_nested_tensors_keep_the_loop():
+    """`_foreach_` refuses written negative views (the loop's methods take them), and a nested
+    tensor has no shape for the check to read: both run the loop as written (probeM 7)."""
+    def make(seed):
+        torch.manual_seed(seed)
+        xs, ys = tensors(), tensors()
+        xs[4] = torch._neg_view(xs[4])      # (a copy of the arguments would drop the negative bit)
+        return xs, ys
+
+    def upd(xs, ys):
+        for x, y in zip(xs, ys):
+            x.mul_(2).add_(y).div_(3)
+
+    fast = autovec(upd)
+    for seed in range(3):
+        a, b = make(seed), make(seed)
+        assert same(outcome(upd, *a), outcome(fast, *b)) and same(a, b)
+        assert b[0][4].is_neg()
+    nested = lambda: ([torch.nested.nested_tensor([torch.randn(2), torch.randn(3)]) for _ in range(16)],  # noqa: E731
+                      [torch.nested.nested_tensor([torch.randn(2), torch.randn(3)]) for _ in range(16)])
+    def nested_upd(xs, ys):
+        for x, y in zip(xs, ys):
+            x.mul_(2).add_(y).mul_(0.5)
+
+    fast_nested = autovec(nested_upd)
+    for _ in range(3):
+        a = nested()
+        b = [[t.clone() for t in lst] for lst in a]
+        nested_upd(*a)
+        fast_nested(*b)
+        assert all(torch.equal(p.to_padded_tensor(0.0), q.to_padded_tensor(0.0)) for p, q in zip(a[0], b[0]))
