@@ -45,7 +45,8 @@ _FLOATING = frozenset({torch.float32, torch.float64})
 _INT_LIMIT = 1 << 62
 _DTYPE, _SHAPE, _LAYOUT = operator.attrgetter("dtype"), operator.attrgetter("shape"), operator.attrgetter("layout")
 _IS_CPU, _REQUIRES_GRAD = operator.attrgetter("is_cpu"), operator.attrgetter("requires_grad")
-_NBYTES, _IS_NESTED = operator.attrgetter("nbytes"), operator.attrgetter("is_nested")
+_NBYTES = operator.attrgetter("nbytes")
+_TENSORS = {Tensor, Parameter}
 _STRIDED = {torch.strided}
 
 FE = types.SimpleNamespace(**{n[len("_foreach_"):]: getattr(torch, n) for n in dir(torch) if n.startswith("_foreach_")})
@@ -176,10 +177,16 @@ def _numbers(self, loop_id, leaves, maps):
         if k in maps:
             if t is not dict:
                 return self._fe_refuse(loop_id, f"a name read as `d[key]` is a {t.__name__}, not a dict") is not None
-        elif t is not float and (t is not int or not -_INT_LIMIT < v < _INT_LIMIT):
+        elif not _is_number(v):
             return self._fe_refuse(loop_id, f"a number the operations take is a {t.__name__}, not a Python int "
                                    "or float") is not None
     return True
+
+
+def _is_number(v) -> bool:
+    """A Python float, or an int the operations take as one (within ±2**62)."""
+    t = type(v)
+    return t is float or t is int and -_INT_LIMIT < v < _INT_LIMIT
 
 
 def _extent(t):
@@ -210,10 +217,8 @@ def _checked(self, spec, lists, scalars):
     why = _calls_seen()
     if why:
         return self._fe_refuse(loop_id, why)
-    for s in scalars:
-        t = type(s)
-        if t is not float and (t is not int or not -_INT_LIMIT < s < _INT_LIMIT):
-            return self._fe_refuse(loop_id, "a value the operations take is not a Python int or float")
+    if not all(map(_is_number, scalars)):
+        return self._fe_refuse(loop_id, "a value the operations take is not a Python int or float")
     for k in stored:
         if type(lists[slots[k][1]]) is not list:
             return self._fe_refuse(loop_id, "`L[i] += v` into a tuple (the loop raises)")
@@ -225,10 +230,8 @@ def _checked(self, spec, lists, scalars):
     for kind, b in slots:
         if kind == "base":
             col = lists[b] if len(lists[b]) == n else lists[b][:n]
-            for t in col:
-                c = type(t)
-                if c is not Tensor and c is not Parameter:
-                    return self._fe_refuse(loop_id, "a list element is not a tensor or parameter")
+            if not set(map(type, col)) <= _TENSORS:
+                return self._fe_refuse(loop_id, "a list element is not a tensor or parameter")
         elif kind == "grad":
             col = []
             for t in cols[b]:
@@ -261,12 +264,12 @@ def _checked(self, spec, lists, scalars):
         if list(map(_SHAPE, col)) != shape0:
             return self._fe_refuse(loop_id, "the tensors of an iteration differ in shape")
         w = j in written
-        if any(map(_IS_NESTED, col)) or w and (not all(map(Tensor.is_contiguous, col)) or any(map(Tensor.is_inference, col))
-                                                     or any(map(Tensor.is_neg, col))):
+        # (a nested tensor's shape raises above: _guard's `except` refuses it)
+        if w and (not all(map(Tensor.is_contiguous, col)) or any(map(Tensor.is_inference, col))
+                  or any(map(Tensor.is_neg, col))):
             return self._fe_refuse(loop_id, "a tensor written is not contiguous, or is an inference tensor")
         sizes = list(map(_NBYTES, col)) if w or all(map(Tensor.is_contiguous, col)) else [_extent(t) for t in col]
-        size = sum(sizes)
-        total += size
+        total += sum(sizes)
         starts += map(Tensor.data_ptr, col)
         ends += map(operator.add, starts[-n:], sizes)
         rows += range(n)

@@ -24,7 +24,7 @@ import operator
 import torch
 from torch import Tensor
 
-from .foreach_rt import _IS_NESTED, _calls_seen, _extent
+from .foreach_rt import _calls_seen, _extent
 from .runtime import FunctionRuntime, NotVectorizable
 
 _MIN_TRIP = 24
@@ -67,7 +67,7 @@ def _checked(self, loop_id, seqs, targets, values, which, left):
     s0 = seqs[0]
     dtype, device, d = s0.dtype, s0.device, s0.dim()
     if d < 1 or dtype not in _DTYPES or set(map(_DTYPE, seqs)) != {dtype} or set(map(_DEVICE, seqs)) != {device} \
-            or set(map(Tensor.dim, seqs)) != {d} or any(map(_IS_NESTED, seqs)):
+            or set(map(Tensor.dim, seqs)) != {d}:    # (a nested tensor's shape raises below: _guard refuses it)
         return _refuse(self, loop_id, "the sequences differ in dtype, device or rank, or are 0-d, complex, "
                        "quantized or of an unsigned dtype past uint8")
     shapes = list(map(_SHAPE, seqs))

@@ -594,3 +594,58 @@ def test_negative_views_and_nested_tensors_keep_the_loop():
         nested_upd(*a)
         fast_nested(*b)
         assert all(torch.equal(p.to_padded_tensor(0.0), q.to_padded_tensor(0.0)) for p, q in zip(a[0], b[0]))
+
+
+def _spellings_module(tmp_path):
+    """A module of loops, one per operation foreach writes (each unary method and torch function,
+    in place and not; the binary methods, keywords and operators), so each rule meets the loop."""
+    from autovec.analysis.foreach import _UNARY
+    src = ["import torch", ""]
+    for u in _UNARY:
+        src += [f"def inplace_{u}(xs, ys):", "    for x, y in zip(xs, ys):", f"        x.{u}_().mul_(0.5).add_(y)", ""]
+        src += [f"def value_{u}(xs, ys):", "    for x, y in zip(xs, ys):",
+                f"        x.copy_(y.{u}() * 0.5 + torch.{u}(x))", ""]
+    src += ["def binary(xs, ys, zs):", "    for x, y, z in zip(xs, ys, zs):",
+            "        x.copy_(y.add(z, alpha=0.3).sub(y, alpha=2) - 0.5 + (-y) * 3 + y ** 2 / 3 + y.mul(z).div(1.5) + 2.0 * z + (1.5 + y))", "",
+            "def lerps(xs, ys, zs):", "    for x, y, z in zip(xs, ys, zs):",
+            "        x.lerp_(y, weight=z).add_(y).mul_(0.5).sub_(z, alpha=0.1)",
+            "        y.lerp_(z, x).zero_().add_(2.5)", ""]
+    path = tmp_path / "foreach_spellings.py"
+    path.write_text("\n".join(src))
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("foreach_spellings", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_operation_gives_the_loops_bits(tmp_path):
+    """Values in (0.05, 0.95) (every unary function's domain) and special ones (0, -0.0, 1, NaN)."""
+    from autovec.analysis.foreach import _UNARY
+    mod = _spellings_module(tmp_path)
+
+    def lists(k):
+        out = []
+        for t in tensors():
+            v = torch.rand(t.shape) * 0.9 + 0.05
+            if v.numel() > 3:
+                v.view(-1)[:4] = torch.tensor([0.0, -0.0, 1.0, float("nan")])
+            out.append(v)
+        return [out] + [[torch.rand(t.shape) * 0.9 + 0.05 for t in out] for _ in range(k - 1)]
+
+    names = [f"inplace_{u}" for u in _UNARY] + [f"value_{u}" for u in _UNARY] + ["binary", "lerps"]
+    for name in names:
+        f = getattr(mod, name)
+        k = 3 if name in ("binary", "lerps") else 2
+        fast = autovec(f)
+        for seed in range(3):
+            torch.manual_seed(seed)
+            a = lists(k)
+            b = [[t.clone() for t in lst] for lst in a]
+            f(*a)
+            fast(*b)
+            for p, q in zip(sum(a, []), sum(b, [])):
+                torch.testing.assert_close(q, p, rtol=0, atol=0, equal_nan=True, msg=name)
+        torch.manual_seed(0)
+        ex = explain(f, *lists(k))
+        assert ex.loops[0].strategy == "foreach" and ex.path == "vectorized", (name, ex.notes)
