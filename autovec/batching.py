@@ -169,6 +169,26 @@ def _unempty(x):
         raise e
 
 
+def _selected(x, dim, idx):
+    """x.index_select(dim, idx) where that is x[.., idx] (a strided CPU tensor, integers in one
+    dimension, each within 0..x.shape[dim]), else None. On the CPU index_select runs several times
+    faster than advanced indexing (200 rows of 16: 64 against 290 us for 20,000 integers); it
+    raises on a negative integer or one past the end, where x[idx] wraps the negative one and
+    raises IndexError on the other: those calls take x[idx], as does any other device (where an
+    integer out of range would stop the device)."""
+    if type(idx) is torch.Tensor and type(x) in _SELECT_TYPES and idx.dim() == 1 and x.dim() > dim and x.is_cpu \
+            and idx.is_cpu and idx.dtype in _SELECT_INTEGERS and x.layout is torch.strided:
+        try:
+            return x.index_select(dim, idx)
+        except (RuntimeError, IndexError):
+            return None
+    return None
+
+
+_SELECT_INTEGERS = (torch.int64, torch.int32)
+_SELECT_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
 def _counts_up(i, first, step) -> bool:
     """Whether the batch of the loop's index `i` is every iteration's, first to last by `step`
     (the runtime's own arange, tagged; the kept rows of a branch are not: 0, 2, 3, 6)."""
@@ -433,8 +453,17 @@ class _Helpers:
     def gather_rows(x, dim, idx):
         """x.select(dim, idx_k) for every iteration, first, as a gather (pick_rows' other form)."""
         _unempty(x)
-        rows = x[(slice(None),) * dim + (idx,)]
+        rows = _selected(x, dim, idx)
+        if rows is None:
+            rows = x[(slice(None),) * dim + (idx,)]
         return rows.movedim(dim, 0) if dim else rows
+
+    @staticmethod
+    def rows_at(x, idx):
+        """x[idx] for a batch of integers, one per iteration (`x[ids[k]]`)."""
+        _unempty(x)
+        rows = _selected(x, 0, idx)
+        return x[idx] if rows is None else rows
 
     @staticmethod
     def pick_rows(x, dim, idx):
