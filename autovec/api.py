@@ -26,7 +26,8 @@ from .analysis.hoist import (drop_loop_else, named_iterables, returns_as_breaks,
 from .analysis.reversal import front_builds, reversed_walks, settle
 from .analysis.unbind import unbind_walks
 from . import foreach_rt, ragged_rt  # noqa: F401  (the foreach and ragged strategies' run-time methods)
-from .analysis import foreach, ragged
+from .analysis import foreach, pairs, ragged
+from .analysis.pairs import pair_lists
 from .codegen import Namer, all_names, build_function
 from .plan import indexed
 from .explain import Explanation, LoopReport
@@ -115,7 +116,7 @@ class FunctionState:
         # what a plain call runs from now on (none where checking or a strict error decides)
         self.steady = None if self.check or (self.strict and self.error) else self.compiled
 
-    def _prepare(self):
+    def _prepare(self, unpaired=frozenset()):
         wrapped = getattr(self.fn, "__wrapped__", None)
         if wrapped is not None:
             raise NoSource(f"`{getattr(self.fn, '__qualname__', self.fn)}` is a wrapper made by another decorator "
@@ -140,7 +141,12 @@ class FunctionState:
         returns_as_breaks(cap)   # `for ..: if c: return v` as `returned = v; returning = True; break`, then a return
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
         merged_branch_stores(cap)   # `if c: out[k] = a else: out[k] = b` as `out[k] = a if c else b`
-        triangles = rectangular_nests(cap)   # `for j in range(i + 1, n)` as a masked rectangle
+        # `for i ..: for j in range(i + 1, n)` as one loop over the triangle's (i, j) pairs, where
+        # `i` and `j` only index (analysis/pairs.py); a nest whose flat loop is not planned is
+        # analysed again as written (`unpaired`), as a masked rectangle where it is one
+        paired = pair_lists(cap, unpaired)
+        triangles = [(p.flat, p.original) for p in paired]
+        triangles += rectangular_nests(cap)   # `for j in range(i + 1, n)` as a masked rectangle
         views = element_views(cap)           # `for row in x: row -= ..` as `x[k] -= ..` over range(len(x))
         triangles += views
         triangles += strided_indices(cap, [loop for loop, _ in triangles])   # `x[2 * i]` as `x[j]`, j by 2
@@ -208,6 +214,19 @@ class FunctionState:
             # goes back where no vectorized loop needs it
             pieces, steps = settle(cap, fronts, walks, walk_refusals, infos, pieces, steps, reports)
             matches = {info.plan.loop_id: matches[info.plan.loop_id] for info, _ in pieces}
+        if paired:
+            flat_planned = {(info.lineno, info.col) for info, _ in pieces}
+            missed = {(p.flat.lineno, p.flat.col_offset) for p in paired} - flat_planned
+            if missed:
+                return self._prepare(unpaired | missed)
+            for p in paired:
+                at = next(k for k, r in enumerate(reports) if r.lineno == p.flat.lineno)
+                r = reports[at]
+                reports[at] = LoopReport(r.lineno, r.source, r.strategy,
+                                         f"{r.reason}; the nest runs over the triangle's ({p.i}, {p.j}) pairs "
+                                         f"alone, as one batch gathered by index")
+                reports.append(LoopReport(p.inner_lineno, p.inner_source, r.strategy,
+                                          f"rewritten as part of the loop nest at line {p.flat.lineno}"))
         self.reports = reports
         for p in fe_plans:
             at = next((j for j, r in enumerate(reports) if r.lineno == p.loop.lineno), None)
@@ -289,7 +308,8 @@ class FunctionState:
         # rewritten: `zip` of `for t, m in zip(x, m)`, the `len` and `min` of its rewritten header)
         read = written | {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}
         self.assumed = _assumptions(self.fn, {k: v for k, v in cap.assumed.items() if k in read})
-        self.compiled = build_function(self.fn, rw.tree, {namer.runtime: self.runtime}, cap.filename)
+        helpers = {p.helper: pairs.index_pairs for p in paired}
+        self.compiled = build_function(self.fn, rw.tree, {namer.runtime: self.runtime, **helpers}, cap.filename)
 
     # ------------------------------------------------------------------ call
 

@@ -1231,6 +1231,8 @@ class FunctionRuntime:
                     lists += 1        # checked and stacked element by element (the cost model)
                 elif isinstance(s, (list, tuple)) and s and type(s[0]) in _LIST_DTYPES:
                     lengths.append(len(s))    # Python numbers beside tensors: checked, as one tensor, by _guard
+                elif getattr(type(s), "_av_declined", False):
+                    raise GuardFailed(s.reason)   # (analysis.pairs: pairs not made)
                 elif self.events is None and not self.strict:
                     return None   # Python numbers, strings, generators: the loop, quietly
                 else:

@@ -1,7 +1,8 @@
 """Triangular loop nests: `for i in range(n): for j in range(i + 1, n):` (or `range(i)`) are the
 rectangle `for j in range(1, n)` with the body under `if i + 1 <= j:` (analysis.hoist.
 rectangular_nests): the same iterations in the same order. The nest planner takes the rectangle
-with the condition as a mask; the loops as written stay the fallback."""
+with the condition as a mask; the loops as written stay the fallback. Nests whose indices only
+index run as one loop over their pairs instead (analysis/pairs.py, tests/test_pairs.py)."""
 import pytest
 import torch
 
