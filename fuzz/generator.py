@@ -5140,6 +5140,64 @@ def lost_stop37(self):
     self.emit(1, "return s")
 
 
+def lost_stop41(self):
+    """This stop's form, on inputs that change between calls (variant 1): triangular nests whose
+    indices only index (sums, counts under a condition, stores on either side of the diagonal, a
+    symmetric fill, a running minimum, appends, in-place row updates), with offsets on either
+    bound, inputs that require grad, sqrt at equal rows, float64 and int rows, and a bound past
+    the tensor's end or a row count that changes between calls."""
+    self.variants = True
+    n, d = max(self.n, 3), max(self.d, 2)
+    dt = self.pick(["float32", "float32", "float64", "int64"])
+    grad = dt != "int64" and self.chance(0.4)
+    layout = self.pick(["contiguous", "contiguous", "t", "step"])
+    self.param("x", f"_tensor(g, ({n} + variant * {self.pick([0, 0, 1, 2])}, {d}), torch.{dt}, {layout!r}, grad={grad})")
+    c = self.pick(["1", "1", "0", "2", "- 1"])
+    if self.chance(0.5):
+        head = f"for j in range(i + {c}, {self.pick(['x.shape[0]', 'len(x)', 'x.shape[0]', 'm'])}):".replace("+ - ", "- ")
+    else:
+        head = f"for j in range({self.pick(['', '0, ', '1, '])}i{'' if c == '0' else ' + ' + c}):".replace("+ - ", "- ")
+    if "m)" in head:
+        self.param("m", f"{n} + variant * {self.pick([0, 1, -1])}")
+    xv = "x.float()" if dt == "int64" else "x"
+    form = self.pick(["sum", "sum", "count", "store", "sym", "min", "append", "rows"])
+    if form == "sum":
+        self.emit(1, "s = 0.0")
+    elif form == "count":
+        self.emit(1, "s = 0")
+    elif form == "append":
+        self.emit(1, "s = []")
+    elif form in ("store", "sym"):
+        self.emit(1, f"s = torch.zeros(x.shape[0] + 2, x.shape[0] + 2, dtype={xv}.dtype)")
+    elif form == "min":
+        self.emit(1, "s = torch.full((x.shape[0] + 2,), float('inf'))")
+    else:
+        self.emit(1, f"s = torch.zeros(x.shape[0] + 2, {d}, dtype={xv}.dtype)")
+    self.emit(1, f"for i in range({self.pick(['x.shape[0]', 'len(x)', '1, x.shape[0]'])}):")
+    self.emit(2, head)
+    pair = self.pick(["(x[i] - x[j])", "(x[i] * x[j])", "(x[i] + x[j] * 2)"])
+    val = self.pick([f"{pair}.abs().sum()", f"{pair}.float().pow(2).sum()", f"{pair}.float().pow(2).sum().sqrt()",
+                     f"{pair}.float().norm()", f"torch.exp(-{pair}.float().pow(2).sum())"])
+    if form == "sum":
+        self.emit(3, f"s = s + {val}")
+    elif form == "count":
+        self.emit(3, f"if {val} < {self.pick(['2.0', '5.0', '0.5'])}:")
+        self.emit(4, "s += 1")
+    elif form == "store":
+        self.emit(3, f"s[{self.pick(['i, j', 'j, i'])}] = {val}")
+    elif form == "sym":
+        self.emit(3, f"s[i, j] = s[j, i] = {val}")
+    elif form == "min":
+        self.emit(3, f"d = {val}")
+        self.emit(3, "if d < s[i]:")
+        self.emit(4, "s[i] = d")
+    elif form == "append":
+        self.emit(3, f"s.append({val})")
+    else:
+        self.emit(3, f"s[{self.pick(['i', 'j'])}] {self.pick(['+=', '-='])} {pair}")
+    self.emit(1, "return s")
+
+
 def lost_stop40(self):
     """This stop's forms, on inputs that change between calls (variant 1): lists of tensors of
     several shapes updated in place (Adam- and RMSprop-like bodies, names bound to elements,
@@ -5738,7 +5796,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
