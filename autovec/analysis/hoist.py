@@ -335,15 +335,10 @@ def rectangular_nests(cap: Captured) -> list:
     local = _local_names(cap.tree)
     out = []
     for outer in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
-        inner = outer.body[0] if len(outer.body) == 1 else None
-        if not (isinstance(inner, ast.For) and not outer.orelse and not inner.orelse
-                and isinstance(outer.target, ast.Name) and isinstance(inner.target, ast.Name)):
+        nest = range_nest(outer, cap, local)
+        if nest is None:
             continue
-        i, j = outer.target.id, inner.target.id
-        ob, ib = _range_bounds(outer.iter, cap, local), _range_bounds(inner.iter, cap, local)
-        if ob is None or ib is None or i == j:
-            continue
-        (start, stop), (lo, hi) = ob, ib
+        inner, i, j, (start, stop), (lo, hi) = nest
         lo_c, hi_c = _index_offset(lo, i), _index_offset(hi, i)
         uses_i = [_reads(e, i) for e in (lo, hi)]
         if not any(uses_i) or (uses_i[0] and lo_c is None) or (uses_i[1] and hi_c is None):
@@ -382,6 +377,21 @@ def rectangular_nests(cap: Captured) -> list:
         outer._av_original = original
         out.append((outer, original))
     return out
+
+
+def range_nest(outer: ast.For, cap: Captured, local: set[str]):
+    """(inner loop, i, j, outer bounds, inner bounds) of `for i in range(..): for j in range(..):`,
+    the inner loop the outer one's whole body, neither with an `else`, two names, steps of 1
+    (bounds as _range_bounds gives them); else None."""
+    inner = outer.body[0] if len(outer.body) == 1 else None
+    if not (isinstance(inner, ast.For) and not outer.orelse and not inner.orelse
+            and isinstance(outer.target, ast.Name) and isinstance(inner.target, ast.Name)):
+        return None
+    i, j = outer.target.id, inner.target.id
+    ob, ib = _range_bounds(outer.iter, cap, local), _range_bounds(inner.iter, cap, local)
+    if ob is None or ib is None or i == j:
+        return None
+    return inner, i, j, ob, ib
 
 
 def _range_bounds(it, cap: Captured, local: set[str]):

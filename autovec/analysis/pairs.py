@@ -23,13 +23,13 @@ from __future__ import annotations
 import ast
 import copy
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from ..frontend import Captured
 from .hoist import (_breaks_out, _builtins_ok, _fresh_name, _holder, _index_offset, _local_names, _names,
-                    _range_bounds, _reads)
+                    _reads, range_nest)
 from .names import mutated, reshaped
 
 
@@ -42,7 +42,6 @@ class PairNest:
     i: str
     j: str
     helper: str              # the name the rewritten function binds to index_pairs
-    inserted: list = field(default_factory=list)   # the statements put before the flat loop
 
 
 def _int_offset(c) -> int | None:
@@ -115,15 +114,10 @@ def pair_lists(cap: Captured, skip=frozenset()) -> list[PairNest]:
     for outer in [n for n in ast.walk(fn) if isinstance(n, ast.For)]:
         if (outer.lineno, outer.col_offset) in skip or _in_loop_or_scope(fn, parents, outer):
             continue
-        inner = outer.body[0] if len(outer.body) == 1 else None
-        if not (isinstance(inner, ast.For) and not outer.orelse and not inner.orelse
-                and isinstance(outer.target, ast.Name) and isinstance(inner.target, ast.Name)):
+        nest = range_nest(outer, cap, local)
+        if nest is None:
             continue
-        i, j = outer.target.id, inner.target.id
-        ob, ib = _range_bounds(outer.iter, cap, local), _range_bounds(inner.iter, cap, local)
-        if ob is None or ib is None or i == j:
-            continue
-        lo, hi = ib
+        inner, i, j, _, (lo, hi) = nest
         uses = [_reads(lo, i), _reads(hi, i)]
         if uses[0] == uses[1]:
             continue      # (a band, or a rectangle: not this form)
@@ -176,16 +170,8 @@ def pair_lists(cap: Captured, skip=frozenset()) -> list[PairNest]:
         holder, at = _holder(fn, outer)
         holder[at:at + 1] = [bind_range, bind_pairs, flat]
         parents[id(flat)] = parents.get(id(outer))
-        out.append(PairNest(flat, original, inner.lineno, src(original.body[0]), i, j, helper,
-                            [bind_range, bind_pairs]))
+        out.append(PairNest(flat, original, inner.lineno, src(original.body[0]), i, j, helper))
     return out
-
-
-def restore(cap: Captured, nests: list[PairNest]) -> None:
-    """Put the nests back as written (the flat loop and the statements before it)."""
-    for p in nests:
-        holder, at = _holder(cap.tree, p.flat)
-        holder[at - len(p.inserted):at + 1] = [p.original]
 
 
 class PairsDeclined:
