@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from autovec import autovec, explain
+from conftest import ran_modes
 
 
 @pytest.fixture(autouse=True)
@@ -96,6 +97,37 @@ def ar1_inplace(y, phi: float):
     return y
 
 
+def reads_own_row(x):
+    out = x.clone()
+    for t in range(1, len(x)):
+        out[t] = 0.5 * out[t - 1] + out[t]
+    return out
+
+
+def iir_update(x, a: float):
+    for i in range(1, x.shape[0]):
+        x[i] += a * x[i - 1]          # (as `x[i] = x[i] + a * x[i - 1]`, in x's dtype)
+    return x
+
+
+def discount_in_place(r, done, gamma: float):
+    for t in reversed(range(len(r) - 1)):
+        r[t] += gamma * r[t + 1] * ~done[t]
+    return r
+
+
+def decay_rows(x, a: float):
+    for i in range(1, len(x)):
+        x[i] *= 1 - a * x[i - 1].tanh()   # (not linear: the loop, as written, after the rewrite's try)
+    return x
+
+
+def int_update(x):
+    for i in range(1, len(x)):
+        x[i] += 0.5 * x[i - 1]            # (a float update of an int tensor: the loop raises)
+    return x
+
+
 def named_like_the_carry(x, a: float):
     out_prev = x.sum()
     out = torch.zeros_like(x)
@@ -114,6 +146,11 @@ def _grad(make):
 
 T, F = 40, 6
 VECTORIZED = [
+    # (the stored row read before its store, the input's own value: new memory in the running form)
+    (reads_own_row, lambda: (torch.randn(T, F),)),
+    (ar1_inplace, lambda: (torch.randn(T, F), 0.5)),
+    (iir_update, lambda: (torch.randn(T, F), 0.5)),
+    (discount_in_place, lambda: (torch.randn(T), torch.rand(T) < 0.2, 0.9)),
     (ema_store, lambda: (torch.randn(T, F), 0.3)),
     (ema_store, lambda: (torch.randn(T), 0.8)),
     (ema_store, lambda: (torch.randn(T, F, dtype=torch.float64), 0.3)),
@@ -197,6 +234,20 @@ def test_stored_recurrences_vectorize(fn, make):
     assert ex.loops[0].strategy == "scan"
 
 
+def test_an_update_in_place_keeps_the_gradients():
+    # `x[i] += a * x[i - 1]` on a tensor autograd tracks (not a leaf: the loop raises on a leaf)
+    leaf, leaf2 = torch.randn(T, F, requires_grad=True), None
+    leaf2 = leaf.detach().clone().requires_grad_()
+    fast = autovec(iir_update)
+    for _ in range(2):
+        fast(leaf2 * 1, 0.5)
+    weights = torch.randn(T, F)
+    (iir_update(leaf * 1, 0.5) * weights).sum().backward()
+    (fast(leaf2 * 1, 0.5) * weights).sum().backward()
+    torch.testing.assert_close(leaf2.grad, leaf.grad, rtol=1e-5, atol=1e-5)
+    assert ran_modes(fast)       # (the last call ran the scan, not the loop)
+
+
 def test_explain_names_the_carried_row():
     ex = explain(gae_store)
     assert "`adv[t + 1]` reads the row the step before stored" in ex.loops[0].reason
@@ -244,13 +295,6 @@ def two_back(x):
     out = torch.zeros_like(x)
     for t in range(2, len(x)):
         out[t] = 0.5 * out[t - 1] + 0.25 * out[t - 2] + x[t]
-    return out
-
-
-def reads_own_row(x):
-    out = x.clone()
-    for t in range(1, len(x)):
-        out[t] = 0.5 * out[t - 1] + out[t]
     return out
 
 
@@ -383,12 +427,14 @@ def index_after(x):
 
 
 PYTHON = [
+    (decay_rows, lambda: (torch.randn(T, F, dtype=torch.float64), 0.25)),
+    (int_update, lambda: (torch.randint(-5, 5, (T, F)),)),
+    (iir_update, lambda: (torch.randn(T, F, requires_grad=True), 0.5)),
     (int_output, lambda: (torch.randn(T) * 10, 0.5)),
     (narrower_output, lambda: (torch.randn(T, dtype=torch.float64), 0.5)),
     (broadcast_row, lambda: (torch.randn(T, 1, F), 0.5)),
     (python_numbers, lambda: (torch.randn(T), 0.5)),
     (two_back, lambda: (torch.randn(T, F),)),
-    (reads_own_row, lambda: (torch.randn(T, F),)),
     (reads_whole, lambda: (torch.randn(T, F) * 0.01,)),
     (read_in_condition, lambda: (torch.randn(T, F),)),
     (second_store, lambda: (torch.randn(T, F),)),
@@ -402,7 +448,6 @@ PYTHON = [
     (empty_range, lambda: (torch.randn(0, 3),)),
     (leaf_output, lambda: (torch.zeros(T, F, requires_grad=True), torch.randn(T, F))),
     (list_output, lambda: ([float(v) for v in torch.randn(T)],)),
-    (ar1_inplace, lambda: (torch.randn(T, F), 0.5)),
     (gae_short, lambda: (torch.randn(T, F), torch.randn(T + 1, F), torch.zeros(T, F), 0.9, 0.9)),
     # (under gradients, a factor that requires grad keeps the output's row for backward: the loop's
     # backward raises after the later stores, and so must the call's)

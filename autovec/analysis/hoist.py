@@ -590,8 +590,10 @@ def stored_recurrences(cap: Captured) -> list:
     dtype and shape, which the lowering checks on the running values (Token.carried_like), else
     the loop runs. Only where that is exact: the store at the top level of the body, `t + k` (an
     int k) at one position of the index with full slices before it, the reads at `t + k - step`
-    with the same slices and all inside the stored value; `out` appears nowhere else in the body
-    and is never rebound; no `break`, `continue`, nested loop, scope or generator; `t` not
+    with the same slices and all inside the stored value; besides them the value may read the
+    stored row itself (`x[t] = x[t] + a * x[t - 1]`, the input's own value, read as a copy:
+    _OwnRowCopy), and the store may be `x[t] op= v` (as `x[t] = x[t] op v`, the prefix sums and
+    products excepted: _prefix_form); `out` appears nowhere else in the body and is never rebound; no `break`, `continue`, nested loop, scope or generator; `t` not
     assigned; a step of 1 or -1. The loop's attribute `_av_carried` tells the analysis (plan.carried),
     `_av_original` holds the loop as written: the fallback, and what api puts back where the
     rewritten loop is not planned as a scan of that running value.
@@ -604,7 +606,7 @@ def stored_recurrences(cap: Captured) -> list:
         if not found:
             continue
         carries = []
-        for _, (name, *_) in found:
+        for _, (name, *_), _ in found:
             carry = next((c for c in (f"{name}_prev", f"{name}_prev{loop.lineno}") if c not in taken), None)
             if carry is None or carry.startswith("_av_"):
                 break
@@ -614,11 +616,18 @@ def stored_recurrences(cap: Captured) -> list:
         taken.update(carries)
         original = copy.deepcopy(loop)
         carried = []
-        stores = [loop.body[k_store] for k_store, _ in found]
-        for store, carry, (_, (name, d, k, step, first)) in zip(stores, carries, found):
+        for k_store, _, assign in found:
+            if assign is not None:
+                loop.body[k_store] = assign     # (`x[t] += v` as `x[t] = x[t] + v`)
+        stores = [loop.body[k_store] for k_store, _, _ in found]
+        for store, carry, (_, (name, d, k, step, first), _) in zip(stores, carries, found):
             # (each store's own running value; several in one loop are independent of each other:
             # each output is read nowhere else in the body)
-            value = _ReadsToName(name, d, loop.target.id, k - step, carry).visit(store.value)
+            # (the stored row's own reads, `x[t] = x[t] + a * x[t - 1]`, as new memory: the value
+            # the loop reads there is the input's, before any store, and a copy keeps it so
+            # while the batch reads every row first)
+            own = _OwnRowCopy(name, d, loop.target.id, k).visit(store.value)
+            value = _ReadsToName(name, d, loop.target.id, k - step, carry).visit(own)
             bind = ast.copy_location(ast.Assign(targets=[ast.copy_location(ast.Name(carry, ast.Store()), store)],
                                                 value=value), store)
             bind.end_lineno, bind.end_col_offset = store.end_lineno, store.end_col_offset
@@ -656,24 +665,59 @@ def _stored_recurrence(cap: Captured, loop: ast.For, local: set[str]):
         return []
     found = []
     for k_store, st in enumerate(loop.body):
-        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Subscript)
-                and isinstance(st.targets[0].value, ast.Name)):
+        aug = isinstance(st, ast.AugAssign) and isinstance(st.op, _AUG_OPS)
+        target = st.target if aug else st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else None
+        if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)):
             continue
-        name = st.targets[0].value.id
-        at = _row_index(st.targets[0], t)
+        name = target.value.id
+        at = _row_index(target, t)
         if at is None or name == t:
             continue
         d, k = at
-        reads = [n for n in ast.walk(st.value) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+        value = st.value
+        if _prefix_form(st, name, t, d, k, step):
+            continue     # (an in-place cumsum or cumprod: the analysis's own prefix form)
+        if aug:
+            # `x[t] += a * x[t - 1]`: the row's own value, then the update, in the row's dtype (a
+            # running value of another dtype or shape keeps the loop: Token.carried_like)
+            value = ast.BinOp(left=copy.deepcopy(target), op=copy.deepcopy(st.op), right=copy.deepcopy(st.value))
+            value.left.ctx = ast.Load()
+        reads = [n for n in ast.walk(value) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
                  and n.value.id == name and _row_index(n, t) == (d, k - step)]
         if not reads:
             continue
-        allowed = {id(st.targets[0].value)} | {id(r.value) for r in reads}
+        # (the stored row itself, read before its store: not yet written, the input's own value)
+        own = [n for n in ast.walk(value) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+               and n.value.id == name and _row_index(n, t) == (d, k)]
+        allowed = {id(target.value)} | {id(r.value) for r in reads + own}
+        if aug:
+            allowed |= {id(n) for n in ast.walk(value) if isinstance(n, ast.Name) and n.id == name}
         if any(isinstance(n, ast.Name) and n.id == name and id(n) not in allowed
-               for s in loop.body for n in ast.walk(s)):
+               for s in [value] + [b for b in loop.body if b is not st] for n in ast.walk(s)):
             return []       # `out` read or written anywhere else in the body: the loop as written
-        found.append((k_store, (name, d, k, step, first)))
+        store = None
+        if aug:
+            store = ast.copy_location(ast.Assign(targets=[target], value=value), st)
+            store.end_lineno, store.end_col_offset = st.end_lineno, st.end_col_offset
+            ast.fix_missing_locations(store)
+        found.append((k_store, (name, d, k, step, first), store))
     return found
+
+
+_AUG_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+
+
+def _prefix_form(st, name: str, t: str, d: int, k: int, step: int) -> bool:
+    """`x[t] += x[t - 1]`, `x[t] *= x[t - 1]`, `x[t] = x[t] + x[t - 1]` (or `*`, either order):
+    the in-place prefix sum or product the loop planner takes as it is (loops._inplace_prefix)."""
+    def row(n, off):
+        return isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name \
+            and _row_index(n, t) == (d, off)
+    if isinstance(st, ast.AugAssign):
+        return isinstance(st.op, (ast.Add, ast.Mult)) and row(st.value, k - step)
+    v = st.value
+    return isinstance(v, ast.BinOp) and isinstance(v.op, (ast.Add, ast.Mult)) and (
+        row(v.left, k) and row(v.right, k - step) or row(v.left, k - step) and row(v.right, k))
 
 
 def _signed_range(cap: Captured, it, local: set[str]):
@@ -745,6 +789,19 @@ def _first_read(first, offset: int, name: str, d: int) -> str:
             i = e if offset == 0 else ast.BinOp(left=e, op=ast.Add() if offset > 0 else ast.Sub(),
                                                 right=ast.Constant(abs(offset)))
     return f"{name}[{', '.join([':'] * d + [ast.unparse(i)])}]"
+
+
+class _OwnRowCopy(ast.NodeTransformer):
+    """`out[.., t + k]` (the row the step stores, read before the store) as `out[.., t + k].clone()`."""
+
+    def __init__(self, name, d, t, k):
+        self.name, self.d, self.t, self.k = name, d, t, k
+
+    def visit_Subscript(self, node):
+        if isinstance(node.value, ast.Name) and node.value.id == self.name and _row_index(node, self.t) == (self.d, self.k):
+            call = ast.Call(func=ast.Attribute(value=node, attr="clone", ctx=ast.Load()), args=[], keywords=[])
+            return ast.fix_missing_locations(ast.copy_location(call, node))
+        return self.generic_visit(node)
 
 
 class _ReadsToName(ast.NodeTransformer):
