@@ -667,3 +667,26 @@ def test_broadcast_shapes_is_torchs(shapes):
         return
     got = broadcast_shapes(*shapes)
     assert type(got) is torch.Size and got == want
+
+
+def own_row_saved(y, phi: float, b):
+    for i in range(1, y.shape[0]):
+        y[i] = phi * y[i - 1] + y[i] * b[i]     # (y[i] saved by the product: backward raises)
+    return y
+
+
+def scaled_in_place(x, a: float):
+    for i in range(1, x.shape[0]):
+        x[i] *= 1 + a * x[i - 1]
+    return x
+
+
+@pytest.mark.parametrize("fn, make", [
+    (own_row_saved, lambda: (torch.randn(T, F), 0.5, torch.randn(T, F, requires_grad=True))),
+    (own_row_saved, lambda: (torch.randn(T, F), 0.5, torch.randn(T, F))),
+    (scaled_in_place, lambda: (torch.randn(T, F), 0.1)),
+])
+def test_the_own_row_outside_a_sum_keeps_the_loop(fn, make):
+    # the loop's backward raises where the row it saved was stored into after; a copy would not
+    _check(fn, make, exact=True)
+    assert explain(fn, *make()).path == "python"

@@ -591,9 +591,9 @@ def stored_recurrences(cap: Captured) -> list:
     the loop runs. Only where that is exact: the store at the top level of the body, `t + k` (an
     int k) at one position of the index with full slices before it, the reads at `t + k - step`
     with the same slices and all inside the stored value; besides them the value may read the
-    stored row itself (`x[t] = x[t] + a * x[t - 1]`, the input's own value, read as a copy:
-    _OwnRowCopy), and the store may be `x[t] op= v` (as `x[t] = x[t] op v`, the prefix sums and
-    products excepted: _prefix_form); `out` appears nowhere else in the body and is never rebound; no `break`, `continue`, nested loop, scope or generator; `t` not
+    stored row itself as a term of a sum (`x[t] = x[t] + a * x[t - 1]`, the input's own value,
+    read as a copy: _OwnRowCopy), and the store may be `x[t] += v` / `-=` (as `x[t] = x[t] + v`,
+    the prefix sum excepted: _prefix_form); `out` appears nowhere else in the body and is never rebound; no `break`, `continue`, nested loop, scope or generator; `t` not
     assigned; a step of 1 or -1. The loop's attribute `_av_carried` tells the analysis (plan.carried),
     `_av_original` holds the loop as written: the fallback, and what api puts back where the
     rewritten loop is not planned as a scan of that running value.
@@ -689,6 +689,13 @@ def _stored_recurrence(cap: Captured, loop: ast.For, local: set[str]):
         # (the stored row itself, read before its store: not yet written, the input's own value)
         own = [n for n in ast.walk(value) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
                and n.value.id == name and _row_index(n, t) == (d, k)]
+        parent = {id(c): p for p in ast.walk(value) for c in ast.iter_child_nodes(p)}
+        if not all(isinstance(parent.get(id(n)), ast.BinOp) and isinstance(parent[id(n)].op, (ast.Add, ast.Sub))
+                   for n in own):
+            # (only as a term of a sum: an operation that saves the row for backward, `x[i] * b[i]`,
+            # makes the loop's backward raise after the store bumps the row's version, where a
+            # copy's would not)
+            continue
         allowed = {id(target.value)} | {id(r.value) for r in reads + own}
         if aug:
             allowed |= {id(n) for n in ast.walk(value) if isinstance(n, ast.Name) and n.id == name}
@@ -704,7 +711,7 @@ def _stored_recurrence(cap: Captured, loop: ast.For, local: set[str]):
     return found
 
 
-_AUG_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+_AUG_OPS = (ast.Add, ast.Sub)   # (the row a term of the sum: see `own`)
 
 
 def _prefix_form(st, name: str, t: str, d: int, k: int, step: int) -> bool:
