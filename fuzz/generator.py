@@ -5148,6 +5148,9 @@ def lost_stop41(self):
     the tensor's end or a row count that changes between calls."""
     self.variants = True
     n, d = max(self.n, 3), max(self.d, 2)
+    if self.chance(0.35):
+        _stop41_in_place(self, n, d)
+        return
     dt = self.pick(["float32", "float32", "float64", "int64"])
     grad = dt != "int64" and self.chance(0.4)
     layout = self.pick(["contiguous", "contiguous", "t", "step"])
@@ -5196,6 +5199,43 @@ def lost_stop41(self):
     else:
         self.emit(3, f"s[{self.pick(['i', 'j'])}] {self.pick(['+=', '-='])} {pair}")
     self.emit(1, "return s")
+
+
+def _stop41_in_place(self, n, d):
+    """Stored recurrences in place: `x[i] += a * x[i - 1]`, `x[i] = x[i] + ..`, discounted returns
+    over reversed ranges, by row or by column, the row also read outside a sum, `*=`, int
+    tensors, a factor that requires grad."""
+    dt = self.pick(["float32", "float32", "float64", "int64"])
+    # (x itself never requires grad: the fuzzer deep-copies the arguments, which a non-leaf refuses,
+    # and the loop raises on a leaf; tests/test_stored_recurrence.py checks the gradients)
+    self.param("x", f"_tensor(g, ({n} + variant, {d}), torch.{dt}, {self.pick(['contiguous', 't', 'step'])!r})")
+    self.param("b", f"_tensor(g, ({n} + 1, {d}), torch.float32, grad={self.chance(0.3)})")
+    a = self.pick(["0.5", "-0.9", "2", "0.25"])
+    col = self.chance(0.3)
+    row = (lambda k: f"x[:, {k}]") if col else (lambda k: f"x[{k}]")
+    size = "x.shape[1]" if col else "x.shape[0]"
+    back = self.chance(0.4)
+    if back:
+        self.emit(1, f"for t in {self.pick([f'reversed(range({size} - 1))', f'range({size} - 2, -1, -1)'])}:")
+        cur, prev = row("t"), row("t + 1")
+    else:
+        self.emit(1, f"for t in range(1, {size}):")
+        cur, prev = row("t"), row("t - 1")
+    form = self.pick(["aug", "aug", "sum", "sum2", "saved", "mul", "cumsum"])
+    term = self.pick([f"{a} * {prev}", f"{a} * {prev} * b[t]" if not col else f"{a} * {prev}", f"{prev} / 3"])
+    if form == "aug":
+        self.emit(2, f"{cur} {self.pick(['+=', '-='])} {term}")
+    elif form == "sum":
+        self.emit(2, f"{cur} = {cur} + {term}")
+    elif form == "sum2":
+        self.emit(2, f"{cur} = {term} - {cur}")
+    elif form == "saved":
+        self.emit(2, f"{cur} = {term} + {cur} * {self.pick(['b[t]', '2', 'torch.sin(' + cur + ')'])}")
+    elif form == "mul":
+        self.emit(2, f"{cur} *= 1 + {term}")
+    else:
+        self.emit(2, f"{cur} += {prev}")
+    self.emit(1, "return x")
 
 
 def lost_stop40(self):
