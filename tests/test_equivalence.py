@@ -226,12 +226,16 @@ def test_clone_args_keeps_views_aliased():
     assert torch.equal(x, torch.arange(6.0).reshape(2, 3))
 
 
-def test_clone_args_non_leaf_becomes_leaf_and_modules_are_deep_copied():
+def test_clone_args_non_leaf_stays_non_leaf_and_modules_are_deep_copied():
+    # (a non-leaf that requires grad, an activation, is copied as one, detached from the
+    # original's graph: a function may write into it in place, as into the original)
     a = torch.ones(2, requires_grad=True)
     non_leaf = a * 2
     module = torch.nn.Linear(2, 2)
     (c, m), _ = clone_args((non_leaf, module), {})
-    assert c.is_leaf and c.requires_grad and torch.equal(c, non_leaf)
+    assert not c.is_leaf and c.requires_grad and torch.equal(c, non_leaf)
+    c.sum().backward()
+    assert a.grad is None
     assert m is not module and m.weight is not module.weight
     assert torch.equal(m.weight, module.weight)
 
@@ -503,3 +507,51 @@ def test_tolerances_are_passed_through(fake_api):
         assert_equivalent(fast, x)
     assert_equivalent(fast, x, rtol=1e-2)
     assert math.isclose(float(fast(x)[0]), 2.002, rel_tol=1e-6)
+
+
+# ------------------------------------------------- arguments autograd tracks (activations)
+
+def _scale_rows_in_place(x):
+    for i in range(x.shape[0]):
+        x[i] = x[i] * 2
+    return x
+
+
+def _rows_through_tanh(x, w):
+    return torch.stack([torch.tanh(x[i] * w) for i in range(x.shape[0])])
+
+
+def _rows_detached(x, w):
+    return torch.stack([torch.tanh(x[i].detach() * w) for i in range(x.shape[0])])
+
+
+def test_check_mode_copies_an_activation_as_an_activation():
+    # (a leaf copy of `h` would make the original's in-place write raise, and check=True report
+    # a difference the call does not have)
+    from autovec import autovec, explain
+    h = torch.randn(30, 3, requires_grad=True) * 1
+    fast = autovec(_scale_rows_in_place, check=True)
+    out = fast(h)
+    assert out.requires_grad and not out.is_leaf
+    # explain's call on copies of the arguments is the call the user makes
+    report = str(explain(autovec(_scale_rows_in_place), torch.randn(30, 3, requires_grad=True) * 1))
+    assert "leaf Variable" not in report
+
+
+def test_copies_of_activations_keep_their_aliasing():
+    from autovec.equivalence import clone_args
+    h = torch.randn(6, 3, requires_grad=True) * 1
+    (a, b), _ = clone_args((h, h[2:]), {})
+    assert not a.is_leaf and a.requires_grad and not b.is_leaf
+    with torch.no_grad():
+        b[0] += 100
+    assert torch.equal(a[2], h[2] + 100) and torch.equal(h, h.detach())
+
+
+def test_gradients_of_activation_arguments_are_compared():
+    from autovec.equivalence import _check_once
+    h, w = torch.randn(8, 3, requires_grad=True) * 1, torch.randn(3, requires_grad=True)
+    assert _check_once(_rows_through_tanh, _rows_through_tanh, (h, w), {}, None, None, True) == (None, None)
+    problem, _ = _check_once(_rows_through_tanh, _rows_detached, (h, w), {}, None, None, True)
+    assert problem is not None and "grad of argument 'x'" in problem
+    assert_equivalent(_scale_rows_in_place, torch.randn(8, 3, requires_grad=True) * 1, grad=True)
