@@ -1013,14 +1013,11 @@ class _Batcher:
             return ast.Subscript(value=picked, slice=ast.Tuple(
                 elts=[ast.Slice()] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
         # (a tensor with no elements checks no index there: batching._unempty)
-        if self._integer_scalar(first):
-            # (index_select where it is the same, batching._selected)
-            taken = _helper("rows_at", base.node, first.node)
-            if not rest:
-                return taken
-            return ast.Subscript(value=taken, slice=ast.Tuple(
-                elts=[ast.Slice()] + [p.node for p in rest], ctx=ast.Load()), ctx=ast.Load())
-        gathered = base.node
+        if self._integer_scalar(first) and not rest:
+            # (index_select where it is the same, batching._selected; with more of the index after
+            # it, the batch may have several dimensions: advanced indexing, as written)
+            return _helper("rows_at", base.node, first.node)
+        gathered = _helper("unempty", base.node) if self._integer_scalar(first) else base.node
         if not rest:
             return ast.Subscript(value=gathered, slice=first.node, ctx=ast.Load())
         return ast.Subscript(value=gathered, slice=ast.Tuple(
