@@ -246,8 +246,7 @@ def _clone(obj, memo):
 
 
 def _clone_tensor(t: torch.Tensor, memo) -> torch.Tensor:
-    """A leaf copy with the same requires_grad flag (a non-leaf one for a tensor autograd tracks:
-    _tracked).
+    """A leaf copy with the same requires_grad flag (of an activation, an activation: _like_original).
 
     Tensors that share storage (`x` and its view `x[0]`) get copies that share one cloned
     storage, so an in-place write through one argument shows in the other, as it would
@@ -256,20 +255,6 @@ def _clone_tensor(t: torch.Tensor, memo) -> torch.Tensor:
     plain = (t.layout == torch.strided and type(t) in (torch.Tensor, torch.nn.Parameter)
              and not t.is_conj() and not t.is_neg() and t.device.type != "meta")
     storage = t.untyped_storage() if plain else None
-    if storage is not None and storage.data_ptr() != 0 and _tracked(t):
-        # a tensor autograd tracks (an activation), not a leaf: a copy the function may write into
-        # in place as it may into the original (a leaf that requires grad refuses that). A view
-        # of one base that is itself such a copy, per storage, so arguments sharing memory share it
-        key = ("tracked", t.device, t.dtype, storage.data_ptr())
-        if key not in memo:
-            flat = torch.empty(0, dtype=t.dtype, device=t.device)
-            flat.set_(storage.clone(), 0, (storage.nbytes() // t.element_size(),), (1,))
-            leaf = flat.requires_grad_(True)
-            memo[key] = (leaf, leaf.clone())
-        leaf, base = memo[key]
-        new = base.as_strided(t.size(), t.stride(), t.storage_offset())
-        new._av_leaf = (leaf, t.size(), t.stride(), t.storage_offset())    # (its gradient: _grads)
-        return new
     if storage is not None and storage.data_ptr() != 0:
         key = ("storage", t.device, storage.data_ptr())
         if key not in memo:
@@ -286,7 +271,7 @@ def _clone_tensor(t: torch.Tensor, memo) -> torch.Tensor:
 
 def _tracked(t: torch.Tensor) -> bool:
     """Whether `t` requires grad without being a leaf, nor a view of one (an in-place write into
-    either raises), in a dtype that can: its copy is made a non-leaf too (_clone_tensor)."""
+    either raises), in a dtype that can: an activation, whose copy is made one too (_like_original)."""
     if not t.requires_grad or t.is_leaf or not (t.is_floating_point() or t.is_complex()):
         return False
     base = t._base
@@ -294,10 +279,35 @@ def _tracked(t: torch.Tensor) -> bool:
 
 
 def _like_original(new: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """Give a fresh leaf tensor the original's Parameter type and requires_grad flag."""
+    """Give a fresh leaf tensor the original's Parameter type and requires_grad flag; of an
+    activation (_tracked), an activation (_Activation)."""
     if isinstance(t, torch.nn.Parameter):
         return torch.nn.Parameter(new, requires_grad=t.requires_grad)
+    if _tracked(t):
+        with torch.inference_mode(False), torch.enable_grad():     # (as when the original was made)
+            if new.is_inference():
+                new = new.clone()
+            anchor = torch.zeros(new.shape, dtype=new.dtype, device=new.device, requires_grad=True)
+            new = _Activation.apply(new, anchor)
+        new._av_anchor = anchor      # (its gradient: _grads)
+        return new
     return new.requires_grad_(True) if t.requires_grad else new
+
+
+class _Activation(torch.autograd.Function):
+    """A plain tensor marked, in place, as computed from `anchor`: the same tensor and memory
+    (arguments sharing memory still share it), now a non-leaf that requires grad, which a
+    function may write into in place as into the original activation; backward hands the
+    gradient reaching it to `anchor`."""
+
+    @staticmethod
+    def forward(ctx, t, anchor):
+        ctx.mark_dirty(t)
+        return t
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, grad
 
 
 def randomize_like(args, kwargs, generator):
@@ -505,10 +515,9 @@ def _backward(output) -> Exception | None:
 def _grads(obj):
     """The argument's structure with each floating-point tensor replaced by its `.grad`."""
     if isinstance(obj, torch.Tensor):
-        tracked = getattr(obj, "_av_leaf", None)
-        if tracked is not None:      # (a non-leaf copy: the gradient of its leaf at its elements)
-            leaf, size, stride, offset = tracked
-            return None if leaf.grad is None else leaf.grad.as_strided(size, stride, offset)
+        anchor = getattr(obj, "_av_anchor", None)
+        if anchor is not None:       # (an activation's copy: the gradient that reached it)
+            return anchor.grad
         return obj.grad if obj.is_floating_point() else None
     if isinstance(obj, torch.nn.Module):  # a module argument: its parameters' gradients
         return {n: p.grad for n, p in obj.named_parameters()}

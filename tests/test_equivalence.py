@@ -555,3 +555,55 @@ def test_gradients_of_activation_arguments_are_compared():
     problem, _ = _check_once(_rows_through_tanh, _rows_detached, (h, w), {}, None, None, True)
     assert problem is not None and "grad of argument 'x'" in problem
     assert_equivalent(_scale_rows_in_place, torch.randn(8, 3, requires_grad=True) * 1, grad=True)
+
+
+def _write_detached_alias(h, hd):
+    for i in range(hd.shape[0]):
+        hd[i] = hd[i] * 3
+    return h.sum()
+
+
+def _double_in_place(h):
+    for i in range(h.shape[0]):
+        h[i] = h[i] * 2
+    return h
+
+
+@pytest.mark.parametrize("mode", ["grad", "no_grad", "inference_mode"])
+def test_activation_copies_under_each_grad_mode(mode):
+    from autovec import autovec
+    h = torch.randn(30, 3, requires_grad=True) * 1      # (made with grad on, as activations are)
+    context = {"grad": torch.enable_grad, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}[mode]
+    with context():
+        out = autovec(_double_in_place, check=True)(h)
+    assert out.shape == (30, 3)
+
+
+def test_an_activation_and_its_detached_alias_share_the_copy():
+    from autovec import autovec
+    h = torch.randn(30, 3, requires_grad=True) * 1
+    (a, b), _ = clone_args((h, h.detach()), {})
+    with torch.no_grad():
+        b[0] += 1
+    assert torch.equal(a[0], h[0] + 1)
+    autovec(_write_detached_alias, check=True)(h, h.detach())
+
+
+@pytest.mark.parametrize("make", [
+    lambda: (torch.randn(30, 3, dtype=torch.complex64, requires_grad=True) * 1).conj(),
+    lambda: torch.randn(0, 3, requires_grad=True) * 1,
+])
+def test_conjugate_and_empty_activations_are_activations(make):
+    from autovec import autovec
+    h = make()
+    (c,), _ = clone_args((h,), {})
+    assert not c.is_leaf and c.requires_grad
+    autovec(_double_in_place, check=True)(h)
+
+
+def test_trials_draw_activations_for_activations():
+    from autovec.equivalence import randomize_like
+    h = torch.randn(8, 3, requires_grad=True) * 1
+    (r,), _ = randomize_like((h,), {}, torch.Generator().manual_seed(1))
+    assert not r.is_leaf and r.requires_grad
+    assert_equivalent(_double_in_place, h, grad=True, trials=3)
