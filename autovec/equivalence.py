@@ -259,12 +259,17 @@ def _clone_tensor(t: torch.Tensor, memo) -> torch.Tensor:
         key = ("storage", t.device, storage.data_ptr())
         if key not in memo:
             memo[key] = storage.clone()
-        new = torch.empty(0, dtype=t.dtype, device=t.device)
-        new.set_(memo[key], t.storage_offset(), t.size(), t.stride())
+        # (an inference tensor only for one: under inference_mode, a copy of an activation's alias
+        # is a plain tensor over the same memory, as the alias is)
+        with torch.inference_mode(t.is_inference()):
+            new = torch.empty(0, dtype=t.dtype, device=t.device)
+            new.set_(memo[key], t.storage_offset(), t.size(), t.stride())
     else:
         new = t.detach().clone()
     new = _like_original(new, t)
-    if t.is_leaf and t.grad is not None:
+    if (t.is_leaf or t.retains_grad) and t.grad is not None:
+        if not t.is_leaf:
+            new.retain_grad()
         new.grad = _clone_tensor(t.grad, memo)     # (`p.grad[i]` read by the function)
     return new
 

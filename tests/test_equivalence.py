@@ -607,3 +607,26 @@ def test_trials_draw_activations_for_activations():
     (r,), _ = randomize_like((h,), {}, torch.Generator().manual_seed(1))
     assert not r.is_leaf and r.requires_grad
     assert_equivalent(_double_in_place, h, grad=True, trials=3)
+
+
+def test_activation_aliases_share_the_copy_under_inference_mode():
+    h = torch.randn(6, 3, requires_grad=True) * 1
+    with torch.inference_mode():
+        (a, b, c), _ = clone_args((h, h.detach(), h[2:]), {})
+        b[0] += 1
+        c[0] += 10
+    assert not a.is_inference() and not b.is_inference() and not a.is_leaf
+    assert torch.equal(a[0], h[0] + 1) and torch.equal(a[2], h[2] + 10)
+
+
+def _read_grad_rows(h):
+    return torch.stack([h.grad[i] * 2 for i in range(h.shape[0])])
+
+
+def test_a_retained_gradient_is_copied():
+    h = torch.randn(8, 3, requires_grad=True) * 1
+    h.retain_grad()
+    (h * 3).sum().backward()
+    (c,), _ = clone_args((h,), {})
+    assert c.retains_grad and torch.equal(c.grad, h.grad) and c.grad is not h.grad
+    assert_equivalent(_read_grad_rows, h)
