@@ -145,6 +145,88 @@ def drop_loop_else(cap: Captured) -> int:
     return moved
 
 
+def hoisted_walrus(cap: Captured) -> int:
+    """`if (n := x[i].norm()) > 1:` inside a loop as `n = x[i].norm()` then `if n > 1:` (and the
+    same for an `elif`'s test, an assignment's value, an expression statement and a `return`):
+    where the binding is the first thing the statement evaluates (_first_walrus), Python
+    evaluates its value and binds the name before anything else of the statement, in both
+    spellings, so the statement that follows reads the name where it read the binding. Only in
+    the function's own loops (not in a function, class or lambda defined in it), one binding per
+    statement. Returns how many moved."""
+    fn = cap.tree
+    parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+    moved = 0
+    for st in list(ast.walk(fn)):
+        if not isinstance(st, (ast.If, ast.Assign, ast.Expr, ast.Return)) or _scope_depth(fn, parents, st) is None:
+            continue
+        p = parents.get(id(st))
+        inside = False
+        while p is not None and p is not fn:
+            if isinstance(p, (ast.For, ast.While)):
+                inside = True
+                break
+            p = parents.get(id(p))
+        if not inside:
+            continue
+        head = st.test if isinstance(st, ast.If) else st.value
+        if head is None:
+            continue
+        walrus, holder = _first_walrus(head)
+        if walrus is None or not isinstance(walrus.target, ast.Name):
+            continue
+        name = ast.copy_location(ast.Name(id=walrus.target.id, ctx=ast.Load()), walrus)
+        if holder is None:
+            if isinstance(st, ast.If):
+                st.test = name
+            else:
+                st.value = name
+        else:
+            for field, value in ast.iter_fields(holder):
+                if value is walrus:
+                    setattr(holder, field, name)
+                elif isinstance(value, list) and any(v is walrus for v in value):
+                    value[[k for k, v in enumerate(value) if v is walrus][0]] = name
+        bind = ast.Assign(targets=[ast.copy_location(ast.Name(id=walrus.target.id, ctx=ast.Store()), walrus.target)],
+                          value=walrus.value)
+        ast.copy_location(bind, walrus)
+        bind.end_lineno, bind.end_col_offset = walrus.end_lineno, walrus.end_col_offset
+        stmts, k = _holder(fn, st)
+        stmts[k:k] = [bind]
+        moved += 1
+    return moved
+
+
+def _first_walrus(e):
+    """(the `name := value` that `e` evaluates before anything else, the node holding it or None
+    where it is `e`), or (None, None): down the left operand of an operator or a comparison,
+    the first value of `and` / `or`, the operand of a unary operator, the object of an attribute
+    or a subscript, the object of a method call, and the first positional argument of a call
+    whose function is a name or a dotted name (looked up before the arguments, without effects)."""
+    holder, node = None, e
+    while True:
+        if isinstance(node, ast.NamedExpr):
+            return node, holder
+        if isinstance(node, ast.Compare):
+            nxt = node.left
+        elif isinstance(node, ast.BinOp):
+            nxt = node.left
+        elif isinstance(node, ast.BoolOp):
+            nxt = node.values[0]
+        elif isinstance(node, ast.UnaryOp):
+            nxt = node.operand
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            nxt = node.value
+        elif isinstance(node, ast.Call) and _dotted(node.func) is not None:
+            if not node.args or isinstance(node.args[0], ast.Starred):
+                return None, None
+            nxt = node.args[0]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            nxt = node.func        # (`(n := x[i]).sum()`: the object, then its method)
+        else:
+            return None, None
+        holder, node = node, nxt
+
+
 # iterables the analysis reads as written (ranges, zips, reversed and unbound walks, lists of numbers)
 _WALKED_CALLS = frozenset(("range", "zip", "enumerate", "reversed"))
 _WALKED_METHODS = frozenset(("tolist", "unbind", "split", "chunk", "tensor_split"))   # (unbind.unbind_walks)

@@ -1,0 +1,113 @@
+"""A name bound inside an expression (`if (n := x[i].norm()) > 1:`) where the binding is the first
+thing its statement evaluates: the binding as its own statement right before (analysis.hoist.
+hoisted_walrus), the same evaluation order, and the loop planned as any other. Bindings elsewhere
+keep the loop as written."""
+import pytest
+import torch
+
+from autovec import autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def _always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def elif_binding(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        if x[i].sum() > 2:
+            out[i] = 1
+        elif (m := x[i].max()) > 0.5:
+            out[i] = m
+    return out
+
+
+def value_binding(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        y = (v := x[i].abs()).sum() * 2
+        s = s + y + v.max()
+    return s
+
+
+def read_after(x):
+    for i in range(x.shape[0]):
+        if (n := x[i].norm()) > 100:
+            pass
+    return n
+
+
+def and_binding(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        if (m := x[i].mean()) > 0 and m < 0.5:
+            out[i] = m * 2
+    return out
+
+
+def not_first(x):
+    out = []
+    for i in range(x.shape[0]):
+        if x[i].sum() > (t := 0.5):
+            out.append(x[i] * t)
+        else:
+            out.append(x[i] * 2)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [elif_binding, value_binding, read_after, and_binding])
+def test_first_bindings_vectorize(fn):
+    fast = autovec(fn)
+    for _ in range(3):
+        x = torch.randn(30, 4)
+        want, got = fn(x.clone()), fast(x.clone())
+        torch.testing.assert_close(torch.as_tensor(got), torch.as_tensor(want), rtol=1e-5, atol=1e-5)
+    e = explain(fast, torch.randn(30, 4))
+    assert e.path == "vectorized"
+    assert ":=" not in e.rewritten_source
+
+
+def test_a_binding_that_is_not_first_keeps_the_loop():
+    fast = autovec(not_first)
+    x = torch.randn(30, 4)
+    torch.testing.assert_close(fast(x), not_first(x))
+    e = explain(fast, x)
+    assert e.path == "python" and "binds a name inside an expression" in e.loops[0].reason
+
+
+def ordered(x, log):
+    def first(i):
+        log.append(("first", i))
+        return i % 3
+
+    def second(n):
+        log.append(("second", n))
+        return n == 1
+    out = []
+    for i in range(x.shape[0]):
+        if (n := first(i)) and second(n):
+            out.append(i)
+        log.append(("after", n))
+    return out
+
+
+def method_object(x, log):
+    out = []
+    for i in range(x.shape[0]):
+        log.append(i)
+        if (r := x[i]).sum() > 0:
+            out.append(r.max().item())
+    return out, r
+
+
+@pytest.mark.parametrize("fn", [ordered, method_object])
+def test_the_order_of_evaluation_is_the_loops(fn):
+    # (the hoisted binding runs on the Python path too: the same calls in the same order)
+    fast = autovec(fn)
+    for _ in range(3):
+        x = torch.randn(12, 3)
+        log_a, log_b = [], []
+        want, got = fn(x, log_a), fast(x, log_b)
+        assert log_a == log_b
+        assert str(want) == str(got)
