@@ -111,3 +111,23 @@ def test_the_order_of_evaluation_is_the_loops(fn):
         want, got = fn(x, log_a), fast(x, log_b)
         assert log_a == log_b
         assert str(want) == str(got)
+
+
+def statement_binding(x):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        (n := x[i].sum())
+        out[i] = n * 2
+    return out, n
+
+
+def test_a_binding_as_a_statement_is_the_assignment_alone():
+    fast = autovec(statement_binding)
+    for _ in range(3):
+        x = torch.randn(30, 4)
+        for a, b in zip(statement_binding(x), fast(x)):
+            torch.testing.assert_close(b, a)
+    e = explain(fast, torch.randn(30, 4))
+    assert e.path == "vectorized" and "    n\n" not in e.rewritten_source
+    with pytest.raises(UnboundLocalError):
+        fast(torch.randn(0, 4))

@@ -191,7 +191,8 @@ def hoisted_walrus(cap: Captured) -> int:
         ast.copy_location(bind, walrus)
         bind.end_lineno, bind.end_col_offset = walrus.end_lineno, walrus.end_col_offset
         stmts, k = _holder(fn, st)
-        stmts[k:k] = [bind]
+        # (`(n := f(i))` as a statement of its own: the binding alone)
+        stmts[k:k + (isinstance(st, ast.Expr) and holder is None)] = [bind]
         moved += 1
     return moved
 
