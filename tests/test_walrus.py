@@ -131,3 +131,32 @@ def test_a_binding_as_a_statement_is_the_assignment_alone():
     assert e.path == "vectorized" and "    n\n" not in e.rewritten_source
     with pytest.raises(UnboundLocalError):
         fast(torch.randn(0, 4))
+
+
+class _Loud:
+    def __init__(self, log):
+        self.log = log
+
+    @property
+    def check(self):
+        self.log.append("lookup")
+        return lambda v: v > 0
+
+
+def callee_with_effects(x, log):
+    obj = _Loud(log)
+    out = []
+    for i in range(x.shape[0]):
+        if obj.check(n := (log.append("value") or x[i].sum())):
+            out.append(n)
+    return out
+
+
+def test_a_callee_looked_up_with_effects_keeps_its_order():
+    # (`obj.check` runs its property before the argument: the binding is not the first thing)
+    fast = autovec(callee_with_effects)
+    x = torch.randn(6, 3)
+    log_a, log_b = [], []
+    assert str(callee_with_effects(x, log_a)) == str(fast(x, log_b))
+    assert log_a == log_b and log_a[:2] == ["lookup", "value"]
+    assert "n :=" in explain(fast, x, []).rewritten_source
