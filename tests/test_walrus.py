@@ -176,3 +176,38 @@ def test_a_callee_looked_up_with_effects_keeps_its_order():
     assert log_a == log_b and log_a[:2] == ["lookup", "value"]
     e = explain(fast, x, [])
     assert e.path == "vectorized" and "n :=" in e.rewritten_source
+
+
+def _helper(v):
+    return ("old", v)
+
+
+def _rebind(v):
+    global _helper
+    _helper = lambda w: ("new", w)   # noqa: E731
+    return v
+
+
+def callee_rebound(xs, t):
+    y = torch.empty_like(t)
+    for i in range(t.shape[0]):
+        y[i] = t[i] * 2 + 1
+    out = []
+    for x in xs:
+        r = _helper(n := _rebind(x))
+        out.append((r, n))
+    return out, y
+
+
+def test_a_binding_in_a_calls_argument_stays(monkeypatch):
+    # (Python looks `_helper` up before the argument rebinds it: the first call is the old one)
+    global _helper
+    original = _helper
+    fast = autovec(callee_rebound)
+    for xs in ([1, 2, 3], [5], [7, 8]):
+        _helper = original
+        want = callee_rebound(xs, torch.arange(40.0))
+        _helper = original
+        got = fast(xs, torch.arange(40.0))
+        assert str(want) == str(got) and want[0][0][0][0] == "old"
+    _helper = original

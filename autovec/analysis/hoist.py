@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import types
 
 import torch
 
@@ -155,7 +154,6 @@ def hoisted_walrus(cap: Captured) -> int:
     the function's own loops (not in a function, class or lambda defined in it), one binding per
     statement. Returns how many moved."""
     fn = cap.tree
-    local = _local_names(fn)
     parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
     moved = 0
     for st in list(ast.walk(fn)):
@@ -173,7 +171,7 @@ def hoisted_walrus(cap: Captured) -> int:
         head = st.test if isinstance(st, ast.If) else st.value
         if head is None:
             continue
-        walrus, holder = _first_walrus(head, lambda f: _quiet_callee(cap, local, f))
+        walrus, holder = _first_walrus(head)
         if walrus is None or not isinstance(walrus.target, ast.Name):
             continue
         name = ast.copy_location(ast.Name(id=walrus.target.id, ctx=ast.Load()), walrus)
@@ -199,30 +197,13 @@ def hoisted_walrus(cap: Captured) -> int:
     return moved
 
 
-def _quiet_callee(cap: Captured, local: set, f) -> bool:
-    """Whether looking up the callee `f` can neither raise nor run code: a global or builtin name
-    the function does not bind, or an attribute chain from such a name bound to a module (a
-    property or `__getattr__` of another object runs before the arguments are evaluated)."""
-    parts = _dotted(f)
-    if parts is None or parts[0] in local:
-        return False
-    found, obj = cap.lookup(parts[0])
-    if not found:
-        return False
-    for attr in parts[1:]:
-        # (a plain module's own entry: no property, no module `__getattr__`)
-        if type(obj) is not types.ModuleType or attr not in vars(obj):
-            return False
-        obj = vars(obj)[attr]
-    return True
-
-
-def _first_walrus(e, quiet_callee=lambda f: False):
+def _first_walrus(e):
     """(the `name := value` that `e` evaluates before anything else, the node holding it or None
     where it is `e`), or (None, None): down the left operand of an operator or a comparison,
     the first value of `and` / `or`, the operand of a unary operator, the object of an attribute
-    or a subscript, the object of a method call, and the first positional argument of a call
-    whose function is looked up, before the arguments, without effects (`quiet_callee`)."""
+    or a subscript, and the object of a method call. Not into a call's arguments: Python looks
+    the function up first, and the binding's value may rebind it (a global, a module's
+    attribute, a builtin shadowed), which it would then do before that lookup."""
     holder, node = None, e
     while True:
         if isinstance(node, ast.NamedExpr):
@@ -237,11 +218,8 @@ def _first_walrus(e, quiet_callee=lambda f: False):
             nxt = node.operand
         elif isinstance(node, (ast.Attribute, ast.Subscript)):
             nxt = node.value
-        elif isinstance(node, ast.Call) and _dotted(node.func) is not None:
-            if not node.args or isinstance(node.args[0], ast.Starred) or not quiet_callee(node.func):
-                return None, None
-            nxt = node.args[0]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not isinstance(
+                node.func.value, ast.Name):
             nxt = node.func        # (`(n := x[i]).sum()`: the object, then its method)
         else:
             return None, None
