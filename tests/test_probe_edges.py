@@ -544,7 +544,7 @@ def test_dict_and_set_comprehensions_and_walrus_are_refused_with_their_line():
     def walrus(x):
         out = torch.empty_like(x)
         for i in range(x.shape[0]):
-            out[i] = (y := x[i] * 2) + y
+            out[i] = x[i] + (y := x[i] * 2) * y     # (not the first thing evaluated: hoist.hoisted_walrus)
         return out
 
     x = torch.randn(4, 3)
