@@ -459,13 +459,6 @@ class _Helpers:
         return rows.movedim(dim, 0) if dim else rows
 
     @staticmethod
-    def rows_at(x, idx):
-        """x[idx] for a batch of integers, one per iteration (`x[ids[k]]`)."""
-        _unempty(x)
-        rows = _selected(x, 0, idx)
-        return x[idx] if rows is None else rows
-
-    @staticmethod
     def pick_rows(x, dim, idx):
         """x.select(dim, idx_k) for every iteration, first: `x[2 * i]`, `x[:, j[i]]` of a
         loop-invariant tensor and one integer per iteration. Where the integers step evenly up

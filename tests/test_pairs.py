@@ -397,7 +397,7 @@ def test_rows_by_index_select_follow_advanced_indexing(dim):
             want = x[index]
         except IndexError as e:
             with pytest.raises(IndexError, match=str(e)):
-                _Helpers.gather_rows(x, dim, idx) if dim else _Helpers.rows_at(x, idx)
+                _Helpers.gather_rows(x, dim, idx)
             continue
-        got = _Helpers.gather_rows(x, dim, idx) if dim else _Helpers.rows_at(x, idx)
+        got = _Helpers.gather_rows(x, dim, idx)
         assert torch.equal(got, want.movedim(dim, 0))

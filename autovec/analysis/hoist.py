@@ -159,14 +159,7 @@ def hoisted_walrus(cap: Captured) -> int:
     for st in list(ast.walk(fn)):
         if not isinstance(st, (ast.If, ast.Assign, ast.Expr, ast.Return)) or _scope_depth(fn, parents, st) is None:
             continue
-        p = parents.get(id(st))
-        inside = False
-        while p is not None and p is not fn:
-            if isinstance(p, (ast.For, ast.While)):
-                inside = True
-                break
-            p = parents.get(id(p))
-        if not inside:
+        if not within(fn, parents, st, (ast.For, ast.While)):
             continue
         head = st.test if isinstance(st, ast.If) else st.value
         if head is None:
@@ -246,6 +239,16 @@ def _fresh_name(base: str, node: ast.AST, taken: set) -> str:
         name += "_"
     taken.add(name)
     return name
+
+
+def within(fn: ast.FunctionDef, parents: dict, node: ast.AST, kinds) -> bool:
+    """Whether a node of one of `kinds` encloses `node` inside `fn` (`parents`: id -> parent)."""
+    p = parents.get(id(node))
+    while p is not None and p is not fn:
+        if isinstance(p, kinds):
+            return True
+        p = parents.get(id(p))
+    return False
 
 
 def _scope_depth(fn: ast.FunctionDef, parents: dict, node: ast.AST) -> int | None:
@@ -673,7 +676,7 @@ def stored_recurrences(cap: Captured) -> list:
     int k) at one position of the index with full slices before it, the reads at `t + k - step`
     with the same slices and all inside the stored value; besides them the value may read the
     stored row itself as a term of a sum (`x[t] = x[t] + a * x[t - 1]`, the input's own value,
-    read as a copy: _OwnRowCopy), and the store may be `x[t] += v` / `-=` (as `x[t] = x[t] + v`,
+    read as a copy: _copied), and the store may be `x[t] += v` / `-=` (as `x[t] = x[t] + v`,
     the prefix sum excepted: _prefix_form); `out` appears nowhere else in the body and is never rebound; no `break`, `continue`, nested loop, scope or generator; `t` not
     assigned; a step of 1 or -1. The loop's attribute `_av_carried` tells the analysis (plan.carried),
     `_av_original` holds the loop as written: the fallback, and what api puts back where the
@@ -707,8 +710,8 @@ def stored_recurrences(cap: Captured) -> list:
             # (the stored row's own reads, `x[t] = x[t] + a * x[t - 1]`, as new memory: the value
             # the loop reads there is the input's, before any store, and a copy keeps it so
             # while the batch reads every row first)
-            own = _OwnRowCopy(name, d, loop.target.id, k).visit(store.value)
-            value = _ReadsToName(name, d, loop.target.id, k - step, carry).visit(own)
+            own = _RowReads(name, d, loop.target.id, k, _copied).visit(store.value)
+            value = _RowReads(name, d, loop.target.id, k - step, lambda _, c=carry: ast.Name(c, ast.Load())).visit(own)
             bind = ast.copy_location(ast.Assign(targets=[ast.copy_location(ast.Name(carry, ast.Store()), store)],
                                                 value=value), store)
             bind.end_lineno, bind.end_col_offset = store.end_lineno, store.end_col_offset
@@ -879,29 +882,21 @@ def _first_read(first, offset: int, name: str, d: int) -> str:
     return f"{name}[{', '.join([':'] * d + [ast.unparse(i)])}]"
 
 
-class _OwnRowCopy(ast.NodeTransformer):
-    """`out[.., t + k]` (the row the step stores, read before the store) as `out[.., t + k].clone()`."""
+class _RowReads(ast.NodeTransformer):
+    """Each read `out[.., t + c]` (the row at offset `c` along dimension `d`) as make(that read):
+    the previous step's row as the running value's name, the stored row as its copy."""
 
-    def __init__(self, name, d, t, k):
-        self.name, self.d, self.t, self.k = name, d, t, k
-
-    def visit_Subscript(self, node):
-        if isinstance(node.value, ast.Name) and node.value.id == self.name and _row_index(node, self.t) == (self.d, self.k):
-            call = ast.Call(func=ast.Attribute(value=node, attr="clone", ctx=ast.Load()), args=[], keywords=[])
-            return ast.fix_missing_locations(ast.copy_location(call, node))
-        return self.generic_visit(node)
-
-
-class _ReadsToName(ast.NodeTransformer):
-    """`out[.., t + c]` (the previous step's row) as the running value's name."""
-
-    def __init__(self, name, d, t, c, carry):
-        self.name, self.d, self.t, self.c, self.carry = name, d, t, c, carry
+    def __init__(self, name, d, t, c, make):
+        self.name, self.d, self.t, self.c, self.make = name, d, t, c, make
 
     def visit_Subscript(self, node):
         if isinstance(node.value, ast.Name) and node.value.id == self.name and _row_index(node, self.t) == (self.d, self.c):
-            return ast.copy_location(ast.Name(self.carry, ast.Load()), node)
+            return ast.fix_missing_locations(ast.copy_location(self.make(node), node))
         return self.generic_visit(node)
+
+
+def _copied(node):
+    return ast.Call(func=ast.Attribute(value=node, attr="clone", ctx=ast.Load()), args=[], keywords=[])
 
 
 def sunk_appends(cap: Captured, moved: list, refused: set) -> list:

@@ -29,7 +29,7 @@ import torch
 
 from ..frontend import Captured
 from .hoist import (_breaks_out, _builtins_ok, _fresh_name, _holder, _index_offset, _local_names, _names,
-                    _reads, range_nest)
+                    _reads, range_nest, within)
 from .names import mutated, reshaped
 
 
@@ -75,18 +75,6 @@ def _index_only(stmts: list, names: set) -> bool:
     return True
 
 
-def _in_loop_or_scope(fn: ast.FunctionDef, parents: dict, node: ast.AST) -> bool:
-    """Whether `node` lies inside another loop, a comprehension, or a function, class or lambda
-    defined in `fn`."""
-    p = parents.get(id(node))
-    while p is not None and p is not fn:
-        if isinstance(p, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                          ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            return True
-        p = parents.get(id(p))
-    return False
-
-
 def pair_lists(cap: Captured, skip=frozenset()) -> list[PairNest]:
     """Make each triangular nest of the function's own body (not inside another loop) a flat
     loop over its index pairs (see the module's docstring), except those at the (line, column)
@@ -112,7 +100,7 @@ def pair_lists(cap: Captured, skip=frozenset()) -> list[PairNest]:
     out = []
     declared = {name for n in ast.walk(fn) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
     for outer in [n for n in ast.walk(fn) if isinstance(n, ast.For)]:
-        if (outer.lineno, outer.col_offset) in skip or _in_loop_or_scope(fn, parents, outer):
+        if (outer.lineno, outer.col_offset) in skip or within(fn, parents, outer, _ENCLOSING):
             continue
         nest = range_nest(outer, cap, local)
         if nest is None:
@@ -174,6 +162,11 @@ def pair_lists(cap: Captured, skip=frozenset()) -> list[PairNest]:
     return out
 
 
+# (a nest inside one of these is left as it is: another loop, a comprehension, or a scope of its own)
+_ENCLOSING = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
+              ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
 class PairsDeclined:
     """What index_pairs gives in place of pairs it does not make: the flat loop's guard refuses
     it with `reason` (runtime), and the nest runs as written."""
@@ -216,16 +209,16 @@ def index_pairs(outer: range, c: int, bound, upper: bool):
     range(bound, first + c) if upper else range(first + c, bound)
     b = operator.index(bound)
     a, s = outer.start, outer.stop
+    key = (a, s, c, b, upper)
+    got = _cache.get(key)     # (a call's hot path: the pairs of the last few nests)
+    if got is not None and got[0]._version == got[2] and got[1]._version == got[3]:
+        return got[0], got[1]
     total = _count(a, s, c, b, upper)
     if not total:
         return _EMPTY, _EMPTY
     if total > _MOST or max(abs(a), abs(s), abs(b), abs(c)) > _FAR:
         return (PairsDeclined(f"the triangle holds {total} pairs, past the {_MOST} autovec makes (or integers "
                               "past int64's exact range)"),) * 2
-    key = (a, s, c, b, upper)
-    got = _cache.get(key)
-    if got is not None and got[0]._version == got[2] and got[1]._version == got[3]:
-        return got[0], got[1]
     i = torch.arange(a, s, dtype=torch.int64)
     lo, hi = (b, i + c) if upper else (i + c, b)
     counts = (hi - lo).clamp_min(0)

@@ -1016,7 +1016,7 @@ class _Batcher:
         if self._integer_scalar(first) and not rest:
             # (index_select where it is the same, batching._selected; with more of the index after
             # it, the batch may have several dimensions: advanced indexing, as written)
-            return _helper("rows_at", base.node, first.node)
+            return _helper("gather_rows", base.node, _const(0), first.node)
         gathered = _helper("unempty", base.node) if self._integer_scalar(first) else base.node
         if not rest:
             return ast.Subscript(value=gathered, slice=first.node, ctx=ast.Load())
