@@ -17,6 +17,7 @@ import weakref
 import torch
 from torch import Tensor
 
+from . import fastast
 from . import cost
 from ._config import switches
 from .analysis import analyze, blocked_by
@@ -125,7 +126,7 @@ class FunctionState:
         cap = capture(self.fn)
         env = Env(cap)
         self.original_source = ast.unparse(cap.tree)
-        written = {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}    # (the names it reads as written)
+        written = {n.id for n in fastast.walk(cap.tree) if isinstance(n, ast.Name)}    # (the names it reads as written)
         # loops that update lists of tensors in place: `_foreach_` calls (analysis/foreach.py); loops
         # that pad a list of sequences into rows: masked stores (analysis/ragged.py). Each loop goes
         # on through the passes and the analysis below as the `else` of a stand-in `if`: where a
@@ -307,7 +308,7 @@ class FunctionState:
         self.rewritten_source = ast.unparse(rw.display)
         # (of the names the analysis looked up, those the function reads as written or as
         # rewritten: `zip` of `for t, m in zip(x, m)`, the `len` and `min` of its rewritten header)
-        read = written | {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}
+        read = written | {n.id for n in fastast.walk(cap.tree) if isinstance(n, ast.Name)}
         self.assumed = _assumptions(self.fn, {k: v for k, v in cap.assumed.items() if k in read})
         helpers = {p.helper: pairs.index_pairs for p in paired}
         self.compiled = build_function(self.fn, rw.tree, {namer.runtime: self.runtime, **helpers}, cap.filename)
@@ -462,7 +463,7 @@ def _stand_in(tree, plan):
 
 def _put_back(tree, slot, make):
     """Replace the stand-in `if` whose test calls `slot` with make(that if)."""
-    for node in ast.walk(tree):
+    for node in fastast.walk(tree):
         for field, value in ast.iter_fields(node):
             if isinstance(value, list):
                 for k, v in enumerate(value):
@@ -521,7 +522,7 @@ def _count_ops(plan) -> int:
     """Operations in one iteration, for the cost model: calls, arithmetic and subscripts."""
     n = 0
     for text in plan.body:
-        for node in ast.walk(ast.parse(text)):
+        for node in fastast.walk(ast.parse(text)):
             n += isinstance(node, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript))
     return max(n, 1)
 
@@ -531,7 +532,7 @@ def _numbers_before(tree, lineno) -> frozenset:
     `npos = labels.sum().item()`), as its last binding before that line: what the cost model
     takes a loop's running values to be (cost.number_ops; only an estimate)."""
     found: dict = {}
-    for node in ast.walk(tree):
+    for node in fastast.walk(tree):
         if isinstance(node, ast.Assign) and node.lineno < lineno and len(node.targets) == 1 \
                 and isinstance(node.targets[0], ast.Name):
             v = node.value

@@ -10,6 +10,7 @@ import types
 
 import torch
 
+from . import fastast
 from . import pins
 from .analysis.helpers import returned_expression
 from .frontend import attr_chain, scope_lookup
@@ -66,12 +67,12 @@ def temporaries_in_place(fdef: ast.FunctionDef, owned=()) -> ast.FunctionDef | N
     temporary on its left."""
     changed = [False]
     loads: dict = {}
-    for n in ast.walk(fdef):
+    for n in fastast.walk(fdef):
         if isinstance(n, ast.Name):
             loads[n.id] = loads.get(n.id, 0) + (1 if isinstance(n.ctx, ast.Load) else 2)  # a store disqualifies
-    nested = {m.id for n in ast.walk(fdef)
+    nested = {m.id for n in fastast.walk(fdef)
               if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))
-              for m in ast.walk(n) if isinstance(m, ast.Name)}
+              for m in fastast.walk(n) if isinstance(m, ast.Name)}
     mine = {p for p in owned if loads.get(p) == 1 and p not in nested}
 
     class _T(ast.NodeTransformer):
@@ -94,7 +95,7 @@ def temporaries_in_place(fdef: ast.FunctionDef, owned=()) -> ast.FunctionDef | N
         def visit_Lambda(self, node):
             return node
 
-    new = _T().visit(copy.deepcopy(fdef))
+    new = _T().visit(fastast.clone(fdef))
     return ast.fix_missing_locations(new) if changed[0] else None
 
 
@@ -1331,8 +1332,8 @@ def _compile(fdef: ast.FunctionDef, body, extra=()) -> types.CodeType:
     """Code of `fdef` as a closure over the body's free variables (and the helpers)."""
     free = list(body.__code__.co_freevars) + [v for v in (*_HELPER_CELLS, *extra) if v not in body.__code__.co_freevars]
     line = body.__code__.co_firstlineno
-    fdef = copy.deepcopy(fdef)       # (the caller's tree keeps its positions: nodes are known by them)
-    for node in ast.walk(fdef):
+    fdef = fastast.clone(fdef)       # (the caller's tree keeps its positions: nodes are known by them)
+    for node in fastast.walk(fdef):
         if "lineno" in node._attributes:
             # (a body parsed on its own counts lines from 1: its lines are the loop's, so that a
             # warning torch raises in it names the user's file at the loop, not at its line 1)
@@ -1396,7 +1397,7 @@ class _Inliner:
         self.branched = False       # a helper's branches became `where` (no body for kept rows alone)
 
     def run(self, fdef: ast.FunctionDef) -> ast.FunctionDef:
-        fdef = copy.deepcopy(fdef)
+        fdef = fastast.clone(fdef)
         fdef.body = self.block(fdef.body, depth=0)
         ast.fix_missing_locations(fdef)
         return fdef
@@ -1409,7 +1410,7 @@ class _Inliner:
             out += pre + [s]
             if isinstance(s, ast.Assign):
                 for t in s.targets:
-                    self.local |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+                    self.local |= {n.id for n in fastast.walk(t) if isinstance(n, ast.Name)}
         return out
 
     def stmt(self, s, pre, depth, lookup):
@@ -1495,7 +1496,7 @@ class _Inliner:
         for n in assigned:
             rename.setdefault(n, tag + n)
         # the helper's free names: cells with what they name now, checked on every call
-        for n in {x.id for s in stmts for x in ast.walk(s) if isinstance(x, ast.Name)} - set(rename):
+        for n in {x.id for s in stmts for x in fastast.walk(s) if isinstance(x, ast.Name)} - set(rename):
             found, value = cap.lookup(n)
             if not found:
                 return None
@@ -1504,8 +1505,8 @@ class _Inliner:
             self.checks.append((fn, n, value))
         self.checks.append((text if lookup is None else None, fn, fn.__code__))
         renamer = _Rename(rename)
-        inner = [renamer.visit(copy.deepcopy(s)) for s in stmts]
-        if self.branches and any(isinstance(n, ast.IfExp) for s in inner for n in ast.walk(s)):
+        inner = [renamer.visit(fastast.clone(s)) for s in stmts]
+        if self.branches and any(isinstance(n, ast.IfExp) for s in inner for n in fastast.walk(s)):
             self.branched = True
             inner = [_Wheres(self.av).visit(s) for s in inner]
             if self.av not in self.cells:
@@ -1610,7 +1611,7 @@ def _selections_inlined(fdef: ast.FunctionDef) -> ast.FunctionDef | None:
         t = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else None
         if isinstance(t, ast.Tuple) and isinstance(st.value, ast.Tuple) and len(t.elts) == len(st.value.elts) \
                 and all(isinstance(e, ast.Name) for e in t.elts) \
-                and not {e.id for e in t.elts} & {n.id for n in ast.walk(st.value) if isinstance(n, ast.Name)}:
+                and not {e.id for e in t.elts} & {n.id for n in fastast.walk(st.value) if isinstance(n, ast.Name)}:
             # `pos, neg = a[m], a[~m]`: one assignment each (no value reads a name the others bind)
             stmts += [ast.copy_location(ast.Assign(targets=[e], value=v), st) for e, v in zip(t.elts, st.value.elts)]
             continue
@@ -1620,7 +1621,7 @@ def _selections_inlined(fdef: ast.FunctionDef) -> ast.FunctionDef | None:
     if not all(isinstance(t, ast.Name) for st in stmts if isinstance(st, ast.Assign) for t in st.targets):
         return None
     from .analysis.names import in_place_keyword
-    for n in ast.walk(fdef):
+    for n in fastast.walk(fdef):
         if isinstance(n, ast.Call) and (isinstance(n.func, ast.Attribute) and n.func.attr.endswith("_")
                                         and not n.func.attr.endswith("__") or in_place_keyword(n)):
             return None     # (`F.dropout(v, inplace=True)`, `out=`: a write into what it reads)
@@ -1639,14 +1640,14 @@ def _selections_inlined(fdef: ast.FunctionDef) -> ast.FunctionDef | None:
         if not (isinstance(v, ast.Subscript) and (not isinstance(v.slice, (ast.Tuple, ast.Slice, ast.Constant))
                                                   or _span_slice(v.slice))):
             continue
-        reads = {n.id for n in ast.walk(v) if isinstance(n, ast.Name)}
+        reads = {n.id for n in fastast.walk(v) if isinstance(n, ast.Name)}
         if bound.get(name) != 1 or any(bound.get(r, 0) > 1 for r in reads) or name in reads:
             continue
         picks[name] = st
     if not picks:
         return None
     uses = {name: 0 for name in picks}
-    for n in ast.walk(fdef):
+    for n in fastast.walk(fdef):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in uses:
             uses[n.id] += 1
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in uses:
@@ -1654,8 +1655,8 @@ def _selections_inlined(fdef: ast.FunctionDef) -> ast.FunctionDef | None:
     picks = {name: st for name, st in picks.items() if uses[name]}
     if not picks:
         return None
-    new = copy.deepcopy(fdef)
-    new.body = copy.deepcopy(stmts)
+    new = fastast.clone(fdef)
+    new.body = fastast.clone(stmts)
     body = []
     values = {}
     for st in new.body:
@@ -1684,7 +1685,7 @@ class _Selections(ast.NodeTransformer):
 
     def visit_Name(self, node):
         if isinstance(node.ctx, ast.Load) and node.id in self.values:
-            return ast.copy_location(copy.deepcopy(self.values[node.id]), node)
+            return ast.copy_location(fastast.clone(self.values[node.id]), node)
         return node
 
 
@@ -1755,7 +1756,7 @@ def _build(fdef: ast.FunctionDef, av: str, body, row_args_at, batch_args, sizes:
         if isinstance(e, GuardFailed) and e.data:
             raise      # these values (pynum: a zero divisor ..) leave this call alone to the loop
         return f"the batched body raised {type(e).__name__}: {e}"
-    nodes = {k: node for node in ast.walk(fdef) for k in [ids.get(id(node))] if k is not None}
+    nodes = {k: node for node in fastast.walk(fdef) for k in [ids.get(id(node))] if k is not None}
     for k, batched in seen.items():
         if k in exempt:
             continue         # checked through the outputs below
@@ -1802,7 +1803,7 @@ _MASK_CALLS = frozenset({"logical_not", "logical_and", "logical_or", "truth", "l
 def _mask_only(node) -> bool:
     """An expression that only combines masks (names, constants, comparisons, logical_*): it
     cannot raise once its operands exist, so leaving it out changes nothing but its cost."""
-    for n in ast.walk(node):
+    for n in fastast.walk(node):
         if isinstance(n, ast.Call):
             f = n.func
             if not (isinstance(f, ast.Attribute) and f.attr in _MASK_CALLS) or n.keywords:
@@ -1828,14 +1829,14 @@ def without_probes(fdef: ast.FunctionDef, probes: int) -> ast.FunctionDef | None
         return None
     elts = fdef.body[-1].value.elts[:-probes] + [ast.Constant(None)] * probes
     ret = ast.Return(value=ast.Tuple(elts=elts, ctx=ast.Load()))
-    used = {n.id for e in elts for n in ast.walk(e) if isinstance(n, ast.Name)}
+    used = {n.id for e in elts for n in fastast.walk(e) if isinstance(n, ast.Name)}
     kept = []
     for st in reversed(stmts):
         name = st.targets[0].id
         if name not in used and _mask_only(st.value):
             continue
         used.discard(name)
-        used |= {n.id for n in ast.walk(st.value) if isinstance(n, ast.Name)}
+        used |= {n.id for n in fastast.walk(st.value) if isinstance(n, ast.Name)}
         kept.append(st)
     new = copy.copy(fdef)
     new.body = kept[::-1] + [ret]
@@ -1857,7 +1858,7 @@ def _single_uses_inlined(fdef: ast.FunctionDef) -> ast.FunctionDef:
     for st in stmts[:-1]:
         stores[st.targets[0].id] = stores.get(st.targets[0].id, 0) + 1
     loads: dict = {}
-    for n in ast.walk(fdef):
+    for n in fastast.walk(fdef):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             loads[n.id] = loads.get(n.id, 0) + 1
     out = [stmts[0]]
@@ -1888,7 +1889,7 @@ def _read_first(node, name) -> bool:
     def walk(n):
         if isinstance(n, (ast.Lambda, ast.IfExp, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
                           ast.BoolOp, ast.NamedExpr)):
-            if any(isinstance(m, ast.Name) and m.id == name for m in ast.walk(n)):
+            if any(isinstance(m, ast.Name) and m.id == name for m in fastast.walk(n)):
                 return False
             state["op"] = True
             return True

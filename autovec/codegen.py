@@ -6,6 +6,8 @@ import ast
 import copy
 import types
 
+from . import fastast
+
 
 class Namer:
     """Deterministic fresh names that avoid every name the function already uses."""
@@ -24,7 +26,7 @@ class Namer:
 
 def all_names(tree: ast.AST) -> set[str]:
     out = set()
-    for n in ast.walk(tree):
+    for n in fastast.walk(tree):
         if isinstance(n, ast.Name):
             out.add(n.id)
         elif isinstance(n, ast.arg):
@@ -45,12 +47,12 @@ class _Subst(ast.NodeTransformer):
         if isinstance(v, str):
             return ast.copy_location(ast.Name(id=v, ctx=node.ctx), node)
         if isinstance(v, ast.expr):
-            return copy.deepcopy(v)
+            return fastast.clone(v)
         return node
 
     def visit_Expr(self, node: ast.Expr):
         if isinstance(node.value, ast.Name) and isinstance(self.subs.get(node.value.id), list):
-            return [copy.deepcopy(s) for s in self.subs[node.value.id]]
+            return [fastast.clone(s) for s in self.subs[node.value.id]]
         return self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef):
@@ -110,7 +112,7 @@ def expr(code: str, **subs) -> ast.expr:
 def set_lines(nodes, lineno: int, end_lineno: int | None = None) -> None:
     """Give generated nodes the line of the user's code they replace."""
     for top in nodes:
-        for n in ast.walk(top):
+        for n in fastast.walk(top):
             if "lineno" in n._attributes:
                 n.lineno = lineno
                 n.end_lineno = end_lineno or lineno

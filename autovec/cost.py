@@ -13,6 +13,7 @@ import platform
 import time
 from pathlib import Path
 
+from . import fastast
 from ._config import env as _env, unset as _unset
 
 # Used when nothing can be measured; figures from a 2-thread CPU with torch 2.13.
@@ -278,12 +279,12 @@ def number_ops(plan, numbers=frozenset()) -> tuple:
 
     for text in plan.body:
         tree = ast.parse(text)
-        for node in ast.walk(tree):
+        for node in fastast.walk(tree):
             if isinstance(node, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript)):
                 c = cost_of(node)
                 if c is not None:
                     out.append(c)
-        for stmt in ast.walk(tree):
+        for stmt in fastast.walk(tree):
             # (names bound in the body, in order: a later read of them is typed by their value)
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 k = kind(stmt.value)

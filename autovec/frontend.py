@@ -8,6 +8,8 @@ import textwrap
 import types
 from dataclasses import dataclass, field
 
+from . import fastast
+
 
 class NoSource(Exception):
     """The function cannot be rewritten from source; the message says why."""
@@ -112,7 +114,7 @@ def capture(fn) -> Captured:
 def _uses_private_names(node: ast.AST) -> bool:
     def private(s: str) -> bool:
         return s.startswith("__") and not s.endswith("__")
-    for n in ast.walk(node):
+    for n in fastast.walk(node):
         if isinstance(n, ast.Name) and private(n.id):
             return True
         if isinstance(n, ast.Attribute) and private(n.attr):

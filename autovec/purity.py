@@ -10,6 +10,7 @@ import types
 
 import torch
 
+from . import fastast
 from . import pins
 from .analysis import names as nm
 from .frontend import Captured, NoSource, attr_chain, capture, scope_lookup
@@ -405,7 +406,7 @@ def loaded_chains(fn) -> tuple:
         else:
             local = nm.stores(tree) | _params(tree)
             paths = []
-            for n in ast.walk(tree):
+            for n in fastast.walk(tree):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" \
                         and len(n.args) >= 2 and isinstance(n.args[1], ast.Constant) \
                         and isinstance(n.args[1].value, str) and n.args[1].value.isidentifier() \
@@ -437,14 +438,14 @@ def _static_scan(fn):
     # local names bound only to functions defined in the helper (`def`, `lambda`), whose own
     # calls this walk sees; any other local called (`add = LOG.append; add(v)`, a parameter)
     # is a callable the scan cannot name
-    defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    defined = {n.name for n in fastast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                and n is not tree}
-    defined |= {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Lambda)
+    defined |= {t.id for n in fastast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Lambda)
                 for t in n.targets if isinstance(t, ast.Name)}
-    defined -= {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and not isinstance(n.value, ast.Lambda)
+    defined -= {t.id for n in fastast.walk(tree) if isinstance(n, ast.Assign) and not isinstance(n.value, ast.Lambda)
                 for t in n.targets if isinstance(t, ast.Name)} | params
     targets, reason = [], None
-    for n in ast.walk(tree):
+    for n in fastast.walk(tree):
         line = getattr(n, "lineno", tree.lineno)
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             reason = f"helper `{{label}}` uses `global`/`nonlocal` (line {line})"

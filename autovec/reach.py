@@ -14,6 +14,8 @@ from __future__ import annotations
 import ast
 import builtins
 
+from . import fastast
+
 _CMP = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
         ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
 _BIN = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
@@ -64,7 +66,7 @@ def _node(node, conds, top, out):
             _node(v, conds, top, out)
             conds = conds + ((v, truth),)
     elif isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        for sub in ast.walk(node):      # (run whenever it is called: no condition known)
+        for sub in fastast.walk(node):      # (run whenever it is called: no condition known)
             out[id(sub)] = ()
     else:
         for child in ast.iter_child_nodes(node):

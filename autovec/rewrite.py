@@ -6,6 +6,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
+from . import fastast
 from .codegen import Namer, all_names, set_lines
 from .lowering import Lowered
 
@@ -19,14 +20,14 @@ class Rewritten:
 def _find(tree: ast.AST, info) -> ast.AST:
     kind = {"for": ast.For, "while": ast.While, "comprehension": ast.ListComp,
             "generator": ast.GeneratorExp}[info.kind]
-    for n in ast.walk(tree):
+    for n in fastast.walk(tree):
         if isinstance(n, kind) and n.lineno == info.lineno and n.col_offset == info.col:
             return n
     raise LookupError(f"loop at line {info.lineno} not found")
 
 
 def _parents(tree):
-    return {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    return {c: p for p in fastast.walk(tree) for c in ast.iter_child_nodes(p)}
 
 
 def _replace(parent: ast.AST, old: ast.AST, new) -> None:
@@ -52,9 +53,9 @@ def _swap_calls(tree: ast.AST, swaps: dict) -> None:
     if not swaps:
         return
     parent = _parents(tree)
-    for n in list(ast.walk(tree)):
+    for n in list(fastast.walk(tree)):
         if isinstance(n, ast.Call) and ast.unparse(n) in swaps and n in parent:
-            new = copy.deepcopy(swaps[ast.unparse(n)])
+            new = fastast.clone(swaps[ast.unparse(n)])
             set_lines([new], n.lineno, n.end_lineno)   # errors in the consumer point at the user's line
             _replace(parent[n], n, new)
 
@@ -62,7 +63,7 @@ def _swap_calls(tree: ast.AST, swaps: dict) -> None:
 def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]], steps=()) -> Rewritten:
     """`steps`: (info, lower) for loops kept in Python with a compiled-step form, where
     lower(loop node) -> (statements replacing it, display statements)."""
-    exe, disp = copy.deepcopy(tree), copy.deepcopy(tree)
+    exe, disp = fastast.clone(tree), fastast.clone(tree)
     step_targets = [(info, lower, _find(exe, info), _find(disp, info)) for info, lower in steps]
     targets = [(info, low, _find(exe, info), _find(disp, info)) for info, low in pieces]
     for info, lower, node, dnode in step_targets:
@@ -80,7 +81,7 @@ def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]], steps=())
             # (a triangular nest planned as a masked rectangle falls back to the loops as written)
             branch.orelse = [getattr(node, "_av_original", node)] + low.after
             _replace(p[node], node, low.stmts)
-            _replace(dp[dnode], dnode, copy.deepcopy(low.display))
+            _replace(dp[dnode], dnode, fastast.clone(low.display))
             _swap_calls(exe, low.swaps)
             _swap_calls(disp, low.display_swaps)
         else:
@@ -101,7 +102,7 @@ def apply(tree: ast.FunctionDef, pieces: list[tuple[object, Lowered]], steps=())
             _replace(p[consumer], consumer, ast.copy_location(ast.Name(id=low.result, ctx=ast.Load()), consumer))
             _replace(p[stmt], stmt, low.stmts + [stmt])
             _replace(dp[dconsumer], dconsumer, ast.Name(id=low.result, ctx=ast.Load()))
-            _replace(dp[dstmt], dstmt, copy.deepcopy(low.display) + [dstmt])
+            _replace(dp[dstmt], dstmt, fastast.clone(low.display) + [dstmt])
     ast.fix_missing_locations(exe)
     ast.fix_missing_locations(disp)
     return Rewritten(exe, disp)

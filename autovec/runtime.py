@@ -16,6 +16,7 @@ import torch
 import torch.utils._python_dispatch
 import torch.autograd.forward_ad as _forward_ad
 
+from . import fastast
 from . import _config, cost, indexcheck, lanes, pins, reach
 from .batching import _INPLACE_FLOOR, broadcast_shapes
 from .lowering.batched import zero_dim_dtype
@@ -230,7 +231,7 @@ def _body_nodes(plan):
             tree = ast.parse(text)
         except SyntaxError:
             continue
-        yield from ast.walk(tree)
+        yield from fastast.walk(tree)
 
 
 def _has_products(plan) -> bool:
@@ -259,7 +260,7 @@ def _gathers(plan, targets) -> bool:
     (`buf[j]`, `table[j, :]`, `rew[j] * 2` for `j in idxs`)."""
     free = set(plan.free)
     return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id in free and any(
-        isinstance(x, ast.Name) and x.id in targets for x in ast.walk(n.slice)) for n in _body_nodes(plan))
+        isinstance(x, ast.Name) and x.id in targets for x in fastast.walk(n.slice)) for n in _body_nodes(plan))
 
 
 def _selectable(plan) -> bool:
@@ -508,11 +509,11 @@ def _index_only(plan) -> bool:
         except SyntaxError:
             return False
         allowed = set()
-        for n in ast.walk(tree):
+        for n in fastast.walk(tree):
             if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id not in targets:
                 entries = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
                 allowed.update(id(e) for e in entries if isinstance(e, ast.Name))
-        if any(isinstance(n, ast.Name) and n.id in targets and id(n) not in allowed for n in ast.walk(tree)):
+        if any(isinstance(n, ast.Name) and n.id in targets and id(n) not in allowed for n in fastast.walk(tree)):
             return False
     return True
 
@@ -722,17 +723,17 @@ def _attribute_params(plan) -> frozenset:
     while changed:
         changed = False
         for tree in trees:
-            for n in ast.walk(tree):
+            for n in fastast.walk(tree):
                 if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
                     targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                    names = {x.id for tg in targets for x in ast.walk(tg) if isinstance(x, ast.Name)}
+                    names = {x.id for tg in targets for x in fastast.walk(tg) if isinstance(x, ast.Name)}
                     for p, ds in derived.items():
                         if not names <= ds and reads(n.value, p):
                             ds |= names
                             changed = True
     items = {o.marker for o in plan.outputs if o.pytype == "item"} | {
         pay[1] for o in plan.outputs for pay in o.payloads if len(pay) > 3 and pay[3] == "item"}
-    attrs = [n.value for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
+    attrs = [n.value for tree in trees for n in fastast.walk(tree) if isinstance(n, ast.Attribute)]
     return frozenset(p for p, ds in derived.items() if ds & items or any(reads(a, p) for a in attrs))
 
 
@@ -5094,7 +5095,7 @@ def _py_arith(plan) -> bool:
     if indices and inner_int_growth([ast.parse(text) for text in plan.body], indices):
         return True
     for text in plan.body:
-        for n in ast.walk(ast.parse(text)):
+        for n in fastast.walk(ast.parse(text)):
             if numbers and isinstance(n, ast.Call) and (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(
                     n.func, "id", None)) in ("pow", "float_power"):
                 return True     # (`torch.pow(x[i], e[i].item())`: a tensor's pow special-cases a number)
@@ -5106,9 +5107,9 @@ def _py_arith(plan) -> bool:
             # do not wrap
             if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.Pow, ast.LShift)) and all(
                     isinstance(m, (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop,
-                                   ast.Load)) for m in ast.walk(n)) and any(
-                    isinstance(m, ast.Name) and m.id in indices for m in ast.walk(n)) and all(
-                    m.id in indices for m in ast.walk(n) if isinstance(m, ast.Name)):
+                                   ast.Load)) for m in fastast.walk(n)) and any(
+                    isinstance(m, ast.Name) and m.id in indices for m in fastast.walk(n)) and all(
+                    m.id in indices for m in fastast.walk(n) if isinstance(m, ast.Name)):
                 return True
     return False
 
@@ -5237,8 +5238,8 @@ def _peek_paths(plan) -> tuple:
     found = {}
     for text in plan.body:
         tree = ast.parse(text)
-        called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
-        for node in ast.walk(tree):
+        called = {id(n.func) for n in fastast.walk(tree) if isinstance(n, ast.Call)}
+        for node in fastast.walk(tree):
             if not isinstance(node, (ast.Attribute, ast.Subscript)) or id(node) in called:
                 continue   # (what the loop calls is checked as a callee, on every call)
             path, cur = [], node
@@ -5537,7 +5538,7 @@ def _calls_unchecked(plan, resolve) -> bool:
 def _calls_any(plan, names) -> bool:
     """Whether a loop body calls a function or method of one of these names."""
     for text in plan.body:
-        for n in ast.walk(ast.parse(text)):
+        for n in fastast.walk(ast.parse(text)):
             if isinstance(n, ast.Call) and (isinstance(n.func, ast.Attribute) and n.func.attr in names
                                             or isinstance(n.func, ast.Name) and n.func.id in names):
                 return True
@@ -5548,7 +5549,7 @@ def _whole_medians(plan) -> bool:
     """Whether a loop body takes `x.median()` / `x.nanmedian()` / `torch.median(x)` of all the
     elements (no dimension)."""
     for text in plan.body:
-        for n in ast.walk(ast.parse(text)):
+        for n in fastast.walk(ast.parse(text)):
             # (`torch.median(x)` under any name torch is imported as, `th.median(x)`: one argument of a
             # name's median counts, a tensor's `x.median(0)` too, which is only conservative)
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
@@ -6522,7 +6523,7 @@ class Token:
         if hit is None:
             hit = rt.float_lits[self.loop_id] = any(
                 isinstance(n, ast.Constant) and type(n.value) in (float, complex)
-                for text in self.match.plan.body for n in ast.walk(ast.parse(text)))
+                for text in self.match.plan.body for n in fastast.walk(ast.parse(text)))
         return hit or any(type(v) in (float, complex) for v in (getattr(self, "free", None) or ()))
 
     def _half_inputs(self) -> bool:

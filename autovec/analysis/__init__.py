@@ -13,6 +13,7 @@ import dataclasses
 
 import torch
 
+from .. import fastast
 from ..frontend import Captured
 from ..plan import LoopInfo
 from . import names as nm
@@ -53,7 +54,7 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
                 kind = "dict" if isinstance(node, ast.DictComp) else "set"
                 raise Refuse(f"the {kind} comprehension at line {node.lineno} is not rewritten (a {kind} is built "
                              "one element at a time, its keys decide which entries survive)", node.lineno)
-            walrus = next((n for n in ast.walk(node) if isinstance(n, ast.NamedExpr)), None)
+            walrus = next((n for n in fastast.walk(node) if isinstance(n, ast.NamedExpr)), None)
             if walrus is not None:
                 raise Refuse(f"`{src(walrus)}` at line {walrus.lineno} binds a name inside an expression; "
                              "the loop runs as written", walrus.lineno)
@@ -114,7 +115,7 @@ def _as_written(node: ast.AST) -> ast.AST:
 
 def _simple_body(node: ast.For) -> bool:
     """Fission keeps the loop in Python, so only constructs it can rebuild are allowed."""
-    for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+    for n in fastast.walk(ast.Module(body=node.body, type_ignores=[])):
         if isinstance(n, CONTROL_FLOW + (ast.Lambda,)):
             return False
     return not node.orelse
@@ -126,16 +127,16 @@ def _kind(node: ast.AST) -> str:
 
 
 def _loops_in_order(fn: ast.FunctionDef) -> list[ast.AST]:
-    found = [n for n in ast.walk(fn)
+    found = [n for n in fastast.walk(fn)
              if isinstance(n, (ast.For, ast.While, ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp))
              and n is not fn]
     # loops inside nested defs/lambdas belong to those functions
-    inner = {id(m) for n in ast.walk(fn) if isinstance(n, (ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef))
-             and n is not fn for m in ast.walk(n) if m is not n}
+    inner = {id(m) for n in fastast.walk(fn) if isinstance(n, (ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef))
+             and n is not fn for m in fastast.walk(n) if m is not n}
     found = [n for n in found if id(n) not in inner]
     # nested comprehensions are part of the outer one
     comps = [n for n in found if isinstance(n, (ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp))]
-    nested = {id(m) for c in comps for m in ast.walk(c) if m is not c}
+    nested = {id(m) for c in comps for m in fastast.walk(c) if m is not c}
     found = [n for n in found if id(n) not in nested]
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))
 
@@ -149,14 +150,14 @@ def blocked_by(cap: Captured, env, local_names=None) -> str | None:
         local_names |= {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a} | nm.stores(fn)
     blocked = _dynamic_scope(fn, env, local_names)
     if not blocked and (any(n.startswith("_av_") for n in local_names) or any(
-            isinstance(n, ast.Name) and n.id.startswith("_av_") for n in ast.walk(fn))):
+            isinstance(n, ast.Name) and n.id.startswith("_av_") for n in fastast.walk(fn))):
         # (generated code's names and its templates' placeholders, codegen.template, start so)
         blocked = "names starting with `_av_` are reserved for autovec's generated code"
     return blocked
 
 
 def _dynamic_scope(fn: ast.FunctionDef, env, local_names) -> str | None:
-    for n in ast.walk(fn):
+    for n in fastast.walk(fn):
         if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _DYNAMIC_SCOPE
                 and n.func.id not in local_names and env.is_builtin(n.func.id)):
             return f"`{n.func.id}()` at line {n.lineno} inspects local variables, so no loop is rewritten"
@@ -205,7 +206,7 @@ def _hoistable(node: ast.AST, ctx: Context) -> bool:
         return False
     if isinstance(up, ast.AugAssign):
         return False  # the target is read before the value
-    inside = {id(n) for n in ast.walk(node)}
+    inside = {id(n) for n in fastast.walk(node)}
     before = []
     for n in _eval_order(up.value):
         if n is node:
@@ -325,7 +326,7 @@ def _allocation(target: str, loop: ast.For, ctx: Context):
     if block is None:
         return False
     for s in reversed(block[:block.index(loop)]):
-        uses = [n for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == target]
+        uses = [n for n in fastast.walk(s) if isinstance(n, ast.Name) and n.id == target]
         if not uses:
             continue
         if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
@@ -359,18 +360,18 @@ def _list_consumer(name: str, loop: ast.For, ctx: Context, appends: int = 1):
     pos = block.index(loop)
     init = None
     for s in reversed(block[:pos]):
-        if name in {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}:
+        if name in {n.id for n in fastast.walk(s) if isinstance(n, ast.Name)}:
             init = s
             break
     if not _empty_list_init(init, name, ctx):
         return None
-    refs = [n for n in ast.walk(ctx.fn) if isinstance(n, ast.Name) and n.id == name]
+    refs = [n for n in fastast.walk(ctx.fn) if isinstance(n, ast.Name) and n.id == name]
     # `name.reverse()` as the statement right after the loop: the consumer takes the list in the
     # other order, the batch flipped along its rows (`flip`); the list the batched path leaves is
     # empty, which the statement leaves empty (the loop as written, the fallback, reverses its own)
     flip = pos + 1 < len(block) and _reverses(block[pos + 1], name)
     first = pos + 2 if flip else pos + 1
-    after = [n for s in block[first:] for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == name]
+    after = [n for s in block[first:] for n in fastast.walk(s) if isinstance(n, ast.Name) and n.id == name]
     if len(after) != 1 or len(refs) != 2 + appends + flip:  # `name = []`, the appends, the reverse, the consumer
         return None
     use = after[0]
@@ -378,7 +379,7 @@ def _list_consumer(name: str, loop: ast.For, ctx: Context, appends: int = 1):
     kind = _consumer_call(call, ctx.env, use)
     if kind is None or not _hoistable(call, ctx):
         return None
-    at = next(k for k in range(first, len(block)) if any(n is use for n in ast.walk(block[k])))
+    at = next(k for k in range(first, len(block)) if any(n is use for n in fastast.walk(block[k])))
     up = ctx.parent.get(use)
     while up is not None and not isinstance(up, ast.stmt):
         up = ctx.parent.get(up)
@@ -431,7 +432,7 @@ def _quiet(s: ast.stmt, ctx: Context) -> bool:
     if not all(isinstance(n, ast.Name) for t in targets for n in ([t] if isinstance(t, ast.Name) else
                                                                   getattr(t, "elts", [t]))):
         return False
-    for n in ast.walk(s.value):
+    for n in fastast.walk(s.value):
         if isinstance(n, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom)):
             return False
         if isinstance(n, ast.Attribute) and n.attr.endswith("_") and not n.attr.startswith("_"):

@@ -13,9 +13,9 @@ Works on syntax; the hoisted computations must call only side-effect-free functi
 from __future__ import annotations
 
 import ast
-import copy
 import dataclasses
 
+from .. import fastast
 from ..plan import LoopPlan
 from . import names as nm
 from .loops import (Context, Refuse, _check_calls, _fresh_value, _makes_new_memory, _no_identity_tests, iteration,
@@ -24,7 +24,7 @@ from .loops import (Context, Refuse, _check_calls, _fresh_value, _makes_new_memo
 
 def _heavy(node: ast.AST) -> bool:
     """Worth computing ahead of the loop: a call or an arithmetic operation."""
-    return any(isinstance(n, (ast.Call, ast.BinOp, ast.UnaryOp)) for n in ast.walk(node))
+    return any(isinstance(n, (ast.Call, ast.BinOp, ast.UnaryOp)) for n in fastast.walk(node))
 
 
 class _KeptNames(Exception):
@@ -60,14 +60,14 @@ def _plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal, per_iterat
     invariant_stmts: list[ast.stmt] = []        # computed once before the loop (no loop variable)
     invariant: set[str] = set()                 # names those bind
     writes: dict[str, int] = {}
-    for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+    for n in fastast.walk(ast.Module(body=node.body, type_ignores=[])):
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
             writes[n.id] = writes.get(n.id, 0) + 1
     new_body: list[ast.stmt] = []
     counter = [0]
 
     def independent(expr: ast.AST) -> bool:
-        for n in ast.walk(expr):
+        for n in fastast.walk(expr):
             if isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda, ast.ListComp,
                               ast.GeneratorExp, ast.DictComp, ast.SetComp)):
                 return False
@@ -90,13 +90,13 @@ def _plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal, per_iterat
         """Replace maximal independent heavy sub-expressions by rows of their batched values."""
         if loop_invariant(expr) and _heavy(expr):
             name = fresh()
-            invariant_stmts.append(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=copy.deepcopy(expr)))
+            invariant_stmts.append(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=fastast.clone(expr)))
             invariant.add(name)
             return ast.Name(id=name, ctx=ast.Load())
         if independent(expr) and _heavy(expr):
             name = fresh()
             hoisted.append((name, expr))
-            hoist_stmts.append(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=copy.deepcopy(expr)))
+            hoist_stmts.append(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=fastast.clone(expr)))
             return ast.Subscript(value=ast.Name(id=name, ctx=ast.Load()), slice=ast.Name(id="_av_j", ctx=ast.Load()),
                                  ctx=ast.Load())
         if isinstance(expr, (ast.IfExp, ast.BoolOp, ast.Lambda, ast.comprehension)):
@@ -110,7 +110,7 @@ def _plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal, per_iterat
 
     read_before: set[str] = set()               # names read by the statements already seen
     for s in node.body:
-        s = copy.deepcopy(s)
+        s = fastast.clone(s)
         read_here = nm.load_ids(s)
         if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
                 and writes.get(s.targets[0].id) == 1 and s.targets[0].id not in read_before
@@ -129,20 +129,20 @@ def _plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal, per_iterat
                 hoisted.append((hname, s.value))
                 # the pre-pass keeps the name, so later hoisted expressions can read it
                 hoist_stmts.append(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
-                                              value=copy.deepcopy(s.value)))
+                                              value=fastast.clone(s.value)))
                 hoist_stmts.append(ast.Assign(targets=[ast.Name(id=hname, ctx=ast.Store())],
                                               value=ast.Name(id=name, ctx=ast.Load())))
                 s.value = ast.Subscript(value=ast.Name(id=hname, ctx=ast.Load()),
                                         slice=ast.Name(id="_av_j", ctx=ast.Load()), ctx=ast.Load())
             else:
-                hoist_stmts.append(copy.deepcopy(s))
+                hoist_stmts.append(fastast.clone(s))
             indep.add(name)
             new_body.append(s)
             read_before |= read_here
             continue
         if isinstance(s, (ast.Assign, ast.AugAssign, ast.Expr, ast.Return)) and getattr(s, "value", None) is not None:
             s.value = take(s.value)
-        for n in ast.walk(s):
+        for n in fastast.walk(s):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 indep.discard(n.id)
         new_body.append(s)
@@ -168,14 +168,14 @@ def _plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal, per_iterat
     pre_body = hoist_stmts + [ast.Expr(value=ast.Call(
         func=ast.Attribute(value=ast.Name(id=f"{h}_list", ctx=ast.Load()), attr="append", ctx=ast.Load()),
         args=[ast.Name(id=h, ctx=ast.Load())], keywords=[])) for h, _ in hoisted]
-    pre = ast.For(target=copy.deepcopy(node.target), iter=copy.deepcopy(node.iter), body=pre_body, orelse=[])
+    pre = ast.For(target=fastast.clone(node.target), iter=fastast.clone(node.iter), body=pre_body, orelse=[])
     ast.copy_location(pre, node)
-    for n in ast.walk(pre):
+    for n in fastast.walk(pre):
         if "lineno" in n._attributes and not hasattr(n, "lineno"):
             n.lineno, n.col_offset, n.end_lineno, n.end_col_offset = line, 0, line, 0
     for s in invariant_stmts:
         ast.copy_location(s, node)
-        for n in ast.walk(s):
+        for n in fastast.walk(s):
             if "lineno" in n._attributes and not hasattr(n, "lineno"):
                 n.lineno, n.col_offset, n.end_lineno, n.end_col_offset = line, 0, line, 0
     try:
@@ -185,13 +185,13 @@ def _plan_fission(node: ast.For, ctx: Context, loop_id: int, refusal, per_iterat
         raise Refuse(f"{carried_reason}; its independent part cannot run batched: {r.refusal.reason}", line) from None
     outputs = tuple(dataclasses.replace(o, consumer="batch", target=o.target[:-len("_list")])
                     for o in plan.outputs if o.kind == "append")
-    loop = ast.For(target=ast.Tuple(elts=[ast.Name(id="_av_j", ctx=ast.Store()), copy.deepcopy(node.target)],
+    loop = ast.For(target=ast.Tuple(elts=[ast.Name(id="_av_j", ctx=ast.Store()), fastast.clone(node.target)],
                                     ctx=ast.Store()),
-                   iter=ast.Call(func=ast.Name(id="enumerate", ctx=ast.Load()), args=[copy.deepcopy(node.iter)],
+                   iter=ast.Call(func=ast.Name(id="enumerate", ctx=ast.Load()), args=[fastast.clone(node.iter)],
                                  keywords=[]),
                    body=new_body, orelse=[])
     ast.copy_location(loop, node)
-    for n in ast.walk(loop):
+    for n in fastast.walk(loop):
         if "lineno" in n._attributes and not hasattr(n, "lineno"):
             n.lineno, n.col_offset, n.end_lineno, n.end_col_offset = line, 0, line, 0
     what = ", ".join(f"`{src(e)}`" for _, e in hoisted[:3]) + (" ..." if len(hoisted) > 3 else "")
@@ -260,10 +260,10 @@ def _own_values(body: list, rows: dict, invariant_stmts: list, node: ast.For, ct
     Passes repeat over what a pass put back (its reads of rows are settled in turn). Returns
     the body and the names of the batches no longer read."""
     mod = ast.Module(body=body, type_ignores=[])
-    parents = {id(c): p for p in ast.walk(mod) for c in ast.iter_child_nodes(p)}
+    parents = {id(c): p for p in fastast.walk(mod) for c in ast.iter_child_nodes(p)}
     nested = any(isinstance(n, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ListComp,
-                                ast.SetComp, ast.DictComp, ast.GeneratorExp)) for n in ast.walk(mod))
-    declared = {g for n in ast.walk(ctx.fn) if isinstance(n, (ast.Global, ast.Nonlocal)) for g in n.names}
+                                ast.SetComp, ast.DictComp, ast.GeneratorExp)) for n in fastast.walk(mod))
+    declared = {g for n in fastast.walk(ctx.fn) if isinstance(n, (ast.Global, ast.Nonlocal)) for g in n.names}
     invariants = {}
     for st in invariant_stmts:
         invariants[st.targets[0].id] = st.value
@@ -293,7 +293,7 @@ def _own_values(body: list, rows: dict, invariant_stmts: list, node: ast.For, ct
             if isinstance(n.value, ast.Name) and n.value.id in rows and isinstance(n.slice, ast.Name) \
                     and n.slice.id == "_av_j" and kept(n):
                 kind, e = rows[n.value.id]
-                return own(n) if kind == "fresh" else n if kind == "view" else ast.copy_location(copy.deepcopy(e), n)
+                return own(n) if kind == "fresh" else n if kind == "view" else ast.copy_location(fastast.clone(e), n)
             return self.generic_visit(n)
 
         def visit_Name(self, n):
@@ -304,7 +304,7 @@ def _own_values(body: list, rows: dict, invariant_stmts: list, node: ast.For, ct
                 v = invariants[n.id]
                 if _fresh_value(v, ctx) or isinstance(v, ast.Compare):
                     return own(n)
-                return ast.copy_location(copy.deepcopy(v), n)
+                return ast.copy_location(fastast.clone(v), n)
             return n
     kept_names: set = set()
     out = body
@@ -314,14 +314,14 @@ def _own_values(body: list, rows: dict, invariant_stmts: list, node: ast.For, ct
         before = [ast.dump(s) for s in out]
         out = [Own().visit(s) for s in out]
         mod = ast.Module(body=out, type_ignores=[])
-        parents = {id(c): p for p in ast.walk(mod) for c in ast.iter_child_nodes(p)}
+        parents = {id(c): p for p in fastast.walk(mod) for c in ast.iter_child_nodes(p)}
         if [ast.dump(s) for s in out] == before:
             break
     else:
         raise Refuse(f"{carried_reason}; the loop cannot be split: its kept values could not be settled", node.lineno)
     if kept_names:
         raise _KeptNames(frozenset(kept_names))
-    read = {n.id for s in out for n in ast.walk(s) if isinstance(n, ast.Name)}
+    read = {n.id for s in out for n in fastast.walk(s) if isinstance(n, ast.Name)}
     return out, {h for h in list(rows) + list(invariants) if h.startswith("_av_h") and h not in read}
 
 
@@ -361,7 +361,7 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
     # (made in the loop, alias nothing: names each binding of which is a new value; `r = x[i]` is a
     # view of what the batched part may read, and a write into it a write into x)
     other = set()
-    for n in (n for s in node.body for n in ast.walk(s)):
+    for n in (n for s in node.body for n in fastast.walk(s)):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
                 and (_fresh_value(n.value, ctx) or isinstance(n.value, ast.Compare)):
             continue
@@ -370,7 +370,7 @@ def _check_rest(node: ast.For, ctx: Context, hoist_stmts, carried_reason: str) -
     local = bound_here - other
     targets = nm.stores(node.target)      # (the loop's own variables: a new value each iteration)
     for s in node.body:
-        for n in ast.walk(s):
+        for n in fastast.walk(s):
             at = getattr(n, "lineno", line)
             if isinstance(n, ast.AugAssign):
                 refuse(f"`{src(n)}` updates a value in place", at)

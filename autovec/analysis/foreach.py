@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import ast
 import builtins
-import copy
 import re
 from dataclasses import dataclass, field
 
 import torch
 
+from .. import fastast
 from ..frontend import Captured
 from .hoist import _local_names, _no_grad_with, _resolves
 
@@ -326,7 +326,7 @@ class _Match:
 def _assigned_in(body) -> set:
     out = set()
     for st in body:
-        for n in ast.walk(st):
+        for n in fastast.walk(st):
             if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
                 out.add(n.id)
     return out
@@ -370,7 +370,7 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> ForeachPl
         for k in range(len(iters)):
             m.slot("base", k)
     m.assigned = _assigned_in(body) - set(targets) - {index}
-    binds = [n.id for st in body for n in ast.walk(st) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+    binds = [n.id for st in body for n in fastast.walk(st) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
     if len(binds) != len(set(binds)):
         return None     # (a name bound twice in the body)
     try:
@@ -382,8 +382,8 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> ForeachPl
         if length not in m.lists or any(n in m.lists for n in m.assigned):
             return None
         # (the index only as `X[i]`: any other read would be a number per iteration)
-        subs = {id(n.slice) for n in ast.walk(loop) if isinstance(n, ast.Subscript)}
-        if any(isinstance(n, ast.Name) and n.id == index and id(n) not in subs for st in body for n in ast.walk(st)):
+        subs = {id(n.slice) for n in fastast.walk(loop) if isinstance(n, ast.Subscript)}
+        if any(isinstance(n, ast.Name) and n.id == index and id(n) not in subs for st in body for n in fastast.walk(st)):
             return None
     if not plan.written:
         return None     # (nothing written in place: not an update of the lists)
@@ -395,8 +395,8 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> ForeachPl
         return None
     # (the passes after this one may change the loop's nodes: what lower reads is kept as it is now)
     plan.header = ast.unparse(loop).splitlines()[0]
-    plan.iters, plan.scalars = copy.deepcopy(plan.iters), copy.deepcopy(plan.scalars)
-    plan.nograd = copy.deepcopy(plan.nograd)
+    plan.iters, plan.scalars = fastast.clone(plan.iters), fastast.clone(plan.scalars)
+    plan.nograd = fastast.clone(plan.nograd)
     plan.lines = [(st.lineno, st.end_lineno) for st, _ in plan.ops]
     return plan
 
@@ -462,7 +462,7 @@ def lower(plan: ForeachPlan, namer, runtime: str):
         run.body += nodes
     fast = [run]
     if plan.nograd is not None:
-        w = copy.deepcopy(plan.nograd)
+        w = fastast.clone(plan.nograd)
         w.body = [ast.Pass()]
         set_lines([w], plan.nograd.lineno)
         w.body = fast
@@ -531,7 +531,7 @@ def _display(plan: ForeachPlan):
             lines.append(_fill(c.replace("@V", "_v"), names))
     nodes = ast.parse("\n".join(lines) or "pass").body
     if plan.nograd is not None:
-        w = copy.deepcopy(plan.nograd)
+        w = fastast.clone(plan.nograd)
         w.body = nodes
         nodes = [w]
     from ..codegen import set_lines
@@ -548,18 +548,18 @@ def find(cap: Captured, matchers=None) -> list:
     local = _local_names(fn)
     out = []
     own = set()     # a comprehension's names that its own `for` binds (its scope, not the function's)
-    for c in ast.walk(fn):
+    for c in fastast.walk(fn):
         if isinstance(c, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            bound = {n.id for g in c.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
-            own |= {id(n) for n in ast.walk(c) if isinstance(n, ast.Name) and n.id in bound}
+            bound = {n.id for g in c.generators for n in fastast.walk(g.target) if isinstance(n, ast.Name)}
+            own |= {id(n) for n in fastast.walk(c) if isinstance(n, ast.Name) and n.id in bound}
 
     def walk(stmts):
         for st in stmts:
             if isinstance(st, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
                                ast.ClassDef)):
                 if isinstance(st, ast.For):
-                    inside = {id(n) for n in ast.walk(st)} | own
-                    elsewhere = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and id(n) not in inside}
+                    inside = {id(n) for n in fastast.walk(st)} | own
+                    elsewhere = {n.id for n in fastast.walk(fn) if isinstance(n, ast.Name) and id(n) not in inside}
                     elsewhere |= _declared(fn)
                     for m in matchers:
                         p = m(cap, st, local, elsewhere)
@@ -580,7 +580,7 @@ def find(cap: Captured, matchers=None) -> list:
 
 def _declared(fn) -> set:
     out = set()
-    for n in ast.walk(fn):
+    for n in fastast.walk(fn):
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             out |= set(n.names)
     a = fn.args

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from .. import fastast
 from . import names as nm
 
 _NOT_IN_CHAIN = (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)
@@ -41,7 +42,7 @@ def returned_expression(fdef: ast.FunctionDef):
     if value is None:
         return None
     branched = not (len(chain) == 1 and isinstance(chain[0], ast.Return))
-    if branched and any(isinstance(n, _NOT_IN_CHAIN) for s in chain for n in ast.walk(s)):
+    if branched and any(isinstance(n, _NOT_IN_CHAIN) for s in chain for n in fastast.walk(s)):
         return None
     return assigns, value, branched
 

@@ -13,10 +13,10 @@ point at the user's code.
 from __future__ import annotations
 
 import ast
-import copy
 
 import torch
 
+from .. import fastast
 from ..frontend import Captured, attr_chain
 from .names import load_ids, mutated, reshaped
 
@@ -37,7 +37,7 @@ def _local_names(fn: ast.FunctionDef) -> set[str]:
     a = fn.args
     out = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
     out |= {x.arg for x in (a.vararg, a.kwarg) if x}
-    for n in ast.walk(fn):
+    for n in fastast.walk(fn):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
             out.add(n.id)
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not fn:
@@ -82,8 +82,8 @@ def hoist_no_grad(cap: Captured) -> int:
     fn = cap.tree
     local = _local_names(fn)
     moved = 0
-    loops = [n for n in ast.walk(fn) if isinstance(n, ast.For)]
-    parent = {c: p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+    loops = [n for n in fastast.walk(fn) if isinstance(n, ast.For)]
+    parent = {c: p for p in fastast.walk(fn) for c in ast.iter_child_nodes(p)}
     for loop in reversed(loops):     # ast.walk is breadth-first: the innermost loops come last
         if not _hoistable(cap, loop, local):
             continue
@@ -118,7 +118,7 @@ def _breaks_out(node: ast.AST) -> bool:
 
 def _holder(root: ast.AST, node: ast.AST):
     """(the list of statements that holds `node`, its position) under `root`."""
-    for p in ast.walk(root):
+    for p in fastast.walk(root):
         for _, value in ast.iter_fields(p):
             if isinstance(value, list):
                 for k, v in enumerate(value):
@@ -132,7 +132,7 @@ def drop_loop_else(cap: Captured) -> int:
     to right after the loop (innermost loops first); returns how many moved."""
     fn = cap.tree
     moved = 0
-    loops = [n for n in ast.walk(fn) if isinstance(n, (ast.For, ast.While)) and n.orelse]
+    loops = [n for n in fastast.walk(fn) if isinstance(n, (ast.For, ast.While)) and n.orelse]
     for loop in reversed(loops):     # breadth-first: an `else` inside another loop's `else` moves first
         if any(_breaks_out(s) for s in loop.body):
             continue
@@ -154,9 +154,9 @@ def hoisted_walrus(cap: Captured) -> int:
     the function's own loops (not in a function, class or lambda defined in it), one binding per
     statement. Returns how many moved."""
     fn = cap.tree
-    parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+    parents = {id(c): p for p in fastast.walk(fn) for c in ast.iter_child_nodes(p)}
     moved = 0
-    for st in list(ast.walk(fn)):
+    for st in list(fastast.walk(fn)):
         if not isinstance(st, (ast.If, ast.Assign, ast.Expr, ast.Return)) or _scope_depth(fn, parents, st) is None:
             continue
         if not within(fn, parents, st, (ast.For, ast.While)):
@@ -226,8 +226,8 @@ _WALKED_METHODS = frozenset(("tolist", "unbind", "split", "chunk", "tensor_split
 
 def _names(fn: ast.FunctionDef) -> set[str]:
     """Every name `fn` reads, binds or takes as a parameter (where a new name must not fall)."""
-    return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
-        a.arg for a in ast.walk(fn) if isinstance(a, ast.arg)}
+    return {n.id for n in fastast.walk(fn) if isinstance(n, ast.Name)} | {
+        a.arg for a in fastast.walk(fn) if isinstance(a, ast.arg)}
 
 
 def _fresh_name(base: str, node: ast.AST, taken: set) -> str:
@@ -275,10 +275,10 @@ def named_iterables(cap: Captured) -> int:
     open or alive past the loop. Returns how many loops changed."""
     fn = cap.tree
     local = _local_names(fn)
-    parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+    parents = {id(c): p for p in fastast.walk(fn) for c in ast.iter_child_nodes(p)}
     taken = _names(fn)
     changed = 0
-    for loop in [n for n in ast.walk(fn) if isinstance(n, ast.For)]:
+    for loop in [n for n in fastast.walk(fn) if isinstance(n, ast.For)]:
         call = loop.iter
         if not isinstance(call, ast.Call) or _scope_depth(fn, parents, loop) is None:
             continue
@@ -288,7 +288,7 @@ def named_iterables(cap: Captured) -> int:
                 or not callable(getattr(torch, parts[-1], None)) \
                 or not _resolves(cap, f, local, (getattr(torch, parts[-1]),)):
             continue
-        if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)) for n in ast.walk(call)):
+        if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)) for n in fastast.walk(call)):
             continue
         name = _fresh_name(f"{loop.target.id}_values" if isinstance(loop.target, ast.Name) else "loop_values",
                            loop, taken)
@@ -314,9 +314,9 @@ def returns_as_breaks(cap: Captured) -> int:
     statements keep the lines of the `return` and the loop, for tracebacks. Returns how many
     loops changed."""
     fn = cap.tree
-    parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+    parents = {id(c): p for p in fastast.walk(fn) for c in ast.iter_child_nodes(p)}
     taken = _names(fn)
-    loops = [(_scope_depth(fn, parents, n), k, n) for k, n in enumerate(ast.walk(fn))
+    loops = [(_scope_depth(fn, parents, n), k, n) for k, n in enumerate(fastast.walk(fn))
              if isinstance(n, (ast.For, ast.While))]
     changed = 0
     for _, _, loop in sorted((t for t in loops if t[0] is not None), key=lambda t: (-t[0], t[1])):
@@ -385,16 +385,16 @@ def merged_branch_stores(cap: Captured) -> int:
     the same steps in the same order (`c`, then `a` or `b`, then the target's subscript), one
     store the planner takes. Returns how many `if`s were merged."""
     merged = 0
-    loops = [n for n in ast.walk(cap.tree) if isinstance(n, (ast.For, ast.While))]
+    loops = [n for n in fastast.walk(cap.tree) if isinstance(n, (ast.For, ast.While))]
     seen = set()
     for loop in loops:
-        for node in ast.walk(loop):
+        for node in fastast.walk(loop):
             if not isinstance(node, ast.If) or id(node) in seen or not node.orelse:
                 continue
             found = _one_store([node])
             if found is None:
                 continue
-            for inner in ast.walk(node):
+            for inner in fastast.walk(node):
                 seen.add(id(inner))
             target, value = found
             store = ast.copy_location(ast.Assign(targets=[target], value=value), node)
@@ -418,7 +418,7 @@ def rectangular_nests(cap: Captured) -> list:
 
     local = _local_names(cap.tree)
     out = []
-    for outer in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
+    for outer in [n for n in fastast.walk(cap.tree) if isinstance(n, ast.For)]:
         nest = range_nest(outer, cap, local)
         if nest is None:
             continue
@@ -431,32 +431,32 @@ def rectangular_nests(cap: Captured) -> list:
         changed, shapes = mutated(outer) - {i}, reshaped(outer) - {i}   # (`L.append`, `x[i] = ..`)
         if not all(_pure_expr(b) for b in bounds) or any(bound_moves(b, changed, shapes) for b in bounds):
             continue
-        if any(isinstance(n, ast.Name) and n.id == j for n in ast.walk(cap.tree)
-               if not any(n is m for m in ast.walk(inner))):
+        if any(isinstance(n, ast.Name) and n.id == j for n in fastast.walk(cap.tree)
+               if not any(n is m for m in fastast.walk(inner))):
             continue   # `j` read after the nest: its last value would be the rectangle's
-        if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr)) for n in ast.walk(inner)):
+        if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr)) for n in fastast.walk(inner)):
             continue
         first = start if start is not None else ast.Constant(0)
         conds = []
         new_lo, new_hi = lo, hi
         if uses_i[0]:        # lo = i + c: the rectangle starts at the first i's, `i + c <= j` masks
             new_lo = _shifted(first, lo_c)
-            conds.append(ast.Compare(left=copy.deepcopy(lo), ops=[ast.LtE()], comparators=[ast.Name(j, ast.Load())]))
+            conds.append(ast.Compare(left=fastast.clone(lo), ops=[ast.LtE()], comparators=[ast.Name(j, ast.Load())]))
         if uses_i[1]:        # hi = i + c: up to the last i's, `j < i + c` masks
-            new_hi = _shifted(ast.BinOp(left=copy.deepcopy(stop), op=ast.Sub(), right=ast.Constant(1)), hi_c)
-            conds.append(ast.Compare(left=ast.Name(j, ast.Load()), ops=[ast.Lt()], comparators=[copy.deepcopy(hi)]))
+            new_hi = _shifted(ast.BinOp(left=fastast.clone(stop), op=ast.Sub(), right=ast.Constant(1)), hi_c)
+            conds.append(ast.Compare(left=ast.Name(j, ast.Load()), ops=[ast.Lt()], comparators=[fastast.clone(hi)]))
         test = conds[0] if len(conds) == 1 else ast.BoolOp(op=ast.And(), values=conds)
-        original = copy.deepcopy(outer)
+        original = fastast.clone(outer)
         inner._av_original = original.body[0]     # (explain shows the inner loop as written too)
         guarded = ast.If(test=test, body=inner.body, orelse=[])
         args = [new_lo if new_lo is not None else ast.Constant(0), new_hi]
         inner.iter = ast.Call(func=ast.Name("range", ast.Load()), args=args, keywords=[])
         inner.body = [guarded]
-        for n in ast.walk(guarded.test):
+        for n in fastast.walk(guarded.test):
             ast.copy_location(n, inner)
         ast.copy_location(guarded, inner)
         guarded.end_lineno = inner.end_lineno
-        for n in ast.walk(inner.iter):
+        for n in fastast.walk(inner.iter):
             ast.copy_location(n, inner)
         outer._av_original = original
         out.append((outer, original))
@@ -512,8 +512,8 @@ def _index_offset(e, i: str):
 
 def _shifted(base, c):
     if isinstance(c, ast.Constant) and c.value == 0:
-        return copy.deepcopy(base)
-    return ast.BinOp(left=copy.deepcopy(base), op=ast.Add(), right=copy.deepcopy(c))
+        return fastast.clone(base)
+    return ast.BinOp(left=fastast.clone(base), op=ast.Add(), right=fastast.clone(c))
 
 
 def _builtins_ok(cap: Captured, local: set, names) -> bool:
@@ -544,7 +544,7 @@ def element_views(cap: Captured) -> list:
     [(the rewritten loop, the original one)]."""
     local = _local_names(cap.tree)
     out = []
-    for loop in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
+    for loop in [n for n in fastast.walk(cap.tree) if isinstance(n, ast.For)]:
         if loop.orelse:
             continue
         if isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Name):
@@ -564,22 +564,22 @@ def element_views(cap: Captured) -> list:
         if not updated or not _builtins_ok(cap, local, ("range", "len") if len(pairs) == 1
                                            else ("range", "len", "zip", "min")):
             continue
-        inside = {id(n) for n in ast.walk(loop)}
-        if any(isinstance(n, ast.Name) and n.id in rows and id(n) not in inside for n in ast.walk(cap.tree)):
+        inside = {id(n) for n in fastast.walk(loop)}
+        if any(isinstance(n, ast.Name) and n.id in rows and id(n) not in inside for n in fastast.walk(cap.tree)):
             continue     # (an element read before or after the loop: the rewrite would not bind it)
-        stores = [n for st in loop.body for n in ast.walk(st) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+        stores = [n for st in loop.body for n in fastast.walk(st) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
         allowed = {id(st.target) for st in loop.body if isinstance(st, ast.AugAssign)
                    and isinstance(st.target, ast.Name) and st.target.id in updated}
         if any(n.id in sources or n.id in rows and id(n) not in allowed for n in stores):
             continue
         if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Global,
                               ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr, ast.comprehension))
-               for st in loop.body for n in ast.walk(st)):
+               for st in loop.body for n in fastast.walk(st)):
             continue
         k = f"{rows[0]}_index{loop.lineno}_{loop.col_offset}"    # (not `_av_`: reserved for user code's check)
         if k in local:
             continue
-        original = copy.deepcopy(loop)
+        original = fastast.clone(loop)
         for row, x in pairs:
             loop.body = [_RowToIndex(row, x, k).visit(st) for st in loop.body]
         loop.target = ast.copy_location(ast.Name(k, ast.Store()), loop.target)
@@ -589,7 +589,7 @@ def element_views(cap: Captured) -> list:
                                                               keywords=[])
         loop.iter = ast.copy_location(ast.Call(func=ast.Name("range", ast.Load()), args=[bound], keywords=[]),
                                       loop.iter)
-        for n in ast.walk(loop.iter):
+        for n in fastast.walk(loop.iter):
             ast.copy_location(n, original.iter)
         loop._av_original = original
         out.append((loop, original))
@@ -683,9 +683,9 @@ def stored_recurrences(cap: Captured) -> list:
     rewritten loop is not planned as a scan of that running value.
     Returns [(the rewritten loop, the original one)]."""
     local = _local_names(cap.tree)
-    taken = local | {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}
+    taken = local | {n.id for n in fastast.walk(cap.tree) if isinstance(n, ast.Name)}
     out = []
-    for loop in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
+    for loop in [n for n in fastast.walk(cap.tree) if isinstance(n, ast.For)]:
         found = _stored_recurrence(cap, loop, local)
         if not found:
             continue
@@ -698,7 +698,7 @@ def stored_recurrences(cap: Captured) -> list:
         if len(carries) != len(found):
             continue
         taken.update(carries)
-        original = copy.deepcopy(loop)
+        original = fastast.clone(loop)
         carried = []
         for k_store, _, assign in found:
             if assign is not None:
@@ -743,9 +743,9 @@ def _stored_recurrence(cap: Captured, loop: ast.For, local: set[str]):
         return []
     step, first = space
     t = loop.target.id
-    if any(isinstance(n, _NOT_IN_BODY) for st in loop.body for n in ast.walk(st)):
+    if any(isinstance(n, _NOT_IN_BODY) for st in loop.body for n in fastast.walk(st)):
         return []
-    if t in {n.id for st in loop.body for n in ast.walk(st) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}:
+    if t in {n.id for st in loop.body for n in fastast.walk(st) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}:
         return []
     found = []
     for k_store, st in enumerate(loop.body):
@@ -764,16 +764,16 @@ def _stored_recurrence(cap: Captured, loop: ast.For, local: set[str]):
         if aug:
             # `x[t] += a * x[t - 1]`: the row's own value, then the update, in the row's dtype (a
             # running value of another dtype or shape keeps the loop: Token.carried_like)
-            value = ast.BinOp(left=copy.deepcopy(target), op=copy.deepcopy(st.op), right=copy.deepcopy(st.value))
+            value = ast.BinOp(left=fastast.clone(target), op=fastast.clone(st.op), right=fastast.clone(st.value))
             value.left.ctx = ast.Load()
-        reads = [n for n in ast.walk(value) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+        reads = [n for n in fastast.walk(value) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
                  and n.value.id == name and _row_index(n, t) == (d, k - step)]
         if not reads:
             continue
         # (the stored row itself, read before its store: not yet written, the input's own value)
-        own = [n for n in ast.walk(value) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+        own = [n for n in fastast.walk(value) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
                and n.value.id == name and _row_index(n, t) == (d, k)]
-        parent = {id(c): p for p in ast.walk(value) for c in ast.iter_child_nodes(p)}
+        parent = {id(c): p for p in fastast.walk(value) for c in ast.iter_child_nodes(p)}
         if not all(isinstance(parent.get(id(n)), ast.BinOp) and isinstance(parent[id(n)].op, (ast.Add, ast.Sub))
                    for n in own):
             # (only as a term of a sum: an operation that saves the row for backward, `x[i] * b[i]`,
@@ -782,9 +782,9 @@ def _stored_recurrence(cap: Captured, loop: ast.For, local: set[str]):
             continue
         allowed = {id(target.value)} | {id(r.value) for r in reads + own}
         if aug:
-            allowed |= {id(n) for n in ast.walk(value) if isinstance(n, ast.Name) and n.id == name}
+            allowed |= {id(n) for n in fastast.walk(value) if isinstance(n, ast.Name) and n.id == name}
         if any(isinstance(n, ast.Name) and n.id == name and id(n) not in allowed
-               for s in [value] + [b for b in loop.body if b is not st] for n in ast.walk(s)):
+               for s in [value] + [b for b in loop.body if b is not st] for n in fastast.walk(s)):
             return []       # `out` read or written anywhere else in the body: the loop as written
         store = None
         if aug:
@@ -842,7 +842,7 @@ def _signed_range(cap: Captured, it, local: set[str]):
     start = it.args[0] if len(it.args) >= 2 else ast.Constant(0)
     if rev:
         stop = it.args[-1] if len(it.args) == 1 else it.args[1]
-        return -1, ast.BinOp(left=copy.deepcopy(stop), op=ast.Sub(), right=ast.Constant(1))
+        return -1, ast.BinOp(left=fastast.clone(stop), op=ast.Sub(), right=ast.Constant(1))
     return step, start
 
 
@@ -914,14 +914,14 @@ def sunk_appends(cap: Captured, moved: list, refused: set) -> list:
     The loop as written stays the fallback (`_av_original`), and goes back into the tree where
     the rewritten loop is not vectorized (api). Returns [(the rewritten loop, the original one)]."""
     bound = _local_names(cap.tree)
-    local = bound | {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}   # (and every name read: a global too)
-    declared = {name for n in ast.walk(cap.tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
-    inside_moved = {id(n) for loop in moved for n in ast.walk(loop)}
+    local = bound | {n.id for n in fastast.walk(cap.tree) if isinstance(n, ast.Name)}   # (and every name read: a global too)
+    declared = {name for n in fastast.walk(cap.tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+    inside_moved = {id(n) for loop in moved for n in fastast.walk(loop)}
     out = []
-    for loop in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
+    for loop in [n for n in fastast.walk(cap.tree) if isinstance(n, ast.For)]:
         if (loop.lineno, loop.col_offset) not in refused or id(loop) in inside_moved or any(
                 id(n) in inside_moved or n is not loop and isinstance(n, (ast.For, ast.While, ast.comprehension))
-                for n in ast.walk(loop)):
+                for n in fastast.walk(loop)):
             continue     # (planned as written; a loop another move rewrote, or inside or around one; a nest)
         sinks = []
         for k, st in enumerate(loop.body):
@@ -930,8 +930,8 @@ def sunk_appends(cap: Captured, moved: list, refused: set) -> list:
                 continue
             finals = []
             _final_appends(st, finals)
-            final_ids = {id(n) for _, stmt, _, _ in finals for n in ast.walk(stmt.value.func)}
-            if any(isinstance(n, ast.Name) and n.id == lst and id(n) not in final_ids for n in ast.walk(st)):
+            final_ids = {id(n) for _, stmt, _, _ in finals for n in fastast.walk(stmt.value.func)}
+            if any(isinstance(n, ast.Name) and n.id == lst and id(n) not in final_ids for n in fastast.walk(st)):
                 continue     # (the list read or bound in the branch besides its appends)
             item = f"{lst}_item{st.lineno}_{st.col_offset}"      # (not `_av_`: reserved for user code's check)
             if item in local:
@@ -939,19 +939,19 @@ def sunk_appends(cap: Captured, moved: list, refused: set) -> list:
             sinks.append((k, st, lst, item))
         if not sinks:
             continue
-        original = copy.deepcopy(loop)
+        original = fastast.clone(loop)
         for k, st, lst, item in reversed(sinks):
             finals = []
             _final_appends(st, finals)
-            append = copy.deepcopy(finals[0][1])
+            append = fastast.clone(finals[0][1])
             for call, stmt, holder, pos in finals:
                 assign = ast.Assign(targets=[ast.Name(item, ast.Store())], value=call.args[0])
                 ast.copy_location(assign, stmt)
-                for n in ast.walk(assign.targets[0]):
+                for n in fastast.walk(assign.targets[0]):
                     ast.copy_location(n, stmt)
                 holder[pos] = assign
             append.value.args = [ast.copy_location(ast.Name(item, ast.Load()), append.value.args[0])]
-            for n in ast.walk(append):         # (at the branch's last line: a traceback from the append)
+            for n in fastast.walk(append):         # (at the branch's last line: a traceback from the append)
                 n.lineno = n.end_lineno = st.end_lineno
             loop.body.insert(k + 1, append)
         loop._av_original = original
@@ -1005,27 +1005,27 @@ def strided_indices(cap: Captured, moved=()) -> list:
         return []
     near = set()
     for m in moved:
-        near |= {id(n) for n in ast.walk(m)}
+        near |= {id(n) for n in fastast.walk(m)}
     out = []
-    for loop in [n for n in ast.walk(cap.tree) if isinstance(n, ast.For)]:
+    for loop in [n for n in fastast.walk(cap.tree) if isinstance(n, ast.For)]:
         it = loop.iter
         if loop.orelse or not isinstance(loop.target, ast.Name) or id(loop) in near or any(
-                id(m) in {id(n) for n in ast.walk(loop)} for m in moved):     # (inside one, or around one)
+                id(m) in {id(n) for n in fastast.walk(loop)} for m in moved):     # (inside one, or around one)
             continue
         if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
                 and 1 <= len(it.args) <= 3 and not it.keywords
                 and not any(isinstance(a, ast.Starred) for a in it.args)):
             continue
         i = loop.target.id
-        if any(isinstance(n, (ast.Global, ast.Nonlocal)) and i in n.names for n in ast.walk(cap.tree)):
+        if any(isinstance(n, (ast.Global, ast.Nonlocal)) and i in n.names for n in fastast.walk(cap.tree)):
             continue     # (a module's or an enclosing function's name: the loop as written binds it)
-        inside = {id(n) for st in loop.body for n in ast.walk(st)}
-        if any(isinstance(n, ast.Name) and n.id == i and id(n) not in inside for n in ast.walk(cap.tree)
+        inside = {id(n) for st in loop.body for n in fastast.walk(st)}
+        if any(isinstance(n, ast.Name) and n.id == i and id(n) not in inside for n in fastast.walk(cap.tree)
                if n is not loop.target):
             continue     # (read or bound outside the body: before, after, in the range's arguments)
         uses, scaled, c = [], {}, None
         for st in loop.body:
-            for n in ast.walk(st):
+            for n in fastast.walk(st):
                 if isinstance(n, ast.Name) and n.id == i:
                     uses.append(n)
                 elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
@@ -1040,17 +1040,17 @@ def strided_indices(cap: Captured, moved=()) -> list:
             continue
         if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Global,
                               ast.Nonlocal, ast.comprehension))
-               and any(isinstance(m, ast.Name) and m.id == i for m in ast.walk(n))
-               for st in loop.body for n in ast.walk(st)):
+               and any(isinstance(m, ast.Name) and m.id == i for m in fastast.walk(n))
+               for st in loop.body for n in fastast.walk(st)):
             continue
         if not any(isinstance(n, ast.Subscript) and any(id(m) in {id(v) for v in scaled.values()}
-                                                          for m in ast.walk(n.slice))
-                   for st in loop.body for n in ast.walk(st)):
+                                                          for m in fastast.walk(n.slice))
+                   for st in loop.body for n in fastast.walk(st)):
             continue     # (no index reads it: nothing for the planner to gain)
         j = f"{i}_by{c}"
-        if j in local or j in {n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)}:
+        if j in local or j in {n.id for n in fastast.walk(cap.tree) if isinstance(n, ast.Name)}:
             continue
-        original = copy.deepcopy(loop)
+        original = fastast.clone(loop)
         products = {id(p) for p in scaled.values()}
         loop.body = [_Scaled(products, j).visit(st) for st in loop.body]
         loop.target = ast.copy_location(ast.Name(j, ast.Store()), loop.target)
@@ -1069,7 +1069,7 @@ def strided_indices(cap: Captured, moved=()) -> list:
         else:
             args = [times(a) for a in args]
         loop.iter = ast.copy_location(ast.Call(func=ast.Name("range", ast.Load()), args=args, keywords=[]), it)
-        for n in ast.walk(loop.iter):
+        for n in fastast.walk(loop.iter):
             ast.copy_location(n, it)
         loop._av_original = original
         out.append((loop, original))

@@ -11,6 +11,7 @@ import dataclasses
 import types
 from dataclasses import dataclass, field
 
+from .. import fastast
 from .. import reach
 from ..plan import IterSpace, LoopPlan, Mapped, Output, Refusal
 from . import helpers as helper_forms
@@ -72,7 +73,7 @@ def _is_builtin(ctx: Context, name: str) -> bool:
 
 def _pure_expr(node: ast.AST) -> bool:
     """Expressions that may be evaluated twice without effect (range bounds, iterables)."""
-    for n in ast.walk(node):
+    for n in fastast.walk(node):
         if isinstance(n, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda,
                           ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
             return False
@@ -188,7 +189,7 @@ def unpack_stmts(space: IterSpace, line: int) -> list:
         if numbers and not isinstance(names, str):
             text += "".join(f"\n{n} = {n}.item()" for n in names)
         for s in ast.parse(text).body:
-            for n in ast.walk(s):
+            for n in fastast.walk(s):
                 if hasattr(n, "lineno"):
                     n.lineno = n.end_lineno = line
                     n.col_offset = n.end_col_offset = 0
@@ -366,7 +367,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
     indices = [k for k, v in iter_vars.items() if v == "index"]
     if indices:     # (in-place methods as the stores they are, so that _forwarded sees them: _classify again)
         stmts = _row_aliases(stmts, indices)
-        stmts = _flat([_InPlaceUpdates(indices).visit(copy.deepcopy(s)) for s in stmts])
+        stmts = _flat([_InPlaceUpdates(indices).visit(fastast.clone(s)) for s in stmts])
     stmts = _forwarded(stmts, iter_vars, ctx)
     stmts = _counted(stmts, anchor or node, ctx)
     body = _classify(stmts, ctx, iter_vars)
@@ -398,14 +399,14 @@ def _exit_split(stmts):
     if found is None:
         return None
     pos, stop = found
-    breaks = [n for s in stmts for n in ast.walk(s) if isinstance(n, (ast.Break, ast.Continue))]
+    breaks = [n for s in stmts for n in fastast.walk(s) if isinstance(n, (ast.Break, ast.Continue))]
     if breaks != [stop.body[-1]]:
         return None          # another break or continue: the loop as written
-    for n in ast.walk(stop.test):
+    for n in fastast.walk(stop.test):
         if isinstance(n, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda)):
             return None
     if any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await))
-           for s in stmts[:pos] for n in ast.walk(s)):
+           for s in stmts[:pos] for n in fastast.walk(s)):
         return None
     return found
 
@@ -450,7 +451,7 @@ def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
                      "constant>`", line)
     body = whole[:-1]
     stop = _exit_split(body)      # one top-level `if cond: ...; break`: as in a `for` loop
-    for n in ast.walk(ast.Module(body=body, type_ignores=[])):
+    for n in fastast.walk(ast.Module(body=body, type_ignores=[])):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in ({k} | nm.load_ids(bound)):
             raise Refuse(f"`{n.id}` changes inside the `while` loop at line {n.lineno}", n.lineno)
         if isinstance(n, (ast.Continue, ast.Break)) and not (stop is not None and n is stop[1].body[-1]):
@@ -489,7 +490,7 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
     body = _classify(unpack_stmts(space, line), ctx, iter_vars) if space.unpack else _Body([], [], {})
     elt = comp.elt
     if space.index:   # `x[i:i + 1]` reads as `x[i].unsqueeze(0)`, as in a for loop
-        elt = _UnitSlices(space.index).visit(copy.deepcopy(elt))
+        elt = _UnitSlices(space.index).visit(fastast.clone(elt))
     value, pytype = _strip_item(elt)
     body.written = body.written | set(iter_vars)
     parts = _record(elt, body) if consumer == "list" else None
@@ -505,7 +506,7 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
         stmts = [_located(ast.If(test=cond, body=stmts, orelse=[]), line)]
     # a filter, or `a if c else b` as the element (as in a for loop's appended value): the
     # where strategy converts a condition on per-element data (lowering/ifconvert.py)
-    body.branches = body.branches or bool(gen.ifs) or any(isinstance(n, ast.IfExp) for n in ast.walk(elt))
+    body.branches = body.branches or bool(gen.ifs) or any(isinstance(n, ast.IfExp) for n in fastast.walk(elt))
     body.stmts = body.stmts + stmts
     if parts is None:
         out = Output("append", "", src(value), line, consumer=consumer, consumer_src=src(consumer_node),
@@ -519,7 +520,7 @@ def _no_identity_tests(nodes) -> None:
     batch computes new objects, never the ones the loop compares (under vmap, `row is z` is
     False on every row where the loop finds some rows are z)."""
     for node in nodes:
-        for n in ast.walk(node):
+        for n in fastast.walk(node):
             if not isinstance(n, ast.Compare):
                 continue
             sides = [n.left, *n.comparators]
@@ -557,9 +558,9 @@ def _record(value: ast.AST, body: "_Body"):
             if any(k is None or not isinstance(k, ast.Constant) for k in node.keys):
                 return None     # (`**d`, or keys computed per iteration)
             vals = [visit(v) for v in node.values]
-            return None if None in vals else ast.Dict(keys=[copy.deepcopy(k) for k in node.keys], values=vals)
+            return None if None in vals else ast.Dict(keys=[fastast.clone(k) for k in node.keys], values=vals)
         if isinstance(node, ast.Constant) or isinstance(node, ast.Name) and node.id not in body.written:
-            return copy.deepcopy(node)
+            return fastast.clone(node)
         parts.append(node)
         return ast.Name(id=f"_av_c{len(parts) - 1}", ctx=ast.Load())
 
@@ -580,7 +581,7 @@ def _record_outputs(o: Output, parts, s: ast.stmt, body: "_Body", depth: int) ->
                                                  record=(shape, j, len(values))), value))
         out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())],
                                                          value=value), s), s.lineno))
-        if any(isinstance(n, ast.IfExp) for n in ast.walk(value)):
+        if any(isinstance(n, ast.IfExp) for n in fastast.walk(value)):
             body.branches = True
     return out
 
@@ -658,7 +659,7 @@ class _TolistUnpacks(ast.NodeTransformer):
                 and len({e.id for e in node.targets[0].elts}) == len(node.targets[0].elts)):
             return node
         names = [e.id for e in node.targets[0].elts]
-        unbind = ast.Assign(targets=[copy.deepcopy(node.targets[0])], value=ast.Call(
+        unbind = ast.Assign(targets=[fastast.clone(node.targets[0])], value=ast.Call(
             func=ast.Attribute(value=row, attr="unbind", ctx=ast.Load()), args=[ast.Constant(0)], keywords=[]))
         items = [ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())], value=ast.Call(
             func=ast.Attribute(value=ast.Name(id=n, ctx=ast.Load()), attr="item", ctx=ast.Load()), args=[], keywords=[]))
@@ -668,7 +669,7 @@ class _TolistUnpacks(ast.NodeTransformer):
 
 def _tuple_stores(stmts: list) -> list:
     """_TupleStores, then _TolistUnpacks, over the statements (and the blocks inside them)."""
-    split = _flat([_TupleStores().visit(copy.deepcopy(st)) for st in stmts])
+    split = _flat([_TupleStores().visit(fastast.clone(st)) for st in stmts])
     return _flat([_TolistUnpacks().visit(st) for st in split])
 
 
@@ -702,16 +703,16 @@ def _forward_candidates(stmts, iter_vars, written):
     """Names subscripted by one index everywhere, stored into and then read or stored again."""
     subs: dict = {}
     for st in stmts:
-        for n in ast.walk(st):
+        for n in fastast.walk(st):
             if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name):
                 subs.setdefault(n.value.id, set()).add(ast.dump(n.slice))
     found = []
     for name, slices in subs.items():
         if len(slices) != 1 or name in iter_vars:
             continue
-        sl = next(n for st in stmts for n in ast.walk(st) if isinstance(n, ast.Subscript)
+        sl = next(n for st in stmts for n in fastast.walk(st) if isinstance(n, ast.Subscript)
                   and isinstance(n.value, ast.Name) and n.value.id == name).slice
-        if any(isinstance(n, (ast.Call, ast.NamedExpr, ast.Lambda)) for n in ast.walk(sl)):
+        if any(isinstance(n, (ast.Call, ast.NamedExpr, ast.Lambda)) for n in fastast.walk(sl)):
             continue
         if any(i not in iter_vars and i in written for i in nm.load_ids(sl)) or name in written:
             continue
@@ -727,10 +728,10 @@ def _forward_one(stmts, name, ctx: Context):
         return isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == name
 
     def row_nodes(st):
-        return [n for n in ast.walk(st) if is_row(n)]
+        return [n for n in fastast.walk(st) if is_row(n)]
 
     def uses(st):
-        return [n for n in ast.walk(st) if isinstance(n, ast.Name) and n.id == name]
+        return [n for n in fastast.walk(st) if isinstance(n, ast.Name) and n.id == name]
 
     def stores_row(st):
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and is_row(st.targets[0]):
@@ -744,7 +745,7 @@ def _forward_one(stmts, name, ctx: Context):
             return None         # `T` itself, not its row (`T.shape`, `f(T)`)
         if not isinstance(st, (ast.Assign, ast.AugAssign, ast.Expr)):
             return None         # (an `if`, a nested block: the loop as written)
-        for n in ast.walk(st):
+        for n in fastast.walk(st):
             if isinstance(n, (ast.Assign, ast.AugAssign)) and n is not st:
                 return None
         if isinstance(st, (ast.Assign, ast.AugAssign)):
@@ -757,16 +758,16 @@ def _forward_one(stmts, name, ctx: Context):
     first_st = stmts[stores[0]]
     # (`x[i] -= x[i].mean()`: an update whose value reads the row is that row's value `op` the
     # value, as a store: the in-place update reads the row before it writes it)
-    reads_itself = isinstance(first_st, ast.AugAssign) and any(is_row(n) for n in ast.walk(first_st.value))
+    reads_itself = isinstance(first_st, ast.AugAssign) and any(is_row(n) for n in fastast.walk(first_st.value))
     if not reads_itself and not any(k > stores[0] for k in touched):
         return None             # no row read back or stored again: nothing to forward
     parents = {}
     for st in stmts:
-        for n in ast.walk(st):
+        for n in fastast.walk(st):
             for c in ast.iter_child_nodes(n):
                 parents[id(c)] = n
     if reads_itself and not all(_makes_new_memory(parents.get(id(r)), r, parents, ctx)
-                                for r in ast.walk(first_st.value) if is_row(r)):
+                                for r in fastast.walk(first_st.value) if is_row(r)):
         # (`x[i] -= x[i][0]`: the update reads a view of the row it writes in place, which the
         # loop's operation refuses or meets part-way; as `x[i] - x[i][0]` it would not)
         return None
@@ -808,11 +809,11 @@ def _forward_one(stmts, name, ctx: Context):
         if k not in touched:
             out.append(st)
             continue
-        st = copy.deepcopy(st)
+        st = fastast.clone(st)
         if stores_row(st):
             if isinstance(st, ast.AugAssign):
                 left = ast.Name(id=current, ctx=ast.Load()) if current is not None else \
-                    copy.deepcopy(st.target)
+                    fastast.clone(st.target)
                 if current is not None:
                     read_after.add(current)
                 else:
@@ -826,7 +827,7 @@ def _forward_one(stmts, name, ctx: Context):
             current = f"_av_fwd_{name}{count}"
             count += 1
             bind = ast.copy_location(ast.Assign(targets=[ast.Name(id=current, ctx=ast.Store())], value=value), st)
-            store = ast.copy_location(ast.Assign(targets=[copy.deepcopy(target)], value=ast.Name(
+            store = ast.copy_location(ast.Assign(targets=[fastast.clone(target)], value=ast.Name(
                 id=current, ctx=ast.Load())), st)
             store.targets[0].ctx = ast.Store()
             if getattr(st, "_av_method", ""):
@@ -919,7 +920,7 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
             return None
         others = st.body[:j] + st.body[j + 1:]
         if others and (k in nm.load_ids(st.test) or any(
-                isinstance(n, (ast.Break, ast.Continue, ast.Return)) for r in others for n in ast.walk(r))
+                isinstance(n, (ast.Break, ast.Continue, ast.Return)) for r in others for n in fastast.walk(r))
                 or not all(isinstance(r, (ast.Assign, ast.AugAssign, ast.Expr)) for r in others)):
             return None     # (the rest, simple statements, runs under the test again: `c` must not change in between)
         if j and nm.mutated(ast.Module(body=st.body[:j], type_ignores=[])) & nm.load_ids(st.test):
@@ -941,13 +942,13 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
     block = block_of(loop, ctx)
     keep = set()
     for k in names:
-        stores = sum(1 for st in stmts for n in ast.walk(st)
+        stores = sum(1 for st in stmts for n in fastast.walk(st)
                      if isinstance(n, ast.Name) and n.id == k and not isinstance(n.ctx, ast.Load))
         reads = any(isinstance(n, ast.Name) and n.id == k and isinstance(n.ctx, ast.Load)
-                    for st in stmts for n in ast.walk(st) if counter(st) != k) or any(
+                    for st in stmts for n in fastast.walk(st) if counter(st) != k) or any(
             isinstance(n, ast.Name) and n.id == k and isinstance(n.ctx, ast.Load)
             for st in stmts if counter(st) == k
-            for part in [st.test] + st.body[:update_at(st)] + st.body[update_at(st) + 1:] for n in ast.walk(part))
+            for part in [st.test] + st.body[:update_at(st)] + st.body[update_at(st) + 1:] for n in fastast.walk(part))
         init = None
         for st in reversed(block[:block.index(loop)] if block is not None else []):
             if k in nm.stores(st):
@@ -962,7 +963,7 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
             k, inc, op = step(st)
             # `K * int(bool(c))`: K or 0, as the `if` adds it (`bool` as `if` tests)
             # (a copy of the test: the `if`s around keep the node itself)
-            value = ast.BinOp(left=copy.deepcopy(inc), op=ast.Mult(), right=_truth_flag(copy.deepcopy(st.test)))
+            value = ast.BinOp(left=fastast.clone(inc), op=ast.Mult(), right=_truth_flag(fastast.clone(st.test)))
             if isinstance(inc, ast.Constant):
                 value.av_count = True      # (a Python number either way: _strip_item)
             if not _int_constant(inc):
@@ -988,7 +989,7 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
                 out.append(ast.fix_missing_locations(ast.copy_location(new, st.body[j])))
                 if not rest:
                     continue
-                new = ast.If(test=copy.deepcopy(st.test), body=rest, orelse=[])
+                new = ast.If(test=fastast.clone(st.test), body=rest, orelse=[])
             st = ast.fix_missing_locations(ast.copy_location(new, st))
         out.append(st)
     return out
@@ -1087,7 +1088,7 @@ def _normalize_continue(stmts: list[ast.stmt], budget: list) -> list[ast.stmt]:
                 out.append(_normalize_if(new, budget))
                 return out
             if rest and (_has_continue(body) or _has_continue(orelse)):
-                budget[0] -= sum(1 for r in rest for _ in ast.walk(r))
+                budget[0] -= sum(1 for r in rest for _ in fastast.walk(r))
                 if budget[0] < 0:
                     raise Refuse(f"`continue` nested in many branches one after another (line {s.lineno}): the "
                                  "loop runs as written", s.lineno)
@@ -1095,7 +1096,7 @@ def _normalize_continue(stmts: list[ast.stmt], budget: list) -> list[ast.stmt]:
                 # after each (the same iterations run it), where that `continue` is normalized
                 # with all of what it skips (it was normalized with its own block's rest alone,
                 # and `rest` then ran on the iterations it skips)
-                new = ast.copy_location(ast.If(test=s.test, body=body + copy.deepcopy(rest), orelse=orelse + rest), s)
+                new = ast.copy_location(ast.If(test=s.test, body=body + fastast.clone(rest), orelse=orelse + rest), s)
                 out.append(_normalize_if(new, budget))
                 return out
             out.append(ast.copy_location(_normalize_if(s, budget), s))
@@ -1110,7 +1111,7 @@ def _normalize_if(s: ast.If, budget: list) -> ast.If:
 
 
 def _has_continue(stmts) -> bool:
-    return any(isinstance(n, ast.Continue) for s in stmts for n in ast.walk(s))
+    return any(isinstance(n, ast.Continue) for s in stmts for n in fastast.walk(s))
 
 
 OWN = "_av_own"      # `v._av_own()`: a tensor the iteration made, one per row under vmap (runtime.own)
@@ -1188,7 +1189,7 @@ def _owned(st: ast.Assign, ctx: Context) -> ast.Assign:
     """`N = v` as `N = v._av_own(..)` (runtime.own: a row of its own per iteration under vmap;
     its arguments the receivers it checks, _receivers)."""
     own = ast.Call(func=ast.Attribute(value=st.value, attr=OWN, ctx=ast.Load()),
-                   args=[copy.deepcopy(r) for r in _receivers(st.value, ctx)], keywords=[])
+                   args=[fastast.clone(r) for r in _receivers(st.value, ctx)], keywords=[])
     return ast.fix_missing_locations(ast.copy_location(
         ast.Assign(targets=st.targets, value=ast.copy_location(own, st.value)), st))
 
@@ -1208,7 +1209,7 @@ def _fresh_rebinds(loop: ast.For, ctx: Context) -> set:
     """Names an inner loop binds only to values of their own (`acc = acc * x[i] + c`, `acc +=
     v`): a value the iteration made before the loop is still one after it."""
     plain, other = set(), set(nm.target_names(loop.target))
-    for n in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+    for n in fastast.walk(ast.Module(body=loop.body, type_ignores=[])):
         if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
             plain.add(n.target.id)
         elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
@@ -1292,8 +1293,8 @@ def _view_read(st: ast.stmt, name: str, ctx: Context) -> bool:
     """Whether `st` reads `name` other than into new memory at once (_makes_new_memory: `t.sum()`,
     `t[k] * 2`, through subscripts, attributes and methods of it): bound to a name, kept or
     passed on, the loop's object or a view of it, which a later write changes (_fresh_stores)."""
-    parents = {id(c): p for p in ast.walk(st) for c in ast.iter_child_nodes(p)}
-    for n in ast.walk(st):
+    parents = {id(c): p for p in fastast.walk(st) for c in ast.iter_child_nodes(p)}
+    for n in fastast.walk(st):
         if not (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id == name):
             continue
         node = n
@@ -1321,7 +1322,7 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     body.varying = set(iter_vars)
     stmts = _tuple_stores(_split_chains(stmts, [0]))
     if body.indices:
-        stmts = _flat([_InPlaceUpdates(body.indices).visit(copy.deepcopy(s)) for s in stmts])
+        stmts = _flat([_InPlaceUpdates(body.indices).visit(fastast.clone(s)) for s in stmts])
         if len(body.indices) == 1:
             stmts = _row_mask_stores(stmts, body.indices[0])
         stmts = [_ChainedStores(body.indices).visit(s) for s in stmts]
@@ -1329,10 +1330,10 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
             stmts, body.own_rows = _inner_row_stores(stmts, body.indices[0])
         stmts = _merge_resets(stmts)
     if len(body.indices) == 1:
-        stmts = [_UnitSlices(body.indices[0]).visit(copy.deepcopy(s)) for s in stmts]
+        stmts = [_UnitSlices(body.indices[0]).visit(fastast.clone(s)) for s in stmts]
         fills = _RangeFills(body.indices[0], set().union(*map(nm.stores, stmts)) | set(iter_vars))
         stmts = _merge_fills([fills.visit(s) for s in stmts])
-    stmts = _normalize_continue(stmts, [max(16 * sum(1 for s in stmts for _ in ast.walk(s)), 4000)])
+    stmts = _normalize_continue(stmts, [max(16 * sum(1 for s in stmts for _ in fastast.walk(s)), 4000)])
     stmts, body.fresh_stores = _fresh_stores(stmts, ctx)
     body.own_calls = {id(st.value) for st in stmts if id(st) in body.fresh_stores and isinstance(st, ast.Expr)}
     body.written = set().union(set(iter_vars), *map(nm.stores, stmts))
@@ -1501,7 +1502,7 @@ class _RangeFills(ast.NodeTransformer):
         if not any(nm.load_ids(b) & (self.varying | {self.index}) for b in bounds):
             return node   # fixed bounds: an ordinary store of `out[i, lo:hi]`
         none = ast.Constant(None)
-        row = lambda ctx: ast.Subscript(value=copy.deepcopy(t.value), slice=copy.deepcopy(entries[0]), ctx=ctx)
+        row = lambda ctx: ast.Subscript(value=fastast.clone(t.value), slice=fastast.clone(entries[0]), ctx=ctx)
         call = ast.Call(func=ast.Attribute(value=row(ast.Load()), attr=FILL, ctx=ast.Load()),
                         args=[ast.Constant(cut[0] - 1), sl.lower or none, sl.upper or none, node.value], keywords=[])
         new = ast.Assign(targets=[row(ast.Store())], value=call)
@@ -1596,7 +1597,7 @@ def _row_value(v: ast.expr, row: str, bound: dict, indices: set):
                 grew = True
 
     def tensorish(node, seen=frozenset()) -> bool:
-        for n in ast.walk(node):
+        for n in fastast.walk(node):
             if isinstance(n, (ast.IfExp, ast.BoolOp, ast.Lambda, ast.NamedExpr)):
                 return False
             if isinstance(n, ast.Call):
@@ -1641,17 +1642,17 @@ def _inner_row_stores(stmts: list, index: str):
     out, rows = [], set()
     bound: dict = {}      # name -> the values the outer body and the inner loop bind it to
     for other in stmts:
-        for n in ast.walk(other):
+        for n in fastast.walk(other):
             if isinstance(n, ast.Assign):
                 for tg in n.targets:
-                    for e in ast.walk(tg):
+                    for e in fastast.walk(tg):
                         if isinstance(e, ast.Name) and isinstance(e.ctx, ast.Store):
                             bound.setdefault(e.id, []).append(n.value if tg is e else None)
             elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
                 bound.setdefault(n.target.id, []).append(
                     ast.BinOp(left=ast.Name(id=n.target.id, ctx=ast.Load()), op=n.op, right=n.value))
             elif isinstance(n, (ast.For, ast.comprehension)):
-                for e in ast.walk(n.target):
+                for e in fastast.walk(n.target):
                     if isinstance(e, ast.Name):
                         bound.setdefault(e.id, []).append(None)
     for pos, st in enumerate(stmts):
@@ -1672,7 +1673,7 @@ def _inner_row_stores(stmts: list, index: str):
             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and isinstance(t.slice, ast.Tuple) \
                     and len(t.slice.elts) >= 2 and isinstance(t.slice.elts[0], ast.Name) \
                     and t.slice.elts[0].id == index and t.value.id != index \
-                    and not any(isinstance(e, (ast.Starred, ast.NamedExpr)) for e in ast.walk(t.slice)):
+                    and not any(isinstance(e, (ast.Starred, ast.NamedExpr)) for e in fastast.walk(t.slice)):
                 stores.setdefault(t.value.id, []).append(inner)
         for name, mine in sorted(stores.items()):
             targets = {id(m.targets[0].value) for m in mine}
@@ -1680,7 +1681,7 @@ def _inner_row_stores(stmts: list, index: str):
             # of rows (`labels[i, T - 1] = -100` after the inner loop)
             bad = False
             for k, other in enumerate(stmts):
-                for n in ast.walk(other):
+                for n in fastast.walk(other):
                     if isinstance(n, ast.Name) and n.id == name and id(n) not in targets:
                         later_store = k > pos and isinstance(other, ast.Assign) and len(other.targets) == 1 \
                             and isinstance(other.targets[0], ast.Subscript) and other.targets[0].value is n \
@@ -1774,15 +1775,15 @@ def _row_mask_stores(stmts: list, index: str) -> list:
             merged = False
         if isinstance(lead, ast.Name) and lead.id == index and name is not None \
                 and name != index and _mask_like(t.slice, masks) and fresh_row and (merged or name not in written) \
-                and not any(isinstance(e, ast.Starred) for e in ast.walk(inner.slice)):
+                and not any(isinstance(e, ast.Starred) for e in fastast.walk(inner.slice)):
             row = f"_av_mrow{k}"
             k += 1
             made = [ast.Assign(targets=[ast.Name(id=row, ctx=ast.Store())],
-                               value=ast.Call(func=ast.Attribute(value=copy.deepcopy(inner), attr="clone",
+                               value=ast.Call(func=ast.Attribute(value=fastast.clone(inner), attr="clone",
                                                                  ctx=ast.Load()), args=[], keywords=[])),
                     ast.Assign(targets=[ast.Subscript(value=ast.Name(id=row, ctx=ast.Load()), slice=t.slice,
                                                       ctx=ast.Store())], value=st.value),
-                    ast.Assign(targets=[ast.Subscript(value=copy.deepcopy(inner.value), slice=copy.deepcopy(inner.slice),
+                    ast.Assign(targets=[ast.Subscript(value=fastast.clone(inner.value), slice=fastast.clone(inner.slice),
                                                       ctx=ast.Store())], value=ast.Name(id=row, ctx=ast.Load()))]
             if merged:
                 # (`out[i] = e` right before: `r[...] = e` into the clone, read before that store,
@@ -1799,7 +1800,7 @@ def _row_mask_stores(stmts: list, index: str) -> list:
             written.add(name)
             continue
         written |= nm.mutated(st)
-        if any(isinstance(c, ast.Call) and nm.in_place_keyword(c) for c in ast.walk(st)):
+        if any(isinstance(c, ast.Call) and nm.in_place_keyword(c) for c in fastast.walk(st)):
             written |= nm.load_ids(st)     # (`out=` / `inplace=` may write into anything it reads)
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
             (masks.add if _mask_like(st.value, masks) else masks.discard)(st.targets[0].id)
@@ -1824,9 +1825,9 @@ class _ChainedStores(ast.NodeTransformer):
                 and t.value.slice.id in self.indices:
             rest = t.slice.elts if isinstance(t.slice, ast.Tuple) else [t.slice]
             if not any(isinstance(e, ast.Starred) for e in rest):
-                merged = ast.Tuple(elts=[copy.deepcopy(t.value.slice)] + [copy.deepcopy(e) for e in rest],
+                merged = ast.Tuple(elts=[fastast.clone(t.value.slice)] + [fastast.clone(e) for e in rest],
                                    ctx=ast.Load())
-                return ast.copy_location(ast.Subscript(value=copy.deepcopy(t.value.value), slice=merged,
+                return ast.copy_location(ast.Subscript(value=fastast.clone(t.value.value), slice=merged,
                                                        ctx=ast.Store()), t)
         return t
 
@@ -1911,7 +1912,7 @@ class _InPlaceUpdates(ast.NodeTransformer):
             root = root.value
         entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
         if not isinstance(root, ast.Name) or not all(self._basic(e) for e in entries) or not any(
-                isinstance(n, ast.Name) and n.id in self.indices for e in entries for n in ast.walk(e)):
+                isinstance(n, ast.Name) and n.id in self.indices for e in entries for n in fastast.walk(e)):
             return None
         return sub
 
@@ -1928,7 +1929,7 @@ class _InPlaceUpdates(ast.NodeTransformer):
             return None
         row = calls[-1].func.value
         return [ast.copy_location(ast.Call(func=ast.copy_location(ast.Attribute(
-            value=copy.deepcopy(row), attr=c.func.attr, ctx=ast.Load()), c.func), args=c.args, keywords=c.keywords), c)
+            value=fastast.clone(row), attr=c.func.attr, ctx=ast.Load()), c.func), args=c.args, keywords=c.keywords), c)
             for c in reversed(calls)]
 
     def visit_Expr(self, node):
@@ -1957,7 +1958,7 @@ class _InPlaceUpdates(ast.NodeTransformer):
         elif name == "zero_":
             value = ast.copy_location(ast.Constant(value=0), call)
         else:
-            row = ast.copy_location(ast.Subscript(value=copy.deepcopy(sub.value), slice=copy.deepcopy(sub.slice),
+            row = ast.copy_location(ast.Subscript(value=fastast.clone(sub.value), slice=fastast.clone(sub.slice),
                                                   ctx=ast.Load()), sub)
             twin = ast.copy_location(ast.Attribute(value=row, attr=name[:-1], ctx=ast.Load()), call.func)
             value = ast.copy_location(ast.Call(func=twin, args=args, keywords=keywords), call)
@@ -1990,26 +1991,26 @@ def _row_aliases(stmts: list, indices) -> list:
         if base in bound or nm.load_ids(row.slice) & bound - {r} or r in nm.load_ids(row.slice) \
                 or any(r in nm.load_ids(e) or r in nm.stores(e) for e in out[:k]):
             continue
-        names = [n for e in later for n in ast.walk(e) if isinstance(n, ast.Name) and n.id == r]
-        aug = {id(e.target) for s2 in later for e in ast.walk(s2) if isinstance(e, ast.AugAssign)}
+        names = [n for e in later for n in fastast.walk(e) if isinstance(n, ast.Name) and n.id == r]
+        aug = {id(e.target) for s2 in later for e in fastast.walk(s2) if isinstance(e, ast.AugAssign)}
         if any(not isinstance(n.ctx, ast.Load) and id(n) not in aug for n in names) or any(
                 isinstance(e, (ast.Lambda, ast.FunctionDef, ast.ListComp, ast.SetComp, ast.DictComp,
                                ast.GeneratorExp, ast.For, ast.While)) and r in nm.load_ids(e) | nm.stores(e)
-                for s2 in later for e in ast.walk(s2)):
+                for s2 in later for e in fastast.walk(s2)):
             continue       # (nor inside an inner loop: `acc = x[i, 0]` summed into by one stays a running value)
         if any(isinstance(n, ast.Subscript) and not isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
-               and n.value.id == base for e in out for n in ast.walk(e)):
+               and n.value.id == base for e in out for n in fastast.walk(e)):
             continue
         updated = any(id(n) in aug for n in names) or any(
             isinstance(n, ast.Subscript) and not isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
-            and n.value.id == r for e in later for n in ast.walk(e)) or any(
+            and n.value.id == r for e in later for n in fastast.walk(e)) or any(
             isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.endswith("_")
-            and isinstance(n.func.value, ast.Name) and n.func.value.id == r for e in later for n in ast.walk(e))
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == r for e in later for n in fastast.walk(e))
         if not names or not updated:
             continue
         swap = _ReplaceName(r, row)
         swap.stores = True
-        out[k + 1:] = [ast.fix_missing_locations(swap.visit(copy.deepcopy(e))) for e in later]
+        out[k + 1:] = [ast.fix_missing_locations(swap.visit(fastast.clone(e))) for e in later]
     return out
 
 
@@ -2033,10 +2034,10 @@ def _merge_resets(stmts: list) -> list:
                 and isinstance(nxt.targets[0], ast.Name) and nxt.targets[0].id == s.body[0].targets[0].id):
             h = nxt.targets[0].id
             if h not in nm.load_ids(s.test) and h in nm.load_ids(nxt.value) and _affine_in(nxt.value, h) is not None:
-                keep = ast.UnaryOp(op=ast.Not(), operand=copy.deepcopy(s.test))
+                keep = ast.UnaryOp(op=ast.Not(), operand=fastast.clone(s.test))
                 value = _ReplaceName(h, ast.BinOp(left=ast.Name(id=h, ctx=ast.Load()), op=ast.Mult(),
-                                                  right=keep)).visit(copy.deepcopy(nxt.value))
-                merged = ast.copy_location(ast.Assign(targets=[copy.deepcopy(nxt.targets[0])], value=value), nxt)
+                                                  right=keep)).visit(fastast.clone(nxt.value))
+                merged = ast.copy_location(ast.Assign(targets=[fastast.clone(nxt.targets[0])], value=value), nxt)
                 merged._av_reset = True      # (the recurrence's payload says so: linear_prefix checks what a reset changes)
                 out.append(ast.fix_missing_locations(_located(merged, nxt.lineno)))
                 k += 2
@@ -2054,9 +2055,9 @@ class _ReplaceName(ast.NodeTransformer):
 
     def visit_Name(self, node):
         if node.id == self.name and isinstance(node.ctx, ast.Load):
-            return self._placed(copy.deepcopy(self.new), node)
+            return self._placed(fastast.clone(self.new), node)
         if node.id == self.name and self.stores and isinstance(node.ctx, ast.Store):
-            new = copy.deepcopy(self.new)
+            new = fastast.clone(self.new)
             new.ctx = ast.Store()
             return self._placed(new, node)
         return node
@@ -2066,7 +2067,7 @@ class _ReplaceName(ast.NodeTransformer):
             return ast.copy_location(new, node)
         # (_row_aliases: every node of `x[i]` where `r` was, so that the analysis's order of reads
         # and stores, by line and column, is the statement's own)
-        for n in ast.walk(new):
+        for n in fastast.walk(new):
             ast.copy_location(n, node)
         return new
 
@@ -2124,7 +2125,7 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             out, s = _inner_loop(s, body, ctx, out)
             _check_stmt(s, body)
             out.append(s)
-            for n in ast.walk(s):
+            for n in fastast.walk(s):
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                     body.assigned.setdefault(n.id, n.lineno)
             continue
@@ -2220,11 +2221,11 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
                 body.outputs.append((o, (payload[0], value) if o.kind == "store" else value))
             out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())],
                                                              value=value), s), s.lineno))
-            if any(isinstance(n, ast.IfExp) for n in ast.walk(value)):
+            if any(isinstance(n, ast.IfExp) for n in fastast.walk(value)):
                 body.branches = True
             continue
         _check_stmt(s, body)
-        for n in ast.walk(s):
+        for n in fastast.walk(s):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 body.assigned.setdefault(n.id, n.lineno)
             if isinstance(n, ast.IfExp):
@@ -2266,7 +2267,7 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
     if _has_continue(s.body):
         # `if c: continue` then `rest` as `if c: .. else: rest`: the same steps (in place: the
         # body's own copy of the statement, which body.top holds too)
-        s.body = _normalize_continue(s.body, [max(16 * sum(1 for st in s.body for _ in ast.walk(st)), 4000)])
+        s.body = _normalize_continue(s.body, [max(16 * sum(1 for st in s.body for _ in fastast.walk(st)), 4000)])
     augs = set()
     data = []       # `if`s on values that change with the outer loop (where-converted in the batch)
     breaks = []
@@ -2301,7 +2302,7 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
                          "run inside a batched body", st.lineno)
     visit(s.body)
     if any(isinstance(n, ast.IfExp) and nm.load_ids(n.test) & (changed - set(targets))
-           for st in rows_in for n in ast.walk(st.value)):
+           for st in rows_in for n in fastast.walk(st.value)):
         body.inner_branches = True      # (`r[j] = a if c else b` on the data: where-converted)
     if augs & set(targets):
         raise Refuse(f"{why} updates its own index in place", line)
@@ -2312,9 +2313,9 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
     for name in sorted(augs):
         # every binding of the name in the body: a value of its own or a number (`acc = 0.0`,
         # `acc = torch.zeros(d)`), so the in-place update never writes into an input
-        binds = [n for st in body.top for n in ast.walk(st) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.For))
+        binds = [n for st in body.top for n in fastast.walk(st) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.For))
                  and name in {t.id for tg in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                              for t in ast.walk(tg) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}]
+                              for t in fastast.walk(tg) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}]
         for n in binds:
             if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
                     and (_fresh_value(n.value, ctx) or _number_constant(n.value))):
@@ -2336,7 +2337,7 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
                     out[k] = _owned(st, ctx)
                 break
         # (a store into an outer row's clone copies the value at once: rows_in)
-        inside = next((w for w in ast.walk(ast.Module(body=s.body, type_ignores=[])) if isinstance(w, ast.stmt)
+        inside = next((w for w in fastast.walk(ast.Module(body=s.body, type_ignores=[])) if isinstance(w, ast.stmt)
                        and not isinstance(w, ast.If) and not any(w is r for r in rows_in)
                        and _view_read(w, name, ctx)), None)
         if inside is not None:
@@ -2356,7 +2357,7 @@ def _predicated(s: ast.For, before: list, body: _Body, breaks: list, why: str) -
     a branch, a value some lanes never computed: refused where read after the inner loop.
     Returns the new loop; the flag's binding is appended to `before`."""
     bound_before = {n for st in before for n in nm.stores(st)}
-    inner_names = {n.id for n in ast.walk(ast.Module(body=s.body, type_ignores=[]))
+    inner_names = {n.id for n in fastast.walk(ast.Module(body=s.body, type_ignores=[]))
                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     rest = body.top[body.top.index(s) + 1:] if body.top is not None and s in body.top else []
     later = set().union(set(), *(nm.load_ids(st) for st in rest))
@@ -2372,13 +2373,13 @@ def _predicated(s: ast.For, before: list, body: _Body, breaks: list, why: str) -
         raise Refuse(f"`{sorted(targets & later)[0]}`, the index of {why}, which may end early, is read after it",
                      s.lineno)
     binds: dict = {}
-    for n in ast.walk(ast.Module(body=list(before) + list(s.body), type_ignores=[])):
+    for n in fastast.walk(ast.Module(body=list(before) + list(s.body), type_ignores=[])):
         if isinstance(n, ast.Assign):
             for t in n.targets:
                 if isinstance(t, ast.Name):
                     binds.setdefault(t.id, []).append(n.value)
                 else:
-                    for e in ast.walk(t):
+                    for e in fastast.walk(t):
                         if isinstance(e, ast.Name):
                             binds.setdefault(e.id, []).append(None)     # (unpacked: not known)
         elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
@@ -2393,8 +2394,8 @@ def _predicated(s: ast.For, before: list, body: _Body, breaks: list, why: str) -
                 ints.discard(name)
                 shrank = True
     if ints and body.top is not None:
-        bound = {n.id for st in body.top for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        free = {n.id for st in body.top for n in ast.walk(st) if isinstance(n, ast.Name)} - bound
+        bound = {n.id for st in body.top for n in fastast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        free = {n.id for st in body.top for n in fastast.walk(st) if isinstance(n, ast.Name)} - bound
         if _index_meets_floats(body.top, sorted(ints), free):
             raise Refuse(f"`{sorted(ints)[0]}`, a Python int {why} binds under a branch or after a `break`, meets "
                          "float arithmetic (the batch holds it as an int64 tensor)", s.lineno)
@@ -2404,7 +2405,7 @@ def _predicated(s: ast.For, before: list, body: _Body, breaks: list, why: str) -
     indices = targets | set(body.indices)
 
     def intish(v, names):      # (ints and bools alone: constants, indices, len(), such names, any operator)
-        for m in ast.walk(v):
+        for m in fastast.walk(v):
             if isinstance(m, ast.Constant) and type(m.value) not in (int, bool) or isinstance(
                     m, (ast.Subscript, ast.Attribute, ast.Starred, ast.Lambda, ast.IfExp)) or isinstance(
                     m, ast.Call) and not (isinstance(m.func, ast.Name) and m.func.id == "len") or isinstance(
@@ -2490,7 +2491,7 @@ def _int_value(v: ast.AST, ints: set) -> bool:
     (+ - * // % and bitwise), comparisons and `not` / `and` / `or` of those, and `len(..)`."""
     if isinstance(v, ast.Call):
         return isinstance(v.func, ast.Name) and v.func.id == "len" and len(v.args) == 1 and not v.keywords
-    for n in ast.walk(v):
+    for n in fastast.walk(v):
         if isinstance(n, ast.Name):
             if n.id not in ints:
                 return False
@@ -2527,7 +2528,7 @@ def _kept_apart(outputs, body: _Body, ctx: Context) -> None:
     inputs keep the inputs' memory, runtime's result identity.)"""
     alias: dict = {}
     for st in body.stmts:
-        for n in ast.walk(st):
+        for n in fastast.walk(st):
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
                 r = _view_root(n.value, ctx)
                 if r is not None and r != n.targets[0].id:
@@ -2542,7 +2543,7 @@ def _kept_apart(outputs, body: _Body, ctx: Context) -> None:
         return found
     binds: dict = {}
     for st in body.stmts:
-        for n in ast.walk(st):
+        for n in fastast.walk(st):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 binds[n.id] = binds.get(n.id, 0) + 1
     seen: dict = {}
@@ -2600,7 +2601,7 @@ def _terms_output(s: ast.Assign, chain, body: _Body, depth: int) -> list:
         shown.append(f"({src(value)})")
         out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=m, ctx=ast.Store())], value=value), s),
                             s.lineno))
-        if any(isinstance(n, ast.IfExp) for n in ast.walk(value)):
+        if any(isinstance(n, ast.IfExp) for n in fastast.walk(value)):
             body.branches = True
     o = Output("accum", acc, " ".join(shown), s.lineno, op=sign0, marker=marker, cond=depth > 0, pytype=first[1],
                payloads=tuple(pays))
@@ -2628,7 +2629,7 @@ def _tracker(s: ast.If, body: _Body):
         return None
     left, right, op = t.left, t.comparators[0], type(t.ops[0])
     assigned = {n.id for a in s.body if isinstance(a, ast.Assign) for tg in a.targets
-                for n in ast.walk(tg) if isinstance(n, ast.Name)}
+                for n in fastast.walk(tg) if isinstance(n, ast.Name)}
     if isinstance(right, ast.Name) and right.id in assigned:
         value, best = left, right.id            # `if v > best:`
     elif isinstance(left, ast.Name) and left.id in assigned:
@@ -2774,7 +2775,7 @@ def _scatter_output(s, found, entries, body: "_Body", depth: int) -> list:
                               s.lineno))
     if not _base_ok(sub.value):
         raise Refuse(f"`{src(sub)}` at line {s.lineno}: the written tensor is not a plain name", s.lineno)
-    if any(isinstance(n, ast.IfExp) for st in stmts for n in ast.walk(st)):
+    if any(isinstance(n, ast.IfExp) for st in stmts for n in fastast.walk(st)):
         body.branches = True     # (`out[k, j] = a if c else b`: converted to `where`s, as a store's)
     body.outputs.append((Output("scatter", src(sub.value), src(value), s.lineno, op=o.op, marker=marker,
                                 cond=depth > 0, pytype=pytype, payloads=tuple(pays), dim=len(entries),
@@ -2788,7 +2789,7 @@ def _check_stmt(s: ast.stmt, body: "_Body" = None, own_store: bool = False) -> N
     mine = None if not own_store else s.targets[0] if isinstance(s, ast.Assign) else \
         s.target if isinstance(s, ast.AugAssign) else s.value
     inner = body is not None and s in body.inner      # (an inner loop _inner_loop accepted)
-    for n in ast.walk(s):
+    for n in fastast.walk(s):
         if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target is not mine and not inner:
             raise Refuse(f"`{src(n)}` at line {n.lineno} updates `{n.target.id}` where the rewrite cannot follow "
                          "it: not as a running total of the loop nor as a name the iteration binds first (were it a "
@@ -2805,7 +2806,7 @@ def _check_stmt(s: ast.stmt, body: "_Body" = None, own_store: bool = False) -> N
         if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
             for t in targets:
-                for sub in ast.walk(t):
+                for sub in fastast.walk(t):
                     if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store):
                         raise Refuse(f"attribute write `{src(sub)}` at line {n.lineno} is a side effect", n.lineno)
                     if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store) and sub is not mine \
@@ -2898,7 +2899,7 @@ def _metadata_read(ld: ast.Name, stmt: ast.AST) -> bool:
     `requires_grad`, which a stored value that requires grad turns on). The body reads such an
     attribute of a loop-invariant name as a value of its own (runtime peeks), not the tensor;
     `y.size(1)` or `len(y)` would pass the written tensor to the body, which the guard refuses."""
-    parents = {id(c): p for p in ast.walk(stmt) for c in ast.iter_child_nodes(p)}
+    parents = {id(c): p for p in fastast.walk(stmt) for c in ast.iter_child_nodes(p)}
     p = parents.get(id(ld))
     return isinstance(p, ast.Attribute) and p.value is ld and p.attr in _META_ATTRS
 
@@ -3147,7 +3148,7 @@ def _guarded(node, helpers) -> bool:
         inner = [node.elt]
     else:
         return False
-    for n in (x for st in inner for x in ast.walk(st)):
+    for n in (x for st in inner for x in fastast.walk(st)):
         if isinstance(n, _NOT_GUARDED) or isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
                 and n.func.id in ("max", "min", "sorted", "any", "all", "sum", "filter", "map"):
             return False
@@ -3196,7 +3197,7 @@ def _two_way(node, helpers, outputs=(), guarded=False) -> bool:
                 parts += [e.test, e.body]        # (`a if c else b if d else e`: one side more)
                 e = e.orelse
             parts += [e.test, e.body, e.orelse]
-    for n in (x for st in others + parts for x in ast.walk(st)):
+    for n in (x for st in others + parts for x in fastast.walk(st)):
         if isinstance(n, _NOT_GUARDED) or isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
                 and n.func.id in ("max", "min", "sorted", "any", "all", "sum", "filter", "map"):
             return False
@@ -3216,7 +3217,7 @@ def _same_condition(body, branch) -> bool:
     read = nm.load_ids(values[0].test)
     first, last = body.index(branch[0]), body.index(branch[-1])
     return not any(isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)) and n.id in read
-                   for st in body[first:last] for n in ast.walk(st))
+                   for st in body[first:last] for n in fastast.walk(st))
 
 
 def _conditional_value(st):
@@ -3243,7 +3244,7 @@ def _conditional_value(st):
 
 
 def _holds(node, inner) -> bool:
-    return any(n is inner for n in ast.walk(node))
+    return any(n is inner for n in fastast.walk(node))
 
 
 def _around(node, inner) -> list:
@@ -3288,12 +3289,12 @@ def _index_meets_floats(stmts, names, free) -> bool:
     while grew:
         grew = False
         for s in stmts:
-            for n in ast.walk(s):
+            for n in fastast.walk(s):
                 value = n.value if isinstance(n, (ast.Assign, ast.AugAssign)) else None
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target] if value is not None else []
                 if value is not None and all(
                         isinstance(m, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.Load))
-                        or isinstance(m, ast.Name) and (m.id in numbers or m.id in derived) for m in ast.walk(value)):
+                        or isinstance(m, ast.Name) and (m.id in numbers or m.id in derived) for m in fastast.walk(value)):
                     for t in targets:
                         if isinstance(t, ast.Name) and t.id not in numbers:
                             numbers.add(t.id)
@@ -3302,11 +3303,11 @@ def _index_meets_floats(stmts, names, free) -> bool:
     def floaty(node):
         return any(isinstance(n, ast.Constant) and type(n.value) in (float, complex)
                    or isinstance(n, ast.Name) and (n.id in free or n.id in numbers and n.id not in derived)
-                   for n in ast.walk(node))
+                   for n in fastast.walk(node))
     for s in stmts:
-        for n in ast.walk(s):
+        for n in fastast.walk(s):
             if isinstance(n, ast.Assign) and mentions(n.value):
-                derived |= {t.id for tg in n.targets for t in ast.walk(tg) if isinstance(t, ast.Name)
+                derived |= {t.id for tg in n.targets for t in fastast.walk(tg) if isinstance(t, ast.Name)
                             and not t.id.startswith(ROW_CLONE)}   # (a row's clone: _inner_row_stores)
             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and mentions(n.value):
                 # (`t *= i`: the name becomes arithmetic of the index, in whatever type it held)
@@ -3318,13 +3319,13 @@ def _index_meets_floats(stmts, names, free) -> bool:
     def int_arith(e):
         return all(isinstance(m, (ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, ast.Add, ast.Sub, ast.Mult,
                                   ast.FloorDiv, ast.Mod, ast.USub, ast.UAdd))
-                   or isinstance(m, ast.Constant) and type(m.value) is int for m in ast.walk(e))
-    whole = {id(e) for s in stmts for n in ast.walk(s) if isinstance(n, ast.Subscript)
+                   or isinstance(m, ast.Constant) and type(m.value) is int for m in fastast.walk(e))
+    whole = {id(e) for s in stmts for n in fastast.walk(s) if isinstance(n, ast.Subscript)
              for e in (n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]) if int_arith(e)}
     _INT_CALLS = ("int", "len", "range", "abs", "min", "max", "bool")
     for s in stmts:
-        parents = {id(c): p for p in ast.walk(s) for c in ast.iter_child_nodes(p)}
-        for n in ast.walk(s):
+        parents = {id(c): p for p in fastast.walk(s) for c in ast.iter_child_nodes(p)}
+        for n in fastast.walk(s):
             if isinstance(n, ast.Name) and n.id in derived and isinstance(n.ctx, ast.Load):
                 # the index (or a name made from it) as a Python number where no operator rule
                 # below sees it: a call's argument (`pow(t, 0.5)`, `math.sqrt(t)`), a method of it
@@ -3333,19 +3334,19 @@ def _index_meets_floats(stmts, names, free) -> bool:
                 while isinstance(p, (ast.BinOp, ast.UnaryOp)) and id(p) not in whole:
                     if not all(isinstance(m, (ast.BinOp, ast.UnaryOp, ast.Constant, ast.operator, ast.unaryop,
                                               ast.Load)) or isinstance(m, ast.Name) and (m.id in derived or m.id in numbers)
-                               for m in ast.walk(p)):
+                               for m in fastast.walk(p)):
                         break       # (arithmetic with a tensor, `x[i] * i`: the operator rules below)
                     p = parents.get(id(p))
                 if isinstance(p, ast.Call) and not (isinstance(p.func, ast.Name) and p.func.id in _INT_CALLS) \
                         and not (isinstance(p.func, ast.Attribute) and p.func.attr == ROW_FIT) \
-                        and n is not p.func and any(a is n or any(m is n for m in ast.walk(a))
+                        and n is not p.func and any(a is n or any(m is n for m in fastast.walk(a))
                                                    for a in list(p.args) + [k.value for k in p.keywords]):
                     return True
                 if isinstance(p, ast.Attribute) or isinstance(p, (ast.Tuple, ast.List, ast.Set, ast.Dict)) \
                         and not isinstance(parents.get(id(p)), ast.Subscript):
                     return True
     for s in stmts:
-        for n in ast.walk(s):
+        for n in fastast.walk(s):
             if isinstance(n, (ast.BinOp, ast.AugAssign)) and id(n) not in whole:
                 left, right = (n.left, n.right) if isinstance(n, ast.BinOp) else (n.target, n.value)
                 a, b = mentions(left), mentions(right)
@@ -3376,12 +3377,12 @@ def inner_int_growth(stmts, indices) -> bool:
     only a batched body holds the index as a Python number)."""
     derived = set(indices)
     for st in stmts:
-        for n in ast.walk(st):
+        for n in fastast.walk(st):
             if isinstance(n, ast.Assign) and _bare_names(n.value) & derived:
-                derived |= {t.id for tg in n.targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
+                derived |= {t.id for tg in n.targets for t in fastast.walk(tg) if isinstance(t, ast.Name)}
     return any(isinstance(n, (ast.BinOp, ast.AugAssign)) and isinstance(n.op, _INT_GROWTH)
                and _bare_names(n) & derived
-               for st in stmts for loop in ast.walk(st) if isinstance(loop, ast.For) for n in ast.walk(loop))
+               for st in stmts for loop in fastast.walk(st) if isinstance(loop, ast.For) for n in fastast.walk(loop))
 
 
 def _exit_scans(outputs, body: _Body):
@@ -3556,8 +3557,8 @@ def _aliases_running_value(name: str, stmts, outputs) -> bool:
         if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name) and s.value.id == name \
                 and isinstance(s.targets[0], ast.Name) and s.targets[0].id in copied:
             continue   # `out[i] = name` copies the values
-        parents = {c: p for p in ast.walk(s) for c in ast.iter_child_nodes(p)}
-        for n in ast.walk(s):
+        parents = {c: p for p in fastast.walk(s) for c in ast.iter_child_nodes(p)}
+        for n in fastast.walk(s):
             if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
                 up = parents.get(n)
                 if not isinstance(up, (ast.BinOp, ast.UnaryOp, ast.Compare)):
@@ -3601,7 +3602,7 @@ def _store(out: Output, sub: ast.Subscript, space: IterSpace, body: _Body, iter_
 
 
 def _located(node: ast.AST, line: int) -> ast.AST:
-    for n in ast.walk(node):
+    for n in fastast.walk(node):
         if "lineno" in n._attributes and not hasattr(n, "lineno"):
             n.lineno, n.col_offset, n.end_lineno, n.end_col_offset = line, 0, line, 0
     return node
@@ -3629,7 +3630,7 @@ def _assignments(stmts, name, depth=0):
         if isinstance(s, ast.If):
             yield from _assignments(s.body, name, depth + 1)
             yield from _assignments(s.orelse, name, depth + 1)
-        elif name in {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}:
+        elif name in {n.id for n in fastast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}:
             yield s, depth
 
 
@@ -3666,7 +3667,7 @@ def _ahead_read(ld: ast.Name, stmt: ast.AST, out: Output, index: str | None, spa
         return None
     if space.reverse:
         step = -step
-    parents = {id(c): p for p in ast.walk(stmt) for c in ast.iter_child_nodes(p)}
+    parents = {id(c): p for p in fastast.walk(stmt) for c in ast.iter_child_nodes(p)}
     sub = parents.get(id(ld))
     if not (isinstance(sub, ast.Subscript) and sub.value is ld and isinstance(sub.ctx, ast.Load)):
         return None
@@ -3685,7 +3686,7 @@ def _same_index_read(ld: ast.Name, stmt: ast.AST, out: Output, index: str | None
     """A store target read as `out[.. i + c ..]` with the store's own dim and offset."""
     if index is None:
         return False
-    for n in ast.walk(stmt):
+    for n in fastast.walk(stmt):
         if isinstance(n, ast.Subscript) and n.value is ld:
             m = match_subscript(n, index)
             return isinstance(m, tuple) and m == (out.dim, out.offset) and out.op in ("", "+", "-", "*", "/")
@@ -3749,7 +3750,7 @@ def _mapped(nodes, space: IterSpace, index: str | None, body: _Body, ctx: Contex
     where = reach.conditioned(nodes)
     occurs: dict = {}     # key -> the conditions of each of its reads
     for n in nodes:
-        for sub in ast.walk(n):
+        for sub in fastast.walk(n):
             if not isinstance(sub, ast.Subscript) or not isinstance(sub.ctx, ast.Load):
                 continue
             m = match_subscript(sub, index)
@@ -3775,9 +3776,9 @@ def _mapped(nodes, space: IterSpace, index: str | None, body: _Body, ctx: Contex
                 mapped[key] = dataclasses.replace(mapped[key], wraps=False)
             occurs.setdefault(key, []).append(where.get(id(sub), ()))
             entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
-            for e in ast.walk(entries[d]):
+            for e in fastast.walk(entries[d]):
                 covered.add(id(e))
-            for e in ast.walk(sub.value):
+            for e in fastast.walk(sub.value):
                 based.add(id(e))
     for n in nodes:
         for ld in nm.loads(n):
@@ -3809,7 +3810,7 @@ def _reach_text(found, index: str, varying) -> str | None:
 def _callables(nodes, body: _Body, iter_vars) -> list[str]:
     out = []
     for n in nodes:
-        for c in ast.walk(n):
+        for c in fastast.walk(n):
             if isinstance(c, ast.Call):
                 root = _root(c.func)
                 if root and root not in body.assigned and root not in iter_vars and isinstance(c.func, (ast.Name, ast.Attribute)) and _base_ok(c.func):
@@ -3845,7 +3846,7 @@ def _branch_helpers(nodes, ctx: Context, invariant: set) -> tuple[str, ...]:
 def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
     """Refuse calls that may have side effects or draw random numbers."""
     for n in nodes:
-        for c in ast.walk(n):
+        for c in fastast.walk(n):
             if not isinstance(c, ast.Call):
                 continue
             f, line = c.func, c.lineno
@@ -3980,7 +3981,7 @@ def _disjoint_read(ld: ast.Name, stmt: ast.AST, stmts: list, stores, ctx: Contex
     store shares the read's statement but for the one whose value it is, and the read turns into
     new memory at once (no view kept for a later store to change). Then it sees the row as it
     was, as the batch reads it."""
-    parents = {id(c): p for p in ast.walk(stmt) for c in ast.iter_child_nodes(p)}
+    parents = {id(c): p for p in fastast.walk(stmt) for c in ast.iter_child_nodes(p)}
     sub = parents.get(id(ld))
     if not isinstance(sub, ast.Subscript) or sub.value is not ld or not _makes_new_memory(
             parents.get(id(sub)), sub, parents, ctx):
@@ -3993,7 +3994,7 @@ def _disjoint_read(ld: ast.Name, stmt: ast.AST, stmts: list, stores, ctx: Contex
         if at is None:
             return False
         if at == k:
-            if not (own is stmts[k] and any(r is ld for r in ast.walk(own.value))):
+            if not (own is stmts[k] and any(r is ld for r in fastast.walk(own.value))):
                 return False     # (a store in a block around the read, or beside it)
             continue
         if at < k and not _disjoint_subscripts(sub, target):
@@ -4075,7 +4076,7 @@ def _marker_assign(stmts: list, marker: str):
 
 def _marker_assigns(stmts: list, marker: str) -> list:
     """Every assignment of an output's marker in `stmts` (one per side of a branch that stores)."""
-    return [a for st in stmts for a in ast.walk(st) if isinstance(a, ast.Assign) and len(a.targets) == 1
+    return [a for st in stmts for a in fastast.walk(st) if isinstance(a, ast.Assign) and len(a.targets) == 1
             and isinstance(a.targets[0], ast.Name) and a.targets[0].id == marker]
 
 
@@ -4116,7 +4117,7 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: 
     (_makes_new_memory), is part of the store's own statement, or is bound as it is to names no
     statement after the store's reads; anything else (appended or another output's value: the
     `markers` of the outputs, bound and read later, a view of it) may."""
-    parents = {id(c): p for p in ast.walk(stmt) for c in ast.iter_child_nodes(p)}
+    parents = {id(c): p for p in fastast.walk(stmt) for c in ast.iter_child_nodes(p)}
     sub = parents.get(id(ld))
     if not isinstance(sub, ast.Subscript) or sub.value is not ld:
         return True
@@ -4131,14 +4132,14 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: 
         # a statement beside the store on a side of that `if` (`t = x[i]` / `x[i] = t * 2` /
         # `y[i] = t`) binds a view that the statements after it may read after the store
         stores = _marker_assigns([stmt], o.marker)
-        if o.op and any(any(r is ld for r in ast.walk(a.value)) for a in stores):
+        if o.op and any(any(r is ld for r in fastast.walk(a.value)) for a in stores):
             # (an update's own value: `g[i] /= g[i, 0]` divides the row in place by a view of its
             # own element, which the loop's in-place operation refuses; new memory, `g[i] +=
             # g[i].mean()`, is read whole before the update; a part of the row the update does
             # not write, `b[i, 2:] += b[i, :2]`, is the same before and after it)
             own = [t for marker, t in store_subs if marker == o.marker]
             return not (own and all(_disjoint_subscripts(sub, t) for t in own))
-        if any(any(r is ld for r in ast.walk(a.value)) for a in stores):
+        if any(any(r is ld for r in fastast.walk(a.value)) for a in stores):
             # (the store's value read before it; where that value is the row's own memory, `x[i, 1:]
             # = x[i, :-1]`, the loop's copy meets its source part-way: torch raises, or copies
             # element by element, unless the parts are disjoint, `x[i, :2] = x[i, 2:]`)
@@ -4146,16 +4147,16 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: 
             # (an in-place method read as its out-of-place twin, `x[i] = x[i].clamp(0)`: new memory)
             # (nor a slice fill, `x[i] = x[i]._av_fill(..)`: the row with its span set, a copy)
             if not o.method and any(_view_root(a.value, ctx) == ld.id for a in stores
-                                    if any(r is ld for r in ast.walk(a.value)) and not _fills(a.value)) \
+                                    if any(r is ld for r in fastast.walk(a.value)) and not _fills(a.value)) \
                     and own and not all(_disjoint_subscripts(sub, t) or _same_place(sub, t) for t in own):
                 return True
             return False
-        if any(any(r is ld for r in ast.walk(n.test)) for n in ast.walk(stmt) if isinstance(n, ast.If)):
+        if any(any(r is ld for r in fastast.walk(n.test)) for n in fastast.walk(stmt) if isinstance(n, ast.If)):
             return False
-        inner = next((n for n in ast.walk(stmt) if isinstance(n, ast.stmt) and n is not stmt
-                      and any(c is ld for c in ast.walk(n)) and not any(
-                          isinstance(c, ast.stmt) and c is not n and any(r is ld for r in ast.walk(c))
-                          for c in ast.walk(n))), None)
+        inner = next((n for n in fastast.walk(stmt) if isinstance(n, ast.stmt) and n is not stmt
+                      and any(c is ld for c in fastast.walk(n)) and not any(
+                          isinstance(c, ast.stmt) and c is not n and any(r is ld for r in fastast.walk(c))
+                          for c in fastast.walk(n))), None)
         if isinstance(inner, ast.Assign) and inner.value is sub and all(isinstance(t, ast.Name) for t in inner.targets):
             names = {t.id for t in inner.targets}
             if names & set(markers):
@@ -4165,9 +4166,9 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: 
             sides = _sides(stmts)
             return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
                        and any((n.lineno, n.col_offset) > (w.lineno, w.col_offset)
-                               and not any(n is r for r in ast.walk(w.value))
+                               and not any(n is r for r in fastast.walk(w.value))
                                and not _exclusive(sides.get(id(n), ()), sides.get(id(w), ())) for w in stores)
-                       for st in stmts for n in ast.walk(st))
+                       for st in stmts for n in fastast.walk(st))
         return True
     if isinstance(stmt, ast.Assign) and stmt.value is sub and all(isinstance(t, ast.Name) for t in stmt.targets):
         names = {t.id for t in stmt.targets}
@@ -4175,7 +4176,7 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: 
         while grew:     # (and the names bound to a view of those: `s = r`, `s = r[1:]`)
             grew = False
             for st in stmts:
-                for n in ast.walk(st):
+                for n in fastast.walk(st):
                     if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
                             and n.targets[0].id not in names and _view_root(n.value, ctx) in names:
                         names.add(n.targets[0].id)
@@ -4183,15 +4184,15 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: 
         if names & set(markers):
             return True
         if any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
-               for st in stmts[at + 1:] for n in ast.walk(st)):
+               for st in stmts[at + 1:] for n in fastast.walk(st)):
             return True
         # in the store's own statement after the store (`if r.sum() > 0: g[i] *= 2; out[i] = r`),
         # or, for an update, in its value (a view of the row the update writes into)
         stores = _marker_assigns([stmts[at]], o.marker)
         return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) and any(
-                   (n.lineno, n.col_offset) > (w.lineno, w.col_offset) and not any(n is r for r in ast.walk(w.value))
-                   or o.op and any(n is r for r in ast.walk(w.value)) for w in stores)
-                   for n in ast.walk(stmts[at]))
+                   (n.lineno, n.col_offset) > (w.lineno, w.col_offset) and not any(n is r for r in fastast.walk(w.value))
+                   or o.op and any(n is r for r in fastast.walk(w.value)) for w in stores)
+                   for n in fastast.walk(stmts[at]))
     return True
 
 
@@ -4208,9 +4209,9 @@ def _read_before_store(ld: ast.Name, stmts: list, o: Output) -> bool:
         return False
     # (the read's top-level statement before the store's: an earlier statement on the same line,
     # analysis._forwarded's `name = v` then `x[i] = name`)
-    if next((k for k, st in enumerate(stmts) if any(n is ld for n in ast.walk(st))), len(stmts)) < at:
+    if next((k for k, st in enumerate(stmts) if any(n is ld for n in fastast.walk(st))), len(stmts)) < at:
         return True
-    if (ld.lineno, ld.col_offset) < (a.lineno, a.col_offset) or any(r is ld for r in ast.walk(a.value)):
+    if (ld.lineno, ld.col_offset) < (a.lineno, a.col_offset) or any(r is ld for r in fastast.walk(a.value)):
         return True
     # stores on the sides of a branch (`if c: x[i] = -x[i] elif d: x[i] = 2 - x[i]`): a read before
     # or in its own side's store, where each other store is on a side the read's never meets
@@ -4218,7 +4219,7 @@ def _read_before_store(ld: ast.Name, stmts: list, o: Output) -> bool:
     sides = _sides(stmts)
     read = sides.get(id(ld), ())
     return len(stores) > 1 and all(
-        (ld.lineno, ld.col_offset) < (w.lineno, w.col_offset) or any(r is ld for r in ast.walk(w.value))
+        (ld.lineno, ld.col_offset) < (w.lineno, w.col_offset) or any(r is ld for r in fastast.walk(w.value))
         or _exclusive(read, sides.get(id(w), ())) for w in stores)
 
 
@@ -4271,7 +4272,7 @@ def _own_element_reads(body: _Body, targets: dict, stores: dict, ctx: Context) -
             [(st.test, st)] if isinstance(st, ast.If) else [])
         want = src(sub)
         for n, top in before:
-            for r in ast.walk(n):
+            for r in fastast.walk(n):
                 if isinstance(r, ast.Subscript) and isinstance(r.value, ast.Name) and r.value.id == o.target \
                         and isinstance(r.ctx, ast.Load) and src(r) == want \
                         and not _view_after_store(r.value, top, body.stmts, o, ctx, markers):
@@ -4350,7 +4351,7 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
     _check_carried(body.stmts, body.assigned, set(iter_vars) | {o.marker for o in outputs})
     mapped, covered = {}, set()
     for n in body.stmts:
-        for sub in ast.walk(n):
+        for sub in fastast.walk(n):
             if not isinstance(sub, ast.Subscript) or not isinstance(sub.ctx, ast.Load) or not _base_ok(sub.value):
                 continue
             m = match_subscript_nest(sub, indices)
@@ -4366,8 +4367,8 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
                 mapped[key] = Mapped(base, 0, 0, name, levels=tuple(m))
             entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
             for _, p, _ in m:
-                covered.update(id(e) for e in ast.walk(entries[p]))
-            body.based.update(id(e) for e in ast.walk(sub.value))
+                covered.update(id(e) for e in fastast.walk(entries[p]))
+            body.based.update(id(e) for e in fastast.walk(sub.value))
     value_indices = tuple(ix for ix in indices if any(
         ld.id == ix and id(ld) not in covered for n in body.stmts for ld in nm.loads(n)))
     for ix in indices:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import ast
 
+from .. import fastast
+
 _SCOPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)
 
 
@@ -33,7 +35,7 @@ def loads(node: ast.AST) -> list[ast.Name]:
             for i, gen in enumerate(n.generators):
                 # the first iterable is evaluated in the enclosing scope
                 visit(gen.iter, bound if i == 0 else inner)
-                inner = inner | {t.id for t in ast.walk(gen.target) if isinstance(t, ast.Name)}
+                inner = inner | {t.id for t in fastast.walk(gen.target) if isinstance(t, ast.Name)}
                 for cond in gen.ifs:
                     visit(cond, inner)
             for part in ((n.key, n.value) if isinstance(n, ast.DictComp) else (n.elt,)):
@@ -64,7 +66,7 @@ def target_names(target: ast.AST) -> list[str]:
 def stores(node: ast.AST) -> set[str]:
     """Every name bound anywhere in `node` (assignments, for targets, with-as, imports, defs)."""
     out: set[str] = set()
-    for n in ast.walk(node):
+    for n in fastast.walk(node):
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
             out.add(n.id)
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -86,7 +88,7 @@ def reshaped(node: ast.AST) -> set[str]:
     """Names whose shape `node` may change: assigned, or a container's mutating method or a
     tensor's shape-changing in-place method called on them (a store into elements keeps it)."""
     out = set(stores(node))
-    for n in ast.walk(node):
+    for n in fastast.walk(node):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
                 n.func.attr in _MUTATORS or n.func.attr in _RESHAPERS):
             out |= _root(n.func.value)
@@ -99,14 +101,14 @@ def shape_reads(expr: ast.AST) -> tuple[set[str], set[str]]:
     """(names `expr` reads only through their shape: `x.shape[1]`, `x.size(0)`, `x.dim()`;
     names it reads otherwise)."""
     via_shape = set()
-    for n in ast.walk(expr):
+    for n in fastast.walk(expr):
         if isinstance(n, ast.Attribute) and n.attr in ("shape", "ndim") and isinstance(n.value, ast.Name):
             via_shape.add(id(n.value))
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("size", "dim") \
                 and isinstance(n.func.value, ast.Name):
             via_shape.add(id(n.func.value))
     shaped, other = set(), set()
-    for n in ast.walk(expr):
+    for n in fastast.walk(expr):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             (shaped if id(n) in via_shape else other).add(n.id)
     return shaped, other
@@ -117,7 +119,7 @@ def mutated(node: ast.AST) -> set[str]:
     the receiver of a container's mutating method or a tensor's in-place one (`L.append`,
     `x.add_`). A range bound reading one of them is not the same on every evaluation."""
     out = set(stores(node))
-    for n in ast.walk(node):
+    for n in fastast.walk(node):
         if isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, (ast.Store, ast.Del)):
             out |= _root(n.value)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
@@ -188,21 +190,21 @@ def needed(stmts: list, wanted: set) -> list:
             if not {t.id for t in st.targets} & live:
                 continue
             live -= {t.id for t in st.targets}
-            live |= {n.id for n in ast.walk(st.value) if isinstance(n, ast.Name)}
+            live |= {n.id for n in fastast.walk(st.value) if isinstance(n, ast.Name)}
         elif isinstance(st, ast.If):
             body, orelse = needed(st.body, live), needed(st.orelse, live)
             if not body and not orelse:
                 continue
             st = ast.copy_location(ast.If(test=st.test, body=body or [ast.Pass()], orelse=orelse), st)
-            live |= {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}
+            live |= {n.id for n in fastast.walk(st) if isinstance(n, ast.Name)}
         else:
-            live |= {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}
+            live |= {n.id for n in fastast.walk(st) if isinstance(n, ast.Name)}
         out.append(st)
     return out[::-1]
 
 
 def parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
-    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    return {child: node for node in fastast.walk(tree) for child in ast.iter_child_nodes(node)}
 
 
 def _first_access(stmt: ast.stmt, name: str) -> tuple[str, int] | None:
@@ -253,7 +255,7 @@ def _first_access(stmt: ast.stmt, name: str) -> tuple[str, int] | None:
             return "read", n.lineno
     if isinstance(stmt, ast.AugAssign) and name in target_names(stmt.target):
         return "read", stmt.lineno
-    for n in ast.walk(stmt):      # `del h` needs the name bound (the loop's last value, or its NameError)
+    for n in fastast.walk(stmt):      # `del h` needs the name bound (the loop's last value, or its NameError)
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Del) and n.id == name:
             return "read", n.lineno
     return None

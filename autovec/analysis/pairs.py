@@ -21,12 +21,12 @@ analysed again without this pass for that nest (api), so the other forms are as 
 from __future__ import annotations
 
 import ast
-import copy
 import operator
 from dataclasses import dataclass
 
 import torch
 
+from .. import fastast
 from ..frontend import Captured
 from .hoist import (_breaks_out, _builtins_ok, _fresh_name, _holder, _index_offset, _local_names, _names,
                     _reads, range_nest, within)
@@ -58,8 +58,8 @@ def _index_only(stmts: list, names: set) -> bool:
     """Whether every use of `names` in `stmts` is a read as a subscript's index (`x[i]`, or an
     entry of `x[i, :, j]`)."""
     for st in stmts:
-        parent = {id(c): p for p in ast.walk(st) for c in ast.iter_child_nodes(p)}
-        for n in ast.walk(st):
+        parent = {id(c): p for p in fastast.walk(st) for c in ast.iter_child_nodes(p)}
+        for n in fastast.walk(st):
             if not (isinstance(n, ast.Name) and n.id in names):
                 continue
             if not isinstance(n.ctx, ast.Load):
@@ -94,12 +94,12 @@ def pair_lists(cap: Captured, skip=frozenset()) -> list[PairNest]:
     local = _local_names(fn)
     if not _builtins_ok(cap, local, ("zip",)):
         return []
-    parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+    parents = {id(c): p for p in fastast.walk(fn) for c in ast.iter_child_nodes(p)}
     taken = _names(fn)
     helper = None
     out = []
-    declared = {name for n in ast.walk(fn) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
-    for outer in [n for n in ast.walk(fn) if isinstance(n, ast.For)]:
+    declared = {name for n in fastast.walk(fn) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+    for outer in [n for n in fastast.walk(fn) if isinstance(n, ast.For)]:
         if (outer.lineno, outer.col_offset) in skip or within(fn, parents, outer, _ENCLOSING):
             continue
         nest = range_nest(outer, cap, local)
@@ -118,15 +118,15 @@ def pair_lists(cap: Captured, skip=frozenset()) -> list[PairNest]:
         changed, shapes = mutated(outer) - {i}, reshaped(outer) - {i}
         if _reads(fixed, i) or _reads(fixed, j) or not _pure_expr(fixed) or bound_moves(fixed, changed, shapes):
             continue
-        if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr, ast.Lambda)) for n in ast.walk(outer)):
+        if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr, ast.Lambda)) for n in fastast.walk(outer)):
             continue
         if any(_breaks_out(s) for s in inner.body):
             continue
-        inside = {id(n) for n in ast.walk(outer)}
+        inside = {id(n) for n in fastast.walk(outer)}
         if declared & {i, j}:
             continue      # (their values after the loop are seen outside the function)
-        if any(isinstance(n, ast.Name) and n.id in (i, j) and id(n) not in inside for n in ast.walk(fn)) \
-                or any(a.arg in (i, j) for a in ast.walk(fn) if isinstance(a, ast.arg)):
+        if any(isinstance(n, ast.Name) and n.id in (i, j) and id(n) not in inside for n in fastast.walk(fn)) \
+                or any(a.arg in (i, j) for a in fastast.walk(fn) if isinstance(a, ast.arg)):
             continue
         if not _index_only(inner.body, {i, j}):
             continue
@@ -134,11 +134,11 @@ def pair_lists(cap: Captured, skip=frozenset()) -> list[PairNest]:
             helper = _fresh_name("autovec_pairs", outer, taken)
         r = _fresh_name(f"{i}_range", outer, taken)
         pi, pj = _fresh_name(f"{i}_pairs", outer, taken), _fresh_name(f"{j}_pairs", outer, taken)
-        original = copy.deepcopy(outer)
+        original = fastast.clone(outer)
         load = lambda name: ast.Name(id=name, ctx=ast.Load())   # noqa: E731
-        bind_range = ast.Assign(targets=[ast.Name(id=r, ctx=ast.Store())], value=copy.deepcopy(outer.iter))
+        bind_range = ast.Assign(targets=[ast.Name(id=r, ctx=ast.Store())], value=fastast.clone(outer.iter))
         # the fixed bound evaluated only where the nest evaluates it (a first outer step)
-        bound = ast.IfExp(test=load(r), body=copy.deepcopy(fixed), orelse=ast.Constant(0))
+        bound = ast.IfExp(test=load(r), body=fastast.clone(fixed), orelse=ast.Constant(0))
         bind_pairs = ast.Assign(
             targets=[ast.Tuple(elts=[ast.Name(id=pi, ctx=ast.Store()), ast.Name(id=pj, ctx=ast.Store())], ctx=ast.Store())],
             value=ast.Call(func=load(helper), args=[load(r), ast.Constant(c), bound, ast.Constant(upper)], keywords=[]))
@@ -147,7 +147,7 @@ def pair_lists(cap: Captured, skip=frozenset()) -> list[PairNest]:
                        iter=ast.Call(func=load("zip"), args=[load(pi), load(pj)], keywords=[]),
                        body=inner.body, orelse=[], type_comment=None)
         for st in (bind_range, bind_pairs, flat):
-            for n in ast.walk(st):
+            for n in fastast.walk(st):
                 if isinstance(n, (ast.expr, ast.stmt)) and not hasattr(n, "lineno"):
                     ast.copy_location(n, outer)
         ast.copy_location(flat.target, inner.target)

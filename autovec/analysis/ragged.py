@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import ast
 import builtins
-import copy
 import math
 from dataclasses import dataclass, field
 
+from .. import fastast
 from ..frontend import Captured
 from .hoist import _resolves
 
@@ -150,12 +150,12 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> RaggedPla
     if any(t in bound or t == list_name or isinstance(seqs, ast.Name) and t == seqs.id for t in targets):
         return None
     # the targets, the list and `len` read nowhere else in the body (only as the stores read them)
-    reads = {n.id for st in loop.body for n in ast.walk(st) if isinstance(n, ast.Name)}
+    reads = {n.id for st in loop.body for n in fastast.walk(st) if isinstance(n, ast.Name)}
     if bound & elsewhere or (reads - bound - set(targets) - {list_name, "len"}):
         return None
     # (the passes after this one may change the loop's nodes: what lower reads is kept as it is now)
     plan.header = ast.unparse(loop).splitlines()[0]
-    plan.seqs = copy.deepcopy(plan.seqs)
+    plan.seqs = fastast.clone(plan.seqs)
     plan.stores = [(st.lineno, st.end_lineno, t, v, side) for st, t, v, side in plan.stores]
     return plan
 

@@ -48,11 +48,11 @@ from __future__ import annotations
 
 import ast
 import collections
-import copy
 from dataclasses import dataclass, field
 
 import torch
 
+from .. import fastast
 from ..frontend import Captured
 from .hoist import _builtins_ok, _dotted, _holder, _local_names, _no_grad_with, _resolves
 from .names import mutated
@@ -62,7 +62,7 @@ _NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDe
 
 
 def _parents(tree):
-    return {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    return {c: p for p in fastast.walk(tree) for c in ast.iter_child_nodes(p)}
 
 
 def _own(fn: ast.FunctionDef, kinds) -> list:
@@ -79,7 +79,7 @@ def _own(fn: ast.FunctionDef, kinds) -> list:
 
 
 def _at_line(s: ast.stmt, line: int) -> ast.stmt:
-    for n in ast.walk(s):
+    for n in fastast.walk(s):
         if hasattr(n, "lineno"):
             n.lineno = n.end_lineno = line
     return s
@@ -92,12 +92,12 @@ def _overlaps(loop: ast.AST, avoid) -> bool:
 
 
 def _mentions(node, name: str) -> list[ast.Name]:
-    return [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name]
+    return [n for n in fastast.walk(node) if isinstance(n, ast.Name) and n.id == name]
 
 
 def _stmt(text: str, where: ast.AST) -> ast.stmt:
     s = ast.parse(text).body[0]
-    for n in ast.walk(s):
+    for n in fastast.walk(s):
         ast.copy_location(n, where)
         if hasattr(n, "end_lineno"):
             n.end_lineno, n.end_col_offset = where.lineno, where.col_offset
@@ -169,9 +169,9 @@ def front_builds(cap: Captured, avoid=()) -> list[FrontBuild]:
     local = _local_names(fn)
     parent = _parents(fn)
     # names a nested scope reads or binds: closure cells, whose list a call could see mid-loop
-    nested = {n.id for s in ast.walk(fn) if isinstance(s, _NESTED_SCOPES[:4]) and s is not fn
-              for n in ast.walk(s) if isinstance(n, ast.Name)}
-    declared = {x for s in ast.walk(fn) if isinstance(s, (ast.Global, ast.Nonlocal)) for x in s.names}
+    nested = {n.id for s in fastast.walk(fn) if isinstance(s, _NESTED_SCOPES[:4]) and s is not fn
+              for n in fastast.walk(s) if isinstance(n, ast.Name)}
+    declared = {x for s in fastast.walk(fn) if isinstance(s, (ast.Global, ast.Nonlocal)) for x in s.names}
     out = []
     for st in _own(fn, ast.Assign):
         hit = _fresh_kind(cap, st, local)
@@ -189,15 +189,15 @@ def front_builds(cap: Captured, avoid=()) -> list[FrontBuild]:
             loop = next((s for s in loop.body if _mentions(s, name)), None)    # (the loop under no_grad)
         if not isinstance(loop, (ast.For, ast.While)) or _overlaps(loop, avoid):
             continue
-        calls = [n for n in ast.walk(loop) if _front_call(n, name, kind) is not None]
-        inside = {id(m) for c in calls for m in ast.walk(c.value.func)}
+        calls = [n for n in fastast.walk(loop) if _front_call(n, name, kind) is not None]
+        inside = {id(m) for c in calls for m in fastast.walk(c.value.func)}
         if not calls or any(id(m) not in inside for m in _mentions(loop, name)):
             continue     # (read, mutated otherwise, or bound in the loop; `insert` elsewhere than 0)
-        if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(loop)):
+        if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in fastast.walk(loop)):
             continue
         if _escapes(fn, parent, loop, cap, local):
             continue
-        original = copy.deepcopy(loop)
+        original = fastast.clone(loop)
         if kind == "list":
             target, added = name, [_at_line(_stmt(f"{name}.reverse()", loop), loop.end_lineno)]
         else:
@@ -418,7 +418,7 @@ def _body(loop) -> list:
 
 def _unread(loop, elements) -> list:
     """The element names the loop's body never reads."""
-    read = {n.id for st in _body(loop) for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    read = {n.id for st in _body(loop) for n in fastast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     return [e for e in elements if e not in read]
 
 
@@ -427,9 +427,9 @@ def _move(loop, reads: dict, index: str, header: str, binds=()) -> ast.AST:
     `reads` and `binds` put first in the body (a comprehension of one generator: its element and
     conditions read so, `binds` none); returns the loop before the move (also kept as
     `loop._av_original`, the fallback, and as `_av_written` where no earlier move set it)."""
-    original = copy.deepcopy(loop)
+    original = fastast.clone(loop)
     if not hasattr(loop, "_av_written"):
-        loop._av_written = copy.deepcopy(loop)
+        loop._av_written = fastast.clone(loop)
     if isinstance(loop, ast.For):
         loop.body = list(binds) + [_Reads(reads).visit(st) for st in loop.body]
         head, was = loop, original
@@ -437,12 +437,12 @@ def _move(loop, reads: dict, index: str, header: str, binds=()) -> ast.AST:
         head, was = loop.generators[0], original.generators[0]
         loop.elt = _Reads(reads).visit(loop.elt)
         head.ifs = [_Reads(reads).visit(c) for c in head.ifs]
-    for n in ast.walk(loop):
+    for n in fastast.walk(loop):
         if not hasattr(n, "lineno") and isinstance(n, (ast.expr, ast.stmt)):
             ast.copy_location(n, loop)
     head.target = ast.copy_location(ast.Name(index, ast.Store()), head.target)
     head.iter = ast.parse(header, mode="eval").body
-    for n in ast.walk(head.iter):
+    for n in fastast.walk(head.iter):
         ast.copy_location(n, was.iter)
         n.end_lineno, n.end_col_offset = was.iter.end_lineno, was.iter.end_col_offset
     loop._av_original = original
@@ -527,7 +527,7 @@ def _refuse_walk(fn, loop: ast.For, pairs, cap: Captured, local: set, counter=No
         if counter[0] in {e for e, _ in pairs} | {_dotted(seq)[0] for _, seq in pairs}:
             return "enumerate's index is named as the element or the sequence"
         if any(isinstance(n, ast.Name) and n.id == counter[0] and not isinstance(n.ctx, ast.Load)
-               for s in body for n in ast.walk(s)):
+               for s in body for n in fastast.walk(s)):
             return f"enumerate's index `{counter[0]}` is assigned in the loop"
     elements = [e for e, _ in pairs]
     if len(set(elements)) != len(elements):
@@ -538,7 +538,7 @@ def _refuse_walk(fn, loop: ast.For, pairs, cap: Captured, local: set, counter=No
         return "the element is named as the sequence"
     changed = mutated(ast.Module(body=body, type_ignores=[]))
     for s in body:
-        for n in ast.walk(s):
+        for n in fastast.walk(s):
             if isinstance(n, _NESTED_SCOPES + (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await,
                                                ast.NamedExpr)):
                 return f"line {n.lineno} opens a nested scope or binds a name inside an expression"
@@ -550,15 +550,15 @@ def _refuse_walk(fn, loop: ast.For, pairs, cap: Captured, local: set, counter=No
                         "what the loop changes, where the walk reads what it held when the loop began")
     parent = _parents(loop)
     for s in body:
-        for n in ast.walk(s):
+        for n in fastast.walk(s):
             if isinstance(n, ast.Name) and n.id in elements:
                 if not isinstance(n.ctx, ast.Load):
                     return f"`{n.id}` is assigned in the loop (line {n.lineno})"
                 why = element_use(n, parent, cap, local)
                 if why:
                     return why
-    inside = {id(n) for n in ast.walk(loop)}
-    for n in ast.walk(fn):
+    inside = {id(n) for n in fastast.walk(loop)}
+    for n in fastast.walk(fn):
         if isinstance(n, ast.Name) and n.id in elements and id(n) not in inside:
             return f"`{n.id}` is used outside the loop (line {n.lineno}): the walk leaves it at the first element"
         if isinstance(n, (ast.Global, ast.Nonlocal)) and set(n.names) & set(elements):
@@ -577,7 +577,7 @@ class _Reads(ast.NodeTransformer):
         if text is None or not isinstance(node.ctx, ast.Load):
             return node
         new = ast.parse(text, mode="eval").body
-        for n in ast.walk(new):
+        for n in fastast.walk(new):
             ast.copy_location(n, node)
         return new
 

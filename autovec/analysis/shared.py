@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 
+from .. import fastast
 from .hoist import _dotted
 
 # operations on loop-invariant values whose derivative is finite wherever their inputs are
@@ -159,7 +160,7 @@ class _Walk:
             if isinstance(child, ast.expr):
                 self.note(self.expr(child))
             elif isinstance(child, ast.comprehension):
-                for t in ast.walk(child.target):
+                for t in fastast.walk(child.target):
                     if isinstance(t, ast.Name):
                         self.env.pop(t.id, None)
                         self.free.discard(t.id)
@@ -222,7 +223,7 @@ class _Walk:
                 self.note(self.expr(child))
             elif isinstance(child, ast.stmt):
                 self.stmt(child)
-        for n in ast.walk(node):
+        for n in fastast.walk(node):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 self.env.pop(n.id, None)
                 self.free.discard(n.id)
@@ -302,7 +303,7 @@ def _function_unsafe(fn) -> bool:
     a = tree.args
     params = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + [x.arg for x in (a.vararg, a.kwarg) if x]
     variant = set(params[1:] if params and params[0] == "self" else params)
-    loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    loaded = {n.id for n in fastast.walk(tree) if isinstance(n, ast.Name)}
     w = _Walk(loaded - variant)
     for s in tree.body:
         w.stmt(s)
@@ -324,6 +325,6 @@ def self_calls(fn) -> frozenset:
         except Exception:
             tree = None
         hit = _calls_cache[code] = frozenset(
-            n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            n.func.attr for n in fastast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
             and isinstance(n.func.value, ast.Name) and n.func.value.id == "self") if tree is not None else frozenset()
     return hit

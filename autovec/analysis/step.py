@@ -10,8 +10,8 @@ sees tensors and never an int that changes every iteration (which would recompil
 from __future__ import annotations
 
 import ast
-import copy
 
+from .. import fastast
 from ..plan import StepPlan
 from . import names as nm
 
@@ -35,7 +35,7 @@ def plan_step(node: ast.For, ctx, loop_id: int) -> StepPlan:
     """The step-function form of `node`, or NoStep."""
     if not isinstance(node, ast.For) or node.orelse:
         raise NoStep("only `for` loops without `else` have a step function")
-    for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+    for n in fastast.walk(ast.Module(body=node.body, type_ignores=[])):
         if isinstance(n, _FORBIDDEN):
             raise NoStep(f"`{type(n).__name__.lower()}` at line {getattr(n, 'lineno', node.lineno)} is not a "
                          "straight-line step")
@@ -61,11 +61,11 @@ def plan_step(node: ast.For, ctx, loop_id: int) -> StepPlan:
 
     # slices selected by the loop index become parameters computed by the driver
     slicer = _Slices(set(index_names), written)
-    new_body = [slicer.visit(copy.deepcopy(s)) for s in body]
+    new_body = [slicer.visit(fastast.clone(s)) for s in body]
     driver_values = []
     for kind, container, index, value in driver:
         if nm.load_ids(value) & set(index_names):
-            value = slicer.visit(copy.deepcopy(value))
+            value = slicer.visit(fastast.clone(value))
         driver_values.append((kind, container, index, value))
     if slicer.bad:
         raise NoStep(slicer.bad)
@@ -111,7 +111,7 @@ def plan_step(node: ast.For, ctx, loop_id: int) -> StepPlan:
     # calls: global callables are checked for effects before each loop; methods by name
     calls, ops = [], 0
     for stmt in new_body + [v for *_, v in driver_values]:
-        for n in ast.walk(stmt):
+        for n in fastast.walk(stmt):
             ops += isinstance(n, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript))
             if not isinstance(n, ast.Call):
                 continue

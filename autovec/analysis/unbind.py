@@ -46,6 +46,7 @@ import ast
 
 import torch
 
+from .. import fastast
 from ..frontend import Captured
 from ..purity import MUTATORS, _OPERATOR_EFFECTS, pure_tensor_method
 from .hoist import _dotted, _local_names, _resolves
@@ -141,7 +142,7 @@ def _count(seq: str, dim: int, kind: str, torch_name: str | None) -> str | None:
 
 def _torch_name(cap: Captured, local: set) -> str | None:
     """A name by which the function sees the torch module (`torch`, or one it reads), else None."""
-    names = ["torch"] + sorted({n.id for n in ast.walk(cap.tree) if isinstance(n, ast.Name)})
+    names = ["torch"] + sorted({n.id for n in fastast.walk(cap.tree) if isinstance(n, ast.Name)})
     for name in names:
         if name not in local:
             found, obj = cap.lookup(name)
@@ -304,7 +305,7 @@ def unbind_walks(cap: Captured, avoid=()) -> tuple[list, dict]:
         bases = tuple(_element(ast.unparse(seq), d, kind, index)[1] for e, seq, d, kind in pairs)
         original = _move(loop, reads, index, header)
         views = {b for b, (_, _, d, _) in zip((b for b, _ in bases), pairs) if d < 0}
-        for n in ast.walk(loop):
+        for n in fastast.walk(loop):
             if isinstance(n, ast.Call) and ast.unparse(n) in views:
                 n._av_view = True     # (made here, read nowhere else in the loop: loops._mapped slices it)
         shown = ", ".join(f"`{e} = {_element(ast.unparse(seq), d, kind, 'k')[0]}`" for e, seq, d, kind in pairs)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import copy
 import functools
 import math
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from .. import fastast
 from .broadcast import ELEMENTWISE
 from .common import _Unitems
 from ..analysis.names import in_place_keyword
@@ -115,8 +115,8 @@ _SKIP = (ast.Constant, ast.Slice, ast.Starred, ast.Tuple, ast.List, ast.Lambda)
 def number_nodes(fdef: ast.FunctionDef) -> dict:
     """id(node) -> k for every expression of the body whose value the rewrite looks at."""
     ids = {}
-    callees = {id(n.func) for n in ast.walk(fdef) if isinstance(n, ast.Call)}
-    for n in ast.walk(fdef):
+    callees = {id(n.func) for n in fastast.walk(fdef) if isinstance(n, ast.Call)}
+    for n in fastast.walk(fdef):
         if isinstance(n, ast.expr) and not isinstance(n, _SKIP) and id(n) not in callees \
                 and not (isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)) \
                 and not (isinstance(n, (ast.Attribute, ast.Subscript)) and not isinstance(n.ctx, ast.Load)):
@@ -142,9 +142,9 @@ def probe_def(fdef: ast.FunctionDef, name: str, av: str | None = None) -> tuple[
     `av`, the rewrite's `av.item(t)` is the loop's own `t.item()` again: the probe sees the
     Python numbers the loop computes with, and the batched body then treats their batch as
     Python numbers (weak scalars), where `av.item`'s 0-d float64 tensors would promote."""
-    tree = copy.deepcopy(fdef)
+    tree = fastast.clone(fdef)
     ids = number_nodes(tree)
-    order = {id(n): ids[id(n)] for n in ast.walk(tree) if id(n) in ids}
+    order = {id(n): ids[id(n)] for n in fastast.walk(tree) if id(n) in ids}
     tree = _Wrap(order).visit(tree)
     if av is not None:
         tree = _Unitems(av).visit(tree)     # (after numbering: the ids stay those of `fdef`)
@@ -498,7 +498,7 @@ def _sole_fill(fdef: ast.FunctionDef, av: str) -> int | None:
             and not call.keywords and isinstance(call.args[0], ast.Name)):
         return None
     row = call.args[0].id
-    if sum(isinstance(n, ast.Name) and n.id == row for n in ast.walk(fdef)) != 1 \
+    if sum(isinstance(n, ast.Name) and n.id == row for n in fastast.walk(fdef)) != 1 \
             or row not in {a.arg for a in fdef.args.args}:
         return None
     target = body[0].targets[0] if len(body[0].targets) == 1 else None
@@ -562,7 +562,7 @@ class _Batcher:
                 self.c.mixed_names.discard(e.id)
         else:
             raise Unsupported(f"assignment to `{ast.unparse(t)}`")
-        return ast.copy_location(ast.Assign(targets=[copy.deepcopy(t)], value=v.node), s)
+        return ast.copy_location(ast.Assign(targets=[fastast.clone(t)], value=v.node), s)
 
     def _masked_put_if(self, s: ast.If) -> bool:
         """`if not av.masked_put(r, k, v): r[k] = v` (lowering.common._Fills: a store by what
@@ -645,7 +645,7 @@ class _Batcher:
 
     def varies(self, node) -> bool:
         return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in self.c.batched
-                   for n in ast.walk(node))
+                   for n in fastast.walk(node))
 
     def expr(self, node) -> _V:
         hit = self.memo.get(id(node))
@@ -663,7 +663,7 @@ class _Batcher:
             if f is None and isinstance(node, ast.Constant):
                 f = fact_of(node.value)
             # (a loop-invariant `av.item(t)`: the loop's own `t.item()`, a Python number, once)
-            new = _Unitems(self.c.av).visit(copy.deepcopy(node))
+            new = _Unitems(self.c.av).visit(fastast.clone(node))
             return _V(self._wrap(new, node, False), False, f or Fact("other"))
         meth = getattr(self, "e_" + type(node).__name__, None)
         if meth is None:
@@ -707,7 +707,7 @@ class _Batcher:
     e_Tuple = e_List
 
     def e_Name(self, node):
-        return copy.deepcopy(node)
+        return fastast.clone(node)
 
     def e_BinOp(self, node):
         a, b = self.expr(node.left), self.expr(node.right)
@@ -787,7 +787,7 @@ class _Batcher:
                     la, lb = _align([a, b], binary=True, lead=self.c.lead)
                 else:
                     la, lb = a.node, b.node
-                part = ast.Compare(left=copy.deepcopy(la), ops=[op], comparators=[copy.deepcopy(lb)])
+                part = ast.Compare(left=fastast.clone(la), ops=[op], comparators=[fastast.clone(lb)])
                 out = part if out is None else _helper("land", out, part)
             return out
         a, b = self.expr(node.left), self.expr(node.comparators[0])
@@ -921,7 +921,7 @@ class _Batcher:
                             step=p.step and self.fixed(p.step))
             return _V(new, False, Fact("slice"))
         if isinstance(p, ast.Constant):
-            return _V(copy.deepcopy(p), False, fact_of(p.value) if p.value is not Ellipsis else Fact("ellipsis"))
+            return _V(fastast.clone(p), False, fact_of(p.value) if p.value is not Ellipsis else Fact("ellipsis"))
         return self.expr(p)
 
     def e_Subscript(self, node):
@@ -1241,7 +1241,7 @@ class _Batcher:
         if f is None and isinstance(node, ast.Constant):
             f = fact_of(node.value)
         return f is not None and (f.number or f.kind == "tensor" and f.rank == 0) and not any(
-            self._selection(n) for n in ast.walk(node))
+            self._selection(n) for n in fastast.walk(node))
 
     def _over_selection(self, node, subs, wide=None) -> bool:
         """Whether `node` is elementwise arithmetic on selections `b[m]` or ragged spans (collected
@@ -1319,7 +1319,7 @@ class _Batcher:
         of (self.unmask, self.unspan): each of its nodes exempt from the check against one
         iteration's facts (a whole tensor where one iteration has the selection). Unsupported
         where it is no tensor."""
-        for n in ast.walk(value):
+        for n in fastast.walk(value):
             k = self.c.ids.get(id(n))
             if k is not None:
                 self.c.exempt.add(k)
@@ -1366,15 +1366,15 @@ class _Batcher:
             self.unspan[id(s)] = _V(_helper("span_guard", b.node, _name(mname)), True, b.fact)
         leaves = []
         e = self._on_wholes(f.value)
-        inside = {id(c) for s in subs for c in ast.walk(s) if isinstance(c, ast.expr)}
-        for n in ast.walk(f.value):
+        inside = {id(c) for s in subs for c in fastast.walk(s) if isinstance(c, ast.expr)}
+        for n in fastast.walk(f.value):
             # (the values beside the spans: none that holds or is read by a span, `torch.sigmoid(a[s:e])`)
             if not isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) or n is f.value \
-                    or id(n) in inside or any(id(c) in inside for c in ast.walk(n)):
+                    or id(n) in inside or any(id(c) in inside for c in fastast.walk(n)):
                 continue
             if not self.varies(n) and isinstance(n, (ast.Name, ast.Attribute)) and (
                     not isinstance(n, ast.Name) or isinstance(n.ctx, ast.Load)):
-                leaves.append(copy.deepcopy(n))      # (a weight the same in every iteration: `w`, `self.w`)
+                leaves.append(fastast.clone(n))      # (a weight the same in every iteration: `w`, `self.w`)
             elif id(n) in self.memo and (self._scalar_leaf(n) or self.c.facts.get(
                     self.c.ids.get(id(n)), Fact("other")).kind == "tensor"):
                 leaves.append(self.memo[id(n)].node)
@@ -1437,7 +1437,7 @@ class _Batcher:
         mask, mname, (wa, wb) = made
         reduction = next((k.value for k in node.keywords if k.arg == "reduction"), _const("mean"))
         opts = [ast.keyword(arg=k.arg, value=self.fixed(k.value)) for k in node.keywords if k.arg != "reduction"]
-        each = _call(copy.deepcopy(f), [_helper("span_guard", wa.node, _name(mname)),
+        each = _call(fastast.clone(f), [_helper("span_guard", wa.node, _name(mname)),
                                         _helper("span_guard", wb.node, _name(mname))],
                      opts + [ast.keyword(arg="reduction", value=_const("none"))])
         return _helper("span_loss", self.fixed(reduction) if not isinstance(reduction, ast.Constant) else reduction,
@@ -1460,7 +1460,7 @@ class _Batcher:
         if made is None:
             raise Unsupported(f"`{name}` of spans of values that are not per-iteration tensors")
         mask, mname, (x, t) = made
-        return _helper("span_class_loss", copy.deepcopy(f), mask, _helper("span_guard", x.node, _name(mname)), t.node,
+        return _helper("span_class_loss", fastast.clone(f), mask, _helper("span_guard", x.node, _name(mname)), t.node,
                        fixed["reduction"], fixed["ignore_index"])
 
     def _span_reduction(self, node, along_first=False):
@@ -1552,7 +1552,7 @@ class _Batcher:
                     or any(v.batched and v.fact.kind != "float" for v in vals):
                 # (ints converted by torch.tensor's dtype go through a double first: the loop decides)
                 raise Unsupported(f"`{text}` with a dtype of other than floats into a floating dtype")
-            dtype = copy.deepcopy(node.keywords[0].value)
+            dtype = fastast.clone(node.keywords[0].value)
         return _helper("numbers_tensor", dtype, *(v.node for v in vals))
 
     def _of_index(self, e) -> bool:
@@ -1561,10 +1561,10 @@ class _Batcher:
         read from data (`ids[k]`), nor a call."""
         if self.c.index is None:
             return False
-        names = [n for n in ast.walk(e) if isinstance(n, ast.Name)]
+        names = [n for n in fastast.walk(e) if isinstance(n, ast.Name)]
         return any(n.id == self.c.index for n in names) and all(
             isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Name, ast.Constant, ast.operator, ast.unaryop, ast.Load))
-            for n in ast.walk(e)) and all(n.id == self.c.index or not self.varies(n) for n in names)
+            for n in fastast.walk(e)) and all(n.id == self.c.index or not self.varies(n) for n in names)
 
     def _integer_scalar(self, v: _V) -> bool:
         return self._integer(v) and (v.fact.kind == "int" or v.fact.rank == 0)
@@ -1595,7 +1595,7 @@ class _Batcher:
         kwargs = [self.expr(k.value) for k in node.keywords]
         if not any(v.batched for v in args + kwargs) and not (recv is not None and recv.batched):
             # the same value in every iteration (`torch.zeros(x_k.shape)`): the call as written
-            func = _attr(recv.node, f.attr) if recv is not None else copy.deepcopy(f)
+            func = _attr(recv.node, f.attr) if recv is not None else fastast.clone(f)
             if recv is not None and f.attr in ("size", "dim", "numel") and recv.fact.kind == "tensor":
                 return self._shape_method(f.attr, recv, node)
             return _V(_call(func, [v.node for v in args],
@@ -1687,13 +1687,13 @@ class _Batcher:
                 raise Unsupported("torch.where with other than three arguments")
             vals = [self.expr(a) for a in node.args]
             _zero_dim_mix(vals, text)
-            return _call(copy.deepcopy(f), _align(vals, lead=self.c.lead))
+            return _call(fastast.clone(f), _align(vals, lead=self.c.lead))
         if name == "linear":
             vals = [self.expr(a) for a in node.args]
             if any(v.batched for v in vals[1:]) or any(self.varies(k.value) for k in node.keywords):
                 raise Unsupported("F.linear with per-iteration weights")
-            return _call(copy.deepcopy(f), [vals[0].node] + [v.node for v in vals[1:]],
-                         [copy.deepcopy(k) for k in node.keywords])
+            return _call(fastast.clone(f), [vals[0].node] + [v.node for v in vals[1:]],
+                         [fastast.clone(k) for k in node.keywords])
         if name in ("cross_entropy", "nll_loss") and ns == "F":
             return self._class_loss(f, node)
         if name == "kl_div" and ns == "F":
@@ -1948,7 +1948,7 @@ class _Batcher:
             kw = [ast.keyword(arg=k.arg, value=v) for k, v in zip(keywords, aligned[1 + len(extra):])]
             if method:
                 return _call(_attr(aligned[0], name), aligned[1:1 + len(extra)], kw)
-            return _call(copy.deepcopy(func), aligned[:1 + len(extra)], kw)
+            return _call(fastast.clone(func), aligned[:1 + len(extra)], kw)
         if not x.batched or x.fact.kind != "tensor":
             raise Unsupported(f"`{name}` of a fixed first argument with per-iteration arguments")
         if name == "gather":
@@ -1962,21 +1962,21 @@ class _Batcher:
                 return _call(_attr(recv, nm), a, k)
         else:
             def call(nm, a, k):
-                return _call(copy.deepcopy(func) if nm == name else _torch(nm), [recv] + list(a), k)
+                return _call(fastast.clone(func) if nm == name else _torch(nm), [recv] + list(a), k)
 
         def keyword_list(d):
-            return [ast.keyword(arg=a, value=copy.deepcopy(v)) for a, v in d.items()]
+            return [ast.keyword(arg=a, value=fastast.clone(v)) for a, v in d.items()]
 
         def arg_fact(a):
             return self.c.facts.get(self.c.ids.get(id(a)))
 
         if name == "to":
             if len(args) == 1 and not kw and isinstance(args[0], ast.Attribute) or kw.keys() <= {"dtype"} and not args:
-                return call("to", [copy.deepcopy(a) for a in args], keyword_list(kw))
+                return call("to", [fastast.clone(a) for a in args], keyword_list(kw))
             raise Unsupported("`.to()` with a device or several arguments")
         if name in _LIKE and not method:
             # (`requires_grad=` and `out=` keep the loop in the analysis: analysis.loops._check_calls)
-            return call(name, [copy.deepcopy(a) for a in args], keyword_list(kw))
+            return call(name, [fastast.clone(a) for a in args], keyword_list(kw))
         if name in _REDUCTIONS:
             return self._reduce(name, x, args, kw, call, keyword_list, r)
         if name == "norm" or name == "vector_norm":
@@ -1989,7 +1989,7 @@ class _Batcher:
                 raise Unsupported(f"`{name}` without a dimension")
             if name in ("softmax", "log_softmax") and ns == "F" and len(args) > 1:
                 raise Unsupported(f"F.{name} with positional arguments after dim")
-            rest = [copy.deepcopy(a) for a in args[1:]]
+            rest = [fastast.clone(a) for a in args[1:]]
             if r == 0:
                 raise Unsupported(f"`{name}` of a 0-d value")
             return call(name, [_dim(dim, arg_fact(dim), r, self.c.lead)] + rest, keyword_list(kw))
@@ -2015,7 +2015,7 @@ class _Batcher:
             else:
                 dim = _const(-1)
             d = _dim(dim, arg_fact(dim), r, self.c.lead)
-            pos = [copy.deepcopy(a) for a in pos]
+            pos = [fastast.clone(a) for a in pos]
             if len(pos) < lead_args:       # (`topk(k=2, dim=0)`: k by keyword, so dim by keyword too)
                 kw["dim"] = d
                 return call(name, pos, keyword_list(kw))
@@ -2030,7 +2030,7 @@ class _Batcher:
             if r == 0:
                 raise Unsupported("F.normalize of a 0-d value")
             kw["dim"] = _dim(dim, arg_fact(dim), r, self.c.lead)
-            return call(name, [copy.deepcopy(a) for a in args], keyword_list(kw))
+            return call(name, [fastast.clone(a) for a in args], keyword_list(kw))
         if name == "unbind":
             # `a, b = row.unbind(0)` (and `for a, b in pairs`): a tuple of per-iteration slices
             dim = args[0] if args else kw.get("dim", _const(0))
@@ -2061,8 +2061,8 @@ class _Batcher:
             if len(shape) == 1 and _literal_int(shape[0]) is None and (
                     arg_fact(shape[0]) is None or arg_fact(shape[0]).kind != "int"):
                 # one shape argument (a tuple, a list, a torch.Size)
-                return call(name, [batch, ast.Starred(value=copy.deepcopy(shape[0]), ctx=ast.Load())], [])
-            return call(name, [batch] + [copy.deepcopy(a) for a in shape], [])
+                return call(name, [batch, ast.Starred(value=fastast.clone(shape[0]), ctx=ast.Load())], [])
+            return call(name, [batch] + [fastast.clone(a) for a in shape], [])
         if name == "t" and not args and not kw:
             if r < 2:
                 return recv
@@ -2099,7 +2099,7 @@ class _Batcher:
         r = x.fact.rank
         if module_form(mod, r) is None:
             raise Unsupported(f"the module `{text}` ({type(mod).__name__}): no layer-by-layer batched form")
-        return _helper("rows", copy.deepcopy(f), x.node, _const(r), _const(self.c.lead))
+        return _helper("rows", fastast.clone(f), x.node, _const(r), _const(self.c.lead))
 
     def _class_loss(self, f, node):
         """F.cross_entropy / F.nll_loss of one iteration's (rows, classes) scores, or (classes,),
@@ -2117,7 +2117,7 @@ class _Batcher:
         if r not in (1, 2) or t.fact.rank != r - 1 or t.fact.dtype not in (torch.int64, torch.int32, torch.uint8):
             raise Unsupported(f"`{name}` other than (rows, classes) scores against class indices")
         # (the reduction and ignore_index are checked by _avb.class_loss)
-        return _helper("class_loss", copy.deepcopy(f), x.node, t.node, _const(r), _const(self.c.lead),
+        return _helper("class_loss", fastast.clone(f), x.node, t.node, _const(r), _const(self.c.lead),
                        fixed["reduction"], fixed["ignore_index"])
 
     def _loss_options(self, name, node, defaults, refusal):
@@ -2144,7 +2144,7 @@ class _Batcher:
         if not (x.batched and t.batched) or x.fact.kind != "tensor" or t.fact.kind != "tensor" \
                 or x.fact.rank != t.fact.rank:
             raise Unsupported("`F.kl_div` of values that are not per-iteration tensors of one rank")
-        return _helper("kl_div", copy.deepcopy(f), x.node, t.node, _const(x.fact.rank), _const(self.c.lead),
+        return _helper("kl_div", fastast.clone(f), x.node, t.node, _const(x.fact.rank), _const(self.c.lead),
                        fixed["reduction"], fixed["log_target"])
 
     def _trailing(self, name, args, kw, call, arg_fact, r, new_args, new_keywords):
@@ -2255,10 +2255,10 @@ class _Batcher:
         if p is not None and not (isinstance(p, ast.Constant) and isinstance(p.value, (int, float))
                                   and not isinstance(p.value, bool)):
             raise Unsupported("a norm other than a vector p-norm")
-        extra = [ast.keyword(arg="dtype", value=copy.deepcopy(kw["dtype"]))] if "dtype" in kw else []
+        extra = [ast.keyword(arg="dtype", value=fastast.clone(kw["dtype"]))] if "dtype" in kw else []
         if keep is not None:
-            extra.append(ast.keyword(arg="keepdim", value=copy.deepcopy(keep)))
-        ord_ = [ast.keyword(arg="ord", value=copy.deepcopy(p))] if p is not None else []
+            extra.append(ast.keyword(arg="keepdim", value=fastast.clone(keep)))
+        ord_ = [ast.keyword(arg="ord", value=fastast.clone(p))] if p is not None else []
         if dim is None:
             if keep is not None:
                 raise Unsupported("norm over every dimension with keepdim")
@@ -2287,7 +2287,7 @@ def batched_def(fdef: ast.FunctionDef, facts: dict, ids: dict, batched_params, a
     ctx.local |= {a.arg for a in fdef.args.args}
     ctx.fill_in_place = _sole_fill(fdef, av)
     if index is not None and not any(isinstance(n, ast.Name) and n.id == index and not isinstance(n.ctx, ast.Load)
-                                     for n in ast.walk(fdef)):
+                                     for n in fastast.walk(fdef)):
         ctx.index = index
     batcher = _Batcher(ctx)
     stmts = batcher.body(fdef.body)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from .. import fastast
 from ..plan import LoopPlan, Refusal
 from .common import Lowered, Match, build
 
@@ -40,7 +41,7 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     trees = [ast.parse(s).body[0] for s in plan.body] + [ast.parse(o.value, mode="eval").body
                                                           for o in plan.outputs]
     for tree in trees:
-        for n in ast.walk(tree):
+        for n in fastast.walk(tree):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 varying.add(n.id)
     for tree in trees:

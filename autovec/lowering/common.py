@@ -22,10 +22,10 @@ Shape of the emitted code for a `for` loop (names made fresh by the Namer):
 from __future__ import annotations
 
 import ast
-import copy
 import dataclasses
 from dataclasses import dataclass, field
 
+from .. import fastast
 from ..analysis import names as nm
 from ..analysis.loops import FILL, OWN, ROW_CLONE, ROW_FIT, match_subscript, match_subscript_nest
 from ..codegen import expr, set_lines, template
@@ -100,7 +100,7 @@ def _renamed(node, env: dict):
     if not env:
         return node
     from .ifconvert import _Renamer
-    return ast.fix_missing_locations(_Renamer(env).visit(copy.deepcopy(node)))
+    return ast.fix_missing_locations(_Renamer(env).visit(fastast.clone(node)))
 
 
 def _varying(plan: LoopPlan) -> set[str]:
@@ -264,12 +264,12 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
         # the probe must see the loop's own Python numbers
         ref = template("def _av_REF(): pass", _av_REF=name + "_ref")[0]
         ref.args.args = [ast.arg(arg=p) for p in params]
-        ref.body = copy.deepcopy(stmts)
+        ref.body = fastast.clone(stmts)
     if plan.items:
         stmts = [_Items(av).visit(s) for s in stmts]
     if convert:
         from .ifconvert import convert as ifconvert
-        ref_stmts = [_Unitems(av).visit(copy.deepcopy(s)) for s in stmts]
+        ref_stmts = [_Unitems(av).visit(fastast.clone(s)) for s in stmts]
         lenient = {o.marker for o in plan.outputs if o.converts_each}
         known = set(params) | set(plan.free)
         stmts, masks, env, branches = ifconvert(stmts, _varying(plan), known, namer, av, all_markers, lenient)
@@ -797,23 +797,23 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                                                        _scan_returns(o, op, marker))]
         PRE_REF, pre_ref = "None", None
         converts = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("int", "float", "bool")
-                       for st in pre.body for n in ast.walk(st))
+                       for st in pre.body for n in fastast.walk(st))
         # (a loop-invariant name in the values added, `k += K`: a Python number or a tensor, as
         # the caller passed it)
-        invariant = any(isinstance(n, ast.Name) and n.id in plan.free for st in pre.body for n in ast.walk(st))
+        invariant = any(isinstance(n, ast.Name) and n.id in plan.free for st in pre.body for n in fastast.walk(st))
         # (`s += i`: the loop's index is a Python int, and so is each value added to a Python start)
         if plan.items or (converts or invariant or plan.index_as_value) and op in ("+", "-", "*"):
             # (`k += int(c[i])`: a Python number in the loop too, as `.item()` gives)
             if op.startswith(("best", "pay")) or op in ("lin", "+", "-", "*"):
                 # the one-time check runs the loop's own `.item()`: it tells whether a running
                 # best, total or recurrence holds Python numbers (the batch computes them in float64)
-                pre_ref = copy.deepcopy(pre)
+                pre_ref = fastast.clone(pre)
                 pre_ref.name = PRE_REF = namer.new(f"{PRE}_ref")
             if plan.items:
                 pre.body = [_Items(AV).visit(s) for s in pre.body]
         o = next(x for x in plan.outputs if x.marker == marker)
         rename = {}
-        if plan.branches and any(isinstance(n, (ast.If, ast.IfExp)) for st in pre.body for n in ast.walk(st)):
+        if plan.branches and any(isinstance(n, (ast.If, ast.IfExp)) for st in pre.body for n in fastast.walk(st)):
             # branches in the values added (`if t == T - 1: c = 1.0 - done` / `else: c = 1.0 -
             # dones[t + 1]` before `h = c * h + b`): if-converted as the body is, where the values
             # added are set on every side (a conditional update keeps its branches: the loop decides);
@@ -821,15 +821,15 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             from .ifconvert import convert as ifconvert
             outs = {marker} | ({o.payloads[0][1]} if op == "lin" else
                                {o.payloads[int(op.split(":")[1])][1]} if op.startswith("pay") else set())
-            converted, masks, env, _ = ifconvert(copy.deepcopy(pre.body), _varying(plan),
+            converted, masks, env, _ = ifconvert(fastast.clone(pre.body), _varying(plan),
                                                  set(pre_params) | set(plan.free), namer, AV, outs, set())
             if not any(masks.get(m) for m in outs):
                 if pre_ref is None:
-                    pre_ref = copy.deepcopy(pre)
+                    pre_ref = fastast.clone(pre)
                     pre_ref.name = PRE_REF = namer.new(f"{PRE}_ref")
                 pre.body, rename = converted, env
         pre_args = ", ".join(_run_args(plan)[:len(plan.mapped)])
-        shown = copy.deepcopy(pre)
+        shown = fastast.clone(pre)
         shown.body.append(ast.Return(value=ast.Tuple(
             elts=[_name(marker)] + ([_name(o.payloads[0][1])] if op == "lin" else
                                     [_name(o.payloads[int(op.split(":")[1])][1])] if op.startswith("pay") else []),
@@ -859,7 +859,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             ret = ast.Return(value=ast.Tuple(elts=[_name(marker), _name(o.payloads[int(k)][1])], ctx=ast.Load()))
             pre.body.append(_renamed(ret, rename))
             if pre_ref is not None:
-                pre_ref.body.append(copy.deepcopy(ret))
+                pre_ref.body.append(fastast.clone(ret))
                 scan_code.append(pre_ref)
             scan_code += [pre] + template(
                 f"{T}.add_scan(_av_AV.payload_prefix({best_name}, {name}, *{T}.run({PRE}, {PRE_REF}, tag={PRE!r}, "
@@ -870,7 +870,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             ret = ast.Return(value=ast.Tuple(elts=[_name(marker), _name(o.payloads[0][1])], ctx=ast.Load()))
             pre.body.append(_renamed(ret, rename))
             if pre_ref is not None:
-                pre_ref.body.append(copy.deepcopy(ret))
+                pre_ref.body.append(fastast.clone(ret))
                 scan_code.append(pre_ref)
             # Python numbers in the loop where its start, terms and factors all are (`avg = b * avg
             # + (1 - b) * x[i].item()` from `avg = 0.0`): the check's run of the loop's own `.item()` tells
@@ -891,7 +891,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         ret = ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load()))
         pre.body.append(_renamed(ret, rename))
         if pre_ref is not None:
-            pre_ref.body.append(copy.deepcopy(ret))
+            pre_ref.body.append(fastast.clone(ret))
             scan_code.append(pre_ref)
         # a running best's values may be Python numbers without a visible `.item()` (`v = x[i].item()`
         # earlier): the first run's check tells
@@ -922,7 +922,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
     for fd in scan_code:
         # the running values' own bodies: the batched mode may rewrite them too (by tag)
         if isinstance(fd, ast.FunctionDef) and not fd.name.endswith("_ref"):
-            tagged[fd.name] = (copy.deepcopy(fd), AV)
+            tagged[fd.name] = (fastast.clone(fd), AV)
     defs = exit_code + scan_code + [body_def] + ([ref_def] if ref_def is not None else [])
     REF = ref_def.name if ref_def is not None else "None"
     select_code = _select_code(plan, T, L, namer, AV, convert, defs, tagged)
@@ -957,11 +957,11 @@ except _av_AV.Error as _av_E:    # (not the name `Exception`: the user's module 
     simple = express and not (exit_code or scan_code or product_first is not None)
     if simple and not releases and not nest and plain and len(plain) == len(prepare) and not any(
             isinstance(n, ast.Name) and n.id == T for st in commit + [s for c in commit_last for s in c]
-            for n in ast.walk(st)):
+            for n in fastast.walk(st)):
         spec = tuple(plain)    # (every statement after the run a plain consume, and a commit without the token)
     stored = simple and not spec and not plan.space.elements and whole and len(whole) == len(plan.outputs) \
         and not plan.fission_stores and not commit_last and not any(
-            isinstance(n, ast.Name) and n.id == T for st in commit if id(st) not in whole_commits for n in ast.walk(st))
+            isinstance(n, ast.Name) and n.id == T for st in commit if id(st) not in whole_commits for n in fastast.walk(st))
     if spec or simple:
         # the steady state in one call where the runtime has written it (lanes.express), else
         # None and the general path above. With `spec`: the consumed values; else (its token
@@ -1023,11 +1023,11 @@ else:
         display += ast.parse(f"{O} = {_run_text(m, plan, BODY, params)}").body
     display += [s for line in display_tail for s in ast.parse(line).body]
     display, oindex = _tidy_display(display, O)
-    display_swaps = {k: oindex.visit(copy.deepcopy(v)) for k, v in display_swaps.items()}
-    extra = {n.id for v in display_swaps.values() for n in ast.walk(v) if isinstance(n, ast.Name)}
+    display_swaps = {k: oindex.visit(fastast.clone(v)) for k, v in display_swaps.items()}
+    extra = {n.id for v in display_swaps.values() for n in fastast.walk(v) if isinstance(n, ast.Name)}
     extra |= {result} if result else set()
     display = _drop_dead(display, extra)
-    batchable = (copy.deepcopy(body_def), AV)
+    batchable = (fastast.clone(body_def), AV)
     # the cost model times both paths where its estimates are close (cost.Decision)
     commit = commit + [st for c in commit_last for st in c] + template(f"{T}.done()")
     after = template(f"{AV}.python_ran({L})")
@@ -1049,9 +1049,9 @@ def _without_reads(stmts: list, name: str) -> list:
     may compute what the update reads."""
     out = []
     for st in stmts:
-        if name not in {n.id for n in ast.walk(st) if isinstance(n, ast.Name)}:
+        if name not in {n.id for n in fastast.walk(st) if isinstance(n, ast.Name)}:
             out.append(st)
-        elif isinstance(st, ast.If) and name not in {n.id for n in ast.walk(st.test) if isinstance(n, ast.Name)}:
+        elif isinstance(st, ast.If) and name not in {n.id for n in fastast.walk(st.test) if isinstance(n, ast.Name)}:
             body, orelse = _without_reads(st.body, name), _without_reads(st.orelse, name)
             if body or orelse:
                 out.append(ast.copy_location(ast.If(test=st.test, body=body or [ast.Pass()], orelse=orelse), st))
@@ -1102,7 +1102,7 @@ def _new_memory(value: str, plan: LoopPlan, depth: int = 0) -> bool:
             return False
         bound = [st for text in plan.body for st in ast.parse(text).body
                  if any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
-                        for n in ast.walk(st))]
+                        for n in fastast.walk(st))]
         if len(bound) == 1 and isinstance(bound[0], ast.Assign) and len(bound[0].targets) == 1 \
                 and isinstance(bound[0].targets[0], ast.Name):
             return _new_memory(ast.unparse(bound[0].value), plan, depth + 1)
@@ -1163,7 +1163,7 @@ def _select_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool, 
     probe = dataclasses.replace(plan, body=tuple(plan.body[:at]) + tuple(f"{f} = {t}" for f, t in flags),
                                 outputs=tuple(Output("last", "", "", plan.lineno, marker=f) for f, _ in flags))
     sel_def, _, _, sel_ref = body_function(probe, SEL, namer, AV, convert, truth=truth)
-    tagged[SEL] = (copy.deepcopy(sel_def), AV)
+    tagged[SEL] = (fastast.clone(sel_def), AV)
     defs += [sel_def] + ([sel_ref] if sel_ref is not None else [])
     SREF = sel_ref.name if sel_ref is not None else "None"
     if sides is None:
@@ -1234,7 +1234,7 @@ def _side_bodies(plan: LoopPlan, tops: list, AV: str, layout, L: int, body_def: 
         if len(more) != len(arms):
             return None
         for j, side in enumerate([body for _, body in more] + [rest]):
-            stored[j] |= {n.id for st in side for n in ast.walk(st)
+            stored[j] |= {n.id for st in side for n in fastast.walk(st)
                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} & marks
     ret = body_def.body[-1] if body_def is not None and body_def.body else None
     if layout is None or not (isinstance(ret, ast.Return) and isinstance(ret.value, ast.Tuple)):
@@ -1242,7 +1242,7 @@ def _side_bodies(plan: LoopPlan, tops: list, AV: str, layout, L: int, body_def: 
     branched = set().union(*stored)
     out = []
     for j in range(len(stored)):
-        side_def = copy.deepcopy(body_def)
+        side_def = fastast.clone(body_def)
         side_def.name = f"_av_side{j}_{L}"
         elts = side_def.body[-1].value.elts
         for o, lay in zip(plan.outputs, layout):
@@ -1274,7 +1274,7 @@ def _one_side(fdef: ast.FunctionDef, AV: str, side: int, tests: int):
         return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == name \
             and isinstance(node.func.value, ast.Name) and node.func.value.id == AV
     conds, nots, texts = {}, {}, []      # (a condition's name -> its number: one per text)
-    for st in ast.walk(fdef):
+    for st in fastast.walk(fdef):
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
             if call(st.value, "truth"):
                 text = ast.dump(st.value)
@@ -1311,7 +1311,7 @@ def _one_side(fdef: ast.FunctionDef, AV: str, side: int, tests: int):
             bad.append(node)
             return node
     fdef = Pick().visit(fdef)       # (a def of its own: body_function made it for this side)
-    for st in ast.walk(fdef):
+    for st in fastast.walk(fdef):
         # the conditions as the side's rows hold them (`c | True`, `c & False`; a later one is
         # not read on this side's rows), which the select body found without grad: recomputed on
         # fewer rows, a value near its threshold might round the other way, and the masks the
@@ -1345,7 +1345,7 @@ def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
         value = Output("last", "", "", plan.lineno, marker=marker)
         pre = dataclasses.replace(plan, body=plan.body[:k] + plan.body[k + 1:pos + 1], outputs=(value,))
         pre_def, _, _, pre_ref = body_function(pre, PRE, namer, AV, convert)
-        tagged[PRE] = (copy.deepcopy(pre_def), AV)
+        tagged[PRE] = (fastast.clone(pre_def), AV)
         code += [pre_def] + ([pre_ref] if pre_ref is not None else [])
         code += template(f"{T}.add_scan({AV}.exit_prefix({name}, {T}.run({PRE}, "
                          f"{pre_ref.name if pre_ref is not None else 'None'}, tag={PRE!r}, scan_free=True)[0], "
@@ -1354,7 +1354,7 @@ def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
     probe = dataclasses.replace(plan, body=plan.body[:k + 1], outputs=(flag,), scans=plan.exit_scans)
     EXIT = namer.new(f"_av_exit{L}")
     exit_def, _, _, exit_ref = body_function(probe, EXIT, namer, AV, convert, truth=plan.exit_cond)
-    tagged[EXIT] = (copy.deepcopy(exit_def), AV)
+    tagged[EXIT] = (fastast.clone(exit_def), AV)
     code += [exit_def] + ([exit_ref] if exit_ref is not None else [])
     REF = exit_ref.name if exit_ref is not None else "None"
     code += template(f"{T}.exit_at({T}.run({EXIT}, {REF}, tag={EXIT!r})[0])")
@@ -1375,7 +1375,7 @@ def _exit_tail(plan: LoopPlan, T: str) -> ast.If:
     node = template(f"if {T}.broke:\n    pass")[0]
     set_lines([node], plan.lineno, plan.lineno)
     # the user's statements keep their own lines (tracebacks point at them)
-    node.body = binds + [copy.deepcopy(s) for s in plan.exit_tail] or [ast.Pass()]
+    node.body = binds + [fastast.clone(s) for s in plan.exit_tail] or [ast.Pass()]
     return node
 
 
@@ -1388,7 +1388,7 @@ def _tidy_display(stmts: list, O: str) -> list:
             and all(not isinstance(a, ast.Starred) for a in stmts[1].value.args)):
         fdef, call = stmts[0], stmts[1].value
         subs = {a.arg: v for a, v in zip(fdef.args.args, call.args)}
-        body = [_SubstNames(subs).visit(copy.deepcopy(s)) for s in fdef.body[:-1]]
+        body = [_SubstNames(subs).visit(fastast.clone(s)) for s in fdef.body[:-1]]
         oindex = _OIndex(O, fdef.body[-1].value.elts)
         stmts = body + [oindex.visit(s) for s in stmts[2:]]
         return stmts, oindex
@@ -1401,7 +1401,7 @@ class _SubstNames(ast.NodeTransformer):
 
     def visit_Name(self, node):
         if isinstance(node.ctx, ast.Load) and node.id in self.subs:
-            return copy.deepcopy(self.subs[node.id])
+            return fastast.clone(self.subs[node.id])
         return node
 
 
@@ -1413,7 +1413,7 @@ class _OIndex(ast.NodeTransformer):
         node = self.generic_visit(node)
         if (self.returned is not None and isinstance(node.value, ast.Name) and node.value.id == self.O
                 and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int)):
-            return copy.deepcopy(self.returned[node.slice.value])
+            return fastast.clone(self.returned[node.slice.value])
         return node
 
 
@@ -1421,7 +1421,7 @@ def _drop_dead(stmts: list, extra=frozenset(), every=False) -> list:
     """Remove `_av_*` assignments whose value is never read (in display code only), or with
     `every`, the assignments of any name never read (a side's body, _one_side)."""
     while True:
-        loads = {n.id for s in stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        loads = {n.id for s in stmts for n in fastast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         loads |= set(extra)
         changed = False
 
@@ -1448,7 +1448,7 @@ def _display_body(fdef, av: str):
     """The body as a person would read it: runtime helpers shown as the torch calls they make."""
     probes = getattr(fdef, "probes", 0)
     if probes:
-        fdef = copy.deepcopy(fdef)
+        fdef = fastast.clone(fdef)
         fdef.body[-1].value.elts = fdef.body[-1].value.elts[:-probes]
     text = ast.unparse(fdef)
     text = text.replace(f"{av}.truth(", "(").replace(f"{av}.lnot(", "torch.logical_not(")
@@ -1507,7 +1507,7 @@ def _appended(plan: LoopPlan, target: str) -> list[str]:
         tree = ast.parse(plan.source)
     except (SyntaxError, TypeError):
         return []
-    return [ast.unparse(n.args[0]) for n in ast.walk(tree)
+    return [ast.unparse(n.args[0]) for n in fastast.walk(tree)
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append"
             and isinstance(n.func.value, ast.Name) and n.func.value.id == target and len(n.args) == 1]
 
@@ -1573,7 +1573,7 @@ def _free_name(value: str, plan: LoopPlan) -> bool:
     own |= {n for row, names, _ in plan.space.unpack for n in ([names] if isinstance(names, str) else names)}
     own |= {o.target for o in plan.outputs} | {sc[0] for sc in plan.scans}   # (updated by the loop, not in its body)
     own |= {p[0] for o in plan.outputs for p in o.payloads if isinstance(p, tuple) and p and isinstance(p[0], str)}
-    bound = {n.id for text in plan.body for st in ast.parse(text).body for n in ast.walk(st)
+    bound = {n.id for text in plan.body for st in ast.parse(text).body for n in fastast.walk(st)
              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     return node.id not in own and node.id not in bound
 
@@ -1593,7 +1593,7 @@ def _may_share(value: str, plan: LoopPlan, depth: int = 0) -> bool:
                 return False     # a running total: a new tensor at every step
             bound = [st for text in plan.body for st in ast.parse(text).body
                      if any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
-                            for n in ast.walk(st))]
+                            for n in fastast.walk(st))]
             if depth < 8 and len(bound) == 1 and isinstance(bound[0], ast.Assign) and len(bound[0].targets) == 1 \
                     and isinstance(bound[0].targets[0], (ast.Name, ast.Tuple)):
                 return _may_share(ast.unparse(bound[0].value), plan, depth + 1)

@@ -17,8 +17,8 @@ becomes a step function that the runtime may hand to torch.compile (see autovec.
 from __future__ import annotations
 
 import ast
-import copy
 
+from .. import fastast
 from ..codegen import set_lines
 from ..plan import StepPlan
 
@@ -36,17 +36,17 @@ def lower(sp: StepPlan, node: ast.For, namer, runtime: str) -> tuple[list, list]
     L = sp.loop_id
     STEP, IT, S = namer.new(f"_av_step{L}"), namer.new(f"_av_it{L}"), namer.new(f"_av_s{L}")
     fdef = ast.parse(f"def {STEP}({', '.join(sp.params)}): pass").body[0]
-    fdef.body = [copy.deepcopy(s) for s in sp.body]
+    fdef.body = [fastast.clone(s) for s in sp.body]
     ret = ast.parse(f"return ({', '.join(sp.returns)},)").body[0]
     fdef.body.append(ret)
     calls = "(" + "".join(f"{c}, " for c in sp.calls) + ")"
     head = ast.parse(f"{IT} = 0\n{S} = {runtime}.stepper({L}, {STEP}, {calls}, {IT})").body
-    head[0].value = copy.deepcopy(node.iter)
+    head[0].value = fastast.clone(node.iter)
     call = ast.parse(f"({', '.join(sp.returns)},) = {S}({', '.join(sp.args)})").body
     driver = [s for text in sp.driver for s in ast.parse(text).body]
-    compiled_loop = ast.For(target=copy.deepcopy(node.target), iter=ast.Name(id=IT, ctx=ast.Load()),
+    compiled_loop = ast.For(target=fastast.clone(node.target), iter=ast.Name(id=IT, ctx=ast.Load()),
                             body=call + driver, orelse=[])
-    original = copy.deepcopy(node)
+    original = fastast.clone(node)
     original.iter = ast.Name(id=IT, ctx=ast.Load())
     branch = ast.If(test=ast.parse(f"{S} is not None", mode="eval").body, body=[compiled_loop], orelse=[original])
     set_lines([ret] + head + [compiled_loop.target, compiled_loop.iter] + call + driver + [branch.test],
@@ -58,7 +58,7 @@ def lower(sp: StepPlan, node: ast.For, namer, runtime: str) -> tuple[list, list]
     ast.fix_missing_locations(branch)
     stmts = [fdef] + head + [branch]
 
-    shown = copy.deepcopy(fdef)
+    shown = fastast.clone(fdef)
     display = [shown] + ast.parse(
         f"{STEP} = torch.compile({STEP})  # only once the cost model expects the compile to pay\n"
         f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}:\n"

@@ -4,8 +4,8 @@ analysis/fission.py); the loop reads them row by row."""
 from __future__ import annotations
 
 import ast
-import copy
 
+from .. import fastast
 from ..plan import LoopPlan, Refusal
 from .common import Lowered, Match, build
 
@@ -19,7 +19,7 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
 def lower(m: Match, namer) -> Lowered:
     # (values computed once before the pre-pass, in the guarded block: no express, which has none)
     low = build(m, namer, express=not m.plan.invariants)
-    loop = copy.deepcopy(m.plan.fission_loop)
+    loop = fastast.clone(m.plan.fission_loop)
     branch = low.stmts[-1]
     *commit, done = branch.body     # the commit ends with `T.done()` (build)
     # the call's time for the cost model (Token.done) includes the loop that stays: the Python
@@ -30,9 +30,9 @@ def lower(m: Match, namer) -> Lowered:
         # them): an exception there runs the original loop, which raises it at its own place
         try_stmt = next(s for s in low.stmts if isinstance(s, ast.Try))
         guard_if = try_stmt.body[1]
-        guard_if.body[0:0] = [copy.deepcopy(s) for s in m.plan.invariants]
-        low.display = [copy.deepcopy(s) for s in m.plan.invariants] + low.display
-    low.display = low.display + [copy.deepcopy(m.plan.fission_loop)]
+        guard_if.body[0:0] = [fastast.clone(s) for s in m.plan.invariants]
+        low.display = [fastast.clone(s) for s in m.plan.invariants] + low.display
+    low.display = low.display + [fastast.clone(m.plan.fission_loop)]
     return low
 
 

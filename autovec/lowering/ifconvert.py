@@ -13,8 +13,8 @@ condition record the condition (a mask) instead of merging.
 from __future__ import annotations
 
 import ast
-import copy
 
+from .. import fastast
 from ..analysis import names as nm
 from ..analysis.loops import row_clone_store
 
@@ -143,7 +143,7 @@ def _convert(stmts, cond, env, masks, varying, ctx):
                 # a store into an outer row's clone under a condition (analysis._inner_row_stores):
                 # where it is off, the element's own value again (setitem converts either side)
                 t = s.targets[0]
-                now = ast.Subscript(value=ast.Name(id=t.value.id, ctx=ast.Load()), slice=copy.deepcopy(t.slice),
+                now = ast.Subscript(value=ast.Name(id=t.value.id, ctx=ast.Load()), slice=fastast.clone(t.slice),
                                     ctx=ast.Load())
                 s = ast.copy_location(ast.Assign(targets=[t], value=_call(
                     av, "where", [_n(cond), s.value, now, ast.Constant(False)])), s)
@@ -152,7 +152,7 @@ def _convert(stmts, cond, env, masks, varying, ctx):
             names = [n for t in s.targets for n in nm.target_names(t)]
             varies = bool(nm.load_ids(s.value) & varying) or cond is not None
             for t in s.targets:
-                for n in ast.walk(t):
+                for n in fastast.walk(t):
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                         if n.id in markers:
                             masks[n.id] = cond
@@ -172,23 +172,23 @@ def _convert_for(s: ast.For, env, masks, varying, ctx):
     iteration's body converted as the body is, its names bound back to themselves at the end
     of the iteration (the next iteration, and what follows the loop, read them by name). Names
     the loop reads that the body renamed before it are bound first."""
-    names = {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}
+    names = {n.id for n in fastast.walk(s) if isinstance(n, ast.Name)}
     out = []
     for name in sorted(names):
         if env.get(name, name) != name:
             out.append(_assign(name, _n(env[name]), s))
             env[name] = name
-    assigned = {n.id for n in ast.walk(ast.Module(body=s.body, type_ignores=[]))
+    assigned = {n.id for n in fastast.walk(ast.Module(body=s.body, type_ignores=[]))
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     # (what a varying `if` or value binds varies in every later iteration too)
     inner_varying = set(varying)
     grew = True
     while grew:
         grew = False
-        for n in ast.walk(ast.Module(body=s.body, type_ignores=[])):
+        for n in fastast.walk(ast.Module(body=s.body, type_ignores=[])):
             if isinstance(n, ast.If) and nm.load_ids(n.test) & inner_varying or \
                     isinstance(n, (ast.Assign, ast.AugAssign)) and nm.load_ids(n.value) & inner_varying:
-                new = {m.id for m in ast.walk(n) if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store)}
+                new = {m.id for m in fastast.walk(n) if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store)}
                 if not new <= inner_varying:
                     inner_varying |= new
                     grew = True

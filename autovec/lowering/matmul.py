@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 
+from .. import fastast
 from ..plan import LoopPlan, Refusal
 from .common import Lowered, Match, build
 
@@ -74,7 +75,7 @@ def _walk(node, env, params, varying, products):
     kind = _kind(node, env)
     if kind:
         for operand in _operands(node):
-            names = {n.id for n in ast.walk(operand) if isinstance(n, ast.Name)}
+            names = {n.id for n in fastast.walk(operand) if isinstance(n, ast.Name)}
             if names & varying and not (isinstance(operand, ast.Name) and operand.id in params):
                 return f"`{ast.unparse(operand)}` is computed per iteration"
         products.append((node, kind))
@@ -87,7 +88,7 @@ def _walk(node, env, params, varying, products):
         return True
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return _walk(node.operand, env, params, varying, products)
-    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    names = {n.id for n in fastast.walk(node) if isinstance(n, ast.Name)}
     if names & varying:
         return f"`{ast.unparse(node)}` is not a matrix product of loop slices"
     return True  # loop-invariant
