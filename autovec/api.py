@@ -21,7 +21,7 @@ from . import fastast
 from . import cost
 from ._config import switches
 from .analysis import analyze, blocked_by
-from .analysis.hoist import (drop_loop_else, hoisted_walrus, named_iterables, returns_as_breaks, element_views, hoist_no_grad, merged_branch_stores, rectangular_nests, stored_recurrences,
+from .analysis.hoist import (drop_loop_else, else_as_flag, hoisted_walrus, named_iterables, returns_as_breaks, element_views, hoist_no_grad, merged_branch_stores, rectangular_nests, stored_recurrences,
                              strided_indices,
                              sunk_appends)
 from .analysis.reversal import front_builds, reversed_walks, settle
@@ -141,6 +141,7 @@ class FunctionState:
         drop_loop_else(cap)   # `for ..: body else: tail` without a `break` as the loop followed by `tail`
         hoisted_walrus(cap)   # `if (n := x[i].norm()) > 1:` in a loop as `n = x[i].norm()`, then `if n > 1:`
         returns_as_breaks(cap)   # `for ..: if c: return v` as `returned = v; returning = True; break`, then a return
+        else_as_flag(cap)     # `for ..: if c: break` + `else: tail` as `broke = True; break`, then `if not broke: tail`
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
         merged_branch_stores(cap)   # `if c: out[k] = a else: out[k] = b` as `out[k] = a if c else b`
         # `for i ..: for j in range(i + 1, n)` as one loop over the triangle's (i, j) pairs, where

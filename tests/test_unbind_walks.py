@@ -584,8 +584,15 @@ KEPT = {
     printed: "tells it apart",
     grad_fn_read: "reads `.grad_fn`",
     zip_with_plain: "which is not one",
-    with_else: "`else` block",
 }
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_a_walk_with_else_and_break_is_moved_once_the_else_is_a_flag(grad):
+    """The `else` goes after the loop as `if not broke:` first (hoist.else_as_flag), then the
+    walk is moved as any other."""
+    assert _check(with_else, torch.randn(3, 4), grad=grad) == "vectorized"
+    _check(with_else, torch.full((3, 4), 30.0), grad=grad)    # (a break at the first column: agrees)
 
 
 def _args_for(fn, grad):

@@ -357,6 +357,63 @@ def returns_as_breaks(cap: Captured) -> int:
     return changed
 
 
+def else_as_flag(cap: Captured) -> int:
+    """`for/while .. else:` whose body ends the loop by `break`, reached from the body through
+    `if` / `else` blocks only: `broke = True` right before each such `break`, `broke = False`
+    before the loop, and the `else` block right after it as `if not broke:` (innermost loops
+    first). Python runs a loop's `else` exactly when the loop ends other than by `break`,
+    which is when no `break` set the flag; an exception or a `return` leaves both spellings
+    before the block. The planner takes loops ending by `break` (a search that falls back to a
+    default in its `else`). Run after returns_as_breaks, whose breaks end the loop as a return
+    does (skipping its `else`), so that they set the flag too. A `break` anywhere else (in a
+    `with` or a `try`, in a nested loop's `else` left as written) keeps the loop as written.
+    Returns how many loops changed."""
+    fn = cap.tree
+    parents = {id(c): p for p in fastast.walk(fn) for c in ast.iter_child_nodes(p)}
+    taken = _names(fn) | {x for n in fastast.walk(fn) if isinstance(n, (ast.Global, ast.Nonlocal)) for x in n.names}
+    loops = [(_scope_depth(fn, parents, n), k, n) for k, n in enumerate(fastast.walk(fn))
+             if isinstance(n, (ast.For, ast.While)) and n.orelse]
+    changed = 0
+    for _, _, loop in sorted((t for t in loops if t[0] is not None), key=lambda t: (-t[0], t[1])):
+        found, elsewhere = [], []
+
+        def collect(stmts):
+            for k, st in enumerate(stmts):
+                if isinstance(st, ast.Break):
+                    found.append((stmts, k))
+                elif isinstance(st, ast.If):
+                    collect(st.body)
+                    collect(st.orelse)
+                elif _breaks_out(st):
+                    elsewhere.append(st)
+        collect(loop.body)
+        if not found or elsewhere:
+            continue
+        flag = _fresh_name("broke", loop, taken)
+        for stmts, k in reversed(found):
+            brk = stmts[k]
+            st = ast.copy_location(ast.Assign(targets=[ast.Name(id=flag, ctx=ast.Store())], value=ast.Constant(True)),
+                                   brk)
+            ast.fix_missing_locations(st)
+            stmts[k:k] = [st]
+        holder, at = _holder(fn, loop)
+        init = ast.copy_location(ast.Assign(targets=[ast.Name(id=flag, ctx=ast.Store())], value=ast.Constant(False)),
+                                 loop)
+        first = loop.orelse[0]
+        tail = ast.copy_location(ast.If(test=ast.UnaryOp(op=ast.Not(), operand=ast.Name(id=flag, ctx=ast.Load())),
+                                        body=loop.orelse, orelse=[]), first)
+        for st in (init, tail):
+            ast.fix_missing_locations(st)
+        init.end_lineno, init.end_col_offset = init.lineno, init.col_offset
+        tail.end_lineno, tail.end_col_offset = loop.orelse[-1].end_lineno, loop.orelse[-1].end_col_offset
+        loop.orelse = []
+        last = loop.body[-1]
+        loop.end_lineno, loop.end_col_offset = last.end_lineno, last.end_col_offset
+        holder[at:at + 1] = [init, loop, tail]
+        changed += 1
+    return changed
+
+
 def _one_store(branch: list):
     """The single `target[..] = value` statement `branch` is, as (target, value); where it is a
     single `if`/`else` (an `elif` chain) whose branches are each one such store to one same
