@@ -151,7 +151,12 @@ def _parts(v):
         parts = [c.cell_contents for c in (v.__closure__ or ()) if _filled(c)]
         parts += list(v.__defaults__ or ()) + list((v.__kwdefaults__ or {}).values())
         g = v.__globals__
-        parts += [g[name] for name in _code_names(v.__code__) if name in g]
+        if not _torch_module(g.get("__name__")):
+            # (a function of torch's own, `F.binary_cross_entropy_with_logits`: the globals it names
+            # are torch's module state, which holds none of the program's tensors, as torch's own
+            # classes are not looked into below; they reach past the check's depth through
+            # `handle_torch_function`. Its closure and defaults are, a decorated helper among them)
+            parts += [g[name] for name in _code_names(v.__code__) if name in g]
         return parts
     if isinstance(v, types.MethodType):
         return [v.__self__, v.__func__]
@@ -160,7 +165,7 @@ def _parts(v):
     if type(v) is types.BuiltinFunctionType or type(v).__name__ in ("method-wrapper", "builtin_function_or_method"):
         return [v.__self__] if hasattr(v, "__self__") else None
     if isinstance(v, type):
-        if v.__module__ in ("builtins", "torch") or v.__module__.startswith("torch."):
+        if v.__module__ == "builtins" or _torch_module(v.__module__):
             return None
         return [x for k, x in vars(v).items() if not (k.startswith("__") and k.endswith("__"))]
     if isinstance(v, (staticmethod, classmethod)):
@@ -169,6 +174,11 @@ def _parts(v):
     if isinstance(d, dict) and not callable(v):
         return list(d.values())
     return None
+
+
+def _torch_module(name) -> bool:
+    """Whether a module name is torch or one of its submodules."""
+    return type(name) is str and (name == "torch" or name.startswith("torch."))
 
 
 # what every nn.Module keeps in its __dict__ (its parameters, buffers, submodules and hooks), which

@@ -253,3 +253,62 @@ def test_fission_keeps_a_write_through_a_name_for_a_view():
         torch.testing.assert_close(b, a, rtol=0, atol=0)
     reason = explain(write_through_a_row_name, torch.randn(4, 5), torch.randn(5)).loops[0].reason
     assert "may be a view of what the batched part reads" in reason
+
+
+# ----------------------------------------------------------------------------- torch's own functions
+
+import torch.nn.functional as F     # noqa: E402
+
+
+def weighted_bce_in_place(logits, y, w):
+    loss = torch.zeros(())
+    for i in range(logits.shape[0]):
+        loss += w[i] * F.binary_cross_entropy_with_logits(logits[i], y[i])
+    return loss / w.sum()
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_a_torch_function_called_beside_an_in_place_total_vectorizes(grad):
+    """The aliasing check looks into what a called function reads; a function of torch's own
+    reads torch's module state (past the check's depth, through handle_torch_function), which
+    holds none of the program's tensors: it no longer keeps the loop."""
+    torch.manual_seed(0)
+    logits, y, w = torch.randn(40), (torch.rand(40) < 0.5).float(), torch.rand(40)
+    a, b = logits.clone().requires_grad_(grad), logits.clone().requires_grad_(grad)
+    want = weighted_bce_in_place(a, y, w)
+    fast = autovec(weighted_bce_in_place)
+    got = fast(b, y, w)
+    torch.testing.assert_close(got, want)
+    if grad:
+        want.backward()
+        got.backward()
+        torch.testing.assert_close(b.grad, a.grad)
+    assert explain(fast, logits.clone().requires_grad_(grad), y, w).path == "vectorized"
+
+
+_SHARED = torch.zeros(6)
+
+
+@torch.no_grad()
+def _peek(v):
+    return v * 2 + _SHARED[0]      # the row the loop below writes first: read by a helper torch wraps
+
+
+def writes_what_a_wrapped_helper_reads(x):
+    out = _SHARED
+    for i in range(x.shape[0]):
+        out[i] = _peek(x[i])
+    return out
+
+
+def test_a_helper_wrapped_by_torch_is_still_looked_into():
+    """torch.no_grad() as a decorator wraps the helper in a function of torch's own: its globals
+    are torch's, its closure holds the helper, whose globals hold the tensor the loop writes."""
+    x = torch.randn(6)
+    _SHARED.zero_()
+    want = writes_what_a_wrapped_helper_reads(x).clone()
+    _SHARED.zero_()
+    got = autovec(writes_what_a_wrapped_helper_reads)(x)
+    assert torch.equal(got, want)
+    _SHARED.zero_()
+    assert explain(writes_what_a_wrapped_helper_reads, x).path == "python"
