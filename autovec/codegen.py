@@ -25,14 +25,28 @@ class Namer:
 
 
 def all_names(tree: ast.AST) -> set[str]:
+    """Every name `tree` reads, binds or declares, in any form: variables, parameters, `def` and
+    `class` names, imports (`import a.b as c`: `c`; `import a.b`: `a`), `except .. as e`, the
+    captures of `match` patterns, and `global` / `nonlocal` declarations (a new name must fall
+    on none of them)."""
     out = set()
     for n in fastast.walk(tree):
         if isinstance(n, ast.Name):
             out.add(n.id)
         elif isinstance(n, ast.arg):
             out.add(n.arg)
-        elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.add(n.name)
+        elif isinstance(n, ast.alias):
+            out.add(n.asname or n.name.split(".")[0])
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            out.update(n.names)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            out.add(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            out.add(n.rest)
     return out
 
 

@@ -233,3 +233,57 @@ def test_one_break_the_flag_cannot_follow_keeps_the_else_as_written(t):
     fast = _same(breaks_in_if_and_in_with, lambda s: (_v(s), t, []))
     ex = explain(fast, _v(0), t, [])
     assert ex.path == "vectorized" and "broke" not in ex.rewritten_source
+
+
+# The new names (the flag `broke`, `returned` / `returning` of a return in a loop) fall on no name
+# the function binds in any form: a `match` capture, `except .. as`, a `def`, a `class` or an import
+# in the loop would rebind or delete the flag (probeW)
+
+BINDINGS = {
+    "match": "match i:\n            case 0:\n                pass\n            case {name}:\n                pass",
+    "except": "try:\n            raise KeyError(i)\n        except KeyError as {name}:\n            pass",
+    "def": "def {name}():\n            pass",
+    "class": "class {name}:\n            pass",
+    "import": "import os as {name}",
+}
+
+SEARCH = '''
+def search(x, t):
+    doubled = []
+    for k in range(x.shape[0]):      # (vectorized: the function runs rewritten)
+        doubled.append(x[k] * 2)
+    for i in range(x.shape[0]):
+        {binding}
+        if x[i].sum() > t:
+            {exit}
+    else:
+        return "else", torch.stack(doubled)
+    return i, torch.stack(doubled)
+'''
+
+
+def _defined(binding, name, exit_):
+    ns = {"torch": torch}
+    src = SEARCH.format(binding=BINDINGS[binding].format(name=name), exit=exit_)
+    import linecache
+    filename = f"<test_loop_else {binding} {name} {exit_}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    exec(compile(src, filename, "exec"), ns)
+    return ns["search"]
+
+
+@pytest.mark.parametrize("binding", list(BINDINGS))
+@pytest.mark.parametrize("name, exit_", [("broke", "break"), ("returning", "return i, None"),
+                                         ("returned", "return i, None")])
+@pytest.mark.parametrize("t", [1.0, 100.0])
+def test_new_names_fall_on_no_binding_of_the_function(binding, name, exit_, t):
+    fn = _defined(binding, name, exit_)
+    fast = autovec(fn)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x = torch.randn(5, 2)
+        want, got = fn(x, t), fast(x, t)
+        assert want[0] == got[0]
+        assert (want[1] is None) == (got[1] is None)
+        if want[1] is not None:
+            assert torch.equal(want[1], got[1])

@@ -17,6 +17,7 @@ import ast
 import torch
 
 from .. import fastast
+from ..codegen import all_names
 from ..frontend import Captured, attr_chain
 from .names import load_ids, mutated, reshaped
 
@@ -225,9 +226,10 @@ _WALKED_METHODS = frozenset(("tolist", "unbind", "split", "chunk", "tensor_split
 
 
 def _names(fn: ast.FunctionDef) -> set[str]:
-    """Every name `fn` reads, binds or takes as a parameter (where a new name must not fall)."""
-    return {n.id for n in fastast.walk(fn) if isinstance(n, ast.Name)} | {
-        a.arg for a in fastast.walk(fn) if isinstance(a, ast.arg)}
+    """Every name `fn` reads, binds, declares or takes as a parameter, in any form (where a new
+    name must not fall: an `except .. as`, a `match` capture or a `def` in the loop would
+    rebind it)."""
+    return all_names(fn)
 
 
 def _fresh_name(base: str, node: ast.AST, taken: set) -> str:
@@ -370,7 +372,7 @@ def else_as_flag(cap: Captured) -> int:
     Returns how many loops changed."""
     fn = cap.tree
     parents = {id(c): p for p in fastast.walk(fn) for c in ast.iter_child_nodes(p)}
-    taken = _names(fn) | {x for n in fastast.walk(fn) if isinstance(n, (ast.Global, ast.Nonlocal)) for x in n.names}
+    taken = _names(fn)
     loops = [(_scope_depth(fn, parents, n), k, n) for k, n in enumerate(fastast.walk(fn))
              if isinstance(n, (ast.For, ast.While)) and n.orelse]
     changed = 0
@@ -740,7 +742,7 @@ def stored_recurrences(cap: Captured) -> list:
     rewritten loop is not planned as a scan of that running value.
     Returns [(the rewritten loop, the original one)]."""
     local = _local_names(cap.tree)
-    taken = local | {n.id for n in fastast.walk(cap.tree) if isinstance(n, ast.Name)}
+    taken = local | _names(cap.tree)
     out = []
     for loop in [n for n in fastast.walk(cap.tree) if isinstance(n, ast.For)]:
         found = _stored_recurrence(cap, loop, local)
