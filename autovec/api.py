@@ -21,7 +21,7 @@ from . import fastast
 from . import cost
 from ._config import switches
 from .analysis import analyze, blocked_by
-from .analysis.hoist import (drop_loop_else, else_as_flag, hoisted_walrus, named_iterables, returns_as_breaks, element_views, hoist_no_grad, merged_branch_stores, rectangular_nests, stored_recurrences,
+from .analysis.hoist import (drop_loop_else, else_as_flag, hoisted_walrus, named_iterables, named_receivers, returns_as_breaks, element_views, hoist_no_grad, merged_branch_stores, rectangular_nests, stored_recurrences,
                              strided_indices,
                              sunk_appends)
 from .analysis.reversal import front_builds, reversed_walks, settle
@@ -138,6 +138,7 @@ class FunctionState:
             p.slot = slots.new("autovec_special")   # (not `_av_`: those names block every loop)
             _stand_in(cap.tree, p)
         named_iterables(cap)  # `for i in torch.arange(n)` as `i_values = torch.arange(n); for i in i_values`
+        named_receivers(cap)  # `for s, d in e.t().tolist()` as `e_t = e.t(); for s, d in e_t.tolist()`
         drop_loop_else(cap)   # `for ..: body else: tail` without a `break` as the loop followed by `tail`
         hoisted_walrus(cap)   # `if (n := x[i].norm()) > 1:` in a loop as `n = x[i].norm()`, then `if n > 1:`
         returns_as_breaks(cap)   # `for ..: if c: return v` as `returned = v; returning = True; break`, then a return

@@ -13,6 +13,7 @@ point at the user's code.
 from __future__ import annotations
 
 import ast
+import builtins
 
 import torch
 
@@ -302,6 +303,83 @@ def named_iterables(cap: Captured) -> int:
         holder[at:at] = [bind]
         changed += 1
     return changed
+
+
+# tensor methods a walked receiver may be made of (`edge_index.t().tolist()`): on a tensor each
+# runs torch's own code and returns a tensor, evaluated once wherever it is written
+_CHAIN_METHODS = frozenset(("t", "transpose", "permute", "contiguous", "cpu", "long", "int", "float", "double",
+                            "detach", "reshape", "view", "flatten", "squeeze", "unsqueeze", "clone", "to", "flip"))
+
+
+def _receiver_chain(e: ast.expr) -> bool:
+    """`x.t()`, `x.long().t()`, `self.edges.transpose(0, 1)`: calls of _CHAIN_METHODS, each with
+    constant or name arguments, on a name or a name's attributes."""
+    calls = 0
+    while isinstance(e, ast.Call):
+        f = e.func
+        if not (isinstance(f, ast.Attribute) and f.attr in _CHAIN_METHODS):
+            return False
+        for a in list(e.args) + [k.value for k in e.keywords]:
+            if isinstance(a, ast.UnaryOp) and isinstance(a.op, ast.USub):
+                a = a.operand
+            if not isinstance(a, (ast.Constant, ast.Name)) or any(k.arg is None for k in e.keywords):
+                return False
+        e = f.value
+        calls += 1
+    return calls > 0 and _dotted(e) is not None
+
+
+def named_receivers(cap: Captured) -> int:
+    """`for s, d in edge_index.t().tolist():` (a walked method, `.tolist()` / `.unbind()` /
+    `.split()` .., of a chain of tensor methods: _receiver_chain) as `edge_index_t =
+    edge_index.t()` right before the loop, then `for s, d in edge_index_t.tolist():`; also as
+    the sequence of `enumerate(..)`, or the first sequence of `zip(..)` that is not a plain name.
+    Python evaluates the receiver once, before the loop's first step, in both spellings; the
+    only thing it evaluated before it is the lookup of `enumerate` / `zip` (the builtins, which
+    the rewrite checks on every call) and plain names, so nothing else moves across it. The
+    planner walks a name's rows. Only loops of the function itself; the name is the function's
+    own (`<name>_<method>`, or with the loop's line where taken). Returns how many moved."""
+    fn = cap.tree
+    local = _local_names(fn)
+    parents = {id(c): p for p in fastast.walk(fn) for c in ast.iter_child_nodes(p)}
+    taken = _names(fn)
+    moved = 0
+    for loop in [n for n in fastast.walk(fn) if isinstance(n, ast.For)]:
+        if _scope_depth(fn, parents, loop) is None:
+            continue
+        it, seqs = loop.iter, []
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "zip") \
+                and not it.keywords and it.args and not any(isinstance(a, ast.Starred) for a in it.args) \
+                and _resolves(cap, it.func, local, (getattr(builtins, it.func.id),)):
+            for a in it.args:
+                if not isinstance(a, ast.Name):
+                    seqs = [a]
+                    break
+        else:
+            seqs = [it]
+        if not seqs:
+            continue
+        call = seqs[0]
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr in _WALKED_METHODS and _receiver_chain(call.func.value)):
+            continue
+        receiver = call.func.value
+        base = _dotted(_chain_base(receiver))
+        name = _fresh_name(f"{base[-1]}_{receiver.func.attr}", loop, taken)
+        holder, at = _holder(fn, loop)
+        bind = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=receiver), receiver)
+        ast.fix_missing_locations(bind)
+        bind.end_lineno, bind.end_col_offset = receiver.end_lineno, receiver.end_col_offset
+        call.func.value = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), receiver)
+        holder[at:at] = [bind]
+        moved += 1
+    return moved
+
+
+def _chain_base(e: ast.expr) -> ast.expr:
+    while isinstance(e, ast.Call):
+        e = e.func.value
+    return e
 
 
 def returns_as_breaks(cap: Captured) -> int:
