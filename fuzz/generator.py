@@ -5140,6 +5140,90 @@ def lost_stop37(self):
     self.emit(1, "return s")
 
 
+def lost_stop42(self):
+    """This stop's forms, on inputs that change between calls: search loops with an `else`
+    (for / while, a break or a return in `if` / `elif` blocks, an else that assigns, appends or
+    returns, a break inside a `with` that keeps the else as written, a name bound by an
+    `except .. as` in the body), loops over a walked method of a chain of tensor methods
+    (`e.t().tolist()` alone, under enumerate, as zip's first non-name sequence; `.unbind()` of a
+    transpose), and an in-place total beside a torch.nn.functional call."""
+    self.variants = True
+    n, d = max(self.n, 3), max(self.d, 2)
+    kind = self.pick(["else", "else", "receiver", "receiver", "bce"])
+    if kind == "receiver":
+        self.param("x", f"_tensor(g, ({n} + variant, {d}), torch.float32, grad={self.chance(0.3)})")
+        self.param("e", f"_tensor(g, (2, {n} + 2), torch.int64, low=0, high={n}, layout={self.pick(['contiguous', 't'])!r})")
+        head = self.pick(["for s, d in e.t().tolist():", "for k, (s, d) in enumerate(e.t().tolist()):",
+                          "for s, d in e.long().t().contiguous().tolist():",
+                          "for w, (s, d) in zip(x, e.t().tolist()):", "for col in e.t().float().unbind():"])
+        self.emit(1, "out = []")
+        self.emit(1, head)
+        if "col" in head:
+            self.emit(2, "out.append(col.sum() * 2)")
+        else:
+            body = self.pick(["x[s] - x[d]", "x[s] * x[d]", "(x[s] + x[d]).sum()", "x[s].abs() + 1"])
+            if "w," in head:
+                body = f"w * ({body})"
+            self.emit(2, f"out.append({body})")
+        self.emit(1, "return torch.stack(out) if out else None")
+        return
+    if kind == "bce":
+        self.param("z", f"_tensor(g, ({n} + variant,), torch.float32, grad={self.chance(0.5)})")
+        self.param("y", f"_tensor(g, ({n} + variant,), torch.float32, low=0, high=2)")
+        self.emit(1, "loss = torch.zeros(())")
+        self.emit(1, "for i in range(z.shape[0]):")
+        f = self.pick(["torch.nn.functional.binary_cross_entropy_with_logits(z[i], (y[i] > 0).float())",
+                       "torch.nn.functional.softplus(z[i])", "torch.nn.functional.mse_loss(z[i], y[i])"])
+        self.emit(2, f"loss {self.pick(['+=', '-='])} {f}")
+        self.emit(1, "return loss")
+        return
+    dt = self.pick(["float32", "float64", "int64"])
+    self.param("x", f"_tensor(g, ({n} + variant, {d}), torch.{dt})")
+    self.param("t", self.pick(["2.0", "5.0", "100.0", "-1.0"]))
+    self.param("log", "[]")
+    xv = "x.float()" if dt == "int64" else "x"
+    loop = self.pick(["for", "for", "while"])
+    if loop == "for":
+        self.emit(1, f"for i in range({self.pick(['x.shape[0]', 'len(x)', '1, x.shape[0]'])}):")
+    else:
+        self.emit(1, "i = 0")
+        self.emit(1, "while i < x.shape[0]:")
+    ind = 2
+    if self.chance(0.2):
+        self.emit(2, "try:")
+        self.emit(3, "raise KeyError(i)")
+        self.emit(2, f"except KeyError as {self.pick(['broke', 'returning', 'err'])}:")
+        self.emit(3, "pass")
+    cond = self.pick([f"{xv}[i].sum() > t", f"{xv}[i].max() > t", f"({xv}[i] * 2).abs().sum() > t"])
+    exit_ = self.pick(["break", "break", "return i, None"])
+    where = self.pick(["if", "if", "elif", "with"])
+    if where == "with":
+        self.emit(ind, "with torch.no_grad():")
+        self.emit(ind + 1, f"if {cond}:")
+        self.emit(ind + 2, "break")
+    elif where == "elif":
+        self.emit(ind, f"if {xv}[i].min() < -t * 3:")
+        self.emit(ind + 1, "log.append(i)")
+        self.emit(ind, f"elif {cond}:")
+        self.emit(ind + 1, exit_)
+    else:
+        self.emit(ind, f"if {cond}:")
+        if self.chance(0.3):
+            self.emit(ind + 1, "log.append(-i)")
+        self.emit(ind + 1, exit_)
+    if loop == "while":
+        self.emit(ind, "i += 1")
+    self.emit(1, "else:")
+    tail = self.pick(["assign", "append", "return"])
+    if tail == "assign":
+        self.emit(2, "i = -1")
+    elif tail == "append":
+        self.emit(2, "log.append('else')")
+    else:
+        self.emit(2, "return -1, log")
+    self.emit(1, "return i, log")
+
+
 def lost_stop41(self):
     """This stop's form, on inputs that change between calls (variant 1): triangular nests whose
     indices only index (sums, counts under a condition, stores on either side of the diagonal, a
@@ -5836,7 +5920,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
