@@ -848,6 +848,10 @@ class FunctionRuntime:
         # values read through outside objects (`self.scale`, `cfg["eps"]`): their types join the
         # signature (_peek_sig)
         self.peeks = {k: hit for k, v in matches.items() for hit in [_peek_paths(v.plan)] if hit}
+        # loop-invariant values an inner loop of the body walks (`for c in coeffs`): walked once
+        # by the batch, again in each iteration by the loop, so each must be one a walk leaves as
+        # it was (_walked_free)
+        self.walked = {k: hit for k, v in matches.items() for hit in [_walked_free(v.plan)] if hit}
         # positions of the indexed values whose element, or a value made from it, has an attribute
         # read or a method called (`x[i].item()`): a list of Python numbers there raises in the
         # loop, where its batch, a tensor, would answer (_attribute_params). (A walked list of
@@ -1437,6 +1441,14 @@ class FunctionRuntime:
         if peeks is not None:
             for pos, path in peeks:
                 sig.append(("peek", _peek_sig(free[pos], path)))
+        walked = self.walked.get(loop_id) if self.walked else None
+        if walked:
+            for pos in walked:
+                v = free[pos]
+                if type(v) not in _REWALKABLE:
+                    raise GuardFailed(f"an inner loop walks a {type(v).__name__}, which each outer iteration walks "
+                                      "again (a list, tuple, range or tensor is walked alike every time; a "
+                                      "generator or an iterator would be used up by the first): the loop runs")
         written = []
         stored = None    # id(tensor) -> (tensor, dim, offset, name) of its first write (_one_output)
         fresh = []       # outputs allocated right before the loop: checked like the others, but alias nothing
@@ -5239,6 +5251,24 @@ def _peek_sig(v, path):
     if type(v) is torch.Tensor:
         return None
     return _sig(_peek(v, path))
+
+
+_REWALKABLE = frozenset({list, tuple, range, torch.Tensor})
+
+
+def _walked_free(plan) -> frozenset:
+    """Positions in plan.free of the values an inner loop of the body walks (analysis.loops
+    walked_names: `for c in coeffs`, `zip(Ws, bs)`)."""
+    from .analysis.loops import walked_names
+    free = list(plan.free)
+    found = set()
+    for text in plan.body:
+        for node in fastast.walk(ast.parse(text)):
+            if isinstance(node, ast.For):
+                for name in walked_names(node.iter) or ():
+                    if name in free:
+                        found.add(free.index(name))
+    return frozenset(found)
 
 
 def _peek_paths(plan) -> tuple:

@@ -230,7 +230,6 @@ def printing(x):
     (triangular, "changes with the outer loop"),
     (store_inside, "only assignments to names, `if`s and a `break`"),
     (only_inside, "before it is written"),
-    (over_rows, "walks something other than `range(..)`"),
     (beside_a_branch, "branches on the data"),
     (printing, "only assignments to names"),
     (carried_into_inner, "loop-carried dependency"),
@@ -243,6 +242,16 @@ def test_other_inner_loops_keep_the_loop(fn, why):
     _check(fn, *args)
     outer = explain(fn, *args).loops[0]     # (the inner loop may still be vectorized on its own)
     assert outer.strategy == "python" and why in outer.reason
+
+
+def test_an_inner_loop_over_a_list_of_tensors_runs_in_the_batch():
+    """(kept the loop before stop 42: an inner loop over other than `range(..)`; a list walked
+    alike by every outer iteration now runs as it is inside the batched body)"""
+    g = _gen(5)
+    x = torch.randn(9, 4, generator=g)
+    ws = [torch.randn(4, generator=g) for _ in range(3)]
+    _check(over_rows, x, ws)
+    assert explain(over_rows, x, ws).path == "vectorized"
 
 
 def test_a_python_float_carried_through_a_data_branch_keeps_the_loop():

@@ -2234,6 +2234,26 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
     return out
 
 
+def walked_names(it: ast.expr, ctx: Context | None = None) -> list | None:
+    """The names an inner loop walks where its iterable is a name (`for c in coeffs`), or
+    `reversed` / `enumerate` / `zip` of names (`enumerate(Ws, 1)`, `zip(Ws, bs)`), else None.
+    Run inside a batched body the inner loop walks each once for every outer iteration, where
+    the loop walks it again in each: runtime.walked_free checks that each is a list, tuple,
+    range or tensor (walked alike every time; a generator or iterator would be used up by the
+    first outer iteration). `ctx`: the builtins are the real ones."""
+    if isinstance(it, ast.Name):
+        return [it.id]
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("reversed", "enumerate", "zip")
+            and not it.keywords and it.args and (ctx is None or _is_builtin(ctx, it.func.id))):
+        return None
+    args = list(it.args)
+    if it.func.id == "enumerate" and len(args) == 2 and isinstance(args[1], ast.Constant) and type(args[1].value) is int:
+        args = args[:1]
+    if it.func.id != "zip" and len(args) != 1 or not all(isinstance(a, ast.Name) for a in args):
+        return None
+    return [a.id for a in args]
+
+
 def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
     """An inner `for` loop at the top of the body, run as it is inside the batched body (under
     vmap each of its iterations is one batched step for every outer iteration): `acc = 0.0` /
@@ -2257,9 +2277,9 @@ def _inner_loop(s: ast.For, body: _Body, ctx: Context, out: list) -> list:
     it = s.iter
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
             and _is_builtin(ctx, "range") and not it.keywords and 1 <= len(it.args) <= 3
-            and not any(isinstance(a, ast.Starred) for a in it.args)):
-        raise Refuse(f"{why} walks something other than `range(..)` (nested loops are rewritten over ranges)",
-                     line)
+            and not any(isinstance(a, ast.Starred) for a in it.args)) and walked_names(it, ctx) is None:
+        raise Refuse(f"{why} walks something other than `range(..)` or loop-invariant names (`for c in coeffs`, "
+                     "`zip(Ws, bs)`, `reversed(..)`, `enumerate(..)` of them)", line)
     changed = body.written | set(body.varying)
     moving = nm.load_ids(it) & changed
     if moving:
