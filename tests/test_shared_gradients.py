@@ -502,3 +502,114 @@ def test_tensors_reached_through_containers_and_callables_keep_the_loop(fn):
     fast = autovec(fn)
     got = _grads(fast, x, w)
     assert torch.isnan(want[2][0]) and _same(want, got), (want[2], got[2])
+
+
+# ----------------------------------------------------------------------------- inner loops (stop 42)
+# An inner loop runs once for the whole batch: what its steps compute from loop-invariant values
+# alone (`W[k].sqrt()`) is shared work too. Before stop 42 the walk of the body did not look into
+# inner loops, and these gave ±inf gradients where the loop gives NaN.
+
+def inner_range_sqrt(x, w):
+    out = []
+    for i in range(x.shape[0]):
+        h = x[i]
+        for k in range(w.shape[0]):
+            h = h * w[k].sqrt()
+        out.append(h)
+    return torch.stack(out)
+
+
+def inner_row_named_first(x, w):
+    out = []
+    for i in range(x.shape[0]):
+        h = x[i]
+        for k in range(w.shape[0]):
+            r = w[k]
+            h = h * torch.sqrt(r)
+        out.append(h)
+    return torch.stack(out)
+
+
+def inner_total_then_used(x, w):
+    out = []
+    for i in range(x.shape[0]):
+        s = torch.zeros(3)
+        for k in range(w.shape[0]):
+            s = s + w[k].sqrt()
+        out.append(x[i] * s)
+    return torch.stack(out)
+
+
+def inner_walk_sqrt(x, w):
+    out = []
+    for i in range(x.shape[0]):
+        h = x[i]
+        for r in w:
+            h = h * r.sqrt()
+        out.append(h)
+    return torch.stack(out)
+
+
+def read_before_bound(x, w):
+    out = []
+    for i in range(x.shape[0]):
+        h, t = x[i], x[i]
+        for k in range(w.shape[0]):
+            h = h * t             # (from the second step on, `t` is `w[k - 1].sqrt()`)
+            t = w[k].sqrt()
+        out.append(h)
+    return torch.stack(out)
+
+
+def inner_tanh_layers(x, w):
+    out = []
+    for i in range(x.shape[0]):
+        h = x[i]
+        for k in range(w.shape[0]):
+            h = torch.tanh(h * w[k])
+        out.append(h)
+    return torch.stack(out)
+
+
+_W = torch.tensor([[0.0, 1.0, 4.0], [1.0, 0.0, 2.0], [3.0, 1.0, 0.5]])
+
+
+@pytest.mark.parametrize("fn", [inner_range_sqrt, inner_row_named_first, inner_total_then_used, inner_walk_sqrt,
+                                read_before_bound])
+def test_infinite_derivatives_in_an_inner_loop_keep_the_loop_and_its_nan(fn):
+    x = torch.randn(30, 3)
+    want = _grads(fn, x, _W)
+    fast = autovec(fn)
+    got = _grads(fast, x, _W)
+    assert torch.isnan(want[2]).any()
+    assert _same(want, got), (want[2], got[2])
+    assert explain(fn, x, _W.clone().requires_grad_()).path == "python"
+    assert explain(fn, x, _W).path == "vectorized"       # (no gradient: the batch)
+
+
+def test_finite_derivatives_in_an_inner_loop_still_run_batched_with_gradients():
+    x = torch.randn(30, 3)
+    want = _grads(inner_tanh_layers, x, _W)
+    got = _grads(autovec(inner_tanh_layers), x, _W)
+    assert _same(want, got)
+    assert explain(inner_tanh_layers, x, _W.clone().requires_grad_()).path == "vectorized"
+
+
+def inner_maybe_skipped(x, w, m):
+    out = []
+    for i in range(x.shape[0]):
+        s = w.sqrt()
+        for k in range(m):
+            s = x[i] * k          # (after no step, `s` is still `w.sqrt()`)
+        out.append(x[i] * s)
+    return torch.stack(out)
+
+
+def test_a_value_an_inner_loop_may_leave_as_it_was_counts_as_invariant():
+    x = torch.randn(30, 3)
+    w = torch.tensor([0.0, 1.0, 4.0])
+    want = _grads(inner_maybe_skipped, x, w, 0)
+    got = _grads(autovec(inner_maybe_skipped), x, w, 0)
+    assert torch.isnan(want[2][0])
+    assert _same(want, got), (want[2], got[2])
+    assert explain(inner_maybe_skipped, x, w.clone().requires_grad_(), 0).path == "python"

@@ -206,7 +206,62 @@ class _Walk:
             return None
         return _join(parts, safe)
 
+    def inner_loop(self, node: ast.For):
+        """An inner loop of the body (analysis.loops._inner_loop): the batch runs it once for the
+        whole batch, so what its steps compute from loop-invariant values alone (`W[k].sqrt()`
+        over `range(K)`, `w.sqrt()` of `for w in W`) is shared work as any other. Its target
+        holds elements of the iterable: invariant where the iterable is. The body is walked
+        again until the names' states at the start of a step repeat (a later step may read what
+        an earlier one bound); after it each name it binds holds its last step's value or, after
+        none, its value before: taken as invariant where either may be, so that its uses are
+        noted (the cautious side)."""
+        it = self.expr(node.iter)
+        elem = None if it is None else _join([it], it.safe)
+        targets = {n.id for n in fastast.walk(node.target) if isinstance(n, ast.Name)}
+        bound = targets | {n.id for st in node.body for n in fastast.walk(st)
+                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        before = {name: self._state(name) for name in bound}
+        seen = []
+        for _ in range(8):
+            state = tuple((name, self._key(self._state(name))) for name in sorted(bound))
+            if state in seen:
+                break
+            seen.append(state)
+            for t in targets:
+                self._set(t, elem)
+            for st in node.body:
+                self.stmt(st)
+        else:
+            for n in fastast.walk(node):       # (no fixed point: every outside value read counts as unsafe)
+                if isinstance(n, ast.Name) and n.id in self.free:
+                    _merge(self.found, n.id, False)
+        for name in bound:
+            pre, post = before[name], self._state(name)
+            if pre is None or post is None:
+                self._set(name, pre or post)
+            else:
+                self._set(name, _join([pre, post], True, bare=pre.bare and post.bare))
+
+    def _state(self, name):
+        if name in self.env:
+            return self.env[name]
+        return _Inv({name}) if name in self.free else None
+
+    def _set(self, name, inv):
+        if inv is None:
+            self.env.pop(name, None)
+            self.free.discard(name)
+        else:
+            self.env[name] = inv
+
+    @staticmethod
+    def _key(inv):
+        return None if inv is None else (inv.leaves, inv.safe, inv.bare)
+
     def stmt(self, node):
+        if isinstance(node, ast.For) and not node.orelse:
+            self.inner_loop(node)
+            return
         if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
             inv = self.expr(node.value)
             for t in node.targets:
