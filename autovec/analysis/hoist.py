@@ -382,6 +382,35 @@ def _chain_base(e: ast.expr) -> ast.expr:
     return e
 
 
+def _own_loops_innermost_first(fn: ast.FunctionDef) -> list:
+    """The `for` / `while` loops of the function itself (not of a function, class or lambda
+    defined in it), the most deeply nested first, then in the order ast.walk meets them."""
+    parents = {id(c): p for p in fastast.walk(fn) for c in ast.iter_child_nodes(p)}
+    loops = [(_scope_depth(fn, parents, n), k, n) for k, n in enumerate(fastast.walk(fn))
+             if isinstance(n, (ast.For, ast.While))]
+    return [loop for _, _, loop in sorted((t for t in loops if t[0] is not None), key=lambda t: (-t[0], t[1]))]
+
+
+def _exits(stmts: list, kind) -> tuple[list, list]:
+    """([(the statement list holding it, its position)] of each `kind` statement (`ast.Return`,
+    `ast.Break`) reached from `stmts` through `if` / `else` blocks, [the statements that hold
+    a `break` of the loop elsewhere: in a `with`, a `try`, a nested loop's `else`] (for
+    `ast.Break` only))."""
+    found, elsewhere = [], []
+
+    def collect(block):
+        for k, st in enumerate(block):
+            if isinstance(st, kind):
+                found.append((block, k))
+            elif isinstance(st, ast.If):
+                collect(st.body)
+                collect(st.orelse)
+            elif kind is ast.Break and _breaks_out(st):
+                elsewhere.append(st)
+    collect(stmts)
+    return found, elsewhere
+
+
 def returns_as_breaks(cap: Captured) -> int:
     """`return v` inside a loop, reached from the loop's body through `if` / `else` blocks only,
     as `returned = v; returning = True; break`, with `returning = False` before the loop and
@@ -394,22 +423,10 @@ def returns_as_breaks(cap: Captured) -> int:
     statements keep the lines of the `return` and the loop, for tracebacks. Returns how many
     loops changed."""
     fn = cap.tree
-    parents = {id(c): p for p in fastast.walk(fn) for c in ast.iter_child_nodes(p)}
     taken = _names(fn)
-    loops = [(_scope_depth(fn, parents, n), k, n) for k, n in enumerate(fastast.walk(fn))
-             if isinstance(n, (ast.For, ast.While))]
     changed = 0
-    for _, _, loop in sorted((t for t in loops if t[0] is not None), key=lambda t: (-t[0], t[1])):
-        found = []
-
-        def collect(stmts):
-            for k, st in enumerate(stmts):
-                if isinstance(st, ast.Return):
-                    found.append((stmts, k))
-                elif isinstance(st, ast.If):
-                    collect(st.body)
-                    collect(st.orelse)
-        collect(loop.body)
+    for loop in _own_loops_innermost_first(fn):
+        found, _ = _exits(loop.body, ast.Return)
         if not found:
             continue
         value, flag = _fresh_name("returned", loop, taken), _fresh_name("returning", loop, taken)
@@ -449,24 +466,12 @@ def else_as_flag(cap: Captured) -> int:
     `with` or a `try`, in a nested loop's `else` left as written) keeps the loop as written.
     Returns how many loops changed."""
     fn = cap.tree
-    parents = {id(c): p for p in fastast.walk(fn) for c in ast.iter_child_nodes(p)}
     taken = _names(fn)
-    loops = [(_scope_depth(fn, parents, n), k, n) for k, n in enumerate(fastast.walk(fn))
-             if isinstance(n, (ast.For, ast.While)) and n.orelse]
     changed = 0
-    for _, _, loop in sorted((t for t in loops if t[0] is not None), key=lambda t: (-t[0], t[1])):
-        found, elsewhere = [], []
-
-        def collect(stmts):
-            for k, st in enumerate(stmts):
-                if isinstance(st, ast.Break):
-                    found.append((stmts, k))
-                elif isinstance(st, ast.If):
-                    collect(st.body)
-                    collect(st.orelse)
-                elif _breaks_out(st):
-                    elsewhere.append(st)
-        collect(loop.body)
+    for loop in _own_loops_innermost_first(fn):
+        if not loop.orelse:
+            continue
+        found, elsewhere = _exits(loop.body, ast.Break)
         if not found or elsewhere:
             continue
         flag = _fresh_name("broke", loop, taken)
