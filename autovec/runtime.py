@@ -5340,6 +5340,13 @@ def _shared_gradients(shared, names, values):
                     "be infinite (sqrt, log, pow, exp, a division, a helper, ..): the batch computes it once and "
                     "autograd would add the iterations' gradients before multiplying by it, which gives ±inf "
                     "where the loop gives NaN")
+            if v.dtype == torch.float16:
+                # (the batch's sum of the iterations' gradients, in float16, passes 65504 at a few
+                # large terms, where the loop's products by the derivative (0 for a saturated
+                # sigmoid) stay finite: inf * 0, NaN, where the loop gives 0; probeY)
+                raise GuardFailed(f"`{source}` is float16, requires grad and goes through loop-invariant "
+                                  "operations: the batch would add the iterations' gradients in float16 before "
+                                  "multiplying by their derivative, which overflows where the loop's products do not")
             check = True
     if check:
         for source, safe in shared:

@@ -1,7 +1,8 @@
 """A loop over a walked method of a chain of tensor methods (`for s, d in edge_index.t().tolist()`,
 graph code's edge lists) names the chain first (hoist.named_receivers): `edge_index_t =
-edge_index.t()` right before the loop, which the planner then walks as any name's rows. Every
-loop gives what, and does what, the original does."""
+edge_index.t()` right before the loop, which the planner then walks as any name's rows. Not
+under `enumerate` / `zip`, whose header evaluates other things first. Every loop gives what, and
+does what, the original does."""
 import pytest
 import torch
 
@@ -15,9 +16,25 @@ def _always_vectorize(monkeypatch):
 
 def edge_features(x, edge_index):
     feats = []
-    for e, (s, d) in enumerate(edge_index.t().tolist()):
+    for s, d in edge_index.t().tolist():
         feats.append(torch.cat([x[s], x[d], x[s] - x[d]]))
     return torch.stack(feats)
+
+
+def enumerated(x, edge_index):
+    feats = []
+    for e, (s, d) in enumerate(edge_index.t().tolist()):
+        feats.append(x[s] * e - x[d])
+    return torch.stack(feats)
+
+
+def zipped_after_an_unbound_name(x, e, flag):
+    if flag:
+        w = x
+    out = []
+    for a, (s, d) in zip(w, e.t().tolist()):     # (zip reads `w` first: UnboundLocalError)
+        out.append(a * (s - d))
+    return torch.stack(out)
 
 
 def degree(edge_index, n):
@@ -96,10 +113,26 @@ def test_a_count_per_node():
     _same(degree, _edges(1), 6)
 
 
-def test_the_first_sequence_of_zip_that_is_not_a_name():
+@pytest.mark.parametrize("fn", [enumerated, zipped])
+def test_under_enumerate_or_zip_the_chain_stays_in_the_header(fn):
     g = torch.Generator().manual_seed(0)
-    ex = _same(zipped, torch.randn(10), torch.randint(0, 5, (2, 10), generator=g).float())
-    assert "pairs_t = pairs.long().t()" in ex.rewritten_source
+    args = (torch.randn(10), torch.randint(0, 5, (2, 10), generator=g).float()) if fn is zipped else \
+        (torch.randn(6, 3), _edges(0))
+    ex = _same(fn, *args)
+    assert "_t = " not in ex.rewritten_source
+
+
+def test_the_headers_own_errors_come_first():
+    """(probeY) `zip` reads `w` before the chain's `.t()` runs: the loop's UnboundLocalError, not
+    the RuntimeError of `.t()` on a 3-D tensor."""
+    args = (torch.randn(4), torch.zeros(2, 2, 2, dtype=torch.long), False)
+    with pytest.raises(UnboundLocalError) as want:
+        zipped_after_an_unbound_name(*args)
+    fast = autovec(zipped_after_an_unbound_name)
+    for _ in range(3):
+        with pytest.raises(UnboundLocalError) as got:
+            fast(*args)
+        assert str(got.value) == str(want.value)
 
 
 def test_unbind_of_a_transpose():

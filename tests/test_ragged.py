@@ -174,6 +174,37 @@ def test_functions_that_read_their_locals_are_left_alone():
     assert explain(peek).loops[0].strategy == "python"
 
 
+def test_functions_that_read_their_frame_or_dir_are_left_alone():
+    """(probeY) `dir()` and the running frame's `f_locals` list the rewritten function's locals,
+    its generated names among them: such functions keep every loop as written."""
+    import inspect
+    import sys
+
+    def by_dir(x):
+        out = []
+        for i in range(len(x)):
+            out.append(x[i] * 2)
+        return sorted(dir()), torch.stack(out)
+
+    def by_frame(x):
+        out = []
+        for i in range(len(x)):
+            out.append(x[i] * 2)
+        return sorted(sys._getframe().f_locals), torch.stack(out)
+
+    def by_inspect(x):
+        out = []
+        for i in range(len(x)):
+            out.append(x[i] * 2)
+        return sorted(inspect.currentframe().f_locals), torch.stack(out)
+
+    x = torch.randn(5)
+    for fn in (by_dir, by_frame, by_inspect):
+        want, got = fn(x), autovec(fn)(x)
+        assert want[0] == got[0] and torch.equal(want[1], got[1])
+        assert explain(fn, x).path == "python"
+
+
 def test_traceback_points_at_the_users_line():
     fast = autovec(features)
     with pytest.raises(RuntimeError) as info:

@@ -613,3 +613,28 @@ def test_a_value_an_inner_loop_may_leave_as_it_was_counts_as_invariant():
     assert torch.isnan(want[2][0])
     assert _same(want, got), (want[2], got[2])
     assert explain(inner_maybe_skipped, x, w.clone().requires_grad_(), 0).path == "python"
+
+
+def sigmoid_scaled(x, w):
+    out = []
+    for i in range(len(x)):
+        out.append(x[i] * torch.sigmoid(w))
+    return torch.stack(out)
+
+
+def test_a_float16_invariant_that_requires_grad_keeps_the_loop():
+    """(probeY) The batch adds the iterations' gradients in float16 before multiplying by
+    sigmoid's derivative (0 at -200): 40000 + 40000 overflows, inf * 0 is NaN, where the loop's
+    products are 0."""
+    def grads(fn):
+        x = torch.tensor([40000.0, 40000.0, 1.0], dtype=torch.float16)
+        w = torch.tensor(-200.0, dtype=torch.float16, requires_grad=True)
+        fn(x, w).sum().backward()
+        return w.grad
+    fast = autovec(sigmoid_scaled)
+    for _ in range(3):
+        assert torch.equal(grads(fast), grads(sigmoid_scaled))
+    w = torch.tensor(-200.0, dtype=torch.float16, requires_grad=True)
+    ex = explain(sigmoid_scaled, torch.ones(3, dtype=torch.float16), w)
+    assert ex.path == "python" and "float16" in str(ex)
+    assert explain(sigmoid_scaled, torch.ones(3), torch.tensor(-2.0, requires_grad=True)).path == "vectorized"

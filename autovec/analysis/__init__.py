@@ -158,10 +158,20 @@ def blocked_by(cap: Captured, env, local_names=None) -> str | None:
 
 def _dynamic_scope(fn: ast.FunctionDef, env, local_names) -> str | None:
     for n in fastast.walk(fn):
-        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _DYNAMIC_SCOPE
-                and n.func.id not in local_names and env.is_builtin(n.func.id)):
-            return f"`{n.func.id}()` at line {n.lineno} inspects local variables, so no loop is rewritten"
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if (isinstance(f, ast.Name) and (f.id in _DYNAMIC_SCOPE or f.id == "dir" and not n.args)
+                and f.id not in local_names and env.is_builtin(f.id)):
+            return f"`{f.id}()` at line {n.lineno} inspects local variables, so no loop is rewritten"
+        if isinstance(f, ast.Attribute) and f.attr in _FRAMES:
+            # (`sys._getframe().f_locals`, `inspect.currentframe()`: the frame's locals are the
+            # rewritten function's, its generated names among them; probeY)
+            return f"`{ast.unparse(f)}()` at line {n.lineno} reads the running frame, so no loop is rewritten"
     return None
+
+
+_FRAMES = frozenset({"_getframe", "currentframe"})
 
 
 # ----------------------------------------------------------------------------- consumers

@@ -13,7 +13,6 @@ point at the user's code.
 from __future__ import annotations
 
 import ast
-import builtins
 
 import torch
 
@@ -332,13 +331,14 @@ def _receiver_chain(e: ast.expr) -> bool:
 def named_receivers(cap: Captured) -> int:
     """`for s, d in edge_index.t().tolist():` (a walked method, `.tolist()` / `.unbind()` /
     `.split()` .., of a chain of tensor methods: _receiver_chain) as `edge_index_t =
-    edge_index.t()` right before the loop, then `for s, d in edge_index_t.tolist():`; also as
-    the sequence of `enumerate(..)`, or the first sequence of `zip(..)` that is not a plain name.
-    Python evaluates the receiver once, before the loop's first step, in both spellings; the
-    only thing it evaluated before it is the lookup of `enumerate` / `zip` (the builtins, which
-    the rewrite checks on every call) and plain names, so nothing else moves across it. The
-    planner walks a name's rows. Only loops of the function itself; the name is the function's
-    own (`<name>_<method>`, or with the loop's line where taken). Returns how many moved."""
+    edge_index.t()` right before the loop, then `for s, d in edge_index_t.tolist():`. Python
+    evaluates the receiver once, first of the loop's header, before its first step, in both
+    spellings. Not under `enumerate(..)` / `zip(..)`: there Python looks up the function and
+    reads the sequences before it first (probeY: an unbound name read first raised its own
+    error, and a receiver's method that rebinds a global the header reads changed what it
+    read). The planner walks a name's rows. Only loops of the function itself; the name is the
+    function's own (`<name>_<method>`, or with the loop's line where taken). Returns how many
+    moved."""
     fn = cap.tree
     local = _local_names(fn)
     parents = {id(c): p for p in fastast.walk(fn) for c in ast.iter_child_nodes(p)}
@@ -347,19 +347,7 @@ def named_receivers(cap: Captured) -> int:
     for loop in [n for n in fastast.walk(fn) if isinstance(n, ast.For)]:
         if _scope_depth(fn, parents, loop) is None:
             continue
-        it, seqs = loop.iter, []
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in ("enumerate", "zip") \
-                and not it.keywords and it.args and not any(isinstance(a, ast.Starred) for a in it.args) \
-                and _resolves(cap, it.func, local, (getattr(builtins, it.func.id),)):
-            for a in it.args:
-                if not isinstance(a, ast.Name):
-                    seqs = [a]
-                    break
-        else:
-            seqs = [it]
-        if not seqs:
-            continue
-        call = seqs[0]
+        call = loop.iter
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
                 and call.func.attr in _WALKED_METHODS and _receiver_chain(call.func.value)):
             continue
