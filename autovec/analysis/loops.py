@@ -2238,7 +2238,7 @@ def walked_names(it: ast.expr, ctx: Context | None = None) -> list | None:
     """The names an inner loop walks where its iterable is a name (`for c in coeffs`), or
     `reversed` / `enumerate` / `zip` of names (`enumerate(Ws, 1)`, `zip(Ws, bs)`), else None.
     Run inside a batched body the inner loop walks each once for every outer iteration, where
-    the loop walks it again in each: runtime.walked_free checks that each is a list, tuple,
+    the loop walks it again in each: runtime._walked_free checks that each is a list, tuple,
     range or tensor (walked alike every time; a generator or iterator would be used up by the
     first outer iteration). `ctx`: the builtins are the real ones."""
     if isinstance(it, ast.Name):
