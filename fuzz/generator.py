@@ -5141,7 +5141,9 @@ def lost_stop37(self):
 
 
 def lost_stop42(self):
-    """This stop's forms, on inputs that change between calls: search loops with an `else`
+    """This stop's forms, on inputs that change between calls: inner loops over loop-invariant
+    values (lists, tuples, ranges, tensors, lists of tensors; plain, reversed, enumerated,
+    zipped; with grads and a sqrt at 0 where a weight is 0), search loops with an `else`
     (for / while, a break or a return in `if` / `elif` blocks, an else that assigns, appends or
     returns, a break inside a `with` that keeps the else as written, a name bound by an
     `except .. as` in the body), loops over a walked method of a chain of tensor methods
@@ -5149,7 +5151,28 @@ def lost_stop42(self):
     transpose), and an in-place total beside a torch.nn.functional call."""
     self.variants = True
     n, d = max(self.n, 3), max(self.d, 2)
-    kind = self.pick(["else", "else", "receiver", "receiver", "bce"])
+    kind = self.pick(["else", "else", "receiver", "receiver", "bce", "inner", "inner"])
+    if kind == "inner":
+        # an inner loop over loop-invariant values (runtime._walked_free): coefficients as a list, a
+        # tuple, a range or a tensor, walked plainly, reversed, enumerated or zipped, with grads
+        dt = self.pick(["float32", "float64"])
+        self.param("x", f"_tensor(g, ({n} + variant, {d}), torch.{dt}, grad={self.chance(0.3)})")
+        self.param("cs", self.pick(["[0.5, -1.0, 2.0]", "(1, 2.5, -0.5)", "range(3)",
+                                    f"_tensor(g, (3,), torch.{dt}, grad={self.chance(0.3)})", "[]"]))
+        self.param("ws", f"[_tensor(g, ({d},), torch.{dt}, grad={self.chance(0.3)}) for _ in range(2)]")
+        head, step = self.pick([("for c in cs:", "y = y * x[i] + c"), ("for c in reversed(cs):", "y = y * x[i] + c"),
+                                ("for k, c in enumerate(cs, 1):", "y = y + c * x[i] ** k"),
+                                ("for w in ws:", "y = torch.tanh(y * w + x[i])"),
+                                ("for w in ws:", "y = y * w.abs().sqrt() + x[i]"),
+                                ("for w, c in zip(ws, cs):", "y = y * w + c")])
+        self.emit(1, "out = []")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, self.pick(["y = x[i] * 0", "y = torch.zeros_like(x[i])", "y = x[i]"]))
+        self.emit(2, head)
+        self.emit(3, step)
+        self.emit(2, "out.append(y)")
+        self.emit(1, "return torch.stack(out)")
+        return
     if kind == "receiver":
         self.param("x", f"_tensor(g, ({n} + variant, {d}), torch.float32, grad={self.chance(0.3)})")
         self.param("e", f"_tensor(g, (2, {n} + 2), torch.int64, low=0, high={n}, layout={self.pick(['contiguous', 't'])!r})")

@@ -294,14 +294,20 @@ def named_iterables(cap: Captured) -> int:
             continue
         name = _fresh_name(f"{loop.target.id}_values" if isinstance(loop.target, ast.Name) else "loop_values",
                            loop, taken)
-        holder, at = _holder(fn, loop)
-        bind = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=call), call)
-        ast.fix_missing_locations(bind)
-        bind.end_lineno, bind.end_col_offset = call.end_lineno, call.end_col_offset
-        loop.iter = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), call)
-        holder[at:at] = [bind]
+        loop.iter = _named_before(fn, loop, name, call)
         changed += 1
     return changed
+
+
+def _named_before(fn: ast.FunctionDef, loop: ast.For, name: str, value: ast.expr) -> ast.Name:
+    """`name = value` right before `loop` (at the value's lines, for tracebacks); returns the
+    read of `name` to put where the value stood."""
+    holder, at = _holder(fn, loop)
+    bind = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=value), value)
+    ast.fix_missing_locations(bind)
+    bind.end_lineno, bind.end_col_offset = value.end_lineno, value.end_col_offset
+    holder[at:at] = [bind]
+    return ast.copy_location(ast.Name(id=name, ctx=ast.Load()), value)
 
 
 # tensor methods a walked receiver may be made of (`edge_index.t().tolist()`): on a tensor each
@@ -316,12 +322,12 @@ def _receiver_chain(e: ast.expr) -> bool:
     calls = 0
     while isinstance(e, ast.Call):
         f = e.func
-        if not (isinstance(f, ast.Attribute) and f.attr in _CHAIN_METHODS):
+        if not (isinstance(f, ast.Attribute) and f.attr in _CHAIN_METHODS) or any(k.arg is None for k in e.keywords):
             return False
         for a in list(e.args) + [k.value for k in e.keywords]:
             if isinstance(a, ast.UnaryOp) and isinstance(a.op, ast.USub):
                 a = a.operand
-            if not isinstance(a, (ast.Constant, ast.Name)) or any(k.arg is None for k in e.keywords):
+            if not isinstance(a, (ast.Constant, ast.Name)):
                 return False
         e = f.value
         calls += 1
@@ -340,26 +346,17 @@ def named_receivers(cap: Captured) -> int:
     function's own (`<name>_<method>`, or with the loop's line where taken). Returns how many
     moved."""
     fn = cap.tree
-    local = _local_names(fn)
-    parents = {id(c): p for p in fastast.walk(fn) for c in ast.iter_child_nodes(p)}
     taken = _names(fn)
     moved = 0
-    for loop in [n for n in fastast.walk(fn) if isinstance(n, ast.For)]:
-        if _scope_depth(fn, parents, loop) is None:
-            continue
-        call = loop.iter
+    for loop in _own_loops_innermost_first(fn):
+        call = loop.iter if isinstance(loop, ast.For) else None
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
                 and call.func.attr in _WALKED_METHODS and _receiver_chain(call.func.value)):
             continue
         receiver = call.func.value
         base = _dotted(_chain_base(receiver))
         name = _fresh_name(f"{base[-1]}_{receiver.func.attr}", loop, taken)
-        holder, at = _holder(fn, loop)
-        bind = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=receiver), receiver)
-        ast.fix_missing_locations(bind)
-        bind.end_lineno, bind.end_col_offset = receiver.end_lineno, receiver.end_col_offset
-        call.func.value = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), receiver)
-        holder[at:at] = [bind]
+        call.func.value = _named_before(fn, loop, name, receiver)
         moved += 1
     return moved
 
