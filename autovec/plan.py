@@ -106,7 +106,9 @@ class Output:
                               # type may differ from the start's (analysis._counted): K's source;
                               # the running value's type changes at the first increment
                               # (runtime.prefix checks K and the steps)
-    joined: int = 0           # append: k > 1 on the first of k unconditional appends into one list in
+    joined: int = 0           # scatter: k > 1 on the first of k scatters into one tensor in each iteration
+                              # (analysis._joinable_scatters), -1 on the others (runtime.scatter_join);
+                              # append: k > 1 on the first of k unconditional appends into one list in
                               # each iteration (`out.append(a); out.append(b)`), -1 on the others
     record: tuple = ()        # append of a tuple / list / dict literal (`out.append((i, v.item()))`):
                               # (the literal's source with its per-iteration parts as `_av_c0`..,

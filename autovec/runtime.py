@@ -4385,6 +4385,46 @@ def _scatter_prep(target, vals, idxs, op, mask, form="", py=False):
     return tuple(norm), vals
 
 
+_INDEX_INTS = (torch.int64, torch.int32, torch.int16, torch.int8)
+
+
+def _scatter_join(target, parts, op):
+    """Several scatters into `target` in each iteration (`deg[s] += 1; deg[t] += 1`,
+    `A[s, d] = 1; A[d, s] = 1`) as one: every iteration's writes in the loop's order (a0, b0,
+    a1, b1, ..), then _scatter_prep of them all, so that repeated indices add up, or the last
+    write wins, as in the loop. `parts`: (values, indices, mask or None, op, Python numbers?)
+    per scatter. The batches must be alike: values of one kind (Python numbers or tensors),
+    dtype and shape, and one index per iteration of one dtype at each position (stacked, other
+    dtypes would convert, or uint8 indices, which select as byte masks, become positions). With
+    `op` "+", a `-=` adds its values negated (x - v is x + (-v), exactly)."""
+    vals = [p[0] for p in parts]
+    if len({p[4] for p in parts}) != 1 or not all(isinstance(v, torch.Tensor) for v in vals) \
+            or len({(v.dtype, v.shape) for v in vals}) != 1:
+        raise GuardFailed("scatters of values of several kinds, dtypes or shapes into one tensor (the loop decides)")
+    idxs = []
+    for j in range(len(parts[0][1])):
+        col = [p[1][j] for p in parts]
+        if not all(isinstance(i, torch.Tensor) and i.dim() == 1 for i in col):
+            raise GuardFailed("scatters into one tensor through indices of several kinds, or several per write "
+                              "(the loop decides)")
+        if len({i.dtype for i in col}) != 1 and not all(i.dtype in _INDEX_INTS for i in col):
+            # (integer positions of several dtypes, stacked in the widest, are the same positions;
+            # a uint8 index selects as a byte mask, a bool one as a mask: the loop decides)
+            raise GuardFailed("scatters into one tensor through indices of several dtypes (the loop decides)")
+        idxs.append(torch.stack(col, 1).flatten())
+    if op == "+" and any(p[3] == "-" for p in parts):
+        if target.dtype == torch.bool or vals[0].dtype == torch.bool:
+            raise GuardFailed("`-=` with a bool tensor (the loop raises)")
+        vals = [-v if p[3] == "-" else v for v, p in zip(vals, parts)]
+    masks = [p[2] for p in parts]
+    mask = None
+    if any(m is not None for m in masks):
+        n = vals[0].shape[0]
+        mask = torch.stack([m if m is not None else torch.ones(n, dtype=torch.bool, device=vals[0].device)
+                            for m in masks], 1).flatten()
+    return _scatter_prep(target, torch.stack(vals, 1).flatten(0, 1), idxs, op, mask, py=parts[0][4])
+
+
 def _scatter_rows(target, vals, idxs, mask, op="", py=False):
     """A scatter's values and indices on the iterations that write (`mask`), with their count;
     None where none does. uint8 indices and more indices than the target's dimensions: the loop."""
@@ -4592,6 +4632,7 @@ def _cat_accum(acc, vals, dim, mask, tok=None):
 
 
 FunctionRuntime.scatter_prep = staticmethod(_scatter_prep)
+FunctionRuntime.scatter_join = staticmethod(_scatter_join)
 FunctionRuntime.cat_accum = staticmethod(_cat_accum)
 
 

@@ -2924,6 +2924,19 @@ def _metadata_read(ld: ast.Name, stmt: ast.AST) -> bool:
     return isinstance(p, ast.Attribute) and p.value is ld and p.attr in _META_ATTRS
 
 
+def _joinable_scatters(first, later) -> bool:
+    """Whether two scatters into one tensor in an iteration are one scatter of both writes,
+    interleaved in the loop's order: both through the same number of per-iteration indices
+    (as elements, not rows of the loop's own), both plain stores (the last write to an index
+    wins) or both sums (`+=` / `-=`: a `-=` adds the values negated). The body must not read
+    the tensor (every read of a written tensor is refused below)."""
+    if first.kind != "scatter" or later.kind != "scatter" or first.row_part or later.row_part:
+        return False
+    if first.dim != later.dim or not later.payloads or not first.payloads:
+        return False
+    return first.op == later.op == "" or first.op in ("+", "-") and later.op in ("+", "-")
+
+
 def _row_part(row, part, index: str) -> bool:
     """Whether `row` is a plain, unconditional store of the loop's own row (`out[i] = ..` or
     `out[i, ..]`: the loop index alone, first, as _store found it) and `part` a plain,
@@ -2943,6 +2956,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
     several = set()     # targets stored into more than once (`out[i, 0] = a; out[i, 1] = b`)
     interleaved = set()     # targets stored into at other offsets (`pe[i] = a; pe[i + 1] = b`)
     joined: dict = {}   # list -> how many unconditional appends each iteration makes to it
+    scattered: dict = {}    # tensor -> how many scatters into it each iteration makes (_joinable_scatters)
 
     if body.inner and body.branches:
         # (the branch becomes `where`s over renamed values, which the inner loop's own
@@ -2998,6 +3012,13 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                 joined[out.target] = joined.get(out.target, 1) + 1
                 outputs.append(dataclasses.replace(out, joined=-1))
                 continue
+            if _joinable_scatters(first, out):
+                # `deg[s] += 1; deg[t] += 1`, `A[s, d] = 1; A[d, s] = 1`: the iterations' writes,
+                # interleaved in the loop's order (a0, b0, a1, b1, ..: runtime.scatter_join),
+                # are one scatter: repeated indices add up, or the last write wins, as in the loop
+                scattered[out.target] = scattered.get(out.target, 1) + 1
+                outputs.append(dataclasses.replace(out, joined=-1))
+                continue
             raise Refuse(f"`{out.target}` is written more than once in the loop (lines "
                          f"{targets[out.target].lineno} and {out.lineno})", out.lineno)
         for name, *_ in (out.payloads if out.kind == "best" else ()):
@@ -3020,8 +3041,10 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                 targets[name] = out
         outputs.append(out)
 
-    if joined:
+    if joined or scattered:
         outputs = [dataclasses.replace(o, joined=joined[o.target]) if o.target in joined and o.kind == "append"
+                   and not o.joined else
+                   dataclasses.replace(o, joined=scattered[o.target]) if o.target in scattered and o.kind == "scatter"
                    and not o.joined else o for o in outputs]
     all_nodes = list(body.stmts)
     _check_calls(all_nodes, ctx, body, iter_vars)

@@ -458,7 +458,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             writes.append(f"('accum', {o.target}, {int(o.inplace)})")
         elif o.kind == "best":
             writes.append(f"('best', {o.target})")
-        elif o.kind == "scatter":
+        elif o.kind == "scatter" and o.joined != -1:     # (once per tensor: joined scatters are one)
             # (a part of the loop's own row: the store's place and name, runtime._one_output)
             writes.append(f"('scatter', {o.target}, 0, 0, {o.target!r})" if o.row_part else f"('scatter', {o.target})")
         elif o.kind == "cat":
@@ -674,6 +674,32 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             display_tail.append(f"_j = {ok}.{fn}()  # {'first' if o.op in ('>', '<') else 'last'} best wins on ties")
             display_tail.append(f"if {ok}[_j] {o.op} {o.target}:\n    {', '.join(names)} = "
                                 + ", ".join([f"{ok}[_j]"] + [f"{O}[{pp}][_j]" for pp in ppos]))
+        elif o.kind == "scatter" and o.joined > 1:
+            # several scatters into one tensor an iteration: their writes interleaved in the
+            # loop's order, one scatter (runtime.scatter_join)
+            group = [(layout[j], x) for j, x in enumerate(plan.outputs) if x.kind == "scatter" and x.target == o.target]
+            op = o.op if all(x.op == o.op for _, x in group) else "+"
+            parts = "(" + "".join(
+                f"({O}[{lp[0]}], (" + "".join(f"{O}[{pp}], " for pp in lp[1]) + "), "
+                + (f"{O}[{lp[2]}]" if lp[2] is not None else "None") + f", {x.op!r}, {T}.py({lp[0]}, {x.pytype!r})), "
+                for lp, x in group) + ")"
+            prepare += template(f"_av_P = _av_AV.scatter_join({o.target}, {parts}, {op!r})", _av_P=P, _av_AV=AV)
+            commit += template(f"_av_AV.scatter_commit({o.target}, _av_P, {op!r})", _av_P=P, _av_AV=AV)
+            k = len(group[0][0][1])
+            masks = [lp[2] for lp, _ in group]
+            sel = ""
+            if any(mp is not None for mp in masks):
+                # (each write where its condition holds)
+                some = f"{O}[{next(mp for mp in masks if mp is not None)}]"
+                display_tail.append("_keep = torch.stack([" + ", ".join(
+                    f"{O}[{mp}]" if mp is not None else f"torch.ones_like({some})" for mp in masks) + "], 1).flatten()")
+                sel = "[_keep]"
+            ix = ", ".join("torch.stack([" + ", ".join(f"{O}[{lp[1][d]}]" for lp, _ in group) + f"], 1).flatten(){sel}"
+                           for d in range(k))
+            val = "torch.stack([" + ", ".join((f"-{O}[{lp[0]}]" if x.op == "-" and op == "+" else f"{O}[{lp[0]}]")
+                                              for lp, x in group) + f"], 1).flatten(0, 1){sel}"
+            display_tail.append(f"{o.target}.index_put_(({ix},), {'-' if op == '-' else ''}{val}, accumulate=True)"
+                                if op else f"{o.target}[{ix}] = {val}  # the last write to each index wins")
         elif o.kind == "scatter":
             idx = "(" + "".join(f"{O}[{pp}]" + (f".flatten(0, {lead - 1})" if nest else "") + ", "
                                 for pp in ppos) + ")"

@@ -28,12 +28,14 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
                                      "lse": "a running log-sum-exp (logsumexp)"}.get(o.op, _WORDS[o.kind])
                                     if o.kind == "accum" else _WORDS[o.kind])
              + (f" of {len(o.payloads) + 1} terms per iteration" if o.kind == "accum" and o.payloads else "")
+             + (f" of {o.joined} writes an iteration, interleaved in the loop's order" if o.kind == "scatter"
+                and o.joined > 1 else "")
              + (" under a condition" if o.cond else "")
              + (f" ({_SCATTER_REDUCES[o.op]}: scatter_reduce from each bin's own value, repeated indices "
                 "combined as in the loop)" if o.kind == "scatter" and o.op in _SCATTER_REDUCES else "")
              + (" (repeated indices accumulate, as in the loop)" if o.kind == "scatter" and o.op in ("+", "-") else "")
              + (" (the last write to an index wins, as in the loop)" if o.kind == "scatter" and not o.op else "")
-             for o in plan.outputs if o.kind != "last" or o.cond]
+             for o in plan.outputs if (o.kind != "last" or o.cond) and o.joined != -1]
     return Match("reduction", plan, "; ".join(parts) + ", computed over all iterations at once")
 
 
