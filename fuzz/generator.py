@@ -5140,6 +5140,56 @@ def lost_stop37(self):
     self.emit(1, "return s")
 
 
+def lost_stop43(self):
+    """This stop's form, on inputs that change between calls: several scatters into one tensor in
+    each iteration (degrees, symmetric adjacency, two-way messages), sums (`+=` / `-=`, mixed)
+    or stores (the last write wins), two or three of them, under conditions or not, over an
+    edge list walked as rows or as `tolist()` pairs, with repeated and negative indices, int32
+    beside int64 indices, Python numbers or tensors as values, int / float64 / float16 / bool
+    targets, rows of features, inputs that require grad, and a read of the target that keeps
+    the loop."""
+    self.variants = True
+    n, d = max(self.n, 3), max(self.d, 2)
+    m = self.pick([f"{n} + variant", "0", f"{3 * n} + variant"])
+    low = self.pick([0, 0, -n])
+    self.param("e", f"_tensor(g, ({m}, 2), torch.int64, low={low}, high={n})")
+    self.param("e2", f"_tensor(g, ({m}, 2), torch.{self.pick(['int64', 'int32'])}, low={low}, high={n})")
+    dt = self.pick(["float32", "float64", "int64", "float16", "bool"])
+    grad = dt in ("float32", "float64") and self.chance(0.3)
+    self.param("w", f"_tensor(g, ({m},), torch.{dt if dt != 'bool' else 'float32'}, grad={grad})")
+    rows = self.chance(0.25) and dt != "bool"
+    shape = f"({n}, {d})" if rows else self.pick([f"({n},)", f"({n}, {n})"])
+    two = shape == f"({n}, {n})"
+    self.param("h", f"_tensor(g, ({n}, {d}), torch.{dt if dt not in ('bool', 'int64') else 'float32'})")
+    self.emit(1, f"A = torch.zeros({shape}, dtype=torch.{dt})")
+    walk = self.pick(["rows", "pairs"]) if not two else "rows"
+    if walk == "pairs":
+        self.emit(1, "for s, t in e.tolist():")
+        ix = [("s",), ("t",), ("s",)]
+        val = {"w": "1", "h": "h[s]"}
+    else:
+        self.emit(1, "for k in range(e.shape[0]):")
+        ix = [("e[k, 0]", "e[k, 1]"), ("e2[k, 1]", "e[k, 0]"), ("e[k, 1]", "e[k, 1]")]
+        if not two:
+            ix = [(a,) for a, _ in ix]
+        val = {"w": "w[k]", "h": "h[e[k, 0]]"}
+    sums = dt != "bool" and self.chance(0.6)
+    values = ([val["h"], "h[0] * 2", val["h"] + " * -1"] if rows else
+              [val["w"], "2" if dt in ("int64", "bool") or walk == "pairs" else val["w"] + " * 2", "True" if dt == "bool" else "1"])
+    for j in range(self.pick([2, 2, 3])):
+        sub = ", ".join(ix[j])
+        ind = 2
+        if self.chance(0.2) and walk == "rows" and not rows:
+            self.emit(2, f"if {val['w']}{' > 0' if dt != 'bool' else ''}:")
+            ind = 3
+        op = self.pick(["+=", "-="]) if sums else "="
+        v = values[j] if dt != "bool" else self.pick(["True", "False"])
+        self.emit(ind, f"A[{sub}] {op} {v}")
+    if self.chance(0.1):
+        self.emit(2, f"h = h + A.sum() * 0")
+    self.emit(1, "return A")
+
+
 def lost_stop42(self):
     """This stop's forms, on inputs that change between calls: inner loops over loop-invariant
     values (lists, tuples, ranges, tensors, lists of tensors; plain, reversed, enumerated,
@@ -5943,7 +5993,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
