@@ -4413,8 +4413,17 @@ def _scatter_join(target, parts, op):
             raise GuardFailed("scatters into one tensor through indices of several dtypes (the loop decides)")
         idxs.append(torch.stack(col, 1).flatten())
     if op == "+" and any(p[3] == "-" for p in parts):
-        if target.dtype == torch.bool or vals[0].dtype == torch.bool:
+        v0 = vals[0]
+        if target.dtype == torch.bool or v0.dtype == torch.bool:
             raise GuardFailed("`-=` with a bool tensor (the loop raises)")
+        if v0.dtype != target.dtype and not (v0.is_floating_point() or v0.is_complex()):
+            # (the loop converts each value to the target's dtype, then subtracts: negated first,
+            # in their own dtype, uint8 values wrap and a signed minimum stays itself; any other
+            # integer's negation is exact, and converts as its value's negation does)
+            lo = torch.iinfo(v0.dtype).min
+            if v0.dtype == torch.uint8 or any(bool((v == lo).any()) for v, p in zip(vals, parts) if p[3] == "-"):
+                raise GuardFailed(f"`-=` beside `+=` of {v0.dtype} values whose negation {v0.dtype} does not hold "
+                                  "(the loop decides)", data=True)
         vals = [-v if p[3] == "-" else v for v, p in zip(vals, parts)]
     masks = [p[2] for p in parts]
     mask = None

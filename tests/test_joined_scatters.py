@@ -185,3 +185,32 @@ def test_bool_minus_raises_as_the_loop():
     with pytest.raises(RuntimeError) as got:
         autovec(bool_minus)(e, 3)
     assert str(got.value) == str(want.value)
+
+
+def plus_minus(edges, v, d):
+    for k in range(edges.shape[0]):
+        d[edges[k, 0]] += v[k]
+        d[edges[k, 1]] -= v[k]
+    return d
+
+
+@pytest.mark.parametrize("v, dtype", [
+    (torch.tensor([5, 7], dtype=torch.uint8), torch.int64),       # (uint8 negation wraps)
+    (torch.tensor([5, 7], dtype=torch.uint8), torch.float32),
+    (torch.tensor([-128, 3], dtype=torch.int8), torch.float32),   # (a signed minimum negates to itself)
+    (torch.tensor([-2**31, 3], dtype=torch.int32), torch.int64),
+], ids=["uint8-int64", "uint8-float32", "int8min-float32", "int32min-int64"])
+def test_minus_values_of_another_integer_dtype_match_the_loop(v, dtype):
+    # (found by a probe: the join negated the values in their own dtype before the conversion)
+    e = torch.tensor([[0, 1], [1, 2]])
+    f = autovec(plus_minus)
+    got, want = f(e, v, torch.zeros(3, dtype=dtype)), plus_minus(e, v, torch.zeros(3, dtype=dtype))
+    assert torch.equal(got, want)
+
+
+def test_minus_values_of_another_integer_dtype_run_batched_where_exact():
+    e = torch.tensor([[0, 1], [1, 2]])
+    v = torch.tensor([-5, 7], dtype=torch.int8)
+    f = autovec(plus_minus)
+    assert torch.equal(f(e, v, torch.zeros(3)), plus_minus(e, v, torch.zeros(3)))
+    assert _ran(f)
