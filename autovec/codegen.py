@@ -24,15 +24,17 @@ class Namer:
         return name
 
 
-def all_names(tree: ast.AST) -> set[str]:
+def all_names(tree: ast.AST, loads: bool = True, skip=()) -> set[str]:
     """Every name `tree` reads, binds or declares, in any form: variables, parameters, `def` and
     `class` names, imports (`import a.b as c`: `c`; `import a.b`: `a`), `except .. as e`, the
     captures of `match` patterns, and `global` / `nonlocal` declarations (a new name must fall
-    on none of them)."""
+    on none of them). Without `loads`, the names it binds or declares alone, but for the Name
+    nodes in `skip`."""
     out = set()
     for n in fastast.walk(tree):
         if isinstance(n, ast.Name):
-            out.add(n.id)
+            if loads or not isinstance(n.ctx, ast.Load) and n not in skip:
+                out.add(n.id)
         elif isinstance(n, ast.arg):
             out.add(n.arg)
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

@@ -62,6 +62,9 @@ class IterSpace:
     # `for a, b in x` (or `in x.tolist()`): the element's name the analysis gives the row, and
     # the body's first statement `a, b = row.unbind(0)` (then `a = a.item()`, .. for .tolist())
     unpack: tuple = ()       # ((row name, (a, b, ..), Python numbers?), ...)
+    # nest: (level, sequence name) of each level written `for p in pos:` (analysis.nest_levels),
+    # counted over `runtime.walked_range(pos)` where the others count over their `range(..)`
+    walked: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -1813,6 +1813,17 @@ class FunctionRuntime:
         return range(start, stop, step)
 
     @staticmethod
+    def walked_range(seq):
+        """The iterations of a nest's level `for p in pos:` counted by index (analysis.nest_levels):
+        `range(len(pos))`, where `pos[k]` is the k-th element the loop walks and walking it again
+        gives the same elements: a list, a tuple or a tensor of one dimension or more (a
+        generator or iterator is used up by one walk, a dict walks its keys, a 0-d tensor
+        raises: the loop decides)."""
+        if type(seq) not in (list, tuple) and not (type(seq) is torch.Tensor and seq.dim() >= 1):
+            raise GuardFailed(f"a nest walks the elements of a {type(seq).__name__} (the loop runs as written)")
+        return range(len(seq))
+
+    @staticmethod
     def guarded_index(c, i):
         """An index the body reads under condition `c` (ifconvert._GuardIndexes): 0 where `c`
         is off, where the loop never reads it (an ignore label of -100, a padding id)."""

@@ -3956,29 +3956,105 @@ def _module_function(f: ast.Attribute, ctx: Context) -> bool:
 
 # ----------------------------------------------------------------------------- loop nests
 
+class _Levels(list):
+    """nest_levels' answer: (index, range args, loop) per level, and `walked`: level ->
+    (element name, sequence name) of the levels that walk a sequence's elements."""
+    walked: dict
+
+    def __init__(self):
+        super().__init__()
+        self.walked = {}
+
+
 def nest_levels(node: ast.For, ctx: Context) -> list[tuple[str, tuple, ast.For]]:
-    """The perfectly nested range loops starting at `node` (one entry when not a nest)."""
-    levels, cur = [], node
+    """The perfectly nested range loops starting at `node` (one entry when not a nest). A
+    level may also walk the elements of a name (`for p in pos:`, _walked_level): it counts
+    with an index of its own over `range(len(pos))`, and the body reads `pos[index]` where it
+    read `p` (plan_nest; the runtime walks only lists, tuples and tensors: walked_range)."""
+    levels, cur = _Levels(), node
     body = ast.Module(body=node.body, type_ignores=[])
     changed, reshaped = nm.mutated(body), nm.reshaped(body)   # (re-read bounds must not move)
+    taken = None
     while isinstance(cur, ast.For) and not cur.orelse:
         try:
             space = iteration(cur, ctx)
         except Refuse:
             break
-        if space.kind != "range":
+        walked = None
+        if space.kind == "elements":
+            walked = _walked_level(cur, space, node, ctx)
+            if walked is None:
+                break
+            if taken is None:
+                from ..codegen import all_names
+                taken = all_names(ctx.fn)
+            ix = space.index or next(c for c in ("i", "j", "k", "l", "m", "n", "ii", "jj", "kk") + tuple(
+                f"_av_i{d}" for d in range(len(levels) + 1)) if c not in taken)
+            taken.add(ix)
+            args = (f"len({walked[1]})",)
+        elif space.kind != "range":
             break
-        outer = {ix for ix, _, _ in levels}
-        if any(nm.load_ids(ast.parse(a, mode="eval")) & outer for a in space.range_args):
+        else:
+            ix, args = space.index, space.range_args
+        outer = {ix for ix, _, _ in levels} | {v for v, _ in levels.walked.values()}
+        if any(nm.load_ids(ast.parse(a, mode="eval")) & outer for a in args):
             break  # the inner range depends on an outer index: not a rectangle
-        if levels and any(bound_moves(a, changed, reshaped) for a in space.range_args):
+        if (levels or walked) and any(bound_moves(a, changed, reshaped) for a in args):
             break  # an inner range, evaluated again by each outer iteration, reads what the body changes
-        levels.append((space.index, space.range_args, cur))
+        if walked:
+            levels.walked[len(levels)] = walked
+        levels.append((ix, args, cur))
         if len(cur.body) == 1 and isinstance(cur.body[0], ast.For):
             cur = cur.body[0]
             continue
         break
     return levels
+
+
+def _walked_level(loop: ast.For, space: IterSpace, nest: ast.For, ctx: Context):
+    """(element name, sequence name) where `loop` is `for p in pos:` that a nest may count by
+    index instead: both plain names, neither bound anywhere in the nest (nor `p` declared
+    global or nonlocal, nor read after the nest or by a closure: the nest no longer binds it),
+    `pos` left as it is, so that `pos[k]` for each k in `range(len(pos))` is each element the
+    loop walks, for the sequences the runtime admits (walked_range). Else None."""
+    if space.unpack or space.reverse or len(space.elements) != 1 or space.index and space.enum_start != "0":
+        return None
+    target, it = loop.target, loop.iter
+    if space.index:
+        # `for k, p in enumerate(pos):` counts with its own index: k
+        target, it = target.elts[1], it.args[0]
+    if not (isinstance(target, ast.Name) and isinstance(it, ast.Name)):
+        return None
+    var, seq = target.id, it.id
+    if var == seq or var in ctx.cellvars or seq in ctx.cellvars or space.index in (var, seq):
+        return None
+    for n in fastast.walk(ctx.fn):
+        if isinstance(n, (ast.Global, ast.Nonlocal)) and var in n.names:
+            return None
+    from ..codegen import all_names
+    own = (target, loop.target.elts[0]) if space.index else (target,)     # (the level's own binding)
+    for st in nest.body:
+        bound = all_names(st, loads=False, skip=own)
+        if var in bound or seq in bound or space.index in bound:
+            return None
+    if nm.read_after(ctx.fn, ctx.parent, nest, var) is not None:
+        return None
+    return var, seq
+
+
+class _ElementReads(ast.NodeTransformer):
+    """A walked level's element read as its sequence at the level's index (`p` -> `pos[i]`)."""
+
+    def __init__(self, subs: dict):
+        self.subs = subs
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load) and node.id in self.subs:
+            seq, ix = self.subs[node.id]
+            return ast.copy_location(ast.Subscript(value=ast.copy_location(ast.Name(id=seq, ctx=ast.Load()), node),
+                                                   slice=ast.copy_location(ast.Name(id=ix, ctx=ast.Load()), node),
+                                                   ctx=ast.Load()), node)
+        return node
 
 
 def bound_moves(arg, changed: set, reshaped: set) -> bool:
@@ -4329,9 +4405,16 @@ def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
     indices = [ix for ix, _, _ in levels]
     line = node.lineno
     iter_vars = {ix: "index" for ix in indices}
-    _no_identity_tests(inner.body)
-    body = _classify(inner.body, ctx, iter_vars)
-    space = IterSpace("nest", levels=tuple((ix, args) for ix, args, _ in levels))
+    walked = getattr(levels, "walked", {})
+    stmts = inner.body
+    if walked:
+        # (`for p in pos:` levels: the body reads `pos[i]` where it read `p`, nest_levels)
+        subs = _ElementReads({var: (seq, levels[lv][0]) for lv, (var, seq) in walked.items()})
+        stmts = [subs.visit(fastast.clone(st)) for st in inner.body]
+    _no_identity_tests(stmts)
+    body = _classify(stmts, ctx, iter_vars)
+    space = IterSpace("nest", levels=tuple((ix, args) for ix, args, _ in levels),
+                      walked=tuple((lv, seq) for lv, (_, seq) in sorted(walked.items())))
     outputs, targets, stores = [], {}, {}
     interleaved = set()     # targets stored into at other offsets of one level (`pe[p, i] = a; pe[p, i + 1] = b`)
     for out, payload in body.outputs:

@@ -314,7 +314,9 @@ def body_function(plan: LoopPlan, name: str, namer=None, av: str = "_av", conver
 
 def _space_expr(plan: LoopPlan, av: str = "_av") -> ast.expr:
     if plan.space.kind == "nest":
-        return expr("(" + "".join(f"range({', '.join(args)}), " for _, args in plan.space.levels) + ")")
+        walked = dict(plan.space.walked)
+        return expr("(" + "".join(f"{av}.walked_range({walked[lv]}), " if lv in walked else f"range({', '.join(args)}), "
+                                  for lv, (_, args) in enumerate(plan.space.levels)) + ")")
     if plan.space.kind == "range" and plan.form == "while":
         # (a counter is the caller's object, not the ints range() makes of it: runtime.counter_range)
         return expr(f"{av}.counter_range({', '.join(plan.space.range_args)})")
