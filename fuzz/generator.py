@@ -5141,7 +5141,8 @@ def lost_stop37(self):
 
 
 def lost_stop43(self):
-    """This stop's form, on inputs that change between calls: several scatters into one tensor in
+    """This stop's forms, on inputs that change between calls: loop nests over names' elements
+    (_stop43_elements), and several scatters into one tensor in
     each iteration (degrees, symmetric adjacency, two-way messages), sums (`+=` / `-=`, mixed)
     or stores (the last write wins), two or three of them, under conditions or not, over an
     edge list walked as rows or as `tolist()` pairs, with repeated and negative indices, int32
@@ -5150,6 +5151,9 @@ def lost_stop43(self):
     the loop."""
     self.variants = True
     n, d = max(self.n, 3), max(self.d, 2)
+    if self.chance(0.4):
+        _stop43_elements(self, n, d)
+        return
     m = self.pick([f"{n} + variant", "0", f"{3 * n} + variant"])
     low = self.pick([0, 0, -n])
     self.param("e", f"_tensor(g, ({m}, 2), torch.int64, low={low}, high={n})")
@@ -5188,6 +5192,62 @@ def lost_stop43(self):
     if self.chance(0.1):
         self.emit(2, f"h = h + A.sum() * 0")
     self.emit(1, "return A")
+
+
+def _stop43_elements(self, n, d):
+    """Loop nests over names' elements (`for p in pos: for q in neg:`, enumerate), on tensors of
+    one or two dimensions, lists, tuples, generators and a 0-d tensor, with the element read
+    after the nest, rebound or captured (which keep the loop), accumulations, counts, stores at
+    the enumerate counters, three levels, and grads."""
+    dt = self.pick(["float32", "float64", "int64"])
+    rows = self.chance(0.3) and dt != "int64"
+    shape = f"({n} + variant, {d})" if rows else f"({n} + variant,)"
+    grad = dt != "int64" and self.chance(0.3)
+    self.param("pos", f"_tensor(g, {shape}, torch.{dt}, grad={grad})")
+    seq = self.pick(["tensor", "tensor", "tensor", "list", "tuple", "gen", "0d"]) if not rows else "tensor"
+    neg = {"tensor": f"_tensor(g, ({max(n - 1, 1)}, {d}) if {rows} else ({max(n - 1, 1)},), torch.{dt})",
+           "list": f"_tensor(g, ({max(n - 1, 1)},), torch.{dt}).tolist()",
+           "tuple": f"tuple(_tensor(g, ({max(n - 1, 1)},), torch.{dt}).tolist())",
+           "gen": f"(v for v in _tensor(g, ({max(n - 1, 1)},), torch.{dt}).tolist())",
+           "0d": f"_tensor(g, (), torch.{dt})"}[seq]
+    self.param("neg", neg)
+    self.param("third", f"_tensor(g, (2,), torch.{dt})")
+    kind = self.pick(["sum", "count", "store", "three", "after", "rebind", "closure", "best"])
+    enum = self.chance(0.3) or kind == "store"
+    outer = "for a, p in enumerate(pos):" if enum else "for p in pos:"
+    inner = "for b, q in enumerate(neg):" if enum and self.chance(0.5) else "for q in neg:"
+    val = "((p - q) ** 2).sum()" if rows else self.pick(["(p - q).abs()", "p * q", "p - q * 2"])
+    if kind == "store":
+        self.emit(1, f"out = torch.zeros(len(pos), {max(n - 1, 1)})")
+    self.emit(1, self.pick(["c = 0.0", "c = torch.zeros(())", "c = 0"]) if kind != "best" else "c = None")
+    self.emit(1, outer)
+    self.emit(2, inner)
+    ind = 3
+    if kind == "three":
+        self.emit(3, "for r in third:")
+        ind = 4
+        val = f"{val} - r"
+    if kind == "count":
+        self.emit(ind, f"if {'p.sum() > q.sum()' if rows else 'p > q'}:")
+        self.emit(ind + 1, "c += 1")
+    elif kind == "store":
+        self.emit(ind, f"out[a, {'b' if 'b,' in inner else '0'}] = {val}")
+    elif kind == "rebind":
+        self.emit(ind, "p = p * 2")
+        self.emit(ind, f"c += {val}")
+    elif kind == "closure":
+        self.emit(ind, f"c += (lambda: {val})()")
+    elif kind == "best":
+        self.emit(ind, f"if c is None or {val} > c:")
+        self.emit(ind + 1, f"c = {val}")
+    else:
+        self.emit(ind, f"c += {val}")
+    if kind == "after":
+        self.emit(1, "return c, p")
+    elif kind == "store":
+        self.emit(1, "return out, c")
+    else:
+        self.emit(1, "return c")
 
 
 def lost_stop42(self):
