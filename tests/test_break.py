@@ -359,3 +359,34 @@ def test_a_while_search_testing_the_element_first_keeps_the_loop():
         want, got = outcome(search_reversed_test, x, 0.9), outcome(autovec(search_reversed_test), x, 0.9)
         assert got == want
     assert explain(search_reversed_test, torch.rand(9), 0.9).path == "python"
+
+
+def pairs_until(edges, d):
+    for s, t in edges.tolist():
+        if s > 3:
+            break
+        d[s] += t
+    return d, s, t
+
+
+def values_until(x):
+    tot = 0.0
+    for v in x.tolist():
+        tot += v
+        if v > 1.5:
+            break
+    return tot, v
+
+
+def test_a_stop_in_a_loop_over_unpacked_rows_binds_the_rows_numbers():
+    # (the stopping iteration's statements were taken from the body without its unpacking: the
+    # rewrite had `break` outside the loop, an internal error, and ran the original)
+    e = torch.tensor([[0, 5], [2, 1], [4, 7], [1, 1], [0, 2]])
+    f = autovec(pairs_until)
+    got, want = f(e, torch.zeros(6, dtype=torch.long)), pairs_until(e, torch.zeros(6, dtype=torch.long))
+    assert torch.equal(got[0], want[0]) and got[1:] == want[1:] and type(got[1]) is int
+    assert _ran(f)
+    x = torch.tensor([0.5, -1.0, 2.0, 3.0])
+    g = autovec(values_until)
+    assert g(x) == values_until(x) and type(g(x)[1]) is float
+    assert _ran(g)

@@ -354,6 +354,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
     if space.unpack:
         stmts = unpack_stmts(space, node.lineno) + list(stmts)
     exit_split = _exit_split(stmts) if form in ("for", "while") else None
+    written = list(stmts)    # (the iteration as written, rows unpacked: the stopping one's statements)
     if exit_split is not None:
         pos, stop = exit_split
         # the condition becomes a body value at its place (every check of the plan applies to it:
@@ -377,7 +378,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
         if EXIT in plan.live_after or any(o.target == EXIT for o in plan.outputs) or plan.scans:
             raise Refuse(f"the `break` at line {stop.body[-1].lineno} ends the loop early depending on the data",
                          stop.lineno)
-        tail = tuple(node.body[:pos]) + tuple(stop.body[:-1])
+        tail = tuple(written[:pos]) + tuple(stop.body[:-1])
         plan = dataclasses.replace(plan, exit_cond=EXIT, exit_tail=tail)
     return plan
 
