@@ -5208,7 +5208,7 @@ def _stop43_elements(self, n, d):
     neg = {"tensor": f"_tensor(g, ({max(n - 1, 1)}, {d}) if {rows} else ({max(n - 1, 1)},), torch.{dt})",
            "list": f"_tensor(g, ({max(n - 1, 1)},), torch.{dt}).tolist()",
            "tuple": f"tuple(_tensor(g, ({max(n - 1, 1)},), torch.{dt}).tolist())",
-           "gen": f"(v for v in _tensor(g, ({max(n - 1, 1)},), torch.{dt}).tolist())",
+           "gen": f"_tensor(g, ({max(n - 1, 1)},), torch.{dt}).tolist()",     # (walked as a generator, below)
            "0d": f"_tensor(g, (), torch.{dt})"}[seq]
     self.param("neg", neg)
     self.param("third", f"_tensor(g, (2,), torch.{dt})")
@@ -5217,6 +5217,8 @@ def _stop43_elements(self, n, d):
     outer = "for a, p in enumerate(pos):" if enum else "for p in pos:"
     inner = "for b, q in enumerate(neg):" if enum and self.chance(0.5) else "for q in neg:"
     val = "((p - q) ** 2).sum()" if rows else self.pick(["(p - q).abs()", "p * q", "p - q * 2"])
+    if seq == "gen":
+        self.emit(1, "neg = (v for v in neg)")      # (one walk uses it up: the loop's other rows see none)
     if kind == "store":
         self.emit(1, f"out = torch.zeros(len(pos), {max(n - 1, 1)})")
     self.emit(1, self.pick(["c = 0.0", "c = torch.zeros(())", "c = 0"]) if kind != "best" else "c = None")
