@@ -798,6 +798,7 @@ class FunctionRuntime:
         self.iter_bytes: dict = {}        # (loop id, signature) -> bytes one iteration allocates
         self.iter_out: dict = {}          # the same key -> the bytes of those its results hold
         self.float_lits: dict = {}        # loop id -> whether its body has a float literal (Token._python_floats)
+        self.exit_early: dict = {}        # loop id -> its last call stopped within Token.find_exit's first iterations
         self.chunked: dict = {}           # loop id -> (chunks, rows, bytes needed, budget) of the last run
         # loop id -> (kept iterations (for a branch's sides: each side's count), all, grad) of its last
         # run that selected them
@@ -5679,6 +5680,11 @@ def space_sig(space):
     return () if isinstance(space, range) else tuple(space)
 
 
+# a loop with a `break`: where it has more than twice this many iterations (or 32 times it), its
+# condition is computed first for this many (or a 32nd of them): Token.find_exit
+_EXIT_PROBE = 256
+
+
 class Token:
     """One vectorized execution of one loop."""
 
@@ -5887,6 +5893,35 @@ class Token:
         if k < n:
             self.broke, self.exit_k, self.n = True, k, k
             self._rows = None
+
+    def find_exit(self, body, ref, tag):
+        """exit_at of the `break` condition of every iteration (`body`). Where there are many
+        and the loop's last call stopped early (rt.exit_early), it is computed first for the
+        first iterations alone: a search that stops early then costs what its first iterations
+        cost, as the loop's does. Without a stop among them, the condition of every iteration
+        (those again: one batch, not two; a loop that stops late or never does not try). A
+        condition that reads running totals (exit_prefix), a nest or a run of selected rows
+        computes it all at once."""
+        n = self.n
+        probe = max(_EXIT_PROBE, n >> 5)
+        early = self.rt.exit_early
+        if n >= 8 * _EXIT_PROBE and early.get(self.loop_id) and not self.extra and self.levels is None \
+                and self.picked is None and not self.selecting:
+            self.n, self._rows = probe, None
+            try:
+                flags = self.run(body, ref, tag=tag)[0]
+            finally:
+                self.n, self._rows = n, None
+            if isinstance(flags, torch.Tensor) and flags.dim() == 1 and flags.shape[0] == probe:
+                hit = flags if flags.dtype == torch.bool else flags != 0
+                if bool(hit.any()):
+                    self.n, self._rows = probe, None
+                    self.exit_at(flags)         # (a stop among them: the trip count is cut there)
+                    return
+            elif not isinstance(flags, torch.Tensor) or flags.dim() == 0:
+                return self.exit_at(flags)      # (the same condition for every iteration)
+        self.exit_at(self.run(body, ref, tag=tag)[0])
+        early[self.loop_id] = self.broke and self.exit_k < probe
 
     def exit_index(self):
         return self.first + self.exit_k * self.step

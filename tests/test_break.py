@@ -390,3 +390,78 @@ def test_a_stop_in_a_loop_over_unpacked_rows_binds_the_rows_numbers():
     g = autovec(values_until)
     assert g(x) == values_until(x) and type(g(x)[1]) is float
     assert _ran(g)
+
+
+def doubled_until(x, t, out):
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2
+        if x[i].sum() > t:
+            break
+    return out, i
+
+
+def backwards_until(x, t):
+    total = torch.zeros(x.shape[1])
+    for i in reversed(range(1, x.shape[0], 2)):
+        if x[i].sum() > t:
+            break
+        total = total + x[i]
+    return total, i
+
+
+def rows_until_big(x, t):
+    for row in x:
+        if row.sum() > t:
+            break
+    return row
+
+
+@pytest.mark.parametrize("fn", [doubled_until, backwards_until, rows_until_big])
+def test_a_search_that_stopped_early_first_looks_at_its_first_iterations(fn):
+    # (Token.find_exit: after a call that stopped within its first iterations, the next
+    # computes the condition for those first; a stop past them, or none, then takes all)
+    f = autovec(fn)
+    n = 4000
+    for at in (31, 101, 301, 3001, None, 5, 3999, 1):
+        x = torch.randn(n, 4) * 0.1
+        if at is not None:
+            x[at] += 10
+        args = (x, 5.0, torch.zeros(n, 4)) if fn is doubled_until else (x, 5.0)
+        want = fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+        got = f(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+        want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+        # (a running total: the batch's sum may round apart from the loop's)
+        assert all(torch.allclose(a, b, atol=1e-5) if isinstance(a, torch.Tensor) else a == b
+                   for a, b in zip(got, want)), at
+    assert _ran(f)
+
+
+def test_the_first_iterations_carry_gradients_as_the_loop():
+    x = torch.randn(4000, 3) * 0.1
+    x[50] += 10
+    w = torch.randn(3, requires_grad=True)
+
+    def weighted_until(x, w, t):
+        out = []
+        for i in range(x.shape[0]):
+            if (x[i] * w).sum().abs() > t:
+                break
+            out.append(x[i] * w)
+        return torch.stack(out)
+    f = autovec(weighted_until)
+    for _ in range(3):     # (the first call takes every iteration's condition, the later ones the first ones')
+        got, want = f(x, w, 2.0), weighted_until(x, w, 2.0)
+        assert torch.allclose(got, want)
+        assert torch.allclose(torch.autograd.grad(got.sum(), w)[0], torch.autograd.grad(want.sum(), w)[0])
+    assert _ran(f)
+
+
+def test_only_a_search_that_stopped_early_looks_at_its_first_iterations_first():
+    f = autovec(rows_until_big)
+    rt = lambda: f._autovec_state.runtime
+    x = torch.randn(4000, 4) * 0.1
+    f(x, 5.0)                                   # no stop
+    assert list(rt().exit_early.values()) == [False]
+    x[40] += 10
+    assert torch.equal(f(x, 5.0), rows_until_big(x, 5.0))    # a stop among the first iterations
+    assert list(rt().exit_early.values()) == [True]

@@ -1385,7 +1385,7 @@ def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
     tagged[EXIT] = (fastast.clone(exit_def), AV)
     code += [exit_def] + ([exit_ref] if exit_ref is not None else [])
     REF = exit_ref.name if exit_ref is not None else "None"
-    code += template(f"{T}.exit_at({T}.run({EXIT}, {REF}, tag={EXIT!r})[0])")
+    code += template(f"{T}.find_exit({EXIT}, {REF}, {EXIT!r})")
     return code, text, dataclasses.replace(plan, body=plan.body[:k] + plan.body[k + 1:]), tagged
 
 
