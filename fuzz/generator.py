@@ -5154,6 +5154,9 @@ def lost_stop43(self):
     if self.chance(0.4):
         _stop43_elements(self, n, d)
         return
+    if self.chance(0.2):
+        _stop43_search(self, d)
+        return
     m = self.pick([f"{n} + variant", "0", f"{3 * n} + variant"])
     low = self.pick([0, 0, -n])
     self.param("e", f"_tensor(g, ({m}, 2), torch.int64, low={low}, high={n})")
@@ -5192,6 +5195,34 @@ def lost_stop43(self):
     if self.chance(0.1):
         self.emit(2, f"h = h + A.sum() * 0")
     self.emit(1, "return A")
+
+
+def _stop43_search(self, d):
+    """Searches of 2,100 to 9,000 iterations that stop early, late or never (Token.find_exit
+    looks at the first iterations first after a call that stopped among them), with work
+    before the `break`, stores, a running total after it, reversed and stepped ranges,
+    element walks and grads."""
+    n = self.pick([2100, 3000, 9000])
+    at = self.pick(["5", "40", "300", "700", f"{n - 3}", "None"])
+    dt = self.pick(["float32", "float64"])
+    self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt}, grad={self.chance(0.2)}, low=0, high=1)")
+    self.param("at", f"{at} if variant == 0 else {self.pick(['3', '250', '2000', 'None'])}")
+    self.param("out", f"torch.zeros({n}, {d}, dtype=torch.{dt})")
+    self.emit(1, "x = x * 0.01")
+    self.emit(1, "if at is not None:")
+    self.emit(2, "x = x.clone()")
+    self.emit(2, "x[at] = x[at] + 10")
+    self.emit(1, "total = torch.zeros(x.shape[1], dtype=x.dtype)")
+    head = self.pick(["for i in range(x.shape[0]):", "for i in range(0, x.shape[0], 2):",
+                      "for i in reversed(range(x.shape[0])):", "for r in x:"])
+    self.emit(1, head)
+    row = "r" if "r in" in head else "x[i]"
+    if "i in" in head and self.chance(0.5):
+        self.emit(2, f"out[i] = {row} * 2")
+    self.emit(2, f"if {row}.sum() > {self.pick(['5.0', '1.0', '50.0'])}:")
+    self.emit(3, "break")
+    self.emit(2, f"total = total + {row}")
+    self.emit(1, f"return total, out, {'r' if 'r in' in head else 'i'}")
 
 
 def _stop43_elements(self, n, d):
