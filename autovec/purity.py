@@ -48,9 +48,21 @@ MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "s
             "intersection_update", "symmetric_difference_update", "__setitem__", "__delitem__", "__iadd__"}
 
 
+# the tensor's dunder methods that compute a new value from it (operators, conversions, reads);
+# the others write into it (`__iadd__`, `__setitem__`, `__setstate__`), its attributes
+# (`__setattr__`) or are the interpreter's own (`__init__`, `__reduce__`): not taken as pure
+_PURE_DUNDERS = frozenset(
+    f"__{n}__" for n in (
+        "abs add and bool complex contains div eq float floordiv format ge getitem gt index int invert le len "
+        "long lshift lt matmul mod mul ne neg nonzero or pos pow radd rand rdiv rfloordiv rlshift rmatmul rmod "
+        "rmul ror rpow rrshift rshift rsub rtruediv rxor sub truediv xor").split())
+
+
 def pure_tensor_method(name: str) -> bool:
     if name in _NOT_BATCHABLE_METHODS or (name.endswith("_") and not name.endswith("__")):
         return False
+    if name.startswith("__") and name.endswith("__") and name not in _PURE_DUNDERS:
+        return False     # (`q.__iadd__(1)` is `q += 1` on the tensor itself)
     return hasattr(torch.Tensor, name)
 
 

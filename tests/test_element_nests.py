@@ -2,6 +2,8 @@
 `for k, p in enumerate(pos)`): each such level counts by an index of its own over
 `range(len(pos))` and the body reads `pos[index]` where it read `p` (analysis.nest_levels,
 runtime.walked_range), so the whole nest runs as one batch, as its `range` spelling does."""
+import sys
+
 import pytest
 import torch
 
@@ -233,3 +235,62 @@ def test_the_nest_counts_with_names_the_function_does_not_use():
     f = autovec(index_names_taken)
     assert torch.allclose(f(*args), index_names_taken(*args))
     assert _ran(f)
+
+
+def element_read_in_finally(pos, neg):
+    c = 0.0
+    try:
+        for p in pos:
+            for q in neg:
+                c += p * q
+    finally:
+        c = c + p
+    return c
+
+
+def element_read_in_try_else(pos, neg):
+    c = 0.0
+    try:
+        for p in pos:
+            for q in neg:
+                c += p * q
+    except ValueError:
+        pass
+    else:
+        c = c + q
+    return c
+
+
+def index_read_in_finally(x):
+    c = 0.0
+    try:
+        for k in range(x.shape[0]):
+            c += x[k]
+    finally:
+        c = c + k
+    return c
+
+
+def _except_star():
+    if sys.version_info < (3, 11):
+        pytest.skip("`except*` is Python 3.11's")
+    from trystar_loops import element_read_in_except_star
+    return element_read_in_except_star
+
+
+@pytest.mark.parametrize("fn", [element_read_in_finally, element_read_in_try_else, _except_star])
+def test_a_read_in_a_finally_else_or_handler_after_the_nest_keeps_it(fn):
+    # (found by a probe: names.read_after looked at the statements after the loop in its own
+    # block and at `except` handlers, not at `else` / `finally` blocks or `except*`; the nest no
+    # longer bound `p`, and the read raised UnboundLocalError. Index loops had the same flaw)
+    if fn is _except_star:
+        fn = _except_star()
+    args = (torch.tensor([1.0, 2.0, 3.0]), torch.tensor([10.0, 20.0]))
+    f = autovec(fn)
+    assert torch.equal(f(*args), fn(*args))
+    assert explain(f, *args).loops[0].strategy == "python"
+
+
+def test_an_index_read_in_finally_after_a_loop_is_bound():
+    x = torch.tensor([1.0, 2.0, 3.0])
+    assert torch.equal(autovec(index_read_in_finally)(x), index_read_in_finally(x))

@@ -269,6 +269,9 @@ def _block_access(stmts, name):
     return None
 
 
+_TRIES = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)
+
+
 def read_after(fn: ast.FunctionDef, parent: dict, node: ast.AST, name: str) -> int | None:
     """Line of a possible read of `name` after `node` finishes, or None if the value
     `node` leaves in `name` is dead. Walks the following statements of every enclosing
@@ -289,7 +292,9 @@ def read_after(fn: ast.FunctionDef, parent: dict, node: ast.AST, name: str) -> i
             for n in loads(up):
                 if n.id == name:
                     return n.lineno
-        if isinstance(up, (ast.Try,)) and any(name in load_ids(h) for h in up.handlers):
+        if isinstance(up, _TRIES) and any(name in load_ids(part) for part in up.handlers + up.orelse + up.finalbody):
+            # (the handlers, the `else` and the `finally` may run after `node`, which they follow
+            # in no block: any read in them counts)
             return up.lineno
         node = up
     return None
