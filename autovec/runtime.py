@@ -4094,6 +4094,13 @@ def _exit_prefix(init, v, op, py):
         raise GuardFailed(f"a running total that starts as a {type(init).__name__}")
     # the loop's own arithmetic: `init + v[0]` of two scalars decides the dtype (and where it wraps)
     dtype = torch.result_type(init, v[0])
+    if isinstance(init, torch.Tensor) and (init.dim() or init.dtype != dtype):
+        # (found by a probe) a total of another dtype than its sum's: `spent += c` in place keeps
+        # spent's own and wraps there, `spent = spent + c` takes the sum's; a total of shape (1,)
+        # keeps its dtype in `spent + c` where a 0-d one, as each iteration's total is here, takes
+        # c's: the loop decides
+        raise GuardFailed(f"a running total of {init.dtype}{' and shape ' + str(tuple(init.shape)) if init.dim() else ''}"
+                          f" beside values of {v.dtype} decides where the loop stops")
     v = v.to(dtype)
     before = torch.cumsum(v, 0, dtype=dtype).sub_(v)          # in place: one batch-sized buffer
     if op == "-":

@@ -465,3 +465,37 @@ def test_only_a_search_that_stopped_early_looks_at_its_first_iterations_first():
     x[40] += 10
     assert torch.equal(f(x, 5.0), rows_until_big(x, 5.0))    # a stop among the first iterations
     assert list(rt().exit_early.values()) == [True]
+
+
+def spend_in_place(costs, spent, limit):
+    for c in costs:
+        if spent + c > limit:
+            break
+        spent += c            # (in place: spent's own dtype, where it wraps)
+    return spent
+
+
+def spend_rebound(costs, spent, limit):
+    n = 0
+    for c in costs:
+        if spent + c > limit:
+            break
+        spent = spent + c
+        n += 1
+    return spent, n
+
+
+@pytest.mark.parametrize("fn, spent, limit", [
+    (spend_in_place, lambda: torch.tensor(0, dtype=torch.int8), 1000),       # int8 wraps, int64 would stop
+    (spend_in_place, lambda: torch.tensor(0, dtype=torch.uint8), 1000),
+    (spend_rebound, lambda: torch.zeros(1, dtype=torch.int8), 100),          # (1,) + 0-d keeps int8
+])
+def test_a_running_total_in_a_narrower_dtype_stops_where_the_loop_does(fn, spent, limit):
+    # (found by a probe: the totals were summed in the dtype of `init + c`, int64, and stopped
+    # where the loop's int8 total, wrapping, never does)
+    costs = torch.full((40,), 50, dtype=torch.int64)
+    a, b = spent(), spent()
+    got, want = autovec(fn)(costs, a, limit), fn(costs, b, limit)
+    got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+    assert all(torch.equal(torch.as_tensor(x), torch.as_tensor(y)) for x, y in zip(got, want))
+    assert torch.equal(a, b)
