@@ -5157,6 +5157,9 @@ def lost_stop43(self):
     if self.chance(0.2):
         _stop43_search(self, d)
         return
+    if self.chance(0.1):
+        _stop43_budget(self, n)
+        return
     m = self.pick([f"{n} + variant", "0", f"{3 * n} + variant"])
     low = self.pick([0, 0, -n])
     self.param("e", f"_tensor(g, ({m}, 2), torch.int64, low={low}, high={n})")
@@ -5195,6 +5198,25 @@ def lost_stop43(self):
     if self.chance(0.1):
         self.emit(2, f"h = h + A.sum() * 0")
     self.emit(1, "return A")
+
+
+def _stop43_budget(self, n):
+    """A budget spent until the next cost would pass it (`if spent + c > limit: break`), the
+    total an int or a tensor of int8 / int16 / int32 / int64, 0-d or of shape (1,), updated in
+    place or rebound (an int8 total wraps where an int64 one does not)."""
+    dt = self.pick(["int8", "int16", "int32", "int64", "uint8"])
+    shape = self.pick(["()", "(1,)"])
+    self.param("costs", f"_tensor(g, ({n} + variant,), torch.{self.pick(['int64', 'int32', 'int8'])}, low=0, high=60)")
+    self.param("spent", self.pick(["0", f"torch.zeros({shape}, dtype=torch.{dt})"]))
+    self.param("limit", self.pick(["100", "1000", "10 ** 6"]))
+    self.emit(1, "n = 0")
+    self.emit(1, self.pick(["for c in costs:", "for k in range(len(costs)):"]))
+    c = "c" if self.lines[-1].strip().startswith("for c") else "costs[k]"
+    self.emit(2, f"if spent + {c} > limit:")
+    self.emit(3, "break")
+    self.emit(2, self.pick([f"spent += {c}", f"spent = spent + {c}"]))
+    self.emit(2, "n += 1")
+    self.emit(1, "return spent, n")
 
 
 def _stop43_search(self, d):
