@@ -21,7 +21,7 @@ from . import fastast
 from . import cost
 from ._config import switches
 from .analysis import analyze, blocked_by
-from .analysis.hoist import (drop_loop_else, else_as_flag, hoisted_walrus, named_iterables, named_receivers, returns_as_breaks, element_views, hoist_no_grad, merged_branch_stores, rectangular_nests, stored_recurrences,
+from .analysis.hoist import (drop_loop_else, else_as_flag, float_totals, hoisted_walrus, named_iterables, named_receivers, returns_as_breaks, element_views, hoist_no_grad, merged_branch_stores, rectangular_nests, stored_recurrences,
                              strided_indices,
                              sunk_appends)
 from .analysis.reversal import front_builds, reversed_walks, settle
@@ -145,6 +145,7 @@ class FunctionState:
         else_as_flag(cap)     # `for ..: if c: break` + `else: tail` as `broke = True; break`, then `if not broke: tail`
         hoist_no_grad(cap)    # `for .. in range(..): with torch.no_grad(): ..` as the `with` around the loop
         merged_branch_stores(cap)   # `if c: out[k] = a else: out[k] = b` as `out[k] = a if c else b`
+        float_totals(cap)     # `c = 0.0` and in the loop `c += 1` beside `c += 0.5`: `c += 1.0`
         # `for i ..: for j in range(i + 1, n)` as one loop over the triangle's (i, j) pairs, where
         # `i` and `j` only index (analysis/pairs.py); a nest whose flat loop is not planned is
         # analysed again as written (`unpaired`), as a masked rectangle where it is one

@@ -532,6 +532,89 @@ def merged_branch_stores(cap: Captured) -> int:
     return merged
 
 
+def _signed_literal(e) -> ast.Constant | None:
+    """The number literal of `K` or `-K` (an int or a float, not a bool), else None."""
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+        e = e.operand
+    return e if isinstance(e, ast.Constant) and type(e.value) in (int, float) else None
+
+
+def _literal_update(st: ast.stmt, name: str) -> ast.Constant | None:
+    """The literal K of `name += K`, `name -= K`, `name = name + K`, `name = name - K` or
+    `name = K + name`, else None."""
+    if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name) and st.target.id == name \
+            and isinstance(st.op, (ast.Add, ast.Sub)):
+        return _signed_literal(st.value)
+    if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+            and st.targets[0].id == name and isinstance(st.value, ast.BinOp) \
+            and isinstance(st.value.op, (ast.Add, ast.Sub)):
+        left, right = st.value.left, st.value.right
+        if isinstance(left, ast.Name) and left.id == name:
+            return _signed_literal(right)
+        if isinstance(st.value.op, ast.Add) and isinstance(right, ast.Name) and right.id == name:
+            return _signed_literal(left)
+    return None
+
+
+def float_totals(cap: Captured) -> int:
+    """A total that starts as a float literal right before a loop (`c = 0.0`, no statement
+    between binding it) and that the loop only updates by number literals, ints beside floats
+    (`if p > q: c += 1` / `elif p == q: c += 0.5`, an AUC with ties): `c` is a float at every
+    step, and a float plus an int K is the float plus float(K), so each int literal is written
+    as that float (`c += 1.0`), exactly, and the branches give values of one type. Not for a
+    name declared `global` / `nonlocal` anywhere in the function (another scope could rebind
+    it), nor for ints past 2**53. Returns how many literals changed."""
+    fn = cap.tree
+    from ..codegen import all_names
+    declared = {n for node in fastast.walk(fn) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
+    changed = 0
+    for loop in [n for n in fastast.walk(fn) if isinstance(n, (ast.For, ast.While))]:
+        holder, at = _holder(fn, loop)
+        for name in sorted(all_names(loop, loads=False) - declared):
+            # every binding of `name` in the loop (its own target included) must be the target
+            # of one such update: a Name stored there, and no other form (`except .. as`, a
+            # `def`, an import, a match capture, an argument) binding it
+            lits, ok = [], True
+            for st in fastast.walk(loop):
+                if isinstance(st, ast.stmt) and st is not loop:
+                    k = _literal_update(st, name)
+                    if k is not None:
+                        lits.append((k, st.target if isinstance(st, ast.AugAssign) else st.targets[0]))
+            owned = {id(t) for _, t in lits}
+            for n in fastast.walk(loop):
+                if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) and id(n) not in owned:
+                    ok = False
+                elif _binds_itself(n, name):
+                    ok = False
+            ints = [k for k, _ in lits if type(k.value) is int]
+            if not ok or not ints or len(ints) == len(lits) or any(abs(k.value) >= 2 ** 53 for k in ints):
+                continue
+            # (the last statement before the loop, in its block, that binds `name`)
+            start = next((st for st in reversed(holder[:at]) if name in all_names(st, loads=False)), None)
+            if not (isinstance(start, ast.Assign) and len(start.targets) == 1 and isinstance(start.targets[0], ast.Name)
+                    and _signed_literal(start.value) is not None and type(_signed_literal(start.value).value) is float):
+                continue
+            for k in ints:
+                k.value = float(k.value)
+                changed += 1
+    return changed
+
+
+def _binds_itself(n: ast.AST, name: str) -> bool:
+    """Whether node `n` itself (not a Name under it) binds `name`: an argument, an import's
+    alias, an `except .. as`, a `def` / `class`, a match capture."""
+    if isinstance(n, ast.arg):
+        return n.arg == name
+    if isinstance(n, ast.alias):
+        return (n.asname or n.name.split(".")[0]) == name
+    if isinstance(n, (ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.MatchAs,
+                      ast.MatchStar)):
+        return getattr(n, "name", None) == name
+    if isinstance(n, ast.MatchMapping):
+        return n.rest == name
+    return False
+
+
 def rectangular_nests(cap: Captured) -> list:
     """`for i in range(a, b): for j in range(i + c, d): BODY` (or an upper bound `i + c`): the
     inner range depends on the outer index, a triangle. The same iterations, in the same order,
