@@ -5160,6 +5160,9 @@ def lost_stop43(self):
     if self.chance(0.1):
         _stop43_budget(self, n)
         return
+    if self.chance(0.12):
+        _stop43_totals(self, n)
+        return
     m = self.pick([f"{n} + variant", "0", f"{3 * n} + variant"])
     low = self.pick([0, 0, -n])
     self.param("e", f"_tensor(g, ({m}, 2), torch.int64, low={low}, high={n})")
@@ -5198,6 +5201,37 @@ def lost_stop43(self):
     if self.chance(0.1):
         self.emit(2, f"h = h + A.sum() * 0")
     self.emit(1, "return A")
+
+
+def _stop43_totals(self, n):
+    """Totals updated by int and float literals under conditions (hoist.float_totals): a float or
+    int start, a rebinding between the start and the loop or in the loop, element nests and
+    index loops, reads of the total's type in the loop."""
+    self.param("x", f"_tensor(g, ({n} + variant,), torch.float32, low=0, high=4)")
+    self.param("y", f"_tensor(g, ({max(n - 2, 1)},), torch.float32, low=0, high=4)")
+    self.param("flag", self.pick(["True", "False"]))
+    self.emit(1, self.pick(["c = 0.0", "c = 0.0", "c = -0.0", "c = 0", "c = 1.5"]))
+    if self.chance(0.15):
+        self.emit(1, "if flag:")
+        self.emit(2, "c = 0")
+    nest = self.chance(0.5)
+    self.emit(1, "for p in x:")
+    ind = 2
+    if nest:
+        self.emit(2, "for q in y:")
+        ind = 3
+    other = "q" if nest else "2.0"
+    if self.chance(0.1):
+        self.emit(ind, "if p > 3.5:")
+        self.emit(ind + 1, "c = 0")
+    self.emit(ind, f"if p > {other}:")
+    self.emit(ind + 1, self.pick(["c += 1", "c = c + 2", "c -= 1", "c += 1.5"]))
+    self.emit(ind, f"elif p == {other}:")
+    self.emit(ind + 1, self.pick(["c += 0.5", "c = c - 0.25", "c += 1"]))
+    if self.chance(0.1):
+        self.emit(ind, "if type(c) is int:")
+        self.emit(ind + 1, "c += 3")
+    self.emit(1, "return c, type(c).__name__")
 
 
 def _stop43_budget(self, n):

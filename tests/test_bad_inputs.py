@@ -1686,3 +1686,31 @@ def test_a_warning_torch_raises_in_the_batch_names_the_users_loop():
     assert f._autovec_state.runtime.ran              # (the batch ran)
     loop_line = inspect.getsourcelines(_row_variances)[1] + 2
     assert ws and {(w.filename, w.lineno) for w in ws} == {(__file__, loop_line)}
+
+
+w_global = 100.0
+
+
+def loop_in_class_body(x):
+    y = torch.zeros(len(x))
+    for i in range(len(x)):
+        y[i] = x[i] * 2
+
+    class K:
+        w_global = 2.0
+        t = torch.zeros(3)
+        for j in range(3):
+            t[j] = torch.sin(x[j]) * w_global      # (the class's w_global)
+    return y, K
+
+
+def test_loops_in_a_class_body_run_as_written():
+    # (found by a probe: they were rewritten, in the class's namespace: the batch read the
+    # global `w_global` where the loop reads the class's, and autovec's names became class
+    # attributes while the loop's `j` was missing)
+    x = torch.ones(N)
+    f = av(loop_in_class_body)
+    (y, got), (_, want) = f(x), loop_in_class_body(x)
+    names = lambda k: sorted(n for n in vars(k) if not n.startswith("__"))
+    assert torch.equal(got.t, want.t) and names(got) == names(want) == ["j", "t", "w_global"]
+    assert [info.strategy for info in explain(f, x).loops] == ["broadcast"] and torch.equal(y, x * 2)

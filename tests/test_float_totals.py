@@ -131,3 +131,56 @@ def test_totals_the_rewrite_does_not_prove_float_keep_their_literals(fn, args):
         got, want = got[0], want[0]
     assert type(got) is type(want) and got == want
     assert "1.0" not in explain(f, *args).rewritten_source.replace("0.5", "")
+
+
+def minus_zero(x, n):
+    y = torch.zeros(len(x))
+    for i in range(len(x)):       # (a loop that vectorizes: the function runs rewritten)
+        y[i] = x[i] * 2
+    c = -0.0
+    for i in range(n):
+        if i > 5:
+            c += 0.5
+        c += -0                   # (-0.0 + -0 is 0.0; -0.0 + -0.0 would stay -0.0)
+    return y, repr(c)
+
+
+K_c = 5
+
+
+def class_in_loop(x, n):
+    y = torch.zeros(len(x))
+    for i in range(len(x)):
+        y[i] = x[i] * 2
+    c = 0.0
+    for i in range(n):
+        c += 0.5
+
+        class K:
+            c = K_c
+            c += 1                # (the class's own `c`, an int)
+    return y, c, K.c
+
+
+def walrus_in_a_default(x, n):
+    y = torch.zeros(len(x))
+    for i in range(len(x)):
+        y[i] = x[i] * 2
+    c = 0.0
+    for i in range(n):
+        def g(a=(c := 0)):        # (a default's walrus binds the loop's `c`: an int again)
+            return a
+        c += 1
+        if i > 5:
+            c += 0.5
+    return y, c
+
+
+@pytest.mark.parametrize("fn", [minus_zero, class_in_loop, walrus_in_a_default])
+def test_literals_the_total_does_not_own_stay(fn):
+    # (found by a probe: `-0` was written `-0.0`, and a class body's `c += 1` was rewritten)
+    x = torch.ones(3)
+    f = autovec(fn)
+    got, want = f(x, 2), fn(x, 2)
+    assert _ran(f) and torch.equal(got[0], want[0])
+    assert got[1:] == want[1:] and [type(v) for v in got[1:]] == [type(v) for v in want[1:]]

@@ -130,8 +130,11 @@ def _loops_in_order(fn: ast.FunctionDef) -> list[ast.AST]:
     found = [n for n in fastast.walk(fn)
              if isinstance(n, (ast.For, ast.While, ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp))
              and n is not fn]
-    # loops inside nested defs/lambdas belong to those functions
-    inner = {id(m) for n in fastast.walk(fn) if isinstance(n, (ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef))
+    # loops inside nested defs/lambdas belong to those functions, and those in a class body to
+    # the class's namespace (where a rewrite's names would become class attributes and its
+    # reads of the class's names would miss them: found by a probe)
+    inner = {id(m) for n in fastast.walk(fn)
+             if isinstance(n, (ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef, ast.ClassDef))
              and n is not fn for m in fastast.walk(n) if m is not n}
     found = [n for n in found if id(n) not in inner]
     # nested comprehensions are part of the outer one

@@ -533,10 +533,28 @@ def merged_branch_stores(cap: Captured) -> int:
 
 
 def _signed_literal(e) -> ast.Constant | None:
-    """The number literal of `K` or `-K` (an int or a float, not a bool), else None."""
+    """The number literal of `K` or `-K` (an int or a float, not a bool), else None; not the
+    int of `-0` (0, where `-0.0` is not: `-0.0 + -0` is 0.0, `-0.0 + -0.0` is -0.0)."""
     if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+        if isinstance(e.op, ast.USub) and isinstance(e.operand, ast.Constant) and type(e.operand.value) is int \
+                and e.operand.value == 0:
+            return None
         e = e.operand
     return e if isinstance(e, ast.Constant) and type(e.value) in (int, float) else None
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _own_scope(node: ast.AST):
+    """The nodes under `node`, not descending into a function, class or lambda defined there
+    (yielded, not walked)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        if n is node or not isinstance(n, _SCOPES):
+            todo.extend(ast.iter_child_nodes(n))
 
 
 def _literal_update(st: ast.stmt, name: str) -> ast.Constant | None:
@@ -568,24 +586,25 @@ def float_totals(cap: Captured) -> int:
     from ..codegen import all_names
     declared = {n for node in fastast.walk(fn) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
     changed = 0
-    for loop in [n for n in fastast.walk(fn) if isinstance(n, (ast.For, ast.While))]:
+    for loop in _own_loops_innermost_first(fn):
         holder, at = _holder(fn, loop)
+        mine = list(_own_scope(loop))      # (an update in a class or function defined in the loop is theirs)
         for name in sorted(all_names(loop, loads=False) - declared):
             # every binding of `name` in the loop (its own target included) must be the target
             # of one such update: a Name stored there, and no other form (`except .. as`, a
             # `def`, an import, a match capture, an argument) binding it
             lits, ok = [], True
-            for st in fastast.walk(loop):
+            for st in mine:
                 if isinstance(st, ast.stmt) and st is not loop:
                     k = _literal_update(st, name)
                     if k is not None:
                         lits.append((k, st.target if isinstance(st, ast.AugAssign) else st.targets[0]))
             owned = {id(t) for _, t in lits}
-            for n in fastast.walk(loop):
+            for n in mine:
                 if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) and id(n) not in owned:
                     ok = False
-                elif _binds_itself(n, name):
-                    ok = False
+                elif _binds_itself(n, name) or isinstance(n, _SCOPES) and name in all_names(n, loads=False):
+                    ok = False      # (also a `c` of a class or function defined in the loop: theirs, or bound by a walrus)
             ints = [k for k, _ in lits if type(k.value) is int]
             if not ok or not ints or len(ints) == len(lits) or any(abs(k.value) >= 2 ** 53 for k in ints):
                 continue
