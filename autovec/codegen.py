@@ -24,31 +24,35 @@ class Namer:
         return name
 
 
-def all_names(tree: ast.AST, loads: bool = True, skip=()) -> set[str]:
-    """Every name `tree` reads, binds or declares, in any form: variables, parameters, `def` and
-    `class` names, imports (`import a.b as c`: `c`; `import a.b`: `a`), `except .. as e`, the
-    captures of `match` patterns, and `global` / `nonlocal` declarations (a new name must fall
-    on none of them). Without `loads`, the names it binds or declares alone, but for the Name
-    nodes in `skip`."""
-    out = set()
+def bindings(tree: ast.AST):
+    """(name, node) for each place `tree` binds or declares a name, in any form: a Name stored
+    or deleted, a parameter, a `def` / `class`, an import (`import a.b as c`: `c`; `import a.b`:
+    `a`), `except .. as e`, a `match` capture, a `global` / `nonlocal` declaration."""
     for n in fastast.walk(tree):
         if isinstance(n, ast.Name):
-            if loads or not isinstance(n.ctx, ast.Load) and n not in skip:
-                out.add(n.id)
+            if not isinstance(n.ctx, ast.Load):
+                yield n.id, n
         elif isinstance(n, ast.arg):
-            out.add(n.arg)
+            yield n.arg, n
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out.add(n.name)
+            yield n.name, n
         elif isinstance(n, ast.alias):
-            out.add(n.asname or n.name.split(".")[0])
+            yield n.asname or n.name.split(".")[0], n
         elif isinstance(n, (ast.Global, ast.Nonlocal)):
-            out.update(n.names)
-        elif isinstance(n, ast.ExceptHandler) and n.name:
-            out.add(n.name)
-        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
-            out.add(n.name)
+            for name in n.names:
+                yield name, n
+        elif isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
+            yield n.name, n
         elif isinstance(n, ast.MatchMapping) and n.rest:
-            out.add(n.rest)
+            yield n.rest, n
+
+
+def all_names(tree: ast.AST, loads: bool = True) -> set[str]:
+    """Every name `tree` reads, binds or declares (bindings), where a new name must not fall;
+    without `loads`, the names it binds or declares alone."""
+    out = {name for name, _ in bindings(tree)}
+    if loads:
+        out.update(n.id for n in fastast.walk(tree) if isinstance(n, ast.Name))
     return out
 
 

@@ -1817,10 +1817,10 @@ class FunctionRuntime:
     def walked_range(seq):
         """The iterations of a nest's level `for p in pos:` counted by index (analysis.nest_levels):
         `range(len(pos))`, where `pos[k]` is the k-th element the loop walks and walking it again
-        gives the same elements: a list, a tuple or a tensor of one dimension or more (a
-        generator or iterator is used up by one walk, a dict walks its keys, a 0-d tensor
-        raises: the loop decides)."""
-        if type(seq) not in (list, tuple) and not (type(seq) is torch.Tensor and seq.dim() >= 1):
+        gives the same elements: those an inner walk admits (_REWALKABLE), a tensor of one
+        dimension or more (a generator or iterator is used up by one walk, a dict walks its
+        keys, a 0-d tensor raises: the loop decides)."""
+        if type(seq) not in _REWALKABLE or type(seq) is torch.Tensor and seq.dim() == 0:
             raise GuardFailed(f"a nest walks the elements of a {type(seq).__name__} (the loop runs as written)")
         return range(len(seq))
 

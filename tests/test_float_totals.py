@@ -176,7 +176,25 @@ def walrus_in_a_default(x, n):
     return y, c
 
 
-@pytest.mark.parametrize("fn", [minus_zero, class_in_loop, walrus_in_a_default])
+def nonlocal_reset(x, n):
+    y = torch.zeros(len(x))
+    for i in range(len(x)):
+        y[i] = x[i] * 2
+
+    def reset():
+        nonlocal c
+        c = 0                     # (another scope makes the total an int)
+    c = 0.0
+    for i in range(n):
+        if i == 1:
+            reset()
+        c += 1
+        if i > 5:
+            c += 0.5
+    return y, c
+
+
+@pytest.mark.parametrize("fn", [minus_zero, class_in_loop, walrus_in_a_default, nonlocal_reset])
 def test_literals_the_total_does_not_own_stay(fn):
     # (found by a probe: `-0` was written `-0.0`, and a class body's `c += 1` was rewritten)
     x = torch.ones(3)

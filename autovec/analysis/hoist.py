@@ -17,7 +17,7 @@ import ast
 import torch
 
 from .. import fastast
-from ..codegen import all_names
+from ..codegen import all_names, bindings
 from ..frontend import Captured, attr_chain
 from .names import load_ids, mutated, reshaped
 
@@ -543,9 +543,6 @@ def _signed_literal(e) -> ast.Constant | None:
     return e if isinstance(e, ast.Constant) and type(e.value) in (int, float) else None
 
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-
-
 def _own_scope(node: ast.AST):
     """The nodes under `node`, not descending into a function, class or lambda defined there
     (yielded, not walked)."""
@@ -553,7 +550,7 @@ def _own_scope(node: ast.AST):
     while todo:
         n = todo.pop()
         yield n
-        if n is node or not isinstance(n, _SCOPES):
+        if n is node or not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             todo.extend(ast.iter_child_nodes(n))
 
 
@@ -581,57 +578,42 @@ def float_totals(cap: Captured) -> int:
     step, and a float plus an int K is the float plus float(K), so each int literal is written
     as that float (`c += 1.0`), exactly, and the branches give values of one type. Not for a
     name declared `global` / `nonlocal` anywhere in the function (another scope could rebind
-    it), nor for ints past 2**53. Returns how many literals changed."""
+    it), bound otherwise in the loop or in a class or function defined there, nor for ints past
+    2**53. Returns how many literals changed."""
     fn = cap.tree
-    from ..codegen import all_names
-    declared = {n for node in fastast.walk(fn) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
+    declared = {name for name, node in bindings(fn) if isinstance(node, (ast.Global, ast.Nonlocal))}
     changed = 0
     for loop in _own_loops_innermost_first(fn):
         holder, at = _holder(fn, loop)
-        mine = list(_own_scope(loop))      # (an update in a class or function defined in the loop is theirs)
-        for name in sorted(all_names(loop, loads=False) - declared):
-            # every binding of `name` in the loop (its own target included) must be the target
-            # of one such update: a Name stored there, and no other form (`except .. as`, a
-            # `def`, an import, a match capture, an argument) binding it
-            lits, ok = [], True
-            for st in mine:
-                if isinstance(st, ast.stmt) and st is not loop:
-                    k = _literal_update(st, name)
-                    if k is not None:
-                        lits.append((k, st.target if isinstance(st, ast.AugAssign) else st.targets[0]))
-            owned = {id(t) for _, t in lits}
-            for n in mine:
-                if isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) and id(n) not in owned:
-                    ok = False
-                elif _binds_itself(n, name) or isinstance(n, _SCOPES) and name in all_names(n, loads=False):
-                    ok = False      # (also a `c` of a class or function defined in the loop: theirs, or bound by a walrus)
-            ints = [k for k, _ in lits if type(k.value) is int]
-            if not ok or not ints or len(ints) == len(lits) or any(abs(k.value) >= 2 ** 53 for k in ints):
+        # every binding of a name in the loop, its own target and those in a class or function
+        # defined in it included: each must be the target of one such update in the loop's own
+        # scope (not a walrus, an `except .. as`, a `def`, a `global` / `nonlocal` declaration)
+        bound: dict = {}
+        for name, node in bindings(loop):
+            bound.setdefault(name, []).append(node)
+        updates = [st for st in _own_scope(loop) if isinstance(st, (ast.AugAssign, ast.Assign))]
+        for name, nodes in sorted(bound.items()):
+            if name in declared:
+                continue
+            lits = {}
+            for st in updates:
+                k = _literal_update(st, name)
+                if k is not None:
+                    lits[id(st.target if isinstance(st, ast.AugAssign) else st.targets[0])] = k
+            ints = [k for k in lits.values() if type(k.value) is int]
+            if any(id(n) not in lits for n in nodes) or not ints or len(ints) == len(lits) \
+                    or any(abs(k.value) >= 2 ** 53 for k in ints):
                 continue
             # (the last statement before the loop, in its block, that binds `name`)
             start = next((st for st in reversed(holder[:at]) if name in all_names(st, loads=False)), None)
-            if not (isinstance(start, ast.Assign) and len(start.targets) == 1 and isinstance(start.targets[0], ast.Name)
-                    and _signed_literal(start.value) is not None and type(_signed_literal(start.value).value) is float):
+            first = _signed_literal(start.value) if isinstance(start, ast.Assign) and len(start.targets) == 1 \
+                and isinstance(start.targets[0], ast.Name) else None
+            if first is None or type(first.value) is not float:
                 continue
             for k in ints:
                 k.value = float(k.value)
                 changed += 1
     return changed
-
-
-def _binds_itself(n: ast.AST, name: str) -> bool:
-    """Whether node `n` itself (not a Name under it) binds `name`: an argument, an import's
-    alias, an `except .. as`, a `def` / `class`, a match capture."""
-    if isinstance(n, ast.arg):
-        return n.arg == name
-    if isinstance(n, ast.alias):
-        return (n.asname or n.name.split(".")[0]) == name
-    if isinstance(n, (ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.MatchAs,
-                      ast.MatchStar)):
-        return getattr(n, "name", None) == name
-    if isinstance(n, ast.MatchMapping):
-        return n.rest == name
-    return False
 
 
 def rectangular_nests(cap: Captured) -> list:

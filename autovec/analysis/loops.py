@@ -4032,11 +4032,10 @@ def _walked_level(loop: ast.For, space: IterSpace, nest: ast.For, ctx: Context):
     for n in fastast.walk(ctx.fn):
         if isinstance(n, (ast.Global, ast.Nonlocal)) and var in n.names:
             return None
-    from ..codegen import all_names
+    from ..codegen import bindings
     own = (target, loop.target.elts[0]) if space.index else (target,)     # (the level's own binding)
     for st in nest.body:
-        bound = all_names(st, loads=False, skip=own)
-        if var in bound or seq in bound or space.index in bound:
+        if any(name in (var, seq, space.index) and node not in own for name, node in bindings(st)):
             return None
     if nm.read_after(ctx.fn, ctx.parent, nest, var) is not None:
         return None
