@@ -1976,6 +1976,11 @@ class FunctionRuntime:
                 raise _sides_differ("the branches give tensors of different dtypes or shapes")
         if not isinstance(c, torch.Tensor):
             return a if c else b
+        if strict and not ta and c.dim() == 0 and not c.is_meta and _in_transform() is None:
+            # Python numbers of one type, one iteration (no vmap: the condition is this iteration's
+            # own): the loop's own number (`c += 1.0 if p > q else 0.5`), not a float32 or int64
+            # tensor of it; the batch holds such numbers in Python's precision (lowering.batched)
+            return a if c else b
         if not strict:
             dtype = _lossless(a, b)
             ta, tb = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
