@@ -1305,6 +1305,42 @@ class Gen:
         self.emit(2, f"res.append({v.expr})")
         self.emit(1, f"return res, stopped, a")
 
+    def exact_break_sites(self):
+        """Several places that stop the loop: two or three top-level `if c: ..; break`s, or an
+        `if` / `elif` chain of them (with an `else` sometimes), work between them (a temporary a
+        later condition reads, an append, a count), assignments in the `if`s, the loop variables
+        read after the loop."""
+        x = self.main()
+        loop = self.indexed_loop(x, allow_while=True)
+        v = self.value(loop.row, loop.index)
+        t = "u" if loop.index == "t" else "t"     # (not the loop's own counter: a `while` would never end)
+        self.emit(1, "res = []")
+        self.emit(1, "found = -1")
+        self.emit(1, "count = 0")
+        self.emit_all(1, loop.head)
+        sites = self.pick([2, 2, 3])
+        chain = self.chance(0.3)
+        for k in range(sites):
+            row = loop.row
+            if k and self.chance(0.4) and not v.dtype.startswith("py"):
+                self.emit(2, f"{t} = {v.expr}")
+                row = loop.row.with_expr(t)
+            c = self.cond(row, loop.index)
+            self.emit(2, f"{'elif' if chain and k else 'if'} {c}:")
+            self.emit(3, self.pick([f"found = {loop.index}", f"found = {100 + k}", f"count += {10 + k}",
+                                    f"res.append({v.expr} * 0)", "pass"]))
+            self.emit(3, "break")
+            if not chain:
+                self.emit(2, self.pick(["", f"res.append({v.expr})", "count += 1"]) or "pass")
+        if chain and self.chance(0.5):
+            self.emit(2, "else:")
+            self.emit(3, self.pick([f"res.append({v.expr})", "count += 1"]))
+        elif self.chance(0.5):
+            self.emit(2, f"res.append({v.expr} * 2)")
+        self.emit_all(2, loop.tail)          # a `while` loop's counter step
+        last = self.pick([loop.index, "found", "count", "len(res)"])
+        self.emit(1, f"return ({self.consume('res', v)} if res else None), {last}, found, count")
+
     def exact_break_budget(self):
         """Stop when a running total would pass a limit: the condition reads the total before
         its update (integers vectorize, floats and Python numbers keep the loop)."""
@@ -6151,7 +6187,8 @@ LOST_FORMS = {"stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop4
 # a Python int or a 0-d int64 value does not widen them, a batch of int64 values would
 INTS_FORMS = {**VEC_FORMS, **NEW_VEC_FORMS}
 BREAK_FORMS = {"break": Gen.exact_break, "break_rich": Gen.exact_break_rich,
-               "break_elements": Gen.exact_break_elements, "break_budget": Gen.exact_break_budget}
+               "break_elements": Gen.exact_break_elements, "break_budget": Gen.exact_break_budget,
+               "break_sites": Gen.exact_break_sites}
 FAMILIES = {"default": None, "rec": REC_FORMS, "compile": COMPILE_FORMS, "scan2": SCAN2_FORMS, "brk": BREAK_FORMS,
             "store2": STORE2_FORMS, "nums": NUMS_FORMS, "fill": FILL_FORMS, "half": HALF_FORMS,
             "ints": INTS_FORMS, "rows": ROWS_FORMS, "win": WIN_FORMS, "meth": METH_FORMS, "lost": LOST_FORMS}

@@ -353,16 +353,29 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
     stmts = body_stmts if body_stmts is not None else node.body
     if space.unpack:
         stmts = unpack_stmts(space, node.lineno) + list(stmts)
-    exit_split = _exit_split(stmts) if form in ("for", "while") else None
+    sites = None
+    if form in ("for", "while"):
+        sites = _exit_sites(stmts)
+        if sites is None and any(isinstance(n, ast.Break) for s in stmts for n in fastast.walk(s)):
+            flat = _unchained(stmts)      # (`if a: break` / `elif b: ..; break`: one site each)
+            sites = _exit_sites(flat)
+            if sites is not None:
+                stmts = flat
     written = list(stmts)    # (the iteration as written, rows unpacked: the stopping one's statements)
-    if exit_split is not None:
-        pos, stop = exit_split
-        # the condition becomes a body value at its place (every check of the plan applies to it:
-        # carried values, calls, slices); the runtime finds the first iteration where it holds
-        cond = ast.copy_location(ast.Assign(targets=[ast.copy_location(ast.Name(id=EXIT, ctx=ast.Store()), stop)],
-                                            value=stop.test), stop)
-        ast.fix_missing_locations(cond)
-        stmts = stmts[:pos] + [cond] + stmts[pos + 1:]
+    if sites is not None:
+        # each condition becomes a body value at its place (every check of the plan applies to it:
+        # carried values, calls, slices), the last one whether any site stops the iteration
+        # (`_av_exit0 or _av_exit1 or c2`); the runtime finds the first iteration where that holds
+        stmts = list(stmts)
+        for j, (pos, stop) in enumerate(sites):
+            name = EXIT if j == len(sites) - 1 else f"{EXIT}{j}"
+            value = stop.test if name != EXIT or not j else ast.copy_location(ast.BoolOp(op=ast.Or(), values=[
+                *(ast.copy_location(ast.Name(id=f"{EXIT}{e}", ctx=ast.Load()), stop.test) for e in range(j)),
+                stop.test]), stop.test)
+            cond = ast.copy_location(ast.Assign(targets=[ast.copy_location(ast.Name(id=name, ctx=ast.Store()), stop)],
+                                                value=value), stop)
+            ast.fix_missing_locations(cond)
+            stmts[pos] = cond
     stmts = _tuple_stores(stmts)
     _no_identity_tests(stmts)
     indices = [k for k, v in iter_vars.items() if v == "index"]
@@ -373,12 +386,13 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
     stmts = _counted(stmts, anchor or node, ctx)
     body = _classify(stmts, ctx, iter_vars)
     plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
-    if exit_split is not None:
-        pos, stop = exit_split
-        if EXIT in plan.live_after or any(o.target == EXIT for o in plan.outputs) or plan.scans:
+    if sites is not None:
+        names = {EXIT} | {f"{EXIT}{j}" for j in range(len(sites) - 1)}
+        if names & set(plan.live_after) or any(o.target in names for o in plan.outputs) or plan.scans:
+            stop = sites[-1][1]
             raise Refuse(f"the `break` at line {stop.body[-1].lineno} ends the loop early depending on the data",
                          stop.lineno)
-        tail = tuple(written[:pos]) + tuple(stop.body[:-1])
+        tail = tuple(written[:sites[0][0]]) + _stopping_iteration(written, sites)
         plan = dataclasses.replace(plan, exit_cond=EXIT, exit_tail=tail)
     return plan
 
@@ -386,30 +400,58 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
 EXIT = "_av_exit"
 
 
-def _exit_split(stmts):
-    """(position, the `if`) when the body stops at the first iteration where a condition holds:
-    one top-level `if cond: ...; break` without `else`, no other `break` or `continue`, and
-    nothing before it that needs the loop (the statements before it and the `if`'s own run
-    as written for the stopping iteration)."""
-    found = None
-    for pos, s in enumerate(stmts):
-        if isinstance(s, ast.If) and s.body and isinstance(s.body[-1], ast.Break) and not s.orelse:
-            if found is not None:
-                return None
-            found = (pos, s)
-    if found is None:
+def _exit_sites(stmts):
+    """[(position, the `if`), ..] when the body stops at the first iteration where a condition
+    holds: top-level `if cond: ...; break`s without `else`, in order, no other `break` or
+    `continue`, and nothing before the last that needs the loop (the stopping iteration runs as
+    written from the first one on: _stopping_iteration). None otherwise."""
+    sites = [(pos, s) for pos, s in enumerate(stmts)
+             if isinstance(s, ast.If) and s.body and isinstance(s.body[-1], ast.Break) and not s.orelse]
+    if not sites:
         return None
-    pos, stop = found
     breaks = [n for s in stmts for n in fastast.walk(s) if isinstance(n, (ast.Break, ast.Continue))]
-    if breaks != [stop.body[-1]]:
+    if breaks != [stop.body[-1] for _, stop in sites]:
         return None          # another break or continue: the loop as written
-    for n in fastast.walk(stop.test):
-        if isinstance(n, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda)):
-            return None
+    for _, stop in sites:
+        for n in fastast.walk(stop.test):
+            if isinstance(n, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda)):
+                return None
     if any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await))
-           for s in stmts[:pos] for n in fastast.walk(s)):
+           for s in stmts[:sites[-1][0]] for n in fastast.walk(s)):
         return None
-    return found
+    return sites
+
+
+def _unchained(stmts) -> list:
+    """`if a: ..; break` followed by `elif b: ..; break` (or `else: ..`) is the same as `if a: ..;
+    break` then `if b: ..; break` (or the `else`'s statements): the first branch always leaves
+    the iteration. The statements with every such chain split so, at every level of `else`."""
+    out = []
+    for s in stmts:
+        while isinstance(s, ast.If) and s.body and isinstance(s.body[-1], ast.Break) and s.orelse:
+            out.append(ast.copy_location(ast.If(test=s.test, body=s.body, orelse=[]), s))
+            if len(s.orelse) == 1:
+                s = s.orelse[0]
+            else:
+                out.extend(_unchained(s.orelse))
+                s = None
+                break
+        if s is not None:
+            out.append(s)
+    return out
+
+
+def _stopping_iteration(written, sites) -> tuple:
+    """The stopping iteration's statements from the first site on, as written: each site but the
+    last keeps its `if`, whose `else` holds the statements up to the next site; the last site's
+    statements run without its condition (the batch found that the iteration stops there)."""
+    (pos, stop), rest = sites[0], sites[1:]
+    if not rest:
+        return tuple(stop.body[:-1])
+    orelse = list(written[pos + 1:rest[0][0]]) + list(_stopping_iteration(written, rest))
+    node = ast.copy_location(ast.If(test=stop.test, body=list(stop.body[:-1]) or [ast.Pass()],
+                                    orelse=orelse), stop)
+    return (node,)
 
 
 def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
@@ -451,11 +493,12 @@ def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
         raise Refuse(f"the `while` loop at line {line} does not end with `{k} {'-' if down else '+'}= <positive "
                      "constant>`", line)
     body = whole[:-1]
-    stop = _exit_split(body)      # one top-level `if cond: ...; break`: as in a `for` loop
+    sites = _exit_sites(body) or _exit_sites(_unchained(body))   # top-level `if cond: ...; break`s: as in a `for` loop
+    exits = {id(stop.body[-1]) for _, stop in sites or ()}
     for n in fastast.walk(ast.Module(body=body, type_ignores=[])):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in ({k} | nm.load_ids(bound)):
             raise Refuse(f"`{n.id}` changes inside the `while` loop at line {n.lineno}", n.lineno)
-        if isinstance(n, (ast.Continue, ast.Break)) and not (stop is not None and n is stop[1].body[-1]):
+        if isinstance(n, (ast.Continue, ast.Break)) and id(n) not in exits:
             raise Refuse(f"`{'continue' if isinstance(n, ast.Continue) else 'break'}` in the `while` loop at "
                          f"line {n.lineno}", n.lineno)
     if not _pure_expr(bound):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from .. import fastast
@@ -1366,6 +1367,10 @@ def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
     from ..plan import Output
     k = next(i for i, s in enumerate(plan.body) if s.startswith(f"{plan.exit_cond} = "))
     text = plan.body[k][len(plan.exit_cond) + 3:]
+    for s in reversed(plan.body[:k]):     # (several `break`s: `_av_exit0 or c1`, each shown as written)
+        m = re.match(rf"({re.escape(plan.exit_cond)}\d+) = (.*)$", s, re.S)
+        if m:
+            text = re.sub(rf"\b{m.group(1)}\b", lambda _: f"({m.group(2)})", text)
     code, tagged = [], {}     # tagged: the bodies the batched mode may rewrite too
     for name, marker, op, pos in plan.exit_scans:
         # the values a running total adds, for every iteration, then its value before each one
