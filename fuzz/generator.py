@@ -1322,7 +1322,7 @@ class Gen:
         chain = self.chance(0.3)
         for k in range(sites):
             row = loop.row
-            if k and self.chance(0.4) and not v.dtype.startswith("py"):
+            if k and not chain and self.chance(0.4) and not v.dtype.startswith("py"):
                 self.emit(2, f"{t} = {v.expr}")
                 row = loop.row.with_expr(t)
             c = self.cond(row, loop.index)
