@@ -1001,6 +1001,23 @@ class _Helpers:
         return k
 
     @staticmethod
+    def exact_int(v):
+        """A Python int compared with a Python float: Python compares the two exactly, the batch
+        in float64, which is the same comparison where every int is a float64 exactly (within
+        2**53); an int past that leaves the call to the loop."""
+        if isinstance(v, torch.Tensor):
+            big = v.numel() and bool(((v > 2 ** 53) | (v < -2 ** 53)).any())
+        else:
+            big = abs(v) > 2 ** 53
+        if big:
+            from .runtime import GuardFailed
+            e = GuardFailed("a Python int past 2**53 compared with a Python float (Python compares them exactly, "
+                            "a batch in float64)", data=True)
+            e.final = True      # (vmap would compare them in float64 too: the loop)
+            raise e
+        return v
+
+    @staticmethod
     def pynum(a, b, op):
         """`a op b` of per-iteration Python numbers (batched as int64 / float64 tensors, or one
         side a constant) as Python computes it. Python raises ZeroDivisionError for a zero

@@ -342,6 +342,22 @@ def _overlapping(t: torch.Tensor) -> bool:
 
 _STRIDED = torch.strided
 _in_transform = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", lambda: None)
+_is_batched_tensor = getattr(getattr(torch._C, "_functorch", None), "is_batchedtensor", None)
+
+
+def _is_batched(t) -> bool:
+    """Whether `t` is vmap's batched tensor (whose truth value vmap refuses), at any level of
+    torch.func's wrappers; True where torch cannot tell."""
+    if _is_batched_tensor is None:
+        return True
+    unwrap = getattr(torch._C._functorch, "get_unwrapped", None)
+    for _ in range(16):
+        if _is_batched_tensor(t):
+            return True
+        if unwrap is None or not torch._C._functorch.is_functorch_wrapped_tensor(t):
+            return False
+        t = unwrap(t)
+    return True
 _any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 
 
@@ -1976,10 +1992,14 @@ class FunctionRuntime:
                 raise _sides_differ("the branches give tensors of different dtypes or shapes")
         if not isinstance(c, torch.Tensor):
             return a if c else b
-        if strict and not ta and c.dim() == 0 and not c.is_meta and _in_transform() is None:
-            # Python numbers of one type, one iteration (no vmap: the condition is this iteration's
-            # own): the loop's own number (`c += 1.0 if p > q else 0.5`), not a float32 or int64
-            # tensor of it; the batch holds such numbers in Python's precision (lowering.batched)
+        if strict and not ta and c.dim() == 0 and not c.is_meta:
+            # Python numbers of one type, one iteration: the loop's own number (`c += 1.0 if p > q
+            # else 0.5`), not a float32 or int64 tensor of it; the batch holds such numbers in
+            # Python's precision (lowering.batched). Under vmap they would be a tensor, another
+            # precision and another kind in later arithmetic (`x64 * 0.1`, `x ** 3`): the loop
+            if _in_transform() is not None and _is_batched(c):
+                raise GuardFailed("a branch between Python numbers under vmap (they would be tensors of "
+                                  "another precision)")
             return a if c else b
         if not strict:
             dtype = _lossless(a, b)
@@ -2127,6 +2147,36 @@ class FunctionRuntime:
                 # into one is a write into the other); stacked, they would be two copies
                 raise GuardFailed("one tensor appended twice in an iteration to a list kept as a list")
         return torch.stack(batches, 1).flatten(0, 1)
+
+    @staticmethod
+    def accum_join(batches, masks, pys):
+        """The values of several updates of one running value in an iteration (`c += a`, then `if
+        m: c += b`), interleaved in the loop's order (a0, b0, a1, b1, ..), with their masks (None:
+        every iteration's): (values, mask or None, whether they are Python numbers). They must be
+        of one kind, dtype and shape, so that the running value steps through them as the loop's
+        does (its type changes at the first step, whichever update makes it)."""
+        if len(set(pys)) != 1:
+            raise GuardFailed("updates of one running value by Python numbers and tensors (the loop decides)")
+        if len({b.dtype for b in batches}) != 1:
+            # Python numbers from tensors of several dtypes are Python floats (or ints) all the
+            # same: each batch exactly in float64 (int64), Python's precision
+            wide = torch.float64 if all(b.dtype.is_floating_point for b in batches) else torch.int64 \
+                if all(not b.dtype.is_floating_point and not b.dtype.is_complex and b.dtype != torch.bool
+                       for b in batches) else None
+            if not pys[0] or wide is None:
+                raise GuardFailed("updates of one running value by values of several kinds or dtypes (the loop decides)")
+            batches = [b.to(wide) for b in batches]
+        if len({b.shape for b in batches}) != 1:
+            raise GuardFailed("updates of one running value by values of several shapes (the loop decides)",
+                              data=True)
+        values = torch.stack(batches, 1).flatten(0, 1)
+        if all(m is None for m in masks):
+            return values, None, pys[0]
+        n = batches[0].shape[0]
+        if any(m is not None and (m.dtype != torch.bool or m.shape != (n,)) for m in masks):
+            raise GuardFailed("a condition of an update that is not one bool per iteration")
+        ones = torch.ones(n, dtype=torch.bool, device=values.device)
+        return values, torch.stack([ones if m is None else m for m in masks], 1).flatten(), pys[0]
 
     @classmethod
     def records(cls, build, batches, pys, mask, tok, shares):
@@ -6980,6 +7030,11 @@ class Token:
                     # (`x[i] > thr[i]`, a float32 row against float64 numbers: the loop's 0-d value
                     # does not widen the row; broadcast as a column it would)
                     return f"a per-iteration 0-d {z} value against {d} rows (broadcasting would promote it)"
+            for d in {t.dtype for t in self.free_tensors if not t.dim()}:
+                if z != d and zero_dim_dtype(z, d) != torch.promote_types(z, d):
+                    # (`x[i] > t` of a float32 row against a 0-d float64 `t`: two 0-d tensors promote
+                    # each other in the loop; the column would not be widened by `t`)
+                    return f"a per-iteration 0-d {z} value against a 0-d {d} tensor (broadcasting would not promote it)"
         # compute where the widest slice keeps its loop dimension (x[:, i]: dimension 1), so
         # the elementwise kernels and the final copy run in that tensor's own memory order
         pos = inputs[dims.index(r + 1)][1]

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from autovec import autovec
+from autovec import autovec, explain
 
 
 def auc_with_ties(pos, neg):
@@ -145,18 +145,35 @@ def test_under_a_transform_the_branch_stays_a_tensor():
 
 
 def solved_and_scaled(x, w):
-    out = torch.empty(x.shape[0], 3)
+    out = torch.empty(x.shape[0], 3, dtype=x.dtype)
     for i in range(x.shape[0]):
-        out[i] = torch.linalg.solve(w, x[i]) * (2.0 if x[i, 0] > 0 else 3.0)
+        out[i] = torch.linalg.solve(w, x[i]) * (0.1 if x[i, 0] > 0 else 0.7)
     return out
 
 
-def test_under_vmap_the_branch_stays_a_tensor():
-    # a body with no batched form runs under vmap, where the condition has no truth value of
-    # its own: the branch is torch.where of the numbers there, as before
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_under_vmap_a_branch_between_numbers_keeps_the_loop(dtype):
+    # a body with no batched form runs under vmap, where the picked number would be a tensor
+    # (float32's 0.1 times a float64 row is not the loop's 0.1 times it): the loop runs
     g = torch.Generator().manual_seed(5)
-    x, w = torch.randn(50, 3, generator=g), torch.randn(3, 3, generator=g) + 3 * torch.eye(3)
+    x = torch.randn(50, 3, generator=g, dtype=dtype)
+    w = torch.randn(3, 3, generator=g, dtype=dtype) + 3 * torch.eye(3, dtype=dtype)
     fast = autovec(solved_and_scaled)
     for _ in range(3):
         assert torch.equal(fast(x, w), solved_and_scaled(x, w))
-    assert _ran(fast) == {"vmap"}
+    assert _ran(fast) == set()
+    assert "a branch between Python numbers under vmap" in str(explain(fast, x, w))
+
+
+def test_text_of_a_per_iteration_number_keeps_the_loop():
+    def negatives(x):
+        c = 0
+        for i in range(x.shape[0]):
+            c += 1 if str(x[i].item())[0] == "-" else 0     # the text of a Python float
+        return c
+
+    fast = autovec(negatives)
+    x = torch.tensor([5.0, 1.5, -0.0, 2.5, 2.0, -3.0, 4.0])
+    for _ in range(3):
+        assert fast(x) == negatives(x) == 2
+    assert "Python data" in explain(fast, x).loops[0].reason

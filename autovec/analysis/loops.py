@@ -48,6 +48,7 @@ _BLOCKING = {
 
 _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault",
              "popitem", "sort", "reverse", "add", "discard", "write", "put", "send"}
+_TEXT_BUILTINS = frozenset({"str", "repr", "format", "ascii", "hash", "id", "chr", "ord", "hex", "oct", "bin"})
 _PURE_BUILTINS = {"len", "abs", "min", "max", "float", "int", "bool", "round", "sum", "range",
                   "isinstance", "tuple", "list", "zip", "enumerate", "divmod", "pow", "slice",
                   "any", "all", "sorted", "reversed", "getattr", "hasattr", "type", "dict", "map"}
@@ -2968,6 +2969,18 @@ def _metadata_read(ld: ast.Name, stmt: ast.AST) -> bool:
     return isinstance(p, ast.Attribute) and p.value is ld and p.attr in _META_ATTRS
 
 
+def _joinable_accums(first, later) -> bool:
+    """Whether two updates of one running value in an iteration (`c += a`, `if m: c += b`) are
+    one accumulation over both values, interleaved in the loop's order: both plain sums, both
+    differences or both products, both augmented (`c += v`: in place on a tensor) or both
+    rebinding (`c = c + v`), of one value each (no chain of terms, no count a scan reads)."""
+    if first.kind != "accum" or later.kind != "accum" or first.op != later.op or first.op not in ("+", "-", "*"):
+        return False
+    if first.payloads or later.payloads or first.counted or later.counted or first.record or later.record:
+        return False
+    return first.inplace == later.inplace and first.fill == later.fill
+
+
 def _joinable_scatters(first, later) -> bool:
     """Whether two scatters into one tensor in an iteration are one scatter of both writes,
     interleaved in the loop's order: both through the same number of per-iteration indices
@@ -3001,6 +3014,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
     interleaved = set()     # targets stored into at other offsets (`pe[i] = a; pe[i + 1] = b`)
     joined: dict = {}   # list -> how many unconditional appends each iteration makes to it
     scattered: dict = {}    # tensor -> how many scatters into it each iteration makes (_joinable_scatters)
+    accumulated: dict = {}  # running value -> how many updates of it each iteration makes (_joinable_accums)
 
     if body.inner and body.branches:
         # (the branch becomes `where`s over renamed values, which the inner loop's own
@@ -3056,6 +3070,13 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                 joined[out.target] = joined.get(out.target, 1) + 1
                 outputs.append(dataclasses.replace(out, joined=-1))
                 continue
+            if _joinable_accums(first, out) and form in ("for", "while") and space.kind != "nest":
+                # `c += a` then `if m: c += b`: the steps of one running value, interleaved in the
+                # loop's order (a0, b0, a1, b1, ..: runtime.accum_join, where they must be of one
+                # kind, dtype and shape), are one accumulation, which steps as the loop's
+                accumulated[out.target] = accumulated.get(out.target, 1) + 1
+                outputs.append(dataclasses.replace(out, joined=-1))
+                continue
             if _joinable_scatters(first, out):
                 # `deg[s] += 1; deg[t] += 1`, `A[s, d] = 1; A[d, s] = 1`: the iterations' writes,
                 # interleaved in the loop's order (a0, b0, a1, b1, ..: runtime.scatter_join),
@@ -3085,11 +3106,19 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                 targets[name] = out
         outputs.append(out)
 
-    if joined or scattered:
+    if joined or scattered or accumulated:
         outputs = [dataclasses.replace(o, joined=joined[o.target]) if o.target in joined and o.kind == "append"
                    and not o.joined else
                    dataclasses.replace(o, joined=scattered[o.target]) if o.target in scattered and o.kind == "scatter"
+                   and not o.joined else
+                   dataclasses.replace(o, joined=accumulated[o.target]) if o.target in accumulated and o.kind == "accum"
                    and not o.joined else o for o in outputs]
+    for name in accumulated:
+        read = next((ld for st in body.stmts for ld in nm.loads(st) if ld.id == name), None)
+        if read is not None:
+            # (a running value read between its updates is a scan of each step's value)
+            raise Refuse(f"`{name}` is updated more than once in the loop and read in it (line {read.lineno})",
+                         read.lineno)
     all_nodes = list(body.stmts)
     _check_calls(all_nodes, ctx, body, iter_vars)
     prefix = _inplace_prefix(outputs, body, space)
@@ -3484,7 +3513,7 @@ def _exit_scans(outputs, body: _Body):
     cond = body.stmts[at]
     found, exempt = [], set()
     for o in outputs:
-        if o.kind != "accum" or o.cond or o.op not in ("+", "-") or o.payloads:
+        if o.kind != "accum" or o.cond or o.op not in ("+", "-") or o.payloads or o.joined:
             continue
         reads = [ld for ld in nm.loads(cond) if ld.id == o.target]
         pos = next((k for k, s in enumerate(body.stmts) if isinstance(s, ast.Assign)
@@ -3973,6 +4002,12 @@ def _check_calls(nodes, ctx: Context, body: _Body, iter_vars) -> None:
                 raise Refuse(f"`{src(f)}()` at line {line} modifies an object defined outside the loop", line)
             if root in ctx.local_names:
                 continue  # a local value (argument, module): checked on each call at run time
+            if isinstance(f, ast.Name) and f.id in _TEXT_BUILTINS and ctx.env.is_builtin(f.id) \
+                    and any(ld.id in body.assigned or ld.id in iter_vars
+                            for a in [*c.args, *(k.value for k in c.keywords)] for ld in nm.loads(a)):
+                # (a per-iteration number is a tensor in the batch: `str(x[i].item())` would be
+                # the text of a tensor, `hash` or `id` another object's)
+                raise Refuse(f"`{f.id}()` at line {line} turns a per-iteration value into Python data", line)
             if isinstance(f, ast.Name) and f.id in _PURE_BUILTINS and ctx.env.is_builtin(f.id):
                 if f.id == "round" and (len(c.args) > 1 or c.keywords):
                     # works on Python numbers alone (a tensor has no __round__ with digits), and

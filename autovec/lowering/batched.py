@@ -242,6 +242,8 @@ def _align(vals: list[_V], binary: bool = False, lead: int = 1, op: ast.operator
     out = [_lift(v, top - _rank(v), lead) if v.batched else v.node for v in vals]
     if binary and len(vals) == 2 and top > 0:
         out = _wrapped_zero_dim(vals, out, op)
+    elif binary and len(vals) == 2:
+        out = _zero_dim_pair(vals, out)
     if binary and any(v.batched and v.fact.number for v in vals):
         dtype = _compute_dtype(vals)
         if isinstance(op, (ast.BitOr, ast.BitAnd, ast.BitXor)) and all(v.fact.kind == "bool" for v in vals):
@@ -291,6 +293,27 @@ def _zero_dim_mix(vals: list[_V], what: str, result=None) -> None:
             if widened or rounded:
                 raise Unsupported(f"`{what}` of a per-iteration 0-d {z} value and a {d} tensor (batched as a column it "
                                   f"would be {'widened' if widened else 'rounded to ' + str(d)})")
+
+
+def _zero_dim_pair(vals: list[_V], out: list[ast.expr]) -> list[ast.expr]:
+    """A per-iteration 0-d tensor against a 0-d tensor the loop does not change, of another
+    dtype: in the loop two 0-d tensors promote each other (`x[i] > t` with a float32 row and a
+    float64 `t` compares in float64, `x[i] + t` of int8 and int64 adds in int64); batched, the
+    per-iteration one has a dimension and the 0-d one would not widen it. It is cast to the
+    dtype one iteration computes in."""
+    a, b = vals
+    for var, fixed, k in ((a, b, 0), (b, a, 1)):
+        fv, ff = var.fact, fixed.fact
+        if not (var.batched and not fixed.batched and fv is not None and ff is not None and fv.kind == "tensor"
+                and ff.kind == "tensor" and fv.rank == 0 and ff.rank == 0 and fv.dtype is not None
+                and ff.dtype is not None and fv.dtype != ff.dtype):
+            continue
+        want = torch.promote_types(fv.dtype, ff.dtype)
+        if want != zero_dim_dtype(fv.dtype, ff.dtype):
+            out = list(out)
+            out[k] = _cast(out[k], want)
+        return out
+    return out
 
 
 def _wrapped_zero_dim(vals: list[_V], out: list[ast.expr], op=None) -> list[ast.expr]:
@@ -793,6 +816,9 @@ class _Batcher:
         a, b = self.expr(node.left), self.expr(node.comparators[0])
         if not a.batched and not b.batched:
             return _V(ast.Compare(left=a.node, ops=node.ops, comparators=[b.node]), False, None)
+        if a.fact.number and b.fact.number and {a.fact.kind, b.fact.kind} == {"int", "float"}:
+            # (Python compares an int with a float exactly; the batch compares in float64)
+            a, b = (_V(_helper("exact_int", v.node), v.batched, v.fact) if v.fact.kind == "int" else v for v in (a, b))
         la, lb = _align([a, b], binary=True, lead=self.c.lead)
         return ast.Compare(left=la, ops=node.ops, comparators=[lb])
 

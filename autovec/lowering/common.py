@@ -457,7 +457,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             # (once per list name: the guard refuses two names that are one list, whose appends
             # the loop interleaves; one name's several appends are laid out in the loop's order)
             writes.append(f"('list', {o.target})")
-        elif o.kind == "accum":
+        elif o.kind == "accum" and o.joined != -1:     # (once per running value: joined updates are one)
             writes.append(f"('accum', {o.target}, {int(o.inplace)})")
         elif o.kind == "best":
             writes.append(f"('best', {o.target})")
@@ -514,7 +514,23 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 commit += template(f"{o.target}.extend(_av_P)", _av_P=P)
                 display_tail.append(f"{o.target}.extend({show})")
             continue
-        if o.joined > 1:
+        if o.joined > 1 and o.kind == "accum":
+            # several updates of one running value an iteration: their values (and masks)
+            # interleaved in the loop's order, one accumulation (runtime.accum_join)
+            group = [(layout[j], x) for j, x in enumerate(plan.outputs) if x.kind == "accum" and x.target == o.target]
+            J = namer.new(f"_av_j{L}_{k}")
+            prepare += template(f"_av_J = {AV}.accum_join((" + "".join(f"{O}[{lp[0]}], " for lp, _ in group) + "), ("
+                                + "".join(f"{O}[{lp[2]}], " if lp[2] is not None else "None, " for lp, _ in group)
+                                + "), (" + "".join(f"{T}.py({lp[0]}, {x.pytype!r}), " for lp, x in group) + "))",
+                                _av_J=J)
+            ok, mask, joined_py = f"{J}[0]", f"{J}[1]", f"{J}[2]"
+            show = "torch.stack([" + ", ".join(f"{O}[{lp[0]}]" for lp, _ in group) + "], 1).flatten(0, 1)"
+            if any(lp[2] is not None for lp, _ in group):
+                some = f"{O}[{next(lp[2] for lp, _ in group if lp[2] is not None)}]"
+                show = f"{show}[torch.stack([" + ", ".join(
+                    f"{O}[{lp[2]}]" if lp[2] is not None else f"torch.ones_like({some})" for lp, _ in group) \
+                    + "], 1).flatten()]"
+        elif o.joined > 1:
             group = [(layout[j][0], x.pytype) for j, x in enumerate(plan.outputs)
                      if x.kind == "append" and x.target == o.target]
             ok = (f"{AV}.interleave((" + "".join(f"{O}[{q}], " for q, _ in group) + "), ("
@@ -523,7 +539,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         if nest and o.kind != "store":
             ok = f"{ok}.flatten(0, {lead - 1})"
             mask = f"{mask}.flatten(0, {lead - 1})" if mpos is not None else mask
-        py = f"{T}.py({pos}, {o.pytype!r})"
+        py = joined_py if o.joined > 1 and o.kind == "accum" else f"{T}.py({pos}, {o.pytype!r})"
         if o.kind == "store":
             rows = ", ".join(f"{T}.rows({off}, {lv})" for lv, off in o.nest_rows) if nest else f"{T}.rows({o.offset})"
             region = o.index_src.format(rows)
@@ -638,9 +654,11 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 ok = (f"{AV}.sum_terms({o.target}, {ok}, {py}, (" + "".join(f"{O}[{pp}], " for pp in ppos) + "), ("
                       + "".join(f"{T}.py({pp}, {p[3]!r}), " for pp, p in zip(ppos, o.payloads)) + f"), "
                       f"{tuple(p[4] for p in o.payloads)!r})")
+            if o.joined > 1 and any(x.signed for x in plan.outputs if x.kind == "accum" and x.target == o.target):
+                flags += "" if o.signed else ", signed=True"
             prepare += template(f"_av_P = _av_AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace}, {mask}, {py}{flags})",
                                 _av_P=P, _av_AV=AV)
-            if not o.payloads and not nest:
+            if not o.payloads and not nest and o.joined <= 1:
                 # (the express takes the same accumulate: of the accumulator the call hands it in
                 # `writes`, the batch's mask, the loop's Python numbers as Token.py tells them)
                 entry = f"('accum', {o.target}, {int(o.inplace)})"
@@ -649,7 +667,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             commit += template(f"{o.target} = _av_AV.commit_accum({o.target}, _av_P, {o.op!r}, {o.inplace})", _av_P=P, _av_AV=AV)
             if o.payloads:
                 ok = f"({show} " + " ".join(f"{p[4]} {O}[{pp}]" for pp, p in zip(ppos, o.payloads)) + ")"
-            sel = f"{ok}[{mask}]" if mpos is not None else ok
+            sel = show if o.joined > 1 else f"{ok}[{mask}]" if mpos is not None else ok
             # over the iterations only: dimension 0 (a mask or a nest's flatten leaves them there)
             total = f"{sel}.{'prod' if o.op == '*' else 'sum'}(0)" + (".item()" if o.pytype else "")
             if o.op in ("max", "min"):

@@ -30,6 +30,8 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
              + (f" of {len(o.payloads) + 1} terms per iteration" if o.kind == "accum" and o.payloads else "")
              + (f" of {o.joined} writes an iteration, interleaved in the loop's order" if o.kind == "scatter"
                 and o.joined > 1 else "")
+             + (f" of {o.joined} updates an iteration, interleaved in the loop's order" if o.kind == "accum"
+                and o.joined > 1 else "")
              + (" under a condition" if o.cond else "")
              + (f" ({_SCATTER_REDUCES[o.op]}: scatter_reduce from each bin's own value, repeated indices "
                 "combined as in the loop)" if o.kind == "scatter" and o.op in _SCATTER_REDUCES else "")
