@@ -551,6 +551,11 @@ def _token_run(emit, rt, loop_id, sid, writes, names, first, sources, levels, co
             # complex one is moved back, as fit_store does)
             emit(f"{pad}    if {o}.is_complex():")
             emit(f"{pad}        {leave}")
+        elif dim and inline is not None:
+            # (an inline runner that computes the batch first, loop dimension first: no token yet,
+            # whose `unmoved` would tell; fit_store moves it into the rows)
+            emit(f"{pad}    {leave}")
+            continue
         elif dim:
             # rows along another dimension: the batch as the broadcast body computed it, where
             # it did so at that dimension (fit_store's `unmoved`; a complex one is moved back)

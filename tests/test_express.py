@@ -754,3 +754,21 @@ def test_a_branching_loop_answers_through_its_lean_body(counted, monkeypatch):
     rt = fast._autovec_state.runtime
     leans = {id(c.lean) for c in rt.batched.values() if not isinstance(c, str) and c.lean is not None}
     assert leans and all(id(x.inner.__globals__["CODE"]) in leans for fns in rt.xp_fns.values() for x in fns)
+
+
+def standardize_columns(x):
+    out = torch.empty_like(x)
+    for j in range(x.shape[1]):
+        out[:, j] = (x[:, j] - x[:, j].mean()) / x[:, j].std()     # a batched body, stored by column
+    return out
+
+
+def test_a_batched_body_stored_by_column_is_answered_without_raising(counted, monkeypatch):
+    # the express's batch-first runner wrote the columns' check through the token before it
+    # made one: the express raised on every call and the general path computed the batch again
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.randn(300, 12, generator=torch.Generator().manual_seed(0)) * 3 + 1
+    fast = autovec(standardize_columns)
+    for _ in range(8):
+        assert torch.equal(fast(x), standardize_columns(x))
+    assert counted["built"] and counted["answered"]
