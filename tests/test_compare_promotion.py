@@ -104,3 +104,19 @@ def test_small_ints_against_floats_still_vectorize():
     for _ in range(2):
         assert fast(x, 3) == flags_below(x, 3)
     assert set(fast._autovec_state.runtime.ran.values()) == {"batched"}
+
+
+def in_window(x, lo, hi):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(1 if lo <= x[i].item() < hi else 0)
+    return out
+
+
+def test_a_chained_comparison_of_ints_past_2_53_and_floats():
+    fast = autovec(in_window)
+    # (the one-time check compares the first rows, where batch and loop agree here)
+    x = torch.tensor([2.0 ** 53 + 2, 2.0 ** 53 + 4, 2.0 ** 53, 5.0], dtype=torch.float64)
+    for _ in range(3):
+        assert fast(x, 2 ** 53 + 1, 2 ** 60) == in_window(x, 2 ** 53 + 1, 2 ** 60) == [1, 1, 0, 0]
+        assert fast(x, 0, 10) == in_window(x, 0, 10)

@@ -295,6 +295,15 @@ def _zero_dim_mix(vals: list[_V], what: str, result=None) -> None:
                                   f"would be {'widened' if widened else 'rounded to ' + str(d)})")
 
 
+def _exact_ints(a: _V, b: _V) -> tuple[_V, _V]:
+    """Operands of a comparison; a Python int against a Python float checked to be within 2**53
+    (batching exact_int): Python compares the two exactly, the batch in float64."""
+    if a.fact.number and b.fact.number and {a.fact.kind, b.fact.kind} == {"int", "float"}:
+        return tuple(_V(_helper("exact_int", v.node), v.batched, v.fact) if v.fact.kind == "int" else v
+                     for v in (a, b))
+    return a, b
+
+
 def _zero_dim_pair(vals: list[_V], out: list[ast.expr]) -> list[ast.expr]:
     """A per-iteration 0-d tensor against a 0-d tensor the loop does not change, of another
     dtype: in the loop two 0-d tensors promote each other (`x[i] > t` with a float32 row and a
@@ -805,7 +814,7 @@ class _Batcher:
                 raise Unsupported(f"chained comparison `{ast.unparse(node)}` of values with several elements")
             out = None
             for k, op in enumerate(node.ops):
-                a, b = vals[k], vals[k + 1]
+                a, b = _exact_ints(vals[k], vals[k + 1])
                 if a.batched or b.batched:
                     la, lb = _align([a, b], binary=True, lead=self.c.lead)
                 else:
@@ -816,9 +825,7 @@ class _Batcher:
         a, b = self.expr(node.left), self.expr(node.comparators[0])
         if not a.batched and not b.batched:
             return _V(ast.Compare(left=a.node, ops=node.ops, comparators=[b.node]), False, None)
-        if a.fact.number and b.fact.number and {a.fact.kind, b.fact.kind} == {"int", "float"}:
-            # (Python compares an int with a float exactly; the batch compares in float64)
-            a, b = (_V(_helper("exact_int", v.node), v.batched, v.fact) if v.fact.kind == "int" else v for v in (a, b))
+        a, b = _exact_ints(a, b)
         la, lb = _align([a, b], binary=True, lead=self.c.lead)
         return ast.Compare(left=la, ops=node.ops, comparators=[lb])
 
