@@ -5239,6 +5239,64 @@ def lost_stop43(self):
     self.emit(1, "return A")
 
 
+def lost_stop44(self):
+    """This stop's forms, on inputs that change between calls: several updates of one running
+    value in an iteration (Python int / float / tensor starts, `+=` / `-=` / `*=` or the
+    rebinding spelling, mixed sometimes, under conditions, values of several dtypes and kinds,
+    a read of the value that keeps the loop), branches between Python numbers under a
+    per-element condition used in totals, stores and arithmetic, and rows compared with a 0-d
+    threshold of another dtype."""
+    self.variants = True
+    n = max(self.n, 3)
+    dt = self.pick(["float32", "float64", "float16", "int64", "int8"])
+    self.param("x", f"_tensor(g, ({n} + variant,), torch.{dt}, low=-3, high=4)")
+    self.param("y", f"_tensor(g, ({n} + variant,), torch.{self.pick(['float32', 'float64', dt])}, low=-3, high=4)")
+    self.param("t", self.pick(["0.5", "1", "torch.tensor(0.1, dtype=torch.float64)", "torch.tensor(1, dtype=torch.int64)",
+                               "torch.tensor(0.5, dtype=torch.float16)", "2 ** 53 + 1"]))
+    form = self.pick(["accum", "accum", "where", "compare"])
+    if form == "accum":
+        start = self.pick(["0", "0.0", "1", "torch.zeros(())", f"torch.zeros((), dtype=torch.{dt})",
+                           "torch.ones((), dtype=torch.float64)"])
+        self.emit(1, f"c = {start}")
+        self.emit(1, "for i in range(x.shape[0]):")
+        vals = ["x[i]", "y[i]", "x[i].item()", "1", "0.5", "x[i] * 2", "(x[i] > t).item()", "y[i].item()"]
+        op = self.pick(["+", "+", "-", "*"])
+        for j in range(self.pick([2, 2, 3])):
+            v = self.pick(vals)
+            ind = 2
+            if self.chance(0.4):
+                self.emit(2, f"if {self.pick(['x[i] > t', 'y[i] < 0', 'i % 3 == 0'])}:")
+                ind = 3
+            o = op if not self.chance(0.1) else self.pick(["+", "-"])
+            self.emit(ind, self.pick([f"c {o}= {v}", f"c = c {o} {v}"]))
+        if self.chance(0.1):
+            self.emit(2, "c = c * 1")
+        self.emit(1, "return c")
+    elif form == "where":
+        a, b = self.pick([("1", "0"), ("1.0", "0.5"), ("0.1", "0.7"), ("3", "5"), ("True", "False"), ("2 ** 60", "1")])
+        self.emit(1, self.pick(["c = 0.0", "c = 0", "out = torch.zeros_like(y)"]))
+        head = self.lines[-1].strip()
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, f"v = {a} if x[i] > t else {b}")
+        if head.startswith("out"):
+            self.emit(2, self.pick(["out[i] = y[i] * v", "out[i] = v", "out[i] = y[i] + v / 7"]))
+            self.emit(1, "return out")
+        else:
+            self.emit(2, self.pick(["c += v", "c = c + v * 2", "c += v / 7"]))
+            self.emit(1, "return c")
+    else:
+        self.emit(1, "k = -1")
+        self.emit(1, "hits = 0")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, self.pick(["if x[i] > t:", "if x[i].item() == t:", "if y[i] < t:"]))
+        if self.chance(0.5):
+            self.emit(3, "k = i")
+            self.emit(3, "break")
+        else:
+            self.emit(3, "hits += 1")
+        self.emit(1, "return k, hits")
+
+
 def _stop43_totals(self, n):
     """Totals updated by int and float literals under conditions (hoist.float_totals): a float or
     int start, a rebinding between the start and the loop or in the loop, element nests and
@@ -6178,7 +6236,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
