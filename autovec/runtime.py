@@ -1471,6 +1471,7 @@ class FunctionRuntime:
         fresh = []       # outputs allocated right before the loop: checked like the others, but alias nothing
         lists = None     # the lists the loop appends to: each a list of its own
         stored_lists = None    # (list, offset) of each `res[i] = v` into a Python list
+        started = None    # tensors a rebinding accumulator starts from (read at its first step)
         for w in writes:
             kind, t = w[0], w[1]
             if type(t) is Tensor and t.is_cpu:
@@ -1570,6 +1571,10 @@ class FunctionRuntime:
                     written.append(t)
                     if not t.is_cpu:
                         cpu = False
+                elif isinstance(t, Tensor):
+                    # (`b = b + v` reads its start at the first step: another accumulator updated
+                    # in place that shares its memory changes what that step reads)
+                    started = [t] if started is None else started + [t]
         if stored_lists:
             _list_aliasing(stored_lists, mapped_raw, sources, free, calls)
         if (written or fresh) and not torch.is_inference_mode_enabled() and any(
@@ -1637,6 +1642,8 @@ class FunctionRuntime:
             mapped = tuple(mapped)
         if written:
             rest = tensors[n_mapped:]
+            if started:
+                rest = rest + started
             if listed:
                 # (the stacks are copies: an output that is one of the lists' elements, or shares
                 # memory with one, would be read as the loop wrote it)
@@ -2396,6 +2403,12 @@ class FunctionRuntime:
             else:
                 vals = o.tolist()
                 p = math.prod(vals)
+                if isinstance(acc, torch.Tensor):
+                    # a tensor times Python ints, step by step in its dtype: the product within
+                    # int64, where wrap-around and the multiply take it (floats: exact multiples)
+                    if not -2 ** 63 <= p < 2 ** 63:
+                        raise GuardFailed("a running product of Python ints past int64 into a tensor (the loop "
+                                          "multiplies step by step in its dtype)", data=True)
                 if type(acc) is float and (p == 0 or p.bit_length() > 1000):
                     # a float start: the loop multiplies floats step by step, so a zero keeps the
                     # sign of every factor (-0.0 for an odd count of negatives), and a product

@@ -2969,6 +2969,25 @@ def _metadata_read(ld: ast.Name, stmt: ast.AST) -> bool:
     return isinstance(p, ast.Attribute) and p.value is ld and p.attr in _META_ATTRS
 
 
+def _user_call(stmts, ctx: Context, body: _Body, iter_vars):
+    """The first call in `stmts` that may run the user's own code (a function or a method of an
+    object from outside the loop), which could read the function's closure variables and
+    globals; not a pure builtin, a torch function or a method of a value the iteration made."""
+    for st in stmts:
+        for c in fastast.walk(st):
+            if not isinstance(c, ast.Call):
+                continue
+            f = c.func
+            if isinstance(f, ast.Name) and f.id in _PURE_BUILTINS and ctx.env.is_builtin(f.id):
+                continue
+            if isinstance(f, ast.Attribute):
+                root = _root(f)
+                if root is not None and (root in body.assigned or root in iter_vars) or _module_function(f, ctx):
+                    continue
+            return c
+    return None
+
+
 def _joinable_accums(first, later) -> bool:
     """Whether two updates of one running value in an iteration (`c += a`, `if m: c += b`) are
     one accumulation over both values, interleaved in the loop's order: both plain sums, both
@@ -3113,6 +3132,13 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                    and not o.joined else
                    dataclasses.replace(o, joined=accumulated[o.target]) if o.target in accumulated and o.kind == "accum"
                    and not o.joined else o for o in outputs]
+    exposed = sorted({o.target for o in outputs if o.target} & ctx.cellvars)
+    if exposed:
+        call = _user_call(body.stmts, ctx, body, iter_vars)
+        if call is not None:
+            # (a closure or a global other code reads: the call may read each step's value)
+            raise Refuse(f"`{exposed[0]}`, which the loop updates, is a closure variable or a global that the call "
+                         f"`{src(call.func)}(...)` at line {call.lineno} may read", call.lineno)
     for name in accumulated:
         read = next((ld for st in body.stmts for ld in nm.loads(st) if ld.id == name), None)
         if read is not None:
