@@ -358,6 +358,8 @@ def _is_batched(t) -> bool:
             return False
         t = unwrap(t)
     return True
+
+
 _any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 
 
