@@ -653,6 +653,15 @@ class _Helpers:
         return x[rows, idx]
 
     @staticmethod
+    def take_each(x, idx):
+        """x_i[idx_i] for every row, `idx_i` an integer tensor of any shape: x_i's elements (or
+        sub-tensors) at those positions, as indexing takes them (negative ones from the end, one
+        out of range raises IndexError, as the loop's indexing does)."""
+        _unempty(x)
+        rows = torch.arange(x.shape[0], device=x.device).view(-1, *[1] * (idx.dim() - 1))
+        return x[rows, idx]
+
+    @staticmethod
     def rows(mod, x, rank, lead):
         """`mod(x_k)` for every iteration: one call on the batch (see module_form)."""
         form = module_form(mod, rank)      # the module may have changed since the rewrite

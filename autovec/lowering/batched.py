@@ -992,6 +992,11 @@ class _Batcher:
                     ctx=ast.Load())
             if len(parts) == 1 and self._integer_scalar(parts[0]) and self.c.lead == 1:
                 return _helper("take", base.node, parts[0].node)
+            if len(parts) == 1 and self._integer(parts[0]) and parts[0].fact.kind == "tensor" and parts[0].batched \
+                    and self.c.lead == 1 and base.fact.rank >= 1 and not isinstance(idx, ast.Tuple):
+                # `row[idx]` of a per-iteration integer index tensor (`rel[q, scores[q].topk(k).indices]`):
+                # each row's own elements, by advanced indexing with the row numbers beside it
+                return _helper("take_each", base.node, parts[0].node)
             raise Unsupported(f"index `{ast.unparse(idx)}` of a per-iteration tensor by per-iteration values")
         # a loop-invariant tensor indexed by per-iteration integers: a gather
         if base.fact.kind in ("other", "tuple") and len(parts) == 1 and not isinstance(idx, ast.Tuple) \
