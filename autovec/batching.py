@@ -1027,6 +1027,18 @@ class _Helpers:
         return v
 
     @staticmethod
+    def against(v, other):
+        """A batch of Python numbers compared with a loop-invariant value the one-time check did
+        not see (`v < hi` after a false `lo <= v`), as Python compares them: ints against a float
+        in float64, exactly (ints within 2**53; torch would compare an int64 tensor with a float
+        in float32), floats against an int within 2**53."""
+        if isinstance(other, float) and v.dtype != torch.bool and not (v.is_floating_point() or v.is_complex()):
+            return _Helpers.exact_int(v).to(torch.float64)
+        if type(other) is int and v.is_floating_point():
+            _Helpers.exact_int(other)
+        return v
+
+    @staticmethod
     def pynum(a, b, op):
         """`a op b` of per-iteration Python numbers (batched as int64 / float64 tensors, or one
         side a constant) as Python computes it. Python raises ZeroDivisionError for a zero

@@ -120,3 +120,16 @@ def test_a_chained_comparison_of_ints_past_2_53_and_floats():
     for _ in range(3):
         assert fast(x, 2 ** 53 + 1, 2 ** 60) == in_window(x, 2 ** 53 + 1, 2 ** 60) == [1, 1, 0, 0]
         assert fast(x, 0, 10) == in_window(x, 0, 10)
+
+
+def test_an_operand_the_check_never_saw():
+    # `v < hi` after a false `lo <= v` in every probed row: the check never saw `hi`'s kind; an
+    # int64 batch against a Python float would compare in float32 (2**53 - 1 < 2.0**53 is False)
+    fast = autovec(in_window)
+    big = 2 ** 53
+    x = torch.tensor([-2 ** 62, 5, big - 1, 0, big])
+    for _ in range(3):
+        assert fast(x, big - 1, float(big)) == in_window(x, big - 1, float(big)) == [False, False, True, False, False]
+    small = torch.tensor([1, 2, 3, 40_000_001, 40_000_003])
+    for _ in range(3):
+        assert fast(small, 3, 40_000_002.0) == in_window(small, 3, 40_000_002.0) == [False, False, True, True, False]

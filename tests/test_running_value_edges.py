@@ -107,3 +107,37 @@ def test_two_running_values_from_one_tensor():
     got, want = fast(t, s, x, y), two_starts(torch.zeros(1), torch.zeros(1), x, y)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
+
+
+def test_a_global_read_back_through_its_module():
+    import importlib
+    import pathlib
+    import sys
+    import tempfile
+    src = '''
+import torch
+tot = torch.zeros(())
+def f(x):
+    global tot
+    tot = torch.zeros(())
+    import _autovec_probe_mod as me
+    out = torch.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        tot = tot + x[i]
+        out[i] = me.tot          # the running global, through the module
+    return out
+'''
+    d = tempfile.mkdtemp()
+    path = pathlib.Path(d) / "_autovec_probe_mod.py"
+    path.write_text(src)
+    sys.path.insert(0, d)
+    try:
+        mod = importlib.import_module("_autovec_probe_mod")
+        fast = autovec(mod.f)
+        x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+        for _ in range(3):
+            assert torch.equal(fast(x), torch.tensor([1.0, 3.0, 6.0, 10.0]))
+        assert "may read `tot`" in explain(fast, x).loops[0].reason
+    finally:
+        sys.path.remove(d)
+        sys.modules.pop("_autovec_probe_mod", None)

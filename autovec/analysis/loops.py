@@ -3134,6 +3134,12 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                    and not o.joined else o for o in outputs]
     exposed = sorted({o.target for o in outputs if o.target} & ctx.cellvars)
     if exposed:
+        read = next((n for st in body.stmts for n in fastast.walk(st) if isinstance(n, ast.Attribute)
+                     and n.attr in exposed or isinstance(n, ast.Constant) and n.value in exposed), None)
+        if read is not None:
+            # (`mod.tot` of the module whose global the loop updates, `getattr(m, "tot")`)
+            raise Refuse(f"`{src(read)}` at line {read.lineno} may read `{read.attr if isinstance(read, ast.Attribute) else read.value}`, "
+                         "a global or closure variable the loop updates", read.lineno)
         call = _user_call(body.stmts, ctx, body, iter_vars)
         if call is not None:
             # (a closure or a global other code reads: the call may read each step's value)

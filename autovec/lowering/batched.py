@@ -301,6 +301,12 @@ def _exact_ints(a: _V, b: _V) -> tuple[_V, _V]:
     if a.fact.number and b.fact.number and {a.fact.kind, b.fact.kind} == {"int", "float"}:
         return tuple(_V(_helper("exact_int", v.node), v.batched, v.fact) if v.fact.kind == "int" else v
                      for v in (a, b))
+    for num, other, k in ((a, b, 0), (b, a, 1)):
+        if num.batched and num.fact.kind in ("int", "float") and not other.batched and other.fact.kind == "other":
+            # (a value of a kind the check did not see: its kind decides, on every call)
+            out = [a, b]
+            out[k] = _V(_helper("against", num.node, other.node), True, num.fact)
+            return tuple(out)
     return a, b
 
 
