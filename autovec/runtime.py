@@ -342,21 +342,17 @@ def _overlapping(t: torch.Tensor) -> bool:
 
 _STRIDED = torch.strided
 _in_transform = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", lambda: None)
-_is_batched_tensor = getattr(getattr(torch._C, "_functorch", None), "is_batchedtensor", None)
 
 
 def _is_batched(t) -> bool:
-    """Whether `t` is vmap's batched tensor (whose truth value vmap refuses), at any level of
-    torch.func's wrappers; True where torch cannot tell."""
-    if _is_batched_tensor is None:
+    """Whether `t` is vmap's batched tensor (whose truth value vmap refuses), under any of
+    torch.func's wrappers; True where torch's primitives are missing (`_ft`)."""
+    if _ft is None:
         return True
-    unwrap = getattr(torch._C._functorch, "get_unwrapped", None)
-    for _ in range(16):
-        if _is_batched_tensor(t):
-            return True
-        if unwrap is None or not torch._C._functorch.is_functorch_wrapped_tensor(t):
+    while not _ft.is_batchedtensor(t):
+        if not _ft.is_functorch_wrapped_tensor(t):
             return False
-        t = unwrap(t)
+        t = _ft.get_unwrapped(t)
     return True
 
 

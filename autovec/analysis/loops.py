@@ -356,12 +356,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
         stmts = unpack_stmts(space, node.lineno) + list(stmts)
     sites = None
     if form in ("for", "while"):
-        sites = _exit_sites(stmts)
-        if sites is None and any(isinstance(n, ast.Break) for s in stmts for n in fastast.walk(s)):
-            flat = _unchained(stmts)      # (`if a: break` / `elif b: ..; break`: one site each)
-            sites = _exit_sites(flat)
-            if sites is not None:
-                stmts = flat
+        stmts, sites = _exit_split(stmts)
     written = list(stmts)    # (the iteration as written, rows unpacked: the stopping one's statements)
     if sites is not None:
         # each condition becomes a body value at its place (every check of the plan applies to it:
@@ -399,6 +394,19 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
 
 
 EXIT = "_av_exit"
+
+
+def _exit_split(stmts):
+    """(the statements, their `break` sites: _exit_sites), with `if a: ..; break` / `elif b:
+    ..; break` chains split into one site each (_unchained) where only that gives sites; the
+    statements as given and None where the body has none."""
+    sites = _exit_sites(stmts)
+    if sites is None and any(isinstance(n, ast.Break) for s in stmts for n in fastast.walk(s)):
+        flat = _unchained(stmts)
+        flat_sites = _exit_sites(flat)
+        if flat_sites is not None:
+            return flat, flat_sites
+    return stmts, sites
 
 
 def _exit_sites(stmts):
@@ -494,7 +502,7 @@ def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
         raise Refuse(f"the `while` loop at line {line} does not end with `{k} {'-' if down else '+'}= <positive "
                      "constant>`", line)
     body = whole[:-1]
-    sites = _exit_sites(body) or _exit_sites(_unchained(body))   # top-level `if cond: ...; break`s: as in a `for` loop
+    _, sites = _exit_split(body)      # top-level `if cond: ...; break`s: as in a `for` loop
     exits = {id(stop.body[-1]) for _, stop in sites or ()}
     for n in fastast.walk(ast.Module(body=body, type_ignores=[])):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in ({k} | nm.load_ids(bound)):

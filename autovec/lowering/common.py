@@ -525,11 +525,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                                 _av_J=J)
             ok, mask, joined_py = f"{J}[0]", f"{J}[1]", f"{J}[2]"
             show = "torch.stack([" + ", ".join(f"{O}[{lp[0]}]" for lp, _ in group) + "], 1).flatten(0, 1)"
-            if any(lp[2] is not None for lp, _ in group):
-                some = f"{O}[{next(lp[2] for lp, _ in group if lp[2] is not None)}]"
-                show = f"{show}[torch.stack([" + ", ".join(
-                    f"{O}[{lp[2]}]" if lp[2] is not None else f"torch.ones_like({some})" for lp, _ in group) \
-                    + "], 1).flatten()]"
+            keep = _interleaved_masks(O, [lp[2] for lp, _ in group])
+            if keep:
+                show = f"{show}[{keep}]"
         elif o.joined > 1:
             group = [(layout[j][0], x.pytype) for j, x in enumerate(plan.outputs)
                      if x.kind == "append" and x.target == o.target]
@@ -707,13 +705,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             prepare += template(f"_av_P = _av_AV.scatter_join({o.target}, {parts}, {op!r})", _av_P=P, _av_AV=AV)
             commit += template(f"_av_AV.scatter_commit({o.target}, _av_P, {op!r})", _av_P=P, _av_AV=AV)
             k = len(group[0][0][1])
-            masks = [lp[2] for lp, _ in group]
+            keep = _interleaved_masks(O, [lp[2] for lp, _ in group])
             sel = ""
-            if any(mp is not None for mp in masks):
-                # (each write where its condition holds)
-                some = f"{O}[{next(mp for mp in masks if mp is not None)}]"
-                display_tail.append("_keep = torch.stack([" + ", ".join(
-                    f"{O}[{mp}]" if mp is not None else f"torch.ones_like({some})" for mp in masks) + "], 1).flatten()")
+            if keep:
+                display_tail.append(f"_keep = {keep}")     # (each write where its condition holds)
                 sel = "[_keep]"
             ix = ", ".join("torch.stack([" + ", ".join(f"{O}[{lp[1][d]}]" for lp, _ in group) + f"], 1).flatten(){sel}"
                            for d in range(k))
@@ -1410,6 +1405,16 @@ def _exit_code(plan: LoopPlan, T: str, L: int, namer, AV: str, convert: bool):
     REF = exit_ref.name if exit_ref is not None else "None"
     code += template(f"{T}.find_exit({EXIT}, {REF}, {EXIT!r})")
     return code, text, dataclasses.replace(plan, body=plan.body[:k] + plan.body[k + 1:]), tagged
+
+
+def _interleaved_masks(O: str, masks: list) -> str:
+    """The display's text of several outputs' masks (output positions, None: unmasked)
+    interleaved in the loop's order, as their values are; "" where none is masked."""
+    if all(mp is None for mp in masks):
+        return ""
+    some = f"{O}[{next(mp for mp in masks if mp is not None)}]"
+    return "torch.stack([" + ", ".join(f"{O}[{mp}]" if mp is not None else f"torch.ones_like({some})"
+                                       for mp in masks) + "], 1).flatten()"
 
 
 def _exit_tail(plan: LoopPlan, T: str) -> ast.If:
