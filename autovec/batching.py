@@ -2,9 +2,12 @@
 the batched body for the signature, verify it on two rows, and bind it to each call's closure."""
 from __future__ import annotations
 
+import array
 import ast
 import copy
 import inspect
+import itertools
+import math
 import operator
 import types
 
@@ -145,17 +148,36 @@ def _number_tensor(v, device):
     return torch.as_tensor(v, dtype=torch.float64 if type(v) is float else None, device=device)
 
 
-_PYMATH = {"fabs": torch.abs, "degrees": torch.rad2deg, "radians": torch.deg2rad, "erf": torch.special.erf,
-           "erfc": torch.special.erfc}
-# where math raises ValueError (math domain error) on a float64 value
-_PYMATH_DOMAIN = {
-    "log": lambda f: f <= 0, "log2": lambda f: f <= 0, "log10": lambda f: f <= 0, "log1p": lambda f: f <= -1,
-    "sqrt": lambda f: f < 0, "asin": lambda f: f.abs() > 1, "acos": lambda f: f.abs() > 1,
-    "acosh": lambda f: f < 1, "atanh": lambda f: f.abs() >= 1,
-    "sin": torch.isinf, "cos": torch.isinf, "tan": torch.isinf,
-}
-# functions whose infinite result on a finite value is no error (math.log(0.0) is a domain error above)
-_PYMATH_NO_RANGE = frozenset({"log", "log2", "log10", "log1p", "atanh", "tan"})
+def _py_map(name, fn, *args):
+    """fn(a_k, b_k, ..) for every row's Python numbers, computed by Python itself: the C library's
+    functions (math.exp, math.sqrt, a float `**`) are what the loop calls, and torch's kernels
+    differ from them in the last bit on some values (torch's float64 sqrt and pow included), so
+    the batch keeps their exact results, at the cost of one Python call per row. `args` are
+    batches (broadcast together) or one number for every row. Where Python raises (a domain or
+    range error) or gives a complex number, the loop runs the call, and raises or computes it."""
+    from .runtime import GuardFailed
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    shape = broadcast_shapes(*(a.shape for a in tensors))
+    device = tensors[0].device
+    cols = [a.detach().expand(shape).reshape(-1).tolist() if isinstance(a, torch.Tensor)
+            else itertools.repeat(a, shape.numel()) for a in args]
+    try:
+        out = list(map(fn, *cols))
+    except (ValueError, OverflowError, ZeroDivisionError) as err:
+        e = GuardFailed(f"{name}() where Python raises {type(err).__name__} (the loop decides)", data=True)
+        e.final = True
+        raise e from None
+    if not out:
+        return torch.zeros(shape, dtype=torch.float64, device=device)
+    try:
+        flat = array.array("d", out)      # (each result a float: these functions give no ints)
+    except TypeError:
+        # (a complex power, `(-8.0) ** (1 / 3)`)
+        e = GuardFailed(f"{name}() with a result of other than a float (the loop decides)", data=True)
+        e.final = True
+        raise e from None
+    # (a copy: a tensor of its own memory, not one over the array's)
+    return torch.frombuffer(flat, dtype=torch.float64).to(device=device, copy=True).reshape(shape)
 
 
 def _unempty(x):
@@ -785,8 +807,9 @@ class _Helpers:
         as Python computes it: in float64, an int result for floor / ceil / trunc / round. The
         values where Python raises (ValueError outside the domain, OverflowError for a result
         out of range or an infinity made an int) or gives an int beyond int64 leave the call to
-        the loop, which raises or computes them. Transcendental functions may differ from the C
-        library's in the last bit, as torch's own do between its kernels."""
+        the loop, which raises or computes them. The functions of the C library (all but the
+        rounding ones, fabs and the isnan tests, which torch computes exactly) are Python's own
+        on each row (_py_map): torch's kernels differ from them in the last bit."""
         from .runtime import GuardFailed
         if x.is_complex() or x.dtype == torch.bool:
             raise GuardFailed(f"math.{name}() of {x.dtype} values in a batched body")
@@ -803,18 +826,9 @@ class _Helpers:
                 e.final = True
                 raise e
             return t.long()
-        fn = _PYMATH.get(name)
-        out = fn(f) if fn is not None else getattr(torch, name)(f)
-        finite = torch.isfinite(f)
-        bad = _PYMATH_DOMAIN[name](f) if name in _PYMATH_DOMAIN else None
-        if name not in _PYMATH_NO_RANGE:
-            over = finite & torch.isinf(out)              # OverflowError: math range error
-            bad = over if bad is None else bad | over
-        if bad is not None and bad.numel() and bool(bad.any()):
-            e = GuardFailed(f"math.{name}() outside its domain or range (Python raises)", data=True)
-            e.final = True
-            raise e
-        return out
+        if name == "fabs":
+            return f.abs()
+        return _py_map(f"math.{name}", getattr(math, name), x)
 
     @staticmethod
     def rdiv(v, t):
@@ -829,7 +843,8 @@ class _Helpers:
     @staticmethod
     def pymath2(name, x, y):
         """math.<name>(a, b) of every row's Python numbers (batched as int64 / float64, or one
-        number for all rows): in float64, as Python computes them."""
+        number for all rows), as Python computes them: copysign in torch, which is exact, the
+        rest by Python on each row (_py_map)."""
         from .runtime import GuardFailed
         args = []
         for v in (x, y):
@@ -844,7 +859,9 @@ class _Helpers:
         a, b = args
         if a.device != b.device:
             a, b = (a.to(b.device), b) if a.dim() == 0 else (a, b.to(a.device))
-        return getattr(torch, name)(a, b)      # (none raises: math.hypot past float64's range is inf)
+        if name == "copysign":
+            return torch.copysign(a, b)
+        return _py_map(f"math.{name}", getattr(math, name), x, y)
 
     @staticmethod
     def listed(seq, idx):
@@ -1097,11 +1114,11 @@ class _Helpers:
             return r if ints else torch.copysign(r, tb)
         if op == "lshift":
             return a << b
-        r = _OUT_OF_PLACE[op](a, b)
         if op == "pow" and real and not ints:
-            # Python's (-0.0) ** y is +0.0 for y not an odd integer; torch's ** 0.5 (a sqrt) gives -0.0
-            r = torch.where((r == 0) & (fb != torch.floor(fb)), r.abs(), r)
-        return r
+            # (a float power: the C library's pow, as Python calls it; torch's differs in the last
+            # bit, `v ** 2` included)
+            return _py_map("pow", operator.pow, a, b)
+        return _OUT_OF_PLACE[op](a, b)
 
     @staticmethod
     def truth(c):

@@ -184,9 +184,8 @@ _MATH = {getattr(math, name): name for name in (
     "isnan", "isinf", "isfinite", "degrees", "radians") if hasattr(math, name)}
 
 
-# math functions of two Python numbers, computed in float64 as Python does (batching.pymath2)
-# (not atan2: torch's differs from the C library's in the last bit on some arguments)
-_MATH2 = {math.copysign: "copysign", math.hypot: "hypot"}
+# math functions of two Python numbers, as Python computes them (batching.pymath2)
+_MATH2 = {math.copysign: "copysign", math.hypot: "hypot", math.atan2: "atan2", math.pow: "pow", math.fmod: "fmod"}
 
 
 def _helper(name, *args, keywords=()):
@@ -470,7 +469,7 @@ def _canonical_table() -> dict:
     names = set(ELEMENTWISE) | set(_REDUCTIONS) | _DIM_OPS | _SORTS | _PRODUCTS | {
         "norm", "where", "stack", "cat", "concat", "unsqueeze", "squeeze", "flatten", "reshape", "transpose",
         "swapaxes", "swapdims", "permute", "movedim", "linear", "normalize", "flip", "t", "cross_entropy",
-        "nll_loss", "gather", "kl_div"} | _TRAILING | _LIKE
+        "nll_loss", "gather", "kl_div", "searchsorted", "bucketize"} | _TRAILING | _LIKE
     for ns_name, ns in (("torch", torch), ("F", F), ("linalg", torch.linalg), ("special", torch.special)):
         for n in names:
             obj = getattr(ns, n, None)
@@ -1742,12 +1741,29 @@ class _Batcher:
             return self._class_loss(f, node)
         if name == "kl_div" and ns == "F":
             return self._kl_div(f, node)
+        if name in ("searchsorted", "bucketize") and ns == "torch":
+            return self._sorted_lookup(name, f, node)
         first = self.expr(node.args[0])
         if name in _PRODUCTS and len(node.args) == 2 and not node.keywords:
             return self._product(name, first, self.expr(node.args[1]))
         if ns == "linalg" and name == "vector_norm":
             name = "vector_norm"
         return self._op(name, first, node.args[1:], node.keywords, node, method=False, func=f, ns=ns)
+
+    def _sorted_lookup(self, name, f, node):
+        """`torch.searchsorted(edges, v)` / `torch.bucketize(v, edges)` with `edges` one 1-D tensor
+        in every iteration: each element of `v` is looked up on its own (its result has v's shape),
+        so the call on the batch of values is every iteration's, row by row (histogram bins)."""
+        at = 0 if name == "searchsorted" else 1
+        if len(node.args) != 2 or any(k.arg == "out" or self.varies(k.value) for k in node.keywords):
+            raise Unsupported(f"torch.{name} with other than two arguments, `out=` or per-iteration options")
+        edges, values = self.expr(node.args[at]), self.expr(node.args[1 - at])
+        if edges.batched or edges.fact.kind != "tensor" or edges.fact.rank != 1:
+            raise Unsupported(f"torch.{name} with per-iteration or other than 1-D boundaries")
+        if values.fact.kind != "tensor":
+            raise Unsupported(f"torch.{name} of a per-iteration {values.fact.kind}")
+        args = [edges.node, values.node] if at == 0 else [values.node, edges.node]
+        return _call(fastast.clone(f), args, [fastast.clone(k) for k in node.keywords])
 
     def _item_shape(self, v: _V) -> ast.expr:
         """The per-iteration shape of a batched tensor: its shape after the batch dimensions."""
