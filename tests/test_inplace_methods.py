@@ -145,6 +145,23 @@ def penalize(logits, prev, penalty):
     return out
 
 
+def penalize_in_place(logits, prev, penalty):
+    for b in range(logits.shape[0]):
+        sc = torch.gather(logits[b], 0, prev[b])
+        sc = torch.where(sc < 0, sc * penalty, sc / penalty)
+        logits[b].scatter_(0, prev[b], sc)
+    return logits
+
+
+def penalize_keeps_view(logits, prev, out):
+    for b in range(logits.shape[0]):
+        row = logits[b]
+        sc = torch.gather(row, 0, prev[b])
+        logits[b].scatter_(0, prev[b], sc * 2)
+        out[b] = row + 1
+    return out
+
+
 def add_counts(counts, idx, v):
     for b in range(counts.shape[0]):
         counts[b].scatter_add_(0, idx[b], v[b])
@@ -178,6 +195,10 @@ def scatter_masked(x, m, v):
 @pytest.mark.parametrize("fn, make", [
     (penalize, lambda: (torch.randn(5, 20), torch.randint(0, 20, (5, 6)), 1.3)),
     (penalize, lambda: (torch.randn(5, 20), torch.randint(0, 20, (5, 0)), 1.3)),
+    (penalize_in_place, lambda: (torch.randn(5, 20), torch.randint(0, 20, (5, 6)), 1.3)),
+    (penalize_in_place, lambda: (torch.randn(5, 20), torch.randint(-20, 20, (5, 6)), 1.3)),
+    (penalize_in_place, lambda: (torch.randn(5, 20), torch.randint(0, 30, (5, 6)), 1.3)),       # (out of range: the loop raises)
+    (penalize_keeps_view, lambda: (torch.randn(5, 20), torch.randint(0, 20, (5, 6)), torch.zeros(5, 20))),
     (add_counts, lambda: (torch.zeros(4, 6), torch.randint(0, 6, (4, 9)), torch.rand(4, 9))),      # (repeated indices add up)
     (add_counts, lambda: (torch.zeros(4, 6, dtype=torch.long), torch.randint(0, 6, (4, 9)), torch.ones(4, 9))),  # (a source of another dtype: the loop raises)
     (add_counts, lambda: (torch.zeros(4, 6), torch.randint(0, 9, (4, 9)), torch.rand(4, 9))),      # (an index out of range: the loop raises)
@@ -196,6 +217,16 @@ def test_indexed_in_place_methods_on_rows(fn, make):
 def test_a_scatter_on_rows_is_vectorized():
     assert explain(penalize, torch.randn(5, 20), torch.randint(0, 20, (5, 6)), 1.3).path == "vectorized"
     assert explain(add_counts, torch.zeros(4, 6), torch.randint(0, 6, (4, 9)), torch.rand(4, 9)).path == "vectorized"
+
+
+def test_a_row_gathered_then_scattered_in_place_is_vectorized():
+    """(probeC's repetition penalty on the logits themselves: `torch.gather(logits[b], ..)` is a
+    copy of the row read before its `scatter_`, which only row b sees; it was refused as a
+    loop-carried dependence. A view of the row kept past the scatter still keeps the loop.)"""
+    args = (torch.randn(5, 20), torch.randint(0, 20, (5, 6)), 1.3)
+    assert explain(penalize_in_place, *args).path == "vectorized"
+    assert explain(penalize_keeps_view, torch.randn(5, 20), torch.randint(0, 20, (5, 6)),
+                   torch.zeros(5, 20)).path == "python"
 
 
 def element_iadd(x):

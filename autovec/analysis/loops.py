@@ -666,6 +666,8 @@ _NEW_MEMORY_CALLS = frozenset((
     "topk", "sort", "argsort", "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile",
     "cummax", "cummin", "logcumsumexp", "nansum", "nanmean", "count_nonzero", "std_mean", "var_mean",
     "flip", "fliplr", "flipud", "roll",
+    # (copies at the positions an index gives: `torch.gather(x[b], 0, idx[b])` before `x[b].scatter_(..)`)
+    "gather", "index_select", "take", "take_along_dim", "masked_select", "tril", "triu",
 ))
 
 
@@ -1367,10 +1369,52 @@ def _view_read(st: ast.stmt, name: str, ctx: Context) -> bool:
     return False
 
 
+def _lens_as_shapes(stmts: list, ctx: Context) -> list:
+    """`len(T)` as `T.shape[0]` where the loop stores into elements of the tensor `T` and never
+    binds the name: a read of what those stores never change (_metadata_read: `if 0 <= b <
+    len(counts): counts[b] += 1`), which `len` would pass to the body as the written tensor
+    itself. The same int where `T` is a tensor of one or more dims; on a 0-d tensor, where
+    `len` raises TypeError, `shape[0]` raises IndexError in the batch, whose failure runs the
+    loop; a value other than a tensor fails the store's guard first."""
+    if not _is_builtin(ctx, "len"):
+        return stmts
+    stored, bound = set(), set()
+    for st in stmts:
+        for n in fastast.walk(st):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                n, (ast.AugAssign, ast.AnnAssign, ast.For)) else []
+            for t in targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                    stored.add(t.value.id)
+                else:
+                    bound |= set(nm.target_names(t))
+            if isinstance(n, (ast.NamedExpr, ast.Global, ast.Nonlocal, ast.Delete)):
+                return stmts
+    names = stored - bound
+    if not names:
+        return stmts
+
+    class _Lens(ast.NodeTransformer):
+        def visit_Call(self, c):
+            self.generic_visit(c)
+            if isinstance(c.func, ast.Name) and c.func.id == "len" and len(c.args) == 1 and not c.keywords \
+                    and isinstance(c.args[0], ast.Name) and c.args[0].id in names:
+                shape = ast.copy_location(ast.Attribute(value=c.args[0], attr="shape", ctx=ast.Load()), c)
+                return ast.copy_location(ast.Subscript(value=shape, slice=ast.copy_location(ast.Constant(0), c),
+                                                       ctx=ast.Load()), c)
+            return c
+
+    if not any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "len" and c.args
+               and isinstance(c.args[0], ast.Name) and c.args[0].id in names for st in stmts for c in fastast.walk(st)):
+        return stmts
+    return [_Lens().visit(fastast.clone(s)) for s in stmts]
+
+
 def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     """Replace outputs by marker assignments (keeping their place, inside ifs too) and
     refuse statements that block a rewrite."""
     body = _Body([], [], {})
+    stmts = _lens_as_shapes(stmts, ctx)
     body.indices = [k for k, v in iter_vars.items() if v == "index"]
     body.varying = set(iter_vars)
     stmts = _tuple_stores(_split_chains(stmts, [0]))
