@@ -977,6 +977,18 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         first, P = product_first
         run_code = first + template("if _av_P is None:\n    _av_RUN", _av_P=P, _av_RUN=run_code)
     restore = [s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")] or [ast.Pass()]
+    space = _space_expr(plan, AV)
+    if plan.space.kind == "range" and plan.form != "while" and express and not (
+            exit_code or scan_code or product_first is not None):     # (`simple` below: the express's template)
+        # (the trip count once, for the express and the general path both: a zip's hoisted
+        # `range(min(len(a), len(b)))` costs a microsecond or more, on every entry of an inner
+        # loop; Python's own errors only, never autovec's, as the range is evaluated before the
+        # `try` as it was in the express's arguments)
+        S = namer.new(f"_av_s{L}")
+        space_first = [ast.Assign(targets=[ast.Name(id=S, ctx=ast.Store())], value=space)]
+        space = ast.Name(id=S, ctx=ast.Load())
+    else:
+        space_first = []
     stmts = template(f"""
 _av_T = None
 try:
@@ -990,7 +1002,7 @@ try:
 except _av_AV.Error as _av_E:    # (not the name `Exception`: the user's module may rebind it)
     _av_RESTORE
     _av_T = _av_AV.failed({L}, _av_T, _av_E)
-""", _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan, AV), _av_MAPPED=mapped_expr, _av_FREE=free_expr, _av_CALLS=calls_expr,
+""", _av_T=T, _av_AV=AV, _av_SPACE=space, _av_MAPPED=mapped_expr, _av_FREE=free_expr, _av_CALLS=calls_expr,
         _av_WRITES=writes_expr, _av_BODYDEF=defs, _av_RUN=run_code, _av_E=E,
         _av_RELEASE=[s for name, fill in releases for s in template(f"{name} = {T}.release({name}, {fill!r})")]
         or [ast.Pass()],
@@ -1035,7 +1047,7 @@ except {AV}.Error as {E}:
         let_go = [s for name, fill in releases for s in template(f"{name} = {AV}.let_go({name}, {fill!r})")]
         taken = template(f"if {X} is None:\n    _av_BACK", _av_BACK=[
             s for name, _ in releases for s in template(f"{name} = {AV}.taken_back({name})")]) if releases else []
-        stmts = stmts[:1] + template(f"""
+        stmts = stmts[:1] + space_first + template(f"""
 {X} = {AV}.xp.get({L})
 if {X} is not None:
     _av_BODYDEF
@@ -1049,7 +1061,7 @@ if {X} is not None:
     _av_ANSWERED
 else:
     _av_GENERAL
-""", _av_BODYDEF=[body_def] + ([defs[-1]] if direct else []), _av_SPACE=_space_expr(plan, AV), _av_MAPPED=mapped_expr, _av_FREE=free_expr,
+""", _av_BODYDEF=[body_def] + ([defs[-1]] if direct else []), _av_SPACE=space, _av_MAPPED=mapped_expr, _av_FREE=free_expr,
             _av_CALLS=calls_expr, _av_WRITES=writes_expr, _av_ANSWERED=answered, _av_GENERAL=stmts[1:],
             _av_LETGO=let_go or [ast.Pass()], _av_TAKEN=taken or [ast.Pass()])
         spec = tuple((kind, pos, new) for _, kind, pos, new in spec) if spec else None
