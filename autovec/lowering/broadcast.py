@@ -97,7 +97,9 @@ def _not_elementwise(n: ast.AST, plan: LoopPlan, env, varying: set) -> str | Non
         return f"`{ast.unparse(n)}` is not elementwise"
     if isinstance(n, ast.Subscript):
         return f"indexing `{ast.unparse(n)}`"
-    if isinstance(n, ast.Attribute) and _root(n) in varying:
+    if isinstance(n, ast.Attribute) and (_root(n) in varying or isinstance(n.value, ast.Subscript)
+                                         and _is_mapped_subscript(n.value, plan)):
+        # (`x[i].T` reverses one row's dimensions, the batch's all of them: not elementwise)
         return f"attribute `{ast.unparse(n)}` of a per-iteration value (e.g. its shape)"
     if isinstance(n, ast.Call):
         f = n.func
