@@ -3701,6 +3701,9 @@ class _Expressed:
 
 
 FunctionRuntime.expressed = _Expressed()
+# a loop's iteration space not evaluated yet (lowering.common: the express evaluates it, and the
+# general path again only where the express did not)
+FunctionRuntime.unset = object()
 
 
 def _large(args):

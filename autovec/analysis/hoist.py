@@ -281,22 +281,65 @@ def named_iterables(cap: Captured) -> int:
     taken = _names(fn)
     changed = 0
     for loop in [n for n in fastast.walk(fn) if isinstance(n, ast.For)]:
+        if _scope_depth(fn, parents, loop) is None:
+            continue
         call = loop.iter
-        if not isinstance(call, ast.Call) or _scope_depth(fn, parents, loop) is None:
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "zip" \
+                and not call.keywords and isinstance(loop.target, ast.Tuple) and len(loop.target.elts) == len(call.args) \
+                and all(isinstance(e, ast.Name) for e in loop.target.elts) and _builtins_ok(cap, local, ("zip",)):
+            # (`for t, m in zip(x.t(), mean)`: each argument as the loop's own iterable would be;
+            # zip's arguments are evaluated in order, once, before its first step)
+            for k, (e, a) in enumerate(zip(loop.target.elts, call.args)):
+                if _nameable(cap, local, a, e.id, loop):
+                    call.args[k] = _named_before(fn, loop, _fresh_name(f"{e.id}_values", loop, taken), a)
+                    changed += 1
             continue
-        f = call.func
-        parts = _dotted(f)
-        if parts is None or parts[-1] in _WALKED_CALLS or parts[-1] in _WALKED_METHODS \
-                or not callable(getattr(torch, parts[-1], None)) \
-                or not _resolves(cap, f, local, (getattr(torch, parts[-1]),)):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in ("enumerate", "reversed") \
+                and call.args and not call.keywords and _builtins_ok(cap, local, (call.func.id,)):
+            # (`for j, col in enumerate(x.t())`, `for row in reversed(x.view(-1, 4))`)
+            t = loop.target
+            element = t.id if isinstance(t, ast.Name) and call.func.id == "reversed" else \
+                t.elts[1].id if call.func.id == "enumerate" and isinstance(t, ast.Tuple) and len(t.elts) == 2 \
+                and isinstance(t.elts[1], ast.Name) else None
+            if _nameable(cap, local, call.args[0], element, loop):
+                call.args[0] = _named_before(fn, loop, _fresh_name(f"{element or 'loop'}_values", loop, taken),
+                                             call.args[0])
+                changed += 1
             continue
-        if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)) for n in fastast.walk(call)):
+        target = loop.target.id if isinstance(loop.target, ast.Name) else None
+        if not _nameable(cap, local, call, target, loop):
             continue
-        name = _fresh_name(f"{loop.target.id}_values" if isinstance(loop.target, ast.Name) else "loop_values",
-                           loop, taken)
+        name = _fresh_name(f"{target}_values" if target else "loop_values", loop, taken)
         loop.iter = _named_before(fn, loop, name, call)
         changed += 1
     return changed
+
+
+_VIEW_ATTRS = frozenset(("T", "mT", "H", "mH"))
+
+
+def _nameable(cap: Captured, local: set, e: ast.expr, element: str | None, loop: ast.For) -> bool:
+    """Whether the iterable `e` may be bound to a name right before the loop (named_iterables):
+    a call of a function of torch's own namespace, a chain of tensor methods on a name
+    (`x.t()`, `x.view(-1, 4)`: _receiver_chain, not `flip`, which the planner walks as it is),
+    or, where the body updates its `element` in place (`for col in x.T: col -= col.mean()`:
+    element_views takes a named tensor only), a view of a name (`x.T`, `x[1:]`)."""
+    if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda)) for n in fastast.walk(e)):
+        return False
+    if isinstance(e, ast.Call):
+        f = e.func
+        if _receiver_chain(e) and isinstance(f, ast.Attribute) and f.attr != "flip":
+            return True
+        parts = _dotted(f)
+        return not (parts is None or parts[-1] in _WALKED_CALLS or parts[-1] in _WALKED_METHODS
+                    or not callable(getattr(torch, parts[-1], None))
+                    or not _resolves(cap, f, local, (getattr(torch, parts[-1]),)))
+    if element is None or not any(_updates(st, element) for st in loop.body):
+        return False
+    if isinstance(e, ast.Attribute):
+        return e.attr in _VIEW_ATTRS and _dotted(e.value) is not None
+    return isinstance(e, ast.Subscript) and _dotted(e.value) is not None and not any(
+        isinstance(n, ast.Call) for n in fastast.walk(e.slice))
 
 
 def _named_before(fn: ast.FunctionDef, loop: ast.For, name: str, value: ast.expr) -> ast.Name:

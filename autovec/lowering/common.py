@@ -977,16 +977,20 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         first, P = product_first
         run_code = first + template("if _av_P is None:\n    _av_RUN", _av_P=P, _av_RUN=run_code)
     restore = [s for name, _ in releases for s in template(f"{name} = {AV}.unreleased({name}, {T})")] or [ast.Pass()]
-    space = _space_expr(plan, AV)
+    space = express_space = _space_expr(plan, AV)
     if plan.space.kind == "range" and plan.form != "while" and express and not (
             exit_code or scan_code or product_first is not None):     # (`simple` below: the express's template)
         # (the trip count once, for the express and the general path both: a zip's hoisted
         # `range(min(len(a), len(b)))` costs a microsecond or more, on every entry of an inner
-        # loop; Python's own errors only, never autovec's, as the range is evaluated before the
-        # `try` as it was in the express's arguments)
+        # loop. The express's call binds it, inside its `try` as before; the general path
+        # evaluates it again only where that did not happen or raised: then inside its own
+        # `try`, whose failure runs the loop, as before)
         S = namer.new(f"_av_s{L}")
-        space_first = [ast.Assign(targets=[ast.Name(id=S, ctx=ast.Store())], value=space)]
-        space = ast.Name(id=S, ctx=ast.Load())
+        space_first = template(f"{S} = {AV}.unset")
+        express_space = ast.NamedExpr(target=ast.Name(id=S, ctx=ast.Store()), value=space)
+        space = ast.IfExp(test=ast.Compare(left=ast.Name(id=S, ctx=ast.Load()), ops=[ast.IsNot()],
+                                           comparators=[expr(f"{AV}.unset")]),
+                          body=ast.Name(id=S, ctx=ast.Load()), orelse=fastast.clone(space))
     else:
         space_first = []
     stmts = template(f"""
@@ -1061,7 +1065,7 @@ if {X} is not None:
     _av_ANSWERED
 else:
     _av_GENERAL
-""", _av_BODYDEF=[body_def] + ([defs[-1]] if direct else []), _av_SPACE=space, _av_MAPPED=mapped_expr, _av_FREE=free_expr,
+""", _av_BODYDEF=[body_def] + ([defs[-1]] if direct else []), _av_SPACE=express_space, _av_MAPPED=mapped_expr, _av_FREE=free_expr,
             _av_CALLS=calls_expr, _av_WRITES=writes_expr, _av_ANSWERED=answered, _av_GENERAL=stmts[1:],
             _av_LETGO=let_go or [ast.Pass()], _av_TAKEN=taken or [ast.Pass()])
         spec = tuple((kind, pos, new) for _, kind, pos, new in spec) if spec else None
