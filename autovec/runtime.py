@@ -3942,6 +3942,7 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
         first = a0 * h0 + b0
     want = torch.result_type(first, b0)
     _same_promotion(h0, b0, want)
+    _narrow_factor(a0, want, computed)
     # a Python factor near 1 (`h = h + a * (x[t] - h)` is the factor 1 - a): in float32 it loses
     # most of `a`'s digits, which the loop keeps by computing `a * (x - h)`: the scan runs in float64
     work = torch.float64 if (want == torch.float32 and not isinstance(a0, torch.Tensor)
@@ -3981,6 +3982,18 @@ def _same_promotion(h0, b0, want):
     if want != torch.result_type(h0, b0):
         raise GuardFailed("the recurrence factor has a wider dtype than its state and terms (the loop's "
                           "order of operations decides the result's dtype)")
+
+
+def _narrow_factor(a, want, computed):
+    """A factor the loop never computes as such (`gamma * (1 - d)` from `gamma * G * (1 - d)`:
+    lowering.common._computed_factor) rounded in a narrower dtype than the state's: the loop
+    multiplies each part by the float64 state in float64, the batch formed the product of the
+    parts in their own float32 (`gamma` itself rounded to float32: probeI's discounted returns
+    with float64 rewards and float32 done flags, 6.9e-6 off). The loop runs."""
+    if computed and isinstance(a, torch.Tensor) and (a.is_floating_point() or a.is_complex()) \
+            and a.dtype != want and torch.promote_types(a.dtype, want) == want:
+        raise GuardFailed(f"a recurrence factor computed in {a.dtype} for a {want} running value (the loop "
+                          f"multiplies its parts by the running value in {want})")
 
 
 def _per_step(t, shape):
@@ -4047,6 +4060,7 @@ def _linear_scan(h0, b, a, py_a, py_b=False, computed=False):
         first = a_first * h0 + b0
     want = torch.result_type(first, b0)
     _same_promotion(h0, b0, want)
+    _narrow_factor(a, want, computed)
     if bool((a.abs() > 1).any()):
         raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)", data=True)
     _sums_in_range(b, h0, want)
