@@ -270,8 +270,8 @@ class _Helpers:
             rows, at = b[keep], (y[keep] - lo).long()
         wide = b.dtype if b.is_floating_point() or b.is_complex() else torch.int64   # (sum's dtype)
         total = torch.zeros((n, *b.shape[1:]), dtype=wide, device=b.device).index_add_(0, at, rows.to(wide))
-        if not first:
-            total = total.flatten(1).sum(1)
+        if not first and total.dim() > 1:
+            total = total.flatten(1).sum(1)     # (a 1-D `b`: each total is its one element's already)
         if kind == "sum":
             return total
         count = torch.bincount(at, minlength=n).to(total.dtype)

@@ -190,6 +190,25 @@ def test_class_reductions_over_the_loops_classes(x, y, lo, hi, step):
     assert_equivalent(class_sums, x, y, lo, hi, step)
 
 
+def bucket_means(x, idx, nb):
+    out = torch.empty(nb)
+    for b in range(nb):
+        out[b] = x[idx == b].mean()
+    return out
+
+
+def test_means_of_a_vector_by_label():
+    """(probeI: `x[idx == b].mean()` of a 1-D `x` raised IndexError inside the batched body,
+    flattening each class's one-element total, and the loop ran)"""
+    x, idx = torch.randn(300), torch.randint(0, 20, (300,))
+    f = autovec(bucket_means)
+    for _ in range(2):
+        torch.testing.assert_close(f(x, idx, 20), bucket_means(x, idx, 20), equal_nan=True)
+    assert _ran(f) == {"batched"}
+    idx[idx == 3] = 4          # (an empty class: NaN, as the loop's mean of nothing)
+    torch.testing.assert_close(f(x, idx, 20), bucket_means(x, idx, 20), equal_nan=True)
+
+
 def test_class_totals_and_means_with_gradients():
     x, y = torch.randn(60, 4, requires_grad=True), torch.randint(0, 6, (60,))
     assert_equivalent(class_totals, x, y, 7, grad=True)
