@@ -1076,9 +1076,7 @@ class _Helpers:
             bad = tb == 0
             if ints and op == "floordiv":
                 bad = bad | (ta == -(1 << 63)) & (tb == -1)     # (-2**63 // -1: past int64)
-            if op == "mod" and not ints:
-                bad = bad | torch.isinf(ta) | torch.isinf(tb)    # (Python's inf remainders differ)
-        elif op == "lshift":
+        elif op in ("lshift", "rshift"):
             bad = tb < 0                                   # (ValueError: negative shift count)
         elif op == "pow":
             if ints:
@@ -1110,10 +1108,15 @@ class _Helpers:
         if op == "floordiv":
             return a // b
         if op == "mod":
-            r = a % b
-            return r if ints else torch.copysign(r, tb)
+            if ints:
+                return a % b
+            # (a float remainder by Python itself: torch's remainder and fmod, vectorized, divide
+            # first and give NaN where a / b overflows: -1e308 % -0.1, probeH)
+            return _py_map("%", operator.mod, a, b)
         if op == "lshift":
             return a << b
+        if op == "rshift":
+            return a >> b        # (torch's shift by 64 or more gives 0 or -1, as Python's)
         if op == "pow" and real and not ints:
             # (a float power: the C library's pow, as Python calls it; torch's differs in the last
             # bit, `v ** 2` included)

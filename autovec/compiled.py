@@ -91,8 +91,14 @@ def decide(st: Stepping, kind: str) -> str | None:
     return None
 
 
+_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
+
+
 def _sig(args) -> tuple:
-    out = []
+    """The arguments' types, shapes and values, and the modes a compiled graph depends on (grad,
+    inference): a step verified under one is verified again under another (dynamo compiles a
+    graph per mode, which the first one's checks never saw)."""
+    out = [("modes", torch.is_grad_enabled(), torch.is_inference_mode_enabled())]
     for a in args:
         if isinstance(a, torch.Tensor):
             out.append((a.dtype, tuple(a.shape), a.device.type, a.requires_grad))
@@ -228,6 +234,10 @@ def stepper(rt, loop_id, fn, calls, it):
         st.steps += len(it) if hasattr(it, "__len__") else 1
         kind = it.device.type if isinstance(it, torch.Tensor) else "cpu"
         why = decide(st, kind)
+        if why is None and _any_autocast():
+            # (probeH: a step verified without autocast was reused under it, where dynamo compiled
+            # another graph that nothing compared with the Python step)
+            why = "autocast is on: the compiled step's precision would be autocast's, never checked"
         if why is not None:
             rt._note(loop_id, "python", why)
             return None

@@ -217,6 +217,10 @@ def number_ops(plan, numbers=frozenset()) -> tuple:
 
     # (builtins are among the free names: `int` is taken to be the builtin, as the estimate goes)
     free = set(plan.free) - _CONVERSIONS - _NUMBER_FUNCS
+    # the rows of a walk over `x.tolist()` (planned as `v = row.item()` over x's rows): the loop
+    # as written gets its numbers from the list, so their `.item()` costs it nothing but the
+    # interpreter's step: an operation on Python numbers
+    listed = {u[0] for u in plan.space.unpack if len(u) > 2 and u[2]}
     known = set(numbers)
     space = plan.space
     if space.index:
@@ -268,6 +272,9 @@ def number_ops(plan, numbers=frozenset()) -> tuple:
         """(class, names) of one counted operation, or None (a small torch operation)."""
         if isinstance(node, ast.Call):
             f = node.func
+            if isinstance(f, ast.Attribute) and f.attr == "item" and not node.args and isinstance(f.value, ast.Name) \
+                    and f.value.id in listed:
+                return ("number", frozenset())
             if isinstance(f, ast.Attribute) and f.attr == "item" and not node.args:
                 inner = kind(f.value)
                 return ("number", inner) if inner is not None else ("convert", frozenset())

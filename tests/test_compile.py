@@ -305,3 +305,31 @@ def test_inductor_compiles_an_rnn_step_exactly():
     for _ in range(2):
         got, want = f(x, U), rnn(x, U)
         assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def test_a_step_verified_without_autocast_is_not_reused_under_it(eager_backend):
+    """(probeH: the compiled step was checked on plain calls and then reused under
+    `torch.autocast`, where dynamo compiled another graph nothing compared with the loop)"""
+    f = autovec(rnn, fallback="compile")
+    x, U = _inputs()
+    f(x, U)
+    f(x, U)
+    assert explain(f, x, U).path == "compile"
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got, want = f(x, U), rnn(x, U)
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+        ex = explain(f, x, U)
+    assert ex.path == "python" and "autocast" in _notes(ex)
+
+
+def test_a_step_is_verified_again_under_no_grad(eager_backend):
+    f = autovec(rnn, fallback="compile")
+    x, U = _inputs()
+    f(x, U)
+    f(x, U)
+    st = f._autovec_state.runtime.steps[1]
+    before = len(st.verify)
+    with torch.no_grad():
+        got, want = f(x, U), rnn(x, U)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert len(st.verify) == before + 1        # (its own signature, compared step by step)

@@ -699,3 +699,59 @@ def test_a_while_counting_down_by_other_than_a_constant_keeps_the_loop():
     torch.testing.assert_close(autovec(countdown_odd_step)(x), countdown_odd_step(x))
     from conftest import raises_as_loop
     raises_as_loop(IndexError, countdown_up, x)
+
+
+def pair_means(x):
+    out = torch.zeros(x.shape[0] // 2, x.shape[1], dtype=x.dtype)
+    i = 0
+    while i + 1 < x.shape[0]:
+        out[i // 2] = 0.5 * (x[i] + x[i + 1])
+        i += 2
+    return out, i
+
+
+def back_differences(x):
+    s = []
+    j = x.shape[0] - 1
+    while j - 2 >= 0:
+        s.append(x[j] - x[j - 2])
+        j -= 1
+    return torch.stack(s), j
+
+
+def offset_bound(x, n):
+    out = torch.zeros_like(x)
+    k = 0
+    while 1 + k <= n:
+        out[k] = x[k] * 2
+        k += 1
+    return out, k
+
+
+@pytest.mark.parametrize("fn, make", [
+    (pair_means, lambda: (torch.randn(9, 3),)),
+    (pair_means, lambda: (torch.randn(1, 3),)),
+    (back_differences, lambda: (torch.randn(8, 2),)),
+    (back_differences, lambda: (torch.randn(0, 2),)),       # (stack of nothing: the loop raises)
+    (offset_bound, lambda: (torch.randn(6, 2), 4)),
+    (offset_bound, lambda: (torch.randn(6, 2), 9)),         # (past the end: the loop raises IndexError)
+    (offset_bound, lambda: (torch.randn(6, 2), 3.5)),       # (a float bound: the loop compares it)
+])
+def test_a_counter_tested_with_an_offset(fn, make, monkeypatch):
+    """(probeI: `while i + 1 < n: ..; i += 2` was "not a counter loop"; it is `while i < n - 1`)"""
+    from conftest import same_on_every_call
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+    def same(want, got):
+        if isinstance(want, torch.Tensor):
+            assert want.dtype == got.dtype and torch.equal(want, got)
+        elif isinstance(want, (tuple, list)):
+            for p, q in zip(want, got):
+                same(p, q)
+        else:
+            assert type(want) is type(got) and want == got
+    same_on_every_call(fn, make, same=same)
+    if fn is not offset_bound or make()[1] == 4:
+        args = make()
+        if args[0].shape[0] > 2:
+            assert explain(fn, *args).path == "vectorized"

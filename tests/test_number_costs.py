@@ -157,3 +157,21 @@ def test_a_schedule_settles_on_the_loop_by_timing(monkeypatch):
     rt = fast._autovec_state.runtime
     (d,) = [d for (k, b), d in rt.decisions.items()]
     assert d.final and d.py_runs >= 1 and d.vec_runs >= 1     # decided by timings, not the estimate
+
+
+def sines_of_list(x):
+    out = []
+    for v in x.tolist():
+        out.append(math.sin(v))
+    return out
+
+
+def test_the_numbers_of_a_tolist_walk_cost_no_conversion():
+    """(probeH: `for v in x.tolist()` is planned as `v = row.item()` over x's rows, and each was
+    priced as a conversion: the loop's estimate was ten times its time, and the batch, which
+    calls Python's math.sin per element, ran at 1.7x the loop's time without ever timing it)"""
+    rt, m = _plan(sines_of_list, torch.randn(8, dtype=torch.float64))
+    entries = rt.number_ops[m.plan.loop_id]
+    assert len(entries) == rt.ops[m.plan.loop_id] and all(cls == "number" for cls, _ in entries)
+    got = cost.refine_python({"python": 1e-3, "vectorized": 1e-7}, 100, rt.ops[m.plan.loop_id], entries, {})
+    assert got.get("timed")         # (both paths timed on the bucket's first calls)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import operator
 import types
 from dataclasses import dataclass, field
 
@@ -463,6 +464,26 @@ def _stopping_iteration(written, sites) -> tuple:
     return (node,)
 
 
+def _counter_offset(t):
+    """`k + c < n` (`<=`, `c + k`) as `k < n - c`, and `k - c > n` (`>=`) as `k > n + c`, for
+    an int constant `c` (`while i + 1 < len(x): ..; i += 2`, pairs of rows): the same test on
+    the ints a counter loop takes (runtime.counter_range checks that they are ints). Else `t`."""
+    if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.left, ast.BinOp)):
+        return t
+    e, up = t.left, isinstance(t.ops[0], (ast.Lt, ast.LtE))
+    if up and isinstance(e.op, ast.Add):
+        k, c = (e.left, e.right) if isinstance(e.left, ast.Name) else (e.right, e.left)
+    elif not up and isinstance(e.op, ast.Sub):
+        k, c = e.left, e.right
+    else:
+        return t
+    if not (isinstance(k, ast.Name) and isinstance(c, ast.Constant) and type(c.value) is int):
+        return t
+    bound = ast.copy_location(ast.BinOp(left=t.comparators[0], op=ast.Sub() if up else ast.Add(),
+                                        right=ast.copy_location(ast.Constant(c.value), c)), t.comparators[0])
+    return ast.fix_missing_locations(ast.copy_location(ast.Compare(left=k, ops=t.ops, comparators=[bound]), t))
+
+
 def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
     """`k = a; while k < n: ...; k += c` is `for k in range(k, n, c)` followed by the last increment;
     `while k >= n: ...; k -= c` is `for k in range(k, n - 1, -c)`."""
@@ -481,6 +502,7 @@ def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
         t = t.values[0]
     else:
         whole = list(node.body)
+    t = _counter_offset(t)
     if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.left, ast.Name)
             and isinstance(t.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE))):
         raise Refuse(f"`while {src(node.test)}` at line {line} is not a counter loop (`while k < n:` ... `k += 1`, "
@@ -541,7 +563,8 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
     iter_vars = _iter_vars(space)
     # `for a, b in pairs`: the statements unpacking each row come first, as in a for loop
     body = _classify(unpack_stmts(space, line), ctx, iter_vars) if space.unpack else _Body([], [], {})
-    elt = comp.elt
+    elt = _operator_spellings([comp.elt], ctx)[0]
+    ifs = _operator_spellings(list(gen.ifs), ctx)
     if space.index:   # `x[i:i + 1]` reads as `x[i].unsqueeze(0)`, as in a for loop
         elt = _UnitSlices(space.index).visit(fastast.clone(elt))
     value, pytype = _strip_item(elt)
@@ -555,7 +578,7 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
     else:
         marker = body.marker()
         stmts = [_located(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), line)]
-    for cond in reversed(gen.ifs):
+    for cond in reversed(ifs):
         stmts = [_located(ast.If(test=cond, body=stmts, orelse=[]), line)]
     # a filter, or `a if c else b` as the element (as in a for loop's appended value): the
     # where strategy converts a condition on per-element data (lowering/ifconvert.py)
@@ -1410,11 +1433,73 @@ def _lens_as_shapes(stmts: list, ctx: Context) -> list:
     return [_Lens().visit(fastast.clone(s)) for s in stmts]
 
 
+_OPERATOR_BINOPS = {operator.add: ast.Add, operator.sub: ast.Sub, operator.mul: ast.Mult, operator.truediv: ast.Div,
+                    operator.floordiv: ast.FloorDiv, operator.mod: ast.Mod, operator.pow: ast.Pow,
+                    operator.matmul: ast.MatMult, operator.lshift: ast.LShift, operator.rshift: ast.RShift,
+                    operator.and_: ast.BitAnd, operator.or_: ast.BitOr, operator.xor: ast.BitXor}
+_OPERATOR_UNARY = {operator.neg: ast.USub, operator.pos: ast.UAdd, operator.invert: ast.Invert}
+_OPERATOR_COMPARE = {operator.lt: ast.Lt, operator.le: ast.LtE, operator.eq: ast.Eq, operator.ne: ast.NotEq,
+                     operator.ge: ast.GtE, operator.gt: ast.Gt}
+
+
+def _operator_spellings(nodes: list, ctx: Context) -> list:
+    """`operator.truediv(a, b)` (and the other arithmetic, unary and comparison functions of the
+    `operator` module, under any of their names: `operator.__pow__` is `operator.pow`) as the
+    operator it is defined to be, `a / b`: the batch then computes it as the loop's operator,
+    Python's checks on Python numbers included (a zero divisor raises, a float power is the C
+    library's). A dunder method called by name (`a.__truediv__(b)`) is not its operator (an int
+    by a float gives NotImplemented, no reflected call) and keeps the loop (probeH: both ran
+    under vmap as tensor methods: no ZeroDivisionError, torch's pow)."""
+    class _Ops(ast.NodeTransformer):
+        def visit_Call(self, c):
+            self.generic_visit(c)
+            f = c.func
+            new = self._operator(c)
+            if new is not None:
+                return new
+            if isinstance(f, ast.Attribute) and f.attr.startswith("__") and f.attr.endswith("__") and len(f.attr) > 4:
+                raise Refuse(f"`{src(c)}` at line {c.lineno} calls a dunder method by name (not its operator: "
+                             "no reflected call, NotImplemented returned)", c.lineno)
+            return c
+
+        def _operator(self, c):
+            f = c.func
+            if c.keywords or any(isinstance(a, ast.Starred) for a in c.args) or not isinstance(f, (ast.Name, ast.Attribute)):
+                return None
+            text = src(f)
+            if text.split(".")[0] in ctx.local_names:
+                return None
+            try:
+                found, obj = ctx.env.resolve(text)
+            except Exception:       # (an attribute that cannot be read without running the user's code)
+                return None
+            if not found or getattr(obj, "__module__", None) not in ("_operator", "operator"):
+                return None
+            try:
+                binop, unop, cmp = _OPERATOR_BINOPS.get(obj), _OPERATOR_UNARY.get(obj), _OPERATOR_COMPARE.get(obj)
+            except TypeError:
+                return None
+            if binop is not None and len(c.args) == 2:
+                new = ast.BinOp(left=c.args[0], op=binop(), right=c.args[1])
+            elif unop is not None and len(c.args) == 1:
+                new = ast.UnaryOp(op=unop(), operand=c.args[0])
+            elif cmp is not None and len(c.args) == 2:
+                new = ast.Compare(left=c.args[0], ops=[cmp()], comparators=[c.args[1]])
+            else:
+                return None
+            return ast.fix_missing_locations(ast.copy_location(new, c))
+
+    if not any(isinstance(c, ast.Call) and isinstance(c.func, (ast.Name, ast.Attribute))
+               for n in nodes for c in fastast.walk(n)):
+        return nodes
+    return [_Ops().visit(fastast.clone(n)) for n in nodes]
+
+
 def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
     """Replace outputs by marker assignments (keeping their place, inside ifs too) and
     refuse statements that block a rewrite."""
     body = _Body([], [], {})
-    stmts = _lens_as_shapes(stmts, ctx)
+    stmts = _operator_spellings(_lens_as_shapes(stmts, ctx), ctx)
     body.indices = [k for k, v in iter_vars.items() if v == "index"]
     body.varying = set(iter_vars)
     stmts = _tuple_stores(_split_chains(stmts, [0]))

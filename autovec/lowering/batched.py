@@ -361,8 +361,8 @@ def _wrapped_zero_dim(vals: list[_V], out: list[ast.expr], op=None) -> list[ast.
 
 _PY_KINDS = ("bool", "int", "float", "complex")
 _PY_ARITH = {ast.Div: "div", ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.Mult: "mul",
-             ast.LShift: "lshift", ast.Add: "add", ast.Sub: "sub"}
-_INT_ONLY = ("mul", "lshift", "add", "sub")    # (of floats: the batch's float64 is Python's float)
+             ast.LShift: "lshift", ast.RShift: "rshift", ast.Add: "add", ast.Sub: "sub"}
+_INT_ONLY = ("mul", "lshift", "rshift", "add", "sub")    # (of floats: the batch's float64 is Python's float)
 _DUMMY = {"bool": True, "int": 1, "float": 1.0, "complex": 1j}
 
 
