@@ -88,6 +88,39 @@ def test_n_step_returns_run_the_inner_sum_under_vmap(n_step):
     assert explain(n_step_returns, r, v, 0.9, n_step).path == "vectorized"
 
 
+def deltas(c, N):
+    padded = torch.cat([c[:1].expand(N, -1), c, c[-1:].expand(N, -1)], 0)
+    denom = 2 * sum(n * n for n in range(1, N + 1))
+    delta = torch.empty_like(c)
+    for t in range(c.shape[0]):
+        acc = torch.zeros(c.shape[1])
+        for n in range(1, N + 1):
+            acc = acc + n * (padded[t + N + n] - padded[t + N - n])
+        delta[t] = acc / denom
+    return delta
+
+
+def shifted_by_a_float(x, off):
+    out = []
+    for t in range(x.shape[0]):
+        out.append(x[t] * (t + off))
+    return torch.stack(out)
+
+
+def test_an_index_of_int_arithmetic_with_free_names_is_no_float():
+    """(probeI's delta features: `padded[t + N + n]` with `N` an argument read `t + N` as the
+    index in float arithmetic, which only a batched body may compute, and the loop ran; an index
+    whole of int arithmetic selects elements, in the loop and in a batch alike)"""
+    c = torch.randn(40, 13, generator=_gen(9))
+    assert "vmap" in _check(deltas, c, 2, grad=(0,))
+    assert explain(deltas, c, 2).path == "vectorized"
+    # (the index in arithmetic with a float outside a subscript still keeps vmap out)
+    x = torch.randn(6, 3, dtype=torch.float16)
+    f = autovec(shifted_by_a_float)
+    got, want = f(x, 0.1), shifted_by_a_float(x, 0.1)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+
+
 def test_a_stack_of_layers_per_sample():
     g = _gen(1)
     x, W = torch.randn(30, 6, generator=g), torch.randn(3, 6, 6, generator=g) * 0.4

@@ -3605,8 +3605,10 @@ def _index_meets_floats(stmts, names, free) -> bool:
         return all(isinstance(m, (ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, ast.Add, ast.Sub, ast.Mult,
                                   ast.FloorDiv, ast.Mod, ast.USub, ast.UAdd))
                    or isinstance(m, ast.Constant) and type(m.value) is int for m in fastast.walk(e))
-    whole = {id(e) for s in stmts for n in fastast.walk(s) if isinstance(n, ast.Subscript)
-             for e in (n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]) if int_arith(e)}
+    # (every part of such an index: `t + N` inside `x[t + N + n]` is no float either)
+    whole = {id(m) for s in stmts for n in fastast.walk(s) if isinstance(n, ast.Subscript)
+             for e in (n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]) if int_arith(e)
+             for m in fastast.walk(e)}
     _INT_CALLS = ("int", "len", "range", "abs", "min", "max", "bool")
     for s in stmts:
         parents = {id(c): p for p in fastast.walk(s) for c in ast.iter_child_nodes(p)}
