@@ -917,12 +917,18 @@ class _Helpers:
         return torch.where(mask, fill, row)
 
     @staticmethod
-    def fill_span(row, dim, lo, hi, v):
+    def fill_span(row, dim, lo, hi, v, *leaves):
         """`row_k[.., lo_k:hi_k] = v_k[.., lo_k:hi_k]` for every row k: the same span of another
         row of the same shape (so that Python's slice takes the same positions of both), as a
         `where` of the span's mask (_Helpers.fill_range's) between the rows, `v` in the row's
-        dtype as the assignment converts it. Rows of other shapes: the loop decides."""
+        dtype as the assignment converts it. Rows of other shapes: the loop decides. `leaves`:
+        the values beside the spans of arithmetic on them (lowering.batched._span_store); one
+        that requires grad leaves the call to the loop (its derivative at the positions outside
+        the spans, `log` of padding, could be NaN)."""
         from .runtime import GuardFailed
+        if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in leaves):
+            raise GuardFailed("arithmetic on a ragged span with a value beside it that requires grad (the loop "
+                              "decides)")
         if not isinstance(v, torch.Tensor) or v.dim() != row.dim() or v.shape[:1 + dim] != row.shape[:1 + dim] \
                 or v.shape[2 + dim:] != row.shape[2 + dim:]:
             raise GuardFailed("a span assigned from a row of another shape (the loop decides)")

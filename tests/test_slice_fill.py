@@ -444,3 +444,78 @@ def test_a_one_element_source_span_is_broadcast_over_the_rows_span():
     same_on_every_call(window_from_end, make)
     ex = explain(window_from_end, *make())
     assert ex.path == "vectorized" and "fill_span" in " ".join(ex.notes)
+
+
+# ----------------------------------------------------------------- arithmetic on the same span
+
+def scaled_span(x, lengths):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        L = int(lengths[i])
+        out[i, :L] = x[i, :L] * 2 + 1
+    return out
+
+
+def log_span(x, lengths, temps):
+    out = torch.full_like(x, -1.0)
+    for i in range(x.shape[0]):
+        L = int(lengths[i])
+        out[i, :L] = torch.log(x[i, :L]) / temps[i]
+    return out
+
+
+def weighted_span(h, w, lengths):
+    out = torch.zeros_like(h)
+    for i in range(h.shape[0]):
+        out[i, :lengths[i]] = (h[i, :lengths[i]] * w).relu()     # (w along the rows' other dimension)
+    return out
+
+
+def into_ints(x, lengths):
+    out = torch.zeros(x.shape, dtype=torch.int64)
+    for i in range(x.shape[0]):
+        out[i, :lengths[i]] = x[i, :lengths[i]] * 3.7            # (the assignment truncates)
+    return out
+
+
+def tail_span(x, starts):
+    out = x.clone()
+    for i in range(x.shape[0]):
+        out[i, starts[i]:] = -x[i, starts[i]:]
+    return out
+
+
+@pytest.mark.parametrize("fn, make", [
+    (scaled_span, lambda: (torch.randn(6, 9), torch.tensor([0, 3, 9, 12, -2, 1]))),
+    (log_span, lambda: (torch.cat([torch.rand(5, 4) + 0.1, torch.zeros(5, 3)], 1), torch.tensor([4, 2, 0, 4, 3]),
+                        torch.rand(5) + 0.5)),    # (log of the padding's zeros: -inf, never stored)
+    (weighted_span, lambda: (torch.randn(4, 6, 3), torch.randn(3), [6, 0, 2, 5])),
+    (into_ints, lambda: (torch.randn(5, 4) * 5, [4, 1, 0, 3, 2])),
+    (tail_span, lambda: (torch.randn(5, 6), [0, 2, 6, -1, 9])),
+])
+def test_arithmetic_on_the_same_span(fn, make):
+    """(`out[i, :L] = x[i, :L] * 2 + 1` had no batched form: a crop of varying width; elementwise
+    arithmetic on the store's own span runs on the whole rows, and the span's mask picks what the
+    store writes)"""
+    fast = autovec(fn)
+    for _ in range(3):
+        args = make()
+        got, want = fast(*args), fn(*args)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert "fill_span" in " ".join(explain(fn, *make()).notes)
+
+
+def test_arithmetic_on_a_span_with_gradients():
+    """(the padding's `log(0)` has an infinite derivative; its positions read a detached copy,
+    so the gradient outside the spans is the loop's zero, not NaN)"""
+    x = torch.cat([torch.rand(5, 4) + 0.1, torch.zeros(5, 3)], 1).double().requires_grad_()
+    assert_equivalent(log_span, x, torch.tensor([4, 2, 0, 4, 3]), torch.rand(5, dtype=torch.float64) + 0.5,
+                      grad=True)
+    fast = autovec(log_span)
+    lengths, temps = torch.tensor([4, 2, 0, 4, 3]), torch.rand(5, dtype=torch.float64) + 0.5
+    fast(x, lengths, temps).sum().backward()
+    assert _ran(fast) == {"batched"}
+    g = x.grad.clone()
+    x.grad = None
+    log_span(x, lengths, temps).sum().backward()
+    assert torch.equal(g, x.grad) and not g.isnan().any()

@@ -1407,12 +1407,17 @@ class _Batcher:
         mask, mname, wholes = made
         for s, b in zip(subs, wholes):
             self.unspan[id(s)] = _V(_helper("span_guard", b.node, _name(mname)), True, b.fact)
-        leaves = []
         e = self._on_wholes(f.value)
+        return _helper("span_masked", _const(f.attr), mask, e.node, _const(first), *self._beside_spans(f.value, subs))
+
+    def _beside_spans(self, value, subs) -> list:
+        """The values beside the spans in `value` (lowered already): none that holds or is read by a
+        span (`torch.sigmoid(a[s:e])`); the helpers refuse them where they require grad (their
+        derivative at the positions outside the spans would reach them, and may be NaN)."""
+        leaves = []
         inside = {id(c) for s in subs for c in fastast.walk(s) if isinstance(c, ast.expr)}
-        for n in fastast.walk(f.value):
-            # (the values beside the spans: none that holds or is read by a span, `torch.sigmoid(a[s:e])`)
-            if not isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) or n is f.value \
+        for n in fastast.walk(value):
+            if not isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) or n is value \
                     or id(n) in inside or any(id(c) in inside for c in fastast.walk(n)):
                 continue
             if not self.varies(n) and isinstance(n, (ast.Name, ast.Attribute)) and (
@@ -1421,7 +1426,7 @@ class _Batcher:
             elif id(n) in self.memo and (self._scalar_leaf(n) or self.c.facts.get(
                     self.c.ids.get(id(n)), Fact("other")).kind == "tensor"):
                 leaves.append(self.memo[id(n)].node)
-        return _helper("span_masked", _const(f.attr), mask, e.node, _const(first), *leaves)
+        return leaves
 
     def _span_wholes(self, subs):
         """For spans with the same bounds (_span_of): the assignment of their positions' mask
@@ -1883,6 +1888,9 @@ class _Batcher:
         span's mask between the whole rows (batching.fill_span checks that the rows have the
         same shape, so that Python's slice takes the same positions of both); else None."""
         row_n, dim_n, lo_n, hi_n, v_n = node.args
+        if not isinstance(v_n, ast.Subscript) and isinstance(dim_n, ast.Constant) and dim_n.value == 0 \
+                and type(dim_n.value) is int:
+            return self._span_store(node)
         if not (isinstance(v_n, ast.Subscript) and isinstance(dim_n, ast.Constant) and type(dim_n.value) is int):
             return None
         items = v_n.slice.elts if isinstance(v_n.slice, ast.Tuple) else [v_n.slice]
@@ -1904,6 +1912,47 @@ class _Batcher:
             if b.batched and not (b.fact.kind in ("int", "bool") or b.fact.kind == "tensor" and b.fact.rank == 0):
                 return None
         return _helper("fill_span", row.node, dim_n, lo.node, hi.node, v.node)
+
+    def _span_store(self, node):
+        """`out[i, :L] = x[i, :L] * 2 + 1` (analysis: `fill_range(out_i, 0, lo, hi, expr)`):
+        elementwise arithmetic on ragged spans with the store's own bounds, and one-element
+        values (_over_selection). Each element of the span's result is its own elements', so the
+        arithmetic runs on the whole rows and the span's mask picks what the store writes
+        (fill_span). With gradients the rows are read through span_guard: the positions outside
+        the spans, whose derivatives may be infinite (`log` of padding), give their gradient to a
+        detached copy. None where it is not such a value."""
+        row_n, dim_n, lo_n, hi_n, v_n = node.args
+        subs, wide = [], []
+        if not self._over_selection(v_n, subs, wide) or not subs or not all(self._span_of(x) for x in subs) \
+                or len({ast.dump(x.slice) for x in subs}) != 1 or len({self.fact(x.value).rank for x in subs}) != 1:
+            return None
+        sl = subs[0].slice
+        if isinstance(sl, ast.Tuple):
+            sl = sl.elts[1]     # (`b[i, lo:hi]` of a tensor every iteration reads a row of: span_wholes)
+        rank = self.fact(subs[0]).rank
+        if any(self.fact(w).rank >= rank for w in wide):
+            return None     # (a tensor as wide as the span would meet it along the span)
+        same = lambda a, b: (a is None and (b is None or isinstance(b, ast.Constant) and b.value is None)) or (  # noqa: E731
+            a is not None and b is not None and ast.dump(a) == ast.dump(b))
+        if not (same(sl.lower, lo_n) or sl.lower is None and isinstance(lo_n, ast.Constant) and lo_n.value == 0) \
+                or not same(sl.upper, hi_n):
+            return None
+        row, lo, hi = self.expr(row_n), self.expr(lo_n), self.expr(hi_n)
+        if not row.batched or row.fact.kind != "tensor" or self.c.lead != 1:
+            return None
+        for b in (lo, hi):
+            if b.batched and not (b.fact.kind in ("int", "bool") or b.fact.kind == "tensor" and b.fact.rank == 0):
+                return None
+        made = self._span_wholes(subs)
+        if made is None:
+            return None
+        mask, mname, wholes = made
+        for x, b in zip(subs, wholes):
+            self.unspan[id(x)] = _V(_helper("span_guard", b.node, _name(mname)), True, b.fact)
+        e = self._on_wholes(v_n)
+        # (the mask's name bound before the value reads it: `(mask, value)[1]`)
+        v = ast.Subscript(value=ast.Tuple(elts=[mask, e.node], ctx=ast.Load()), slice=_const(1), ctx=ast.Load())
+        return _helper("fill_span", row.node, dim_n, lo.node, hi.node, v, *self._beside_spans(v_n, subs))
 
     def _product(self, kind, a, b):
         """Products of per-iteration vectors and matrices (ranks 1 and 2), as the matmul an
