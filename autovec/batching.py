@@ -943,6 +943,53 @@ class _Helpers:
         return torch.where(mask, v.to(device=row.device, dtype=row.dtype), row)
 
     @staticmethod
+    def span_arange(row, lo, hi, a, b):
+        """`torch.arange(a_k, b_k)` laid out at each row's span `[lo_k:hi_k]` (n, T): position p
+        takes a_k + (p - start_k), int64 as torch.arange of ints gives; a range of one value is
+        broadcast, as setitem does. Where a span's length is neither the range's nor 1 the loop
+        raises (a shape mismatch): it decides, as it does for a negative range's bounds."""
+        from .runtime import GuardFailed
+        n, t = row.shape[0], row.shape[1]
+        start, stop = _slice_bound(lo, 0, t, n, row.device), _slice_bound(hi, t, t, n, row.device)
+        ends = []
+        for v in (a, b):
+            if isinstance(v, torch.Tensor):
+                if v.is_floating_point() or v.is_complex() or v.dtype == torch.bool:
+                    raise GuardFailed("a range of other than ints (the loop decides)")
+                v = v.long().reshape(-1).to(row.device).expand(n)
+            elif type(v) is int:
+                v = torch.full((n,), v, dtype=torch.long, device=row.device)
+            else:
+                raise GuardFailed("a range of other than ints (the loop decides)")
+            ends.append(v)
+        first, k = ends[0], ends[1] - ends[0]
+        span = (stop - start).clamp(min=0)
+        if not bool(((span == k) | (k == 1)).all()):   # (a negative k, arange(-1), raises: never a span's)
+            e = GuardFailed("a range of another length than its span (the loop raises)", data=True)
+            e.final = True
+            raise e
+        p = torch.arange(t, device=row.device)
+        steps = torch.where((k == 1).unsqueeze(1), torch.zeros_like(p), p - start.unsqueeze(1))
+        return first.unsqueeze(1) + steps
+
+    @staticmethod
+    def span_flip(b, lo, hi):
+        """`b_k[lo_k:hi_k].flip(0)` laid out at the span's own positions of each whole row (n, T,
+        ..): position p of the span takes the element at start + stop - 1 - p (Python's slice
+        bounds of each row); a position outside the span takes some element of the row, which
+        the store's mask drops (fill_span)."""
+        from .runtime import GuardFailed
+        if not isinstance(b, torch.Tensor) or b.dim() < 2:
+            raise GuardFailed("a reversed span of a value without dimensions (the loop decides)")
+        n, t = b.shape[0], b.shape[1]
+        if not t:
+            return b
+        start, stop = _slice_bound(lo, 0, t, n, b.device), _slice_bound(hi, t, t, n, b.device)
+        p = torch.arange(t, device=b.device)
+        at = (start.unsqueeze(1) + stop.unsqueeze(1) - 1 - p).clamp(0, t - 1)
+        return b.gather(1, at.view(n, t, *(1,) * (b.dim() - 2)).expand(b.shape))
+
+    @staticmethod
     def _span_aligned(row, dim, lo, hi, v):
         """fill_span's source rows `v`, of another width than the rows along the span's dimension,
         laid out as the rows are: position p of the row's span takes the source span's element at

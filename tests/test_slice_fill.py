@@ -519,3 +519,73 @@ def test_arithmetic_on_a_span_with_gradients():
     x.grad = None
     log_span(x, lengths, temps).sum().backward()
     assert torch.equal(g, x.grad) and not g.isnan().any()
+
+
+def reverse_padded(x, lengths):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        L = int(lengths[i])
+        out[i, :L] = x[i, :L].flip(0)
+    return out
+
+
+def reverse_window(x, starts, ends):
+    out = x.clone()
+    for i in range(x.shape[0]):
+        out[i, starts[i]:ends[i]] = torch.flip(x[i, starts[i]:ends[i]], [0])
+    return out
+
+
+@pytest.mark.parametrize("fn, make", [
+    (reverse_padded, lambda: (torch.randn(6, 7, 3), torch.tensor([0, 3, 7, 9, -2, 1]))),
+    (reverse_padded, lambda: (torch.randint(-9, 9, (5, 6)), torch.tensor([6, 1, 0, 4, 2]))),
+    (reverse_window, lambda: (torch.randn(5, 8), [0, 2, -3, 5, 6], [3, 7, 8, 4, 20])),
+])
+def test_a_reversed_span(fn, make):
+    """(probeC's reverse_padded: `x[i, :L].flip(0)` was a crop of varying width; position p of the
+    span takes the element at start + stop - 1 - p, batching.span_flip)"""
+    fast = autovec(fn)
+    for _ in range(3):
+        args = make()
+        got, want = fast(*args), fn(*args)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert "span_flip" in " ".join(explain(fn, *make()).notes)
+
+
+def test_a_reversed_span_with_gradients():
+    x = torch.randn(5, 6, 2, dtype=torch.float64, requires_grad=True)
+    assert_equivalent(reverse_padded, x, torch.tensor([6, 0, 3, 1, 4]), grad=True)
+
+
+def left_pad_positions(lengths, T):
+    pos = torch.zeros(len(lengths), T, dtype=torch.long)
+    for i in range(len(lengths)):
+        L = int(lengths[i])
+        pos[i, T - L:] = torch.arange(L)
+    return pos
+
+
+def ranges_from(x, starts, ends):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i, :ends[i] - starts[i]] = torch.arange(starts[i], ends[i])
+    return out
+
+
+@pytest.mark.parametrize("fn, make", [
+    (left_pad_positions, lambda: (torch.tensor([3, 8, 0, 1, 5]), 8)),
+    (left_pad_positions, lambda: (torch.tensor([3, 9, 1]), 8)),            # (past the row: the loop raises)
+    (left_pad_positions, lambda: (torch.tensor([3, -1, 1]), 8)),           # (arange(-1) raises)
+    (ranges_from, lambda: (torch.zeros(4, 6), torch.tensor([2, 0, 5, 1]), torch.tensor([5, 6, 5, 2]))),
+    (ranges_from, lambda: (torch.zeros(4, 6, dtype=torch.int32), [2, 0, 5, 1], [5, 6, 5, 2])),
+])
+def test_a_range_into_a_span(fn, make):
+    """(probeC's position_ids_left_pad: `torch.arange(L)` had no batched form; position p of the
+    span takes a + (p - start), batching.span_arange)"""
+    same_on_every_call(fn, make)
+    args = make()
+    try:
+        fn(*args)
+    except Exception:       # noqa: BLE001 (the loop raises: its answer, checked above)
+        return
+    assert "span_arange" in " ".join(explain(fn, *args).notes)

@@ -1890,7 +1890,7 @@ class _Batcher:
         row_n, dim_n, lo_n, hi_n, v_n = node.args
         if not isinstance(v_n, ast.Subscript) and isinstance(dim_n, ast.Constant) and dim_n.value == 0 \
                 and type(dim_n.value) is int:
-            return self._span_store(node)
+            return self._span_arange(node) or self._span_store(node)
         if not (isinstance(v_n, ast.Subscript) and isinstance(dim_n, ast.Constant) and type(dim_n.value) is int):
             return None
         items = v_n.slice.elts if isinstance(v_n.slice, ast.Tuple) else [v_n.slice]
@@ -1922,6 +1922,9 @@ class _Batcher:
         the spans, whose derivatives may be infinite (`log` of padding), give their gradient to a
         detached copy. None where it is not such a value."""
         row_n, dim_n, lo_n, hi_n, v_n = node.args
+        flipped = self._flipped_span(v_n)
+        if flipped is not None:
+            v_n = flipped
         subs, wide = [], []
         if not self._over_selection(v_n, subs, wide) or not subs or not all(self._span_of(x) for x in subs) \
                 or len({ast.dump(x.slice) for x in subs}) != 1 or len({self.fact(x.value).rank for x in subs}) != 1:
@@ -1950,9 +1953,64 @@ class _Batcher:
         for x, b in zip(subs, wholes):
             self.unspan[id(x)] = _V(_helper("span_guard", b.node, _name(mname)), True, b.fact)
         e = self._on_wholes(v_n)
+        if flipped is not None:
+            # (`x[i, :L].flip(0)`: position p of the span takes the element at start + stop - 1 - p)
+            e = _V(_helper("span_flip", e.node, lo.node, hi.node), True, e.fact)
         # (the mask's name bound before the value reads it: `(mask, value)[1]`)
         v = ast.Subscript(value=ast.Tuple(elts=[mask, e.node], ctx=ast.Load()), slice=_const(1), ctx=ast.Load())
         return _helper("fill_span", row.node, dim_n, lo.node, hi.node, v, *self._beside_spans(v_n, subs))
+
+    def _span_arange(self, node):
+        """`pos[i, T - L:] = torch.arange(L)` (or `torch.arange(a, b)`) into a ragged span of a 1-D
+        row, ints per iteration: position p of the span takes a + (p - start) (batching.
+        span_arange, which leaves the call to the loop where the span's length is not the
+        range's, as setitem raises there); else None."""
+        row_n, dim_n, lo_n, hi_n, v_n = node.args
+        if not (isinstance(v_n, ast.Call) and not v_n.keywords and 1 <= len(v_n.args) <= 2
+                and isinstance(v_n.func, ast.Attribute) and v_n.func.attr == "arange"
+                and ast.unparse(v_n.func.value) == "torch" and "torch" not in self.c.local):
+            return None
+        found, obj = self.c.resolve("torch.arange")
+        if not found or obj is not torch.arange:
+            return None
+        row, lo, hi = self.expr(row_n), self.expr(lo_n), self.expr(hi_n)
+        ends = [self.expr(a) for a in v_n.args]
+        if not row.batched or row.fact.kind != "tensor" or row.fact.rank != 1 or self.c.lead != 1 \
+                or not any(v.batched for v in ends):
+            return None
+        for v in [lo, hi] + ends:
+            if v.batched and not (v.fact.kind == "int" or v.fact.kind == "tensor" and v.fact.rank == 0
+                                  and v.fact.dtype is not None and not v.fact.dtype.is_floating_point
+                                  and not v.fact.dtype.is_complex and v.fact.dtype != torch.bool):
+                return None     # (float ends: a float range, whose values are not ints)
+        if any(not v.batched and not (isinstance(n, ast.Constant) and type(n.value) is int)
+               and v.fact.kind != "int" for v, n in zip(ends, v_n.args)):
+            return None
+        a, b = (ends[0], ends[1]) if len(ends) == 2 else (_V(_const(0), False, Fact("int")), ends[0])
+        values = _helper("span_arange", row.node, lo.node, hi.node, a.node, b.node)
+        return _helper("fill_span", row.node, dim_n, lo.node, hi.node, values)
+
+    def _flipped_span(self, v):
+        """The span `b[lo:hi]` of `b[lo:hi].flip(0)` (or `torch.flip(b[lo:hi], (0,))`, `[0]`):
+        the reversed span, its elements in the order of the span's own positions; else None."""
+        if not (isinstance(v, ast.Call) and not v.keywords):
+            return None
+        f = v.func
+        if isinstance(f, ast.Attribute) and f.attr == "flip" and len(v.args) == 1 and self._span_of(f.value):
+            span, dims = f.value, v.args[0]
+        elif isinstance(f, ast.Attribute) and f.attr == "flip" and len(v.args) == 2 and self._span_of(v.args[0]) \
+                and ast.unparse(f.value) == "torch" and "torch" not in self.c.local:
+            found, obj = self.c.resolve("torch.flip")
+            if not found or obj is not torch.flip:
+                return None
+            span, dims = v.args[0], v.args[1]
+        else:
+            return None
+        if isinstance(dims, (ast.Tuple, ast.List)) and len(dims.elts) == 1:
+            dims = dims.elts[0]
+        if not (isinstance(dims, ast.Constant) and dims.value == 0 and type(dims.value) is int):
+            return None
+        return span
 
     def _product(self, kind, a, b):
         """Products of per-iteration vectors and matrices (ranks 1 and 2), as the matmul an
