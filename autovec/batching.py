@@ -269,15 +269,20 @@ class _Helpers:
         else:
             rows, at = b[keep], (y[keep] - lo).long()
         wide = b.dtype if b.is_floating_point() or b.is_complex() else torch.int64   # (sum's dtype)
-        total = torch.zeros((n, *b.shape[1:]), dtype=wide, device=b.device).index_add_(0, at, rows.to(wide))
+        # (a half-precision sum or mean is accumulated in float32 and rounded once, as torch's own
+        # reductions of a selection are: index_add_ in float16 rounded every addition; probeJ)
+        half = wide in (torch.float16, torch.bfloat16)
+        acc = torch.float32 if half else wide
+        total = torch.zeros((n, *b.shape[1:]), dtype=acc, device=b.device).index_add_(0, at, rows.to(acc))
         if not first and total.dim() > 1:
             total = total.flatten(1).sum(1)     # (a 1-D `b`: each total is its one element's already)
         if kind == "sum":
-            return total
+            return total.to(wide) if half else total
         count = torch.bincount(at, minlength=n).to(total.dtype)
         if not first:
             count = count * max(b[0].numel(), 1)
-        return total / count.view(-1, *(1,) * (total.dim() - 1))
+        out = total / count.view(-1, *(1,) * (total.dim() - 1))
+        return out.to(wide) if half else out
 
     @staticmethod
     def masked(kind, b, batched, m, first, pure=True):

@@ -1832,6 +1832,11 @@ class FunctionRuntime:
         if type(start) is not int:
             raise GuardFailed(f"the while counter starts as a {type(start).__name__}, not an int (the loop keeps "
                               "its type)")
+        if type(stop) is not int and not (isinstance(stop, torch.Tensor) and stop.dtype == torch.int64):
+            # (a bound of a narrow integer dtype, a tensor or numpy's: the loop compares the counter in
+            # that dtype, where an int past its range wraps; probeJ)
+            raise GuardFailed(f"the while bound is a {type(stop).__name__} of its own dtype, not an int (the loop "
+                              "compares in it)")
         return range(start, stop, step)
 
     @staticmethod
@@ -3907,7 +3912,7 @@ FunctionRuntime.owned = staticmethod(_owned)
 
 
 
-def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=False):
+def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=False, computed_term=False):
     """h_t = a * h_{t-1} + b_t for all t, with h_{-1} = h0 and a loop-invariant factor `a` (or
     one per step: `varying`): a parallel scan of the steps (_scan_pairs), log2(n) passes of
     whole-tensor operations. With |a| <= 1 the products of factors stay at most 1, so the error
@@ -3930,7 +3935,7 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
     if varying == "reset":
         _reset_keeps(h0, b, a)
     if varying:
-        return _linear_scan(h0, b, a, py_a, py_b, computed)
+        return _linear_scan(h0, b, a, py_a, py_b, computed, computed_term)
     a0 = a[0] if isinstance(a, torch.Tensor) and a.dim() >= 1 else a
     if py_a and isinstance(a0, torch.Tensor):
         a0 = a0.item()   # a Python number in the loop: it promotes like one (and keeps its double)
@@ -3943,6 +3948,7 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
     want = torch.result_type(first, b0)
     _same_promotion(h0, b0, want)
     _narrow_factor(a0, want, computed)
+    _narrow_factor(b, want, computed_term, "term")
     # a Python factor near 1 (`h = h + a * (x[t] - h)` is the factor 1 - a): in float32 it loses
     # most of `a`'s digits, which the loop keeps by computing `a * (x - h)`: the scan runs in float64
     work = torch.float64 if (want == torch.float32 and not isinstance(a0, torch.Tensor)
@@ -3984,16 +3990,17 @@ def _same_promotion(h0, b0, want):
                           "order of operations decides the result's dtype)")
 
 
-def _narrow_factor(a, want, computed):
-    """A factor the loop never computes as such (`gamma * (1 - d)` from `gamma * G * (1 - d)`:
-    lowering.common._computed_factor) rounded in a narrower dtype than the state's: the loop
-    multiplies each part by the float64 state in float64, the batch formed the product of the
-    parts in their own float32 (`gamma` itself rounded to float32: probeI's discounted returns
-    with float64 rewards and float32 done flags, 6.9e-6 off). The loop runs."""
+def _narrow_factor(a, want, computed, what="factor"):
+    """A factor (or term) the loop never computes as such (`gamma * (1 - d)` from `gamma * G * (1 -
+    d)`, the term `a * x[t]` from `h + a * (x[t] - h)`: lowering.common._computed_factor) rounded
+    in a narrower dtype than the state's: the loop combines each part with the float64 state in
+    float64, the batch formed them in their own float32 (probeI's discounted returns with
+    float64 rewards and float32 done flags, 6.9e-6 off; probeJ's EMA of float32 rows into a
+    float64 state, 1e-7). The loop runs."""
     if computed and isinstance(a, torch.Tensor) and (a.is_floating_point() or a.is_complex()) \
             and a.dtype != want and torch.promote_types(a.dtype, want) == want:
-        raise GuardFailed(f"a recurrence factor computed in {a.dtype} for a {want} running value (the loop "
-                          f"multiplies its parts by the running value in {want})")
+        raise GuardFailed(f"a recurrence {what} computed in {a.dtype} for a {want} running value (the loop "
+                          f"combines its parts with the running value in {want})")
 
 
 def _per_step(t, shape):
@@ -4038,7 +4045,7 @@ def _near_one(a, want, computed):
     return torch.float64 if want == torch.float32 else torch.complex128
 
 
-def _linear_scan(h0, b, a, py_a, py_b=False, computed=False):
+def _linear_scan(h0, b, a, py_a, py_b=False, computed=False, computed_term=False):
     """h_t = a_t * h_{t-1} + b_t with a factor per step: a parallel (Hillis-Steele) scan over
     the pairs (a_t, b_t), combined as (a, b) . (a', b') = (a a', a' b + b'). log2(n) passes of
     whole-tensor operations; with every |a_t| <= 1 the products stay bounded and each h_t is a
@@ -4061,6 +4068,7 @@ def _linear_scan(h0, b, a, py_a, py_b=False, computed=False):
     want = torch.result_type(first, b0)
     _same_promotion(h0, b0, want)
     _narrow_factor(a, want, computed)
+    _narrow_factor(b, want, computed_term, "term")
     if bool((a.abs() > 1).any()):
         raise GuardFailed("a recurrence factor above 1 in size (the batched form would lose accuracy)", data=True)
     _sums_in_range(b, h0, want)

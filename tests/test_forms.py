@@ -755,3 +755,47 @@ def test_a_counter_tested_with_an_offset(fn, make, monkeypatch):
         args = make()
         if args[0].shape[0] > 2:
             assert explain(fn, *args).path == "vectorized"
+
+
+def pairs_below(x, n):
+    k = 0
+    while k + 1 < n:
+        x[k] = 1
+        k += 1
+    return x, k
+
+
+def above_bound(x, n):
+    k = 299
+    while k - 1 >= n:
+        x[k] = 1
+        k -= 1
+    return x, k
+
+
+def below(x, n):
+    k = -5
+    while k < n:
+        x[k + 5] = 1
+        k += 1
+    return x, k
+
+
+@pytest.mark.parametrize("fn, n", [
+    (below, torch.tensor(10, dtype=torch.uint8)),            # (the loop compares -5 as uint8: 251, and never runs)
+    (below, 300),
+    (pairs_below, torch.tensor(0, dtype=torch.uint8)),       # (n - 1 would wrap to 255)
+    (pairs_below, __import__("numpy").uint8(0)),
+    (pairs_below, 7),
+    (above_bound, torch.tensor(127, dtype=torch.int8)),      # (the loop compares 298 as int8: 42)
+    (above_bound, 250),
+])
+def test_a_counter_bound_of_a_narrow_dtype_runs_as_the_loop(fn, n, monkeypatch):
+    """(probeJ: `while k + 1 < n` with a uint8 bound of 0 ran 255 iterations; the loop compares
+    in the bound's dtype, so only a Python int bound (or an int64 tensor) is rewritten)"""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.zeros(400)
+    fast = autovec(fn)
+    for _ in range(2):
+        (a, k1), (b, k2) = fn(x.clone(), n), fast(x.clone(), n)
+        assert torch.equal(a, b) and k1 == k2

@@ -608,3 +608,23 @@ def test_which_named_selections_are_read_as_the_selection_itself(src, inlined):
     assert (got is not None) == inlined
     if inlined:
         assert ast.unparse(got.body[-1]) == "return (x_i[m_i].sum() / x_i[m_i].numel(),)"
+
+
+def half_class_means(x, y, k):
+    out = []
+    for c in range(k):
+        out.append(x[y == c].mean(0))
+    return torch.stack(out)
+
+
+def test_half_precision_class_means_round_once():
+    """(probeJ: the per-label totals were added in float16, rounding at every row; torch's mean
+    of a selection sums in float32 and rounds once)"""
+    g = torch.Generator().manual_seed(3)
+    x = (torch.rand(400, 3, generator=g) * 8).half()
+    y = torch.randint(0, 4, (400,), generator=g)
+    f = autovec(half_class_means)
+    for _ in range(2):
+        got, want = f(x, y, 4), half_class_means(x, y, 4)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    assert _ran(f) == {"batched"}

@@ -212,3 +212,66 @@ def test_a_method_of_a_non_tensor_runs_as_written():
     g1, g2 = Grid(), Grid()
     want, got = walk(g1), autovec(walk)(g2)
     assert all(torch.equal(a, b) for a, b in zip(want, got)) and g1.calls == g2.calls == 1
+
+
+def bumped(x):
+    x.add_(1)
+    return range(x.shape[0])
+
+
+def zip_in_order(x, w):
+    out = torch.zeros(x.shape[0])
+    for i, c in zip(bumped(x), x.clone()):
+        out[i] = c.sum() * 3
+    y = torch.empty_like(w)          # (a loop that vectorizes: the rewritten function runs)
+    for k in range(w.shape[0]):
+        y[k] = w[k] * 2
+    return out, y
+
+
+def test_zip_arguments_keep_their_order():
+    """(probeJ: `x.clone()` was named before the loop, ahead of `bumped(x)`, which changes x)"""
+    x, w = torch.zeros(3, 2), torch.randn(4, 3)
+    a, b = x.clone(), x.clone()
+    fast = autovec(zip_in_order)
+    for _ in range(2):
+        (p, q), (r, s) = zip_in_order(a, w), fast(b, w)
+        assert torch.equal(p, r) and torch.equal(q, s) and torch.equal(a, b)
+    assert ran_modes(fast)
+
+
+class _Rows:
+    def __init__(self, log):
+        self.log = log
+
+    def float(self):
+        def rows():
+            try:
+                yield torch.ones(2)
+                yield torch.zeros(2)
+            finally:
+                self.log.append("closed")
+        return rows()
+
+
+def walk_then_note(r, log, w):
+    for row in r.float():
+        log.append(float(row.sum()))
+        break
+    log.append("after loop")
+    y = torch.empty_like(w)          # (a loop that vectorizes: the rewritten function runs)
+    for i in range(w.shape[0]):
+        y[i] = w[i] * 2
+    return y
+
+
+def test_a_named_iterable_is_let_go_after_the_loop():
+    """(probeJ: the name kept a generator alive past the loop, so the `finally` of one left
+    part-way ran after the code that follows the loop)"""
+    w = torch.randn(4, 3)
+    want, got = [], []
+    walk_then_note(_Rows(want), want, w)
+    fast = autovec(walk_then_note)
+    fast(_Rows(got), got, w)
+    assert want == got == [2.0, "closed", "after loop"]
+    assert ran_modes(fast)

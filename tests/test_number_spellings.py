@@ -116,3 +116,30 @@ def test_a_negative_shift_count_raises_as_in_the_loop():
     s[5] = -1
     with pytest.raises(ValueError, match="negative shift count"):
         fast(x, s)
+
+
+OP = operator.mul
+
+
+def through_a_name(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(OP(x[i].item(), 2))
+    return out
+
+
+def test_an_operator_function_through_a_name_keeps_the_loop():
+    """(probeJ: `OP(x[i], 2)` with `OP = operator.mul` was read as `x[i] * 2` on the first call,
+    and a later `OP = operator.add` went unseen: only the module's own attribute, which the call
+    checks again, is read as its operator)"""
+    global OP
+    x = torch.linspace(0.1, 3.0, 8, dtype=torch.float64)
+    fast = autovec(through_a_name)
+    try:
+        _bits(through_a_name(x), fast(x))
+        OP = operator.add
+        _bits(through_a_name(x), fast(x))
+    finally:
+        OP = operator.mul
+    r = explain(through_a_name, x).loops[0]
+    assert r.strategy == "python" and "through a name" in r.reason

@@ -80,3 +80,42 @@ def test_factors_in_the_states_dtype_still_scan(fn, make):
     for _ in range(2):
         torch.testing.assert_close(fast(*args), fn(*args), rtol=1e-5, atol=1e-6)
     assert explain(fn, *args).path == "vectorized"
+
+
+def ema_into_double(x, a):
+    h = torch.zeros((), dtype=torch.float64)
+    out = torch.empty(x.shape[0], dtype=torch.float64)
+    for t in range(x.shape[0]):
+        h = h + a * (x[t] - h)
+        out[t] = h
+    return out
+
+
+def ema_steps_into_double(x, c):
+    h = torch.zeros((), dtype=torch.float64)
+    out = torch.empty(x.shape[0], dtype=torch.float64)
+    for t in range(x.shape[0]):
+        h = c[t] * h + 0.3 * (x[t] - h)       # (factor c[t] - 0.3 in float64, term 0.3 * x[t] in float32)
+        out[t] = h
+    return out
+
+
+def test_a_narrow_computed_term_with_a_factor_per_step_keeps_the_loop():
+    x, a = torch.randn(300), torch.rand(300, dtype=torch.float64) * 0.5 + 0.3
+    fast = autovec(ema_steps_into_double)
+    for _ in range(2):
+        assert torch.equal(fast(x, a), ema_steps_into_double(x, a))
+    assert explain(ema_steps_into_double, x, a).path == "python"
+
+
+def test_a_narrow_computed_term_keeps_the_loop():
+    """(probeJ: the term `a * x[t]` of `h + a * (x[t] - h)` was formed from float32 rows in float32,
+    where the loop computes `x[t] - h` with the float64 state: 1e-7 off)"""
+    x = torch.randn(300)
+    fast = autovec(ema_into_double)
+    for _ in range(2):
+        assert torch.equal(fast(x, 0.3), ema_into_double(x, 0.3))
+    assert explain(ema_into_double, x, 0.3).path == "python"
+    xd = x.double()       # (a term in the state's own dtype still scans)
+    torch.testing.assert_close(fast(xd, 0.3), ema_into_double(xd, 0.3), rtol=1e-12, atol=1e-12)
+    assert explain(ema_into_double, xd, 0.3).path == "vectorized"

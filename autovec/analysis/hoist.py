@@ -288,11 +288,19 @@ def named_iterables(cap: Captured) -> int:
                 and not call.keywords and isinstance(loop.target, ast.Tuple) and len(loop.target.elts) == len(call.args) \
                 and all(isinstance(e, ast.Name) for e in loop.target.elts) and _builtins_ok(cap, local, ("zip",)):
             # (`for t, m in zip(x.t(), mean)`: each argument as the loop's own iterable would be;
-            # zip's arguments are evaluated in order, once, before its first step)
+            # zip's arguments are evaluated in order, once, before its first step: an argument is
+            # named only where every one before it is a name or named too, so that none runs
+            # before one written ahead of it, `zip(bump(x), x.clone())`; probeJ)
+            names = []
             for k, (e, a) in enumerate(zip(loop.target.elts, call.args)):
-                if _nameable(cap, local, a, e.id, loop):
-                    call.args[k] = _named_before(fn, loop, _fresh_name(f"{e.id}_values", loop, taken), a)
+                if _nameable(cap, local, a, e.id, loop, nested=_in_loop(fn, parents, loop)):
+                    name = _fresh_name(f"{e.id}_values", loop, taken)
+                    call.args[k] = _named_before(fn, loop, name, a)
+                    names.append(name)
                     changed += 1
+                elif not isinstance(a, ast.Name):
+                    break
+            _deleted_after(fn, loop, names)
             continue
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in ("enumerate", "reversed") \
                 and call.args and not call.keywords and _builtins_ok(cap, local, (call.func.id,)):
@@ -301,24 +309,50 @@ def named_iterables(cap: Captured) -> int:
             element = t.id if isinstance(t, ast.Name) and call.func.id == "reversed" else \
                 t.elts[1].id if call.func.id == "enumerate" and isinstance(t, ast.Tuple) and len(t.elts) == 2 \
                 and isinstance(t.elts[1], ast.Name) else None
-            if _nameable(cap, local, call.args[0], element, loop):
-                call.args[0] = _named_before(fn, loop, _fresh_name(f"{element or 'loop'}_values", loop, taken),
-                                             call.args[0])
+            if _nameable(cap, local, call.args[0], element, loop, nested=_in_loop(fn, parents, loop)):
+                name = _fresh_name(f"{element or 'loop'}_values", loop, taken)
+                call.args[0] = _named_before(fn, loop, name, call.args[0])
+                _deleted_after(fn, loop, [name])
                 changed += 1
             continue
         target = loop.target.id if isinstance(loop.target, ast.Name) else None
-        if not _nameable(cap, local, call, target, loop):
+        if not _nameable(cap, local, call, target, loop, nested=_in_loop(fn, parents, loop)):
             continue
         name = _fresh_name(f"{target}_values" if target else "loop_values", loop, taken)
         loop.iter = _named_before(fn, loop, name, call)
+        if not (isinstance(call, ast.Call) and not _receiver_chain(call)):
+            _deleted_after(fn, loop, [name])   # (a torch function's tensor stays named, as before)
         changed += 1
     return changed
+
+
+def _in_loop(fn, parents, node) -> bool:
+    """Whether `node` lies inside a loop of `fn`."""
+    p = parents.get(id(node))
+    while p is not None and p is not fn:
+        if isinstance(p, (ast.For, ast.While, ast.AsyncFor)):
+            return True
+        p = parents.get(id(p))
+    return False
+
+
+def _deleted_after(fn, loop, names):
+    """`del a, b` right after `loop`: the named iterables let go where the loop would let go of
+    them (a generator's `finally` runs there, a copy is freed there; probeJ)."""
+    if not names:
+        return
+    holder, at = _holder(fn, loop)
+    d = ast.copy_location(ast.Delete(targets=[ast.copy_location(ast.Name(id=n, ctx=ast.Del()), loop) for n in names]),
+                          loop)
+    d.lineno = d.end_lineno = getattr(loop, "end_lineno", loop.lineno)
+    ast.fix_missing_locations(d)
+    holder.insert(at + 1, d)
 
 
 _VIEW_ATTRS = frozenset(("T", "mT", "H", "mH"))
 
 
-def _nameable(cap: Captured, local: set, e: ast.expr, element: str | None, loop: ast.For) -> bool:
+def _nameable(cap: Captured, local: set, e: ast.expr, element: str | None, loop: ast.For, nested=False) -> bool:
     """Whether the iterable `e` may be bound to a name right before the loop (named_iterables):
     a call of a function of torch's own namespace, a chain of tensor methods on a name
     (`x.t()`, `x.view(-1, 4)`: _receiver_chain, not `flip`, which the planner walks as it is),
@@ -329,7 +363,7 @@ def _nameable(cap: Captured, local: set, e: ast.expr, element: str | None, loop:
     if isinstance(e, ast.Call):
         f = e.func
         if _receiver_chain(e) and isinstance(f, ast.Attribute) and f.attr != "flip":
-            return True
+            return not nested      # (inside another loop its `del` would keep that loop as written)
         parts = _dotted(f)
         return not (parts is None or parts[-1] in _WALKED_CALLS or parts[-1] in _WALKED_METHODS
                     or not callable(getattr(torch, parts[-1], None))

@@ -82,7 +82,9 @@ def _pure_expr(node: ast.AST) -> bool:
         if isinstance(n, ast.Call):
             f = n.func
             ok = (isinstance(f, ast.Name) and f.id in ("len", "int", "min", "max", "abs")) or (
-                isinstance(f, ast.Attribute) and f.attr in ("size", "dim", "numel", "__len__", "__index__"))
+                isinstance(f, ast.Attribute) and f.attr in ("size", "dim", "numel", "__len__", "__index__")) or (
+                isinstance(f, ast.Attribute) and f.attr in ("__add__", "__sub__") and isinstance(f.value, ast.Name)
+                and f.value.id == "int")      # (_counter_offset's bound)
             if not ok:
                 return False
     return True
@@ -464,11 +466,12 @@ def _stopping_iteration(written, sites) -> tuple:
     return (node,)
 
 
-def _counter_offset(t):
+def _counter_offset(t, ctx):
     """`k + c < n` (`<=`, `c + k`) as `k < n - c`, and `k - c > n` (`>=`) as `k > n + c`, for
     an int constant `c` (`while i + 1 < len(x): ..; i += 2`, pairs of rows): the same test on
     the ints a counter loop takes (runtime.counter_range checks that they are ints). Else `t`."""
-    if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.left, ast.BinOp)):
+    if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.left, ast.BinOp)) \
+            or not _is_builtin(ctx, "int"):
         return t
     e, up = t.left, isinstance(t.ops[0], (ast.Lt, ast.LtE))
     if up and isinstance(e.op, ast.Add):
@@ -479,8 +482,14 @@ def _counter_offset(t):
         return t
     if not (isinstance(k, ast.Name) and isinstance(c, ast.Constant) and type(c.value) is int):
         return t
-    bound = ast.copy_location(ast.BinOp(left=t.comparators[0], op=ast.Sub() if up else ast.Add(),
-                                        right=ast.copy_location(ast.Constant(c.value), c)), t.comparators[0])
+    # (the bound must be a Python int: `int.__sub__(n, c)`, which raises on anything else, and the
+    # loop runs, comparing as written: a uint8 tensor or numpy bound of 0 minus 1 wraps to 255,
+    # and the loop's own `k + 1 < n` compares in the bound's dtype; probeJ)
+    n = t.comparators[0]
+    method = ast.copy_location(ast.Attribute(value=ast.copy_location(ast.Name(id="int", ctx=ast.Load()), n),
+                                             attr="__sub__" if up else "__add__", ctx=ast.Load()), n)
+    bound = ast.copy_location(ast.Call(func=method, args=[n, ast.copy_location(ast.Constant(c.value), c)],
+                                       keywords=[]), n)
     return ast.fix_missing_locations(ast.copy_location(ast.Compare(left=k, ops=t.ops, comparators=[bound]), t))
 
 
@@ -502,7 +511,7 @@ def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
         t = t.values[0]
     else:
         whole = list(node.body)
-    t = _counter_offset(t)
+    t = _counter_offset(t, ctx)
     if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.left, ast.Name)
             and isinstance(t.ops[0], (ast.Lt, ast.LtE, ast.Gt, ast.GtE))):
         raise Refuse(f"`while {src(node.test)}` at line {line} is not a counter loop (`while k < n:` ... `k += 1`, "
@@ -1474,6 +1483,16 @@ def _operator_spellings(nodes: list, ctx: Context) -> list:
             except Exception:       # (an attribute that cannot be read without running the user's code)
                 return None
             if not found or getattr(obj, "__module__", None) not in ("_operator", "operator"):
+                return None
+            if not isinstance(f, ast.Attribute) or not isinstance(f.value, ast.Name) or not isinstance(
+                    ctx.env.resolve(f.value.id)[1], types.ModuleType):
+                # (`mul(a, b)` of `from operator import mul`, `OP = operator.mul`: a name the
+                # rewrite could not watch, rebound later; `operator.mul` is the module's, which the
+                # call checks again: frontend's assumptions). It keeps the loop where it is
+                # arithmetic, whose vmap form is the tensors' (probeJ)
+                if obj in _OPERATOR_BINOPS or obj in _OPERATOR_UNARY or obj in _OPERATOR_COMPARE:
+                    raise Refuse(f"`{src(c)}` at line {c.lineno} calls an operator function through a name "
+                                 "(write `a * b`, or `operator.mul(a, b)`)", c.lineno)
                 return None
             try:
                 binop, unop, cmp = _OPERATOR_BINOPS.get(obj), _OPERATOR_UNARY.get(obj), _OPERATOR_COMPARE.get(obj)

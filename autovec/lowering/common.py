@@ -927,7 +927,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             scan_code += ([] if terms.startswith(f"*{T}.carried") else [pre]) + template(
                 f"{T}.add_scan(_av_AV.linear_prefix({name}, {terms}, "
                 f"py_a={T}.py_out({PRE!r}, 1), varying={o.payloads[0][3]!r}, py_b={T}.py_out({PRE!r}, 0)"
-                f"{', computed=True' if _computed_factor(o.payloads[0][2]) else ''}), {PYL})",
+                f"{', computed=True' if _computed_factor(o.payloads[0][2]) else ''}"
+                f"{', computed_term=True' if _computed_factor(o.value) else ''}), {PYL})",
                 _av_AV=AV)
             continue
         ret = ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load()))
