@@ -1010,7 +1010,9 @@ class _Helpers:
         a_row, len_row = bounds(size)
         a_v, len_v = bounds(width)
         if not bool(((len_row == len_v) | (len_v == 1)).all()):
-            raise GuardFailed("a span assigned from a span of another length (the loop raises)", data=True)
+            e = GuardFailed("a span assigned from a span of another length (the loop raises)", data=True)
+            e.final = True
+            raise e
         if not width:
             return torch.zeros(row.shape, dtype=v.dtype, device=v.device)    # (no span takes anything)
         p = torch.arange(size, device=row.device)

@@ -6314,7 +6314,9 @@ class Token:
                 if getattr(e, "final", False):
                     # no other mode computes it as the loop; a refusal of these values alone (data)
                     # stays one, so a later call with other values tries again
-                    raise GuardFailed("; ".join(errors), data=e.data) from None
+                    merged = GuardFailed("; ".join(errors), data=e.data)
+                    merged.final = True     # (as the mode's own: strict mode lets the loop raise; probeK)
+                    raise merged from None
                 if not e.data:
                     rt.bad_modes.add((self.loop_id, self.sig, mode, tag))
                     hot = rt.hot.get(key)
@@ -6885,7 +6887,9 @@ class Token:
                         except GuardFailed as e:
                             errors.append(f"{mode}: {e}")
                             if getattr(e, "final", False) or mode == tries[-1]:
-                                raise GuardFailed("; ".join(errors), data=e.data) from None
+                                merged = GuardFailed("; ".join(errors), data=e.data)
+                                merged.final = getattr(e, "final", False)   # (strict mode: as the mode's own)
+                                raise merged from None
                             if not e.data:
                                 self.rt.bad_modes.add((self.loop_id, self.sig, mode, ""))
                             continue

@@ -589,3 +589,65 @@ def test_a_range_into_a_span(fn, make):
     except Exception:       # noqa: BLE001 (the loop raises: its answer, checked above)
         return
     assert "span_arange" in " ".join(explain(fn, *args).notes)
+
+
+# ------------------------------------------------- parts of the tensors a Python list holds
+
+def list_spans(xs, outs, lens):
+    for i in range(len(xs)):
+        outs[i][:lens[i]] = xs[i][:lens[i]] * 2
+    return outs
+
+
+def list_fill(xs, outs, lens):
+    for i in range(len(xs)):
+        outs[i][lens[i]:] = 0.5
+    return outs
+
+
+def list_masked(xs, outs, lens):
+    for i in range(len(xs)):
+        outs[i][xs[i] > 0] = 0.0
+    return outs
+
+
+@pytest.mark.parametrize("fn", [list_spans, list_fill, list_masked])
+def test_parts_of_a_lists_tensors_are_written_into_them(fn):
+    """(probeK: a store into part of a list's tensor was read as a store of the whole row, and
+    the commit put new tensors into the list's slots: the caller's tensors, views of a buffer
+    here, were never written. The loop runs such stores)"""
+    n, T = 16, 5
+    x = torch.randn(n, T)
+    lens = torch.randint(0, T + 1, (n,))
+    want_buf, got_buf = torch.ones(n, T), torch.ones(n, T)
+    fast = autovec(fn)
+    for _ in range(2):
+        want = fn(list(x.unbind(0)), list(want_buf.unbind(0)), lens)
+        got = fast(list(x.unbind(0)), list(got_buf.unbind(0)), lens)
+        assert torch.equal(want_buf, got_buf)
+        assert all(torch.equal(a, b) for a, b in zip(want, got))
+        assert got[0].data_ptr() == got_buf[0].data_ptr()
+
+
+def test_strict_lets_the_loop_raise_a_span_of_another_length():
+    """(probeK: `strict=True` raised NotVectorizable where the loop raises its own RuntimeError:
+    the modes' merged refusal dropped the guard's word that the loop decides)"""
+    n, T = 16, 6
+    x = torch.randn(n, T)
+    lens = torch.randint(1, T + 1, (n,))
+    d = torch.zeros(n, dtype=torch.long)
+    fast = autovec(ranges_from_length, strict=True)
+    assert torch.equal(fast(x, lens, d), ranges_from_length(x, lens, d))
+    d[5] = 1
+    with pytest.raises(RuntimeError) as want:
+        ranges_from_length(x, lens, d)
+    with pytest.raises(RuntimeError) as got:
+        fast(x, lens, d)
+    assert str(got.value) == str(want.value)
+
+
+def ranges_from_length(x, lens, d):
+    out = torch.zeros(x.shape, dtype=torch.long)
+    for i in range(x.shape[0]):
+        out[i, :lens[i]] = torch.arange(lens[i] + d[i])
+    return out

@@ -1585,6 +1585,10 @@ def _appended(plan: LoopPlan, target: str) -> list[str]:
             and isinstance(n.func.value, ast.Name) and n.func.value.id == target and len(n.args) == 1]
 
 
+# the analysis's copies of a row the iteration writes parts of (_row_mask_stores, _inner_row_stores)
+_ROW_COPIES = ("_av_mrow", "_av_irow")
+
+
 def _list_slots(o, plan: LoopPlan, simple: bool) -> str:
     """fit_store's arguments for a store that may go into a Python list's slots (runtime
     _list_store; a tensor's store ignores them), where they differ from its defaults: `views`,
@@ -1603,6 +1607,11 @@ def _list_slots(o, plan: LoopPlan, simple: bool) -> str:
     node = ast.parse(o.value, mode="eval").body
     if any(x.kind == "last" for x in plan.outputs):
         slot = "live"       # (`v = x[i] * 2; a[i] = v`, v read after the loop: the last slot is v)
+    elif any(isinstance(n, ast.Name) and (n.id == o.target or n.id.startswith(_ROW_COPIES)) for n in fastast.walk(node)):
+        # (`outs[i][:L] = v`, read as `outs[i] = outs[i]._av_fill(..)`, and `outs[i][m] = 0`, as
+        # a store of the row's masked copy: the loop writes into the list's own tensors, which
+        # new rows in its slots would leave as they were; probeK)
+        slot = "fwd"
     elif not isinstance(node, ast.Name):
         slot = "expr"
     elif node.id.startswith("_av_fwd"):
