@@ -1607,7 +1607,8 @@ def _list_slots(o, plan: LoopPlan, simple: bool) -> str:
     node = ast.parse(o.value, mode="eval").body
     if any(x.kind == "last" for x in plan.outputs):
         slot = "live"       # (`v = x[i] * 2; a[i] = v`, v read after the loop: the last slot is v)
-    elif any(isinstance(n, ast.Name) and (n.id == o.target or n.id.startswith(_ROW_COPIES)) for n in fastast.walk(node)):
+    elif any(isinstance(n, ast.Attribute) and n.attr == FILL or isinstance(n, ast.Name) and n.id.startswith(_ROW_COPIES)
+             for n in fastast.walk(node)):
         # (`outs[i][:L] = v`, read as `outs[i] = outs[i]._av_fill(..)`, and `outs[i][m] = 0`, as
         # a store of the row's masked copy: the loop writes into the list's own tensors, which
         # new rows in its slots would leave as they were; probeK)
