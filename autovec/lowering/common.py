@@ -1586,7 +1586,7 @@ def _appended(plan: LoopPlan, target: str) -> list[str]:
 
 
 # the analysis's copies of a row the iteration writes parts of (_row_mask_stores, _inner_row_stores)
-_ROW_COPIES = ("_av_mrow", "_av_irow")
+_ROW_COPIES = ("_av_mrow", ROW_CLONE)
 
 
 def _list_slots(o, plan: LoopPlan, simple: bool) -> str:
