@@ -1401,14 +1401,23 @@ class _Batcher:
         reach it)."""
         f = node.func
         first = _whole_or_first(node, "a ragged span")
+        guarded = self._on_guarded_spans(subs, f.value)
+        if guarded is None:
+            return None
+        mask, e = guarded
+        return _helper("span_masked", _const(f.attr), mask, e.node, _const(first), *self._beside_spans(f.value, subs))
+
+    def _on_guarded_spans(self, subs, value):
+        """`value` lowered with each span of `subs` read as the whole tensor it is of, through
+        span_guard (_span_wholes): (the assignment of the spans' mask, the lowered value), or
+        None where a span is not of a per-iteration tensor."""
         made = self._span_wholes(subs)
         if made is None:
             return None
         mask, mname, wholes = made
         for s, b in zip(subs, wholes):
             self.unspan[id(s)] = _V(_helper("span_guard", b.node, _name(mname)), True, b.fact)
-        e = self._on_wholes(f.value)
-        return _helper("span_masked", _const(f.attr), mask, e.node, _const(first), *self._beside_spans(f.value, subs))
+        return mask, self._on_wholes(value)
 
     def _beside_spans(self, value, subs) -> list:
         """The values beside the spans in `value` (lowered already): none that holds or is read by a
@@ -1946,13 +1955,10 @@ class _Batcher:
         for b in (lo, hi):
             if b.batched and not (b.fact.kind in ("int", "bool") or b.fact.kind == "tensor" and b.fact.rank == 0):
                 return None
-        made = self._span_wholes(subs)
-        if made is None:
+        guarded = self._on_guarded_spans(subs, v_n)
+        if guarded is None:
             return None
-        mask, mname, wholes = made
-        for x, b in zip(subs, wholes):
-            self.unspan[id(x)] = _V(_helper("span_guard", b.node, _name(mname)), True, b.fact)
-        e = self._on_wholes(v_n)
+        mask, e = guarded
         if flipped is not None:
             # (`x[i, :L].flip(0)`: position p of the span takes the element at start + stop - 1 - p)
             e = _V(_helper("span_flip", e.node, lo.node, hi.node), True, e.fact)
