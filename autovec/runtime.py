@@ -2514,6 +2514,12 @@ class FunctionRuntime:
                               "(the loop subtracts it as its own type)")
         if isinstance(acc, torch.Tensor) and acc.dtype in _HALF and op in ("+", "-", "*"):
             raise GuardFailed(_HALF_SUM)     # (also for Python-number steps: 2048 + 1 is 2048 in float16)
+        if op == "-" and isinstance(o, torch.Tensor) and o.dtype == torch.bool and (isinstance(acc, torch.Tensor)
+                                                                                     or not py):
+            # (`c -= m.item()` on a tensor, or `c -= m` of a bool tensor: torch refuses `-` with a
+            # bool, and the loop raises at its first such step; Python's `1.0 - True` is fine;
+            # fuzz lost/stop44 seed 667443)
+            raise GuardFailed("`-=` of bools on a tensor (the loop raises where a step runs)", data=True)
         if py and isinstance(acc, torch.Tensor) and acc.dtype == torch.bool:
             # a bool tensor plus Python bools stays bool in the loop (True + True is True), or its
             # in-place update refuses an int: the loop decides
@@ -4851,8 +4857,8 @@ def _matrix_product(operands, specs, out):
     a, b = operands
     la, lb = specs
     common = set(la) & set(lb)
-    if len(common) != 1 or len(set(la)) != len(la) or len(set(lb)) != len(lb):
-        return None
+    if len(common) != 1 or len(set(la)) != len(la) or len(set(lb)) != len(lb) or len(la) > 2 or len(lb) > 2:
+        return None     # (`@` of a 3-d operand contracts its last index, whichever that is: fuzz store2 660292)
     c = common.pop()
     free = [x for x in la + lb if x != c]
     if c in out or sorted(free) != sorted(out) or len(out) != len(free):

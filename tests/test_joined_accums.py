@@ -230,3 +230,46 @@ def test_an_update_in_place_beside_a_rebinding_keeps_the_loop():
     a, b = torch.zeros(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)
     got, want = fast(a, x), in_place_then_rebound(b, x)
     assert torch.allclose(got, want) and torch.equal(a, b)     # the caller's tensor: x[0] added once
+
+
+def minus_bools(x, t):
+    c = torch.ones((), dtype=torch.float64)
+    for i in range(x.shape[0]):
+        if x[i] > t:
+            c -= (x[i] > t).item()
+    return c
+
+
+def minus_bools_twice(x, y, t):
+    c = torch.ones((), dtype=torch.float64)
+    for i in range(x.shape[0]):
+        c -= (x[i] > t).item()
+        c -= (y[i] < 0).item()
+    return c
+
+
+def float_minus_bools(x, t):
+    c = 1.0
+    for i in range(x.shape[0]):
+        c -= (x[i] > t).item()
+    return c
+
+
+@pytest.mark.parametrize("fn, args", [
+    (minus_bools, (torch.tensor([-2, 3, 2]), torch.tensor(1))),
+    (minus_bools, (torch.tensor([-2, 0, 1]), torch.tensor(1))),       # (no step runs: no error)
+    (minus_bools_twice, (torch.tensor([-2, 3, 2]), torch.tensor([-3, 0, -2]), torch.tensor(1))),
+    (float_minus_bools, (torch.tensor([-2, 3, 2]), torch.tensor(1))),   # (Python's 1.0 - True is 0.0)
+])
+def test_subtracting_bools_from_a_tensor_raises_as_the_loop(fn, args, monkeypatch):
+    """(fuzz lost/stop44 seed 667443: `c -= (x[i] > t).item()` on a float64 tensor raises in the
+    loop, torch refusing `-` with a bool; the batch summed the bools as ints and returned)"""
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    from conftest import outcome
+    fast = autovec(fn)
+    for _ in range(2):
+        want, got = outcome(fn, *args), outcome(fast, *args)
+        if isinstance(want, tuple):
+            assert want == got
+        else:
+            assert type(want) is type(got) and want == got

@@ -352,3 +352,24 @@ def test_the_steady_state_checks_infinities_with_gradients_too():
     g2, = torch.autograd.grad(want.nansum(), A2)
     assert torch.equal(torch.isnan(g1), torch.isnan(g2))
     torch.testing.assert_close(g1.nan_to_num(), g2.nan_to_num())
+
+
+def three_index_product(A, B):
+    out = torch.zeros(4, 4, dtype=torch.float64)
+    for i in range(0, 4, 2):
+        for k in range(1, 3):
+            for j in range(3):
+                out[i, j] += A[j, k, i] * B[k]
+    return out
+
+
+def test_a_three_index_factor_is_not_a_matrix_product():
+    """(fuzz store2 seed 660292: `A[j, k, i] * B[k]` summed over k was computed as `A' @ B'`, whose
+    `@` contracts the 3-d operand's last index, i, not k: wrong values)"""
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(4, 3, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    B = torch.randn(3, generator=g, dtype=torch.float64)
+    fast = autovec(three_index_product)
+    for _ in range(3):
+        torch.testing.assert_close(fast(A, B), three_index_product(A, B), rtol=1e-12, atol=1e-12)
+    assert explain(three_index_product, A, B).path == "vectorized"
