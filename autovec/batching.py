@@ -155,7 +155,6 @@ def _py_map(name, fn, *args):
     the batch keeps their exact results, at the cost of one Python call per row. `args` are
     batches (broadcast together) or one number for every row. Where Python raises (a domain or
     range error) or gives a complex number, the loop runs the call, and raises or computes it."""
-    from .runtime import GuardFailed
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     shape = broadcast_shapes(*(a.shape for a in tensors))
     device = tensors[0].device
@@ -164,18 +163,14 @@ def _py_map(name, fn, *args):
     try:
         out = list(map(fn, *cols))
     except (ValueError, OverflowError, ZeroDivisionError) as err:
-        e = GuardFailed(f"{name}() where Python raises {type(err).__name__} (the loop decides)", data=True)
-        e.final = True
-        raise e from None
+        raise _values_refused(f"{name}() where Python raises {type(err).__name__} (the loop decides)") from None
     if not out:
         return torch.zeros(shape, dtype=torch.float64, device=device)
     try:
         flat = array.array("d", out)      # (each result a float: these functions give no ints)
     except TypeError:
         # (a complex power, `(-8.0) ** (1 / 3)`)
-        e = GuardFailed(f"{name}() with a result of other than a float (the loop decides)", data=True)
-        e.final = True
-        raise e from None
+        raise _values_refused(f"{name}() with a result of other than a float (the loop decides)") from None
     # (a copy: a tensor of its own memory, not one over the array's)
     return torch.frombuffer(flat, dtype=torch.float64).to(device=device, copy=True).reshape(shape)
 
@@ -970,9 +965,7 @@ class _Helpers:
         first, k = ends[0], ends[1] - ends[0]
         span = (stop - start).clamp(min=0)
         if not bool(((span == k) | (k == 1)).all()):   # (a negative k, arange(-1), raises: never a span's)
-            e = GuardFailed("a range of another length than its span (the loop raises)", data=True)
-            e.final = True
-            raise e
+            raise _values_refused("a range of another length than its span (the loop raises)")
         p = torch.arange(t, device=row.device)
         steps = torch.where((k == 1).unsqueeze(1), torch.zeros_like(p), p - start.unsqueeze(1))
         return first.unsqueeze(1) + steps
@@ -1010,9 +1003,7 @@ class _Helpers:
         a_row, len_row = bounds(size)
         a_v, len_v = bounds(width)
         if not bool(((len_row == len_v) | (len_v == 1)).all()):
-            e = GuardFailed("a span assigned from a span of another length (the loop raises)", data=True)
-            e.final = True
-            raise e
+            raise _values_refused("a span assigned from a span of another length (the loop raises)")
         if not width:
             return torch.zeros(row.shape, dtype=v.dtype, device=v.device)    # (no span takes anything)
         p = torch.arange(size, device=row.device)
