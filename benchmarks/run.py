@@ -4,7 +4,8 @@ For each case module in ../shared/cases (KIND, loop, reference, inputs(size), TO
 times, at the "large" size and with torch.utils.benchmark:
   - the loop as written, the hand-vectorized `reference`,
   - autovec in steady state (after one warm-up call),
-  - the first call of a fresh `autovec(case.loop)` wrapper (analysis + rewrite + run),
+  - the first call of a fresh `autovec(case.loop)` wrapper (analysis + rewrite + run), and that
+    call minus a steady-state call (the analysis alone),
     once, with time.perf_counter,
 and at the "small" size the decorator's overhead (autovec against the faster of loop and
 reference). `--compile` also times `torch.compile(case.loop)` in a subprocess with a cap
@@ -28,6 +29,7 @@ import math
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -165,6 +167,12 @@ class Row:
     @property
     def speedup_auto(self):
         return self.loop_ms / self.auto_ms if self.loop_ms and self.auto_ms else None
+
+    @property
+    def analysis_ms(self):
+        """What the first call costs over a steady-state call: analysis, rewrite and one-time checks."""
+        return max(self.first_ms - self.auto_ms, 0.0) if self.first_ms is not None and self.auto_ms is not None \
+            else None
 
     @property
     def small_overhead(self):
@@ -404,6 +412,15 @@ def summary_lines(rows: list[Row]) -> list[str]:
     n_vec = sum(1 for r in vec if r.path == "vectorized")
     lines.append(f"autovec took the vectorized path on {n_vec} of {len(vec)} vectorizable cases "
                  f"({sum(1 for r in rows if r.path == 'vectorized')} of {len(rows)} cases in all)")
+    firsts = sorted(r.first_ms for r in rows if r.first_ms is not None)
+    extra = [r for r in rows if r.analysis_ms is not None]
+    if firsts and extra:
+        slow = sorted((r for r in extra if r.analysis_ms > 30), key=lambda r: -r.analysis_ms)
+        lines.append(f"first call: median {statistics.median(firsts):.1f} ms over {len(firsts)} cases "
+                     f"({sum(1 for f in firsts if f > 30)} over 30 ms, the run itself included); its analysis and "
+                     f"rewrite (first call minus a steady-state call): median "
+                     f"{statistics.median(r.analysis_ms for r in extra):.1f} ms, {len(slow)} of {len(extra)} over 30 ms"
+                     + (f" ({', '.join(f'{r.name} {r.analysis_ms:.0f}' for r in slow)})" if slow else ""))
     errors = [r.name for r in rows if r.error]
     mism = [r.name for r in rows if any(n.startswith("MISMATCH") for n in r.notes)]
     lines.append(f"errors: {len(errors)}" + (f" ({', '.join(errors)})" if errors else "")
@@ -427,7 +444,7 @@ def machine_lines(opts) -> list[str]:
 
 def write_markdown(rows: list[Row], opts, out: Path, plot_note: str) -> None:
     head = ["case", "kind", "path", "loop ms", "hand ms", "autovec ms", "first call ms",
-            "autovec/hand", "hand speed-up", "autovec speed-up", "small-size overhead",
+            "analysis ms", "autovec/hand", "hand speed-up", "autovec speed-up", "small-size overhead",
             "vmap-only ms", "no batched bodies ms", "small vectorized us", "small vmap-only us"]
     if opts.compile:
         head += ["compile ms", "compile cold s"]
@@ -447,7 +464,8 @@ def write_markdown(rows: list[Row], opts, out: Path, plot_note: str) -> None:
         "All times at the case's \"large\" size, median of torch.utils.benchmark runs. "
         "*path*: what `autovec.explain(case.loop, *inputs).path` says a call runs. "
         "*first call*: one call of a fresh `autovec(case.loop)` wrapper, including analysis and "
-        "rewriting (in a process where torch is already warm). *speed-up*: loop time / that time. "
+        "rewriting (in a process where torch is already warm); *analysis*: that first call minus the "
+        "steady-state autovec time (analysis, rewrite and one-time checks). *speed-up*: loop time / that time. "
         "*small-size overhead*: autovec at the \"small\" size minus the faster of loop and "
         "hand-written (and the ratio). *vmap-only*: autovec with its direct forms switched off "
         "(`AUTOVEC_DIRECT=0`: every loop through `torch.func.vmap`); *no batched bodies*: "
@@ -464,7 +482,7 @@ def write_markdown(rows: list[Row], opts, out: Path, plot_note: str) -> None:
         if r.error:
             notes.insert(0, f"ERROR: {r.error}")
         cells = [r.name, r.kind, r.path or "-", fmt_ms(r.loop_ms), fmt_ms(r.hand_ms), fmt_ms(r.auto_ms),
-                 fmt_ms(r.first_ms), fmt_x(r.auto_over_hand), fmt_x(r.speedup_hand), fmt_x(r.speedup_auto),
+                 fmt_ms(r.first_ms), fmt_ms(r.analysis_ms), fmt_x(r.auto_over_hand), fmt_x(r.speedup_hand), fmt_x(r.speedup_auto),
                  fmt_overhead(r), fmt_ms(r.vmap_ms), fmt_ms(r.nobatched_ms),
                  fmt_ms(r.forced_small_us), fmt_ms(r.forced_small_vmap_us)]
         if opts.compile:
