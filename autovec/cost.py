@@ -375,6 +375,13 @@ _FAR_SLOWER, _FAR_RUNS = 8.0, 4
 # than the estimated loop (two: one may meet a garbage collection of a few hundred
 # milliseconds, or one-time work) time the loop too, and the faster one is kept
 _PROBES = 2
+# ... and a probe settles the bucket on the vectorized path only where it is this many times faster
+# than the estimated loop (the clear-cut margin of the estimate's own verdict, Decision.__init__):
+# the estimate can be off by ten times and more (a schedule of Python floats and `math.cos`
+# estimated at 355 us for 64 steps ran in 25 us, and its batch in 210 us stayed, 8x slower than
+# the loop; probeL), so a closer probe times the loop too. Against a timed loop (a probe again,
+# Decision.wait) the loop's own time is the bar
+_PROBE_MARGIN = 5.0
 # a Python run at least this long (seconds) is timed well enough by itself, after the bucket's
 # first: its interpreter's warming up is a small part of it, and timing it more would cost the
 # slow loop again
@@ -388,8 +395,9 @@ class Decision:
     """The path a loop takes at the trip counts of one power-of-two bucket.
 
     The cost model's verdict comes first; a verdict for the vectorized path still times its first
-    _PROBES vectorized calls, and one slower than the estimated loop times the loop too (the
-    estimate does not see rows' work: a heavy body under a rare condition). Where it is not clear-cut (neither estimate is five
+    _PROBES vectorized calls, and where none is five times faster than the estimated loop
+    (_PROBE_MARGIN) the loop is timed too (the estimate does not see rows' work, a heavy body
+    under a rare condition, and can be far off for a loop of Python numbers). Where it is not clear-cut (neither estimate is five
     times the other), the actual calls time each path: the loop eight times (the first four
     only warm up), the vectorized path sixteen times (the first six only warm up: its fixed
     cost keeps falling for a dozen calls or more as the interpreter, caches and the allocator
@@ -478,7 +486,7 @@ class Decision:
         if self.probe:
             self.vec_any = min(self.vec_any, seconds)
             self.probe -= 1
-            bar = (self.py_iter if self.again else self.est_iter) * n
+            bar = self.py_iter * n if self.again else self.est_iter * n / _PROBE_MARGIN
             if seconds <= bar:
                 # as fast as the estimated loop (or, probed again, as the timed one): vectorized
                 self.probe, self.final, self.vec, self.again = 0, True, True, False

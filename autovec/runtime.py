@@ -788,6 +788,8 @@ class FunctionRuntime:
         self.batched_seen: dict = {}      # loop id -> the batched body (or reason) explain's call met
         self.perms: dict = {}             # (loop id, signature) -> loop dimensions first, per matmul input
         self.checked: set = set()         # (loop id, signature, mode) probe passed
+        self.partial: dict = {}           # (loop id, signature, mode, tag) -> (outputs compared, masks whose
+                                          # first row was compared): a check not finished yet (Token._check)
         self.events: list | None = None   # set by explain to record decisions
         self.events_thread = None         # the thread explain runs in
         self.bad_modes: set = set()       # (loop id, signature, mode) whose check failed
@@ -6313,7 +6315,8 @@ class Token:
                 continue  # failed its check for this signature before
             try:
                 outs = self._mode(mode, body, direct, inputs)
-                self._check(ref or body, inputs, outs, mode)
+                if self._check(ref or body, inputs, outs, mode) and not errors:
+                    self.cold = False   # (nothing new to compare: a steady-state call, timed as one)
             except GuardFailed as e:
                 errors.append(f"{mode}: {e}")
                 sides = sides or getattr(e, "sides", False)
@@ -7172,6 +7175,8 @@ class Token:
                 rt.pytypes.pop((self.loop_id, self.sig), None)
                 for key in [c for c in rt.checked if c[0] == self.loop_id and c[1] == self.sig]:
                     rt.checked.discard(key)
+                for key in [c for c in rt.partial if c[0] == self.loop_id and c[1] == self.sig]:
+                    del rt.partial[key]
                 for key in [c for c in list(rt.fast) + list(rt.hot) if c[0] == self.loop_id and c[1] == self.sig]:
                     rt.fast.pop(key, None)
                     rt.hot.pop(key, None)
@@ -7212,24 +7217,40 @@ class Token:
 
     def _check(self, ref, inputs, outs, mode):
         """Once per signature and mode: the original body, run on single iterations (the
-        first, and the first where each conditional output happens), agrees with the batch."""
+        first, and the first where each conditional output happens), agrees with the batch.
+        True where an earlier call's check stands and this call has nothing new to compare."""
         key = (self.loop_id, self.sig, mode, getattr(self, "tag", ""))
         if key in self.rt.checked:
             return
-        # the first iteration and the last: a rule that holds only for special values (a rank-1
-        # matrix's spectral norm is its Frobenius norm) is less likely to hold in both
-        total = self.n if self.levels is None else math.prod(k for _, _, k in self.levels)
-        rows = [0, total - 1] if total > 1 else [0]
         tagged = bool(getattr(self, "tag", ""))
         # the main body's; a tagged pre-body has its own outputs, a side's are the main body's
         # (lowering.common._side_bodies), check-only masks included
         layout = () if tagged and not self.side_run else self.match_layout()
         masks = [lay[2] for lay in layout if lay[2] is not None]
+        part = self.rt.partial.get(key)
+        hits = set()        # masks whose first row this call compares
+        if part is None:
+            # the first iteration and the last: a rule that holds only for special values (a rank-1
+            # matrix's spectral norm is its Frobenius norm) is less likely to hold in both
+            total = self.n if self.levels is None else math.prod(k for _, _, k in self.levels)
+            rows = [0, total - 1] if total > 1 else [0]
+        else:
+            # an earlier call of this signature compared the first and last rows, and the first row
+            # of each mask that had one, but some output never had a value (a condition that never
+            # held, a side that stores nothing): only a mask that holds a row for the first time
+            # has anything new to compare. (Running the check again on every call made every call
+            # slower than the loop, for good: `if not isfinite(x[i]): c += 1` on finite data; probeL)
+            rows = []
         if ref is not None and masks:
             for pos in masks:
+                if part is not None and pos in part[1]:
+                    continue
                 hit = outs[pos].flatten().nonzero().flatten()
                 if hit.numel():
                     rows.append(int(hit[0]))
+                    hits.add(pos)
+        if not rows:
+            return True
         seen: dict = {}
         flat = outs if self.levels is None else [o.flatten(0, len(self.levels) - 1) for o in outs]
         stored = self._stored_values(layout)
@@ -7262,16 +7283,18 @@ class Token:
         needed = len(outs) - sum(1 for lay in layout if lay[0] is None)  # branch probes return no value
         if tagged:
             self.rt.pytypes.setdefault((self.loop_id, self.sig, self.tag), {}).update(seen)
-            if len(seen) >= needed:
-                self.rt.checked.add(key)
-            return
-        pys = self.rt.pytypes.setdefault((self.loop_id, self.sig), {})
-        for k, is_py in seen.items():
-            if pys.get(k, is_py) != is_py:
-                raise GuardFailed(f"output {k} is a Python number in some iterations and a tensor in others")
-            pys[k] = is_py
-        if len(seen) >= needed:
+        else:
+            pys = self.rt.pytypes.setdefault((self.loop_id, self.sig), {})
+            for k, is_py in seen.items():
+                if pys.get(k, is_py) != is_py:
+                    raise GuardFailed(f"output {k} is a Python number in some iterations and a tensor in others")
+                pys[k] = is_py
+        done = set(seen) | (part[0] if part is not None else set())
+        if len(done) >= needed:
             self.rt.checked.add(key)
+            self.rt.partial.pop(key, None)
+        else:
+            self.rt.partial[key] = (done, hits | (part[1] if part is not None else set()))
 
     def _stored_values(self, layout):
         """Output positions that are values a store writes from branches (`if ..: out[i] = c

@@ -601,3 +601,41 @@ def test_a_doubted_verdict_settled_on_a_short_loop_is_probed_again_later():
     assert d.choose()
     d.vectorized_ran(0.5e-3, 100)                   # the load passed: faster than the timed loop
     assert d.final and d.vec
+
+
+def test_a_probe_close_to_the_estimated_loop_times_the_loop():
+    # the estimate can be off by ten times for a loop of Python numbers (a learning-rate schedule
+    # estimated at 355 us ran in 25 us; its batch took 210 us and stayed: probeL): a probe settles
+    # the bucket on the vectorized path only where it is clearly faster than the estimated loop
+    from autovec.cost import _PROBE_MARGIN, _PROBES, Decision
+    est = {"python": 355e-6, "vectorized": 35e-6}
+    d = Decision(est, 64)
+    assert d.choose() and d.probe == _PROBES
+    for _ in range(_PROBES):
+        assert d.choose()
+        d.vectorized_ran(210e-6, 64)              # faster than the estimated loop, not clearly
+    assert not d.final and not d.choose()         # the loop is timed next
+    d = Decision(est, 64)
+    d.choose()
+    d.vectorized_ran(355e-6 / _PROBE_MARGIN * 0.9, 64)     # clearly faster: settled at once
+    assert d.final and d.vec
+
+
+def test_a_schedule_of_python_numbers_settles_on_the_faster_loop():
+    import math
+
+    def warmup_cosine(total, warm, base):
+        lrs = []
+        for s in range(total):
+            if s < warm:
+                lrs.append(base * (s + 1) / warm)
+            else:
+                p = (s - warm) / max(1, total - warm)
+                lrs.append(0.5 * base * (1 + math.cos(math.pi * p)))
+        return torch.tensor(lrs)
+
+    f = av(warmup_cosine)
+    for _ in range(60):
+        assert torch.equal(f(64, 10, 0.1), warmup_cosine(64, 10, 0.1))
+    (d,) = f._autovec_state.runtime.decisions.values()
+    assert d.py_runs > 0          # timed, not taken on the estimate's word (before: never timed)

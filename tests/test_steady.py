@@ -774,3 +774,45 @@ def test_a_model_made_anew_for_each_call_stops_making_signatures(vectorize):
     assert len(rt.sig_ids) == rt_mod._MAX_SIGNATURES
     ex = explain(fast, torch.nn.Linear(4, 3), x)
     assert ex.path == "python" and any("made anew for each call" in note for note in ex.notes)
+
+
+def _count_nonfinite(x):
+    c = 0
+    for i in range(x.shape[0]):
+        if not torch.isfinite(x[i]):
+            c += 1
+    return c
+
+
+def test_a_check_waiting_for_a_condition_compares_only_new_rows(monkeypatch):
+    # `c += 1` under a condition that never holds on the data: the one-time check cannot compare
+    # that output until a row holds it. It ran again on every call (the body twice, the RNG forked),
+    # and no call was ever timed, so every call stayed slower than the loop (probeL). Now a later
+    # call compares only a condition's first row it has not seen, and is timed as a steady call
+    from autovec.runtime import Token
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    f = autovec(_count_nonfinite)
+    assert f(torch.randn(16)) == 0
+    rt = f._autovec_state.runtime
+    assert rt.partial and not rt.checked          # the condition's output is still to compare
+    compared = []
+    real = Token._compare
+    monkeypatch.setattr(Token, "_compare", staticmethod(lambda k, want, row: (compared.append(k), real(k, want, row))))
+    for _ in range(5):
+        assert f(torch.randn(16)) == 0
+    assert compared == []                         # nothing new: no row compared again
+    x = torch.randn(16)
+    x[5] = float("nan")
+    x[9] = float("inf")
+    assert f(x) == _count_nonfinite(x) == 2       # the condition's first row, compared now
+    assert compared and rt.checked and not rt.partial
+
+
+def test_calls_waiting_for_a_condition_are_timed(monkeypatch):
+    monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
+    f = autovec(_count_nonfinite)
+    for _ in range(40):
+        assert f(torch.randn(16)) == 0
+    (d,) = f._autovec_state.runtime.decisions.values()
+    assert d.final or d.vec_runs + d.py_runs > 0     # (before: never timed, never settled)
