@@ -446,7 +446,9 @@ def _static_scan(fn):
     tree = _capture_cached(fn).tree
     args = tree.args
     params = _params(tree)
-    local = nm.stores(tree) | params
+    # (the names the body binds: not the helper's own name, which its `def` binds outside it:
+    # `helper.calls += 1` writes the function's attribute, an effect; probeM)
+    local = nm.stores(ast.Module(body=tree.body, type_ignores=[])) | params
     # local names bound only to functions defined in the helper (`def`, `lambda`), whose own
     # calls this walk sees; any other local called (`add = LOG.append; add(v)`, a parameter)
     # is a callable the scan cannot name
@@ -459,7 +461,11 @@ def _static_scan(fn):
     targets, reason = [], None
     for n in fastast.walk(tree):
         line = getattr(n, "lineno", tree.lineno)
-        if isinstance(n, (ast.Global, ast.Nonlocal)):
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            # (what an import in the body binds is not in the helper's globals, where the check
+            # looks its calls up: `import heapq; heapq.heappush(h, v)` changes the caller's heap)
+            reason = f"helper `{{label}}` imports inside its body (line {line}): its calls cannot be checked"
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
             reason = f"helper `{{label}}` uses `global`/`nonlocal` (line {line})"
         elif isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
             reason = "helper `{label}` is a generator or coroutine"
@@ -500,6 +506,13 @@ def _static_scan(fn):
                 if isinstance(root, ast.Name) and root.id in params and (
                         mutates or f.attr in _NOT_BATCHABLE_METHODS - {"item", "tolist", "numpy", "cpu", "cuda"}):
                     reason = f"helper `{{label}}` modifies its argument with `.{f.attr}()` (line {line})"
+                elif isinstance(f.value, ast.Name) and f.value.id in params and f.value.id != "self" \
+                        and not pure_tensor_method(f.attr):
+                    # `o.get()` of an argument that is not a tensor: what it runs is the argument's
+                    # own (a counter, a source that advances: probeM); `self.fc(x)` in a forward is a
+                    # submodule call, checked as one
+                    reason = (f"helper `{{label}}` calls `{ast.unparse(f)}` (line {line}), a method of its argument "
+                              "other than a tensor's, which may have side effects")
             elif isinstance(f, ast.Name) and f.id not in local:
                 targets.append(("name", f.id))
             elif isinstance(f, ast.Name) and f.id not in defined:

@@ -1453,11 +1453,17 @@ class FunctionRuntime:
                     cpu = False
                     sig.append(_sig(v))
             else:
+                if type(v) not in _PLAIN_SIGS:
+                    _inert_value(v)
                 sig.append(_sig(v))
         peeks = self.peeks.get(loop_id)
         if peeks is not None:
             for pos, path in peeks:
-                sig.append(("peek", _peek_sig(free[pos], path)))
+                entry = _peek_sig(free[pos], path)
+                if entry is not None and type(entry) is tuple and entry and isinstance(entry[0], type) \
+                        and entry[0] not in _PLAIN_SIGS:
+                    _inert_value(_peek(free[pos], path))     # (`self.it`, `cfg.scale`: as the value itself)
+                sig.append(("peek", entry))
         walked = self.walked.get(loop_id) if self.walked else None
         if walked:
             for pos in walked:
@@ -1482,6 +1488,8 @@ class FunctionRuntime:
                     # dispatch between two subclasses that fails otherwise) run once per row in the loop
                     raise GuardFailed(f"the loop writes into a torch.Tensor subclass ({type(t).__name__}): "
                                       "each of its writes runs as written")
+                if isinstance(t, Tensor):
+                    _plain_subclass(t)    # (its own `__setitem__` or `add_`, say, runs once per row in the loop)
                 sig.append(_sig(t))
             if kind == "store" or kind == "fresh":
                 if not isinstance(t, Tensor):
@@ -1618,6 +1626,14 @@ class FunctionRuntime:
             # autocast changes which ops run in reduced precision: the batched form's products
             # (mm, bmm, einsum) may be on its list where the loop's (dot, mv) are not, so an
             # autocast state is a signature of its own, with its own one-time check
+            if grad and any(t is not None and t.requires_grad for t in itertools.chain(
+                    tensors, free_tensors, _reachable_tensors(calls) if calls else ())):
+                # a float32 tensor that requires grad is cast to half precision by autocast, once
+                # (its cached cast); the loop adds its rows' gradients into that cast's gradient in
+                # half precision one row at a time, the batch in one product: gradients apart by
+                # percents (probeM). Outputs agree; the loop runs, for its gradients
+                raise GuardFailed("autocast with inputs that require grad (the loop sums their gradients in half "
+                                  "precision row by row)")
             sig.append(_autocast_state())
         key = (loop_id, tuple(sig))
         sid = self.sig_ids.get(key)
@@ -3267,10 +3283,31 @@ def _plain_subclass(t) -> None:
     own = _OWN_ROW_METHODS.get(kind)
     if own is None:
         own = _OWN_ROW_METHODS[kind] = next((m for m in _ROW_METHODS if getattr(kind, m, None) is not
-                                             getattr(torch.Tensor, m)), "")
+                                             getattr(torch.Tensor, m)), "") or _own_override(kind)
     if own:
         raise GuardFailed(f"a torch.Tensor subclass ({kind.__name__}) with its own `{own}`: the loop runs, "
                           "which calls it")
+
+
+def _own_override(kind) -> str:
+    """The first attribute of torch.Tensor that a subclass defines again in Python (`__add__` that
+    saturates, `__mul__` that counts its calls), or "": the loop calls it once per row, where the
+    batch calls it once or not at all (probeM). What nn.Parameter and nn.Buffer define again
+    (construction, copies, printing, pickling, their disabled __torch_function__) changes no
+    operation."""
+    for cls in kind.__mro__:
+        if cls is torch.Tensor or cls is torch._C.TensorBase:
+            break
+        for name in cls.__dict__:
+            if name not in _INERT_OVERRIDES and hasattr(torch.Tensor, name):
+                return name
+    return ""
+
+
+_INERT_OVERRIDES = frozenset({"__new__", "__init__", "__deepcopy__", "__reduce_ex__", "__reduce__", "__repr__",
+                              "__str__", "__format__", "__doc__", "__module__", "__qualname__", "__dict__",
+                              "__weakref__", "__slots__", "__annotations__", "__torch_function__",
+                              "__init_subclass__", "__class_getitem__", "__getstate__", "__setstate__"})
 
 
 # the methods by which a loop reaches a tensor's rows, which the rewrite reads by index instead
@@ -5409,6 +5446,46 @@ def _peek(v, path):
         if v is _UNKNOWN:
             return v
     return v
+
+
+def _inert_value(v) -> None:
+    """Refuses an outside value the body may run Python code of a different number of times
+    batched than in the loop (probeM): an iterator or generator (each use advances it: the
+    batch's trial rows and check would use it up), or an object whose class defines, in Python,
+    an operator, a conversion or an element read the body's operations call (`x[i] * o` calls
+    `o.__rmul__` once per row in the loop, once on the whole batch: a counter, a changing
+    factor, or a non-elementwise rule would give other values)."""
+    tp = type(v)
+    why = _ACTIVE.get(tp)
+    if why is None:
+        why = _ACTIVE[tp] = _active_type(tp)
+    if why:
+        raise GuardFailed(f"the loop reads a {tp.__name__} object, {why}: the loop runs")
+
+
+def _active_type(tp) -> str:
+    if getattr(tp, "__next__", None) is not None:
+        return "an iterator (each use advances it)"
+    for cls in tp.__mro__:
+        mod = getattr(cls, "__module__", "") or ""
+        if cls is object or mod == "builtins" or mod.startswith(("torch", "numpy", "autovec", "collections",
+                                                                    "types", "argparse", "enum", "dataclasses")):
+            continue
+        for name, fn in cls.__dict__.items():
+            if name in _ACTIVE_DUNDERS and isinstance(fn, (types.FunctionType, staticmethod, classmethod)) \
+                    and getattr(getattr(fn, "__code__", None), "co_filename", "") != "<string>":
+                # (not what dataclasses or namedtuple generate: their comparisons of fields)
+                return f"whose class defines `{name}` in Python (called once per iteration in the loop)"
+    return ""
+
+
+_ACTIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_ACTIVE_DUNDERS = frozenset(
+    f"__{n}__" for n in (
+        "add radd iadd sub rsub isub mul rmul imul truediv rtruediv itruediv floordiv rfloordiv ifloordiv mod "
+        "rmod imod pow rpow ipow matmul rmatmul imatmul and rand iand or ror ior xor rxor ixor lshift rlshift "
+        "ilshift rshift rrshift irshift neg pos abs invert lt le gt ge eq ne float int index bool complex round "
+        "trunc floor ceil getitem len iter contains reversed torch_function array").split())
 
 
 def _peek_sig(v, path):

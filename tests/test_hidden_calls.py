@@ -1,0 +1,230 @@
+"""Python code a loop runs without naming it: operators of a tensor subclass or of an outside
+object, an iterator an outside value advances, helpers that change an argument, their own
+attributes or a module imported inside them, and autocast's cast of a tensor that requires grad.
+The loop runs such code once per iteration; a batch would run it once, or not at all, so each
+keeps the loop (probeM). Every test compares with the loop itself, the same number of calls
+included, and forces the vectorized path where it can (AUTOVEC_MIN_TRIP=1)."""
+from __future__ import annotations
+
+import dataclasses
+import heapq  # noqa: F401  (the helper below imports it again inside its body)
+import itertools
+
+import pytest
+import torch
+
+from autovec import autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def _forced(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+class Saturating(torch.Tensor):
+    def __add__(self, other):
+        return torch.Tensor.__add__(self, other).clamp(-1, 1)
+    __radd__ = __add__
+
+
+class Logged(torch.Tensor):
+    writes = 0
+
+    def __setitem__(self, k, v):
+        Logged.writes += 1
+        return torch.Tensor.__setitem__(self, k, v)
+
+
+def running(x):
+    s = torch.zeros(x.shape[1])
+    for i in range(x.shape[0]):
+        s = x[i] + s
+    return s
+
+
+def copy_rows(x, out):
+    for i in range(x.shape[0]):
+        out[i] = x[i] * 2
+    return out
+
+
+def test_a_subclass_with_its_own_operator_keeps_the_loop():
+    f = autovec(running)
+    for _ in range(3):
+        x = torch.tensor([[0.9], [0.9], [-0.9], [-0.9]] * 5).as_subclass(Saturating)
+        assert torch.equal(f(x.clone()), running(x.clone()))
+    assert "Saturating" in explain(f, x).loops[0].reason or explain(f, x).path == "python"
+
+
+def test_a_subclass_written_into_with_its_own_setitem_keeps_the_loop():
+    f = autovec(copy_rows)
+    x = torch.randn(10, 3)
+    for _ in range(3):
+        Logged.writes = 0
+        want = copy_rows(x, torch.zeros(10, 3).as_subclass(Logged))
+        n_loop = Logged.writes
+        Logged.writes = 0
+        got = f(x, torch.zeros(10, 3).as_subclass(Logged))
+        assert torch.equal(got, want) and Logged.writes == n_loop == 10
+
+
+def test_parameters_still_vectorize():
+    f = autovec(running)
+    x = torch.nn.Parameter(torch.randn(50, 4), requires_grad=False)
+    torch.testing.assert_close(f(x), running(x))
+    assert explain(f, x).path == "vectorized"
+
+
+def one_from(x, out, it):
+    for i in range(x.shape[0]):
+        out[i] = x[i] * sum(itertools.islice(it, 1))
+    return out
+
+
+def test_an_iterator_read_by_the_body_keeps_the_loop():
+    f = autovec(one_from)
+    for _ in range(3):
+        it1, it2 = iter(range(100)), iter(range(100))
+        want = one_from(torch.ones(8, 2), torch.zeros(8, 2), it1)
+        got = f(torch.ones(8, 2), torch.zeros(8, 2), it2)
+        assert torch.equal(got, want) and next(it1) == next(it2) == 8
+
+
+class Ramp:
+    """Each use gives the next factor."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __rmul__(self, other):
+        self.calls += 1
+        return other * self.calls
+
+
+def scaled(x, out, o):
+    for i in range(x.shape[0]):
+        out[i] = x[i] * o
+    return out
+
+
+def test_an_outside_object_with_its_own_operator_keeps_the_loop():
+    f = autovec(scaled)
+    for _ in range(3):
+        a, b = Ramp(), Ramp()
+        want = scaled(torch.ones(12, 2), torch.zeros(12, 2), a)
+        got = f(torch.ones(12, 2), torch.zeros(12, 2), b)
+        assert torch.equal(got, want) and a.calls == b.calls == 12
+
+
+@dataclasses.dataclass
+class Cfg:
+    scale: float = 2.0
+
+
+def from_config(x, out, cfg):
+    for i in range(x.shape[0]):
+        out[i] = x[i] * cfg.scale
+    return out
+
+
+def test_a_dataclass_config_still_vectorizes():
+    f = autovec(from_config)
+    x = torch.randn(40, 3)
+    torch.testing.assert_close(f(x, torch.zeros(40, 3), Cfg()), from_config(x, torch.zeros(40, 3), Cfg()))
+    assert explain(f, x, torch.zeros(40, 3), Cfg()).path == "vectorized"
+
+
+class Source:
+    def __init__(self):
+        self.n = 0
+
+    def get(self):
+        self.n += 1
+        return float(self.n)
+
+
+def _times_next(v, o):
+    return v * o.get()
+
+
+def through_helper(x, o):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = _times_next(x[i], o)
+    return out
+
+
+def test_a_helper_calling_a_method_of_its_argument_keeps_the_loop():
+    f = autovec(through_helper)
+    for _ in range(3):
+        a, b = Source(), Source()
+        want, got = through_helper(torch.ones(16, 3), a), f(torch.ones(16, 3), b)
+        assert torch.equal(got, want) and a.n == b.n == 16
+
+
+def _counted(v):
+    _counted.calls = getattr(_counted, "calls", 0) + 1
+    return v * 2
+
+
+def through_counted(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = _counted(x[i])
+    return out
+
+
+def test_a_helper_setting_its_own_attribute_keeps_the_loop():
+    f = autovec(through_counted)
+    for _ in range(3):
+        _counted.calls = 0
+        through_counted(torch.ones(16, 3))
+        n_loop = _counted.calls
+        _counted.calls = 0
+        f(torch.ones(16, 3))
+        assert _counted.calls == n_loop == 16
+
+
+def _pushed(v, h):
+    import heapq
+    heapq.heappush(h, 1)
+    return v * 2
+
+
+def through_push(x, h):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = _pushed(x[i], h)
+    return out
+
+
+def test_a_helper_importing_inside_its_body_keeps_the_loop():
+    f = autovec(through_push)
+    for _ in range(3):
+        h1, h2 = [], []
+        assert torch.equal(f(torch.ones(12, 2), h2), through_push(torch.ones(12, 2), h1))
+        assert len(h1) == len(h2) == 12
+
+
+def rows_times(x, w):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(x[i] @ w)
+    return torch.stack(out)
+
+
+def test_autocast_with_a_weight_that_requires_grad_keeps_the_loop():
+    f = autovec(rows_times)
+    torch.manual_seed(0)
+    x0, w0, g = torch.randn(24, 5), torch.randn(5, 5), torch.randn(24, 5)
+    grads = []
+    for fn in (rows_times, f):
+        x, w = x0.clone().requires_grad_(), w0.clone().requires_grad_()
+        with torch.autocast("cpu"):
+            y = fn(x, w)
+        (y.float() * g).sum().backward()
+        grads.append((y.detach(), x.grad, w.grad))
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+    with torch.autocast("cpu"), torch.no_grad():    # no gradients: vectorized as before
+        torch.testing.assert_close(f(x0, w0), rows_times(x0, w0))
