@@ -339,3 +339,91 @@ def test_a_row_part_in_the_steady_state_then_aliased_arguments():
     x2 = x1.clone()
     assert torch.equal(fast(x2, t, x2), scale_and_mark(x1, t, x1))
     assert torch.equal(x1, x2)
+
+
+def move(pos, vel, dt):
+    for i in range(pos.shape[0]):
+        pos[i, 0] += vel[i, 0] * dt
+        pos[i, 1] += vel[i, 1] * dt
+    return pos
+
+
+def rescale(boxes, sizes):
+    for i in range(boxes.shape[0]):
+        boxes[i, 0::2] *= sizes[i, 1]
+        boxes[i, 1::2] *= sizes[i, 0]
+    return boxes
+
+
+def move_then_read_moved(pos, vel, dt):
+    for i in range(pos.shape[0]):
+        pos[i, 0] += vel[i, 0] * dt
+        pos[i, 1] += pos[i, 0] * dt      # reads what the first update wrote
+    return pos
+
+
+def move_own(pos, dt):
+    for i in range(pos.shape[0]):
+        pos[i, 0] += pos[i, 2] * dt
+        pos[i, 1] -= pos[i, 1] * dt      # reads its own element before its update
+    return pos
+
+
+@pytest.mark.parametrize("fn, make", [
+    (move, lambda: (torch.randn(50, 3), torch.randn(50, 3), 0.1)),
+    (rescale, lambda: (torch.rand(40, 4), torch.rand(40, 2) * 100)),
+    (move_own, lambda: (torch.randn(50, 3), 0.25)),
+    (move, lambda: (torch.randint(-5, 5, (30, 2)), torch.randint(-5, 5, (30, 2)), 2)),
+])
+def test_updates_of_disjoint_parts_of_a_row_vectorize(fn, make):
+    # each update reads only elements no store before it in the iteration writes: the row as it
+    # was, which the batch reads
+    from conftest import same_on_every_call
+    same_on_every_call(fn, make)
+    assert explain(fn, *make()).path == "vectorized"
+
+
+def test_an_update_reading_an_updated_element_keeps_the_loop():
+    from conftest import same_on_every_call
+    same_on_every_call(move_then_read_moved, lambda: (torch.randn(20, 2), torch.randn(20, 2), 0.1))
+    assert explain(move_then_read_moved, torch.randn(20, 2), torch.randn(20, 2), 0.1).path == "python"
+
+
+def test_updates_of_disjoint_parts_out_of_range_raise_as_the_loop():
+    p1, p2 = torch.randn(6, 1), torch.randn(6, 1)       # no column 1: the second update raises
+    p2.copy_(p1)
+    v = torch.randn(6, 2)
+    with pytest.raises(IndexError) as want:
+        move(p1, v, 0.1)
+    with pytest.raises(IndexError) as got:
+        autovec(move)(p2, v, 0.1)
+    assert str(got.value) == str(want.value) and torch.equal(p1, p2)   # the first row's column 0 moved
+
+
+def test_updates_of_disjoint_parts_with_gradients():
+    # (the second update's region is read again at its commit: a view taken before the first
+    # update, which made `pos` require grad, is one autograd refuses to change in place)
+    fast = autovec(move)
+    for _ in range(4):       # (the first call's check, then the steady state)
+        pos0, vel0 = torch.randn(30, 2), torch.randn(30, 2)
+        grads = []
+        for fn in (move, fast):
+            vel = vel0.clone().requires_grad_()
+            out = fn(pos0.clone(), vel, 0.5)
+            (out * torch.arange(60.0).view(30, 2)).sum().backward()
+            grads.append((out.detach(), vel.grad))
+        assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+
+
+def fresh_overlap(x):
+    out = torch.ones(x.shape[0], 4)
+    for i in range(x.shape[0]):
+        out[i, 0::2] *= x[i, 0]
+        out[i, 0] += x[i, 1]         # an element the update before it wrote
+    return out
+
+
+def test_updates_of_overlapping_parts_of_a_row_keep_the_loop():
+    from conftest import same_on_every_call
+    same_on_every_call(fresh_overlap, lambda: (torch.randn(20, 2),))
+    assert explain(fresh_overlap, torch.randn(20, 2)).path == "python"

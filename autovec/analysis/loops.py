@@ -3196,13 +3196,28 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         # assignments would not follow)
         raise Refuse(f"the inner loop at line {body.inner[0].lineno} sits in a body that branches on the data",
                      body.inner[0].lineno)
+    written_subs: dict = {}     # target -> the subscripts of its stores so far (None: a write of another kind)
     for out, payload in body.outputs:
         if out.target in iter_vars or out.target in body.assigned:
             what = 'an iteration variable' if out.target in iter_vars else 'reassigned in it'
             raise Refuse(f"`{out.target}` is both updated in the loop and {what} (line {out.lineno})", out.lineno)
+        earlier = written_subs.get(out.target, ())
+        sub = payload[0] if out.kind == "store" and isinstance(payload, tuple) and payload \
+            and isinstance(payload[0], ast.Subscript) else None
+        written_subs[out.target] = None if earlier is None or sub is None else earlier + (sub,)
         if out.target and out.target in targets:
             first = targets[out.target]
             stored = _store(out, payload[0], space, body, iter_vars) if out.kind == "store" else out
+            if out.kind == "store" and first.kind == "store" and out.op and not out.cond and earlier \
+                    and sub is not None and (stored.dim, stored.offset) == (first.dim, first.offset) \
+                    and all(_disjoint_subscripts(sub, e) for e in earlier):
+                # `pos[i, 0] += v[i, 0] * dt; pos[i, 1] += v[i, 1] * dt`, `b[i, 0::2] *= w[i]; b[i, 1::2]
+                # *= h[i]`: an update of elements of the row no store before it in the iteration
+                # writes (_disjoint_subscripts), so the row as it was before the first store, which
+                # the batch reads, is the row the loop's update reads
+                several.add(out.target)
+                outputs.append(stored)
+                continue
             if out.kind == "store" and first.kind == "store" and not out.op and not out.cond:
                 if (stored.dim, stored.offset) == (first.dim, first.offset):
                     # each iteration writes its own row (the loop index at one place), so the

@@ -565,7 +565,13 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             exact = f"\n_av_AV.exact({ok_s}, _av_RG, {o.dim}, {lead}, {T}.py({pos}, {o.pytype!r}))" if o.exact else ""
             prepare += template(f"_av_RG = {read}{exact}\n_av_P = _av_AV.fit_store({ok_s}, _av_RG, {o.dim}, {mask_s}, "
                                 f"{o.op!r}, {lead}, {T}{extra})", _av_P=P, _av_AV=AV, _av_RG=RG)
-            if update:
+            if update and any(x.kind == "store" and x.target == o.target for x in plan.outputs[:k]):
+                # (an update after another store into the same tensor, `pos[i, 0] += a; pos[i, 1] += b`:
+                # its region read again at the commit, after the store before it; the one read at the
+                # prepare is a view from before that store, which autograd refuses to change in place
+                # where the store made the tensor require grad)
+                commit += template(f"_av_AV.update({read}, _av_P[0], _av_P[1])", _av_P=P, _av_AV=AV)
+            elif update:
                 commit += template("_av_AV.update(_av_RG, _av_P[0], _av_P[1])", _av_P=P, _av_AV=AV, _av_RG=RG)
             elif o.consumer == "fresh":
                 # a freshly allocated output that this call overwrites entirely becomes the batch
