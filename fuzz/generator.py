@@ -5297,6 +5297,64 @@ def lost_stop44(self):
         self.emit(1, "return k, hits")
 
 
+def lost_stop46(self):
+    """Stop 46's forms, on inputs that change between calls: updates of parts of the loop's row
+    (`out[i, 0] += a; out[i, 1] -= b`, strided `out[i, 0::2] *= w`), disjoint or not, with a read
+    of the row between them, under a condition, into an argument, a clone or a fresh tensor, of
+    several dtypes, with values that require grad; and conditions that hold on no row of the
+    first inputs and on some of the other inputs (the one-time check waits for them: the
+    runtime's partial checks)."""
+    self.variants = True
+    n, d = max(self.n, 2), max(self.d, 4)
+    form = self.pick(["parts", "parts", "parts", "rare", "rare"])
+    dt = self.pick(["float32", "float64", "int64", "float32"])
+    if form == "parts":
+        grad = dt != "int64" and self.chance(0.2)
+        self.param("x", f"_tensor(g, ({n}, {d}), torch.{dt}, grad={grad})")
+        self.param("y", f"_tensor(g, ({n}, {d}), torch.{dt})")
+        self.param("w", self.pick(["0.5", "2", "-1", "torch.tensor(1.5)"]) if dt != "int64" else self.pick(["2", "-1", "3"]))
+        out = self.pick(["x.clone()", "torch.zeros_like(y)", "torch.ones_like(y)", "y"])
+        self.emit(1, f"out = {out}")
+        self.emit(1, "for i in range(x.shape[0]):")
+        parts = ["0", "1", "2", "3", "0::2", "1::2", "2:", ":2", "-1"]
+        vals = ["x[i, 0]", "y[i, 1] * w", "w", "x[i, {p}]", "y[i, {p}] + 1", "out[i, {p}]", "x[i, 3] - y[i, 2]"]
+        for j in range(self.pick([2, 2, 3])):
+            p = self.pick(parts)
+            v = self.pick(vals).format(p=p)
+            op = self.pick(["+=", "-=", "*=", "+=", "="]) if dt != "int64" else self.pick(["+=", "-=", "*="])
+            line = f"out[i, {p}] {op} {v}"
+            if self.chance(0.15):
+                self.emit(2, f"if {self.pick(['x[i, 0] > 0', 'y[i, 1] < 0.5', 'i % 2 == 0'])}:")
+                self.emit(3, line)
+            else:
+                self.emit(2, line)
+        self.emit(1, "return out")
+    else:
+        self.param("x", f"_tensor(g, ({n},), torch.{dt})")
+        if dt != "int64":
+            self.inputs.append("if variant:\n        x[x.shape[0] // 2] = float(\"nan\")")
+            cond = self.pick(["not torch.isfinite(x[i])", "x[i].isnan()", "x[i] > 1e6 or x[i].isnan()"])
+        else:
+            self.inputs.append("if variant:\n        x[x.shape[0] // 2] = 1000")
+            cond = "x[i] > 100"
+        kind = self.pick(["count", "total", "store", "both"])
+        self.emit(1, "c = 0")
+        self.emit(1, "total = 0.0" if dt != "int64" else "total = 0")
+        self.emit(1, "out = torch.zeros(x.shape[0])")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, f"if {cond}:")
+        if kind in ("count", "both"):
+            self.emit(3, "c += 1")
+        if kind in ("total", "both"):
+            self.emit(3, self.pick(["total += i", "total = total + 1"]))
+        if kind == "store":
+            self.emit(3, "out[i] = 1.0")
+        if self.chance(0.5):
+            self.emit(2, "else:")
+            self.emit(3, self.pick(["out[i] = x[i] * 2", "total += 0"]))
+        self.emit(1, "return c, total, out")
+
+
 def _stop43_totals(self, n):
     """Totals updated by int and float literals under conditions (hoist.float_totals): a float or
     int start, a rebinding between the start and the loop or in the loop, element nests and
@@ -6236,7 +6294,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop46": lost_stop46, "stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
