@@ -716,3 +716,39 @@ def test_in_place_functions_and_leaves_are_the_loops():
         assert torch.equal(autovec(fn)(x, m), fn(x, m))
     got = autovec(like_leaf)(x)
     assert all(t.is_leaf and t.requires_grad for t in got) and len(got) == 5
+
+
+def shifted_mask(x, p):
+    out = torch.empty(x.shape, dtype=torch.bool)
+    for i in range(x.shape[0]):
+        rm = x[i].softmax(0).cumsum(0) > p      # a comparison's result: the iteration's own
+        rm[1:] = rm[:-1].clone()
+        rm[0] = False
+        out[i] = rm
+    return out
+
+
+def top_marked(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        m = x[i] == x[i].max()
+        m[0] |= True
+        out[i] = m * x[i]
+    return out
+
+
+def bumped_mask(x):
+    out = torch.empty(x.shape[0], dtype=torch.long)
+    for i in range(x.shape[0]):
+        b = x[i] > 0
+        b += 1               # a bool tensor updated by an int: the loop raises
+        out[i] = b
+    return out
+
+
+def test_writes_into_a_comparisons_result():
+    x = torch.randn(30, 8)
+    check_loop(shifted_mask, x, 0.6)
+    check_loop(top_marked, x)
+    assert explain(shifted_mask, x, 0.6).path == "vectorized" and explain(top_marked, x).path == "vectorized"
+    raises_as_loop(RuntimeError, bumped_mask, torch.randn(10))

@@ -1230,6 +1230,8 @@ def _fresh_value(v: ast.AST, ctx: Context) -> bool:
     into another tensor."""
     if isinstance(v, ast.BinOp) or isinstance(v, ast.UnaryOp) and not isinstance(v.op, ast.UAdd):
         return True     # (`+t` is t itself)
+    if isinstance(v, ast.Compare) and len(v.ops) == 1 and isinstance(v.ops[0], _ORDERS):
+        return True     # (`rm = cp > p`: a comparison's result, as an operator's; not `is` / `in`, Python bools)
     if not isinstance(v, ast.Call) or not isinstance(v.func, ast.Attribute) or nm.in_place_keyword(v) \
             or any(kw.arg is None for kw in v.keywords) or any(isinstance(a, ast.Starred) for a in v.args):
         return False
@@ -1243,6 +1245,9 @@ def _fresh_value(v: ast.AST, ctx: Context) -> bool:
     if f.attr in _FRESH_METHODS:
         return True
     return f.attr in _FRESH_VIEWS and _fresh_value(recv, ctx)
+
+
+_ORDERS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 
 
 # methods whose result is the receiver's memory (a view, or the receiver itself) or a copy of it:
