@@ -7,6 +7,7 @@ import builtins
 import functools
 import operator
 import types
+import weakref
 
 import torch
 
@@ -56,6 +57,88 @@ _PURE_DUNDERS = frozenset(
         "abs add and bool complex contains div eq float floordiv format ge getitem gt index int invert le len "
         "long lshift lt matmul mod mul ne neg nonzero or pos pow radd rand rdiv rfloordiv rlshift rmatmul rmod "
         "rmul ror rpow rrshift rshift rsub rtruediv rxor sub truediv xor").split())
+
+
+def active_value(v) -> str:
+    """Why using the value `v` itself in a body (an operand, an argument, an element read, a walk)
+    runs Python code once per iteration in the loop and a different number of times batched, or
+    "" (probeM): an iterator or a generator (each use advances it: the batch's trial rows and
+    one-time check would use it up), an object whose class defines in Python an operator, a
+    comparison, a conversion or an element read (`x[i] * o` calls `o.__rmul__` once per row in the
+    loop, once on the whole batch: a counter, a changing factor or a rule that is not elementwise
+    gives other values), or a tensor subclass that defines again in Python an attribute of
+    torch.Tensor (its `__mul__` runs per row). Classes are judged once (a class patched later is
+    not seen again)."""
+    tp = type(v)
+    if tp in _PLAIN_VALUE_TYPES:
+        return ""
+    why = _ACTIVE.get(tp)
+    if why is None:
+        why = _ACTIVE[tp] = _active_type(tp) if not issubclass(tp, torch.Tensor) else (
+            "" if tp is torch.Tensor else (lambda own: f"a tensor subclass with its own `{own}`" if own else "")(
+                own_override(tp)))
+    return why
+
+
+_PLAIN_VALUE_TYPES = frozenset({bool, int, float, complex, str, bytes, type(None), list, tuple, dict, range, slice,
+                                torch.dtype, torch.device, torch.Size, types.ModuleType, types.FunctionType,
+                                types.BuiltinFunctionType, types.MethodType})
+_ACTIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# packages whose classes are taken as they are (their operators are their own documented ones)
+_KNOWN_PACKAGES = ("builtins", "torch", "numpy", "autovec", "collections", "types", "argparse", "enum", "dataclasses",
+                   "typing", "functools")
+_ACTIVE_DUNDERS = frozenset(
+    f"__{n}__" for n in (
+        "add radd iadd sub rsub isub mul rmul imul truediv rtruediv itruediv floordiv rfloordiv ifloordiv mod "
+        "rmod imod pow rpow ipow matmul rmatmul imatmul and rand iand or ror ior xor rxor ixor lshift rlshift "
+        "ilshift rshift rrshift irshift neg pos abs invert lt le gt ge eq ne float int index bool complex round "
+        "trunc floor ceil getitem len iter contains reversed torch_function array").split())
+# what dataclasses write for a class (`eq=True`, `order=True`): comparisons of its fields
+_DATACLASS_WRITTEN = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"})
+
+
+def _known_module(mod: str) -> bool:
+    head = mod.split(".")[0]
+    return head in _KNOWN_PACKAGES
+
+
+def _active_type(tp) -> str:
+    if getattr(tp, "__next__", None) is not None:
+        return "an iterator (each use advances it)"
+    import dataclasses
+    for cls in tp.__mro__:
+        if cls is object or _known_module(getattr(cls, "__module__", "") or ""):
+            continue
+        generated = dataclasses.is_dataclass(cls)
+        for name, attr in cls.__dict__.items():
+            if name not in _ACTIVE_DUNDERS or attr is None:
+                continue      # (`__hash__ = None`: no hash)
+            if generated and name in _DATACLASS_WRITTEN and isinstance(attr, types.FunctionType) \
+                    and attr.__code__.co_filename == "<string>":
+                continue      # (the comparisons dataclasses wrote for it)
+            return f"whose class defines `{name}` in Python (called once per iteration in the loop)"
+    return ""
+
+
+def own_override(kind) -> str:
+    """The first attribute of torch.Tensor that a subclass defines again in Python (`__add__` that
+    saturates, `__mul__` that counts its calls), or "": the loop calls it once per row, where the
+    batch calls it once or not at all (probeM). What nn.Parameter and nn.Buffer define again
+    (construction, copies, printing, pickling, their disabled __torch_function__) changes no
+    operation."""
+    for cls in kind.__mro__:
+        if cls is torch.Tensor or cls is torch._C.TensorBase:
+            break
+        for name in cls.__dict__:
+            if name not in _INERT_OVERRIDES and hasattr(torch.Tensor, name):
+                return name
+    return ""
+
+
+_INERT_OVERRIDES = frozenset({"__new__", "__init__", "__deepcopy__", "__reduce_ex__", "__reduce__", "__repr__",
+                              "__str__", "__format__", "__doc__", "__module__", "__qualname__", "__dict__",
+                              "__weakref__", "__slots__", "__annotations__", "__torch_function__",
+                              "__init_subclass__", "__class_getitem__", "__getstate__", "__setstate__"})
 
 
 def pure_tensor_method(name: str) -> bool:
@@ -168,7 +251,7 @@ def _key(obj):
     return ("obj", id(obj), obj)  # keep obj alive so its id is not reused
 
 
-def _why_impure(obj, label: str) -> str | None:
+def _why_impure(obj, label: str, self_obj=None) -> str | None:
     name = getattr(obj, "__name__", "") or ""
     if name in _EFFECT_BUILTINS and getattr(builtins, name, None) is obj:
         return f"`{label}` has side effects"
@@ -185,7 +268,7 @@ def _why_impure(obj, label: str) -> str | None:
             if bad:
                 return bad
         if isinstance(inner, types.FunctionType):
-            return _why_impure(inner, label)
+            return _why_impure(inner, label, owner)     # (its `self.m()` calls: the owner's methods)
         # a compiled method bound to an object (`np.random.shuffle` is RandomState's): what it
         # touches is its object's business, so it is not known to be pure
         omod = type(owner).__module__ or ""
@@ -207,7 +290,7 @@ def _why_impure(obj, label: str) -> str | None:
     if name.endswith("_") and not name.endswith("__"):
         return f"`{label}` modifies its argument in place"
     if isinstance(obj, types.FunctionType):
-        return helper_impurity(obj, label)
+        return helper_impurity(obj, label, self_obj=self_obj)
     if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)) and not (
             owner is None or isinstance(owner, types.ModuleType)):
         return None   # a method of a value (`d.get`); the mutating ones are refused above
@@ -321,16 +404,18 @@ def _module_impurity(mod, label):
 _checking: set = set()
 
 
-def helper_impurity(fn: types.FunctionType, label: str, depth: int = 0, module=None) -> str | None:
+def helper_impurity(fn: types.FunctionType, label: str, depth: int = 0, module=None, self_obj=None) -> str | None:
     """Check a user helper: no global/nonlocal, no writes to attributes or to subscripts of
     values it did not create, no impure calls. The calls it makes are looked up in its
-    globals and closure on every check, so rebinding a name is seen."""
+    globals and closure on every check, so rebinding a name is seen. `self_obj`: what its first
+    parameter is (a method's object, a forward's module), whose methods it calls are checked too
+    (`self.next_factor()` that counts: probeN)."""
     key = (fn.__code__, id(fn))
     if key in _checking:
         return None  # recursion: the other calls decide
     _checking.add(key)
     try:
-        return _helper_impurity(fn, label, depth, module)
+        return _helper_impurity(fn, label, depth, module, module if self_obj is None else self_obj)
     finally:
         _checking.discard(key)
 
@@ -353,7 +438,7 @@ def _capture_cached(fn):
     return Captured(fn=fn, tree=hit.tree, filename=hit.filename, qualname=fn.__qualname__)
 
 
-def _helper_impurity(fn, label, depth, module=None) -> str | None:
+def _helper_impurity(fn, label, depth, module=None, self_obj=None) -> str | None:
     if depth > 4:
         return f"helper `{label}` calls too deeply nested helpers to check"
     if (fn.__module__ or "").startswith("torch"):
@@ -371,6 +456,22 @@ def _helper_impurity(fn, label, depth, module=None) -> str | None:
     for kind, path, (head, *rest) in parts:
         if kind == "train-only" and module is not None and not module.training:
             continue            # (the module's own dropout, in eval mode: no random numbers)
+        if kind == "self":
+            if self_obj is None:
+                continue        # (a plain function's first parameter: what it is, the call site knows)
+            found, obj = attr_chain(self_obj, rest)
+            if not found:
+                continue
+            bad = why_impure(obj, f"self.{'.'.join(rest)}")
+            if bad:
+                return bad if bad.startswith("helper") else f"helper `{label}`: {bad}"
+            continue
+        if kind == "value":
+            found, obj = scope_lookup(fn, head)
+            why = active_value(obj) if found else ""
+            if why:
+                return f"helper `{label}` reads `{head}`, a {type(obj).__name__} object {why}"
+            continue
         if kind == "input":
             if head == "self" and module is not None:
                 found, obj = attr_chain(module, rest)
@@ -459,11 +560,21 @@ def _static_scan(fn):
     defined -= {t.id for n in fastast.walk(tree) if isinstance(n, ast.Assign) and not isinstance(n.value, ast.Lambda)
                 for t in n.targets if isinstance(t, ast.Name)} | params
     targets, reason = [], None
+    parents = {id(c): p for p in fastast.walk(tree) for c in ast.iter_child_nodes(p)}
+    positional = args.posonlyargs + args.args
+    first = positional[0].arg if positional else None
     for n in fastast.walk(tree):
         line = getattr(n, "lineno", tree.lineno)
-        if isinstance(n, (ast.Import, ast.ImportFrom)):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local:
+            p = parents.get(id(n))
+            if not (isinstance(p, ast.Attribute) and p.value is n or isinstance(p, ast.Call) and p.func is n):
+                # an outside value used as it is (`sum(islice(GEN, 1))`, `v * SCALE`): checked on
+                # every check for Python code a use of it runs (active_value; probeN)
+                targets.append(("value", n.id))
+        if isinstance(n, (ast.Import, ast.ImportFrom)) and not _pure_import(n):
             # (what an import in the body binds is not in the helper's globals, where the check
-            # looks its calls up: `import heapq; heapq.heappush(h, v)` changes the caller's heap)
+            # looks its calls up: `import heapq; heapq.heappush(h, v)` changes the caller's heap;
+            # `math`'s and `cmath`'s functions compute values alone)
             reason = f"helper `{{label}}` imports inside its body (line {line}): its calls cannot be checked"
         elif isinstance(n, (ast.Global, ast.Nonlocal)):
             reason = f"helper `{{label}}` uses `global`/`nonlocal` (line {line})"
@@ -487,6 +598,12 @@ def _static_scan(fn):
                 # `self.act(x)` in a module's forward: a submodule that writes into its input
                 # writes into the caller's rows (writes_input, checked on each call)
                 targets.append(("input", ast.unparse(f)))
+            if isinstance(f, ast.Attribute) and first is not None and _chain(f):
+                chain = ast.unparse(f).split(".")
+                if chain[0] == first and len(chain) > 1:
+                    # `self.m(..)`, `self.sub.m(..)`: a method of the first parameter's object,
+                    # checked where that object is known (helper_impurity's self_obj)
+                    targets.append(("self", ".".join(chain)))
             if isinstance(f, ast.Attribute):
                 root = f.value
                 while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
@@ -506,13 +623,7 @@ def _static_scan(fn):
                 if isinstance(root, ast.Name) and root.id in params and (
                         mutates or f.attr in _NOT_BATCHABLE_METHODS - {"item", "tolist", "numpy", "cpu", "cuda"}):
                     reason = f"helper `{{label}}` modifies its argument with `.{f.attr}()` (line {line})"
-                elif isinstance(f.value, ast.Name) and f.value.id in params and f.value.id != "self" \
-                        and not pure_tensor_method(f.attr):
-                    # `o.get()` of an argument that is not a tensor: what it runs is the argument's
-                    # own (a counter, a source that advances: probeM); `self.fc(x)` in a forward is a
-                    # submodule call, checked as one
-                    reason = (f"helper `{{label}}` calls `{ast.unparse(f)}` (line {line}), a method of its argument "
-                              "other than a tensor's, which may have side effects")
+
             elif isinstance(f, ast.Name) and f.id not in local:
                 targets.append(("name", f.id))
             elif isinstance(f, ast.Name) and f.id not in defined:
@@ -527,6 +638,13 @@ def _static_scan(fn):
     hit = (reason, tuple(dict.fromkeys(targets)))
     _static[code] = hit
     return hit
+
+
+def _pure_import(n) -> bool:
+    """`import math`, `from cmath import sqrt`: modules whose every function computes a value alone."""
+    if isinstance(n, ast.Import):
+        return all(a.name in ("math", "cmath") for a in n.names)
+    return n.module in ("math", "cmath") and not n.level
 
 
 def _writes_argument(call: ast.Call, params) -> bool:

@@ -23,7 +23,7 @@ from .lowering.batched import zero_dim_dtype
 from .analysis.loops import inner_int_growth
 from .analysis.shared import function_unsafe, self_calls, shared_work
 from .plan import einsum_letters, indexed
-from .purity import _by_id as _PURE_BY_ID, why_impure
+from .purity import _by_id as _PURE_BY_ID, active_value, own_override, why_impure
 
 # the builtins this module calls, as they were at import: a user's later `builtins.len = ..`
 # reaches the loops it runs (api._assumptions runs them as written), not autovec's own counts
@@ -865,6 +865,10 @@ class FunctionRuntime:
         # values read through outside objects (`self.scale`, `cfg["eps"]`): their types join the
         # signature (_peek_sig)
         self.peeks = {k: hit for k, v in matches.items() for hit in [_peek_paths(v.plan)] if hit}
+        # outside values (positions in plan.free) and values read through them (peeks) that the
+        # body uses as they are, not only through their attributes (_direct_uses): those whose
+        # Python code such a use would run are refused (_inert_value)
+        self.direct = {k: _direct_uses(v.plan) for k, v in matches.items()}
         # loop-invariant values an inner loop of the body walks (`for c in coeffs`): walked once
         # by the batch, again in each iteration by the loop, so each must be one a walk leaves as
         # it was (_walked_free)
@@ -1439,7 +1443,8 @@ class FunctionRuntime:
             if levels is None:
                 sig.append(_sig(s))
         free_tensors = []
-        for v in free:
+        direct, direct_peeks = self.direct.get(loop_id, _NO_DIRECT)
+        for k, v in enumerate(free):
             if isinstance(v, Tensor):
                 if v.layout is not _STRIDED:
                     raise GuardFailed(_LAYOUT)
@@ -1453,16 +1458,24 @@ class FunctionRuntime:
                     cpu = False
                     sig.append(_sig(v))
             else:
-                if type(v) not in _PLAIN_SIGS:
+                if k in direct and type(v) not in _PLAIN_SIGS:
                     _inert_value(v)
+                    if type(v) is list or type(v) is tuple:
+                        # (its elements, walked or read: `for s in ss`, `ss[k] * x[i]`)
+                        for kind in set(map(type, v)):
+                            if kind not in _PLAIN_SIGS:
+                                _inert_value(next(e for e in v if type(e) is kind))
                 sig.append(_sig(v))
         peeks = self.peeks.get(loop_id)
         if peeks is not None:
             for pos, path in peeks:
                 entry = _peek_sig(free[pos], path)
-                if entry is not None and type(entry) is tuple and entry and isinstance(entry[0], type) \
-                        and entry[0] not in _PLAIN_SIGS:
-                    _inert_value(_peek(free[pos], path))     # (`self.it`, `cfg.scale`: as the value itself)
+                if entry is not None and type(entry) is tuple and entry and (
+                        (pos, path) in direct_peeks and isinstance(entry[0], type) and entry[0] not in _PLAIN_SIGS
+                        or entry[0] == "T" and len(entry) > 5):
+                    # (`self.it`, `cfg.o` used as they are; a tensor subclass read through an object:
+                    # as the value itself)
+                    _inert_value(_peek(free[pos], path))
                 sig.append(("peek", entry))
         walked = self.walked.get(loop_id) if self.walked else None
         if walked:
@@ -1626,8 +1639,10 @@ class FunctionRuntime:
             # autocast changes which ops run in reduced precision: the batched form's products
             # (mm, bmm, einsum) may be on its list where the loop's (dot, mv) are not, so an
             # autocast state is a signature of its own, with its own one-time check
-            if grad and any(t is not None and t.requires_grad for t in itertools.chain(
-                    tensors, free_tensors, _reachable_tensors(calls) if calls else ())):
+            if grad and (any(t is not None and t.requires_grad for t in itertools.chain(
+                    tensors, free_tensors, _reachable_tensors(calls) if calls else ()))
+                    or any(not isinstance(v, Tensor) and _grad_reachable(v) for v in free)):
+                # (also a weight the body reads through an object, `self.W`; probeN)
                 # a float32 tensor that requires grad is cast to half precision by autocast, once
                 # (its cached cast); the loop adds its rows' gradients into that cast's gradient in
                 # half precision one row at a time, the batch in one product: gradients apart by
@@ -3283,31 +3298,10 @@ def _plain_subclass(t) -> None:
     own = _OWN_ROW_METHODS.get(kind)
     if own is None:
         own = _OWN_ROW_METHODS[kind] = next((m for m in _ROW_METHODS if getattr(kind, m, None) is not
-                                             getattr(torch.Tensor, m)), "") or _own_override(kind)
+                                             getattr(torch.Tensor, m)), "") or own_override(kind)
     if own:
         raise GuardFailed(f"a torch.Tensor subclass ({kind.__name__}) with its own `{own}`: the loop runs, "
                           "which calls it")
-
-
-def _own_override(kind) -> str:
-    """The first attribute of torch.Tensor that a subclass defines again in Python (`__add__` that
-    saturates, `__mul__` that counts its calls), or "": the loop calls it once per row, where the
-    batch calls it once or not at all (probeM). What nn.Parameter and nn.Buffer define again
-    (construction, copies, printing, pickling, their disabled __torch_function__) changes no
-    operation."""
-    for cls in kind.__mro__:
-        if cls is torch.Tensor or cls is torch._C.TensorBase:
-            break
-        for name in cls.__dict__:
-            if name not in _INERT_OVERRIDES and hasattr(torch.Tensor, name):
-                return name
-    return ""
-
-
-_INERT_OVERRIDES = frozenset({"__new__", "__init__", "__deepcopy__", "__reduce_ex__", "__reduce__", "__repr__",
-                              "__str__", "__format__", "__doc__", "__module__", "__qualname__", "__dict__",
-                              "__weakref__", "__slots__", "__annotations__", "__torch_function__",
-                              "__init_subclass__", "__class_getitem__", "__getstate__", "__setstate__"})
 
 
 # the methods by which a loop reaches a tensor's rows, which the rewrite reads by index instead
@@ -5455,37 +5449,9 @@ def _inert_value(v) -> None:
     an operator, a conversion or an element read the body's operations call (`x[i] * o` calls
     `o.__rmul__` once per row in the loop, once on the whole batch: a counter, a changing
     factor, or a non-elementwise rule would give other values)."""
-    tp = type(v)
-    why = _ACTIVE.get(tp)
-    if why is None:
-        why = _ACTIVE[tp] = _active_type(tp)
+    why = active_value(v)
     if why:
-        raise GuardFailed(f"the loop reads a {tp.__name__} object, {why}: the loop runs")
-
-
-def _active_type(tp) -> str:
-    if getattr(tp, "__next__", None) is not None:
-        return "an iterator (each use advances it)"
-    for cls in tp.__mro__:
-        mod = getattr(cls, "__module__", "") or ""
-        if cls is object or mod == "builtins" or mod.startswith(("torch", "numpy", "autovec", "collections",
-                                                                    "types", "argparse", "enum", "dataclasses")):
-            continue
-        for name, fn in cls.__dict__.items():
-            if name in _ACTIVE_DUNDERS and isinstance(fn, (types.FunctionType, staticmethod, classmethod)) \
-                    and getattr(getattr(fn, "__code__", None), "co_filename", "") != "<string>":
-                # (not what dataclasses or namedtuple generate: their comparisons of fields)
-                return f"whose class defines `{name}` in Python (called once per iteration in the loop)"
-    return ""
-
-
-_ACTIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_ACTIVE_DUNDERS = frozenset(
-    f"__{n}__" for n in (
-        "add radd iadd sub rsub isub mul rmul imul truediv rtruediv itruediv floordiv rfloordiv ifloordiv mod "
-        "rmod imod pow rpow ipow matmul rmatmul imatmul and rand iand or ror ior xor rxor ixor lshift rlshift "
-        "ilshift rshift rrshift irshift neg pos abs invert lt le gt ge eq ne float int index bool complex round "
-        "trunc floor ceil getitem len iter contains reversed torch_function array").split())
+        raise GuardFailed(f"the loop reads a {type(v).__name__} object, {why}: the loop runs")
 
 
 def _peek_sig(v, path):
@@ -5514,6 +5480,56 @@ def _walked_free(plan) -> frozenset:
                     if name in free:
                         found.add(free.index(name))
     return frozenset(found)
+
+
+_NO_DIRECT = (frozenset(), frozenset())
+
+
+def _direct_uses(plan) -> tuple:
+    """(positions in plan.free, peek keys as _peek_paths gives them) of the outside values the
+    body uses as they are: an operand, an argument, an element read, a walk, a value bound to a
+    name. Not a value only read through (`self.mean`, `cfg.eps`: its attribute) or called (a
+    callee, checked as one): a Dataset's `self`, whose class defines `__len__`, is read through
+    alone (probeN)."""
+    free = list(plan.free)
+    names, paths = set(), set()
+    for text in plan.body:
+        tree = ast.parse(text)
+        parents = {id(c): p for p in fastast.walk(tree) for c in ast.iter_child_nodes(p)}
+        for node in fastast.walk(tree):
+            if not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) or not isinstance(node.ctx, ast.Load):
+                continue
+            p = parents.get(id(node))
+            if isinstance(p, ast.Attribute) and p.value is node or isinstance(p, ast.Call) and p.func is node:
+                continue
+            if isinstance(node, ast.Name):
+                if node.id in free:
+                    names.add(free.index(node.id))
+                continue
+            path, cur = [], node
+            while isinstance(cur, (ast.Attribute, ast.Subscript)):
+                if isinstance(cur, ast.Attribute):
+                    path.append(cur.attr)
+                elif isinstance(cur.slice, ast.Constant) and type(cur.slice.value) in (str, int):
+                    path.append(("key", cur.slice.value))
+                else:
+                    break
+                cur = cur.value
+            else:
+                if isinstance(cur, ast.Name) and cur.id in free:
+                    paths.add((free.index(cur.id), tuple(reversed(path))))
+            if isinstance(node, ast.Subscript):
+                # (`o[k]`: the object's element read runs its `__getitem__`)
+                base, steps = node.value, []
+                while isinstance(base, ast.Attribute):
+                    steps.append(base.attr)
+                    base = base.value
+                if isinstance(base, ast.Name) and base.id in free:
+                    if steps:
+                        paths.add((free.index(base.id), tuple(reversed(steps))))
+                    else:
+                        names.add(free.index(base.id))
+    return frozenset(names), frozenset(paths)
 
 
 def _peek_paths(plan) -> tuple:

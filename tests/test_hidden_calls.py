@@ -134,32 +134,121 @@ def test_a_dataclass_config_still_vectorizes():
     assert explain(f, x, torch.zeros(40, 3), Cfg()).path == "vectorized"
 
 
-class Source:
+class Counter:
+    """A stateful factor read by a method of the object the loop calls."""
+
     def __init__(self):
-        self.n = 0
+        self.t = 0
 
-    def get(self):
-        self.n += 1
-        return float(self.n)
+    def next_factor(self):
+        self.t += 1
+        return float(self.t)
+
+    def apply(self, v):
+        return v * self.next_factor()
 
 
-def _times_next(v, o):
-    return v * o.get()
-
-
-def through_helper(x, o):
+def through_method(x, s):
     out = torch.zeros_like(x)
     for i in range(x.shape[0]):
-        out[i] = _times_next(x[i], o)
+        out[i] = s.apply(x[i])
     return out
 
 
-def test_a_helper_calling_a_method_of_its_argument_keeps_the_loop():
-    f = autovec(through_helper)
+def test_a_method_calling_a_stateful_method_of_its_object_keeps_the_loop():
+    # (`self.next_factor()` inside `s.apply`: checked as the object's own method, which writes
+    # `self.t`; probeN)
+    f = autovec(through_method)
     for _ in range(3):
-        a, b = Source(), Source()
-        want, got = through_helper(torch.ones(16, 3), a), f(torch.ones(16, 3), b)
-        assert torch.equal(got, want) and a.n == b.n == 16
+        a, b = Counter(), Counter()
+        assert torch.equal(f(torch.ones(8, 2), b), through_method(torch.ones(8, 2), a)) and a.t == b.t == 8
+
+
+def _numbers():
+    yield from range(100)
+
+
+GEN = _numbers()
+RAMP = Ramp()
+
+
+def _from_global(v):
+    return v * sum(itertools.islice(GEN, 1))
+
+
+def _times_global(v):
+    return v * RAMP
+
+
+def through_global_generator(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = _from_global(x[i])
+    return out
+
+
+def through_global_object(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = _times_global(x[i])
+    return out
+
+
+def test_a_helper_reading_an_outside_generator_or_object_keeps_the_loop():
+    global GEN, RAMP
+    f, g = autovec(through_global_generator), autovec(through_global_object)
+    for _ in range(3):
+        GEN = _numbers()
+        want = through_global_generator(torch.ones(6, 2))
+        after = next(GEN)
+        GEN = _numbers()
+        assert torch.equal(f(torch.ones(6, 2)), want) and next(GEN) == after
+        RAMP = Ramp()
+        want = through_global_object(torch.ones(6, 2))
+        RAMP = Ramp()
+        assert torch.equal(g(torch.ones(6, 2)), want) and RAMP.calls == 6
+
+
+class Normalizing(torch.utils.data.Dataset):
+    """A Dataset (its class defines `__len__` and `__getitem__`) whose method reads attributes."""
+
+    def __init__(self):
+        self.data, self.mean, self.std = torch.randn(10, 3), 0.5, 2.0
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, k):
+        return self.data[k]
+
+    def normalize(self, x):
+        out = torch.empty_like(x)
+        for t in range(x.shape[0]):
+            out[t] = (x[t] - self.mean) / self.std
+        return out
+
+
+def _scaled(v):
+    import math
+    return v * math.sqrt(2.0)
+
+
+def through_math(x):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = _scaled(x[i])
+    return out
+
+
+def test_objects_read_only_through_attributes_and_pure_imports_still_vectorize():
+    ds = Normalizing()
+    f = autovec(Normalizing.normalize)
+    x = torch.randn(20, 3)
+    torch.testing.assert_close(f(ds, x), ds.normalize(x))
+    assert explain(f, ds, x).path == "vectorized"
+    g = autovec(through_math)
+    torch.testing.assert_close(g(x), through_math(x))
+    assert explain(g, x).path == "vectorized"
 
 
 def _counted(v):
@@ -228,3 +317,47 @@ def test_autocast_with_a_weight_that_requires_grad_keeps_the_loop():
         assert torch.equal(a, b)
     with torch.autocast("cpu"), torch.no_grad():    # no gradients: vectorized as before
         torch.testing.assert_close(f(x0, w0), rows_times(x0, w0))
+
+
+class RowsTimes(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.W = torch.nn.Parameter(torch.randn(5, 5))
+
+    def forward(self, x):
+        out = []
+        for i in range(x.shape[0]):
+            out.append(x[i] @ self.W)
+        return torch.stack(out)
+
+
+def test_autocast_with_a_module_weight_that_requires_grad_keeps_the_loop():
+    torch.manual_seed(0)
+    m1 = RowsTimes()
+    m2 = RowsTimes()
+    m2.load_state_dict(m1.state_dict())
+    f = autovec(RowsTimes.forward)
+    x, g = torch.randn(24, 5), torch.randn(24, 5)
+    with torch.autocast("cpu"):
+        y1, y2 = m1(x), f(m2, x)
+    (y1.float() * g).sum().backward()
+    (y2.float() * g).sum().backward()
+    assert torch.equal(y1, y2) and torch.equal(m1.W.grad, m2.W.grad)
+
+
+def through_listed(x, ss):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        v = x[i]
+        for s in ss:
+            v = v * s
+        out[i] = v
+    return out
+
+
+def test_objects_with_their_own_operators_in_a_list_keep_the_loop():
+    f = autovec(through_listed)
+    for _ in range(3):
+        a, b = [Ramp(), 2.0], [Ramp(), 2.0]
+        assert torch.equal(f(torch.ones(6, 2), b), through_listed(torch.ones(6, 2), a))
+        assert a[0].calls == b[0].calls == 6
