@@ -3875,6 +3875,9 @@ def _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views, same=_N
     if slot == "fwd" or slot == "live":
         raise GuardFailed("a list slot that takes a row the iteration wrote, or a name read after the loop "
                           "(the loop's slot is that very tensor): the loop runs")
+    if slot == "branch":
+        raise GuardFailed("a store into a Python list's slots in a loop that branches on the data (each slot keeps "
+                          "its value's own type, which the branches' merged batch does not): the loop runs")
     p = tok.py(*py) if py is not None and tok is not None else bool(py and py[1])
     if slot == "expr":
         return FunctionRuntime._kept(o, None, p, tok, views)

@@ -416,3 +416,23 @@ def test_one_row_in_two_lists_is_two_objects():
     for _ in range(3):
         a, b = fast(torch.randn(5, 3))
         assert all(p is not q for p, q in zip(a, b))
+
+
+def branch_numbers(x):
+    res = [None] * x.shape[0]
+    for i in range(x.shape[0]):
+        if x[i] > 1:
+            res[i] = 2.5
+        else:
+            res[i] = 1
+    return res
+
+
+def test_stores_from_branches_into_a_list_keep_each_values_type():
+    # (the branches' values merged into one float64 batch gave 1.0 where the loop's slot holds
+    # the int 1; probeN): the loop runs
+    f = autovec(branch_numbers)
+    for x in (torch.rand(50) * 0.5, torch.rand(50) * 3):
+        for _ in range(3):
+            want, got = branch_numbers(x), f(x)
+            assert got == want and [type(v) for v in got] == [type(v) for v in want]

@@ -1608,6 +1608,10 @@ def _list_slots(o, plan: LoopPlan, simple: bool) -> str:
     if not simple or o.op:
         return ""
     out = ", views=True" if _may_share(o.value, plan) else ""
+    if plan.branches:
+        # (`res[i] = 2.5 if c else 1`: the branches' values merged into one batch of their common
+        # dtype, where the loop's slots keep each value's own type, int or float; probeN)
+        return out + ", slot='branch'"
     if _free_name(o.value, plan):
         return out + f", same={o.value}"
     node = ast.parse(o.value, mode="eval").body
