@@ -74,10 +74,19 @@ def active_value(v) -> str:
         return ""
     why = _ACTIVE.get(tp)
     if why is None:
-        why = _ACTIVE[tp] = _active_type(tp) if not issubclass(tp, torch.Tensor) else (
-            "" if tp is torch.Tensor else (lambda own: f"a tensor subclass with its own `{own}`" if own else "")(
-                own_override(tp)))
+        why = _ACTIVE[tp] = _active_type(tp) if not issubclass(tp, torch.Tensor) else _active_subclass(tp)
     return why
+
+
+def _active_subclass(tp) -> str:
+    if tp is torch.Tensor:
+        return ""
+    tf = getattr(tp, "__torch_function__", None)
+    if tf is not torch._C._disabled_torch_function_impl and \
+            getattr(tf, "__func__", None) is not torch.Tensor.__torch_function__.__func__:
+        return "a tensor subclass with its own `__torch_function__`"
+    own = own_override(tp)
+    return f"a tensor subclass with its own `{own}`" if own else ""
 
 
 _PLAIN_VALUE_TYPES = frozenset({bool, int, float, complex, str, bytes, type(None), list, tuple, dict, range, slice,

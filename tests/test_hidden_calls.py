@@ -361,3 +361,26 @@ def test_objects_with_their_own_operators_in_a_list_keep_the_loop():
         a, b = [Ramp(), 2.0], [Ramp(), 2.0]
         assert torch.equal(f(torch.ones(6, 2), b), through_listed(torch.ones(6, 2), a))
         assert a[0].calls == b[0].calls == 6
+
+
+class Traced(torch.Tensor):
+    calls = 0
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        Traced.calls += 1
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def scaled_by_first(x, ws):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * ws[0]
+    return out
+
+
+def test_a_subclass_with_its_own_torch_function_read_through_a_list_keeps_the_loop():
+    f = autovec(scaled_by_first)
+    ws = [torch.full((2,), 3.0).as_subclass(Traced)]
+    assert torch.equal(f(torch.ones(6, 2), ws), scaled_by_first(torch.ones(6, 2), ws))
+    assert explain(f, torch.ones(6, 2), ws).path == "python"
