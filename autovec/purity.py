@@ -469,8 +469,9 @@ def _helper_impurity(fn, label, depth, module=None, self_obj=None) -> str | None
             if self_obj is None:
                 continue        # (a plain function's first parameter: what it is, the call site knows)
             found, obj = attr_chain(self_obj, rest)
-            if not found:
-                continue
+            if not found or isinstance(obj, torch.nn.Module) and isinstance(self_obj, torch.nn.Module):
+                continue        # (a submodule: the module's own check walks its tree, and an inplace
+                                # activation on the forward's argument is an "input" target)
             bad = why_impure(obj, f"self.{'.'.join(rest)}")
             if bad:
                 return bad if bad.startswith("helper") else f"helper `{label}`: {bad}"
