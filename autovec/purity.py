@@ -476,6 +476,12 @@ def _helper_impurity(fn, label, depth, module=None, self_obj=None) -> str | None
             if bad:
                 return bad if bad.startswith("helper") else f"helper `{label}`: {bad}"
             continue
+        if kind == "self-attr":
+            if self_obj is not None:
+                bad = _getter_impurity(self_obj, rest, label)
+                if bad:
+                    return bad
+            continue
         if kind == "value":
             found, obj = scope_lookup(fn, head)
             why = active_value(obj) if found else ""
@@ -575,6 +581,14 @@ def _static_scan(fn):
     first = positional[0].arg if positional else None
     for n in fastast.walk(tree):
         line = getattr(n, "lineno", tree.lineno)
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and first is not None and _chain(n) \
+                and not (isinstance(parents.get(id(n)), ast.Attribute)) \
+                and not (isinstance(parents.get(id(n)), ast.Call) and parents[id(n)].func is n):
+            chain = ast.unparse(n).split(".")
+            if chain[0] == first:
+                # `self.pp`: a property of the first parameter's object runs its getter, checked
+                # where the object is known (a getter that counts: probeO)
+                targets.append(("self-attr", ".".join(chain)))
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local:
             p = parents.get(id(n))
             if not (isinstance(p, ast.Attribute) and p.value is n or isinstance(p, ast.Call) and p.func is n):
@@ -648,6 +662,39 @@ def _static_scan(fn):
     hit = (reason, tuple(dict.fromkeys(targets)))
     _static[code] = hit
     return hit
+
+
+def _getter_impurity(obj, rest, label) -> str | None:
+    """A reason a Python getter along `obj.a.b` (a property, another descriptor's `__get__`, a
+    class's `__getattr__` where the attribute is not stored) is impure, or None; the values read
+    where no such code runs."""
+    cur = obj
+    for attr in rest:
+        kind = type(cur)
+        found = None
+        for klass in kind.__mro__:
+            if attr in klass.__dict__:
+                found = klass.__dict__[attr]
+                break
+        d = getattr(cur, "__dict__", None)
+        if isinstance(found, property):
+            if isinstance(found.fget, types.FunctionType):
+                bad = helper_impurity(found.fget, f"{kind.__qualname__}.{attr}", self_obj=cur)
+                if bad:
+                    return bad if bad.startswith("helper") else f"helper `{label}`: {bad}"
+            elif found.fget is not None and not _known_module(getattr(kind, "__module__", "") or ""):
+                return f"helper `{label}` reads `{attr}`, a property it cannot check"
+        elif found is not None and hasattr(type(found), "__get__") and not isinstance(
+                found, (types.FunctionType, staticmethod, classmethod)) and hasattr(type(found), "__set__") is False \
+                and not _known_module(getattr(type(found), "__module__", "") or ""):
+            return f"helper `{label}` reads `{attr}` through a descriptor it cannot check"
+        if isinstance(d, dict) and attr in d:
+            cur = d[attr]
+        elif found is not None and not hasattr(type(found), "__get__"):
+            cur = found
+        else:
+            return None      # (a value a getter computes, checked above, or a module's member: stop here)
+    return None
 
 
 def _pure_import(n) -> bool:

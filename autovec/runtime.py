@@ -1460,22 +1460,21 @@ class FunctionRuntime:
             else:
                 if k in direct and type(v) not in _PLAIN_SIGS:
                     _inert_value(v)
-                    if type(v) is list or type(v) is tuple:
-                        # (its elements, walked or read: `for s in ss`, `ss[k] * x[i]`)
-                        for kind in set(map(type, v)):
-                            if kind not in _PLAIN_SIGS:
-                                _inert_value(next(e for e in v if type(e) is kind))
+                    _inert_elements(v)
                 sig.append(_sig(v))
         peeks = self.peeks.get(loop_id)
         if peeks is not None:
             for pos, path in peeks:
                 entry = _peek_sig(free[pos], path)
                 if entry is not None and type(entry) is tuple and entry and (
-                        (pos, path) in direct_peeks and isinstance(entry[0], type) and entry[0] not in _PLAIN_SIGS
+                        (pos, path) in direct_peeks and (isinstance(entry[0], type) and entry[0] not in _PLAIN_SIGS
+                                                         or entry[0] in ("list", "tuple", "dict"))
                         or entry[0] == "T" and len(entry) > 5):
-                    # (`self.it`, `cfg.o` used as they are; a tensor subclass read through an object:
-                    # as the value itself)
-                    _inert_value(_peek(free[pos], path))
+                    # (`self.it`, `cfg.o` used as they are, `o.ws[j]`'s elements; a tensor subclass
+                    # read through an object: as the value itself)
+                    value = _peek(free[pos], path)
+                    _inert_value(value)
+                    _inert_elements(value)
                 sig.append(("peek", entry))
         walked = self.walked.get(loop_id) if self.walked else None
         if walked:
@@ -5455,6 +5454,18 @@ def _inert_value(v) -> None:
     why = active_value(v)
     if why:
         raise GuardFailed(f"the loop reads a {type(v).__name__} object, {why}: the loop runs")
+
+
+def _inert_elements(v) -> None:
+    """_inert_value of the elements of a list, tuple or dict the body uses (walked, or read by a
+    key: `for s in ss`, `ss[k] * x[i]`, `d[key]`), one of each type; one level deep."""
+    if type(v) is dict:
+        v = list(v.values())
+    elif type(v) is not list and type(v) is not tuple:
+        return
+    for kind in set(map(type, v)):
+        if kind not in _PLAIN_SIGS:
+            _inert_value(next(e for e in v if type(e) is kind))
 
 
 def _peek_sig(v, path):

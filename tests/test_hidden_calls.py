@@ -384,3 +384,40 @@ def test_a_subclass_with_its_own_torch_function_read_through_a_list_keeps_the_lo
     ws = [torch.full((2,), 3.0).as_subclass(Traced)]
     assert torch.equal(f(torch.ones(6, 2), ws), scaled_by_first(torch.ones(6, 2), ws))
     assert explain(f, torch.ones(6, 2), ws).path == "python"
+
+
+class Stepping:
+    def __init__(self):
+        self.t = 0
+
+    @property
+    def factor(self):
+        self.t += 1
+        return float(self.t)
+
+    def apply(self, v):
+        return v * self.factor
+
+
+def through_property(x, s):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = s.apply(x[i])
+    return out
+
+
+def by_key(x, d, k):
+    out = torch.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * d[k]
+    return out
+
+
+def test_a_property_that_counts_and_objects_in_a_dict_keep_the_loop():
+    f, g = autovec(through_property), autovec(by_key)
+    for _ in range(3):
+        a, b = Stepping(), Stepping()
+        assert torch.equal(f(torch.ones(6, 2), b), through_property(torch.ones(6, 2), a)) and a.t == b.t == 6
+        d1, d2 = {"r": Ramp()}, {"r": Ramp()}
+        assert torch.equal(g(torch.ones(6, 2), d2, "r"), by_key(torch.ones(6, 2), d1, "r"))
+        assert d1["r"].calls == d2["r"].calls == 6
