@@ -1641,11 +1641,11 @@ class FunctionRuntime:
             if grad and (any(t is not None and t.requires_grad for t in itertools.chain(
                     tensors, free_tensors, _reachable_tensors(calls) if calls else ()))
                     or any(not isinstance(v, Tensor) and _grad_reachable(v) for v in free)):
-                # (also a weight the body reads through an object, `self.W`; probeN)
-                # a float32 tensor that requires grad is cast to half precision by autocast, once
-                # (its cached cast); the loop adds its rows' gradients into that cast's gradient in
-                # half precision one row at a time, the batch in one product: gradients apart by
-                # percents (probeM). Outputs agree; the loop runs, for its gradients
+                # a float32 tensor that requires grad (passed, or read through an object: `self.W`,
+                # probeN) is cast to half precision by autocast, once (its cached cast); the loop
+                # adds its rows' gradients into that cast's gradient in half precision one row at a
+                # time, the batch in one product: gradients apart by percents (probeM). Outputs
+                # agree; the loop runs, for its gradients
                 raise GuardFailed("autocast with inputs that require grad (the loop sums their gradients in half "
                                   "precision row by row)")
             sig.append(_autocast_state())
