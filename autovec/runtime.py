@@ -5520,18 +5520,9 @@ def _direct_uses(plan) -> tuple:
                 if node.id in free:
                     names.add(free.index(node.id))
                 continue
-            path, cur = [], node
-            while isinstance(cur, (ast.Attribute, ast.Subscript)):
-                if isinstance(cur, ast.Attribute):
-                    path.append(cur.attr)
-                elif isinstance(cur.slice, ast.Constant) and type(cur.slice.value) in (str, int):
-                    path.append(("key", cur.slice.value))
-                else:
-                    break
-                cur = cur.value
-            else:
-                if isinstance(cur, ast.Name) and cur.id in free:
-                    paths.add((free.index(cur.id), tuple(reversed(path))))
+            key = _chain_key(node, free)
+            if key is not None:
+                paths.add(key)
             if isinstance(node, ast.Subscript):
                 # (`o[k]`: the object's element read runs its `__getitem__`)
                 base, steps = node.value, []
@@ -5557,19 +5548,27 @@ def _peek_paths(plan) -> tuple:
         for node in fastast.walk(tree):
             if not isinstance(node, (ast.Attribute, ast.Subscript)) or id(node) in called:
                 continue   # (what the loop calls is checked as a callee, on every call)
-            path, cur = [], node
-            while isinstance(cur, (ast.Attribute, ast.Subscript)):
-                if isinstance(cur, ast.Attribute):
-                    path.append(cur.attr)
-                elif isinstance(cur.slice, ast.Constant) and type(cur.slice.value) in (str, int):
-                    path.append(("key", cur.slice.value))
-                else:
-                    break
-                cur = cur.value
-            else:
-                if isinstance(cur, ast.Name) and cur.id in free:
-                    found.setdefault((free.index(cur.id), tuple(reversed(path))), None)
+            key = _chain_key(node, free)
+            if key is not None:
+                found.setdefault(key, None)
     return tuple(found)[:8]
+
+
+def _chain_key(node, free) -> tuple | None:
+    """(position in `free`, path) of an attribute chain with constant subscripts rooted at an
+    outside name (`self.cfg["eps"]`: (k, ("cfg", ("key", "eps")))), or None."""
+    path, cur = [], node
+    while isinstance(cur, (ast.Attribute, ast.Subscript)):
+        if isinstance(cur, ast.Attribute):
+            path.append(cur.attr)
+        elif isinstance(cur.slice, ast.Constant) and type(cur.slice.value) in (str, int):
+            path.append(("key", cur.slice.value))
+        else:
+            return None
+        cur = cur.value
+    if isinstance(cur, ast.Name) and cur.id in free:
+        return free.index(cur.id), tuple(reversed(path))
+    return None
 
 
 def _stored_attr(v, attr):
