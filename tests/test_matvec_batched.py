@@ -115,7 +115,9 @@ def test_reduced_matmul_precision_set_after_the_first_calls(fn, monkeypatch):
                 torch.testing.assert_close(f(*args), fn(*args), rtol=0, atol=0)
     finally:
         torch.set_float32_matmul_precision(before)
-    torch.testing.assert_close(f(*args), fn(*args))
+    # (back at full precision the batch runs: `tanh_total` sums 500 float32 terms in another
+    # order, within a float32 sum's rounding, not the default 1.3e-6 of a single value's)
+    torch.testing.assert_close(f(*args), fn(*args), rtol=1e-5, atol=1e-4)
 
 
 def test_a_body_without_products_is_not_held_to_the_matmul_setting():
