@@ -40,7 +40,23 @@ def rows_blend(y, w):
     return y
 
 
+def add_next(x):
+    for i in range(x.shape[0] - 1):
+        x[i] += x[i + 1]                # the update's value is the read itself (stop 46; probeL)
+    return x
+
+
+def scale_by_previous(x):
+    for i in range(x.shape[0] - 1, 0, -1):
+        x[i] *= x[i - 1]
+    return x
+
+
 @pytest.mark.parametrize("fn, make", [
+    (add_next, lambda g: (torch.randn(50, 3, generator=g),)),
+    (add_next, lambda g: (torch.randn(3, 40, generator=g).t(),)),
+    (add_next, lambda g: (torch.randint(-100, 100, (60,), generator=g, dtype=torch.int8),)),
+    (scale_by_previous, lambda g: (torch.randn(30, 2, generator=g),)),
     (preemphasis, lambda g: (torch.randn(300, generator=g), 0.97)),
     (forward_difference, lambda g: (torch.randn(50, 3, generator=g),)),
     (backward_difference, lambda g: (torch.randn(40, generator=g),)),

@@ -4003,8 +4003,15 @@ def _ahead_read(ld: ast.Name, stmt: ast.AST, out: Output, index: str | None, spa
     delta = m[1] - out.offset
     if not delta or (delta > 0) != (step > 0):
         return None
-    if not _makes_new_memory(parents.get(id(sub)), sub, parents, ctx):
-        return None     # (stored as it is, `x[i] = x[i + 2]`, the batch would copy x's memory into itself)
+    parent = parents.get(id(sub))
+    if not (_makes_new_memory(parent, sub, parents, ctx) or out.op and stmt is parent and isinstance(stmt, ast.Assign)
+            and stmt.value is sub and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id == out.marker):
+        # (stored as it is, `x[i] = x[i + 2]`, the batch would copy x's memory into itself; the
+        # value of an update, `x[i] += x[i + 1]` (the value the analysis names for the store), is
+        # read once by the in-place operation, and fit_store computes an update whose value
+        # shares the output's memory out of place)
+        return None
     return (src(ld), m[0], m[1])
 
 
