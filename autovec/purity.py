@@ -684,8 +684,7 @@ def _getter_impurity(obj, rest, label) -> str | None:
                     return bad if bad.startswith("helper") else f"helper `{label}`: {bad}"
             elif found.fget is not None and not _known_module(getattr(kind, "__module__", "") or ""):
                 return f"helper `{label}` reads `{attr}`, a property it cannot check"
-        elif found is not None and hasattr(type(found), "__get__") and not isinstance(
-                found, (types.FunctionType, staticmethod, classmethod)) and hasattr(type(found), "__set__") is False \
+        elif hasattr(type(found), "__get__") and not isinstance(found, (types.FunctionType, staticmethod, classmethod)) \
                 and not _known_module(getattr(type(found), "__module__", "") or ""):
             return f"helper `{label}` reads `{attr}` through a descriptor it cannot check"
         if isinstance(d, dict) and attr in d:

@@ -1465,17 +1465,18 @@ class FunctionRuntime:
         peeks = self.peeks.get(loop_id)
         if peeks is not None:
             for pos, path in peeks:
-                entry = _peek_sig(free[pos], path)
-                if entry is not None and type(entry) is tuple and entry and (
-                        (pos, path) in direct_peeks and (isinstance(entry[0], type) and entry[0] not in _PLAIN_SIGS
-                                                         or entry[0] in ("list", "tuple", "dict"))
-                        or entry[0] == "T" and len(entry) > 5):
+                if type(free[pos]) is Tensor:
+                    sig.append(("peek", None))      # (through a tensor, `w.T`: its own entry; _peek_sig)
+                    continue
+                value = _peek(free[pos], path)
+                kind = type(value)
+                if kind is not Tensor and kind not in _PLAIN_SIGS and ((pos, path) in direct_peeks
+                                                                         or isinstance(value, Tensor)):
                     # (`self.it`, `cfg.o` used as they are, `o.ws[j]`'s elements; a tensor subclass
                     # read through an object: as the value itself)
-                    value = _peek(free[pos], path)
                     _inert_value(value)
                     _inert_elements(value)
-                sig.append(("peek", entry))
+                sig.append(("peek", _sig(value)))
         walked = self.walked.get(loop_id) if self.walked else None
         if walked:
             for pos in walked:
@@ -3286,29 +3287,15 @@ def _plain_subclass(t) -> None:
     tensors, as nn.Parameter's do (torch's disabled __torch_function__), or one with torch's own
     __torch_function__, whose type every operation passes on, in the batch as in the loop
     (vmap drops it: Token._vmap refuses such inputs). A subclass with a __torch_function__ of
-    its own may do anything per call: the loop runs. So does one that overrides, in Python, a
-    method through which the loop reaches its rows and which the rewrite reads otherwise
-    (`for r in x` is `__iter__`, a walk of `x.unbind(1)` reads `x[:, k]`)."""
-    tf = getattr(type(t), "__torch_function__", None)
-    if tf is not torch._C._disabled_torch_function_impl and getattr(tf, "__func__", None) is not _TENSOR_TORCH_FUNCTION:
-        raise GuardFailed(f"a torch.Tensor subclass ({type(t).__name__}) with its own __torch_function__: "
-                          "the loop runs, each call of it as written")
-    kind = type(t)
-    own = _OWN_ROW_METHODS.get(kind)
-    if own is None:
-        own = _OWN_ROW_METHODS[kind] = next((m for m in _ROW_METHODS if getattr(kind, m, None) is not
-                                             getattr(torch.Tensor, m)), "") or own_override(kind)
-    if own:
-        raise GuardFailed(f"a torch.Tensor subclass ({kind.__name__}) with its own `{own}`: the loop runs, "
-                          "which calls it")
+    its own may do anything per call: the loop runs. So does one that defines again in Python
+    any attribute of torch.Tensor: a method through which the loop reaches its rows and which the
+    rewrite reads otherwise (`for r in x` is `__iter__`, a walk of `x.unbind(1)` reads `x[:, k]`),
+    an operator or a method the batch calls once where the loop calls it per row."""
+    why = active_value(t)     # (purity: a subclass with its own __torch_function__ or a Tensor attribute of its own)
+    if why:
+        raise GuardFailed(f"the loop reads {why} ({type(t).__name__}): the loop runs, which calls it once per row")
 
 
-# the methods by which a loop reaches a tensor's rows, which the rewrite reads by index instead
-_ROW_METHODS = ("__iter__", "__getitem__", "__len__", "__reversed__", "unbind", "split", "flip", "size", "movedim")
-_OWN_ROW_METHODS = weakref.WeakKeyDictionary()     # subclass -> the first of them it overrides ("" for none)
-
-
-_TENSOR_TORCH_FUNCTION = torch.Tensor.__torch_function__.__func__
 
 
 def _keeps_type(t) -> bool:
