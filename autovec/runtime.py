@@ -3947,6 +3947,9 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
     stays that of a tree-ordered sum of the terms; larger factors keep the Python loop. (It
     replaced blocks of 64 steps times a 64 x 64 matrix of powers: 5-8x faster from 200 to
     100,000 steps, with errors of the same size against float64.)"""
+    if varying in ("reset", "reset+=") and isinstance(b, torch.Tensor) and not (b.is_floating_point() or b.is_complex()) \
+            and isinstance(a, torch.Tensor) and a.dtype == torch.bool:
+        return _segment_sums(h0, b, a, py_a, py_b, varying)
     if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
         raise GuardFailed("a linear recurrence on non-floating values keeps the loop")
     if isinstance(h0, bool) or isinstance(h0, torch.Tensor) and h0.dtype == torch.bool:
@@ -3960,7 +3963,10 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
         # the loop's state is -0.0 after a step only where the term and a * state are (-0.0 +
         # -0.0); the scan's sums may give +0.0
         raise GuardFailed("-0.0 among a linear recurrence's terms (the batched sums may give +0.0)", data=True)
-    if varying == "reset":
+    if varying in ("reset", "reset+="):
+        if varying == "reset+=" and isinstance(h0, torch.Tensor):
+            # (`h += v` updates the start in place until the first reset; the batch would not)
+            raise GuardFailed("`+=` on a running value that starts as a tensor (the loop updates it in place)")
         _reset_keeps(h0, b, a)
     if varying:
         return _linear_scan(h0, b, a, py_a, py_b, computed, computed_term)
@@ -4036,6 +4042,47 @@ def _per_step(t, shape):
     in the loop (a 0-d x[t] against a per-feature state): own dimensions right-aligned after
     the step dimension."""
     return t.reshape(t.shape[0], *([1] * (len(shape) - (t.dim() - 1))), *t.shape[1:]).expand(t.shape[0], *shape)
+
+
+def _segment_sums(h0, b, a, py_a, py_b, varying):
+    """An integer running sum reset to 0 under a condition (`if done[t]: c = 0` then `c += v[t]`,
+    analysis.loops._merge_resets; `a` is the step's keep flag, `not done[t]`): each state is the
+    sum of the terms since the last reset, or the start plus all terms before the first one,
+    computed as differences of one cumsum. Exact: integer sums are exact modulo 2**64 in any
+    order, which is how the loop's int64 tensors wrap too; the loop's Python ints do not wrap,
+    so they must stay within int64's range."""
+    if isinstance(h0, bool) or not isinstance(h0, (int, torch.Tensor)):
+        raise GuardFailed("an integer running value reset to 0 from a start that is not an int (the loop's "
+                          "type rules decide)")
+    if isinstance(h0, torch.Tensor) and (h0.is_floating_point() or h0.is_complex() or h0.dtype == torch.bool):
+        raise GuardFailed("an integer running value reset to 0 from a start that is not an integer tensor")
+    if b.dtype == torch.bool:
+        if not isinstance(h0, int):
+            raise GuardFailed("a running count of booleans from a tensor start (the loop's dtype rules decide)")
+        b = b.to(torch.int64)        # (0 + a bool tensor, as the loop's first step and each reset give)
+    n = b.shape[0]
+    if n == 0:
+        raise GuardFailed("an empty recurrence keeps the loop")
+    if isinstance(h0, torch.Tensor):
+        if varying == "reset+=":
+            raise GuardFailed("`+=` on a running value that starts as a tensor (the loop updates it in place)")
+        if torch.result_type(h0, b[0]) != b.dtype:
+            raise GuardFailed("an integer running value reset to 0 whose start has another dtype than its terms")
+    _reset_keeps(h0, b, a)
+    if py_b and isinstance(h0, int):
+        _python_ints_fit(h0, b, "+")     # (the loop's Python ints never wrap)
+    want = b.dtype      # (a Python int and an integer tensor give the tensor's dtype; a start's, the same)
+    shape = broadcast_shapes(b.shape[1:], a.shape[1:], h0.shape if isinstance(h0, torch.Tensor) else ())
+    B = _per_step(b.to(torch.int64), shape)
+    reset = torch.logical_not(_per_step(a, shape))
+    S = torch.cumsum(B, 0)
+    # at a reset j the sum before it, S_{j-1} = S_j - b_j; before any reset, minus the start
+    start = torch.as_tensor(h0, dtype=torch.int64, device=b.device).expand(shape)
+    steps = torch.arange(n, device=b.device).reshape(n, *([1] * len(shape))).expand(n, *shape)
+    last = torch.where(reset, steps, -1).cummax(0).values
+    offset = torch.where(last >= 0, (S - B).gather(0, last.clamp(min=0)), -start)
+    out = S - offset
+    return out if out.dtype == want else out.to(want)
 
 
 def _reset_keeps(h0, b, a):

@@ -136,3 +136,151 @@ def test_a_reset_to_another_value_keeps_the_loop():
 def test_half_precision_keeps_the_loop():
     r, done = torch.randn(20).half(), torch.rand(20) < 0.2
     assert torch.equal(autovec(returns)(r, done, 0.9), returns(r, done, 0.9))
+
+
+# `h += v` after the reset, and integer running values (runtime._segment_sums)
+
+def episode_returns_aug(r, done):
+    out = torch.empty(r.shape[0])
+    c = 0.0
+    for t in range(r.shape[0]):
+        if done[t]:
+            c = 0.0
+        c += r[t]
+        out[t] = c
+    return out, c
+
+
+def steps_since_reset(done):
+    out = torch.empty(done.shape[0], dtype=torch.long)
+    c = 0
+    for t in range(done.shape[0]):
+        if done[t]:
+            c = 0
+        c = c + 1
+        out[t] = c
+    return out, c
+
+
+def lengths_of_items(done, x):
+    lens = []
+    c = 0
+    for t in range(done.shape[0]):
+        if done[t]:
+            c = 0
+        c += x[t].item()
+        lens.append(c)
+    return lens, c
+
+
+def int_segments(done, x, c):
+    out = torch.empty_like(x)
+    for t in range(done.shape[0]):
+        if done[t]:
+            c = 0
+        c -= x[t]
+        out[t] = c
+    return out, c
+
+
+def _same(a, b):
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    return a == b
+
+
+def _flags(n, seed=0):
+    return torch.rand(n, generator=torch.Generator().manual_seed(seed)) < 0.2
+
+
+@pytest.mark.parametrize("n", [1, 2, 9, 64])
+def test_an_augmented_update_after_a_reset(n):
+    r = torch.randn(n, generator=torch.Generator().manual_seed(n))
+    fast = autovec(episode_returns_aug)
+    for seed in range(3):
+        done = _flags(n, seed)
+        (want, wc), (got, gc) = episode_returns_aug(r, done), fast(r, done)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(gc, wc)
+    assert ran_modes(fast)
+    assert "first-order linear recurrence" in explain(episode_returns_aug, r, done).loops[0].reason
+
+
+@pytest.mark.parametrize("fn, make", [
+    (steps_since_reset, lambda n, s: (_flags(n, s),)),
+    (lengths_of_items, lambda n, s: (_flags(n, s), torch.randint(-5, 9, (n,)))),
+    (lengths_of_items, lambda n, s: (_flags(n, s), torch.randint(-5, 9, (n,), dtype=torch.int8))),
+    (int_segments, lambda n, s: (_flags(n, s), torch.randint(-5, 9, (n,)), 0)),
+    (int_segments, lambda n, s: (_flags(n, s), torch.randint(-5, 9, (n, 3), dtype=torch.int32), 7)),
+])
+@pytest.mark.parametrize("n", [1, 2, 5, 40])
+def test_integer_running_values_with_resets_are_exact(fn, make, n):
+    # the loop's Python ints stay Python ints (the final value too); int tensors keep their dtype
+    fast = autovec(fn)
+    for seed in range(3):
+        args = make(n, seed)
+        assert _same(fast(*args), fn(*args))
+    assert ran_modes(fast)
+
+
+def test_python_ints_beyond_int64_keep_the_loop():
+    done, x = _flags(6), torch.full((6,), 2 ** 62)
+    assert _same(autovec(lengths_of_items)(done, x), lengths_of_items(done, x))
+
+
+def test_int_tensors_wrap_as_in_the_loop():
+    done, x = _flags(8), torch.full((8,), 2 ** 62)
+    assert _same(autovec(int_segments)(done, x, 2 ** 62), int_segments(done, x, 2 ** 62))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_a_tensor_start_updated_in_place_keeps_the_loop(dtype):
+    # `c -= x[t]` on the caller's tensor changes it until the first reset
+    done, x = torch.zeros(6, dtype=torch.bool), torch.randint(-5, 9, (6,)).to(dtype)
+    c1, c2 = torch.tensor(3, dtype=dtype), torch.tensor(3, dtype=dtype)
+    want, got = int_segments(done, x, c1), autovec(int_segments)(done, x, c2)
+    assert _same(got, want) and torch.equal(c1, c2) and got[1] is c2
+
+
+def test_a_running_tensor_handed_on_between_resets_keeps_the_loop():
+    def history(r, done):
+        hist = []
+        c = 0.0
+        for t in range(r.shape[0]):
+            if done[t]:
+                c = 0.0
+            c += r[t]
+            hist.append(c)     # one tensor, updated in place until the next reset
+        return hist
+    r, done = torch.randn(12), _flags(12, 1)
+    assert _same(autovec(history)(r, done), history(r, done))
+    assert explain(history, r, done).path == "python"
+
+
+def test_a_recurrence_of_python_numbers_returns_a_python_number():
+    # every part a Python number (a constant term, a Python bool factor): the loop's value is a float
+    def decayed(x):
+        out = torch.empty(x.shape[0])
+        c = 0.0
+        for t in range(x.shape[0]):
+            c = 0.9 * c + 1.0
+            out[t] = x[t] * c
+        return out, c
+
+    def counted(done):
+        out = torch.empty(done.shape[0])
+        c = 0.0
+        for t in range(done.shape[0]):
+            if done[t]:
+                c = 0.0
+            c = c + 1.0
+            out[t] = c
+        return out, c
+    for fn, args in ((decayed, (torch.randn(30),)), (counted, (_flags(30),))):
+        want, got = fn(*args), autovec(fn)(*args)
+        assert type(got[1]) is float and got[1] == pytest.approx(want[1], rel=1e-12)
+        torch.testing.assert_close(got[0], want[0])

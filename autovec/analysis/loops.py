@@ -2236,21 +2236,35 @@ def _merge_resets(stmts: list) -> list:
         if (isinstance(s, ast.If) and not s.orelse and len(s.body) == 1 and isinstance(s.body[0], ast.Assign)
                 and len(s.body[0].targets) == 1 and isinstance(s.body[0].targets[0], ast.Name)
                 and isinstance(s.body[0].value, ast.Constant) and type(s.body[0].value.value) in (int, float)
-                and s.body[0].value.value == 0 and isinstance(nxt, ast.Assign) and len(nxt.targets) == 1
-                and isinstance(nxt.targets[0], ast.Name) and nxt.targets[0].id == s.body[0].targets[0].id):
-            h = nxt.targets[0].id
-            if h not in nm.load_ids(s.test) and h in nm.load_ids(nxt.value) and _affine_in(nxt.value, h) is not None:
+                and s.body[0].value.value == 0 and _reset_update(nxt, s.body[0].targets[0].id) is not None):
+            h, update, aug = s.body[0].targets[0].id, _reset_update(nxt, s.body[0].targets[0].id), isinstance(nxt, ast.AugAssign)
+            if h not in nm.load_ids(s.test) and h in nm.load_ids(update) and _affine_in(update, h) is not None:
                 keep = ast.UnaryOp(op=ast.Not(), operand=fastast.clone(s.test))
                 value = _ReplaceName(h, ast.BinOp(left=ast.Name(id=h, ctx=ast.Load()), op=ast.Mult(),
-                                                  right=keep)).visit(fastast.clone(nxt.value))
-                merged = ast.copy_location(ast.Assign(targets=[fastast.clone(nxt.targets[0])], value=value), nxt)
-                merged._av_reset = True      # (the recurrence's payload says so: linear_prefix checks what a reset changes)
+                                                  right=keep)).visit(fastast.clone(update))
+                merged = ast.copy_location(ast.Assign(targets=[ast.Name(id=h, ctx=ast.Store())], value=value), nxt)
+                # (the recurrence's payload says so: linear_prefix checks what a reset changes, and
+                # for `h += v` that the start is no tensor the loop would update in place)
+                merged._av_reset = "reset+=" if aug else "reset"
                 out.append(ast.fix_missing_locations(_located(merged, nxt.lineno)))
                 k += 2
                 continue
         out.append(s)
         k += 1
     return out
+
+
+def _reset_update(s, h: str):
+    """The value `s` gives `h` after a reset: `h = <expression>`, or `h + v` / `h - v` for
+    `h += v` / `h -= v` (the same values where `h` is a Python number or a tensor the loop made
+    after a reset: linear_prefix refuses a tensor start, which `+=` would update in place), or None."""
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and s.targets[0].id == h:
+        return s.value
+    if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) and s.target.id == h \
+            and isinstance(s.op, (ast.Add, ast.Sub)) and h not in nm.load_ids(s.value):
+        return ast.copy_location(ast.BinOp(left=ast.Name(id=h, ctx=ast.Load()), op=type(s.op)(),
+                                           right=fastast.clone(s.value)), s.value)
+    return None
 
 
 class _ReplaceName(ast.NodeTransformer):
@@ -2379,7 +2393,7 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             mb, ma = body.marker(), body.marker()
             a, b = (ast.fix_missing_locations(_located(ast.copy_location(v, s.value), s.lineno)) for v in (a, b))
             o = Output("linrec", name, src(b), s.lineno, op="lin", marker=mb,
-                       payloads=(("decay", ma, src(a), "reset" if getattr(s, "_av_reset", False) else ""),))
+                       payloads=(("decay", ma, src(a), getattr(s, "_av_reset", "")),))
             body.outputs.append((o, b))
             out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=mb, ctx=ast.Store())],
                                                              value=b), s), s.lineno))
@@ -3754,6 +3768,12 @@ def _scans(outputs, body: _Body, targets: dict):
             if any(ld.id == o.target for s in body.stmts[:pos] for ld in nm.loads(s)):
                 raise Refuse(f"loop-carried dependency: `{o.target}` is read before its update at line "
                              f"{o.lineno}", o.lineno)
+            if o.payloads[0][3] == "reset+=" and not _strip_item(ast.parse(o.value, mode="eval").body)[1] \
+                    and _aliases_running_value(o.target, body.stmts[pos + 1:], outputs):
+                # (a Python number added, `c += x[t].item()`, keeps one: nothing to alias)
+                raise Refuse(f"`{o.target} += ...` at line {o.lineno} updates one tensor in place between resets, "
+                             "and the loop hands that tensor on (each reference would see the later updates)",
+                             o.lineno)
             scans.append((o.target, o.marker, "lin", pos))
             kept.append(o)
             targets.pop(o.target, None)

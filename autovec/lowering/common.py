@@ -850,7 +850,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         # the caller passed it)
         invariant = any(isinstance(n, ast.Name) and n.id in plan.free for st in pre.body for n in fastast.walk(st))
         # (`s += i`: the loop's index is a Python int, and so is each value added to a Python start)
-        if plan.items or (converts or invariant or plan.index_as_value) and op in ("+", "-", "*"):
+        # (a recurrence's parts may all be Python numbers with nothing to show it: `c = 0.9 * c +
+        # 1.0`, or `c = c + 1` after a reset's `not done[t]`, a Python bool; the check tells)
+        if plan.items or (converts or invariant or plan.index_as_value) and op in ("+", "-", "*") or op == "lin":
             # (`k += int(c[i])`: a Python number in the loop too, as `.item()` gives)
             if op.startswith(("best", "pay")) or op in ("lin", "+", "-", "*"):
                 # the one-time check runs the loop's own `.item()`: it tells whether a running
