@@ -4279,24 +4279,44 @@ def _exit_prefix(init, v, op, py):
 FunctionRuntime.exit_prefix = staticmethod(_exit_prefix)
 
 
-def _prefix_region(t, dim, tok, op):
-    """Running sum (product) of t[start - 1 : stop] along `dim`, as the loop leaves it."""
+def _prefix_region(t, dim, tok, op, lag=1):
+    """The values t[start - lag : stop] has after the loop `t[i] op= t[i - lag]` (a running sum,
+    product, maximum or minimum along `dim` of each chain of rows `lag` apart), computed out of
+    place. The chains are the columns of the region laid out as (rows / lag, lag): one scan."""
     if not isinstance(t, torch.Tensor):
         raise GuardFailed("the loop updates a non-tensor")
     if t.requires_grad and torch.is_grad_enabled():
         raise GuardFailed("an in-place recurrence on a tensor that requires grad keeps the loop")
-    if t.dtype in _HALF:
+    if t.dtype in _HALF and op in ("+", "*"):
         raise GuardFailed(_HALF_SUM)
-    if t.dtype not in _ARITH_DTYPES and not _op_works(t.dtype, t.device, op):
+    if op in ("max", "min"):
+        if t.is_complex():
+            raise GuardFailed("a running extreme of complex values (torch.maximum raises on them in the loop)")
+    elif t.dtype not in _ARITH_DTYPES and not _op_works(t.dtype, t.device, op):
         raise GuardFailed(f"`{op}` is not implemented for {t.dtype} on {t.device.type} (cumsum and cumprod "
                           f"are): the loop raises")
-    region = _prefix_rows(t, dim, tok)
-    if op == "+" and (t.is_floating_point() or t.is_complex()) and _holds_minus_zero(region.select(dim, 0)):
+    region = _prefix_rows(t, dim, tok, lag)
+    if op == "+" and (t.is_floating_point() or t.is_complex()) and _holds_minus_zero(region.narrow(dim, 0, lag)):
         # the loop's running sum stays -0.0 while every value is; cumsum starts from +0.0
         raise GuardFailed("-0.0 where an in-place running sum starts (cumsum would give +0.0)", data=True)
+    if op in ("max", "min") and t.is_floating_point() and (bool(torch.isnan(region).any()) or _zero_signs_tie(region)):
+        # (NaN, and which of +0.0 and -0.0 wins a tie, are decided by the loop's order of arguments)
+        raise GuardFailed("NaN or zeros of both signs in an in-place running extreme keep the loop", data=True)
     if op == "*":
         _products_in_range(region, None, dim)
-    out = torch.cumsum(region, dim) if op == "+" else torch.cumprod(region, dim)
+    scan = {"+": torch.cumsum, "*": torch.cumprod}.get(op)
+    if lag == 1:
+        out = scan(region, dim) if scan else (torch.cummax if op == "max" else torch.cummin)(region, dim).values
+    else:
+        rows = region.shape[dim]
+        m = -(-rows // lag)
+        r = region.movedim(dim, 0)
+        if m * lag != rows:
+            # (padded at the end: a chain's later rows never reach its earlier ones)
+            r = torch.cat([r, r.new_zeros(m * lag - rows, *r.shape[1:])])
+        r = r.reshape(m, lag, *r.shape[1:])
+        r = scan(r, 0) if scan else (torch.cummax if op == "max" else torch.cummin)(r, 0).values
+        out = r.reshape(m * lag, *r.shape[2:])[:rows].movedim(0, dim)
     if tok.rt.events is not None:
         tok.rt._note(tok.loop_id, "vectorized", "scan", getattr(tok, "estimate", None))
     return out if out.dtype is t.dtype else out.to(t.dtype)
@@ -4335,15 +4355,15 @@ def _holds_minus_zero(r: torch.Tensor) -> bool:
     return bool(zero.any()) and bool(torch.signbit(r).logical_and_(zero).any())
 
 
-def _prefix_commit(t, dim, tok, values):
-    _prefix_rows(t, dim, tok).copy_(values)
+def _prefix_commit(t, dim, tok, values, lag=1):
+    _prefix_rows(t, dim, tok, lag).copy_(values)
 
 
-def _prefix_rows(t, dim, tok):
-    """t[start - 1 : stop] along `dim`: `t` itself where that is all of it."""
-    if tok.start == 1 and tok.n + 1 == t.shape[dim]:
+def _prefix_rows(t, dim, tok, lag=1):
+    """t[start - lag : stop] along `dim`: `t` itself where that is all of it."""
+    if tok.start == lag and tok.n + lag == t.shape[dim]:
         return t
-    return t.narrow(dim, tok.start - 1, tok.n + 1)
+    return t.narrow(dim, tok.start - lag, tok.n + lag)
 
 
 FunctionRuntime.prefix_region = staticmethod(_prefix_region)

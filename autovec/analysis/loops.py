@@ -3343,7 +3343,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                          read.lineno)
     all_nodes = list(body.stmts)
     _check_calls(all_nodes, ctx, body, iter_vars)
-    prefix = _inplace_prefix(outputs, body, space)
+    prefix = _inplace_prefix(outputs, body, space, ctx)
     if prefix is not None:
         return LoopPlan(loop_id=loop_id, lineno=line, end_lineno=getattr(node, "end_lineno", line),
                         source=src(node), form=form, space=space, body=(), outputs=(prefix,), mapped=(),
@@ -3861,9 +3861,11 @@ def _value_reads(name: str, stmts, outputs):
     return appended, bare
 
 
-def _inplace_prefix(outputs, body: _Body, space: IterSpace):
-    """`t[i] += t[i - 1]` (or `t[i] = t[i] * t[i - 1]`) over `range(a, b)`: an in-place prefix
-    sum (product) of t[a - 1 : b] along the indexed dimension."""
+def _inplace_prefix(outputs, body: _Body, space: IterSpace, ctx=None):
+    """`t[i] += t[i - k]` (or `t[i] = t[i] * t[i - k]`, `t[i] = torch.maximum(t[i], t[i - k])`)
+    over `range(a, b)`, k a positive constant: an in-place prefix sum (product, running maximum
+    or minimum) of t[a - k : b] along the indexed dimension, one per residue of k (a lag of 1:
+    one cumsum). Returns the output as kind "prefix" with `offset` = k, or None."""
     if (len(outputs) != 1 or len(body.stmts) != 1 or space.kind != "range" or len(space.range_args) == 3
             or space.reverse):
         return None
@@ -3873,18 +3875,45 @@ def _inplace_prefix(outputs, body: _Body, space: IterSpace):
     value = body.stmts[0].value
     idx = space.index
 
-    def is_ref(n, off):
-        return (isinstance(n, ast.Subscript) and src(n.value) == o.target
-                and match_subscript(n, idx) == (o.dim, off)
-                and o.index_src.format("{}") == _holder(n, o.dim))
-    if o.op in ("+", "*") and is_ref(value, -1):
-        op = o.op
-    elif (o.op == "" and isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Mult))
-          and (is_ref(value.left, 0) and is_ref(value.right, -1) or is_ref(value.left, -1) and is_ref(value.right, 0))):
-        op = "+" if isinstance(value.op, ast.Add) else "*"
-    else:
+    def lag(n):
+        """k where `n` is the element t[i - k] of the stored tensor (0 for t[i] itself), else None."""
+        if not (isinstance(n, ast.Subscript) and src(n.value) == o.target):
+            return None
+        m = match_subscript(n, idx)
+        if not (isinstance(m, tuple) and m[0] == o.dim and type(m[1]) is int and m[1] <= 0
+                and o.index_src.format("{}") == _holder(n, o.dim)):
+            return None
+        return -m[1]
+
+    def pair(a, b):
+        """k where (a, b) is (t[i], t[i - k]) in either order."""
+        la, lb = lag(a), lag(b)
+        if la == 0 and lb:
+            return lb
+        if lb == 0 and la:
+            return la
         return None
-    return dataclasses.replace(o, kind="prefix", op=op)
+    k, op = None, None
+    if o.op in ("+", "*"):
+        k, op = lag(value) or None, o.op
+    elif o.op == "" and isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Mult)):
+        k, op = pair(value.left, value.right), "+" if isinstance(value.op, ast.Add) else "*"
+    elif (o.op == "" and ctx is not None and isinstance(value, ast.Call) and len(value.args) == 2
+          and not value.keywords and isinstance(value.func, ast.Attribute)
+          and value.func.attr in ("maximum", "minimum", "max", "min")):
+        # `torch.maximum(t[i], t[i - k])`: torch's own function (a name the call checks again:
+        # frontend's assumptions), elementwise on the two rows
+        try:
+            found, fn = ctx.env.resolve(src(value.func))
+        except Exception:
+            return None
+        import torch
+        if found and (fn is torch.maximum or fn is torch.max or fn is torch.minimum or fn is torch.min):
+            k = pair(*value.args)
+            op = "max" if fn is torch.maximum or fn is torch.max else "min"
+    if not k or op is None:
+        return None
+    return dataclasses.replace(o, kind="prefix", op=op, offset=k)
 
 
 def _holder(sub: ast.Subscript, d: int) -> str:

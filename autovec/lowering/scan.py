@@ -21,8 +21,11 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     prefix = [o for o in plan.outputs if o.kind == "prefix"]
     if prefix:
         o = prefix[0]
-        return Match("scan", plan, f"`{o.index_src.format(plan.space.index)}` {o.op}= the previous element: an "
-                     f"in-place {_FORMS[o.op]} along dimension {o.dim}")
+        k = o.offset or 1
+        what = "the previous element" if k == 1 else f"the element {k} before"
+        step = f"{o.op}= {what}" if o.op in ("+", "*") else f"is the {o.op}imum of itself and {what}"
+        return Match("scan", plan, f"`{o.index_src.format(plan.space.index)}` {step}: an in-place {_FORMS[o.op]} "
+                     f"along dimension {o.dim}" + (f", one for each of the {k} interleaved chains" if k > 1 else ""))
     if not plan.scans:
         return Refusal("no running value is read inside the loop", plan.lineno)
     lin = {o.target: o for o in plan.outputs if o.kind == "linrec"}
@@ -30,7 +33,7 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     before = {o.target for o in plan.outputs if o.kind == "scan" and o.exclusive}
     parts = [(f"`{name}` = a * `{name}` + b is a first-order linear recurrence with factor "
               f"`{lin[name].payloads[0][2]}`" + (", which changes every step (evaluated as a parallel scan)"
-                                                 if lin[name].payloads[0][3] in ("varying", "reset") else
+                                                 if lin[name].payloads[0][3] in ("varying", "reset", "reset+=") else
                                                  " (evaluated as a parallel scan)"))
              if op == "lin" and name in lin else f"`{name}` is {_FORMS[op]}" if op == "lin" else
              f"`{name}` is a running {'product' if op == '*' else 'extreme' if op in ('max', 'min') or op.startswith('best') else 'log-sum-exp' if op == 'lse' else 'sum'} "
@@ -55,7 +58,8 @@ def lower(m: Match, namer) -> Lowered:
     L = plan.loop_id
     T, P, E, AV = namer.new(f"_av_t{L}"), namer.new(f"_av_p{L}"), namer.new("_av_e"), namer.runtime
     # (the rows before and at the loop's: one region, bounds-checked at both ends, "span")
-    writes = expr(f"(('store', {o.target}, {o.dim}, -1, {o.target!r}, 'span'), "
+    k = o.offset or 1
+    writes = expr(f"(('store', {o.target}, {o.dim}, {-k}, {o.target!r}, 'span'), "
                   f"('store', {o.target}, {o.dim}, 0, {o.target!r}, 'span'))")
     stmts = template(f"""
 _av_T = None
@@ -64,17 +68,26 @@ try:
     if _av_T is not None:
         _av_T = _av_AV.guard(_av_T, (), (), (), _av_WRITES)
     if _av_T is not None:
-        _av_P = _av_AV.prefix_region({o.target}, {o.dim}, _av_T, {o.op!r})
+        _av_P = _av_AV.prefix_region({o.target}, {o.dim}, _av_T, {o.op!r}, {k})
 except _av_AV.Error as _av_E:
     _av_T = _av_AV.failed({L}, _av_T, _av_E)
 """, _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan, AV), _av_WRITES=writes, _av_P=P, _av_E=E)
     set_lines(stmts, plan.lineno)
-    commit = template(f"_av_AV.prefix_commit({o.target}, {o.dim}, _av_T, _av_P)\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
+    commit = template(f"_av_AV.prefix_commit({o.target}, {o.dim}, _av_T, _av_P, {k})\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
     after = template(f"_av_AV.python_ran({L})", _av_AV=AV)
     set_lines(commit + after, plan.lineno)
-    fn = "cumsum" if o.op == "+" else "cumprod"
-    region = o.index_src.format(f"{_start(plan)} - 1:{_stop(plan)}")
-    display = template(f"{region} = torch.{fn}({region}, dim={o.dim})")
+    fn = {"+": "cumsum", "*": "cumprod", "max": "cummax", "min": "cummin"}[o.op]
+    values = ".values" if o.op in ("max", "min") else ""
+    if k == 1:
+        region = o.index_src.format(f"{_start(plan)} - 1:{_stop(plan)}")
+        display = template(f"{region} = torch.{fn}({region}, dim={o.dim}){values}")
+    else:
+        display = template("\n".join(
+            f"{o.index_src.format(f'{_start(plan)} - {k - r}:{_stop(plan)}:{k}')} = torch.{fn}("
+            f"{o.index_src.format(f'{_start(plan)} - {k - r}:{_stop(plan)}:{k}')}, dim={o.dim}){values}"
+            for r in range(k)) if k <= 4 else
+            f"# for each r in range({k}): the chain {o.index_src.format(f'{_start(plan)} - {k} + r:{_stop(plan)}:{k}')}\n"
+            f"# becomes its own torch.{fn} along dimension {o.dim} (one {fn} of all {k} chains side by side)\npass")
     return Lowered(m, stmts + [_branch(T, commit)], display, after=after)
 
 

@@ -1,0 +1,184 @@
+"""In-place recurrences on a tensor with a lag of k rows (`x[i] += x[i - k]`) and running
+extremes in place (`x[i] = torch.maximum(x[i], x[i - 1])`): one cumsum, cumprod, cummax or
+cummin of the k interleaved chains of rows (analysis.loops._inplace_prefix,
+runtime._prefix_region). The loop mutates its argument; the tests compare the argument after
+the call, bit for bit where no sum is reordered."""
+import pytest
+import torch
+
+from autovec import autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def lag2(x):
+    for i in range(2, x.shape[0]):
+        x[i] += x[i - 2]
+    return x
+
+
+def lag3_spelled(x):
+    for i in range(3, x.shape[0]):
+        x[i] = x[i - 3] + x[i]
+    return x
+
+
+def lag2_product(x):
+    for i in range(2, x.shape[0]):
+        x[i] *= x[i - 2]
+    return x
+
+
+def lag4_cols(x):
+    for j in range(4, x.shape[1]):
+        x[:, j] += x[:, j - 4]
+    return x
+
+
+def running_max(x):
+    for i in range(1, x.shape[0]):
+        x[i] = torch.maximum(x[i], x[i - 1])
+    return x
+
+
+def running_min_lag2(x):
+    for i in range(2, x.shape[0]):
+        x[i] = torch.min(x[i - 2], x[i])
+    return x
+
+
+def drawdown_peak(prices):
+    peak = prices.clone()
+    for t in range(1, peak.shape[0]):
+        peak[t] = torch.max(peak[t], peak[t - 1])
+    return (prices - peak) / peak
+
+
+def _ints(*shape, seed=0):
+    return torch.randint(-9, 10, shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _floats(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def _same_call(fn, x):
+    """fn and autovec(fn) on copies of x: the argument after the call and the result."""
+    a, b = x.clone(), x.clone()
+    want, got = fn(a), autovec(fn)(b)
+    return a, b, want, got
+
+
+@pytest.mark.parametrize("fn", [lag2, lag3_spelled, lag4_cols, running_max, running_min_lag2])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 8, 17])
+def test_integer_chains_are_exact(fn, n):
+    x = _ints(n, 6) if fn is not lag4_cols else _ints(3, n)
+    fast = autovec(fn)
+    a, b = x.clone(), x.clone()
+    want, got = fn(a), fast(b)
+    assert torch.equal(a, b) and got is b and want is a
+    if (x.shape[0] if fn is not lag4_cols else x.shape[1]) > 5:
+        ex = explain(fn, x.clone())
+        assert ex.path == "vectorized" and ex.loops[0].strategy == "scan"
+
+
+@pytest.mark.parametrize("fn", [lag2, lag3_spelled, lag2_product, lag4_cols])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_float_chains_match_the_loop(fn, dtype):
+    x = _floats(40, 40, dtype=dtype) if fn is not lag2_product else 1 + 0.01 * _floats(40, 3, dtype=dtype)
+    a, b, _, _ = _same_call(fn, x)
+    assert a.dtype == b.dtype
+    torch.testing.assert_close(b, a)
+
+
+def test_the_explanation_names_the_lag_and_the_chains():
+    loop = explain(lag2, _floats(10, 2)).loops[0]
+    assert loop.strategy == "scan"
+    assert "the element 2 before" in loop.reason and "2 interleaved chains" in loop.reason
+    assert "maximum of itself and the previous element" in explain(running_max, _floats(10, 2)).loops[0].reason
+
+
+def test_a_start_before_the_lag_keeps_the_loops_wraparound():
+    # x[i - 2] at i = 1 is x[-1], the last row: the loop's own read, which a scan would not make
+    def wraps(x):
+        for i in range(1, x.shape[0]):
+            x[i] += x[i - 2]
+        return x
+    x = _ints(7, 2)
+    a, b, _, _ = _same_call(wraps, x)
+    assert torch.equal(a, b)
+    assert explain(wraps, x.clone()).path == "python"
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -0.0])
+def test_running_extremes_with_nan_or_signed_zeros_keep_the_loop(bad):
+    # which of +0.0 and -0.0 a tie keeps is the loop's argument order: bit for bit, signs included
+    x = _floats(12, 3)
+    x[4, 1] = bad
+    x[7, 1] = 0.0
+    x[:, 2] = 0.0
+    x[5, 2] = -0.0
+    for fn in (running_max, running_min_lag2):
+        a, b, _, _ = _same_call(fn, x)
+        assert torch.equal(a.isnan(), b.isnan())
+        keep = ~a.isnan()
+        assert torch.equal(a[keep], b[keep]) and torch.equal(a[keep].signbit(), b[keep].signbit())
+
+
+def test_running_max_of_a_copy_as_a_drawdown():
+    prices = 100 + _floats(64).cumsum(0)
+    torch.testing.assert_close(autovec(drawdown_peak)(prices), drawdown_peak(prices), rtol=0, atol=0)
+    assert explain(drawdown_peak, prices).loops[0].strategy == "scan"
+
+
+def test_a_tensor_that_requires_grad_keeps_the_loop():
+    x = _floats(10, 2).requires_grad_()
+    w = torch.arange(20.0).reshape(10, 2)
+    want = torch.autograd.grad((lag2(x * 1.0) * w).sum(), x)[0]
+    got = torch.autograd.grad((autovec(lag2)(x * 1.0) * w).sum(), x)[0]
+    assert torch.equal(got, want)
+    assert explain(lag2, x * 1.0).path == "python"
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.bfloat16, torch.float16])
+def test_running_extremes_of_other_dtypes(dtype):
+    x = (torch.rand(9, 2, generator=torch.Generator().manual_seed(3)) * 4).to(dtype)
+    for fn in (running_max, running_min_lag2):
+        a, b, _, _ = _same_call(fn, x)
+        assert torch.equal(a, b)
+    assert explain(running_max, x.clone()).path == "vectorized"
+
+
+def test_complex_extremes_raise_as_the_loop():
+    x = torch.randn(5, dtype=torch.complex64)
+    with pytest.raises(RuntimeError) as want:
+        running_max(x.clone())
+    with pytest.raises(RuntimeError) as got:
+        autovec(running_max)(x.clone())
+    assert str(got.value) == str(want.value)
+
+
+def test_a_non_contiguous_argument_is_updated_in_place():
+    base = _ints(6, 10)
+    a, b = base.clone(), base.clone()
+    lag2(a.t()), autovec(lag2)(b.t())
+    assert torch.equal(a, b)
+
+
+def test_python_max_of_two_rows_is_not_a_running_maximum():
+    # Python's max compares whole rows (an error for rows of several elements), not elements
+    def py_max(x):
+        for i in range(1, x.shape[0]):
+            x[i] = max(x[i], x[i - 1])
+        return x
+    x = _floats(6)
+    a, b, _, _ = _same_call(py_max, x)
+    assert torch.equal(a, b)
+    with pytest.raises(RuntimeError) as want:
+        py_max(_floats(6, 2))
+    with pytest.raises(RuntimeError) as got:
+        autovec(py_max)(_floats(6, 2))
+    assert str(got.value) == str(want.value)
