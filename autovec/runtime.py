@@ -3947,9 +3947,10 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
     stays that of a tree-ordered sum of the terms; larger factors keep the Python loop. (It
     replaced blocks of 64 steps times a 64 x 64 matrix of powers: 5-8x faster from 200 to
     100,000 steps, with errors of the same size against float64.)"""
-    if varying in ("reset", "reset+=") and isinstance(b, torch.Tensor) and not (b.is_floating_point() or b.is_complex()) \
+    reset, _, zero = varying.partition(":") if isinstance(varying, str) else ("", "", "")
+    if reset in ("reset", "reset+=") and isinstance(b, torch.Tensor) and not (b.is_floating_point() or b.is_complex()) \
             and isinstance(a, torch.Tensor) and a.dtype == torch.bool:
-        return _segment_sums(h0, b, a, py_a, py_b, varying)
+        return _segment_sums(h0, b, a, py_a, py_b, reset, float(zero) if "." in zero else int(zero))
     if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
         raise GuardFailed("a linear recurrence on non-floating values keeps the loop")
     if isinstance(h0, bool) or isinstance(h0, torch.Tensor) and h0.dtype == torch.bool:
@@ -3963,11 +3964,11 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
         # the loop's state is -0.0 after a step only where the term and a * state are (-0.0 +
         # -0.0); the scan's sums may give +0.0
         raise GuardFailed("-0.0 among a linear recurrence's terms (the batched sums may give +0.0)", data=True)
-    if varying in ("reset", "reset+="):
-        if varying == "reset+=" and isinstance(h0, torch.Tensor):
+    if reset in ("reset", "reset+="):
+        if reset == "reset+=" and isinstance(h0, torch.Tensor):
             # (`h += v` updates the start in place until the first reset; the batch would not)
             raise GuardFailed("`+=` on a running value that starts as a tensor (the loop updates it in place)")
-        _reset_keeps(h0, b, a)
+        _reset_keeps(h0, b, a, float(zero) if "." in zero else int(zero), py_a, py_b)
     if varying:
         return _linear_scan(h0, b, a, py_a, py_b, computed, computed_term)
     a0 = a[0] if isinstance(a, torch.Tensor) and a.dim() >= 1 else a
@@ -4044,7 +4045,7 @@ def _per_step(t, shape):
     return t.reshape(t.shape[0], *([1] * (len(shape) - (t.dim() - 1))), *t.shape[1:]).expand(t.shape[0], *shape)
 
 
-def _segment_sums(h0, b, a, py_a, py_b, varying):
+def _segment_sums(h0, b, a, py_a, py_b, varying, zero):
     """An integer running sum reset to 0 under a condition (`if done[t]: c = 0` then `c += v[t]`,
     analysis.loops._merge_resets; `a` is the step's keep flag, `not done[t]`): each state is the
     sum of the terms since the last reset, or the start plus all terms before the first one,
@@ -4068,7 +4069,7 @@ def _segment_sums(h0, b, a, py_a, py_b, varying):
             raise GuardFailed("`+=` on a running value that starts as a tensor (the loop updates it in place)")
         if torch.result_type(h0, b[0]) != b.dtype:
             raise GuardFailed("an integer running value reset to 0 whose start has another dtype than its terms")
-    _reset_keeps(h0, b, a)
+    _reset_keeps(h0, b, a, zero, py_a, py_b)
     if py_b and isinstance(h0, int):
         _python_ints_fit(h0, b, "+")     # (the loop's Python ints never wrap)
     want = b.dtype      # (a Python int and an integer tensor give the tensor's dtype; a start's, the same)
@@ -4085,15 +4086,25 @@ def _segment_sums(h0, b, a, py_a, py_b, varying):
     return out if out.dtype == want else out.to(want)
 
 
-def _reset_keeps(h0, b, a):
+def _reset_keeps(h0, b, a, zero=0, py_a=False, py_b=False):
     """A reset (`if c: h = 0` before the update, analysis.loops._merge_resets) is computed as a
     factor of 0, which keeps what the loop's fresh 0 drops: the start's dtype and shape (a
     float64 start promotes every later step; the loop's steps after a reset take the terms'),
-    and the autograd graph (zeros where the loop's values do not require grad at all). Where
-    either could show, the loop runs."""
+    its type (an int start with float resets `c = 0.0`, or a float start with `c = 0`, changes
+    the loop's type at the first reset: the step after a reset is `a * zero + b`, the one
+    before `a * h0 + b`), and the autograd graph (zeros where the loop's values do not require
+    grad at all). Where any could show, the loop runs."""
     if isinstance(h0, torch.Tensor) and (torch.result_type(h0, b) != b.dtype
                                          or broadcast_shapes(h0.shape, b.shape[1:]) != b.shape[1:]):
         raise GuardFailed("a running value reset to 0 whose start has another dtype or shape than its terms")
+    if b.shape[0]:
+        a0 = a[0].item() if py_a and isinstance(a, torch.Tensor) and a[0].numel() == 1 else a[0] \
+            if isinstance(a, torch.Tensor) else a
+        b0 = b[0].item() if py_b and b[0].numel() == 1 else b[0]
+        after, before = a0 * zero + b0, a0 * h0 + b0
+        if type(after) is not type(before) or isinstance(after, torch.Tensor) and after.dtype != before.dtype:
+            raise GuardFailed(f"a running value reset to {zero!r} takes another type after a reset than before it "
+                              "(the loop's type changes there)")
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (h0, b, a)):
         raise GuardFailed("a running value reset to 0 with tensors that require grad (the reset cuts the graph "
                           "the batch keeps)")

@@ -5297,6 +5297,68 @@ def lost_stop44(self):
         self.emit(1, "return k, hits")
 
 
+def lost_stop47(self):
+    """Stop 47's forms, on inputs that change between calls: in-place recurrences with a lag of k
+    rows (`x[i] += x[i - k]`, `x[i] = x[i - k] * x[i]`) and in-place running extremes
+    (`torch.maximum(x[i], x[i - k])`, `torch.min`), starting at, after or before the lag (the
+    loop's wrap-around), by rows or by columns, of several dtypes, with NaN, -0.0 and grads;
+    and running values reset to 0 before an update (`if done[t]: c = 0` then `c += v`, `c -= v`,
+    `c = c + 1`), of floats, ints, Python ints from `.item()`, from a Python or a tensor start,
+    stored, appended or returned."""
+    self.variants = True
+    n, d = max(self.n, 1), max(self.d, 1)
+    if self.chance(0.5):
+        k = self.pick([1, 2, 3, 5])
+        dt = self.pick(["float32", "float64", "int64", "int32", "bool", "float16"])
+        cols = self.chance(0.3)
+        shape = f"({d}, {n} + variant)" if cols else f"({n} + variant, {d})"
+        grad = dt in ("float32", "float64") and self.chance(0.15)
+        self.param("x", f"_tensor(g, {shape}, torch.{dt}, special={dt.startswith('float') and self.chance(0.3)}, "
+                        f"layout={self.pick(['contiguous', 'contiguous', 't'])!r}, low=-3, high=4)")
+        if grad:
+            self.inputs.append("x = x.detach().requires_grad_()")
+        ix = ":, i" if cols else "i"
+        ixk = f":, i - {k}" if cols else f"i - {k}"
+        ext = dt == "bool" or self.chance(0.5)
+        if ext:
+            f = self.pick(["torch.maximum", "torch.minimum", "torch.max", "torch.min"])
+            a, b = self.pick([(f"x[{ix}]", f"x[{ixk}]"), (f"x[{ixk}]", f"x[{ix}]")])
+            line = f"x[{ix}] = {f}({a}, {b})"
+        else:
+            line = self.pick([f"x[{ix}] += x[{ixk}]", f"x[{ix}] = x[{ix}] + x[{ixk}]", f"x[{ix}] *= x[{ixk}]",
+                              f"x[{ix}] = x[{ixk}] * x[{ix}]"])
+        start = self.pick([str(k), str(k), str(k + 1), "0" if k > 1 else "1", "1"])
+        dim = 1 if cols else 0
+        stop = self.pick([f"x.shape[{dim}]", f"x.shape[{dim}] - 1"])
+        self.emit(1, "x = x * 1" if grad else "x = x")
+        self.emit(1, f"for i in range({start}, {stop}):")
+        self.emit(2, line)
+        self.emit(1, "return x")
+        return
+    dt = self.pick(["float32", "float64", "int64", "int32"])
+    self.param("x", f"_tensor(g, ({n} + variant, {self.pick(['1', str(d)])}), torch.{dt}, low=-5, high=9)"
+               if self.chance(0.3) else f"_tensor(g, ({n} + variant,), torch.{dt}, low=-5, high=9)")
+    self.param("done", f"_tensor(g, ({n} + variant,), torch.bool)" if self.chance(0.7)
+               else f"_tensor(g, ({n} + variant,), torch.int64, low=0, high=3)")
+    start = self.pick(["0", "0", "0.0", "3", "torch.zeros(())", f"torch.zeros((), dtype=torch.{dt})", "-0.0"])
+    self.param("c0", start)
+    step = self.pick(["c += x[t]", "c -= x[t]", "c = c + 1", "c += 1", "c += x[t].item()",
+                      "c = c + x[t] * 2", "c += 0.5"])
+    use = self.pick(["store", "append", "final", "store"])
+    self.emit(1, "c = c0")
+    self.emit(1, "out = torch.zeros(x.shape, dtype=torch.float64)")
+    self.emit(1, "seen = []")
+    self.emit(1, "for t in range(x.shape[0]):")
+    self.emit(2, "if done[t]:")
+    self.emit(3, self.pick(["c = 0", "c = 0.0", "c = 0"]))
+    self.emit(2, step)
+    if use == "store":
+        self.emit(2, "out[t] = c")
+    elif use == "append":
+        self.emit(2, "seen.append(c)")
+    self.emit(1, "return c, out, seen")
+
+
 def lost_stop46(self):
     """Stop 46's forms, on inputs that change between calls: updates of parts of the loop's row
     (`out[i, 0] += a; out[i, 1] -= b`, strided `out[i, 0::2] *= w`), disjoint or not, with a read
@@ -6294,7 +6356,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop46": lost_stop46, "stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop47": lost_stop47, "stop46": lost_stop46, "stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}

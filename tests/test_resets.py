@@ -284,3 +284,28 @@ def test_a_recurrence_of_python_numbers_returns_a_python_number():
         want, got = fn(*args), autovec(fn)(*args)
         assert type(got[1]) is float and got[1] == pytest.approx(want[1], rel=1e-12)
         torch.testing.assert_close(got[0], want[0])
+
+
+@pytest.mark.parametrize("start, zero, term", [
+    (3, "0.0", "1"),                  # ints until the first reset, floats after it
+    (0.0, "0", "1"),                  # floats until the first reset, ints after it
+    (0, "0.0", "x[t]"),               # int64 tensors until the first reset, float32 after it
+    (0, "0", "x[t]"),                 # the same type throughout: batched
+    (0.0, "0.0", "x[t].item()"),
+])
+def test_a_reset_of_another_type_than_the_running_value_keeps_the_loops_types(start, zero, term):
+    # (found by the fuzzer, lost/stop47)
+    src = (f"def counted(x, done, c):\n    out = []\n    for t in range(x.shape[0]):\n"
+           f"        if done[t]:\n            c = {zero}\n        c += {term}\n        out.append(c * 1)\n    return c, out\n")
+    import linecache
+    filename = f"<test_resets {start!r} {zero} {term}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = {"torch": torch}
+    exec(compile(src, filename, "exec"), ns)
+    fn = ns["counted"]
+    x = torch.randint(-5, 9, (12,))
+    for seed in range(3):
+        done = _flags(12, seed)
+        done[0] = False
+        assert _same(autovec(fn)(x, done, start), fn(x, done, start))
+    assert explain(fn, x, done, start).path == ("vectorized" if zero == "0" and term == "x[t]" else "python")

@@ -2245,7 +2245,8 @@ def _merge_resets(stmts: list) -> list:
                 merged = ast.copy_location(ast.Assign(targets=[ast.Name(id=h, ctx=ast.Store())], value=value), nxt)
                 # (the recurrence's payload says so: linear_prefix checks what a reset changes, and
                 # for `h += v` that the start is no tensor the loop would update in place)
-                merged._av_reset = "reset+=" if aug else "reset"
+                # (with the reset's own number, whose type the values after a reset take: runtime._reset_keeps)
+                merged._av_reset = ("reset+=:" if aug else "reset:") + repr(s.body[0].value.value)
                 out.append(ast.fix_missing_locations(_located(merged, nxt.lineno)))
                 k += 2
                 continue
@@ -3768,7 +3769,7 @@ def _scans(outputs, body: _Body, targets: dict):
             if any(ld.id == o.target for s in body.stmts[:pos] for ld in nm.loads(s)):
                 raise Refuse(f"loop-carried dependency: `{o.target}` is read before its update at line "
                              f"{o.lineno}", o.lineno)
-            if o.payloads[0][3] == "reset+=" and not _strip_item(ast.parse(o.value, mode="eval").body)[1] \
+            if o.payloads[0][3].startswith("reset+=") and not _strip_item(ast.parse(o.value, mode="eval").body)[1] \
                     and _aliases_running_value(o.target, body.stmts[pos + 1:], outputs):
                 # (a Python number added, `c += x[t].item()`, keeps one: nothing to alias)
                 raise Refuse(f"`{o.target} += ...` at line {o.lineno} updates one tensor in place between resets, "
