@@ -22,6 +22,7 @@ from .batching import _INPLACE_FLOOR, broadcast_shapes
 from .lowering.batched import zero_dim_dtype
 from .analysis.loops import inner_int_growth
 from .analysis.shared import function_unsafe, self_calls, shared_work
+from .analysis.names import stores as names_stored
 from .plan import einsum_letters, indexed
 from .purity import _by_id as _PURE_BY_ID, active_value, own_override, why_impure
 
@@ -7517,3 +7518,112 @@ class Token:
             ok = torch.equal(row, want)
         if not ok:
             raise GuardFailed(f"output {k}: the batched values differ from one iteration's")
+
+
+class _Unchecked:
+    """A callable the guard's purity check refuses (purity.why_impure: a callable it cannot
+    tell anything about), standing for a method a helper calls on its argument that cannot be
+    looked up without running code (a property on the way)."""
+    __slots__ = ("__qualname__",)
+
+    def __init__(self, label):
+        self.__qualname__ = label
+
+    def __call__(self, *args, **kwargs):      # (never called: only checked)
+        raise TypeError(self.__qualname__)
+
+
+_PARAM_CHAINS: dict = {}     # code object -> (positional parameter names, {parameter: [attribute chains]}) or None
+
+
+def _param_chains(fn):
+    """The attribute chains a function calls methods along on each of its parameters (`rng.normal()`:
+    ("normal",); `o.sub.step()`: ("sub", "step")), for parameters it never rebinds; None where its
+    source is unknown (its own purity check refuses it then)."""
+    from .frontend import NoSource
+    from .purity import _capture_cached
+    try:
+        tree = _capture_cached(fn).tree
+    except NoSource:
+        return None
+    a = tree.args
+    params = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+    rebound = names_stored(ast.Module(body=tree.body, type_ignores=[]))
+    chains: dict = {}
+    for n in fastast.walk(tree):
+        if not isinstance(n, ast.Call):
+            continue
+        f, path = n.func, []
+        while isinstance(f, ast.Attribute):
+            path.append(f.attr)
+            f = f.value
+        if path and isinstance(f, ast.Name) and f.id in params and f.id not in rebound:
+            chains.setdefault(f.id, []).append(tuple(reversed(path)))
+    return [x.arg for x in a.posonlyargs + a.args], {k: tuple(dict.fromkeys(v)) for k, v in chains.items()}
+
+
+def _method_of(owner, attr):
+    """`owner.attr` where reading it runs no Python code, bound as a call would bind it; None
+    where the object has no such attribute; an _Unchecked where a getter would run."""
+    if isinstance(owner, (torch.Tensor, types.ModuleType)) or type(owner) in (dict, list, tuple, str, set):
+        return getattr(owner, attr, None)
+    if isinstance(owner, torch.nn.Module):
+        v = _peek(owner, (attr,))
+        if v is not _UNKNOWN:
+            return v
+    d = getattr(owner, "__dict__", None)
+    if isinstance(d, dict) and attr in d:
+        return d[attr]
+    for klass in type(owner).__mro__:
+        if attr in klass.__dict__:
+            c = klass.__dict__[attr]
+            if isinstance(c, types.FunctionType):
+                return types.MethodType(c, owner)
+            if isinstance(c, staticmethod):
+                return c.__func__
+            if isinstance(c, classmethod):
+                return types.MethodType(c.__func__, type(owner))
+            get = getattr(type(c), "__get__", None)
+            if isinstance(c, property) and isinstance(c.fget, types.FunctionType) or isinstance(get, types.FunctionType):
+                return _Unchecked(f"{type(owner).__qualname__}.{attr} (read through a getter)")
+            # (a plain value, a compiled type's method: no Python code runs to read it)
+            return getattr(owner, attr, None)
+    if hasattr(type(owner), "__getattr__") and not isinstance(owner, torch.nn.Module):
+        return _Unchecked(f"{type(owner).__qualname__}.{attr} (read through __getattr__)")
+    return None
+
+
+def _param_methods(fn, args=(), kwargs=None):
+    """For the guard's purity check (analysis.loops._bound_methods): the first method that the
+    helper `fn` calls on an argument the loop passes it (`args` / `kwargs`, None for a per-iteration
+    one) and purity.why_impure refuses, else None. `def jitter(rng, v): return v + rng.normal()`
+    called as `jitter(gen, x[i])`: `gen.normal`, which draws."""
+    shift = 0
+    if isinstance(fn, types.MethodType):
+        fn, shift = fn.__func__, 1
+    if type(fn) is not types.FunctionType:
+        return None
+    info = _PARAM_CHAINS.get(fn.__code__, _UNKNOWN)
+    if info is _UNKNOWN:
+        info = _PARAM_CHAINS[fn.__code__] = _param_chains(fn)
+    if not info or not info[1]:
+        return None
+    names, chains = info
+    pairs = [(names[k + shift], v) for k, v in enumerate(args) if k + shift < len(names)]
+    if kwargs:
+        pairs += list(kwargs.items())
+    for param, obj in pairs:
+        if obj is None:
+            continue
+        for chain in chains.get(param, ()):
+            v = obj
+            for attr in chain:
+                v = _method_of(v, attr)
+                if v is None or isinstance(v, _Unchecked):
+                    break
+            if v is not None and why_impure(v):
+                return v
+    return None
+
+
+FunctionRuntime.param_methods = staticmethod(_param_methods)

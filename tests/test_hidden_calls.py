@@ -421,3 +421,112 @@ def test_a_property_that_counts_and_objects_in_a_dict_keep_the_loop():
         d1, d2 = {"r": Ramp()}, {"r": Ramp()}
         assert torch.equal(g(torch.ones(6, 2), d2, "r"), by_key(torch.ones(6, 2), d1, "r"))
         assert d1["r"].calls == d2["r"].calls == 6
+
+
+# A helper's calls of methods of its parameters: checked on the objects its call site passes
+# (analysis.loops._bound_methods). The one-time check calls the helper too, so without the
+# check the loop that runs after a failed check would start from an advanced generator.
+
+class Ticker:
+    def __init__(self):
+        self.k = 0
+
+    def next(self):
+        self.k += 1
+        return self.k
+
+    def scale(self):
+        return 2.0
+
+
+def jitter(rng, v):
+    return v + float(rng.normal())
+
+
+def bump(o, v):
+    return v + o.next()
+
+
+def scaled_by(v, *, by):
+    return v * by.scale()
+
+
+class Augment:
+    def __init__(self, rng):
+        self.rng = rng
+
+    def noisy(self, src, v):
+        return v * src.random()
+
+    def run(self, x):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = self.noisy(self.rng, x[i])
+        return out
+
+
+def apply_jitter(x, rng):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = jitter(rng, x[i])
+    return out
+
+
+def apply_bump(x, o):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = bump(o, x[i])
+    return out
+
+
+def apply_scaled(x, o):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = scaled_by(x[i], by=o)
+    return out
+
+
+def test_a_helper_drawing_from_a_generator_it_is_passed_keeps_the_loop():
+    import numpy as np
+    x = torch.randn(20, 3)
+    fast = autovec(apply_jitter)
+    for seed in range(2):
+        assert torch.equal(fast(x, np.random.default_rng(seed)), apply_jitter(x, np.random.default_rng(seed)))
+    assert "random numbers" in " ".join(explain(apply_jitter, x, np.random.default_rng(0)).notes)
+
+
+def test_a_helper_calling_a_stateful_method_of_its_argument_keeps_the_loop():
+    x = torch.randn(20, 3)
+    a, b = Ticker(), Ticker()
+    assert torch.equal(autovec(apply_bump)(x, b), apply_bump(x, a))
+    assert a.k == b.k == 20
+
+
+def test_a_method_helper_and_keyword_arguments_are_mapped_to_their_parameters():
+    import random
+    x = torch.randn(20, 3)
+    assert torch.equal(autovec(Augment.run)(Augment(random.Random(1)), x), Augment(random.Random(1)).run(x))
+    # a pure method of the object passed by keyword: vectorized
+    o = Ticker()
+    assert torch.equal(autovec(apply_scaled)(x, o), apply_scaled(x, o))
+    assert explain(apply_scaled, x, o).path == "vectorized"
+
+
+def test_pure_methods_of_arguments_still_vectorize():
+    def head(model, v):
+        return model.proj(v).relu()
+
+    def lookup(cfg, v):
+        return v * cfg.get("scale", 1.0)
+
+    def apply(x, model, cfg):
+        out = torch.empty(x.shape[0], 4)
+        for i in range(x.shape[0]):
+            out[i] = lookup(cfg, head(model, x[i]))
+        return out
+    model = torch.nn.Module()
+    model.proj = torch.nn.Linear(3, 4)
+    x, cfg = torch.randn(16, 3), {"scale": 0.5}
+    with torch.no_grad():
+        torch.testing.assert_close(autovec(apply)(x, model, cfg), apply(x, model, cfg))
+        assert explain(apply, x, model, cfg).path == "vectorized"

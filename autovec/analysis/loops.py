@@ -3430,7 +3430,8 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         reads |= {ld.id for ld in nm.loads(n) if id(ld) not in body.based}
     free = sorted(reads - set(body.assigned) - set(iter_vars) - set(targets) - {o.marker for o in outputs}
                   - {s[0] for s in scans})
-    callables = tuple(sorted({c for c in _callables(all_nodes, body, iter_vars)}))
+    callables = tuple(sorted({c for c in _callables(all_nodes, body, iter_vars)})) + tuple(
+        _bound_methods(all_nodes, ctx, body, iter_vars))
     helpers = _branch_helpers(stmts, ctx, set(free))
     guarded = _guarded(node, helpers)
 
@@ -4199,6 +4200,39 @@ def _callables(nodes, body: _Body, iter_vars) -> list[str]:
                 if root and root not in body.assigned and root not in iter_vars and isinstance(c.func, (ast.Name, ast.Attribute)) and _base_ok(c.func):
                     out.append(src(c.func))
     return out
+
+
+def _bound_methods(nodes, ctx: Context, body: _Body, iter_vars) -> list[str]:
+    """Calls whose callee may be a user's Python function given loop-invariant objects as
+    arguments (`jitter(rng, x[i])`, `self.noisy(self.rng, x[i])`), as runtime checks of the
+    methods the callee calls on those parameters (`rng.normal()`): "@param_methods(f, (args..),
+    {kw: ..})", which the lowering writes as a call of runtime.param_methods in the guard's
+    callables (a per-iteration argument is None there). What a helper's parameter is, only its
+    call site knows: a batched body would call such a method once where the loop calls it once
+    per iteration, and the one-time check, which calls it too, would leave the object changed
+    for the loop that runs after it."""
+    out = []
+    invariant = lambda e: isinstance(e, (ast.Name, ast.Attribute)) and _base_ok(e) and _root(e) not in body.assigned \
+        and _root(e) not in iter_vars
+    for n in nodes:
+        for c in fastast.walk(n):
+            if not (isinstance(c, ast.Call) and invariant(c.func)) or any(
+                    isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
+                continue
+            if not any(invariant(a) for a in c.args) and not any(invariant(k.value) for k in c.keywords):
+                continue
+            try:
+                found, fn = ctx.env.resolve(src(c.func))
+            except Exception:       # (an attribute that cannot be read without running the user's code)
+                found, fn = False, None
+            if found:
+                inner = fn.__func__ if isinstance(fn, types.MethodType) else fn
+                if type(inner) is not types.FunctionType or (inner.__module__ or "").startswith(("torch", "autovec")):
+                    continue        # (torch's functions, builtins, classes: no helper's parameters)
+            args = ", ".join(src(a) if invariant(a) else "None" for a in c.args)
+            kws = ", ".join(f"{k.arg!r}: {src(k.value)}" for k in c.keywords if invariant(k.value))
+            out.append(f"@param_methods({src(c.func)}, ({args}{',' if len(c.args) == 1 else ''}), {{{kws}}})")
+    return list(dict.fromkeys(out))
 
 
 def _branch_helpers(nodes, ctx: Context, invariant: set) -> tuple[str, ...]:

@@ -443,7 +443,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
          f"({mp.base}, {mp.dim}, {mp.offset}, {int((mp.base, mp.dim, mp.offset) in store_keys or mp.ahead)}), ")
         for mp in mapped) + ")")
     free_expr = expr("(" + "".join(f"{f}, " for f in plan.free) + ")")
-    calls_expr = expr("(" + "".join(f"{c}, " for c in plan.callables) + ")")
+    # ("@param_methods(..)": runtime.param_methods's check of a helper's calls of methods of its
+    # arguments, analysis.loops._bound_methods)
+    calls_expr = expr("(" + "".join(f"{AV}.{c[1:]}, " if c.startswith("@") else f"{c}, " for c in plan.callables) + ")")
     writes = []
     for o in plan.outputs:
         # a fresh output (allocated right before the loop, analysis/_fresh_allocation) is a new
