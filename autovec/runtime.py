@@ -7550,6 +7550,7 @@ def _param_chains(fn):
     params = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
     rebound = names_stored(ast.Module(body=tree.body, type_ignores=[]))
     chains: dict = {}
+    handed: list = []        # (callee's global name, ((position or keyword, parameter), ..)): `b(o, v)`
     for n in fastast.walk(tree):
         if not isinstance(n, ast.Call):
             continue
@@ -7559,7 +7560,15 @@ def _param_chains(fn):
             f = f.value
         if path and isinstance(f, ast.Name) and f.id in params and f.id not in rebound:
             chains.setdefault(f.id, []).append(tuple(reversed(path)))
-    return [x.arg for x in a.posonlyargs + a.args], {k: tuple(dict.fromkeys(v)) for k, v in chains.items()}
+        if isinstance(n.func, ast.Name) and n.func.id not in params and n.func.id not in rebound:
+            given = tuple((k, e.id) for k, e in enumerate(n.args) if isinstance(e, ast.Name) and e.id in params
+                          and e.id not in rebound) + tuple(
+                (kw.arg, kw.value.id) for kw in n.keywords if kw.arg and isinstance(kw.value, ast.Name)
+                and kw.value.id in params and kw.value.id not in rebound)
+            if given and not any(isinstance(e, ast.Starred) for e in n.args):
+                handed.append((n.func.id, given))
+    return ([x.arg for x in a.posonlyargs + a.args], {k: tuple(dict.fromkeys(v)) for k, v in chains.items()},
+            tuple(handed))
 
 
 def _method_of(owner, attr):
@@ -7593,11 +7602,15 @@ def _method_of(owner, attr):
     return None
 
 
-def _param_methods(fn, args=(), kwargs=None):
+def _param_methods(fn, args=(), kwargs=None, depth=0):
     """For the guard's purity check (analysis.loops._bound_methods): the first method that the
     helper `fn` calls on an argument the loop passes it (`args` / `kwargs`, None for a per-iteration
     one) and purity.why_impure refuses, else None. `def jitter(rng, v): return v + rng.normal()`
-    called as `jitter(gen, x[i])`: `gen.normal`, which draws."""
+    called as `jitter(gen, x[i])`: `gen.normal`, which draws. An argument the helper hands on to
+    another function by its global name (`def a(o, v): return b(o, v)`) is checked in that one's
+    calls too, four levels deep (deeper: refused)."""
+    if depth > 4:
+        return _Unchecked("a helper's argument handed on through more than four helpers")
     shift = 0
     if isinstance(fn, types.MethodType):
         fn, shift = fn.__func__, 1
@@ -7606,12 +7619,31 @@ def _param_methods(fn, args=(), kwargs=None):
     info = _PARAM_CHAINS.get(fn.__code__, _UNKNOWN)
     if info is _UNKNOWN:
         info = _PARAM_CHAINS[fn.__code__] = _param_chains(fn)
-    if not info or not info[1]:
+    if not info or not info[1] and not info[2]:
         return None
-    names, chains = info
+    names, chains, handed = info
     pairs = [(names[k + shift], v) for k, v in enumerate(args) if k + shift < len(names)]
     if kwargs:
         pairs += list(kwargs.items())
+    if handed:
+        from .frontend import scope_lookup
+        known = {p: v for p, v in pairs if v is not None}
+        for callee, given in handed:
+            if not any(p in known for _, p in given):
+                continue
+            found, g = scope_lookup(fn, callee)
+            if not found:
+                continue
+            pos = [None] * (1 + max((k for k, _ in given if type(k) is int), default=-1))
+            kws = {}
+            for k, p in given:
+                if type(k) is int:
+                    pos[k] = known.get(p)
+                else:
+                    kws[k] = known.get(p)
+            hit = _param_methods(g, tuple(pos), kws, depth + 1)
+            if hit is not None:
+                return hit
     for param, obj in pairs:
         if obj is None:
             continue

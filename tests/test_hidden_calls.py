@@ -530,3 +530,22 @@ def test_pure_methods_of_arguments_still_vectorize():
     with torch.no_grad():
         torch.testing.assert_close(autovec(apply)(x, model, cfg), apply(x, model, cfg))
         assert explain(apply, x, model, cfg).path == "vectorized"
+
+
+def relay(o, v):
+    return bump(o, v) * 1.0
+
+
+def apply_relay(x, o):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = relay(o, x[i])
+    return out
+
+
+def test_an_argument_handed_on_to_another_helper_is_checked_there():
+    x = torch.randn(12, 3)
+    a, b = Ticker(), Ticker()
+    assert torch.equal(autovec(apply_relay)(x, b), apply_relay(x, a))
+    assert a.k == b.k == 12
+    assert "Ticker.next" in " ".join(explain(apply_relay, x, Ticker()).notes)
