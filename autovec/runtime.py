@@ -4680,6 +4680,10 @@ def _flat_iterations(target, vals, idxs, n, op="", py=False):
     tensor of indices is an index_put: its indices int64 or int32 (int16 raises IndexError), its
     values of the target's own dtype where they are tensors (other dtypes raise; Python numbers
     are converted), and an update's `target[idx] op v` of the target's dtype too."""
+    bools = [d for d, i in enumerate(idxs) if isinstance(i, torch.Tensor) and i.dtype == torch.bool and i.dim() > 1]
+    if bools and bools == [len(idxs) - 1] and all(
+            isinstance(i, torch.Tensor) and i.dim() == 1 and i.dtype in (torch.int64, torch.int32) for i in idxs[:-1]):
+        return _mask_iterations(target, vals, idxs, n, op, py)
     if any(not isinstance(i, torch.Tensor) or i.dim() > 1 and i.dtype not in (torch.int64, torch.int32)
            or i.dtype == torch.bool or i.is_floating_point() or i.is_complex() for i in idxs):
         raise GuardFailed("indices of a per-iteration vector that are not int64 or int32 (the loop decides)")
@@ -4715,6 +4719,50 @@ def _flat_iterations(target, vals, idxs, n, op="", py=False):
         raise GuardFailed("a value that does not fit the positions it is written to (the loop raises)", data=True)
     vals = vals.reshape(n, *([1] * (len(want) - len(v))), *v).expand(n, *want).reshape(n * k, *want[len(shape):])
     return vals, flat, n * k
+
+
+def _mask_iterations(target, vals, idxs, n, op="", py=False):
+    """`img[i][masks[i]] = v` (or `img[i, masks[i]] op= v`): a boolean mask per iteration as the
+    last index, selecting among the dimensions after the others. Each iteration writes the
+    positions its mask holds, in row-major order as the loop's setitem does, so the write is that
+    many iterations of one position each (the positions within one iteration are distinct). The
+    value must be one per iteration (a number, or a row of the dimensions after the mask's): a
+    value per selected position has another length in each iteration, which no batch holds. A
+    mask of another shape than the dimensions it selects among raises in the loop: the loop runs."""
+    m = idxs[-1]
+    d = len(idxs) - 1
+    sel = tuple(m.shape[1:])
+    if m.shape[0] != n or tuple(target.shape[d:d + len(sel)]) != sel:
+        raise GuardFailed("a boolean mask of another shape than the dimensions it selects (the loop raises)")
+    if not op and not py and vals.dtype != target.dtype:
+        if vals.dim() == 1 and vals.is_floating_point() and target.is_floating_point():
+            vals = vals.to(target.dtype)     # (a 0-d value is converted, as a number: the loop's masked fill)
+        else:
+            raise GuardFailed("values of another dtype written through a boolean mask (index_put: the loop "
+                              "raises, or converts a number)")
+    if op:
+        sample = (1.5 if vals.is_floating_point() else True if vals.dtype == torch.bool else 1) if py else \
+            torch.empty(0, dtype=vals.dtype)
+        if torch.result_type(torch.empty(0, dtype=target.dtype), sample) != target.dtype:
+            raise GuardFailed("an update through a boolean mask whose result has another dtype (index_put: the "
+                              "loop raises)")
+    rest = tuple(target.shape[d + len(sel):])
+    v = tuple(vals.shape[1:])
+    while v and v[0] == 1 and len(v) > len(rest):
+        v = v[1:]
+    if len(v) > len(rest) or any(a != b and a != 1 for a, b in zip(v, rest[len(rest) - len(v):])):
+        raise GuardFailed("a value per selected position of a boolean mask (its length changes with each "
+                          "iteration's mask: the loop runs)", data=True)
+    hits = m.reshape(n, -1).nonzero()        # (iteration, flat position), iterations first
+    it = hits[:, 0]
+    flat = [i[it].to(torch.long) for i in idxs[:-1]]
+    pos = hits[:, 1]
+    for size in reversed(sel):
+        flat.insert(d, pos % size)
+        pos = pos // size
+    k = it.shape[0]
+    vals = vals.reshape(n, *([1] * (len(rest) - len(v))), *v).expand(n, *rest)[it]
+    return vals, flat, k
 
 
 def _scatter_indices(target, idxs):

@@ -167,3 +167,58 @@ def test_an_update_spelled_out_whose_result_has_another_dtype_raises_as_the_loop
     cols = torch.tensor([[0, 2], [1, 3], [3, 0]])
     raises_as_loop(RuntimeError, add_columns_spelled_out, torch.zeros(3, 4), cols, torch.randn(3, 2).double())
     _check(add_columns_spelled_out, torch.zeros(3, 4), cols, torch.randn(3, 2))
+
+
+# A boolean mask per iteration as the last index (runtime._mask_iterations)
+
+def mask_fill(img, masks, v):
+    for i in range(img.shape[0]):
+        img[i][masks[i]] = v
+    return img
+
+
+def mask_rows_of_values(img, masks, v):
+    for i in range(masks.shape[0]):
+        img[i, masks[i]] = v[i]
+    return img
+
+
+def mask_update(img, masks, w):
+    for i in range(img.shape[0]):
+        img[i][masks[i]] += w[i]         # (w[i] a row of the dimensions after the mask's)
+    return img
+
+
+def mask_gathered(img, masks):
+    for i in range(img.shape[0]):
+        img[i][masks[i]] = img[i][masks[i]] * 2   # (a value per selected position: its length varies)
+    return img
+
+
+@pytest.mark.parametrize("shape, mshape", [((20, 6), (20, 6)), ((20, 4, 5), (20, 4, 5)), ((20, 4, 5), (20, 4)),
+                                           ((1, 6), (1, 6)), ((0, 6), (0, 6))])
+@pytest.mark.parametrize("p", [0.0, 0.3, 1.0])
+def test_boolean_masks_per_iteration(shape, mshape, p):
+    g = torch.Generator().manual_seed(7)
+    img, masks = torch.randn(shape, generator=g), torch.rand(mshape, generator=g) < p
+    _check(mask_fill, img, masks, -1.5, path="vectorized" if shape[0] > 1 and p else None)
+    _check(mask_rows_of_values, img, masks, torch.randn(shape[0], generator=g), path=None)
+    _check(mask_update, img, masks, torch.randn(shape[0], *shape[len(mshape):], generator=g), path=None)
+
+
+def test_a_value_per_selected_position_keeps_the_loop():
+    img, masks = torch.randn(10, 6), torch.rand(10, 6) < 0.5
+    _check(mask_gathered, img, masks, path="python")
+
+
+def test_a_mask_of_another_shape_raises_as_the_loop():
+    raises_as_loop(IndexError, mask_fill, torch.randn(5, 6), torch.ones(5, 7, dtype=torch.bool), 0.0)
+
+
+def test_values_of_another_dtype_through_a_mask():
+    # a 0-d value is converted as a number (a masked fill); a row of another dtype raises
+    _check(mask_rows_of_values, torch.zeros(5, 6), torch.rand(5, 6) < 0.5, torch.randn(5, dtype=torch.float64))
+    _check(mask_rows_of_values, torch.zeros(5, 6, dtype=torch.int64), torch.rand(5, 6) < 0.5, torch.randn(5),
+           path=None)
+    raises_as_loop(RuntimeError, mask_update, torch.zeros(5, 4, 3, dtype=torch.int64),
+                   torch.ones(5, 4, dtype=torch.bool), torch.ones(5, 3))
