@@ -5307,7 +5307,46 @@ def lost_stop47(self):
     stored, appended or returned."""
     self.variants = True
     n, d = max(self.n, 1), max(self.d, 1)
-    if self.chance(0.5):
+    branch = self.pick(["lag", "lag", "reset", "reset", "helper", "mask"])
+    if branch == "helper":
+        # a helper calling methods of an object the loop passes it: stateful, random or pure,
+        # by position or keyword, directly or handed on to another helper
+        self.helpers["TICK"] = ("class Tick:\n    def __init__(self):\n        self.k = 0\n\n"
+                                "    def step(self):\n        self.k += 1\n        return self.k * 0.5\n\n"
+                                "    def scale(self):\n        return 2.0\n\n\n"
+                                "def use(o, v):\n    return v * o.METHOD()\n\n\n"
+                                "def relay(v, *, obj):\n    return use(obj, v) + 1.0\n").replace(
+            "METHOD", self.pick(["step", "scale", "random", "step"]))
+        obj = self.pick(["Tick()", "Tick()", "__import__('random').Random(variant)", "Tick()"])
+        if "random" in obj:
+            self.helpers["TICK"] = self.helpers["TICK"].replace("o.step()", "o.random()").replace("o.scale()", "o.random()")
+        self.param("x", f"_tensor(g, ({n} + variant, {d}), torch.float32)")
+        self.param("o", obj)
+        call = self.pick(["use(o, x[i])", "relay(x[i], obj=o)", "use(o, x[i]) * 2"])
+        self.emit(1, "out = torch.zeros_like(x)")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, f"out[i] = {call}")
+        self.emit(1, "return out, getattr(o, 'k', None)")
+        return
+    if branch == "mask":
+        dt = self.pick(["float32", "float64", "int64"])
+        shape = self.pick([f"({n} + variant, {d})", f"({n} + variant, {d}, 3)"])
+        self.param("img", f"_tensor(g, {shape}, torch.{dt})")
+        self.param("m", f"_tensor(g, {self.pick([shape, f'({n} + variant, {d})'])}, torch.bool)")
+        self.param("v", self.pick(["0", "-1.5", f"_tensor(g, ({n} + variant,), torch.{dt})",
+                                   f"_tensor(g, ({n} + variant,), torch.float64)", "torch.tensor(2.0)"]))
+        line = self.pick(["img[i][m[i]] = {v}", "img[i, m[i]] = {v}", "img[i][m[i]] += {v}", "img[i][m[i]] *= 2"])
+        vv = "v[i]" if self.inputs[-1].startswith("v = _tensor") else "v"
+        self.emit(1, "img = img.clone()")
+        self.emit(1, self.pick(["for i in range(img.shape[0]):", "for i in range(m.shape[0]):"]))
+        if self.chance(0.2):
+            self.emit(2, "if img[i].sum() > 0:")
+            self.emit(3, line.format(v=vv))
+        else:
+            self.emit(2, line.format(v=vv))
+        self.emit(1, "return img")
+        return
+    if branch == "lag":
         k = self.pick([1, 2, 3, 5])
         dt = self.pick(["float32", "float64", "int64", "int32", "bool", "float16"])
         cols = self.chance(0.3)
