@@ -336,7 +336,10 @@ def more_checks(rt, loop_id, emit, const, tensors, free_tensors, written, fresh,
         safe is None or source in shared[1] and shared[1].index(source) < n_values for source, safe in shared[0]))
     kinds = []
     for c in calls:
-        if type(c) is types.BuiltinFunctionType:
+        if c is None:
+            # (runtime.param_methods's answer that a helper's argument objects call nothing impure)
+            kinds.append(f"calls[{len(kinds)}] is None")
+        elif type(c) is types.BuiltinFunctionType:
             kinds.append(f"type(calls[{len(kinds)}]) is {const(types.BuiltinFunctionType)}")
         elif type(c) is types.FunctionType and not R._user_code(c):
             kinds.append(f"calls[{len(kinds)}] is {const(c)}")

@@ -24,7 +24,7 @@ from .analysis.loops import inner_int_growth
 from .analysis.shared import function_unsafe, self_calls, shared_work
 from .analysis.names import stores as names_stored
 from .plan import einsum_letters, indexed
-from .purity import _by_id as _PURE_BY_ID, active_value, own_override, why_impure
+from .purity import _by_id as _PURE_BY_ID, active_value, own_override, pure_tensor_method, why_impure
 
 # the builtins this module calls, as they were at import: a user's later `builtins.len = ..`
 # reaches the loops it runs (api._assumptions runs them as written), not autovec's own counts
@@ -7650,6 +7650,9 @@ def _method_of(owner, attr):
     return None
 
 
+_PLAIN_ARGS = frozenset({int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device})
+
+
 def _param_methods(fn, args=(), kwargs=None, depth=0):
     """For the guard's purity check (analysis.loops._bound_methods): the first method that the
     helper `fn` calls on an argument the loop passes it (`args` / `kwargs`, None for a per-iteration
@@ -7666,10 +7669,30 @@ def _param_methods(fn, args=(), kwargs=None, depth=0):
         return None
     info = _PARAM_CHAINS.get(fn.__code__, _UNKNOWN)
     if info is _UNKNOWN:
-        info = _PARAM_CHAINS[fn.__code__] = _param_chains(fn)
+        info = _param_chains(fn)
+        if info is not None:
+            names, chains, handed = info
+            # per position: 0 no method called on it, 1 only pure tensor methods, 2 others
+            kinds = tuple(0 if p not in chains else 1 if all(len(c) == 1 and pure_tensor_method(c[0])
+                                                              for c in chains[p]) else 2 for p in names)
+            info = (names, chains, handed, kinds)
+        _PARAM_CHAINS[fn.__code__] = info
     if not info or not info[1] and not info[2]:
         return None
-    names, chains, handed = info
+    names, chains, handed, kinds = info
+    if not handed and not kwargs:
+        # (the steady state: tensors and numbers passed to parameters of tensor methods alone)
+        for k, v in enumerate(args):
+            j = k + shift
+            if j >= len(kinds):
+                break
+            kind = kinds[j]
+            if kind == 0 or v is None or type(v) in _PLAIN_ARGS or kind == 1 and (
+                    type(v) is torch.Tensor or type(v) is torch.nn.Parameter):
+                continue
+            break
+        else:
+            return None
     pairs = [(names[k + shift], v) for k, v in enumerate(args) if k + shift < len(names)]
     if kwargs:
         pairs += list(kwargs.items())
@@ -7693,8 +7716,11 @@ def _param_methods(fn, args=(), kwargs=None, depth=0):
             if hit is not None:
                 return hit
     for param, obj in pairs:
-        if obj is None:
+        if obj is None or type(obj) in _PLAIN_ARGS:
             continue
+        if (type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter) and kinds[names.index(param)] < 2 \
+                if param in names else False:
+            continue    # (a tensor's compiled methods: pure unless in place, which the helper's own scan refuses)
         for chain in chains.get(param, ()):
             v = obj
             for attr in chain:

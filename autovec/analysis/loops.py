@@ -4229,6 +4229,10 @@ def _bound_methods(nodes, ctx: Context, body: _Body, iter_vars) -> list[str]:
                 inner = fn.__func__ if isinstance(fn, types.MethodType) else fn
                 if type(inner) is not types.FunctionType or (inner.__module__ or "").startswith(("torch", "autovec")):
                     continue        # (torch's functions, builtins, classes: no helper's parameters)
+                from ..runtime import _param_chains
+                info = _param_chains(inner)
+                if info is not None and not info[1] and not info[2]:
+                    continue        # (a helper that calls no method of any parameter: nothing to check)
             args = ", ".join(src(a) if invariant(a) else "None" for a in c.args)
             kws = ", ".join(f"{k.arg!r}: {src(k.value)}" for k in c.keywords if invariant(k.value))
             out.append(f"@param_methods({src(c.func)}, ({args}{',' if len(c.args) == 1 else ''}), {{{kws}}})")
