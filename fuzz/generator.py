@@ -5390,6 +5390,9 @@ def lost_stop47(self):
     self.emit(1, "for t in range(x.shape[0]):")
     self.emit(2, "if done[t]:")
     self.emit(3, self.pick(["c = 0", "c = 0.0", "c = 0"]))
+    if self.chance(0.4):
+        # a read between the reset and the update (position ids: `pos[t] = c` then `c += 1`)
+        self.emit(2, self.pick(["out[t] = c", "out[t] = c * 2", "seen.append(c)", "out[t] = c + x[t]"]))
     self.emit(2, step)
     if use == "store":
         self.emit(2, "out[t] = c")

@@ -309,3 +309,103 @@ def test_a_reset_of_another_type_than_the_running_value_keeps_the_loops_types(st
         done[0] = False
         assert _same(autovec(fn)(x, done, start), fn(x, done, start))
     assert explain(fn, x, done, start).path == ("vectorized" if zero == "0" and term == "x[t]" else "python")
+
+
+# Reads between the reset and the update (analysis.loops._merge_resets: `(0 if c else h)`), and
+# a recurrence read before its update (an exclusive scan)
+
+def position_ids(starts):
+    pos = torch.empty(starts.shape[0], dtype=torch.long)
+    p = 0
+    for t in range(starts.shape[0]):
+        if starts[t]:
+            p = 0
+        pos[t] = p
+        p += 1
+    return pos, p
+
+
+def discounted_before(r, done, gamma):
+    before = torch.empty_like(r)
+    G = 0.0
+    for t in range(r.shape[0]):
+        if done[t]:
+            G = 0.0
+        before[t] = G
+        G = gamma * G + r[t]
+    return before, G
+
+
+def ema_before(x, a):
+    out = torch.empty_like(x)
+    h = torch.zeros(x.shape[1])
+    for t in range(x.shape[0]):
+        out[t] = h
+        h = a * h + x[t]
+    return out, h
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 50])
+def test_position_ids_from_segment_starts(n):
+    fast = autovec(position_ids)
+    for seed in range(3):
+        starts = _flags(n, seed)
+        assert _same(fast(starts), position_ids(starts))
+    assert explain(position_ids, starts).path == "vectorized"
+
+
+def test_reads_between_the_reset_and_the_update():
+    r = torch.randn(40)
+    fast = autovec(discounted_before)
+    for seed in range(3):
+        done = _flags(40, seed)
+        (wb, wG), (gb, gG) = discounted_before(r, done, 0.9), fast(r, done, 0.9)
+        torch.testing.assert_close(gb, wb)
+        torch.testing.assert_close(gG, wG)
+    assert explain(discounted_before, r, done, 0.9).path == "vectorized"
+
+
+def test_a_recurrence_stored_before_its_update():
+    x = torch.randn(30, 3)
+    got, want = autovec(ema_before)(x, 0.8), ema_before(x, 0.8)
+    torch.testing.assert_close(got, want)
+    assert explain(ema_before, x, 0.8).path == "vectorized"
+
+
+def test_other_reads_between_the_reset_and_the_update_keep_the_loop():
+    def appended(starts):
+        seen = []
+        p = 0
+        for t in range(starts.shape[0]):
+            if starts[t]:
+                p = 0
+            seen.append(p)          # (0, the reset's int, then the scan's values: the loop's list)
+            p += 1
+        return seen
+
+    def tested(starts, x):
+        out = torch.zeros(starts.shape[0])
+        p = 0.0
+        for t in range(starts.shape[0]):
+            if starts[t]:
+                p = 0.0
+            if p > 2:
+                out[t] = 1.0
+            p += x[t]
+        return out
+
+    def changes_the_flag(starts):
+        pos = torch.empty(starts.shape[0], dtype=torch.long)
+        p = 0
+        for t in range(starts.shape[0]):
+            flag = starts[t]
+            if flag:
+                p = 0
+            pos[t] = p
+            flag = not flag
+            p += 1
+        return pos
+    starts, x = _flags(20, 2), torch.randn(20)
+    for fn, args in ((appended, (starts,)), (tested, (starts, x)), (changes_the_flag, (starts,))):
+        assert _same(autovec(fn)(*args), fn(*args))
+        assert explain(fn, *args).path == "python"

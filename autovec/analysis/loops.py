@@ -2233,12 +2233,37 @@ def _merge_resets(stmts: list) -> list:
     while k < len(stmts):
         s = stmts[k]
         nxt = stmts[k + 1] if k + 1 < len(stmts) else None
+        between = []
+        if (isinstance(s, ast.If) and not s.orelse and len(s.body) == 1 and isinstance(s.body[0], ast.Assign)
+                and len(s.body[0].targets) == 1 and isinstance(s.body[0].targets[0], ast.Name)
+                and isinstance(s.body[0].value, ast.Constant) and type(s.body[0].value.value) in (int, float)
+                and s.body[0].value.value == 0 and _reset_update(nxt, s.body[0].targets[0].id) is None):
+            # statements between the reset and the update that read the value as the reset left it
+            # (`if starts[t]: p = 0` / `pos[t] = p` / `p += 1`: position ids): each read becomes
+            # `(0 if c else p)`, the value before the step where the condition does not hold, which
+            # the scan gives (an exclusive scan: analysis._scans lets stores alone read it)
+            h = s.body[0].targets[0].id
+            j = k + 1
+            while j < len(stmts) and _reset_update(stmts[j], h) is None:
+                j += 1
+            if j < len(stmts) and not any(
+                    h in nm.stores(st) or nm.stores(st) & nm.load_ids(s.test) or any(
+                        isinstance(n, (ast.For, ast.While, ast.FunctionDef, ast.Lambda, ast.ListComp, ast.SetComp,
+                                       ast.DictComp, ast.GeneratorExp, ast.NamedExpr)) for n in fastast.walk(st))
+                    for st in stmts[k + 1:j]):
+                zero = s.body[0].value.value
+                read = ast.IfExp(test=fastast.clone(s.test), body=ast.Constant(value=zero),
+                                 orelse=ast.Name(id=h, ctx=ast.Load()))
+                between = [ast.fix_missing_locations(_ReplaceName(h, read).visit(fastast.clone(st)))
+                           for st in stmts[k + 1:j]]
+                nxt = stmts[j]
         if (isinstance(s, ast.If) and not s.orelse and len(s.body) == 1 and isinstance(s.body[0], ast.Assign)
                 and len(s.body[0].targets) == 1 and isinstance(s.body[0].targets[0], ast.Name)
                 and isinstance(s.body[0].value, ast.Constant) and type(s.body[0].value.value) in (int, float)
                 and s.body[0].value.value == 0 and _reset_update(nxt, s.body[0].targets[0].id) is not None):
             h, update, aug = s.body[0].targets[0].id, _reset_update(nxt, s.body[0].targets[0].id), isinstance(nxt, ast.AugAssign)
             if h not in nm.load_ids(s.test) and h in nm.load_ids(update) and _affine_in(update, h) is not None:
+                out.extend(between)
                 keep = ast.UnaryOp(op=ast.Not(), operand=fastast.clone(s.test))
                 value = _ReplaceName(h, ast.BinOp(left=ast.Name(id=h, ctx=ast.Load()), op=ast.Mult(),
                                                   right=keep)).visit(fastast.clone(update))
@@ -2248,7 +2273,7 @@ def _merge_resets(stmts: list) -> list:
                 # (with the reset's own number, whose type the values after a reset take: runtime._reset_keeps)
                 merged._av_reset = ("reset+=:" if aug else "reset:") + repr(s.body[0].value.value)
                 out.append(ast.fix_missing_locations(_located(merged, nxt.lineno)))
-                k += 2
+                k += 2 + len(between)
                 continue
         out.append(s)
         k += 1
@@ -3768,8 +3793,14 @@ def _scans(outputs, body: _Body, targets: dict):
                 # a factor that changes every step (`gamma * (1 - done[t])`): computed per step
                 o = dataclasses.replace(o, payloads=((*o.payloads[0][:3], o.payloads[0][3] or "varying"),))
             if any(ld.id == o.target for s in body.stmts[:pos] for ld in nm.loads(s)):
-                raise Refuse(f"loop-carried dependency: `{o.target}` is read before its update at line "
-                             f"{o.lineno}", o.lineno)
+                # read before its update, only by stores (`out[t] = h` then `h = a * h + x[t]`): the
+                # values before each step, an exclusive scan (Token.add_scan's `before`)
+                reads = _value_reads(o.target, body.stmts[:pos], outputs)
+                if reads is None or reads[0] or any(ld.id == o.target for s in body.stmts[pos + 1:]
+                                                    for ld in nm.loads(s)):
+                    raise Refuse(f"loop-carried dependency: `{o.target}` is read before its update at line "
+                                 f"{o.lineno}", o.lineno)
+                o = dataclasses.replace(o, exclusive="stored", bare=reads[1])
             if o.payloads[0][3].startswith("reset+=") and not _strip_item(ast.parse(o.value, mode="eval").body)[1] \
                     and _aliases_running_value(o.target, body.stmts[pos + 1:], outputs):
                 # (a Python number added, `c += x[t].item()`, keeps one: nothing to alias)
@@ -3859,7 +3890,10 @@ def _value_reads(name: str, stmts, outputs):
         if target not in stores and target not in appends:
             return None
         appended = appended or target in appends
-        bare = bare and target in stores and isinstance(st.value, ast.Name) and st.value.id == name
+        v = st.value
+        if isinstance(v, ast.IfExp) and isinstance(v.body, ast.Constant) and name not in nm.load_ids(v.test):
+            v = v.orelse      # (`(0 if c else h)`, a read after a reset, _merge_resets: a number, or h as it is)
+        bare = bare and target in stores and isinstance(v, ast.Name) and v.id == name
     return appended, bare
 
 

@@ -938,7 +938,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 f"{T}.add_scan(_av_AV.linear_prefix({name}, {terms}, "
                 f"py_a={T}.py_out({PRE!r}, 1), varying={o.payloads[0][3]!r}, py_b={T}.py_out({PRE!r}, 0)"
                 f"{', computed=True' if _computed_factor(o.payloads[0][2]) else ''}"
-                f"{', computed_term=True' if _computed_factor(o.value) else ''}), {PYL})",
+                f"{', computed_term=True' if _computed_factor(o.value) else ''}), {PYL}"
+                f"{f', before={name}, reads={o.exclusive!r}, bare={o.bare}' if o.exclusive else ''})",
                 _av_AV=AV)
             continue
         ret = ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load()))
