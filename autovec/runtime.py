@@ -1550,6 +1550,10 @@ class FunctionRuntime:
                                           "the batches would not)")
                     lists.append(t)
             elif kind == "scatter":
+                if type(t) is list and len(w) == 2 and levels is None:
+                    # `counts[int(l)] += 1` into a Python list of ints (_list_scatter): no tensor is
+                    # written; its elements are checked there
+                    continue
                 if not isinstance(t, Tensor):
                     raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")
                 if len(w) == 5:
@@ -4524,10 +4528,41 @@ def _mm_method(self, kind, a, la, b, lb, sizes):
 FunctionRuntime.mm = _mm_method
 
 
+def _list_scatter(target, vals, idxs, op, mask, py):
+    """`counts[k] += v` into a Python list of ints (class counts, histograms), with `v` a Python
+    int in the loop (a constant, `.item()` of an integer, `int(..)`): the sums per bin, added to
+    the list's ints at the commit. Exact: integer sums in any order, checked to stay within
+    int64 (the loop's ints do not wrap). A list of anything else (floats, whose sums depend on
+    the order; tensors, which `+=` would put in the list), a tensor value, an index out of the
+    list's range (the loop raises IndexError after the earlier updates) or a store (`=`) keep
+    the loop."""
+    if op not in ("+", "-") or not py or len(idxs) != 1:
+        raise GuardFailed("only `+=` / `-=` of Python ints into a list of ints is batched (the loop decides)")
+    if not all(type(e) is int for e in target):
+        raise GuardFailed("a list whose elements are not all ints (the loop's order of additions or its types decide)")
+    i = idxs[0]
+    if not isinstance(i, torch.Tensor) or i.dim() != 1 or i.dtype not in _INDEX_INTS or vals.dim() != 1 \
+            or vals.is_floating_point() or vals.is_complex():
+        raise GuardFailed("a list updated by another kind of value or index (the loop decides)")
+    if mask is not None:
+        vals, i = _select(vals, mask), _select(i, mask)
+    size = len(target)
+    if i.numel():
+        lo, hi = torch.aminmax(i)
+        if int(lo) < -size or int(hi) >= size:
+            raise GuardFailed("an index past the list's end (the loop raises IndexError)", data=True)
+    _python_ints_fit(max((abs(e) for e in target), default=0), vals, "+")
+    i = torch.where(i < 0, i + size, i).to(torch.long)
+    sums = torch.zeros(size, dtype=torch.int64, device=vals.device).index_add_(0, i, vals.to(torch.int64))
+    return "list", (sums if op == "+" else -sums)
+
+
 def _scatter_prep(target, vals, idxs, op, mask, form="", py=False):
     """Indices and values for one `index_put_` that does what the loop's
     `target[i0, i1] op= v` does, repeated indices included (a per-bin max, min or product:
     _scatter_reduce_prep)."""
+    if type(target) is list:
+        return _list_scatter(target, vals, idxs, op, mask, py)
     if op in _REDUCES:
         return _scatter_reduce_prep(target, vals, idxs, op, mask, form, py)
     if op and target.dtype in _HALF:
@@ -5154,6 +5189,11 @@ def _scatter_commit(target, prepared, op):
     if prepared is None:
         return
     idx, vals = prepared
+    if idx == "list":
+        for k, v in enumerate(vals.tolist()):    # (_list_scatter: each bin's sum, in Python ints)
+            if v:
+                target[k] += v
+        return
     if idx == "reduce":
         # _scatter_reduce_prep: one scatter_reduce_ over the indexed dimensions flattened into one
         lin, vals = vals

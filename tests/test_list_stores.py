@@ -436,3 +436,80 @@ def test_stores_from_branches_into_a_list_keep_each_values_type():
         for _ in range(3):
             want, got = branch_numbers(x), f(x)
             assert got == want and [type(v) for v in got] == [type(v) for v in want]
+
+
+# Counts into a Python list of ints (runtime._list_scatter)
+
+def class_counts(labels, C):
+    counts = [0] * C
+    for l in labels:
+        counts[int(l)] += 1
+    return counts
+
+
+def weighted_counts(labels, w, counts):
+    for i in range(labels.shape[0]):
+        if w[i] > 0:
+            counts[labels[i]] -= w[i].item()     # (negative labels count from the end, as a list does)
+    return counts
+
+
+def _outcome(fn, *args):
+    import copy
+    args = copy.deepcopy(args)
+    try:
+        return fn(*args), args
+    except Exception as e:       # noqa: BLE001 (the loop's own error, compared)
+        return (type(e), str(e)), args
+
+
+def _same_outcome(a, b):
+    (ra, aa), (rb, ab) = a, b
+    if type(ra) is not type(rb) or ra != rb:
+        return False
+    if isinstance(ra, list) and [type(v) for v in ra] != [type(v) for v in rb]:
+        return False
+    return all(torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y for x, y in zip(aa, ab))
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 200])
+def test_counts_into_a_list_of_ints(n):
+    g = torch.Generator().manual_seed(n)
+    fast = autovec(class_counts)
+    for _ in range(3):
+        labels = torch.randint(0, 6, (n,), generator=g)
+        assert _same_outcome(_outcome(fast, labels, 6), _outcome(class_counts, labels, 6))
+    if n > 1:
+        assert explain(class_counts, labels, 6).path == "vectorized"
+
+
+def test_weighted_counts_under_a_condition_with_negative_indices():
+    g = torch.Generator().manual_seed(3)
+    labels, w = torch.randint(-4, 4, (50,), generator=g), torch.randint(-2, 5, (50,), generator=g)
+    args = (labels, w, [0, 10, 20, 30])
+    assert _same_outcome(_outcome(autovec(weighted_counts), *args), _outcome(weighted_counts, *args))
+    assert explain(weighted_counts, *args).path == "vectorized"
+
+
+@pytest.mark.parametrize("counts, labels", [
+    ([0, 1, 2.5, 3], torch.tensor([0, 2, 2, 1])),               # a float element: the order of additions decides
+    ([0, 1, True, 3], torch.tensor([0, 2, 2, 1])),              # a bool element
+    ([0, 1, 2, 3], torch.tensor([0, 2, 4, 1])),                 # an index past the end: IndexError after updates
+    ([0, 1, 2, 2 ** 62], torch.tensor([3, 3, 3, 3])),          # past int64: the loop's ints do not wrap
+])
+def test_other_lists_and_indices_keep_the_loop(counts, labels):
+    args = (labels, torch.ones(4, dtype=torch.long), counts)
+    assert _same_outcome(_outcome(autovec(weighted_counts), *args), _outcome(weighted_counts, *args))
+    assert explain(weighted_counts, *args).path == "python"
+
+
+def test_tensor_values_into_a_list_keep_the_loop():
+    def tensor_counts(labels, w):
+        counts = [0, 0, 0]
+        for i in range(labels.shape[0]):
+            counts[labels[i]] += w[i]        # (each bin becomes a 0-d tensor in the loop)
+        return counts
+    labels, w = torch.tensor([0, 2, 2, 1]), torch.tensor([1.0, 2.0, 3.0, 4.0])
+    want, got = tensor_counts(labels, w), autovec(tensor_counts)(labels, w)
+    assert [type(v) for v in got] == [type(v) for v in want] and all(
+        torch.equal(torch.as_tensor(a), torch.as_tensor(b)) for a, b in zip(got, want))
