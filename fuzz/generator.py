@@ -5307,7 +5307,24 @@ def lost_stop47(self):
     stored, appended or returned."""
     self.variants = True
     n, d = max(self.n, 1), max(self.d, 1)
-    branch = self.pick(["lag", "lag", "reset", "reset", "helper", "mask"])
+    branch = self.pick(["lag", "lag", "reset", "reset", "helper", "mask", "counts"])
+    if branch == "counts":
+        # counts into a Python list (of ints, or with a float or bool element), by Python ints,
+        # tensors or floats, under a condition, with indices past the end or negative
+        self.param("lab", f"_tensor(g, ({n} + variant,), torch.{self.pick(['int64', 'int32'])}, low=-3, high={self.pick([4, 4, 6])})")
+        self.param("w", f"_tensor(g, ({n} + variant,), torch.{self.pick(['int64', 'float32'])}, low=-2, high=5)")
+        self.param("counts", self.pick(["[0, 0, 0, 0]", "[0, 1, 2, 3]", "[0, 1.5, 2, 3]", "[0, True, 2, 3]", "[0] * 5"]))
+        val = self.pick(["1", "w[i].item()", "int(w[i])", "w[i]", "2.5", "True"])
+        op = self.pick(["+=", "-=", "+="])
+        self.emit(1, "counts = list(counts)")
+        self.emit(1, "for i in range(lab.shape[0]):")
+        if self.chance(0.3):
+            self.emit(2, "if w[i] > 0:")
+            self.emit(3, f"counts[{self.pick(['lab[i]', 'int(lab[i])'])}] {op} {val}")
+        else:
+            self.emit(2, f"counts[{self.pick(['lab[i]', 'int(lab[i])'])}] {op} {val}")
+        self.emit(1, "return counts")
+        return
     if branch == "helper":
         # a helper calling methods of an object the loop passes it: stateful, random or pure,
         # by position or keyword, directly or handed on to another helper
