@@ -4295,12 +4295,17 @@ def _exit_prefix(init, v, op, py):
 FunctionRuntime.exit_prefix = staticmethod(_exit_prefix)
 
 
-def _prefix_region(t, dim, tok, op, lag=1):
+def _prefix_region(t, dim, tok, op, lag=1, base=None):
     """The values t[start - lag : stop] has after the loop `t[i] op= t[i - lag]` (a running sum,
     product, maximum or minimum along `dim` of each chain of rows `lag` apart), computed out of
-    place. The chains are the columns of the region laid out as (rows / lag, lag): one scan."""
+    place. The chains are the columns of the region laid out as (rows / lag, lag): one scan.
+    `base`: the tensor the loop writes into where `t` is a view of it (`x[:, c]` for `x[i, c] +=
+    x[i - 1, c]`: lowering.scan); it must be one (basic indexing), or the commit would write into
+    a copy."""
     if not isinstance(t, torch.Tensor):
         raise GuardFailed("the loop updates a non-tensor")
+    if base is not None and not (isinstance(base, torch.Tensor) and t._is_view() and _storage(t) == _storage(base)):
+        raise GuardFailed("the updated part of the tensor is not a view of it (the loop decides)")
     if t.requires_grad and torch.is_grad_enabled():
         raise GuardFailed("an in-place recurrence on a tensor that requires grad keeps the loop")
     if t.dtype in _HALF and op in ("+", "*"):

@@ -5373,8 +5373,10 @@ def lost_stop47(self):
                         f"layout={self.pick(['contiguous', 'contiguous', 't'])!r}, low=-3, high=4)")
         if grad:
             self.inputs.append("x = x.detach().requires_grad_()")
-        ix = ":, i" if cols else "i"
-        ixk = f":, i - {k}" if cols else f"i - {k}"
+        # (entries after the index: the recurrence runs on that part alone, probeQ)
+        tail = self.pick(["", "", "", ", 0", ", :1", ", -1", ", 1:"]) if d > 1 else ""
+        ix = (":, i" if cols else "i") + tail
+        ixk = (f":, i - {k}" if cols else f"i - {k}") + tail
         ext = dt == "bool" or self.chance(0.5)
         if ext:
             f = self.pick(["torch.maximum", "torch.minimum", "torch.max", "torch.min"])

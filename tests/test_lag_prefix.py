@@ -182,3 +182,54 @@ def test_python_max_of_two_rows_is_not_a_running_maximum():
     with pytest.raises(RuntimeError) as got:
         autovec(py_max)(_floats(6, 2))
     assert str(got.value) == str(want.value)
+
+
+# Other entries after the index (probeQ: `x[i, c] += x[i - 1, c]` ran as a cumsum of whole rows,
+# every column of the argument changed): the recurrence runs on the view `x[:, c]`
+
+def column_cumsum(x, c):
+    for i in range(1, x.shape[0]):
+        x[i, c] += x[i - 1, c]
+    return x
+
+
+def column_slice(x):
+    for i in range(2, x.shape[0]):
+        x[i, :2] += x[i - 2, :2]
+    return x
+
+
+def column_ellipsis_max(x):
+    for i in range(1, x.shape[0]):
+        x[i, ..., 0] = torch.maximum(x[i, ..., 0], x[i - 1, ..., 0])
+    return x
+
+
+def middle_dimension(x):
+    for t in range(1, x.shape[1]):
+        x[:, t, 0] *= x[:, t - 1, 0]
+    return x
+
+
+def tensor_column(x, cols):
+    for i in range(1, x.shape[0]):
+        x[i, cols] += x[i - 1, cols]     # (advanced indexing: `x[:, cols]` is a copy, not a view)
+    return x
+
+
+@pytest.mark.parametrize("fn, make", [
+    (column_cumsum, lambda: (_ints(40, 3), 1)),
+    (column_cumsum, lambda: (_ints(40, 3), -1)),
+    (column_slice, lambda: (_ints(40, 4),)),
+    (column_ellipsis_max, lambda: (_ints(40, 2, 3),)),
+    (middle_dimension, lambda: ((_ints(3, 30, 2) % 2) + 1,)),
+    (tensor_column, lambda: (_ints(40, 4), torch.tensor([0, 2]))),
+])
+def test_other_entries_after_the_index_update_only_their_part(fn, make):
+    args = make()
+    a, b = args[0].clone(), args[0].clone()
+    fn(a, *args[1:])
+    autovec(fn)(b, *args[1:])
+    assert torch.equal(a, b)
+    if fn is not tensor_column:
+        assert explain(fn, *[x.clone() if isinstance(x, torch.Tensor) else x for x in args]).path == "vectorized"

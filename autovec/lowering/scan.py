@@ -59,6 +59,12 @@ def lower(m: Match, namer) -> Lowered:
     T, P, E, AV = namer.new(f"_av_t{L}"), namer.new(f"_av_p{L}"), namer.new("_av_e"), namer.runtime
     # (the rows before and at the loop's: one region, bounds-checked at both ends, "span")
     k = o.offset or 1
+    # the tensor the recurrence runs along: the target itself, or where the subscript has other
+    # entries after the index (`x[i, c] += x[i - 1, c]`, `x[i, :2]`, `x[:, t, 0]`), the view those
+    # entries take with the index a full slice (`x[:, c]`), along the same dimension (the entries
+    # before it are full slices: analysis.loops.match_subscript). The runtime checks it is a view.
+    view = o.target if _rest_whole(o.index_src) else o.index_src.format(":")
+    # (the bounds along that dimension are the target's: the entries before it are full slices)
     writes = expr(f"(('store', {o.target}, {o.dim}, {-k}, {o.target!r}, 'span'), "
                   f"('store', {o.target}, {o.dim}, 0, {o.target!r}, 'span'))")
     stmts = template(f"""
@@ -68,12 +74,12 @@ try:
     if _av_T is not None:
         _av_T = _av_AV.guard(_av_T, (), (), (), _av_WRITES)
     if _av_T is not None:
-        _av_P = _av_AV.prefix_region({o.target}, {o.dim}, _av_T, {o.op!r}, {k})
+        _av_P = _av_AV.prefix_region({view}, {o.dim}, _av_T, {o.op!r}, {k}{'' if view == o.target else f', {o.target}'})
 except _av_AV.Error as _av_E:
     _av_T = _av_AV.failed({L}, _av_T, _av_E)
 """, _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan, AV), _av_WRITES=writes, _av_P=P, _av_E=E)
     set_lines(stmts, plan.lineno)
-    commit = template(f"_av_AV.prefix_commit({o.target}, {o.dim}, _av_T, _av_P, {k})\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
+    commit = template(f"_av_AV.prefix_commit({view}, {o.dim}, _av_T, _av_P, {k})\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
     after = template(f"_av_AV.python_ran({L})", _av_AV=AV)
     set_lines(commit + after, plan.lineno)
     fn = {"+": "cumsum", "*": "cumprod", "max": "cummax", "min": "cummin"}[o.op]
@@ -89,6 +95,15 @@ except _av_AV.Error as _av_E:
             f"# for each r in range({k}): the chain {o.index_src.format(f'{_start(plan)} - {k} + r:{_stop(plan)}:{k}')}\n"
             f"# becomes its own torch.{fn} along dimension {o.dim} (one {fn} of all {k} chains side by side)\npass")
     return Lowered(m, stmts + [_branch(T, commit)], display, after=after)
+
+
+def _rest_whole(index_src: str) -> bool:
+    """Whether every entry of the subscript but the loop index's is a full slice `:`."""
+    import ast
+    sub = ast.parse(index_src.format("_av_index"), mode="eval").body
+    entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+    return all(isinstance(e, ast.Name) and e.id == "_av_index" or isinstance(e, ast.Slice) and e.lower is None
+               and e.upper is None and e.step is None for e in entries)
 
 
 def _start(plan):
