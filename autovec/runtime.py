@@ -4568,6 +4568,11 @@ def _scatter_prep(target, vals, idxs, op, mask, form="", py=False):
     _scatter_reduce_prep)."""
     if type(target) is list:
         return _list_scatter(target, vals, idxs, op, mask, py)
+    if not op and mask is None and len(idxs) == 2 and isinstance(idxs[1], torch.Tensor) \
+            and idxs[1].dtype == torch.bool and idxs[1].dim() > 1:
+        rows = _masked_rows(target, vals, idxs, py)
+        if rows is not None:
+            return "masked", rows
     if op in _REDUCES:
         return _scatter_reduce_prep(target, vals, idxs, op, mask, form, py)
     if op and target.dtype in _HALF:
@@ -4759,6 +4764,40 @@ def _flat_iterations(target, vals, idxs, n, op="", py=False):
         raise GuardFailed("a value that does not fit the positions it is written to (the loop raises)", data=True)
     vals = vals.reshape(n, *([1] * (len(want) - len(v))), *v).expand(n, *want).reshape(n * k, *want[len(shape):])
     return vals, flat, n * k
+
+
+def _masked_rows(target, vals, idxs, py):
+    """`img[i][masks[i]] = v` over consecutive rows i (the loop's own index, counting up by one):
+    the rows' new values as one `where` of the masks, (start, values), which the commit copies
+    into those rows; None where the rows are not consecutive (_mask_iterations then)."""
+    rows, m = idxs
+    n = m.shape[0]
+    if not isinstance(rows, torch.Tensor) or rows.dim() != 1 or rows.dtype not in _INDEX_INTS or n < 1 \
+            or rows.shape[0] != n or not rows.is_cpu:
+        return None
+    start = int(rows[0])
+    if start < 0 or start + n > target.shape[0] or not torch.equal(rows, torch.arange(start, start + n, dtype=rows.dtype)):
+        return None
+    sel = tuple(m.shape[1:])
+    if tuple(target.shape[1:1 + len(sel)]) != sel:
+        raise GuardFailed("a boolean mask of another shape than the dimensions it selects (the loop raises)")
+    if not py and vals.dtype != target.dtype and not (vals.dim() == 1 and vals.is_floating_point()
+                                                       and target.is_floating_point()):
+        raise GuardFailed("values of another dtype written through a boolean mask (index_put: the loop "
+                          "raises, or converts a number)")
+    rest = tuple(target.shape[1 + len(sel):])
+    v = tuple(vals.shape[1:])
+    while v and v[0] == 1 and len(v) > len(rest):
+        v = v[1:]
+    if len(v) > len(rest) or any(a != b and a != 1 for a, b in zip(v, rest[len(rest) - len(v):])):
+        raise GuardFailed("a value per selected position of a boolean mask (its length changes with each "
+                          "iteration's mask: the loop runs)", data=True)
+    if vals.dtype != target.dtype and not _fits(vals, target.dtype):
+        raise GuardFailed(f"values outside {target.dtype}'s range stored into it", data=True)
+    region = target.narrow(0, start, n)
+    v = vals.reshape(n, *([1] * (len(sel) + len(rest) - len(v))), *v).to(target.dtype)
+    keep = m.reshape(*m.shape, *([1] * len(rest)))
+    return start, torch.where(keep, v, region)
 
 
 def _mask_iterations(target, vals, idxs, n, op="", py=False):
@@ -5194,6 +5233,10 @@ def _scatter_commit(target, prepared, op):
     if prepared is None:
         return
     idx, vals = prepared
+    if idx == "masked":
+        start, rows = vals     # _masked_rows: the consecutive rows a boolean mask per row wrote into
+        target.narrow(0, start, rows.shape[0]).copy_(rows)
+        return
     if idx == "list":
         for k, v in enumerate(vals.tolist()):    # (_list_scatter: each bin's sum, in Python ints)
             if v:
