@@ -3953,7 +3953,9 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
     replaced blocks of 64 steps times a 64 x 64 matrix of powers: 5-8x faster from 200 to
     100,000 steps, with errors of the same size against float64.)"""
     reset, _, zero = varying.partition(":") if isinstance(varying, str) else ("", "", "")
-    if reset in ("reset", "reset+=") and isinstance(b, torch.Tensor) and not (b.is_floating_point() or b.is_complex()) \
+    if reset == "select":
+        _select_keeps(h0, b, a, float(zero) if "." in zero else int(zero), py_a, py_b)
+    if reset in ("reset", "reset+=", "select") and isinstance(b, torch.Tensor) and not (b.is_floating_point() or b.is_complex()) \
             and isinstance(a, torch.Tensor) and a.dtype == torch.bool:
         return _segment_sums(h0, b, a, py_a, py_b, reset, float(zero) if "." in zero else int(zero))
     if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
@@ -4074,7 +4076,8 @@ def _segment_sums(h0, b, a, py_a, py_b, varying, zero):
             raise GuardFailed("`+=` on a running value that starts as a tensor (the loop updates it in place)")
         if torch.result_type(h0, b[0]) != b.dtype:
             raise GuardFailed("an integer running value reset to 0 whose start has another dtype than its terms")
-    _reset_keeps(h0, b, a, zero, py_a, py_b)
+    if varying != "select":
+        _reset_keeps(h0, b, a, zero, py_a, py_b)
     if py_b and isinstance(h0, int):
         _python_ints_fit(h0, b, "+")     # (the loop's Python ints never wrap)
     want = b.dtype      # (a Python int and an integer tensor give the tensor's dtype; a start's, the same)
@@ -4089,6 +4092,23 @@ def _segment_sums(h0, b, a, py_a, py_b, varying, zero):
     offset = torch.where(last >= 0, (S - B).gather(0, last.clamp(min=0)), -start)
     out = S - offset
     return out if out.dtype == want else out.to(want)
+
+
+def _select_keeps(h0, b, a, zero, py_a, py_b):
+    """`h = 0 if c else <update>` (analysis.loops._select_resets): after a reset the loop's value
+    is the number itself, elsewhere the update's value. Only where every value is a Python number
+    of that number's type (an int count restarted at 0, a float one at 0.0) do the batch's values
+    have the loop's types at every step; a tensor update keeps the loop (its values alternate
+    between a Python number and tensors)."""
+    if isinstance(h0, torch.Tensor) or isinstance(h0, bool) or not py_b or not py_a:
+        raise GuardFailed(f"a running value set to {zero!r} under a condition, whose other values are not Python "
+                          "numbers (the loop's values alternate between the number and tensors)")
+    if b.shape[0]:
+        b0 = b[0].item()
+        a0 = a[0].item() if isinstance(a, torch.Tensor) and a[0].numel() == 1 else 1
+        if type(zero) is not type(a0 * h0 + b0) or type(h0) is not type(zero):
+            raise GuardFailed(f"a running value set to {zero!r} under a condition whose other values have another "
+                              "type (the loop's type changes there)")
 
 
 def _reset_keeps(h0, b, a, zero=0, py_a=False, py_b=False):

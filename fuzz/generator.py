@@ -5407,6 +5407,14 @@ def lost_stop47(self):
     self.emit(1, "out = torch.zeros(x.shape, dtype=torch.float64)")
     self.emit(1, "seen = []")
     self.emit(1, "for t in range(x.shape[0]):")
+    if self.chance(0.3):
+        # a restart as one conditional assignment (`c = 0 if done[t] else <update>`), either way round
+        upd = self.pick(["c + 1", "c + x[t].item()", "c + int(x[t])", "c + x[t]", "0.5 * c + 1.0", "c - 1"])
+        z = self.pick(["0", "0.0"])
+        self.emit(2, self.pick([f"c = {z} if done[t] else {upd}", f"c = {upd} if done[t] else {z}"]))
+        self.emit(2, self.pick(["out[t] = c", "seen.append(c)", "pass"]))
+        self.emit(1, "return c, out, seen")
+        return
     self.emit(2, "if done[t]:")
     self.emit(3, self.pick(["c = 0", "c = 0.0", "c = 0"]))
     if self.chance(0.4):

@@ -409,3 +409,67 @@ def test_other_reads_between_the_reset_and_the_update_keep_the_loop():
     for fn, args in ((appended, (starts,)), (tested, (starts, x)), (changes_the_flag, (starts,))):
         assert _same(autovec(fn)(*args), fn(*args))
         assert explain(fn, *args).path == "python"
+
+
+# `h = 0 if c else <update>` and its `if` / `else` spelling (analysis.loops._select_resets)
+
+def up_streak(x):
+    out = torch.zeros(x.shape[0], dtype=torch.long)
+    s = 0
+    for t in range(1, x.shape[0]):
+        s = s + 1 if x[t] > x[t - 1] else 0
+        out[t] = s
+    return out, s
+
+
+def run_lengths(done):
+    lens = []
+    c = 0
+    for t in range(done.shape[0]):
+        if done[t]:
+            c = 0
+        else:
+            c = c + 1
+        lens.append(c)
+    return lens, c
+
+
+def restarted_total(x, done):
+    total = 0
+    for t in range(x.shape[0]):
+        total = 0 if done[t] else total + int(x[t])
+    return total
+
+
+@pytest.mark.parametrize("fn, make", [
+    (up_streak, lambda n, s: (torch.randn(n, generator=torch.Generator().manual_seed(s)),)),
+    (run_lengths, lambda n, s: (_flags(n, s),)),
+    (restarted_total, lambda n, s: (torch.randint(-5, 9, (n,)), _flags(n, s))),
+])
+@pytest.mark.parametrize("n", [1, 2, 9, 60])
+def test_counts_that_restart_at_zero(fn, make, n):
+    fast = autovec(fn)
+    for seed in range(3):
+        args = make(n, seed)
+        assert _same(fast(*args), fn(*args))
+    if n > 2:
+        assert explain(fn, *args).path == "vectorized"
+
+
+def test_a_restart_whose_values_are_tensors_or_of_another_type_keeps_the_loop():
+    def tensor_total(x, done):
+        h = 0.0
+        for t in range(x.shape[0]):
+            h = 0.0 if done[t] else h + x[t]      # (0.0, then tensors: the loop's types alternate)
+        return h
+
+    def float_restart(done):
+        h = 0
+        for t in range(done.shape[0]):
+            h = 0.0 if done[t] else h + 1         # (ints until the first restart, floats after it)
+        return h
+    x, done = torch.rand(30) + 0.5, _flags(30, 4)      # (no term of -0.0: that check is another)
+    done[-1] = True          # (the loop's last value is the number itself)
+    for fn, args in ((tensor_total, (x, done)), (float_restart, (done,))):
+        assert _same(autovec(fn)(*args), fn(*args))
+        assert explain(fn, *args).path == "python"

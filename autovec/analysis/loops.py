@@ -1534,7 +1534,7 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
         stmts = [_ChainedStores(body.indices).visit(s) for s in stmts]
         if len(body.indices) == 1:
             stmts, body.own_rows = _inner_row_stores(stmts, body.indices[0])
-        stmts = _merge_resets(stmts)
+        stmts = _merge_resets(_select_resets(stmts))
     if len(body.indices) == 1:
         stmts = [_UnitSlices(body.indices[0]).visit(fastast.clone(s)) for s in stmts]
         fills = _RangeFills(body.indices[0], set().union(*map(nm.stores, stmts)) | set(iter_vars))
@@ -2277,6 +2277,54 @@ def _merge_resets(stmts: list) -> list:
                 continue
         out.append(s)
         k += 1
+    return out
+
+
+def _select_resets(stmts: list) -> list:
+    """`h = 0 if c else <affine in h>` (or the other way round, or as an `if` / `else` of the two
+    assignments: streaks, run lengths, counters that restart) reads as the one update
+    `h = h * keep * a + (0 if c else b)`, keep `not c` (`not not c` the other way round): where
+    the condition resets, the old value drops out (a factor of 0) and the term is the loop's own
+    0; elsewhere it is the update. The recurrence's payload is "select:0": the running values must
+    be Python numbers of the reset number's type (runtime._select_keeps), as the loop's are
+    after a reset."""
+    out = []
+    for s in stmts:
+        orig = s
+        if isinstance(s, ast.If) and len(s.body) == 1 and len(s.orelse) == 1 and all(
+                isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name)
+                for b in (s.body[0], s.orelse[0])) and s.body[0].targets[0].id == s.orelse[0].targets[0].id:
+            h = s.body[0].targets[0].id
+            s = ast.copy_location(ast.Assign(targets=[ast.Name(id=h, ctx=ast.Store())], value=ast.copy_location(
+                ast.IfExp(test=s.test, body=s.body[0].value, orelse=s.orelse[0].value), s.body[0].value)), s)
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+                and isinstance(s.value, ast.IfExp):
+            h, v = s.targets[0].id, s.value
+            zero_first = isinstance(v.body, ast.Constant) and type(v.body.value) in (int, float) and v.body.value == 0
+            zero_second = isinstance(v.orelse, ast.Constant) and type(v.orelse.value) in (int, float) \
+                and v.orelse.value == 0
+            other = v.orelse if zero_first else v.body if zero_second else None
+            form = _affine_in(other, h) if other is not None and h not in nm.load_ids(v.test) \
+                and h in nm.load_ids(other) else None
+            if form is not None and form[0] is not _ZERO:
+                a, b = form
+                zero = (v.body if zero_first else v.orelse).value
+                keep = ast.UnaryOp(op=ast.Not(), operand=fastast.clone(v.test))
+                if not zero_first:
+                    keep = ast.UnaryOp(op=ast.Not(), operand=keep)
+                term = ast.BinOp(left=ast.Name(id=h, ctx=ast.Load()), op=ast.Mult(), right=keep)
+                if a is not _ONE:
+                    term = ast.BinOp(left=term, op=ast.Mult(), right=_materialize(a, other))
+                # (the term times the keep flag: 0 where it resets; a term of -0.0 keeps the loop,
+                # runtime._linear_prefix, so the loop's +0 is the batch's too)
+                b_src = ast.Constant(value=0) if b is _ZERO else _materialize(b, other)
+                b_sel = ast.BinOp(left=b_src, op=ast.Mult(), right=fastast.clone(keep))
+                merged = ast.copy_location(ast.Assign(targets=[ast.Name(id=h, ctx=ast.Store())],
+                                                      value=ast.BinOp(left=term, op=ast.Add(), right=b_sel)), s)
+                merged._av_reset = "select:" + repr(zero)
+                out.append(ast.fix_missing_locations(_located(merged, s.lineno)))
+                continue
+        out.append(orig)
     return out
 
 

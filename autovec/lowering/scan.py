@@ -33,7 +33,7 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     before = {o.target for o in plan.outputs if o.kind == "scan" and o.exclusive}
     parts = [(f"`{name}` = a * `{name}` + b is a first-order linear recurrence with factor "
               f"`{lin[name].payloads[0][2]}`" + (", which changes every step (evaluated as a parallel scan)"
-                                                 if lin[name].payloads[0][3] == "varying" or lin[name].payloads[0][3].startswith("reset") else
+                                                 if lin[name].payloads[0][3] == "varying" or lin[name].payloads[0][3].startswith(("reset", "select")) else
                                                  " (evaluated as a parallel scan)"))
              if op == "lin" and name in lin else f"`{name}` is {_FORMS[op]}" if op == "lin" else
              f"`{name}` is a running {'product' if op == '*' else 'extreme' if op in ('max', 'min') or op.startswith('best') else 'log-sum-exp' if op == 'lse' else 'sum'} "
