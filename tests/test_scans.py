@@ -21,7 +21,9 @@ FACTORS = [0.0, 0.01, 0.5, 0.9, 0.99, 0.999, 1.0, -0.5, -1.0]   # |a| <= 1: the 
 
 @pytest.fixture
 def always_vectorize(monkeypatch):
-    """Small inputs: take the vectorized path whatever the cost model would pick."""
+    """Take the vectorized path whatever the cost model would pick: small inputs, and the accuracy
+    tests, whose timings a loaded machine can turn around (two busy cores slowed torch's threaded
+    scans 7x, and the cost model rightly chose the loop)."""
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
 
 
@@ -348,7 +350,7 @@ def _assert_python_and_exact(fn, *args):
 
 @pytest.mark.parametrize("n", [2000, 10000])
 @pytest.mark.parametrize("name", sorted(SCANS))
-def test_scan_error_against_float64(name, n):
+def test_scan_error_against_float64(name, n, always_vectorize):
     fn, shape, data, inplace, exact = SCANS[name]
     x = data(*SHAPES[shape](n), seed=n)
     _assert_scan(fn, x.clone())          # the cost model picks the scan on its own at this size
@@ -362,14 +364,14 @@ LONG_LINEAR = [(name, 2000) for name in LINEAR] + [("decay_rows-nd", 10000), ("r
 
 @pytest.mark.parametrize("a", FACTORS)
 @pytest.mark.parametrize("name, n", LONG_LINEAR)
-def test_linear_recurrence_error_against_float64(name, n, a):
+def test_linear_recurrence_error_against_float64(name, n, a, always_vectorize):
     fn, shape = LINEAR[name]
     x = _randn(*SHAPES[shape](n), seed=n)
     _assert_scan(fn, x, a)
     _assert_close_to_float64(fn, x, a)
 
 
-def test_decay_one_is_a_plain_cumsum():
+def test_decay_one_is_a_plain_cumsum(always_vectorize):
     x = _randn(10000, 4, seed=1)
     got = decay_rows(x, 1.0)
     want = torch.cumsum(x.double(), 0)
@@ -379,7 +381,7 @@ def test_decay_one_is_a_plain_cumsum():
     assert err <= 4 * ref + 2 * EPS32 * want.abs().max().item()
 
 
-def test_decay_zero_is_the_input():
+def test_decay_zero_is_the_input(always_vectorize):
     x = _randn(2000, 4, seed=2)
     assert torch.equal(decay_rows(x, 0.0), x)
     assert torch.equal(returns_reversed(x[:, 0].contiguous(), 0.0), x[:, 0])
@@ -559,7 +561,7 @@ def decay_after_add(x, a):
 
 @pytest.mark.parametrize("n", [300, 4000])
 @pytest.mark.parametrize("gamma", [0.9, 0.99, 1.0])
-def test_discounted_returns_with_dones_are_a_parallel_scan(n, gamma):
+def test_discounted_returns_with_dones_are_a_parallel_scan(n, gamma, always_vectorize):
     g = torch.Generator().manual_seed(16)
     r, done = torch.randn(n, generator=g), (torch.rand(n, generator=g) < 0.05).float()
     ex = _assert_scan(returns_with_dones, r, done, gamma)
@@ -568,7 +570,7 @@ def test_discounted_returns_with_dones_are_a_parallel_scan(n, gamma):
 
 
 @pytest.mark.parametrize("n", [50, 3000])
-def test_gated_recurrence_with_a_per_step_gate(n):
+def test_gated_recurrence_with_a_per_step_gate(n, always_vectorize):
     x, z = _randn(n, 4, seed=21), _randn(n, 4, seed=22)
     _assert_scan(gated_rows, x, z)
     _assert_close_to_float64(gated_rows, x, z)
@@ -576,7 +578,7 @@ def test_gated_recurrence_with_a_per_step_gate(n):
 
 @pytest.mark.parametrize("fn", [ema_lerp_form, decay_after_add], ids=["lerp-form", "factor-outside"])
 @pytest.mark.parametrize("a", [0.01, 0.5, 0.9])
-def test_other_spellings_of_a_decay(fn, a):
+def test_other_spellings_of_a_decay(fn, a, always_vectorize):
     x = _randn(2000, 3, seed=23)
     _assert_scan(fn, x, a)
     _assert_close_to_float64(fn, x, a)
