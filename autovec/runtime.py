@@ -4315,7 +4315,42 @@ def _exit_prefix(init, v, op, py):
 FunctionRuntime.exit_prefix = staticmethod(_exit_prefix)
 
 
-def _prefix_region(t, dim, tok, op, lag=1, base=None):
+def _fill_region(region, dim, lag, test, per_row):
+    """A forward fill (analysis.loops._fill_prefix): each row of `region` after its first `lag`
+    takes the row `lag` before it where `test` of its own value holds, that row as the loop left
+    it: the last row of its chain (rows `lag` apart) at or before it whose test fails, or the
+    chain's first. `per_row`: the loop takes the test's truth value per row (`if`): one element
+    per row, else the loop raises. Copies alone: exact."""
+    rows = region.narrow(dim, lag, region.shape[dim] - lag)
+    hit = test(rows)
+    if not isinstance(hit, torch.Tensor) or hit.dtype != torch.bool:
+        raise GuardFailed("a fill's test that does not give booleans (the loop decides)")
+    if per_row:
+        if region.dim() != 1 or hit.shape != rows.shape:
+            raise GuardFailed("a fill's test with several elements per row (the loop's `if` raises)")
+    elif hit.shape != rows.shape:
+        raise GuardFailed("a fill's test of another shape than the rows (the loop's where broadcasts it)")
+    n = region.shape[dim]
+    shape = [1] * region.dim()
+    shape[dim] = n
+    pos = torch.arange(n, device=region.device).view(shape).expand(region.shape)
+    head = list(hit.shape)
+    head[dim] = lag
+    keep = torch.cat([torch.ones(head, dtype=torch.bool, device=hit.device), ~hit], dim)
+    last = torch.where(keep, pos, -1)
+    if lag == 1:
+        last = last.cummax(dim).values
+    else:
+        m = -(-n // lag)
+        r = last.movedim(dim, 0)
+        if m * lag != n:
+            r = torch.cat([r, r.new_full((m * lag - n, *r.shape[1:]), -1)])
+        r = r.reshape(m, lag, *r.shape[1:]).cummax(0).values
+        last = r.reshape(m * lag, *r.shape[2:])[:n].movedim(0, dim)
+    return region.gather(dim, last)
+
+
+def _prefix_region(t, dim, tok, op, lag=1, base=None, test=None, per_row=False):
     """The values t[start - lag : stop] has after the loop `t[i] op= t[i - lag]` (a running sum,
     product, maximum or minimum along `dim` of each chain of rows `lag` apart), computed out of
     place. The chains are the columns of the region laid out as (rows / lag, lag): one scan.
@@ -4328,6 +4363,11 @@ def _prefix_region(t, dim, tok, op, lag=1, base=None):
         raise GuardFailed("the updated part of the tensor is not a view of it (the loop decides)")
     if t.requires_grad and torch.is_grad_enabled():
         raise GuardFailed("an in-place recurrence on a tensor that requires grad keeps the loop")
+    if op == "fill":
+        out = _fill_region(_prefix_rows(t, dim, tok, lag), dim, lag, test, per_row)
+        if tok.rt.events is not None:
+            tok.rt._note(tok.loop_id, "vectorized", "scan", getattr(tok, "estimate", None))
+        return out
     if t.dtype in _HALF and op in ("+", "*"):
         raise GuardFailed(_HALF_SUM)
     if op in ("max", "min"):

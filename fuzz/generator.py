@@ -5378,7 +5378,12 @@ def lost_stop47(self):
         ix = (":, i" if cols else "i") + tail
         ixk = (f":, i - {k}" if cols else f"i - {k}") + tail
         ext = dt == "bool" or self.chance(0.5)
-        if ext:
+        if self.chance(0.25) and not dt.startswith("bool"):
+            # a forward fill from the row k before, by `if` (one element per row) or `torch.where`
+            test = self.pick(["torch.isnan({r})", "{r} == 0", "{r} < 0", "torch.isnan({r}) | ({r} > 2)", "~torch.isfinite({r})"])
+            t = test.format(r=f"x[{ix}]")
+            line = self.pick([f"if {t}:\n            x[{ix}] = x[{ixk}]", f"x[{ix}] = torch.where({t}, x[{ixk}], x[{ix}])"])
+        elif ext:
             f = self.pick(["torch.maximum", "torch.minimum", "torch.max", "torch.min"])
             a, b = self.pick([(f"x[{ix}]", f"x[{ixk}]"), (f"x[{ixk}]", f"x[{ix}]")])
             line = f"x[{ix}] = {f}({a}, {b})"

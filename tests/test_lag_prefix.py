@@ -233,3 +233,73 @@ def test_other_entries_after_the_index_update_only_their_part(fn, make):
     assert torch.equal(a, b)
     if fn is not tensor_column:
         assert explain(fn, *[x.clone() if isinstance(x, torch.Tensor) else x for x in args]).path == "vectorized"
+
+
+# Forward fills: `if test(x[i]): x[i] = x[i - k]` and `x[i] = torch.where(test(x[i]), x[i - k], x[i])`
+# (analysis.loops._fill_prefix, runtime._fill_region): copies alone, exact
+
+def ffill(x):
+    for i in range(1, x.shape[0]):
+        if torch.isnan(x[i]):
+            x[i] = x[i - 1]
+    return x
+
+
+def ffill_columns(x):
+    for i in range(1, x.shape[0]):
+        x[i] = torch.where(torch.isnan(x[i]) | (x[i] < 0), x[i - 1], x[i])
+    return x
+
+
+def zero_fill_lag2(x, lo):
+    for i in range(2, x.shape[0]):
+        if x[i] <= lo:
+            x[i] = x[i - 2]
+    return x
+
+
+def _holes(*shape, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, generator=g).to(dtype)
+    return torch.where(torch.rand(*shape, generator=g) < 0.35, float("nan"), x)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (ffill, lambda s: (_holes(30, seed=s),)),
+    (ffill, lambda s: (_holes(30, seed=s, dtype=torch.float64),)),
+    (ffill_columns, lambda s: (_holes(30, 4, seed=s),)),
+    (zero_fill_lag2, lambda s: (_ints(30, seed=s), 0)),
+    (zero_fill_lag2, lambda s: (_floats(30, seed=s), torch.tensor(-0.5))),
+])
+def test_forward_fills_are_exact(fn, make):
+    for seed in range(3):
+        args = make(seed)
+        a, b = args[0].clone(), args[0].clone()
+        fn(a, *args[1:])
+        autovec(fn)(b, *args[1:])
+        assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+    assert explain(fn, *[x.clone() if isinstance(x, torch.Tensor) else x for x in args]).path == "vectorized"
+
+
+def test_a_fill_whose_test_reads_another_row_or_has_several_elements_keeps_the_loop():
+    def from_before(x):
+        for i in range(1, x.shape[0]):
+            if x[i] < x[i - 1]:          # (the row before as the loop left it: a running maximum)
+                x[i] = x[i - 1]
+        return x
+    def from_a_row_it_fills(x):
+        for i in range(1, x.shape[0]):
+            if x[i] < x[3]:              # (x[3] as the loop left it, from the fourth step on)
+                x[i] = x[i - 1]
+        return x
+    x = _floats(20)
+    x[3] = -5.0
+    for fn in (from_before, from_a_row_it_fills):
+        a, b = x.clone(), x.clone()
+        fn(a), autovec(fn)(b)
+        assert torch.equal(a, b) and explain(fn, x.clone()).path == "python"
+    with pytest.raises(RuntimeError) as want:
+        ffill(_holes(6, 2))
+    with pytest.raises(RuntimeError) as got:
+        autovec(ffill)(_holes(6, 2))
+    assert str(got.value) == str(want.value)

@@ -3954,10 +3954,23 @@ def _inplace_prefix(outputs, body: _Body, space: IterSpace, ctx=None):
             or space.reverse):
         return None
     o = outputs[0]
-    if o.kind != "store" or o.cond or o.offset != 0:
+    if o.kind != "store" or o.offset != 0:
         return None
-    value = body.stmts[0].value
     idx = space.index
+    first = body.stmts[0]
+    if o.cond:
+        # `if c(x[i]): x[i] = x[i - k]`: a fill from the row before (forward fill), below
+        if not (isinstance(first, ast.If) and not first.orelse and len(first.body) == 1
+                and isinstance(first.body[0], ast.Assign) and not o.op):
+            return None
+        return _fill_prefix(o, first.test, first.body[0].value, idx, ctx, row_test=True)
+    value = first.value
+    if (not o.op and isinstance(value, ast.Call) and len(value.args) == 3 and not value.keywords
+            and isinstance(value.func, ast.Attribute) and value.func.attr == "where"):
+        # `x[i] = torch.where(c(x[i]), x[i - k], x[i])`: the same fill, element by element
+        fill = _fill_prefix(o, value.args[0], value.args[1], idx, ctx, row_test=False, kept=value.args[2])
+        if fill is not None:
+            return fill
 
     def lag(n):
         """k where `n` is the element t[i - k] of the stored tensor (0 for t[i] itself), else None."""
@@ -3998,6 +4011,72 @@ def _inplace_prefix(outputs, body: _Body, space: IterSpace, ctx=None):
     if not k or op is None:
         return None
     return dataclasses.replace(o, kind="prefix", op=op, offset=k)
+
+
+# elementwise tests a fill's condition may be made of (`torch.isnan(x[i])`, `x[i] == 0`, `~m`)
+_FILL_TESTS = frozenset(("isnan", "isinf", "isfinite", "isneginf", "isposinf", "isreal", "logical_not", "logical_and",
+                         "logical_or", "signbit", "eq", "ne", "lt", "le", "gt", "ge"))
+
+
+def _fill_prefix(o, test, taken, idx, ctx, row_test, kept=None):
+    """`if c(x[i]): x[i] = x[i - k]` (row_test: the loop's truth test of c, one per row) or `x[i] =
+    torch.where(c(x[i]), x[i - k], x[i])`: each row (element) takes the value of the row k before
+    where the test holds on its own value, which that row already took: a forward fill, the last
+    row of its chain before it where the test failed. Returns kind "prefix" with op "fill",
+    `offset` k and the test as a function of the row (`payloads`: ("test", source with the row
+    as `_av_row`, row_test)), or None. The test may read the row and loop-invariant values only,
+    through elementwise operations (_FILL_TESTS, comparisons, `~`, `&`, `|`, `not`), so that it
+    computes on all rows at once what it computes on each."""
+    import torch
+
+    def ref(n, off):
+        return (isinstance(n, ast.Subscript) and src(n.value) == o.target
+                and match_subscript(n, idx) == (o.dim, off) and o.index_src.format("{}") == _holder(n, o.dim))
+    m = match_subscript(taken, idx) if isinstance(taken, ast.Subscript) and src(taken.value) == o.target else None
+    if not (isinstance(m, tuple) and m[0] == o.dim and type(m[1]) is int and m[1] < 0 and ref(taken, m[1])):
+        return None
+    if kept is not None and not ref(kept, 0):
+        return None
+    row = ast.Name(id="_av_row", ctx=ast.Load())
+    uses = [0]
+
+    class _Row(ast.NodeTransformer):
+        def visit_Subscript(self, node):
+            if ref(node, 0):
+                uses[0] += 1
+                return ast.copy_location(fastast.clone(row), node)
+            return self.generic_visit(node)
+    t = _Row().visit(fastast.clone(test))
+    if not uses[0] or idx in nm.load_ids(t) or o.target in nm.load_ids(t):
+        return None
+    funcs = {id(n.func) for n in fastast.walk(t) if isinstance(n, ast.Call)}
+    for n in fastast.walk(t):
+        if isinstance(n, ast.Attribute) and id(n) not in funcs:
+            return None     # (only the calls' own `torch.isnan` / `row.isnan`: no other attribute is read)
+        if isinstance(n, ast.Call):
+            if not isinstance(n.func, ast.Attribute) or n.func.attr not in _FILL_TESTS or n.keywords:
+                return None
+            try:
+                found, fn = ctx.env.resolve(src(n.func)) if isinstance(n.func.value, ast.Name) \
+                    and n.func.value.id != "_av_row" else (True, getattr(torch.Tensor, n.func.attr))
+            except Exception:
+                return None
+            if not found or getattr(torch, n.func.attr, None) is not fn and getattr(torch.Tensor, n.func.attr, None) is not fn:
+                return None
+        elif isinstance(n, (ast.Subscript, ast.Lambda, ast.IfExp, ast.NamedExpr, ast.Starred)):
+            return None
+        elif isinstance(n, ast.BinOp) and not isinstance(n.op, (ast.BitAnd, ast.BitOr)):
+            return None
+        elif isinstance(n, ast.UnaryOp) and not isinstance(n.op, (ast.Not, ast.Invert)):
+            return None
+        elif isinstance(n, ast.BoolOp):
+            return None     # (`a and b` of tensors: their truth values, which the batch does not have)
+        elif isinstance(n, ast.Compare) and (len(n.ops) != 1 or isinstance(n.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn))):
+            return None
+    if not row_test and any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not) for n in fastast.walk(t)):
+        return None     # (`not` of a row in torch.where: its truth value, an error for several elements)
+    return dataclasses.replace(o, kind="prefix", op="fill", offset=-m[1], cond=False,
+                               payloads=(("test", src(t), row_test),))
 
 
 def _holder(sub: ast.Subscript, d: int) -> str:

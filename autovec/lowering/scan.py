@@ -23,6 +23,12 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
         o = prefix[0]
         k = o.offset or 1
         what = "the previous element" if k == 1 else f"the element {k} before"
+        if o.op == "fill":
+            test = o.payloads[0][1].replace("_av_row", o.index_src.format(plan.space.index))
+            return Match("scan", plan, f"`{o.index_src.format(plan.space.index)}` takes {what} where `{test}` holds"
+                         f"{' (on each element)' if not o.payloads[0][2] else ''}: a forward fill along dimension "
+                         f"{o.dim}, each position the last one before it where the test fails (a running maximum of "
+                         "their positions, then one gather)")
         step = f"{o.op}= {what}" if o.op in ("+", "*") else f"is the {o.op}imum of itself and {what}"
         return Match("scan", plan, f"`{o.index_src.format(plan.space.index)}` {step}: an in-place {_FORMS[o.op]} "
                      f"along dimension {o.dim}" + (f", one for each of the {k} interleaved chains" if k > 1 else ""))
@@ -59,6 +65,9 @@ def lower(m: Match, namer) -> Lowered:
     T, P, E, AV = namer.new(f"_av_t{L}"), namer.new(f"_av_p{L}"), namer.new("_av_e"), namer.runtime
     # (the rows before and at the loop's: one region, bounds-checked at both ends, "span")
     k = o.offset or 1
+    # (a fill's test, a function of the rows: `lambda _av_row: torch.isnan(_av_row)`, and whether
+    # the loop takes its truth value per row, `if`, or uses it per element, `torch.where`)
+    test = f", test=(lambda _av_row: {o.payloads[0][1]}), per_row={o.payloads[0][2]}" if o.op == "fill" else ""
     # the tensor the recurrence runs along: the target itself, or where the subscript has other
     # entries after the index (`x[i, c] += x[i - 1, c]`, `x[i, :2]`, `x[:, t, 0]`), the view those
     # entries take with the index a full slice (`x[:, c]`), along the same dimension (the entries
@@ -74,7 +83,7 @@ try:
     if _av_T is not None:
         _av_T = _av_AV.guard(_av_T, (), (), (), _av_WRITES)
     if _av_T is not None:
-        _av_P = _av_AV.prefix_region({view}, {o.dim}, _av_T, {o.op!r}, {k}{'' if view == o.target else f', {o.target}'})
+        _av_P = _av_AV.prefix_region({view}, {o.dim}, _av_T, {o.op!r}, {k}, {'None' if view == o.target else o.target}{test})
 except _av_AV.Error as _av_E:
     _av_T = _av_AV.failed({L}, _av_T, _av_E)
 """, _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan, AV), _av_WRITES=writes, _av_P=P, _av_E=E)
@@ -82,6 +91,12 @@ except _av_AV.Error as _av_E:
     commit = template(f"_av_AV.prefix_commit({view}, {o.dim}, _av_T, _av_P, {k})\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
     after = template(f"_av_AV.python_ran({L})", _av_AV=AV)
     set_lines(commit + after, plan.lineno)
+    if o.op == "fill":
+        region = o.index_src.format(f"{_start(plan)} - {k}:{_stop(plan)}")
+        test = o.payloads[0][1].replace("_av_row", "rows")
+        display = template(f"# forward fill: each row where `{test}` holds takes the last row {k if k > 1 else ''} before it "
+                           f"where it does not\n{region} = {region}.gather({o.dim}, last_kept_index)")
+        return Lowered(m, stmts + [_branch(T, commit)], display, after=after)
     fn = {"+": "cumsum", "*": "cumprod", "max": "cummax", "min": "cummin"}[o.op]
     values = ".values" if o.op in ("max", "min") else ""
     if k == 1:
