@@ -4315,6 +4315,16 @@ def _exit_prefix(init, v, op, py):
 FunctionRuntime.exit_prefix = staticmethod(_exit_prefix)
 
 
+class _Flipped:
+    """The token of a walk back as the flipped region's forward scan sees it: its rows start at
+    the lag and run to the region's end (_prefix_rows takes the whole region)."""
+    __slots__ = ("start", "n", "rt", "loop_id", "estimate")
+
+    def __init__(self, tok, lag):
+        self.n, self.start, self.rt, self.loop_id = tok.n, lag, tok.rt, tok.loop_id
+        self.estimate = getattr(tok, "estimate", None)
+
+
 def _fill_region(region, dim, lag, test, per_row):
     """A forward fill (analysis.loops._fill_prefix): each row of `region` after its first `lag`
     takes the row `lag` before it where `test` of its own value holds, that row as the loop left
@@ -4363,6 +4373,12 @@ def _prefix_region(t, dim, tok, op, lag=1, base=None, test=None, per_row=False):
         raise GuardFailed("the updated part of the tensor is not a view of it (the loop decides)")
     if t.requires_grad and torch.is_grad_enabled():
         raise GuardFailed("an in-place recurrence on a tensor that requires grad keeps the loop")
+    if lag < 0:
+        # a walk back: the same scan on the region flipped along `dim`, flipped back
+        region = _prefix_rows(t, dim, tok, lag)
+        flipped = region.flip(dim)
+        out = _prefix_region(flipped, dim, _Flipped(tok, -lag), op, -lag, None, test, per_row)
+        return out.flip(dim)
     if op == "fill":
         out = _fill_region(_prefix_rows(t, dim, tok, lag), dim, lag, test, per_row)
         if tok.rt.events is not None:
@@ -4441,7 +4457,11 @@ def _prefix_commit(t, dim, tok, values, lag=1):
 
 
 def _prefix_rows(t, dim, tok, lag=1):
-    """t[start - lag : stop] along `dim`: `t` itself where that is all of it."""
+    """t[start - lag : stop] along `dim`: `t` itself where that is all of it. A negative lag is
+    a walk back (`reversed(range(a, b))`, reading t[i + k]): t[a : b + k]."""
+    if lag < 0:
+        first = tok.start - (tok.n - 1) if tok.n else tok.start
+        return t.narrow(dim, first, tok.n - lag)
     if tok.start == lag and tok.n + lag == t.shape[dim]:
         return t
     return t.narrow(dim, tok.start - lag, tok.n + lag)

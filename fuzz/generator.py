@@ -5394,6 +5394,15 @@ def lost_stop47(self):
         dim = 1 if cols else 0
         stop = self.pick([f"x.shape[{dim}]", f"x.shape[{dim}] - 1"])
         self.emit(1, "x = x * 1" if grad else "x = x")
+        if self.chance(0.3):
+            # walking back, reading the row k after (suffix scans, backward fills)
+            line = line.replace(f"i - {k}", f"i + {k}")
+            stop = self.pick([f"x.shape[{dim}] - {k}", f"x.shape[{dim}]", f"x.shape[{dim}] - {k} - 1"])
+            self.emit(1, self.pick([f"for i in reversed(range({self.pick(['0', '1'])}, {stop})):",
+                                    f"for i in range({stop} - 1, -1, -1):"]))
+            self.emit(2, line)
+            self.emit(1, "return x")
+            return
         self.emit(1, f"for i in range({start}, {stop}):")
         self.emit(2, line)
         self.emit(1, "return x")

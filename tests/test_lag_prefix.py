@@ -303,3 +303,54 @@ def test_a_fill_whose_test_reads_another_row_or_has_several_elements_keeps_the_l
     with pytest.raises(RuntimeError) as got:
         autovec(ffill)(_holes(6, 2))
     assert str(got.value) == str(want.value)
+
+
+# Walking back (`reversed(range(..))`, reading t[i + k]): the same scans and fills on the region
+# flipped, flipped back
+
+def suffix_sum(x):
+    for i in reversed(range(x.shape[0] - 1)):
+        x[i] += x[i + 1]
+    return x
+
+
+def suffix_min_lag2(x):
+    for i in reversed(range(x.shape[0] - 2)):
+        x[i] = torch.minimum(x[i], x[i + 2])
+    return x
+
+
+def bfill(x):
+    for i in reversed(range(x.shape[0] - 1)):
+        if torch.isnan(x[i]):
+            x[i] = x[i + 1]
+    return x
+
+
+@pytest.mark.parametrize("fn, make", [
+    (suffix_sum, lambda s: _ints(30, 3, seed=s)),
+    (suffix_min_lag2, lambda s: _ints(30, 2, seed=s)),
+    (bfill, lambda s: _holes(30, seed=s)),
+])
+@pytest.mark.parametrize("n", [0, 1, 2, 30])
+def test_scans_and_fills_walking_back(fn, make, n):
+    for seed in range(3):
+        x = make(seed)[:n]
+        a, b = x.clone(), x.clone()
+        fn(a), autovec(fn)(b)
+        assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+    if n > 5:
+        loop = explain(fn, x.clone()).loops[0]
+        assert loop.strategy == "scan" and explain(fn, x.clone()).path == "vectorized"
+
+
+def test_a_walk_back_reading_the_row_before_keeps_the_loop():
+    def wrong_way(x):
+        for i in reversed(range(1, x.shape[0])):
+            x[i] += x[i - 1]             # (each row the one before as it was: no running sum)
+        return x
+    x = _ints(10, 2)
+    a, b = x.clone(), x.clone()
+    wrong_way(a), autovec(wrong_way)(b)
+    assert torch.equal(a, b)
+    assert explain(wrong_way, x.clone()).loops[0].strategy != "scan"

@@ -3950,37 +3950,38 @@ def _inplace_prefix(outputs, body: _Body, space: IterSpace, ctx=None):
     over `range(a, b)`, k a positive constant: an in-place prefix sum (product, running maximum
     or minimum) of t[a - k : b] along the indexed dimension, one per residue of k (a lag of 1:
     one cumsum). Returns the output as kind "prefix" with `offset` = k, or None."""
-    if (len(outputs) != 1 or len(body.stmts) != 1 or space.kind != "range" or len(space.range_args) == 3
-            or space.reverse):
+    if len(outputs) != 1 or len(body.stmts) != 1 or space.kind != "range" or len(space.range_args) == 3:
         return None
     o = outputs[0]
     if o.kind != "store" or o.offset != 0:
         return None
     idx = space.index
+    back = space.reverse     # `for i in reversed(range(a, b)): t[i] += t[i + k]`: a suffix scan
     first = body.stmts[0]
     if o.cond:
         # `if c(x[i]): x[i] = x[i - k]`: a fill from the row before (forward fill), below
         if not (isinstance(first, ast.If) and not first.orelse and len(first.body) == 1
                 and isinstance(first.body[0], ast.Assign) and not o.op):
             return None
-        return _fill_prefix(o, first.test, first.body[0].value, idx, ctx, row_test=True)
+        return _fill_prefix(o, first.test, first.body[0].value, idx, ctx, row_test=True, back=back)
     value = first.value
     if (not o.op and isinstance(value, ast.Call) and len(value.args) == 3 and not value.keywords
             and isinstance(value.func, ast.Attribute) and value.func.attr == "where"):
         # `x[i] = torch.where(c(x[i]), x[i - k], x[i])`: the same fill, element by element
-        fill = _fill_prefix(o, value.args[0], value.args[1], idx, ctx, row_test=False, kept=value.args[2])
+        fill = _fill_prefix(o, value.args[0], value.args[1], idx, ctx, row_test=False, kept=value.args[2], back=back)
         if fill is not None:
             return fill
 
     def lag(n):
-        """k where `n` is the element t[i - k] of the stored tensor (0 for t[i] itself), else None."""
+        """k where `n` is the element t[i - k] of the stored tensor (t[i + k] walking back; 0 for
+        t[i] itself), else None."""
         if not (isinstance(n, ast.Subscript) and src(n.value) == o.target):
             return None
         m = match_subscript(n, idx)
-        if not (isinstance(m, tuple) and m[0] == o.dim and type(m[1]) is int and m[1] <= 0
+        if not (isinstance(m, tuple) and m[0] == o.dim and type(m[1]) is int and (m[1] >= 0 if back else m[1] <= 0)
                 and o.index_src.format("{}") == _holder(n, o.dim)):
             return None
-        return -m[1]
+        return abs(m[1])
 
     def pair(a, b):
         """k where (a, b) is (t[i], t[i - k]) in either order."""
@@ -4010,7 +4011,7 @@ def _inplace_prefix(outputs, body: _Body, space: IterSpace, ctx=None):
             op = "max" if fn is torch.maximum or fn is torch.max else "min"
     if not k or op is None:
         return None
-    return dataclasses.replace(o, kind="prefix", op=op, offset=k)
+    return dataclasses.replace(o, kind="prefix", op=op, offset=k, flip=back)
 
 
 # elementwise tests a fill's condition may be made of (`torch.isnan(x[i])`, `x[i] == 0`, `~m`)
@@ -4018,7 +4019,7 @@ _FILL_TESTS = frozenset(("isnan", "isinf", "isfinite", "isneginf", "isposinf", "
                          "logical_or", "signbit", "eq", "ne", "lt", "le", "gt", "ge"))
 
 
-def _fill_prefix(o, test, taken, idx, ctx, row_test, kept=None):
+def _fill_prefix(o, test, taken, idx, ctx, row_test, kept=None, back=False):
     """`if c(x[i]): x[i] = x[i - k]` (row_test: the loop's truth test of c, one per row) or `x[i] =
     torch.where(c(x[i]), x[i - k], x[i])`: each row (element) takes the value of the row k before
     where the test holds on its own value, which that row already took: a forward fill, the last
@@ -4033,8 +4034,9 @@ def _fill_prefix(o, test, taken, idx, ctx, row_test, kept=None):
         return (isinstance(n, ast.Subscript) and src(n.value) == o.target
                 and match_subscript(n, idx) == (o.dim, off) and o.index_src.format("{}") == _holder(n, o.dim))
     m = match_subscript(taken, idx) if isinstance(taken, ast.Subscript) and src(taken.value) == o.target else None
-    if not (isinstance(m, tuple) and m[0] == o.dim and type(m[1]) is int and m[1] < 0 and ref(taken, m[1])):
-        return None
+    if not (isinstance(m, tuple) and m[0] == o.dim and type(m[1]) is int and (m[1] > 0 if back else m[1] < 0)
+            and ref(taken, m[1])):
+        return None     # (walking back, `x[i + k]`: a backward fill)
     if kept is not None and not ref(kept, 0):
         return None
     row = ast.Name(id="_av_row", ctx=ast.Load())
@@ -4075,7 +4077,7 @@ def _fill_prefix(o, test, taken, idx, ctx, row_test, kept=None):
             return None
     if not row_test and any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not) for n in fastast.walk(t)):
         return None     # (`not` of a row in torch.where: its truth value, an error for several elements)
-    return dataclasses.replace(o, kind="prefix", op="fill", offset=-m[1], cond=False,
+    return dataclasses.replace(o, kind="prefix", op="fill", offset=abs(m[1]), cond=False, flip=back,
                                payloads=(("test", src(t), row_test),))
 
 

@@ -22,16 +22,18 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     if prefix:
         o = prefix[0]
         k = o.offset or 1
-        what = "the previous element" if k == 1 else f"the element {k} before"
+        what = ("the next element" if k == 1 else f"the element {k} after") if o.flip else \
+            ("the previous element" if k == 1 else f"the element {k} before")
         if o.op == "fill":
             test = o.payloads[0][1].replace("_av_row", o.index_src.format(plan.space.index))
             return Match("scan", plan, f"`{o.index_src.format(plan.space.index)}` takes {what} where `{test}` holds"
                          f"{' (on each element)' if not o.payloads[0][2] else ''}: a forward fill along dimension "
                          f"{o.dim}, each position the last one before it where the test fails (a running maximum of "
-                         "their positions, then one gather)")
+                         "their positions, then one gather)" + (", walking back (a backward fill)" if o.flip else ""))
         step = f"{o.op}= {what}" if o.op in ("+", "*") else f"is the {o.op}imum of itself and {what}"
         return Match("scan", plan, f"`{o.index_src.format(plan.space.index)}` {step}: an in-place {_FORMS[o.op]} "
-                     f"along dimension {o.dim}" + (f", one for each of the {k} interleaved chains" if k > 1 else ""))
+                     f"along dimension {o.dim}" + (f", one for each of the {k} interleaved chains" if k > 1 else "")
+                     + (", from the end (a suffix scan)" if o.flip else ""))
     if not plan.scans:
         return Refusal("no running value is read inside the loop", plan.lineno)
     lin = {o.target: o for o in plan.outputs if o.kind == "linrec"}
@@ -74,7 +76,7 @@ def lower(m: Match, namer) -> Lowered:
     # before it are full slices: analysis.loops.match_subscript). The runtime checks it is a view.
     view = o.target if _rest_whole(o.index_src) else o.index_src.format(":")
     # (the bounds along that dimension are the target's: the entries before it are full slices)
-    writes = expr(f"(('store', {o.target}, {o.dim}, {-k}, {o.target!r}, 'span'), "
+    writes = expr(f"(('store', {o.target}, {o.dim}, {k if o.flip else -k}, {o.target!r}, 'span'), "
                   f"('store', {o.target}, {o.dim}, 0, {o.target!r}, 'span'))")
     stmts = template(f"""
 _av_T = None
@@ -83,14 +85,20 @@ try:
     if _av_T is not None:
         _av_T = _av_AV.guard(_av_T, (), (), (), _av_WRITES)
     if _av_T is not None:
-        _av_P = _av_AV.prefix_region({view}, {o.dim}, _av_T, {o.op!r}, {k}, {'None' if view == o.target else o.target}{test})
+        _av_P = _av_AV.prefix_region({view}, {o.dim}, _av_T, {o.op!r}, {-k if o.flip else k}, {'None' if view == o.target else o.target}{test})
 except _av_AV.Error as _av_E:
     _av_T = _av_AV.failed({L}, _av_T, _av_E)
 """, _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan, AV), _av_WRITES=writes, _av_P=P, _av_E=E)
     set_lines(stmts, plan.lineno)
-    commit = template(f"_av_AV.prefix_commit({view}, {o.dim}, _av_T, _av_P, {k})\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
+    commit = template(f"_av_AV.prefix_commit({view}, {o.dim}, _av_T, _av_P, {-k if o.flip else k})\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
     after = template(f"_av_AV.python_ran({L})", _av_AV=AV)
     set_lines(commit + after, plan.lineno)
+    if o.flip:
+        region = o.index_src.format(f"{_start(plan)}:{_stop(plan)} + {k}")
+        fn = {"+": "cumsum", "*": "cumprod", "max": "cummax", "min": "cummin", "fill": "backward fill"}[o.op]
+        display = template(f"# from the end: {fn} of each chain of rows {k} apart, on the region flipped along "
+                           f"dimension {o.dim}, flipped back\n{region} = suffix_{o.op if o.op != '+' else 'sum'}({region})")
+        return Lowered(m, stmts + [_branch(T, commit)], display, after=after)
     if o.op == "fill":
         region = o.index_src.format(f"{_start(plan)} - {k}:{_stop(plan)}")
         test = o.payloads[0][1].replace("_av_row", "rows")
