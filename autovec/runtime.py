@@ -4846,6 +4846,31 @@ def _flat_iterations(target, vals, idxs, n, op="", py=False):
     return vals, flat, n * k
 
 
+def _mask_value(target, vals, rest, op, py):
+    """The shape of one iteration's value written through a boolean mask (leading 1s dropped),
+    where the loop's write takes it: one value per iteration of the target's dtype (a 0-d float
+    is converted, as a number), a number or a row of the dimensions after the mask's (`rest`); an
+    update whose result keeps the target's dtype. Else GuardFailed: the loop raises, or writes a
+    value per selected position, whose length changes with each iteration's mask."""
+    if not op and not py and vals.dtype != target.dtype and not (
+            vals.dim() == 1 and vals.is_floating_point() and target.is_floating_point()):
+        raise GuardFailed("values of another dtype written through a boolean mask (index_put: the loop "
+                          "raises, or converts a number)")
+    if op:
+        sample = (1.5 if vals.is_floating_point() else True if vals.dtype == torch.bool else 1) if py else \
+            torch.empty(0, dtype=vals.dtype)
+        if torch.result_type(torch.empty(0, dtype=target.dtype), sample) != target.dtype:
+            raise GuardFailed("an update through a boolean mask whose result has another dtype (index_put: the "
+                              "loop raises)")
+    v = tuple(vals.shape[1:])
+    while v and v[0] == 1 and len(v) > len(rest):
+        v = v[1:]
+    if len(v) > len(rest) or any(a != b and a != 1 for a, b in zip(v, rest[len(rest) - len(v):])):
+        raise GuardFailed("a value per selected position of a boolean mask (its length changes with each "
+                          "iteration's mask: the loop runs)", data=True)
+    return v
+
+
 def _masked_rows(target, vals, idxs, py):
     """`img[i][masks[i]] = v` over consecutive rows i (the loop's own index, counting up by one):
     the rows' new values as one `where` of the masks, (start, values), which the commit copies
@@ -4861,17 +4886,8 @@ def _masked_rows(target, vals, idxs, py):
     sel = tuple(m.shape[1:])
     if tuple(target.shape[1:1 + len(sel)]) != sel:
         raise GuardFailed("a boolean mask of another shape than the dimensions it selects (the loop raises)")
-    if not py and vals.dtype != target.dtype and not (vals.dim() == 1 and vals.is_floating_point()
-                                                       and target.is_floating_point()):
-        raise GuardFailed("values of another dtype written through a boolean mask (index_put: the loop "
-                          "raises, or converts a number)")
     rest = tuple(target.shape[1 + len(sel):])
-    v = tuple(vals.shape[1:])
-    while v and v[0] == 1 and len(v) > len(rest):
-        v = v[1:]
-    if len(v) > len(rest) or any(a != b and a != 1 for a, b in zip(v, rest[len(rest) - len(v):])):
-        raise GuardFailed("a value per selected position of a boolean mask (its length changes with each "
-                          "iteration's mask: the loop runs)", data=True)
+    v = _mask_value(target, vals, rest, "", py)
     if vals.dtype != target.dtype and not _fits(vals, target.dtype):
         raise GuardFailed(f"values outside {target.dtype}'s range stored into it", data=True)
     region = target.narrow(0, start, n)
@@ -4893,25 +4909,10 @@ def _mask_iterations(target, vals, idxs, n, op="", py=False):
     sel = tuple(m.shape[1:])
     if m.shape[0] != n or tuple(target.shape[d:d + len(sel)]) != sel:
         raise GuardFailed("a boolean mask of another shape than the dimensions it selects (the loop raises)")
-    if not op and not py and vals.dtype != target.dtype:
-        if vals.dim() == 1 and vals.is_floating_point() and target.is_floating_point():
-            vals = vals.to(target.dtype)     # (a 0-d value is converted, as a number: the loop's masked fill)
-        else:
-            raise GuardFailed("values of another dtype written through a boolean mask (index_put: the loop "
-                              "raises, or converts a number)")
-    if op:
-        sample = (1.5 if vals.is_floating_point() else True if vals.dtype == torch.bool else 1) if py else \
-            torch.empty(0, dtype=vals.dtype)
-        if torch.result_type(torch.empty(0, dtype=target.dtype), sample) != target.dtype:
-            raise GuardFailed("an update through a boolean mask whose result has another dtype (index_put: the "
-                              "loop raises)")
     rest = tuple(target.shape[d + len(sel):])
-    v = tuple(vals.shape[1:])
-    while v and v[0] == 1 and len(v) > len(rest):
-        v = v[1:]
-    if len(v) > len(rest) or any(a != b and a != 1 for a, b in zip(v, rest[len(rest) - len(v):])):
-        raise GuardFailed("a value per selected position of a boolean mask (its length changes with each "
-                          "iteration's mask: the loop runs)", data=True)
+    v = _mask_value(target, vals, rest, op, py)
+    if not op and not py and vals.dtype != target.dtype:
+        vals = vals.to(target.dtype)     # (a 0-d value is converted, as a number: the loop's masked fill)
     hits = m.reshape(n, -1).nonzero()        # (iteration, flat position), iterations first
     it = hits[:, 0]
     flat = [i[it].to(torch.long) for i in idxs[:-1]]
