@@ -4332,6 +4332,13 @@ def _fill_region(region, dim, lag, test, per_row):
     chain's first. `per_row`: the loop takes the test's truth value per row (`if`): one element
     per row, else the loop raises. Copies alone: exact."""
     rows = region.narrow(dim, lag, region.shape[dim] - lag)
+    if rows.shape[dim]:
+        # the test on one row as the loop sees it: its operands must fit a row (a loop-invariant
+        # tensor of the rows' own count would compare element by element here, and raise there)
+        one = test(rows.select(dim, 0))
+        if not isinstance(one, torch.Tensor) or one.shape != rows.select(dim, 0).shape:
+            raise GuardFailed("a fill's test whose value for one row has another shape than the row (the loop "
+                              "decides)")
     hit = test(rows)
     if not isinstance(hit, torch.Tensor) or hit.dtype != torch.bool:
         raise GuardFailed("a fill's test that does not give booleans (the loop decides)")

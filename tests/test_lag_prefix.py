@@ -354,3 +354,19 @@ def test_a_walk_back_reading_the_row_before_keeps_the_loop():
     wrong_way(a), autovec(wrong_way)(b)
     assert torch.equal(a, b)
     assert explain(wrong_way, x.clone()).loops[0].strategy != "scan"
+
+
+def test_a_fill_test_with_a_tensor_of_the_rows_count_raises_as_the_loop():
+    # `x[i] < lo` with lo of the rows' own count: each step's test has several elements in the
+    # loop (its `if` raises); all rows at once would compare element by element
+    def below(x, lo):
+        for i in range(1, x.shape[0]):
+            if x[i] < lo:
+                x[i] = x[i - 1]
+        return x
+    x, lo = _floats(8), torch.zeros(7)
+    with pytest.raises(RuntimeError) as want:
+        below(x.clone(), lo)
+    with pytest.raises(RuntimeError) as got:
+        autovec(below)(x.clone(), lo)
+    assert str(got.value) == str(want.value)

@@ -3949,7 +3949,9 @@ def _inplace_prefix(outputs, body: _Body, space: IterSpace, ctx=None):
     """`t[i] += t[i - k]` (or `t[i] = t[i] * t[i - k]`, `t[i] = torch.maximum(t[i], t[i - k])`)
     over `range(a, b)`, k a positive constant: an in-place prefix sum (product, running maximum
     or minimum) of t[a - k : b] along the indexed dimension, one per residue of k (a lag of 1:
-    one cumsum). Returns the output as kind "prefix" with `offset` = k, or None."""
+    one cumsum); a forward fill (_fill_prefix); walking back (`reversed(range(a, b))`, reading
+    t[i + k]) the same on t[a : b + k] flipped (`flip`). Returns the output as kind "prefix" with
+    `offset` = k, or None."""
     if len(outputs) != 1 or len(body.stmts) != 1 or space.kind != "range" or len(space.range_args) == 3:
         return None
     o = outputs[0]
