@@ -2080,6 +2080,13 @@ class FunctionRuntime:
         (index_put) takes values of the output's own dtype only."""
         if type(region) is list:
             return _list_store(o, mask, op, inplace, method, dim, lead, tok, py, views, same, slot)
+        if tok is not None and tok.approx and isinstance(o, torch.Tensor) and (o.is_floating_point() or o.is_complex()) \
+                and not (region.is_floating_point() or region.is_complex()):
+            # a float running value's scan rounds as the loop's steps do not; stored into an integer
+            # tensor, a value the loop keeps at exactly 1.0 and the scan at 0.9999999999999986 is 1
+            # against 0 (probeR)
+            raise GuardFailed("the values of a float scan stored into an integer tensor (its rounding would be a "
+                              "whole unit there)")
         if method:
             _method_fits(o, region, dim, lead, method)
         if not op and not dim and mask is None and not inplace and type(o) is torch.Tensor \
@@ -3441,7 +3448,8 @@ def _prefix(s0, v, op, py, inplace=False, counted=()):
         run = torch.cumsum(steps, 0)
         rest = first + run if sign == 1 else first - run     # (a Python number times a tensor costs an operation)
     out = torch.cat([first.unsqueeze(0).expand(1, *rest.shape[1:]), rest], 0)
-    return out.to(want) if out.dtype != want else out
+    out = out.to(want) if out.dtype != want else out
+    return _approx(out) if out.is_floating_point() or out.is_complex() else out
 
 
 FunctionRuntime.prefix = staticmethod(_prefix)
@@ -4006,7 +4014,13 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
     _scan_worth(n, shape, work, b.device)
     h = torch.as_tensor(h0, dtype=work, device=b.device) if not isinstance(h0, torch.Tensor) else h0.to(work)
     out = _scan_pairs(a0.expand(n, *shape), _per_step(b, shape).to(work), h.expand(shape), n)
-    return out if work == want else out.to(want)
+    return _approx(out if work == want else out.to(want))
+
+
+def _approx(t):
+    """`t`, marked as a float scan's values: equal to the loop's up to rounding (Token.approx)."""
+    t._av_approx = True
+    return t
 
 
 def _stays_unsigned(h0, a) -> bool:
@@ -4188,7 +4202,7 @@ def _linear_scan(h0, b, a, py_a, py_b=False, computed=False, computed_term=False
     _scan_worth(n, shape, work, b.device)
     h = h0 if isinstance(h0, torch.Tensor) else torch.as_tensor(h0, dtype=want, device=b.device)
     out = _scan_pairs(_per_step(a.to(work), shape), _per_step(b.to(work), shape), h.to(work), n)
-    return out if work == want else out.to(want)
+    return _approx(out if work == want else out.to(want))
 
 
 def _scan_worth(n, shape, dtype, device):
@@ -6542,6 +6556,7 @@ class Token:
         return [self.n] if self.levels is None else [k for _, _, k in self.levels]
 
     scan_lasts = None     # exclusive scans: their last running values, by position in `extra`
+    approx = False        # a float running value computed in another order than the loop's (fit_store)
 
     def add_scan(self, prefix, py, before=_UNCHANGED, reads="", changed=None, outs=(), bare=False):
         """Running values of an accumulator, passed to the body as one more per-iteration input
@@ -6564,6 +6579,8 @@ class Token:
                 # backward raises)
                 raise GuardFailed("a running value updated in place under gradients, read by an operation that "
                                   "keeps it for backward (the loop's backward raises)")
+        if isinstance(prefix, torch.Tensor) and getattr(prefix, "_av_approx", False):
+            self.approx = True
         if self.numbers or self.number_sources:
             # `s = s + r[t]` over a list of Python numbers: the loop's running values are Python
             # numbers (ints that never wrap), where the scan's are one tensor's elements

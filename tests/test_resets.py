@@ -473,3 +473,18 @@ def test_a_restart_whose_values_are_tensors_or_of_another_type_keeps_the_loop():
     for fn, args in ((tensor_total, (x, done)), (float_restart, (done,))):
         assert _same(autovec(fn)(*args), fn(*args))
         assert explain(fn, *args).path == "python"
+
+
+def test_a_float_scan_stored_into_an_integer_tensor_keeps_the_loop():
+    # (probeR) the loop keeps c at exactly 1.0; a scan in another order gives 0.9999999999999986,
+    # which the int64 store truncates to 0
+    def settles(n):
+        out = torch.zeros(n, dtype=torch.int64)
+        c = 1.0
+        for t in range(n):
+            c = c * 0.99 + 0.01
+            out[t] = c
+        return out, c
+    fast = autovec(settles)
+    for n in (300, 3000):
+        assert _same(fast(n), settles(n))
