@@ -4414,6 +4414,10 @@ def _prefix_region(t, dim, tok, op, lag=1, base=None, test=None, per_row=False):
         raise GuardFailed(f"`{op}` is not implemented for {t.dtype} on {t.device.type} (cumsum and cumprod "
                           f"are): the loop raises")
     region = _prefix_rows(t, dim, tok, lag)
+    if t.is_complex() and op in ("+", "*") and not bool(torch.isfinite(region).all()):
+        # complex inf / NaN: the loop's scalar steps give inf+nanj where cumsum / cumprod keep the
+        # other part (and cumprod's first step, 1 * (inf+0j), changes rows the loop never writes)
+        raise GuardFailed("complex values with inf or NaN in an in-place running sum or product", data=True)
     if op == "+" and (t.is_floating_point() or t.is_complex()) and _holds_minus_zero(region.narrow(dim, 0, lag)):
         # the loop's running sum stays -0.0 while every value is; cumsum starts from +0.0
         raise GuardFailed("-0.0 where an in-place running sum starts (cumsum would give +0.0)", data=True)
@@ -4883,6 +4887,9 @@ def _mask_value(target, vals, rest, op, py):
         if torch.result_type(torch.empty(0, dtype=target.dtype), sample) != target.dtype:
             raise GuardFailed("an update through a boolean mask whose result has another dtype (index_put: the "
                               "loop raises)")
+        if target.is_complex() and not (bool(torch.isfinite(vals).all()) and bool(torch.isfinite(target).all())):
+            # (complex inf / NaN: the loop's `+=` gives nan+nanj where index_put's sum keeps a part)
+            raise GuardFailed("complex values with inf or NaN updated through a boolean mask", data=True)
     v = tuple(vals.shape[1:])
     while v and v[0] == 1 and len(v) > len(rest):
         v = v[1:]

@@ -370,3 +370,12 @@ def test_a_fill_test_with_a_tensor_of_the_rows_count_raises_as_the_loop():
     with pytest.raises(RuntimeError) as got:
         autovec(below)(x.clone(), lo)
     assert str(got.value) == str(want.value)
+
+
+def test_complex_inf_keeps_the_loop():
+    # (probeR) the loop's complex steps give inf+nanj where cumsum / cumprod keep the other part
+    x = torch.tensor([complex("inf"), 1 + 1j, 0j, 2 + 0j, 3 + 1j, 4 + 0j], dtype=torch.complex64)
+    for fn in (lag2, lag2_product):
+        a, b, _, _ = _same_call(fn, x)
+        assert torch.equal(torch.view_as_real(a).isnan(), torch.view_as_real(b).isnan())
+        assert torch.equal(torch.view_as_real(a).nan_to_num(), torch.view_as_real(b).nan_to_num())

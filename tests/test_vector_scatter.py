@@ -222,3 +222,15 @@ def test_values_of_another_dtype_through_a_mask():
            path=None)
     raises_as_loop(RuntimeError, mask_update, torch.zeros(5, 4, 3, dtype=torch.int64),
                    torch.ones(5, 4, dtype=torch.bool), torch.ones(5, 3))
+
+
+def test_complex_inf_through_a_mask_keeps_the_loop():
+    img = torch.randn(3, 4, dtype=torch.complex64)
+    masks = torch.ones(3, 4, dtype=torch.bool)
+    w = torch.tensor([float("inf"), 1.0, float("nan")]).to(torch.complex64)
+    a, b = img.clone(), img.clone()
+    mask_update(a.unsqueeze(-1).expand(3, 4, 1).clone(), masks, w.view(3, 1))
+    want = mask_update(img.clone().unsqueeze(-1), masks, w.view(3, 1))
+    got = autovec(mask_update)(img.clone().unsqueeze(-1), masks, w.view(3, 1))
+    assert torch.equal(torch.view_as_real(want).isnan(), torch.view_as_real(got).isnan())
+    assert torch.equal(torch.view_as_real(want).nan_to_num(), torch.view_as_real(got).nan_to_num())
