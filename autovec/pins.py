@@ -211,8 +211,10 @@ def _build(fn):
             state["coverable"] = state["inert"] = False
             return
         for kind, path in list(targets) + [("chain", p) for p in loaded_chains(f)]:
-            if kind == "input":
-                continue      # (a module's own forward only; a plain helper skips it)
+            if kind in ("input", "self", "self-attr"):
+                # (a module's own forward only; and chains on the first parameter, which name no
+                # global: a global of that name, read here, would run its getters; probeR)
+                continue
             head, *rest = path.split(".")
             obj = resolved(f, fname, gname, head)
             for part in rest:

@@ -6137,6 +6137,8 @@ def _call_targets(fn):
         return None
     out = []
     for kind, path in list(targets) + [("chain", p) for p in loaded_chains(fn)]:
+        if kind in ("self", "self-attr", "input"):
+            continue      # (chains on the first parameter: no global of that name is read)
         head, *rest = path.split(".")
         found, obj = scope_lookup(fn, head)
         if found and rest:
@@ -7799,24 +7801,73 @@ def _param_chains(fn):
     rebound = names_stored(ast.Module(body=tree.body, type_ignores=[]))
     chains: dict = {}
     handed: list = []        # (callee's global name, ((position or keyword, parameter), ..)): `b(o, v)`
+    seen = set()             # ids of the Name nodes of parameters those account for
+    parents = {id(c): p for p in fastast.walk(tree) for c in ast.iter_child_nodes(p)}
     for n in fastast.walk(tree):
-        if not isinstance(n, ast.Call):
-            continue
-        f, path = n.func, []
-        while isinstance(f, ast.Attribute):
-            path.append(f.attr)
-            f = f.value
-        if path and isinstance(f, ast.Name) and f.id in params and f.id not in rebound:
-            chains.setdefault(f.id, []).append(tuple(reversed(path)))
-        if isinstance(n.func, ast.Name) and n.func.id not in params and n.func.id not in rebound:
-            given = tuple((k, e.id) for k, e in enumerate(n.args) if isinstance(e, ast.Name) and e.id in params
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) \
+                and not isinstance(parents.get(id(n)), ast.Attribute):
+            f, path = n, []
+            while isinstance(f, ast.Attribute):
+                path.append(f.attr)
+                f = f.value
+            if isinstance(f, ast.Name) and f.id in params and f.id not in rebound:
+                up = parents.get(id(n))
+                called = isinstance(up, ast.Call) and up.func is n
+                # a method called along the chain (`o.sub.step()`), or an attribute read (`o.scale`:
+                # a property's getter runs), "<get>"
+                chains.setdefault(f.id, []).append(tuple(reversed(path)) if called else ("<get>",) + tuple(reversed(path)))
+                seen.add(id(f))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id not in params \
+                and n.func.id not in rebound:
+            given = tuple((k, e) for k, e in enumerate(n.args) if isinstance(e, ast.Name) and e.id in params
                           and e.id not in rebound) + tuple(
-                (kw.arg, kw.value.id) for kw in n.keywords if kw.arg and isinstance(kw.value, ast.Name)
+                (kw.arg, kw.value) for kw in n.keywords if kw.arg and isinstance(kw.value, ast.Name)
                 and kw.value.id in params and kw.value.id not in rebound)
-            if given and not any(isinstance(e, ast.Starred) for e in n.args):
-                handed.append((n.func.id, given))
+            if given and not any(isinstance(e, ast.Starred) for e in n.args) and not any(
+                    kw.arg is None for kw in n.keywords):
+                handed.append((n.func.id, tuple((k, e.id) for k, e in given)))
+                seen.update(id(e) for _, e in given)
+    # any other use of a parameter (subscripted, aliased, rebound, an operand, put in a container,
+    # handed to a method or a module's function): "<escape>", checked on its object as a whole
+    for n in fastast.walk(tree):
+        if isinstance(n, ast.Name) and n.id in params and id(n) not in seen:
+            chains.setdefault(n.id, []).append(("<escape>",))
     return ([x.arg for x in a.posonlyargs + a.args], {k: tuple(dict.fromkeys(v)) for k, v in chains.items()},
             tuple(handed))
+
+
+def _inert(v, depth=0) -> bool:
+    """Whether a value runs no Python code of its own and holds nothing that does: a plain tensor, a
+    Python number, string or None, a dtype or device, a module, or a list, tuple or dict of those
+    (two levels deep)."""
+    if v is None or type(v) in _PLAIN_ARGS or type(v) in (torch.Size, types.ModuleType):
+        return True
+    if type(v) is torch.Tensor or type(v) is torch.nn.Parameter:
+        return True
+    if depth < 2 and type(v) in (list, tuple):
+        return all(_inert(e, depth + 1) for e in v)
+    if depth < 2 and type(v) is dict:
+        return all(_inert(e, depth + 1) for e in v.values())
+    return False
+
+
+def _escaping(obj, param):
+    """None where a helper may use the argument `obj` any way it likes (inert, or a module with no
+    effect of its own); else a stand-in the purity check refuses."""
+    if _inert(obj):
+        return None
+    if isinstance(obj, torch.nn.Module):
+        from .purity import module_impurity
+        bad = module_impurity(obj)
+        return None if not bad else _Unchecked(bad)
+    return _Unchecked(f"`{param}`, a {type(obj).__name__} the helper uses otherwise than through its methods "
+                      "(subscripted, aliased, rebound, an operand or handed on)")
+
+
+# methods of compiled types that change their object (numpy's arrays; a list's and a dict's are
+# purity.MUTATORS), which purity.why_impure's check of a value's method does not name
+_COMPILED_MUTATORS = frozenset(("fill", "sort", "resize", "put", "itemset", "setflags", "setfield", "partition",
+                                "byteswap", "fill_diagonal", "shuffle"))
 
 
 def _method_of(owner, attr):
@@ -7824,6 +7875,21 @@ def _method_of(owner, attr):
     where the object has no such attribute; an _Unchecked where a getter would run."""
     if isinstance(owner, (torch.Tensor, types.ModuleType)) or type(owner) in (dict, list, tuple, str, set):
         return getattr(owner, attr, None)
+    if attr in _COMPILED_MUTATORS and not isinstance(getattr(type(owner), attr, None), types.FunctionType):
+        return _Unchecked(f"{type(owner).__qualname__}.{attr} (changes its object)")
+    if isinstance(owner, type):
+        # a class passed as an argument: its class and static methods, as `C.m` binds them
+        for klass in owner.__mro__:
+            if attr in klass.__dict__:
+                c = klass.__dict__[attr]
+                if isinstance(c, classmethod):
+                    return types.MethodType(c.__func__, owner)
+                if isinstance(c, staticmethod):
+                    return c.__func__
+                if isinstance(c, (types.FunctionType, types.BuiltinFunctionType)) or not hasattr(type(c), "__get__"):
+                    return c
+                return _Unchecked(f"{owner.__qualname__}.{attr} (read through a descriptor)")
+        return None
     if isinstance(owner, torch.nn.Module):
         v = _peek(owner, (attr,))
         if v is not _UNKNOWN:
@@ -7853,6 +7919,34 @@ def _method_of(owner, attr):
 _PLAIN_ARGS = frozenset({int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device})
 
 
+class _Elements:
+    """The elements of a loop-invariant container, one of which a helper gets per iteration
+    (`h(objs[i % 2], x[i])`): runtime.param_methods checks one of each type."""
+    __slots__ = ("container",)
+
+    def __init__(self, container):
+        self.container = container
+
+
+def _elements_of(c):
+    if isinstance(c, torch.Tensor) or type(c) in _PLAIN_ARGS:
+        return None           # (its elements are tensors or characters: nothing of their own runs)
+    return _Elements(c)
+
+
+def _representatives(c):
+    """One element of each type in a container (its values for a dict); None where it is no
+    list, tuple or dict (the container itself is then checked as a whole)."""
+    if type(c) is dict:
+        c = c.values()
+    elif type(c) not in (list, tuple):
+        return None
+    reps = {}
+    for e in c:
+        reps.setdefault(type(e), e)
+    return list(reps.values())
+
+
 def _param_methods(fn, args=(), kwargs=None, depth=0):
     """For the guard's purity check (analysis.loops._bound_methods): the first method that the
     helper `fn` calls on an argument the loop passes it (`args` / `kwargs`, None for a per-iteration
@@ -7862,6 +7956,10 @@ def _param_methods(fn, args=(), kwargs=None, depth=0):
     calls too, four levels deep (deeper: refused)."""
     if depth > 4:
         return _Unchecked("a helper's argument handed on through more than four helpers")
+    while isinstance(fn, functools.partial):
+        # (the objects a partial binds are its first arguments and keywords)
+        args, kwargs = tuple(fn.args) + tuple(args), {**fn.keywords, **(kwargs or {})}
+        fn = fn.func
     shift = 0
     if isinstance(fn, types.MethodType):
         fn, shift = fn.__func__, 1
@@ -7873,8 +7971,9 @@ def _param_methods(fn, args=(), kwargs=None, depth=0):
         if info is not None:
             names, chains, handed = info
             # per position: 0 no method called on it, 1 only pure tensor methods, 2 others
-            kinds = tuple(0 if p not in chains else 1 if all(len(c) == 1 and pure_tensor_method(c[0])
-                                                              for c in chains[p]) else 2 for p in names)
+            kinds = tuple(0 if p not in chains else 1 if all(
+                c[0] in ("<escape>", "<get>") or len(c) == 1 and pure_tensor_method(c[0]) for c in chains[p]) else 2
+                for p in names)
             info = (names, chains, handed, kinds)
         _PARAM_CHAINS[fn.__code__] = info
     if not info or not info[1] and not info[2]:
@@ -7887,6 +7986,8 @@ def _param_methods(fn, args=(), kwargs=None, depth=0):
             if j >= len(kinds):
                 break
             kind = kinds[j]
+            if type(v) is _Elements:
+                break
             if kind == 0 or v is None or type(v) in _PLAIN_ARGS or kind == 1 and (
                     type(v) is torch.Tensor or type(v) is torch.nn.Parameter):
                 continue
@@ -7915,13 +8016,38 @@ def _param_methods(fn, args=(), kwargs=None, depth=0):
             hit = _param_methods(g, tuple(pos), kws, depth + 1)
             if hit is not None:
                 return hit
+    expanded = []
     for param, obj in pairs:
+        if type(obj) is _Elements:
+            reps = _representatives(obj.container)
+            if reps is None:
+                bad = _escaping(obj.container, param)
+                if bad is not None:
+                    return bad
+                continue
+            expanded += [(param, e) for e in reps]
+        else:
+            expanded.append((param, obj))
+    for param, obj in expanded:
         if obj is None or type(obj) in _PLAIN_ARGS:
             continue
         if (type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter) and kinds[names.index(param)] < 2 \
                 if param in names else False:
             continue    # (a tensor's compiled methods: pure unless in place, which the helper's own scan refuses)
         for chain in chains.get(param, ()):
+            if chain[0] == "<escape>":
+                bad = _escaping(obj, param)
+                if bad is not None:
+                    return bad
+                continue
+            if chain[0] == "<get>":
+                if isinstance(obj, (torch.Tensor, types.ModuleType)):
+                    continue
+                from .purity import _getter_impurity
+                bad = _getter_impurity(obj, list(chain[1:]), getattr(fn, "__qualname__", "helper"))
+                if bad:
+                    return _Unchecked(bad)
+                continue
             v = obj
             for attr in chain:
                 v = _method_of(v, attr)
@@ -7933,3 +8059,4 @@ def _param_methods(fn, args=(), kwargs=None, depth=0):
 
 
 FunctionRuntime.param_methods = staticmethod(_param_methods)
+FunctionRuntime.elements_of = staticmethod(_elements_of)

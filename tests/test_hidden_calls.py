@@ -549,3 +549,173 @@ def test_an_argument_handed_on_to_another_helper_is_checked_there():
     assert torch.equal(autovec(apply_relay)(x, b), apply_relay(x, a))
     assert a.k == b.k == 12
     assert "Ticker.next" in " ".join(explain(apply_relay, x, Ticker()).notes)
+
+
+# probeR's escapes from the check of a helper's argument objects
+
+class Counted:
+    made = 0
+
+    def __init__(self):
+        self.n = 0
+
+    def tick(self):
+        self.n += 1
+        return 1.0
+
+    @property
+    def val(self):
+        self.n += 1
+        return 1.0
+
+    @classmethod
+    def bump(cls):
+        cls.made += 1
+        return 1.0
+
+
+def h_subscript(lst, v):
+    return v * lst[0].tick()
+
+
+def h_alias(o, v):
+    p = o
+    return v * p.tick()
+
+
+def h_property(o, v):
+    return v * o.val
+
+
+def h_class(c, v):
+    return v * c.bump()
+
+
+def h_numpy(a, v):
+    a.fill(a[0] + 1)
+    return v * 2
+
+
+def _apply(helper, x, obj):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = helper(obj, x[i])
+    return out
+
+
+def apply_subscript(x, o):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = h_subscript(o, x[i])
+    return out
+
+
+def apply_alias(x, o):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = h_alias(o, x[i])
+    return out
+
+
+def apply_property(x, o):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = h_property(o, x[i])
+    return out
+
+
+def apply_class(x, o):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = h_class(o, x[i])
+    return out
+
+
+def apply_numpy(x, o):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = h_numpy(o, x[i])
+    return out
+
+
+def apply_partial(x, o):
+    import functools
+    h = functools.partial(h_alias, o)
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = h(x[i])
+    return out
+
+
+def h_tick(o, v):
+    return v * o.tick()
+
+
+def apply_per_iteration(x, objs):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = h_tick(objs[i % 2], x[i])
+    return out
+
+
+def test_a_compiled_method_that_changes_its_object_keeps_the_loop():
+    import numpy as np
+
+    def h_fill(a, v):
+        a.fill(3.0)
+        return v * 2
+
+    def apply_fill(x, a):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = h_fill(a, x[i])
+        return out
+    x, a = torch.randn(6, 2), np.zeros(3)
+    assert torch.equal(autovec(apply_fill)(x, a), apply_fill(x, np.zeros(3)))
+    assert "changes its object" in " ".join(explain(apply_fill, x, np.zeros(3)).notes)
+
+
+def _state(o):
+    import numpy as np
+    if isinstance(o, type):
+        return o.made
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, list):
+        return [_state(e) for e in o]
+    return o.n
+
+
+@pytest.mark.parametrize("fn, make", [
+    (apply_subscript, lambda: [Counted()]),
+    (apply_alias, Counted),
+    (apply_property, Counted),
+    (apply_class, lambda: Counted),
+    (apply_numpy, lambda: __import__("numpy").zeros(3)),
+    (apply_partial, Counted),
+    (apply_per_iteration, lambda: [Counted(), Counted()]),
+])
+def test_argument_objects_reached_otherwise_keep_the_loop(fn, make):
+    # each step changes the object; the batch, or the one-time check, would change it a different
+    # number of times (probeR)
+    x = torch.randn(12, 3)
+    for _ in range(3):
+        Counted.made = 0
+        a = make()
+        want = fn(x, a)
+        sa = _state(a)
+        Counted.made = 0
+        b = make()
+        got = autovec(fn)(x, b)
+        assert torch.equal(got, want) and _state(b) == sa
+
+
+def test_a_getter_on_the_first_parameter_is_not_read_through_a_global_of_its_name():
+    # (probeR: the pins' walk read `o.val` through a module global named `o`, running its getter)
+    global o
+    o = Counted()
+    try:
+        autovec(apply_property)(torch.randn(4, 2), Counted())
+        assert o.n == 0
+    finally:
+        del o

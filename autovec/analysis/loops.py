@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import functools
 import operator
 import types
 from dataclasses import dataclass, field
@@ -4384,13 +4385,20 @@ def _bound_methods(nodes, ctx: Context, body: _Body, iter_vars) -> list[str]:
             if not (isinstance(c, ast.Call) and invariant(c.func)) or any(
                     isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
                 continue
-            if not any(invariant(a) for a in c.args) and not any(invariant(k.value) for k in c.keywords):
-                continue
             try:
                 found, fn = ctx.env.resolve(src(c.func))
             except Exception:       # (an attribute that cannot be read without running the user's code)
                 found, fn = False, None
-            if found:
+            if not any(invariant(a) or isinstance(a, ast.Subscript) and invariant(a.value) for a in c.args) \
+                    and not any(invariant(k.value) or isinstance(k.value, ast.Subscript) and invariant(k.value.value)
+                                for k in c.keywords) and not (
+                    isinstance(c.func, ast.Name) and (not found or isinstance(fn, functools.partial))):
+                # (a callee by a name the analysis cannot resolve, `h = functools.partial(helper, obj)`
+                # made before the loop, or a partial: the objects it binds are its arguments)
+                continue
+            if found and isinstance(fn, functools.partial):
+                pass
+            elif found:
                 inner = fn.__func__ if isinstance(fn, types.MethodType) else fn
                 if type(inner) is not types.FunctionType or (inner.__module__ or "").startswith(("torch", "autovec")):
                     continue        # (torch's functions, builtins, classes: no helper's parameters)
@@ -4398,8 +4406,16 @@ def _bound_methods(nodes, ctx: Context, body: _Body, iter_vars) -> list[str]:
                 info = _param_chains(inner)
                 if info is not None and not info[1] and not info[2]:
                     continue        # (a helper that calls no method of any parameter: nothing to check)
-            args = ", ".join(src(a) if invariant(a) else "None" for a in c.args)
-            kws = ", ".join(f"{k.arg!r}: {src(k.value)}" for k in c.keywords if invariant(k.value))
+            def given(e):
+                # (an element of a loop-invariant container, `objs[i % 2]`: each of its elements may
+                # be the argument, runtime.elements_of)
+                if invariant(e):
+                    return src(e)
+                if isinstance(e, ast.Subscript) and invariant(e.value):
+                    return f"{{AV}}.elements_of({src(e.value)})"
+                return None
+            args = ", ".join(given(a) or "None" for a in c.args)
+            kws = ", ".join(f"{k.arg!r}: {given(k.value)}" for k in c.keywords if given(k.value))
             out.append(f"@param_methods({src(c.func)}, ({args}{',' if len(c.args) == 1 else ''}), {{{kws}}})")
     return list(dict.fromkeys(out))
 

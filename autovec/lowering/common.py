@@ -445,7 +445,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
     free_expr = expr("(" + "".join(f"{f}, " for f in plan.free) + ")")
     # ("@param_methods(..)": runtime.param_methods's check of a helper's calls of methods of its
     # arguments, analysis.loops._bound_methods)
-    calls_expr = expr("(" + "".join(f"{AV}.{c[1:]}, " if c.startswith("@") else f"{c}, " for c in plan.callables) + ")")
+    calls_expr = expr("(" + "".join(f"{AV}.{c[1:].replace('{AV}', AV)}, " if c.startswith("@") else f"{c}, "
+                                    for c in plan.callables) + ")")
     writes = []
     for o in plan.outputs:
         # a fresh output (allocated right before the loop, analysis/_fresh_allocation) is a new
