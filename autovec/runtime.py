@@ -7934,6 +7934,19 @@ class _Elements:
         self.container = container
 
 
+class _Contained:
+    """Values an argument expression is made of (`(o, 2.0)`, `o or None`): the argument may be any
+    of them or hold them, so each must be inert (runtime.param_methods)."""
+    __slots__ = ("values",)
+
+    def __init__(self, values):
+        self.values = values
+
+
+def _contained(values):
+    return None if all(_inert(v) for v in values) else _Contained(values)
+
+
 def _elements_of(c):
     if isinstance(c, torch.Tensor) or type(c) in _PLAIN_ARGS:
         return None           # (its elements are tensors or characters: nothing of their own runs)
@@ -7985,14 +7998,14 @@ def _param_methods(fn, args=(), kwargs=None, depth=0):
     if not info or not info[1] and not info[2]:
         return None
     names, chains, handed, kinds = info
-    if not handed and not kwargs:
+    if not handed and not kwargs and not fn.__defaults__ and not fn.__kwdefaults__:
         # (the steady state: tensors and numbers passed to parameters of tensor methods alone)
         for k, v in enumerate(args):
             j = k + shift
             if j >= len(kinds):
                 break
             kind = kinds[j]
-            if type(v) is _Elements:
+            if type(v) is _Elements or type(v) is _Contained:
                 break
             if kind == 0 or v is None or type(v) in _PLAIN_ARGS or kind == 1 and (
                     type(v) is torch.Tensor or type(v) is torch.nn.Parameter):
@@ -8003,6 +8016,20 @@ def _param_methods(fn, args=(), kwargs=None, depth=0):
     pairs = [(names[k + shift], v) for k, v in enumerate(args) if k + shift < len(names)]
     if kwargs:
         pairs += list(kwargs.items())
+    # the parameters the call leaves to their defaults: those objects too (`def h(v, c=C)`)
+    given_names = {p for p, _ in pairs}
+    if fn.__defaults__:
+        pos = names[len(names) - len(fn.__defaults__):]
+        pairs += [(p, v) for p, v in zip(pos, fn.__defaults__) if p not in given_names and p in chains]
+    if fn.__kwdefaults__:
+        pairs += [(p, v) for p, v in fn.__kwdefaults__.items() if p not in given_names and p in chains]
+    for p, v in list(pairs):
+        if type(v) is _Contained:
+            for e in v.values:
+                bad = _escaping(e, p)
+                if bad is not None:
+                    return bad
+    pairs = [(p, v) for p, v in pairs if type(v) is not _Contained]
     if handed:
         from .frontend import scope_lookup
         known = {p: v for p, v in pairs if v is not None}
@@ -8066,3 +8093,4 @@ def _param_methods(fn, args=(), kwargs=None, depth=0):
 
 FunctionRuntime.param_methods = staticmethod(_param_methods)
 FunctionRuntime.elements_of = staticmethod(_elements_of)
+FunctionRuntime.contained = staticmethod(_contained)

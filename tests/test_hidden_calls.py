@@ -719,3 +719,97 @@ def test_a_getter_on_the_first_parameter_is_not_read_through_a_global_of_its_nam
         assert o.n == 0
     finally:
         del o
+
+
+# probeS: defaults, starred arguments and expressions at the call site
+
+_DEFAULT = Counted()
+
+
+def h_default(v, c=_DEFAULT):
+    return v * c.tick()
+
+
+def h_tuple(t, v):
+    o, k = t
+    return v * o.tick() * k
+
+
+def h_kwdefault(v, *, c=_DEFAULT):
+    return v * c.tick()
+
+
+def apply_default(x, o):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = h_default(x[i])
+    return out
+
+
+def apply_kwdefault(x, o):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = h_kwdefault(x[i])
+    return out
+
+
+def apply_starred(x, o):
+    args = (o,)
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = h_tick(*args, x[i])
+    return out
+
+
+def apply_keywords(x, o):
+    kw = {"o": o}
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = h_tick(v=x[i], **kw)
+    return out
+
+
+def apply_tuple(x, o):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = h_tuple((o, 2.0), x[i])
+    return out
+
+
+def apply_or(x, o):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = h_tick(o or None, x[i])
+    return out
+
+
+@pytest.mark.parametrize("fn", [apply_starred, apply_keywords, apply_tuple, apply_or])
+def test_objects_passed_through_stars_or_expressions_keep_the_loop(fn):
+    x = torch.randn(10, 2)
+    a, b = Counted(), Counted()
+    assert torch.equal(autovec(fn)(x, b), fn(x, a)) and a.n == b.n == 10
+
+
+@pytest.mark.parametrize("fn", [apply_default, apply_kwdefault])
+def test_an_object_in_a_helpers_default_keeps_the_loop(fn):
+    x = torch.randn(10, 2)
+    before = _DEFAULT.n
+    want = fn(x, None)
+    mid = _DEFAULT.n
+    got = autovec(fn)(x, None)
+    assert torch.equal(got, want) and mid - before == _DEFAULT.n - mid == 10
+
+
+def test_inert_values_in_expressions_and_defaults_still_vectorize():
+    def scaled(v, cfg, eps=1e-5):
+        return v * cfg["scale"] + eps
+
+    def apply_cfg(x, cfg, fallback):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = scaled(x[i], cfg or fallback)
+        return out
+    x = torch.randn(10, 2)
+    args = (x, {"scale": 2.0}, {"scale": 1.0})
+    assert torch.equal(autovec(apply_cfg)(*args), apply_cfg(*args))
+    assert explain(apply_cfg, *args).path == "vectorized"

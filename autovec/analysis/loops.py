@@ -4373,25 +4373,49 @@ def _bound_methods(nodes, ctx: Context, body: _Body, iter_vars) -> list[str]:
     arguments (`jitter(rng, x[i])`, `self.noisy(self.rng, x[i])`), as runtime checks of the
     methods the callee calls on those parameters (`rng.normal()`): "@param_methods(f, (args..),
     {kw: ..})", which the lowering writes as a call of runtime.param_methods in the guard's
-    callables (a per-iteration argument is None there). What a helper's parameter is, only its
-    call site knows: a batched body would call such a method once where the loop calls it once
-    per iteration, and the one-time check, which calls it too, would leave the object changed
-    for the loop that runs after it."""
+    callables (a per-iteration argument is None there; a starred one, `*args`, `**kw`, passes
+    on as it is; an element of an invariant container, `objs[i % 2]`, each of its elements; an
+    expression holding invariant names, `(o, 2.0)`, `o or None`, those names' values, which
+    must then be inert). The callee's own defaults are checked there too. What a helper's
+    parameter is, only its call site knows: a batched body would call such a method once where
+    the loop calls it once per iteration, and the one-time check, which calls it too, would
+    leave the object changed for the loop that runs after it."""
     out = []
     invariant = lambda e: isinstance(e, (ast.Name, ast.Attribute)) and _base_ok(e) and _root(e) not in body.assigned \
         and _root(e) not in iter_vars
+    bound = set(body.assigned) | set(iter_vars)
+
+    def given(e):
+        if invariant(e):
+            return src(e)
+        if isinstance(e, ast.Subscript) and invariant(e.value):
+            # (an element of a loop-invariant container: each of its elements may be the argument)
+            return f"{{AV}}.elements_of({src(e.value)})"
+        called = {id(n.func) for n in fastast.walk(e) if isinstance(n, ast.Call)}
+        names = [n.id for n in fastast.walk(e) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                 and n.id not in bound and id(n) not in called]
+        if names:
+            # (an expression holding invariant values, `(o, 2.0)`, `o or None`: what it gives may be
+            # any of them, or hold them)
+            return f"{{AV}}.contained(({', '.join(dict.fromkeys(names))},))"
+        return None
     for n in nodes:
         for c in fastast.walk(n):
-            if not (isinstance(c, ast.Call) and invariant(c.func)) or any(
-                    isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
+            if not (isinstance(c, ast.Call) and invariant(c.func)):
                 continue
             try:
                 found, fn = ctx.env.resolve(src(c.func))
             except Exception:       # (an attribute that cannot be read without running the user's code)
                 found, fn = False, None
-            if not any(invariant(a) or isinstance(a, ast.Subscript) and invariant(a.value) for a in c.args) \
-                    and not any(invariant(k.value) or isinstance(k.value, ast.Subscript) and invariant(k.value.value)
-                                for k in c.keywords) and not (
+            starred = any(isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords)
+            values = [a.value if isinstance(a, ast.Starred) else a for a in c.args] + [k.value for k in c.keywords]
+            inner_fn = getattr(fn, "__func__", fn)
+            # (defaults holding objects, `def h(v, c=C)`: numbers and strings need no check; the pins
+            # of a helper see its defaults rebound)
+            defaults = found and isinstance(inner_fn, types.FunctionType) and not all(
+                v is None or type(v) in (int, float, bool, complex, str, bytes)
+                for v in (inner_fn.__defaults__ or ()) + tuple((inner_fn.__kwdefaults__ or {}).values()))
+            if not starred and not defaults and not any(given(v) for v in values) and not (
                     isinstance(c.func, ast.Name) and (not found or isinstance(fn, functools.partial))):
                 # (a callee by a name the analysis cannot resolve, `h = functools.partial(helper, obj)`
                 # made before the loop, or a partial: the objects it binds are its arguments)
@@ -4406,17 +4430,18 @@ def _bound_methods(nodes, ctx: Context, body: _Body, iter_vars) -> list[str]:
                 info = _param_chains(inner)
                 if info is not None and not info[1] and not info[2]:
                     continue        # (a helper that calls no method of any parameter: nothing to check)
-            def given(e):
-                # (an element of a loop-invariant container, `objs[i % 2]`: each of its elements may
-                # be the argument, runtime.elements_of)
-                if invariant(e):
-                    return src(e)
-                if isinstance(e, ast.Subscript) and invariant(e.value):
-                    return f"{{AV}}.elements_of({src(e.value)})"
-                return None
-            args = ", ".join(given(a) or "None" for a in c.args)
-            kws = ", ".join(f"{k.arg!r}: {given(k.value)}" for k in c.keywords if given(k.value))
-            out.append(f"@param_methods({src(c.func)}, ({args}{',' if len(c.args) == 1 else ''}), {{{kws}}})")
+            parts = []
+            for a in c.args:
+                if isinstance(a, ast.Starred):
+                    # (`*args`: its values as the call spreads them; per iteration: each may hold anything)
+                    parts.append(f"*{src(a.value)}" if invariant(a.value) else f"{given(a.value) or 'None'}")
+                else:
+                    parts.append(given(a) or "None")
+            kws = [f"{k.arg!r}: {given(k.value)}" for k in c.keywords if k.arg is not None and given(k.value)]
+            kws += [f"**{src(k.value)}" if invariant(k.value) else f"'**': {given(k.value) or 'None'}"
+                    for k in c.keywords if k.arg is None]
+            args = ", ".join(parts)
+            out.append(f"@param_methods({src(c.func)}, ({args}{',' if len(parts) == 1 else ''}), {{{', '.join(kws)}}})")
     return list(dict.fromkeys(out))
 
 
