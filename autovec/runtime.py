@@ -4849,11 +4849,7 @@ def _flat_iterations(target, vals, idxs, n, op="", py=False):
         # (`x[i, cols] += v` adds in place into the gathered copy, `x[i, cols] = x[i, cols] + v`
         # makes a new one, which index_put refuses where its dtype is not the target's: a wider
         # v; the same in both where the result keeps the target's dtype)
-        sample = (1.5 if vals.is_floating_point() else True if vals.dtype == torch.bool else 1) if py else \
-            torch.empty(0, dtype=vals.dtype)
-        if torch.result_type(torch.empty(0, dtype=target.dtype), sample) != target.dtype:
-            raise GuardFailed("an update through a tensor of indices whose result has another dtype (index_put: the "
-                              "loop raises)")
+        _update_keeps_dtype(target, vals, py, "a tensor of indices")
     shape = broadcast_shapes(*(tuple(i.shape[1:]) for i in idxs))
     k = math.prod(shape)
     flat = [i.reshape(n, *([1] * (len(shape) - i.dim() + 1)), *i.shape[1:]).expand(n, *shape).reshape(n * k)
@@ -4877,6 +4873,15 @@ def _flat_iterations(target, vals, idxs, n, op="", py=False):
     return vals, flat, n * k
 
 
+def _update_keeps_dtype(target, vals, py, through):
+    """An update `target[..] op= v` through an index tensor or a mask: index_put takes the result
+    only in the target's own dtype (the loop raises otherwise)."""
+    sample = (1.5 if vals.is_floating_point() else True if vals.dtype == torch.bool else 1) if py else \
+        torch.empty(0, dtype=vals.dtype)
+    if torch.result_type(torch.empty(0, dtype=target.dtype), sample) != target.dtype:
+        raise GuardFailed(f"an update through {through} whose result has another dtype (index_put: the loop raises)")
+
+
 def _mask_value(target, vals, rest, op, py):
     """The shape of one iteration's value written through a boolean mask (leading 1s dropped),
     where the loop's write takes it: one value per iteration of the target's dtype (a 0-d float
@@ -4888,11 +4893,7 @@ def _mask_value(target, vals, rest, op, py):
         raise GuardFailed("values of another dtype written through a boolean mask (index_put: the loop "
                           "raises, or converts a number)")
     if op:
-        sample = (1.5 if vals.is_floating_point() else True if vals.dtype == torch.bool else 1) if py else \
-            torch.empty(0, dtype=vals.dtype)
-        if torch.result_type(torch.empty(0, dtype=target.dtype), sample) != target.dtype:
-            raise GuardFailed("an update through a boolean mask whose result has another dtype (index_put: the "
-                              "loop raises)")
+        _update_keeps_dtype(target, vals, py, "a boolean mask")
         if target.is_complex() and not (bool(torch.isfinite(vals).all()) and bool(torch.isfinite(target).all())):
             # (complex inf / NaN: the loop's `+=` gives nan+nanj where index_put's sum keeps a part)
             raise GuardFailed("complex values with inf or NaN updated through a boolean mask", data=True)
