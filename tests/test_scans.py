@@ -1140,3 +1140,44 @@ def test_a_plain_float32_factor_near_one_runs_in_float64(a):
     err, loop_err, got, loop = _errors(_decay_tensor, x, a, h0)
     assert got.dtype == torch.float32
     assert err <= loop_err + 2 * EPS32 * loop.abs().max().item()
+
+
+# A running value stored back into the row it read (`s = s + x[t]; x[t] = s`): the term is consumed
+# by the update's arithmetic at its step, so the row's view is no value kept past the store
+
+def cumsum_back_into_rows(x):
+    s = 0.0
+    for t in range(x.shape[0]):
+        s = s + x[t]
+        x[t] = s
+    return x, s
+
+
+def running_max_back_into_rows(x):
+    m = torch.full_like(x[0], -1e9)
+    for t in range(x.shape[0]):
+        m = torch.maximum(m, x[t])
+        x[t] = m
+    return x, m
+
+
+@pytest.mark.parametrize("fn", [cumsum_back_into_rows, running_max_back_into_rows])
+def test_a_running_value_stored_back_into_its_rows(fn, always_vectorize):
+    x = torch.randint(-5, 6, (40, 3)).double()
+    a, b = x.clone(), x.clone()
+    (wx, ws), (gx, gs) = fn(a), autovec(fn)(b)
+    assert torch.equal(a, b) and torch.equal(ws, gs) and gx is b
+    assert explain(fn, x.clone()).path == "vectorized"
+
+
+def test_a_running_value_kept_as_the_rows_view_keeps_the_loop(always_vectorize):
+    def kept(x, y):
+        for t in range(x.shape[0]):
+            r = x[t]             # (a view of the row, read after the store: the loop's shows it)
+            x[t] = r * 2
+            y[t] = r + 1
+        return x, y
+    x = torch.randn(10, 2)
+    a, b = (x.clone(), torch.zeros(10, 2)), (x.clone(), torch.zeros(10, 2))
+    kept(*a), autovec(kept)(*b)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])

@@ -3428,6 +3428,10 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
 
     # every read of an output target other than the store itself is a dependence
     markers = {x.marker for x in outputs if x.marker}
+    # (a running value's terms and factors are consumed by its update's arithmetic at their own
+    # step, `s = s + x[t]` then `x[t] = s`: a view of the row there is no value kept past the store)
+    kept_values = markers - {x.marker for x in outputs if x.kind in ("scan", "accum", "linrec")} - {
+        x.payloads[0][1] for x in outputs if x.kind == "linrec"}
     ahead = set()       # reads of a stored tensor at elements only later iterations write (_ahead_read)
     store_subs = {}     # target -> [(marker, subscript)] of its plain stores
     for out, payload in body.outputs:
@@ -3456,7 +3460,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                              ld.lineno)
             if o.kind == "store" and _same_index_read(ld, n, o, index) and \
                     _read_before_store(ld, all_nodes, o) and not _view_after_store(
-                        ld, n, all_nodes, o, ctx, markers, store_subs.get(ld.id, ())):
+                        ld, n, all_nodes, o, ctx, kept_values, store_subs.get(ld.id, ())):
                 continue
             key = _ahead_read(ld, n, o, index, space, ctx)
             if key is not None:
