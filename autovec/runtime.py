@@ -4387,13 +4387,16 @@ def _fill_region(region, dim, lag, test, per_row):
     return region.gather(dim, last)
 
 
-def _prefix_region(t, dim, tok, op, lag=1, base=None, test=None, per_row=False):
+def _prefix_region(t, dim, tok, op, lag=1, base=None, test=None, per_row=False, named=""):
     """The values t[start - lag : stop] has after the loop `t[i] op= t[i - lag]` (a running sum,
     product, maximum or minimum along `dim` of each chain of rows `lag` apart), computed out of
     place. The chains are the columns of the region laid out as (rows / lag, lag): one scan.
     `base`: the tensor the loop writes into where `t` is a view of it (`x[:, c]` for `x[i, c] +=
     x[i - 1, c]`: lowering.scan); it must be one (basic indexing), or the commit would write into
     a copy."""
+    if named and not (type(lag) is int and (lag <= -1 if named == "back" else lag >= 1)):
+        # (a lag held in a name, `x[i - period]`: an int of at least 1 this call, in the loop's direction)
+        raise GuardFailed("a lag that is not a positive int (the loop decides)")
     if not isinstance(t, torch.Tensor):
         raise GuardFailed("the loop updates a non-tensor")
     if base is not None and not (isinstance(base, torch.Tensor) and t._is_view() and _storage(t) == _storage(base)):

@@ -379,3 +379,43 @@ def test_complex_inf_keeps_the_loop():
         a, b, _, _ = _same_call(fn, x)
         assert torch.equal(torch.view_as_real(a).isnan(), torch.view_as_real(b).isnan())
         assert torch.equal(torch.view_as_real(a).nan_to_num(), torch.view_as_real(b).nan_to_num())
+
+
+# A lag held in a name (`x[i - period]`, probeR's false refusal): its value checked on each call
+
+def undiff(x, period):
+    for i in range(period, x.shape[0]):
+        x[i] += x[i - period]
+    return x
+
+
+def suffix_max_by(x, k):
+    for i in reversed(range(x.shape[0] - k)):
+        x[i] = torch.maximum(x[i], x[i + k])
+    return x
+
+
+@pytest.mark.parametrize("fn", [undiff, suffix_max_by])
+@pytest.mark.parametrize("k", [1, 3, 7, 0, -2, 2.0, True, torch.tensor(2)])
+def test_a_lag_held_in_a_name(fn, k):
+    x = _ints(30, 2)
+    try:
+        want, err = fn(x.clone(), k), None
+    except Exception as e:      # noqa: BLE001 (the loop's own error, compared)
+        want, err = None, type(e)
+    if err is not None:
+        with pytest.raises(err):
+            autovec(fn)(x.clone(), k)
+        return
+    assert torch.equal(autovec(fn)(x.clone(), k), want)
+    assert explain(fn, x.clone(), k).path == ("vectorized" if type(k) is int and k >= 1 else "python")
+
+
+def test_a_negative_lag_by_name_reads_ahead_as_the_loop():
+    # x[i - period] with period -2 reads two rows ahead, which no step has written: no running sum
+    def ahead(x, period):
+        for i in range(3, x.shape[0] - 5):
+            x[i] += x[i - period]
+        return x
+    x = _ints(20, 2)
+    assert torch.equal(autovec(ahead)(x.clone(), -2), ahead(x.clone(), -2))

@@ -3981,10 +3981,19 @@ def _inplace_prefix(outputs, body: _Body, space: IterSpace, ctx=None):
 
     def lag(n):
         """k where `n` is the element t[i - k] of the stored tensor (t[i + k] walking back; 0 for
-        t[i] itself), else None."""
+        t[i] itself), else None. A lag held in a loop-invariant name (`t[i - period]`): that
+        name's source, a string (its value is checked on each call: runtime._prefix_region)."""
         if not (isinstance(n, ast.Subscript) and src(n.value) == o.target):
             return None
         m = match_subscript(n, idx)
+        if m == "other" and o.index_src.format("{}") == _holder(n, o.dim):
+            entries = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+            e = entries[o.dim] if o.dim < len(entries) else None
+            if (isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add if back else ast.Sub)
+                    and isinstance(e.left, ast.Name) and e.left.id == idx and isinstance(e.right, ast.Name)
+                    and e.right.id not in (idx, o.target) and e.right.id not in body.assigned):
+                return e.right.id
+            return None
         if not (isinstance(m, tuple) and m[0] == o.dim and type(m[1]) is int and (m[1] >= 0 if back else m[1] <= 0)
                 and o.index_src.format("{}") == _holder(n, o.dim)):
             return None
@@ -3998,9 +4007,11 @@ def _inplace_prefix(outputs, body: _Body, space: IterSpace, ctx=None):
         if lb == 0 and la:
             return la
         return None
+    def some(k):
+        return k if k != 0 else None
     k, op = None, None
     if o.op in ("+", "*"):
-        k, op = lag(value) or None, o.op
+        k, op = some(lag(value)), o.op
     elif o.op == "" and isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Mult)):
         k, op = pair(value.left, value.right), "+" if isinstance(value.op, ast.Add) else "*"
     elif (o.op == "" and ctx is not None and isinstance(value, ast.Call) and len(value.args) == 2
@@ -4018,6 +4029,9 @@ def _inplace_prefix(outputs, body: _Body, space: IterSpace, ctx=None):
             op = "max" if fn is torch.maximum or fn is torch.max else "min"
     if not k or op is None:
         return None
+    if isinstance(k, str):
+        # (a lag by name: `payloads` holds it, `offset` 0)
+        return dataclasses.replace(o, kind="prefix", op=op, offset=0, flip=back, payloads=(("lag", k),))
     return dataclasses.replace(o, kind="prefix", op=op, offset=k, flip=back)
 
 

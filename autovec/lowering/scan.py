@@ -21,7 +21,7 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     prefix = [o for o in plan.outputs if o.kind == "prefix"]
     if prefix:
         o = prefix[0]
-        k = o.offset or 1
+        k = o.payloads[0][1] if o.payloads and o.payloads[0][0] == "lag" else o.offset or 1
         what = ("the next element" if k == 1 else f"the element {k} after") if o.flip else \
             ("the previous element" if k == 1 else f"the element {k} before")
         if o.op == "fill":
@@ -32,7 +32,8 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
                          "their positions, then one gather)" + (", walking back (a backward fill)" if o.flip else ""))
         step = f"{o.op}= {what}" if o.op in ("+", "*") else f"is the {o.op}imum of itself and {what}"
         return Match("scan", plan, f"`{o.index_src.format(plan.space.index)}` {step}: an in-place {_FORMS[o.op]} "
-                     f"along dimension {o.dim}" + (f", one for each of the {k} interleaved chains" if k > 1 else "")
+                     f"along dimension {o.dim}" + (f", one for each of the `{k}` interleaved chains (an int of at least 1 on each call)"
+                                              if isinstance(k, str) else f", one for each of the {k} interleaved chains" if k > 1 else "")
                      + (", from the end (a suffix scan)" if o.flip else ""))
     if not plan.scans:
         return Refusal("no running value is read inside the loop", plan.lineno)
@@ -66,7 +67,8 @@ def lower(m: Match, namer) -> Lowered:
     L = plan.loop_id
     T, P, E, AV = namer.new(f"_av_t{L}"), namer.new(f"_av_p{L}"), namer.new("_av_e"), namer.runtime
     # (the rows before and at the loop's: one region, bounds-checked at both ends, "span")
-    k = o.offset or 1
+    sym = o.payloads and o.payloads[0][0] == "lag"
+    k = f"({o.payloads[0][1]})" if sym else o.offset or 1      # (a lag by name: its value, checked on each call)
     # (a fill's test, a function of the rows: `lambda _av_row: torch.isnan(_av_row)`, and whether
     # the loop takes its truth value per row, `if`, or uses it per element, `torch.where`)
     test = f", test=(lambda _av_row: {o.payloads[0][1]}), per_row={o.payloads[0][2]}" if o.op == "fill" else ""
@@ -76,7 +78,8 @@ def lower(m: Match, namer) -> Lowered:
     # before it are full slices: analysis.loops.match_subscript). The runtime checks it is a view.
     view = o.target if _rest_whole(o.index_src) else o.index_src.format(":")
     # (the bounds along that dimension are the target's: the entries before it are full slices)
-    writes = expr(f"(('store', {o.target}, {o.dim}, {k if o.flip else -k}, {o.target!r}, 'span'), "
+    back_k, fwd_k = (k, f"-{k}") if sym else (k, -k)
+    writes = expr(f"(('store', {o.target}, {o.dim}, {back_k if o.flip else fwd_k}, {o.target!r}, 'span'), "
                   f"('store', {o.target}, {o.dim}, 0, {o.target!r}, 'span'))")
     stmts = template(f"""
 _av_T = None
@@ -85,12 +88,12 @@ try:
     if _av_T is not None:
         _av_T = _av_AV.guard(_av_T, (), (), (), _av_WRITES)
     if _av_T is not None:
-        _av_P = _av_AV.prefix_region({view}, {o.dim}, _av_T, {o.op!r}, {-k if o.flip else k}, {'None' if view == o.target else o.target}{test})
+        _av_P = _av_AV.prefix_region({view}, {o.dim}, _av_T, {o.op!r}, {fwd_k if o.flip else k}, {'None' if view == o.target else o.target}{test}{', named=' + repr('back' if o.flip else 'ahead') if sym else ''})
 except _av_AV.Error as _av_E:
     _av_T = _av_AV.failed({L}, _av_T, _av_E)
 """, _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan, AV), _av_WRITES=writes, _av_P=P, _av_E=E)
     set_lines(stmts, plan.lineno)
-    commit = template(f"_av_AV.prefix_commit({view}, {o.dim}, _av_T, _av_P, {-k if o.flip else k})\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
+    commit = template(f"_av_AV.prefix_commit({view}, {o.dim}, _av_T, _av_P, {fwd_k if o.flip else k})\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
     after = template(f"_av_AV.python_ran({L})", _av_AV=AV)
     set_lines(commit + after, plan.lineno)
     if o.flip:
@@ -110,6 +113,9 @@ except _av_AV.Error as _av_E:
     if k == 1:
         region = o.index_src.format(f"{_start(plan)} - 1:{_stop(plan)}")
         display = template(f"{region} = torch.{fn}({region}, dim={o.dim}){values}")
+    elif sym:
+        display = template(f"# for each r in range({k}): the chain {o.index_src.format(f'{_start(plan)} - {k} + r:{_stop(plan)}:{k}')}\n"
+                           f"# becomes its own torch.{fn} along dimension {o.dim} (one {fn} of all the chains side by side)\npass")
     else:
         display = template("\n".join(
             f"{o.index_src.format(f'{_start(plan)} - {k - r}:{_stop(plan)}:{k}')} = torch.{fn}("
