@@ -5403,6 +5403,13 @@ def lost_stop47(self):
             self.emit(2, line)
             self.emit(1, "return x")
             return
+        if self.chance(0.25):
+            # the lag held in an argument (`x[i - lag]`), whose value may be another int, 0, negative
+            self.param("lag", f"{k} if variant == 0 else {self.pick([str(k), '1', '0', '-1', '2'])}")
+            line = line.replace(f"i - {k}", "i - lag")
+            start = self.pick(["lag", "lag", "1", "lag + 1"])
+            if "lag" not in line:
+                self.emit(1, "del lag")
         self.emit(1, f"for i in range({start}, {stop}):")
         self.emit(2, line)
         self.emit(1, "return x")
