@@ -3967,11 +3967,15 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
     replaced blocks of 64 steps times a 64 x 64 matrix of powers: 5-8x faster from 200 to
     100,000 steps, with errors of the same size against float64.)"""
     reset, _, zero = varying.partition(":") if isinstance(varying, str) else ("", "", "")
+    zero = float(zero) if "." in zero else int(zero) if zero else 0     # (the reset's own number)
+    if reset == "reset+=" and isinstance(h0, torch.Tensor):
+        # (`h += v` updates the start in place until the first reset; the batch would not)
+        raise GuardFailed("`+=` on a running value that starts as a tensor (the loop updates it in place)")
     if reset == "select":
-        _select_keeps(h0, b, a, float(zero) if "." in zero else int(zero), py_a, py_b)
+        _select_keeps(h0, b, a, zero, py_a, py_b)
     if reset in ("reset", "reset+=", "select") and isinstance(b, torch.Tensor) and not (b.is_floating_point() or b.is_complex()) \
             and isinstance(a, torch.Tensor) and a.dtype == torch.bool:
-        return _segment_sums(h0, b, a, py_a, py_b, reset, float(zero) if "." in zero else int(zero))
+        return _segment_sums(h0, b, a, py_a, py_b, reset, zero)
     if not isinstance(b, torch.Tensor) or not (b.is_floating_point() or b.is_complex()):
         raise GuardFailed("a linear recurrence on non-floating values keeps the loop")
     if isinstance(h0, bool) or isinstance(h0, torch.Tensor) and h0.dtype == torch.bool:
@@ -3986,10 +3990,7 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
         # -0.0); the scan's sums may give +0.0
         raise GuardFailed("-0.0 among a linear recurrence's terms (the batched sums may give +0.0)", data=True)
     if reset in ("reset", "reset+="):
-        if reset == "reset+=" and isinstance(h0, torch.Tensor):
-            # (`h += v` updates the start in place until the first reset; the batch would not)
-            raise GuardFailed("`+=` on a running value that starts as a tensor (the loop updates it in place)")
-        _reset_keeps(h0, b, a, float(zero) if "." in zero else int(zero), py_a, py_b)
+        _reset_keeps(h0, b, a, zero, py_a, py_b)
     if varying:
         return _linear_scan(h0, b, a, py_a, py_b, computed, computed_term)
     a0 = a[0] if isinstance(a, torch.Tensor) and a.dim() >= 1 else a
@@ -4091,11 +4092,8 @@ def _segment_sums(h0, b, a, py_a, py_b, varying, zero):
     n = b.shape[0]
     if n == 0:
         raise GuardFailed("an empty recurrence keeps the loop")
-    if isinstance(h0, torch.Tensor):
-        if varying == "reset+=":
-            raise GuardFailed("`+=` on a running value that starts as a tensor (the loop updates it in place)")
-        if torch.result_type(h0, b[0]) != b.dtype:
-            raise GuardFailed("an integer running value reset to 0 whose start has another dtype than its terms")
+    if isinstance(h0, torch.Tensor) and torch.result_type(h0, b[0]) != b.dtype:
+        raise GuardFailed("an integer running value reset to 0 whose start has another dtype than its terms")
     if varying != "select":
         _reset_keeps(h0, b, a, zero, py_a, py_b)
     if py_b and isinstance(h0, int):
@@ -4374,23 +4372,31 @@ def _fill_region(region, dim, lag, test, per_row):
     head = list(hit.shape)
     head[dim] = lag
     keep = torch.cat([torch.ones(head, dtype=torch.bool, device=hit.device), ~hit], dim)
-    last = torch.where(keep, pos, -1)
-    if lag == 1:
-        last = last.cummax(dim).values
-    else:
-        m = -(-n // lag)
-        r = last.movedim(dim, 0)
-        if m * lag != n:
-            r = torch.cat([r, r.new_full((m * lag - n, *r.shape[1:]), -1)])
-        r = r.reshape(m, lag, *r.shape[1:]).cummax(0).values
-        last = r.reshape(m * lag, *r.shape[2:])[:n].movedim(0, dim)
+    last = _by_chains(torch.where(keep, pos, -1), dim, lag, lambda r, d: r.cummax(d).values)
     return region.gather(dim, last)
+
+
+def _by_chains(t, dim, lag, scan):
+    """`scan(x, d)` along `dim` of each chain of rows `lag` apart (rows r, r + lag, r + 2 lag ..):
+    the chains side by side as the columns of (rows / lag, lag), one scan along the first; padded
+    at the end, where a chain's later rows never reach its earlier ones."""
+    if lag == 1:
+        return scan(t, dim)
+    rows = t.shape[dim]
+    m = -(-rows // lag)
+    r = t.movedim(dim, 0)
+    if m * lag != rows:
+        r = torch.cat([r, r.new_zeros(m * lag - rows, *r.shape[1:])])
+    r = scan(r.reshape(m, lag, *r.shape[1:]), 0)
+    return r.reshape(m * lag, *r.shape[2:])[:rows].movedim(0, dim)
 
 
 def _prefix_region(t, dim, tok, op, lag=1, base=None, test=None, per_row=False, named=""):
     """The values t[start - lag : stop] has after the loop `t[i] op= t[i - lag]` (a running sum,
-    product, maximum or minimum along `dim` of each chain of rows `lag` apart), computed out of
-    place. The chains are the columns of the region laid out as (rows / lag, lag): one scan.
+    product, maximum or minimum along `dim` of each chain of rows `lag` apart, _by_chains; op
+    "fill", a fill by `test`: _fill_region), computed out of place. A negative lag walks back
+    (`reversed(range(..))` reading t[i + k]). `named`: the lag is a name's value ("ahead" or
+    "back"), checked here.
     `base`: the tensor the loop writes into where `t` is a view of it (`x[:, c]` for `x[i, c] +=
     x[i - 1, c]`: lowering.scan); it must be one (basic indexing), or the commit would write into
     a copy."""
@@ -4435,19 +4441,9 @@ def _prefix_region(t, dim, tok, op, lag=1, base=None, test=None, per_row=False, 
         raise GuardFailed("NaN or zeros of both signs in an in-place running extreme keep the loop", data=True)
     if op == "*":
         _products_in_range(region, None, dim)
-    scan = {"+": torch.cumsum, "*": torch.cumprod}.get(op)
-    if lag == 1:
-        out = scan(region, dim) if scan else (torch.cummax if op == "max" else torch.cummin)(region, dim).values
-    else:
-        rows = region.shape[dim]
-        m = -(-rows // lag)
-        r = region.movedim(dim, 0)
-        if m * lag != rows:
-            # (padded at the end: a chain's later rows never reach its earlier ones)
-            r = torch.cat([r, r.new_zeros(m * lag - rows, *r.shape[1:])])
-        r = r.reshape(m, lag, *r.shape[1:])
-        r = scan(r, 0) if scan else (torch.cummax if op == "max" else torch.cummin)(r, 0).values
-        out = r.reshape(m * lag, *r.shape[2:])[:rows].movedim(0, dim)
+    scan = {"+": torch.cumsum, "*": torch.cumprod, "max": lambda r, d: torch.cummax(r, d).values,
+            "min": lambda r, d: torch.cummin(r, d).values}[op]
+    out = _by_chains(region, dim, lag, scan)
     if tok.rt.events is not None:
         tok.rt._note(tok.loop_id, "vectorized", "scan", getattr(tok, "estimate", None))
     return out if out.dtype is t.dtype else out.to(t.dtype)
@@ -7797,9 +7793,12 @@ _PARAM_CHAINS: dict = {}     # code object -> (positional parameter names, {para
 
 
 def _param_chains(fn):
-    """The attribute chains a function calls methods along on each of its parameters (`rng.normal()`:
-    ("normal",); `o.sub.step()`: ("sub", "step")), for parameters it never rebinds; None where its
-    source is unknown (its own purity check refuses it then)."""
+    """What a function does with each of its parameters, for runtime.param_methods: (positional
+    names, {parameter: chains}, handed). A chain is a method called along attributes (`rng.normal()`:
+    ("normal",); `o.sub.step()`: ("sub", "step")), an attribute read ("<get>", ..: a getter runs),
+    or ("<escape>",), any other use (subscripted, aliased, rebound, an operand, handed to a method);
+    `handed`: the parameters passed by name to a function called by its global name (checked in
+    that one's own uses). None where its source is unknown (its own purity check refuses it)."""
     from .frontend import NoSource
     from .purity import _capture_cached
     try:
@@ -8068,8 +8067,8 @@ def _param_methods(fn, args=(), kwargs=None, depth=0):
     for param, obj in expanded:
         if obj is None or type(obj) in _PLAIN_ARGS:
             continue
-        if (type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter) and kinds[names.index(param)] < 2 \
-                if param in names else False:
+        if (type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter) and param in names \
+                and kinds[names.index(param)] < 2:
             continue    # (a tensor's compiled methods: pure unless in place, which the helper's own scan refuses)
         for chain in chains.get(param, ()):
             if chain[0] == "<escape>":

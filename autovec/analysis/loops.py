@@ -2222,63 +2222,59 @@ def _row_aliases(stmts: list, indices) -> list:
 
 
 def _merge_resets(stmts: list) -> list:
-    """`if c: h = 0` right before `h = <affine in h>` (a running value reset under a condition:
-    returns at episode ends, sums per segment) reads as the one update with `h` replaced by
-    `h * (not c)`: where the condition holds the old value drops out (a factor of 0, exact for
-    the finite values the batched recurrence admits), elsewhere it stays (a factor of 1).
-    `not c` is the loop's own truth test (NaN counts as true; several elements raise), and a
-    Python bool, so the factor takes the running value's dtype as `gamma * h` does. The reset
-    value must be the constant 0."""
+    """`if c: h = 0` before `h = <affine in h>` or `h += v` (a running value reset under a
+    condition: returns at episode ends, sums per segment, counts since a reset) reads as the one
+    update with `h` replaced by `h * (not c)`: where the condition holds the old value drops out
+    (a factor of 0, exact for the finite values the batched recurrence admits), elsewhere it
+    stays (a factor of 1). `not c` is the loop's own truth test (NaN counts as true; several
+    elements raise), and a Python bool, so the factor takes the running value's dtype as `gamma *
+    h` does. The reset value must be the constant 0 or 0.0; the payload "reset:0" ("reset+=:0"
+    for `+=`) carries it to runtime._reset_keeps, which checks what a reset changes (the types
+    after it, and for `+=` a start the loop would update in place)."""
     out = []
     k = 0
     while k < len(stmts):
         s = stmts[k]
-        nxt = stmts[k + 1] if k + 1 < len(stmts) else None
-        between = []
-        if (isinstance(s, ast.If) and not s.orelse and len(s.body) == 1 and isinstance(s.body[0], ast.Assign)
-                and len(s.body[0].targets) == 1 and isinstance(s.body[0].targets[0], ast.Name)
-                and isinstance(s.body[0].value, ast.Constant) and type(s.body[0].value.value) in (int, float)
-                and s.body[0].value.value == 0 and _reset_update(nxt, s.body[0].targets[0].id) is None):
-            # statements between the reset and the update that read the value as the reset left it
-            # (`if starts[t]: p = 0` / `pos[t] = p` / `p += 1`: position ids): each read becomes
-            # `(0 if c else p)`, the value before the step where the condition does not hold, which
-            # the scan gives (an exclusive scan: analysis._scans lets stores alone read it)
-            h = s.body[0].targets[0].id
-            j = k + 1
-            while j < len(stmts) and _reset_update(stmts[j], h) is None:
-                j += 1
-            if j < len(stmts) and not any(
-                    h in nm.stores(st) or nm.stores(st) & nm.load_ids(s.test) or any(
-                        isinstance(n, (ast.For, ast.While, ast.FunctionDef, ast.Lambda, ast.ListComp, ast.SetComp,
-                                       ast.DictComp, ast.GeneratorExp, ast.NamedExpr)) for n in fastast.walk(st))
-                    for st in stmts[k + 1:j]):
-                zero = s.body[0].value.value
-                read = ast.IfExp(test=fastast.clone(s.test), body=ast.Constant(value=zero),
+        h = s.body[0].targets[0].id if (
+            isinstance(s, ast.If) and not s.orelse and len(s.body) == 1 and isinstance(s.body[0], ast.Assign)
+            and len(s.body[0].targets) == 1 and isinstance(s.body[0].targets[0], ast.Name)
+            and _is_zero(s.body[0].value)) else None
+        # the update: the next statement, or a later one where the statements between read the
+        # value as the reset left it (`if starts[t]: p = 0` / `pos[t] = p` / `p += 1`: position
+        # ids); each such read becomes `(0 if c else p)`, the value before the step where the
+        # condition does not hold, which the scan gives (an exclusive scan: analysis._scans lets
+        # stores alone read it)
+        j = k + 1
+        while h is not None and j < len(stmts) and _reset_update(stmts[j], h) is None:
+            j += 1
+        if h is not None and j < len(stmts) and not any(
+                h in nm.stores(st) or nm.stores(st) & nm.load_ids(s.test) or any(
+                    isinstance(n, (ast.For, ast.While, ast.FunctionDef, ast.Lambda, ast.ListComp, ast.SetComp,
+                                   ast.DictComp, ast.GeneratorExp, ast.NamedExpr)) for n in fastast.walk(st))
+                for st in stmts[k + 1:j]):
+            nxt, update, aug = stmts[j], _reset_update(stmts[j], h), isinstance(stmts[j], ast.AugAssign)
+            if h not in nm.load_ids(s.test) and h in nm.load_ids(update) and _affine_in(update, h) is not None:
+                read = ast.IfExp(test=fastast.clone(s.test), body=ast.Constant(value=s.body[0].value.value),
                                  orelse=ast.Name(id=h, ctx=ast.Load()))
                 between = [ast.fix_missing_locations(_ReplaceName(h, read).visit(fastast.clone(st)))
                            for st in stmts[k + 1:j]]
-                nxt = stmts[j]
-        if (isinstance(s, ast.If) and not s.orelse and len(s.body) == 1 and isinstance(s.body[0], ast.Assign)
-                and len(s.body[0].targets) == 1 and isinstance(s.body[0].targets[0], ast.Name)
-                and isinstance(s.body[0].value, ast.Constant) and type(s.body[0].value.value) in (int, float)
-                and s.body[0].value.value == 0 and _reset_update(nxt, s.body[0].targets[0].id) is not None):
-            h, update, aug = s.body[0].targets[0].id, _reset_update(nxt, s.body[0].targets[0].id), isinstance(nxt, ast.AugAssign)
-            if h not in nm.load_ids(s.test) and h in nm.load_ids(update) and _affine_in(update, h) is not None:
                 out.extend(between)
                 keep = ast.UnaryOp(op=ast.Not(), operand=fastast.clone(s.test))
                 value = _ReplaceName(h, ast.BinOp(left=ast.Name(id=h, ctx=ast.Load()), op=ast.Mult(),
                                                   right=keep)).visit(fastast.clone(update))
                 merged = ast.copy_location(ast.Assign(targets=[ast.Name(id=h, ctx=ast.Store())], value=value), nxt)
-                # (the recurrence's payload says so: linear_prefix checks what a reset changes, and
-                # for `h += v` that the start is no tensor the loop would update in place)
-                # (with the reset's own number, whose type the values after a reset take: runtime._reset_keeps)
                 merged._av_reset = ("reset+=:" if aug else "reset:") + repr(s.body[0].value.value)
                 out.append(ast.fix_missing_locations(_located(merged, nxt.lineno)))
-                k += 2 + len(between)
+                k = j + 1
                 continue
         out.append(s)
         k += 1
     return out
+
+
+def _is_zero(node) -> bool:
+    """The constant 0 or 0.0 (a reset's or a restart's number)."""
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value == 0
 
 
 def _select_resets(stmts: list) -> list:
@@ -2301,10 +2297,8 @@ def _select_resets(stmts: list) -> list:
         if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
                 and isinstance(s.value, ast.IfExp):
             h, v = s.targets[0].id, s.value
-            zero_first = isinstance(v.body, ast.Constant) and type(v.body.value) in (int, float) and v.body.value == 0
-            zero_second = isinstance(v.orelse, ast.Constant) and type(v.orelse.value) in (int, float) \
-                and v.orelse.value == 0
-            other = v.orelse if zero_first else v.body if zero_second else None
+            zero_first = _is_zero(v.body)
+            other = v.orelse if zero_first else v.body if _is_zero(v.orelse) else None
             form = _affine_in(other, h) if other is not None and h not in nm.load_ids(v.test) \
                 and h in nm.load_ids(other) else None
             if form is not None and form[0] is not _ZERO:
@@ -4007,11 +4001,9 @@ def _inplace_prefix(outputs, body: _Body, space: IterSpace, ctx=None):
         if lb == 0 and la:
             return la
         return None
-    def some(k):
-        return k if k != 0 else None
     k, op = None, None
     if o.op in ("+", "*"):
-        k, op = some(lag(value)), o.op
+        k, op = lag(value) or None, o.op
     elif o.op == "" and isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Mult)):
         k, op = pair(value.left, value.right), "+" if isinstance(value.op, ast.Add) else "*"
     elif (o.op == "" and ctx is not None and isinstance(value, ast.Call) and len(value.args) == 2

@@ -78,8 +78,10 @@ def lower(m: Match, namer) -> Lowered:
     # before it are full slices: analysis.loops.match_subscript). The runtime checks it is a view.
     view = o.target if _rest_whole(o.index_src) else o.index_src.format(":")
     # (the bounds along that dimension are the target's: the entries before it are full slices)
-    back_k, fwd_k = (k, f"-{k}") if sym else (k, -k)
-    writes = expr(f"(('store', {o.target}, {o.dim}, {back_k if o.flip else fwd_k}, {o.target!r}, 'span'), "
+    # (the rows the loop reads at `i + k` walking back, `i - k` else; the runtime's lag is negative
+    # for a walk back)
+    minus_k = f"-{k}" if sym else -k
+    writes = expr(f"(('store', {o.target}, {o.dim}, {k if o.flip else minus_k}, {o.target!r}, 'span'), "
                   f"('store', {o.target}, {o.dim}, 0, {o.target!r}, 'span'))")
     stmts = template(f"""
 _av_T = None
@@ -88,12 +90,12 @@ try:
     if _av_T is not None:
         _av_T = _av_AV.guard(_av_T, (), (), (), _av_WRITES)
     if _av_T is not None:
-        _av_P = _av_AV.prefix_region({view}, {o.dim}, _av_T, {o.op!r}, {fwd_k if o.flip else k}, {'None' if view == o.target else o.target}{test}{', named=' + repr('back' if o.flip else 'ahead') if sym else ''})
+        _av_P = _av_AV.prefix_region({view}, {o.dim}, _av_T, {o.op!r}, {minus_k if o.flip else k}, {'None' if view == o.target else o.target}{test}{', named=' + repr('back' if o.flip else 'ahead') if sym else ''})
 except _av_AV.Error as _av_E:
     _av_T = _av_AV.failed({L}, _av_T, _av_E)
 """, _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan, AV), _av_WRITES=writes, _av_P=P, _av_E=E)
     set_lines(stmts, plan.lineno)
-    commit = template(f"_av_AV.prefix_commit({view}, {o.dim}, _av_T, _av_P, {fwd_k if o.flip else k})\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
+    commit = template(f"_av_AV.prefix_commit({view}, {o.dim}, _av_T, _av_P, {minus_k if o.flip else k})\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
     after = template(f"_av_AV.python_ran({L})", _av_AV=AV)
     set_lines(commit + after, plan.lineno)
     if o.flip:
@@ -113,16 +115,14 @@ except _av_AV.Error as _av_E:
     if k == 1:
         region = o.index_src.format(f"{_start(plan)} - 1:{_stop(plan)}")
         display = template(f"{region} = torch.{fn}({region}, dim={o.dim}){values}")
-    elif sym:
+    elif sym or k > 4:
         display = template(f"# for each r in range({k}): the chain {o.index_src.format(f'{_start(plan)} - {k} + r:{_stop(plan)}:{k}')}\n"
                            f"# becomes its own torch.{fn} along dimension {o.dim} (one {fn} of all the chains side by side)\npass")
     else:
         display = template("\n".join(
             f"{o.index_src.format(f'{_start(plan)} - {k - r}:{_stop(plan)}:{k}')} = torch.{fn}("
             f"{o.index_src.format(f'{_start(plan)} - {k - r}:{_stop(plan)}:{k}')}, dim={o.dim}){values}"
-            for r in range(k)) if k <= 4 else
-            f"# for each r in range({k}): the chain {o.index_src.format(f'{_start(plan)} - {k} + r:{_stop(plan)}:{k}')}\n"
-            f"# becomes its own torch.{fn} along dimension {o.dim} (one {fn} of all {k} chains side by side)\npass")
+            for r in range(k)))
     return Lowered(m, stmts + [_branch(T, commit)], display, after=after)
 
 
