@@ -2609,6 +2609,8 @@ class FunctionRuntime:
             o = o.reshape(o.shape[0])
         if op == "*":
             return cls._product(acc, o, inplace, py)
+        if op in _LOGICAL:
+            return _logical_total(acc, o, op, py, inplace)
         if op == "lse":
             if py or not isinstance(acc, torch.Tensor) or not (o.is_floating_point() or o.is_complex()):
                 raise GuardFailed("torch.logaddexp of a non-tensor or of integers (the loop decides)")
@@ -2690,7 +2692,7 @@ class FunctionRuntime:
         if prepared is _UNCHANGED:
             return acc
         if inplace and isinstance(acc, torch.Tensor):
-            return {"+": acc.add_, "-": acc.sub_, "*": acc.mul_}[op](prepared)
+            return {"+": acc.add_, "-": acc.sub_, "*": acc.mul_, "|": acc.bitwise_or_, "&": acc.bitwise_and_}[op](prepared)
         return prepared
 
     @staticmethod
@@ -3387,6 +3389,8 @@ def _prefix(s0, v, op, py, inplace=False, counted=()):
     (analysis._counted), the loop's running value the start until the first increment."""
     if counted:
         _counted_types(s0, v, py, counted[0], op)
+    if op in _LOGICAL:
+        return _logical_prefix(s0, v, op, py, inplace)
     if inplace and isinstance(s0, torch.Tensor):
         if not torch.can_cast(torch.result_type(s0, v[0]), s0.dtype) or v.dtype == torch.bool:
             raise GuardFailed("the in-place update needs a cast the loop refuses")
@@ -3459,6 +3463,76 @@ def _prefix(s0, v, op, py, inplace=False, counted=()):
 
 
 FunctionRuntime.prefix = staticmethod(_prefix)
+
+
+# running logical or / and (analysis.loops.LOGICAL): `|`, `&`, torch.logical_or, torch.logical_and
+_LOGICAL = ("|", "&", "lor", "land", "or", "and")
+
+
+def _logical_steps(s0, v, op, py, inplace):
+    """The steps of a running logical or / and as bools, where the loop's values are what the
+    batch's `any` / `all` (cummax / cummin) give. `|` and `&` are logical on bools alone (on
+    integers they are bitwise, and a bool with an int gives an int): the start is a bool or a
+    bool tensor and every step a bool. torch.logical_or / logical_and take tensors of any dtype
+    (nonzero, NaN included, is True) and raise on a Python value, which keeps the loop."""
+    if op in ("or", "and"):
+        # (`seen or flag` returns one of its operands: a bool only where both are Python bools)
+        if type(s0) is not bool or not py or v.dtype != torch.bool:
+            raise GuardFailed("`or` / `and` of values that are not all Python bools (the loop's `or` returns one of "
+                              "its operands, as it is)")
+        return v
+    if op in ("lor", "land"):
+        if type(s0) is not torch.Tensor or py:
+            raise GuardFailed("torch.logical_or / logical_and of a value that is not a tensor (the loop raises)")
+        return v if v.dtype == torch.bool else v != 0
+    if v.dtype != torch.bool or not (type(s0) is bool or type(s0) is torch.Tensor and s0.dtype == torch.bool):
+        raise GuardFailed("`|` / `&` of values that are not all bools (on integers they are bitwise: the loop "
+                          "keeps its own types)")
+    if inplace and type(s0) is torch.Tensor:
+        if broadcast_shapes(s0.shape, v.shape[1:]) != s0.shape:
+            raise GuardFailed("the in-place update does not broadcast to the accumulator (the loop raises)")
+        if s0.requires_grad:
+            raise GuardFailed("an in-place logical update of a tensor that requires grad (the loop raises)")
+    return v
+
+
+def _logical_total(acc, o, op, py, inplace):
+    """The value `acc` ends with after `acc = acc | v` (`&`, torch.logical_or / logical_and) over
+    the rows of `o`: `any` / `all` of the steps, combined with the start as the loop's first step
+    combines them (its dtype and shape); in place on a tensor, the steps' `any` / `all` that
+    commit_accum ors (ands) into it."""
+    if o.shape[0] == 0:
+        return _UNCHANGED
+    v = _logical_steps(acc, o, op, py, inplace)
+    total = v.any(0) if op in ("|", "lor", "or") else v.all(0)
+    if inplace and type(acc) is torch.Tensor:
+        return total
+    if type(acc) is bool and py:
+        t = bool(total)
+        return (acc or t) if op in ("|", "or") else (acc and t)     # (Python bools: a Python bool)
+    if op == "lor":
+        return torch.logical_or(acc, total)
+    if op == "land":
+        return torch.logical_and(acc, total)
+    return (acc | total) if op == "|" else (acc & total)
+
+
+def _logical_prefix(s0, v, op, py, inplace):
+    """The running values of a logical or / and: cummax / cummin of the steps as bools (exact),
+    combined with the start, whose shape the rows must already have (as torch.maximum's start:
+    _prefix)."""
+    if v.shape[0] == 0:
+        raise GuardFailed("an empty recurrence keeps the loop")
+    v = _logical_steps(s0, v, op, py, inplace)
+    if type(s0) is torch.Tensor and broadcast_shapes(s0.shape, v.shape[1:]) != v.shape[1:]:
+        raise GuardFailed("a running logical value whose start has dimensions the rows lack (the loop's values "
+                          "take the start's shape)")
+    run = torch.cummax(v, 0).values if op in ("|", "lor", "or") else torch.cummin(v, 0).values
+    if op == "lor":
+        return torch.logical_or(s0, run)
+    if op == "land":
+        return torch.logical_and(s0, run)
+    return (run | s0) if op in ("|", "or") else (run & s0)
 
 
 def _counted_types(s0, v, py, inc, op):

@@ -3152,15 +3152,39 @@ def _output(s: ast.stmt):
         acc = s.target.id
         if acc not in nm.load_ids(s.value):
             return Output("accum", acc, src(s.value), line, op=_op(s.op), inplace=True), s.value
+    if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) and type(s.op) in _LOGICAL_OPS:
+        # `done |= eos[t]`: a running logical or / and of bool tensors (runtime checks the dtypes:
+        # on integers `|` is bitwise)
+        acc = s.target.id
+        if acc not in nm.load_ids(s.value):
+            return Output("accum", acc, src(s.value), line, op=_LOGICAL_OPS[type(s.op)], inplace=True), s.value
+    if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+            and isinstance(s.value, ast.BoolOp) and len(s.value.values) == 2):
+        # `seen = seen or flag`: of Python bools alone (runtime._logical_steps), a logical or
+        acc, (a, b) = s.targets[0].id, s.value.values
+        for me, other in ((a, b), (b, a)):
+            if isinstance(me, ast.Name) and me.id == acc and acc not in nm.load_ids(other):
+                return Output("accum", acc, src(other), line,
+                              op="or" if isinstance(s.value.op, ast.Or) else "and"), other
+    if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+            and isinstance(s.value, ast.BinOp) and type(s.value.op) in _LOGICAL_OPS):
+        # `done = done | eos[t]` (either order: `|` and `&` of bools commute)
+        acc, v = s.targets[0].id, s.value
+        for me, other in ((v.left, v.right), (v.right, v.left)):
+            if isinstance(me, ast.Name) and me.id == acc and acc not in nm.load_ids(other):
+                return Output("accum", acc, src(other), line, op=_LOGICAL_OPS[type(v.op)]), other
     if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
             and isinstance(s.value, ast.Call) and len(s.value.args) == 2 and not s.value.keywords
-            and src(s.value.func).split(".")[-1] in ("maximum", "minimum", "max", "min", "fmax", "fmin", "logaddexp")
+            and src(s.value.func).split(".")[-1] in ("maximum", "minimum", "max", "min", "fmax", "fmin", "logaddexp",
+                                                     "logical_or", "logical_and")
             and isinstance(s.value.func, ast.Attribute)):
-        # `m = torch.maximum(m, v)`: an elementwise running extreme (torch, not Python's max)
+        # `m = torch.maximum(m, v)`: an elementwise running extreme (torch, not Python's max);
+        # `f = torch.logical_or(f, m[t])`: a running logical or
         acc = s.targets[0].id
         a, b = s.value.args
         name = s.value.func.attr
-        op = "max" if name in ("maximum", "max", "fmax") else "lse" if name == "logaddexp" else "min"
+        op = "max" if name in ("maximum", "max", "fmax") else "lse" if name == "logaddexp" else \
+            "lor" if name == "logical_or" else "land" if name == "logical_and" else "min"
         for me, other in ((a, b), (b, a)):
             if isinstance(me, ast.Name) and me.id == acc and acc not in nm.load_ids(other):
                 return Output("accum", acc, src(other), line, op=op, consumer_src=src(s.value.func)), other
@@ -3188,6 +3212,10 @@ def _output(s: ast.stmt):
 
 
 _STORE_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+# running logical or / and: `|` and `&` (of bools alone: runtime._logical_steps), torch.logical_or
+# and torch.logical_and (of any values: nonzero is True)
+_LOGICAL_OPS = {ast.BitOr: "|", ast.BitAnd: "&"}
+LOGICAL = ("|", "&", "lor", "land", "or", "and")
 # the other augmented operators, named in the refusal of a store that uses one
 _OTHER_OPS = {ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&",
               ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}
@@ -3369,9 +3397,10 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                 raise Refuse(f"`{name}` is assigned more than once in the loop (line {out.lineno})", out.lineno)
         if out.kind == "store":
             out = _store(out, payload[0], space, body, iter_vars)
-        if out.kind == "accum" and out.op in ("max", "min", "lse"):
+        if out.kind == "accum" and out.op in ("max", "min", "lse", "lor", "land"):
             found, obj = ctx.env.resolve(out.consumer_src)
-            names = ("logaddexp",) if out.op == "lse" else ("maximum", "max") if out.op == "max" else ("minimum", "min")
+            names = ("logaddexp",) if out.op == "lse" else ("maximum", "max") if out.op == "max" else \
+                ("logical_or",) if out.op == "lor" else ("logical_and",) if out.op == "land" else ("minimum", "min")
             if not found or not (getattr(obj, "__module__", "") or "").startswith("torch") or \
                     getattr(obj, "__name__", "") not in names:
                 raise Refuse(f"`{out.consumer_src}` at line {out.lineno} is not torch.{' / torch.'.join(names[:2])}",
@@ -3859,7 +3888,7 @@ def _scans(outputs, body: _Body, targets: dict):
             targets.pop(o.target, None)
             continue
         best_scan = o.kind == "best" and not o.cond and o.op in (">", ">=", "<", "<=")
-        if not best_scan and (o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min", "lse")
+        if not best_scan and (o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min", "lse") + LOGICAL
                               or o.payloads):   # (a chain of terms, _terms_output: a reduction only)
             kept.append(o)
             continue
@@ -3871,7 +3900,7 @@ def _scans(outputs, body: _Body, targets: dict):
         after = [ld for s in body.stmts[pos + 1:] for ld in nm.loads(s) if ld.id in names] if pos is not None else []
         reads = _value_reads(o.target, body.stmts[:pos] if before else body.stmts[pos + 1:], outputs) \
             if pos is not None else None
-        exclusive = bool(before) and not after and not best_scan and o.op in ("+", "-", "*") \
+        exclusive = bool(before) and not after and not best_scan and o.op in ("+", "-", "*") + LOGICAL \
             and not o.counted and reads is not None
         if pos is None or before and not exclusive or not before and not after:
             kept.append(o)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from .. import fastast
 from ..analysis import names as nm
-from ..analysis.loops import FILL, OWN, ROW_CLONE, ROW_FIT, match_subscript, match_subscript_nest
+from ..analysis.loops import FILL, LOGICAL, OWN, ROW_CLONE, ROW_FIT, match_subscript, match_subscript_nest
 from ..codegen import expr, set_lines, template
 from ..plan import LoopPlan, einsum_letters, indexed
 
@@ -684,6 +684,13 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             if o.op == "lse":
                 display_tail.append(f"{o.target} = torch.logaddexp({o.target}, {sel}.logsumexp(0))")
                 continue
+            if o.op in ("|", "&", "lor", "land", "or", "and"):
+                red = "any" if o.op in ("|", "lor", "or") else "all"
+                display_tail.append(f"{o.target} = {o.target} {o.op} bool({sel}.{red}(0))" if o.op in ("or", "and") else
+                                    f"{o.target} {o.op}= {sel}.{red}(0)" if o.op in ("|", "&") and o.inplace else
+                                    f"{o.target} = {o.target} {o.op} {sel}.{red}(0)" if o.op in ("|", "&") else
+                                    f"{o.target} = torch.logical_{o.op[1:]}({o.target}, {sel}.{red}(0))")
+                continue
             display_tail.append(f"{o.target} {o.op}= {total}" if o.inplace
                                 else f"{o.target} = {o.target} {o.op} {total}")
         elif o.kind == "best":
@@ -855,9 +862,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         # (`s += i`: the loop's index is a Python int, and so is each value added to a Python start)
         # (a recurrence's parts may all be Python numbers with nothing to show it: `c = 0.9 * c +
         # 1.0`, or `c = c + 1` after a reset's `not done[t]`, a Python bool; the check tells)
-        if plan.items or (converts or invariant or plan.index_as_value) and op in ("+", "-", "*") or op == "lin":
+        if plan.items or (converts or invariant or plan.index_as_value) and op in ("+", "-", "*") + LOGICAL \
+                or op == "lin":
             # (`k += int(c[i])`: a Python number in the loop too, as `.item()` gives)
-            if op.startswith(("best", "pay")) or op in ("lin", "+", "-", "*"):
+            if op.startswith(("best", "pay")) or op in ("lin", "+", "-", "*") + LOGICAL:
                 # the one-time check runs the loop's own `.item()`: it tells whether a running
                 # best, total or recurrence holds Python numbers (the batch computes them in float64)
                 pre_ref = fastast.clone(pre)
@@ -895,6 +903,12 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             f"torch.func.vmap({PRE})({pre_args})[0], 0).values)" if op in ("max", "min") else
             f"{name}_running = torch.logaddexp({name}, torch.logcumsumexp("
             f"torch.func.vmap({PRE})({pre_args})[0], 0))" if op == "lse" else
+            f"{name}_running = torch.logical_{op[1:]}({name}, torch.cum{'max' if op == 'lor' else 'min'}("
+            f"torch.func.vmap({PRE})({pre_args})[0] != 0, 0).values)" if op in ("lor", "land") else
+            f"{name}_running = {name} {op} torch.cum{'max' if op == '|' else 'min'}("
+            f"torch.func.vmap({PRE})({pre_args})[0], 0).values" if op in ("|", "&") else
+            f"{name}_running = ({name} {op} torch.cum{'max' if op == 'or' else 'min'}("
+            f"torch.func.vmap({PRE})({pre_args})[0], 0).values).tolist()" if op in ("or", "and") else
             f"{name}_running = torch.cum{'max' if '>' in op else 'min'}(torch.func.vmap({PRE})({pre_args})[0], 0)"
             f".values.clamp({'min' if '>' in op else 'max'}={name})" if op.startswith("best") else
             f"{name}_running = autovec.runtime.payload_prefix({o.target}, {name}, "
@@ -953,9 +967,12 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         PY = f"({bool(o.pytype)} or {T}.py_out({PRE!r}, 0))" if op.startswith("best") else \
             f"({bool(o.pytype)} or {AV}.py_running({name}, {T}.py_out({PRE!r}, 0)))" if pre_ref is not None else \
             str(bool(o.pytype))
+        # (torch.logical_or of a tensor start: the steps' own kind decides, a Python bool raises there)
+        STEPS = f"({bool(o.pytype)} or {T}.py_out({PRE!r}, 0))" if op in ("lor", "land") and pre_ref is not None \
+            else PY
         scan_code += [pre] + template(
             f"{T}.add_scan(_av_AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
-            f"{PY}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}), {PY}"
+            f"{STEPS}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}), {PY}"
             f"{f', before={name}, reads={o.exclusive!r}' if o.exclusive else ''}"
             f"{f', changed={name}, outs=({written})' if o.inplace else ''}"
             f"{f', bare={o.bare}' if o.exclusive or o.inplace else ''})", _av_AV=AV)
@@ -1687,7 +1704,7 @@ def _may_share(value: str, plan: LoopPlan, depth: int = 0) -> bool:
         return True
     while True:
         if isinstance(node, ast.Name):
-            if any(name == node.id and op in ("+", "-", "*", "max", "min", "lse", "lin")
+            if any(name == node.id and op in ("+", "-", "*", "max", "min", "lse", "lin") + LOGICAL
                    for name, _, op, _ in plan.scans):
                 return False     # a running total: a new tensor at every step
             bound = [st for text in plan.body for st in ast.parse(text).body

@@ -25,7 +25,10 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
         return Refusal("the loop has outputs other than accumulators", plan.lineno)
     parts = [f"`{o.target}` is " + ({"max": "a running maximum (amax)", "min": "a running minimum (amin)",
                                      "*": "a product", "+": "a sum", "-": "a sum",
-                                     "lse": "a running log-sum-exp (logsumexp)"}.get(o.op, _WORDS[o.kind])
+                                     "lse": "a running log-sum-exp (logsumexp)", "|": "a running logical or (any)",
+                                     "&": "a running logical and (all)", "lor": "a running logical or (any)",
+                                     "land": "a running logical and (all)", "or": "a running logical or (any)",
+                                     "and": "a running logical and (all)"}.get(o.op, _WORDS[o.kind])
                                     if o.kind == "accum" else _WORDS[o.kind])
              + (f" of {len(o.payloads) + 1} terms per iteration" if o.kind == "accum" and o.payloads else "")
              + (f" of {o.joined} writes an iteration, interleaved in the loop's order" if o.kind == "scatter"

@@ -13,6 +13,8 @@ from ..plan import LoopPlan, Refusal
 from .common import Lowered, Match, _branch, _space_expr, build
 
 _FORMS = {"+": "cumsum", "-": "cumsum (subtracted)", "*": "cumprod", "max": "cummax", "min": "cummin", "lse": "logcumsumexp",
+          "|": "cummax of bools", "&": "cummin of bools", "lor": "cummax of bools", "land": "cummin of bools",
+          "or": "cummax of bools", "and": "cummin of bools",
           "best>": "cummax", "best>=": "cummax", "best<": "cummin", "best<=": "cummin",
           "lin": "a first-order linear recurrence, evaluated as a parallel scan"}
 
@@ -45,7 +47,7 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
                                                  if lin[name].payloads[0][3] == "varying" or lin[name].payloads[0][3].startswith(("reset", "select")) else
                                                  " (evaluated as a parallel scan)"))
              if op == "lin" and name in lin else f"`{name}` is {_FORMS[op]}" if op == "lin" else
-             f"`{name}` is a running {'product' if op == '*' else 'extreme' if op in ('max', 'min') or op.startswith('best') else 'log-sum-exp' if op == 'lse' else 'sum'} "
+             f"`{name}` is a running {'product' if op == '*' else 'extreme' if op in ('max', 'min') or op.startswith('best') else 'log-sum-exp' if op == 'lse' else 'logical or' if op in ('|', 'lor', 'or') else 'logical and' if op in ('&', 'land', 'and') else 'sum'} "
              f"read in the loop{' before each update, from its start' if name in before else ''} ({_FORMS[op]})"
              for name, _, op, _ in plan.scans if not op.startswith("pay")]
     if pays:
