@@ -1181,3 +1181,87 @@ def test_a_running_value_kept_as_the_rows_view_keeps_the_loop(always_vectorize):
     a, b = (x.clone(), torch.zeros(10, 2)), (x.clone(), torch.zeros(10, 2))
     kept(*a), autovec(kept)(*b)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+# ---------------------------------------------------------------------------
+# A running sum of several terms per step, `s = s + a[t] + b[t]` (analysis._terms_output), read
+# in the loop: one cumsum of each step's terms combined (runtime.sum_terms checks their types)
+
+
+@autovec
+def two_terms_rows(x, y):
+    s = torch.zeros_like(x[0])
+    out = torch.empty_like(x)
+    for t in range(x.shape[0]):
+        s = s + x[t] - y[t]
+        out[t] = s
+    return out
+
+
+@autovec
+def two_terms_stored(x, y):
+    out = torch.zeros_like(x)
+    out[0] = x[0]
+    for t in range(1, x.shape[0]):
+        out[t] = out[t - 1] + x[t] + y[t]
+    return out
+
+
+@autovec
+def terms_of_numbers(x, bonus):
+    s = 0.0
+    trace = []
+    for t in range(x.shape[0]):
+        s = s + x[t].sum().item() + bonus
+        trace.append(s)
+    return trace
+
+
+@autovec
+def terms_before(x, y):
+    s = torch.zeros_like(x[0])
+    starts = torch.empty_like(x)
+    for t in range(x.shape[0]):
+        starts[t] = s
+        s = s + x[t] + 2 * y[t]
+    return starts, s
+
+
+@autovec
+def terms_mixed_dtypes(x, y):
+    s = torch.zeros_like(x[0])
+    out = []
+    for t in range(x.shape[0]):
+        s = s + x[t] + y[t].double()
+        out.append(s)
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("fn", [two_terms_rows, two_terms_stored], ids=["running", "stored"])
+def test_a_running_sum_of_two_terms_is_one_cumsum(fn, always_vectorize):
+    x, y = _randn(3000, 4, seed=41), _randn(3000, 4, seed=42)
+    _assert_scan(fn, x, y)
+    _assert_close_to_float64(fn, x, y)
+    assert_equivalent(fn, _randn(30, 4, seed=43).requires_grad_(), _randn(30, 4, seed=44).requires_grad_(),
+                      grad=True)
+
+
+def test_terms_of_python_numbers_stay_python_numbers(always_vectorize):
+    x = _randn(200, 3, seed=45)
+    _assert_scan(terms_of_numbers, x, 0.25)
+    got, want = terms_of_numbers(x, 0.25), terms_of_numbers.__wrapped__(x, 0.25)
+    assert all(type(v) is float for v in got) and got == pytest.approx(want, rel=1e-9, abs=1e-9)
+
+
+def test_terms_read_before_the_update(always_vectorize):
+    x, y = _randn(40, 3, seed=46), _randn(40, 3, seed=47)
+    _assert_scan(terms_before, x, y)
+    assert_equivalent(terms_before, x, y)
+    starts, s = terms_before(x, y)
+    assert torch.equal(starts[0], torch.zeros(3)) and torch.allclose(starts[1:], torch.cumsum(x + 2 * y, 0)[:-1],
+                                                                     atol=1e-5)
+
+
+def test_terms_of_several_dtypes_keep_the_loop(always_vectorize):
+    # (the loop promotes at every step: float32 + float64 rows)
+    _assert_python_and_exact(terms_mixed_dtypes, _randn(50, 3, seed=48), _randn(50, 3, seed=49))

@@ -3888,11 +3888,14 @@ def _scans(outputs, body: _Body, targets: dict):
             targets.pop(o.target, None)
             continue
         best_scan = o.kind == "best" and not o.cond and o.op in (">", ">=", "<", "<=")
+        # (a chain of terms, `s = s + a[t] + b[t]` (_terms_output): one term per step, their sum)
+        terms = o.kind == "accum" and o.op in ("+", "-") and bool(o.payloads) and not o.joined \
+            and all(p[0] == "" for p in o.payloads)
         if not best_scan and (o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min", "lse") + LOGICAL
-                              or o.payloads):   # (a chain of terms, _terms_output: a reduction only)
+                              or o.payloads and not terms):
             kept.append(o)
             continue
-        last = o.payloads[-1][1] if best_scan and o.payloads else o.marker
+        last = o.payloads[-1][1] if (best_scan or terms) and o.payloads else o.marker
         pos = next((k for k, s in enumerate(body.stmts) if isinstance(s, ast.Assign)
                     and isinstance(s.targets[0], ast.Name) and s.targets[0].id == last), None)
         names = {o.target} | ({p[0] for p in o.payloads} if best_scan else set())

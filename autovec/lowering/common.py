@@ -804,7 +804,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 f"{o.target} = {o.target}.copy_({o.target}_running[-1]) if isinstance({o.target}, torch.Tensor) "
                 f"else {o.target}_running[-1]" if o.inplace and not o.pytype      # `s += v` updates a tensor in place
                 else f"{o.target} = {o.target}_running[-1]")
-            for pname, *_ in (o.payloads if o.kind == "scan" else ()):
+            for pname, *_ in (o.payloads if o.kind == "scan" and o.op not in ("+", "-") else ()):
                 jp = [s[0] for s in plan.scans].index(pname)
                 PP = namer.new(f"_av_p{L}_{k}")
                 prepare += template(f"_av_PP = {T}.scan_final({jp})", _av_PP=PP)
@@ -862,8 +862,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         # (`s += i`: the loop's index is a Python int, and so is each value added to a Python start)
         # (a recurrence's parts may all be Python numbers with nothing to show it: `c = 0.9 * c +
         # 1.0`, or `c = c + 1` after a reset's `not done[t]`, a Python bool; the check tells)
+        terms = o.payloads if op in ("+", "-") else ()      # (`s = s + a[t] + b[t]`: analysis._terms_output)
         if plan.items or (converts or invariant or plan.index_as_value) and op in ("+", "-", "*") + LOGICAL \
-                or op == "lin":
+                or op == "lin" or terms:
             # (`k += int(c[i])`: a Python number in the loop too, as `.item()` gives)
             if op.startswith(("best", "pay")) or op in ("lin", "+", "-", "*") + LOGICAL:
                 # the one-time check runs the loop's own `.item()`: it tells whether a running
@@ -881,7 +882,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             # the reference keeps the branches, for the one-time check
             from .ifconvert import convert as ifconvert
             outs = {marker} | ({o.payloads[0][1]} if op == "lin" else
-                               {o.payloads[int(op.split(":")[1])][1]} if op.startswith("pay") else set())
+                               {o.payloads[int(op.split(":")[1])][1]} if op.startswith("pay") else
+                               {p[1] for p in terms})
             converted, masks, env, _ = ifconvert(fastast.clone(pre.body), _varying(plan),
                                                  set(pre_params) | set(plan.free), namer, AV, outs, set())
             if not any(masks.get(m) for m in outs):
@@ -893,10 +895,14 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         shown = fastast.clone(pre)
         shown.body.append(ast.Return(value=ast.Tuple(
             elts=[_name(marker)] + ([_name(o.payloads[0][1])] if op == "lin" else
-                                    [_name(o.payloads[int(op.split(":")[1])][1])] if op.startswith("pay") else []),
+                                    [_name(o.payloads[int(op.split(":")[1])][1])] if op.startswith("pay") else
+                                    [_name(p[1]) for p in terms]),
             ctx=ast.Load())))
         scan_display.append(_display_body(shown, AV))
         scan_display += ast.parse(
+            f"_av_t = torch.func.vmap({PRE})({pre_args})\n{name}_running = {name} {op} torch.cumsum(_av_t[0]"
+            + "".join(f" {p[4]} _av_t[{k + 1}]" for k, p in enumerate(terms)) + ", 0)"
+            if terms else
             f"{name}_running = autovec.runtime.linear_prefix({name}, *torch.func.vmap({PRE})({pre_args}))"
             if op == "lin" else
             f"{name}_running = torch.{'maximum' if op == 'max' else 'minimum'}({name}, torch.cum{op}("
@@ -957,7 +963,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 f"{f', before={name}, reads={o.exclusive!r}, bare={o.bare}' if o.exclusive else ''})",
                 _av_AV=AV)
             continue
-        ret = ast.Return(value=ast.Tuple(elts=[_name(marker)], ctx=ast.Load()))
+        ret = ast.Return(value=ast.Tuple(elts=[_name(marker)] + [_name(p[1]) for p in terms], ctx=ast.Load()))
         pre.body.append(_renamed(ret, rename))
         if pre_ref is not None:
             pre_ref.body.append(fastast.clone(ret))
@@ -970,8 +976,21 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         # (torch.logical_or of a tensor start: the steps' own kind decides, a Python bool raises there)
         STEPS = f"({bool(o.pytype)} or {T}.py_out({PRE!r}, 0))" if op in ("lor", "land") and pre_ref is not None \
             else PY
-        scan_code += [pre] + template(
-            f"{T}.add_scan(_av_AV.prefix({name}, {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0], {op!r}, "
+        values = f"{T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)[0]"
+        if terms:
+            # each step's terms as one value, `a[t] + b[t]` (runtime.sum_terms checks their types), whose
+            # running sum the loop's `(s + a[t]) + b[t]` is up to reassociation
+            R = namer.new(f"_av_terms{L}")
+            PYS = [f"({bool(p[3])} or {T}.py_out({PRE!r}, {k + 1}))" for k, p in enumerate(terms)]
+            PY = f"({bool(o.pytype)} or {AV}.py_running({name}, {T}.py_out({PRE!r}, 0), {', '.join(PYS)}))"
+            scan_code += [pre] + template(f"{R} = {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)")
+            pre = None
+            values = (f"{AV}.sum_terms({name}, {R}[0], ({bool(o.pytype)} or {T}.py_out({PRE!r}, 0)), ("
+                      + "".join(f"{R}[{k + 1}], " for k in range(len(terms))) + "), ("
+                      + "".join(f"{p}, " for p in PYS) + f"), {tuple(p[4] for p in terms)!r})")
+            STEPS = PY
+        scan_code += ([pre] if pre is not None else []) + template(
+            f"{T}.add_scan(_av_AV.prefix({name}, {values}, {op!r}, "
             f"{STEPS}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}), {PY}"
             f"{f', before={name}, reads={o.exclusive!r}' if o.exclusive else ''}"
             f"{f', changed={name}, outs=({written})' if o.inplace else ''}"
@@ -1160,6 +1179,8 @@ def _scan_returns(o, op: str, marker: str) -> set:
         return {marker, o.payloads[0][1]}
     if op.startswith("pay"):
         return {marker, o.payloads[int(op.split(":")[1])][1]}
+    if op in ("+", "-") and o.payloads:
+        return {marker} | {p[1] for p in o.payloads}      # (a chain of terms)
     return {marker}
 
 
