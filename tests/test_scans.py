@@ -1265,3 +1265,48 @@ def test_terms_read_before_the_update(always_vectorize):
 def test_terms_of_several_dtypes_keep_the_loop(always_vectorize):
     # (the loop promotes at every step: float32 + float64 rows)
     _assert_python_and_exact(terms_mixed_dtypes, _randn(50, 3, seed=48), _randn(50, 3, seed=49))
+
+
+@autovec
+def terms_around(x, y):
+    s = torch.zeros_like(x[0])
+    out = torch.empty_like(x)
+    for t in range(x.shape[0]):
+        s = x[t] + (s - y[t])
+        out[t] = s
+    return out
+
+
+@autovec
+def in_place_with_a_term(x, y):
+    for i in range(1, x.shape[0]):
+        x[i] += x[i - 1] + y[i]
+    return x
+
+
+@autovec
+def subtracted_from(x, y):
+    s = torch.zeros_like(x[0])
+    out = torch.empty_like(x)
+    for t in range(x.shape[0]):
+        s = x[t] - (s + y[t])
+        out[t] = s
+    return out
+
+
+def test_the_running_value_anywhere_in_a_sum(always_vectorize):
+    # (`a + (s - b)` is `(s - b) + a` bit for bit: the running value first, its terms after it)
+    x, y = _randn(3000, 4, seed=50), _randn(3000, 4, seed=51)
+    _assert_scan(terms_around, x, y)
+    _assert_close_to_float64(terms_around, x, y)
+    _assert_scan(in_place_with_a_term, x.clone(), y)
+    _assert_close_to_float64(in_place_with_a_term, x, y, inplace=True)
+    assert_equivalent(in_place_with_a_term, _randn(30, 4, seed=52), _randn(30, 4, seed=53))
+
+
+def test_a_subtracted_running_value_is_no_running_sum(always_vectorize):
+    # (`x[t] - (s + y[t])` alternates the sign of s: a recurrence with factor -1, not a cumsum)
+    x, y = _randn(200, 4, seed=54), _randn(200, 4, seed=55)
+    ex = explain(subtracted_from, x, y)
+    assert "cumsum" not in str(ex)
+    torch.testing.assert_close(subtracted_from(x, y), subtracted_from.__wrapped__(x, y), rtol=1e-4, atol=1e-4)

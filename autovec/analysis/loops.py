@@ -2881,7 +2881,7 @@ def _sum_chain(s: ast.stmt):
     step keeps one dtype (runtime.sum_terms checks that on every call)."""
     if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
         return None
-    acc, node, terms = s.targets[0].id, s.value, []
+    acc, node, terms = s.targets[0].id, _acc_first(s.value, s.targets[0].id), []
     while isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
         terms.append(("+" if isinstance(node.op, ast.Add) else "-", node.right))
         node = node.left
@@ -2889,6 +2889,30 @@ def _sum_chain(s: ast.stmt):
             or any(acc in nm.load_ids(t) for _, t in terms):
         return None
     return acc, terms[::-1]
+
+
+def _acc_first(node, acc: str):
+    """`node`, a sum that reads `acc` once with a plus sign (`x[t] + acc + y[t]`, `a + (acc - b)`),
+    regrouped by swapping the operands of its additions so that `acc` comes first: `(acc + x[t]) +
+    y[t]`, `(acc - b) + a`, the same values bit for bit (`a + b` is `b + a` for numbers and
+    tensors alike, dtypes included); else `node` as it is. (Only the analysis reads the regrouped
+    sum: the loop that runs is the user's.)"""
+    def has(n):
+        return acc in nm.load_ids(n)
+
+    def lift(n):
+        if isinstance(n, ast.Name) and n.id == acc:
+            return n
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and has(n.left) != has(n.right):
+            inner, other = (n.left, n.right) if has(n.left) else (n.right, n.left)
+            lifted = lift(inner)
+            return None if lifted is None else ast.BinOp(left=lifted, op=ast.Add(), right=other)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and has(n.left) and not has(n.right):
+            lifted = lift(n.left)
+            return None if lifted is None else ast.BinOp(left=lifted, op=ast.Sub(), right=n.right)
+        return None
+    lifted = lift(node) if isinstance(node, ast.BinOp) else None
+    return lifted if lifted is not None else node
 
 
 def _terms_output(s: ast.Assign, chain, body: _Body, depth: int) -> list:
