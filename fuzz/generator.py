@@ -5297,6 +5297,75 @@ def lost_stop44(self):
         self.emit(1, "return k, hits")
 
 
+def lost_stop48(self):
+    """Stop 48's forms, on inputs that change between calls: running logical or / and (`f |= m[t]`,
+    `f = f | m[t]`, `f = m[t] & f`, torch.logical_or / logical_and, Python's `or` / `and` of
+    bools) of bool, int and float steps from tensor or Python starts, read before or after the
+    update, appended, under a condition or only after the loop; and running sums of several terms
+    a step with the running value anywhere in the sum (`s = x[t] + s - y[t]`, `a + (s - b)`,
+    `x[i] += x[i - 1] + y[i]`), of several dtypes and Python numbers."""
+    self.variants = True
+    n, d = max(self.n, 1), max(self.d, 1)
+    if self.chance(0.5):
+        dt = self.pick(["bool", "bool", "bool", "int64", "float32", "uint8"])
+        self.param("m", f"_tensor(g, ({n} + variant, {d}), torch.{dt}, special={dt == 'float32' and self.chance(0.3)}, "
+                        "low=0, high=3)")
+        start = self.pick([f"torch.zeros({d}, dtype=torch.bool)", f"torch.ones({d}, dtype=torch.bool)", "False",
+                           "True", "torch.zeros((), dtype=torch.bool)", f"torch.zeros({d}, dtype=torch.long)", "0",
+                           f"torch.zeros(2, {d}, dtype=torch.bool)", "f0"])
+        if start == "f0":
+            self.param("f0", f"_tensor(g, ({d},), torch.bool)")
+        v = self.pick(["m[t]", "m[t] > 0", "m[t] != 0", "bool(m[t].sum() > 1)", "(m[t] > 0).any()", "m[t, 0] > 0"])
+        upd = self.pick(["f |= {v}", "f &= {v}", "f = f | {v}", "f = {v} | f", "f = f & {v}",
+                         "f = torch.logical_or(f, {v})", "f = torch.logical_and({v}, f)", "f = f or {v}",
+                         "f = f and {v}"]).format(v=v)
+        read = self.pick(["", "out.append(f)", "out.append(~f)", "rows[t] = f", "BEFORE rows[t] = f",
+                          "BEFORE rows[t] = ~f", "BEFORE out.append(f)", "cnt = cnt + int(torch.as_tensor(f).sum())"])
+        self.emit(1, "f = " + start)
+        self.emit(1, "out = []")
+        self.emit(1, "cnt = 0")
+        self.emit(1, "rows = torch.zeros(m.shape, dtype=torch.bool)")
+        self.emit(1, "for t in range(m.shape[0]):")
+        if read.startswith("BEFORE "):
+            self.emit(2, read[7:])
+        if self.chance(0.2):
+            self.emit(2, "if t % 3 != 1:")
+            self.emit(3, upd)
+        else:
+            self.emit(2, upd)
+        if read and not read.startswith("BEFORE "):
+            self.emit(2, read)
+        self.emit(1, "return f, out, cnt, rows")
+        return
+    dt = self.pick(["float32", "float64", "int64"])
+    self.param("x", f"_tensor(g, ({n} + variant, {d}), torch.{dt}, special={dt != 'int64' and self.chance(0.2)}, "
+                    "low=-5, high=9)")
+    self.param("y", f"_tensor(g, ({n} + variant, {d}), torch.{self.pick([dt, dt, 'float32', 'int64'])}, low=-5, high=9)")
+    a, b = self.pick([("x[t]", "y[t]"), ("x[t]", "2 * y[t]"), ("x[t].sum().item()", "1"), ("x[t, 0]", "y[t, 0]"),
+                      ("x[t]", "0.5"), ("int(x[t].sum())", "t")])
+    if self.chance(0.3):
+        self.emit(1, "x = x.clone()")
+        self.emit(1, "for t in range(1, x.shape[0]):")
+        self.emit(2, self.pick(["x[t] += x[t - 1] + y[t]", "x[t] = x[t] + x[t - 1] - y[t]",
+                                "x[t] = y[t] + (x[t - 1] + x[t])"]))
+        self.emit(1, "return x")
+        return
+    upd = self.pick(["s = s + {a} + {b}", "s = {a} + s - {b}", "s = {a} + (s - {b})", "s = ({a} + {b}) + s",
+                     "s = {a} - (s + {b})", "s = s - {a} - {b}"]).format(a=a, b=b)
+    start = self.pick(["0.0", "0", f"torch.zeros({d})", "torch.zeros(())", f"torch.zeros({d}, dtype=torch.{dt})"])
+    read = self.pick(["out.append(s)", "BEFORE out.append(s)", "res[t] = s", "BEFORE res[t] = s", ""])
+    self.emit(1, "s = " + start)
+    self.emit(1, "out = []")
+    self.emit(1, f"res = torch.zeros(x.shape[0], {d}, dtype=torch.float64)")
+    self.emit(1, "for t in range(x.shape[0]):")
+    if read.startswith("BEFORE "):
+        self.emit(2, read[7:])
+    self.emit(2, upd)
+    if read and not read.startswith("BEFORE "):
+        self.emit(2, read)
+    self.emit(1, "return s, out, res")
+
+
 def lost_stop47(self):
     """Stop 47's forms, on inputs that change between calls: in-place recurrences with a lag of k
     rows (`x[i] += x[i - k]`, `x[i] = x[i - k] * x[i]`) and in-place running extremes
@@ -6446,7 +6515,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop47": lost_stop47, "stop46": lost_stop46, "stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop48": lost_stop48, "stop47": lost_stop47, "stop46": lost_stop46, "stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
