@@ -739,3 +739,65 @@ def test_counts_under_boolean_tests(monkeypatch, fn, nargs, batched):
         assert got[1] == want[1] and type(got[1]) is int
     ran = set(f._autovec_state.runtime.ran.values())
     assert ran == ({"batched"} if batched else set())
+
+
+# ---------------------------------------------------------------------------
+# A running value read in the index of a store (probeT): `out[t, done] = v` reads `done` as the
+# step has it, which changes from step to step though no plain assignment binds it
+
+
+def store_at_running_mask(x):
+    done = torch.zeros(x.shape[1], dtype=torch.bool)
+    out = torch.zeros(x.shape)
+    for t in range(x.shape[0]):
+        out[t, done] = 1.0
+        done |= x[t] > 0.7
+    return out
+
+
+def store_at_running_mask_after(x):
+    done = torch.zeros(x.shape[1], dtype=torch.bool)
+    out = torch.zeros(x.shape)
+    for t in range(x.shape[0]):
+        done = done | (x[t] > 0.7)
+        out[t][done] = 1.0
+    return out
+
+
+def store_at_running_count(x):
+    k = 0
+    out = torch.zeros(x.shape[0], x.shape[0] + 1)
+    for t in range(x.shape[0]):
+        k += int(x[t, 0] > 0.5)
+        out[t, k] = 1.0
+    return out
+
+
+def store_at_running_max(x):
+    mx = torch.zeros(x.shape[1], dtype=torch.long)
+    out = torch.zeros(x.shape[0], 10)
+    for t in range(x.shape[0]):
+        mx = torch.maximum(mx, (x[t] * 10).long().clamp(max=9))
+        out[t, mx] = 1.0
+    return out
+
+
+def mask_tokens_after_eos(tokens, eos):
+    finished = torch.zeros(tokens.shape[1], dtype=torch.bool)
+    for t in range(tokens.shape[0]):
+        finished |= tokens[t] == eos
+        tokens[t][finished] = eos
+    return tokens
+
+
+@pytest.mark.parametrize("fn", [store_at_running_mask, store_at_running_mask_after, store_at_running_count,
+                                store_at_running_max])
+def test_a_running_value_in_a_stores_index_is_read_at_each_step(fn):
+    for x in (T.tensor([[0.9, 0.1], [0.1, 0.1], [0.1, 0.8]]), torch.rand(30, 2, generator=torch.Generator().manual_seed(7))):
+        a, b = x.clone(), x.clone()
+        _same(autovec(fn)(b), fn(a))
+
+
+def test_tokens_masked_after_their_end():
+    tokens = torch.randint(0, 5, (20, 3), generator=torch.Generator().manual_seed(8))
+    _check(mask_tokens_after_eos, (tokens, 3), path="python")

@@ -4182,8 +4182,11 @@ def _store(out: Output, sub: ast.Subscript, space: IterSpace, body: _Body, iter_
     if not _base_ok(sub.value):
         raise Refuse(f"`{out.index_src}` at line {out.lineno}: the written tensor is not a plain name", out.lineno)
     m = match_subscript(sub, index)
+    # (every name the body binds: a running value too, `out[t, done] = v` after `done |= ..`, whose
+    # value changes from step to step though no plain assignment binds it; probeT)
+    changing = set(body.assigned) | set(body.written)
     if m is None:
-        moving = sorted(nm.load_ids(sub.slice) & set(body.assigned))
+        moving = sorted(nm.load_ids(sub.slice) & changing)
         if moving:
             # (`s = i * hop; out[s:s + win] += v`: a place the loop computes, not the index itself)
             raise Refuse(f"`{out.index_src}` at line {out.lineno} is written at a place computed in the loop "
@@ -4198,7 +4201,7 @@ def _store(out: Output, sub: ast.Subscript, space: IterSpace, body: _Body, iter_
     d, off = m
     entries = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
     for e in entries[:d] + entries[d + 1:]:
-        bad = nm.load_ids(e) & (set(body.assigned) | set(iter_vars))
+        bad = nm.load_ids(e) & (changing | set(iter_vars))
         if bad:
             raise Refuse(f"the index of `{out.index_src}` at line {out.lineno} uses `{sorted(bad)[0]}`, "
                          "which changes inside the loop", out.lineno)
