@@ -801,3 +801,37 @@ def test_a_running_value_in_a_stores_index_is_read_at_each_step(fn):
 def test_tokens_masked_after_their_end():
     tokens = torch.randint(0, 5, (20, 3), generator=torch.Generator().manual_seed(8))
     _check(mask_tokens_after_eos, (tokens, 3), path="python")
+
+
+# ---------------------------------------------------------------------------
+# A running value appended beside another value each iteration (probeT): the loop's list holds
+# the running value's last tensor itself, so a later in-place update of the name shows in it
+
+
+def appended_after_another(m):
+    f = torch.zeros(m.shape[1], dtype=torch.bool)
+    outs = []
+    for t in range(m.shape[0]):
+        f = f | m[t]
+        outs.append(~f)
+        outs.append(f)
+    f |= True
+    return outs
+
+
+def appended_before_another(m):
+    s = torch.zeros(m.shape[1])
+    outs = []
+    for t in range(m.shape[0]):
+        s = s + m[t].float()
+        outs.append(s)
+        outs.append(s * 2)
+    s += 1
+    return outs, s
+
+
+@pytest.mark.parametrize("fn", [appended_after_another, appended_before_another])
+def test_a_running_value_appended_beside_another_stays_the_lists_element(fn):
+    m = torch.tensor([[False, True, False], [False, False, True], [True, False, False]])
+    ex = _check(fn, (m,))
+    assert ex.loops[0].strategy == "scan", str(ex)

@@ -653,6 +653,13 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 commit += template(f"{o.target}.extend(_av_P)", _av_P=P)
                 if one:
                     kept.setdefault(o.value.strip(), (P, mpos))
+                elif o.joined > 1 and len(_appended(plan, o.target)) == len(group) and mpos is None \
+                        and not any(x.cond for x in group) and not plan.two_way:
+                    # k appends an iteration, none under a condition (`outs.append(~f); outs.append(f)`):
+                    # the j-th value's last one is the list's k - j-th element from the end
+                    for j, x in enumerate(group):
+                        if sum(_same_text(x.value, y.value) for y in group) == 1:
+                            kept.setdefault(x.value.strip(), (P, None, len(group) - j))
             sel = f"{show}[{mask}]" if mpos is not None else show
             display_tail.append(f"{o.target}.extend({sel}.tolist())" if o.pytype else f"{o.target}.extend({sel}.unbind(0))")
         elif o.kind == "accum":
@@ -825,7 +832,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
     same += [name for name in plan.live_after if name in kept and name != plan.space.index
              and kept[name][1] is None]
     for name in same:
-        commit_last.append(template(f"if _av_P:\n    {name} = _av_P[-1]", _av_P=kept[name][0]))
+        back = kept[name][2] if len(kept[name]) > 2 else 1
+        commit_last.append(template(f"if _av_P:\n    {name} = _av_P[-{back}]", _av_P=kept[name][0]))
     for j, name in enumerate(plan.live_after):
         if name == plan.space.index:
             after = f" + {plan.space.range_args[2]}" if plan.form == "while" else ""
