@@ -2031,7 +2031,11 @@ def _readable(text: str) -> str:
     import re
     text = text.replace("_avb_torch.", "torch.").replace(", _avb_n):", "):")
     text = re.sub(r"_avb\.(truth|classes)\(", "(", text)
-    text = re.sub(r"_avb\.prod_input\(([^()]*)\)", r"\1", text)
+    # (`_avb.prod_input(a - b).prod(1)` shows as `(a - b).prod(1)`: the call's parentheses group
+    # its argument, which a bare `a - b.prod(1)` would not; probeU)
+    text = re.sub(r"_avb\.prod_input\(([^()]*)\)",
+                  lambda m: m.group(1) if re.fullmatch(r"[\w.]+(\[[^\[\]]*\])?", m.group(1)) else f"({m.group(1)})",
+                  text)
     text = text.replace("_avb.masked(", "_masked_reduction(").replace("_avb.segment(", "_segment_reduction(").replace("_avb.window(", "_window_per_row(").replace("_avb.window_at(", "_window_at_index(").replace("_avb.window_nd(", "_windows_per_level(").replace("_avb.take(", "_take_per_row(").replace("_avb.bcast(", "_same_in_every_row(")
     text = text.replace("_avb.full(", "_expand_to_levels(").replace("_avb.extreme(", "_max_or_min_per_row(")
     text = text.replace("_avb.pick(True, ", "_python_max(").replace("_avb.pick(False, ", "_python_min(")

@@ -198,6 +198,22 @@ def test_explain_shows_the_batched_body():
     assert "whole-batch torch operations" in text and "softmax(x_k / t, 1)" in text.replace("dim=1", "1")
 
 
+def box_areas(p):
+    out = []
+    for i in range(p.shape[0]):
+        out.append((p[i, 2:] - p[i, :2]).prod())
+    return torch.stack(out)
+
+
+def test_the_shown_batched_body_keeps_the_grouping_of_a_product():
+    # (probeU: the shown body read `p_i[:, 2:] - p_i[:, :2].prod(1)`, another computation)
+    text = str(explain(box_areas, torch.rand(10, 4)))
+    assert "(p_i[:, 2:] - p_i[:, :2]).prod(1)" in text, text
+    shown = next(line.strip() for line in text.splitlines() if ".prod(1)" in line)
+    p_i = torch.rand(10, 4)
+    assert torch.equal(eval(shown.removeprefix("return (").removesuffix(",)")), box_areas(p_i))
+
+
 # --------------------------------------------------------------------- what has no batched form
 
 
