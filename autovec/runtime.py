@@ -3391,6 +3391,8 @@ def _prefix(s0, v, op, py, inplace=False, counted=()):
         _counted_types(s0, v, py, counted[0], op)
     if op in _LOGICAL:
         return _logical_prefix(s0, v, op, py, inplace)
+    if op == "last":
+        return _shifted(s0, v, py)
     if inplace and isinstance(s0, torch.Tensor):
         if not torch.can_cast(torch.result_type(s0, v[0]), s0.dtype) or v.dtype == torch.bool:
             raise GuardFailed("the in-place update needs a cast the loop refuses")
@@ -3463,6 +3465,24 @@ def _prefix(s0, v, op, py, inplace=False, counted=()):
 
 
 FunctionRuntime.prefix = staticmethod(_prefix)
+
+
+def _shifted(s0, v, py):
+    """The values a name assigned once an iteration takes (analysis.loops._shifts): the step's
+    own values, read shifted by one step (Token.add_scan's `before`, which also checks the start
+    against them). A tensor start must have the values' dtype, device and row shape exactly, as
+    the loop's first step reads it as it is (`torch.cat([prev, c])`, `prev.shape`); it must not be
+    a tensor whose values the loop's steps are (their memory: `prev = x[0]` then `prev = x[t]`
+    is the same object in the loop, and a copy would do too, but the batch reads the rows)."""
+    if v.shape[0] == 0:
+        raise GuardFailed("an empty loop keeps the loop")
+    if type(s0) is torch.Tensor:
+        if py or s0.dtype != v.dtype or s0.device != v.device or tuple(s0.shape) != tuple(v.shape[1:]):
+            raise GuardFailed("a value the step before assigned that starts as a tensor of another dtype, device or "
+                              "shape than its values (the loop's first step reads the start as it is)")
+    elif type(s0) not in (int, float, bool):
+        raise GuardFailed(f"a value the step before assigned that starts as a {type(s0).__name__}")
+    return v
 
 
 # running logical or / and (analysis.loops.LOGICAL): `|`, `&`, torch.logical_or, torch.logical_and
@@ -6646,6 +6666,16 @@ class Token:
 
     scan_lasts = None     # exclusive scans: their last running values, by position in `extra`
     approx = False        # a float running value computed in another order than the loop's (fit_store)
+
+    @staticmethod
+    def shift_start(read):
+        """The start of a value the step before assigned (analysis.loops._shifts): the name's value
+        before the loop, which `read` returns; where the name is not bound yet, the loop runs (its
+        first read raises there, or a branch skips it)."""
+        try:
+            return read()
+        except NameError:
+            raise GuardFailed("a value the step before assigned that is not bound before the loop") from None
 
     def add_scan(self, prefix, py, before=_UNCHANGED, reads="", changed=None, outs=(), bare=False):
         """Running values of an accumulator, passed to the body as one more per-iteration input

@@ -3471,6 +3471,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                         source=src(node), form=form, space=space, body=(), outputs=(prefix,), mapped=(),
                         index_as_value=False, free=(), callables=())
     outputs, scans = _scans(outputs, body, targets)
+    outputs, scans = _shifts(node, outputs, scans, body, targets, iter_vars)
     exit_scans, exempt = _exit_scans(outputs, body)
 
     # every read of an output target other than the store itself is a dependence
@@ -3965,6 +3966,89 @@ def _scans(outputs, body: _Body, targets: dict):
             raise Refuse(f"loop-carried dependency: the running value `{name}` is updated from `{hit[0]}`, "
                          f"another running value of the loop (line {line})", line)
     return kept, scans
+
+
+SHIFT = "_av_was_"      # the name a shifted value's reads before its assignment read (_shifts)
+
+
+def _shifts(node, outputs, scans, body: _Body, targets: dict, iter_vars):
+    """A name assigned once an iteration, at the top level, from values of that iteration
+    (`prev = c` after `if c != prev: out.append(c)`, `last = x[t]` after `d = x[t] - last`), and
+    read before that assignment: those reads see the value the step before assigned (its start
+    before the first step), the values shifted by one step. The assignment becomes `marker =
+    value; name = marker`, the reads before it read `_av_was_<name>`, a running value of op
+    "last" whose values are the marker's (runtime._prefix): its values before each step are the
+    start, then the marker's values but the last (Token.add_scan's `before`), and the name's own
+    value after the loop is the last iteration's, as any name's. Only where every iteration
+    runs the assignment (no `continue`, `break` or `return` in the loop) and its value does not
+    depend on those reads (that would be a recurrence)."""
+    if any(isinstance(n, (ast.Continue, ast.Break, ast.Return, ast.Yield, ast.YieldFrom, ast.Try, ast.With))
+           for st in node.body for n in fastast.walk(st)) or getattr(node, "orelse", None):
+        return outputs, scans
+    stmts = body.stmts
+    taken = {sc[0] for sc in scans} | set(targets) | set(iter_vars) | {o.target for o in outputs if o.kind != "last"}
+    for k, st in enumerate(list(stmts)):
+        if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
+            continue
+        name = st.targets[0].id
+        if name in taken or name.startswith("_av_") or name not in body.assigned:
+            continue
+        if sum(1 for x in stmts for n in fastast.walk(x) if isinstance(n, ast.Name) and n.id == name
+               and not isinstance(n.ctx, ast.Load)) != 1:
+            continue       # (bound once an iteration, by this statement alone)
+        if not any(ld.id == name for x in stmts[:k] for ld in nm.loads(x)):
+            continue       # (not read before it: no value crosses the iterations)
+        if name in nm.load_ids(st.value) or any(
+                name in {ld.id for ld in nm.loads(x)} | nm.mutated(x)
+                for x in nm.needed(list(stmts[:k]) + [st], {name})[:-1]):
+            continue       # (its value computed from the value before: a recurrence)
+        if any(name in nm.mutated(x) for x in stmts if x is not st):
+            continue       # (changed in place: `prev.add_(1)`)
+        earlier = {sc[0] for sc in scans if sc[3] < k}
+        if earlier & {ld.id for x in nm.needed(list(stmts[:k]) + [st], {name}) for ld in nm.loads(x)}:
+            continue       # (computed from another running value: its terms run before any scan)
+        marker, was = body.marker(), SHIFT + name
+        value_stmt = ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=st.value), st)
+        bind = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                                            value=ast.Name(id=marker, ctx=ast.Load())), st)
+        for x in (value_stmt, bind):
+            x.end_lineno, x.end_col_offset = st.end_lineno, st.end_col_offset
+            ast.fix_missing_locations(x)
+        renamed = [_ReplaceLoads(name, was).visit(fastast.clone(x)) for x in stmts[:k]]
+        markers = {o.marker: o for o in outputs}
+        read_by = [o for x in renamed for n in fastast.walk(x) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                   and isinstance(n.targets[0], ast.Name) and n.targets[0].id in markers
+                   and was in nm.load_ids(n.value) for o in [markers[n.targets[0].id]]]
+        reads = [ld for x in renamed for ld in nm.loads(x) if ld.id == was]
+        bare = len(reads) == sum(1 for x in renamed for n in fastast.walk(x) if isinstance(n, ast.Assign)
+                                 and isinstance(n.value, ast.Name) and n.value.id == was and len(n.targets) == 1
+                                 and isinstance(n.targets[0], ast.Name) and n.targets[0].id in markers
+                                 and markers[n.targets[0].id].kind == "store" and not markers[n.targets[0].id].op)
+        # (an append of the name itself: the loop's list holds the start's own object first)
+        appended = any(isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id == was
+                       and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and n.targets[0].id in markers
+                       and markers[n.targets[0].id].kind == "append" for x in renamed for n in fastast.walk(x))
+        stmts[:k + 1] = renamed + [value_stmt, bind]
+        outputs = [dataclasses.replace(o, value=ast.unparse(_ReplaceLoads(name, was).visit(
+            ast.parse(o.value, mode="eval"))) if any(o is r for r in read_by) else o.value) for o in outputs]
+        outputs.append(Output("scan", was, ast.unparse(st.value), st.lineno, op="last", marker=marker,
+                              exclusive="appended" if appended else "stored", bare=bare))
+        # (the statements after it move down by one: `name = marker` is one more)
+        scans = [(a, b, c, q + 1 if q > k else q) for a, b, c, q in scans] + [(was, marker, "last", k)]
+        taken.add(name)
+    return outputs, scans
+
+
+class _ReplaceLoads(ast.NodeTransformer):
+    """Reads of `old` as reads of `new` (not in nested scopes' own bindings: none are renamed)."""
+
+    def __init__(self, old, new):
+        self.old, self.new = old, new
+
+    def visit_Name(self, node):
+        if node.id == self.old and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(ast.Name(id=self.new, ctx=ast.Load()), node)
+        return node
 
 
 def _value_reads(name: str, stmts, outputs):

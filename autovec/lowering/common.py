@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from .. import fastast
 from ..analysis import names as nm
-from ..analysis.loops import FILL, LOGICAL, OWN, ROW_CLONE, ROW_FIT, match_subscript, match_subscript_nest
+from ..analysis.loops import FILL, LOGICAL, OWN, SHIFT, ROW_CLONE, ROW_FIT, match_subscript, match_subscript_nest
 from ..codegen import expr, set_lines, template
 from ..plan import LoopPlan, einsum_letters, indexed
 
@@ -872,9 +872,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         # 1.0`, or `c = c + 1` after a reset's `not done[t]`, a Python bool; the check tells)
         terms = o.payloads if op in ("+", "-") else ()      # (`s = s + a[t] + b[t]`: analysis._terms_output)
         if plan.items or (converts or invariant or plan.index_as_value) and op in ("+", "-", "*") + LOGICAL \
-                or op == "lin" or terms:
+                or op in ("lin", "last") or terms:
             # (`k += int(c[i])`: a Python number in the loop too, as `.item()` gives)
-            if op.startswith(("best", "pay")) or op in ("lin", "+", "-", "*") + LOGICAL:
+            if op.startswith(("best", "pay")) or op in ("lin", "+", "-", "*", "last") + LOGICAL:
                 # the one-time check runs the loop's own `.item()`: it tells whether a running
                 # best, total or recurrence holds Python numbers (the batch computes them in float64)
                 pre_ref = fastast.clone(pre)
@@ -907,7 +907,13 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                                     [_name(p[1]) for p in terms]),
             ctx=ast.Load())))
         scan_display.append(_display_body(shown, AV))
+        if op == "last":
+            # (a name the step before assigned, analysis._shifts: it starts as the name's value before
+            # the loop, where that is bound)
+            scan_code += template(f"{name} = {T}.shift_start(lambda: {name[len(SHIFT):]})")
+            scan_display += ast.parse(f"{name} = {name[len(SHIFT):]}").body
         scan_display += ast.parse(
+            f"{name}_running = torch.func.vmap({PRE})({pre_args})[0]" if op == "last" else
             f"_av_t = torch.func.vmap({PRE})({pre_args})\n{name}_running = {name} {op} torch.cumsum(_av_t[0]"
             + "".join(f" {p[4]} _av_t[{k + 1}]" for k, p in enumerate(terms)) + ", 0)"
             if terms else

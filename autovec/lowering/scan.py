@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..codegen import expr, set_lines, template
 from ..plan import LoopPlan, Refusal
+from ..analysis.loops import SHIFT
 from .common import Lowered, Match, _branch, _space_expr, build
 
 _FORMS = {"+": "cumsum", "-": "cumsum (subtracted)", "*": "cumprod", "max": "cummax", "min": "cummin", "lse": "logcumsumexp",
@@ -47,6 +48,8 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
                                                  if lin[name].payloads[0][3] == "varying" or lin[name].payloads[0][3].startswith(("reset", "select")) else
                                                  " (evaluated as a parallel scan)"))
              if op == "lin" and name in lin else f"`{name}` is {_FORMS[op]}" if op == "lin" else
+             f"`{name[len(SHIFT):]}` is read before the statement that assigns it: the value the step before "
+             "assigned (the values shifted by one step, its value before the loop first)" if op == "last" else
              f"`{name}` is a running {'product' if op == '*' else 'extreme' if op in ('max', 'min') or op.startswith('best') else 'log-sum-exp' if op == 'lse' else 'logical or' if op in ('|', 'lor', 'or') else 'logical and' if op in ('&', 'land', 'and') else 'sum'} "
              f"read in the loop{' before each update, from its start' if name in before else ''} ({_FORMS[op]})"
              for name, _, op, _ in plan.scans if not op.startswith("pay")]
