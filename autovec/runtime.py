@@ -3382,7 +3382,7 @@ def _python_ints_fit(s0, v, op):
         raise GuardFailed("running Python ints that may pass int64's range (the loop's ints do not wrap)", data=True)
 
 
-def _prefix(s0, v, op, py, inplace=False, counted=()):
+def _prefix(s0, v, op, py, inplace=False, counted=(), py_steps=False):
     """The running values s_i = s0 op v_0 op ... op v_i, with the loop's types (`s += v` on a
     tensor keeps its dtype and shape: every step is cast back, as the in-place op does).
     `counted`: (K,) where the steps are `K * int(bool(c))` for `if c: s += K` from an int start
@@ -3404,6 +3404,13 @@ def _prefix(s0, v, op, py, inplace=False, counted=()):
         return _best_prefix(s0, v, op[4:], py)
     if op not in ("+", "-", "*", "max", "min", "lse"):
         raise GuardFailed(f"no prefix form for `{op}`")
+    if py_steps and type(s0) is torch.Tensor and op in ("+", "-", "*") and (v.is_floating_point() or v.is_complex()
+                                                                            or not s0.is_floating_point()):
+        # (`s = (x[t].item() + 1) + s` onto a float32 tensor: the loop's step promotes a Python float as
+        # a number, float32; the batch's steps are a float64 tensor. Ints onto a float tensor promote
+        # alike; onto an int32 one they do not; fuzz lost/stop48 seed 853023, pre-existing)
+        raise GuardFailed("a tensor running value with steps of Python numbers (the loop promotes each one as a "
+                          "number, not as a tensor of its dtype)")
     if op in ("max", "min", "lse") and isinstance(s0, torch.Tensor) and v.dim() >= 1:
         # the loop's values have the shape and dtype of torch.maximum(start, row): a start of
         # other dimensions, or of a wider dtype than the rows (both 0-d: float32 over float16),

@@ -5306,6 +5306,33 @@ def lost_stop48(self):
     `x[i] += x[i - 1] + y[i]`), of several dtypes and Python numbers."""
     self.variants = True
     n, d = max(self.n, 1), max(self.d, 1)
+    if self.chance(0.3):
+        # a name read before the statement that assigns it (`prev = c` after `if c != prev:`)
+        dt = self.pick(["float32", "int64", "float64"])
+        self.param("x", f"_tensor(g, ({n} + variant, {d}), torch.{dt}, low=-2, high=3)")
+        start, value = self.pick([("-1", "int(x[t].sum())"), ("0.0", "x[t].sum().item()"), (f"torch.zeros({d}, dtype=torch.{dt})", "x[t]"),
+                                  ("x[0]", "x[t]"), ("x[0].clone()", "x[t] * 2"), ("None", "x[t]"), ("0", "x[t]"),
+                                  (f"torch.zeros(1, {d}, dtype=torch.{dt})", "x[t]"), ("UNBOUND", "x[t]"), ("False", "bool(x[t, 0] > 0)")])
+        read = self.pick(["out.append(c - prev)", "rows[t] = prev", "if bool(torch.as_tensor(c != prev).all()):\n            out.append(c)",
+                          "out.append(prev)", "rows[t] = c - prev", "out.append(torch.as_tensor(prev).sum())"])
+        if start != "UNBOUND":
+            self.emit(1, f"prev = {start}")
+        self.emit(1, "out = []")
+        self.emit(1, f"rows = torch.zeros(x.shape[0], {d}, dtype=torch.float64)")
+        self.emit(1, self.pick(["for t in range(x.shape[0]):", "for t in range(1, x.shape[0]):",
+                                "for t in reversed(range(x.shape[0])):"]))
+        self.emit(2, f"c = {self.pick(['x[t]', 'x[t].sum().item()', 'int(x[t, 0])'])}")
+        if self.chance(0.1):
+            self.emit(2, "if t == 2:")
+            self.emit(3, "continue")
+        for line in read.split("\n"):
+            self.emit(2, line.strip() if not line.startswith("            ") else "    " + line.strip())
+        self.emit(2, f"prev = {value}")
+        if self.chance(0.2):
+            self.emit(1, "if isinstance(prev, torch.Tensor) and prev.dtype.is_floating_point:")
+            self.emit(2, "prev.add_(1)")
+        self.emit(1, "return out, rows" + ("" if start == "UNBOUND" else ", prev"))
+        return
     if self.chance(0.5):
         dt = self.pick(["bool", "bool", "bool", "int64", "float32", "uint8"])
         self.param("m", f"_tensor(g, ({n} + variant, {d}), torch.{dt}, special={dt == 'float32' and self.chance(0.3)}, "

@@ -1310,3 +1310,28 @@ def test_a_subtracted_running_value_is_no_running_sum(always_vectorize):
     ex = explain(subtracted_from, x, y)
     assert "cumsum" not in str(ex)
     torch.testing.assert_close(subtracted_from(x, y), subtracted_from.__wrapped__(x, y), rtol=1e-4, atol=1e-4)
+
+
+def test_python_number_steps_onto_a_tensor_keep_its_dtype(always_vectorize):
+    # (fuzz lost/stop48 seed 853023, pre-existing: the steps, Python floats in the loop, came as a
+    # float64 tensor, and the running float32 tensor became float64)
+    def floats(x):
+        s = torch.zeros(())
+        out = []
+        for t in range(x.shape[0]):
+            s = (x[t].sum().item() + 1) + s
+            out.append(s)
+        return s, out
+
+    def ints(x):
+        s = torch.zeros((), dtype=torch.int32)
+        out = []
+        for t in range(x.shape[0]):
+            s = s + (int(x[t].sum()) + 1)
+            out.append(s)
+        return s, out
+    x = _randn(20, 3, seed=56)
+    for fn in (floats, ints):
+        want, got = fn(x), autovec(fn)(x)
+        assert got[0].dtype == want[0].dtype and [v.dtype for v in got[1]] == [v.dtype for v in want[1]]
+        torch.testing.assert_close(got[0], want[0])

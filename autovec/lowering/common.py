@@ -1005,7 +1005,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             STEPS = PY
         scan_code += ([pre] if pre is not None else []) + template(
             f"{T}.add_scan(_av_AV.prefix({name}, {values}, {op!r}, "
-            f"{STEPS}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}), {PY}"
+            f"{STEPS}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}"
+            f"{f', py_steps={T}.py_out({PRE!r}, 0)' if pre_ref is not None and not terms else ''}), {PY}"
             f"{f', before={name}, reads={o.exclusive!r}' if o.exclusive else ''}"
             f"{f', changed={name}, outs=({written})' if o.inplace else ''}"
             f"{f', bare={o.bare}' if o.exclusive or o.inplace else ''})", _av_AV=AV)
