@@ -189,3 +189,20 @@ def test_a_loop_that_stops_early():
     x = torch.randn(40, 3, generator=g)
     x[25, 0] = 2.0
     _same(autovec(stops)(x.clone()), stops(x.clone()))
+
+
+def test_read_by_another_running_values_terms_keeps_the_loop():
+    # (its terms are computed for every step before any running value is: the shifted values
+    # are not there yet)
+    def total_of_differences(x):
+        s = 0.0
+        prev = 0.0
+        out = []
+        for t in range(x.shape[0]):
+            c = x[t].sum().item()
+            s = s + (c - prev)
+            out.append(s)
+            prev = c
+        return out
+    ex = _check(total_of_differences, torch.randn(10, 3), path="python")
+    assert "loop-carried dependency" in ex.loops[0].reason, str(ex)

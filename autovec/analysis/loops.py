@@ -4007,6 +4007,12 @@ def _shifts(node, outputs, scans, body: _Body, targets: dict, iter_vars):
         earlier = {sc[0] for sc in scans if sc[3] < k}
         if earlier & {ld.id for x in nm.needed(list(stmts[:k]) + [st], {name}) for ld in nm.loads(x)}:
             continue       # (computed from another running value: its terms run before any scan)
+        by_marker = {o.marker: o for o in outputs}
+        if any(name in {ld.id for x in nm.needed(list(stmts[:q + 1]), {m} | {
+                p[1] for p in getattr(by_marker.get(m), "payloads", ()) if len(p) > 1 and isinstance(p[1], str)})
+                        for ld in nm.loads(x)}
+               for _, m, _, q in scans if q < k):
+            continue       # (read by another running value's terms, which run before any scan's values)
         marker, was = body.marker(), SHIFT + name
         value_stmt = ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=st.value), st)
         bind = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
