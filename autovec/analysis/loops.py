@@ -3982,8 +3982,9 @@ def _shifts(node, outputs, scans, body: _Body, targets: dict, iter_vars):
     value after the loop is the last iteration's, as any name's. Only where every iteration
     runs the assignment (no `continue`, `break` or `return` in the loop) and its value does not
     depend on those reads (that would be a recurrence)."""
-    if any(isinstance(n, (ast.Continue, ast.Break, ast.Return, ast.Yield, ast.YieldFrom, ast.Try, ast.With))
-           for st in node.body for n in fastast.walk(st)) or getattr(node, "orelse", None):
+    if not isinstance(node, (ast.For, ast.While)) or getattr(node, "orelse", None) or any(
+            isinstance(n, (ast.Continue, ast.Break, ast.Return, ast.Yield, ast.YieldFrom, ast.Try, ast.With))
+            for st in node.body for n in fastast.walk(st)):
         return outputs, scans
     stmts = body.stmts
     taken = {sc[0] for sc in scans} | set(targets) | set(iter_vars) | {o.target for o in outputs if o.kind != "last"}
