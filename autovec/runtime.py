@@ -4362,6 +4362,11 @@ def _before_steps(s0, running, computed=True, py=False):
     if type(s0) is torch.Tensor:
         if s0.dtype != dt or s0.device != running.device:
             raise GuardFailed("a running value read before its update that starts as a tensor of another dtype")
+        if computed and tuple(s0.shape) != tuple(row):
+            # (`acc += (~done).float().sum()` before `done = done | m[t]` from a 0-d start: the loop's
+            # first read sums one element, the start expanded to a row sums them all)
+            raise GuardFailed("a running value computed with before its update that starts as a tensor of another "
+                              "shape than its values (the loop's first step computes with the start as it is)")
         try:
             first = s0.expand(row)
         except RuntimeError:

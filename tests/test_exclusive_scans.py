@@ -436,3 +436,20 @@ def test_in_place_running_values_from_an_output_or_under_gradients_keep_the_loop
     assert explain(squares_of_a_running_sum, x).path == "python"
     with torch.no_grad():         # (without gradients the batch runs)
         assert explain(squares_of_a_running_sum, x).path == "vectorized"
+
+
+def test_a_start_of_another_shape_computed_with_keeps_the_loop(monkeypatch):
+    # (pre-existing: the 0-d start was expanded to a row, so `s.sum()` of the first step summed
+    # three ones where the loop sums one)
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+    def sums_before(x):
+        s = torch.ones(())
+        out = torch.zeros(x.shape[0])
+        for t in range(x.shape[0]):
+            out[t] = s.sum()
+            s = s + x[t]
+        return out
+    x = torch.rand(6, 3, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(autovec(sums_before)(x), sums_before(x))
+    assert explain(sums_before, x).path == "python"

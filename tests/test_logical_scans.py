@@ -244,3 +244,59 @@ def test_short_loops_and_equivalence(n):
     assert_equivalent(eos_mask, tokens, 3)
     _same(eos_mask(tokens, 3), autovec(eos_mask)(tokens, 3))
     _same(seen_flags(_rand(n, 3, seed=12) * 1.5), autovec(seen_flags)(_rand(n, 3, seed=12) * 1.5))
+
+
+def logprob_until_eos(step_logprobs, tokens, eos):
+    T, B, _ = step_logprobs.shape
+    total = torch.zeros(B)
+    done = torch.zeros(B, dtype=torch.bool)
+    for t in range(T):
+        lp = step_logprobs[t, torch.arange(B), tokens[t]]
+        total += lp * (~done).float()
+        done = done | (tokens[t] == eos)
+    return total
+
+
+def lengths_until_eos(tokens, eos):
+    n = torch.zeros(tokens.shape[1], dtype=torch.long)
+    done = torch.zeros(tokens.shape[1], dtype=torch.bool)
+    for t in range(tokens.shape[0]):
+        n += (~done).long()
+        done |= tokens[t] == eos
+    return n, done
+
+
+def return_while_alive(r, dones):
+    G = 0.0
+    alive = True
+    for t in range(r.shape[0]):
+        G = G + r[t].item() * float(alive)
+        alive = alive and not bool(dones[t])
+    return G
+
+
+def test_another_sum_reads_the_value_before_each_update():
+    tokens = _tokens(60, 8, seed=13)
+    g = torch.Generator().manual_seed(14)
+    lp = torch.randn(60, 8, 20, generator=g).log_softmax(-1)
+    ex = explain(logprob_until_eos, lp, tokens, 3)
+    assert ex.path == "vectorized" and "before each update" in ex.loops[0].reason, str(ex)
+    torch.testing.assert_close(autovec(logprob_until_eos)(lp, tokens, 3), logprob_until_eos(lp, tokens, 3))
+    _check(lengths_until_eos, tokens, 3)
+    r, d = torch.randn(40, generator=g), torch.rand(40, generator=g) > 0.9
+    assert explain(return_while_alive, r, d).path == "vectorized"
+    assert autovec(return_while_alive)(r, d) == pytest.approx(return_while_alive(r, d), rel=1e-9, abs=1e-12)
+
+
+def test_a_zero_d_start_read_by_a_sum_keeps_the_loop():
+    # (the loop's first step sums the 0-d start alone; expanded to a row it would sum four)
+    def zero_d(x):
+        acc = torch.zeros(())
+        f = torch.zeros((), dtype=torch.bool)
+        for t in range(x.shape[0]):
+            acc = acc + (~f).float().sum() * x[t, 0]
+            f = torch.logical_or(f, x[t] > 0.5)
+        return acc
+    x = _rand(30, 4, seed=15)
+    torch.testing.assert_close(autovec(zero_d)(x), zero_d(x))
+    assert explain(zero_d, x).path == "python"

@@ -3896,7 +3896,7 @@ def _scans(outputs, body: _Body, targets: dict):
             if any(ld.id == o.target for s in body.stmts[:pos] for ld in nm.loads(s)):
                 # read before its update, only by stores (`out[t] = h` then `h = a * h + x[t]`): the
                 # values before each step, an exclusive scan (Token.add_scan's `before`)
-                reads = _value_reads(o.target, body.stmts[:pos], outputs)
+                reads = _value_reads(o.target, body.stmts[:pos], outputs, body.stmts)
                 if reads is None or reads[0] or any(ld.id == o.target for s in body.stmts[pos + 1:]
                                                     for ld in nm.loads(s)):
                     raise Refuse(f"loop-carried dependency: `{o.target}` is read before its update at line "
@@ -3926,7 +3926,7 @@ def _scans(outputs, body: _Body, targets: dict):
         names = {o.target} | ({p[0] for p in o.payloads} if best_scan else set())
         before = [ld for s in body.stmts[:pos] for ld in nm.loads(s) if ld.id in names] if pos is not None else []
         after = [ld for s in body.stmts[pos + 1:] for ld in nm.loads(s) if ld.id in names] if pos is not None else []
-        reads = _value_reads(o.target, body.stmts[:pos] if before else body.stmts[pos + 1:], outputs) \
+        reads = _value_reads(o.target, body.stmts[:pos] if before else body.stmts[pos + 1:], outputs, body.stmts) \
             if pos is not None else None
         exclusive = bool(before) and not after and not best_scan and o.op in ("+", "-", "*") + LOGICAL \
             and not o.counted and reads is not None
@@ -4058,7 +4058,7 @@ class _ReplaceLoads(ast.NodeTransformer):
         return node
 
 
-def _value_reads(name: str, stmts, outputs):
+def _value_reads(name: str, stmts, outputs, body_stmts=None):
     """How `stmts` read the running value `name` where every read is in the value a store writes
     or a list appends, at the top level (`out[i] = s`, `out[i] = s * 2`, `starts.append(off)`: the
     analysis's `marker = ..` of such an output): (whether a list appends one, whether every read
@@ -4068,6 +4068,13 @@ def _value_reads(name: str, stmts, outputs):
     which an in-place update under gradients would break in the loop (Token.add_scan)."""
     stores = {o.marker for o in outputs if o.kind == "store" and not o.op}
     appends = {o.marker for o in outputs if o.kind == "append" and not o.cond and not o.record and not o.joined}
+    # (the values another running value adds, `total += lp * (~done).float()` before `done = done |
+    # eos[t]`, where that one is only read after the loop: a sum of the body's values, which see the
+    # values before each step as the stores do; one read in the loop would be a scan, whose terms
+    # are computed before any scan's values)
+    sums = {o.marker for o in outputs if o.kind == "accum" and not o.payloads and o.target != name
+            and o.target not in {ld.id for x in (body_stmts or ()) for ld in nm.loads(x)}}
+    stores |= sums
     appended, bare = False, True
     todo = list(stmts)
     while todo:
@@ -4087,7 +4094,7 @@ def _value_reads(name: str, stmts, outputs):
         v = st.value
         if isinstance(v, ast.IfExp) and isinstance(v.body, ast.Constant) and name not in nm.load_ids(v.test):
             v = v.orelse      # (`(0 if c else h)`, a read after a reset, _merge_resets: a number, or h as it is)
-        bare = bare and target in stores and isinstance(v, ast.Name) and v.id == name
+        bare = bare and target in stores and target not in sums and isinstance(v, ast.Name) and v.id == name
     return appended, bare
 
 
