@@ -6,6 +6,7 @@ Requires names.py. Works on syntax only; questions about the objects a name refe
 from __future__ import annotations
 
 import ast
+import math
 import copy
 import dataclasses
 import functools
@@ -1534,6 +1535,7 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
             stmts = _row_mask_stores(stmts, body.indices[0])
         stmts = [_ChainedStores(body.indices).visit(s) for s in stmts]
         if len(body.indices) == 1:
+            stmts = _row_local(stmts, body.indices[0])
             stmts, body.own_rows = _inner_row_stores(stmts, body.indices[0])
         stmts = _merge_resets(_select_resets(stmts))
     if len(body.indices) == 1:
@@ -1834,6 +1836,137 @@ def _row_value(v: ast.expr, row: str, bound: dict, indices: set):
             return fit(node, "int")
         return node if tensorish(node) else None
     return value(v)
+
+
+LOCAL_ROW = "_av_lrow"
+
+
+def _row_local(stmts: list, index: str) -> list:
+    """A tensor the body reads and writes only in the iteration's own row, in parts
+    (`out[i, 2:] -= out[i, :2]; out[i, :2] += out[i, 2:] / 2`, `c = out[i, y[i]]; out[i, y[i]] =
+    f(c)`): the row copied at its first mention (`r = out[i].clone()`), every `out[i, e..]` read
+    and written as `r[e..]`, and the row stored back after its last mention (`out[i] = r`). The
+    same values: `out[i, e..]` is `out[i][e..]`, and no other row, nor the tensor under another
+    name, is read in the iteration (the guard's aliasing checks refuse an input that shares its
+    memory). Only where every mention of the tensor is such a subscript of it with the loop index
+    first, the body never binds the name, no statement from its first mention to its last can
+    leave the iteration (`continue`, `break`, `return`, `raise`), and one of them writes part of
+    the row (a whole row's store and reads of it are the planner's own)."""
+    mentions: dict = {}
+    for k, st in enumerate(stmts):
+        for n in fastast.walk(st):
+            if isinstance(n, ast.Name) and n.id != index:
+                mentions.setdefault(n.id, []).append((k, n))
+    parents = {id(c): p for st in stmts for p in fastast.walk(st) for c in ast.iter_child_nodes(p)}
+    bound = set().union(*map(nm.stores, stmts)) if stmts else set()
+    rows = 0
+    for name, found in sorted(mentions.items()):
+        if name in bound or name.startswith("_av_"):
+            continue
+        at = sorted({k for k, _ in found})
+        if len(at) < 2:
+            continue
+        subs = []
+        for k, n in found:
+            p = parents.get(id(n))
+            sl = p.slice if isinstance(p, ast.Subscript) and p.value is n else None
+            lead = sl.elts[0] if isinstance(sl, ast.Tuple) and sl.elts else sl
+            if not (isinstance(lead, ast.Name) and lead.id == index) \
+                    or any(isinstance(e, (ast.Starred, ast.NamedExpr)) for e in fastast.walk(sl)) \
+                    or name in nm.load_ids(sl):
+                break
+            subs.append(p)
+        else:
+            if any(isinstance(st, (ast.Assign, ast.AugAssign)) and _view_of(st.value, {id(x) for x in subs})
+                   and not _apart(st, subs) for st in stmts):
+                # (`out[i, :2] -= out[i, 1]`, `c = out[i, 1:3]`: a view of the row as the value, which
+                # torch refuses to write into the row it overlaps, depending on the data; the loop decides)
+                continue
+            if any(isinstance(n, (ast.Continue, ast.Break, ast.Return, ast.Raise, ast.Yield, ast.YieldFrom, ast.Try))
+                   for st in stmts[at[0]:at[-1] + 1] for n in fastast.walk(st)):
+                continue      # (an iteration that leaves between the copy and the store back would drop its writes)
+            partial = any(isinstance(st, (ast.Assign, ast.AugAssign)) and any(
+                t in subs and isinstance(t.slice, ast.Tuple) and len(t.slice.elts) > 1
+                for t in (st.targets if isinstance(st, ast.Assign) else [st.target])) for st in stmts)
+            if not partial:
+                continue
+            row = f"{LOCAL_ROW}{rows}"
+            rows += 1
+            first, last = at[0], at[-1]
+            swap = _RowToLocal({id(x) for x in subs}, row)
+            mid = [swap.visit(stmts[k]) for k in range(first, last + 1)]
+            copy = ast.parse(f"{row} = {name}[{index}].clone()").body[0]
+            back = ast.parse(f"{name}[{index}] = {row}").body[0]
+            for x, st in ((copy, stmts[first]), (back, stmts[last])):
+                ast.copy_location(x, st)
+                x.end_lineno, x.end_col_offset = st.end_lineno, st.end_col_offset
+                ast.fix_missing_locations(x)
+            stmts = stmts[:first] + [copy] + mid + [back] + stmts[last + 1:]
+            return _row_local(stmts, index)       # (positions moved: the next tensor on the new list)
+    return stmts
+
+
+_VIEW_METHODS = frozenset({"view", "view_as", "reshape", "reshape_as", "t", "transpose", "permute", "expand",
+                           "expand_as", "squeeze", "unsqueeze", "flatten", "unflatten", "narrow", "select",
+                           "diagonal", "unfold", "movedim", "swapaxes", "swapdims", "as_strided", "detach",
+                           "contiguous", "type_as", "to", "float", "double", "long", "int", "real", "imag"})
+
+
+def _view_of(node, ids) -> bool:
+    """Whether `node` may be a view of one of the subscripts `ids`: the subscript itself, or
+    views of it (`.view(..)`, `.t()`, `.T`, `[..]`); an operation that makes new memory is none."""
+    while True:
+        if id(node) in ids:
+            return True
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "H", "mH", "real", "imag"):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEW_METHODS:
+            node = node.func.value
+        else:
+            return False
+
+
+def _apart(st, subs) -> bool:
+    """`T[i, a] op= T[i, b]` (or `=`) whose parts are constant elements or slices of one
+    dimension that never meet (`out[i, 2:] -= out[i, :2]`): torch writes a view into a part it
+    does not overlap without complaint, as the loop does."""
+    target = st.target if isinstance(st, ast.AugAssign) else st.targets[0] if len(st.targets) == 1 else None
+
+    def span(sub):
+        if sub not in subs or not isinstance(sub.slice, ast.Tuple) or len(sub.slice.elts) != 2:
+            return None
+        e = sub.slice.elts[1]
+        if isinstance(e, ast.Constant) and type(e.value) is int and e.value >= 0:
+            return e.value, e.value + 1
+        if isinstance(e, ast.Slice) and e.step is None:
+            lo = 0 if e.lower is None else e.lower.value if isinstance(e.lower, ast.Constant) \
+                and type(e.lower.value) is int and e.lower.value >= 0 else None
+            hi = math.inf if e.upper is None else e.upper.value if isinstance(e.upper, ast.Constant) \
+                and type(e.upper.value) is int and e.upper.value >= 0 else None
+            return None if lo is None or hi is None else (lo, hi)
+        return None
+    a, b = span(target), span(st.value)
+    return a is not None and b is not None and (a[1] <= b[0] or b[1] <= a[0])
+
+
+class _RowToLocal(ast.NodeTransformer):
+    """`T[i, e..]` (the subscripts `ids` names) as `r[e..]`, `T[i]` as `r`."""
+
+    def __init__(self, ids, row):
+        self.ids, self.row = ids, row
+
+    def visit_Subscript(self, node):
+        if id(node) not in self.ids:
+            return self.generic_visit(node)
+        name = ast.Name(id=self.row, ctx=node.ctx if not isinstance(node.ctx, ast.Del) else ast.Load())
+        rest = node.slice.elts[1:] if isinstance(node.slice, ast.Tuple) else []
+        if not rest:
+            return ast.copy_location(name, node)
+        sl = rest[0] if len(rest) == 1 else ast.Tuple(elts=list(rest), ctx=ast.Load())
+        return ast.copy_location(ast.Subscript(value=ast.Name(id=self.row, ctx=ast.Load()), slice=sl, ctx=node.ctx),
+                                 node)
 
 
 def _inner_row_stores(stmts: list, index: str):

@@ -1,0 +1,133 @@
+"""A tensor read and written only in the iteration's own row, in parts (`out[i, 2:] -= out[i,
+:2]; out[i, :2] += out[i, 2:] / 2`): the row copied at its first mention, its parts read and
+written in the copy, and the row stored back after its last mention (analysis.loops
+_row_local). The same operations on the same values, so the results are the loop's bit for
+bit."""
+import pytest
+import torch
+
+from autovec import assert_equivalent, autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def xyxy_to_cxcywh(boxes):
+    out = boxes.clone()
+    for i in range(boxes.shape[0]):
+        out[i, 2:] -= out[i, :2]
+        out[i, :2] += out[i, 2:] / 2
+    return out
+
+
+def arcface_margin(cos, y, m, s):
+    out = cos.clone()
+    for i in range(cos.shape[0]):
+        c = out[i, y[i]].clamp(-1 + 1e-7, 1 - 1e-7)
+        out[i, y[i]] = torch.cos(torch.acos(c) + m)
+    return out * s
+
+
+def in_place_on_the_argument(b):
+    for i in range(b.shape[0]):
+        b[i, 2:] = b[i, 2:] - b[i, :2]
+        b[i, 0] = b[i, 0] * 2
+    return b
+
+
+def _rand(*shape, seed=0):
+    return torch.rand(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _run(fn, *args):
+    a1 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    a2 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    want, got = fn(*a1), autovec(fn)(*a2)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+    assert all(torch.equal(x, y) for x, y in zip(a1, a2) if isinstance(x, torch.Tensor))
+    return explain(fn, *args)
+
+
+def test_box_conversion_in_parts_of_each_row():
+    ex = _run(xyxy_to_cxcywh, _rand(500, 4))
+    assert ex.path == "vectorized", str(ex)
+    assert_equivalent(xyxy_to_cxcywh, _rand(20, 4, seed=1).requires_grad_(), grad=True)
+
+
+def test_a_margin_at_each_rows_label():
+    y = torch.randint(0, 10, (300,), generator=torch.Generator().manual_seed(2))
+    ex = _run(arcface_margin, _rand(300, 10, seed=3) * 2 - 1, y, 0.5, 30.0)
+    assert ex.path == "vectorized", str(ex)
+
+
+def test_the_callers_tensor_is_updated_in_place():
+    ex = _run(in_place_on_the_argument, _rand(100, 4, seed=4))
+    assert ex.path == "vectorized", str(ex)
+
+
+def test_under_a_branch_and_an_exit_between():
+    def branch(x):
+        out = x.clone()
+        for i in range(x.shape[0]):
+            out[i, :2] = out[i, 2:] * 2
+            if out[i, 0] > 0.5:
+                out[i, 3] = 0.0
+        return out
+
+    def leaves(x):
+        out = x.clone()
+        for i in range(x.shape[0]):
+            out[i, :2] = out[i, 2:] * 2
+            if x[i, 1] > 0.5:
+                continue
+            out[i, 3] = 0.0
+        return out
+    x = _rand(40, 4, seed=6)
+    for fn in (branch, leaves):
+        assert torch.equal(autovec(fn)(x.clone()), fn(x.clone()))
+
+
+@pytest.mark.parametrize("kind", ["overlap", "other_row", "view_kept"])
+def test_what_keeps_the_loop(kind):
+    def overlap(x, y):
+        out = x.clone()
+        for i in range(x.shape[0]):
+            out[i, :2] -= out[i, y[i]]    # (torch refuses a view into the part it writes: where y[i] < 2)
+            out[i, 3] = 0.0
+        return out
+
+    def other_row(x):
+        out = x.clone()
+        for i in range(1, x.shape[0]):
+            out[i, :2] = out[i - 1, 2:]
+            out[i, 2:] *= 2
+        return out
+
+    def view_kept(x):
+        out = x.clone()
+        kept = []
+        for i in range(x.shape[0]):
+            v = out[i, :2]
+            out[i, 2:] = v * 2
+            kept.append(v)
+        return out, kept
+
+    fn = {"overlap": overlap, "other_row": other_row, "view_kept": view_kept}[kind]
+    x = _rand(30, 4, seed=5)
+    if kind == "overlap":
+        y = torch.full((30,), 3)
+        y[20] = 0
+        with pytest.raises(RuntimeError, match="single memory location"):
+            autovec(fn)(x, y)
+        assert explain(fn, x, y).path == "python"
+        return
+    a, b = x.clone(), x.clone()
+    want, got = fn(a), autovec(fn)(b)
+    for w, g in zip(want if isinstance(want, tuple) else [want], got if isinstance(got, tuple) else [got]):
+        if isinstance(w, list):
+            assert all(torch.equal(p, q) for p, q in zip(w, g))
+        else:
+            assert torch.equal(w, g)
+    assert explain(fn, x).path == "python"
