@@ -2355,6 +2355,12 @@ class FunctionRuntime:
                                   data=True)
             if tok is not None and _of_stacks(tok, o):
                 raise GuardFailed(_STACKED_ELEMENT)
+            if views and tok is not None and not tok.shares_input(o):
+                # (`c = x[t].view(3)` over `reversed(range(..))`: the batch was computed from a flipped
+                # copy, so its rows are no views of x, where the loop's are: an in-place change of `c`
+                # after the loop would not reach x; probeV, pre-existing)
+                raise GuardFailed("fission: values that are views of the loop's inputs in the loop (`x[t].view(..)`), "
+                                  "computed ahead from a copy of them (the loop decides)")
             if tok is not None and not views and tok.shares_input(o):
                 o = o.clone()      # (the loop's values are new tensors: the batch's rows must be too)
             return o
@@ -3392,7 +3398,7 @@ def _prefix(s0, v, op, py, inplace=False, counted=(), py_steps=False):
     if op in _LOGICAL:
         return _logical_prefix(s0, v, op, py, inplace)
     if op == "last":
-        return _shifted(s0, v, py)
+        return _shifted(s0, v, py or py_steps)
     if inplace and isinstance(s0, torch.Tensor):
         if not torch.can_cast(torch.result_type(s0, v[0]), s0.dtype) or v.dtype == torch.bool:
             raise GuardFailed("the in-place update needs a cast the loop refuses")
@@ -3486,7 +3492,13 @@ def _shifted(s0, v, py):
     if type(s0) is torch.Tensor:
         if py or s0.dtype != v.dtype or s0.device != v.device or tuple(s0.shape) != tuple(v.shape[1:]):
             raise GuardFailed("a value the step before assigned that starts as a tensor of another dtype, device or "
-                              "shape than its values (the loop's first step reads the start as it is)")
+                              "shape than its values, or whose values are Python numbers (the loop's first step "
+                              "reads the start as it is)")
+        if torch.is_grad_enabled() and s0.requires_grad != v.requires_grad:
+            # (the loop's first read requires grad and the later ones not, or the reverse: one batch
+            # of them would give every read the same; probeV)
+            raise GuardFailed("a value the step before assigned whose start requires grad where its values do not, "
+                              "or the reverse")
     elif type(s0) not in (int, float, bool):
         raise GuardFailed(f"a value the step before assigned that starts as a {type(s0).__name__}")
     return v
@@ -6689,7 +6701,7 @@ class Token:
         except NameError:
             raise GuardFailed("a value the step before assigned that is not bound before the loop") from None
 
-    def add_scan(self, prefix, py, before=_UNCHANGED, reads="", changed=None, outs=(), bare=False):
+    def add_scan(self, prefix, py, before=_UNCHANGED, reads="", changed=None, outs=(), bare=False, start=None):
         """Running values of an accumulator, passed to the body as one more per-iteration input
         (`before`: the start, where the body reads the value before each step instead, `reads`
         "appended" where a list appends it; `changed`: the start, which the loop updates in
@@ -6710,6 +6722,13 @@ class Token:
                 # backward raises)
                 raise GuardFailed("a running value updated in place under gradients, read by an operation that "
                                   "keeps it for backward (the loop's backward raises)")
+        if type(start) is torch.Tensor and outs:
+            # (`s = y[0]` then `y[t] += 1` before `s = s + x[t]`: the loop's first step reads the
+            # start after the write into its memory, the batch read it before; probeV, pre-existing)
+            ptr = _storage(start)
+            if any(isinstance(t, torch.Tensor) and _storage(t) == ptr for t in outs):
+                raise GuardFailed("a running value that starts as the memory of a tensor the loop writes into",
+                                  data=True)
         if isinstance(prefix, torch.Tensor) and getattr(prefix, "_av_approx", False):
             self.approx = True
         if self.numbers or self.number_sources:

@@ -131,3 +131,20 @@ def test_what_keeps_the_loop(kind):
         else:
             assert torch.equal(w, g)
     assert explain(fn, x).path == "python"
+
+
+def test_a_part_of_the_row_kept_as_it_is_keeps_the_loop():
+    # (the loop's list holds views of the tensor's rows: later writes into it show there)
+    def kept(x):
+        out = x.clone()
+        rows = []
+        for i in range(x.shape[0]):
+            out[i, :2] = out[i, 2:] * 2
+            rows.append(out[i])
+        out += 1
+        return rows
+    x = _rand(20, 4, seed=7)
+    want, got = kept(x.clone()), autovec(kept)(x.clone())
+    assert all(torch.equal(a, b) for a, b in zip(want, got))
+    ex = explain(kept, x)
+    assert ex.path == "python" and "loop-carried dependency: `out`" in ex.loops[0].reason, str(ex)

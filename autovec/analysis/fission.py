@@ -23,8 +23,12 @@ from .loops import (Context, Refuse, _check_calls, _fresh_value, _makes_new_memo
 
 
 def _heavy(node: ast.AST) -> bool:
-    """Worth computing ahead of the loop: a call or an arithmetic operation."""
-    return any(isinstance(n, (ast.Call, ast.BinOp, ast.UnaryOp)) for n in fastast.walk(node))
+    """Worth computing ahead of the loop: a call or an arithmetic operation, on some value (not
+    Python's arithmetic of literals, `-1`: a number, which a hoisted copy per iteration cannot
+    `.clone()`; probeV, pre-existing)."""
+    nodes = list(fastast.walk(node))
+    return any(isinstance(n, (ast.Call, ast.BinOp, ast.UnaryOp)) for n in nodes) \
+        and any(isinstance(n, (ast.Name, ast.Call, ast.Attribute)) for n in nodes)
 
 
 class _KeptNames(Exception):

@@ -1091,6 +1091,10 @@ def _strip_item(value: ast.AST) -> tuple[ast.AST, str]:
         return value.func.value, "item"
     if isinstance(value, ast.Constant) and isinstance(value.value, (int, float, bool)):
         return value, "const"
+    if isinstance(value, (ast.BinOp, ast.UnaryOp)) and all(
+            isinstance(n, (ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop)) or isinstance(n, ast.Constant)
+            and type(n.value) in (int, float, bool) for n in fastast.walk(value)):
+        return value, "const"      # (`3 + 3`, `-0.5`: Python's arithmetic of numbers, a number; probeV)
     if getattr(value, "av_count", False):
         return value, "const"       # (`K * int(bool(c))` made by _counted: a Python number either way)
     return value, ""
@@ -1882,6 +1886,8 @@ def _row_local(stmts: list, index: str) -> list:
                 # (`out[i, :2] -= out[i, 1]`, `c = out[i, 1:3]`: a view of the row as the value, which
                 # torch refuses to write into the row it overlaps, depending on the data; the loop decides)
                 continue
+            if any(isinstance(x.ctx, ast.Load) and _kept_view(x, parents) for x in subs):
+                continue      # (`lst.append(out[i])`: the loop keeps a view of the tensor's row, the copy would not)
             if any(isinstance(n, (ast.Continue, ast.Break, ast.Return, ast.Raise, ast.Yield, ast.YieldFrom, ast.Try))
                    for st in stmts[at[0]:at[-1] + 1] for n in fastast.walk(st)):
                 continue      # (an iteration that leaves between the copy and the store back would drop its writes)
@@ -1926,6 +1932,32 @@ def _view_of(node, ids) -> bool:
             node = node.func.value
         else:
             return False
+
+
+_ROW_FUNCS = frozenset({"narrow", "select", "split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "as_strided",
+                        "movedim", "moveaxis", "diagonal", "squeeze", "unsqueeze", "reshape", "flatten", "t",
+                        "transpose", "permute", "swapaxes", "swapdims", "view_as_real", "view_as_complex", "detach"})
+
+
+def _kept_view(sub, parents) -> bool:
+    """Whether the row's part `sub` may be kept as it is, a view of the tensor (appended, passed
+    to a call that may keep it or return a view of it, indexed again), rather than only used
+    through a value computed from it (an operand, a method that makes new memory, a torch
+    function's argument, its shape). A kept view of the loop's row would be one of the copy."""
+    q = parents.get(id(sub))
+    if isinstance(q, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp)):
+        return False
+    if isinstance(q, (ast.Assign, ast.AugAssign)):
+        return False          # (its value: _view_of and _apart decide)
+    if isinstance(q, ast.Attribute) and q.value is sub:
+        call = parents.get(id(q))
+        if isinstance(call, ast.Call) and call.func is q:
+            return q.attr in _VIEW_METHODS or q.attr.endswith("_")
+        return q.attr not in ("shape", "dtype", "device", "ndim", "is_floating_point")
+    if isinstance(q, ast.Call) and sub in q.args and isinstance(q.func, ast.Attribute) \
+            and isinstance(q.func.value, ast.Name) and q.func.value.id in ("torch", "F", "math", "np"):
+        return q.func.attr in _VIEW_METHODS or q.func.attr in _ROW_FUNCS
+    return True
 
 
 def _apart(st, subs) -> bool:
@@ -4138,6 +4170,11 @@ def _shifts(node, outputs, scans, body: _Body, targets: dict, iter_vars):
             continue       # (its value computed from the value before: a recurrence)
         if any(name in nm.mutated(x) for x in stmts if x is not st):
             continue       # (changed in place: `prev.add_(1)`)
+        if _view_roots(st.value, stmts) & (_written_in_place(stmts) | {
+                _root_name(o.target) for o in outputs if o.kind in ("store", "scatter")}):
+            # (`prev = x[t]` then `x[t] = 0`, `c = x[t]; prev = c; c.mul_(2)`: the loop's next step
+            # reads the view after the write, the batch's values were taken before it; probeV)
+            continue
         earlier = {sc[0] for sc in scans if sc[3] < k}
         if earlier & {ld.id for x in nm.needed(list(stmts[:k]) + [st], {name}) for ld in nm.loads(x)}:
             continue       # (computed from another running value: its terms run before any scan)
@@ -4177,6 +4214,61 @@ def _shifts(node, outputs, scans, body: _Body, targets: dict, iter_vars):
         scans = [(a, b, c, q + 1 if q > k else q) for a, b, c, q in scans] + [(was, marker, "last", k)]
         taken.add(name)
     return outputs, scans
+
+
+def _root(node):
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _view_roots(value, stmts, depth: int = 0) -> set:
+    """The names whose memory `value` may be a view of (itself a name, a subscript, a view method's
+    result; a name the body binds once, through its value), or none where it is new memory."""
+    node = value
+    while True:
+        if isinstance(node, (ast.Subscript, ast.Starred)):
+            node = node.value
+        elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "H", "mH", "real", "imag", "data"):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                node.func.attr in _VIEW_METHODS or node.func.attr.endswith("_")):
+            node = node.func.value
+        else:
+            break
+    if not isinstance(node, ast.Name):
+        return set()
+    found = {node.id}
+    binds = [x for x in stmts for n in fastast.walk(x) if isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == node.id for t in n.targets) for x in [n]]
+    if len(binds) == 1 and depth < 8:
+        found |= _view_roots(binds[0].value, stmts, depth + 1)
+    elif binds:
+        found.add("*")          # (bound several times: any of them)
+    return found
+
+
+def _written_in_place(stmts) -> set:
+    """The names whose memory the statements write: stores into their elements or attributes,
+    augmented assignments, methods that change their object (`add_`, `copy_`), `out=` arguments;
+    "*" where a call may write into anything it is given."""
+    out = set()
+    for x in stmts:
+        for n in fastast.walk(x):
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                    if isinstance(t, (ast.Subscript, ast.Attribute)) or isinstance(n, ast.AugAssign):
+                        if _root(t):
+                            out.add(_root(t))
+            elif isinstance(n, ast.Call):
+                if isinstance(n.func, ast.Attribute) and (n.func.attr.endswith("_") or n.func.attr in _MUTATORS):
+                    if _root(n.func.value):
+                        out.add(_root(n.func.value))
+                if any(kw.arg in ("out", "inplace") for kw in n.keywords):
+                    out.add("*")
+    if "*" in out:
+        out |= {n.id for x in stmts for n in fastast.walk(x) if isinstance(n, ast.Name)}
+    return out
 
 
 class _ReplaceLoads(ast.NodeTransformer):

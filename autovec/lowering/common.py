@@ -974,7 +974,8 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 f"py_a={T}.py_out({PRE!r}, 1), varying={o.payloads[0][3]!r}, py_b={T}.py_out({PRE!r}, 0)"
                 f"{', computed=True' if _computed_factor(o.payloads[0][2]) else ''}"
                 f"{', computed_term=True' if _computed_factor(o.value) else ''}), {PYL}"
-                f"{f', before={name}, reads={o.exclusive!r}, bare={o.bare}' if o.exclusive else ''})",
+                f"{f', before={name}, reads={o.exclusive!r}, bare={o.bare}' if o.exclusive else ''}"
+                f", outs=({written}), start={name})",
                 _av_AV=AV)
             continue
         ret = ast.Return(value=ast.Tuple(elts=[_name(marker)] + [_name(p[1]) for p in terms], ctx=ast.Load()))
@@ -1008,7 +1009,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             f"{STEPS}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}"
             f"{f', py_steps={T}.py_out({PRE!r}, 0)' if pre_ref is not None and not terms else ''}), {PY}"
             f"{f', before={name}, reads={o.exclusive!r}' if o.exclusive else ''}"
-            f"{f', changed={name}, outs=({written})' if o.inplace else ''}"
+            f"{f', changed={name}' if o.inplace else ''}, outs=({written}), start={name}"
             f"{f', bare={o.bare}' if o.exclusive or o.inplace else ''})", _av_AV=AV)
     if plan.carried:
         # a running value that stands for the row the step before stored (`out[t] = .. out[t - 1]`):
