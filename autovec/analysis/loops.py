@@ -385,8 +385,21 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
         stmts = _flat([_InPlaceUpdates(indices).visit(fastast.clone(s)) for s in stmts])
     stmts = _forwarded(stmts, iter_vars, ctx)
     stmts = _counted(stmts, anchor or node, ctx)
-    body = _classify(stmts, ctx, iter_vars)
-    plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
+    saved = [fastast.clone(s) for s in stmts] if len(indices) == 1 else None
+    try:
+        body = _classify(stmts, ctx, iter_vars)
+        plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
+    except Refuse as refused:
+        # (a tensor read and written only in the iteration's own row, in parts, which the planner
+        # refuses as written: planned again with the row copied, _row_local)
+        probe = [_ChainedStores(indices).visit(fastast.clone(s)) for s in saved] if saved is not None else None
+        if probe is None or _row_local(probe, indices[0]) is probe:
+            raise
+        try:
+            body = _classify(saved, ctx, iter_vars, row_local=True)
+            plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
+        except Refuse:
+            raise refused from None
     if sites is not None:
         names = {EXIT} | {f"{EXIT}{j}" for j in range(len(sites) - 1)}
         if names & set(plan.live_after) or any(o.target in names for o in plan.outputs) or plan.scans:
@@ -1525,7 +1538,7 @@ def _operator_spellings(nodes: list, ctx: Context) -> list:
     return [_Ops().visit(fastast.clone(n)) for n in nodes]
 
 
-def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
+def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict, row_local: bool = False) -> _Body:
     """Replace outputs by marker assignments (keeping their place, inside ifs too) and
     refuse statements that block a rewrite."""
     body = _Body([], [], {})
@@ -1539,7 +1552,8 @@ def _classify(stmts: list[ast.stmt], ctx: Context, iter_vars: dict) -> _Body:
             stmts = _row_mask_stores(stmts, body.indices[0])
         stmts = [_ChainedStores(body.indices).visit(s) for s in stmts]
         if len(body.indices) == 1:
-            stmts = _row_local(stmts, body.indices[0])
+            if row_local:
+                stmts = _row_local(stmts, body.indices[0])
             stmts, body.own_rows = _inner_row_stores(stmts, body.indices[0])
         stmts = _merge_resets(_select_resets(stmts))
     if len(body.indices) == 1:
@@ -1886,6 +1900,8 @@ def _row_local(stmts: list, index: str) -> list:
                 # (`out[i, :2] -= out[i, 1]`, `c = out[i, 1:3]`: a view of the row as the value, which
                 # torch refuses to write into the row it overlaps, depending on the data; the loop decides)
                 continue
+            if any(getattr(stmts[k], "_av_method", None) for k in at):
+                continue      # (an in-place method read as a store: its dtype and shape checks are the row's own)
             if any(isinstance(x.ctx, ast.Load) and _kept_view(x, parents) for x in subs):
                 continue      # (`lst.append(out[i])`: the loop keeps a view of the tensor's row, the copy would not)
             if any(isinstance(n, (ast.Continue, ast.Break, ast.Return, ast.Raise, ast.Yield, ast.YieldFrom, ast.Try))
