@@ -146,3 +146,18 @@ def fixed_costs(monkeypatch, tmp_path, **values):
     monkeypatch.setenv("AUTOVEC_COSTS", str(path))
     monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
     monkeypatch.setattr(cost, "_constants", None)
+
+
+def same_exactly(a, b):
+    """`a` and `b` alike bit for bit: types, dtypes, shapes, grad flags and values (NaN equal to
+    NaN), through lists and tuples; numbers equal."""
+    assert type(a) is type(b), (type(a), type(b))
+    if isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.requires_grad == b.requires_grad, (a, b)
+        torch.testing.assert_close(a.detach(), b.detach(), rtol=0, atol=0, equal_nan=True)
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            same_exactly(x, y)
+    else:
+        assert a == b, (a, b)

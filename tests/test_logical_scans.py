@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from autovec import assert_equivalent, autovec, explain
+from conftest import same_exactly
 
 
 @pytest.fixture(autouse=True)
@@ -15,17 +16,6 @@ def always_vectorize(monkeypatch):
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
 
 
-def _same(a, b):
-    assert type(a) is type(b), (type(a), type(b))
-    if isinstance(a, torch.Tensor):
-        assert a.dtype == b.dtype and a.shape == b.shape, (a, b)
-        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            _same(x, y)
-    else:
-        assert a == b, (a, b)
 
 
 def _check(fn, *args, path="vectorized", strategy=None):
@@ -36,8 +26,8 @@ def _check(fn, *args, path="vectorized", strategy=None):
         assert [lp.strategy for lp in ex.loops] == [strategy], str(ex)
     a1 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     a2 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    _same(fn(*a1), autovec(fn)(*a2))
-    _same(a1, a2)
+    same_exactly(fn(*a1), autovec(fn)(*a2))
+    same_exactly(a1, a2)
     return ex
 
 
@@ -242,8 +232,8 @@ def test_under_a_condition():
 def test_short_loops_and_equivalence(n):
     tokens = _tokens(n, 4, seed=11)
     assert_equivalent(eos_mask, tokens, 3)
-    _same(eos_mask(tokens, 3), autovec(eos_mask)(tokens, 3))
-    _same(seen_flags(_rand(n, 3, seed=12) * 1.5), autovec(seen_flags)(_rand(n, 3, seed=12) * 1.5))
+    same_exactly(eos_mask(tokens, 3), autovec(eos_mask)(tokens, 3))
+    same_exactly(seen_flags(_rand(n, 3, seed=12) * 1.5), autovec(seen_flags)(_rand(n, 3, seed=12) * 1.5))
 
 
 def logprob_until_eos(step_logprobs, tokens, eos):

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from autovec import autovec, explain
+from conftest import same_exactly
 
 
 @pytest.fixture(autouse=True)
@@ -11,24 +12,13 @@ def always_vectorize(monkeypatch):
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
 
 
-def _same(a, b):
-    assert type(a) is type(b), (type(a), type(b))
-    if isinstance(a, torch.Tensor):
-        assert a.dtype == b.dtype and a.shape == b.shape and a.requires_grad == b.requires_grad
-        assert torch.equal(a.detach(), b.detach()), (a, b)
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            _same(x, y)
-    else:
-        assert a == b, (a, b)
 
 
 def _agree(fn, *args):
     a1 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     a2 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    _same(fn(*a1), autovec(fn)(*a2))
-    _same(a1, a2)
+    same_exactly(fn(*a1), autovec(fn)(*a2))
+    same_exactly(a1, a2)
 
 
 def _x():

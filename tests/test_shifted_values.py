@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from autovec import assert_equivalent, autovec, explain
+from conftest import same_exactly
 
 
 @pytest.fixture(autouse=True)
@@ -13,16 +14,6 @@ def always_vectorize(monkeypatch):
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
 
 
-def _same(a, b):
-    assert type(a) is type(b), (type(a), type(b))
-    if isinstance(a, torch.Tensor):
-        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), (a, b)
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b):
-            _same(x, y)
-    else:
-        assert a == b, (a, b)
 
 
 def _check(fn, *args, path="vectorized"):
@@ -30,8 +21,8 @@ def _check(fn, *args, path="vectorized"):
     assert ex.path == path, str(ex)
     a1 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     a2 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    _same(fn(*a1), autovec(fn)(*a2))
-    _same(a1, a2)
+    same_exactly(fn(*a1), autovec(fn)(*a2))
+    same_exactly(a1, a2)
     return ex
 
 
@@ -188,7 +179,7 @@ def test_a_loop_that_stops_early():
     g = torch.Generator().manual_seed(6)
     x = torch.randn(40, 3, generator=g)
     x[25, 0] = 2.0
-    _same(autovec(stops)(x.clone()), stops(x.clone()))
+    same_exactly(autovec(stops)(x.clone()), stops(x.clone()))
 
 
 def test_read_by_another_running_values_terms_keeps_the_loop():
