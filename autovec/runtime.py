@@ -3482,11 +3482,11 @@ FunctionRuntime.prefix = staticmethod(_prefix)
 
 def _shifted(s0, v, py):
     """The values a name assigned once an iteration takes (analysis.loops._shifts): the step's
-    own values, read shifted by one step (Token.add_scan's `before`, which also checks the start
-    against them). A tensor start must have the values' dtype, device and row shape exactly, as
-    the loop's first step reads it as it is (`torch.cat([prev, c])`, `prev.shape`); it must not be
-    a tensor whose values the loop's steps are (their memory: `prev = x[0]` then `prev = x[t]`
-    is the same object in the loop, and a copy would do too, but the batch reads the rows)."""
+    own values, read shifted by one step (Token.add_scan's `before`, which also checks a Python
+    start against them, and `start`, a tensor start in memory the loop writes). A tensor start
+    must have the values' dtype, device and row shape exactly, as the loop's first step reads it
+    as it is (`torch.cat([prev, c])`, `prev.shape`), values that are tensors too, and their grad
+    flag: the loop's first read is the start itself, the later ones the values."""
     if v.shape[0] == 0:
         raise GuardFailed("an empty loop keeps the loop")
     if type(s0) is torch.Tensor:
