@@ -2355,7 +2355,7 @@ class FunctionRuntime:
                                   data=True)
             if tok is not None and _of_stacks(tok, o):
                 raise GuardFailed(_STACKED_ELEMENT)
-            if views and tok is not None and not tok.shares_input(o):
+            if views == "flipped" and tok is not None and not tok.shares_input(o):
                 # (`c = x[t].view(3)` over `reversed(range(..))`: the batch was computed from a flipped
                 # copy, so its rows are no views of x, where the loop's are: an in-place change of `c`
                 # after the loop would not reach x; probeV, pre-existing)

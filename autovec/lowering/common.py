@@ -618,7 +618,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         elif o.kind == "append" and o.consumer == "batch":
             # fission: the batched values the sequential loop reads row by row
             # (views of the input where the loop's values are: `v = x[t].view(-1)` read after the loop)
-            views = ", views=True" if _may_share(o.value, plan) else ""
+            # (walking back, the batch is computed from a flipped copy: "flipped", where its rows
+            # must then be the input's views, which they are not)
+            views = (", views='flipped'" if plan.space.reverse else ", views=True") if _may_share(o.value, plan) else ""
             prepare += template(f"{o.target} = _av_AV.consume('batch', {ok}, {mask}, {py}, {T}{views})", _av_AV=AV)
             display_tail.append(f"{o.target} = {ok}")
         elif o.kind == "append" and o.consumer:
