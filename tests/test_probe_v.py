@@ -131,3 +131,20 @@ def test_views_computed_ahead_of_a_reversed_walk():
         return out2
     _agree(f, _x())
     assert explain(f, _x()).path == "python"
+
+
+def test_new_values_computed_ahead_of_a_forward_walk_stay_batched():
+    # (the check above is for walks back: a name bound twice, which the analysis cannot prove new
+    # memory, computed ahead of a forward walk, is the input's view where the loop's is)
+    def encode(xs, h, w):
+        outs = []
+        for t in range(xs.shape[0]):
+            e = torch.relu(xs[t] @ w)
+            e = e * 2
+            h = torch.tanh(e + h)
+            outs.append(h)
+        return torch.stack(outs), h
+    g = torch.Generator().manual_seed(0)
+    args = (torch.randn(30, 4, generator=g), torch.zeros(4), torch.randn(4, 4, generator=g))
+    _agree(encode, *args)
+    assert explain(encode, *args).path == "vectorized"
