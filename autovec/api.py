@@ -305,7 +305,8 @@ class FunctionState:
         # loops that update a tensor's elements in place as the loop walks it: under autograd the
         # loop's elements are views from unbind, which in-place methods raise on (FunctionRuntime.guard)
         at = {(loop.lineno, loop.col_offset) for loop, _ in views}
-        self.runtime.element_views = frozenset(info.plan.loop_id for info, _ in pieces if (info.lineno, info.col) in at)
+        self.runtime.element_views = frozenset(info.plan.loop_id for info, _ in pieces if (info.lineno, info.col) in at
+                                               or getattr(info.plan, "row_copies", False))
         self.runtime.strict = self.strict
         self.runtime.memory_budget = self.memory_budget
         self.rewritten_source = ast.unparse(rw.display)

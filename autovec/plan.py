@@ -190,6 +190,10 @@ class LoopPlan:
     # stands for the row the step before stored (`out[t] = .. out[t - 1]`, analysis.hoist
     # stored_recurrences): it starts as that row of the output and must be what the store keeps
     carried: tuple = ()
+    # the iteration's own row copied at its first mention, its parts written in the copy
+    # (analysis.loops._row_local): under autograd the loop's in-place writes into the row may
+    # change what its backward saved, the copy's do not (FunctionRuntime.guard keeps the loop)
+    row_copies: bool = False
 
 
 @dataclass(frozen=True)

@@ -1082,10 +1082,13 @@ class FunctionRuntime:
                 _any_grad(e[0] for e in mapped) or _any_grad(free) or _any_grad(w[1] for w in writes)):
             # `for row in x: row.mul_(2)`: the loop's rows are views unbind made, and an in-place
             # method on one raises under autograd (its tensor or an operand requiring grad); the
-            # rewrite's `x[k].mul_(2)` would not: the loop runs, and raises
+            # rewrite's `x[k].mul_(2)` would not: the loop runs, and raises. Likewise a row copied
+            # at its first mention (LoopPlan.row_copies): the loop's writes into the row may change
+            # what its backward saved (`c = out[i, y[i]].sin(); out[i, y[i]] = c`), the copy's do
+            # not (probeW)
             return self._refuse(loop_id, m.plan, GuardFailed(
-                "in-place updates of the rows a loop over a tensor gives, under autograd (iterating a tensor gives "
-                "views that in-place methods raise on there): the loop runs"))
+                "in-place updates of a tensor's rows under autograd (the loop's backward may need what they "
+                "overwrite, or iterating a tensor gives views that in-place methods raise on): the loop runs"))
         if loop_id in self.number_ops and (pending[10] is not None or pending[11] is not None
                                            and not pending[11].refined):
             pending = self._refined(pending, free)

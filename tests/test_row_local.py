@@ -148,3 +148,22 @@ def test_a_part_of_the_row_kept_as_it_is_keeps_the_loop():
     assert all(torch.equal(a, b) for a, b in zip(want, got))
     ex = explain(kept, x)
     assert ex.path == "python" and "loop-carried dependency: `out`" in ex.loops[0].reason, str(ex)
+
+
+def test_under_autograd_the_loop_runs():
+    # (probeW: the loop's backward raises, `sin` saved the row's element that the next line
+    # overwrites; the copy's would not)
+    def sin_at_label(x, y):
+        out = x.clone()
+        for i in range(out.shape[0]):
+            c = out[i, y[i]].sin()
+            out[i, y[i]] = c
+        return out
+    x = torch.randn(6, 5, generator=torch.Generator().manual_seed(8))
+    y = torch.randint(0, 5, (6,), generator=torch.Generator().manual_seed(9))
+    assert explain(sin_at_label, x, y).path == "vectorized"
+    ex = explain(sin_at_label, x.clone().requires_grad_(), y)
+    assert ex.path == "python", str(ex)
+    for fn in (sin_at_label, autovec(sin_at_label)):
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            fn(x.clone().requires_grad_(), y).sum().backward()

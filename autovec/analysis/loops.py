@@ -400,6 +400,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
             plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
         except Refuse:
             raise refused from None
+        plan = dataclasses.replace(plan, row_copies=True)
     if sites is not None:
         names = {EXIT} | {f"{EXIT}{j}" for j in range(len(sites) - 1)}
         if names & set(plan.live_after) or any(o.target in names for o in plan.outputs) or plan.scans:
