@@ -835,3 +835,21 @@ def test_a_running_value_appended_beside_another_stays_the_lists_element(fn):
     m = torch.tensor([[False, True, False], [False, False, True], [True, False, False]])
     ex = _check(fn, (m,))
     assert ex.loops[0].strategy == "scan", str(ex)
+
+
+def rows_with_nan(x):
+    bad = []
+    for i in range(x.shape[0]):
+        if torch.isnan(x[i]).any() or torch.isinf(x[i]).any():
+            bad.append(i)
+    return bad
+
+
+def test_indices_appended_under_a_condition_that_never_holds():
+    # (probeU: with no row selected, the check had no row to tell that `i` is a Python int, and
+    # the appended index was taken for a possible view of `x[i]`: the loop ran)
+    x = torch.randn(200, 4, generator=torch.Generator().manual_seed(17))
+    assert autovec(rows_with_nan)(x) == rows_with_nan(x) == []
+    assert explain(rows_with_nan, x).path == "vectorized"
+    x[[5, 70], 1] = float("nan")
+    assert autovec(rows_with_nan)(x) == rows_with_nan(x) == [5, 70]

@@ -1746,6 +1746,8 @@ def _may_share(value: str, plan: LoopPlan, depth: int = 0) -> bool:
             if any(name == node.id and op in ("+", "-", "*", "max", "min", "lse", "lin") + LOGICAL
                    for name, _, op, _ in plan.scans):
                 return False     # a running total: a new tensor at every step
+            if plan.space.kind == "range" and node.id == plan.space.index:
+                return False     # (`bad.append(i)`: the range's Python int; probeU)
             bound = [st for text in plan.body for st in ast.parse(text).body
                      if any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
                             for n in fastast.walk(st))]
