@@ -161,3 +161,22 @@ def same_exactly(a, b):
             same_exactly(x, y)
     else:
         assert a == b, (a, b)
+
+
+def agrees_with_loop(fn, *args, path=None, strategy=None):
+    """`autovec(fn)` gives the loop's results and effects on its arguments (same_exactly, on
+    copies of `args`); with `path` (and `strategy`, of the one loop), `explain` reports them too,
+    and its explanation is returned."""
+    from autovec import autovec, explain
+
+    a1 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    a2 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    same_exactly(fn(*a1), autovec(fn)(*a2))
+    same_exactly(a1, a2)
+    if path is None:
+        return None
+    ex = explain(fn, *args)
+    assert ex.path == path, str(ex)
+    if strategy is not None:
+        assert [lp.strategy for lp in ex.loops] == [strategy], str(ex)
+    return ex

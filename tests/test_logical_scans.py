@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from autovec import assert_equivalent, autovec, explain
-from conftest import same_exactly
+from conftest import agrees_with_loop, same_exactly
 
 
 @pytest.fixture(autouse=True)
@@ -19,16 +19,7 @@ def always_vectorize(monkeypatch):
 
 
 def _check(fn, *args, path="vectorized", strategy=None):
-    """The decorated function gives the loop's results and argument effects, on the path named."""
-    ex = explain(fn, *args)
-    assert ex.path == path, str(ex)
-    if strategy is not None:
-        assert [lp.strategy for lp in ex.loops] == [strategy], str(ex)
-    a1 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    a2 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    same_exactly(fn(*a1), autovec(fn)(*a2))
-    same_exactly(a1, a2)
-    return ex
+    return agrees_with_loop(fn, *args, path=path, strategy=strategy)
 
 
 def eos_mask(tokens, eos):

@@ -5,8 +5,8 @@ arithmetic, so the results are the loop's bit for bit."""
 import pytest
 import torch
 
-from autovec import assert_equivalent, autovec, explain
-from conftest import same_exactly
+from autovec import assert_equivalent, autovec
+from conftest import agrees_with_loop, same_exactly
 
 
 @pytest.fixture(autouse=True)
@@ -16,14 +16,8 @@ def always_vectorize(monkeypatch):
 
 
 
-def _check(fn, *args, path="vectorized"):
-    ex = explain(fn, *args)
-    assert ex.path == path, str(ex)
-    a1 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    a2 = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    same_exactly(fn(*a1), autovec(fn)(*a2))
-    same_exactly(a1, a2)
-    return ex
+def _check(fn, *args, path="vectorized", strategy=None):
+    return agrees_with_loop(fn, *args, path=path, strategy=strategy)
 
 
 def ctc_collapse(best_path, blank):
@@ -197,3 +191,21 @@ def test_read_by_another_running_values_terms_keeps_the_loop():
         return out
     ex = _check(total_of_differences, torch.randn(10, 3), path="python")
     assert "loop-carried dependency" in ex.loops[0].reason, str(ex)
+
+
+def test_two_shifted_names_in_one_loop():
+    # (the second one is looked for after the first moved the statements after it)
+    def two(x, y):
+        p1 = torch.zeros(3)
+        p2 = torch.zeros(3)
+        o1 = torch.empty_like(x)
+        o2 = torch.empty_like(y)
+        for t in range(x.shape[0]):
+            o1[t] = x[t] - p1
+            p1 = x[t] * 2
+            o2[t] = y[t] * p2 + p1
+            p2 = y[t] + 1
+        return o1, o2, p1, p2
+    g = torch.Generator().manual_seed(10)
+    ex = _check(two, torch.randn(20, 3, generator=g), torch.randn(20, 3, generator=g))
+    assert "`p1`" in ex.loops[0].reason and "`p2`" in ex.loops[0].reason, str(ex)

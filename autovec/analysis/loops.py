@@ -385,7 +385,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
         stmts = _flat([_InPlaceUpdates(indices).visit(fastast.clone(s)) for s in stmts])
     stmts = _forwarded(stmts, iter_vars, ctx)
     stmts = _counted(stmts, anchor or node, ctx)
-    saved = [fastast.clone(s) for s in stmts] if len(indices) == 1 else None
+    saved = [fastast.clone(s) for s in stmts] if len(indices) == 1 and _writes_row_parts(stmts, indices[0]) else None
     try:
         body = _classify(stmts, ctx, iter_vars)
         plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
@@ -1860,6 +1860,21 @@ def _row_value(v: ast.expr, row: str, bound: dict, indices: set):
 LOCAL_ROW = "_av_lrow"
 
 
+def _writes_row_parts(stmts: list, index: str) -> bool:
+    """Whether a statement writes part of the iteration's row, `T[i, e..] = ..` or `T[i][e..] op= ..`:
+    the loops _row_local may apply to (the others need no second plan, nor a copy of their body)."""
+    for st in stmts:
+        for n in fastast.walk(st):
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign) else []:
+                if not isinstance(t, ast.Subscript):
+                    continue
+                lead = t.slice.elts[0] if isinstance(t.slice, ast.Tuple) and len(t.slice.elts) > 1 else \
+                    t.value.slice if isinstance(t.value, ast.Subscript) else None
+                if isinstance(lead, ast.Name) and lead.id == index:
+                    return True
+    return False
+
+
 def _row_local(stmts: list, index: str) -> list:
     """A tensor the body reads and writes only in the iteration's own row, in parts
     (`out[i, 2:] -= out[i, :2]; out[i, :2] += out[i, 2:] / 2`, `c = out[i, y[i]]; out[i, y[i]] =
@@ -1929,31 +1944,20 @@ def _row_local(stmts: list, index: str) -> list:
     return stmts
 
 
-_VIEW_METHODS = frozenset({"view", "view_as", "reshape", "reshape_as", "t", "transpose", "permute", "expand",
-                           "expand_as", "squeeze", "unsqueeze", "flatten", "unflatten", "narrow", "select",
-                           "diagonal", "unfold", "movedim", "swapaxes", "swapdims", "as_strided", "detach",
-                           "contiguous", "type_as", "to", "float", "double", "long", "int", "real", "imag"})
-
-
 def _view_of(node, ids) -> bool:
-    """Whether `node` may be a view of one of the subscripts `ids`: the subscript itself, or
-    views of it (`.view(..)`, `.t()`, `.T`, `[..]`); an operation that makes new memory is none."""
+    """Whether `node` may be a view of one of the subscripts `ids`: the subscript itself, or what
+    a subscript, an attribute or a method not known to make new memory (_NEW_MEMORY_CALLS) gives
+    of it (`.view(..)`, `.T`, `[..]`, `.to(..)`)."""
     while True:
         if id(node) in ids:
             return True
-        if isinstance(node, ast.Subscript):
+        if isinstance(node, (ast.Subscript, ast.Attribute)):
             node = node.value
-        elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "H", "mH", "real", "imag"):
-            node = node.value
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEW_METHODS:
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr not in _NEW_MEMORY_CALLS:
             node = node.func.value
         else:
             return False
-
-
-_ROW_FUNCS = frozenset({"narrow", "select", "split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "as_strided",
-                        "movedim", "moveaxis", "diagonal", "squeeze", "unsqueeze", "reshape", "flatten", "t",
-                        "transpose", "permute", "swapaxes", "swapdims", "view_as_real", "view_as_complex", "detach"})
 
 
 def _kept_view(sub, parents) -> bool:
@@ -1969,11 +1973,11 @@ def _kept_view(sub, parents) -> bool:
     if isinstance(q, ast.Attribute) and q.value is sub:
         call = parents.get(id(q))
         if isinstance(call, ast.Call) and call.func is q:
-            return q.attr in _VIEW_METHODS or q.attr.endswith("_")
+            return q.attr not in _NEW_MEMORY_CALLS
         return q.attr not in ("shape", "dtype", "device", "ndim", "is_floating_point")
     if isinstance(q, ast.Call) and sub in q.args and isinstance(q.func, ast.Attribute) \
             and isinstance(q.func.value, ast.Name) and q.func.value.id in ("torch", "F", "math", "np"):
-        return q.func.attr in _VIEW_METHODS or q.func.attr in _ROW_FUNCS
+        return q.func.attr not in _NEW_MEMORY_CALLS
     return True
 
 
@@ -3653,7 +3657,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                         source=src(node), form=form, space=space, body=(), outputs=(prefix,), mapped=(),
                         index_as_value=False, free=(), callables=())
     outputs, scans = _scans(outputs, body, targets)
-    outputs, scans = _shifts(node, outputs, scans, body, targets, iter_vars)
+    outputs, scans = _shifts(node, ctx, outputs, scans, body, targets, iter_vars)
     exit_scans, exempt = _exit_scans(outputs, body)
 
     # every read of an output target other than the store itself is a dependence
@@ -4153,7 +4157,7 @@ def _scans(outputs, body: _Body, targets: dict):
 SHIFT = "_av_was_"      # the name a shifted value's reads before its assignment read (_shifts)
 
 
-def _shifts(node, outputs, scans, body: _Body, targets: dict, iter_vars):
+def _shifts(node, ctx: Context, outputs, scans, body: _Body, targets: dict, iter_vars):
     """A name assigned once an iteration, at the top level, from values of that iteration
     (`prev = c` after `if c != prev: out.append(c)`, `last = x[t]` after `d = x[t] - last`), and
     read before that assignment: those reads see the value the step before assigned (its start
@@ -4170,7 +4174,7 @@ def _shifts(node, outputs, scans, body: _Body, targets: dict, iter_vars):
         return outputs, scans
     stmts = body.stmts
     taken = {sc[0] for sc in scans} | set(targets) | set(iter_vars) | {o.target for o in outputs if o.kind != "last"}
-    for k, st in enumerate(list(stmts)):
+    for k, st in enumerate(stmts):
         if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
             continue
         name = st.targets[0].id
@@ -4187,7 +4191,7 @@ def _shifts(node, outputs, scans, body: _Body, targets: dict, iter_vars):
             continue       # (its value computed from the value before: a recurrence)
         if any(name in nm.mutated(x) for x in stmts if x is not st):
             continue       # (changed in place: `prev.add_(1)`)
-        if _view_roots(st.value, stmts) & (_written_in_place(stmts) | {
+        if _view_roots(st.value, stmts, ctx) & (_written_in_place(stmts) | {
                 _root_name(o.target) for o in outputs if o.kind in ("store", "scatter")}):
             # (`prev = x[t]` then `x[t] = 0`, `c = x[t]; prev = c; c.mul_(2)`: the loop's next step
             # reads the view after the write, the batch's values were taken before it; probeV)
@@ -4195,9 +4199,9 @@ def _shifts(node, outputs, scans, body: _Body, targets: dict, iter_vars):
         earlier = {sc[0] for sc in scans if sc[3] < k}
         if earlier & {ld.id for x in nm.needed(list(stmts[:k]) + [st], {name}) for ld in nm.loads(x)}:
             continue       # (computed from another running value: its terms run before any scan)
-        by_marker = {o.marker: o for o in outputs}
+        markers = {o.marker: o for o in outputs}
         if any(name in {ld.id for x in nm.needed(list(stmts[:q + 1]), {m} | {
-                p[1] for p in getattr(by_marker.get(m), "payloads", ()) if len(p) > 1 and isinstance(p[1], str)})
+                p[1] for p in getattr(markers.get(m), "payloads", ()) if len(p) > 1 and isinstance(p[1], str)})
                         for ld in nm.loads(x)}
                for _, m, _, q in scans if q < k):
             continue       # (read by another running value's terms, which run before any scan's values)
@@ -4209,7 +4213,6 @@ def _shifts(node, outputs, scans, body: _Body, targets: dict, iter_vars):
             x.end_lineno, x.end_col_offset = st.end_lineno, st.end_col_offset
             ast.fix_missing_locations(x)
         renamed = [_ReplaceLoads(name, was).visit(fastast.clone(x)) for x in stmts[:k]]
-        markers = {o.marker: o for o in outputs}
         read_by = [o for x in renamed for n in fastast.walk(x) if isinstance(n, ast.Assign) and len(n.targets) == 1
                    and isinstance(n.targets[0], ast.Name) and n.targets[0].id in markers
                    and was in nm.load_ids(n.value) for o in [markers[n.targets[0].id]]]
@@ -4227,64 +4230,40 @@ def _shifts(node, outputs, scans, body: _Body, targets: dict, iter_vars):
             ast.parse(o.value, mode="eval"))) if any(o is r for r in read_by) else o.value) for o in outputs]
         outputs.append(Output("scan", was, ast.unparse(st.value), st.lineno, op="last", marker=marker,
                               exclusive="appended" if appended else "stored", bare=bare))
-        # (the statements after it move down by one: `name = marker` is one more)
+        # (the statements after it move down by one: `name = marker` is one more; the next name
+        # is looked for on the new list)
         scans = [(a, b, c, q + 1 if q > k else q) for a, b, c, q in scans] + [(was, marker, "last", k)]
-        taken.add(name)
+        return _shifts(node, ctx, outputs, scans, body, targets, iter_vars)
     return outputs, scans
 
 
-def _root(node):
-    while isinstance(node, (ast.Subscript, ast.Attribute)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
-def _view_roots(value, stmts, depth: int = 0) -> set:
-    """The names whose memory `value` may be a view of (itself a name, a subscript, a view method's
-    result; a name the body binds once, through its value), or none where it is new memory."""
-    node = value
-    while True:
-        if isinstance(node, (ast.Subscript, ast.Starred)):
-            node = node.value
-        elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "H", "mH", "real", "imag", "data"):
-            node = node.value
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
-                node.func.attr in _VIEW_METHODS or node.func.attr.endswith("_")):
-            node = node.func.value
-        else:
-            break
-    if not isinstance(node, ast.Name):
+def _view_roots(value, stmts, ctx: Context, depth: int = 0) -> set:
+    """The names whose memory `value` may be (_view_root), and through a name the body binds once,
+    those its value may be; none where it is new memory."""
+    root = _view_root(value, ctx)
+    if root is None:
         return set()
-    found = {node.id}
-    binds = [x for x in stmts for n in fastast.walk(x) if isinstance(n, ast.Assign) and any(
-        isinstance(t, ast.Name) and t.id == node.id for t in n.targets) for x in [n]]
+    found = {root}
+    binds = [n for x in stmts for n in fastast.walk(x) if isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == root for t in n.targets)]
     if len(binds) == 1 and depth < 8:
-        found |= _view_roots(binds[0].value, stmts, depth + 1)
+        found |= _view_roots(binds[0].value, stmts, ctx, depth + 1)
     elif binds:
         found.add("*")          # (bound several times: any of them)
     return found
 
 
 def _written_in_place(stmts) -> set:
-    """The names whose memory the statements write: stores into their elements or attributes,
-    augmented assignments, methods that change their object (`add_`, `copy_`), `out=` arguments;
-    "*" where a call may write into anything it is given."""
+    """The names whose memory the statements write (names.mutated but plain rebinding: stores into
+    elements or attributes, in-place methods, augmented assignments), all the names a statement
+    reads where it has a call with `out=` / `inplace=` (names.in_place_keyword)."""
     out = set()
     for x in stmts:
-        for n in fastast.walk(x):
-            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
-                    if isinstance(t, (ast.Subscript, ast.Attribute)) or isinstance(n, ast.AugAssign):
-                        if _root(t):
-                            out.add(_root(t))
-            elif isinstance(n, ast.Call):
-                if isinstance(n.func, ast.Attribute) and (n.func.attr.endswith("_") or n.func.attr in _MUTATORS):
-                    if _root(n.func.value):
-                        out.add(_root(n.func.value))
-                if any(kw.arg in ("out", "inplace") for kw in n.keywords):
-                    out.add("*")
-    if "*" in out:
-        out |= {n.id for x in stmts for n in fastast.walk(x) if isinstance(n, ast.Name)}
+        nodes = list(fastast.walk(x))
+        out |= nm.mutated(x) - nm.stores(x)
+        out |= {n.target.id for n in nodes if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+        if any(isinstance(c, ast.Call) and nm.in_place_keyword(c) for c in nodes):
+            out |= nm.load_ids(x)
     return out
 
 
