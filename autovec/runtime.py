@@ -2705,13 +2705,15 @@ class FunctionRuntime:
         return prepared
 
     @staticmethod
-    def best(best, o, op, py, payloads, tok=None, views=(), none_start=False):
+    def best(best, o, op, py, payloads, tok=None, views=(), none_start=False, mask=None):
         """The loop's `if v op best: best = v (, payload = p)`: the first (strict op) or last
         (`>=`, `<=`) extreme value among the iterations, if it beats the initial best (with
         `none_start`, `if best is None or v > best:` from None: the extreme itself). `views`:
         per value (the best, then each payload), whether it is a view of an input in the loop
-        (`best = x[k]`): its batch must be one too (a reversed range's is a copy: the loop runs)."""
-        if views:     # (values that are Python numbers in the loop, the index among them, are no views)
+        (`best = x[k]`): its batch must be one too (a reversed range's is a copy: the loop runs).
+        `mask`: the update is under a condition, which holds where the mask's truth does: the
+        extreme among those iterations alone (the loop compares no other value)."""
+        if any(views):     # (values that are Python numbers in the loop, the index among them, are no views)
             _views_of_inputs(tok, (o,) + tuple(p for p, _ in payloads),
                              [v and not q for v, q in zip(views, (py,) + tuple(q for _, q in payloads))])
         if tok is not None and tok.stacks and (_of_stacks(tok, o) or any(_of_stacks(tok, p) for p, _ in payloads)):
@@ -2724,6 +2726,14 @@ class FunctionRuntime:
         if (isinstance(best, float) and best != best) or (
                 isinstance(best, torch.Tensor) and best.is_floating_point() and bool(torch.isnan(best).any())):
             raise GuardFailed("NaN among the compared values (the loop's order of comparisons decides)", data=True)
+        rows = None
+        if mask is not None:
+            if mask.dtype != torch.bool:
+                mask = mask != 0      # (the loop's truth test: NaN holds)
+            if mask.shape != vals.shape[:1]:
+                raise GuardFailed("a condition with another shape than the iterations")
+            rows = mask.nonzero()[:, 0]
+            vals = vals[rows]
         if vals.shape[0] == 0:
             return None
         # the first extreme (argmax / argmin give the first of equals), or the last one (of the
@@ -2735,6 +2745,8 @@ class FunctionRuntime:
         if vals.is_floating_point() and bool(vals[j] != vals[j]):
             # Python's max/min with NaN depends on the order of the comparisons: keep the loop
             raise GuardFailed("NaN among the compared values (the loop's order of comparisons decides)", data=True)
+        if rows is not None:
+            j = int(rows[j])      # (the iteration's own row: a view where the loop's value is one)
         cand = o[j]
         if py:
             # the loop compares Python numbers: an int8 value against a start of 300, a float32
@@ -2744,10 +2756,16 @@ class FunctionRuntime:
             beats = {">": cand > best, ">=": cand >= best, "<": cand < best, "<=": cand <= best}[op]
             if not bool(beats):
                 return None
-        value = cand
-        out = [value]
+        out = [cand]
         for p, ppy in payloads:
             out.append(p[j].item() if ppy else p[j])
+        if tok is not None:
+            # (a value that is no input's memory was a tensor of its own in the loop: the row is
+            # copied, as `last` does, rather than a view that keeps the whole batch alive)
+            for k, b in enumerate((o,) + tuple(p for p, _ in payloads)):
+                v = out[k]
+                if type(v) is torch.Tensor and v._base is not None and not tok.shares_input(b):
+                    out[k] = tok.own_copy(v)
         return tuple(out)
 
     @staticmethod

@@ -2604,16 +2604,24 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                     body.assigned.setdefault(n.id, n.lineno)
             continue
-        if depth == 0 and isinstance(s, ast.If):
-            best = _tracker(s, body)
+        if isinstance(s, ast.If):
+            # (under a condition, depth > 0: the best of the iterations where it holds, its
+            # markers assigned in the branch, which if-conversion gives a mask)
+            best = _tracker(s, body, depth)
             if best is not None:
                 out.extend(best)
                 continue
-        if depth == 0:
-            best = _max_call(s, body, ctx)
-            if best is not None:
-                out.extend(best)
-                continue
+            inner = _and_tracker(s)
+            if inner is not None:
+                best = _tracker(inner.body[0], body, depth + 1)
+                if best is not None:
+                    body.branches = True
+                    out.append(ast.copy_location(ast.If(test=inner.test, body=best, orelse=[]), s))
+                    continue
+        best = _max_call(s, body, ctx, depth)
+        if best is not None:
+            out.extend(best)
+            continue
         if isinstance(s, ast.If):
             body.branches = True
             new = ast.If(test=s.test, body=_walk(s.body, body, ctx, depth + 1, path + ((id(s), 0),)) or [ast.Pass()],
@@ -3133,10 +3141,27 @@ _FLIP = {ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Lt: ast.Gt, ast.LtE: ast.GtE}
 _OPS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<="}
 
 
-def _tracker(s: ast.If, body: _Body):
+def _and_tracker(s: ast.If):
+    """`if c and v > best: ..` (no else) as the `if c: if v > best: ..` it is (`and` tests its
+    operands' truth in order, as nested `if`s do), where the last operand alone reads a name the
+    body assigns; None otherwise."""
+    t = s.test
+    if s.orelse or not (isinstance(t, ast.BoolOp) and isinstance(t.op, ast.And) and len(t.values) >= 2):
+        return None
+    assigned = {n.id for a in s.body for n in fastast.walk(a) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    first = t.values[:-1]
+    if any(assigned & nm.load_ids(v) or any(isinstance(n, ast.NamedExpr) for n in fastast.walk(v)) for v in first):
+        return None
+    test = first[0] if len(first) == 1 else ast.copy_location(ast.BoolOp(op=ast.And(), values=list(first)), t)
+    nested = ast.copy_location(ast.If(test=t.values[-1], body=s.body, orelse=[]), s)
+    return ast.copy_location(ast.If(test=test, body=[nested], orelse=[]), s)
+
+
+def _tracker(s: ast.If, body: _Body, depth: int = 0):
     """`if v > best: best = v [; idx = k ...]` (no else): keep the best value and its payloads.
     Also `if best is None or v > best:` (the None test first: the loop's first iteration takes its
-    value where it starts from None, and no comparison with None is made)."""
+    value where it starts from None, and no comparison with None is made). At `depth` > 0 it is
+    under a condition: the best of the iterations where that holds."""
     t = s.test
     unset = None
     if isinstance(t, ast.BoolOp) and isinstance(t.op, ast.Or) and len(t.values) == 2 \
@@ -3178,11 +3203,12 @@ def _tracker(s: ast.If, body: _Body):
     if unset is not None and unset != best:
         return None
     return _best_output(s, body, best, value, _OPS[op], [(n, v) for n, v in assigns if n != best],
-                        none_start=unset is not None)
+                        none_start=unset is not None, cond=depth > 0)
 
 
-def _max_call(s: ast.stmt, body: _Body, ctx: Context):
-    """`best = max(best, v)` / `best = min(v, best)` with the builtin max/min."""
+def _max_call(s: ast.stmt, body: _Body, ctx: Context, depth: int = 0):
+    """`best = max(best, v)` / `best = min(v, best)` with the builtin max/min (under a
+    condition where `depth` > 0)."""
     if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
             and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name)
             and s.value.func.id in ("max", "min") and len(s.value.args) == 2 and not s.value.keywords
@@ -3194,13 +3220,16 @@ def _max_call(s: ast.stmt, body: _Body, ctx: Context):
         value = b   # max(best, v) keeps best unless v > best
     elif isinstance(b, ast.Name) and b.id == best and best not in nm.load_ids(a):
         value = a   # max(v, best) takes v unless best > v, so v replaces on ties: `>=`
-        return _best_output(s, body, best, value, ">=" if s.value.func.id == "max" else "<=", [], call=True)
+        return _best_output(s, body, best, value, ">=" if s.value.func.id == "max" else "<=", [], call=True,
+                            cond=depth > 0)
     else:
         return None
-    return _best_output(s, body, best, value, ">" if s.value.func.id == "max" else "<", [], call=True)
+    return _best_output(s, body, best, value, ">" if s.value.func.id == "max" else "<", [], call=True,
+                        cond=depth > 0)
 
 
-def _best_output(s, body: _Body, best: str, value, op: str, payloads, call: bool = False, none_start: bool = False):
+def _best_output(s, body: _Body, best: str, value, op: str, payloads, call: bool = False, none_start: bool = False,
+                 cond: bool = False):
     value, pytype = _strip_item(value)
     marker = body.marker()
     stmts = [_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=marker, ctx=ast.Store())], value=value), s),
@@ -3213,7 +3242,7 @@ def _best_output(s, body: _Body, best: str, value, op: str, payloads, call: bool
         stmts.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=pm, ctx=ast.Store())], value=v2), s),
                               s.lineno))
     o = Output("best", best, src(value), s.lineno, op=op, marker=marker, pytype=pytype, payloads=tuple(pays),
-               consumer="builtin" if call else "", none_start=none_start)
+               consumer="builtin" if call else "", none_start=none_start, cond=cond)
     body.outputs.append((o, value))
     return stmts
 

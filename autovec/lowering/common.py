@@ -708,16 +708,21 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             # values that are views of an input in the loop (`best = x[k]`) must be views of it here
             shared = (_may_share(o.value, plan) and not o.pytype,) + tuple(
                 _may_share(p[2], plan) and not p[3] for p in o.payloads)
-            views = f", {T}, {shared!r}" if any(shared) else ""
+            views = f", {T}, {shared!r}"     # (the token also where none is: a value of its own is copied)
             unset = ", none_start=True" if o.none_start else ""
-            prepare += template(f"_av_P = _av_AV.best({o.target}, {ok}, {o.op!r}, {py}, {pays}{views}{unset})",
+            sel = f", mask={mask}" if mpos is not None else ""     # (under a condition: where it holds)
+            prepare += template(f"_av_P = _av_AV.best({o.target}, {ok}, {o.op!r}, {py}, {pays}{views}{unset}{sel})",
                                 _av_P=P, _av_AV=AV)
             names = [o.target] + [p[0] for p in o.payloads]
             commit += template(f"if _av_P is not None:\n    {', '.join(names)}, = _av_P", _av_P=P)
             fn = "argmax" if o.op in (">", ">=") else "argmin"
+            if mpos is not None:
+                display_tail.append(f"_rows = {mask}.nonzero()[:, 0]  # the iterations where the condition holds")
+                ok = f"{ok}[_rows]"
             display_tail.append(f"_j = {ok}.{fn}()  # {'first' if o.op in ('>', '<') else 'last'} best wins on ties")
             display_tail.append(f"if {ok}[_j] {o.op} {o.target}:\n    {', '.join(names)} = "
-                                + ", ".join([f"{ok}[_j]"] + [f"{O}[{pp}][_j]" for pp in ppos]))
+                                + ", ".join([f"{ok}[_j]"] + [f"{O}[{pp}]{'[_rows]' if mpos is not None else ''}[_j]"
+                                                              for pp in ppos]))
         elif o.kind == "scatter" and o.joined > 1:
             # several scatters into one tensor an iteration: their writes interleaved in the
             # loop's order, one scatter (runtime.scatter_join)
