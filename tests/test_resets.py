@@ -488,3 +488,119 @@ def test_a_float_scan_stored_into_an_integer_tensor_keeps_the_loop():
     fast = autovec(settles)
     for n in (300, 3000):
         assert _same(fast(n), settles(n))
+
+
+# the `if` / `else` spelling with `+=` / `-=`, and with more statements on a side
+# (analysis.loops._branch_updates): the update as `h = a if c else b`, the rest under `c` again
+
+def streak_aug(x):
+    run = 0
+    out = []
+    for t in range(x.shape[0]):
+        if x[t] > 0:
+            run += 1
+        else:
+            run = 0
+        out.append(run)
+    return out, run
+
+
+def longest_streak(x):
+    run = 0
+    best = 0
+    for t in range(x.shape[0]):
+        if x[t] > 0:
+            run += 1
+            best = max(best, run)
+        else:
+            run = 0
+    return best, run
+
+
+def streak_and_side_effects(x):
+    run = 0
+    n = 0
+    for t in range(x.shape[0]):
+        if x[t].item() > 0:
+            run -= 2
+            n += 1
+        else:
+            run = 0
+            n -= 1
+    return run, n
+
+
+def float_run_stored(x):
+    # (positive terms: a negative one times the keep flag 0 would be -0.0, which keeps the loop)
+    run = 0.0
+    out = torch.empty(x.shape[0], dtype=torch.float64)
+    for t in range(x.shape[0]):
+        if x[t] > 0:
+            run += x[t].item() + 2.0
+        else:
+            run = 0.0
+        out[t] = run
+    return out, run
+
+
+def streak_writes_its_input(x):
+    run = 0
+    for t in range(x.shape[0]):
+        if x[t] > 0:
+            run += 1
+            x[t] = -1.0
+        else:
+            run = 0
+    return run
+
+
+@pytest.mark.parametrize("fn", [streak_aug, longest_streak, streak_and_side_effects, float_run_stored,
+                                streak_writes_its_input])
+@pytest.mark.parametrize("n", [1, 2, 9, 60])
+def test_restarts_spelled_with_augmented_updates_and_more_statements(fn, n):
+    fast = autovec(fn)
+    for seed in range(3):
+        x = torch.randn(n, generator=torch.Generator().manual_seed(seed)).clamp(min=-1.0) + 0.1
+        x1, x2 = x.clone(), x.clone()
+        assert _same(fast(x1), fn(x2))
+        assert torch.equal(x1, x2)        # (the in-place writes of the rest of a side)
+    if n > 2:
+        assert explain(fn, x).path == "vectorized"
+
+
+def test_a_restart_whose_condition_reads_the_value_or_changes_keeps_the_loop():
+    def reads_itself(x):
+        run = 0
+        for t in range(x.shape[0]):
+            if run < 3:
+                run += 1
+            else:
+                run = 0
+        return run
+
+    def tensor_start(x):
+        run = torch.zeros((), dtype=torch.long)
+        out = []
+        for t in range(x.shape[0]):
+            if x[t] > 0:
+                run += 1        # (in place on the start: the loop's list holds one tensor, twice)
+            else:
+                run = 0
+            out.append(run)
+        return out
+
+    def changes_the_condition(x):
+        run = 0
+        for t in range(x.shape[0]):
+            if x[t] > 0:
+                run += int(x[t].add_(-1.0) > 0)
+            else:
+                run = 0
+        return run
+    for fn in (reads_itself, tensor_start, changes_the_condition):
+        x = torch.randn(12, generator=torch.Generator().manual_seed(2))
+        x1, x2 = x.clone(), x.clone()
+        got, want = autovec(fn)(x1), fn(x2)
+        assert type(got) is type(want) and str(got) == str(want)
+        assert torch.equal(x1, x2)
+        assert explain(fn, x).path == "python", fn.__name__

@@ -2474,12 +2474,15 @@ def _select_resets(stmts: list) -> list:
     out = []
     for s in stmts:
         orig = s
-        if isinstance(s, ast.If) and len(s.body) == 1 and len(s.orelse) == 1 and all(
-                isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name)
-                for b in (s.body[0], s.orelse[0])) and s.body[0].targets[0].id == s.orelse[0].targets[0].id:
-            h = s.body[0].targets[0].id
+        rest = None     # (the branches' later statements, under the condition again: _branch_updates)
+        updates = _branch_updates(s)
+        if updates is not None:
+            h, first, other = updates
             s = ast.copy_location(ast.Assign(targets=[ast.Name(id=h, ctx=ast.Store())], value=ast.copy_location(
-                ast.IfExp(test=s.test, body=s.body[0].value, orelse=s.orelse[0].value), s.body[0].value)), s)
+                ast.IfExp(test=s.test, body=first, orelse=other), first)), s)
+            if len(orig.body) > 1 or len(orig.orelse) > 1:
+                rest = ast.copy_location(ast.If(test=fastast.clone(orig.test), body=orig.body[1:] or [ast.Pass()],
+                                                orelse=orig.orelse[1:]), orig)
         if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
                 and isinstance(s.value, ast.IfExp):
             h, v = s.targets[0].id, s.value
@@ -2504,9 +2507,38 @@ def _select_resets(stmts: list) -> list:
                                                       value=ast.BinOp(left=term, op=ast.Add(), right=b_sel)), s)
                 merged._av_reset = "select:" + repr(zero)
                 out.append(ast.fix_missing_locations(_located(merged, s.lineno)))
+                if rest is not None:
+                    out.append(ast.fix_missing_locations(rest))
                 continue
         out.append(orig)
     return out
+
+
+def _branch_updates(s):
+    """`if c: h = a [..] else: h = b [..]` (or `h += v` / `h -= v`, `h - v` where `h` is the
+    Python number _select_keeps requires, as it is after a reset): (h, a, b), the values each
+    side gives `h` first, or None. With more statements on a side, the update reads as `h = a if
+    c else b` and the rest as `if c: ..` / `else: ..` after it, which evaluates `c` twice: it must
+    not read `h`, and neither it nor the values may bind or change anything (no `:=`, no in-place
+    call), so that the second evaluation is the first's."""
+    if not (isinstance(s, ast.If) and s.body and s.orelse):
+        return None
+    sides = [_reset_update(b, b.targets[0].id if isinstance(b, ast.Assign) and len(b.targets) == 1
+                           and isinstance(b.targets[0], ast.Name) else b.target.id if isinstance(b, ast.AugAssign)
+                           and isinstance(b.target, ast.Name) else "")
+             for b in (s.body[0], s.orelse[0])]
+    if sides[0] is None or sides[1] is None:
+        return None
+    names = [b.targets[0].id if isinstance(b, ast.Assign) else b.target.id for b in (s.body[0], s.orelse[0])]
+    if names[0] != names[1]:
+        return None
+    h = names[0]
+    plain = len(s.body) == 1 and len(s.orelse) == 1 and all(isinstance(b, ast.Assign) for b in (s.body[0], s.orelse[0]))
+    if not plain and (h in nm.load_ids(s.test) or any(
+            any(isinstance(n, ast.NamedExpr) for n in fastast.walk(e)) or nm.mutated(e)
+            for e in (s.test, *sides))):
+        return None
+    return h, sides[0], sides[1]
 
 
 def _reset_update(s, h: str):
