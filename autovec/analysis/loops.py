@@ -356,7 +356,7 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
         raise Refuse(f"`for ... else` at line {node.lineno} is not supported", node.lineno)
     space = space or iteration(node, ctx)
     iter_vars = _iter_vars(space)
-    stmts = body_stmts if body_stmts is not None else node.body
+    stmts = raw = body_stmts if body_stmts is not None else node.body
     if space.unpack:
         stmts = unpack_stmts(space, node.lineno) + list(stmts)
     sites = None
@@ -394,13 +394,24 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
         # refuses as written: planned again with the row copied, _row_local)
         probe = [_ChainedStores(indices).visit(fastast.clone(s)) for s in saved] if saved is not None else None
         if probe is None or _row_local(probe, indices[0]) is probe:
-            raise
-        try:
-            body = _classify(saved, ctx, iter_vars, row_local=True)
-            plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
-        except Refuse:
+            plan = None
+        else:
+            try:
+                body = _classify(saved, ctx, iter_vars, row_local=True)
+                plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
+                plan = dataclasses.replace(plan, row_copies=True)
+            except Refuse:
+                plan = None
+        if plan is None:
+            # (an `if` / `else` whose sides the planner refuses together: planned again as
+            # `if c:` and `if not c:`, from the statements as written, _split_else)
+            split = _split_else(raw)
+            if split is not None:
+                try:
+                    return plan_for(node, ctx, loop_id, space, split, form, anchor)
+                except Refuse:
+                    pass
             raise refused from None
-        plan = dataclasses.replace(plan, row_copies=True)
     if sites is not None:
         names = {EXIT} | {f"{EXIT}{j}" for j in range(len(sites) - 1)}
         if names & set(plan.live_after) or any(o.target in names for o in plan.outputs) or plan.scans:
@@ -413,6 +424,69 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
 
 
 EXIT = "_av_exit"
+
+# calls a condition may make for _split_else to evaluate it twice: a tensor's or a number's
+# conversions and reductions to its truth, which change nothing
+_TRUTH_METHODS = frozenset(("item", "any", "all", "bool", "float", "int", "long", "double", "isnan", "isfinite",
+                            "isinf", "abs", "sum", "numel", "dim", "size", "eq", "ne", "lt", "le", "gt", "ge"))
+
+
+def _split_else(stmts):
+    """The statements with each top-level `if c: A else: B` as `if c: A` then `if not c: B`
+    (a copy), or None where there is none to split. The same program where evaluating `c`
+    again after `A` gives the same truth: `c` binds nothing, calls only conversions and
+    reductions of values (_TRUTH_METHODS), and `A` changes no name `c` reads and does not leave
+    the iteration, and binds names alone (_binds_only: a store into a view of what `c` reads
+    would change it). `not c` is the loop's own truth test negated, as `else`
+    takes it. For the planner's second try at an `if` / `else` whose sides read each other's
+    running values (`if y[t]: tp += 1` / `else: auc += tp`)."""
+    out, changed = [], False
+    for s in stmts:
+        if isinstance(s, ast.If) and s.orelse and _twice_same(s.test) and _binds_only(s.body) and not (
+                nm.stores(ast.Module(body=s.body, type_ignores=[])) & nm.load_ids(s.test)):
+            first = ast.copy_location(ast.If(test=fastast.clone(s.test), body=[fastast.clone(b) for b in s.body],
+                                             orelse=[]), s)
+            neg = ast.copy_location(ast.UnaryOp(op=ast.Not(), operand=fastast.clone(s.test)), s.test)
+            second = ast.copy_location(ast.If(test=neg, body=[fastast.clone(b) for b in s.orelse], orelse=[]),
+                                       s.orelse[0])
+            out += [ast.fix_missing_locations(first), ast.fix_missing_locations(second)]
+            changed = True
+        else:
+            out.append(s)
+    return out if changed else None
+
+
+def _binds_only(stmts) -> bool:
+    """Whether `stmts` change nothing but the names they bind (_split_else's first side): no
+    store into an element or attribute, no in-place or container-mutating method (through an
+    alias the store might reach what the condition reads), no exit, no `global`."""
+    for st in stmts:
+        for n in fastast.walk(st):
+            if isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.Raise, ast.Try, ast.With, ast.Yield,
+                              ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal, ast.Delete, ast.NamedExpr)):
+                return False
+            if isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, (ast.Store, ast.Del)):
+                return False
+            if isinstance(n, ast.Call) and (isinstance(n.func, ast.Attribute) and (
+                    n.func.attr in nm._MUTATORS or n.func.attr.endswith("_") and not n.func.attr.endswith("__"))
+                    or nm.in_place_keyword(n) is not None):
+                return False
+    return True
+
+
+def _twice_same(test) -> bool:
+    """Whether evaluating `test` again gives what it gave (_split_else): it binds nothing and
+    calls only _TRUTH_METHODS (on any value) or the builtins int / float / bool / abs / len."""
+    for n in fastast.walk(test):
+        if isinstance(n, (ast.NamedExpr, ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom, ast.ListComp, ast.SetComp,
+                          ast.DictComp, ast.GeneratorExp)):
+            return False
+        if isinstance(n, ast.Call):
+            f = n.func
+            if not (isinstance(f, ast.Attribute) and f.attr in _TRUTH_METHODS
+                    or isinstance(f, ast.Name) and f.id in ("int", "float", "bool", "abs", "len")):
+                return False
+    return True
 
 
 def _exit_split(stmts):
