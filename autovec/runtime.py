@@ -3603,8 +3603,35 @@ def _counted_types(s0, v, py, inc, op):
     K * 0, so the first step is K itself where it is nonzero and finite (an infinite or NaN K
     also makes K * 0 NaN where the loop adds nothing). Other kinds of K (numpy numbers, tensor
     subclasses, complex) and `s -= K` of a bool tensor (an error in the loop, where the steps
-    are K * 1 in int64) keep the loop."""
-    if type(inc) in (int, bool):
+    are K * 1 in int64) keep the loop. A float start (`s = 0.0`) is a float throughout where K
+    is a Python float. `inc` None: K is each iteration's own (`if c: s += x[t].item()`), taken
+    where the steps are Python numbers of the start's type (an int start with floats: where the
+    first iteration increments), and finite."""
+    if inc is None:
+        # (an increment of each iteration's own, analysis._counted: the steps' kind tells its type)
+        if not py or v.is_complex():
+            # (tensors: an int start becomes one at the first increment, and the products lose
+            # what the loop's own arithmetic would do with each value, a bool's `-=` raising)
+            raise GuardFailed("a count by increments that are tensors or complex numbers under a condition (the "
+                              "loop decides their types)")
+        if py and not v.is_floating_point() and type(s0) is int:
+            return        # (ints onto an int: an int throughout, and no NaN)
+        if py and v.is_floating_point() and type(s0) is float:
+            if not bool(torch.isfinite(v).all()):
+                raise GuardFailed("a count by increments that are not finite (K * 0 is NaN where the loop adds "
+                                  "nothing)", data=True)
+            return        # (floats onto a float: a float throughout)
+        if py and type(s0) is float:
+            raise GuardFailed("a float count by int increments (the batch's steps are ints)")
+        inc = v
+    elif type(inc) in (int, bool) and type(s0) is int:
+        return
+    elif type(s0) is float and not (type(inc) is float and py):
+        raise GuardFailed("a float count by an increment of another type (its first increment decides the type)")
+    elif type(s0) is float:
+        if not bool(torch.isfinite(v).all()):
+            raise GuardFailed("a count by an increment that is not finite (K * 0 is NaN where the loop adds "
+                              "nothing)", data=True)
         return
     if not (type(inc) is float or type(inc) is torch.Tensor and not inc.is_complex()):
         raise GuardFailed(f"a count by an increment of type {type(inc).__name__} (the loop decides its type)")

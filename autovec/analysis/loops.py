@@ -1047,8 +1047,9 @@ def _truth_flag(test: ast.expr) -> ast.expr:
 
 def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
     """`if c: k += K` (or `k -= K`, `k = k + K`, `k = K + k`, `k = k - K`) where the loop reads
-    `k`, `k` starts as an int literal before it (`k = 0`) and `K` does not change in the loop (a
-    literal, or a name the loop never binds): `k += K * int(bool(c))`, so a count read in the
+    `k`, `k` starts as an int literal before it (`k = 0`, or `0.0`) and `K` does not change in
+    the loop (a literal, or a name the loop never binds) or is each iteration's own (`x[t]`, an
+    expression of what the `if` does not bind): `k += K * int(bool(c))`, so a count read in the
     loop (`ids[i] = k`) is a running sum of K or 0 at every step (a scan).
 
     An int literal K keeps `k` a Python int at every step, as the `if` does. Any other K (a
@@ -1107,6 +1108,14 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
         if _int_constant(inc) or isinstance(inc, ast.Constant) and type(inc.value) is float \
                 or isinstance(inc, ast.Name) and inc.id not in writes and inc.id != k:
             return k, inc, op
+        if k not in nm.load_ids(inc) and not (nm.load_ids(inc) & nm.stores(ast.Module(body=st.body, type_ignores=[]))) \
+                and not nm.mutated(inc) and not any(isinstance(n, (ast.NamedExpr, ast.Lambda, ast.ListComp,
+                                                                   ast.SetComp, ast.DictComp, ast.GeneratorExp))
+                                                    for n in fastast.walk(inc)):
+            # (an increment of each iteration's own, `if m[t]: s += x[t]`: `x[t] * int(bool(c))`,
+            # which the runtime takes only where the steps are finite and keep the count's type,
+            # runtime._counted_types; what it reads the `if` does not bind)
+            return k, inc, op
         return None
 
     def counter(st):
@@ -1132,7 +1141,8 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
                 init = st
                 break
         if stores == 1 and reads and isinstance(init, ast.Assign) and len(init.targets) == 1 \
-                and isinstance(init.targets[0], ast.Name) and _int_constant(init.value):
+                and isinstance(init.targets[0], ast.Name) and (_int_constant(init.value) or isinstance(
+                    init.value, ast.Constant) and type(init.value.value) is float and init.value.value == 0):
             keep.add(k)
     out = []
     for st in stmts:
@@ -1143,11 +1153,16 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
             value = ast.BinOp(left=fastast.clone(inc), op=ast.Mult(), right=_truth_flag(fastast.clone(st.test)))
             if isinstance(inc, ast.Constant):
                 value.av_count = True      # (a Python number either way: _strip_item)
+            invariant = isinstance(inc, ast.Constant) or isinstance(inc, ast.Name) and inc.id not in writes
             if not _int_constant(inc):
-                value.av_counted = src(inc)    # (the type may change at the first increment: Output.counted)
+                # (the type may change at the first increment: Output.counted, the increment's
+                # source where it is the same on every iteration, else "None")
+                value.av_counted = src(inc) if invariant else "None"
             target = ast.Name(id=k, ctx=ast.Store())
             j = update_at(st)
-            if isinstance(st.body[j], ast.AugAssign):
+            # (each iteration's own increments count only as Python numbers, runtime._counted_types,
+            # for which `k += v` is `k = k + v`: no tensor updated in place to alias)
+            if isinstance(st.body[j], ast.AugAssign) and invariant:
                 new = ast.AugAssign(target=target, op=op, value=value)
             else:
                 new = ast.Assign(targets=[target], value=ast.BinOp(left=ast.Name(id=k, ctx=ast.Load()), op=op,
@@ -4616,10 +4631,16 @@ def _aliases_running_value(name: str, stmts, outputs) -> bool:
     every iteration: only arithmetic on it (which makes new tensors) may follow; handing it
     on, or a view of it (`name[...]`, `name.view(...)`), would see later updates."""
     copied = {o.marker for o in outputs if o.kind in ("store", "accum", "scatter")}
-    for s in stmts:
+    todo = list(stmts)
+    while todo:
+        s = todo.pop(0)
         if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name) and s.value.id == name \
                 and isinstance(s.targets[0], ast.Name) and s.targets[0].id in copied:
             continue   # `out[i] = name` copies the values
+        if isinstance(s, ast.If):
+            # (under a condition, `if not y[t]: auc += tp`: its statements as the top level's)
+            todo[:0] = list(s.body) + list(s.orelse)
+            s = s.test
         parents = {c: p for p in fastast.walk(s) for c in ast.iter_child_nodes(p)}
         for n in fastast.walk(s):
             if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
