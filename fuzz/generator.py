@@ -5297,6 +5297,95 @@ def lost_stop44(self):
         self.emit(1, "return k, hits")
 
 
+def lost_stop49(self):
+    """Stop 49's forms, on inputs that change between calls: a running best under a condition
+    (`if c: best = max(best, v)`, `if c and v > best: best = v; idx = t`, the tracker nested in
+    an `if`), restarts spelled `if c: run += v` / `else: run = 0` with more statements on a side,
+    `if` / `else` sides reading each other's running values (`if y[t]: tp += 1` / `else: auc += tp`),
+    and counts by each iteration's own Python number (`if c: s += x[t].item()`) read in the loop;
+    of several dtypes, with NaN, infinities and ties."""
+    self.variants = True
+    n = max(self.n, 1)
+    dt = self.pick(["float32", "float64", "int64"])
+    self.param("x", f"_tensor(g, ({n} + variant,), torch.{dt}, special={dt != 'int64' and self.chance(0.3)}, "
+                    "low=-3, high=4)")
+    self.param("y", f"_tensor(g, ({n} + variant,), torch.{self.pick(['bool', 'bool', 'int64', 'float32'])}, "
+                    "low=0, high=2)")
+    cond = self.pick(["y[t]", "x[t] > 0", "not y[t]", "bool(y[t])", "y[t] and x[t] < 2", "int(x[t]) % 2 == 0"])
+    form = self.pick(["best", "best", "streak", "split", "count"])
+    if form == "best":
+        v = self.pick(["x[t].item()", "x[t]", "int(x[t])", "-x[t].item()", "float(x[t])"])
+        start = self.pick(["-100.0", "0", "None", "x[0]", "0.0", "-1"])
+        shape = self.pick(["max", "min2", "and", "nested", "nested_none"])
+        self.emit(1, f"best = {start}")
+        self.emit(1, "idx = -1")
+        self.emit(1, "out = []")
+        self.emit(1, "for t in range(x.shape[0]):")
+        if shape == "max" and start != "None":
+            self.emit(2, f"if {cond}:")
+            self.emit(3, f"best = max(best, {v})")
+        elif shape == "min2" and start != "None":
+            self.emit(2, f"if {cond}:")
+            self.emit(3, f"best = min({v}, best)")
+        elif shape == "and" and start != "None":
+            self.emit(2, f"if {cond} and {v} {self.pick(['>', '>=', '<'])} best:")
+            self.emit(3, f"best = {v}")
+            self.emit(3, "idx = t")
+        else:
+            self.emit(2, f"if {cond}:")
+            self.emit(3, f"if best is None or {v} {self.pick(['>', '>=', '<='])} best:")
+            self.emit(4, f"best = {v}")
+            self.emit(4, "idx = t")
+        if self.chance(0.15):
+            self.emit(2, "out.append(best)")
+        self.emit(1, "return best, idx, out")
+        return
+    if form == "streak":
+        inc = self.pick(["1", "2", "x[t].item()", "int(x[t])", "1.5"])
+        zero = self.pick(["0", "0.0"])
+        self.emit(1, f"run = {self.pick(['0', '0.0', 'torch.zeros(())'])}")
+        self.emit(1, "best = 0")
+        self.emit(1, "out = []")
+        self.emit(1, "for t in range(x.shape[0]):")
+        self.emit(2, f"if {cond}:")
+        self.emit(3, f"run {self.pick(['+=', '-=', '+='])} {inc}")
+        if self.chance(0.5):
+            self.emit(3, self.pick(["best = max(best, run)", "out.append(run)", "x[t] = 0"]))
+        self.emit(2, "else:")
+        self.emit(3, f"run = {zero}")
+        if self.chance(0.3):
+            self.emit(3, self.pick(["out.append(-1)", "best = best + 0"]))
+        if self.chance(0.3):
+            self.emit(2, "out.append(run)")
+        self.emit(1, "return run, best, out, x")
+        return
+    if form == "split":
+        inc = self.pick(["1", "x[t].item()", "int(x[t])", "x[t]", "0.5"])
+        self.emit(1, f"a = {self.pick(['0', '0.0', 'torch.zeros(())'])}")
+        self.emit(1, f"b = {self.pick(['0', '0.0'])}")
+        self.emit(1, "out = []")
+        self.emit(1, "for t in range(x.shape[0]):")
+        self.emit(2, f"if {cond}:")
+        self.emit(3, f"a += {inc}")
+        if self.chance(0.2):
+            self.emit(3, "x[t] = -1")
+        self.emit(2, "else:")
+        self.emit(3, self.pick(["b += a", "b = b + a * 2", "b -= a", "out.append(a)"]))
+        if self.chance(0.3):
+            self.emit(2, "out.append(b)")
+        self.emit(1, "return a, b, out")
+        return
+    v = self.pick(["x[t].item()", "int(x[t])", "float(x[t])", "bool(x[t] > 0)", "x[t]", "x[t].item() * 2.0"])
+    self.emit(1, f"s = {self.pick(['0', '0.0', '0.0', '3'])}")
+    self.emit(1, "out = []")
+    self.emit(1, f"res = torch.zeros(x.shape[0], dtype=torch.float64)")
+    self.emit(1, "for t in range(x.shape[0]):")
+    self.emit(2, f"if {cond}:")
+    self.emit(3, f"s {self.pick(['+=', '-=', '+='])} {v}")
+    self.emit(2, self.pick(["out.append(s)", "res[t] = s", "out.append(s)"]))
+    self.emit(1, "return s, out, res")
+
+
 def lost_stop48(self):
     """Stop 48's forms, on inputs that change between calls: running logical or / and (`f |= m[t]`,
     `f = f | m[t]`, `f = m[t] & f`, torch.logical_or / logical_and, Python's `or` / `and` of
@@ -6542,7 +6631,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop48": lost_stop48, "stop47": lost_stop47, "stop46": lost_stop46, "stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop49": lost_stop49, "stop48": lost_stop48, "stop47": lost_stop47, "stop46": lost_stop46, "stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
