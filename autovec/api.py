@@ -611,7 +611,11 @@ class AutovecFunction:
             fn = st.fn
             if c is fn or fn.__code__ is st.code and fn.__defaults__ is c.__defaults__ \
                     and fn.__kwdefaults__ is c.__kwdefaults__:
-                _see_device(st.runtime, args)    # the steady state, in as few steps as possible
+                # the steady state, in as few steps as possible (_see_device's common case inline:
+                # a CPU tensor first, on a runtime that has the CPU's constants)
+                a = args[0] if args else None
+                if type(a) is not Tensor or not a.is_cpu or st.runtime is not None and st.runtime.kind != "cpu":
+                    _see_device(st.runtime, args)
                 return c(*args, **kwargs)
         return st(args, kwargs)
 
