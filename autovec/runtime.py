@@ -2171,6 +2171,11 @@ class FunctionRuntime:
             if o.dtype != region.dtype:
                 o = o.to(region.dtype)    # the in-place result, stored in the output's dtype
         if mask is not None:
+            if not _any(mask):
+                # (no iteration stores: the loop leaves the tensor as it is, its version counter and
+                # autograd history too; a write of its own rows would bump the counter, which a
+                # backward that saved the tensor refuses, or raise on a view of a leaf; probe X)
+                return FunctionRuntime.unchanged
             m = mask.reshape((1,) * dim + n + (1,) * (o.dim() - dim - lead))
             o = torch.where(m, o.to(region.dtype) if not op else o, region)
         return (o, "=") if inplace else o
@@ -3369,6 +3374,20 @@ def _wide_int(dtype) -> bool:
     return _is_int(dtype) and dtype.itemsize > 1
 
 
+def _half_beside_int(zero) -> str:
+    """Among the dtypes of per-iteration 0-d values (`a[i] * b[i]`), a float16 / bfloat16 one
+    beside an integer one wider than 8 bits: two 0-d CPU tensors compute at float32 precision with
+    the integer's own value in the loop (2801 // 5.5 is 508 in bfloat16), where the batch's rows
+    round the integers to half precision first (2801 is 2800) and may compute in half precision
+    (510); probe X. The reason, or ""."""
+    for h in zero:
+        if h in _HALF:
+            for z in zero:
+                if _wide_int(z):
+                    return f"per-iteration 0-d {h} and {z} values (the batch would round the integers to {h} first)"
+    return ""
+
+
 def _half_against_wider(inputs, free_tensors, nest=False):
     """Under vmap a per-iteration 0-d value of another float dtype meeting float16 / bfloat16 rows
     is rounded to half precision first; torch's loop reads a 0-d value at float32 precision (a
@@ -3914,6 +3933,8 @@ FunctionRuntime.expressed = _Expressed()
 # a loop's iteration space not evaluated yet (lowering.common: the express evaluates it, and the
 # general path again only where the express did not)
 FunctionRuntime.unset = object()
+# a conditional store's new rows where no iteration stores (fit_store): the commit writes nothing
+FunctionRuntime.unchanged = object()
 
 
 def _large(args):
@@ -7680,6 +7701,9 @@ class Token:
             return "a loop-invariant tensor has more dimensions than the slices"
         zero = {t.dtype for t, _ in inputs if t.dim() == 1}
         rows = {t.dtype for t, _ in inputs if t.dim() > 1} | {t.dtype for t in self.free_tensors if t.dim()}
+        mixed = _half_beside_int(zero)
+        if mixed:
+            return mixed
         for z in zero:
             for d in rows:
                 if z != d and d in _HALF and _wide_int(z):

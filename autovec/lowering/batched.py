@@ -242,6 +242,7 @@ def _align(vals: list[_V], binary: bool = False, lead: int = 1, op: ast.operator
     if binary and len(vals) == 2 and top > 0:
         out = _wrapped_zero_dim(vals, out, op)
     elif binary and len(vals) == 2:
+        _half_and_int(vals, "an operation")
         out = _zero_dim_pair(vals, out)
     if binary and any(v.batched and v.fact.number for v in vals):
         dtype = _compute_dtype(vals)
@@ -279,6 +280,8 @@ def _zero_dim_mix(vals: list[_V], what: str, result=None) -> None:
     logical; the guard refuses it where half precision meets a wider value)."""
     ranked = {v.fact.dtype for v in vals if v.fact.kind == "tensor" and v.fact.rank > 0 and v.fact.dtype is not None}
     dtypes = [v.fact.dtype for v in vals if v.fact.kind == "tensor" and v.fact.dtype is not None]
+    if not ranked:
+        _half_and_int(vals, f"`{what}`")
     if result is not None and result.kind == "tensor" and result.dtype is not None and result.dtype.is_floating_point \
             and dtypes and not any(d.is_floating_point or d.is_complex for d in dtypes):
         return      # (integers made floats, torch.true_divide or atan2: each value is read as it is)
@@ -292,6 +295,22 @@ def _zero_dim_mix(vals: list[_V], what: str, result=None) -> None:
             if widened or rounded:
                 raise Unsupported(f"`{what}` of a per-iteration 0-d {z} value and a {d} tensor (batched as a column it "
                                   f"would be {'widened' if widened else 'rounded to ' + str(d)})")
+
+
+def _half_and_int(vals: list[_V], what: str) -> None:
+    """Two per-iteration 0-d tensors, one float16 / bfloat16 and one an integer wider than 8
+    bits (`a[i] * b[i]`, `c[i] // w[i]`): the loop's two 0-d CPU tensors compute at float32 with
+    the integer's own value (2801 // 5.5 is 508 in bfloat16), the batch's rows would round the
+    integers to half precision first (2801 is 2800) and may compute in half (510); probe X. No
+    batched form."""
+    zero = [v.fact.dtype for v in vals if v.batched and v.fact.kind == "tensor" and v.fact.rank == 0
+            and v.fact.dtype is not None]
+    for h in zero:
+        if h in (torch.float16, torch.bfloat16):
+            for z in zero:
+                if not (z.is_floating_point or z.is_complex) and z is not torch.bool and z.itemsize > 1:
+                    raise Unsupported(f"{what} of per-iteration 0-d {h} and {z} values (the batch would round the "
+                                      f"integers to {h} first)")
 
 
 def _exact_ints(a: _V, b: _V) -> tuple[_V, _V]:

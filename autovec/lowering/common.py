@@ -578,7 +578,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 commit += template("_av_AV.update(_av_RG, _av_P[0], _av_P[1])", _av_P=P, _av_AV=AV, _av_RG=RG)
             elif o.consumer == "fresh":
                 # a freshly allocated output that this call overwrites entirely becomes the batch
-                commit += template(f"if _av_AV.replaces({o.target}, _av_RG, _av_P, {T}{oth}):\n    {o.target} = _av_AV.owned(_av_P)\n"
+                # (under a condition that holds nowhere, fit_store's `unchanged`: nothing is written)
+                none = f"if _av_P is _av_AV.unchanged:\n    {o.target} = _av_AV.unreleased({o.target}, {T})\nel" \
+                    if mask != "None" else ""
+                commit += template(f"{none}if _av_AV.replaces({o.target}, _av_RG, _av_P, {T}{oth}):\n    {o.target} = _av_AV.owned(_av_P)\n"
                                    f"else:\n    {o.target} = _av_AV.unreleased({o.target}, {T})\n    {region} = _av_P",
                                    _av_P=P, _av_AV=AV, _av_RG=RG)
                 if o.fill and mask == "None" and all(t != o.target for t, _ in releases):
@@ -593,6 +596,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                     # batch as the broadcast body computed it, runtime.fit_store's `unmoved`)
                     whole.append((o.target, f"store{o.dim or ''}", pos, _new_memory(o.value, plan)))
                     whole_commits.add(id(commit[-1]))
+            elif mask != "None":
+                # (fit_store's `unchanged` where the condition holds nowhere: the loop writes nothing)
+                commit += template(f"if _av_P is not _av_AV.unchanged:\n    {region} = _av_P", _av_P=P, _av_AV=AV)
             else:
                 commit += template(f"{region} = _av_P", _av_P=P)
             disp_region = o.index_src.format(", ".join(":" for _ in range(lead)) if nest
