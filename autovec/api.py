@@ -125,7 +125,7 @@ class FunctionState:
                            "it is given, so put @autovec directly above the `def`")
         cap = capture(self.fn)
         env = Env(cap)
-        self.original_source = ast.unparse(cap.tree)
+        self.original_source = cap.written or ast.unparse(cap.tree)
         written = {n.id for n in fastast.walk(cap.tree) if isinstance(n, ast.Name)}    # (the names it reads as written)
         # loops that update lists of tensors in place: `_foreach_` calls (analysis/foreach.py); loops
         # that pad a list of sequences into rows: masked stores (analysis/ragged.py). Each loop goes

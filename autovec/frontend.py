@@ -25,6 +25,9 @@ class Captured:
     # `torch` the module): the rewrite rests on them, and a call that finds one rebound runs the
     # function as written (api._assumptions)
     assumed: dict = field(default_factory=dict, compare=False)
+    # the function as written, unparsed (the tree has conditional comprehensions as statements:
+    # _BranchedComprehensions), for explain's display and diff
+    written: str = field(default="", compare=False)
 
     def lookup(self, name: str):
         """Value of a global, closure or builtin name, as the function would see it now.
@@ -108,7 +111,55 @@ def capture(fn) -> Captured:
         # Python mangles `__name` inside a class body; recompiling outside it would not
         raise NoSource("methods using private (name-mangled) names are not rewritten")
     node.decorator_list = []
-    return Captured(fn=fn, tree=node, filename=code.co_filename, qualname=fn.__qualname__)
+    written = ast.unparse(node)
+    _BranchedComprehensions().visit(node)
+    return Captured(fn=fn, tree=node, filename=code.co_filename, qualname=fn.__qualname__, written=written)
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+class _BranchedComprehensions(ast.NodeTransformer):
+    """`return A if c else B` and `v = A if c else B` (a plain name, or names, as the target)
+    where A or B holds a comprehension (`torch.stack([f(r) for r in x]) if len(x) else x`, an
+    empty batch's guard) as the `if c:` / `else:` statements they are: a conditional expression
+    evaluates `c` once and then only the side it picks, as the statements do, and a comprehension
+    that is a statement's own value is one the rewrite can move. Other statements stay."""
+
+    def visit_FunctionDef(self, node):
+        return node if getattr(self, "_inside", False) else self._body_of(node)
+
+    def _body_of(self, node):
+        self._inside = True
+        self.generic_visit(node)
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+    visit_Lambda = visit_ClassDef = visit_FunctionDef     # (their own scopes: left as written)
+
+    def _split(self, stmt, value, make):
+        if not (isinstance(value, ast.IfExp) and any(isinstance(n, _COMPREHENSIONS)
+                                                     for side in (value.body, value.orelse) for n in ast.walk(side))):
+            return stmt
+        # (each side's statement where its expression is: two comprehensions on one line are
+        # two statements at their own columns)
+        return ast.copy_location(ast.If(test=value.test, body=[self._split_one(make(value.body), value.body)],
+                                        orelse=[self._split_one(make(value.orelse), value.orelse)]), stmt)
+
+    def _split_one(self, new, where):
+        new = ast.fix_missing_locations(ast.copy_location(new, where))
+        return self.visit(new)     # (`A if c else (B if d else C)`: the inner one too)
+
+    def visit_Return(self, node):
+        if node.value is None:
+            return node
+        return self._split(node, node.value, lambda v: ast.Return(value=v))
+
+    def visit_Assign(self, node):
+        if not all(isinstance(t, ast.Name) or isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts)
+                   for t in node.targets):
+            return node      # (`x[i] = ..`, `o.a = ..`: their targets evaluate before the value's side)
+        return self._split(node, node.value, lambda v: ast.Assign(targets=node.targets, value=v))
 
 
 def _uses_private_names(node: ast.AST) -> bool:

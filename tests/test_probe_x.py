@@ -122,3 +122,39 @@ def test_per_iteration_half_and_wide_int_values_keep_the_loop(dtype):
     assert torch.equal(autovec(half_times_int)(a, small), half_times_int(a, small))
     assert explain(half_times_int, a, small).path == "vectorized"
 
+
+def doubled_or_empty(x):
+    return torch.stack([r * 2 for r in x]) if len(x) else x
+
+
+def normalized_rows(x, eps: float = 1e-6):
+    out = torch.stack([r / (r.norm() + eps) for r in x]) if x.shape[0] > 0 else x.new_zeros(0, x.shape[1])
+    return out
+
+
+def nested_guards(x, mode: int):
+    return torch.stack([r.sum() for r in x]) if mode == 0 else (torch.stack([r.amax() for r in x]) if mode == 1
+                                                                 else x.new_zeros(x.shape[0]))
+
+
+@pytest.mark.parametrize("fn, extra", [(doubled_or_empty, ()), (normalized_rows, ()), (nested_guards, (0,)),
+                                       (nested_guards, (1,)), (nested_guards, (2,))])
+def test_a_comprehension_on_one_side_of_a_conditional_expression(fn, extra):
+    # (the empty batch's guard: `c` evaluated once, then the side it picks, as the statements do)
+    for n in (0, 1, 5):
+        x = torch.randn(n, 3, generator=torch.Generator().manual_seed(n))
+        got, want = outcome(autovec(fn), x, *extra), outcome(fn, x, *extra)
+        if isinstance(want, tuple):       # (torch.stack of no rows raises in both)
+            assert got == want
+        else:
+            assert got.shape == want.shape and got.dtype == want.dtype and torch.equal(got, want)
+    x = torch.randn(6, 3)
+    ex = explain(fn, x, *extra)
+    if fn is not nested_guards or extra != (2,):
+        assert ex.path == "vectorized", str(ex)
+
+
+def test_the_explanation_shows_the_function_as_written():
+    ex = explain(doubled_or_empty, torch.randn(4, 2))
+    original = [l for l in ex.diff.splitlines() if l.startswith("-") and not l.startswith("---")]
+    assert any("if len(x) else x" in l for l in original), ex.diff

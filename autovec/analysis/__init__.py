@@ -34,7 +34,7 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
 
     blocked = blocked_by(cap, env, local_names)
     infos: list[LoopInfo] = []
-    planned_spans: list[tuple[int, int]] = []
+    planned_nodes: set[int] = set()     # (ids of the nodes inside the loops planned so far)
     loop_id = 0
     nest_inner: dict[int, int] = {}
     for node in _loops_in_order(fn):
@@ -42,8 +42,7 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
             infos.append(LoopInfo(node.lineno, src(_as_written(node)), None, None, node.col_offset,
                                   _kind(node), part_of=nest_inner[id(node)]))
             continue
-        if any(a <= node.lineno <= b for a, b in planned_spans) and isinstance(node, (ast.ListComp, ast.DictComp,
-                                                                                      ast.SetComp)):
+        if id(node) in planned_nodes and isinstance(node, (ast.ListComp, ast.DictComp, ast.SetComp)):
             continue  # part of a loop body that is rewritten as a whole
         loop_id += 1
         text = src(_as_written(node))    # (a triangle shows as written)
@@ -103,7 +102,8 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
             continue
         if getattr(node, "_av_carried", None):
             plan = dataclasses.replace(plan, carried=node._av_carried)    # (`out[t] = .. out[t - 1]`)
-        planned_spans.append((plan.lineno, plan.end_lineno))
+        planned_nodes.update(id(n) for n in fastast.walk(node))
+        # (by the tree, not by lines: two comprehensions on one line are two loops)
         infos.append(LoopInfo(node.lineno, text, plan, None, node.col_offset, _kind(node)))
     return infos
 
