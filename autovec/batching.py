@@ -971,6 +971,35 @@ class _Helpers:
         return first.unsqueeze(1) + steps
 
     @staticmethod
+    def roll(b, shifts, dim, per_row, lead):
+        """torch.roll of each row of the batch `b` (`lead` batch dimensions first) by `shifts`
+        along the batch dimension `dim` (None: the row's elements in order, as torch.roll without
+        dims flattens, then the row's shape again). `per_row`: the shifts are one Python int per
+        row, an int64 batch; position p of a row takes the element at (p - shift) mod its length,
+        as torch.roll's, gathered (a data move: the loop's values, and the gradient each element
+        routes back to its own place)."""
+        from .runtime import GuardFailed
+        if not isinstance(b, torch.Tensor):
+            raise GuardFailed("`roll` of a value that is not a tensor (the loop decides)")
+        if not per_row:
+            if dim is not None:
+                return torch.roll(b, shifts, dim)
+            flat = b.flatten(lead)
+            return torch.roll(flat, shifts, lead).view(b.shape)
+        if not isinstance(shifts, torch.Tensor) or shifts.dtype != torch.int64 or shifts.shape != b.shape[:1]:
+            raise GuardFailed("`roll` by per-iteration shifts that are not ints (the loop decides)")
+        v = b.flatten(1) if dim is None else b
+        d = 1 if dim is None else dim % v.dim()
+        size = v.shape[d] if v.dim() > 1 else 0
+        if not size or d == 0:
+            return b        # (an empty row: torch.roll gives it back as it is)
+        p = torch.arange(size, device=v.device)
+        at = torch.remainder(p.unsqueeze(0) - shifts.to(v.device).unsqueeze(1), size)   # (Python's mod: 0 <= at < size)
+        at = at.view(v.shape[0], *(1,) * (d - 1), size, *(1,) * (v.dim() - d - 1)).expand(v.shape)
+        out = v.gather(d, at)
+        return out.view(b.shape) if dim is None else out
+
+    @staticmethod
     def span_flip(b, lo, hi):
         """`b_k[lo_k:hi_k].flip(0)` laid out at the span's own positions of each whole row (n, T,
         ..): position p of the span takes the element at start + stop - 1 - p (Python's slice

@@ -488,7 +488,7 @@ def _canonical_table() -> dict:
     names = set(ELEMENTWISE) | set(_REDUCTIONS) | _DIM_OPS | _SORTS | _PRODUCTS | {
         "norm", "where", "stack", "cat", "concat", "unsqueeze", "squeeze", "flatten", "reshape", "transpose",
         "swapaxes", "swapdims", "permute", "movedim", "linear", "normalize", "flip", "t", "cross_entropy",
-        "nll_loss", "gather", "kl_div", "searchsorted", "bucketize"} | _TRAILING | _LIKE
+        "nll_loss", "gather", "kl_div", "searchsorted", "bucketize", "roll"} | _TRAILING | _LIKE
     for ns_name, ns in (("torch", torch), ("F", F), ("linalg", torch.linalg), ("special", torch.special)):
         for n in names:
             obj = getattr(ns, n, None)
@@ -2103,6 +2103,35 @@ class _Batcher:
         d = _dim(dim[0], self.c.facts.get(self.c.ids.get(id(dim[0]))), r, self.c.lead)
         return _call(_attr(x.node, "gather"), [d, idx.node])
 
+    def _roll(self, x: _V, args, keywords, extra, kextra, r):
+        """`torch.roll(x_k, shifts, dims)` / `x_k.roll(shifts, dims)` with one shift and at most one
+        dimension (none: the row's elements in order, rolled, in the row's shape): the same roll of
+        the batch where the shift is the same in every iteration; each row's own shift, `int(s[k])`
+        (an augmentation's random offsets), gathers each row's elements from its own positions
+        (batching.roll). A data move: the loop's values, and the gradients it routes back."""
+        names = ["shifts", "dims"]
+        given = dict(zip(names, zip(args, extra)))
+        for k, v in zip(keywords, kextra):
+            if k.arg not in names or k.arg in given:
+                raise Unsupported(f"`roll` with `{k.arg}=`")
+            given[k.arg] = (k.value, v)
+        if len(args) > 2 or "shifts" not in given:
+            raise Unsupported("`roll` with other arguments than one shift and one dimension")
+        (s_node, s), dims = given["shifts"], given.get("dims")
+        if isinstance(s_node, (ast.Tuple, ast.List)) or dims is not None and isinstance(dims[0], (ast.Tuple, ast.List)):
+            raise Unsupported("`roll` by several shifts or along several dimensions")
+        if dims is not None and dims[1].batched:
+            raise Unsupported("`roll` along a dimension that changes per iteration")
+        d = None
+        if dims is not None:
+            if r == 0:
+                raise Unsupported("`roll` of a 0-d value along a dimension")
+            d = _dim(dims[0], self.c.facts.get(self.c.ids.get(id(dims[0]))), r, self.c.lead)
+        if s.batched and not (s.fact.kind == "int" and self.c.lead == 1):
+            raise Unsupported("`roll` by a per-iteration shift that is not a Python int")
+        return _helper("roll", x.node, s.node, d if d is not None else _const(None), _const(s.batched),
+                       _const(self.c.lead))
+
     def _join(self, name, node):
         seq = node.args[0]
         if not isinstance(seq, (ast.List, ast.Tuple)) or not seq.elts:
@@ -2145,6 +2174,8 @@ class _Batcher:
             raise Unsupported(f"`{name}` of a fixed first argument with per-iteration arguments")
         if name == "gather":
             return self._gather(x, args, keywords, extra, kextra)
+        if name == "roll":
+            return self._roll(x, args, keywords, extra, kextra, r)
         if any(v.batched for v in extra + kextra):
             raise Unsupported(f"`{name}` with per-iteration arguments besides the tensor")
         kw = {k.arg: k.value for k in keywords}
