@@ -167,3 +167,37 @@ def test_under_autograd_the_loop_runs():
     for fn in (sin_at_label, autovec(sin_at_label)):
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             fn(x.clone().requires_grad_(), y).sum().backward()
+
+
+def whole_row_then_parts(x, c0, wv):
+    out = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float64)
+    for i in range(x.shape[0]):
+        out[i] = x[i] % 3                  # (an int row stored into a float64 row: cast by setitem)
+        out[i] += x[i] // 2
+        out[i, 2] = (x[i] > 0).sum()
+        out[i, 0] = torch.dot(x[i] + c0, wv)
+    return out
+
+
+def whole_row_of_one_number(x):
+    out = torch.empty(x.shape[0], 4)
+    for i in range(x.shape[0]):
+        out[i] = x[i].sum()               # (one number broadcast over the row)
+        out[i, 1:] *= 2
+    return out
+
+
+def test_a_whole_rows_store_is_a_store_into_the_copy():
+    # (fuzz store2 seed 956036: `out[i] = v` became a new value for the copy, of v's dtype and
+    # shape, and the later part's float store into that int copy was truncated)
+    g = torch.Generator().manual_seed(956036)
+    x = torch.randint(-4, 5, (16, 4), generator=g)
+    args = (x, torch.tensor(1.5, dtype=torch.float64), torch.randn(4, generator=g, dtype=torch.float64))
+    got, want = autovec(whole_row_then_parts)(*args), whole_row_then_parts(*args)
+    assert got.dtype == want.dtype
+    assert torch.equal(got[:, 1:], want[:, 1:])       # (the truncation made whole units of difference)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)     # (the batched dot's own order)
+    assert explain(whole_row_then_parts, *args).path == "vectorized"
+    y = torch.randn(5, 3)
+    got, want = autovec(whole_row_of_one_number)(y), whole_row_of_one_number(y)
+    assert got.shape == want.shape and torch.equal(got, want)

@@ -2094,7 +2094,7 @@ def _apart(st, subs) -> bool:
 
 
 class _RowToLocal(ast.NodeTransformer):
-    """`T[i, e..]` (the subscripts `ids` names) as `r[e..]`, `T[i]` as `r`."""
+    """`T[i, e..]` (the subscripts `ids` names) as `r[e..]`, `T[i]` as `r` (stored into: `r[...]`)."""
 
     def __init__(self, ids, row):
         self.ids, self.row = ids, row
@@ -2104,6 +2104,11 @@ class _RowToLocal(ast.NodeTransformer):
             return self.generic_visit(node)
         name = ast.Name(id=self.row, ctx=node.ctx if not isinstance(node.ctx, ast.Del) else ast.Load())
         rest = node.slice.elts[1:] if isinstance(node.slice, ast.Tuple) else []
+        if not rest and isinstance(node.ctx, ast.Store):
+            # (`T[i] = v` is a store into the row, cast to its dtype and broadcast to its shape:
+            # `r[...] = v`, not a new value for the name; fuzz store2 seed 956036)
+            return ast.copy_location(ast.Subscript(value=ast.Name(id=self.row, ctx=ast.Load()),
+                                                   slice=ast.Constant(value=Ellipsis), ctx=ast.Store()), node)
         if not rest:
             return ast.copy_location(name, node)
         sl = rest[0] if len(rest) == 1 else ast.Tuple(elts=list(rest), ctx=ast.Load())
