@@ -4150,8 +4150,19 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
     100,000 steps, with errors of the same size against float64.)"""
     reset, _, zero = varying.partition(":") if isinstance(varying, str) else ("", "", "")
     zero = float(zero) if "." in zero else int(zero) if zero else 0     # (the reset's own number)
-    if reset == "reset+=" and isinstance(h0, torch.Tensor):
-        # (`h += v` updates the start in place until the first reset; the batch would not)
+    if reset.startswith("+="):
+        # `h += f(h)` (analysis.loops._walk): "v", a factor that changes every step; "h", the loop
+        # hands the running value on between updates, which only Python numbers throughout allow
+        # (a tensor would be updated in place under every reference)
+        if "h" in reset and (isinstance(h0, torch.Tensor) or not py_b or not py_a and isinstance(a, torch.Tensor)):
+            raise GuardFailed("`+=` on a running value that the loop hands on, with tensor values (each reference "
+                              "would see the later updates in place)")
+        varying = "v" in reset
+        if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (h0, b, a)):
+            # (the loop's in-place update may change a value its backward saved, which raises there)
+            raise GuardFailed("`+=` on a running value with tensors that require grad (the loop updates it in place)")
+    if reset in ("reset+=", "+=", "+=v", "+=h", "+=vh") and isinstance(h0, torch.Tensor):
+        # (`h += v` updates the start in place until the first reset, or throughout; the batch would not)
         raise GuardFailed("`+=` on a running value that starts as a tensor (the loop updates it in place)")
     if reset == "select":
         _select_keeps(h0, b, a, zero, py_a, py_b)

@@ -2776,13 +2776,24 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
             if entries is not None:
                 out.extend(_scatter_output(s, found, entries, body, depth))
                 continue
-        lin = _linear_recurrence(s) if depth == 0 and found is None else None
+        rec = s
+        if depth == 0 and found is None and isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name) \
+                and isinstance(s.op, (ast.Add, ast.Sub)) and s.target.id in nm.load_ids(s.value):
+            # `mean += (x[i] - mean) / (i + 1)` (a running mean, an EMA in update form): `mean = mean +
+            # (..)`, which it is where `mean` is a Python number; a tensor start the loop would update
+            # in place keeps the loop (runtime._linear_prefix's "+="), as does handing the running
+            # tensor on between updates (_scans)
+            h = s.target.id
+            rec = ast.copy_location(ast.Assign(targets=[ast.Name(id=h, ctx=ast.Store())], value=ast.copy_location(
+                ast.BinOp(left=ast.Name(id=h, ctx=ast.Load()), op=type(s.op)(), right=fastast.clone(s.value)), s.value)), s)
+            rec._av_reset = "+="
+        lin = _linear_recurrence(rec) if depth == 0 and found is None else None
         if lin is not None and lin[0] not in body.varying and lin[0] not in body.assigned:
             name, a, b = lin
             mb, ma = body.marker(), body.marker()
             a, b = (ast.fix_missing_locations(_located(ast.copy_location(v, s.value), s.lineno)) for v in (a, b))
             o = Output("linrec", name, src(b), s.lineno, op="lin", marker=mb,
-                       payloads=(("decay", ma, src(a), getattr(s, "_av_reset", "")),))
+                       payloads=(("decay", ma, src(a), getattr(rec, "_av_reset", "")),))
             body.outputs.append((o, b))
             out.append(_located(ast.copy_location(ast.Assign(targets=[ast.Name(id=mb, ctx=ast.Store())],
                                                              value=b), s), s.lineno))
@@ -4233,7 +4244,9 @@ def _scans(outputs, body: _Body, targets: dict):
             decay = body.stmts[pos].value
             if nm.load_ids(decay) & (body.varying | set(body.assigned)):
                 # a factor that changes every step (`gamma * (1 - done[t])`): computed per step
-                o = dataclasses.replace(o, payloads=((*o.payloads[0][:3], o.payloads[0][3] or "varying"),))
+                # (`+=v`: an update in place that changes every step, runtime._linear_prefix)
+                o = dataclasses.replace(o, payloads=((*o.payloads[0][:3], "+=v" if o.payloads[0][3] == "+="
+                                                      else o.payloads[0][3] or "varying"),))
             if any(ld.id == o.target for s in body.stmts[:pos] for ld in nm.loads(s)):
                 # read before its update, only by stores (`out[t] = h` then `h = a * h + x[t]`): the
                 # values before each step, an exclusive scan (Token.add_scan's `before`)
@@ -4243,7 +4256,12 @@ def _scans(outputs, body: _Body, targets: dict):
                     raise Refuse(f"loop-carried dependency: `{o.target}` is read before its update at line "
                                  f"{o.lineno}", o.lineno)
                 o = dataclasses.replace(o, exclusive="stored", bare=reads[1])
-            if o.payloads[0][3].startswith("reset+=") and not _strip_item(ast.parse(o.value, mode="eval").body)[1] \
+            if o.payloads[0][3].startswith("+=") and _aliases_running_value(o.target, body.stmts[pos + 1:], outputs):
+                # (`mean += (x[i].item() - mean) / (i + 1)` then `hist.append(mean)`: a Python number
+                # throughout is nothing to alias; a tensor would be one updated in place, handed on.
+                # The call decides: "h", runtime._linear_prefix)
+                o = dataclasses.replace(o, payloads=((*o.payloads[0][:3], o.payloads[0][3] + "h"),))
+            elif o.payloads[0][3].startswith("reset+=") and not _strip_item(ast.parse(o.value, mode="eval").body)[1] \
                     and _aliases_running_value(o.target, body.stmts[pos + 1:], outputs):
                 # (a Python number added, `c += x[t].item()`, keeps one: nothing to alias)
                 raise Refuse(f"`{o.target} += ...` at line {o.lineno} updates one tensor in place between resets, "

@@ -45,7 +45,7 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
     before = {o.target for o in plan.outputs if o.kind == "scan" and o.exclusive}
     parts = [(f"`{name}` = a * `{name}` + b is a first-order linear recurrence with factor "
               f"`{lin[name].payloads[0][2]}`" + (", which changes every step (evaluated as a parallel scan)"
-                                                 if lin[name].payloads[0][3] == "varying" or lin[name].payloads[0][3].startswith(("reset", "select")) else
+                                                 if lin[name].payloads[0][3] in ("varying", "+=v", "+=vh") or lin[name].payloads[0][3].startswith(("reset", "select")) else
                                                  " (evaluated as a parallel scan)"))
              if op == "lin" and name in lin else f"`{name}` is {_FORMS[op]}" if op == "lin" else
              f"`{name[len(SHIFT):]}` is read before the statement that assigns it: the value the step before "
