@@ -5302,8 +5302,9 @@ def lost_stop49(self):
     (`if c: best = max(best, v)`, `if c and v > best: best = v; idx = t`, the tracker nested in
     an `if`), restarts spelled `if c: run += v` / `else: run = 0` with more statements on a side,
     `if` / `else` sides reading each other's running values (`if y[t]: tp += 1` / `else: auc += tp`),
-    and counts by each iteration's own Python number (`if c: s += x[t].item()`) read in the loop;
-    of several dtypes, with NaN, infinities and ties."""
+    counts by each iteration's own Python number (`if c: s += x[t].item()`) read in the loop,
+    and linear recurrences in update form (`h += a * (v - h)`); of several dtypes, with NaN,
+    infinities and ties."""
     self.variants = True
     n = max(self.n, 1)
     dt = self.pick(["float32", "float64", "int64"])
@@ -5312,7 +5313,22 @@ def lost_stop49(self):
     self.param("y", f"_tensor(g, ({n} + variant,), torch.{self.pick(['bool', 'bool', 'int64', 'float32'])}, "
                     "low=0, high=2)")
     cond = self.pick(["y[t]", "x[t] > 0", "not y[t]", "bool(y[t])", "y[t] and x[t] < 2", "int(x[t]) % 2 == 0"])
-    form = self.pick(["best", "best", "streak", "split", "count"])
+    form = self.pick(["best", "best", "streak", "split", "count", "update"])
+    if form == "update":
+        # a linear recurrence in update form (`mean += (v - mean) / (t + 1)`, `ema += a * (v - ema)`)
+        v = self.pick(["x[t].item()", "x[t]", "float(x[t])", "x[t] * 2"])
+        upd = self.pick(["h += (" + v + " - h) / (t + 1)", "h += 0.25 * (" + v + " - h)", "h -= 0.5 * (h - " + v + ")",
+                         "h += " + v + " - 0.5 * h"])
+        self.emit(1, f"h = {self.pick(['0.0', '0', 'torch.zeros(())', 'x[0] * 0', '1.5'])}")
+        self.emit(1, "out = []")
+        self.emit(1, "res = torch.zeros(x.shape[0], dtype=torch.float64)")
+        self.emit(1, "for t in range(x.shape[0]):")
+        self.emit(2, upd)
+        read = self.pick(["out.append(h)", "res[t] = h", "out.append(h * 1)", ""])
+        if read:
+            self.emit(2, read)
+        self.emit(1, "return h, out, res")
+        return
     if form == "best":
         v = self.pick(["x[t].item()", "x[t]", "int(x[t])", "-x[t].item()", "float(x[t])"])
         start = self.pick(["-100.0", "0", "None", "x[0]", "0.0", "-1"])
