@@ -305,9 +305,21 @@ def test_row_parts_that_keep_the_loop():
     g = torch.Generator().manual_seed(4)
     x = torch.randn(12, 5, generator=g)
     cols = torch.randint(0, 5, (12,), generator=g)
-    for fn in (row_then_read, row_then_conditional_element, row_then_element_of_another_row):
+    for fn in (row_then_conditional_element, row_then_element_of_another_row):
         assert_equivalent(fn, x, cols, trials=2)
         assert explain(fn, x, cols).loops[0].strategy in ("python", "fission"), fn.__name__
+
+
+def test_a_row_stored_whole_then_read_runs_in_a_copy_of_the_row():
+    # (stop 49: the whole row's store is a store into the row's copy, `r[...] = x[i]`, then
+    # `r[cols[i]] = r.sum()`; analysis.loops._row_local)
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(12, 5, generator=g)
+    cols = torch.randint(0, 5, (12,), generator=g)
+    assert_equivalent(row_then_read, x, cols, trials=2)
+    got, want = autovec(row_then_read)(x, cols), row_then_read(x, cols)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)     # (the batch's own order of each row's sum)
+    assert explain(row_then_read, x, cols).path == "vectorized"
 
 
 def test_a_row_part_under_two_names_keeps_the_loop():
