@@ -988,6 +988,9 @@ class _Helpers:
             return torch.roll(flat, shifts, lead).view(b.shape)
         if not isinstance(shifts, torch.Tensor) or shifts.dtype != torch.int64 or shifts.shape != b.shape[:1]:
             raise GuardFailed("`roll` by per-iteration shifts that are not ints (the loop decides)")
+        if shifts.numel() and int(shifts.min()) < -(1 << 62):
+            # (torch.roll raises below -2**62, where its shift is no longer a concrete SymInt; probe Y)
+            raise GuardFailed("`roll` by a shift below -2**62 (torch raises there)", data=True)
         v = b.flatten(1) if dim is None else b
         d = 1 if dim is None else dim % v.dim()
         size = v.shape[d] if v.dim() > 1 else 0

@@ -111,3 +111,19 @@ def test_what_roll_refuses_keeps_the_loop_and_its_error():
         else:
             assert torch.equal(got, want)
         assert explain(fn, x, s).path == "python"
+
+
+def test_a_shift_torch_refuses_raises_as_the_loop_does():
+    # (probe Y: below -2**62 torch.roll raises; the batched gather computed it after a warm call)
+    x = torch.arange(12.).view(3, 4)
+    fast = autovec(roll_flat)
+    for _ in range(3):
+        fast(x, torch.tensor([1, 2, 3]))
+    for s in (torch.tensor([-2 ** 63] * 3), torch.tensor([1, -2 ** 62 - 5, 2])):
+        want = outcome(roll_flat, x, s)
+        assert isinstance(want, tuple) and want[0] is RuntimeError
+        for _ in range(2):
+            got = outcome(fast, x, s)
+            assert isinstance(got, tuple) and got[0] is RuntimeError
+    s = torch.tensor([-2 ** 62, 2 ** 63 - 1, 2 ** 62 + 1])     # (the extremes torch takes)
+    assert torch.equal(fast(x, s), roll_flat(x, s))
