@@ -4314,6 +4314,10 @@ def _select_keeps(h0, b, a, zero, py_a, py_b):
     if isinstance(h0, torch.Tensor) or isinstance(h0, bool) or not py_b or not py_a:
         raise GuardFailed(f"a running value set to {zero!r} under a condition, whose other values are not Python "
                           "numbers (the loop's values alternate between the number and tensors)")
+    if isinstance(h0, float) and h0 == 0 and math.copysign(1.0, h0) < 0:
+        # (the terms are made +0.0 where they are -0.0, analysis.loops._select_resets: the same
+        # sums only from a start that is not -0.0)
+        raise GuardFailed("a running value restarted under a condition from a start of -0.0", data=True)
     if b.shape[0]:
         b0 = b[0].item()
         a0 = a[0].item() if isinstance(a, torch.Tensor) and a[0].numel() == 1 else 1

@@ -604,3 +604,47 @@ def test_a_restart_whose_condition_reads_the_value_or_changes_keeps_the_loop():
         assert type(got) is type(want) and str(got) == str(want)
         assert torch.equal(x1, x2)
         assert explain(fn, x).path == "python", fn.__name__
+
+
+def signed_run(x, keep, start: float = 0.0):
+    run = start
+    out = []
+    for t in range(x.shape[0]):
+        if keep[t]:
+            run += x[t].item()
+        else:
+            run = 0.0
+        out.append(run)
+    return out, run
+
+
+def _same_signs(got, want):
+    import math
+    assert len(got[0]) == len(want[0])
+    for a, b in zip(got[0] + [got[1]], want[0] + [want[1]]):
+        assert type(a) is type(b) and math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
+        if a == 0:
+            assert math.copysign(1.0, a) == math.copysign(1.0, b)     # (the zero's sign too)
+
+
+def test_a_float_restart_with_negative_and_signed_zero_terms():
+    # (a negative term times the keep flag 0 was -0.0, which kept the loop on most calls: probe Y;
+    # the term plus 0 is +0.0 there)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(40, generator=g)
+    x[3], x[4], x[10] = -0.0, 0.0, -0.0
+    keep = torch.rand(40, generator=g) < 0.7
+    keep[3] = keep[4] = True
+    _same_signs(autovec(signed_run)(x, keep), signed_run(x, keep))
+    assert explain(signed_run, x, keep).path == "vectorized"
+    only_negative_zero = torch.full((6,), -0.0)
+    ones = torch.ones(6, dtype=torch.bool)
+    _same_signs(autovec(signed_run)(only_negative_zero, ones), signed_run(only_negative_zero, ones))
+
+
+def test_a_float_restart_from_minus_zero_keeps_the_loop():
+    x = torch.full((6,), -0.0)
+    ones = torch.ones(6, dtype=torch.bool)
+    _same_signs(autovec(signed_run)(x, ones, -0.0), signed_run(x, ones, -0.0))     # (-0.0 + -0.0 stays -0.0)
+    e = explain(signed_run, x, ones, -0.0)
+    assert e.path == "python" and "-0.0" in str(e)

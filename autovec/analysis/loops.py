@@ -2594,9 +2594,15 @@ def _select_resets(stmts: list) -> list:
                 if a is not _ONE:
                     term = ast.BinOp(left=term, op=ast.Mult(), right=_materialize(a, other))
                 # (the term times the keep flag: 0 where it resets; a term of -0.0 keeps the loop,
-                # runtime._linear_prefix, so the loop's +0 is the batch's too)
+                # runtime._linear_prefix, so the loop's +0 is the batch's too. Without a factor,
+                # `run += v` / `run = 0`, the term plus 0: a negative value times the flag 0 is
+                # -0.0, which `+ 0` makes +0.0 (no other value changes). The same sums: from a start
+                # that is not -0.0 (runtime._select_keeps) the loop's value is never -0.0, and
+                # adding -0.0 or +0.0 to it gives the same)
                 b_src = ast.Constant(value=0) if b is _ZERO else _materialize(b, other)
                 b_sel = ast.BinOp(left=b_src, op=ast.Mult(), right=fastast.clone(keep))
+                if a is _ONE:
+                    b_sel = ast.BinOp(left=b_sel, op=ast.Add(), right=ast.Constant(value=0))
                 merged = ast.copy_location(ast.Assign(targets=[ast.Name(id=h, ctx=ast.Store())],
                                                       value=ast.BinOp(left=term, op=ast.Add(), right=b_sel)), s)
                 merged._av_reset = "select:" + repr(zero)
