@@ -986,8 +986,10 @@ class _Helpers:
                 return torch.roll(b, shifts, dim)
             flat = b.flatten(lead)
             return torch.roll(flat, shifts, lead).view(b.shape)
-        if not isinstance(shifts, torch.Tensor) or shifts.dtype != torch.int64 or shifts.shape != b.shape[:1]:
+        if not isinstance(shifts, torch.Tensor) or shifts.is_floating_point() or shifts.is_complex() \
+                or shifts.dtype == torch.uint64 or shifts.shape != b.shape[:1]:
             raise GuardFailed("`roll` by per-iteration shifts that are not ints (the loop decides)")
+        shifts = shifts.to(torch.int64)     # (0-d integer or bool tensors: torch takes their index)
         if shifts.numel() and int(shifts.min()) < -(1 << 62):
             # (torch.roll raises below -2**62, where its shift is no longer a concrete SymInt; probe Y)
             raise GuardFailed("`roll` by a shift below -2**62 (torch raises there)", data=True)

@@ -127,3 +127,26 @@ def test_a_shift_torch_refuses_raises_as_the_loop_does():
             assert isinstance(got, tuple) and got[0] is RuntimeError
     s = torch.tensor([-2 ** 62, 2 ** 63 - 1, 2 ** 62 + 1])     # (the extremes torch takes)
     assert torch.equal(fast(x, s), roll_flat(x, s))
+
+
+def roll_by_tensor(x, s):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = torch.roll(x[i], s[i], dims=(0,))     # (a 0-d integer tensor, a 1-tuple of dims)
+    return out
+
+
+def roll_by_tuple(x, s):
+    return torch.stack([x[i].roll((int(s[i]),)) for i in range(x.shape[0])])
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool])
+def test_shifts_as_integer_tensors_and_one_element_tuples(dtype):
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(6, 5, 2, generator=g)
+    s = torch.randint(-7, 8, (6,), generator=g).to(dtype)
+    agrees_with_loop(roll_by_tensor, x, s, path="vectorized")
+    agrees_with_loop(roll_by_tuple, x, s, path="vectorized")
+    f = torch.rand(6, generator=g)       # (a float tensor: torch raises)
+    got, want = outcome(autovec(roll_by_tensor), x, f), outcome(roll_by_tensor, x, f)
+    assert isinstance(want, tuple) and got[0] is want[0]

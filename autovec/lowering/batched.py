@@ -2118,6 +2118,12 @@ class _Batcher:
         if len(args) > 2 or "shifts" not in given:
             raise Unsupported("`roll` with other arguments than one shift and one dimension")
         (s_node, s), dims = given["shifts"], given.get("dims")
+        # (one shift, one dimension: also as 1-tuples, `roll(x, (k,), dims=(0,))`)
+        if isinstance(s_node, (ast.Tuple, ast.List)) and len(s_node.elts) == 1:
+            s_node = s_node.elts[0]
+            s = self.expr(s_node)
+        if dims is not None and isinstance(dims[0], (ast.Tuple, ast.List)) and len(dims[0].elts) == 1:
+            dims = (dims[0].elts[0], self.expr(dims[0].elts[0]))
         if isinstance(s_node, (ast.Tuple, ast.List)) or dims is not None and isinstance(dims[0], (ast.Tuple, ast.List)):
             raise Unsupported("`roll` by several shifts or along several dimensions")
         if dims is not None and dims[1].batched:
@@ -2127,8 +2133,11 @@ class _Batcher:
             if r == 0:
                 raise Unsupported("`roll` of a 0-d value along a dimension")
             d = _dim(dims[0], self.c.facts.get(self.c.ids.get(id(dims[0]))), r, self.c.lead)
-        if s.batched and not (s.fact.kind == "int" and self.c.lead == 1):
-            raise Unsupported("`roll` by a per-iteration shift that is not a Python int")
+        integral = s.fact.kind == "int" or s.fact.kind == "tensor" and s.fact.rank == 0 and s.fact.dtype is not None \
+            and not (s.fact.dtype.is_floating_point or s.fact.dtype.is_complex) and s.fact.dtype is not torch.uint64
+        if s.batched and not (integral and self.c.lead == 1):
+            # (a Python int, or a 0-d integer or bool tensor, which torch takes as its index)
+            raise Unsupported("`roll` by a per-iteration shift that is not an int or a 0-d integer tensor")
         return _helper("roll", x.node, s.node, d if d is not None else _const(None), _const(s.batched),
                        _const(self.c.lead))
 
