@@ -993,6 +993,8 @@ class _Helpers:
         if shifts.numel() and int(shifts.min()) < -(1 << 62):
             # (torch.roll raises below -2**62, where its shift is no longer a concrete SymInt; probe Y)
             raise GuardFailed("`roll` by a shift below -2**62 (torch raises there)", data=True)
+        if b.dim() == 1:
+            return b        # (0-d rows: torch.roll gives each back as it is)
         v = b.flatten(1) if dim is None else b
         d = 1 if dim is None else dim % v.dim()
         size = v.shape[d] if v.dim() > 1 else 0

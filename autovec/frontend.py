@@ -159,7 +159,8 @@ class _BranchedComprehensions(ast.NodeTransformer):
         if not all(isinstance(t, ast.Name) or isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts)
                    for t in node.targets):
             return node      # (`x[i] = ..`, `o.a = ..`: their targets evaluate before the value's side)
-        return self._split(node, node.value, lambda v: ast.Assign(targets=node.targets, value=v))
+        return self._split(node, node.value, lambda v: ast.Assign(targets=[fastast.clone(t) for t in node.targets],
+                                                                  value=v))
 
 
 def _uses_private_names(node: ast.AST) -> bool:

@@ -150,3 +150,10 @@ def test_shifts_as_integer_tensors_and_one_element_tuples(dtype):
     f = torch.rand(6, generator=g)       # (a float tensor: torch raises)
     got, want = outcome(autovec(roll_by_tensor), x, f), outcome(roll_by_tensor, x, f)
     assert isinstance(want, tuple) and got[0] is want[0]
+
+
+def test_rolls_of_single_elements():
+    # (a 1-d input: each row is 0-d, which torch.roll gives back as it is)
+    x = torch.randn(6)
+    s = torch.tensor([1, -2, 0, 5, 3, -1])
+    agrees_with_loop(roll_flat, x, s, path="vectorized")
