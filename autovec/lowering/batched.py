@@ -488,7 +488,7 @@ def _canonical_table() -> dict:
     names = set(ELEMENTWISE) | set(_REDUCTIONS) | _DIM_OPS | _SORTS | _PRODUCTS | {
         "norm", "where", "stack", "cat", "concat", "unsqueeze", "squeeze", "flatten", "reshape", "transpose",
         "swapaxes", "swapdims", "permute", "movedim", "linear", "normalize", "flip", "t", "cross_entropy",
-        "nll_loss", "gather", "kl_div", "searchsorted", "bucketize", "roll"} | _TRAILING | _LIKE
+        "nll_loss", "gather", "kl_div", "searchsorted", "bucketize", "roll", "rot90"} | _TRAILING | _LIKE
     for ns_name, ns in (("torch", torch), ("F", F), ("linalg", torch.linalg), ("special", torch.special)):
         for n in names:
             obj = getattr(ns, n, None)
@@ -2141,6 +2141,36 @@ class _Batcher:
         return _helper("roll", x.node, s.node, d if d is not None else _const(None), _const(s.batched),
                        _const(self.c.lead))
 
+    def _rot90(self, x: _V, args, keywords, extra, kextra, r):
+        """`torch.rot90(x_k, k, dims)` / `x_k.rot90(k, dims)` with two literal dimensions (by
+        default the first two): one rotation of the batch where `k` is the same in every iteration;
+        each row's own `k` (`int(k[i])`, a 0-d integer tensor) picks among the batch's four
+        rotations (batching.rot90). A data move: the loop's values and gradients."""
+        names = ["k", "dims"]
+        given = dict(zip(names, zip(args, extra)))
+        for kw, v in zip(keywords, kextra):
+            if kw.arg not in names or kw.arg in given:
+                raise Unsupported(f"`rot90` with `{kw.arg}=`")
+            given[kw.arg] = (kw.value, v)
+        if len(args) > 2:
+            raise Unsupported("`rot90` with more than a count and two dimensions")
+        k_node, k = given.get("k", (_const(1), _V(_const(1), False, None)))
+        dims = given.get("dims")
+        pair = dims[0].elts if dims is not None and isinstance(dims[0], (ast.Tuple, ast.List)) else None
+        if dims is not None and (pair is None or len(pair) != 2 or dims[1].batched):
+            raise Unsupported("`rot90` along other than two literal dimensions")
+        if r < 2:
+            raise Unsupported("`rot90` of a value with fewer than two dimensions")
+        pair = pair if pair is not None else [_const(0), _const(1)]
+        d = [_dim(e, None, r, self.c.lead) for e in pair]
+        integral = k.fact is not None and (k.fact.kind == "int" or k.fact.kind == "tensor" and k.fact.rank == 0
+                                           and k.fact.dtype is not None and not (k.fact.dtype.is_floating_point
+                                                                                or k.fact.dtype.is_complex)
+                                           and k.fact.dtype is not torch.uint64)
+        if k.batched and not (integral and self.c.lead == 1):
+            raise Unsupported("`rot90` by a per-iteration count that is not an int or a 0-d integer tensor")
+        return _helper("rot90", x.node, k.node, ast.Tuple(elts=d, ctx=ast.Load()), _const(k.batched))
+
     def _join(self, name, node):
         seq = node.args[0]
         if not isinstance(seq, (ast.List, ast.Tuple)) or not seq.elts:
@@ -2185,6 +2215,8 @@ class _Batcher:
             return self._gather(x, args, keywords, extra, kextra)
         if name == "roll":
             return self._roll(x, args, keywords, extra, kextra, r)
+        if name == "rot90":
+            return self._rot90(x, args, keywords, extra, kextra, r)
         if any(v.batched for v in extra + kextra):
             raise Unsupported(f"`{name}` with per-iteration arguments besides the tensor")
         kw = {k.arg: k.value for k in keywords}
