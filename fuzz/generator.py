@@ -5303,8 +5303,8 @@ def lost_stop49(self):
     an `if`), restarts spelled `if c: run += v` / `else: run = 0` with more statements on a side,
     `if` / `else` sides reading each other's running values (`if y[t]: tp += 1` / `else: auc += tp`),
     counts by each iteration's own Python number (`if c: s += x[t].item()`) read in the loop,
-    and linear recurrences in update form (`h += a * (v - h)`); of several dtypes, with NaN,
-    infinities and ties."""
+    linear recurrences in update form (`h += a * (v - h)`), and rows moved by their own shift or
+    count (torch.roll, torch.rot90); of several dtypes, with NaN, infinities and ties."""
     self.variants = True
     n = max(self.n, 1)
     dt = self.pick(["float32", "float64", "int64"])
@@ -5313,7 +5313,25 @@ def lost_stop49(self):
     self.param("y", f"_tensor(g, ({n} + variant,), torch.{self.pick(['bool', 'bool', 'int64', 'float32'])}, "
                     "low=0, high=2)")
     cond = self.pick(["y[t]", "x[t] > 0", "not y[t]", "bool(y[t])", "y[t] and x[t] < 2", "int(x[t]) % 2 == 0"])
-    form = self.pick(["best", "best", "streak", "split", "count", "update"])
+    form = self.pick(["best", "best", "streak", "split", "count", "update", "move"])
+    if form == "move":
+        # rows moved by their own shift or count (torch.roll, torch.rot90), of several dtypes
+        side = self.pick([3, 3, 4])
+        self.param("im", f"_tensor(g, ({n} + variant, 2, 3, {side}), torch.{self.pick(['float32', 'int64', 'float64'])}, "
+                         f"layout='{self.pick(['contiguous', 'contiguous', 'step'])}')")
+        self.param("k", f"_tensor(g, ({n} + variant,), torch.{self.pick(['int64', 'int32', 'bool'])}, low=-9, high=9)")
+        shift = self.pick(["int(k[i])", "k[i]", "k[i].item()", "3", "(int(k[i]),)"])
+        call = self.pick([f"torch.roll(im[i], {shift})", f"torch.roll(im[i], {shift}, dims={self.pick([0, 1, -1, 2])})",
+                          f"im[i].roll({shift}, 1)", f"torch.rot90(im[i], {shift.replace('(int(k[i]),)', 'int(k[i])')}, dims=(1, 2))",
+                          f"im[i].rot90({shift.replace('(int(k[i]),)', 'int(k[i])')}, [1, 2])"])
+        if self.chance(0.5):
+            self.emit(1, "out = torch.zeros_like(im)")
+            self.emit(1, "for i in range(im.shape[0]):")
+            self.emit(2, f"out[i] = {call}" + self.pick(["", " * 2", " + im[i]"]))
+            self.emit(1, "return out")
+        else:
+            self.emit(1, f"return torch.stack([{call} for i in range(im.shape[0])])")
+        return
     if form == "update":
         # a linear recurrence in update form (`mean += (v - mean) / (t + 1)`, `ema += a * (v - ema)`)
         v = self.pick(["x[t].item()", "x[t]", "float(x[t])", "x[t] * 2"])
