@@ -109,6 +109,8 @@ class Output:
                               # type may differ from the start's (analysis._counted): K's source;
                               # the running value's type changes at the first increment
                               # (runtime.prefix checks K and the steps)
+    handed: bool = False      # counted: the loop hands the count on (`ids.append(k)`): a tensor K, which
+                              # `k += K` updates in place, keeps the loop (runtime._prefix)
     joined: int = 0           # scatter: k > 1 on the first of k scatters into one tensor in each iteration
                               # (analysis._joinable_scatters), -1 on the others (runtime.scatter_join);
                               # append: k > 1 on the first of k unconditional appends into one list in

@@ -3434,6 +3434,11 @@ def _prefix(s0, v, op, py, inplace=False, counted=(), py_steps=False):
     `counted`: (K,) where the steps are `K * int(bool(c))` for `if c: s += K` from an int start
     (analysis._counted), the loop's running value the start until the first increment."""
     if counted:
+        if len(counted) > 1 and isinstance(counted[0], torch.Tensor):
+            # (the loop hands the count on, analysis._scans: `k += K` of a tensor K updates one
+            # tensor in place, which every reference would see)
+            raise GuardFailed("a count by a tensor increment that the loop hands on (each reference would see the "
+                              "later updates in place)")
         _counted_types(s0, v, py, counted[0], op)
     if op in _LOGICAL:
         return _logical_prefix(s0, v, op, py, inplace)

@@ -258,8 +258,6 @@ def count_from_a_float_start(x, K):
     # increment, checked on the call)
     (count_by_row_value, "increments that are tensors"),
     (count_in_the_test, "in place"),
-    # (`k += K` on a tensor count changes in place the tensors appended before)
-    (count_appended_in_place, "loop-carried"),
     # (an int K onto a float start: its steps are ints, the loop's values floats)
     (count_from_a_float_start, "a float count by an increment of another type"),
 ])
@@ -642,3 +640,20 @@ def test_own_increments_bound_in_the_branch_or_tensors_keep_the_loop():
     for fn in (bound_in_the_branch, tensor_increments):
         _same_counts(autovec(fn)(x, keep), fn(x, keep))
         assert explain(fn, x, keep).path == "python"
+
+
+
+def test_a_count_handed_on_runs_where_its_increment_is_a_number():
+    # (stop 49: `if c: k += K` then `ids.append(k)` kept the loop for every K; a Python number K
+    # keeps `k` a number, nothing to alias. A tensor K makes `k` one tensor updated in place, or
+    # one object appended again at each step that does not count: the call keeps the loop)
+    x = _rows(9, first=1)
+    for K in (3, 2.5, True):
+        _same(autovec(count_appended_in_place)(x, K), count_appended_in_place(x, K))
+        assert explain(count_appended_in_place, x, K).path == "vectorized"
+    for K in (torch.tensor(3), torch.tensor([1.0, 2.0])):
+        got, want = autovec(count_appended_in_place)(x, K), count_appended_in_place(x, K)
+        _same(got, want)
+        assert [g is got[0][-1] for g in got[0]] == [w is want[0][-1] for w in want[0]]
+        e = explain(count_appended_in_place, x, K)
+        assert e.path == "python" and "hands on" in str(e), str(e)

@@ -4298,9 +4298,16 @@ def _scans(outputs, body: _Body, targets: dict):
         if pos is None or before and not exclusive or not before and not after:
             kept.append(o)
             continue
-        if o.inplace and not o.pytype and _aliases_running_value(o.target, body.stmts[pos + 1:], outputs):
-            kept.append(o)  # `total += v; hist.append(total)` keeps n references to one tensor
-            continue
+        counted_by = bool(o.counted) and o.counted != "None" and o.pytype != "const"   # (K a name: any type)
+        if (o.inplace and not o.pytype or counted_by) and _aliases_running_value(o.target, body.stmts[pos + 1:],
+                                                                                 outputs):
+            if not counted_by:
+                kept.append(o)  # `total += v; hist.append(total)` keeps n references to one tensor
+                continue
+            # (`if c: k += K` then `ids.append(k)`: a Python number K keeps `k` one, nothing to
+            # alias; a tensor K would make it one tensor updated in place, or, `k = k + K`, one
+            # object appended again at every step that does not count: the call decides)
+            o = dataclasses.replace(o, handed=True)
         # a running best (`m = max(m, v)`, `if v > m: m = v`) read later: op "best>" etc.
         scans.append((o.target, o.marker, "best" + o.op if best_scan else o.op, pos))
         kept.append(dataclasses.replace(o, kind="scan", exclusive=exclusive and (

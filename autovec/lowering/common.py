@@ -1017,9 +1017,10 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                       + "".join(f"{R}[{k + 1}], " for k in range(len(terms))) + "), ("
                       + "".join(f"{p}, " for p in PYS) + f"), {tuple(p[4] for p in terms)!r})")
             STEPS = PY
+        handed = ", True" if o.handed else ""      # (the count handed on: runtime._prefix)
         scan_code += ([pre] if pre is not None else []) + template(
             f"{T}.add_scan(_av_AV.prefix({name}, {values}, {op!r}, "
-            f"{STEPS}, {bool(o.inplace)}{f', counted=({o.counted},)' if o.counted else ''}"
+            f"{STEPS}, {bool(o.inplace)}{f', counted=({o.counted}{handed},)' if o.counted else ''}"
             f"{f', py_steps={T}.py_out({PRE!r}, 0)' if pre_ref is not None and not terms else ''}), {PY}"
             f"{f', before={name}, reads={o.exclusive!r}' if o.exclusive else ''}"
             f"{f', changed={name}' if o.inplace else ''}, outs=({written}), start={name}"
