@@ -215,6 +215,21 @@ def _counts_up(i, first, step) -> bool:
     return torch.equal(i, torch.arange(first, first + i.shape[0] * step, step, device=i.device, dtype=i.dtype))
 
 
+def _row_ints(k, b, what, high=False):
+    """The per-row int arguments `k` of `what` (one per row of the batch `b`: Python ints, or 0-d
+    integer or bool tensors, as an int64 batch), or GuardFailed: other values, and values below
+    -2**62 (or past 2**62 with `high`), where torch's own argument handling raises or decides
+    (torch.roll's shift is no concrete SymInt there; probe Y)."""
+    from .runtime import GuardFailed
+    if not isinstance(k, torch.Tensor) or k.is_floating_point() or k.is_complex() or k.dtype == torch.uint64 \
+            or k.shape != b.shape[:1]:
+        raise GuardFailed(f"`{what}` by per-iteration values that are not ints (the loop decides)")
+    k = k.to(torch.int64)
+    if k.numel() and (int(k.min()) < -(1 << 62) or high and int(k.max()) > (1 << 62)):
+        raise GuardFailed(f"`{what}` by a value past 2**62 (torch raises or decides there)", data=True)
+    return k
+
+
 class _Helpers:
     """`_avb` in batched bodies: the few operations with no one-call torch spelling."""
 
@@ -986,19 +1001,13 @@ class _Helpers:
                 return torch.roll(b, shifts, dim)
             flat = b.flatten(lead)
             return torch.roll(flat, shifts, lead).view(b.shape)
-        if not isinstance(shifts, torch.Tensor) or shifts.is_floating_point() or shifts.is_complex() \
-                or shifts.dtype == torch.uint64 or shifts.shape != b.shape[:1]:
-            raise GuardFailed("`roll` by per-iteration shifts that are not ints (the loop decides)")
-        shifts = shifts.to(torch.int64)     # (0-d integer or bool tensors: torch takes their index)
-        if shifts.numel() and int(shifts.min()) < -(1 << 62):
-            # (torch.roll raises below -2**62, where its shift is no longer a concrete SymInt; probe Y)
-            raise GuardFailed("`roll` by a shift below -2**62 (torch raises there)", data=True)
+        shifts = _row_ints(shifts, b, "roll")
         if b.dim() == 1:
             return b        # (0-d rows: torch.roll gives each back as it is)
         v = b.flatten(1) if dim is None else b
-        d = 1 if dim is None else dim % v.dim()
-        size = v.shape[d] if v.dim() > 1 else 0
-        if not size or d == 0:
+        d = 1 if dim is None else dim % v.dim()     # (a row's dimension: _dim gives none of the batch's)
+        size = v.shape[d]
+        if not size:
             return b        # (an empty row: torch.roll gives it back as it is)
         p = torch.arange(size, device=v.device)
         at = torch.remainder(p.unsqueeze(0) - shifts.to(v.device).unsqueeze(1), size)   # (Python's mod: 0 <= at < size)
@@ -1019,12 +1028,7 @@ class _Helpers:
             raise GuardFailed("`rot90` of a value that is not a tensor (the loop decides)")
         if not per_row:
             return torch.rot90(b, k, dims)
-        if not isinstance(k, torch.Tensor) or k.is_floating_point() or k.is_complex() \
-                or k.dtype == torch.uint64 or k.shape != b.shape[:1]:
-            raise GuardFailed("`rot90` by per-iteration counts that are not ints (the loop decides)")
-        if k.numel() and (int(k.min()) < -(1 << 62) or int(k.max()) > (1 << 62)):
-            raise GuardFailed("`rot90` by a count past 2**62 (torch's own range decides)", data=True)
-        q = torch.remainder(k.to(torch.int64), 4)
+        q = torch.remainder(_row_ints(k, b, "rot90", high=True), 4)
         odd = q % 2 == 1
         if b.shape[dims[0]] != b.shape[dims[1]] and bool(odd.any()):
             raise GuardFailed("`rot90` of rows that are not square by an odd count (their shape changes)",

@@ -19,7 +19,7 @@ import torch.autograd.forward_ad as _forward_ad
 from . import fastast
 from . import _config, cost, indexcheck, lanes, pins, reach
 from .batching import _INPLACE_FLOOR, broadcast_shapes
-from .lowering.batched import zero_dim_dtype
+from .lowering.batched import half_beside_int, zero_dim_dtype
 from .analysis.loops import inner_int_growth
 from .analysis.shared import function_unsafe, self_calls, shared_work
 from .analysis.names import stores as names_stored
@@ -3374,20 +3374,6 @@ def _wide_int(dtype) -> bool:
     return _is_int(dtype) and dtype.itemsize > 1
 
 
-def _half_beside_int(zero) -> str:
-    """Among the dtypes of per-iteration 0-d values (`a[i] * b[i]`), a float16 / bfloat16 one
-    beside an integer one wider than 8 bits: two 0-d CPU tensors compute at float32 precision with
-    the integer's own value in the loop (2801 // 5.5 is 508 in bfloat16), where the batch's rows
-    round the integers to half precision first (2801 is 2800) and may compute in half precision
-    (510); probe X. The reason, or ""."""
-    for h in zero:
-        if h in _HALF:
-            for z in zero:
-                if _wide_int(z):
-                    return f"per-iteration 0-d {h} and {z} values (the batch would round the integers to {h} first)"
-    return ""
-
-
 def _half_against_wider(inputs, free_tensors, nest=False):
     """Under vmap a per-iteration 0-d value of another float dtype meeting float16 / bfloat16 rows
     is rounded to half precision first; torch's loop reads a 0-d value at float32 precision (a
@@ -4159,14 +4145,14 @@ def _linear_prefix(h0, b, a, py_a=False, varying=False, py_b=False, computed=Fal
         # `h += f(h)` (analysis.loops._walk): "v", a factor that changes every step; "h", the loop
         # hands the running value on between updates, which only Python numbers throughout allow
         # (a tensor would be updated in place under every reference)
-        if "h" in reset and (isinstance(h0, torch.Tensor) or not py_b or not py_a and isinstance(a, torch.Tensor)):
+        if "h" in reset and (not py_b or not py_a and isinstance(a, torch.Tensor)):    # (a tensor start: below)
             raise GuardFailed("`+=` on a running value that the loop hands on, with tensor values (each reference "
                               "would see the later updates in place)")
         varying = "v" in reset
         if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (h0, b, a)):
             # (the loop's in-place update may change a value its backward saved, which raises there)
             raise GuardFailed("`+=` on a running value with tensors that require grad (the loop updates it in place)")
-    if reset in ("reset+=", "+=", "+=v", "+=h", "+=vh") and isinstance(h0, torch.Tensor):
+    if (reset == "reset+=" or reset.startswith("+=")) and isinstance(h0, torch.Tensor):
         # (`h += v` updates the start in place until the first reset, or throughout; the batch would not)
         raise GuardFailed("`+=` on a running value that starts as a tensor (the loop updates it in place)")
     if reset == "select":
@@ -7721,7 +7707,7 @@ class Token:
             return "a loop-invariant tensor has more dimensions than the slices"
         zero = {t.dtype for t, _ in inputs if t.dim() == 1}
         rows = {t.dtype for t, _ in inputs if t.dim() > 1} | {t.dtype for t in self.free_tensors if t.dim()}
-        mixed = _half_beside_int(zero)
+        mixed = half_beside_int(zero)
         if mixed:
             return mixed
         for z in zero:

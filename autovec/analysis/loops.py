@@ -2623,17 +2623,17 @@ def _branch_updates(s):
     call), so that the second evaluation is the first's."""
     if not (isinstance(s, ast.If) and s.body and s.orelse):
         return None
-    sides = [_reset_update(b, b.targets[0].id if isinstance(b, ast.Assign) and len(b.targets) == 1
-                           and isinstance(b.targets[0], ast.Name) else b.target.id if isinstance(b, ast.AugAssign)
-                           and isinstance(b.target, ast.Name) else "")
-             for b in (s.body[0], s.orelse[0])]
+    firsts = (s.body[0], s.orelse[0])
+    names = {n.id for b in firsts for n in ([b.targets[0]] if isinstance(b, ast.Assign) and len(b.targets) == 1
+                                             else [b.target] if isinstance(b, ast.AugAssign) else [])
+             if isinstance(n, ast.Name)}
+    if len(names) != 1:
+        return None
+    h = names.pop()
+    sides = [_reset_update(b, h) for b in firsts]
     if sides[0] is None or sides[1] is None:
-        return None
-    names = [b.targets[0].id if isinstance(b, ast.Assign) else b.target.id for b in (s.body[0], s.orelse[0])]
-    if names[0] != names[1]:
-        return None
-    h = names[0]
-    plain = len(s.body) == 1 and len(s.orelse) == 1 and all(isinstance(b, ast.Assign) for b in (s.body[0], s.orelse[0]))
+        return None       # (a side that does not update `h` first, or updates it otherwise)
+    plain = len(s.body) == 1 and len(s.orelse) == 1 and all(isinstance(b, ast.Assign) for b in firsts)
     if not plain and (h in nm.load_ids(s.test) or any(
             any(isinstance(n, ast.NamedExpr) for n in fastast.walk(e)) or nm.mutated(e)
             for e in (s.test, *sides))):

@@ -297,20 +297,47 @@ def _zero_dim_mix(vals: list[_V], what: str, result=None) -> None:
                                   f"would be {'widened' if widened else 'rounded to ' + str(d)})")
 
 
-def _half_and_int(vals: list[_V], what: str) -> None:
-    """Two per-iteration 0-d tensors, one float16 / bfloat16 and one an integer wider than 8
-    bits (`a[i] * b[i]`, `c[i] // w[i]`): the loop's two 0-d CPU tensors compute at float32 with
-    the integer's own value (2801 // 5.5 is 508 in bfloat16), the batch's rows would round the
-    integers to half precision first (2801 is 2800) and may compute in half (510); probe X. No
-    batched form."""
-    zero = [v.fact.dtype for v in vals if v.batched and v.fact.kind == "tensor" and v.fact.rank == 0
-            and v.fact.dtype is not None]
-    for h in zero:
+def half_beside_int(dtypes) -> str:
+    """Among the dtypes of per-iteration 0-d values that meet (`a[i] * b[i]`, `c[i] // w[i]`), a
+    float16 / bfloat16 one beside an integer one wider than 8 bits: the loop's two 0-d CPU tensors
+    compute at float32 with the integer's own value (2801 // 5.5 is 508 in bfloat16), the batch's
+    rows would round the integers to half precision first (2801 is 2800) and may compute in half
+    (510); probe X. The reason, or "" (also runtime Token._broadcast_recipe's)."""
+    for h in dtypes:
         if h in (torch.float16, torch.bfloat16):
-            for z in zero:
+            for z in dtypes:
                 if not (z.is_floating_point or z.is_complex) and z is not torch.bool and z.itemsize > 1:
-                    raise Unsupported(f"{what} of per-iteration 0-d {h} and {z} values (the batch would round the "
-                                      f"integers to {h} first)")
+                    return f"per-iteration 0-d {h} and {z} values (the batch would round the integers to {h} first)"
+    return ""
+
+
+def _half_and_int(vals: list[_V], what: str) -> None:
+    """half_beside_int of the per-iteration 0-d tensors among an operation's operands: no batched form."""
+    why = half_beside_int([v.fact.dtype for v in vals if v.batched and v.fact.kind == "tensor" and v.fact.rank == 0
+                           and v.fact.dtype is not None])
+    if why:
+        raise Unsupported(f"{what} of {why}")
+
+
+def _bound(name, names, args, keywords, extra, kextra) -> dict:
+    """A call's arguments by parameter `names` (positional first, then keywords): {name: (node,
+    its _V)}; Unsupported for more positions, other keywords or one given twice."""
+    if len(args) > len(names):
+        raise Unsupported(f"`{name}` with more arguments than {', '.join(names)}")
+    given = dict(zip(names, zip(args, extra)))
+    for k, v in zip(keywords, kextra):
+        if k.arg not in names or k.arg in given:
+            raise Unsupported(f"`{name}` with `{k.arg}=`")
+        given[k.arg] = (k.value, v)
+    return given
+
+
+def _index_like(v: _V) -> bool:
+    """A Python int, or a 0-d integer or bool tensor (torch takes its index as an int argument:
+    roll's shift, rot90's count); not uint64, whose values may be past int64."""
+    f = v.fact
+    return f is not None and (f.kind == "int" or f.kind == "tensor" and f.rank == 0 and f.dtype is not None and not (
+        f.dtype.is_floating_point or f.dtype.is_complex) and f.dtype is not torch.uint64)
 
 
 def _exact_ints(a: _V, b: _V) -> tuple[_V, _V]:
@@ -2109,13 +2136,8 @@ class _Batcher:
         the batch where the shift is the same in every iteration; each row's own shift, `int(s[k])`
         (an augmentation's random offsets), gathers each row's elements from its own positions
         (batching.roll). A data move: the loop's values, and the gradients it routes back."""
-        names = ["shifts", "dims"]
-        given = dict(zip(names, zip(args, extra)))
-        for k, v in zip(keywords, kextra):
-            if k.arg not in names or k.arg in given:
-                raise Unsupported(f"`roll` with `{k.arg}=`")
-            given[k.arg] = (k.value, v)
-        if len(args) > 2 or "shifts" not in given:
+        given = _bound("roll", ("shifts", "dims"), args, keywords, extra, kextra)
+        if "shifts" not in given:
             raise Unsupported("`roll` with other arguments than one shift and one dimension")
         (s_node, s), dims = given["shifts"], given.get("dims")
         # (one shift, one dimension: also as 1-tuples, `roll(x, (k,), dims=(0,))`)
@@ -2133,10 +2155,7 @@ class _Batcher:
             if r == 0:
                 raise Unsupported("`roll` of a 0-d value along a dimension")
             d = _dim(dims[0], self.c.facts.get(self.c.ids.get(id(dims[0]))), r, self.c.lead)
-        integral = s.fact.kind == "int" or s.fact.kind == "tensor" and s.fact.rank == 0 and s.fact.dtype is not None \
-            and not (s.fact.dtype.is_floating_point or s.fact.dtype.is_complex) and s.fact.dtype is not torch.uint64
-        if s.batched and not (integral and self.c.lead == 1):
-            # (a Python int, or a 0-d integer or bool tensor, which torch takes as its index)
+        if s.batched and not (_index_like(s) and self.c.lead == 1):
             raise Unsupported("`roll` by a per-iteration shift that is not an int or a 0-d integer tensor")
         return _helper("roll", x.node, s.node, d if d is not None else _const(None), _const(s.batched),
                        _const(self.c.lead))
@@ -2144,17 +2163,10 @@ class _Batcher:
     def _rot90(self, x: _V, args, keywords, extra, kextra, r):
         """`torch.rot90(x_k, k, dims)` / `x_k.rot90(k, dims)` with two literal dimensions (by
         default the first two): one rotation of the batch where `k` is the same in every iteration;
-        each row's own `k` (`int(k[i])`, a 0-d integer tensor) picks among the batch's four
-        rotations (batching.rot90). A data move: the loop's values and gradients."""
-        names = ["k", "dims"]
-        given = dict(zip(names, zip(args, extra)))
-        for kw, v in zip(keywords, kextra):
-            if kw.arg not in names or kw.arg in given:
-                raise Unsupported(f"`rot90` with `{kw.arg}=`")
-            given[kw.arg] = (kw.value, v)
-        if len(args) > 2:
-            raise Unsupported("`rot90` with more than a count and two dimensions")
-        k_node, k = given.get("k", (_const(1), _V(_const(1), False, None)))
+        each row's own `k` (`int(k[i])`, a 0-d integer tensor) takes its own rotation
+        (batching.rot90). A data move: the loop's values and gradients."""
+        given = _bound("rot90", ("k", "dims"), args, keywords, extra, kextra)
+        k = given.get("k", (None, _V(_const(1), False, None)))[1]
         dims = given.get("dims")
         pair = dims[0].elts if dims is not None and isinstance(dims[0], (ast.Tuple, ast.List)) else None
         if dims is not None and (pair is None or len(pair) != 2 or dims[1].batched):
@@ -2163,11 +2175,7 @@ class _Batcher:
             raise Unsupported("`rot90` of a value with fewer than two dimensions")
         pair = pair if pair is not None else [_const(0), _const(1)]
         d = [_dim(e, None, r, self.c.lead) for e in pair]
-        integral = k.fact is not None and (k.fact.kind == "int" or k.fact.kind == "tensor" and k.fact.rank == 0
-                                           and k.fact.dtype is not None and not (k.fact.dtype.is_floating_point
-                                                                                or k.fact.dtype.is_complex)
-                                           and k.fact.dtype is not torch.uint64)
-        if k.batched and not (integral and self.c.lead == 1):
+        if k.batched and not (_index_like(k) and self.c.lead == 1):
             raise Unsupported("`rot90` by a per-iteration count that is not an int or a 0-d integer tensor")
         return _helper("rot90", x.node, k.node, ast.Tuple(elts=d, ctx=ast.Load()), _const(k.batched))
 
