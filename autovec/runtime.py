@@ -2525,7 +2525,9 @@ class FunctionRuntime:
         start of that dtype or a Python number of its kind (an int for integer terms: a float
         start would make every step a float sum), or Python numbers all floats (from an int or
         float start) or all ints (within int64 where combined: the loop's ints do not wrap).
-        Else the loop runs."""
+        Else the loop runs. Signs "*": the factors of `acc = acc * t1 * t2` (_prod_terms)."""
+        if signs and signs[0] == "*":
+            return _prod_terms(acc, (first,) + tuple(rest), (py,) + tuple(pys))
         terms, kinds = (first,) + tuple(rest), (py,) + tuple(pys)
         if any(kinds) != all(kinds):
             raise GuardFailed("a sum of terms that are Python numbers and tensors (the loop promotes at every step)")
@@ -3154,6 +3156,91 @@ def _finite_factors(factors, other):
     if flows and not bool(torch.isfinite(factors).all()):
         raise GuardFailed("a running product with gradients and a NaN or infinite factor (the batched "
                           "product's gradient would be NaN where the loop's is finite)", data=True)
+
+
+def _prod_terms(acc, terms, kinds):
+    """The factors of `acc = acc * t1 * t2 ...` (analysis._sum_chain; `terms` their batches, `kinds`
+    whether each is a Python number in the loop) as one factor a step, `t1 * t2`, whose running
+    product the loop's `(acc * t1) * t2` is up to reassociation, as every product here. Only where
+    every step keeps one type: tensor factors of one dtype (not bool, float16 or bfloat16: those
+    round at every step), with Python numbers beside them that torch casts to that dtype at each
+    step (ints or floats beside floating factors, ints within range beside integer ones: cast
+    here alike), from a start of that dtype or a Python number of its kind; or Python numbers
+    alone, all floats or all ints. The factors themselves must keep every partial product in
+    range in any order (a combined factor past the range is inf where the loop's steps stay
+    finite: _products_in_range over each factor apart); integer factors wrap alike in any order
+    (tensors) or must not pass int64 combined (Python ints do not wrap). Else the loop runs."""
+    if any(k and t.dim() != 1 for t, k in zip(terms, kinds)):
+        # (one Python number per iteration is one element per row: `.item()` of rows of shape (1,))
+        if any(k and (t.dim() == 0 or t[0].numel() != 1) for t, k in zip(terms, kinds)):
+            raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)", data=True)
+        terms = tuple(t.reshape(t.shape[0]) if k else t for t, k in zip(terms, kinds))
+    # (a Python number carries no gradient: the batch's value of `x[t].item()` is a view of x)
+    terms = tuple(t.detach() if k else t for t, k in zip(terms, kinds))
+    if all(kinds):
+        if any(t.is_complex() for t in terms) or len({t.is_floating_point() for t in terms}) != 1:
+            raise GuardFailed("a product of Python ints and floats (the loop multiplies the ints exactly first)")
+        floating = terms[0].is_floating_point()
+        if type(acc) not in ((int, float) if floating else (int,)):
+            raise GuardFailed(f"a product of Python {'floats' if floating else 'ints'} onto a {type(acc).__name__}")
+        terms = tuple(t.double() if floating else t.long() for t in terms)
+        if floating:
+            _products_in_range(_steps_apart(terms), acc)
+        else:
+            bound = sum(math.log2(max(int(t.abs().max()), 1)) for t in terms if t.numel())
+            if bound >= 62:
+                raise GuardFailed("Python ints whose product passes int64's range (the loop's ints do not wrap)",
+                                  data=True)
+    else:
+        dtypes = {t.dtype for t, k in zip(terms, kinds) if not k}
+        if len(dtypes) != 1:
+            raise GuardFailed("a product of factors of several dtypes (the loop promotes at every step)")
+        dt = next(iter(dtypes))
+        if dt == torch.bool or dt in _HALF:
+            raise GuardFailed("a product of boolean or half-precision factors (the loop decides each step's type)")
+        floating = dt.is_floating_point or dt.is_complex
+        if any(k for k in kinds):
+            if dt.is_complex or any(k and (t.is_complex() or t.is_floating_point() and not floating)
+                                    for t, k in zip(terms, kinds)):
+                raise GuardFailed("a product of Python numbers that change the tensors' dtype (the loop promotes)")
+            if not floating:
+                info = torch.iinfo(dt)
+                if any(k and t.numel() and (int(t.min()) < info.min or int(t.max()) > info.max)
+                       for t, k in zip(terms, kinds)):
+                    raise GuardFailed(f"Python ints outside {dt}'s range beside {dt} factors (the loop decides)",
+                                      data=True)
+        if type(acc) is torch.Tensor:
+            if acc.dtype != dt:
+                raise GuardFailed("a product of factors of another dtype than the accumulator's")
+        elif not (type(acc) is int or type(acc) is float and floating):
+            raise GuardFailed(f"a product of {dt} factors onto a {type(acc).__name__}")
+        if floating:
+            for t in terms:
+                _finite_factors(t, acc)
+            # (the Python numbers as they are: one past dt's range is inf once cast, where the
+            # loop may first multiply it by the Python start)
+            _products_in_range(_steps_apart(terms), acc, dtype=dt)
+        terms = tuple(t.to(dt) if k else t for t, k in zip(terms, kinds))
+    out = None
+    for t in _aligned(terms):
+        out = t if out is None else out * t
+    return out
+
+
+def _aligned(terms):
+    """Per-iteration batches with the iterations first, each row given the leading 1s it needs to
+    broadcast against the others' rows as the loop's values do."""
+    rank = max(t.dim() for t in terms)
+    return [t.reshape(t.shape[:1] + (1,) * (rank - t.dim()) + t.shape[1:]) if t.dim() < rank else t for t in terms]
+
+
+def _steps_apart(terms):
+    """The factors of a chain (_prod_terms), each as steps of its own: (terms x iterations, *row),
+    every row broadcast to the rows' shape, so that a product over dimension 0 multiplies every
+    factor the loop multiplies into each element."""
+    terms = _aligned(terms)
+    shape = torch.broadcast_shapes(*(t.shape for t in terms))
+    return torch.cat([t.expand(shape) for t in terms], 0)
 
 
 def _products_in_range(factors, start=None, dim=0, dtype=None):

@@ -3219,32 +3219,42 @@ def _sum_chain(s: ast.stmt):
     if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
         return None
     acc, node, terms = s.targets[0].id, _acc_first(s.value, s.targets[0].id), []
-    while isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
-        terms.append(("+" if isinstance(node.op, ast.Add) else "-", node.right))
-        node = node.left
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        # `acc = acc * t1 * t2` (`gamma * acc * m[t]`): a product of factors, the loop's
+        # `(acc * t1) * t2` (runtime.sum_terms's products)
+        node = _acc_first(s.value, acc, ast.Mult)
+        while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            terms.append(("*", node.right))
+            node = node.left
+    else:
+        while isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            terms.append(("+" if isinstance(node.op, ast.Add) else "-", node.right))
+            node = node.left
     if not (isinstance(node, ast.Name) and node.id == acc) or len(terms) < 2 \
             or any(acc in nm.load_ids(t) for _, t in terms):
         return None
     return acc, terms[::-1]
 
 
-def _acc_first(node, acc: str):
+def _acc_first(node, acc: str, op=ast.Add):
     """`node`, a sum that reads `acc` once with a plus sign (`x[t] + acc + y[t]`, `a + (acc - b)`),
     regrouped by swapping the operands of its additions so that `acc` comes first: `(acc + x[t]) +
     y[t]`, `(acc - b) + a`, the same values bit for bit (`a + b` is `b + a` for numbers and
     tensors alike, dtypes included); else `node` as it is. (Only the analysis reads the regrouped
-    sum: the loop that runs is the user's.)"""
+    sum: the loop that runs is the user's.) `op` ast.Mult: a product, its multiplications
+    swapped alike (`g * acc * m` as `(acc * g) * m`)."""
     def has(n):
         return acc in nm.load_ids(n)
 
     def lift(n):
         if isinstance(n, ast.Name) and n.id == acc:
             return n
-        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and has(n.left) != has(n.right):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, op) and has(n.left) != has(n.right):
             inner, other = (n.left, n.right) if has(n.left) else (n.right, n.left)
             lifted = lift(inner)
-            return None if lifted is None else ast.BinOp(left=lifted, op=ast.Add(), right=other)
-        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and has(n.left) and not has(n.right):
+            return None if lifted is None else ast.BinOp(left=lifted, op=op(), right=other)
+        if op is ast.Add and isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and has(n.left) \
+                and not has(n.right):
             lifted = lift(n.left)
             return None if lifted is None else ast.BinOp(left=lifted, op=ast.Sub(), right=n.right)
         return None
@@ -3265,7 +3275,7 @@ def _terms_output(s: ast.Assign, chain, body: _Body, depth: int) -> list:
         if k == 0:
             marker, first = m, (value, pytype)
         else:
-            rel = "+" if sign == sign0 else "-"
+            rel = "*" if sign0 == "*" else "+" if sign == sign0 else "-"
             pays.append(("", m, src(value), pytype, rel))
             shown.append(rel)
         shown.append(f"({src(value)})")
@@ -4279,7 +4289,7 @@ def _scans(outputs, body: _Body, targets: dict):
             continue
         best_scan = o.kind == "best" and not o.cond and o.op in (">", ">=", "<", "<=")
         # (a chain of terms, `s = s + a[t] + b[t]` (_terms_output): one term per step, their sum)
-        terms = o.kind == "accum" and o.op in ("+", "-") and bool(o.payloads) and not o.joined \
+        terms = o.kind == "accum" and o.op in ("+", "-", "*") and bool(o.payloads) and not o.joined \
             and all(p[0] == "" for p in o.payloads)
         if not best_scan and (o.kind != "accum" or o.cond or o.op not in ("+", "-", "*", "max", "min", "lse") + LOGICAL
                               or o.payloads and not terms):

@@ -676,6 +676,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 ok = (f"{AV}.sum_terms({o.target}, {ok}, {py}, (" + "".join(f"{O}[{pp}], " for pp in ppos) + "), ("
                       + "".join(f"{T}.py({pp}, {p[3]!r}), " for pp, p in zip(ppos, o.payloads)) + f"), "
                       f"{tuple(p[4] for p in o.payloads)!r})")
+                # (a Python number in the loop only where every term is one: a product's Python
+                # numbers beside tensor factors give tensors, runtime._prod_terms)
+                py = f"({py} and " + " and ".join(f"{T}.py({pp}, {p[3]!r})" for pp, p in zip(ppos, o.payloads)) + ")"
             if o.joined > 1 and any(x.signed for x in plan.outputs if x.kind == "accum" and x.target == o.target):
                 flags += "" if o.signed else ", signed=True"
             prepare += template(f"_av_P = _av_AV.accumulate({o.target}, {ok}, {o.op!r}, {o.inplace}, {mask}, {py}{flags})",
@@ -824,7 +827,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
                 f"{o.target} = {o.target}.copy_({o.target}_running[-1]) if isinstance({o.target}, torch.Tensor) "
                 f"else {o.target}_running[-1]" if o.inplace and not o.pytype      # `s += v` updates a tensor in place
                 else f"{o.target} = {o.target}_running[-1]")
-            for pname, *_ in (o.payloads if o.kind == "scan" and o.op not in ("+", "-") else ()):
+            for pname, *_ in (o.payloads if o.kind == "scan" and o.op not in ("+", "-", "*") else ()):
                 jp = [s[0] for s in plan.scans].index(pname)
                 PP = namer.new(f"_av_p{L}_{k}")
                 prepare += template(f"_av_PP = {T}.scan_final({jp})", _av_PP=PP)
@@ -883,7 +886,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         # (`s += i`: the loop's index is a Python int, and so is each value added to a Python start)
         # (a recurrence's parts may all be Python numbers with nothing to show it: `c = 0.9 * c +
         # 1.0`, or `c = c + 1` after a reset's `not done[t]`, a Python bool; the check tells)
-        terms = o.payloads if op in ("+", "-") else ()      # (`s = s + a[t] + b[t]`: analysis._terms_output)
+        terms = o.payloads if op in ("+", "-", "*") else ()      # (`s = s + a[t] + b[t]`: analysis._terms_output)
         if plan.items or (converts or invariant or plan.index_as_value) and op in ("+", "-", "*") + LOGICAL \
                 or op in ("lin", "last") or terms:
             # (`k += int(c[i])`: a Python number in the loop too, as `.item()` gives)
@@ -927,7 +930,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             scan_display += ast.parse(f"{name} = {name[len(SHIFT):]}").body
         scan_display += ast.parse(
             f"{name}_running = torch.func.vmap({PRE})({pre_args})[0]" if op == "last" else
-            f"_av_t = torch.func.vmap({PRE})({pre_args})\n{name}_running = {name} {op} torch.cumsum(_av_t[0]"
+            f"_av_t = torch.func.vmap({PRE})({pre_args})\n{name}_running = {name} {op} torch.{'cumprod' if op == '*' else 'cumsum'}(_av_t[0]"
             + "".join(f" {p[4]} _av_t[{k + 1}]" for k, p in enumerate(terms)) + ", 0)"
             if terms else
             f"{name}_running = autovec.runtime.linear_prefix({name}, *torch.func.vmap({PRE})({pre_args}))"
@@ -1010,7 +1013,9 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             # running sum the loop's `(s + a[t]) + b[t]` is up to reassociation
             R = namer.new(f"_av_terms{L}")
             PYS = [f"({bool(p[3])} or {T}.py_out({PRE!r}, {k + 1}))" for k, p in enumerate(terms)]
-            PY = f"({bool(o.pytype)} or {AV}.py_running({name}, {T}.py_out({PRE!r}, 0), {', '.join(PYS)}))"
+            # (a Python number where the start and every term is one: a product's Python numbers
+            # beside tensor factors give tensors, runtime._prod_terms)
+            PY = f"{AV}.py_running({name}, ({bool(o.pytype)} or {T}.py_out({PRE!r}, 0)), {', '.join(PYS)})"
             scan_code += [pre] + template(f"{R} = {T}.run({PRE}, {PRE_REF}, tag={PRE!r}, scan_free=True)")
             pre = None
             values = (f"{AV}.sum_terms({name}, {R}[0], ({bool(o.pytype)} or {T}.py_out({PRE!r}, 0)), ("
@@ -1209,7 +1214,7 @@ def _scan_returns(o, op: str, marker: str) -> set:
         return {marker, o.payloads[0][1]}
     if op.startswith("pay"):
         return {marker, o.payloads[int(op.split(":")[1])][1]}
-    if op in ("+", "-") and o.payloads:
+    if op in ("+", "-", "*") and o.payloads:
         return {marker} | {p[1] for p in o.payloads}      # (a chain of terms)
     return {marker}
 

@@ -30,7 +30,8 @@ def match(plan: LoopPlan, env) -> Match | Refusal:
                                      "land": "a running logical and (all)", "or": "a running logical or (any)",
                                      "and": "a running logical and (all)"}.get(o.op, _WORDS[o.kind])
                                     if o.kind == "accum" else _WORDS[o.kind])
-             + (f" of {len(o.payloads) + 1} terms per iteration" if o.kind == "accum" and o.payloads else "")
+             + (f" of {len(o.payloads) + 1} {'factors' if o.op == '*' else 'terms'} per iteration"
+                if o.kind == "accum" and o.payloads else "")
              + (f" of {o.joined} writes an iteration, interleaved in the loop's order" if o.kind == "scatter"
                 and o.joined > 1 else "")
              + (f" of {o.joined} updates an iteration, interleaved in the loop's order" if o.kind == "accum"
