@@ -2530,7 +2530,10 @@ class FunctionRuntime:
             return _prod_terms(acc, (first,) + tuple(rest), (py,) + tuple(pys))
         terms, kinds = (first,) + tuple(rest), (py,) + tuple(pys)
         if any(kinds) != all(kinds):
-            raise GuardFailed("a sum of terms that are Python numbers and tensors (the loop promotes at every step)")
+            # (Python numbers beside tensors: cast to the tensors' dtype, as torch casts them at each step)
+            terms = _numbers_apart(terms, kinds)
+            dt = _tensor_steps(terms, kinds, "sum")
+            terms, py = tuple(t.to(dt) if k else t for t, k in zip(terms, kinds)), False
         if py:
             # (the loop's Python numbers: floats exactly as float64, ints and bools as int64)
             if any(t.is_complex() for t in terms) or len({t.is_floating_point() for t in terms}) != 1:
@@ -3170,13 +3173,7 @@ def _prod_terms(acc, terms, kinds):
     range in any order (a combined factor past the range is inf where the loop's steps stay
     finite: _products_in_range over each factor apart); integer factors wrap alike in any order
     (tensors) or must not pass int64 combined (Python ints do not wrap). Else the loop runs."""
-    if any(k and t.dim() != 1 for t, k in zip(terms, kinds)):
-        # (one Python number per iteration is one element per row: `.item()` of rows of shape (1,))
-        if any(k and (t.dim() == 0 or t[0].numel() != 1) for t, k in zip(terms, kinds)):
-            raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)", data=True)
-        terms = tuple(t.reshape(t.shape[0]) if k else t for t, k in zip(terms, kinds))
-    # (a Python number carries no gradient: the batch's value of `x[t].item()` is a view of x)
-    terms = tuple(t.detach() if k else t for t, k in zip(terms, kinds))
+    terms = _numbers_apart(terms, kinds)
     if all(kinds):
         if any(t.is_complex() for t in terms) or len({t.is_floating_point() for t in terms}) != 1:
             raise GuardFailed("a product of Python ints and floats (the loop multiplies the ints exactly first)")
@@ -3192,23 +3189,8 @@ def _prod_terms(acc, terms, kinds):
                 raise GuardFailed("Python ints whose product passes int64's range (the loop's ints do not wrap)",
                                   data=True)
     else:
-        dtypes = {t.dtype for t, k in zip(terms, kinds) if not k}
-        if len(dtypes) != 1:
-            raise GuardFailed("a product of factors of several dtypes (the loop promotes at every step)")
-        dt = next(iter(dtypes))
-        if dt == torch.bool or dt in _HALF:
-            raise GuardFailed("a product of boolean or half-precision factors (the loop decides each step's type)")
+        dt = _tensor_steps(terms, kinds, "product")
         floating = dt.is_floating_point or dt.is_complex
-        if any(k for k in kinds):
-            if dt.is_complex or any(k and (t.is_complex() or t.is_floating_point() and not floating)
-                                    for t, k in zip(terms, kinds)):
-                raise GuardFailed("a product of Python numbers that change the tensors' dtype (the loop promotes)")
-            if not floating:
-                info = torch.iinfo(dt)
-                if any(k and t.numel() and (int(t.min()) < info.min or int(t.max()) > info.max)
-                       for t, k in zip(terms, kinds)):
-                    raise GuardFailed(f"Python ints outside {dt}'s range beside {dt} factors (the loop decides)",
-                                      data=True)
         if type(acc) is torch.Tensor:
             if acc.dtype != dt:
                 raise GuardFailed("a product of factors of another dtype than the accumulator's")
@@ -3225,6 +3207,49 @@ def _prod_terms(acc, terms, kinds):
     for t in _aligned(terms):
         out = t if out is None else out * t
     return out
+
+
+def _numbers_apart(terms, kinds):
+    """A chain's batches (_prod_terms, sum_terms) with each Python number's (`kinds`) one element
+    a row, without gradient (the batch of `x[t].item()` is a view of x)."""
+    if any(k and t.dim() != 1 for t, k in zip(terms, kinds)):
+        # (one Python number per iteration is one element per row: `.item()` of rows of shape (1,))
+        if any(k and (t.dim() == 0 or t[0].numel() != 1) for t, k in zip(terms, kinds)):
+            raise GuardFailed("`.item()` of a tensor with several elements (the loop raises)", data=True)
+        terms = tuple(t.reshape(t.shape[0]) if k else t for t, k in zip(terms, kinds))
+    return tuple(t.detach() if k else t for t, k in zip(terms, kinds))
+
+
+def _tensor_steps(terms, kinds, what):
+    """The one dtype of a chain's tensor terms (not all Python numbers), where every step keeps
+    it: tensors of that dtype alone, not bool or float16 / bfloat16 (which round, or decide their
+    type, at every step), and beside them Python numbers torch casts to it at each step (ints and
+    floats beside floating tensors, ints within its range beside integer ones; not beside complex
+    tensors). Else the loop runs."""
+    dtypes = {t.dtype for t, k in zip(terms, kinds) if not k}
+    if len(dtypes) != 1:
+        raise GuardFailed(f"a {what} of terms of several dtypes (the loop promotes at every step)")
+    dt = next(iter(dtypes))
+    if dt == torch.bool or dt in _HALF:
+        raise GuardFailed(f"a {what} of boolean or half-precision terms (the loop decides each step's type)")
+    if any(kinds):
+        if any(k and t.dtype == torch.bool for t, k in zip(terms, kinds)):
+            # (`t - True` raises in torch, `t + True` does not: the loop decides)
+            raise GuardFailed(f"a {what} of Python bools beside tensors (the loop decides)")
+        if dt.is_complex or any(k and (t.is_complex() or t.is_floating_point() and not dt.is_floating_point)
+                                for t, k in zip(terms, kinds)):
+            raise GuardFailed(f"a {what} of Python numbers that change the tensors' dtype (the loop promotes)")
+        if not dt.is_floating_point:
+            info = torch.iinfo(dt)
+            if any(k and t.numel() and (int(t.min()) < info.min or int(t.max()) > info.max)
+                   for t, k in zip(terms, kinds)):
+                raise GuardFailed(f"Python ints outside {dt}'s range beside {dt} terms (the loop decides)", data=True)
+        elif any(k and t.numel() and bool((torch.isfinite(t) & (t.double().abs() > torch.finfo(dt).max)).any())
+                 for t, k in zip(terms, kinds)):
+            # (cast, the number is inf: where the loop first adds it to a Python start, `-1e300 +
+            # 1e300`, it is not)
+            raise GuardFailed(f"Python numbers past {dt}'s range beside {dt} terms (the loop decides)", data=True)
+    return dt
 
 
 def _aligned(terms):

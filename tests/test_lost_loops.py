@@ -561,7 +561,12 @@ def test_sums_of_terms_that_keep_the_loop():
     a, b = T.randn(7), T.randn(7)
     # (read in the loop: a running sum of the terms, one cumsum; test_scans' terms tests)
     _check(terms_read_in_the_loop, (a, b), strategy="scan")
-    _check(terms_with_a_constant, (a, b), path="python")       # (a Python number among tensor terms)
+    # (a Python number among float32 tensor terms: cast to float32 as torch casts it at each step)
+    _check(terms_with_a_constant, (a, b), path="vectorized")
+    # (beside integer tensors a Python float makes every step a float sum: the loop runs)
+    ia, ib = T.randint(0, 5, (7,)), T.randint(0, 5, (7,))
+    ex = _check(terms_with_a_constant, (ia, ib), path="python")
+    assert "change the tensors' dtype" in str(ex)
     _check(terms_reading_the_total, (a,), path="python")    # (a linear recurrence with a factor of 1.5)
     # (a nest: the outer loop runs as written, the inner one is such a sum)
     nest = _check(nest_terms, (T.randn(3, 4), T.randn(3, 4)))
@@ -592,8 +597,23 @@ def budget_of_terms(a, b, cap):
     return total, i
 
 
-def test_sums_of_terms_mixing_numbers_and_tensors_or_read_by_a_break_keep_the_loop():
-    _check(first_term_a_number, (T.randn(6), T.randn(6)), path="python")
+def first_term_a_bool_subtracted(a, b):
+    total = 0.0
+    for i in range(a.shape[0]):
+        total = total + a[i] - b[i].item()     # (`t - True` raises in torch)
+    return total
+
+
+def test_sums_of_terms_mixing_numbers_and_tensors_or_read_by_a_break():
+    # a Python float then a float32 tensor: a float32 tensor sum from the first step
+    _check(first_term_a_number, (T.randn(6), T.randn(6)), path="vectorized")
+    # Python bools beside tensors keep the loop (which raises where one is subtracted)
+    a, m = T.randn(6), T.randn(6) > 0
+    with pytest.raises(RuntimeError):
+        first_term_a_bool_subtracted(a, m)
+    with pytest.raises(RuntimeError):
+        autovec(first_term_a_bool_subtracted)(a, m)
+    assert "Python bools beside tensors" in str(explain(first_term_a_bool_subtracted, a, m))
     a, b = T.randint(0, 5, (12,)), T.randint(0, 5, (12,))
     _check(budget_of_terms, (a, b, 10), path="python")
     _same(autovec(budget_of_terms)(a, b, 10), budget_of_terms(a, b, 10))

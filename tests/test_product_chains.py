@@ -180,3 +180,46 @@ def test_item_of_a_row_with_several_elements_raises_as_in_the_loop():
     with pytest.raises(RuntimeError):
         f(r, torch.tensor(0.9))
     assert "`.item()` of a tensor with several elements" in str(explain(f, r, torch.tensor(0.9)))
+
+
+# --- sums of terms with Python numbers beside tensors (runtime.sum_terms, _tensor_steps) ---
+
+def sum_with_a_number(a, k, s0):
+    total = s0
+    for i in range(a.shape[0]):
+        total = total + a[i] + k
+    return total
+
+
+def test_sum_with_a_python_number_beside_tensors():
+    a = torch.randn(30)
+    f = autovec(sum_with_a_number)
+    _close(f(a, 0.25, 0.0), sum_with_a_number(a, 0.25, 0.0))
+    assert explain(f, a, 0.25, 0.0).path == "vectorized"
+    # an int beside int32 tensors: cast to int32, as torch does at each step
+    ia = torch.randint(-5, 5, (30,), dtype=torch.int32)
+    got, want = f(ia, 3, 0), sum_with_a_number(ia, 3, 0)
+    assert got.dtype == want.dtype == torch.int32 and torch.equal(got, want)
+
+
+def number_first(a, k, s0):
+    total = s0
+    for i in range(a.shape[0]):
+        total = total + k + a[i]
+    return total
+
+
+def test_sum_with_a_python_number_past_the_dtype_keeps_the_loop():
+    # the loop's one step adds 1e300 to the Python start -1e300 (0.0), then a float32 tensor:
+    # finite; cast first, 1e300 is inf in float32
+    a = torch.randn(1)
+    f = autovec(number_first)
+    want = number_first(a, 1e300, -1e300)
+    got = f(a, 1e300, -1e300)
+    assert torch.isfinite(want)
+    torch.testing.assert_close(got, want)
+    assert "past torch.float32's range" in str(explain(f, a, 1e300, -1e300))
+    f = autovec(sum_with_a_number)
+    # an int past int32's range beside int32 tensors
+    ia = torch.randint(-5, 5, (5,), dtype=torch.int32)
+    assert "outside torch.int32's range" in str(explain(f, ia, 2 ** 40, 0))
