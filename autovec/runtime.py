@@ -4051,6 +4051,64 @@ def _large(args):
 # a batch's rows as separate tensors, one call (each row's own storage and version counter)
 _unbind_copy = getattr(torch, "unbind_copy", None) or (lambda o: [r.clone() for r in o.unbind(0)])
 _HALF_EXACT = {torch.float16: 2048, torch.bfloat16: 256}   # the largest integer each holds with all below it
+_INT64_ONLY = frozenset({torch.int64, torch.bool})
+
+
+_COMPARE_CALLS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "greater", "less", "greater_equal", "less_equal",
+                            "not_equal", "isclose", "isin", "equal", "__eq__", "__ne__", "__lt__", "__le__",
+                            "__gt__", "__ge__"})
+_COMPARES: dict = {}      # id(plan) -> (plan, whether its body compares)
+
+
+def _body_compares(plan) -> bool:
+    """Whether a loop's body compares values (`<`, `==`, torch.eq, .ge, ..): a comparison's
+    result is bool whatever its operands' dtype, so the one-time check's dtypes cannot tell a
+    Python int cast to an int8 row (wrapped) from an int64 arange."""
+    hit = _COMPARES.get(id(plan))
+    if hit is None or hit[0] is not plan:
+        found = False
+        for text in plan.body:
+            for n in fastast.walk(ast.parse(text)):
+                if isinstance(n, ast.Compare) or isinstance(n, ast.Call) and (
+                        n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", None)) \
+                        in _COMPARE_CALLS:
+                    found = True
+                    break
+            if found:
+                break
+        hit = _COMPARES[id(plan)] = (plan, found)
+    return hit[1]
+
+
+def _index_fits(tensors, a, b, compares=True):
+    """A loop index used as a number, from `a` to `b`, as the batch's int64 arange: the loop's
+    Python int meets each tensor as a number of the tensor's own kind, so the batch gives the
+    loop's values only where every index fits the tensors' dtypes:
+    - float16 / bfloat16: torch computes a half tensor against a Python int in float32 (the int
+      is never rounded to half), where the arange, cast to half with the values, is exact only up
+      to 2048 (float16) and 256 (bfloat16);
+    - integers narrower than int64 (int8, uint8, int16, int32, ..): torch casts the Python int to
+      the tensor's dtype, wrapping (`int8_row > 200` compares with -56; probeB), where the arange
+      promotes the tensor to int64. Only where the body `compares` (_body_compares): elsewhere
+      the promoted result's dtype differs from the loop's, which the one-time check refuses.
+    Past that the loop runs (this call)."""
+    top = max(abs(a), abs(b))
+    for t in tensors:
+        dt = getattr(t, "dtype", None)
+        if dt is None or dt in _INT64_ONLY or dt.is_complex:
+            continue
+        k = _HALF_EXACT.get(dt)
+        if k is not None:
+            if top > k:
+                raise GuardFailed(f"the loop index, used as a number, passes {k} against {dt} values (torch "
+                                  "computes a Python int against them in float32; a batch of indices would be "
+                                  "rounded to their precision first)", data=True)
+        elif not dt.is_floating_point and compares:
+            info = torch.iinfo(dt)
+            if min(a, b) < info.min or max(a, b) > info.max:
+                raise GuardFailed(f"the loop index, used as a number, passes {dt}'s range against {dt} values "
+                                  "(torch casts a Python int to the tensor's dtype, wrapping it; a batch of "
+                                  "indices would promote the values to int64)", data=True)
 _RELEASE_FLOOR = 1 << 18     # bytes: smaller fresh outputs are kept (a stand-in costs microseconds)
 
 
@@ -6850,19 +6908,9 @@ class Token:
         return i
 
     def _index_exact(self):
-        """The loop index as a number against float16 / bfloat16 values: torch computes a half
-        tensor against a Python int in float32 (the int is never rounded to half), where the
-        batch's int64 index, cast to half with the values, is exact only up to 2048 (float16)
-        and 256 (bfloat16). Past that the loop runs (this call)."""
-        limit = None
-        for t in itertools.chain((m[0] for m in self.raw), self.sources, self.free_tensors):
-            k = _HALF_EXACT.get(getattr(t, "dtype", None))
-            if k is not None and (limit is None or k < limit):
-                limit = k
-        if limit is not None and max(abs(self.first), abs(self.first + (self.n - 1) * self.step)) > limit:
-            raise GuardFailed(f"the loop index, used as a number, passes {limit} against float16 / bfloat16 "
-                              "values (torch computes a Python int against them in float32; a batch of "
-                              "indices would be rounded to their precision first)", data=True)
+        """The loop index as a number, within what the loop's tensors take exactly (_index_fits)."""
+        _index_fits(itertools.chain((m[0] for m in self.raw), self.sources, self.free_tensors),
+                    self.first, self.first + (self.n - 1) * self.step, _body_compares(self.match.plan))
 
     def py_out(self, tag, pos):
         """Whether output `pos` of the tagged pre-body run is a Python number in the loop."""
@@ -7060,6 +7108,7 @@ class Token:
         modes = self._modes(tag)
         errors = []
         sides = False       # a mode refused a `where` of sides that differ in kind (_sides_differ)
+        data = True         # every mode refused these values alone (a later call may batch others)
         for mode in modes:
             if (self.loop_id, self.sig, mode, tag) in rt.bad_modes and mode != modes[-1]:
                 continue  # failed its check for this signature before
@@ -7077,6 +7126,7 @@ class Token:
                     merged.final = True     # (as the mode's own: strict mode lets the loop raise; probeK)
                     raise merged from None
                 if not e.data:
+                    data = False
                     rt.bad_modes.add((self.loop_id, self.sig, mode, tag))
                     hot = rt.hot.get(key)
                     if hot is not None and hot[2] == mode:
@@ -7096,7 +7146,7 @@ class Token:
             rt.ran[self.loop_id] = mode
             rt._note(self.loop_id, "vectorized", mode, getattr(self, "estimate", None))
             return outs
-        e = GuardFailed("; ".join(errors))
+        e = GuardFailed("; ".join(errors), data=data and bool(errors))
         e.sides = sides
         raise e
 
@@ -7777,6 +7827,8 @@ class Token:
             st, sp, k = self.levels[lv]
             shape = [1] * levels
             shape[lv] = k
+            _index_fits(itertools.chain((m[0] for m in self.raw), self.free_tensors), st, st + (k - 1) * sp,
+                        _body_compares(self.match.plan))
             args.append(torch.arange(st, st + k * sp, sp, device=device).reshape(shape))
         return args
 
@@ -7873,6 +7925,8 @@ class Token:
         for ix in plan.value_indices:
             lv = names.index(ix)
             st, sp, k = self.levels[lv]
+            _index_fits(itertools.chain((m[0] for m in self.raw), self.free_tensors), st, st + (k - 1) * sp,
+                        _body_compares(self.match.plan))
             args.append(torch.arange(st, st + k * sp, sp, device=device))
             dims.append(tuple(0 if l2 == lv else None for l2 in range(len(names))))
 

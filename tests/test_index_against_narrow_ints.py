@@ -1,0 +1,122 @@
+"""The loop index used as a number against integer tensors narrower than int64 (probeB): torch
+casts the loop's Python int to the tensor's dtype, wrapping it (`int8_row > 200` compares with
+-56), where the batch's int64 arange promotes the row instead. A comparison's result is bool
+either way, so where the body compares, an index past the dtype's range keeps the loop
+(runtime._index_fits); within the range the batch runs."""
+import pytest
+import torch
+
+from autovec import autovec, explain
+
+
+@pytest.fixture(autouse=True)
+def always_vectorize(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+
+def greater(x):
+    out = torch.empty(x.shape, dtype=torch.bool)
+    for i in range(x.shape[0]):
+        out[i] = x[i] > i
+    return out
+
+
+def where_equal(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = torch.where(x[i] == i, x[i], -1)
+    return out
+
+
+def method_ge(x):
+    out = torch.empty(x.shape, dtype=torch.bool)
+    for i in range(x.shape[0]):
+        out[i] = x[i].ge(i)
+    return out
+
+
+def torch_eq_times(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * torch.eq(x[i], i)
+    return out
+
+
+def comprehension(x):
+    return torch.stack([x[i] != i for i in range(x.shape[0])])
+
+
+def enumerated(x):
+    out = []
+    for i, r in enumerate(x):
+        out.append(r <= i)
+    return torch.stack(out)
+
+
+def counted(x):
+    out = torch.empty(x.shape, dtype=torch.bool)
+    i = 0
+    while i < x.shape[0]:
+        out[i] = x[i] < i
+        i += 1
+    return out
+
+
+FNS = [greater, where_equal, method_ge, torch_eq_times, comprehension, enumerated, counted]
+
+
+@pytest.mark.parametrize("fn", FNS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8])
+def test_an_index_past_the_range_gives_the_loops_values(fn, dtype):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 100, (300, 2), generator=g).to(dtype)
+    x[258] = 2          # (258 wraps to 2 in int8 and uint8)
+    x[200] = 200 - 256 if dtype == torch.int8 else 200
+    f = autovec(fn)
+    want = fn(x)
+    for _ in range(3):
+        got = f(x)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    ex = explain(f, x)
+    assert ex.path == "python" and "passes torch." in str(ex), str(ex)
+
+
+@pytest.mark.parametrize("fn", [greater, where_equal, comprehension], ids=lambda f: f.__name__)
+def test_an_index_within_the_range_is_batched(fn):
+    x = torch.randint(0, 100, (100, 2), dtype=torch.int8)
+    f = autovec(fn)
+    assert torch.equal(f(x), fn(x))
+    assert explain(f, x).path == "vectorized"
+
+
+def test_a_converted_row_meets_the_index_as_floats():
+    # (no comparison: the uint8 row becomes float32 before it meets the index)
+    def scaled(x):
+        out = torch.empty(x.shape[0])
+        for i in range(x.shape[0]):
+            out[i] = x[i].float().mean() * i
+        return out
+    x = torch.randint(0, 255, (1000, 4), dtype=torch.uint8)
+    f = autovec(scaled)
+    assert torch.equal(f(x), scaled(x))
+    assert explain(f, x).path == "vectorized"
+
+
+def nest_greater(x):
+    out = torch.empty(x.shape, dtype=torch.bool)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j] > i + j
+    return out
+
+
+def test_a_nests_index_past_the_range_gives_the_loops_values():
+    x = torch.randint(0, 100, (300, 3), dtype=torch.int8)
+    x[258] = 2
+    f = autovec(nest_greater)
+    want = nest_greater(x)
+    for _ in range(3):
+        assert torch.equal(f(x), want)
+    small = x[:50]
+    assert torch.equal(f(small), nest_greater(small))
+    assert explain(f, small).path == "vectorized"
