@@ -128,7 +128,7 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
               "_in_transform": R._in_transform, "_any_autocast": R._any_autocast, "_top_hooks": R._top_hooks,
               "grad_on": torch.is_grad_enabled, "inference_on": torch.is_inference_mode_enabled,
               "get_default_dtype": torch.get_default_dtype, "F32": torch.float32,
-              "_overlapping": R._overlapping, "_peek_sig": R._peek_sig, "_no_aliasing": R._no_aliasing, "_sig": R._sig,
+              "_overlapping": R._overlapping, "_peek_sig": R._peek_sig, "_no_aliasing": R._no_aliasing, "_appended_aliasing": R._appended_aliasing, "_sig": R._sig,
               "PURE": R._PURE_BY_ID, "why_impure": R.why_impure, "ENV": R._ENV, "KEY": R._INDEX_CHECK_KEY, "indexcheck": R.indexcheck,
               "GuardFailed": R.GuardFailed, "CPU": R._CPU, "_dropped": R._dropped, "_rows_apart": R._rows_apart}
     lines = [f"    if (levels is {'' if nest else 'not '}None) or _in_transform() is not None or _any_autocast() or _top_hooks(False) is not None \\\n"
@@ -300,6 +300,13 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
         else:
             emit(f"    if type({v}) is not {const(type(w[1]))} or _sig({v}) != {const(entry)}:")
             emit("        return None")
+    if lists and (calls or any(not isinstance(f, torch.Tensor) for f in free)):
+        # (a list the loop grows, read another way through a value or helper: the general guard's
+        # runtime._appended_aliasing; a lane's sources are tensors)
+        emit("    try:")
+        emit(f"        _appended_aliasing([{', '.join(lists)}], (), free, calls)")
+        emit("    except GuardFailed:")
+        emit("        return None")
     if written or fresh:
         emit(f"    if not inference_on() and ({' or '.join(f'{v}.is_inference()' for v in written + fresh)}):")
         emit("        return None")

@@ -105,6 +105,27 @@ def _reachable_tensors(values, depth=_REACH_DEPTH, seen=None, lists=None):
     return out
 
 
+def _appended_aliasing(appended, sources, free, calls):
+    """Lists the loop grows (`res.append(v)`, `counts[int(l)] += 1` into a list of ints): none
+    may be one the loop also reads another way (under another name, `alias = res` then
+    `len(alias)`; inside a dict or object it reads; through a helper's globals; passed twice),
+    where each iteration sees the list as the earlier ones left it and the batch, computed
+    first, would see it as it was before the loop (probeB). The analysis refuses reads under
+    the list's own name. Reads by the loop index (`xs[t]`, mapped) stay below the length the
+    guard checked before the loop: elements the appends do not change."""
+    others = [v for v in free if not isinstance(v, torch.Tensor)] if free else []
+    if not others and not calls and not sources:
+        return
+    found = []
+    _reachable_tensors(others + list(calls or ()), lists=found)
+    found += [u for u in sources or () if isinstance(u, list)]
+    for t in appended:
+        if any(u is t for u in found):
+            raise GuardFailed("a list the loop grows is also read another way in the loop (under another name, or "
+                              "through a value or a helper it reads): each iteration sees the earlier ones' "
+                              "elements, so the loop runs")
+
+
 def _list_aliasing(stored, mapped, sources, free, calls):
     """`res[i] = v` into Python lists (`stored`: (list, offset) each): none may be a list the loop
     also reads another way (under another name, `b = res` then `b[i]`; inside a value or through a
@@ -1500,6 +1521,7 @@ class FunctionRuntime:
         fresh = []       # outputs allocated right before the loop: checked like the others, but alias nothing
         lists = None     # the lists the loop appends to: each a list of its own
         stored_lists = None    # (list, offset) of each `res[i] = v` into a Python list
+        grown = None           # the Python lists of ints the loop counts into (`counts[int(l)] += 1`)
         started = None    # tensors a rebinding accumulator starts from (read at its first step)
         for w in writes:
             kind, t = w[0], w[1]
@@ -1562,6 +1584,7 @@ class FunctionRuntime:
                 if type(t) is list and len(w) == 2 and levels is None:
                     # `counts[int(l)] += 1` into a Python list of ints (_list_scatter): no tensor is
                     # written; its elements are checked there
+                    grown = [t] if grown is None else grown + [t]
                     continue
                 if not isinstance(t, Tensor):
                     raise GuardFailed(f"the written value is a {type(t).__name__}, not a tensor")
@@ -1612,6 +1635,8 @@ class FunctionRuntime:
                     started = [t] if started is None else started + [t]
         if stored_lists:
             _list_aliasing(stored_lists, mapped_raw, sources, free, calls)
+        if lists or grown:
+            _appended_aliasing((lists or []) + (grown or []), sources, free, calls)
         if (written or fresh) and not torch.is_inference_mode_enabled() and any(
                 t.is_inference() for t in itertools.chain(written, fresh)):
             # torch writes, then raises: the loop leaves one row written, a batch all of them
