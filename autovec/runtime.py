@@ -959,9 +959,10 @@ class FunctionRuntime:
                 m = self.matches[loop_id]
                 start = space.start
                 return (loop_id, m, m.plan, space, (), None, n, start, space.step, start, None, None, 0.0)
-        elif type(space) is tuple and loop_id in self.element_loops and self.events is None and not self.strict \
-                and _config.unset("AUTOVEC_MIN_TRIP"):
-            # the same for `for row in x` / zip(a, b) / enumerate(x) over tensors
+        elif type(space) is tuple and loop_id in self.element_loops and self.events is None and not self.strict:
+            # the same for `for row in x` / zip(a, b) / enumerate(x) over tensors (a list of
+            # Python numbers alone, refused first: an inner loop over one runs this on every
+            # outer iteration, probeA)
             n = -1
             lists = False
             tensors = False     # (a list of Python numbers alone has nothing to batch)
@@ -970,10 +971,14 @@ class FunctionRuntime:
                     if type(t) is list or type(t) is tuple:
                         if not t:
                             return None     # empty: the loop, quietly (as _space)
-                        if isinstance(t[0], torch.Tensor):
+                        e0 = type(t[0])
+                        if e0 in _LIST_DTYPES:
+                            if len(space) == 1 and loop_id not in self.indexing_loops:
+                                return None     # numbers alone: the loop, quietly
+                        elif isinstance(t[0], torch.Tensor):
                             tensors = True
-                        elif type(t[0]) not in _LIST_DTYPES or len(space) == 1 and loop_id not in self.indexing_loops:
-                            return None     # not tensors or numbers, or numbers alone: the loop, quietly
+                        else:
+                            return None     # not tensors or numbers: the loop, quietly
                         lists = True        # a list: its length, for the decision below
                         k = len(t)
                     else:
@@ -986,7 +991,8 @@ class FunctionRuntime:
             else:
                 if not tensors and loop_id not in self.indexing_loops:
                     return None             # Python numbers alone: no torch work to batch
-                d = self.decisions.get((loop_id, n.bit_length())) if n >= 0 else None
+                d = self.decisions.get((loop_id, n.bit_length())) if n >= 0 and _config.unset("AUTOVEC_MIN_TRIP") \
+                    else None
                 if d is not None and d.final and (d.vec or not d.retry or d.wait()):
                     if not d.vec:
                         return None         # decided for the loop: no check of the list's tensors
@@ -3796,6 +3802,8 @@ def _py_running(start, *numbers) -> bool:
 
 
 FunctionRuntime.py_running = staticmethod(_py_running)
+FunctionRuntime.SEQUENCES = frozenset({list, tuple})     # (the generated code's walk of Python numbers: begin)
+FunctionRuntime.NUMBERS = frozenset(_LIST_DTYPES)
 
 
 _ONES = (1,) * 64

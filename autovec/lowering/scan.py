@@ -101,7 +101,7 @@ except _av_AV.Error as _av_E:
 """, _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan, AV), _av_WRITES=writes, _av_P=P, _av_E=E)
     set_lines(stmts, plan.lineno)
     commit = template(f"_av_AV.prefix_commit({view}, {o.dim}, _av_T, _av_P, {minus_k if o.flip else k})\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
-    after = template(f"_av_AV.python_ran({L})", _av_AV=AV)
+    after = template(f"if _av_AV.py_clock:\n    _av_AV.python_ran({L})", _av_AV=AV)
     set_lines(commit + after, plan.lineno)
     if o.flip:
         region = o.index_src.format(f"{_start(plan)}:{_stop(plan)} + {k}")
