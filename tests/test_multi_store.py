@@ -444,3 +444,72 @@ def test_updates_of_overlapping_parts_of_a_row_run_on_its_copy():
     from conftest import same_on_every_call
     same_on_every_call(fresh_overlap, lambda: (torch.randn(20, 2),))
     assert explain(fresh_overlap, torch.randn(20, 2)).path == "vectorized"    # (_row_local)
+
+
+# --- disjoint parts of a row under a condition (probeA: keypoints scaled where visible) ---
+
+def scale_visible_keypoints(kp, sx, sy):
+    for i in range(kp.shape[0]):
+        if kp[i, 2] > 0:
+            kp[i, 0] *= sx
+            kp[i, 1] *= sy
+    return kp
+
+
+def fill_visible(kp, s):
+    out = torch.zeros_like(kp)
+    for i in range(kp.shape[0]):
+        if kp[i, 2] > 0:
+            out[i, 0] = kp[i, 0] * s
+            out[i, 1] = kp[i, 1] * s
+    return out
+
+
+def condition_on_a_stored_element(kp, s):
+    for i in range(kp.shape[0]):
+        if kp[i, 0] > 0:
+            kp[i, 0] *= s
+            kp[i, 1] = kp[i, 0]        # (reads the element the first store wrote)
+    return kp
+
+
+def later_condition_on_a_stored_element(kp, s):
+    for i in range(kp.shape[0]):
+        if kp[i, 1] > 0:
+            kp[i, 0] *= s
+        if kp[i, 0] > 0:               # (reads it after the first `if` may have written it)
+            kp[i, 1] *= s
+    return kp
+
+
+@pytest.mark.parametrize("fn, args", [
+    (scale_visible_keypoints, lambda: (torch.randn(300, 3), 0.5, 2.0)),
+    (scale_visible_keypoints, lambda: (torch.randint(-5, 5, (300, 3)), 2, 3)),
+    (fill_visible, lambda: (torch.randn(300, 3), -1.5)),
+])
+def test_disjoint_parts_of_a_row_under_a_condition_vectorize(fn, args):
+    a = args()
+    want_args, got_args = [v.clone() if isinstance(v, torch.Tensor) else v for v in a], \
+        [v.clone() if isinstance(v, torch.Tensor) else v for v in a]
+    want = fn(*want_args)
+    got = autovec(fn)(*got_args)
+    assert torch.equal(got, want) and torch.equal(got_args[0], want_args[0])
+    assert explain(fn, *a).path == "vectorized"
+
+
+def test_disjoint_parts_under_a_condition_with_gradients():
+    x = torch.randn(50, 3, dtype=torch.float64, requires_grad=True)
+    got = autovec(fill_visible)(x, 2.0)
+    want = fill_visible(x, 2.0)
+    assert torch.equal(got, want)
+    (g1,) = torch.autograd.grad(got.sum(), x)
+    (g2,) = torch.autograd.grad(want.sum(), x)
+    assert torch.equal(g1, g2)
+
+
+@pytest.mark.parametrize("fn", [condition_on_a_stored_element, later_condition_on_a_stored_element])
+def test_conditional_parts_reading_what_another_wrote_keep_the_loop(fn):
+    x = torch.randn(40, 3)
+    a, b = x.clone(), x.clone()
+    assert torch.equal(autovec(fn)(a, 2.0), fn(b, 2.0)) and torch.equal(a, b)
+    assert explain(fn, x.clone(), 2.0).path == "python"

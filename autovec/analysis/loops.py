@@ -3716,13 +3716,16 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         if out.target and out.target in targets:
             first = targets[out.target]
             stored = _store(out, payload[0], space, body, iter_vars) if out.kind == "store" else out
-            if out.kind == "store" and first.kind == "store" and out.op and not out.cond and earlier \
+            if out.kind == "store" and first.kind == "store" and (out.op or out.cond) and earlier \
                     and sub is not None and (stored.dim, stored.offset) == (first.dim, first.offset) \
                     and all(_disjoint_subscripts(sub, e) for e in earlier):
                 # `pos[i, 0] += v[i, 0] * dt; pos[i, 1] += v[i, 1] * dt`, `b[i, 0::2] *= w[i]; b[i, 1::2]
                 # *= h[i]`: an update of elements of the row no store before it in the iteration
                 # writes (_disjoint_subscripts), so the row as it was before the first store, which
-                # the batch reads, is the row the loop's update reads
+                # the batch reads, is the row the loop's update reads. Under a condition too
+                # (`if kp[i, 2] > 0: kp[i, 0] *= sx; kp[i, 1] *= sy`, probeA): a masked store's
+                # commit keeps the elements where the condition fails as they were, which no other
+                # store of the iteration writes
                 several.add(out.target)
                 outputs.append(stored)
                 continue
