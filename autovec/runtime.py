@@ -4113,6 +4113,55 @@ def _body_compares(plan) -> bool:
     return hit[1]
 
 
+_INDEXED_STORES: dict = {}     # id(plan) -> (plan, whether its body stores by a computed index)
+
+
+def _stores_by_index(plan) -> bool:
+    """Whether a loop's body stores into a tensor by an index it computes (`r[y[i]] = v`,
+    `r[idx] = v`, `r[i, y[i]] += 1`): anything but constants, slices of constants and `...`.
+    Such an index may be a tensor with repeated entries, where the loop's store, one row at a
+    time, keeps the last write to each; vmap's store of the whole batch is one index_put_ that
+    the CPU splits between threads, which may keep another (probe of stop 50: 12 of 20 calls
+    differed at 255 rows of 2,000 indices). Under vmap those run with torch's deterministic
+    algorithms (_deterministic)."""
+    hit = _INDEXED_STORES.get(id(plan))
+    if hit is None or hit[0] is not plan:
+        found = False
+        for text in plan.body:
+            for n in fastast.walk(ast.parse(text)):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign) \
+                    else []
+                for t in targets:
+                    for sub in fastast.walk(t):
+                        if isinstance(sub, ast.Subscript) and any(
+                                not isinstance(e, (ast.Constant, ast.Slice, ast.UnaryOp, ast.Tuple, ast.Load,
+                                                   ast.USub, ast.operator, ast.unaryop))
+                                for e in fastast.walk(sub.slice)):
+                            found = True
+            if found:
+                break
+        hit = _INDEXED_STORES[id(plan)] = (plan, found)
+    return hit[1]
+
+
+class _deterministic:
+    """torch's deterministic algorithms on (warnings only, where an operation has none) while the
+    batch runs, as they were after it: index_put_ then sorts its indices and keeps the last write
+    to each, the loop's order (_stores_by_index)."""
+    __slots__ = ("was", "warn")
+
+    def __enter__(self):
+        self.was = torch.are_deterministic_algorithms_enabled()
+        self.warn = torch.is_deterministic_algorithms_warn_only_enabled()
+        if not self.was:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+
+    def __exit__(self, *exc):
+        if not self.was:
+            torch.use_deterministic_algorithms(False, warn_only=self.warn)
+        return False
+
+
 def _index_fits(tensors, a, b, compares=True):
     """A loop index used as a number, from `a` to `b`, as the batch's int64 arange: the loop's
     Python int meets each tensor as a number of the tensor's own kind, so the batch gives the
@@ -7966,7 +8015,11 @@ class Token:
         f, kinds = _tensors_only(body)
         for lv in reversed(range(len(names))):
             f = _vmapped(f, tuple(d[lv] for d in dims), self.levels[lv][2])
-        outs = f(*args)
+        if _stores_by_index(plan):
+            with _deterministic():
+                outs = f(*args)
+        else:
+            outs = f(*args)
         self._same_kinds(kinds)
         shape = tuple(k for _, _, k in self.levels)
         return tuple(o if tuple(o.shape[:len(shape)]) == shape else o.expand(*shape, *o.shape) for o in outs)
@@ -7996,7 +8049,11 @@ class Token:
             dims.append(0)
 
         tensors_only, kinds = _tensors_only(body)
-        outs = vmap_call(tensors_only, args, dims, self.n)
+        if _stores_by_index(self.match.plan):
+            with _deterministic():
+                outs = vmap_call(tensors_only, args, dims, self.n)
+        else:
+            outs = vmap_call(tensors_only, args, dims, self.n)
         self._same_kinds(kinds)
         n = self.n
         return tuple(o if o.dim() and o.shape[0] == n else o.expand(n, *o.shape) for o in outs)
