@@ -201,3 +201,22 @@ def test_a_whole_rows_store_is_a_store_into_the_copy():
     y = torch.randn(5, 3)
     got, want = autovec(whole_row_of_one_number)(y), whole_row_of_one_number(y)
     assert got.shape == want.shape and torch.equal(got, want)
+
+
+# --- a part of the row read and written in one statement (probeA: a repetition penalty) ---
+
+def repetition_penalty(logits, prev_ids, penalty: float = 1.3):
+    logits = logits.clone()
+    for i in range(logits.shape[0]):
+        logits[i, prev_ids[i]] = logits[i, prev_ids[i]] / penalty
+    return logits
+
+
+def test_one_statement_reading_and_writing_part_of_the_row():
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(64, 100, generator=g)
+    prev = torch.randint(0, 100, (64, 20), generator=g)      # (repeated ids within a row)
+    f = autovec(repetition_penalty)
+    for _ in range(3):
+        assert torch.equal(f(logits, prev), repetition_penalty(logits, prev))
+    assert explain(f, logits, prev).path == "vectorized"

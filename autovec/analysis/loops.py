@@ -1987,7 +1987,7 @@ def _row_local(stmts: list, index: str) -> list:
         if name in bound or name.startswith("_av_"):
             continue
         at = sorted({k for k, _ in found})
-        if len(at) < 2:
+        if len(found) < 2:      # (read and written: in two statements, or in one, `T[i, j] = T[i, j] / p`)
             continue
         subs = []
         for k, n in found:
