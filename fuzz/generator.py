@@ -5297,6 +5297,87 @@ def lost_stop44(self):
         self.emit(1, "return k, hits")
 
 
+def lost_stop50(self):
+    """Stop 50's forms, on inputs that change between calls: running products of a chain of
+    factors (`c = c * lam * r[t]`, read in the loop or after it), sums of terms with Python
+    numbers beside tensors (`s = s + x[t] - 1.5`), the loop index compared with narrow integer
+    rows, stores into disjoint parts of a row under a condition, one statement reading and
+    writing part of the row by indices (`x[i, k[i]] = x[i, k[i]] * 2`), and stores by computed
+    indices into a row the iteration made; of several dtypes, with NaN, infinities, zeros."""
+    self.variants = True
+    n = max(self.n, 1)
+    dt = self.pick(["float32", "float64", "int64", "int32"])
+    form = self.pick(["prod", "prod", "sum", "cmp", "parts", "rowidx", "onehot"])
+    if form in ("prod", "sum"):
+        self.param("x", f"_tensor(g, ({n} + variant,), torch.{dt}, special={dt.startswith('float') and self.chance(0.3)}, "
+                        "low=-2, high=3)")
+        self.param("m", f"_tensor(g, ({n} + variant,), torch.{self.pick([dt, dt, 'float32', 'bool'])}, low=0, high=2)")
+        k = self.pick(["0.5", "2", "-1.5", "lam", "1e30", "True", "3"])
+        self.param("lam", self.pick(["0.9", "2", "torch.tensor(0.5)", "-0.75"]))
+        op = "*" if form == "prod" else self.pick(["+", "-"])
+        terms = self.pick([[k, "x[t]"], ["x[t]", k], ["x[t]", "m[t]"], [k, "x[t]", "m[t]"], ["x[t].item()", k],
+                           ["(1 - m[t])", k], ["x[t]", "x[t].item()"]])
+        order = self.pick(["c first", "c middle"])
+        chain = f" {op} ".join(terms)
+        value = f"c {op} {chain}" if order == "c first" or op != "*" else f"{terms[0]} * c * {' * '.join(terms[1:])}"
+        self.emit(1, f"c = {self.pick(['1.0', '1', '0.0', '0', 'torch.ones(())', 'x[0] * 0 + 1', '-0.0'])}")
+        self.emit(1, "out = []")
+        self.emit(1, "for t in range(x.shape[0]):")
+        if self.chance(0.25):
+            self.emit(2, f"if {self.pick(['m[t]', 'x[t] > 0', 'bool(m[t])'])}:")
+            self.emit(3, f"c = {value}")
+        else:
+            self.emit(2, f"c = {value}")
+        if self.chance(0.4):
+            self.emit(2, self.pick(["out.append(c)", "out.append(c * 1)"]))
+        self.emit(1, "return c, out")
+        return
+    if form == "cmp":
+        ndt = self.pick(["int8", "uint8", "int16", "int64", "float16"])
+        self.param("x", f"_tensor(g, ({n} * 40 + variant, 2), torch.{ndt}, low=0, high=100)")
+        test = self.pick(["x[i] > i", "x[i] == i", "x[i].ge(i)", "torch.eq(x[i], i)", "x[i] <= i + 1", "x[i] != 2 * i"])
+        if self.chance(0.5):
+            self.emit(1, "out = torch.empty(x.shape, dtype=torch.bool)")
+            self.emit(1, "for i in range(x.shape[0]):")
+            self.emit(2, f"out[i] = {test}")
+            self.emit(1, "return out")
+        else:
+            self.emit(1, f"return torch.stack([torch.where({test}, x[i], x[i] * 0) for i in range(x.shape[0])])")
+        return
+    if form == "parts":
+        self.param("x", f"_tensor(g, ({n} + variant, 4), torch.{dt}, special={dt.startswith('float') and self.chance(0.3)}, "
+                        "low=-3, high=4)")
+        cond = self.pick(["x[i, 3] > 0", "x[i, 2] != 0", "bool(x[i, 3] > 1)"])
+        a = self.pick(["x[i, 0] *= 2", "x[i, 0] = x[i, 0] + 1", "x[i, 0] = -x[i, 0]", "x[i, 0] += x[i, 3]"])
+        b = self.pick(["x[i, 1] *= 3", "x[i, 1] = 7", "x[i, 1] -= x[i, 0]", "x[i, 1] = x[i, 2] * 2"])
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, f"if {cond}:")
+        self.emit(3, a)
+        self.emit(3, b)
+        if self.chance(0.3):
+            self.emit(2, "else:")
+            self.emit(3, self.pick(["x[i, 2] = 0", "x[i, 1] = x[i, 1] * 2"]))
+        self.emit(1, "return x")
+        return
+    if form == "rowidx":
+        self.param("x", f"_tensor(g, ({n} + variant, 6), torch.{dt}, low=-3, high=4)")
+        self.param("k", f"_tensor(g, ({n} + variant, {self.pick([1, 3, 5])}), torch.int64, low=0, high=6)")
+        self.emit(1, "x = x.clone()")
+        self.emit(1, "for i in range(x.shape[0]):")
+        self.emit(2, self.pick(["x[i, k[i]] = x[i, k[i]] * 2", "x[i, k[i]] = x[i, k[i]] + 1",
+                                "x[i, k[i]] = torch.where(x[i, k[i]] < 0, x[i, k[i]] * 2, x[i, k[i]])"]))
+        self.emit(1, "return x")
+        return
+    self.param("k", f"_tensor(g, ({n} + variant, {self.pick([1, 4, 9])}), torch.int64, low=0, high=5)")
+    self.param("v", f"_tensor(g, ({n} + variant, 1), torch.{self.pick(['float32', 'float64'])}, low=-3, high=4)")
+    self.emit(1, "out = []")
+    self.emit(1, "for i in range(k.shape[0]):")
+    self.emit(2, "r = torch.zeros(5, dtype=v.dtype)")
+    self.emit(2, self.pick(["r[k[i]] = v[i]", "r[k[i]] = v[i] * 2", "r[k[i]] = 1.0"]))
+    self.emit(2, "out.append(r)")
+    self.emit(1, "return torch.stack(out) if out else v")
+
+
 def lost_stop49(self):
     """Stop 49's forms, on inputs that change between calls: a running best under a condition
     (`if c: best = max(best, v)`, `if c and v > best: best = v; idx = t`, the tracker nested in
@@ -6665,7 +6746,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop49": lost_stop49, "stop48": lost_stop48, "stop47": lost_stop47, "stop46": lost_stop46, "stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop50": lost_stop50, "stop49": lost_stop49, "stop48": lost_stop48, "stop47": lost_stop47, "stop46": lost_stop46, "stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
