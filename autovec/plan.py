@@ -100,6 +100,7 @@ class Output:
     consumer: str = ""
     consumer_src: str = ""    # source of the consuming call, when `consumer` is set
     flip: bool = False        # append with a consumer: `target.reverse()` is the statement right after
+    consumer_guard: str = ""  # append with a consumer: `C(target) if target else D` around it, its source
                               # the loop, so the consumer takes the batch flipped along its rows
                               # (analysis._list_consumer, runtime consume's `flip`)
     marker: str = ""          # body variable that holds the per-iteration value

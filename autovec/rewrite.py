@@ -54,7 +54,8 @@ def _swap_calls(tree: ast.AST, swaps: dict) -> None:
         return
     parent = _parents(tree)
     for n in list(fastast.walk(tree)):
-        if isinstance(n, ast.Call) and ast.unparse(n) in swaps and n in parent:
+        # (calls, and a consumer's guard `C(out) if out else D`, which comes first in the walk)
+        if isinstance(n, (ast.Call, ast.IfExp)) and ast.unparse(n) in swaps and n in parent:
             new = fastast.clone(swaps[ast.unparse(n)])
             set_lines([new], n.lineno, n.end_lineno)   # errors in the consumer point at the user's line
             _replace(parent[n], n, new)

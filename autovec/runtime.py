@@ -2331,7 +2331,7 @@ class FunctionRuntime:
         return FunctionRuntime._listed(o, py, views)
 
     @staticmethod
-    def consume(kind, o, mask=None, py=False, tok=None, views=False, others=None, flip=False):
+    def consume(kind, o, mask=None, py=False, tok=None, views=False, others=None, flip=False, guarded=False):
         """What the loop's list, built by appends, turns into: the stacked tensor, the list
         itself (_kept, once per batch a call: _kept_once), ... `others`: the body's outputs,
         where the batch may also be handed out another way (see Token.shares_output). `flip`:
@@ -2405,6 +2405,8 @@ class FunctionRuntime:
             return o
         if kind == "stack":
             if o.shape[0] == 0:
+                if guarded and not py:
+                    return o    # (`torch.stack(out) if out else ..`: no rows, the other side: analysis._list_consumer)
                 raise GuardFailed("torch.stack of an empty list (the loop raises)", data=True)
             if py:
                 raise GuardFailed("torch.stack of Python numbers (the loop raises)")

@@ -204,13 +204,15 @@ def _consumer_call(call: ast.AST, env, arg: ast.AST) -> str | None:
     return kind if not dims or dims[0] == 0 else f"{kind}@{dims[0]}"   # e.g. "stack@1"
 
 
-def _hoistable(node: ast.AST, ctx: Context) -> bool:
-    """`node` sits in a simple statement and is evaluated first there, exactly once."""
+def _hoistable(node: ast.AST, ctx: Context, guarded=None) -> bool:
+    """`node` sits in a simple statement and is evaluated first there, exactly once. `guarded`:
+    a conditional expression whose body holds it and whose test is the consumed list itself
+    (`torch.stack(out) if out else ..`: the rewrite swaps the whole expression, _list_consumer)."""
     up, child = ctx.parent.get(node), node
     while up is not None and not isinstance(up, ast.stmt):
         if isinstance(up, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             return False
-        if isinstance(up, ast.IfExp) and child is not up.test:
+        if isinstance(up, ast.IfExp) and child is not up.test and not (up is guarded and child is up.body):
             return False
         if isinstance(up, ast.BoolOp) and child is not up.values[0]:
             return False
@@ -284,8 +286,9 @@ def _with_consumers(plan, node: ast.For, ctx: Context):
             appends = sum(1 for o in plan.outputs if o.kind == "append" and o.target == out.target)
             found = _list_consumer(out.target, node, ctx, appends)
             if found:
-                kind, call, flip = found
-                out = dataclasses.replace(out, consumer=kind, consumer_src=src(call), flip=flip)
+                kind, call, flip, guarded = found
+                out = dataclasses.replace(out, consumer=kind, consumer_src=src(call), flip=flip,
+                                          consumer_guard=src(guarded) if guarded is not None else "")
         # (a store under a condition too: the batch is where(mask, values, the allocation's own
         # values), a new tensor as a whole, or the values alone where every branch stores)
         # (not with several stores into it: the first store's batch would become the output and
@@ -385,12 +388,22 @@ def _list_consumer(name: str, loop: ast.For, ctx: Context, appends: int = 1):
     flip = pos + 1 < len(block) and _reverses(block[pos + 1], name)
     first = pos + 2 if flip else pos + 1
     after = [n for s in block[first:] for n in fastast.walk(s) if isinstance(n, ast.Name) and n.id == name]
-    if len(after) != 1 or len(refs) != 2 + appends + flip:  # `name = []`, the appends, the reverse, the consumer
-        return None
+    guarded = None
+    if len(after) == 2 and not flip:
+        # `torch.stack(out) if out else empty`: the list's truth as the test of a conditional
+        # expression whose body is the consumer (the rewrite swaps the whole expression: the
+        # batch where it has rows, else the other side; lowering.common)
+        for test, use in ((after[0], after[1]), (after[1], after[0])):
+            q = ctx.parent.get(test)
+            if isinstance(q, ast.IfExp) and q.test is test and ctx.parent.get(use) is q.body:
+                guarded, after = q, [use]
+                break
+    if len(after) != 1 or len(refs) != 2 + appends + flip + (guarded is not None):
+        return None     # (`name = []`, the appends, the reverse, the consumer, its guard)
     use = after[0]
     call = ctx.parent.get(use)
     kind = _consumer_call(call, ctx.env, use)
-    if kind is None or not _hoistable(call, ctx):
+    if kind is None or not _hoistable(call, ctx, guarded) or guarded is not None and kind not in ("stack", "tensor"):
         return None
     at = next(k for k in range(first, len(block)) if any(n is use for n in fastast.walk(block[k])))
     up = ctx.parent.get(use)
@@ -405,7 +418,7 @@ def _list_consumer(name: str, loop: ast.For, ctx: Context, appends: int = 1):
         # write into what was appended (`rows.append(x[i])`, then `x.mul_(2)`, then
         # `torch.stack(rows)` stacks the doubled rows) keeps the list and your own consumer
         return None
-    return kind, call, flip
+    return kind, call, flip, guarded
 
 
 def _reverses(st: ast.stmt, name: str) -> bool:

@@ -632,18 +632,28 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
         elif o.kind == "append" and o.consumer:
             # (`flip`: the list reversed right after the loop; the batch's rows taken in the other
             # order, mask and all. Not the express's inline consumers: the token flavour's prepare)
-            flip = ", flip=True" if o.flip else ""
+            flip = (", flip=True" if o.flip else "") + (", guarded=True" if o.consumer_guard else "")
             prepare += template(f"_av_P = _av_AV.consume({o.consumer!r}, {ok}, {mask}, {py}, {T}{oth}{flip})",
                                 _av_P=P, _av_AV=AV)
             if not o.flip:
                 _plain_consume(plain, P, o, pos, ok == f"{O}[{pos}]" and mask == "None" and not oth, plan)
             swaps[o.consumer_src] = expr("(_av_P if _av_T is not None else _av_ORIG)", _av_P=P, _av_T=T,
                                          _av_ORIG=ast.parse(o.consumer_src, mode="eval").body)
+            if o.consumer_guard:
+                # `C(out) if out else D`: the list the batch leaves is empty, so its truth is the
+                # batch's rows (stack and tensor: one row per element appended)
+                guard = ast.parse(o.consumer_guard, mode="eval").body
+                swaps[o.consumer_guard] = expr("((_av_P if len(_av_P) else _av_D) if _av_T is not None else _av_ORIG)",
+                                               _av_P=P, _av_T=T, _av_D=guard.orelse, _av_ORIG=guard)
             if o.flip:
                 show, fmask = f"{show}.flip(0)", mpos is not None and f"{mask}.flip(0)"
             else:
                 fmask = mpos is not None and mask
             display_swaps[o.consumer_src] = expr(_consume_text(o.consumer, show, fmask))
+            if o.consumer_guard:
+                shown = expr(_consume_text(o.consumer, show, fmask))
+                display_swaps[o.consumer_guard] = expr("(_av_S if len(_av_S) else _av_D)", _av_S=shown,
+                                                       _av_D=ast.parse(o.consumer_guard, mode="eval").body.orelse)
         elif o.kind == "append":
             group = [x for x in plan.outputs if x.kind == "append" and x.target == o.target] if o.joined > 1 else [o]
             # (every value appended to the list in the loop as written: branches merged into one
