@@ -4147,20 +4147,27 @@ def _stores_by_index(plan) -> bool:
 
 
 class _deterministic:
-    """torch's deterministic algorithms on (warnings only, where an operation has none) while the
-    batch runs, as they were after it: index_put_ then sorts its indices and keeps the last write
-    to each, the loop's order (_stores_by_index)."""
-    __slots__ = ("was", "warn")
+    """torch's deterministic algorithms on while the batch runs, as they were after it:
+    index_put_ then sorts its indices and keeps the last write to each, the loop's order
+    (_stores_by_index). An operation with no deterministic form only warns, and that warning,
+    which the loop would not give, is dropped."""
+    __slots__ = ("was", "warn", "caught")
 
     def __enter__(self):
         self.was = torch.are_deterministic_algorithms_enabled()
         self.warn = torch.is_deterministic_algorithms_warn_only_enabled()
+        self.caught = None
         if not self.was:
+            import warnings
+            self.caught = warnings.catch_warnings()
+            self.caught.__enter__()
+            warnings.filterwarnings("ignore", message=".*does not have a deterministic implementation.*")
             torch.use_deterministic_algorithms(True, warn_only=True)
 
     def __exit__(self, *exc):
         if not self.was:
             torch.use_deterministic_algorithms(False, warn_only=self.warn)
+            self.caught.__exit__(*exc)
         return False
 
 
