@@ -33,11 +33,13 @@ from builtins import (abs, all, any, enumerate, isinstance, len, max, min, range
 
 _NUMBER = (bool, int, float, complex)
 # the environment's dictionary, for the hot path's one lookup of AUTOVEC_INDEX_CHECK
+# (and of AUTOVEC_MIN_TRIP: begin's steady state asks whether it is unset, `_MIN_TRIP_KEY not in _ENV`)
 if _config._RAW_DICT is not None:
     _ENV, _INDEX_CHECK_KEY = _config._RAW_DICT, _config.key("AUTOVEC_INDEX_CHECK")
+    _MIN_TRIP_KEY = _config.key("AUTOVEC_MIN_TRIP")
 else:
     import os as _os
-    _ENV, _INDEX_CHECK_KEY = _os.environ, "AUTOVEC_INDEX_CHECK"
+    _ENV, _INDEX_CHECK_KEY, _MIN_TRIP_KEY = _os.environ, "AUTOVEC_INDEX_CHECK", "AUTOVEC_MIN_TRIP"
 _NUMBER_OR_TENSOR = _NUMBER + (torch.Tensor,)
 
 
@@ -949,7 +951,7 @@ class FunctionRuntime:
         if self.np_index and loop_id in self.np_index and type(space) is tuple:
             space = _numpy_indices(space)     # (numpy integers that only index: as Python ints)
         if type(space) is range and self.events is None and not self.strict and loop_id in self.range_loops \
-                and _config.unset("AUTOVEC_MIN_TRIP"):
+                and _MIN_TRIP_KEY not in _ENV:
             # the steady state of a `for i in range(..)` loop whose bucket is decided: two lookups
             n = len(space)
             d = self.decisions.get((loop_id, n.bit_length()))
@@ -991,7 +993,7 @@ class FunctionRuntime:
             else:
                 if not tensors and loop_id not in self.indexing_loops:
                     return None             # Python numbers alone: no torch work to batch
-                d = self.decisions.get((loop_id, n.bit_length())) if n >= 0 and _config.unset("AUTOVEC_MIN_TRIP") \
+                d = self.decisions.get((loop_id, n.bit_length())) if n >= 0 and _MIN_TRIP_KEY not in _ENV \
                     else None
                 if d is not None and d.final and (d.vec or not d.retry or d.wait()):
                     if not d.vec:
@@ -1000,7 +1002,7 @@ class FunctionRuntime:
                         m = self.matches[loop_id]
                         return (loop_id, m, m.plan, space, list(space), None, n, 0, 1, self.enum_start[loop_id],
                                 None, None, 0.0)
-        elif loop_id in self.nest_loops and self.events is None and not self.strict and _config.unset("AUTOVEC_MIN_TRIP"):
+        elif loop_id in self.nest_loops and self.events is None and not self.strict and _MIN_TRIP_KEY not in _ENV:
             # the same for a loop nest: one range per level, all counting up
             n, levels = 1, []
             for r in space:
