@@ -9,6 +9,8 @@ import math
 import operator
 import threading
 import types
+import sys
+import collections
 import weakref
 from time import perf_counter as _clock
 
@@ -119,13 +121,42 @@ def _appended_aliasing(appended, sources, free, calls):
     if not others and not calls and not sources:
         return
     found = []
-    _reachable_tensors(others + list(calls or ()), lists=found)
+    _reachable_tensors(others + list(calls or ()) + _module_values(others), lists=found)
     found += [u for u in sources or () if isinstance(u, list)]
     for t in appended:
         if any(u is t for u in found):
             raise GuardFailed("a list the loop grows is also read another way in the loop (under another name, or "
                               "through a value or a helper it reads): each iteration sees the earlier ones' "
-                              "elements, so the loop runs")
+                              "elements, so the loop runs", data=True)
+
+
+def _module_values(values) -> list:
+    """The containers a program's own modules among `values` hold as attributes (`gmod.LOG`,
+    read in the loop through the module: probeC), for the lists' aliasing checks. The aliasing
+    walk skips modules (torch's own would be far too wide); a module of the standard library or
+    of an installed package holds none of the program's lists."""
+    out = []
+    for m in values:
+        if type(m) is not types.ModuleType or _library_module(m):
+            continue
+        out += [v for k, v in vars(m).items() if not k.startswith("__") and (
+            isinstance(v, (list, tuple, dict, collections.deque))
+            or type(v).__module__ != "builtins" and not isinstance(v, (type, types.ModuleType, types.FunctionType,
+                                                                     types.BuiltinFunctionType)))]
+    return out
+
+
+_LIBRARY_MODULES: dict = {}
+
+
+def _library_module(m) -> bool:
+    hit = _LIBRARY_MODULES.get(m.__name__)
+    if hit is None:
+        root = m.__name__.split(".")[0]
+        path = getattr(m, "__file__", None) or ""
+        hit = _LIBRARY_MODULES[m.__name__] = root in sys.stdlib_module_names or root in ("torch", "numpy", "autovec") \
+            or "site-packages" in path or "dist-packages" in path or not path
+    return hit
 
 
 def _list_aliasing(stored, mapped, sources, free, calls):
@@ -143,7 +174,7 @@ def _list_aliasing(stored, mapped, sources, free, calls):
                               "twice, in the loop's order): the loop runs")
     found = []
     others = [v for v in free if not isinstance(v, torch.Tensor)] if free else []
-    _reachable_tensors(others + list(calls or ()), lists=found)
+    _reachable_tensors(others + list(calls or ()) + _module_values(others), lists=found)
     for m in mapped:
         if isinstance(m[0], list) and not m[3]:
             found.append(m[0])
@@ -160,10 +191,12 @@ _NO_VALUE = object()     # (an argument not given: fit_store's `same`)
 def _parts(v):
     """What `v` holds for the aliasing check (_reachable_tensors), or None where it holds no
     tensor we can reach without running code."""
-    if isinstance(v, (list, tuple)):
+    if isinstance(v, (list, tuple, collections.deque)):
         return list(v)
-    if isinstance(v, dict):
+    if isinstance(v, (dict, types.MappingProxyType)):
         return list(v.values())
+    if type(v).__name__ == "ndarray" and getattr(getattr(v, "dtype", None), "kind", None) == "O":
+        return list(v.flat)     # (a numpy array of objects holds references: `arr[0] is out`; probeC)
     if isinstance(v, torch.nn.Module):
         # (its parameters and buffers, and the plain attributes of it and its submodules: a
         # tensor or list kept as `self.cache` is read by its methods too)
@@ -195,9 +228,26 @@ def _parts(v):
     if isinstance(v, (staticmethod, classmethod)):
         return [v.__func__]
     d = getattr(v, "__dict__", None)
+    slots = _slot_values(v)
     if isinstance(d, dict) and not callable(v):
-        return list(d.values())
-    return None
+        return list(d.values()) + slots
+    return slots or None
+
+
+def _slot_values(v) -> list:
+    """The values an object holds in `__slots__` (probeC: `o.lst is res` through a slotted holder),
+    read through the slots' own descriptors (no code of the object's runs)."""
+    out = []
+    for cls in type(v).__mro__[:-1]:
+        names = cls.__dict__.get("__slots__", ())
+        for name in (names,) if isinstance(names, str) else names:
+            desc = cls.__dict__.get(name)
+            if isinstance(desc, types.MemberDescriptorType):
+                try:
+                    out.append(desc.__get__(v, cls))
+                except AttributeError:
+                    pass        # (a slot never set)
+    return out
 
 
 def _torch_module(name) -> bool:
@@ -4091,30 +4141,89 @@ _HALF_EXACT = {torch.float16: 2048, torch.bfloat16: 256}   # the largest integer
 _INT64_ONLY = frozenset({torch.int64, torch.bool})
 
 
-_COMPARE_CALLS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "greater", "less", "greater_equal", "less_equal",
-                            "not_equal", "isclose", "isin", "equal", "__eq__", "__ne__", "__lt__", "__le__",
-                            "__gt__", "__ge__"})
-_COMPARES: dict = {}      # id(plan) -> (plan, whether its body compares)
+_SHIFT_CALLS = frozenset({"roll", "rot90"})    # (their int arguments move elements: no arithmetic with them)
+_INDEX_MIXES: dict = {}     # id(plan) -> (plan, whether the loop index meets other values in it)
 
 
-def _body_compares(plan) -> bool:
-    """Whether a loop's body compares values (`<`, `==`, torch.eq, .ge, ..): a comparison's
-    result is bool whatever its operands' dtype, so the one-time check's dtypes cannot tell a
-    Python int cast to an int8 row (wrapped) from an int64 arange."""
-    hit = _COMPARES.get(id(plan))
-    if hit is None or hit[0] is not plan:
-        found = False
-        for text in plan.body:
-            for n in fastast.walk(ast.parse(text)):
-                if isinstance(n, ast.Compare) or isinstance(n, ast.Call) and (
-                        n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", None)) \
-                        in _COMPARE_CALLS:
-                    found = True
-                    break
-            if found:
+def _index_mixes(plan) -> bool:
+    """Whether a loop's body lets its index (or a name computed from it alone) meet other values
+    in an operation: anything but indexing (`x[i]`), int arithmetic of index values and constants
+    alone (`i + 1`, `2 * i`), and the shift of torch.roll / torch.rot90. Against an integer
+    tensor narrower than int64 torch casts the loop's Python int to the tensor's dtype and
+    computes there, wrapping (`int8_row - i`, `int8_row > 200`), where the batch's int64 arange
+    promotes the tensor; a comparison or reduction after it hides the dtype the one-time check
+    compares (probeB, probeC). _index_fits refuses such a body beside narrow integers."""
+    hit = _INDEX_MIXES.get(id(plan))
+    if hit is not None and hit[0] is plan:
+        return hit[1]
+    names = {plan.space.index} | set(plan.value_indices or ()) if plan.space.index else set(plan.value_indices or ())
+    trees = [ast.parse(text) for text in plan.body]
+    changed = True
+    while changed:      # (names bound from the index's values alone: `j = i + 1`)
+        changed = False
+        for tree in trees:
+            for n in fastast.walk(tree):
+                if isinstance(n, ast.Assign) and all(isinstance(t, ast.Name) for t in n.targets) \
+                        and _index_only_expr(n.value, names):
+                    new = {t.id for t in n.targets} - names
+                    if new:
+                        names |= new
+                        changed = True
+    found = False
+    for tree in trees:
+        parents = {id(c): p for p in fastast.walk(tree) for c in ast.iter_child_nodes(p)}
+        for n in fastast.walk(tree):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names and not _safe_index_use(n, parents, names):
+                found = True
                 break
-        hit = _COMPARES[id(plan)] = (plan, found)
-    return hit[1]
+        if found:
+            break
+    _INDEX_MIXES[id(plan)] = (plan, found)
+    return found
+
+
+def _index_only_expr(e, names) -> bool:
+    """An int expression of the index's values and constants alone (`i + 1`, `-j`, `i // 2`)."""
+    if isinstance(e, ast.Name):
+        return e.id in names
+    if isinstance(e, ast.Constant):
+        return type(e.value) is int
+    if isinstance(e, ast.BinOp) and not isinstance(e.op, (ast.Div, ast.MatMult)):
+        return _index_only_expr(e.left, names) and _index_only_expr(e.right, names)
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+        return _index_only_expr(e.operand, names)
+    return False
+
+
+def _safe_index_use(n, parents, names) -> bool:
+    node = n
+    while True:
+        p = parents.get(id(node))
+        if p is None:
+            return False
+        if isinstance(p, ast.Subscript) and node is not p.value:
+            return True         # (an index: `x[i]`, `x[i + 1, j]`, a slice's bound)
+        if isinstance(p, (ast.Slice, ast.Tuple)) and isinstance(parents.get(id(p)), (ast.Subscript, ast.Slice, ast.Tuple)):
+            node = p
+            continue
+        if isinstance(p, (ast.BinOp, ast.UnaryOp)) and _index_only_expr(p, names):
+            node = p            # (int arithmetic of index values alone: its result's use decides)
+            continue
+        if isinstance(p, ast.Assign) and node is p.value and _index_only_expr(node, names):
+            return True         # (a name of index values: its own uses are checked)
+        if isinstance(p, ast.keyword):
+            call = parents.get(id(p))
+            return isinstance(call, ast.Call) and _call_name(call) in _SHIFT_CALLS and p.arg in ("shifts", "k")
+        if isinstance(p, ast.Call) and node in p.args and _call_name(p) in _SHIFT_CALLS and (
+                node is not p.args[0] or isinstance(p.func, ast.Attribute) and not (
+                    isinstance(p.func.value, ast.Name) and p.func.value.id == "torch")):
+            return True         # (torch.roll(x[i], i), x[i].roll(i): the shift, not the rolled tensor)
+        return False
+
+
+def _call_name(call):
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
 
 
 _INDEXED_STORES: dict = {}     # id(plan) -> (plan, whether its body stores by a computed index)
@@ -4173,7 +4282,7 @@ class _deterministic:
         return False
 
 
-def _index_fits(tensors, a, b, compares=True):
+def _index_fits(tensors, a, b, mixes=True):
     """A loop index used as a number, from `a` to `b`, as the batch's int64 arange: the loop's
     Python int meets each tensor as a number of the tensor's own kind, so the batch gives the
     loop's values only where every index fits the tensors' dtypes:
@@ -4181,10 +4290,11 @@ def _index_fits(tensors, a, b, compares=True):
       is never rounded to half), where the arange, cast to half with the values, is exact only up
       to 2048 (float16) and 256 (bfloat16);
     - integers narrower than int64 (int8, uint8, int16, int32, ..): torch casts the Python int to
-      the tensor's dtype, wrapping (`int8_row > 200` compares with -56; probeB), where the arange
-      promotes the tensor to int64. Only where the body `compares` (_body_compares): elsewhere
-      the promoted result's dtype differs from the loop's, which the one-time check refuses.
-    Past that the loop runs (this call)."""
+      the tensor's dtype and computes there, wrapping (`int8_row > 200` compares with -56,
+      `int8_row - 21` wraps; probeB, probeC), where the arange promotes the tensor to int64. So
+      where the body `mixes` the index with other values (_index_mixes) beside such a tensor,
+      in range or not, the loop runs.
+    Past that (half) or there (integers) the loop runs (this call)."""
     top = max(abs(a), abs(b))
     for t in tensors:
         dt = getattr(t, "dtype", None)
@@ -4196,12 +4306,10 @@ def _index_fits(tensors, a, b, compares=True):
                 raise GuardFailed(f"the loop index, used as a number, passes {k} against {dt} values (torch "
                                   "computes a Python int against them in float32; a batch of indices would be "
                                   "rounded to their precision first)", data=True)
-        elif not dt.is_floating_point and compares:
-            info = torch.iinfo(dt)
-            if min(a, b) < info.min or max(a, b) > info.max:
-                raise GuardFailed(f"the loop index, used as a number, passes {dt}'s range against {dt} values "
-                                  "(torch casts a Python int to the tensor's dtype, wrapping it; a batch of "
-                                  "indices would promote the values to int64)", data=True)
+        elif not dt.is_floating_point and mixes:
+            raise GuardFailed(f"the loop index meets other values beside {dt} values (torch casts a Python int "
+                              f"to the tensor's dtype and computes in it, wrapping; a batch of indices would "
+                              "promote the values to int64)")
 _RELEASE_FLOOR = 1 << 18     # bytes: smaller fresh outputs are kept (a stand-in costs microseconds)
 
 
@@ -7003,7 +7111,7 @@ class Token:
     def _index_exact(self):
         """The loop index as a number, within what the loop's tensors take exactly (_index_fits)."""
         _index_fits(itertools.chain((m[0] for m in self.raw), self.sources, self.free_tensors),
-                    self.first, self.first + (self.n - 1) * self.step, _body_compares(self.match.plan))
+                    self.first, self.first + (self.n - 1) * self.step, _index_mixes(self.match.plan))
 
     def py_out(self, tag, pos):
         """Whether output `pos` of the tagged pre-body run is a Python number in the loop."""
@@ -7921,7 +8029,7 @@ class Token:
             shape = [1] * levels
             shape[lv] = k
             _index_fits(itertools.chain((m[0] for m in self.raw), self.free_tensors), st, st + (k - 1) * sp,
-                        _body_compares(self.match.plan))
+                        _index_mixes(self.match.plan))
             args.append(torch.arange(st, st + k * sp, sp, device=device).reshape(shape))
         return args
 
@@ -8019,7 +8127,7 @@ class Token:
             lv = names.index(ix)
             st, sp, k = self.levels[lv]
             _index_fits(itertools.chain((m[0] for m in self.raw), self.free_tensors), st, st + (k - 1) * sp,
-                        _body_compares(self.match.plan))
+                        _index_mixes(self.match.plan))
             args.append(torch.arange(st, st + k * sp, sp, device=device))
             dims.append(tuple(0 if l2 == lv else None for l2 in range(len(names))))
 

@@ -101,3 +101,91 @@ def test_a_count_list_read_twice_keeps_the_loop():
     assert f(labels, c1, c1) == counts_read_twice(labels, c2, c2) == ([50, 0], 1275)
     c1, c2, v = [0, 0], [0, 0], [7, 7]
     assert f(labels, c1, v) == counts_read_twice(labels, c2, list(v)) == ([50, 0], 350)
+
+
+# --- containers the aliasing walk looks into (probeC): slots, deques, mapping proxies, numpy
+# object arrays, the program's own modules ---
+
+import collections
+import types
+
+import numpy as np
+
+import grown_list_module
+
+
+class _Slotted:
+    __slots__ = ("lst",)
+
+
+def through_slots(x, res, o):
+    for i in range(len(x)):
+        res.append(x[i] * len(o.lst))
+    return res
+
+
+def through_a_deque(x, res, dq):
+    for i in range(len(x)):
+        res.append(x[i] * len(dq[0]))
+    return res
+
+
+def through_a_proxy(x, res, d):
+    for i in range(len(x)):
+        res.append(x[i] * len(d["k"]))
+    return res
+
+
+def through_a_module(x, res):
+    for i in range(len(x)):
+        res.append(x[i] * len(grown_list_module.LOG))
+    return res
+
+
+def _slotted(lst):
+    o = _Slotted()
+    o.lst = lst
+    return o
+
+
+@pytest.mark.parametrize("fn, wrap", [
+    (through_slots, _slotted),
+    (through_a_deque, lambda lst: collections.deque([lst])),
+    (through_a_proxy, lambda lst: types.MappingProxyType({"k": lst})),
+], ids=["slots", "deque", "mappingproxy"])
+def test_a_grown_list_inside_other_containers_keeps_the_loop(fn, wrap):
+    x = torch.ones(12)
+    f = autovec(fn)
+    for _ in range(3):          # (warm calls on a list of its own: batched)
+        assert _values(f(x, [1.0], wrap([0.0]))) == [1.0] + [1.0] * 12
+    assert explain(f, x, [1.0], wrap([0.0])).path == "vectorized"
+    a, b = [1.0], [1.0]
+    assert _values(f(x, a, wrap(a))) == _values(fn(x, b, wrap(b))) == [1.0] + [float(k) for k in range(1, 13)]
+
+
+def test_a_grown_list_held_by_a_module_of_the_program_keeps_the_loop():
+    x = torch.ones(12)
+    f = autovec(through_a_module)
+    grown_list_module.LOG = [0.0]
+    for _ in range(3):
+        assert _values(f(x, [])) == [1.0] * 12
+    a = grown_list_module.LOG = [0.0]
+    want = _values(through_a_module(x, a))
+    a = grown_list_module.LOG = [0.0]
+    assert _values(f(x, a)) == want == [0.0] + [float(k) for k in range(1, 13)]
+
+
+def stored_through_an_object_array(x, arr):
+    out = arr[0]
+    for i in range(1, x.shape[0]):
+        out[i] = x[i] + arr[0][i - 1]       # (arr[0] is out: the loop reads the row it wrote)
+    return out
+
+
+def test_a_written_tensor_inside_a_numpy_object_array_keeps_the_loop():
+    x = torch.ones(10)
+    f = autovec(stored_through_an_object_array)
+    arr, arr2 = np.empty(1, dtype=object), np.empty(1, dtype=object)
+    arr[0], arr2[0] = torch.zeros(10), torch.zeros(10)
+    got, want = f(x, arr), stored_through_an_object_array(x, arr2)
+    assert torch.equal(got, want) and got[9].item() == 9.0      # (a running sum, as the loop reads back)

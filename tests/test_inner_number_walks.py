@@ -48,7 +48,7 @@ def _count_begins(f):
     return counter
 
 
-@pytest.mark.parametrize("edges", [[-1.0, 0.0, 1.0], (-1, 0, 1), [True, False]])
+@pytest.mark.parametrize("edges", [[-1.0, 0.0, 1.0], (-1, 0, 1), [True, False], []])
 def test_numbers_alone_skip_the_runtime(edges):
     x = torch.randn(50)
     f = autovec(bucketize_count)

@@ -1165,13 +1165,13 @@ else:
         spec = tuple((kind, pos, new) for _, kind, pos, new in spec) if spec else None
     if plan.space.kind == "elements" and len(plan.space.elements) == 1 and \
             isinstance(expr(plan.space.elements[0][1]), ast.Name) and not nest:
-        # a walk of one name that holds a list or tuple of Python numbers has nothing to batch
+        # a walk of one name that holds a list or tuple of Python numbers (or nothing) has nothing to batch
         # (runtime.begin answers None, quietly): told here without a call, as an inner loop pays
         # it on every outer iteration (probeA: 0.6 us each, where the loop's own work may be less)
         src_name = plan.space.elements[0][1]
         stmts = stmts[:1] + template(
-            f"if type({src_name}) in {AV}.SEQUENCES and {src_name} and type({src_name}[0]) in {AV}.NUMBERS "
-            f"and {AV}.events is None and not {AV}.strict and {L} not in {AV}.indexing_loops:\n"
+            f"if type({src_name}) in {AV}.SEQUENCES and (not {src_name} or type({src_name}[0]) in {AV}.NUMBERS "
+            f"and {L} not in {AV}.indexing_loops) and {AV}.events is None and not {AV}.strict:\n"
             f"    pass\nelse:\n    _av_REST", _av_REST=stmts[1:])
     set_lines(stmts, plan.lineno, plan.lineno)
 
