@@ -4142,21 +4142,28 @@ _INT64_ONLY = frozenset({torch.int64, torch.bool})
 
 
 _SHIFT_CALLS = frozenset({"roll", "rot90"})    # (their int arguments move elements: no arithmetic with them)
-_INDEX_MIXES: dict = {}     # id(plan) -> (plan, whether the loop index meets other values in it)
+_ARITH_CALLS = frozenset({"add", "sub", "subtract", "mul", "multiply", "floor_divide", "remainder", "fmod", "pow",
+                          "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
+                          "addcmul", "lerp", "add_", "sub_", "mul_", "remainder_", "fmod_", "pow_",
+                          "__add__", "__sub__", "__mul__", "__radd__", "__rsub__", "__rmul__"})
+_INDEX_USES: dict = {}     # id(plan) -> (plan, (arithmetic, other))
 
 
-def _index_mixes(plan) -> bool:
-    """Whether a loop's body lets its index (or a name computed from it alone) meet other values
-    in an operation: anything but indexing (`x[i]`), int arithmetic of index values and constants
-    alone (`i + 1`, `2 * i`), and the shift of torch.roll / torch.rot90. Against an integer
-    tensor narrower than int64 torch casts the loop's Python int to the tensor's dtype and
-    computes there, wrapping (`int8_row - i`, `int8_row > 200`), where the batch's int64 arange
-    promotes the tensor; a comparison or reduction after it hides the dtype the one-time check
-    compares (probeB, probeC). _index_fits refuses such a body beside narrow integers."""
-    hit = _INDEX_MIXES.get(id(plan))
+def _index_uses(plan) -> tuple:
+    """How a loop's body lets its index (or a name computed from it alone, `j = i + 1`) meet
+    other values: (arithmetic, other). Arithmetic: `+ - * // % ** << >> & | ^` (or add, sub, ..)
+    with another value; other: any use but indexing (`x[i]`), int arithmetic of index values and
+    constants alone (`i + 1`), true division (`x[i] / (i + 1)`: in floats, as the loop), and the
+    shift of torch.roll / rot90 (a comparison, `x[i] > i`, another call's argument). Against an
+    integer tensor narrower than int64 torch casts the loop's Python int to the tensor's dtype
+    and computes there: a comparison or a call sees the int wrapped once it passes the dtype's
+    range, and arithmetic wraps its results within the range too (`int8_row - 21`), where the
+    batch's int64 arange promotes the tensor (probeB, probeC). _index_fits decides."""
+    hit = _INDEX_USES.get(id(plan))
     if hit is not None and hit[0] is plan:
         return hit[1]
-    names = {plan.space.index} | set(plan.value_indices or ()) if plan.space.index else set(plan.value_indices or ())
+    names = {plan.space.index} if plan.space.index else set()
+    names |= set(plan.value_indices or ())
     trees = [ast.parse(text) for text in plan.body]
     changed = True
     while changed:      # (names bound from the index's values alone: `j = i + 1`)
@@ -4169,17 +4176,15 @@ def _index_mixes(plan) -> bool:
                     if new:
                         names |= new
                         changed = True
-    found = False
+    arith = other = False
     for tree in trees:
         parents = {id(c): p for p in fastast.walk(tree) for c in ast.iter_child_nodes(p)}
         for n in fastast.walk(tree):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names and not _safe_index_use(n, parents, names):
-                found = True
-                break
-        if found:
-            break
-    _INDEX_MIXES[id(plan)] = (plan, found)
-    return found
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names:
+                use = _index_use(n, parents, names)
+                arith, other = arith or use == "arith", other or use == "other"
+    _INDEX_USES[id(plan)] = (plan, (arith, other))
+    return arith, other
 
 
 def _index_only_expr(e, names) -> bool:
@@ -4195,14 +4200,15 @@ def _index_only_expr(e, names) -> bool:
     return False
 
 
-def _safe_index_use(n, parents, names) -> bool:
+def _index_use(n, parents, names) -> str:
+    """"ok", "arith" or "other" (_index_uses) for one read of an index value."""
     node = n
     while True:
         p = parents.get(id(node))
         if p is None:
-            return False
+            return "other"
         if isinstance(p, ast.Subscript) and node is not p.value:
-            return True         # (an index: `x[i]`, `x[i + 1, j]`, a slice's bound)
+            return "ok"         # (an index: `x[i]`, `x[i + 1, j]`, a slice's bound)
         if isinstance(p, (ast.Slice, ast.Tuple)) and isinstance(parents.get(id(p)), (ast.Subscript, ast.Slice, ast.Tuple)):
             node = p
             continue
@@ -4210,20 +4216,33 @@ def _safe_index_use(n, parents, names) -> bool:
             node = p            # (int arithmetic of index values alone: its result's use decides)
             continue
         if isinstance(p, ast.Assign) and node is p.value and _index_only_expr(node, names):
-            return True         # (a name of index values: its own uses are checked)
+            return "ok"         # (a name of index values: its own uses are checked)
+        if isinstance(p, ast.BinOp):
+            return "ok" if isinstance(p.op, ast.Div) else "arith"
+        if isinstance(p, ast.AugAssign):
+            return "ok" if isinstance(p.op, ast.Div) else "arith"
         if isinstance(p, ast.keyword):
             call = parents.get(id(p))
-            return isinstance(call, ast.Call) and _call_name(call) in _SHIFT_CALLS and p.arg in ("shifts", "k")
-        if isinstance(p, ast.Call) and node in p.args and _call_name(p) in _SHIFT_CALLS and (
-                node is not p.args[0] or isinstance(p.func, ast.Attribute) and not (
+            if isinstance(call, ast.Call) and _call_name(call) in _SHIFT_CALLS and p.arg in ("shifts", "k"):
+                return "ok"
+            return "arith" if isinstance(call, ast.Call) and _call_name(call) in _ARITH_CALLS else "other"
+        if isinstance(p, ast.Call) and node in p.args:
+            name = _call_name(p)
+            if name in _SHIFT_CALLS and (node is not p.args[0] or isinstance(p.func, ast.Attribute) and not (
                     isinstance(p.func.value, ast.Name) and p.func.value.id == "torch")):
-            return True         # (torch.roll(x[i], i), x[i].roll(i): the shift, not the rolled tensor)
-        return False
+                return "ok"     # (torch.roll(x[i], i), x[i].roll(i): the shift, not the rolled tensor)
+            return "arith" if name in _ARITH_CALLS else "other"
+        return "other"
 
 
 def _call_name(call):
     f = call.func
     return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+
+
+def _fits_int(dt, a, b) -> bool:
+    info = torch.iinfo(dt)
+    return info.min <= min(a, b) and max(a, b) <= info.max
 
 
 _INDEXED_STORES: dict = {}     # id(plan) -> (plan, whether its body stores by a computed index)
@@ -4282,7 +4301,7 @@ class _deterministic:
         return False
 
 
-def _index_fits(tensors, a, b, mixes=True):
+def _index_fits(tensors, a, b, uses=(True, True)):
     """A loop index used as a number, from `a` to `b`, as the batch's int64 arange: the loop's
     Python int meets each tensor as a number of the tensor's own kind, so the batch gives the
     loop's values only where every index fits the tensors' dtypes:
@@ -4291,10 +4310,10 @@ def _index_fits(tensors, a, b, mixes=True):
       to 2048 (float16) and 256 (bfloat16);
     - integers narrower than int64 (int8, uint8, int16, int32, ..): torch casts the Python int to
       the tensor's dtype and computes there, wrapping (`int8_row > 200` compares with -56,
-      `int8_row - 21` wraps; probeB, probeC), where the arange promotes the tensor to int64. So
-      where the body `mixes` the index with other values (_index_mixes) beside such a tensor,
-      in range or not, the loop runs.
-    Past that (half) or there (integers) the loop runs (this call)."""
+      `int8_row - 21` wraps; probeB, probeC), where the arange promotes the tensor to int64. By
+      the body's `uses` of the index (_index_uses): arithmetic with other values beside such a
+      tensor keeps the loop in range or not; a comparison or another call, past the dtype's range.
+    Otherwise the loop runs (this call)."""
     top = max(abs(a), abs(b))
     for t in tensors:
         dt = getattr(t, "dtype", None)
@@ -4306,10 +4325,10 @@ def _index_fits(tensors, a, b, mixes=True):
                 raise GuardFailed(f"the loop index, used as a number, passes {k} against {dt} values (torch "
                                   "computes a Python int against them in float32; a batch of indices would be "
                                   "rounded to their precision first)", data=True)
-        elif not dt.is_floating_point and mixes:
-            raise GuardFailed(f"the loop index meets other values beside {dt} values (torch casts a Python int "
-                              f"to the tensor's dtype and computes in it, wrapping; a batch of indices would "
-                              "promote the values to int64)")
+        elif not dt.is_floating_point and (uses[0] or uses[1] and not _fits_int(dt, a, b)):
+            raise GuardFailed(f"the loop index meets other values beside {dt} values ({'in arithmetic' if uses[0] else 'past the dtype range'}: "
+                              "torch casts a Python int to the tensor's dtype and computes in it, wrapping; a batch "
+                              "of indices would promote the values to int64)", data=not uses[0])
 _RELEASE_FLOOR = 1 << 18     # bytes: smaller fresh outputs are kept (a stand-in costs microseconds)
 
 
@@ -7111,7 +7130,7 @@ class Token:
     def _index_exact(self):
         """The loop index as a number, within what the loop's tensors take exactly (_index_fits)."""
         _index_fits(itertools.chain((m[0] for m in self.raw), self.sources, self.free_tensors),
-                    self.first, self.first + (self.n - 1) * self.step, _index_mixes(self.match.plan))
+                    self.first, self.first + (self.n - 1) * self.step, _index_uses(self.match.plan))
 
     def py_out(self, tag, pos):
         """Whether output `pos` of the tagged pre-body run is a Python number in the loop."""
@@ -8029,7 +8048,7 @@ class Token:
             shape = [1] * levels
             shape[lv] = k
             _index_fits(itertools.chain((m[0] for m in self.raw), self.free_tensors), st, st + (k - 1) * sp,
-                        _index_mixes(self.match.plan))
+                        _index_uses(self.match.plan))
             args.append(torch.arange(st, st + k * sp, sp, device=device).reshape(shape))
         return args
 
@@ -8127,7 +8146,7 @@ class Token:
             lv = names.index(ix)
             st, sp, k = self.levels[lv]
             _index_fits(itertools.chain((m[0] for m in self.raw), self.free_tensors), st, st + (k - 1) * sp,
-                        _index_mixes(self.match.plan))
+                        _index_uses(self.match.plan))
             args.append(torch.arange(st, st + k * sp, sp, device=device))
             dims.append(tuple(0 if l2 == lv else None for l2 in range(len(names))))
 

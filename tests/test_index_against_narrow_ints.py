@@ -2,9 +2,10 @@
 torch casts the loop's Python int to the tensor's dtype and computes there, wrapping (`int8_row >
 200` compares with -56, `int8_row - 21` wraps), where the batch's int64 arange promotes the row
 instead, and a comparison or reduction after it hides the dtype the one-time check compares. A
-body that lets the index meet other values beside such a tensor keeps the loop, in range or not
-(runtime._index_mixes, _index_fits); indexing by it, int arithmetic of the index alone and
-torch.roll's shift are batched."""
+body where the index meets other values in arithmetic beside such a tensor keeps the loop in
+range or not, in a comparison past the dtype's range (runtime._index_uses, _index_fits);
+indexing by it, int arithmetic of the index alone, true division and torch.roll's shift are
+batched."""
 import pytest
 import torch
 
@@ -115,6 +116,14 @@ def test_an_index_that_only_indexes_or_shifts_is_batched():
     x = torch.randint(0, 255, (300, 8), dtype=torch.uint8)
     f = autovec(rolled)
     assert torch.equal(f(x), rolled(x))
+    assert explain(f, x).path == "vectorized"
+
+
+@pytest.mark.parametrize("fn", [greater, where_equal, comprehension], ids=lambda f: f.__name__)
+def test_a_comparison_within_the_range_is_batched(fn):
+    x = torch.randint(0, 100, (100, 2), dtype=torch.int8)
+    f = autovec(fn)
+    assert torch.equal(f(x), fn(x))
     assert explain(f, x).path == "vectorized"
 
 
