@@ -281,8 +281,12 @@ def _generator_consumer(gen: ast.GeneratorExp, ctx: Context) -> tuple[str, ast.A
 def _with_consumers(plan, node: ast.For, ctx: Context):
     """Mark appended lists that are built fresh before the loop and consumed once after it."""
     outs = []
+    # (a loop that ends by `break` runs its stopping iteration as written after the batch, whose
+    # statements may append to the list again: the list is kept, not its batch consumed; fuzz
+    # brk seed 1002554, pre-existing)
+    in_tail = {n.id for st in plan.exit_tail for n in fastast.walk(st) if isinstance(n, ast.Name)}
     for out in plan.outputs:
-        if out.kind == "append" and not out.record:   # (a list of literals stays a list)
+        if out.kind == "append" and not out.record and out.target not in in_tail:   # (a list of literals stays a list)
             appends = sum(1 for o in plan.outputs if o.kind == "append" and o.target == out.target)
             found = _list_consumer(out.target, node, ctx, appends)
             if found:
