@@ -91,6 +91,13 @@ def _reachable_tensors(values, depth=_REACH_DEPTH, seen=None, lists=None):
         if isinstance(v, torch.Tensor):
             out.append(v)
             continue
+        if tp is types.ModuleType and not _library_module(v):
+            # a module of the program (`cfg["m"].LOG`, `pkg.sub.LOG`): its attributes (probeE)
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            out.extend(_reachable_tensors(_module_values([v]), depth - 1, seen, lists))
+            continue
         if tp is types.ModuleType or tp is types.BuiltinFunctionType and not isinstance(
                 getattr(v, "__self__", None), (torch.Tensor, list, tuple, dict)):
             continue
@@ -141,6 +148,7 @@ def _module_values(values) -> list:
             continue
         out += [v for k, v in vars(m).items() if not k.startswith("__") and (
             isinstance(v, (list, tuple, dict, collections.deque))
+            or type(v) is types.ModuleType and not _library_module(v)       # (a submodule: `pkg.sub.LOG`)
             or type(v).__module__ != "builtins" and not isinstance(v, (type, types.ModuleType, types.FunctionType,
                                                                      types.BuiltinFunctionType)))]
     return out
@@ -191,7 +199,7 @@ _NO_VALUE = object()     # (an argument not given: fit_store's `same`)
 def _parts(v):
     """What `v` holds for the aliasing check (_reachable_tensors), or None where it holds no
     tensor we can reach without running code."""
-    if isinstance(v, (list, tuple, collections.deque)):
+    if isinstance(v, (list, tuple, collections.deque, _DICT_VIEWS)):
         return list(v)
     if isinstance(v, (dict, types.MappingProxyType)):
         return list(v.values())
@@ -229,9 +237,15 @@ def _parts(v):
         return [v.__func__]
     d = getattr(v, "__dict__", None)
     slots = _slot_values(v)
-    if isinstance(d, dict) and not callable(v):
-        return list(d.values()) + slots
-    return slots or None
+    cls = type(v)
+    # (its class's own attributes too, read through it: `o.c` of a class attribute; probeE)
+    shared = [cls] if cls.__module__ != "builtins" and not _torch_module(cls.__module__) else []
+    if isinstance(d, dict):
+        return list(d.values()) + slots + shared       # (a callable object's too: `o.lst` of one; probeE)
+    return slots + shared or None
+
+
+_DICT_VIEWS = (type({}.values()), type({}.keys()), type({}.items()))
 
 
 def _slot_values(v) -> list:
@@ -4176,15 +4190,22 @@ def _index_uses(plan) -> tuple:
                     if new:
                         names |= new
                         changed = True
+    raw = ({plan.space.index} if plan.space.index else set()) | set(plan.value_indices or ())
     arith = other = False
     for tree in trees:
         parents = {id(c): p for p in fastast.walk(tree) for c in ast.iter_child_nodes(p)}
         for n in fastast.walk(tree):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names:
-                use = _index_use(n, parents, names)
+                use = _index_use(n, parents, names, raw)
                 arith, other = arith or use == "arith", other or use == "other"
-    _INDEX_USES[id(plan)] = (plan, (arith, other))
-    return arith, other
+    # (a narrow integer the body makes itself, `x[i].char().ge(i)`: the tensors' dtypes the
+    # guard sees are the arguments'; probeE)
+    made = (arith or other) and bool(_NARROW_MADE.search("\n".join(plan.body)))
+    _INDEX_USES[id(plan)] = (plan, (arith, other, made))
+    return arith, other, made
+
+
+_NARROW_MADE = __import__("re").compile(r"\.(char|byte|short|int)\(|int8|uint8|int16|int32|uint16|uint32")
 
 
 def _index_only_expr(e, names) -> bool:
@@ -4200,39 +4221,48 @@ def _index_only_expr(e, names) -> bool:
     return False
 
 
-def _index_use(n, parents, names) -> str:
-    """"ok", "arith" or "other" (_index_uses) for one read of an index value."""
-    node = n
+_COMPARE_NAMES = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "greater", "less", "greater_equal", "less_equal",
+                            "not_equal"})
+
+
+def _index_use(n, parents, names, raw) -> str:
+    """"ok", "arith" or "other" (_index_uses) for one read of an index value. "other" only for
+    a raw loop index (`raw`: not a name computed from it, whose values may pass the dtype's
+    range where the index does not) as an operand of a comparison, `x[i] > i`, `x[i].eq(i)`,
+    `torch.ge(x[i], i)`: its range is checked. Any use not followed here (a tuple, a call, a
+    name bound another way) counts as arithmetic (probeE)."""
+    node, derived = n, n.id not in raw
     while True:
         p = parents.get(id(node))
         if p is None:
-            return "other"
+            return "arith"
         if isinstance(p, ast.Subscript) and node is not p.value:
             return "ok"         # (an index: `x[i]`, `x[i + 1, j]`, a slice's bound)
         if isinstance(p, (ast.Slice, ast.Tuple)) and isinstance(parents.get(id(p)), (ast.Subscript, ast.Slice, ast.Tuple)):
             node = p
             continue
         if isinstance(p, (ast.BinOp, ast.UnaryOp)) and _index_only_expr(p, names):
-            node = p            # (int arithmetic of index values alone: its result's use decides)
+            node, derived = p, True     # (int arithmetic of index values alone: its result's use decides)
             continue
-        if isinstance(p, ast.Assign) and node is p.value and _index_only_expr(node, names):
+        if isinstance(p, ast.Assign) and node is p.value and all(isinstance(t, ast.Name) for t in p.targets) \
+                and _index_only_expr(node, names):
             return "ok"         # (a name of index values: its own uses are checked)
-        if isinstance(p, ast.BinOp):
+        if isinstance(p, (ast.BinOp, ast.AugAssign)):
             return "ok" if isinstance(p.op, ast.Div) else "arith"
-        if isinstance(p, ast.AugAssign):
-            return "ok" if isinstance(p.op, ast.Div) else "arith"
+        if isinstance(p, ast.Compare):
+            return "arith" if derived else "other"
         if isinstance(p, ast.keyword):
             call = parents.get(id(p))
             if isinstance(call, ast.Call) and _call_name(call) in _SHIFT_CALLS and p.arg in ("shifts", "k"):
                 return "ok"
-            return "arith" if isinstance(call, ast.Call) and _call_name(call) in _ARITH_CALLS else "other"
+            return "arith"
         if isinstance(p, ast.Call) and node in p.args:
             name = _call_name(p)
             if name in _SHIFT_CALLS and (node is not p.args[0] or isinstance(p.func, ast.Attribute) and not (
                     isinstance(p.func.value, ast.Name) and p.func.value.id == "torch")):
                 return "ok"     # (torch.roll(x[i], i), x[i].roll(i): the shift, not the rolled tensor)
-            return "arith" if name in _ARITH_CALLS else "other"
-        return "other"
+            return "other" if name in _COMPARE_NAMES and not derived else "arith"
+        return "arith"
 
 
 def _call_name(call):
@@ -4261,6 +4291,9 @@ def _stores_by_index(plan) -> bool:
         found = False
         for text in plan.body:
             for n in fastast.walk(ast.parse(text)):
+                if isinstance(n, ast.Call) and _call_name(n) in _INDEX_WRITERS:
+                    found = True    # (`r.index_put_((y[i],), v)`, `torch.index_put(..)`, scatter_, put_: probeE)
+                    break
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign) \
                     else []
                 for t in targets:
@@ -4274,6 +4307,12 @@ def _stores_by_index(plan) -> bool:
                 break
         hit = _INDEXED_STORES[id(plan)] = (plan, found)
     return hit[1]
+
+
+_INDEX_WRITERS = frozenset({"index_put_", "index_put", "put_", "put", "index_copy_", "index_copy", "scatter_",
+                            "scatter", "masked_scatter_", "masked_scatter", "index_add_", "index_add",
+                            "scatter_add_", "scatter_add", "scatter_reduce_", "scatter_reduce", "index_reduce_",
+                            "index_reduce"})
 
 
 class _deterministic:
@@ -4301,7 +4340,7 @@ class _deterministic:
         return False
 
 
-def _index_fits(tensors, a, b, uses=(True, True)):
+def _index_fits(tensors, a, b, uses=(True, True, False)):
     """A loop index used as a number, from `a` to `b`, as the batch's int64 arange: the loop's
     Python int meets each tensor as a number of the tensor's own kind, so the batch gives the
     loop's values only where every index fits the tensors' dtypes:
@@ -4313,7 +4352,11 @@ def _index_fits(tensors, a, b, uses=(True, True)):
       `int8_row - 21` wraps; probeB, probeC), where the arange promotes the tensor to int64. By
       the body's `uses` of the index (_index_uses): arithmetic with other values beside such a
       tensor keeps the loop in range or not; a comparison or another call, past the dtype's range.
-    Otherwise the loop runs (this call)."""
+    Otherwise the loop runs (this call). A body that converts values to such a dtype itself
+    (`.char()`, `.to(torch.int8)`) and uses the index beside it keeps the loop (`uses[2]`)."""
+    if uses[2]:
+        raise GuardFailed("the loop index meets other values in a body that makes narrow integers itself "
+                          "(`.char()`, `torch.int8`, ..: torch would compute with the loop's Python int in them)")
     top = max(abs(a), abs(b))
     for t in tensors:
         dt = getattr(t, "dtype", None)
