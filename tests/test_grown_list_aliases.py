@@ -189,3 +189,77 @@ def test_a_written_tensor_inside_a_numpy_object_array_keeps_the_loop():
     arr[0], arr2[0] = torch.zeros(10), torch.zeros(10)
     got, want = f(x, arr), stored_through_an_object_array(x, arr2)
     assert torch.equal(got, want) and got[9].item() == 9.0      # (a running sum, as the loop reads back)
+
+
+# --- more paths to the list (probeE): a callable object's attribute, a class attribute, a
+# submodule of the program's package, a module inside a dict, a dict view ---
+
+import grown_pkg
+
+
+class _Callable:
+    def __call__(self):
+        return 0
+
+
+class _Shared:
+    lst: list = []
+
+
+def through_an_attribute(x, res, o):
+    for i in range(len(x)):
+        res.append(x[i] * len(o.lst))
+    return res
+
+
+def through_a_submodule(x, res):
+    for i in range(len(x)):
+        res.append(x[i] * len(grown_pkg.sub.LOG))
+    return res
+
+
+def through_a_dict_of_modules(x, res, cfg):
+    for i in range(len(x)):
+        res.append(x[i] * len(cfg["m"].LOG))
+    return res
+
+
+def through_a_view(x, res, vals):
+    for i in range(len(x)):
+        res.append(x[i] * len(next(iter(vals))))
+    return res
+
+
+def _callable_holding(lst):
+    o = _Callable()
+    o.lst = lst
+    return o
+
+
+def _class_holding(lst):
+    _Shared.lst = lst
+    return _Shared()
+
+
+@pytest.mark.parametrize("fn, wrap", [
+    (through_an_attribute, _callable_holding),
+    (through_an_attribute, _class_holding),
+    (through_a_dict_of_modules, lambda lst: (setattr(grown_list_module, "LOG", lst), {"m": grown_list_module})[1]),
+    (through_a_view, lambda lst: {"k": lst}.values()),
+], ids=["callable", "class_attribute", "module_in_dict", "dict_view"])
+def test_more_paths_to_a_grown_list_keep_the_loop(fn, wrap):
+    x = torch.ones(12)
+    f = autovec(fn)
+    a, b = [1.0], [1.0]
+    want = _values(fn(x, b, wrap(b)))
+    got = _values(f(x, a, wrap(a)))
+    assert got == want == [1.0] + [float(k) for k in range(1, 13)]
+
+
+def test_a_grown_list_in_a_submodule_keeps_the_loop():
+    x = torch.ones(12)
+    f = autovec(through_a_submodule)
+    a = grown_pkg.sub.LOG = [0.0]
+    want = _values(through_a_submodule(x, a))
+    a = grown_pkg.sub.LOG = [0.0]
+    assert _values(f(x, a)) == want == [0.0] + [float(k) for k in range(1, 13)]

@@ -145,3 +145,39 @@ def test_a_nests_index_past_the_range_gives_the_loops_values():
     small = x[:50]
     assert torch.equal(f(small), nest_greater(small))
     assert explain(f, small.long()).path == "vectorized"
+
+
+# --- values computed from the index, method comparisons, narrow integers made in the body (probeE) ---
+
+def offset_method(x):
+    out = torch.empty(x.shape, dtype=torch.bool)
+    for i in range(x.shape[0]):
+        out[i] = x[i].gt(i + 100)          # (i + 100 passes int8's range where i does not)
+    return out
+
+
+def offset_reversed(x):
+    out = torch.empty(x.shape, dtype=torch.bool)
+    for i in range(x.shape[0]):
+        out[i] = (i + 100) == x[i]
+    return out
+
+
+def made_in_the_body(x):
+    out = torch.empty(x.shape, dtype=torch.bool)
+    for i in range(x.shape[0]):
+        out[i] = x[i].char().ge(i)
+    return out
+
+
+@pytest.mark.parametrize("fn, dtype", [(offset_method, torch.int8), (offset_reversed, torch.int8),
+                                       (made_in_the_body, torch.int64)], ids=lambda v: getattr(v, "__name__", str(v)))
+def test_values_beyond_the_index_keep_the_loop(fn, dtype):
+    x = (torch.arange(200).view(100, 2) % 250 - 120).to(dtype)
+    if fn is made_in_the_body:
+        x = torch.arange(600).view(300, 2) % 250 - 120
+    f = autovec(fn)
+    want = fn(x)
+    for _ in range(3):
+        assert torch.equal(f(x), want)
+    assert explain(f, x).path == "python"

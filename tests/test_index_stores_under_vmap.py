@@ -49,3 +49,22 @@ def test_the_callers_deterministic_setting_is_kept(mode):
         assert torch.is_deterministic_algorithms_warn_only_enabled() is True
     finally:
         torch.use_deterministic_algorithms(was, warn_only=warn)
+
+
+def index_put_rows(y, v, width: int = 50):
+    out = []
+    for i in range(y.shape[0]):
+        r = torch.zeros(width)
+        r.index_put_((y[i],), v[i])
+        out.append(r)
+    return torch.stack(out)
+
+
+def test_index_put_method_keeps_the_loops_last_write(two_threads):
+    g = torch.Generator().manual_seed(1)
+    y = torch.randint(0, 50, (255, 2000), generator=g)
+    v = torch.randn(255, 2000, generator=g)
+    want = index_put_rows(y, v)
+    f = autovec(index_put_rows)
+    for _ in range(5):
+        assert torch.equal(f(y, v), want)
