@@ -4200,7 +4200,7 @@ def _index_uses(plan) -> tuple:
                 arith, other = arith or use == "arith", other or use == "other"
     # (a narrow integer the body makes itself, `x[i].char().ge(i)`: the tensors' dtypes the
     # guard sees are the arguments'; probeE)
-    made = (arith or other) and bool(_NARROW_MADE.search("\n".join(plan.body)))
+    made = other and bool(_NARROW_MADE.search("\n".join(plan.body)))
     _INDEX_USES[id(plan)] = (plan, (arith, other, made))
     return arith, other, made
 
