@@ -118,3 +118,55 @@ def test_a_list_the_stopping_iteration_appends_to_is_kept(fn):
         got, want = f(x), fn(x)
         _same(got[0] if isinstance(got, tuple) else got, want[0] if isinstance(want, tuple) else want)
         assert got[1:] == want[1:] if isinstance(got, tuple) else True
+
+
+def cat_until_a_break(x):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(x[i] * 2)
+        if x[i].sum() > 1:
+            break
+    return torch.cat(res)
+
+
+def numbers_until_a_break(x):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(x[i].sum().item())
+        if x[i].sum() > 1:
+            break
+    return torch.tensor(res)
+
+
+def reversed_until_a_break(x):
+    res = []
+    for i in range(x.shape[0]):
+        res.append(x[i] * 2)
+        if x[i].sum() > 1:
+            break
+    res.reverse()
+    return torch.stack(res)
+
+
+def two_lists_until_a_break(x):
+    a, b = [], []
+    for i in range(x.shape[0]):
+        a.append(x[i])
+        if x[i].sum() > 1:
+            b.append(x[i] * 3)
+            break
+        b.append(x[i] * 2)
+    return torch.stack(a), torch.stack(b)
+
+
+@pytest.mark.parametrize("fn", [cat_until_a_break, numbers_until_a_break, reversed_until_a_break,
+                                two_lists_until_a_break], ids=lambda f: f.__name__)
+def test_consumers_of_lists_the_stopping_iteration_appends_to(fn):
+    # (each was one element short before: the consumer took the batch before the break)
+    f = autovec(fn)
+    for seed in range(12):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.rand(int(torch.randint(1, 12, (1,), generator=g)), 2, generator=g) * 0.7
+        want, got = fn(x), f(x)
+        for w, a in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+            assert w.shape == a.shape and torch.allclose(w, a)
