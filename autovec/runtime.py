@@ -124,17 +124,24 @@ def _appended_aliasing(appended, sources, free, calls):
     first, would see it as it was before the loop (probeB). The analysis refuses reads under
     the list's own name. Reads by the loop index (`xs[t]`, mapped) stay below the length the
     guard checked before the loop: elements the appends do not change."""
-    others = [v for v in free if not isinstance(v, torch.Tensor)] if free else []
-    if not others and not calls and not sources:
+    if not sources and not calls and not any(not isinstance(v, torch.Tensor) for v in free or ()):
         return
-    found = []
-    _reachable_tensors(others + list(calls or ()) + _module_values(others), lists=found)
-    found += [u for u in sources or () if isinstance(u, list)]
+    found = _lists_read(free, calls) + [u for u in sources or () if isinstance(u, list)]
     for t in appended:
         if any(u is t for u in found):
             raise GuardFailed("a list the loop grows is also read another way in the loop (under another name, or "
                               "through a value or a helper it reads): each iteration sees the earlier ones' "
                               "elements, so the loop runs", data=True)
+
+
+def _lists_read(free, calls) -> list:
+    """The Python lists a loop may read through its non-tensor free values and its callees
+    (inside containers, objects, closures, globals, the program's modules): _reachable_tensors'
+    walk, which refuses what it cannot see through."""
+    others = [v for v in free if not isinstance(v, torch.Tensor)] if free else []
+    found = []
+    _reachable_tensors(others + list(calls or ()) + _module_values(others), lists=found)
+    return found
 
 
 def _module_values(values) -> list:
@@ -180,9 +187,7 @@ def _list_aliasing(stored, mapped, sources, free, calls):
             # twice hold the later iteration's value, which two slice assignments would not keep)
             raise GuardFailed("one list is stored into by two statements of the loop (its slots may be written "
                               "twice, in the loop's order): the loop runs")
-    found = []
-    others = [v for v in free if not isinstance(v, torch.Tensor)] if free else []
-    _reachable_tensors(others + list(calls or ()) + _module_values(others), lists=found)
+    found = _lists_read(free, calls)
     for m in mapped:
         if isinstance(m[0], list) and not m[3]:
             found.append(m[0])
@@ -2660,11 +2665,9 @@ class FunctionRuntime:
                 raise GuardFailed("a sum of terms of another dtype than the accumulator's")
         elif not (type(acc) is int or type(acc) is float and floating):
             raise GuardFailed(f"a sum of {dt} terms onto a {type(acc).__name__}")
-        rank = max(t.dim() for t in terms)
         out = None
-        for t, sign in zip(terms, ("+",) + tuple(signs)):
+        for t, sign in zip(_aligned(terms), ("+",) + tuple(signs)):
             # (a term of fewer dimensions than another broadcasts against each row, as in the loop)
-            t = t.reshape(t.shape[:1] + (1,) * (rank - t.dim()) + t.shape[1:]) if t.dim() < rank else t
             out = t if out is None else out + t if sign == "+" else out - t
         return out
 
@@ -4156,10 +4159,6 @@ _INT64_ONLY = frozenset({torch.int64, torch.bool})
 
 
 _SHIFT_CALLS = frozenset({"roll", "rot90"})    # (their int arguments move elements: no arithmetic with them)
-_ARITH_CALLS = frozenset({"add", "sub", "subtract", "mul", "multiply", "floor_divide", "remainder", "fmod", "pow",
-                          "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
-                          "addcmul", "lerp", "add_", "sub_", "mul_", "remainder_", "fmod_", "pow_",
-                          "__add__", "__sub__", "__mul__", "__radd__", "__rsub__", "__rmul__"})
 _INDEX_USES: dict = {}     # id(plan) -> (plan, (arithmetic, other))
 
 
