@@ -4070,14 +4070,49 @@ def _conditional_value(st):
                 and isinstance(v.left, ast.Name) and isinstance(st.targets[0], ast.Name) \
                 and v.left.id == st.targets[0].id:
             return v.right
-        return None
+        return inner_conditional(v)
+    if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name):
+        return st.value if isinstance(st.value, ast.IfExp) else inner_conditional(st.value)
     if isinstance(st, ast.AugAssign) and isinstance(st.value, ast.IfExp):
         return st.value
     if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute) \
-            and st.value.func.attr == "append" and len(st.value.args) == 1 and not st.value.keywords \
-            and isinstance(st.value.args[0], ast.IfExp):
-        return st.value.args[0]
+            and st.value.func.attr == "append" and len(st.value.args) == 1 and not st.value.keywords:
+        v = st.value.args[0]
+        return v if isinstance(v, ast.IfExp) else inner_conditional(v)
     return None
+
+
+_CONDITIONAL_PATH = (ast.BinOp, ast.UnaryOp, ast.Call, ast.Attribute, ast.Subscript, ast.Compare, ast.Tuple,
+                     ast.List, ast.Starred, ast.keyword, ast.Slice)
+
+
+def inner_conditional(value):
+    """The one conditional expression inside a value (`d = x[t] - (x[t - 1] if t > 0 else 0)`,
+    `nv = gamma * (v[t + 1] if t + 1 < T else 0.0)`) that Python evaluates wherever it evaluates
+    the value: reached through arithmetic, calls, attributes, subscripts, comparisons and displays
+    alone (not a side of `and` / `or` or of another conditional expression, nor a lambda's or
+    comprehension's own scope). Each iteration computes one of its sides, as an `if c:` / `else:`
+    around two copies of the statement would; the condition may run first (a batch computes what
+    is around it on each side's rows, and a batch that raises gives way to the loop). None where
+    there is none or more than one."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, ast.IfExp):
+            found.append(node)
+            return
+        if not isinstance(node, _CONDITIONAL_PATH):
+            return
+        for c in ast.iter_child_nodes(node):
+            walk(c)
+    walk(value)
+    if len(found) != 1 or found[0] is value:
+        return None
+    if any(isinstance(n, (ast.IfExp, ast.BoolOp, ast.NamedExpr, ast.Lambda, ast.ListComp, ast.SetComp,
+                          ast.DictComp, ast.GeneratorExp, ast.Await, ast.Yield, ast.YieldFrom))
+           and n is not found[0] for n in fastast.walk(value) if not _holds(found[0], n)):
+        return None
+    return found[0]
 
 
 def _holds(node, inner) -> bool:

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from .. import fastast
 from ..analysis import names as nm
-from ..analysis.loops import FILL, LOGICAL, OWN, SHIFT, ROW_CLONE, ROW_FIT, match_subscript, match_subscript_nest
+from ..analysis.loops import (FILL, LOGICAL, OWN, SHIFT, ROW_CLONE, ROW_FIT, inner_conditional, match_subscript,
+                              match_subscript_nest)
 from ..codegen import expr, set_lines, template
 from ..plan import LoopPlan, einsum_letters, indexed
 
@@ -1361,14 +1362,36 @@ def _as_if(st: ast.stmt):
     """`v = a if c else b` (the planner's form of a total, appended value or store whose value is
     a conditional expression) as `if c: v = a` / `else: v = b`, the same program: the condition,
     then the one side; else None."""
-    if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
-            and isinstance(st.value, ast.IfExp)):
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)):
         return None
-    e = st.value
-    side = lambda v: [ast.Assign(targets=[ast.Name(st.targets[0].id, ast.Store())], value=v, lineno=st.lineno)]
-    rest = _as_if(ast.Assign(targets=st.targets, value=e.orelse, lineno=st.lineno)) \
-        if isinstance(e.orelse, ast.IfExp) else None       # (`a if c else b if d else e`: an elif)
+    e = st.value if isinstance(st.value, ast.IfExp) else inner_conditional(st.value)
+    if e is None:
+        return None
+    if e is st.value:
+        side = lambda v: [ast.Assign(targets=[ast.Name(st.targets[0].id, ast.Store())], value=v, lineno=st.lineno)]
+    else:
+        # (a conditional expression inside the value, `d = x - (a if c else b)`: each side the
+        # whole value with the side in its place)
+        def side(v):
+            whole = fastast.clone(st.value)
+            _put(whole, inner_conditional(whole), v)
+            return [ast.Assign(targets=[ast.Name(st.targets[0].id, ast.Store())], value=whole, lineno=st.lineno)]
+    rest = _as_if(side(e.orelse)[0]) if isinstance(e.orelse, ast.IfExp) else None
+    # (`a if c else b if d else e`: an elif)
     return ast.If(test=e.test, body=side(e.body), orelse=[rest] if rest is not None else side(e.orelse))
+
+
+def _put(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:
+    """Put `new` where `old` is in `tree`."""
+    for parent in fastast.walk(tree):
+        for field, value in ast.iter_fields(parent):
+            if value is old:
+                setattr(parent, field, new)
+                return
+            if isinstance(value, list) and any(v is old for v in value):
+                value[[id(v) for v in value].index(id(old))] = new
+                return
+    raise LookupError("node not found")
 
 
 def _arms(top: ast.If):
