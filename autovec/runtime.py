@@ -3382,12 +3382,12 @@ def _products_in_range(factors, start=None, dim=0, dtype=None):
     dtype = dtype or factors.dtype
     if not (dtype.is_floating_point or dtype.is_complex) or factors.numel() == 0:
         return
-    a = factors.abs().double() if factors.is_complex() else factors.double().abs()
+    a = _magnitude(factors)
     lg = torch.log2(a)
     lg = torch.where(torch.isfinite(lg), lg, 0.0)        # (log2 of 0 is -inf: zeros count as 1)
     up, down = lg.clamp(min=0).sum(dim), lg.clamp(max=0).sum(dim)
     if start is not None:
-        m = abs(start.detach().double() if isinstance(start, torch.Tensor) else complex(start))
+        m = _magnitude(start.detach()) if isinstance(start, torch.Tensor) else abs(complex(start))
         m = torch.as_tensor(m, dtype=torch.float64, device=a.device)
         ls = torch.log2(m)
         ls = torch.where(torch.isfinite(ls), ls, 0.0)
@@ -3506,7 +3506,7 @@ def _sums_in_range(steps, start=None, dtype=None):
             lo, hi = torch.aminmax(start.detach())
             s0 = max(-float(lo), float(hi))
         elif start.numel():
-            s0 = start.detach().abs().max().double()
+            s0 = _magnitude(start.detach()).max()
             s0 = torch.where(torch.isfinite(s0), s0, 0.0)
             s0 = s0.item() if cpu else s0
         if isinstance(s0, float) and not math.isfinite(s0):
@@ -3529,7 +3529,7 @@ def _sums_in_range(steps, start=None, dtype=None):
             bound = float(s0 + n * torch.maximum(-lo, hi).double())   # (one read: on a GPU, one wait)
         if math.isfinite(bound) and bound < big:
             return
-    a = steps.detach().abs().double()
+    a = _magnitude(steps.detach())
     total = torch.where(torch.isfinite(a), a, 0.0).sum(0).max()
     if not float(s0 + total) < big:
         raise GuardFailed(f"running sums whose partial sums may pass {dtype}'s largest value (the loop's order "
@@ -5691,13 +5691,20 @@ def _scatter_reduce_prep(target, vals, idxs, op, mask, form, py):
     return "reduce", (lin, vals)
 
 
+def _magnitude(t):
+    """|t| in float64: of a complex tensor its modulus, taken in complex128 (`.double()` would
+    drop the imaginary part, and complex64's own modulus of 3e38 + 3e38j is inf), of a real one
+    taken after the cast (abs of int64's minimum wraps)."""
+    return t.to(torch.complex128).abs() if t.is_complex() else t.double().abs()
+
+
 def _bin_products_in_range(target, vals, lin, k):
     """_products_in_range for each element of a scatter's bins: the magnitudes of the start
     and of the factors a bin gets, multiplied only above 1 or only below 1, stay within the
     normal range, so no order of the steps overflows or underflows."""
-    lg = torch.log2(vals.double().abs())
+    lg = torch.log2(_magnitude(vals))
     lg = torch.where(torch.isfinite(lg), lg, 0.0)          # (zeros, inf and NaN: the same in any order)
-    ls = torch.log2(target.detach().double().abs().flatten(0, k - 1))
+    ls = torch.log2(_magnitude(target.detach()).flatten(0, k - 1))
     ls = torch.where(torch.isfinite(ls), ls, 0.0)
     up = ls.clamp(min=0).index_add_(0, lin, lg.clamp(min=0))
     down = ls.clamp(max=0).index_add_(0, lin, lg.clamp(max=0))

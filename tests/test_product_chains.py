@@ -223,3 +223,32 @@ def test_sum_with_a_python_number_past_the_dtype_keeps_the_loop():
     # an int past int32's range beside int32 tensors
     ia = torch.randint(-5, 5, (5,), dtype=torch.int32)
     assert "outside torch.int32's range" in str(explain(f, ia, 2 ** 40, 0))
+
+
+@pytest.mark.parametrize("start", [3e38j, 3e38 + 3e38j, -3e38j])
+def test_a_complex_start_counts_its_whole_modulus(start, recwarn):
+    # the range check takes |start|: a start whose size is in its imaginary part overflows in the
+    # loop's order (x 10 first: inf, then NaN), where the combined factors 10 * 0.01 would not
+    def f(p, x):
+        for i in range(x.shape[0]):
+            p = p * x[i]
+        return p
+    x = torch.tensor([1.0, 10.0, 0.01, 1.0], dtype=torch.complex64)
+    s = torch.tensor(start, dtype=torch.complex64)
+    g = autovec(f)
+    torch.testing.assert_close(g(s, x), f(s, x), equal_nan=True)
+    assert explain(g, s, x).path == "python"
+    assert not [w for w in recwarn if "imaginary" in str(w.message)]
+
+
+def test_a_complex_scatter_product_counts_its_whole_modulus(recwarn):
+    def f(out, idx, v):
+        for i in range(idx.shape[0]):
+            out[idx[i]] *= v[i]
+        return out
+    out = torch.full((3,), 3e38j, dtype=torch.complex64)
+    idx = torch.tensor([0, 0, 1, 1, 2])
+    v = torch.tensor([10.0, 0.01, 1.0, 2.0, 1.0], dtype=torch.complex64)
+    g = autovec(f)
+    torch.testing.assert_close(g(out.clone(), idx, v), f(out.clone(), idx, v), equal_nan=True)
+    assert not [w for w in recwarn if "imaginary" in str(w.message)]
