@@ -211,9 +211,10 @@ def _build(fn):
             state["coverable"] = state["inert"] = False
             return
         for kind, path in list(targets) + [("chain", p) for p in loaded_chains(f)]:
-            if kind in ("input", "self", "self-attr"):
+            if kind in ("input", "self", "self-attr", "reach", "self-reach"):
                 # (a module's own forward only; and chains on the first parameter, which name no
-                # global: a global of that name, read here, would run its getters; probeR)
+                # global: a global of that name, read here, would run its getters; probeR. Values
+                # read through subscripts: purity's own check, which runs no code)
                 continue
             head, *rest = path.split(".")
             obj = resolved(f, fname, gname, head)

@@ -482,6 +482,16 @@ def _helper_impurity(fn, label, depth, module=None, self_obj=None) -> str | None
                 if bad:
                     return bad
             continue
+        if kind in ("reach", "self-reach"):
+            name, steps = _CHAIN_STEPS[path]
+            if kind == "self-reach":
+                found, obj = self_obj is not None, self_obj
+            else:
+                found, obj = scope_lookup(fn, name)
+            why = _reached_activity(obj, steps, label) if found else ""
+            if why:
+                return why if why.startswith("helper") else f"helper `{label}` reads `{path}`, {why}"
+            continue
         if kind == "value":
             found, obj = scope_lookup(fn, head)
             why = active_value(obj) if found else ""
@@ -589,9 +599,16 @@ def _static_scan(fn):
                 # `self.pp`: a property of the first parameter's object runs its getter, checked
                 # where the object is known (a getter that counts: probeO)
                 targets.append(("self-attr", ".".join(chain)))
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local:
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and (n.id not in local or n.id == first):
             p = parents.get(id(n))
-            if not (isinstance(p, ast.Attribute) and p.value is n or isinstance(p, ast.Call) and p.func is n):
+            chain = _element_chain(n, parents)
+            if chain is not None:
+                # a value read through an outside object (`FACT[0]`, `CFG.s`, `S["a"]["b"]`,
+                # `self.lst[0]`): the object it reaches, checked on every check as a value used
+                # as it is (probeB, stop 51)
+                targets.append(("self-reach" if n.id == first and n.id in local else "reach", chain))
+            if n.id not in local and not (isinstance(p, ast.Attribute) and p.value is n
+                                          or isinstance(p, ast.Call) and p.func is n):
                 # an outside value used as it is (`sum(islice(GEN, 1))`, `v * SCALE`): checked on
                 # every check for Python code a use of it runs (active_value; probeN)
                 targets.append(("value", n.id))
@@ -662,6 +679,73 @@ def _static_scan(fn):
     hit = (reason, tuple(dict.fromkeys(targets)))
     _static[code] = hit
     return hit
+
+
+_CHAIN_STEPS: dict = {}
+
+
+def _element_chain(n: ast.Name, parents) -> str | None:
+    """The text of the longest read `n.a[0]["k"].b` a helper makes from the name `n` (attributes,
+    and subscripts by constants; a subscript by anything else ends it, marked "any"), where it
+    is read as a value: not the receiver of a method call (`CFG.f(x)`: the callable's own
+    check), not a target. Its steps go to _CHAIN_STEPS. None where `n` is read as it is."""
+    steps, top = [], n
+    while True:
+        p = parents.get(id(top))
+        if isinstance(p, ast.Attribute) and p.value is top and isinstance(p.ctx, ast.Load):
+            steps.append(p.attr)
+        elif isinstance(p, ast.Subscript) and p.value is top and isinstance(p.ctx, ast.Load):
+            key = p.slice
+            if isinstance(key, ast.Constant) and type(key.value) in (int, str):
+                steps.append(("key", key.value))
+            else:
+                steps.append(("any",))
+                top = p
+                break
+        else:
+            break
+        top = p
+    p = parents.get(id(top))
+    if isinstance(p, ast.Call) and p.func is top and steps and type(steps[-1]) is str:
+        steps.pop()            # (`CFG.inner.f(x)`: the object the method is read from)
+    if not steps:
+        return None
+    text = ast.unparse(top) if steps[-1] != ("any",) else ast.unparse(top.value) + "[..]"
+    _CHAIN_STEPS[text] = (n.id, tuple(steps))
+    return text
+
+
+def _reached_activity(obj, steps, label) -> str:
+    """Why the value a helper reaches from `obj` along `steps` (_element_chain) runs Python code
+    a different number of times batched than in the loop (active_value; a getter on the way:
+    _getter_impurity), or "". Read without running code (runtime._peek); where the path goes
+    through what only code would give, what can be seen up to there. A subscript by a value
+    ("any") checks one element of each type of a list, tuple or dict."""
+    from .runtime import _UNKNOWN, _peek
+    attrs = []
+    for st in steps:
+        if type(st) is not str:
+            break
+        attrs.append(st)
+    if attrs and not isinstance(obj, (torch.nn.Module, types.ModuleType)):
+        bad = _getter_impurity(obj, attrs, label)
+        if bad:
+            return bad
+    known = steps[:-1] if steps[-1] == ("any",) else steps
+    v = _peek(obj, known)
+    if v is _UNKNOWN:
+        return ""
+    if steps[-1] == ("any",):
+        if type(v) is dict:
+            v = list(v.values())
+        if type(v) is list or type(v) is tuple:
+            for kind in set(map(type, v)):
+                why = active_value(next(e for e in v if type(e) is kind))
+                if why:
+                    return f"an element of it is a {kind.__name__} object {why}"
+            return ""
+    why = active_value(v)
+    return f"a {type(v).__name__} object {why}" if why else ""
 
 
 def _getter_impurity(obj, rest, label) -> str | None:

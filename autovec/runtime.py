@@ -6775,8 +6775,9 @@ def _call_targets(fn):
         return None
     out = []
     for kind, path in list(targets) + [("chain", p) for p in loaded_chains(fn)]:
-        if kind in ("self", "self-attr", "input"):
-            continue      # (chains on the first parameter: no global of that name is read)
+        if kind in ("self", "self-attr", "input", "reach", "self-reach"):
+            continue      # (chains on the first parameter: no global of that name is read; reads
+            #             through subscripts: purity's own check)
         head, *rest = path.split(".")
         found, obj = scope_lookup(fn, head)
         if found and rest:

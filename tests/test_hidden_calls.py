@@ -813,3 +813,122 @@ def test_inert_values_in_expressions_and_defaults_still_vectorize():
     args = (x, {"scale": 2.0}, {"scale": 1.0})
     assert torch.equal(autovec(apply_cfg)(*args), apply_cfg(*args))
     assert explain(apply_cfg, *args).path == "vectorized"
+
+
+# probeB (stop 51): a helper reads an active object through a subscript or an attribute chain of
+# an outside value; the loop calls its `__rmul__` once per row
+
+class Stepper:
+    def __init__(self):
+        self.k = 0
+
+    def __rmul__(self, other):
+        self.k += 1
+        return other * self.k
+
+
+class _Cfg:
+    pass
+
+
+R_LIST = [None]
+R_CFG = _Cfg()
+R_CFG.inner = _Cfg()
+R_DICT: dict = {}
+
+
+def r_list(v):
+    return v * R_LIST[0]
+
+
+def r_attr(v):
+    return v * R_CFG.s
+
+
+def r_nested(v):
+    return v * R_CFG.inner.s
+
+
+def r_dict(v):
+    return v * R_DICT["a"]["b"]
+
+
+def r_any(v, k):
+    return v * R_LIST[k]
+
+
+def r_outer(v):
+    return r_list(v) + 0
+
+
+class Holder:
+    def __init__(self):
+        self.lst = [None]
+
+    def scale(self, v):
+        return v * self.lst[0]
+
+    def apply(self, x):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = self.scale(x[i])
+        return out
+
+
+def _reach_loop(helper):
+    def f(x):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = helper(x[i])
+        return out
+    return f
+
+
+def reach_any(x):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = r_any(x[i], 0)
+    return out
+
+
+def _set_ramps():
+    R_LIST[0] = Stepper()
+    R_CFG.s = Stepper()
+    R_CFG.inner.s = Stepper()
+    R_DICT["a"] = {"b": Stepper()}
+
+
+@pytest.mark.parametrize("helper", [r_list, r_attr, r_nested, r_dict, r_outer, None],
+                         ids=["list", "attr", "nested", "dict", "helper_helper", "any_index"])
+def test_an_active_object_a_helper_reaches_keeps_the_loop(helper):
+    x = torch.ones(6, 2)
+    fn = reach_any if helper is None else _reach_loop(helper)
+    for _ in range(2):
+        _set_ramps()
+        want = fn(x)
+        _set_ramps()
+        fast = autovec(fn)
+        got = fast(x)
+        assert torch.equal(got, want)
+        assert want[:, 0].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert explain(fast, x).path == "python"
+
+
+def test_an_active_object_a_method_reaches_through_self_keeps_the_loop():
+    x = torch.ones(5, 2)
+    h = Holder()
+    h.lst[0] = Stepper()
+    want = h.apply(x)
+    h.lst[0] = Stepper()
+    got = autovec(Holder.apply)(h, x)
+    assert torch.equal(got, want)
+
+
+def test_plain_values_reached_the_same_way_still_batch():
+    x = torch.randn(40, 3)
+    R_LIST[0], R_CFG.s, R_CFG.inner.s, R_DICT["a"] = 2.0, 3.0, torch.tensor(0.5), {"b": 4}
+    for helper in (r_list, r_attr, r_nested, r_dict):
+        fn = _reach_loop(helper)
+        fast = autovec(fn)
+        torch.testing.assert_close(fast(x), fn(x))
+        assert explain(fast, x).path == "vectorized"
