@@ -313,7 +313,7 @@ class FunctionState:
         # (of the names the analysis looked up, those the function reads as written or as
         # rewritten: `zip` of `for t, m in zip(x, m)`, the `len` and `min` of its rewritten header)
         read = written | {n.id for n in fastast.walk(cap.tree) if isinstance(n, ast.Name)}
-        self.assumed = _assumptions(self.fn, {k: v for k, v in cap.assumed.items() if k in read})
+        self.assumed = _assumptions(self.fn, {k: v for k, v in cap.assumed.items() if k in read or k in cap.rests_on})
         helpers = {p.helper: pairs.index_pairs for p in paired}
         self.compiled = build_function(self.fn, rw.tree, {namer.runtime: self.runtime, **helpers}, cap.filename)
 

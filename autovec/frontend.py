@@ -28,6 +28,10 @@ class Captured:
     # the function as written, unparsed (the tree has conditional comprehensions as statements:
     # _BranchedComprehensions), for explain's display and diff
     written: str = field(default="", compare=False)
+    # the names the capture itself made (_ProductNests), which the `_av_` rule lets through, and
+    # those of `assumed` its own rewrites rest on (`product`: no longer in the tree)
+    generated: frozenset = field(default=frozenset(), compare=False)
+    rests_on: frozenset = field(default=frozenset(), compare=False)
 
     def lookup(self, name: str):
         """Value of a global, closure or builtin name, as the function would see it now.
@@ -113,7 +117,11 @@ def capture(fn) -> Captured:
     node.decorator_list = []
     written = ast.unparse(node)
     _BranchedComprehensions().visit(node)
-    return Captured(fn=fn, tree=node, filename=code.co_filename, qualname=fn.__qualname__, written=written)
+    assumed: dict = {}
+    nests = _ProductNests(fn, node, assumed)
+    nests.visit(node)
+    return Captured(fn=fn, tree=node, filename=code.co_filename, qualname=fn.__qualname__, written=written,
+                    assumed=assumed, generated=frozenset(nests.made), rests_on=frozenset(assumed))
 
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -161,6 +169,120 @@ class _BranchedComprehensions(ast.NodeTransformer):
             return node      # (`x[i] = ..`, `o.a = ..`: their targets evaluate before the value's side)
         return self._split(node, node.value, lambda v: ast.Assign(targets=[fastast.clone(t) for t in node.targets],
                                                                   value=v))
+
+
+class _ProductNests(ast.NodeTransformer):
+    """`for i, j in itertools.product(range(A), range(B)): body` as the nest it walks:
+
+        _av_pr1_0 = range(A)          (each range made where product's arguments are, in order)
+        _av_pr1_1 = range(B)
+        for i in range(_av_pr1_0.start, _av_pr1_0.stop, _av_pr1_0.step):
+            for j in range(_av_pr1_1.start, _av_pr1_1.stop, _av_pr1_1.step):
+                body
+
+    the same pairs in the same order, which the analysis batches as any nest. Only where that is
+    the same program: `product` (or `itertools`) and `range` are the real ones (recorded in
+    `assumed`: a call that finds one rebound runs the function as written), every argument a
+    `range(..)` call, the target as many plain names, no `break` and no `else` (a `break` would
+    leave the inner loop alone), the body never rebinds them (the inner loop would see it), and no
+    statement outside the loop reads or binds them (where a later range is empty, product binds
+    nothing and the nest binds the outer names)."""
+
+    def __init__(self, fn, tree, assumed):
+        self.fn, self.tree, self.assumed = fn, tree, assumed
+        self.count = 0
+        self.made: list = []
+        # (a function that names `_av_` itself is not rewritten at all: analysis.blocked_by)
+        self.off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") for n in ast.walk(tree))
+        self.local = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} \
+            | {a.arg for a in ast.walk(tree.args) if isinstance(a, ast.arg)}
+
+    def _is(self, name, obj) -> bool:
+        if name in self.local:
+            return False
+        found, value = scope_lookup(self.fn, name)
+        if not found and name == "range":
+            found, value = True, builtins.range
+        return found and value is obj
+
+    def _product(self, f) -> str | None:
+        import itertools
+        if isinstance(f, ast.Name) and self._is(f.id, itertools.product):
+            return f.id
+        if isinstance(f, ast.Attribute) and f.attr == "product" and isinstance(f.value, ast.Name) \
+                and self._is(f.value.id, itertools):
+            return f.value.id
+        return None
+
+    def visit_FunctionDef(self, node):
+        return self.generic_visit(node) if node is self.tree else node
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        it, target = node.iter, node.target
+        if not (isinstance(it, ast.Call) and not it.keywords and len(it.args) >= 2
+                and isinstance(target, ast.Tuple) and len(target.elts) == len(it.args)
+                and all(isinstance(t, ast.Name) for t in target.elts) and not node.orelse):
+            return node
+        names = [t.id for t in target.elts]
+        head = self._product(it.func)
+        if self.off or head is None or len(set(names)) != len(names) or not self._is("range", builtins.range) or not all(
+                isinstance(a, ast.Call) and isinstance(a.func, ast.Name) and a.func.id == "range" and not a.keywords
+                and 1 <= len(a.args) <= 3 and not any(isinstance(x, ast.Starred) for x in a.args) for a in it.args):
+            return node
+        inside = {id(n) for n in ast.walk(node)}
+        if any(isinstance(n, ast.Name) and n.id in names and id(n) not in inside for n in ast.walk(self.tree)):
+            return node
+        if any(isinstance(n, ast.Name) and n.id in names and not isinstance(n.ctx, ast.Load)
+               for st in node.body for n in ast.walk(st)):
+            return node
+        if _breaks(node.body):
+            return node
+        self.count += 1
+        made, loops = [], []
+        for k, (a, name) in enumerate(zip(it.args, names)):
+            r = f"_av_pr{self.count}_{k}"
+            self.made.append(r)
+            made.append(ast.copy_location(ast.Assign(targets=[ast.Name(r, ast.Store())], value=a), node))
+            bounds = [ast.Attribute(value=ast.Name(r, ast.Load()), attr=part, ctx=ast.Load())
+                      for part in ("start", "stop", "step")]
+            loops.append((name, ast.Call(func=ast.Name("range", ast.Load()), args=bounds, keywords=[])))
+        body = node.body
+        for depth in range(len(loops) - 1, -1, -1):
+            name, rng = loops[depth]
+            loop = ast.copy_location(ast.For(target=ast.Name(name, ast.Store()), iter=rng, body=body, orelse=[]), node)
+            loop.col_offset += depth      # (each loop of the nest its own place: rewrite._find)
+            body = [loop]
+        self.assumed["range"] = builtins.range
+        import itertools
+        self.assumed[head] = itertools.product if head != "itertools" else itertools
+        out = made + body
+        for st in out:
+            ast.fix_missing_locations(st)
+        return out
+
+
+def _breaks(stmts) -> bool:
+    """Whether a `break` in `stmts` ends the loop they are the body of (not one of a nested loop)."""
+    for st in stmts:
+        for n in _own_nodes(st):
+            if isinstance(n, ast.Break):
+                return True
+    return False
+
+
+def _own_nodes(node):
+    yield node
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+        for st in node.orelse:
+            yield from _own_nodes(st)
+        return
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+        return
+    for c in ast.iter_child_nodes(node):
+        yield from _own_nodes(c)
 
 
 def _uses_private_names(node: ast.AST) -> bool:

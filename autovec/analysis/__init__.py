@@ -152,8 +152,9 @@ def blocked_by(cap: Captured, env, local_names=None) -> str | None:
         local_names = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
         local_names |= {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a} | nm.stores(fn)
     blocked = _dynamic_scope(fn, env, local_names)
-    if not blocked and (any(n.startswith("_av_") for n in local_names) or any(
-            isinstance(n, ast.Name) and n.id.startswith("_av_") for n in fastast.walk(fn))):
+    made = cap.generated
+    if not blocked and (any(n.startswith("_av_") and n not in made for n in local_names) or any(
+            isinstance(n, ast.Name) and n.id.startswith("_av_") and n.id not in made for n in fastast.walk(fn))):
         # (generated code's names and its templates' placeholders, codegen.template, start so)
         blocked = "names starting with `_av_` are reserved for autovec's generated code"
     return blocked
