@@ -5016,7 +5016,7 @@ def _by_chains(t, dim, lag, scan):
     return r.reshape(m * lag, *r.shape[2:])[:rows].movedim(0, dim)
 
 
-def _prefix_region(t, dim, tok, op, lag=1, base=None, test=None, per_row=False, named=""):
+def _prefix_region(t, dim, tok, op, lag=1, base=None, test=None, per_row=False, named="", rows1=False):
     """The values t[start - lag : stop] has after the loop `t[i] op= t[i - lag]` (a running sum,
     product, maximum or minimum along `dim` of each chain of rows `lag` apart, _by_chains; op
     "fill", a fill by `test`: _fill_region), computed out of place. A negative lag walks back
@@ -5034,11 +5034,14 @@ def _prefix_region(t, dim, tok, op, lag=1, base=None, test=None, per_row=False, 
         raise GuardFailed("the updated part of the tensor is not a view of it (the loop decides)")
     if t.requires_grad and torch.is_grad_enabled():
         raise GuardFailed("an in-place recurrence on a tensor that requires grad keeps the loop")
+    if rows1 and (t.dim() == 0 or t.numel() != t.shape[dim] or t.is_complex()):
+        # (Python's max / min of two rows: `>` of several elements, or of complex values, raises)
+        raise GuardFailed("Python's max or min of rows that are not one number each (the loop raises)")
     if lag < 0:
         # a walk back: the same scan on the region flipped along `dim`, flipped back
         region = _prefix_rows(t, dim, tok, lag)
         flipped = region.flip(dim)
-        out = _prefix_region(flipped, dim, _Flipped(tok, -lag), op, -lag, None, test, per_row)
+        out = _prefix_region(flipped, dim, _Flipped(tok, -lag), op, -lag, None, test, per_row, rows1=rows1)
         return out.flip(dim)
     if op == "fill":
         out = _fill_region(_prefix_rows(t, dim, tok, lag), dim, lag, test, per_row)

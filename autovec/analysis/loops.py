@@ -107,6 +107,11 @@ def iteration(node: ast.For, ctx: Context) -> IterSpace:
                 raise Refuse(f"the target of `range` at line {line} is not a plain name", line)
             if not all(_pure_expr(a) for a in it.args):
                 raise Refuse(f"the bounds of `range` at line {line} call functions", line)
+            if len(it.args) == 3 and _int_literal(it.args[2]) == -1:
+                # `range(a, b, -1)` walks a, a - 1, .., b + 1: `reversed(range(b + 1, a + 1))`, the
+                # same indices in the same order (a walk back: suffix scans, stores in reverse)
+                a, b = (src(x) for x in it.args[:2])
+                return IterSpace("range", (f"({b}) + 1", f"({a}) + 1"), index=tgt.id, reverse=True)
             return IterSpace("range", tuple(src(a) for a in it.args), index=tgt.id)
     bound = _enumerate_args(it) if _is_builtin(ctx, "enumerate") else None
     if bound is not None:
@@ -4610,7 +4615,7 @@ def _inplace_prefix(outputs, body: _Body, space: IterSpace, ctx=None):
         if lb == 0 and la:
             return la
         return None
-    k, op = None, None
+    k, op, one = None, None, ()
     if o.op in ("+", "*"):
         k, op = lag(value) or None, o.op
     elif o.op == "" and isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Mult)):
@@ -4628,12 +4633,22 @@ def _inplace_prefix(outputs, body: _Body, space: IterSpace, ctx=None):
         if found and (fn is torch.maximum or fn is torch.max or fn is torch.minimum or fn is torch.min):
             k = pair(*value.args)
             op = "max" if fn is torch.maximum or fn is torch.max else "min"
+    elif (o.op == "" and ctx is not None and isinstance(value, ast.Call) and len(value.args) == 2
+          and not value.keywords and isinstance(value.func, ast.Name) and value.func.id in ("max", "min")
+          and _is_builtin(ctx, value.func.id)):
+        # Python's `max(t[i], t[i + 1])` of one-element rows (the precision envelope of average
+        # precision): the larger by `>`, which the running extreme gives where no NaN and no zeros
+        # of both signs meet (the runtime checks those, as for torch.maximum's), and where each row
+        # is one element (`rows1`: of several, the loop's truth test raises)
+        k = pair(*value.args)
+        op = value.func.id
+        one = (("rows1", True),)
     if not k or op is None:
         return None
     if isinstance(k, str):
         # (a lag by name: `payloads` holds it, `offset` 0)
-        return dataclasses.replace(o, kind="prefix", op=op, offset=0, flip=back, payloads=(("lag", k),))
-    return dataclasses.replace(o, kind="prefix", op=op, offset=k, flip=back)
+        return dataclasses.replace(o, kind="prefix", op=op, offset=0, flip=back, payloads=(("lag", k),) + one)
+    return dataclasses.replace(o, kind="prefix", op=op, offset=k, flip=back, payloads=one)
 
 
 # elementwise tests a fill's condition may be made of (`torch.isnan(x[i])`, `x[i] == 0`, `~m`)

@@ -95,7 +95,7 @@ try:
     if _av_T is not None:
         _av_T = _av_AV.guard(_av_T, (), (), (), _av_WRITES)
     if _av_T is not None:
-        _av_P = _av_AV.prefix_region({view}, {o.dim}, _av_T, {o.op!r}, {minus_k if o.flip else k}, {'None' if view == o.target else o.target}{test}{', named=' + repr('back' if o.flip else 'ahead') if sym else ''})
+        _av_P = _av_AV.prefix_region({view}, {o.dim}, _av_T, {o.op!r}, {minus_k if o.flip else k}, {'None' if view == o.target else o.target}{test}{', named=' + repr('back' if o.flip else 'ahead') if sym else ''}{', rows1=True' if ('rows1', True) in o.payloads else ''})
 except _av_AV.Error as _av_E:
     _av_T = _av_AV.failed({L}, _av_T, _av_E)
 """, _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan, AV), _av_WRITES=writes, _av_P=P, _av_E=E)

@@ -1,0 +1,162 @@
+"""In-place running extremes written with Python's `max` / `min` and loops that walk down with
+`range(a, b, -1)`: the precision envelope of average precision,
+
+    for i in range(len(prec) - 2, -1, -1):
+        prec[i] = max(prec[i], prec[i + 1])
+
+a suffix cummax (analysis.loops: Python's max or min of `t[i]` and `t[i +- k]`; `range(a, b, -1)`
+as `reversed(range(b + 1, a + 1))`, the same indices in the same order). Python's max picks the
+first argument unless the second is larger by `>`, so NaN and zeros of both signs decide by the
+order of arguments: those keep the loop, as rows of several elements do (the loop's truth test
+raises). Every test compares with the loop itself."""
+import math
+
+import pytest
+import torch
+
+from autovec import autovec, explain
+
+
+def envelope(prec):
+    prec = prec.clone()
+    for i in range(len(prec) - 2, -1, -1):
+        prec[i] = max(prec[i], prec[i + 1])
+    return prec
+
+
+def envelope_swapped(prec):
+    prec = prec.clone()
+    for i in range(len(prec) - 2, -1, -1):
+        prec[i] = max(prec[i + 1], prec[i])
+    return prec
+
+
+def running_max(x):
+    out = x.clone()
+    for i in range(1, len(out)):
+        out[i] = max(out[i], out[i - 1])
+    return out
+
+
+def running_min_back(x):
+    out = x.clone()
+    for i in reversed(range(len(out) - 1)):
+        out[i] = min(out[i], out[i + 1])
+    return out
+
+
+def suffix_sum_down(x):
+    out = x.clone()
+    for i in range(len(out) - 2, -1, -1):
+        out[i] += out[i + 1]
+    return out
+
+
+def suffix_minimum_down(x):
+    out = x.clone()
+    for i in range(out.shape[0] - 2, -1, -1):
+        out[i] = torch.minimum(out[i], out[i + 1])
+    return out
+
+
+FNS = [envelope, envelope_swapped, running_max, running_min_back, suffix_sum_down, suffix_minimum_down]
+
+
+def _check(fn, x):
+    want_err = got_err = None
+    try:
+        want = fn(x.clone())
+    except Exception as e:      # noqa: BLE001 (the loop's own error is the answer)
+        want_err = type(e)
+    try:
+        got = autovec(fn)(x.clone())
+    except Exception as e:      # noqa: BLE001
+        got_err = type(e)
+    assert got_err == want_err
+    if want_err is None:
+        assert got.dtype == want.dtype and got.shape == want.shape
+        if got.is_floating_point():
+            assert torch.equal(torch.signbit(got), torch.signbit(want))
+            # (extremes are exact; the running sum reassociates, as every float sum here)
+            exact = fn is not suffix_sum_down
+            torch.testing.assert_close(got, want, equal_nan=True, rtol=0 if exact else 1e-4, atol=0 if exact else 1e-3)
+        else:
+            assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("fn", FNS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32])
+def test_values_are_the_loops(fn, dtype):
+    torch.manual_seed(0)
+    for n in (1, 2, 3, 17, 500):
+        x = torch.randn(n) * 10
+        _check(fn, x.to(dtype))
+
+
+@pytest.mark.parametrize("fn", FNS)
+def test_batched(fn, monkeypatch):
+    x = torch.rand(2000)
+    fast = autovec(fn)
+    for _ in range(3):
+        fast(x.clone())
+    assert explain(fast, x.clone()).path == "vectorized"
+
+
+@pytest.mark.parametrize("fn", [envelope, envelope_swapped, running_max, running_min_back])
+@pytest.mark.parametrize("special", ["nan", "zeros", "inf"])
+def test_nan_and_signed_zeros_are_the_loops(fn, special, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.rand(40)
+    if special == "nan":
+        x[[3, 17, 30]] = math.nan
+    elif special == "zeros":
+        x[:] = 0.0
+        x[[1, 5, 6, 20]] = -0.0
+    else:
+        x[[2, 9]] = math.inf
+        x[11] = -math.inf
+    _check(fn, x)
+
+
+@pytest.mark.parametrize("fn", [envelope, running_max])
+def test_rows_of_several_elements_raise_as_in_the_loop(fn, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    _check(fn, torch.rand(30, 3))
+    _check(fn, torch.rand(30, 1))       # (one element each: the loop's `>` is one truth value)
+
+
+def test_booleans_and_a_list(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    _check(envelope, torch.rand(50) > 0.7)
+
+    def on_list(p):
+        for i in range(len(p) - 2, -1, -1):
+            p[i] = max(p[i], p[i + 1])
+        return p
+    vals = [0.3, 0.1, 0.9, 0.2, 0.5]
+    assert autovec(on_list)(list(vals)) == on_list(list(vals))
+
+
+def test_a_rebound_max_is_the_one_called():
+    import builtins
+    fast = autovec(running_max)
+    x = torch.rand(300)
+    torch.testing.assert_close(fast(x.clone()), running_max(x.clone()))
+    g = running_max.__globals__
+    g["max"] = builtins.min
+    try:
+        torch.testing.assert_close(fast(x.clone()), running_max(x.clone()))
+    finally:
+        del g["max"]
+
+
+def test_a_range_down_with_empty_and_odd_bounds():
+    def copy_down(x, a, b):
+        out = torch.zeros_like(x)
+        for i in range(a, b, -1):
+            out[i] = x[i] * i
+        return out
+    fast = autovec(copy_down)
+    x = torch.randn(50, 2)
+    for a, b in [(49, -1), (10, 20), (49, 48), (30, 4), (-1, -30)]:
+        torch.testing.assert_close(fast(x, a, b), copy_down(x, a, b))
