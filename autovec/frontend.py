@@ -120,6 +120,7 @@ def capture(fn) -> Captured:
     assumed: dict = {}
     nests = _ProductNests(fn, node, assumed)
     nests.visit(node)
+    _ShiftedStores(fn, node, assumed).visit(node)
     return Captured(fn=fn, tree=node, filename=code.co_filename, qualname=fn.__qualname__, written=written,
                     assumed=assumed, generated=frozenset(nests.made), rests_on=frozenset(assumed))
 
@@ -262,6 +263,123 @@ class _ProductNests(ast.NodeTransformer):
         for st in out:
             ast.fix_missing_locations(st)
         return out
+
+
+class _ShiftedStores(ast.NodeTransformer):
+    """A loop of one store into `t[i + s]` (s a nonzero int), whose index `i` appears only in
+    subscripts as `i`, `i + d` or `i - d`, walks its own target `j = i + s`:
+
+        for i in range(n - 1, 0, -1):                  for i in range(n - 1 - 1, 0 - 1, -1):
+            m[i - 1] = torch.maximum(m[i - 1], m[i])   ->   m[i] = torch.maximum(m[i], m[i + 1])
+
+    every subscript the same element as before, in the same order (the precision envelope of
+    VOC's average precision), so the analysis sees the store at the index itself. Only where
+    nothing outside the loop reads the name (its last value is off by s) and `range` is the real
+    one (recorded in `assumed`)."""
+
+    def __init__(self, fn, tree, assumed):
+        self.fn, self.tree, self.assumed = fn, tree, assumed
+
+    def visit_FunctionDef(self, node):
+        return self.generic_visit(node) if node is self.tree else node
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        rng = node.iter
+        back = isinstance(rng, ast.Call) and isinstance(rng.func, ast.Name) and rng.func.id == "reversed" \
+            and len(rng.args) == 1 and not rng.keywords
+        if back:
+            rng = rng.args[0]
+        if not (isinstance(node.target, ast.Name) and not node.orelse and len(node.body) == 1
+                and isinstance(rng, ast.Call) and isinstance(rng.func, ast.Name) and rng.func.id == "range"
+                and not rng.keywords and 1 <= len(rng.args) <= 3
+                and not any(isinstance(a, ast.Starred) for a in rng.args)):
+            return node
+        i, st = node.target.id, node.body[0]
+        target = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else \
+            st.target if isinstance(st, ast.AugAssign) else None
+        if not isinstance(target, ast.Subscript):
+            return node
+        shift = _index_offset(target.slice, i)
+        if not shift or any(isinstance(n, (ast.Lambda, ast.NamedExpr) + _COMPREHENSIONS) for n in ast.walk(st)):
+            return node      # (a comprehension's or lambda's own `i` is another name)
+        # every use of `i` an index `i`, `i + d` or `i - d` in a subscript
+        uses = [n for n in ast.walk(st) if isinstance(n, ast.Name) and n.id == i]
+        parents = {id(c): p for p in ast.walk(st) for c in ast.iter_child_nodes(p)}
+        for n in uses:
+            if not isinstance(n.ctx, ast.Load):
+                return node
+            p = parents.get(id(n))
+            at = p if isinstance(p, ast.BinOp) and p.left is n and _offset_of(p, i) is not None else n
+            holder = parents.get(id(at))
+            if isinstance(holder, ast.Tuple):
+                holder = parents.get(id(holder))
+            if not (isinstance(holder, ast.Subscript) and (holder.slice is at or isinstance(holder.slice, ast.Tuple)
+                                                            and any(e is at for e in holder.slice.elts))):
+                return node
+        inside = {id(n) for n in ast.walk(node)}
+        if any(isinstance(n, ast.Name) and n.id == i and id(n) not in inside for n in ast.walk(self.tree)):
+            return node
+        if i in {n.id for n in ast.walk(self.tree.args) if isinstance(n, ast.Name)} | {
+                a.arg for a in ast.walk(self.tree.args) if isinstance(a, ast.arg)}:
+            return node
+        found, value = scope_lookup(self.fn, "range")
+        if found and value is not builtins.range or (back and scope_lookup(self.fn, "reversed")[0]
+                                                     and scope_lookup(self.fn, "reversed")[1] is not builtins.reversed):
+            return node
+        args = list(rng.args) if len(rng.args) > 1 else [ast.Constant(0), rng.args[0]]
+        for k in (0, 1):
+            args[k] = _plus(args[k], shift)
+        new_rng = ast.Call(func=ast.Name("range", ast.Load()), args=args, keywords=[])
+
+        class Sub(ast.NodeTransformer):
+            def visit_BinOp(self, b):
+                d = _offset_of(b, i)
+                if d is not None:
+                    return ast.copy_location(_plus(ast.Name(i, ast.Load()), d - shift), b)
+                return self.generic_visit(b)
+
+            def visit_Name(self, n):
+                if n.id == i and isinstance(n.ctx, ast.Load):
+                    return ast.copy_location(_plus(ast.Name(i, ast.Load()), -shift), n)
+                return n
+        node.body = [Sub().visit(st)]
+        node.iter = ast.Call(func=ast.Name("reversed", ast.Load()), args=[new_rng], keywords=[]) if back else new_rng
+        ast.copy_location(node.iter, rng)
+        ast.fix_missing_locations(node)
+        self.assumed["range"] = builtins.range
+        if back:
+            self.assumed["reversed"] = builtins.reversed
+        return node
+
+
+def _offset_of(node, i) -> int | None:
+    """d where `node` is `i + d` or `i - d` (d an int literal), else None."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)) and isinstance(node.left, ast.Name) \
+            and node.left.id == i and isinstance(node.right, ast.Constant) and type(node.right.value) is int:
+        return node.right.value if isinstance(node.op, ast.Add) else -node.right.value
+    return None
+
+
+def _index_offset(index, i) -> int:
+    """s where the subscript's index holds `i + s` in one place (a tuple's entries: `t[i - 1, c]`),
+    and `i` nowhere else; else 0."""
+    entries = index.elts if isinstance(index, ast.Tuple) else [index]
+    found = [_offset_of(e, i) for e in entries]
+    hits = [d for d in found if d]
+    rest = [e for e, d in zip(entries, found) if d is None]
+    if len(hits) != 1 or any(isinstance(n, ast.Name) and n.id == i for e in rest for n in ast.walk(e)):
+        return 0
+    return hits[0]
+
+
+def _plus(node, d):
+    """`node + d` as Python would write it (`n - 1`, `i`, `i + 2`)."""
+    if d == 0:
+        return node
+    return ast.BinOp(left=node, op=ast.Add() if d > 0 else ast.Sub(), right=ast.Constant(abs(d)))
 
 
 def _breaks(stmts) -> bool:

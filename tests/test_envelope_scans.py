@@ -160,3 +160,94 @@ def test_a_range_down_with_empty_and_odd_bounds():
     x = torch.randn(50, 2)
     for a, b in [(49, -1), (10, 20), (49, 48), (30, 4), (-1, -30)]:
         torch.testing.assert_close(fast(x, a, b), copy_down(x, a, b))
+
+
+# a store into t[i + s] that walks its own target (frontend._ShiftedStores)
+
+def voc_envelope(mpre):
+    mpre = mpre.clone()
+    for i in range(mpre.shape[0] - 1, 0, -1):
+        mpre[i - 1] = torch.maximum(mpre[i - 1], mpre[i])
+    return mpre
+
+
+def voc_envelope_python_max(mpre):
+    mpre = mpre.clone()
+    for i in reversed(range(1, len(mpre))):
+        mpre[i - 1] = max(mpre[i - 1], mpre[i])
+    return mpre
+
+
+def shifted_difference(x):
+    out = torch.zeros(x.shape[0] - 1, dtype=x.dtype)
+    for i in range(1, x.shape[0]):
+        out[i - 1] = x[i] - x[i - 1]
+    return out
+
+
+def shifted_prefix(x):
+    out = x.clone()
+    for i in range(len(out) - 1):
+        out[i + 1] = out[i + 1] + out[i]
+    return out
+
+
+def shifted_in_a_tuple(x):
+    out = x.clone()
+    for i in range(2, len(out)):
+        out[i - 2, 0] = out[i - 1, 0] * 2 + x[i, 1]
+    return out
+
+
+def index_read_after(x):
+    out = x.clone()
+    for i in range(1, len(out)):
+        out[i - 1] = torch.maximum(out[i - 1], out[i])
+    return out, i
+
+
+def index_as_a_value(x):
+    out = torch.zeros_like(x)
+    for i in range(1, x.shape[0]):
+        out[i - 1] = x[i] * i
+    return out
+
+
+SHIFTED = [voc_envelope, voc_envelope_python_max, shifted_difference, shifted_prefix, shifted_in_a_tuple,
+           index_read_after, index_as_a_value]
+
+
+@pytest.mark.parametrize("fn", SHIFTED)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_shifted_stores_are_the_loops(fn, dtype):
+    torch.manual_seed(0)
+    fast = autovec(fn)
+    for n in (1, 2, 3, 9, 400):
+        x = (torch.randn(n, 2) * 5 if fn is shifted_in_a_tuple else torch.randn(n) * 5).to(dtype)
+        if fn is index_read_after and n == 1:
+            for f in (fn, fast):        # (no iteration: `i` unbound, in the loop too)
+                with pytest.raises(UnboundLocalError):
+                    f(x.clone())
+            continue
+        want, got = fn(x.clone()), fast(x.clone())
+        if isinstance(want, tuple):
+            assert type(got) is tuple and got[1] == want[1]
+            want, got = want[0], got[0]
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("fn", [voc_envelope, voc_envelope_python_max, shifted_prefix])
+def test_shifted_scans_are_batched(fn):
+    fast = autovec(fn)
+    x = torch.rand(3000)
+    for _ in range(3):
+        fast(x.clone())
+    ex = explain(fast, x.clone())
+    assert ex.path == "vectorized" and "cum" in ex.loops[0].reason
+
+
+def test_an_index_read_after_the_loop_keeps_its_last_value():
+    fast = autovec(index_read_after)
+    x = torch.rand(50)
+    assert fast(x.clone())[1] == index_read_after(x.clone())[1] == 49

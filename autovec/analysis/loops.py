@@ -355,10 +355,36 @@ class _Body:
         return f"_av_out{self.count[0] - 1}"
 
 
+def _no_shadowing(scopes: list, outer: list) -> None:
+    """Refuse a loop where a comprehension or lambda inside it binds a name (`sum(x[i] for i in
+    range(2))` in `for i in ..`) that the loop also uses outside that scope: the name inside is
+    another variable, which the analysis, reading names without scopes, would take for the
+    loop's (probe, stop 51). `scopes`: the loop's own nodes (body, element, conditions);
+    `outer`: those that are the loop's own scope only (its target)."""
+    inner, bound = set(), {}
+    for root in scopes:
+        for n in fastast.walk(root):
+            if isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)):
+                names = {a.arg for a in fastast.walk(n.args) if isinstance(a, ast.arg)} if isinstance(n, ast.Lambda) \
+                    else {t.id for g in n.generators for t in fastast.walk(g.target) if isinstance(t, ast.Name)}
+                for name in names:
+                    bound.setdefault(name, n.lineno)
+                inner |= {id(x) for x in fastast.walk(n)}
+    if not bound:
+        return
+    used = {n.id for root in scopes + outer for n in fastast.walk(root)
+            if isinstance(n, ast.Name) and id(n) not in inner}
+    hit = sorted(set(bound) & used)
+    if hit:
+        raise Refuse(f"a comprehension or lambda at line {bound[hit[0]]} binds `{hit[0]}`, a name the loop also "
+                     f"uses outside it (inside, it is another variable): the loop runs as written", bound[hit[0]])
+
+
 def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None = None,
              body_stmts: list | None = None, form: str = "for", anchor=None) -> LoopPlan:
     if node.orelse:
         raise Refuse(f"`for ... else` at line {node.lineno} is not supported", node.lineno)
+    _no_shadowing(list(body_stmts if body_stmts is not None else node.body), [node.target])
     space = space or iteration(node, ctx)
     iter_vars = _iter_vars(space)
     stmts = raw = body_stmts if body_stmts is not None else node.body
@@ -595,6 +621,7 @@ def plan_while(node: ast.While, ctx: Context, loop_id: int) -> LoopPlan:
     t = node.test
     if node.orelse:
         raise Refuse(f"`while ... else` at line {line} is not supported", line)
+    _no_shadowing(list(node.body), [node.test])
     if isinstance(t, ast.BoolOp) and isinstance(t.op, ast.And) and isinstance(t.values[0], ast.Compare):
         # `while k < n and c:` is `while k < n:` / `if not c: break` first: `c` is computed
         # only where `k < n` holds, as `and` does (a search: `while i < n and x[i] < t: i += 1`)
@@ -663,6 +690,7 @@ def plan_comprehension(comp: ast.ListComp, consumer: str, consumer_node: ast.AST
     if gen.is_async:
         raise Refuse(f"the comprehension at line {line} is asynchronous", line)
     _no_identity_tests([comp.elt, *gen.ifs])
+    _no_shadowing([comp.elt, *gen.ifs], [gen.target])
     space = iteration(ast.For(target=gen.target, iter=gen.iter, body=[], orelse=[], lineno=line), ctx)
     iter_vars = _iter_vars(space)
     # `for a, b in pairs`: the statements unpacking each row come first, as in a for loop
