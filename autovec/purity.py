@@ -718,34 +718,48 @@ def _element_chain(n: ast.Name, parents) -> str | None:
 def _reached_activity(obj, steps, label) -> str:
     """Why the value a helper reaches from `obj` along `steps` (_element_chain) runs Python code
     a different number of times batched than in the loop (active_value; a getter on the way:
-    _getter_impurity), or "". Read without running code (runtime._peek); where the path goes
-    through what only code would give, what can be seen up to there. A subscript by a value
+    _getter_impurity), or "". Read without running code (runtime._peek: stored attributes,
+    dict, list and tuple entries, so no getter is on a path it reads to the end); where the path
+    goes through what only code would give, that code's own check. A subscript by a value
     ("any") checks one element of each type of a list, tuple or dict."""
-    from .runtime import _UNKNOWN, _peek
-    attrs = []
-    for st in steps:
-        if type(st) is not str:
-            break
-        attrs.append(st)
-    if attrs and not isinstance(obj, (torch.nn.Module, types.ModuleType)):
-        bad = _getter_impurity(obj, attrs, label)
-        if bad:
-            return bad
-    known = steps[:-1] if steps[-1] == ("any",) else steps
-    v = _peek(obj, known)
-    if v is _UNKNOWN:
+    peek = _PEEK or _load_peek()
+    anyway = steps[-1] == ("any",)
+    v = peek[0](obj, steps[:-1] if anyway else steps)
+    if v is peek[1]:
+        attrs = []
+        for st in steps:
+            if type(st) is not str:
+                break
+            attrs.append(st)
+        if attrs and not isinstance(obj, (torch.nn.Module, types.ModuleType)):
+            bad = _getter_impurity(obj, attrs, label)
+            if bad:
+                return bad
         return ""
-    if steps[-1] == ("any",):
+    if anyway:
         if type(v) is dict:
             v = list(v.values())
         if type(v) is list or type(v) is tuple:
             for kind in set(map(type, v)):
+                if kind in _PLAIN_VALUE_TYPES:
+                    continue
                 why = active_value(next(e for e in v if type(e) is kind))
                 if why:
                     return f"an element of it is a {kind.__name__} object {why}"
-            return ""
+        return ""
+    if type(v) in _PLAIN_VALUE_TYPES:
+        return ""
     why = active_value(v)
     return f"a {type(v).__name__} object {why}" if why else ""
+
+
+_PEEK: list = []
+
+
+def _load_peek():
+    from .runtime import _UNKNOWN, _peek      # (runtime imports this module)
+    _PEEK[:] = [_peek, _UNKNOWN]
+    return _PEEK
 
 
 def _getter_impurity(obj, rest, label) -> str | None:

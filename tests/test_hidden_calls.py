@@ -932,3 +932,17 @@ def test_plain_values_reached_the_same_way_still_batch():
         fast = autovec(fn)
         torch.testing.assert_close(fast(x), fn(x))
         assert explain(fast, x).path == "vectorized"
+
+
+def test_an_active_object_put_in_after_plain_calls_is_seen(monkeypatch):
+    # the verdict of plain values must not be kept once the element read is an active object
+    x = torch.ones(6, 2)
+    fn = _reach_loop(r_list)
+    fast = autovec(fn)
+    R_LIST[0] = 2.0
+    for _ in range(4):
+        torch.testing.assert_close(fast(x), fn(x))
+    R_LIST[0] = Stepper()
+    want = fn(x)
+    R_LIST[0] = Stepper()
+    assert torch.equal(fast(x), want)
