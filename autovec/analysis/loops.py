@@ -823,6 +823,12 @@ _NEW_MEMORY_CALLS = frozenset((
     "flip", "fliplr", "flipud", "roll",
     # (copies at the positions an index gives: `torch.gather(x[b], 0, idx[b])` before `x[b].scatter_(..)`)
     "gather", "index_select", "take", "take_along_dim", "masked_select", "tril", "triu",
+    # (tensors shaped like it, read for its shape and dtype alone: `torch.ones_like(x[b]) * s[b]`)
+    "ones_like", "zeros_like", "full_like", "empty_like",
+    # (more elementwise results, functions and methods)
+    "add", "sub", "mul", "div", "true_divide", "fmod", "remainder", "atan2", "hypot", "lerp", "addcmul",
+    "addcdiv", "clamp_min", "clamp_max", "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh",
+    "atanh", "exp2", "frac", "logit", "leaky_relu", "elu", "selu", "hardtanh", "softsign", "logsigmoid",
 ))
 
 
