@@ -35,11 +35,16 @@ _REQUIRES_GRAD, _NBYTES = operator.attrgetter("requires_grad"), operator.attrget
 
 def _guard(self, loop_id, names, values, which, left=()):
     """What the stores need (_store), or None. `names`: (the sequences, the targets), or None
-    where one is unbound. `left`: per store, whether it pads before the sequence (`T[i, -len(s):]`)."""
+    where one is unbound. `left`: per store, whether it pads before the sequence (`T[i, -len(s):]`;
+    "width" for `T[i, L - len(s):]`, whose L, `names`' third part, must be the target's width)."""
     if names is None:
         self._note(loop_id, "python", "a name the loop reads is unbound")
         return None
-    seqs, targets = names
+    seqs, targets, widths = names
+    for k, w in enumerate(widths):
+        if left[k] == "width" and not (type(w) is int and type(targets[which[k]]) is Tensor
+                                       and targets[which[k]].dim() >= 2 and w == targets[which[k]].shape[1]):
+            return _refuse(self, loop_id, "the width the left padding counts from is not the target's")
     try:
         return _checked(self, loop_id, seqs, targets, values, which, left)
     except NotVectorizable:
@@ -94,7 +99,7 @@ def _checked(self, loop_id, seqs, targets, values, which, left):
     for k, v in enumerate(values):
         if v is not None and not _converts(v, targets[which[k]].dtype):
             return _refuse(self, loop_id, "a number the stores convert out of the target's range")
-    if any(left) and min(lens) < 1:
+    if any(side is True for side in left) and min(lens) < 1:
         # (`T[i, -0:]` is the whole row: the loop stores an empty sequence into it, and raises)
         return _refuse(self, loop_id, "an empty sequence padded from the left")
     starts = list(map(Tensor.data_ptr, seqs))

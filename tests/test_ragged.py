@@ -264,6 +264,30 @@ def test_left_padding():
     assert explain(left_scaled).loops[0].strategy != "ragged"
 
 
+def left_by_width(seqs, W):
+    ids = torch.zeros(len(seqs), 8, dtype=torch.long)
+    mask = torch.zeros(len(seqs), 8, dtype=torch.bool)
+    for i in range(len(seqs)):
+        n = seqs[i].shape[0]
+        ids[i][W - n:] = seqs[i]
+        mask[i, W - len(seqs[i]):] = True
+    return ids, mask
+
+
+@pytest.mark.parametrize("low", [0, 1])
+def test_left_padding_counted_from_the_width(low):
+    # `ids[i][W - n:]` with W the rows' width: padding before the sequence, and an empty sequence
+    # writes nothing (W - 0 is past the row)
+    make = lambda: (seqs(30, 6, low=low), 8)     # noqa: E731
+    compare(left_by_width, make)
+    ex = explain(left_by_width, *make())
+    assert ex.loops[0].strategy == "ragged" and ex.path == "vectorized", ex.notes
+    for other in (7, 9, 0):
+        # another width: positions other than the last ones (or clipped), which the loop decides
+        compare(left_by_width, lambda: (seqs(30, 6, low=1), other))      # noqa: B023
+        assert explain(left_by_width, *(seqs(30, 6, low=1), other)).path == "python"
+
+
 def test_rows_of_a_tensor_keep_the_other_strategies(monkeypatch):
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
     make = lambda: (torch.randint(0, 9, (40, 6)), torch.zeros(40, 8, dtype=torch.long))   # noqa: E731

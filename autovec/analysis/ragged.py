@@ -129,6 +129,12 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> RaggedPla
         elif span.upper is None and isinstance(span.lower, ast.UnaryOp) and isinstance(span.lower.op, ast.USub) \
                 and _length_of(span.lower.operand, elem, aliases):
             side = "left"       # (`T[i, -len(s):]`: padding before it, a decoder's batch)
+        elif span.upper is None and isinstance(span.lower, ast.BinOp) and isinstance(span.lower.op, ast.Sub) \
+                and isinstance(span.lower.left, ast.Name) and span.lower.left.id not in bound | aliases \
+                and _length_of(span.lower.right, elem, aliases):
+            # (`T[i, L - len(s):]`, L the rows' width: padding before it, where an empty sequence
+            # writes nothing; the runtime checks L is the target's width)
+            side = ("width", span.lower.left.id)
         else:
             return None
         v = st.value
@@ -151,7 +157,10 @@ def match(cap: Captured, loop: ast.For, local: set, elsewhere: set) -> RaggedPla
         return None
     # the targets, the list and `len` read nowhere else in the body (only as the stores read them)
     reads = {n.id for st in loop.body for n in fastast.walk(st) if isinstance(n, ast.Name)}
-    if bound & elsewhere or (reads - bound - set(targets) - {list_name, "len"}):
+    widths = {side[1] for _, _, _, side in plan.stores if type(side) is tuple}
+    if widths & (set(targets) | {list_name, "len", index} | ({name} if name else set())):
+        return None
+    if bound & elsewhere or (reads - bound - set(targets) - widths - {list_name, "len"}):
         return None
     # (the passes after this one may change the loop's nodes: what lower reads is kept as it is now)
     plan.header = ast.unparse(loop).splitlines()[0]
@@ -171,12 +180,13 @@ def lower(plan: RaggedPlan, namer, runtime):
             targets.append(t)
     values = tuple(v for _, _, _, v, _ in plan.stores)
     which = tuple(targets.index(t) for _, _, t, _, _ in plan.stores)
-    sides = tuple(side == "left" for _, _, _, _, side in plan.stores)
+    sides = tuple("width" if type(side) is tuple else side == "left" for _, _, _, _, side in plan.stores)
+    widths = "".join(f"{side[1]}, " if type(side) is tuple else "None, " for _, _, _, _, side in plan.stores)
     # (a target's name may be unbound where the loop never reads it, over no sequence: the loop as
     # the other strategies make it then runs)
     head = ast.parse("\n".join([
         "try:",
-        f"    {got} = ({plan.seqs.id}, ({''.join(t + ', ' for t in targets)}))",
+        f"    {got} = ({plan.seqs.id}, ({''.join(t + ', ' for t in targets)}), ({widths}))",
         f"except {runtime}.Error:",
         f"    {got} = None",
         f"{got} = {runtime}.rg_guard({k}, {got}, {values!r}, {which!r}, {sides!r})"])).body
@@ -199,7 +209,7 @@ def _display(plan: RaggedPlan):
              f"_mask = torch.arange(max(_lens)) < torch.tensor(_lens)[:, None]"]
     for _, _, t, v, side in plan.stores:
         value = f"torch.cat({s}).to({t}.dtype)" if v is None else repr(v)
-        if side == "left":
+        if side == "left" or type(side) is tuple:
             lines.append(f"{t}[:len({s})][torch.arange({t}.shape[1]) >= {t}.shape[1] - torch.tensor(_lens)[:, None]] = {value}")
         else:
             lines.append(f"{t}[:len({s}), :max(_lens)][_mask] = {value}")
