@@ -130,6 +130,9 @@ class Output:
                               # stores ("stored") or also by appends ("appended"): analysis._value_reads
     exact: bool = False       # store: its value is read back in the iteration (analysis._forwarded): the
                               # batch must have the output's dtype and the row's shape (runtime.exact)
+    chained: bool = False     # scatter written `t[a][b] op= v` (analysis.loops._chained_scatter): read as
+                              # `t[a, b]`, where `t[a]` is a view, a 0-d integer `a` per iteration into a
+                              # tensor `t` (runtime._scatter_prep checks it)
     method: str = ""          # store: the in-place method the loop calls on the row (`x[i].clamp_(min=0)`
                               # read as `x[i] = x[i].clamp(min=0)`: analysis._InPlaceUpdates), whose
                               # checks the store's differ by (runtime fit_store)

@@ -5300,10 +5300,15 @@ def _list_scatter(target, vals, idxs, op, mask, py):
     return "list", (sums if op == "+" else -sums)
 
 
-def _scatter_prep(target, vals, idxs, op, mask, form="", py=False):
+def _scatter_prep(target, vals, idxs, op, mask, form="", py=False, chained=False):
     """Indices and values for one `index_put_` that does what the loop's
     `target[i0, i1] op= v` does, repeated indices included (a per-bin max, min or product:
-    _scatter_reduce_prep)."""
+    _scatter_reduce_prep). `chained`: the loop writes `target[i0][i1]`, the same element only
+    where `target[i0]` is a view: a tensor indexed by one integer (not bool) per iteration."""
+    if chained and not (isinstance(target, torch.Tensor) and isinstance(idxs[0], torch.Tensor) and idxs[0].dim() == 1
+                        and not idxs[0].is_floating_point() and not idxs[0].is_complex()
+                        and idxs[0].dtype not in (torch.bool, torch.uint8)):
+        raise GuardFailed("`t[a][b]` where `t[a]` may be a copy (a list, or a tensor of indices): the loop decides")
     if type(target) is list:
         return _list_scatter(target, vals, idxs, op, mask, py)
     if not op and mask is None and len(idxs) == 2 and isinstance(idxs[1], torch.Tensor) \

@@ -605,3 +605,17 @@ def test_disjoint_parts_of_a_row_one_after_another(fn, batched):
         want, got = fn(b.clone(), *extra), f(b.clone(), *extra)
         assert torch.equal(got, want)
     assert ran_modes(f) == ({batched} if isinstance(batched, str) else {"batched"} if batched else set())
+
+
+def test_an_update_whose_value_reads_the_row_for_its_shape(monkeypatch):
+    # `torch.ones_like(c[b])` reads the row's shape and dtype into new memory before the update
+    # (probeA: a point cloud jittered in place)
+    def jitter(c, s):
+        for b in range(c.shape[0]):
+            c[b] += torch.clamp(0.01 * torch.ones_like(c[b]) * s[b], -0.05, 0.05)
+        return c
+    fast = autovec(jitter)
+    c, s = torch.randn(300, 16, 3), torch.randn(300)
+    for _ in range(3):
+        torch.testing.assert_close(fast(c.clone(), s), jitter(c.clone(), s))
+    assert explain(fast, c.clone(), s).path == "vectorized"

@@ -825,9 +825,9 @@ _NEW_MEMORY_CALLS = frozenset((
     "gather", "index_select", "take", "take_along_dim", "masked_select", "tril", "triu",
     # (tensors shaped like it, read for its shape and dtype alone: `torch.ones_like(x[b]) * s[b]`)
     "ones_like", "zeros_like", "full_like", "empty_like",
-    # (more elementwise results, functions and methods)
-    "add", "sub", "mul", "div", "true_divide", "fmod", "remainder", "atan2", "hypot", "lerp", "addcmul",
-    "addcdiv", "clamp_min", "clamp_max", "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh",
+    # (more elementwise results of one tensor; not the out-of-place twins of the in-place updates,
+    # `add`, `mul`: `ms[i].mul_(b).add_(g)` stays the in-place chain the foreach form takes)
+    "clamp_min", "clamp_max", "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh",
     "atanh", "exp2", "frac", "logit", "leaky_relu", "elu", "selu", "hardtanh", "softsign", "logsigmoid",
 ))
 
@@ -2817,6 +2817,12 @@ def _walk(stmts, body: _Body, ctx: Context, depth: int, path: tuple = ()) -> lis
                 out.extend(_scatter_output(s, (o, (sub, value)), entries, body, depth))
                 continue
         if found is not None and found[0].kind == "store" and found[0].op in ("", "+", "-") and not found[0].method:
+            flat = _chained_scatter(found[1][0], body)
+            entries = _scatter_entries(flat, body) if flat is not None else None
+            if entries is not None and len(entries) == 2:
+                o = dataclasses.replace(found[0], chained=True)
+                out.extend(_scatter_output(s, (o, (flat, found[1][1])), entries, body, depth))
+                continue
             entries = _scatter_entries(found[1][0], body)
             if entries is not None:
                 out.extend(_scatter_output(s, found, entries, body, depth))
@@ -3500,6 +3506,22 @@ def _reduce_store(s: ast.stmt, ctx: Context):
     return None
 
 
+def _chained_scatter(sub: ast.Subscript, body: "_Body"):
+    """`t[a][b]` (a confusion matrix's `cm[y[k]][p[k]] += 1`) as `t[a, b]`, where `a` changes per
+    iteration and neither index is a slice or a tuple: the same element where `t[a]` is a view,
+    which the runtime checks (a tensor `t`, a 0-d integer `a` each iteration; a list of lists, or
+    a tensor of indices, whose `t[a]` is a copy the loop's write never reaches, keeps the loop:
+    Output.chained). None for any other subscript."""
+    inner = sub.value
+    if not (isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name)
+            and not isinstance(inner.slice, (ast.Slice, ast.Tuple)) and not isinstance(sub.slice, (ast.Slice, ast.Tuple))
+            and nm.load_ids(inner.slice) & (body.varying | set(body.assigned))):
+        return None
+    flat = ast.Subscript(value=fastast.clone(inner.value), slice=ast.Tuple(
+        elts=[fastast.clone(inner.slice), fastast.clone(sub.slice)], ctx=ast.Load()), ctx=sub.ctx)
+    return ast.fix_missing_locations(ast.copy_location(flat, sub))
+
+
 def _scatter_output(s, found, entries, body: "_Body", depth: int) -> list:
     o, (sub, value) = found
     value, pytype = _strip_item(value)
@@ -3519,7 +3541,8 @@ def _scatter_output(s, found, entries, body: "_Body", depth: int) -> list:
         body.branches = True     # (`out[k, j] = a if c else b`: converted to `where`s, as a store's)
     body.outputs.append((Output("scatter", src(sub.value), src(value), s.lineno, op=o.op, marker=marker,
                                 cond=depth > 0, pytype=pytype, payloads=tuple(pays), dim=len(entries),
-                                index_src=src(sub), consumer=o.consumer, inplace=o.inplace), value))
+                                index_src=src(sub), consumer=o.consumer, inplace=o.inplace,
+                                chained=o.chained), value))
     return stmts
 
 

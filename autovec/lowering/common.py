@@ -804,7 +804,7 @@ def build(m: Match, namer, convert: bool = False, direct: bool = False, express:
             # (for a store through a tensor of indices too: index_put converts Python numbers alone)
             form = f", {o.consumer!r}, {py}" if o.op in ("max", "min", "*") else ""
             prepare += template(f"_av_P = _av_AV.scatter_prep({o.target}, {ok}, {idx}, {o.op!r}, {mask}"
-                                f"{form or f', py={py}'})", _av_P=P, _av_AV=AV)
+                                f"{form or f', py={py}'}{', chained=True' if o.chained else ''})", _av_P=P, _av_AV=AV)
             commit += template(f"_av_AV.scatter_commit({o.target}, _av_P, {o.op!r})", _av_P=P, _av_AV=AV)
             sel = (lambda t: f"{t}[{mask}]") if mpos is not None else (lambda t: t)
             ix = ", ".join(sel(f"{O}[{pp}]") for pp in ppos)
