@@ -657,3 +657,35 @@ def test_a_count_handed_on_runs_where_its_increment_is_a_number():
         assert [g is got[0][-1] for g in got[0]] == [w is want[0][-1] for w in want[0]]
         e = explain(count_appended_in_place, x, K)
         assert e.path == "python" and "hands on" in str(e), str(e)
+
+
+def precision_curve(y):
+    tp, fp = 0, 0
+    prec = []
+    for t in range(len(y)):
+        if y[t] == 1:
+            tp += 1
+        else:
+            fp += 1
+        prec.append(tp / (tp + fp))
+    return prec, tp, fp
+
+
+def starts_beside_another(y):
+    a, tp, b = 5, 0, 7
+    out = []
+    for t in range(len(y)):
+        if y[t] > 0:
+            tp += 1
+        out.append(tp)
+    return out, a, b
+
+
+@pytest.mark.parametrize("fn", [precision_curve, starts_beside_another])
+def test_counts_started_in_a_tuple_assignment(fn):
+    # `tp, fp = 0, 0`: each count's start is its place in the tuple (a precision-recall curve)
+    fast = autovec(fn)
+    for n in (1, 7, 3000, 3000):
+        y = (torch.rand(n) > 0.5).long()
+        assert fast(y) == fn(y)
+    assert explain(fast, y).path == "vectorized"

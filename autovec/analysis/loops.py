@@ -1179,9 +1179,9 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
             if k in nm.stores(st):
                 init = st
                 break
-        if stores == 1 and reads and isinstance(init, ast.Assign) and len(init.targets) == 1 \
-                and isinstance(init.targets[0], ast.Name) and (_int_constant(init.value) or isinstance(
-                    init.value, ast.Constant) and type(init.value.value) is float and init.value.value == 0):
+        start = _start_value(init, k)
+        if stores == 1 and reads and start is not None and (_int_constant(start) or isinstance(
+                start, ast.Constant) and type(start.value) is float and start.value == 0):
             keep.add(k)
     out = []
     for st in stmts:
@@ -1224,6 +1224,22 @@ def _counted(stmts: list, loop: ast.AST, ctx: Context) -> list:
             st = ast.fix_missing_locations(ast.copy_location(new, st))
         out.append(st)
     return out
+
+
+def _start_value(init, k):
+    """The value the statement `init` binds to the name `k`: `k = v`, or its place in `a, k = u, v`
+    (a tuple of names bound to a tuple of as many values); else None."""
+    if not (isinstance(init, ast.Assign) and len(init.targets) == 1):
+        return None
+    t, v = init.targets[0], init.value
+    if isinstance(t, ast.Name):
+        return v if t.id == k else None
+    if isinstance(t, ast.Tuple) and isinstance(v, ast.Tuple) and len(t.elts) == len(v.elts) \
+            and all(isinstance(e, ast.Name) for e in t.elts) and not any(isinstance(e, ast.Starred) for e in v.elts):
+        names = [e.id for e in t.elts]
+        if names.count(k) == 1:
+            return v.elts[names.index(k)]
+    return None
 
 
 def _strip_item(value: ast.AST) -> tuple[ast.AST, str]:
