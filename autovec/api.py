@@ -32,7 +32,7 @@ from .analysis.pairs import pair_lists
 from .codegen import Namer, all_names, build_function
 from .plan import indexed
 from .explain import Explanation, LoopReport
-from .frontend import NoSource, capture
+from .frontend import NoSource, capture, scope_lookup
 from .compiled import Stepping
 from .lowering import choose
 from .lowering import compile as compile_lowering
@@ -509,6 +509,13 @@ def _assumptions(fn, assumed: dict):
     terms = []
     for k, (name, obj) in enumerate(assumed.items()):
         consts[f"O{k}"] = obj
+        if "." in name:
+            # (an attribute of a module the rewrite rests on, `itertools.product`: frontend._ProductNests)
+            head, attr = name.split(".", 1)
+            holder = scope_lookup(fn, head)[1]
+            consts[f"M{k}"] = holder
+            terms.append(f"getattr(M{k}, {attr!r}, None) is O{k}")
+            continue
         if name in code.co_freevars and fn.__closure__ is not None:
             consts[f"C{k}"] = fn.__closure__[code.co_freevars.index(name)]
             terms.append(f"C{k}.cell_contents is O{k}")

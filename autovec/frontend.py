@@ -172,6 +172,10 @@ class _BranchedComprehensions(ast.NodeTransformer):
                                                                   value=v))
 
 
+# (itertools.product as autovec found it on import: one patched later is not the real one)
+_PRODUCT = __import__("itertools").product
+
+
 class _ProductNests(ast.NodeTransformer):
     """`for i, j in itertools.product(range(A), range(B)): body` as the nest it walks:
 
@@ -208,10 +212,10 @@ class _ProductNests(ast.NodeTransformer):
 
     def _product(self, f) -> str | None:
         import itertools
-        if isinstance(f, ast.Name) and self._is(f.id, itertools.product):
+        if isinstance(f, ast.Name) and self._is(f.id, _PRODUCT):
             return f.id
         if isinstance(f, ast.Attribute) and f.attr == "product" and isinstance(f.value, ast.Name) \
-                and self._is(f.value.id, itertools):
+                and self._is(f.value.id, itertools) and getattr(itertools, "product", None) is _PRODUCT:
             return f.value.id
         return None
 
@@ -234,8 +238,9 @@ class _ProductNests(ast.NodeTransformer):
                 and 1 <= len(a.args) <= 3 and not any(isinstance(x, ast.Starred) for x in a.args) for a in it.args):
             return node
         inside = {id(n) for n in ast.walk(node)}
-        if any(isinstance(n, ast.Name) and n.id in names and id(n) not in inside for n in ast.walk(self.tree)):
-            return node
+        if any(isinstance(n, ast.Name) and n.id in names and id(n) not in inside for n in ast.walk(self.tree)) \
+                or _declared(self.tree) & set(names):
+            return node       # (read elsewhere, or a global / nonlocal the caller sees: probeC)
         if any(isinstance(n, ast.Name) and n.id in names and not isinstance(n.ctx, ast.Load)
                for st in node.body for n in ast.walk(st)):
             return node
@@ -258,7 +263,9 @@ class _ProductNests(ast.NodeTransformer):
             body = [loop]
         self.assumed["range"] = builtins.range
         import itertools
-        self.assumed[head] = itertools.product if head != "itertools" else itertools
+        self.assumed[head] = _PRODUCT if head != "itertools" else itertools
+        if head == "itertools":
+            self.assumed["itertools.product"] = _PRODUCT     # (the module's attribute too: probeC)
         out = made + body
         for st in out:
             ast.fix_missing_locations(st)
@@ -320,7 +327,12 @@ class _ShiftedStores(ast.NodeTransformer):
                                                             and any(e is at for e in holder.slice.elts))):
                 return node
         inside = {id(n) for n in ast.walk(node)}
-        if any(isinstance(n, ast.Name) and n.id == i and id(n) not in inside for n in ast.walk(self.tree)):
+        if any(isinstance(n, ast.Name) and n.id == i and id(n) not in inside for n in ast.walk(self.tree)) \
+                or i in _declared(self.tree):
+            return node       # (read elsewhere, or a global / nonlocal the caller sees: probeC)
+        if not all(_int_bound(a) for a in rng.args):
+            # (`lo - 1` of a uint8 `lo` wraps to 255, and an object with `__index__` alone has no
+            # `-`: only bounds that are Python ints, literals, lengths and sizes; probeC)
             return node
         if i in {n.id for n in ast.walk(self.tree.args) if isinstance(n, ast.Name)} | {
                 a.arg for a in ast.walk(self.tree.args) if isinstance(a, ast.arg)}:
@@ -353,6 +365,32 @@ class _ShiftedStores(ast.NodeTransformer):
         if back:
             self.assumed["reversed"] = builtins.reversed
         return node
+
+
+def _declared(tree) -> set:
+    """The names a function declares `global` or `nonlocal` (its nested functions' too)."""
+    return {name for n in ast.walk(tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+
+
+def _int_bound(node) -> bool:
+    """Whether `node` is a Python int whatever the values: an int literal, `len(..)`, `x.shape[k]`,
+    `x.size(k)`, `x.numel()`, or `+` / `-` / `*` / `//` of these."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _int_bound(node.operand)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
+        return _int_bound(node.left) and _int_bound(node.right)
+    if isinstance(node, ast.Call) and not node.keywords:
+        f = node.func
+        if isinstance(f, ast.Name) and f.id == "len" and len(node.args) == 1:
+            return True
+        if isinstance(f, ast.Attribute) and f.attr in ("size", "numel", "dim") and len(node.args) <= 1 and all(
+                isinstance(a, ast.Constant) and type(a.value) is int for a in node.args):
+            return f.attr != "size" or len(node.args) == 1
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        return isinstance(node.slice, ast.Constant) and type(node.slice.value) is int
+    return False
 
 
 def _offset_of(node, i) -> int | None:

@@ -717,26 +717,37 @@ def _element_chain(n: ast.Name, parents) -> str | None:
 
 def _reached_activity(obj, steps, label) -> str:
     """Why the value a helper reaches from `obj` along `steps` (_element_chain) runs Python code
-    a different number of times batched than in the loop (active_value; a getter on the way:
-    _getter_impurity), or "". Read without running code (runtime._peek: stored attributes,
-    dict, list and tuple entries, so no getter is on a path it reads to the end); where the path
-    goes through what only code would give, that code's own check. A subscript by a value
-    ("any") checks one element of each type of a list, tuple or dict."""
-    peek = _PEEK or _load_peek()
+    a different number of times batched than in the loop, or "": an object on the way whose class
+    reads attributes or elements with Python code of its own (`__getattr__`, `__getattribute__`,
+    `__getitem__`, a dict's `__missing__`: _read_hook), a getter (_getter_impurity), or the value
+    itself (active_value). Read without running code (runtime._peek: stored attributes, dict, list
+    and tuple entries); where the path goes through what only code would give, that code's own
+    check. A subscript by a value ("any") checks one element of each type of a list, tuple or dict."""
+    peek, unknown = _PEEK or _load_peek()
     anyway = steps[-1] == ("any",)
-    v = peek[0](obj, steps[:-1] if anyway else steps)
-    if v is peek[1]:
-        attrs = []
-        for st in steps:
-            if type(st) is not str:
-                break
-            attrs.append(st)
-        if attrs and not isinstance(obj, (torch.nn.Module, types.ModuleType)):
-            bad = _getter_impurity(obj, attrs, label)
-            if bad:
-                return bad
-        return ""
+    cur = obj
+    for k, st in enumerate(steps[:-1] if anyway else steps):
+        hook = _read_hook(cur, type(st) is str)
+        if hook:
+            return hook
+        nxt = peek(cur, (st,))
+        if nxt is unknown:
+            attrs = []
+            for a in steps[k:]:
+                if type(a) is not str:
+                    break
+                attrs.append(a)
+            if attrs and not isinstance(cur, (torch.nn.Module, types.ModuleType)):
+                return _getter_impurity(cur, attrs, label) or ""
+            return ""
+        if isinstance(nxt, torch.Tensor) and nxt is cur:
+            break        # (a tensor on the way stands for the rest of the path)
+        cur = nxt
+    v = cur
     if anyway:
+        hook = _read_hook(v, False)
+        if hook:
+            return hook
         if type(v) is dict:
             v = list(v.values())
         if type(v) is list or type(v) is tuple:
@@ -751,6 +762,34 @@ def _reached_activity(obj, steps, label) -> str:
         return ""
     why = active_value(v)
     return f"a {type(v).__name__} object {why}" if why else ""
+
+
+_HOOKS: dict = {}
+_ATTR_HOOKS = ("__getattr__", "__getattribute__")
+_ITEM_HOOKS = ("__getitem__", "__missing__")
+
+
+def _read_hook(holder, attribute: bool) -> str:
+    """Why reading an attribute (or an element) of `holder` runs Python code of its class's own
+    (`__getattr__`, `__getattribute__`; `__getitem__`, `__missing__`), or "". Classes of the known
+    packages (torch's modules, dicts, lists) and modules read as they are. Judged once per class."""
+    tp = type(holder)
+    if tp in _PLAIN_VALUE_TYPES or isinstance(holder, (torch.nn.Module, torch.Tensor)):
+        return ""
+    key = (tp, attribute)
+    hit = _HOOKS.get(key)
+    if hit is None:
+        hit = ""
+        for cls in tp.__mro__:
+            if cls is object or _known_module(getattr(cls, "__module__", "") or ""):
+                continue
+            found = next((h for h in (_ATTR_HOOKS if attribute else _ITEM_HOOKS) if h in cls.__dict__), None)
+            if found:
+                hit = f"a {tp.__name__} object whose class defines `{found}` in Python (run once per iteration in the loop)"
+                break
+        if len(_HOOKS) < 4096:
+            _HOOKS[key] = hit
+    return hit
 
 
 _PEEK: list = []

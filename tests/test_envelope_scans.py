@@ -251,3 +251,86 @@ def test_an_index_read_after_the_loop_keeps_its_last_value():
     fast = autovec(index_read_after)
     x = torch.rand(50)
     assert fast(x.clone())[1] == index_read_after(x.clone())[1] == 49
+
+
+# probeC: the loop variable after an in-place scan; bounds the shift would change; globals
+
+def cumsum_then_index(p):
+    for i in range(1, p.shape[0]):
+        p[i] = p[i] + p[i - 1]
+    return p, i
+
+
+def envelope_then_index(p):
+    i = -1
+    for i in range(p.shape[0] - 2, -1, -1):
+        p[i] = max(p[i], p[i + 1])
+    return p, i
+
+
+@pytest.mark.parametrize("fn", [cumsum_then_index, envelope_then_index])
+def test_the_index_after_an_in_place_scan(fn):
+    fast = autovec(fn)
+    for _ in range(3):
+        x = torch.rand(2000)
+        want, got = fn(x.clone()), fast(x.clone())
+        assert got[1] == want[1]
+        torch.testing.assert_close(got[0], want[0])
+    assert explain(fast, torch.rand(2000)).path == "vectorized"
+
+
+G_INDEX = "unset"
+
+
+def scan_global_index(m):
+    global G_INDEX
+    for G_INDEX in range(1, m.shape[0]):
+        m[G_INDEX] = m[G_INDEX] + m[G_INDEX - 1]
+    return m
+
+
+def shifted_global_index(m):
+    global G_INDEX
+    for G_INDEX in range(m.shape[0] - 1, 0, -1):
+        m[G_INDEX - 1] = torch.maximum(m[G_INDEX - 1], m[G_INDEX])
+    return m
+
+
+@pytest.mark.parametrize("fn", [scan_global_index, shifted_global_index])
+@pytest.mark.parametrize("nan", [False, True])
+def test_a_global_index_keeps_its_last_value(fn, nan, monkeypatch):
+    global G_INDEX
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.rand(40)
+    if nan:
+        x[7] = float("nan")      # (the scan refuses: the loop runs)
+    G_INDEX = "unset"
+    want = fn(x.clone())
+    want_index = G_INDEX
+    G_INDEX = "unset"
+    got = autovec(fn)(x.clone())
+    assert G_INDEX == want_index
+    torch.testing.assert_close(got, want, equal_nan=True)
+
+
+class _Index:
+    def __init__(self, v):
+        self.v = v
+
+    def __index__(self):
+        return self.v
+
+
+def shifted_from(m, lo):
+    m = m.clone()
+    for i in range(lo, m.size(0)):
+        m[i - 1] = m[i - 1] + m[i]
+    return m
+
+
+@pytest.mark.parametrize("lo", [__import__("numpy").uint8(0), torch.tensor(0, dtype=torch.uint8), _Index(1), 1])
+def test_bounds_the_shift_would_change_keep_the_loop(lo, monkeypatch):
+    # (`lo - 1` of a uint8 wraps to 255; an object with `__index__` alone has no `-`)
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.rand(6)
+    torch.testing.assert_close(autovec(shifted_from)(x, lo), shifted_from(x, lo))

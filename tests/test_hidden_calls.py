@@ -946,3 +946,60 @@ def test_an_active_object_put_in_after_plain_calls_is_seen(monkeypatch):
     want = fn(x)
     R_LIST[0] = Stepper()
     assert torch.equal(fast(x), want)
+
+
+# probeC: a helper reads through an object whose class reads attributes or elements in Python
+
+class CountingAttrs:
+    def __init__(self):
+        self.calls = 0
+
+    def __getattr__(self, name):
+        self.calls += 1
+        return float(self.calls)
+
+
+class CountingLookups:
+    def __init__(self):
+        object.__getattribute__(self, "__dict__").update(calls=0, scale=2.0)
+
+    def __getattribute__(self, name):
+        d = object.__getattribute__(self, "__dict__")
+        d["calls"] += 1
+        return d[name]
+
+
+class CountingMissing(dict):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __missing__(self, key):
+        self.calls += 1
+        return float(self.calls)
+
+
+HOOKED = {}
+
+
+def h_getattr(v):
+    return v * HOOKED["a"].scale
+
+
+def h_missing(v):
+    return v * HOOKED["m"]["k"]
+
+
+@pytest.mark.parametrize("helper, key, make", [(h_getattr, "a", CountingAttrs), (h_missing, "m", CountingMissing),
+                                               (h_getattr, "a", CountingLookups)])
+def test_objects_that_read_with_python_code_keep_the_loop(helper, key, make):
+    x = torch.ones(5, 2)
+    fn = _reach_loop(helper)
+    HOOKED[key] = make()
+    want = fn(x)
+    calls = object.__getattribute__(HOOKED[key], "__dict__")["calls"]
+    HOOKED[key] = make()
+    got = autovec(fn)(x)
+    assert torch.equal(got, want)
+    if make is not CountingLookups:     # (its count also sees the guards' reads: values only)
+        assert object.__getattribute__(HOOKED[key], "__dict__")["calls"] == calls

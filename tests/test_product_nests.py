@@ -156,3 +156,48 @@ def test_a_rebound_product_runs_the_function_as_written():
         _same(got, pixel_max(img))
     finally:
         product = real
+
+
+G_PAIR = "unset"
+
+
+def product_global(x, m):
+    global G_PAIR
+    out = torch.zeros(4)
+    for G_PAIR, j in product(range(4), range(m)):
+        out[G_PAIR] += x[j]
+    return out
+
+
+def test_a_global_name_stays_as_written(monkeypatch):
+    # product binds nothing where a range is empty; the nest would bind the outer name (probeC)
+    global G_PAIR
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.arange(3.0)
+    G_PAIR = "unset"
+    autovec(product_global)(x, 0)
+    assert G_PAIR == "unset"
+    torch.testing.assert_close(autovec(product_global)(x, 3), product_global(x, 3))
+
+
+def pair_products(x, y):
+    out = torch.zeros(x.shape[0], y.shape[0])
+    for i, j in itertools.product(range(x.shape[0]), range(y.shape[0])):
+        out[i, j] = x[i] @ y[j]
+    return out
+
+
+def test_a_patched_itertools_product_is_the_one_called():
+    fast = autovec(pair_products)
+    x, y = torch.randn(3, 2), torch.randn(4, 2)
+    _same(fast(x, y), pair_products(x, y))
+    real = itertools.product
+    itertools.product = lambda *a, **k: iter([(0, 0)])
+    try:
+        want = pair_products(x, y)
+        assert int((want != 0).sum()) == 1
+        _same(fast(x, y), want)
+        fresh = autovec(pair_products)        # (patched before the first call too)
+        _same(fresh(x, y), want)
+    finally:
+        itertools.product = real

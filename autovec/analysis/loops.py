@@ -3916,9 +3916,12 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
     _check_calls(all_nodes, ctx, body, iter_vars)
     prefix = _inplace_prefix(outputs, body, space, ctx)
     if prefix is not None:
+        # (the index read after the loop, or a global: its last value, lowering.scan; probeC)
+        live = (index,) if form == "for" and index and (
+            nm.read_after(ctx.fn, ctx.parent, anchor or node, index) is not None or index in ctx.cellvars) else ()
         return LoopPlan(loop_id=loop_id, lineno=line, end_lineno=getattr(node, "end_lineno", line),
                         source=src(node), form=form, space=space, body=(), outputs=(prefix,), mapped=(),
-                        index_as_value=False, free=(), callables=())
+                        index_as_value=False, free=(), callables=(), live_after=live)
     outputs, scans = _scans(outputs, body, targets)
     outputs, scans = _shifts(node, ctx, outputs, scans, body, targets, iter_vars)
     exit_scans, exempt = _exit_scans(outputs, body)

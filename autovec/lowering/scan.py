@@ -101,6 +101,11 @@ except _av_AV.Error as _av_E:
 """, _av_T=T, _av_AV=AV, _av_SPACE=_space_expr(plan, AV), _av_WRITES=writes, _av_P=P, _av_E=E)
     set_lines(stmts, plan.lineno)
     commit = template(f"_av_AV.prefix_commit({view}, {o.dim}, _av_T, _av_P, {minus_k if o.flip else k})\n_av_T.done()", _av_AV=AV, _av_T=T, _av_P=P)
+    # (the loop variable read after the loop, or a global: its last value, as the loop leaves it)
+    # (a `while` loop's counter is one step past its last iteration, as lowering.common binds it)
+    past = f" + {plan.space.range_args[2]}" if plan.form == "while" else ""
+    commit += [st for name in plan.live_after if name == plan.space.index
+               for st in template(f"{name} = _av_T.last_index(){past}", _av_T=T)]
     after = template(f"if _av_AV.py_clock:\n    _av_AV.python_ran({L})", _av_AV=AV)
     set_lines(commit + after, plan.lineno)
     if o.flip:
