@@ -334,3 +334,45 @@ def test_bounds_the_shift_would_change_keep_the_loop(lo, monkeypatch):
     monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
     x = torch.rand(6)
     torch.testing.assert_close(autovec(shifted_from)(x, lo), shifted_from(x, lo))
+
+
+# loop nests walking down: the levels of a nest run forward, so a reversed level keeps its own loop
+# (`reversed(range(..))` in a nest appended in forward order before; fuzz win seed 19)
+
+def windows_down(x):
+    outs = []
+    for i in range(x.shape[0] - 2, -1, -1):
+        for j in range(0, x.shape[1] - 1, 2):
+            outs.append(x[i:i + 2, j:j + 2].float().mean())
+    return outs
+
+
+def windows_reversed(x):
+    outs = []
+    for i in reversed(range(x.shape[0] - 1)):
+        for j in range(0, x.shape[1] - 1, 2):
+            outs.append(x[i:i + 2, j:j + 2].float().mean())
+    return outs
+
+
+def inner_reversed(x):
+    outs = []
+    for i in range(x.shape[0]):
+        for j in reversed(range(x.shape[1])):
+            outs.append(x[i, j] * 2)
+    return torch.stack(outs)
+
+
+@pytest.mark.parametrize("fn", [windows_down, windows_reversed, inner_reversed])
+def test_nests_walking_down_keep_the_loops_order(fn, monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    fast = autovec(fn)
+    for shape in [(5, 6), (2, 3), (9, 4)]:
+        x = torch.randn(*shape)
+        want, got = fn(x), fast(x)
+        if isinstance(want, list):
+            assert len(got) == len(want)
+            for a, b in zip(want, got):
+                torch.testing.assert_close(b, a)
+        else:
+            torch.testing.assert_close(got, want)

@@ -5289,6 +5289,8 @@ def nest_levels(node: ast.For, ctx: Context) -> list[tuple[str, tuple, ast.For]]
             space = iteration(cur, ctx)
         except Refuse:
             break
+        if space.reverse:
+            break        # (a walk back, `reversed(range(..))` or `range(a, b, -1)`: a nest's levels run forward)
         walked = None
         if space.kind == "elements":
             walked = _walked_level(cur, space, node, ctx)
