@@ -199,8 +199,7 @@ class _ProductNests(ast.NodeTransformer):
         self.made: list = []
         # (a function that names `_av_` itself is not rewritten at all: analysis.blocked_by)
         self.off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") for n in ast.walk(tree))
-        self.local = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} \
-            | {a.arg for a in ast.walk(tree.args) if isinstance(a, ast.arg)}
+        self.local = _bound_names(tree)
 
     def _is(self, name, obj) -> bool:
         if name in self.local:
@@ -337,9 +336,11 @@ class _ShiftedStores(ast.NodeTransformer):
         if i in {n.id for n in ast.walk(self.tree.args) if isinstance(n, ast.Name)} | {
                 a.arg for a in ast.walk(self.tree.args) if isinstance(a, ast.arg)}:
             return node
+        local = _bound_names(self.tree)
         found, value = scope_lookup(self.fn, "range")
-        if found and value is not builtins.range or (back and scope_lookup(self.fn, "reversed")[0]
-                                                     and scope_lookup(self.fn, "reversed")[1] is not builtins.reversed):
+        if "range" in local or found and value is not builtins.range or back and (
+                "reversed" in local or scope_lookup(self.fn, "reversed")[0]
+                and scope_lookup(self.fn, "reversed")[1] is not builtins.reversed):
             return node
         args = list(rng.args) if len(rng.args) > 1 else [ast.Constant(0), rng.args[0]]
         for k in (0, 1):
@@ -365,6 +366,24 @@ class _ShiftedStores(ast.NodeTransformer):
         if back:
             self.assumed["reversed"] = builtins.reversed
         return node
+
+
+def _bound_names(tree) -> set:
+    """Every name a function binds itself (assignments, arguments, imports, `def` / `class`, `except
+    .. as`), its nested scopes' too: a name the rewrite rests on must be none of them."""
+    out = {a.arg for a in ast.walk(tree.args) if isinstance(a, ast.arg)}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in n.names}
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not tree:
+            out.add(n.name)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+    return out
 
 
 def _declared(tree) -> set:

@@ -5297,6 +5297,114 @@ def lost_stop44(self):
         self.emit(1, "return k, hits")
 
 
+def lost_stop51(self):
+    """Stop 51's forms, on inputs that change between calls: a conditional expression inside a
+    statement's value (`d = x[i] - (x[i - 1] if i > 0 else 0)`), `itertools.product` of ranges,
+    `range(a, b, -1)` walks (appends, stores, sums, nests), Python's `max` / `min` envelopes and
+    stores into `t[i + s]`, `t[a][b] op= v` scatters (confusion matrices), counts started together
+    (`tp, fp = 0, 0`), the index read after an in-place scan; of several dtypes, with NaN and zeros."""
+    self.variants = True
+    n = max(self.n, 1)
+    dt = self.pick(["float32", "float64", "int64"])
+    form = self.pick(["inner", "inner", "product", "down", "down", "envelope", "shifted", "chained", "counts"])
+    special = dt != "int64" and self.chance(0.3)
+    if form == "inner":
+        self.param("x", f"_tensor(g, ({n} + variant, 3), torch.{dt}, special={special}, low=-3, high=4)")
+        side = self.pick(["x[i - 1]", "x[i + 1]", "x[i] * 2", "x[i].sum()"])
+        other = self.pick(["0", "0.0", "1", "-2.5", "x[i]"])
+        cond = self.pick(["i > 0", "i + 1 < x.shape[0]", "x[i].sum() > 0", "i % 2 == 0", "bool(x[i, 0] > 1)"])
+        if side == "x[i + 1]" and "i + 1 <" not in cond:
+            cond = "i + 1 < x.shape[0]"
+        inner = f"({side} if {cond} else {other})"
+        value = self.pick([f"x[i] - {inner}", f"x[i] * {inner}", f"torch.relu(x[i] + {inner})", f"{inner} + 1"])
+        kind = self.pick(["store", "append", "total"])
+        if kind == "store":
+            self.emit(1, "out = torch.zeros_like(x, dtype=torch.float64)")
+            self.emit(1, "for i in range(x.shape[0]):")
+            self.emit(2, f"out[i] = {value}")
+            self.emit(1, "return out")
+        elif kind == "append":
+            self.emit(1, "res = []")
+            self.emit(1, "for i in range(x.shape[0]):")
+            self.emit(2, f"res.append({value})")
+            self.emit(1, "return res")
+        else:
+            self.emit(1, "tot = 0")
+            self.emit(1, "for i in range(x.shape[0]):")
+            self.emit(2, f"tot = tot + ({value}).sum()")
+            self.emit(1, "return tot")
+        return
+    if form == "product":
+        self.param("x", f"_tensor(g, ({n} + variant, 3), torch.{dt}, special={special}, low=-3, high=4)")
+        self.param("y", f"_tensor(g, ({self.pick([1, 2, 4])} + variant, 3), torch.{dt}, low=-3, high=4)")
+        rng2 = self.pick(["range(y.shape[0])", "range(1, y.shape[0])", "range(0, y.shape[0], 2)"])
+        self.emit(1, "import itertools")
+        body = self.pick(["out[i, j] = (x[i] - y[j]).abs().sum()", "out[i, j] = x[i] @ y[j]", "out[i, j] += x[i, 0] * j"])
+        self.emit(1, "out = torch.zeros(x.shape[0], y.shape[0], dtype=x.dtype)")
+        self.emit(1, f"for i, j in itertools.product(range(x.shape[0]), {rng2}):")
+        if self.chance(0.2):
+            self.emit(2, "if x[i, 0] > 2:")
+            self.emit(3, "continue")
+        self.emit(2, body)
+        self.emit(1, "return out")
+        return
+    if form == "down":
+        self.param("x", f"_tensor(g, ({n} + variant, 3), torch.{dt}, special={special}, low=-3, high=4)")
+        lo = self.pick(["-1", "0", "1"])
+        self.emit(1, "res = []")
+        self.emit(1, "tot = 0")
+        self.emit(1, f"for i in range(x.shape[0] - 1, {lo}, -1):")
+        if self.chance(0.3):
+            self.emit(2, "for j in range(x.shape[1]):")
+            self.emit(3, "res.append(x[i, j] * 2)")
+        else:
+            self.emit(2, self.pick(["res.append(x[i] * i)", "tot = tot + x[i].sum()", "res.append(x[i] - x[i - 1])"]))
+            if self.chance(0.3):
+                self.emit(2, "if x[i, 0] > 2:")
+                self.emit(3, "break")
+        self.emit(1, "return res, tot")
+        return
+    if form in ("envelope", "shifted"):
+        self.param("p", f"_tensor(g, ({n} + variant,), torch.{dt}, special={special}, low=-3, high=4)")
+        self.emit(1, "p = p.clone()")
+        if form == "envelope":
+            fn = self.pick(["max", "min", "torch.maximum", "torch.minimum"])
+            if self.chance(0.5):
+                self.emit(1, "for i in range(len(p) - 2, -1, -1):")
+                self.emit(2, f"p[i] = {fn}(p[i], p[i + 1])" if self.chance(0.5) else f"p[i] = {fn}(p[i + 1], p[i])")
+            else:
+                self.emit(1, "for i in range(1, len(p)):")
+                self.emit(2, f"p[i] = {fn}(p[i], p[i - 1])")
+        else:
+            self.emit(1, self.pick(["for i in range(p.shape[0] - 1, 0, -1):", "for i in range(1, len(p)):",
+                                    "for i in reversed(range(1, p.size(0))):"]))
+            self.emit(2, self.pick(["p[i - 1] = torch.maximum(p[i - 1], p[i])", "p[i - 1] = p[i - 1] + p[i]",
+                                    "p[i - 1] = max(p[i - 1], p[i])", "p[i - 1] += p[i]"]))
+        self.emit(1, "return p, i")
+        return
+    if form == "chained":
+        C = self.pick([3, 5])
+        self.param("y", f"_tensor(g, ({n} + variant,), torch.{self.pick(['int64', 'int32', 'int64'])}, low=0, high={C})")
+        self.param("q", f"_tensor(g, ({n} + variant,), torch.int64, low=0, high={C})")
+        self.param("w", f"_tensor(g, ({n} + variant,), torch.{dt}, low=-3, high=4)")
+        self.emit(1, f"cm = torch.zeros({C}, {C}, dtype=torch.{self.pick(['int64', 'float32', dt])})")
+        self.emit(1, self.pick(["for k in range(len(y)):", "for k in range(y.shape[0]):"]))
+        self.emit(2, self.pick(["cm[y[k]][q[k]] += 1", "cm[y[k]][q[k]] = w[k]", "cm[y[k]][q[k]] += w[k]",
+                                "cm[q[k]][y[k]] -= 1"]))
+        self.emit(1, "return cm")
+        return
+    self.param("y", f"_tensor(g, ({n} + variant,), torch.{self.pick(['int64', 'bool'])}, low=0, high=2)")
+    self.emit(1, self.pick(["tp, fp = 0, 0", "fp, tp = 0, 0", "tp, fp = 0.0, 0"]))
+    self.emit(1, "prec = []")
+    self.emit(1, "for t in range(len(y)):")
+    self.emit(2, "if y[t] == 1:")
+    self.emit(3, "tp += 1")
+    self.emit(2, "else:")
+    self.emit(3, "fp += 1")
+    self.emit(2, self.pick(["prec.append(tp / (tp + fp))", "prec.append(tp)", "prec.append(tp - fp)"]))
+    self.emit(1, "return prec, tp, fp")
+
+
 def lost_stop50(self):
     """Stop 50's forms, on inputs that change between calls: running products of a chain of
     factors (`c = c * lam * r[t]`, read in the loop or after it), sums of terms with Python
@@ -6746,7 +6854,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop50": lost_stop50, "stop49": lost_stop49, "stop48": lost_stop48, "stop47": lost_stop47, "stop46": lost_stop46, "stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop51": lost_stop51, "stop50": lost_stop50, "stop49": lost_stop49, "stop48": lost_stop48, "stop47": lost_stop47, "stop46": lost_stop46, "stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}

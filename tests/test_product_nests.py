@@ -201,3 +201,26 @@ def test_a_patched_itertools_product_is_the_one_called():
         _same(fresh(x, y), want)
     finally:
         itertools.product = real
+
+
+def test_names_the_function_binds_itself_are_not_the_builtins(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+
+    def local_range(m):
+        def range(a, b, c):     # noqa: A001 (the user's own `range`)
+            return [3, 2]
+        m = m.clone()
+        for i in range(m.shape[0] - 1, 0, -1):
+            m[i - 1] = torch.maximum(m[i - 1], m[i])
+        return m
+
+    def local_product(x, y):
+        from itertools import product as product    # noqa: F811 (bound in the function: its own)
+        out = torch.zeros(x.shape[0], y.shape[0])
+        for i, j in product(range(x.shape[0]), range(y.shape[0])):
+            out[i, j] = x[i] @ y[j]
+        return out
+    x = torch.rand(6)
+    torch.testing.assert_close(autovec(local_range)(x), local_range(x))
+    a, b = torch.randn(3, 2), torch.randn(4, 2)
+    torch.testing.assert_close(autovec(local_product)(a, b), local_product(a, b))
