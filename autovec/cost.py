@@ -469,6 +469,14 @@ class Decision:
 
     def python_ran(self, seconds: float, n: int):
         self.py_runs += 1
+        if self.py_runs > 1 and self.vec_any < float("inf") and seconds > _FAR_SLOWER * self.vec_any:
+            # (the loop, past its first run, far slower than a vectorized call already timed,
+            # warming up included: settled on the vectorized path, without six more slow loops;
+            # probeA's label smoothing ran 8 loops of 15 ms after batches of 1.5 ms)
+            self.py_iter = seconds / max(n, 1)
+            self.vec_call = self.vec_any
+            self.vec, self.final = True, True
+            return
         if self.py_runs > _PY_WARM:   # the first run of a bucket warms caches (often it is the first call ever)
             self.py_iter = min(self.py_iter, seconds / max(n, 1))
         elif self.py_runs > 1 and seconds >= _LONG_RUN and self.vec_any < float("inf"):

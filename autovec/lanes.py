@@ -121,6 +121,9 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
     stores = any(w[0] in ("store", "fresh") for w in writes)
 
     peeks = rt.peeks.get(loop_id, ())
+    helped = sig[-2] if len(sig) > 1 and type(sig[-2]) is tuple and sig[-2][:1] == ("helpers",) else None
+    if helped is not None:
+        sig = sig[:-2] + sig[-1:]  # (the values helpers read, before the grad mode: runtime._helper_reads)
     if len(sig) != len(mapped) + len(sources) + len(free) + len(peeks) + len(writes) + 1:
         return None     # (an autocast state's entry: the general pass alone)
     grad = sig[-1]      # (the grad mode: the signature's last entry)
@@ -128,7 +131,7 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
               "_in_transform": R._in_transform, "_any_autocast": R._any_autocast, "_top_hooks": R._top_hooks,
               "grad_on": torch.is_grad_enabled, "inference_on": torch.is_inference_mode_enabled,
               "get_default_dtype": torch.get_default_dtype, "F32": torch.float32,
-              "_overlapping": R._overlapping, "_peek_sig": R._peek_sig, "_no_aliasing": R._no_aliasing, "_appended_aliasing": R._appended_aliasing, "_sig": R._sig,
+              "_overlapping": R._overlapping, "_peek_sig": R._peek_sig, "_no_aliasing": R._no_aliasing, "_appended_aliasing": R._appended_aliasing, "_sig": R._sig, "_helper_reads": R._helper_reads,
               "PURE": R._PURE_BY_ID, "why_impure": R.why_impure, "ENV": R._ENV, "KEY": R._INDEX_CHECK_KEY, "indexcheck": R.indexcheck,
               "GuardFailed": R.GuardFailed, "CPU": R._CPU, "_dropped": R._dropped, "_rows_apart": R._rows_apart}
     lines = [f"    if (levels is {'' if nest else 'not '}None) or _in_transform() is not None or _any_autocast() or _top_hooks(False) is not None \\\n"
@@ -319,6 +322,9 @@ def checks(rt, loop_id, sid, sig, mapped, sources, free, calls, writes, nest=Fal
     if loop_id in rt.checked_more:
         more_checks(rt, loop_id, emit, const, tensors, free_tensors, written, fresh, calls,
                     [dtypes[v] for v in tensors], quiet and not any(grads), len(free) + len(mapped))
+    if helped is not None:
+        emit(f"    if ('helpers',) + _helper_reads(calls) != {const(helped)}:")
+        emit("        return None")
     for i in range(len(calls)):
         emit(f"    hit = PURE.get(id(calls[{i}]))")
         emit(f"    if (hit is None or hit[0] is not calls[{i}] or hit[1] is not None) and why_impure(calls[{i}]):")

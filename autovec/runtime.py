@@ -1735,6 +1735,10 @@ class FunctionRuntime:
                     mapped[pos] = (mapped[pos][0].to(device),) + tuple(mapped[pos][1:])
                 for j in number_sources or ():
                     sources[j] = sources[j].to(device)
+        if calls:
+            helped = _helper_reads(calls)
+            if helped:
+                sig.append(("helpers",) + helped)     # (right before the grad mode: lanes.checks)
         # the one-time check runs in the caller's grad mode (an operation that raises only where
         # an input requires grad raises there): grad on and off are signatures of their own
         sig.append(grad)
@@ -6769,6 +6773,83 @@ def code_names(code) -> tuple:
                 names += code_names(c)
         hit = _CODE_NAMES[code] = tuple(dict.fromkeys(names))
     return hit
+
+
+def _helper_reads(calls, depth=0, seen=None) -> tuple:
+    """The signature entries of the values the loop's helpers read from their globals and closures
+    as values (`v * W`, `CFG.scale`, `T[0]`: purity's "value" and "reach" targets, and those of the
+    helpers they call, two levels deep): a batched body calls a helper with whole batches, which
+    meet such a value as the one-time check saw it, so a value that becomes a vector, a matrix or
+    another dtype (`W = 2.0`, then a tensor) is a new signature, checked again (probeE)."""
+    out = []
+    for fn in calls:
+        if type(fn) is not types.FunctionType:
+            continue
+        reads = _READS.get(fn.__code__)
+        if reads is None:
+            reads = _reads_of(fn)
+        if not reads:
+            continue
+        if seen is None:
+            seen = set()
+        elif id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        for name, steps, callee in reads:
+            found, v = _scope_lookup(fn, name)
+            if not found:
+                continue
+            if callee:
+                if depth < 2 and type(v) is types.FunctionType:
+                    out.extend(_helper_reads((v,), depth + 1, seen))
+                continue
+            if steps:
+                v = _peek(v, steps)
+                if v is _UNKNOWN:
+                    continue
+            tp = type(v)
+            plain = _PLAIN_SIGS.get(tp)
+            if plain is not None:
+                out.append(plain)
+            elif tp is not types.FunctionType and tp is not types.ModuleType and tp is not type:
+                out.append(_sig(v))
+    return tuple(out)
+
+
+_READS: dict = {}
+
+
+def _reads_of(fn):
+    """(name, steps, callee) of what `fn` reads as values from outside (purity's "value" and
+    "reach" targets) and of the helpers it calls by name, once per code object; () where its
+    source is unknown, or it is torch's own."""
+    from .frontend import NoSource, scope_lookup
+    from .purity import _CHAIN_STEPS, _static_scan
+    global _scope_lookup
+    _scope_lookup = scope_lookup
+    reads = []
+    if not (fn.__module__ or "").startswith("torch"):
+        try:
+            _, targets = _static_scan(fn)
+        except NoSource:
+            targets = ()
+        for kind, path in targets:
+            if kind == "value":
+                reads.append((path, (), False))
+            elif kind == "reach":
+                name, steps = _CHAIN_STEPS[path]
+                reads.append((name, tuple(st for st in steps if st != ("any",)), False))
+            elif kind == "name":
+                reads.append((path, (), True))
+    reads = tuple(reads)
+    if len(_READS) < 4096:
+        _READS[fn.__code__] = reads
+    return reads
+
+
+def _scope_lookup(fn, name):
+    from .frontend import scope_lookup
+    return scope_lookup(fn, name)
 
 
 def _call_targets(fn):

@@ -639,3 +639,25 @@ def test_a_schedule_of_python_numbers_settles_on_the_faster_loop():
         assert torch.equal(f(64, 10, 0.1), warmup_cosine(64, 10, 0.1))
     (d,) = f._autovec_state.runtime.decisions.values()
     assert d.py_runs > 0          # timed, not taken on the estimate's word (before: never timed)
+
+
+def test_a_loop_far_slower_than_the_probed_batch_settles_at_its_second_run():
+    # probeA: label smoothing's batch 1.2 ms against an estimated loop of 3 ms (not five times
+    # faster: the loop is timed), which ran 15 ms a call: eight loops before the verdict
+    from autovec.cost import Decision
+    d = Decision({"python": 3e-3, "vectorized": 4e-5}, 2000)
+    for _ in range(2):
+        assert d.choose()
+        d.vectorized_ran(1.2e-3, 2000)
+    assert not d.choose()
+    d.python_ran(30e-3, 2000)                      # (the first run may pay one-time work)
+    assert not d.final and not d.choose()
+    d.python_ran(15e-3, 2000)                      # far slower than any batch timed: settled
+    assert d.final and d.vec and d.choose()
+    d = Decision({"python": 3e-3, "vectorized": 4e-5}, 2000)
+    for _ in range(2):
+        d.choose()
+        d.vectorized_ran(1.2e-3, 2000)
+    d.python_ran(30e-3, 2000)
+    d.python_ran(2e-3, 2000)                       # a close race: timed as before
+    assert not d.final

@@ -1003,3 +1003,55 @@ def test_objects_that_read_with_python_code_keep_the_loop(helper, key, make):
     assert torch.equal(got, want)
     if make is not CountingLookups:     # (its count also sees the guards' reads: values only)
         assert object.__getattribute__(HOOKED[key], "__dict__")["calls"] == calls
+
+
+# probeE: a value a helper reads that changes kind between calls (a float, then a vector): the
+# batched body calls the helper with whole batches, as the one-time check saw it
+
+W_READ = 2.0
+
+
+def scale_by_global(v):
+    return v * W_READ
+
+
+def stacked_scales(x):
+    res = []
+    for t in range(len(x)):
+        res.append(scale_by_global(x[t]))
+    return torch.stack(res)
+
+
+def stored_scales(x):
+    out = torch.empty_like(x)
+    for t in range(len(x)):
+        out[t] = scale_by_global(x[t])
+    return out
+
+
+@pytest.mark.parametrize("fn", [stacked_scales, stored_scales])
+def test_a_helpers_global_that_becomes_a_vector_is_a_new_signature(fn):
+    global W_READ
+    x = torch.randn(300)
+    fast = autovec(fn)
+    try:
+        W_READ = 2.0
+        for _ in range(3):
+            torch.testing.assert_close(fast(x), fn(x))
+        W_READ = torch.randn(300)
+        for _ in range(2):
+            want_err = got_err = None
+            try:
+                want = fn(x)
+            except RuntimeError as e:
+                want_err = type(e)
+            try:
+                got = fast(x)
+            except RuntimeError as e:
+                got_err = type(e)
+            assert got_err == want_err
+            if want_err is None:
+                assert got.shape == want.shape
+                torch.testing.assert_close(got, want)
+    finally:
+        W_READ = 2.0

@@ -15,6 +15,7 @@ import types
 from dataclasses import dataclass, field
 
 from .. import fastast
+from ..frontend import _int_bound
 from .. import reach
 from ..plan import IterSpace, LoopPlan, Mapped, Output, Refusal
 from . import helpers as helper_forms
@@ -107,9 +108,11 @@ def iteration(node: ast.For, ctx: Context) -> IterSpace:
                 raise Refuse(f"the target of `range` at line {line} is not a plain name", line)
             if not all(_pure_expr(a) for a in it.args):
                 raise Refuse(f"the bounds of `range` at line {line} call functions", line)
-            if len(it.args) == 3 and _int_literal(it.args[2]) == -1:
+            if len(it.args) == 3 and _int_literal(it.args[2]) == -1 and all(_int_bound(a) for a in it.args[:2]):
                 # `range(a, b, -1)` walks a, a - 1, .., b + 1: `reversed(range(b + 1, a + 1))`, the
-                # same indices in the same order (a walk back: suffix scans, stores in reverse)
+                # same indices in the same order (a walk back: suffix scans, stores in reverse). Only
+                # where the bounds are Python ints whatever the values (`b + 1` of a uint8 `b` wraps:
+                # probeE); else the range with its step, as any other
                 a, b = (src(x) for x in it.args[:2])
                 return IterSpace("range", (f"({b}) + 1", f"({a}) + 1"), index=tgt.id, reverse=True)
             return IterSpace("range", tuple(src(a) for a in it.args), index=tgt.id)
@@ -5289,8 +5292,11 @@ def nest_levels(node: ast.For, ctx: Context) -> list[tuple[str, tuple, ast.For]]
             space = iteration(cur, ctx)
         except Refuse:
             break
-        if space.reverse:
-            break        # (a walk back, `reversed(range(..))` or `range(a, b, -1)`: a nest's levels run forward)
+        if space.reverse and not _order_free(cur.body):
+            # (a walk back, `reversed(range(..))` or `range(a, b, -1)`: a nest's levels run forward,
+            # which only sums (`out[i] += r * i`) do not see; appends and stores would come in
+            # another order)
+            break
         walked = None
         if space.kind == "elements":
             walked = _walked_level(cur, space, node, ctx)
@@ -5707,6 +5713,18 @@ def _own_element_reads(body: _Body, targets: dict, stores: dict, ctx: Context) -
                         and not _view_after_store(r.value, top, body.stmts, o, ctx, markers):
                     own.add(id(r.value))
     return own
+
+
+def _order_free(stmts) -> bool:
+    """Whether statements (and the bodies of the `for` loops among them) are all `+=` / `-=`
+    updates, whose totals do not depend on the order of the iterations (up to reassociation)."""
+    for st in stmts:
+        if isinstance(st, ast.For) and not st.orelse:
+            if not _order_free(st.body):
+                return False
+        elif not (isinstance(st, ast.AugAssign) and isinstance(st.op, (ast.Add, ast.Sub))):
+            return False
+    return True
 
 
 def plan_nest(levels, ctx: Context, loop_id: int) -> LoopPlan:
