@@ -221,6 +221,10 @@ def _build(fn):
             for part in rest:
                 if obj is _MISS:
                     break
+                if _hooked(obj, part):
+                    # (a read that runs the user's code, `__getattr__` or a property: the pin's own
+                    # check would run it on every call; probeE)
+                    raise _Unpinned
                 nxt = getattr(obj, part, _MISS)
                 same(f"getattr({const(obj)}, {part!r}, MISS)", nxt)
                 obj = nxt
@@ -251,6 +255,16 @@ def _build(fn):
     check = ns["check"]
     check.source = src
     return check, state["coverable"], state["inert"]
+
+
+def _hooked(obj, part) -> bool:
+    """Whether reading `obj.part` would run code of the user's (runtime._codeless_attr refuses it
+    for a reason other than a missing attribute)."""
+    from .purity import _read_hook
+    if _read_hook(obj, True):
+        return True
+    from .runtime import _UNKNOWN, _codeless_attr
+    return _codeless_attr(obj, part) is _UNKNOWN and any(part in k.__dict__ for k in type(obj).__mro__)
 
 
 class _Unpinned(Exception):

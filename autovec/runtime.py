@@ -6856,7 +6856,7 @@ def _call_targets(fn):
     """The objects a helper calls through names and attribute chains (purity's scan of its
     source: `mod.fn`, `Cls.f`, `obj.method`), and the values of the attribute chains on outside
     names it reads (`mod.W`, `Cls.W`), resolved now; None where its source is unknown."""
-    from .frontend import NoSource, attr_chain, scope_lookup
+    from .frontend import NoSource, scope_lookup
     from .purity import _static_scan, loaded_chains
     try:
         _, targets = _static_scan(fn)
@@ -6869,11 +6869,41 @@ def _call_targets(fn):
             #             through subscripts: purity's own check)
         head, *rest = path.split(".")
         found, obj = scope_lookup(fn, head)
-        if found and rest:
-            found, obj = attr_chain(obj, rest)
+        for part in rest if found else ():
+            obj = _codeless_attr(obj, part)
+            if obj is _UNKNOWN:
+                found = False
+                break
         if found:
             out.append(obj)
     return out
+
+
+def _codeless_attr(obj, part):
+    """`obj.part` where reading it runs no code of the user's: _UNKNOWN where the object's class
+    reads attributes in Python (`__getattr__`, `__getattribute__`: purity._read_hook) or the
+    attribute is a property or another descriptor of a class outside torch and the standard
+    library (its getter would run once more than in the loop; probeE). Functions read from a
+    class give their bound methods, as `getattr` does."""
+    from .purity import _known_module, _read_hook
+    if _read_hook(obj, True):
+        return _UNKNOWN
+    if not isinstance(obj, types.ModuleType):
+        for klass in type(obj).__mro__:
+            if part in klass.__dict__:
+                found = klass.__dict__[part]
+                if _known_module(getattr(klass, "__module__", "") or ""):
+                    break
+                getter = getattr(found, "fget", None) or getattr(found, "func", None)
+                if isinstance(found, property) or type(found).__name__ == "cached_property":
+                    if getter is None or not _known_module(getattr(getter, "__module__", "") or ""):
+                        return _UNKNOWN      # (the user's getter)
+                elif hasattr(type(found), "__get__") and not isinstance(
+                        found, (types.FunctionType, staticmethod, classmethod, types.BuiltinFunctionType)) \
+                        and not _known_module(getattr(type(found), "__module__", "") or ""):
+                    return _UNKNOWN
+                break
+    return getattr(obj, part, _UNKNOWN)
 
 
 # operations whose vmap batching rule skips the loop's checks: one_hot gives a row of zeros for

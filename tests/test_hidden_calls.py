@@ -1055,3 +1055,62 @@ def test_a_helpers_global_that_becomes_a_vector_is_a_new_signature(fn):
                 torch.testing.assert_close(got, want)
     finally:
         W_READ = 2.0
+
+
+class _PlainFactor:
+    def __init__(self):
+        self.factor = 2.0
+
+
+class _CountingFactor:
+    def __init__(self):
+        self.reads = 0
+
+    def __getattr__(self, name):
+        self.reads += 1
+        return float(self.reads)
+
+
+class _PropertyFactor:
+    def __init__(self):
+        self.reads = 0
+
+    @property
+    def factor(self):
+        self.reads += 1
+        return float(self.reads)
+
+
+SWAPPED = _PlainFactor()
+
+
+def scale_by_factor(v):
+    return v * SWAPPED.factor
+
+
+def factor_rows(x):
+    out = torch.zeros_like(x)
+    for t in range(len(x)):
+        out[t] = scale_by_factor(x[t])
+    return out
+
+
+@pytest.mark.parametrize("kind", [_CountingFactor, _PropertyFactor])
+def test_an_object_swapped_in_after_warm_calls_is_read_as_often_as_in_the_loop(kind):
+    # (probeE: the gradient walk and the pins read `SWAPPED.factor` with getattr, running the
+    # user's `__getattr__` or getter once more per call)
+    global SWAPPED
+    x = torch.ones(300)
+    fast = autovec(factor_rows)
+    try:
+        for _ in range(3):
+            SWAPPED = _PlainFactor()
+            torch.testing.assert_close(fast(x), factor_rows(x))
+        SWAPPED = kind()
+        want, reads = factor_rows(x), SWAPPED.__dict__["reads"]
+        SWAPPED = kind()
+        got = fast(x)
+        assert SWAPPED.__dict__["reads"] == reads
+        assert torch.equal(got, want)
+    finally:
+        SWAPPED = _PlainFactor()
