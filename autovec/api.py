@@ -302,6 +302,11 @@ class FunctionState:
         numbers = {info.plan.loop_id: cost.number_ops(info.plan, _numbers_before(cap.tree, info.plan.lineno))
                    for info, _ in pieces}
         self.runtime.number_ops = {k: v for k, v in numbers.items() if v}
+        for info, _ in pieces:
+            # (operations on an indexed list's elements, counted where it holds Python numbers)
+            more = cost.element_ops(info.plan, _numbers_before(cap.tree, info.plan.lineno))
+            if more:
+                self.runtime.element_ops[info.plan.loop_id] = more
         # loops that update a tensor's elements in place as the loop walks it: under autograd the
         # loop's elements are views from unbind, which in-place methods raise on (FunctionRuntime.guard)
         at = {(loop.lineno, loop.col_offset) for loop, _ in views}

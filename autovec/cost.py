@@ -204,7 +204,7 @@ _MATH_CONSTANTS = frozenset({"pi", "e", "tau", "inf", "nan"})
 _NUMBER_ITER = 0.05e-6
 
 
-def number_ops(plan, numbers=frozenset()) -> tuple:
+def number_ops(plan, numbers=frozenset(), elements=False) -> tuple:
     """Which operations of one iteration (those _count_ops counts) work on Python numbers: per such
     operation, ("number", names) or ("convert", names): an operation on Python numbers, or a
     tensor's conversion to one (`.item()`, `int(t)`), where the loop-invariant `names` (plan.free)
@@ -229,6 +229,13 @@ def number_ops(plan, numbers=frozenset()) -> tuple:
         known.add(lv[0])
     local: dict = {}         # body names bound to numbers: the free names they need
     out = []
+    # each iteration's element of an indexed list (`a[i]` read as the parameter `a_i`): a Python
+    # number where the list holds them, ("elements", its position in plan.mapped) for refine_python
+    # (`elements`: the operations on them alone, element_ops; apart, so that a loop of tensors
+    # lists none of its own)
+    mapped = (getattr(plan, "mapped", ()) or ()) if elements else ()
+    elements = {mp.param: ("elements", k) for k, mp in enumerate(mapped)}
+    by_base = {mp.base: ("elements", k) for k, mp in enumerate(mapped) if not mp.levels}
 
     def kind(node):
         """The free names `node` is a Python number under (a frozenset), or None (not one)."""
@@ -242,7 +249,11 @@ def number_ops(plan, numbers=frozenset()) -> tuple:
                 return local[node.id]
             if node.id in known:
                 return frozenset()
+            if node.id in elements:
+                return frozenset({elements[node.id]})
             return frozenset({node.id}) if node.id in free else None
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in by_base:
+            return frozenset({by_base[node.value.id]})      # (`a[i]` of an indexed list)
         if isinstance(node, ast.BinOp):
             a, b = kind(node.left), kind(node.right)
             return a | b if a is not None and b is not None else None
@@ -277,6 +288,8 @@ def number_ops(plan, numbers=frozenset()) -> tuple:
                 return ("number", frozenset())
             if isinstance(f, ast.Attribute) and f.attr == "item" and not node.args:
                 inner = kind(f.value)
+                if inner is not None and any(type(v) is tuple for v in inner):
+                    return ("convert", frozenset())     # (a tensor's element: a list's has no .item())
                 return ("number", inner) if inner is not None else ("convert", frozenset())
             if isinstance(f, ast.Name) and f.id in _CONVERSIONS and len(node.args) == 1:
                 inner = kind(node.args[0])
@@ -303,6 +316,21 @@ def number_ops(plan, numbers=frozenset()) -> tuple:
     return tuple(out)
 
 
+def element_ops(plan, numbers=frozenset()) -> tuple:
+    """number_ops' operations on the elements of indexed lists (`a[i] * b[i]` with `a` and `b`
+    lists of floats: each a Python number in the loop, which refine_python counts where the
+    list holds numbers at run time; probeD's dot product and trapezoid rule)."""
+    return tuple(e for e in number_ops(plan, numbers, elements=True) if any(type(v) is tuple for v in e[1]))
+
+
+def _number_value(v) -> bool:
+    """A Python number, or a list or tuple of them (an indexed list's elements: its first one)."""
+    t = type(v)
+    if t is int or t is float or t is bool:
+        return True
+    return (t is list or t is tuple) and bool(v) and type(v[0]) in (int, float, bool)
+
+
 def refine_python(est: dict, n: int, ops: int, entries: tuple, values: dict, kind: str = "cpu") -> dict:
     """`est` with its Python loop re-estimated where some of the `ops` operations of an iteration
     work on Python numbers (number_ops's `entries`, their names' values in `values`)."""
@@ -311,7 +339,7 @@ def refine_python(est: dict, n: int, ops: int, entries: tuple, values: dict, kin
     cheap = 0.0
     numbers = 0      # operations on Python numbers alone
     for cls, names in entries:
-        if all(type(values.get(v)) in (int, float, bool) for v in names):
+        if all(_number_value(values.get(v)) for v in names):
             cheap += 1.0 - (_NUMBER_OP if cls == "number" else convert)
             numbers += cls == "number"
         elif cls == "convert":

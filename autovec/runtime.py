@@ -871,6 +871,7 @@ class FunctionRuntime:
         self.sig_ids: dict = {}           # (loop id, signature tuple) -> the small int that stands for it
         self.sig_counts: dict = {}        # loop id -> how many signatures it has met (_MAX_SIGNATURES)
         self.number_ops: dict = {}        # loop id -> cost.number_ops: operations on Python numbers (_refined)
+        self.element_ops: dict = {}       # loop id -> cost.element_ops: on indexed lists' elements (_refined)
         self.refused_why: dict = {}       # loop id -> why its last vectorized attempt was refused (for explain)
         self.element_views: frozenset = frozenset()   # loops rewritten from `for row in x` updating rows in place
         self.bcast: dict = {}             # (loop id, signature, tag) -> how the slices broadcast
@@ -1187,9 +1188,9 @@ class FunctionRuntime:
             return self._refuse(loop_id, m.plan, GuardFailed(
                 "in-place updates of a tensor's rows under autograd (the loop's backward may need what they "
                 "overwrite, or iterating a tensor gives views that in-place methods raise on): the loop runs"))
-        if loop_id in self.number_ops and (pending[10] is not None or pending[11] is not None
-                                           and not pending[11].refined):
-            pending = self._refined(pending, free)
+        if (loop_id in self.number_ops or loop_id in self.element_ops) and (
+                pending[10] is not None or pending[11] is not None and not pending[11].refined):
+            pending = self._refined(pending, free, mapped)
             if pending is None:
                 return None
         mine = self.lanes.get(loop_id)
@@ -1229,7 +1230,7 @@ class FunctionRuntime:
                 self.refused_why[loop_id] = str(e)
             return self._refuse(loop_id, m.plan, e)
 
-    def _refined(self, pending, free):
+    def _refined(self, pending, free, mapped=()):
         """`pending` with the cost model's loop re-estimated from this call's values (operations on
         Python numbers cost a few tens of nanoseconds, not a torch operation's microsecond:
         cost.refine_python), once per bucket before any of its calls is timed; None where the loop
@@ -1237,8 +1238,11 @@ class FunctionRuntime:
         loop_id, m, n, est, d = pending[0], pending[1], pending[6], pending[10], pending[11]
         lists = sum(1 for s in pending[4] if type(s) in (list, tuple))
         base = est if est is not None else self._estimate(loop_id, m, n, lists)
-        new = cost.refine_python(base, n, self.ops.get(loop_id, 1), self.number_ops[loop_id],
-                                 dict(zip(m.plan.free, free)), self.kind)
+        values = dict(zip(m.plan.free, free))
+        for k, e in enumerate(mapped):
+            values[("elements", k)] = e[0]      # (an indexed list: its elements, cost.number_ops)
+        entries = self.number_ops.get(loop_id, ()) + self.element_ops.get(loop_id, ())
+        new = cost.refine_python(base, n, self.ops.get(loop_id, 1), entries, values, self.kind)
         if d is not None:
             if new is base:
                 d.refined = True
