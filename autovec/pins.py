@@ -263,8 +263,8 @@ def _hooked(obj, part) -> bool:
     from .purity import _read_hook
     if _read_hook(obj, True):
         return True
-    from .runtime import _UNKNOWN, _codeless_attr
-    return _codeless_attr(obj, part) is _UNKNOWN and any(part in k.__dict__ for k in type(obj).__mro__)
+    from .runtime import _HOOKED, _codeless_attr
+    return _codeless_attr(obj, part) is _HOOKED
 
 
 class _Unpinned(Exception):

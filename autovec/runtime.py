@@ -6875,6 +6875,8 @@ def _call_targets(fn):
         found, obj = scope_lookup(fn, head)
         for part in rest if found else ():
             obj = _codeless_attr(obj, part)
+            if obj is _HOOKED:
+                return None      # (what only the user's code gives: unknown, as a helper without source)
             if obj is _UNKNOWN:
                 found = False
                 break
@@ -6883,15 +6885,18 @@ def _call_targets(fn):
     return out
 
 
+_HOOKED = object()
+
+
 def _codeless_attr(obj, part):
-    """`obj.part` where reading it runs no code of the user's: _UNKNOWN where the object's class
+    """`obj.part` where reading it runs no code of the user's: _HOOKED where the object's class
     reads attributes in Python (`__getattr__`, `__getattribute__`: purity._read_hook) or the
     attribute is a property or another descriptor of a class outside torch and the standard
-    library (its getter would run once more than in the loop; probeE). Functions read from a
-    class give their bound methods, as `getattr` does."""
+    library (its getter would run once more than in the loop; probeE); _UNKNOWN where there is
+    no such attribute. Functions read from a class give their bound methods, as `getattr` does."""
     from .purity import _known_module, _read_hook
     if _read_hook(obj, True):
-        return _UNKNOWN
+        return _HOOKED
     if not isinstance(obj, types.ModuleType):
         for klass in type(obj).__mro__:
             if part in klass.__dict__:
@@ -6901,11 +6906,11 @@ def _codeless_attr(obj, part):
                 getter = getattr(found, "fget", None) or getattr(found, "func", None)
                 if isinstance(found, property) or type(found).__name__ == "cached_property":
                     if getter is None or not _known_module(getattr(getter, "__module__", "") or ""):
-                        return _UNKNOWN      # (the user's getter)
+                        return _HOOKED       # (the user's getter)
                 elif hasattr(type(found), "__get__") and not isinstance(
                         found, (types.FunctionType, staticmethod, classmethod, types.BuiltinFunctionType)) \
                         and not _known_module(getattr(type(found), "__module__", "") or ""):
-                    return _UNKNOWN
+                    return _HOOKED
                 break
     return getattr(obj, part, _UNKNOWN)
 

@@ -276,3 +276,41 @@ def test_a_branch_whose_side_calls_a_method_reaching_grad_keeps_the_loop(tensors
         got, tensors.grad = tensors.grad.clone(), None
         assert torch.isfinite(want).all()
         torch.testing.assert_close(got, want)
+
+
+class _WeightBehindProperty:
+    def __init__(self, w):
+        self._w = w
+
+    @property
+    def w(self):
+        return self._w
+
+
+HELD = _WeightBehindProperty(torch.ones(3))
+
+
+def by_held_weight(v):
+    return v * HELD.w
+
+
+def held_rows(x):
+    out = []
+    for i in range(x.shape[0]):
+        out.append(by_held_weight(x[i]))
+    return torch.stack(out)
+
+
+def test_a_tensor_behind_a_property_counts_as_reachable(monkeypatch):
+    # the gradient walk reads no property (its getter is the user's code: probeE), so a helper that
+    # reads one is taken to reach a tensor that may require grad, as one without source is
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    global HELD
+    x = torch.randn(6, 3)
+    HELD = _WeightBehindProperty(torch.randn(3, requires_grad=True))
+    want = held_rows(x)
+    got = autovec(held_rows)(x)
+    torch.testing.assert_close(got, want)
+    g1, = torch.autograd.grad(want.sum(), HELD._w)
+    g2, = torch.autograd.grad(got.sum(), HELD._w)
+    torch.testing.assert_close(g2, g1)
