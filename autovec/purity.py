@@ -774,8 +774,8 @@ def _read_hook(holder, attribute: bool) -> str:
     (`__getattr__`, `__getattribute__`; `__getitem__`, `__missing__`), or "". Classes of the known
     packages (torch's modules, dicts, lists) and modules read as they are. Judged once per class."""
     tp = type(holder)
-    if tp in _PLAIN_VALUE_TYPES or isinstance(holder, (torch.nn.Module, torch.Tensor)):
-        return ""
+    if tp in _PLAIN_VALUE_TYPES or issubclass(tp, (torch.nn.Module, torch.Tensor)):
+        return ""       # (`issubclass` of its type: `isinstance` would read `__class__` through its hook)
     key = (tp, attribute)
     hit = _HOOKS.get(key)
     if hit is None:

@@ -555,6 +555,9 @@ def _piece_format(piece: torch.Tensor):
 _PLAIN_SIGS = {t: t for t in (bool, int, float, complex, str, type(None))}
 
 
+_SIG_ELEMENTS = 16      # lists and tuples up to this long are signed by every element (_sig)
+
+
 def _sig(v):
     tp = type(v)
     plain = _PLAIN_SIGS.get(tp)
@@ -569,6 +572,10 @@ def _sig(v):
         entry = ("T", v.dtype, v.dim(), "cpu" if v.is_cpu else v.device.type, v.requires_grad)
         return entry if type(v) is torch.Tensor else entry + (type(v),)
     if isinstance(v, (list, tuple)):
+        if 1 < len(v) <= _SIG_ELEMENTS:
+            # (every element of a short list: one read by an index that is not the loop's, `ls[j]`,
+            # may be any of them, of another kind than the first; probeF)
+            return (type(v).__name__, tuple(map(_sig, v)))
         return (type(v).__name__, _sig(v[0]) if v else None)
     if isinstance(v, _NUMBER) or v is None or isinstance(v, str):
         return type(v)
@@ -1573,7 +1580,11 @@ class FunctionRuntime:
                 if k in direct and type(v) not in _PLAIN_SIGS:
                     _inert_value(v)
                     _inert_elements(v)
-                sig.append(_sig(v))
+                entry = _sig(v)
+                if type(entry) is tuple and entry[0] in ("list", "tuple") and type(entry[1]) is tuple \
+                        and len(set(entry[1])) > 1 and k in _keyed_free(m.plan):
+                    _mixed_elements()
+                sig.append(entry)
         peeks = self.peeks.get(loop_id)
         if peeks is not None:
             for pos, path in peeks:
@@ -1742,6 +1753,8 @@ class FunctionRuntime:
         if calls:
             helped = _helper_reads(calls)
             if helped:
+                if _MIXED in helped:
+                    _mixed_elements()
                 sig.append(("helpers",) + helped)     # (right before the grad mode: lanes.checks)
         # the one-time check runs in the caller's grad mode (an operation that raises only where
         # an input requires grad raises there): grad on and off are signatures of their own
@@ -6799,7 +6812,7 @@ def _helper_reads(calls, depth=0, seen=None) -> tuple:
         elif id(fn) in seen:
             continue
         seen.add(id(fn))
-        for name, steps, callee in reads:
+        for name, steps, callee, keyed in reads:
             found, v = _scope_lookup(fn, name)
             if not found:
                 continue
@@ -6811,6 +6824,12 @@ def _helper_reads(calls, depth=0, seen=None) -> tuple:
                 v = _peek(v, steps)
                 if v is _UNKNOWN:
                     continue
+            if keyed and type(v) in (dict, list, tuple):
+                # (a container read by a key that is not a constant, `G[k]`, `LS[j]`: any of its
+                # elements, so they must all be of one kind; probeF)
+                kinds = set(map(_sig, v.values() if type(v) is dict else v))
+                out.append(_MIXED if len(kinds) > 1 else ("elements",) + tuple(kinds))
+                continue
             tp = type(v)
             plain = _PLAIN_SIGS.get(tp)
             if plain is not None:
@@ -6821,6 +6840,36 @@ def _helper_reads(calls, depth=0, seen=None) -> tuple:
 
 
 _READS: dict = {}
+_MIXED = ("mixed elements",)
+
+
+def _mixed_elements():
+    raise GuardFailed("a list, tuple or dict read by a key that changes between calls holds values of several "
+                      "kinds (a number and a tensor, tensors of other ranks): the one the call reads decides "
+                      "the batched form, so the loop runs", data=True)
+
+
+_KEYED: dict = {}
+
+
+def _keyed_free(plan) -> frozenset:
+    """Positions in plan.free of the values the body reads by a key that is not a constant and not
+    the loop's index (`ls[j]`, `d[k]` with `j`, `k` loop-invariant names): any element may be the
+    one read (probeF). Once per plan."""
+    hit = _KEYED.get(plan.loop_id, (None, None))
+    if hit[0] is plan:
+        return hit[1]
+    free = list(plan.free)
+    found = set()
+    for text in plan.body:
+        for node in fastast.walk(ast.parse(text)):
+            key = node.slice.operand if isinstance(getattr(node, "slice", None), ast.UnaryOp) else getattr(node, "slice", None)
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in free \
+                    and not isinstance(key, ast.Constant):
+                found.add(free.index(node.value.id))
+    out = frozenset(found)
+    _KEYED[plan.loop_id] = (plan, out)
+    return out
 
 
 def _reads_of(fn):
@@ -6839,12 +6888,12 @@ def _reads_of(fn):
             targets = ()
         for kind, path in targets:
             if kind == "value":
-                reads.append((path, (), False))
+                reads.append((path, (), False, False))
             elif kind == "reach":
                 name, steps = _CHAIN_STEPS[path]
-                reads.append((name, tuple(st for st in steps if st != ("any",)), False))
+                reads.append((name, tuple(st for st in steps if st != ("any",)), False, steps[-1] == ("any",)))
             elif kind == "name":
-                reads.append((path, (), True))
+                reads.append((path, (), True, False))
     reads = tuple(reads)
     if len(_READS) < 4096:
         _READS[fn.__code__] = reads

@@ -1114,3 +1114,55 @@ def test_an_object_swapped_in_after_warm_calls_is_read_as_often_as_in_the_loop(k
         assert torch.equal(got, want)
     finally:
         SWAPPED = _PlainFactor()
+
+
+# probeF: a list, tuple or dict read by a key that changes between calls, holding values of
+# several kinds (a 1-d and a 2-d tensor): the one a call reads decides the batched form
+
+MIXED_D = {}
+MIXED_L = []
+
+
+def read_by_key(v, k):
+    return (v * MIXED_D[k]).sum()
+
+
+def read_by_index(v, j):
+    return (v * MIXED_L[j]).sum()
+
+
+def keyed_rows(x, k):
+    out = torch.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = read_by_key(x[i], k)
+    return out
+
+
+def indexed_rows(x, j):
+    out = torch.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = read_by_index(x[i], j)
+    return out
+
+
+def list_argument_rows(x, ls, j):
+    out = torch.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = (x[i] * ls[j]).sum()
+    return out
+
+
+def test_containers_of_several_kinds_read_by_a_changing_key():
+    n = 40
+    x = torch.randn(n, 3)
+    MIXED_D.clear()
+    MIXED_D.update(a=torch.randn(3), b=torch.randn(n, 3))
+    MIXED_L[:] = [2.0, torch.randn(n, 3)]
+    ls = [torch.randn(3), torch.randn(n, 3)]
+    for fn, keys, extra in ((keyed_rows, ("a", "b", "a"), ()), (indexed_rows, (0, 1, 0), ()),
+                            (list_argument_rows, (0, 1, 0), (ls,))):
+        fast = autovec(fn)
+        for key in keys:
+            for _ in range(2):
+                args = (x, *extra, key)
+                torch.testing.assert_close(fast(*args), fn(*args))
