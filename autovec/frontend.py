@@ -121,6 +121,7 @@ def capture(fn) -> Captured:
     nests = _ProductNests(fn, node, assumed)
     nests.visit(node)
     _ShiftedStores(fn, node, assumed).visit(node)
+    _NoneTests(node).visit(node)
     return Captured(fn=fn, tree=node, filename=code.co_filename, qualname=fn.__qualname__, written=written,
                     assumed=assumed, generated=frozenset(nests.made), rests_on=frozenset(assumed))
 
@@ -384,6 +385,142 @@ def _bound_names(tree) -> set:
         elif isinstance(n, ast.arg):
             out.add(n.arg)
     return out
+
+
+class _NoneTests(ast.NodeTransformer):
+    """A loop whose body tests an optional parameter (`if mask is not None and not mask[i]:`,
+    `w[i] if w is not None else 1.0`), which the function never rebinds, runs as two loops, one
+    for each answer (loop unswitching):
+
+        if mask is None:
+            for ..: <body, `mask is not None` False>
+        else:
+            for ..: <body, `mask is not None` True>
+
+    the same program: the test's answer is the same in every iteration (the name is bound once,
+    as a parameter, and `is` runs no code), and each copy drops the side its answer never takes
+    (`False and ..`, `if False:`), so the loop for `mask=None` no longer reads `mask[i]`. At most
+    two parameters a loop; the second copy's loops get their own columns (rewrite._find)."""
+
+    def __init__(self, tree):
+        self.tree = tree
+        params = {a.arg for a in tree.args.posonlyargs + tree.args.args + tree.args.kwonlyargs}
+        bound = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                bound.add(n.id)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and n is not tree:
+                bound |= {a.arg for a in ast.walk(n.args) if isinstance(a, ast.arg)}
+                if not isinstance(n, ast.Lambda):
+                    bound.add(n.name)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                bound |= {(a.asname or a.name).split(".")[0] for a in n.names}
+            elif isinstance(n, ast.ExceptHandler) and n.name:
+                bound.add(n.name)
+            elif isinstance(n, ast.ClassDef):
+                bound.add(n.name)
+        self.names = params - bound - _declared(tree)
+        self.shift = 0
+
+    def visit_FunctionDef(self, node):
+        return self.generic_visit(node) if node is self.tree else node
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_For(self, node, depth=0):
+        tested = sorted({n.left.id for n in _own_scope(node) if _none_test(n) and n.left.id in self.names})
+        if not tested or depth >= 2:
+            return node if tested else self.generic_visit(node)
+        p = tested[0]
+        copies = []
+        for answer in (True, False):          # (`p is None`)
+            loop = _Decided(p, answer).visit(fastast.clone(node))
+            if not answer:
+                # (far from any column a loop of the function has, the copies' own: the capture's
+                # other rewrites give a nest's inner loops the next columns)
+                self.shift += 1000
+                for n in ast.walk(loop):
+                    if isinstance(n, (ast.For, ast.While, ast.ListComp, ast.GeneratorExp)):
+                        n.col_offset += self.shift
+            loop = self.visit_For(loop, depth + 1) if depth + 1 < 2 else loop
+            copies.append(loop if isinstance(loop, list) else [loop])
+        test = ast.Compare(left=ast.Name(p, ast.Load()), ops=[ast.Is()], comparators=[ast.Constant(None)])
+        out = ast.If(test=test, body=copies[0], orelse=copies[1])
+        ast.copy_location(out, node)
+        ast.fix_missing_locations(out)
+        return out
+
+
+def _own_scope(node):
+    """The nodes under `node`, not those of the functions and lambdas defined in it."""
+    yield node
+    for c in ast.iter_child_nodes(node):
+        if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            yield from _own_scope(c)
+
+
+def _none_test(n) -> bool:
+    return isinstance(n, ast.Compare) and len(n.ops) == 1 and isinstance(n.ops[0], (ast.Is, ast.IsNot)) \
+        and isinstance(n.left, ast.Name) and isinstance(n.comparators[0], ast.Constant) \
+        and n.comparators[0].value is None
+
+
+class _Decided(ast.NodeTransformer):
+    """A loop's copy with `p is None` answered (`answer`), and what that answer decides dropped:
+    leading constants of `and` / `or`, `not` of one, conditional expressions and `if`s on one."""
+
+    def __init__(self, p, answer):
+        self.p, self.answer = p, answer
+
+    def visit_FunctionDef(self, node):
+        return node      # (a nested function's own scope: left as written)
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_Compare(self, node):
+        if _none_test(node) and node.left.id == self.p:
+            value = self.answer if isinstance(node.ops[0], ast.Is) else not self.answer
+            return ast.copy_location(ast.Constant(value), node)
+        return self.generic_visit(node)
+
+    def visit_UnaryOp(self, node):
+        node = self.generic_visit(node)
+        if isinstance(node.op, ast.Not) and _const(node.operand):
+            return ast.copy_location(ast.Constant(not node.operand.value), node)
+        return node
+
+    def visit_BoolOp(self, node):
+        node = self.generic_visit(node)
+        values = list(node.values)
+        stop = isinstance(node.op, ast.And)       # (`False and ..` is False; `True or ..` is True)
+        while len(values) > 1 and _const(values[0]):
+            if bool(values[0].value) is not stop:
+                return values[0]
+            values.pop(0)                         # (`True and x` is x)
+        if len(values) == 1:
+            return values[0]
+        node.values = values
+        return node
+
+    def visit_IfExp(self, node):
+        node = self.generic_visit(node)
+        if _const(node.test):
+            return node.body if node.test.value else node.orelse
+        return node
+
+    def visit_If(self, node):
+        node = self.generic_visit(node)
+        if _const(node.test):
+            kept = node.body if node.test.value else node.orelse
+            return kept or [ast.copy_location(ast.Pass(), node)]
+        return node
+
+    def visit_While(self, node):
+        return self.generic_visit(node)
+
+
+def _const(n) -> bool:
+    return isinstance(n, ast.Constant) and type(n.value) is bool
 
 
 def _declared(tree) -> set:
