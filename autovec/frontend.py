@@ -369,10 +369,11 @@ class _ShiftedStores(ast.NodeTransformer):
         return node
 
 
-def _bound_names(tree) -> set:
+def _bound_names(tree, own_args=True) -> set:
     """Every name a function binds itself (assignments, arguments, imports, `def` / `class`, `except
-    .. as`), its nested scopes' too: a name the rewrite rests on must be none of them."""
-    out = {a.arg for a in ast.walk(tree.args) if isinstance(a, ast.arg)}
+    .. as`, `match` captures), its nested scopes' too: a name the rewrite rests on must be none of
+    them. `own_args`: with the function's own parameters."""
+    out = {a.arg for a in ast.walk(tree.args) if isinstance(a, ast.arg)} if own_args else set()
     for n in ast.walk(tree):
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
             out.add(n.id)
@@ -382,8 +383,12 @@ def _bound_names(tree) -> set:
             out.add(n.name)
         elif isinstance(n, ast.ExceptHandler) and n.name:
             out.add(n.name)
-        elif isinstance(n, ast.arg):
+        elif isinstance(n, ast.arg) and (own_args or not _in_args(n, tree)):
             out.add(n.arg)
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            out.add(n.name)          # (`case w:`, `case [*w]:`: a binding by a plain string; probeG)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            out.add(n.rest)
     return out
 
 
@@ -405,21 +410,9 @@ class _NoneTests(ast.NodeTransformer):
     def __init__(self, tree):
         self.tree = tree
         params = {a.arg for a in tree.args.posonlyargs + tree.args.args + tree.args.kwonlyargs}
-        bound = set()
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-                bound.add(n.id)
-            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and n is not tree:
-                bound |= {a.arg for a in ast.walk(n.args) if isinstance(a, ast.arg)}
-                if not isinstance(n, ast.Lambda):
-                    bound.add(n.name)
-            elif isinstance(n, (ast.Import, ast.ImportFrom)):
-                bound |= {(a.asname or a.name).split(".")[0] for a in n.names}
-            elif isinstance(n, ast.ExceptHandler) and n.name:
-                bound.add(n.name)
-            elif isinstance(n, ast.ClassDef):
-                bound.add(n.name)
-        self.names = params - bound - _declared(tree)
+        # (every other binding in the function, its nested scopes' included: `_bound_names` less
+        # the function's own parameters, which bind once)
+        self.names = params - _bound_names(tree, own_args=False) - _declared(tree)
         self.shift = 0
 
     def visit_FunctionDef(self, node):
@@ -442,6 +435,8 @@ class _NoneTests(ast.NodeTransformer):
                 for n in ast.walk(loop):
                     if isinstance(n, (ast.For, ast.While, ast.ListComp, ast.GeneratorExp)):
                         n.col_offset += self.shift
+                        if getattr(n, "end_col_offset", None) is not None:
+                            n.end_col_offset += self.shift     # (a valid range: compile checks it; probeG)
             loop = self.visit_For(loop, depth + 1) if depth + 1 < 2 else loop
             copies.append(loop if isinstance(loop, list) else [loop])
         test = ast.Compare(left=ast.Name(p, ast.Load()), ops=[ast.Is()], comparators=[ast.Constant(None)])
@@ -480,13 +475,13 @@ class _Decided(ast.NodeTransformer):
     def visit_Compare(self, node):
         if _none_test(node) and node.left.id == self.p:
             value = self.answer if isinstance(node.ops[0], ast.Is) else not self.answer
-            return ast.copy_location(ast.Constant(value), node)
+            return _answer(value, node)
         return self.generic_visit(node)
 
     def visit_UnaryOp(self, node):
         node = self.generic_visit(node)
         if isinstance(node.op, ast.Not) and _const(node.operand):
-            return ast.copy_location(ast.Constant(not node.operand.value), node)
+            return _answer(not node.operand.value, node)
         return node
 
     def visit_BoolOp(self, node):
@@ -519,8 +514,21 @@ class _Decided(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
+def _answer(value, where):
+    """The answer's constant, marked as one `_Decided` made: only those are folded (a `False` the
+    user wrote stays, with the bindings and declarations under it; probeG)."""
+    c = ast.copy_location(ast.Constant(value), where)
+    c.av_decided = True
+    return c
+
+
 def _const(n) -> bool:
-    return isinstance(n, ast.Constant) and type(n.value) is bool
+    return isinstance(n, ast.Constant) and type(n.value) is bool and getattr(n, "av_decided", False)
+
+
+def _in_args(arg, tree) -> bool:
+    """Whether `arg` is one of the function's own parameters (not a nested function's)."""
+    return any(a is arg for a in ast.walk(tree.args))
 
 
 def _declared(tree) -> set:

@@ -121,3 +121,59 @@ def test_a_parameter_the_loop_rebinds_keeps_its_tests():
         x = torch.randn(n, 3)
         _same(autovec(rebound)(x), rebound(x))
     assert "if w is None:" not in (explain(rebound, torch.randn(5, 3)).rewritten_source or "")
+
+
+# probeG: a match capture that rebinds the parameter; a `False` the user wrote (its bindings and
+# declarations stay); a one-line comprehension in the second copy (its columns)
+
+def rebound_by_match(x, w=None):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = x[i] * (1.0 if w is None else w)
+        match i:
+            case 0:
+                match 3.0:
+                    case w:
+                        pass
+            case _:
+                pass
+    return out
+
+
+def dead_branch_binding(x, w=None):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        if False:
+            last = i
+        out[i] = x[i] * (1.0 if w is None else w[i])
+    return out, last       # noqa: F821 (unbound: the loop raises UnboundLocalError)
+
+
+def with_comprehension(x, w=None):
+    out = torch.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = sum([x[i, k] for k in range(2)]) * (1.0 if w is None else w[i])
+    return out
+
+
+def test_a_match_capture_rebinds_the_parameter(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.arange(1.0, 50.0)
+    _same(autovec(rebound_by_match)(x), rebound_by_match(x))
+
+
+def test_a_false_the_user_wrote_keeps_its_bindings(monkeypatch):
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    x = torch.arange(1.0, 50.0)
+    for fn in (dead_branch_binding, autovec(dead_branch_binding)):
+        with pytest.raises(UnboundLocalError):
+            fn(x, torch.ones(49))
+
+
+def test_a_comprehension_in_the_second_copy_still_compiles():
+    fast = autovec(with_comprehension)
+    x = torch.randn(300, 3)
+    for extra in ((None,), (torch.randn(300),)):
+        for _ in range(3):
+            _same(fast(x, *extra), with_comprehension(x, *extra))
+        assert explain(fast, x, *extra).path == "vectorized"
