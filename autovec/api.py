@@ -299,12 +299,13 @@ class FunctionState:
         self.runtime.xp_specs = {info.plan.loop_id: low.express for info, low in pieces if low.express != ()}
         self.runtime.ops = {info.plan.loop_id: _count_ops(info.plan) for info, _ in pieces}
         self.runtime.units = {info.plan.loop_id: cost.output_units(info.plan) for info, _ in pieces}
-        numbers = {info.plan.loop_id: cost.number_ops(info.plan, _numbers_before(cap.tree, info.plan.lineno))
-                   for info, _ in pieces}
-        self.runtime.number_ops = {k: v for k, v in numbers.items() if v}
         for info, _ in pieces:
+            before = _numbers_before(cap.tree, info.plan.lineno)
+            numbers = cost.number_ops(info.plan, before)
+            if numbers:
+                self.runtime.number_ops[info.plan.loop_id] = numbers
             # (operations on an indexed list's elements, counted where it holds Python numbers)
-            more = cost.element_ops(info.plan, _numbers_before(cap.tree, info.plan.lineno))
+            more = cost.element_ops(info.plan, before)
             if more:
                 self.runtime.element_ops[info.plan.loop_id] = more
         # loops that update a tensor's elements in place as the loop walks it: under autograd the

@@ -234,7 +234,7 @@ def number_ops(plan, numbers=frozenset(), elements=False) -> tuple:
     # (`elements`: the operations on them alone, element_ops; apart, so that a loop of tensors
     # lists none of its own)
     mapped = (getattr(plan, "mapped", ()) or ()) if elements else ()
-    elements = {mp.param: ("elements", k) for k, mp in enumerate(mapped)}
+    by_param = {mp.param: ("elements", k) for k, mp in enumerate(mapped)}
     by_base = {mp.base: ("elements", k) for k, mp in enumerate(mapped) if not mp.levels}
 
     def kind(node):
@@ -249,8 +249,8 @@ def number_ops(plan, numbers=frozenset(), elements=False) -> tuple:
                 return local[node.id]
             if node.id in known:
                 return frozenset()
-            if node.id in elements:
-                return frozenset({elements[node.id]})
+            if node.id in by_param:
+                return frozenset({by_param[node.id]})
             return frozenset({node.id}) if node.id in free else None
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in by_base:
             return frozenset({by_base[node.value.id]})      # (`a[i]` of an indexed list)

@@ -200,7 +200,7 @@ class _ProductNests(ast.NodeTransformer):
         self.made: list = []
         # (a function that names `_av_` itself is not rewritten at all: analysis.blocked_by)
         self.off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") for n in ast.walk(tree))
-        self.local = _bound_names(tree)
+        self.local, self.declared = _bound_names(tree), _declared(tree)
 
     def _is(self, name, obj) -> bool:
         if name in self.local:
@@ -239,7 +239,7 @@ class _ProductNests(ast.NodeTransformer):
             return node
         inside = {id(n) for n in ast.walk(node)}
         if any(isinstance(n, ast.Name) and n.id in names and id(n) not in inside for n in ast.walk(self.tree)) \
-                or _declared(self.tree) & set(names):
+                or self.declared & set(names):
             return node       # (read elsewhere, or a global / nonlocal the caller sees: probeC)
         if any(isinstance(n, ast.Name) and n.id in names and not isinstance(n.ctx, ast.Load)
                for st in node.body for n in ast.walk(st)):
@@ -286,11 +286,17 @@ class _ShiftedStores(ast.NodeTransformer):
 
     def __init__(self, fn, tree, assumed):
         self.fn, self.tree, self.assumed = fn, tree, assumed
+        self.local, self.declared = _bound_names(tree), _declared(tree)
 
     def visit_FunctionDef(self, node):
         return self.generic_visit(node) if node is self.tree else node
 
     visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def _builtin(self, name, obj) -> bool:
+        """Whether `name` is the builtin `obj` for the function (not its own, not a global)."""
+        found, value = scope_lookup(self.fn, name)
+        return name not in self.local and (not found or value is obj)
 
     def visit_For(self, node):
         self.generic_visit(node)
@@ -328,7 +334,7 @@ class _ShiftedStores(ast.NodeTransformer):
                 return node
         inside = {id(n) for n in ast.walk(node)}
         if any(isinstance(n, ast.Name) and n.id == i and id(n) not in inside for n in ast.walk(self.tree)) \
-                or i in _declared(self.tree):
+                or i in self.declared:
             return node       # (read elsewhere, or a global / nonlocal the caller sees: probeC)
         if not all(_int_bound(a) for a in rng.args):
             # (`lo - 1` of a uint8 `lo` wraps to 255, and an object with `__index__` alone has no
@@ -337,11 +343,7 @@ class _ShiftedStores(ast.NodeTransformer):
         if i in {n.id for n in ast.walk(self.tree.args) if isinstance(n, ast.Name)} | {
                 a.arg for a in ast.walk(self.tree.args) if isinstance(a, ast.arg)}:
             return node
-        local = _bound_names(self.tree)
-        found, value = scope_lookup(self.fn, "range")
-        if "range" in local or found and value is not builtins.range or back and (
-                "reversed" in local or scope_lookup(self.fn, "reversed")[0]
-                and scope_lookup(self.fn, "reversed")[1] is not builtins.reversed):
+        if not self._builtin("range", builtins.range) or back and not self._builtin("reversed", builtins.reversed):
             return node
         args = list(rng.args) if len(rng.args) > 1 else [ast.Constant(0), rng.args[0]]
         for k in (0, 1):

@@ -258,11 +258,7 @@ def _build(fn):
 
 
 def _hooked(obj, part) -> bool:
-    """Whether reading `obj.part` would run code of the user's (runtime._codeless_attr refuses it
-    for a reason other than a missing attribute)."""
-    from .purity import _read_hook
-    if _read_hook(obj, True):
-        return True
+    """Whether reading `obj.part` would run code of the user's (runtime._codeless_attr)."""
     from .runtime import _HOOKED, _codeless_attr
     return _codeless_attr(obj, part) is _HOOKED
 

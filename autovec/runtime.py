@@ -25,6 +25,7 @@ from .lowering.batched import half_beside_int, zero_dim_dtype
 from .analysis.loops import inner_int_growth
 from .analysis.shared import function_unsafe, self_calls, shared_work
 from .analysis.names import stores as names_stored
+from .frontend import NoSource, scope_lookup
 from .plan import einsum_letters, indexed
 from .purity import _by_id as _PURE_BY_ID, active_value, own_override, pure_tensor_method, why_impure
 
@@ -6807,13 +6808,12 @@ def _helper_reads(calls, depth=0, seen=None) -> tuple:
             reads = _reads_of(fn)
         if not reads:
             continue
-        if seen is None:
-            seen = set()
-        elif id(fn) in seen:
+        seen = set() if seen is None else seen
+        if id(fn) in seen:
             continue
         seen.add(id(fn))
         for name, steps, callee, keyed in reads:
-            found, v = _scope_lookup(fn, name)
+            found, v = scope_lookup(fn, name)
             if not found:
                 continue
             if callee:
@@ -6863,9 +6863,10 @@ def _keyed_free(plan) -> frozenset:
     found = set()
     for text in plan.body:
         for node in fastast.walk(ast.parse(text)):
-            key = node.slice.operand if isinstance(getattr(node, "slice", None), ast.UnaryOp) else getattr(node, "slice", None)
-            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in free \
-                    and not isinstance(key, ast.Constant):
+            if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in free):
+                continue
+            key = node.slice.operand if isinstance(node.slice, ast.UnaryOp) else node.slice    # (`ls[-1]`)
+            if not isinstance(key, ast.Constant):
                 found.add(free.index(node.value.id))
     out = frozenset(found)
     _KEYED[plan.loop_id] = (plan, out)
@@ -6873,13 +6874,10 @@ def _keyed_free(plan) -> frozenset:
 
 
 def _reads_of(fn):
-    """(name, steps, callee) of what `fn` reads as values from outside (purity's "value" and
-    "reach" targets) and of the helpers it calls by name, once per code object; () where its
-    source is unknown, or it is torch's own."""
-    from .frontend import NoSource, scope_lookup
+    """(name, steps, callee, keyed) of what `fn` reads as values from outside (purity's "value"
+    and "reach" targets; `keyed`: through a subscript by a value, `G[k]`) and of the helpers it
+    calls by name, once per code object; () where its source is unknown, or it is torch's own."""
     from .purity import _CHAIN_STEPS, _static_scan
-    global _scope_lookup
-    _scope_lookup = scope_lookup
     reads = []
     if not (fn.__module__ or "").startswith("torch"):
         try:
@@ -6900,16 +6898,10 @@ def _reads_of(fn):
     return reads
 
 
-def _scope_lookup(fn, name):
-    from .frontend import scope_lookup
-    return scope_lookup(fn, name)
-
-
 def _call_targets(fn):
     """The objects a helper calls through names and attribute chains (purity's scan of its
     source: `mod.fn`, `Cls.f`, `obj.method`), and the values of the attribute chains on outside
     names it reads (`mod.W`, `Cls.W`), resolved now; None where its source is unknown."""
-    from .frontend import NoSource, scope_lookup
     from .purity import _static_scan, loaded_chains
     try:
         _, targets = _static_scan(fn)
