@@ -163,6 +163,22 @@ def same_exactly(a, b):
         assert a == b, (a, b)
 
 
+def same_within(a, b, rtol=1e-4, atol=1e-3):
+    """`b` as `a`, through tuples and lists: types, dtypes and shapes exactly, values within a
+    tolerance (a sum the batch adds in another order); numbers likewise."""
+    import pytest
+    assert type(b) is type(a), (type(a), type(b))
+    if isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            same_within(x, y, rtol, atol)
+    elif isinstance(a, torch.Tensor):
+        assert b.dtype == a.dtype and b.shape == a.shape
+        torch.testing.assert_close(b, a, rtol=rtol, atol=atol)
+    else:
+        assert b == pytest.approx(a, rel=rtol, abs=atol)
+
+
 def agrees_with_loop(fn, *args, path=None, strategy=None):
     """`autovec(fn)` gives the loop's results and effects on its arguments (same_exactly, on
     copies of `args`); with `path` (and `strategy`, of the one loop), `explain` reports them too,

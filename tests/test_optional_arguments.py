@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from autovec import autovec, explain
+from conftest import same_within
 
 
 def masked_total(x, mask=None):
@@ -72,16 +73,7 @@ def rebound(x, w=None):
     return total
 
 
-def _same(a, b):
-    if isinstance(a, (tuple, list)):
-        assert type(b) is type(a) and len(a) == len(b)
-        for x, y in zip(a, b):
-            _same(x, y)
-    elif isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and b.dtype == a.dtype and b.shape == a.shape
-        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-3)
-    else:
-        assert type(b) is type(a) and b == pytest.approx(a, rel=1e-4, abs=1e-3)
+_same = same_within
 
 
 FNS = [masked_total, weighted_biased, scaled, pairwise, kept_rows, until, rebound]

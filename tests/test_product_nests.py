@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from autovec import autovec, explain
+from conftest import same_within
 
 
 def pair_distances(x, y):
@@ -74,16 +75,7 @@ def _args(fn, n, m):
     return (torch.randn(n, 3), torch.randn(m, 3))
 
 
-def _same(a, b):
-    if isinstance(a, tuple):
-        assert type(b) is tuple and len(a) == len(b)
-        for x, y in zip(a, b):
-            _same(x, y)
-    elif isinstance(a, torch.Tensor):
-        assert b.dtype == a.dtype and b.shape == a.shape
-        torch.testing.assert_close(b, a)
-    else:
-        assert type(b) is type(a) and b == a
+_same = same_within
 
 
 @pytest.mark.parametrize("fn", [pair_distances, pixel_max, stepped_total, three_deep, with_break,
