@@ -62,7 +62,10 @@ def _unscanned(carried, infos, env) -> list:
             for other in infos:
                 span = (other.plan.lineno, other.plan.end_lineno) if other.plan is not None else \
                     (other.step.lineno, other.step.end_lineno) if other.step is not None else None
-                if other is not info and span is not None and span[0] <= loop.lineno <= span[1]:
+                if other is not info and span is not None and span[0] <= loop.lineno <= span[1] and not (
+                        span == (loop.lineno, loop.end_lineno) and other.col != loop.col_offset):
+                    # (a loop on the same lines at another column is a copy beside it, not around
+                    # it: frontend._IndexSplits' pieces, _NoneTests' answers)
                     ok = False
         if not ok:
             out.append((loop, original))

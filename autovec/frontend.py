@@ -115,6 +115,9 @@ def capture(fn) -> Captured:
         # Python mangles `__name` inside a class body; recompiling outside it would not
         raise NoSource("methods using private (name-mangled) names are not rewritten")
     node.decorator_list = []
+    if not _same_code(node, code, text_of=lambda: "".join(lines)):
+        raise NoSource(f"the source file of `{fn.__qualname__}` ({code.co_filename}) no longer holds the code it "
+                       "was imported from (edited since?): reload the module to let autovec rewrite it")
     written = ast.unparse(node)
     _BranchedComprehensions().visit(node)
     assumed: dict = {}
@@ -122,11 +125,43 @@ def capture(fn) -> Captured:
     nests.visit(node)
     _ShiftedStores(fn, node, assumed).visit(node)
     _NoneTests(node).visit(node)
+    _IndexSplits(fn, node, assumed, nests.made).visit(node)
     return Captured(fn=fn, tree=node, filename=code.co_filename, qualname=fn.__qualname__, written=written,
                     assumed=assumed, generated=frozenset(nests.made), rests_on=frozenset(assumed))
 
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+# (the `from __future__` flags of a code object that change how its source compiles)
+_FUTURE = 0
+for _name in ("annotations", "generator_stop", "barry_as_FLUFL"):
+    _FUTURE |= getattr(__import__("__future__"), _name).compiler_flag
+
+
+def _same_code(node, code, text_of) -> bool:
+    """Whether the `def` found in the source file compiles to what `code` was compiled from: the
+    same names, constants and lines, its nested code's too. The file is read when the function is
+    first called, and may have been edited since the module was imported (probeK): the edited
+    text is another program. Names are compared as a set (a closure's free names compile as
+    globals outside their function), and `__class__` (super's cell in a class) is left out."""
+    def marks(c, out):
+        out[0].update(n for n in c.co_names + c.co_varnames + c.co_freevars + c.co_cellvars if n != "__class__")
+        out[1].extend(repr(k) for k in c.co_consts if not isinstance(k, types.CodeType))
+        out[2].update(line for _, _, line in c.co_lines() if line is not None and line != c.co_firstlineno)
+        out[3].append((c.co_argcount, c.co_posonlyargcount, c.co_kwonlyargcount, c.co_flags & 0x0C))
+        for k in c.co_consts:
+            if isinstance(k, types.CodeType):
+                marks(k, out)
+        return out
+    module = ast.Module(body=[fastast.clone(node)], type_ignores=[])
+    try:
+        compiled = compile(module, code.co_filename, "exec", flags=code.co_flags & _FUTURE, dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    mine = next((k for k in compiled.co_consts if isinstance(k, types.CodeType) and k.co_name == code.co_name), None)
+    if mine is None:
+        return False
+    a, b = marks(code, (set(), [], set(), [])), marks(mine, (set(), [], set(), []))
+    return a[0] == b[0] and sorted(a[1]) == sorted(b[1]) and a[2] == b[2] and a[3] == b[3]
 
 
 class _BranchedComprehensions(ast.NodeTransformer):
@@ -516,6 +551,381 @@ class _Decided(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
+_LIST_CALLS = frozenset({"append", "insert", "appendleft", "extend", "extendleft", "add", "update", "pop", "popleft",
+                         "remove", "clear", "discard", "setdefault", "resize_", "resize_as_", "set_", "squeeze_",
+                         "unsqueeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "as_strided_"})
+_FLIP = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
+
+
+class _IndexSplits(ast.NodeTransformer):
+    """A loop over a range whose body tests its index against a bound the loop does not change
+    (`nv = v[t + 1] if t + 1 < T else 0.0`, `if t == T - 1:`, `x[i - 1] if i > 0 else 0`) runs as
+    consecutive loops over the pieces of the range where the test has one answer (index-set
+    splitting), each with the test answered and what it decides dropped:
+
+        _av_ix1_a, _av_ix1_b = 0, T                     for t in reversed(range(T)):
+        _av_ix1 = .. T - 1 clamped to [a, b] ..    <-       nv = v[t + 1] if t + 1 < T else 0.0
+        for t in reversed(range(_av_ix1, _av_ix1_b)):        ...
+            nv = 0.0; ...
+        for t in reversed(range(_av_ix1_a, _av_ix1)):
+            nv = v[t + 1]; ...
+
+    the same iterations in the same order (the test is monotone in the index, or true at one
+    index for `==`), so a running value, a store read back a step later or a ragged end each
+    piece's body no longer branches on. Only where it is the same program:
+    - a loop that is no other loop's body, over `range(..)` (step 1, or -1 with int bounds) or
+      `reversed(range(..))`, `range` and `reversed` the real ones (recorded in `assumed`); no
+      `else`, no `break` (it would let the next piece run), no `global` / `nonlocal` in it; the
+      index never rebound in it (nor by a walrus in a comprehension);
+    - bounds that are Python ints whatever the values (`_int_bound`, or a local name every binding
+      of which is one, bound at the function's top level before the loop), read once, before the
+      first iteration, where the range is not empty; a `len(x)` / `x.shape[k]` of the test only
+      where the same call is one of the range's bounds and `x` is only indexed in the loop, whose
+      names are never rebound there;
+    - no list built by the loop (`append`, `insert`, ..: each piece would see the others' items,
+      where the list rewrites need one loop building the whole list);
+    - at most two tests (at most four pieces for `<` kinds, six with one `==`).
+    Tests in nested functions, lambdas and comprehensions are left as written (still right)."""
+
+    def __init__(self, fn, tree, assumed, made):
+        self.fn, self.tree, self.assumed, self.made = fn, tree, assumed, made
+        self.local, self.declared = _bound_names(tree), _declared(tree)
+        # (a function that names `_av_` itself is not rewritten at all: analysis.blocked_by)
+        self.off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") and n.id not in made for n in ast.walk(tree))
+        self.count = 0
+        self.shift = 10000      # (the pieces' loops get their own columns, far from _NoneTests' copies)
+        self.top = None
+        self.ints = _int_names(tree, self.declared)
+
+    def visit_FunctionDef(self, node):
+        if node is not self.tree:
+            return node
+        for k, st in enumerate(node.body):
+            self.top = k
+            node.body[k] = self.visit(st)
+        node.body = [s for st in node.body for s in (st if isinstance(st, list) else [st])]
+        return node
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_While(self, node):
+        return node       # (loops inside another loop stay as written)
+
+    def visit_For(self, node):
+        if self.off:
+            return node
+        space = self._space(node)
+        if space is None:
+            return node
+        a, b, back = space
+        tests = self._tests(node, node.target.id)
+        if not tests:
+            return node
+        self.assumed["range"] = builtins.range
+        if back:
+            self.assumed["reversed"] = builtins.reversed
+        self.count += 1
+        base = f"_av_ix{self.count}"
+        out = []
+        names = []
+        for k, (bound, which) in enumerate(((a, "a"), (b, "b"))):
+            name = f"{base}_{which}"
+            names.append(name)
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(name, ast.Store())], value=bound), node))
+        self.made.extend(names)
+        pieces = [(names[0], names[1], {})]
+        for j, (key, kind, point) in enumerate(tests[:2]):
+            more = []
+            for lo, hi, answers in pieces:
+                cuts = [fastast.clone(point)] if kind == "lt" else [fastast.clone(point), _plus(fastast.clone(point), 1)]
+                at = []
+                for c, cut in enumerate(cuts):
+                    name = f"{base}_{j}{c}_{len(more)}"
+                    self.made.append(name)
+                    out.extend(_clamped(name, cut, lo, hi, node))
+                    at.append(name)
+                bounds = [lo] + at + [hi]
+                for p in range(len(bounds) - 1):
+                    ans = dict(answers)
+                    ans[key] = (p == 0) if kind == "lt" else (p == 1)
+                    more.append((bounds[p], bounds[p + 1], ans))
+            pieces = more
+        if back:
+            pieces = pieces[::-1]
+        loops = []
+        for p, (lo, hi, answers) in enumerate(pieces):
+            loop = fastast.clone(node)
+            rng = ast.Call(func=ast.Name("range", ast.Load()), args=[ast.Name(lo, ast.Load()), ast.Name(hi, ast.Load())],
+                           keywords=[])
+            loop.iter = ast.Call(func=ast.Name("reversed", ast.Load()), args=[rng], keywords=[]) if back else rng
+            ast.copy_location(loop.iter, node.iter)
+            loop.body = _Answered(answers).visit(ast.Module(body=loop.body, type_ignores=[])).body or [
+                ast.copy_location(ast.Pass(), node)]
+            # (explain shows the piece under the header as written: its body tells which piece)
+            loop._av_written = ast.copy_location(ast.For(target=fastast.clone(node.target), iter=fastast.clone(node.iter),
+                                                         body=loop.body, orelse=[]), node)
+            loop._av_written._av_piece = "the iterations where " + ", ".join(
+                f"`{_shown(tests, key, node.target.id)}` is {answer}" for key, answer in answers.items())
+            if p:
+                self.shift += 1000
+                for n in ast.walk(loop):
+                    if isinstance(n, (ast.For, ast.While, ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
+                        n.col_offset += self.shift
+                        if getattr(n, "end_col_offset", None) is not None:
+                            n.end_col_offset += self.shift
+            loops.append(loop)
+        out += loops
+        for st in out:
+            ast.fix_missing_locations(st)
+        return out
+
+    def _builtin(self, name, obj) -> bool:
+        found, value = scope_lookup(self.fn, name)
+        return name not in self.local and (not found or value is obj)
+
+    def _space(self, node):
+        """(a, b, backwards) of the loop's range as `range(a, b)` walked forward or back, or None."""
+        if not isinstance(node.target, ast.Name) or node.orelse or _breaks(node.body):
+            return None
+        rng, back = node.iter, False
+        if isinstance(rng, ast.Call) and isinstance(rng.func, ast.Name) and rng.func.id == "reversed" \
+                and len(rng.args) == 1 and not rng.keywords:
+            rng, back = rng.args[0], True
+        if not (isinstance(rng, ast.Call) and isinstance(rng.func, ast.Name) and rng.func.id == "range"
+                and not rng.keywords and 1 <= len(rng.args) <= 3
+                and not any(isinstance(x, ast.Starred) for x in rng.args)):
+            return None
+        if not self._builtin("range", builtins.range) or back and not self._builtin("reversed", builtins.reversed):
+            return None
+        args = list(rng.args)
+        if not all(self._int(x) for x in args):
+            return None
+        if len(args) == 3:
+            step = args[2]
+            minus = isinstance(step, ast.UnaryOp) and isinstance(step.op, ast.USub) and isinstance(
+                step.operand, ast.Constant) and step.operand.value == 1 and type(step.operand.value) is int
+            one = isinstance(step, ast.Constant) and type(step.value) is int and step.value == 1
+            if back and not one or not (one or minus):
+                return None
+            if minus:          # (range(a, b, -1) walks b + 1 .. a + 1 back)
+                return _plus(fastast.clone(args[1]), 1), _plus(fastast.clone(args[0]), 1), True
+            args = args[:2]
+        if len(args) == 1:
+            args = [ast.Constant(0), args[0]]
+        return fastast.clone(args[0]), fastast.clone(args[1]), back
+
+    def _int(self, node) -> bool:
+        """A Python int whatever the values (`_int_expr`), its names bound before the loop and its
+        sizes those of the function's own local names."""
+        ints = {k for k, top in self.ints.items() if self.top is not None and top < self.top}
+        return _int_expr(node, ints) and all(
+            (v := _sized_name(m)) is not None and v in self.local and v not in self.declared
+            for m in _size_reads(node))
+
+    def _tests(self, node, i):
+        """[(key, "lt" | "eq", point)] of the body's tests of the index: each marks its nodes with
+        `av_split` = key and is answered `i < point` ("lt") or `i == point` ("eq")."""
+        inside = list(_scope_nodes(node.body))
+        if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(node)):
+            return []
+        if any(isinstance(n, ast.Name) and n.id == i and not isinstance(n.ctx, ast.Load) for n in ast.walk(node)
+               if n is not node.target) or i in self.declared:
+            return []
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _LIST_CALLS
+               for n in ast.walk(node)):
+            return []
+        stored = _bound_names(_as_function(node.body), own_args=False)
+        rng_reads = {ast.dump(m) for m in _size_reads(node.iter)}
+        found, keys = [], {}
+        for n in inside:
+            if not (isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in _FLIP):
+                continue
+            left, op, right = n.left, type(n.ops[0]), n.comparators[0]
+            d = _index_form(left, i)
+            if d is None:
+                left, right, op = right, left, _FLIP[op]
+                d = _index_form(left, i)
+            if d is None or any(isinstance(m, ast.Name) and m.id in stored | {i} for m in ast.walk(right)):
+                continue
+            if not self._int(right):
+                continue
+            sizes = _size_reads(right)
+            if any(ast.dump(m) not in rng_reads or not _only_indexed(node, _sized_name(m)) for m in sizes):
+                continue       # (a size read again only where the range read it, of an object only indexed)
+            # i + d OP right: i OP right - d
+            point = _plus(fastast.clone(right), -d)
+            if op in (ast.Lt, ast.GtE):
+                kind, neg = "lt", op is ast.GtE
+            elif op in (ast.LtE, ast.Gt):
+                kind, neg, point = "lt", op is ast.Gt, _plus(point, 1)
+            else:
+                kind, neg = "eq", op is ast.NotEq
+            key = (kind, ast.dump(point))
+            if key not in keys:
+                if len(keys) == 2:
+                    continue
+                keys[key] = len(found)
+                found.append((key, kind, point))
+            n.av_split = (key, neg)
+        return found
+
+
+def _shown(tests, key, i) -> str:
+    """The test of `key` as `i < point` / `i == point`."""
+    kind, point = next((k, p) for kk, k, p in tests if kk == key)
+    return f"{i} {'<' if kind == 'lt' else '=='} {ast.unparse(point)}"
+
+
+def _clamped(name, point, lo, hi, where):
+    """`name = point` held to [lo, hi], read only where lo < hi (an empty range reads no bound)."""
+    lo_, hi_ = ast.Name(lo, ast.Load()), ast.Name(hi, ast.Load())
+    first = ast.Assign(targets=[ast.Name(name, ast.Store())],
+                       value=ast.IfExp(test=ast.Compare(left=lo_, ops=[ast.GtE()], comparators=[hi_]),
+                                       body=ast.Name(lo, ast.Load()), orelse=point))
+    n = ast.Name(name, ast.Load())
+    second = ast.Assign(targets=[ast.Name(name, ast.Store())], value=ast.IfExp(
+        test=ast.Compare(left=n, ops=[ast.Lt()], comparators=[ast.Name(lo, ast.Load())]),
+        body=ast.Name(lo, ast.Load()),
+        orelse=ast.IfExp(test=ast.Compare(left=ast.Name(name, ast.Load()), ops=[ast.Gt()],
+                                          comparators=[ast.Name(hi, ast.Load())]),
+                         body=ast.Name(hi, ast.Load()), orelse=ast.Name(name, ast.Load()))))
+    return [ast.copy_location(first, where), ast.copy_location(second, where)]
+
+
+class _Answered(_Decided):
+    """A piece's copy with its tests of the index answered (`answers`: key -> whether the index is
+    below the point, or at it), and what the answers decide dropped (`_Decided`)."""
+
+    def __init__(self, answers):
+        super().__init__(None, None)
+        self.answers = answers
+
+    def visit_Compare(self, node):
+        mark = getattr(node, "av_split", None)
+        if mark is not None and mark[0] in self.answers:
+            return _answer(self.answers[mark[0]] is not mark[1], node)
+        return self.generic_visit(node)
+
+
+def _scope_nodes(stmts):
+    """The nodes of `stmts` in the loop's own scope: not those of nested functions, lambdas,
+    classes or comprehensions (whose names may be other variables)."""
+    for st in stmts:
+        yield from _scoped(st)
+
+
+def _scoped(node):
+    yield node
+    for c in ast.iter_child_nodes(node):
+        if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef) + _COMPREHENSIONS):
+            yield from _scoped(c)
+
+
+def _index_form(node, i) -> int | None:
+    """d where `node` is `i`, `i + d` or `i - d`, else None."""
+    if isinstance(node, ast.Name) and node.id == i:
+        return 0
+    return _offset_of(node, i)
+
+
+def _size_reads(node) -> list:
+    """The size reads of an int expression (`len(x)`, `x.shape[k]`, `x.size(k)`, ..)."""
+    return [m for m in ast.walk(node) if isinstance(m, ast.Call)
+            or isinstance(m, ast.Subscript) and isinstance(m.value, ast.Attribute) and m.value.attr == "shape"]
+
+
+def _sized_name(m) -> str | None:
+    """The local name whose size `m` reads (`x` of `len(x)`, `x.shape[0]`), or None."""
+    if isinstance(m, ast.Subscript):
+        v = m.value.value
+    elif isinstance(m.func, ast.Name):
+        v = m.args[0] if m.args else None
+    else:
+        v = m.func.value
+    return v.id if isinstance(v, ast.Name) else None
+
+
+def _only_indexed(loop, name) -> bool:
+    """Whether the loop reads `name` only by index (`x[..]`) or its size, never rebinding, storing a
+    slice of, or handing on the object (which could change its size)."""
+    parents = {id(c): p for p in ast.walk(loop) for c in ast.iter_child_nodes(p)}
+    for n in ast.walk(loop):
+        if not (isinstance(n, ast.Name) and n.id == name):
+            continue
+        p = parents.get(id(n))
+        if not isinstance(n.ctx, ast.Load):
+            return False
+        if isinstance(p, ast.Subscript) and p.value is n:
+            if not isinstance(p.ctx, ast.Load) and any(isinstance(s, ast.Slice) for s in ast.walk(p.slice)):
+                return False
+            if isinstance(p.ctx, ast.Del):
+                return False
+            continue
+        if isinstance(p, ast.Attribute) and p.value is n and p.attr in ("shape", "size", "numel", "dim"):
+            continue
+        if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id == "len" and p.args == [n]:
+            continue
+        return False
+    return True
+
+
+def _int_expr(node, ints) -> bool:
+    """`_int_bound` with the names in `ints` (local names only ever bound to such ints)."""
+    if isinstance(node, ast.Name):
+        return node.id in ints
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _int_expr(node.operand, ints)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
+        return _int_expr(node.left, ints) and _int_expr(node.right, ints)
+    funcs = {id(m.func) for m in ast.walk(node) if isinstance(m, ast.Call)}
+    return _int_bound(node) and not any(isinstance(n, ast.Name) and id(n) not in funcs and not _under_size(n, node)
+                                        for n in ast.walk(node))
+
+
+def _under_size(n, root) -> bool:
+    """Whether the name `n` is the object of one of `root`'s size reads (`x` of `len(x)`)."""
+    return any(isinstance(n, ast.Name) and _sized_name(m) == n.id for m in _size_reads(root))
+
+
+def _int_names(tree, declared) -> dict:
+    """{name: the index of the first top-level statement binding it} of the function's local names
+    every binding of which is `name = <int expression>` (`T = r.shape[0]`, `n = len(x) - 1`), one
+    of them at the top level: a Python int whenever a statement after that one reads it."""
+    odd = _bound_names(tree) - {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                                and isinstance(n.ctx, ast.Store)}
+    odd |= {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)} | set(declared)
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    sites: dict = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            p = parents.get(id(n))
+            ok = isinstance(n.ctx, ast.Store) and isinstance(p, ast.Assign) and p.targets == [n]
+            sites.setdefault(n.id, []).append(p if ok else None)
+        elif isinstance(n, (ast.Import, ast.ImportFrom, ast.ExceptHandler, ast.MatchAs, ast.MatchStar,
+                            ast.MatchMapping, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            pass
+    ints = {k for k, v in sites.items() if k not in odd and all(s is not None for s in v)}
+    changed = True
+    while changed:
+        changed = False
+        for k in list(ints):
+            if not all(_int_expr(s.value, ints) for s in sites[k]):
+                ints.discard(k)
+                changed = True
+    out = {}
+    for k in ints:
+        tops = [j for j, st in enumerate(tree.body) if any(s is st for s in sites[k])]
+        if tops:
+            out[k] = tops[0]
+    return out
+
+
+def _as_function(stmts) -> ast.FunctionDef:
+    """`stmts` as the body of a function without parameters (for `_bound_names`)."""
+    return ast.FunctionDef(name="", args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
+                                                       defaults=[]), body=stmts, decorator_list=[])
+
+
 def _answer(value, where):
     """The answer's constant, marked as one `_Decided` made: only those are folded (a `False` the
     user wrote stays, with the bindings and declarations under it; probeG)."""
@@ -583,6 +993,14 @@ def _plus(node, d):
     """`node + d` as Python would write it (`n - 1`, `i`, `i + 2`)."""
     if d == 0:
         return node
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return ast.copy_location(ast.Constant(node.value + d), node)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)) and isinstance(node.right, ast.Constant) \
+            and type(node.right.value) is int:
+        d += node.right.value if isinstance(node.op, ast.Add) else -node.right.value
+        node = node.left
+        if d == 0:
+            return node
     return ast.BinOp(left=node, op=ast.Add() if d > 0 else ast.Sub(), right=ast.Constant(abs(d)))
 
 

@@ -307,7 +307,9 @@ def td_zero_tail(rewards, values, gamma: float):
     T = len(rewards)
     out = torch.zeros(T)
     for t in range(T):
-        nv = values[t + 1] if t < T - 1 else 0.0     # (a tensor on one side, a Python float on the other)
+        # (a tensor on one side, a Python float on the other; the bound read in the test, not in the
+        # range, so the loop is not split at it: frontend._IndexSplits)
+        nv = values[t + 1] if t < len(values) - 1 else 0.0
         out[t] = rewards[t] + gamma * nv - values[t]
     return out
 

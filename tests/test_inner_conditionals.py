@@ -139,10 +139,18 @@ def test_a_side_that_raises_where_the_loop_takes_it():
         fast(x, idx)
 
 
+def padded_from(x, k: int):
+    out = torch.empty_like(x)
+    for i in range(x.shape[0]):
+        d = x[i] - (x[i - 1] if i > k else 0)     # (a parameter's bound: the range is not split at it)
+        out[i] = d * 2
+    return out
+
+
 def test_explain_names_each_side_on_its_own_rows():
-    fast = autovec(zero_padded_difference)
+    fast = autovec(padded_from)
     x = torch.randn(500, 3)
     for _ in range(3):
-        fast(x)
-    text = str(explain(fast, x))
+        assert torch.equal(fast(x, 2), padded_from(x, 2))
+    text = str(explain(fast, x, 2))
     assert "each side of the branch on its own rows" in text

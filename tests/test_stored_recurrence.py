@@ -440,7 +440,6 @@ PYTHON = [
     (second_store, lambda: (torch.randn(T, F),)),
     (conditional_store, lambda: (torch.randn(T, F),)),
     (with_break, lambda: (torch.randn(T, F),)),
-    (with_continue, lambda: (torch.randn(T, F),)),
     (step_two, lambda: (torch.randn(T, F),)),
     (short_output, lambda: (torch.randn(T, F),)),
     (first_read_outside, lambda: (torch.randn(T, F), torch.randn(0, F))),
@@ -462,6 +461,14 @@ PYTHON = [
 def test_the_loop_as_written_decides(fn, make):
     _check(fn, make, exact=True)
     assert explain(fn, *make()).path == "python"
+
+
+def test_a_continue_at_one_index_splits_the_range():
+    # (`if t == 3: continue`: the pieces before and after index 3 are each a scan, the second
+    # starting from the row the first stored; frontend._IndexSplits)
+    for n in (0, 1, 3, 4, 5, T):
+        _check(with_continue, lambda: (torch.randn(n, F),))
+    assert explain(with_continue, torch.randn(T, F)).path == "vectorized"
 
 
 def test_a_read_no_earlier_iteration_wrote_is_no_recurrence():

@@ -39,13 +39,13 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
     nest_inner: dict[int, int] = {}
     for node in _loops_in_order(fn):
         if id(node) in nest_inner:
-            infos.append(LoopInfo(node.lineno, src(_as_written(node)), None, None, node.col_offset,
+            infos.append(LoopInfo(node.lineno, _written_text(node), None, None, node.col_offset,
                                   _kind(node), part_of=nest_inner[id(node)]))
             continue
         if id(node) in planned_nodes and isinstance(node, (ast.ListComp, ast.DictComp, ast.SetComp)):
             continue  # part of a loop body that is rewritten as a whole
         loop_id += 1
-        text = src(_as_written(node))    # (a triangle shows as written)
+        text = _written_text(node)    # (a triangle shows as written)
         try:
             if blocked:
                 raise Refuse(blocked, node.lineno)
@@ -106,6 +106,18 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
         # (by the tree, not by lines: two comprehensions on one line are two loops)
         infos.append(LoopInfo(node.lineno, text, plan, None, node.col_offset, _kind(node)))
     return infos
+
+
+def _written_text(node: ast.AST) -> str:
+    """The loop's text as written; a piece of a split range (frontend._IndexSplits) says which on
+    its header line."""
+    shown = _as_written(node)
+    text = src(shown)
+    piece = getattr(shown, "_av_piece", None)
+    if piece:
+        head, _, rest = text.partition("\n")
+        text = f"{head}   # {piece}" + ("\n" + rest if rest else "")
+    return text
 
 
 def _as_written(node: ast.AST) -> ast.AST:
