@@ -115,7 +115,7 @@ def capture(fn) -> Captured:
         # Python mangles `__name` inside a class body; recompiling outside it would not
         raise NoSource("methods using private (name-mangled) names are not rewritten")
     node.decorator_list = []
-    if not _same_code(node, code, text_of=lambda: "".join(lines)):
+    if not _same_code(node, code):
         raise NoSource(f"the source file of `{fn.__qualname__}` ({code.co_filename}) no longer holds the code it "
                        "was imported from (edited since?): reload the module to let autovec rewrite it")
     written = ast.unparse(node)
@@ -131,37 +131,89 @@ def capture(fn) -> Captured:
 
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-# (the `from __future__` flags of a code object that change how its source compiles)
-_FUTURE = 0
-for _name in ("annotations", "generator_stop", "barry_as_FLUFL"):
-    _FUTURE |= getattr(__import__("__future__"), _name).compiler_flag
-
-
-def _same_code(node, code, text_of) -> bool:
-    """Whether the `def` found in the source file compiles to what `code` was compiled from: the
-    same names, constants and lines, its nested code's too. The file is read when the function is
-    first called, and may have been edited since the module was imported (probeK): the edited
-    text is another program. Names are compared as a set (a closure's free names compile as
-    globals outside their function), and `__class__` (super's cell in a class) is left out."""
-    def marks(c, out):
-        out[0].update(n for n in c.co_names + c.co_varnames + c.co_freevars + c.co_cellvars if n != "__class__")
-        out[1].extend(repr(k) for k in c.co_consts if not isinstance(k, types.CodeType))
-        out[2].update(line for _, _, line in c.co_lines() if line is not None and line != c.co_firstlineno)
-        out[3].append((c.co_argcount, c.co_posonlyargcount, c.co_kwonlyargcount, c.co_flags & 0x0C))
-        for k in c.co_consts:
-            if isinstance(k, types.CodeType):
-                marks(k, out)
-        return out
-    module = ast.Module(body=[fastast.clone(node)], type_ignores=[])
+def _same_code(node, code) -> bool:
+    """Whether the `def` found in the source file compiles to `code`: the same instructions,
+    constants and names, its nested code's too. The file is read when the function is first
+    called, and may have been edited since the module was imported (probeK): the edited text is
+    another program. The `def` is compiled where its free names are a function's cells (and
+    `__class__`, super's, a class's), as where it was defined; a method call on a name the module
+    imports compiles as an attribute read and a call there (_ops)."""
+    inner = fastast.clone(node)
+    free = [n for n in code.co_freevars if n != "__class__"]
+    body: list = [inner]
+    if "__class__" in code.co_freevars:
+        body = [ast.ClassDef(name="_av_class", bases=[], keywords=[], body=body, decorator_list=[], type_params=[])]
+    if free or code.co_flags & inspect.CO_NESTED:
+        cells = [ast.Assign(targets=[ast.Name(n, ast.Store()) for n in free], value=ast.Constant(None))] if free else []
+        body = [ast.FunctionDef(name="_av_scope", args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[],
+                                                                     kw_defaults=[], defaults=[]),
+                                body=cells + body, decorator_list=[], returns=None, type_params=[])]
+    module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
+    flags = 0
+    for feature in ("annotations", "generator_stop", "barry_as_FLUFL"):
+        flags |= code.co_flags & getattr(__import__("__future__"), feature).compiler_flag
     try:
-        compiled = compile(module, code.co_filename, "exec", flags=code.co_flags & _FUTURE, dont_inherit=True)
-    except (SyntaxError, ValueError):
+        compiled = compile(module, code.co_filename, "exec", flags=flags, dont_inherit=True)
+    except (SyntaxError, ValueError, TypeError):
         return False
-    mine = next((k for k in compiled.co_consts if isinstance(k, types.CodeType) and k.co_name == code.co_name), None)
-    if mine is None:
+    found = _code_named(compiled, code.co_name)
+    return found is not None and _same(found, code)
+
+
+def _code_named(c, name):
+    for k in c.co_consts:
+        if isinstance(k, types.CodeType):
+            if k.co_name == name:
+                return k
+            deeper = _code_named(k, name)
+            if deeper is not None:
+                return deeper
+    return None
+
+
+def _ops(c) -> list:
+    """The code's instructions as (name, argument): jumps by the index they reach, a method
+    load as an attribute load (`torch.f(x)` compiles either way, as the module imports `torch` or
+    not), nested code by its place."""
+    import dis
+    # (EXTENDED_ARG carries the high bits of the next instruction's argument, which holds a
+    # method flag beside the name's index, and PUSH_NULL is the other form of that flag: both left
+    # out, the next instruction's name says it all)
+    every = list(dis.get_instructions(c))
+    ins = [i for i in every if i.opname not in ("EXTENDED_ARG", "PUSH_NULL")]
+    at = {i.offset: k for k, i in enumerate(ins)}
+    for i in every:
+        if i.offset not in at:
+            at[i.offset] = next((k for k, j in enumerate(ins) if j.offset > i.offset), len(ins))
+    jumps = set(dis.hasjrel) | set(dis.hasjabs)
+    out = []
+    for i in ins:
+        name = "LOAD_ATTR" if i.opname == "LOAD_METHOD" else i.opname
+        if i.opcode in jumps:
+            arg = at.get(i.argval, i.argval)
+        elif isinstance(i.argval, types.CodeType):
+            arg = "<code>"
+        else:
+            arg = i.argval
+        out.append((name, repr(arg)))
+    return out
+
+
+def _same(a, b) -> bool:
+    """Code objects that run alike: bytecode, names, flags and constants (nested code the same way)."""
+    if (a.co_varnames, a.co_freevars, a.co_cellvars, a.co_argcount, a.co_posonlyargcount, a.co_kwonlyargcount,
+            a.co_flags) != (b.co_varnames, b.co_freevars, b.co_cellvars, b.co_argcount, b.co_posonlyargcount,
+                            b.co_kwonlyargcount, b.co_flags) or _ops(a) != _ops(b):
         return False
-    a, b = marks(code, (set(), [], set(), [])), marks(mine, (set(), [], set(), []))
-    return a[0] == b[0] and sorted(a[1]) == sorted(b[1]) and a[2] == b[2] and a[3] == b[3]
+    if len(a.co_consts) != len(b.co_consts):
+        return False
+    for x, y in zip(a.co_consts, b.co_consts):
+        if isinstance(x, types.CodeType) or isinstance(y, types.CodeType):
+            if not (isinstance(x, types.CodeType) and isinstance(y, types.CodeType) and _same(x, y)):
+                return False
+        elif type(x) is not type(y) or repr(x) != repr(y):
+            return False
+    return True
 
 
 class _BranchedComprehensions(ast.NodeTransformer):

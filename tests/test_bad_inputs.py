@@ -8,6 +8,7 @@ import asyncio
 import functools
 import inspect
 import os
+import sys
 import time
 import traceback
 
@@ -214,6 +215,41 @@ def test_function_created_by_exec_under_a_missing_file_name():
     x = rand(N, 3)
     assert_same(x * 2, f(x))
     assert "no source" in reason_of(f)[1]
+
+
+_STALE = ("import torch\n\n\ndef scaled(x):\n    out = torch.empty_like(x)\n    for i in range(x.shape[0]):\n"
+          "        out[i] = x[i] * FACTOR\n    return out\n")
+
+
+@pytest.mark.parametrize("edit", [lambda s: s.replace("FACTOR", "3"),
+                                  lambda s: "\n\n" + s.replace("FACTOR", "2"),       # (the def moved down)
+                                  lambda s: s.replace("FACTOR", "2").replace("x[i] *", "-x[i] *")])
+def test_a_source_file_edited_after_import_runs_the_imported_code(tmp_path, monkeypatch, edit):
+    # (the file is read at the first call; an editor's save since the import is another program:
+    # the function runs as imported, and explain says why; probeK)
+    import importlib
+    import linecache
+    path = tmp_path / "edited_module.py"
+    path.write_text(_STALE.replace("FACTOR", "2"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("edited_module")
+    try:
+        path.write_text(edit(_STALE))
+        linecache.checkcache()
+        f = av(module.scaled)
+        x = rand(300, 3)
+        for _ in range(3):
+            assert_same(x * 2, f(x))
+        assert explain(f, x).path == "python"
+        text = reason_of(f)[1]
+        assert "no longer holds the code" in text or "is not its `def`" in text
+        path.write_text(_STALE.replace("FACTOR", "2"))        # (the same text again: rewritten)
+        linecache.checkcache()
+        g = av(module.scaled)
+        assert_same(x * 2, g(x))
+        assert explain(g, x).path == "vectorized"
+    finally:
+        sys.modules.pop("edited_module", None)
 
 
 @av

@@ -333,3 +333,23 @@ def test_a_step_is_verified_again_under_no_grad(eager_backend):
         got, want = f(x, U), rnn(x, U)
     assert all(torch.equal(a, b) for a, b in zip(got, want))
     assert len(st.verify) == before + 1        # (its own signature, compared step by step)
+
+
+def lag_features(x):
+    T = len(x)
+    feats = torch.zeros(T, 3)
+    for j in range(3):
+        feats[1:, j] = x[1:] if T > 1 else x[:0]
+    return feats
+
+
+def test_a_step_storing_into_a_sliced_column_is_python(eager_backend):
+    # (the step's driver stores `feats[1:, j] = ..`: written out whole, not as an index tuple
+    # `(1:, j)`, which is no Python and made the whole rewrite fail; probeI)
+    f = autovec(lag_features, fallback="compile")
+    for n in (1, 2, 6):
+        x = torch.randn(n)
+        for _ in range(3):
+            torch.testing.assert_close(f(x), lag_features(x))
+    text = str(explain(f, torch.randn(6)))
+    assert "internal error" not in text and "compile" in [lp.strategy for lp in explain(f).loops]

@@ -80,14 +80,24 @@ def skips_first(x):
     return total
 
 
-FNS = [gae_edge, gae_cleanrl, reward_to_go, prefix_first_apart, smoothed, skips_first]
+def halves(x):
+    T = len(x)
+    c = torch.zeros(x.shape[1:])
+    out = torch.empty_like(x)
+    for t in range(T):
+        c = 0.5 * c + x[t] * (2.0 if t <= T // 2 else -1.0) + (1.0 if 3 < t else 0.0)
+        out[t] = c
+    return out
+
+
+FNS = [gae_edge, gae_cleanrl, reward_to_go, prefix_first_apart, smoothed, skips_first, halves]
 
 
 def _args(fn, n):
     if fn in (gae_edge, gae_cleanrl):
         extra = (torch.tensor(0.3),) if fn is gae_cleanrl else ()
         return (torch.randn(n), torch.randn(n), (torch.rand(n) < 0.1).float()) + extra
-    if fn in (smoothed, skips_first):
+    if fn in (smoothed, skips_first, halves):
         return (torch.randn(n, 3),)
     return (torch.randn(n),)
 

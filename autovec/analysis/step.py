@@ -137,8 +137,11 @@ def plan_step(node: ast.For, ctx, loop_id: int) -> StepPlan:
         new_body.append(ast.Assign(targets=[ast.Name(id=tmp, ctx=ast.Store())], value=value,
                                    lineno=value.lineno, col_offset=value.col_offset))
         returns.append(tmp)
+        # (the whole subscript unparsed: an index tuple alone with a slice, `(1:, j)`, is no
+        # Python; probeI's lag features `feats[l:, j] = ..`)
         driver_stmts.append(f"{container}.append({tmp})" if kind == "append" else
-                            f"{container}[{ast.unparse(index)}] = {tmp}")
+                            ast.unparse(ast.Subscript(value=ast.Name(container, ast.Load()), slice=index,
+                                                      ctx=ast.Store())) + f" = {tmp}")
     if not returns:
         raise NoStep("the body produces nothing")
     if ops < _MIN_OPS:
