@@ -99,3 +99,12 @@ def test_plugin_module_imports_nothing_heavy():
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd="/")
+
+
+def test_naming_the_plugin_explicitly_loads_it_once(inner):
+    # (the entry point is named after the module: `-p autovec.pytest_plugin`, or a conftest's
+    # `pytest_plugins`, beside the installed entry point, is one plugin, not a registration error;
+    # probeK)
+    for extra in ([], ["-p", "autovec.pytest_plugin"], ["-p", "autovec.pytest_plugin"]):
+        inner(*extra, "--autovec-check", plain="True").assert_outcomes(passed=3)
+    assert switches.check_override is None
