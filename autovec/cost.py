@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import platform
 import time
+import warnings
 from pathlib import Path
 
 from . import fastast
@@ -123,14 +124,20 @@ def constants(kind: str = "cpu") -> dict:
     if got is not None:
         return got
     path = _env("AUTOVEC_COSTS")
-    try:
-        if path:
-            got = {**DEFAULTS, **json.loads(Path(path).read_text())}
-        else:
+    got = None
+    if path:
+        got = _read_constants(Path(path))
+        if got is None:
+            warnings.warn(f"AUTOVEC_COSTS={path!r} is not a readable JSON object of numbers (measured constants, "
+                          "as autovec writes them to its cache): autovec uses its built-in constants",
+                          RuntimeWarning, stacklevel=2)
+            got = dict(DEFAULTS)
+    else:
+        try:
             cache = _cache_file(kind)
-            if cache.is_file():
-                got = {**DEFAULTS, **json.loads(cache.read_text())}
-            else:
+            # (a cache file that does not read as constants, cut short or edited, is measured again)
+            got = _read_constants(cache) if cache.is_file() else None
+            if got is None:
                 measured = _measure(kind)
                 got = {**DEFAULTS, **measured}
                 try:
@@ -138,10 +145,23 @@ def constants(kind: str = "cpu") -> dict:
                     cache.write_text(json.dumps(measured))
                 except OSError:
                     pass  # a read-only home: measure again next process
-    except Exception:
-        got = dict(DEFAULTS)
+        except Exception:
+            got = dict(DEFAULTS)
     _set(kind, got)
     return got
+
+
+def _read_constants(path) -> dict | None:
+    """The constants a JSON file holds over the defaults, or None where it does not read as an
+    object of numbers."""
+    try:
+        loaded = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(loaded, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                               for v in loaded.values()):
+        return None
+    return {**DEFAULTS, **loaded}
 
 
 def _set(kind, values):
@@ -157,7 +177,14 @@ def min_trip(strategy: str) -> int | None:
     text = _env("AUTOVEC_MIN_TRIP")
     if text and text.strip().isdigit():
         return int(text)
+    if text not in _WARNED_MIN_TRIP:
+        _WARNED_MIN_TRIP.add(text)
+        warnings.warn(f"AUTOVEC_MIN_TRIP={text!r} is not a whole number of iterations: ignored, the cost model "
+                      "decides", RuntimeWarning, stacklevel=2)
     return None
+
+
+_WARNED_MIN_TRIP: set = set()
 
 
 def output_units(plan) -> float:

@@ -1428,7 +1428,9 @@ class FunctionRuntime:
             if not ok and not measured:
                 why = "the cost model expects the Python loop to be faster"
         else:
-            ok, why = cost.worth(m.strategy, n, est), "the cost model expects the Python loop to be faster"
+            forced = cost.min_trip(m.strategy)
+            ok, why = cost.worth(m.strategy, n, est), "the cost model expects the Python loop to be faster" \
+                if forced is None else f"AUTOVEC_MIN_TRIP={forced} keeps loops of fewer iterations on Python"
         if not ok:
             self._note(loop_id, "estimate", "", est)
             shown = measured or est

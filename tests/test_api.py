@@ -149,6 +149,44 @@ def test_cost_constants_are_measured_once_and_cached(monkeypatch, tmp_path):
     monkeypatch.setattr(cost, "_constants", None)
 
 
+def test_unreadable_cost_settings_warn_and_a_broken_cache_is_measured_again(monkeypatch, tmp_path):
+    # (probeK: a missing or invalid AUTOVEC_COSTS file and a corrupt cache were silently replaced
+    # by the built-in constants, the cache for good)
+    import json
+
+    from autovec import cost
+    monkeypatch.setattr(cost, "_constants", None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for bad in (tmp_path / "missing.json", tmp_path / "invalid.json", tmp_path / "list.json"):
+        if bad.name != "missing.json":
+            bad.write_text("{not json" if bad.name == "invalid.json" else "[1, 2]")
+        monkeypatch.setenv("AUTOVEC_COSTS", str(bad))
+        monkeypatch.setattr(cost, "_constants", None)
+        with pytest.warns(RuntimeWarning, match="AUTOVEC_COSTS"):
+            assert cost.constants() == cost.DEFAULTS
+    monkeypatch.delenv("AUTOVEC_COSTS")
+    monkeypatch.setattr(cost, "_constants", None)
+    cache = cost._cache_file("cpu")
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text('{"py_iter": 1e-0')           # (cut short)
+    c = cost.constants()
+    assert set(json.loads(cache.read_text())) <= set(c) and c != cost.DEFAULTS
+    monkeypatch.setattr(cost, "_constants", None)
+
+
+def test_a_min_trip_that_is_no_number_warns_and_is_ignored(monkeypatch):
+    from autovec import cost
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "many")
+    monkeypatch.setattr(cost, "_WARNED_MIN_TRIP", set())
+    with pytest.warns(RuntimeWarning, match="AUTOVEC_MIN_TRIP='many'"):
+        assert cost.min_trip("vmap") is None
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1000")
+    f = av(double)
+    x = torch.randn(64, 4)
+    torch.testing.assert_close(f(x), double(x))
+    assert "AUTOVEC_MIN_TRIP=1000 keeps loops of fewer iterations on Python" in str(explain(f, x))
+
+
 def test_cost_decisions_are_cached_per_power_of_two_bucket(monkeypatch):
     monkeypatch.delenv("AUTOVEC_MIN_TRIP", raising=False)
 
