@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import inspect
 import math
+import warnings
 from typing import Any
 
 import torch
@@ -394,6 +395,19 @@ def assert_equivalent(fn, *args, rtol=None, atol=None, grad=False, trials=1, **k
     fast = fn if is_autovec_wrapper(fn) else _autovec(fn)
     original = fast.__wrapped__
     name = getattr(original, "__qualname__", repr(original))
+    try:
+        signature = inspect.signature(original)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as e:
+            # (a misspelt option, `tials=3`, is handed to the function: both runs would raise the
+            # same TypeError and the check would pass having compared nothing; probeK)
+            raise TypeError(f"assert_equivalent: these arguments do not fit `{name}{signature}`: {e} (the options "
+                            "of assert_equivalent are rtol, atol, grad and trials; other keywords are the "
+                            "function's)") from None
     for trial in range(trials):
         trial_args, trial_kwargs = args, kwargs
         if trial > 0:
@@ -402,6 +416,9 @@ def assert_equivalent(fn, *args, rtol=None, atol=None, grad=False, trials=1, **k
         problem, cause = _check_once(original, fast, trial_args, trial_kwargs, rtol, atol, grad)
         if problem:
             raise EquivalenceError(f"{name} (trial {trial}): {problem}") from cause
+        if cause is not None:
+            warnings.warn(f"assert_equivalent: {name} (trial {trial}) raised {type(cause).__name__}: {cause}, as its "
+                          "rewrite did: only the exceptions were compared", RuntimeWarning, stacklevel=2)
 
 
 def _check_once(original, fast, args, kwargs, rtol, atol, grad):

@@ -439,7 +439,9 @@ def test_exceptions_must_match(fake_api):
         raise RuntimeError("positive sum")
 
     x = torch.ones(2)
-    assert_equivalent(same_error, x)
+    # (both raise alike: equivalent, with a warning that only the exceptions were compared)
+    with pytest.warns(RuntimeWarning, match="raised ValueError: positive sum, as its rewrite did"):
+        assert_equivalent(same_error, x)
     with pytest.raises(EquivalenceError, match="original raised ValueError: positive sum, "
                                                "the rewrite returned normally"):
         assert_equivalent(no_error, x)
@@ -630,3 +632,21 @@ def test_a_retained_gradient_is_copied():
     (c,), _ = clone_args((h,), {})
     assert c.retains_grad and torch.equal(c.grad, h.grad) and c.grad is not h.grad
     assert_equivalent(_read_grad_rows, h)
+
+
+def test_arguments_that_do_not_fit_the_function_raise_at_once():
+    # (a misspelt option is a keyword for the function: both runs raised the same TypeError and
+    # the check passed; probeK)
+    from autovec import autovec
+
+    def doubled(x):
+        out = torch.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * 2
+        return out
+
+    with pytest.raises(TypeError, match="tials"):
+        assert_equivalent(autovec(doubled), torch.randn(4), tials=3)
+    with pytest.raises(TypeError, match="do not fit"):
+        assert_equivalent(doubled, torch.randn(4), torch.randn(4))
+    assert_equivalent(doubled, torch.randn(4), trials=2)
