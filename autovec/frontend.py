@@ -125,6 +125,7 @@ def capture(fn) -> Captured:
     nests.visit(node)
     _ShiftedStores(fn, node, assumed).visit(node)
     _NoneTests(node).visit(node)
+    _NumberExtremes(fn, node, assumed, nests.made).visit(node)
     _IndexSplits(fn, node, assumed, nests.made).visit(node)
     return Captured(fn=fn, tree=node, filename=code.co_filename, qualname=fn.__qualname__, written=written,
                     assumed=assumed, generated=frozenset(nests.made), rests_on=frozenset(assumed))
@@ -976,6 +977,197 @@ def _as_function(stmts) -> ast.FunctionDef:
     """`stmts` as the body of a function without parameters (for `_bound_names`)."""
     return ast.FunctionDef(name="", args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
                                                        defaults=[]), body=stmts, decorator_list=[])
+
+
+class _NumberExtremes(ast.NodeTransformer):
+    """Python's `max` / `min` of a number and a value (`max(0, d)`, `min(x[i], 1.0)`, hinge
+    losses), as the statements they are, where a loop's statement adds one to a running total or
+    stores one:
+
+        loss += max(0, d)        ->   _av_mx1 = d
+                                      if _av_mx1 > 0:
+                                          loss += _av_mx1
+        out[i] = max(e, 0.5)     ->   _av_mx1 = e
+                                      out[i] = 0.5 if 0.5 > _av_mx1 else _av_mx1
+
+    `max(a, b)` is `b if b > a else a` and `min(a, b)` is `b if b < a else a`, each operand
+    evaluated once, first (nothing the statement evaluates before it can change: the total is a
+    local name, and a store's target is evaluated after its value). A total drops the number's
+    side only where adding it changes nothing: the number is 0 or 0.0, the total a local name
+    started as the literal 0 or 0.0 (0.0 for a float number: an int plus 0.0 is a float) right
+    before the loop and only added to or subtracted from in it (so never -0.0 nor a bool tensor).
+    `max` / `min` must be the builtins (recorded in `assumed`)."""
+
+    def __init__(self, fn, tree, assumed, made):
+        self.fn, self.tree, self.assumed, self.made = fn, tree, assumed, made
+        self.local, self.declared = _bound_names(tree), _declared(tree)
+        self.off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") and n.id not in made for n in ast.walk(tree))
+        self.count = 0
+
+    def visit_FunctionDef(self, node):
+        return self.generic_visit(node) if node is self.tree else node
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def _builtin(self, name, obj) -> bool:
+        found, value = scope_lookup(self.fn, name)
+        return name not in self.local and (not found or value is obj)
+
+    def _stmts(self, stmts, loop, starts):
+        """`stmts` (a body inside `loop`) with the statements rewritten."""
+        out = []
+        for st in stmts:
+            if isinstance(st, (ast.For, ast.While)):
+                out.append(self.visit_For(st))      # (an inner loop: its own totals' starts)
+                continue
+            new = self._one(st, loop, starts)
+            if new is None:
+                for field in ("body", "orelse", "finalbody"):
+                    inner = getattr(st, field, None)
+                    if isinstance(inner, list) and inner and not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                                 ast.ClassDef)):
+                        setattr(st, field, self._stmts(inner, loop, starts))
+                if isinstance(st, ast.Try):
+                    for h in st.handlers:
+                        h.body = self._stmts(h.body, loop, starts)
+                out.append(st)
+            else:
+                out.extend(new)
+        return out
+
+    def visit_For(self, node):
+        if self.off:
+            return node
+        starts = self._starts(node)
+        node.body = self._stmts(node.body, node, starts)
+        return node
+
+    visit_While = visit_For
+
+    def _starts(self, loop) -> dict:
+        """{name: 0 or 0.0} of the names the statements right before `loop` (in its own block) set
+        to a literal 0 / 0.0, the last binding of each before the loop."""
+        parent = self._block_of(loop)
+        found: dict = {}
+        if parent is None:
+            return found
+        for st in parent[:next(k for k, s in enumerate(parent) if s is loop)]:
+            for n in ast.walk(st):
+                if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                    found.pop(n.id, None)
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                    and isinstance(st.value, ast.Constant) and type(st.value.value) in (int, float) \
+                    and st.value.value == 0 and not str(st.value.value).startswith("-"):
+                found[st.targets[0].id] = st.value.value
+        return found
+
+    def _block_of(self, loop):
+        for n in ast.walk(self.tree):
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(n, field, None)
+                if isinstance(block, list) and any(s is loop for s in block):
+                    return block
+        return None
+
+    def _extreme(self, call):
+        """(name, number node, value node, number first) of `max(K, e)` / `min(e, K)`, or None."""
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in ("max", "min")
+                and len(call.args) == 2 and not call.keywords
+                and not any(isinstance(a, ast.Starred) for a in call.args)):
+            return None
+        nums = [_number(a) for a in call.args]
+        if nums[0] is not None and nums[1] is None:
+            return call.func.id, call.args[0], call.args[1], True
+        if nums[1] is not None and nums[0] is None:
+            return call.func.id, call.args[1], call.args[0], False
+        return None
+
+    def _one(self, st, loop, starts):
+        """The statements `st` becomes, or None where it stays."""
+        if isinstance(st, ast.AugAssign) and isinstance(st.op, ast.Add) and isinstance(st.target, ast.Name):
+            total, call = st.target.id, st.value
+        elif isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                and isinstance(st.value, ast.BinOp) and isinstance(st.value.op, ast.Add) \
+                and isinstance(st.value.left, ast.Name) and st.value.left.id == st.targets[0].id:
+            total, call = st.targets[0].id, st.value.right
+        elif isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Subscript):
+            total, call = None, st.value
+        else:
+            return None
+        found = self._extreme(call)
+        if found is None:
+            return None
+        fn, num, value, first = found
+        if not self._builtin(fn, getattr(builtins, fn)):
+            return None
+        if total is not None:
+            k = _number(num)
+            start = starts.get(total)
+            if k != 0 or start is None or type(k) is float and type(start) is not float \
+                    or total in self.declared or not self._only_summed(loop, total):
+                return None
+        self.assumed[fn] = getattr(builtins, fn)
+        if isinstance(value, ast.Name) and value.id not in self.declared:
+            tmp, bind = value.id, None      # (a local name read twice reads one value)
+        else:
+            self.count += 1
+            tmp = f"_av_mx{self.count}"
+            self.made.append(tmp)
+            bind = ast.copy_location(ast.Assign(targets=[ast.Name(tmp, ast.Store())], value=value), st)
+        v = ast.Name(tmp, ast.Load())
+        op = ast.Gt() if fn == "max" else ast.Lt()
+        # max(K, e): e if e > K else K;  max(e, K): K if K > e else e  (min with <)
+        test = ast.Compare(left=v, ops=[op], comparators=[fastast.clone(num)]) if first else \
+            ast.Compare(left=fastast.clone(num), ops=[op], comparators=[ast.Name(tmp, ast.Load())])
+        if total is None:
+            picked = ast.IfExp(test=test, body=ast.Name(tmp, ast.Load()), orelse=fastast.clone(num)) if first else \
+                ast.IfExp(test=test, body=fastast.clone(num), orelse=ast.Name(tmp, ast.Load()))
+            st.value = ast.copy_location(picked, call)
+            out = [st]
+        else:
+            if isinstance(st, ast.AugAssign):
+                st.value = ast.copy_location(ast.Name(tmp, ast.Load()), call)
+            else:
+                st.value.right = ast.copy_location(ast.Name(tmp, ast.Load()), call)
+            cond = test if first else ast.UnaryOp(op=ast.Not(), operand=test)
+            out = [ast.copy_location(ast.If(test=ast.copy_location(cond, call), body=[st], orelse=[]), st)]
+        out = ([bind] if bind is not None else []) + out
+        for o in out:
+            ast.fix_missing_locations(o)
+        return out
+
+    def _only_summed(self, loop, total) -> bool:
+        """Whether the loop binds `total` only by adding to it or subtracting from it (`+=`, `-=`,
+        `total = total + ..`), and nothing in it reads it in a nested scope."""
+        for n in ast.walk(loop):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef) + _COMPREHENSIONS) \
+                    and any(isinstance(m, ast.Name) and m.id == total for m in ast.walk(n)):
+                return False
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == total:
+                if not isinstance(n.op, (ast.Add, ast.Sub)):
+                    return False
+            elif isinstance(n, ast.Assign) and any(isinstance(m, ast.Name) and m.id == total
+                                                   for t in n.targets for m in ast.walk(t)):
+                if not (len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.BinOp)
+                        and isinstance(n.value.op, (ast.Add, ast.Sub)) and isinstance(n.value.left, ast.Name)
+                        and n.value.left.id == total):
+                    return False
+            elif isinstance(n, ast.Name) and n.id == total and not isinstance(n.ctx, ast.Load):
+                p = n
+                if not any(isinstance(a, (ast.AugAssign, ast.Assign)) and (getattr(a, "target", None) is p or p in getattr(
+                        a, "targets", [])) for a in ast.walk(loop)):
+                    return False       # (a `for` target, `with .. as`, a walrus, `del`)
+        return True
+
+
+def _number(node):
+    """The value of an int / float literal (or its negation), else None (not a bool)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _number(node.operand)
+        return None if inner is None else -inner
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    return None
 
 
 def _answer(value, where):
