@@ -282,7 +282,27 @@ def masked_dim_keyword(x, keep):
     return torch.stack([x[i][keep[i]].sum(dim=0) for i in range(x.shape[0])])
 
 
+def pooled_if_nonempty(h, lengths):
+    # (the span's row read under the branch's condition: lowering.batched._own_row; probeI)
+    out = torch.zeros(h.shape[0], h.shape[2])
+    for i in range(h.shape[0]):
+        if lengths[i] > 0:
+            out[i] = h[i, :lengths[i]].mean(0)
+    return out
+
+
+def summed_if_long(h, lengths):
+    out = torch.full((h.shape[0], h.shape[2]), -1.0)
+    for i in range(h.shape[0]):
+        if lengths[i] > 2:
+            out[i] = (h[i, :lengths[i]] * 2).sum(0)
+    return out
+
+
 SPANS = [
+    (pooled_if_nonempty, lambda: (torch.randn(30, 12, 4), torch.randint(0, 13, (30,)))),
+    (pooled_if_nonempty, lambda: (torch.randn(30, 12, 4), torch.randint(-8, 16, (30,)))),   # past the end
+    (summed_if_long, lambda: (torch.randn(30, 12, 4), torch.randint(-3, 14, (30,)))),
     (pooled, lambda: (torch.randn(30, 12, 4), torch.randint(1, 13, (30,)))),
     (pooled_dim_keyword, lambda: (torch.randn(30, 12, 4), torch.randint(-3, 13, (30,)))),
     (summed_axis_keyword, lambda: (torch.randn(20, 6, 3), torch.randint(1, 7, (20,)))),

@@ -1425,7 +1425,7 @@ class _Batcher:
             return False
         sl, base = node.slice, node.value
         if isinstance(sl, ast.Tuple) and len(sl.elts) == 2 and isinstance(sl.elts[1], ast.Slice) \
-                and isinstance(sl.elts[0], ast.Name) and sl.elts[0].id == self.c.index and not self.varies(base):
+                and self._own_row(sl.elts[0]) and not self.varies(base):
             sl, rank = sl.elts[1], 2
         elif isinstance(sl, ast.Slice) and self.varies(base):
             rank = 1
@@ -1434,6 +1434,17 @@ class _Batcher:
         f = self.c.facts.get(self.c.ids.get(id(base)))
         return sl.step is None and any(b is not None and self.varies(b) for b in (sl.lower, sl.upper)) \
             and f is not None and f.kind == "tensor" and f.rank >= rank
+
+    def _own_row(self, e) -> bool:
+        """The loop's own index `i`, or `i` read under the branch's condition (`guarded_index(c, i)`,
+        lowering.ifconvert: a row the loop reads only where it takes the branch, row 0 elsewhere,
+        whose values the branch's `where` leaves out; probeI's `if lengths[i] > 0: out[i] =
+        h[i, :lengths[i]].mean(0)`)."""
+        if isinstance(e, ast.Name):
+            return e.id == self.c.index
+        return isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "guarded_index" \
+            and isinstance(e.func.value, ast.Name) and e.func.value.id == self.c.av and len(e.args) == 2 \
+            and isinstance(e.args[1], ast.Name) and e.args[1].id == self.c.index
 
     def _span_expression(self, node, subs):
         """`(a[i, :l] - b[i, :l]).abs().mean()`, `(x[s:e] ** 2).sum(0)`: elementwise arithmetic on
@@ -1579,7 +1590,7 @@ class _Batcher:
         if self.c.lead != 1:
             return None
         if isinstance(sl, ast.Tuple) and len(sl.elts) == 2 and isinstance(sl.elts[1], ast.Slice) \
-                and isinstance(sl.elts[0], ast.Name) and sl.elts[0].id == self.c.index:
+                and self._own_row(sl.elts[0]):
             rows, sl = self.expr(sl.elts[0]), sl.elts[1]
             if self.varies(sub.value):
                 return None
