@@ -649,6 +649,7 @@ class _IndexSplits(ast.NodeTransformer):
         self.shift = 10000      # (the pieces' loops get their own columns, far from _NoneTests' copies)
         self.top = None
         self.ints = _int_names(tree, self.declared)
+        self.certain = _certain_ints(tree, self.ints, self._builtin("len", builtins.len))
 
     def visit_FunctionDef(self, node):
         if node is not self.tree:
@@ -671,6 +672,8 @@ class _IndexSplits(ast.NodeTransformer):
         if space is None:
             return node
         a, b, back = space
+        first = ("b", "a") if back == "down" else ("a", "b")     # (the bounds in the order the range reads them)
+        back = bool(back)
         tests = self._tests(node, node.target.id)
         if not tests:
             return node
@@ -680,11 +683,10 @@ class _IndexSplits(ast.NodeTransformer):
         self.count += 1
         base = f"_av_ix{self.count}"
         out = []
-        names = []
-        for k, (bound, which) in enumerate(((a, "a"), (b, "b"))):
-            name = f"{base}_{which}"
-            names.append(name)
-            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(name, ast.Store())], value=bound), node))
+        names = [f"{base}_a", f"{base}_b"]
+        for which in first:
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(f"{base}_{which}", ast.Store())],
+                                                    value=a if which == "a" else b), node))
         self.made.extend(names)
         pieces = [(names[0], names[1], {})]
         for j, (key, kind, point) in enumerate(tests[:2]):
@@ -727,7 +729,38 @@ class _IndexSplits(ast.NodeTransformer):
                         if getattr(n, "end_col_offset", None) is not None:
                             n.end_col_offset += self.shift
             loops.append(loop)
-        out += loops
+        # (a name bound to a size, `T = s.shape[0]`, is an int for tensors and arrays; where it is
+        # not one, the pieces cannot hold the test: the loop runs as written, over the same range;
+        # probeL's object with `shape = (2.5,)`)
+        unsure = sorted({m.id for _, _, point in tests[:2] for m in ast.walk(point)
+                         if isinstance(m, ast.Name) and m.id not in self.certain})
+        if unsure:
+            self.assumed["type"], self.assumed["int"] = builtins.type, builtins.int
+            written = fastast.clone(node)
+            rng = ast.Call(func=ast.Name("range", ast.Load()), args=[ast.Name(names[0], ast.Load()),
+                                                                     ast.Name(names[1], ast.Load())], keywords=[])
+            written.iter = ast.copy_location(
+                ast.Call(func=ast.Name("reversed", ast.Load()), args=[rng], keywords=[]) if back else rng, node.iter)
+            self.shift += 1000
+            for n in ast.walk(written):
+                if isinstance(n, (ast.For, ast.While) + _COMPREHENSIONS):
+                    n._av_as_written = "the bound of a test of the index is not an int: the loop runs as written"
+                    n.col_offset += self.shift
+                    if getattr(n, "end_col_offset", None) is not None:
+                        n.end_col_offset += self.shift
+            written._av_written = ast.copy_location(ast.For(target=fastast.clone(node.target), iter=fastast.clone(node.iter),
+                                                            body=node.body, orelse=[]), node)
+            written._av_written._av_piece = "where a test's bound is not an int"
+            check = ast.BoolOp(op=ast.And(), values=[
+                ast.Compare(left=ast.Call(func=ast.Name("type", ast.Load()), args=[ast.Name(u, ast.Load())], keywords=[]),
+                            ops=[ast.Is()], comparators=[ast.Name("int", ast.Load())]) for u in unsure]) \
+                if len(unsure) > 1 else ast.Compare(
+                    left=ast.Call(func=ast.Name("type", ast.Load()), args=[ast.Name(unsure[0], ast.Load())], keywords=[]),
+                    ops=[ast.Is()], comparators=[ast.Name("int", ast.Load())])
+            split = out[len(first):] + loops
+            out = out[:len(first)] + [ast.copy_location(ast.If(test=check, body=split, orelse=[written]), node)]
+        else:
+            out += loops
         for st in out:
             ast.fix_missing_locations(st)
         return out
@@ -748,7 +781,8 @@ class _IndexSplits(ast.NodeTransformer):
                 and not rng.keywords and 1 <= len(rng.args) <= 3
                 and not any(isinstance(x, ast.Starred) for x in rng.args)):
             return None
-        if not self._builtin("range", builtins.range) or back and not self._builtin("reversed", builtins.reversed):
+        if not self._builtin("range", builtins.range) or back and not self._builtin("reversed", builtins.reversed) \
+                or not (self._builtin("type", builtins.type) and self._builtin("int", builtins.int)):
             return None
         args = list(rng.args)
         if not all(self._int(x) for x in args):
@@ -760,8 +794,8 @@ class _IndexSplits(ast.NodeTransformer):
             one = isinstance(step, ast.Constant) and type(step.value) is int and step.value == 1
             if back and not one or not (one or minus):
                 return None
-            if minus:          # (range(a, b, -1) walks b + 1 .. a + 1 back)
-                return _plus(fastast.clone(args[1]), 1), _plus(fastast.clone(args[0]), 1), True
+            if minus:          # (range(a, b, -1) walks b + 1 .. a + 1 back; a is evaluated first)
+                return _plus(fastast.clone(args[1]), 1), _plus(fastast.clone(args[0]), 1), "down"
             args = args[:2]
         if len(args) == 1:
             args = [ast.Constant(0), args[0]]
@@ -774,6 +808,24 @@ class _IndexSplits(ast.NodeTransformer):
         return _int_expr(node, ints) and all(
             (v := _sized_name(m)) is not None and v in self.local and v not in self.declared
             for m in _size_reads(node))
+
+    def _bound(self, node) -> bool:
+        """A test's bound read once before the loop: int literals and the local int names bound
+        before it (`_int_names`), with `+`, `-`, `*`, `//` / `%` by a nonzero literal (nothing that can raise, run code or change
+        while the loop runs: a size read again, `len(x)`, could see an object the loop grows
+        through an alias, and `n // k` could divide by zero where the loop never reads it; probeL)."""
+        if isinstance(node, ast.Name):
+            return node.id in self.ints and self.top is not None and self.ints[node.id] < self.top
+        if isinstance(node, ast.Constant):
+            return type(node.value) is int
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return self._bound(node.operand)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+            return self._bound(node.left) and self._bound(node.right)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.FloorDiv, ast.Mod)):
+            r = node.right       # (`T // 2`: by a nonzero literal, which cannot raise)
+            return self._bound(node.left) and isinstance(r, ast.Constant) and type(r.value) is int and r.value != 0
+        return False
 
     def _tests(self, node, i):
         """[(key, "lt" | "eq", point)] of the body's tests of the index: each marks its nodes with
@@ -788,7 +840,6 @@ class _IndexSplits(ast.NodeTransformer):
                for n in ast.walk(node)):
             return []
         stored = _bound_names(_as_function(node.body), own_args=False)
-        rng_reads = {ast.dump(m) for m in _size_reads(node.iter)}
         found, keys = [], {}
         for n in inside:
             if not (isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in _FLIP):
@@ -800,11 +851,8 @@ class _IndexSplits(ast.NodeTransformer):
                 d = _index_form(left, i)
             if d is None or any(isinstance(m, ast.Name) and m.id in stored | {i} for m in ast.walk(right)):
                 continue
-            if not self._int(right):
+            if not self._bound(right):
                 continue
-            sizes = _size_reads(right)
-            if any(ast.dump(m) not in rng_reads or not _only_indexed(node, _sized_name(m)) for m in sizes):
-                continue       # (a size read again only where the range read it, of an object only indexed)
             # i + d OP right: i OP right - d
             point = _plus(fastast.clone(right), -d)
             if op in (ast.Lt, ast.GtE):
@@ -898,30 +946,6 @@ def _sized_name(m) -> str | None:
     return v.id if isinstance(v, ast.Name) else None
 
 
-def _only_indexed(loop, name) -> bool:
-    """Whether the loop reads `name` only by index (`x[..]`) or its size, never rebinding, storing a
-    slice of, or handing on the object (which could change its size)."""
-    parents = {id(c): p for p in ast.walk(loop) for c in ast.iter_child_nodes(p)}
-    for n in ast.walk(loop):
-        if not (isinstance(n, ast.Name) and n.id == name):
-            continue
-        p = parents.get(id(n))
-        if not isinstance(n.ctx, ast.Load):
-            return False
-        if isinstance(p, ast.Subscript) and p.value is n:
-            if not isinstance(p.ctx, ast.Load) and any(isinstance(s, ast.Slice) for s in ast.walk(p.slice)):
-                return False
-            if isinstance(p.ctx, ast.Del):
-                return False
-            continue
-        if isinstance(p, ast.Attribute) and p.value is n and p.attr in ("shape", "size", "numel", "dim"):
-            continue
-        if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id == "len" and p.args == [n]:
-            continue
-        return False
-    return True
-
-
 def _int_expr(node, ints) -> bool:
     """`_int_bound` with the names in `ints` (local names only ever bound to such ints)."""
     if isinstance(node, ast.Name):
@@ -940,13 +964,54 @@ def _under_size(n, root) -> bool:
     return any(isinstance(n, ast.Name) and _sized_name(m) == n.id for m in _size_reads(root))
 
 
+def _certain_ints(tree, ints, real_len) -> set:
+    """The names of `ints` whose every binding is built from int literals, `len(..)` (the builtin:
+    `real_len`) and other such names with `+`, `-`, `*`, `//`, `%`: an int whatever the values
+    (`x.shape[0]` is one for a tensor, not for any object)."""
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    sites: dict = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in ints:
+            sites.setdefault(n.id, []).append(parents[id(n)].value)
+
+    def sure(e, known) -> bool:
+        if isinstance(e, ast.Constant):
+            return type(e.value) is int
+        if isinstance(e, ast.Name):
+            return e.id in known
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            return sure(e.operand, known)
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)):
+            return sure(e.left, known) and sure(e.right, known)
+        return real_len and isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "len" \
+            and len(e.args) == 1 and not e.keywords and not isinstance(e.args[0], ast.Starred)
+    known = set(sites)
+    changed = True
+    while changed:
+        changed = False
+        for k in list(known):
+            if not all(sure(v, known) for v in sites[k]):
+                known.discard(k)
+                changed = True
+    return known
+
+
 def _int_names(tree, declared) -> dict:
     """{name: the index of the first top-level statement binding it} of the function's local names
     every binding of which is `name = <int expression>` (`T = r.shape[0]`, `n = len(x) - 1`), one
     of them at the top level: a Python int whenever a statement after that one reads it."""
-    odd = _bound_names(tree) - {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-                                and isinstance(n.ctx, ast.Store)}
-    odd |= {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)} | set(declared)
+    # (every binding that is not a Name's store: imports, `except .. as`, `match` captures, `def` /
+    # `class`, parameters; a name bound so as well as by `T = 2` is not one; probeL)
+    odd = set(declared) | {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            odd |= {(a.asname or a.name).split(".")[0] for a in n.names}
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not tree:
+            odd.add(n.name)
+        elif isinstance(n, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and n.name:
+            odd.add(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            odd.add(n.rest)
     parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
     sites: dict = {}
     for n in ast.walk(tree):
@@ -954,9 +1019,6 @@ def _int_names(tree, declared) -> dict:
             p = parents.get(id(n))
             ok = isinstance(n.ctx, ast.Store) and isinstance(p, ast.Assign) and p.targets == [n]
             sites.setdefault(n.id, []).append(p if ok else None)
-        elif isinstance(n, (ast.Import, ast.ImportFrom, ast.ExceptHandler, ast.MatchAs, ast.MatchStar,
-                            ast.MatchMapping, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
-            pass
     ints = {k for k, v in sites.items() if k not in odd and all(s is not None for s in v)}
     changed = True
     while changed:

@@ -218,13 +218,91 @@ def test_loops_that_are_not_split(fn):
         _same(_outcome(fn, args), _outcome(autovec(fn), args))
 
 
-def test_a_size_read_of_an_object_only_indexed():
-    # (`len(buf)` read again in the test, where the range read it, of a list only indexed)
-    assert "_av_ix" in __import__("ast").unparse(capture(sized_list_grows).tree)
+def test_a_size_read_in_a_test_is_not_split():
+    # (`len(buf)` read again in every test could see the list grow through an alias or a helper;
+    # only names bound to ints before the loop are bounds: probeL)
+    assert "_av_ix" not in __import__("ast").unparse(capture(sized_list_grows).tree)
     for n in (0, 1, 4):
         a, b = list(range(n)), list(range(n))
         want, got = sized_list_grows(1.0, a), autovec(sized_list_grows)(1.0, b)
         assert want == got and a == b
+
+
+class _Sized:
+    shape = (2.5,)
+
+
+def bound_of_an_object(x, s):
+    T = s.shape[0]
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        out[t] = x[t] * (2.0 if t < T else 3.0)
+    return out
+
+
+def bound_after_a_rebinding_import(x):
+    T = 2
+    from math import e as T       # noqa: F811 (T is not only ever an int)
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        out[t] = x[t] * (2.0 if t < T else 3.0)
+    return out
+
+
+def test_a_bound_that_is_no_int_runs_the_loop_as_written():
+    # (a size of an object that is not a tensor, `shape = (2.5,)`: the loop as written, over the
+    # same range; a name an import also binds is no bound; probeL)
+    x = torch.ones(5)
+    for _ in range(3):
+        assert torch.equal(autovec(bound_of_an_object)(x, _Sized()), bound_of_an_object(x, _Sized()))
+        assert torch.equal(autovec(bound_of_an_object)(x, torch.zeros(3)), bound_of_an_object(x, torch.zeros(3)))
+        assert torch.equal(autovec(bound_after_a_rebinding_import)(x), bound_after_a_rebinding_import(x))
+    assert "type(T) is int" in __import__("ast").unparse(capture(bound_of_an_object).tree)
+    assert "_av_ix" not in __import__("ast").unparse(capture(bound_after_a_rebinding_import).tree)
+
+
+def short_circuit_bound(x, groups):
+    n = len(x)
+    k = len(groups)
+    out = torch.zeros_like(x)
+    for t in range(n):
+        out[t] = x[t] * (2.0 if k > 0 and t < n // k else 1.0)
+    return out
+
+
+def test_a_bound_the_loop_may_never_read_is_not_read_before_it():
+    # (`n // k` with k == 0, behind `k > 0 and`: a bound that can raise is no bound; probeL)
+    x = torch.randn(5)
+    for groups in ([], [1, 2]):
+        assert torch.equal(autovec(short_circuit_bound)(x, groups), short_circuit_bound(x, groups))
+
+
+def walk_down(p, q, x):
+    out = torch.zeros(x.shape[0])
+    n = len(x)
+    for t in range(len(p) - 1, len(q) - 1, -1):
+        out[t] = x[t] * (2.0 if t + 1 < n else 3.0)
+    return out
+
+
+class _Loud:
+    def __init__(self, n, name, log):
+        self.n, self.name, self.log = n, name, log
+
+    def __len__(self):
+        self.log.append(self.name)
+        return self.n
+
+
+def test_the_bounds_of_a_walk_down_are_read_in_order():
+    # (range(a, b, -1) reads a, then b: so do the pieces; probeL)
+    assert "_av_ix" in __import__("ast").unparse(capture(walk_down).tree)
+    x = torch.arange(10.0)
+    for _ in range(3):
+        want_log, got_log = [], []
+        want = walk_down(_Loud(8, "p", want_log), _Loud(2, "q", want_log), x)
+        got = autovec(walk_down)(_Loud(8, "p", got_log), _Loud(2, "q", got_log), x)
+        assert torch.equal(want, got) and want_log == got_log == ["p", "q"]
 
 
 def test_an_error_in_a_piece_leaves_the_loops_partial_state():

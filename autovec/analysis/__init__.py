@@ -49,6 +49,8 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
         try:
             if blocked:
                 raise Refuse(blocked, node.lineno)
+            if getattr(node, "_av_as_written", None):
+                raise Refuse(node._av_as_written, node.lineno)     # (frontend._IndexSplits' fallback)
             if isinstance(node, (ast.DictComp, ast.SetComp)):
                 kind = "dict" if isinstance(node, ast.DictComp) else "set"
                 raise Refuse(f"the {kind} comprehension at line {node.lineno} is not rewritten (a {kind} is built "
@@ -93,7 +95,7 @@ def analyze(cap: Captured, env) -> list[LoopInfo]:
                 plan = _with_consumers(plan_while(node, ctx, loop_id), node, ctx)
         except Refuse as r:
             step = None
-            if isinstance(node, ast.For) and not blocked:
+            if isinstance(node, ast.For) and not blocked and not getattr(node, "_av_as_written", None):
                 try:
                     step = plan_step(node, ctx, loop_id)
                 except NoStep:
