@@ -38,6 +38,21 @@ def on_list(ps):
     return ps
 
 
+def standardize_counted(x):
+    # (enumerate from 0: the row's own index, read as a number; probeI)
+    for i, row in enumerate(x):
+        row -= row.mean()
+        row /= row.std() + 1e-5 * i
+    return x, i
+
+
+def enumerate_rebinds_index(x):
+    for i, row in enumerate(x):
+        row -= i
+        i = i * 2            # (the index rebound: the loop as written)
+    return x, i
+
+
 def read_after(x):
     for row in x:
         row -= 1
@@ -74,7 +89,7 @@ def _run(fn, make):
 EXTRA = {normalize: (1e-6,)}
 
 
-@pytest.mark.parametrize("fn", [center, scale_clip, normalize])
+@pytest.mark.parametrize("fn", [center, scale_clip, normalize, standardize_counted])
 @pytest.mark.parametrize("make", [lambda: torch.randn(6, 4), lambda: torch.randn(4, 6).t(),
                                   lambda: torch.randn(5, 3, dtype=torch.float64), lambda: torch.randn(1, 4)])
 def test_rows_updated_through_the_element(fn, make):
@@ -90,6 +105,9 @@ def test_rows_updated_through_the_element(fn, make):
     (center, lambda: torch.randn(5, 3, requires_grad=True)),           # (a leaf that requires grad: the loop raises)
     (read_after, lambda: torch.randn(5, 3)),
     (rebinds, lambda: torch.randn(5, 3)),
+    (enumerate_rebinds_index, lambda: torch.randn(5, 3)),
+    (standardize_counted, lambda: torch.randn(0, 3)),                  # (no row: `i` unbound, as in the loop)
+    (standardize_counted, lambda: [torch.randn(3), torch.randn(4)]),
 ])
 def test_the_loop_as_written_decides_elsewhere(fn, make):
     _run(fn, make)
@@ -286,3 +304,14 @@ def test_parts_of_rows_at_fixed_positions_updated_in_place(fn, make):
 
 def test_box_clipping_is_vectorized():
     assert explain(clip_boxes, torch.randn(40, 4), 10.0, 5.0).path == "vectorized"
+
+
+def test_enumerate_gives_the_index_the_loop_leaves():
+    for n in (1, 7):
+        a, b = torch.randn(n, 4), None
+        b = a.clone()
+        want, got = standardize_counted(a), autovec(standardize_counted)(b)
+        assert got[1] == want[1] and type(got[1]) is int
+        torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+    assert explain(standardize_counted, torch.randn(7, 4)).path == "vectorized"
+    assert explain(enumerate_rebinds_index, torch.randn(7, 4)).path == "python"

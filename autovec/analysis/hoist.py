@@ -835,8 +835,16 @@ def element_views(cap: Captured) -> list:
     for loop in [n for n in fastast.walk(cap.tree) if isinstance(n, ast.For)]:
         if loop.orelse:
             continue
+        counter = None      # `i` of `for i, row in enumerate(x)`: the index itself
         if isinstance(loop.target, ast.Name) and isinstance(loop.iter, ast.Name):
             pairs = [(loop.target.id, loop.iter.id)]
+        elif isinstance(loop.target, ast.Tuple) and len(loop.target.elts) == 2 \
+                and all(isinstance(e, ast.Name) for e in loop.target.elts) and isinstance(loop.iter, ast.Call) \
+                and isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "enumerate" \
+                and not loop.iter.keywords and len(loop.iter.args) == 1 and isinstance(loop.iter.args[0], ast.Name):
+            # (enumerate from 0 gives the row's own index: `for i in range(len(x))` with x[i]; probeI)
+            counter = loop.target.elts[0].id
+            pairs = [(loop.target.elts[1].id, loop.iter.args[0].id)]
         elif isinstance(loop.target, ast.Tuple) and isinstance(loop.iter, ast.Call) \
                 and isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "zip" and not loop.iter.keywords \
                 and len(loop.iter.args) == len(loop.target.elts) >= 2 \
@@ -846,11 +854,11 @@ def element_views(cap: Captured) -> list:
             continue
         rows = [row for row, _ in pairs]
         sources = {x for _, x in pairs}
-        if len(set(rows)) != len(rows) or sources & set(rows):
+        if len(set(rows)) != len(rows) or sources & set(rows) or counter in set(rows) | sources:
             continue
         updated = {row for row in rows if any(_updates(st, row) for st in loop.body)}
-        if not updated or not _builtins_ok(cap, local, ("range", "len") if len(pairs) == 1
-                                           else ("range", "len", "zip", "min")):
+        needed = ("range", "len") if len(pairs) == 1 else ("range", "len", "zip", "min")
+        if not updated or not _builtins_ok(cap, local, needed + (("enumerate",) if counter else ())):
             continue
         inside = {id(n) for n in fastast.walk(loop)}
         if any(isinstance(n, ast.Name) and n.id in rows and id(n) not in inside for n in fastast.walk(cap.tree)):
@@ -858,14 +866,14 @@ def element_views(cap: Captured) -> list:
         stores = [n for st in loop.body for n in fastast.walk(st) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
         allowed = {id(st.target) for st in loop.body if isinstance(st, ast.AugAssign)
                    and isinstance(st.target, ast.Name) and st.target.id in updated}
-        if any(n.id in sources or n.id in rows and id(n) not in allowed for n in stores):
+        if any(n.id in sources or n.id == counter or n.id in rows and id(n) not in allowed for n in stores):
             continue
         if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Global,
                               ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr, ast.comprehension))
                for st in loop.body for n in fastast.walk(st)):
             continue
-        k = f"{rows[0]}_index{loop.lineno}_{loop.col_offset}"    # (not `_av_`: reserved for user code's check)
-        if k in local:
+        k = counter or f"{rows[0]}_index{loop.lineno}_{loop.col_offset}"    # (not `_av_`: reserved for user code's check)
+        if k in local and not counter:
             continue
         original = fastast.clone(loop)
         for row, x in pairs:
