@@ -5297,6 +5297,113 @@ def lost_stop44(self):
         self.emit(1, "return k, hits")
 
 
+def lost_stop52(self):
+    """Stop 52's forms, on inputs that change between calls: tests of the loop's index against a
+    bound the loop does not change (`v[t + 1] if t + 1 < T else 0.0`, `if t == T - 1:`, `if i > 0:`,
+    `i <= T // 2`), which split the range into pieces (frontend._IndexSplits), with running values,
+    stores read back a step later and `continue`; Python's `max` / `min` of a number in totals and
+    stores (frontend._NumberExtremes); in-place row updates under `enumerate`; ragged spans under a
+    condition. Of several dtypes, with NaN and zeros."""
+    self.variants = True
+    n = max(self.n, 1)
+    dt = self.pick(["float32", "float64", "int64"])
+    fdt = dt if dt != "int64" else "float32"
+    special = dt != "int64" and self.chance(0.3)
+    form = self.pick(["split", "split", "split", "extreme", "extreme", "enum", "span"])
+    if form == "split":
+        self.param("x", f"_tensor(g, ({n} + variant, 3), torch.{fdt}, special={special}, low=-3, high=4)")
+        bound = self.pick(["x.shape[0]", "len(x)", "x.size(0)"])
+        self.emit(1, f"T = {bound}")
+        head = self.pick(["range(T)", "reversed(range(T))", "range(T - 1, -1, -1)", "range(1, T)", "range(0, T, 1)"])
+        i = "t"
+        off = self.pick(["", " + 1", " - 1", " + 2"])
+        op = self.pick(["<", "<=", ">", ">=", "==", "!="])
+        rhs = self.pick(["T", "T - 1", "0", "1", "T // 2", "3"])
+        test = f"{i}{off} {op} {rhs}" if self.chance(0.7) else f"{rhs} {op} {i}{off}"
+        read = self.pick(["x[t]", "x[t - 1]", "x[t + 1] if t + 1 < T else x[t]", "x[t].sum()"])
+        kind = self.pick(["carry", "store", "back", "cont", "total"])
+        if kind == "carry":
+            self.emit(1, "c = " + self.pick(["0.0", "torch.zeros(3)", "0"]))
+            self.emit(1, "out = torch.zeros_like(x)")
+            self.emit(1, f"for t in {head}:")
+            self.emit(2, f"nv = ({read}) if {test} else {self.pick(['0.0', '0', 'x[t] * 2'])}")
+            self.emit(2, f"c = {self.pick(['0.5', '0.9'])} * c + nv")
+            self.emit(2, "out[t] = c")
+            self.emit(1, "return out, c")
+        elif kind == "store":
+            self.emit(1, "out = torch.zeros_like(x)")
+            self.emit(1, f"for t in {head}:")
+            self.emit(2, f"if {test}:")
+            self.emit(3, f"out[t] = {read} * 2")
+            self.emit(2, "else:")
+            self.emit(3, "out[t] = x[t] - 1")
+            self.emit(1, "return out")
+        elif kind == "back":
+            self.emit(1, "out = torch.zeros_like(x)")
+            self.emit(1, f"for t in {head}:")
+            prev = "out[t - 1]" if "reversed" not in head and "-1, -1" not in head else "out[(t + 1) % T]"
+            self.emit(2, f"out[t] = x[t] + ({prev} if {test} else 0)")
+            self.emit(1, "return out, t" if self.chance(0.5) else "return out")
+        elif kind == "cont":
+            self.emit(1, "c = torch.zeros(3, dtype=x.dtype)")
+            self.emit(1, "res = []")
+            self.emit(1, f"for t in {head}:")
+            self.emit(2, f"if {test}:")
+            self.emit(3, "continue")
+            self.emit(2, "c = 0.5 * c + x[t]")
+            self.emit(1, "return c")
+        else:
+            self.emit(1, "tot = " + self.pick(["0", "0.0"]))
+            self.emit(1, f"for t in {head}:")
+            self.emit(2, f"tot = tot + (x[t].sum() if {test} else {self.pick(['0', '1.5', '-x[t].sum()'])})")
+            self.emit(1, "return tot")
+        return
+    if form == "extreme":
+        self.param("x", f"_tensor(g, ({n} + variant, 3), torch.{dt}, special={special}, low=-3, high=4)")
+        fn = self.pick(["max", "min"])
+        k = self.pick(["0", "0.0", "-0.0", "1", "0.5"])
+        val = self.pick(["x[i].sum()", "x[i, 0]", "x[i].sum() - 1", "x[i, 1] * 2"])
+        call = f"{fn}({k}, {val})" if self.chance(0.5) else f"{fn}({val}, {k})"
+        kind = self.pick(["total", "total", "store", "named"])
+        if kind == "total":
+            self.emit(1, "tot = " + self.pick(["0", "0.0", "0.0", "torch.zeros(())"]))
+            self.emit(1, "for i in range(x.shape[0]):")
+            self.emit(2, self.pick([f"tot += {call}", f"tot = tot + {call}"]))
+            if self.chance(0.2):
+                self.emit(2, "tot -= 0.5")
+            self.emit(1, "return tot")
+        elif kind == "named":
+            self.emit(1, "tot = 0.0")
+            self.emit(1, "for i in range(x.shape[0]):")
+            self.emit(2, f"d = {val}")
+            self.emit(2, f"tot += {fn}({k}, d)" if self.chance(0.5) else f"tot += {fn}(d, {k})")
+            self.emit(1, "return tot")
+        else:
+            self.emit(1, f"out = torch.zeros(x.shape[0], dtype=torch.{self.pick([fdt, 'float64', dt])})")
+            self.emit(1, "for i in range(x.shape[0]):")
+            self.emit(2, f"out[i] = {call}")
+            self.emit(1, "return out")
+        return
+    if form == "enum":
+        self.param("x", f"_tensor(g, ({n} + variant, 4), torch.{fdt}, special={special}, low=-3, high=4)")
+        self.emit(1, "x = x.clone()")
+        self.emit(1, "for i, row in enumerate(x):")
+        self.emit(2, self.pick(["row -= row.mean()", "row *= i", "row.mul_(2).add_(i)", "row -= x[0]"]))
+        if self.chance(0.5):
+            self.emit(2, self.pick(["row /= row.abs().max() + 1e-3 * i", "row += 1"]))
+        self.emit(1, "return x, i")
+        return
+    L = self.pick([4, 7])
+    self.param("h", f"_tensor(g, ({n} + variant, {L}, 3), torch.{fdt}, special={special}, low=-3, high=4)")
+    self.param("lengths", f"_tensor(g, ({n} + variant,), torch.int64, low={self.pick([-2, 0, 1])}, high={L + 2})")
+    self.emit(1, "out = torch.full((h.shape[0], h.shape[2]), -1.0, dtype=h.dtype)")
+    self.emit(1, "for i in range(h.shape[0]):")
+    self.emit(2, f"if lengths[i] > {self.pick([0, 1, 2])}:")
+    self.emit(3, "out[i] = " + self.pick(["h[i, :lengths[i]].mean(0)", "h[i, :lengths[i]].sum(0)",
+                                        "(h[i, :lengths[i]] * 2).sum(0)", "h[i, 1:lengths[i]].mean(0)"]))
+    self.emit(1, "return out")
+
+
 def lost_stop51(self):
     """Stop 51's forms, on inputs that change between calls: a conditional expression inside a
     statement's value (`d = x[i] - (x[i - 1] if i > 0 else 0)`), `itertools.product` of ranges,
@@ -6854,7 +6961,7 @@ def lost_stop33(self):
     self.emit(1, "return torch.stack(rows) if rows else None")
 
 
-LOST_FORMS = {"stop51": lost_stop51, "stop50": lost_stop50, "stop49": lost_stop49, "stop48": lost_stop48, "stop47": lost_stop47, "stop46": lost_stop46, "stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
+LOST_FORMS = {"stop52": lost_stop52, "stop51": lost_stop51, "stop50": lost_stop50, "stop49": lost_stop49, "stop48": lost_stop48, "stop47": lost_stop47, "stop46": lost_stop46, "stop44": lost_stop44, "stop43": lost_stop43, "stop42": lost_stop42, "stop41": lost_stop41, "stop40": lost_stop40, "stop39": lost_stop39, "stop38": lost_stop38, "stop37": lost_stop37, "stop36": lost_stop36, "stop35": lost_stop35, "stop34": lost_stop34, "stop33": lost_stop33, "interleaved": lost_interleaved, "chained_scan": lost_chained_scan, "guarded_ahead": lost_guarded_ahead, "branch_mix": lost_branch_mix, "branch_continue": lost_branch_continue, "sunk_appends": lost_sunk_appends, "number_branch": lost_number_branch, "stored_rec": lost_stored_rec, "compaction": lost_compaction, "while_and": lost_while_and,
               "sum_terms": lost_sum_terms, "scatter_reduce": lost_scatter_reduce, "kept_rows": lost_kept_rows,
               "two_way": lost_two_way, "element_views": lost_element_views, "reversed_build": lost_reversed_build,
               "unbind_walk": lost_unbind_walk}
