@@ -360,21 +360,17 @@ class _ProductNests(ast.NodeTransformer):
         return out
 
 
-class _ShiftedStores(ast.NodeTransformer):
-    """A loop of one store into `t[i + s]` (s a nonzero int), whose index `i` appears only in
-    subscripts as `i`, `i + d` or `i - d`, walks its own target `j = i + s`:
+class _Rewrite(ast.NodeTransformer):
+    """A capture-time rewrite of the function's own body (not of the functions, lambdas and classes
+    defined in it), which knows the names the function binds and declares, and whether a name is
+    a builtin for the function; the names it makes go into `made` (`_av_`: analysis.blocked_by)."""
 
-        for i in range(n - 1, 0, -1):                  for i in range(n - 1 - 1, 0 - 1, -1):
-            m[i - 1] = torch.maximum(m[i - 1], m[i])   ->   m[i] = torch.maximum(m[i], m[i + 1])
-
-    every subscript the same element as before, in the same order (the precision envelope of
-    VOC's average precision), so the analysis sees the store at the index itself. Only where
-    nothing outside the loop reads the name (its last value is off by s) and `range` is the real
-    one (recorded in `assumed`)."""
-
-    def __init__(self, fn, tree, assumed):
-        self.fn, self.tree, self.assumed = fn, tree, assumed
+    def __init__(self, fn, tree, assumed, made=None):
+        self.fn, self.tree, self.assumed, self.made = fn, tree, assumed, made if made is not None else []
         self.local, self.declared = _bound_names(tree), _declared(tree)
+        # (a function that names `_av_` itself is not rewritten at all: analysis.blocked_by)
+        self.off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") and n.id not in self.made
+                       for n in ast.walk(tree))
 
     def visit_FunctionDef(self, node):
         return self.generic_visit(node) if node is self.tree else node
@@ -385,6 +381,19 @@ class _ShiftedStores(ast.NodeTransformer):
         """Whether `name` is the builtin `obj` for the function (not its own, not a global)."""
         found, value = scope_lookup(self.fn, name)
         return name not in self.local and (not found or value is obj)
+
+
+class _ShiftedStores(_Rewrite):
+    """A loop of one store into `t[i + s]` (s a nonzero int), whose index `i` appears only in
+    subscripts as `i`, `i + d` or `i - d`, walks its own target `j = i + s`:
+
+        for i in range(n - 1, 0, -1):                  for i in range(n - 1 - 1, 0 - 1, -1):
+            m[i - 1] = torch.maximum(m[i - 1], m[i])   ->   m[i] = torch.maximum(m[i], m[i + 1])
+
+    every subscript the same element as before, in the same order (the precision envelope of
+    VOC's average precision), so the analysis sees the store at the index itself. Only where
+    nothing outside the loop reads the name (its last value is off by s) and `range` is the real
+    one (recorded in `assumed`)."""
 
     def visit_For(self, node):
         self.generic_visit(node)
@@ -610,7 +619,7 @@ _LIST_CALLS = frozenset({"append", "insert", "appendleft", "extend", "extendleft
 _FLIP = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 
 
-class _IndexSplits(ast.NodeTransformer):
+class _IndexSplits(_Rewrite):
     """A loop over a range whose body tests its index against a bound the loop does not change
     (`nv = v[t + 1] if t + 1 < T else 0.0`, `if t == T - 1:`, `x[i - 1] if i > 0 else 0`) runs as
     consecutive loops over the pieces of the range where the test has one answer (index-set
@@ -641,10 +650,7 @@ class _IndexSplits(ast.NodeTransformer):
     Tests in nested functions, lambdas and comprehensions are left as written (still right)."""
 
     def __init__(self, fn, tree, assumed, made):
-        self.fn, self.tree, self.assumed, self.made = fn, tree, assumed, made
-        self.local, self.declared = _bound_names(tree), _declared(tree)
-        # (a function that names `_av_` itself is not rewritten at all: analysis.blocked_by)
-        self.off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") and n.id not in made for n in ast.walk(tree))
+        super().__init__(fn, tree, assumed, made)
         self.count = 0
         self.shift = 10000      # (the pieces' loops get their own columns, far from _NoneTests' copies)
         self.top = None
@@ -764,10 +770,6 @@ class _IndexSplits(ast.NodeTransformer):
         for st in out:
             ast.fix_missing_locations(st)
         return out
-
-    def _builtin(self, name, obj) -> bool:
-        found, value = scope_lookup(self.fn, name)
-        return name not in self.local and (not found or value is obj)
 
     def _space(self, node):
         """(a, b, backwards) of the loop's range as `range(a, b)` walked forward or back, or None."""
@@ -1041,7 +1043,7 @@ def _as_function(stmts) -> ast.FunctionDef:
                                                        defaults=[]), body=stmts, decorator_list=[])
 
 
-class _NumberExtremes(ast.NodeTransformer):
+class _NumberExtremes(_Rewrite):
     """Python's `max` / `min` of a number and a value (`max(0, d)`, `min(x[i], 1.0)`, hinge
     losses), as the statements they are, where a loop's statement adds one to a running total or
     stores one:
@@ -1061,19 +1063,8 @@ class _NumberExtremes(ast.NodeTransformer):
     `max` / `min` must be the builtins (recorded in `assumed`)."""
 
     def __init__(self, fn, tree, assumed, made):
-        self.fn, self.tree, self.assumed, self.made = fn, tree, assumed, made
-        self.local, self.declared = _bound_names(tree), _declared(tree)
-        self.off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") and n.id not in made for n in ast.walk(tree))
+        super().__init__(fn, tree, assumed, made)
         self.count = 0
-
-    def visit_FunctionDef(self, node):
-        return self.generic_visit(node) if node is self.tree else node
-
-    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
-
-    def _builtin(self, name, obj) -> bool:
-        found, value = scope_lookup(self.fn, name)
-        return name not in self.local and (not found or value is obj)
 
     def _stmts(self, stmts, loop, starts):
         """`stmts` (a body inside `loop`) with the statements rewritten."""
