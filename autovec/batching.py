@@ -482,6 +482,12 @@ class _Helpers:
         return _windows(x, w, dim)[start:last + 1:step]
 
     @staticmethod
+    def beside(rows, idx):
+        """The batch's row numbers `rows` (n,) shaped to stand beside a batch of index tensors
+        `idx` (n, ...) in one advanced index: (n, 1, ..)."""
+        return rows.reshape((rows.shape[0],) + (1,) * (idx.dim() - 1))
+
+    @staticmethod
     def unempty(x):
         """`x` itself, where it has elements (_unempty)."""
         _unempty(x)

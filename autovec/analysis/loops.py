@@ -3965,6 +3965,9 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                     _read_before_store(ld, all_nodes, o) and not _view_after_store(
                         ld, n, all_nodes, o, ctx, kept_values, store_subs.get(ld.id, ())):
                 continue
+            if o.kind == "scatter" and _own_row_read(ld, n, o, index) and _read_before_store(ld, all_nodes, o) \
+                    and not _view_after_store(ld, n, all_nodes, o, ctx, kept_values, (), consumed=o.marker):
+                continue     # (`sc = t[i, idx[i]]` .. `t[i, idx[i]] = f(sc)`: each iteration's own row, read first)
             key = _ahead_read(ld, n, o, index, space, ctx)
             if key is not None:
                 ahead.add(key)
@@ -4954,6 +4957,30 @@ def _ahead_read(ld: ast.Name, stmt: ast.AST, out: Output, index: str | None, spa
     return (src(ld), m[0], m[1])
 
 
+def _own_row_read(ld: ast.Name, stmt: ast.AST, out: Output, index: str | None) -> bool:
+    """A scatter `t[i, idx] = v` whose first index is the loop's own index (each iteration writes
+    only its own row of `t`) and a read `t[i, ..]` of that row: the iteration's own elements,
+    which no other iteration writes (probeI's repetition penalty, `sc = logits[i, prev[i]]` ..
+    `logits[i, prev[i]] = sc`)."""
+    if index is None or out.chained or out.op not in ("", "+", "-", "*", "/"):
+        return False
+
+    def own_row(sub) -> bool:
+        first = sub.slice.elts[0] if isinstance(sub.slice, ast.Tuple) and sub.slice.elts else None
+        return isinstance(first, ast.Name) and first.id == index and not any(
+            isinstance(e, ast.Starred) for e in sub.slice.elts)
+    try:
+        target = ast.parse(out.index_src, mode="eval").body
+    except SyntaxError:
+        return False
+    if not (isinstance(target, ast.Subscript) and own_row(target)):
+        return False
+    for n in fastast.walk(stmt):
+        if isinstance(n, ast.Subscript) and n.value is ld:
+            return own_row(n)
+    return False
+
+
 def _same_index_read(ld: ast.Name, stmt: ast.AST, out: Output, index: str | None) -> bool:
     """A store target read as `out[.. i + c ..]` with the store's own dim and offset."""
     if index is None:
@@ -5544,14 +5571,16 @@ def _makes_new_memory(p, r, parents, ctx: Context) -> bool:
 
 
 def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: Context, markers=frozenset(),
-                      store_subs=()) -> bool:
+                      store_subs=(), consumed=None) -> bool:
     """Whether the read `ld` of a row before its store (`x[i]`, then `x[i] = ..`) may be seen
     after the store as the row's own memory: in the loop such a view shows what the store
     wrote, while the batch read every row before any store (`a = x[i]; x[i] = x[i] * 2; y[i] =
     a + 1`: the loop's y is 2x + 1). Not where the read turns into new memory at once
     (_makes_new_memory), is part of the store's own statement, or is bound as it is to names no
     statement after the store's reads; anything else (appended or another output's value: the
-    `markers` of the outputs, bound and read later, a view of it) may."""
+    `markers` of the outputs, bound and read later, a view of it) may. `consumed`: a marker bound
+    to the value a scatter copies into its target (`t[i, idx] = sc`), which no statement reads
+    after the store."""
     parents = {id(c): p for p in fastast.walk(stmt) for c in ast.iter_child_nodes(p)}
     sub = parents.get(id(ld))
     if not isinstance(sub, ast.Subscript) or sub.value is not ld:
@@ -5613,7 +5642,8 @@ def _view_after_store(ld: ast.Name, stmt: ast.AST, stmts: list, o: Output, ctx: 
             for st in stmts:
                 for n in fastast.walk(st):
                     if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
-                            and n.targets[0].id not in names and _view_root(n.value, ctx) in names:
+                            and n.targets[0].id not in names and n.targets[0].id != consumed \
+                            and _view_root(n.value, ctx) in names:
                         names.add(n.targets[0].id)
                         grew = True
         if names & set(markers):

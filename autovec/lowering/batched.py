@@ -1078,6 +1078,12 @@ class _Batcher:
         lead = 1
         while lead < len(parts) and parts[lead].batched:
             lead += 1
+        if lead == 2 and len(parts) == 2 and self.c.lead == 1 and self._integer_scalar(parts[0]) \
+                and parts[1].fact.kind == "tensor" and self._integer(parts[1]) and (parts[1].fact.rank or 0) >= 1:
+            # `x[i, idx[i]]` with a tensor of integers per iteration (a row's tokens, `logits[i,
+            # prev[i]]`): the row number beside each of them, one advanced index of the batch
+            return ast.Subscript(value=_helper("unempty", base.node), slice=ast.Tuple(elts=[
+                _helper("beside", parts[0].node, parts[1].node), parts[1].node], ctx=ast.Load()), ctx=ast.Load())
         if lead > 1:
             # `x[i, t[i]]`: several per-iteration integers, leading and side by side, index one
             # element (or row) each. As one advanced index of the batch they broadcast to its
