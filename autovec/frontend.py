@@ -655,7 +655,8 @@ class _IndexSplits(_Rewrite):
         self.shift = 10000      # (the pieces' loops get their own columns, far from _NoneTests' copies)
         self.top = None
         self.ints = _int_names(tree, self.declared)
-        self.certain = _certain_ints(tree, self.ints, self._builtin("len", builtins.len))
+        self.real_len = self._builtin("len", builtins.len)
+        self.certain = _certain_ints(tree, self.ints, self.real_len)
 
     def visit_FunctionDef(self, node):
         if node is not self.tree:
@@ -740,6 +741,9 @@ class _IndexSplits(_Rewrite):
         # probeL's object with `shape = (2.5,)`)
         unsure = sorted({m.id for _, _, point in tests[:2] for m in ast.walk(point)
                          if isinstance(m, ast.Name) and m.id not in self.certain})
+        # (and the range's own bounds, where they are sizes: an object's `shape` may hold a float,
+        # which range() refuses before the first iteration, or an index without comparisons; probeM)
+        unsure += [name for name, bound in zip(names, (a, b)) if not _sure_int(bound, self.certain, self.real_len)]
         if unsure:
             self.assumed["type"], self.assumed["int"] = builtins.type, builtins.int
             written = fastast.clone(node)
@@ -966,6 +970,21 @@ def _under_size(n, root) -> bool:
     return any(isinstance(n, ast.Name) and _sized_name(m) == n.id for m in _size_reads(root))
 
 
+def _sure_int(e, known, real_len) -> bool:
+    """Whether `e` is an int whatever the values: int literals, the names `known`, `len(..)` (the
+    builtin: `real_len`), with `+`, `-`, `*`, `//`, `%`."""
+    if isinstance(e, ast.Constant):
+        return type(e.value) is int
+    if isinstance(e, ast.Name):
+        return e.id in known
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        return _sure_int(e.operand, known, real_len)
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)):
+        return _sure_int(e.left, known, real_len) and _sure_int(e.right, known, real_len)
+    return real_len and isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "len" \
+        and len(e.args) == 1 and not e.keywords and not isinstance(e.args[0], ast.Starred)
+
+
 def _certain_ints(tree, ints, real_len) -> set:
     """The names of `ints` whose every binding is built from int literals, `len(..)` (the builtin:
     `real_len`) and other such names with `+`, `-`, `*`, `//`, `%`: an int whatever the values
@@ -976,23 +995,12 @@ def _certain_ints(tree, ints, real_len) -> set:
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in ints:
             sites.setdefault(n.id, []).append(parents[id(n)].value)
 
-    def sure(e, known) -> bool:
-        if isinstance(e, ast.Constant):
-            return type(e.value) is int
-        if isinstance(e, ast.Name):
-            return e.id in known
-        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
-            return sure(e.operand, known)
-        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)):
-            return sure(e.left, known) and sure(e.right, known)
-        return real_len and isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "len" \
-            and len(e.args) == 1 and not e.keywords and not isinstance(e.args[0], ast.Starred)
     known = set(sites)
     changed = True
     while changed:
         changed = False
         for k in list(known):
-            if not all(sure(v, known) for v in sites[k]):
+            if not all(_sure_int(v, known, real_len) for v in sites[k]):
                 known.discard(k)
                 changed = True
     return known
@@ -1191,7 +1199,18 @@ class _NumberExtremes(_Rewrite):
 
     def _only_summed(self, loop, total) -> bool:
         """Whether the loop binds `total` only by adding to it or subtracting from it (`+=`, `-=`,
-        `total = total + ..`), and nothing in it reads it in a nested scope."""
+        `total = total + ..`) and reads it nowhere else: no statement can see that the dropped
+        `total + 0` would have made a new object, nor that `total += 0` would have changed a
+        tensor in place (which autograd may have saved; probeM)."""
+        parents = {id(c): p for p in ast.walk(loop) for c in ast.iter_child_nodes(p)}
+        for n in ast.walk(loop):
+            if isinstance(n, ast.Name) and n.id == total and isinstance(n.ctx, ast.Load):
+                up = parents.get(id(n))
+                top = parents.get(id(up))
+                if not (isinstance(up, ast.BinOp) and up.left is n and isinstance(up.op, (ast.Add, ast.Sub))
+                        and isinstance(top, ast.Assign) and top.value is up and len(top.targets) == 1
+                        and isinstance(top.targets[0], ast.Name) and top.targets[0].id == total):
+                    return False
         for n in ast.walk(loop):
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef) + _COMPREHENSIONS) \
                     and any(isinstance(m, ast.Name) and m.id == total for m in ast.walk(n)):

@@ -319,3 +319,39 @@ def test_an_error_in_a_piece_leaves_the_loops_partial_state():
         with pytest.raises(IndexError):
             autovec(shifted)(b, v)
         assert torch.equal(a, b)
+
+
+class _Shaped:
+    def __init__(self, n):
+        self.shape = (n,)
+
+
+class _IndexOnly:          # (range() takes it through __index__; it has no comparisons)
+    def __init__(self, v):
+        self.v = v
+
+    def __index__(self):
+        return self.v
+
+
+def logged(x, log):
+    for t in range(x.shape[0]):
+        if t < 3:
+            log[t] = 1.0
+        else:
+            log[t] = 2.0
+    return log
+
+
+def test_range_bounds_that_are_no_ints_run_the_loop_as_written():
+    # (a size of an object: a float, which range() refuses before the first iteration, or an
+    # index without comparisons, which it takes; probeM)
+    fast = autovec(logged)
+    for _ in range(3):
+        want, got = [0.0] * 10, [0.0] * 10
+        for fn, log in ((logged, want), (fast, got)):
+            with pytest.raises(TypeError):
+                fn(_Shaped(7.5), log)
+        assert want == got == [0.0] * 10
+        assert fast(_Shaped(_IndexOnly(5)), [0.0] * 6) == logged(_Shaped(_IndexOnly(5)), [0.0] * 6)
+        assert fast(torch.zeros(5), [0.0] * 6) == logged(torch.zeros(5), [0.0] * 6)

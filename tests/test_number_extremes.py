@@ -196,3 +196,35 @@ def test_a_tensor_of_several_elements_raises_as_min_does():
     for fn in (plain, autovec(plain)):
         with pytest.raises(RuntimeError, match="ambiguous"):
             fn(x)
+
+
+def total_handed_on(d, e):
+    loss = 0
+    hist = []
+    for i in range(d.shape[0]):
+        loss = loss + max(0, d[i])
+        hist.append(loss)            # (the total read besides its updates: each step's object)
+        loss += e[i]
+    return hist
+
+
+def total_saved_for_backward(d, w):
+    loss = 0.0
+    prod = w
+    for i in range(d.shape[0]):
+        loss += max(0, d[i])         # (`loss += 0` changes the tensor in place: autograd sees it)
+        prod = prod * loss
+    return prod
+
+
+def test_a_total_read_besides_its_updates_keeps_its_number_side():
+    # (probeM: dropping `loss + 0` kept one object that a later `+=` changed; dropping `loss += 0`
+    # hid an in-place change from autograd)
+    assert "max(" in ast.unparse(capture(total_handed_on).tree)
+    assert "max(" in ast.unparse(capture(total_saved_for_backward).tree)
+    d, e = torch.tensor([1.0, -1.0, -1.0]), torch.ones(3)
+    assert [float(v) for v in autovec(total_handed_on)(d, e)] == [float(v) for v in total_handed_on(d, e)] == [2, 3, 4]
+    for fn in (total_saved_for_backward, autovec(total_saved_for_backward)):
+        d, w = torch.tensor([1.0, -1.0], requires_grad=True), torch.tensor(2.0, requires_grad=True)
+        with pytest.raises(RuntimeError, match="inplace"):
+            fn(d, w).backward()
