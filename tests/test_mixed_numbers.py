@@ -142,7 +142,18 @@ def kept_int_boxes(a, b):
     return iou(a, b)
 
 
-@pytest.mark.parametrize("fn", [kept_output, kept_list, kept_compare, kept_divide, kept_method, kept_other_constant])
+def test_a_store_of_max_with_a_number_is_a_where():
+    # (`out[i] = max(0, s)` is `out[i] = s if s > 0 else 0` (frontend._NumberExtremes): a store
+    # of either side, which batches)
+    x = torch.randn(12, 3).abs() + 0.1
+    x[-4:] = -x[-4:]
+    f = autovec(kept_output)
+    assert torch.equal(f(x), kept_output(x))
+    assert _ran(f) == {"batched"}
+    assert_equivalent(kept_output, x)
+
+
+@pytest.mark.parametrize("fn", [kept_list, kept_compare, kept_divide, kept_method, kept_other_constant])
 def test_other_uses_keep_the_loop(fn):
     x = torch.randn(12, 3).abs() + 0.1
     x[-4:] = -x[-4:]        # (the first rows, which the batched body is probed on, pick the tensor)
