@@ -237,7 +237,7 @@ class _BranchedComprehensions(ast.NodeTransformer):
 
     def _split(self, stmt, value, make):
         if not (isinstance(value, ast.IfExp) and any(isinstance(n, _COMPREHENSIONS)
-                                                     for side in (value.body, value.orelse) for n in ast.walk(side))):
+                                                     for side in (value.body, value.orelse) for n in fastast.walk(side))):
             return stmt
         # (each side's statement where its expression is: two comprehensions on one line are
         # two statements at their own columns)
@@ -287,7 +287,7 @@ class _ProductNests(ast.NodeTransformer):
         self.count = 0
         self.made: list = []
         # (a function that names `_av_` itself is not rewritten at all: analysis.blocked_by)
-        self.off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") for n in ast.walk(tree))
+        self.off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") for n in fastast.walk(tree))
         self.local, self.declared = _bound_names(tree), _declared(tree)
 
     def _is(self, name, obj) -> bool:
@@ -325,12 +325,12 @@ class _ProductNests(ast.NodeTransformer):
                 isinstance(a, ast.Call) and isinstance(a.func, ast.Name) and a.func.id == "range" and not a.keywords
                 and 1 <= len(a.args) <= 3 and not any(isinstance(x, ast.Starred) for x in a.args) for a in it.args):
             return node
-        inside = {id(n) for n in ast.walk(node)}
-        if any(isinstance(n, ast.Name) and n.id in names and id(n) not in inside for n in ast.walk(self.tree)) \
+        inside = {id(n) for n in fastast.walk(node)}
+        if any(isinstance(n, ast.Name) and n.id in names and id(n) not in inside for n in fastast.walk(self.tree)) \
                 or self.declared & set(names):
             return node       # (read elsewhere, or a global / nonlocal the caller sees: probeC)
         if any(isinstance(n, ast.Name) and n.id in names and not isinstance(n.ctx, ast.Load)
-               for st in node.body for n in ast.walk(st)):
+               for st in node.body for n in fastast.walk(st)):
             return node
         if _breaks(node.body):
             return node
@@ -370,7 +370,7 @@ class _Rewrite(ast.NodeTransformer):
         self.local, self.declared = _bound_names(tree), _declared(tree)
         # (a function that names `_av_` itself is not rewritten at all: analysis.blocked_by)
         self.off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") and n.id not in self.made
-                       for n in ast.walk(tree))
+                       for n in fastast.walk(tree))
 
     def visit_FunctionDef(self, node):
         return self.generic_visit(node) if node is self.tree else node
@@ -413,11 +413,11 @@ class _ShiftedStores(_Rewrite):
         if not isinstance(target, ast.Subscript):
             return node
         shift = _index_offset(target.slice, i)
-        if not shift or any(isinstance(n, (ast.Lambda, ast.NamedExpr) + _COMPREHENSIONS) for n in ast.walk(st)):
+        if not shift or any(isinstance(n, (ast.Lambda, ast.NamedExpr) + _COMPREHENSIONS) for n in fastast.walk(st)):
             return node      # (a comprehension's or lambda's own `i` is another name)
         # every use of `i` an index `i`, `i + d` or `i - d` in a subscript
-        uses = [n for n in ast.walk(st) if isinstance(n, ast.Name) and n.id == i]
-        parents = {id(c): p for p in ast.walk(st) for c in ast.iter_child_nodes(p)}
+        uses = [n for n in fastast.walk(st) if isinstance(n, ast.Name) and n.id == i]
+        parents = {id(c): p for p in fastast.walk(st) for c in ast.iter_child_nodes(p)}
         for n in uses:
             if not isinstance(n.ctx, ast.Load):
                 return node
@@ -429,16 +429,16 @@ class _ShiftedStores(_Rewrite):
             if not (isinstance(holder, ast.Subscript) and (holder.slice is at or isinstance(holder.slice, ast.Tuple)
                                                             and any(e is at for e in holder.slice.elts))):
                 return node
-        inside = {id(n) for n in ast.walk(node)}
-        if any(isinstance(n, ast.Name) and n.id == i and id(n) not in inside for n in ast.walk(self.tree)) \
+        inside = {id(n) for n in fastast.walk(node)}
+        if any(isinstance(n, ast.Name) and n.id == i and id(n) not in inside for n in fastast.walk(self.tree)) \
                 or i in self.declared:
             return node       # (read elsewhere, or a global / nonlocal the caller sees: probeC)
         if not all(_int_bound(a) for a in rng.args):
             # (`lo - 1` of a uint8 `lo` wraps to 255, and an object with `__index__` alone has no
             # `-`: only bounds that are Python ints, literals, lengths and sizes; probeC)
             return node
-        if i in {n.id for n in ast.walk(self.tree.args) if isinstance(n, ast.Name)} | {
-                a.arg for a in ast.walk(self.tree.args) if isinstance(a, ast.arg)}:
+        if i in {n.id for n in fastast.walk(self.tree.args) if isinstance(n, ast.Name)} | {
+                a.arg for a in fastast.walk(self.tree.args) if isinstance(a, ast.arg)}:
             return node
         if not self._builtin("range", builtins.range) or back and not self._builtin("reversed", builtins.reversed):
             return node
@@ -472,8 +472,8 @@ def _bound_names(tree, own_args=True) -> set:
     """Every name a function binds itself (assignments, arguments, imports, `def` / `class`, `except
     .. as`, `match` captures), its nested scopes' too: a name the rewrite rests on must be none of
     them. `own_args`: with the function's own parameters."""
-    out = {a.arg for a in ast.walk(tree.args) if isinstance(a, ast.arg)} if own_args else set()
-    for n in ast.walk(tree):
+    out = {a.arg for a in fastast.walk(tree.args) if isinstance(a, ast.arg)} if own_args else set()
+    for n in fastast.walk(tree):
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
             out.add(n.id)
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
@@ -531,7 +531,7 @@ class _NoneTests(ast.NodeTransformer):
                 # (far from any column a loop of the function has, the copies' own: the capture's
                 # other rewrites give a nest's inner loops the next columns)
                 self.shift += 1000
-                for n in ast.walk(loop):
+                for n in fastast.walk(loop):
                     if isinstance(n, (ast.For, ast.While, ast.ListComp, ast.GeneratorExp)):
                         n.col_offset += self.shift
                         if getattr(n, "end_col_offset", None) is not None:
@@ -654,9 +654,16 @@ class _IndexSplits(_Rewrite):
         self.count = 0
         self.shift = 10000      # (the pieces' loops get their own columns, far from _NoneTests' copies)
         self.top = None
-        self.ints = _int_names(tree, self.declared)
-        self.real_len = self._builtin("len", builtins.len)
-        self.certain = _certain_ints(tree, self.ints, self.real_len)
+        self._ints = None
+
+    @property
+    def ints(self) -> dict:
+        """_int_names of the function, found where a loop first tests its index."""
+        if self._ints is None:
+            self._ints = _int_names(self.tree, self.declared)
+            self.real_len = self._builtin("len", builtins.len)
+            self.certain = _certain_ints(self.tree, self._ints, self.real_len)
+        return self._ints
 
     def visit_FunctionDef(self, node):
         if node is not self.tree:
@@ -673,8 +680,11 @@ class _IndexSplits(_Rewrite):
         return node       # (loops inside another loop stay as written)
 
     def visit_For(self, node):
-        if self.off:
-            return node
+        if self.off or not isinstance(node.target, ast.Name) or not any(
+                isinstance(n, ast.Compare) and any(isinstance(m, ast.Name) and m.id == node.target.id
+                                                   for m in fastast.walk(n)) for n in _scope_nodes(node.body)):
+            return node       # (no test of the index: nothing to split, and nothing more to look at)
+        self.ints                      # (and the int names, the first time)
         space = self._space(node)
         if space is None:
             return node
@@ -707,7 +717,13 @@ class _IndexSplits(_Rewrite):
                     out.extend(_clamped(name, cut, lo, hi, node))
                     at.append(name)
                 bounds = [lo] + at + [hi]
+                # (a piece between two bounds of one text is always empty, `t == T - 1` over
+                # `range(T)`'s last one, [T, T): not made. First test only, whose cuts are held to
+                # the range's own bounds)
+                texts = [ast.dump(a), *(ast.dump(c) for c in cuts), ast.dump(b)] if j == 0 else None
                 for p in range(len(bounds) - 1):
+                    if texts is not None and texts[p] == texts[p + 1]:
+                        continue
                     ans = dict(answers)
                     ans[key] = (p == 0) if kind == "lt" else (p == 1)
                     more.append((bounds[p], bounds[p + 1], ans))
@@ -730,7 +746,7 @@ class _IndexSplits(_Rewrite):
                 f"`{_shown(tests, key, node.target.id)}` is {answer}" for key, answer in answers.items())
             if p:
                 self.shift += 1000
-                for n in ast.walk(loop):
+                for n in fastast.walk(loop):
                     if isinstance(n, (ast.For, ast.While, ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
                         n.col_offset += self.shift
                         if getattr(n, "end_col_offset", None) is not None:
@@ -739,7 +755,7 @@ class _IndexSplits(_Rewrite):
         # (a name bound to a size, `T = s.shape[0]`, is an int for tensors and arrays; where it is
         # not one, the pieces cannot hold the test: the loop runs as written, over the same range;
         # probeL's object with `shape = (2.5,)`)
-        unsure = sorted({m.id for _, _, point in tests[:2] for m in ast.walk(point)
+        unsure = sorted({m.id for _, _, point in tests[:2] for m in fastast.walk(point)
                          if isinstance(m, ast.Name) and m.id not in self.certain})
         # (and the range's own bounds, where they are sizes: an object's `shape` may hold a float,
         # which range() refuses before the first iteration, or an index without comparisons; probeM)
@@ -752,7 +768,7 @@ class _IndexSplits(_Rewrite):
             written.iter = ast.copy_location(
                 ast.Call(func=ast.Name("reversed", ast.Load()), args=[rng], keywords=[]) if back else rng, node.iter)
             self.shift += 1000
-            for n in ast.walk(written):
+            for n in fastast.walk(written):
                 if isinstance(n, (ast.For, ast.While) + _COMPREHENSIONS):
                     n._av_as_written = "the bound of a test of the index is not an int: the loop runs as written"
                     n.col_offset += self.shift
@@ -837,13 +853,13 @@ class _IndexSplits(_Rewrite):
         """[(key, "lt" | "eq", point)] of the body's tests of the index: each marks its nodes with
         `av_split` = key and is answered `i < point` ("lt") or `i == point` ("eq")."""
         inside = list(_scope_nodes(node.body))
-        if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(node)):
+        if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in fastast.walk(node)):
             return []
-        if any(isinstance(n, ast.Name) and n.id == i and not isinstance(n.ctx, ast.Load) for n in ast.walk(node)
+        if any(isinstance(n, ast.Name) and n.id == i and not isinstance(n.ctx, ast.Load) for n in fastast.walk(node)
                if n is not node.target) or i in self.declared:
             return []
         if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _LIST_CALLS
-               for n in ast.walk(node)):
+               for n in fastast.walk(node)):
             return []
         stored = _bound_names(_as_function(node.body), own_args=False)
         found, keys = [], {}
@@ -855,7 +871,7 @@ class _IndexSplits(_Rewrite):
             if d is None:
                 left, right, op = right, left, _FLIP[op]
                 d = _index_form(left, i)
-            if d is None or any(isinstance(m, ast.Name) and m.id in stored | {i} for m in ast.walk(right)):
+            if d is None or any(isinstance(m, ast.Name) and m.id in stored | {i} for m in fastast.walk(right)):
                 continue
             if not self._bound(right):
                 continue
@@ -937,7 +953,7 @@ def _index_form(node, i) -> int | None:
 
 def _size_reads(node) -> list:
     """The size reads of an int expression (`len(x)`, `x.shape[k]`, `x.size(k)`, ..)."""
-    return [m for m in ast.walk(node) if isinstance(m, ast.Call)
+    return [m for m in fastast.walk(node) if isinstance(m, ast.Call)
             or isinstance(m, ast.Subscript) and isinstance(m.value, ast.Attribute) and m.value.attr == "shape"]
 
 
@@ -960,9 +976,9 @@ def _int_expr(node, ints) -> bool:
         return _int_expr(node.operand, ints)
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
         return _int_expr(node.left, ints) and _int_expr(node.right, ints)
-    funcs = {id(m.func) for m in ast.walk(node) if isinstance(m, ast.Call)}
+    funcs = {id(m.func) for m in fastast.walk(node) if isinstance(m, ast.Call)}
     return _int_bound(node) and not any(isinstance(n, ast.Name) and id(n) not in funcs and not _under_size(n, node)
-                                        for n in ast.walk(node))
+                                        for n in fastast.walk(node))
 
 
 def _under_size(n, root) -> bool:
@@ -989,9 +1005,9 @@ def _certain_ints(tree, ints, real_len) -> set:
     """The names of `ints` whose every binding is built from int literals, `len(..)` (the builtin:
     `real_len`) and other such names with `+`, `-`, `*`, `//`, `%`: an int whatever the values
     (`x.shape[0]` is one for a tensor, not for any object)."""
-    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    parents = {id(c): p for p in fastast.walk(tree) for c in ast.iter_child_nodes(p)}
     sites: dict = {}
-    for n in ast.walk(tree):
+    for n in fastast.walk(tree):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in ints:
             sites.setdefault(n.id, []).append(parents[id(n)].value)
 
@@ -1012,8 +1028,8 @@ def _int_names(tree, declared) -> dict:
     of them at the top level: a Python int whenever a statement after that one reads it."""
     # (every binding that is not a Name's store: imports, `except .. as`, `match` captures, `def` /
     # `class`, parameters; a name bound so as well as by `T = 2` is not one; probeL)
-    odd = set(declared) | {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
-    for n in ast.walk(tree):
+    odd = set(declared) | {a.arg for a in fastast.walk(tree) if isinstance(a, ast.arg)}
+    for n in fastast.walk(tree):
         if isinstance(n, (ast.Import, ast.ImportFrom)):
             odd |= {(a.asname or a.name).split(".")[0] for a in n.names}
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not tree:
@@ -1022,9 +1038,9 @@ def _int_names(tree, declared) -> dict:
             odd.add(n.name)
         elif isinstance(n, ast.MatchMapping) and n.rest:
             odd.add(n.rest)
-    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    parents = {id(c): p for p in fastast.walk(tree) for c in ast.iter_child_nodes(p)}
     sites: dict = {}
-    for n in ast.walk(tree):
+    for n in fastast.walk(tree):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
             p = parents.get(id(n))
             ok = isinstance(n.ctx, ast.Store) and isinstance(p, ast.Assign) and p.targets == [n]
@@ -1113,7 +1129,7 @@ class _NumberExtremes(_Rewrite):
         if parent is None:
             return found
         for st in parent[:next(k for k, s in enumerate(parent) if s is loop)]:
-            for n in ast.walk(st):
+            for n in fastast.walk(st):
                 if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
                     found.pop(n.id, None)
             if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
@@ -1123,7 +1139,7 @@ class _NumberExtremes(_Rewrite):
         return found
 
     def _block_of(self, loop):
-        for n in ast.walk(self.tree):
+        for n in fastast.walk(self.tree):
             for field in ("body", "orelse", "finalbody"):
                 block = getattr(n, field, None)
                 if isinstance(block, list) and any(s is loop for s in block):
@@ -1202,8 +1218,8 @@ class _NumberExtremes(_Rewrite):
         `total = total + ..`) and reads it nowhere else: no statement can see that the dropped
         `total + 0` would have made a new object, nor that `total += 0` would have changed a
         tensor in place (which autograd may have saved; probeM)."""
-        parents = {id(c): p for p in ast.walk(loop) for c in ast.iter_child_nodes(p)}
-        for n in ast.walk(loop):
+        parents = {id(c): p for p in fastast.walk(loop) for c in ast.iter_child_nodes(p)}
+        for n in fastast.walk(loop):
             if isinstance(n, ast.Name) and n.id == total and isinstance(n.ctx, ast.Load):
                 up = parents.get(id(n))
                 top = parents.get(id(up))
@@ -1211,15 +1227,15 @@ class _NumberExtremes(_Rewrite):
                         and isinstance(top, ast.Assign) and top.value is up and len(top.targets) == 1
                         and isinstance(top.targets[0], ast.Name) and top.targets[0].id == total):
                     return False
-        for n in ast.walk(loop):
+        for n in fastast.walk(loop):
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef) + _COMPREHENSIONS) \
-                    and any(isinstance(m, ast.Name) and m.id == total for m in ast.walk(n)):
+                    and any(isinstance(m, ast.Name) and m.id == total for m in fastast.walk(n)):
                 return False
             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == total:
                 if not isinstance(n.op, (ast.Add, ast.Sub)):
                     return False
             elif isinstance(n, ast.Assign) and any(isinstance(m, ast.Name) and m.id == total
-                                                   for t in n.targets for m in ast.walk(t)):
+                                                   for t in n.targets for m in fastast.walk(t)):
                 if not (len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.BinOp)
                         and isinstance(n.value.op, (ast.Add, ast.Sub)) and isinstance(n.value.left, ast.Name)
                         and n.value.left.id == total):
@@ -1227,7 +1243,7 @@ class _NumberExtremes(_Rewrite):
             elif isinstance(n, ast.Name) and n.id == total and not isinstance(n.ctx, ast.Load):
                 p = n
                 if not any(isinstance(a, (ast.AugAssign, ast.Assign)) and (getattr(a, "target", None) is p or p in getattr(
-                        a, "targets", [])) for a in ast.walk(loop)):
+                        a, "targets", [])) for a in fastast.walk(loop)):
                     return False       # (a `for` target, `with .. as`, a walrus, `del`)
         return True
 
@@ -1256,12 +1272,12 @@ def _const(n) -> bool:
 
 def _in_args(arg, tree) -> bool:
     """Whether `arg` is one of the function's own parameters (not a nested function's)."""
-    return any(a is arg for a in ast.walk(tree.args))
+    return any(a is arg for a in fastast.walk(tree.args))
 
 
 def _declared(tree) -> set:
     """The names a function declares `global` or `nonlocal` (its nested functions' too)."""
-    return {name for n in ast.walk(tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+    return {name for n in fastast.walk(tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
 
 
 def _int_bound(node) -> bool:
@@ -1300,7 +1316,7 @@ def _index_offset(index, i) -> int:
     found = [_offset_of(e, i) for e in entries]
     hits = [d for d in found if d]
     rest = [e for e, d in zip(entries, found) if d is None]
-    if len(hits) != 1 or any(isinstance(n, ast.Name) and n.id == i for e in rest for n in ast.walk(e)):
+    if len(hits) != 1 or any(isinstance(n, ast.Name) and n.id == i for e in rest for n in fastast.walk(e)):
         return 0
     return hits[0]
 

@@ -355,3 +355,9 @@ def test_range_bounds_that_are_no_ints_run_the_loop_as_written():
         assert want == got == [0.0] * 10
         assert fast(_Shaped(_IndexOnly(5)), [0.0] * 6) == logged(_Shaped(_IndexOnly(5)), [0.0] * 6)
         assert fast(torch.zeros(5), [0.0] * 6) == logged(torch.zeros(5), [0.0] * 6)
+
+
+def test_a_piece_that_is_always_empty_is_not_made():
+    # (`t == T - 1` over range(T): the piece after T - 1 is [T, T), never a loop to analyse)
+    pieces = [l for l in explain(gae_cleanrl, *_args(gae_cleanrl, 50)).loops if "not an int" not in l.source]
+    assert len(pieces) == 2

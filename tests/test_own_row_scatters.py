@@ -116,3 +116,33 @@ def test_reads_the_store_would_change_keep_the_loop(fn):
         want, got = fn(x.clone(), k), autovec(fn)(x.clone(), k)
         assert str(want) == str(got)
     assert explain(fn, torch.randn(60, 6), torch.randint(0, 6, (60,))).path == "python"
+
+
+def wrapped_penalty(logits, prev, start: int):
+    for i in range(start, logits.shape[0]):
+        sc = logits[i, prev[i]]
+        logits[i, prev[i]] = torch.where(sc < 0, sc * 2, sc / 2)
+    return logits
+
+
+def arcface(x, y, m: float = 0.5):
+    for i in range(-x.shape[0], x.shape[0]):
+        c = x[i, y[i]].clamp(-1, 1)
+        x[i, y[i]] = torch.cos(torch.acos(c) + m)
+    return x
+
+
+@pytest.mark.parametrize("start", [-1, -3, 0, 1])
+def test_a_range_that_wraps_visits_rows_twice_and_keeps_the_loop(start, monkeypatch):
+    # (a negative start is Python's indexing from the end: `range(-1, n)` reads row n - 1 after
+    # writing it; only a literal start of 0 or more is a row per iteration; probeO)
+    monkeypatch.setenv("AUTOVEC_MIN_TRIP", "1")
+    prev = _unique_tokens(3, vocab=4, k=2)
+    fast = autovec(wrapped_penalty)
+    for _ in range(3):
+        x = torch.full((3, 4), 8.0)
+        assert torch.equal(fast(x.clone(), prev, start), wrapped_penalty(x.clone(), prev, start))
+    y = torch.tensor([0, 2, 1])
+    for _ in range(3):
+        x = torch.rand(3, 3) * 0.9
+        assert torch.equal(autovec(arcface)(x.clone(), y), arcface(x.clone(), y))

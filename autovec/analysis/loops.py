@@ -3965,7 +3965,8 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                     _read_before_store(ld, all_nodes, o) and not _view_after_store(
                         ld, n, all_nodes, o, ctx, kept_values, store_subs.get(ld.id, ())):
                 continue
-            if o.kind == "scatter" and _own_row_read(ld, n, o, index) and _read_before_store(ld, all_nodes, o) \
+            if o.kind == "scatter" and _distinct_rows(space) and _own_row_read(ld, n, o, index) \
+                    and _read_before_store(ld, all_nodes, o) \
                     and not _view_after_store(ld, n, all_nodes, o, ctx, kept_values, (), consumed=o.marker):
                 continue     # (`sc = t[i, idx[i]]` .. `t[i, idx[i]] = f(sc)`: each iteration's own row, read first)
             key = _ahead_read(ld, n, o, index, space, ctx)
@@ -4955,6 +4956,24 @@ def _ahead_read(ld: ast.Name, stmt: ast.AST, out: Output, index: str | None, spa
         # shares the output's memory out of place)
         return None
     return (src(ld), m[0], m[1])
+
+
+def _distinct_rows(space) -> bool:
+    """Whether the loop's index names a row no other iteration names: a range from a literal
+    start of 0 or more by a positive literal step, forward or reversed, or enumerate's counter
+    from such a start (a negative start wraps: `range(-1, n)` visits row n - 1 twice; probeO)."""
+    def literal(text, least):
+        try:
+            v = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return False
+        return type(v) is int and v >= least
+    if space.kind == "range":
+        args = space.range_args
+        return (len(args) == 1 or literal(args[0], 0)) and (len(args) < 3 or literal(args[2], 1))
+    if space.kind == "elements" and space.index is not None:
+        return literal(space.enum_start, 0)
+    return False
 
 
 def _own_row_read(ld: ast.Name, stmt: ast.AST, out: Output, index: str | None) -> bool:
