@@ -146,3 +146,27 @@ def test_a_range_that_wraps_visits_rows_twice_and_keeps_the_loop(start, monkeypa
     for _ in range(3):
         x = torch.rand(3, 3) * 0.9
         assert torch.equal(autovec(arcface)(x.clone(), y), arcface(x.clone(), y))
+
+
+def margin(cos, y, m: float = 0.5):
+    out = cos.clone()
+    for i in range(len(y)):
+        c = out[i, y[i]].clamp(-1 + 1e-7, 1 - 1e-7)      # (clamp saves its input: a view of out)
+        out[i, y[i]] = torch.cos(torch.acos(c) + m)
+    return out
+
+
+def test_under_autograd_the_loops_backward_decides():
+    # (the loop's write changes what its backward saved of the read, and its backward raises;
+    # the batch read every row before writing: the loop runs under autograd; probeN)
+    y = torch.randint(0, 10, (64,))
+    fast = autovec(margin)
+    for _ in range(4):
+        for fn in (margin, fast):
+            cos = (torch.rand(64, 10) * 1.8 - 0.9).requires_grad_()
+            with pytest.raises(RuntimeError, match="inplace"):
+                fn(cos, y).sum().backward()
+    cos = torch.rand(64, 10) * 1.8 - 0.9
+    for _ in range(3):
+        torch.testing.assert_close(fast(cos, y), margin(cos, y))
+    assert explain(fast, cos, y).path == "vectorized"

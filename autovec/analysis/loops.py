@@ -3930,6 +3930,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
     exit_scans, exempt = _exit_scans(outputs, body)
 
     # every read of an output target other than the store itself is a dependence
+    own_rows = False
     markers = {x.marker for x in outputs if x.marker}
     # (a running value's terms and factors are consumed by its update's arithmetic at their own
     # step, `s = s + x[t]` then `x[t] = s`: a view of the row there is no value kept past the store)
@@ -3968,7 +3969,12 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
             if o.kind == "scatter" and _distinct_rows(space) and _own_row_read(ld, n, o, index) \
                     and _read_before_store(ld, all_nodes, o) \
                     and not _view_after_store(ld, n, all_nodes, o, ctx, kept_values, (), consumed=o.marker):
-                continue     # (`sc = t[i, idx[i]]` .. `t[i, idx[i]] = f(sc)`: each iteration's own row, read first)
+                # (`sc = t[i, idx[i]]` .. `t[i, idx[i]] = f(sc)`: each iteration's own row, read
+                # first. Under autograd the loop's write may change what its backward saved of the
+                # read, `c = out[i, y[i]].clamp(..)`, where the batch's does not: the loop runs
+                # there, as for row copies; probeN)
+                own_rows = True
+                continue
             key = _ahead_read(ld, n, o, index, space, ctx)
             if key is not None:
                 ahead.add(key)
@@ -4029,7 +4035,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
         branch_helpers=helpers,
         items=body.items, scans=tuple(scans), exit_scans=tuple(exit_scans),
         index_float=index_as_value and _index_meets_floats(stmts, [index], free),
-        guarded=guarded, two_way=_two_way(node, helpers, outputs, guarded) and not body.inner)
+        guarded=guarded, two_way=_two_way(node, helpers, outputs, guarded) and not body.inner, row_copies=own_rows)
 
 
 # what may not sit inside a guarded body (_guarded): branches, loops, exits, and the builtins that
