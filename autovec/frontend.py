@@ -1095,7 +1095,9 @@ class _NumberExtremes(_Rewrite):
         out = []
         for st in stmts:
             if isinstance(st, (ast.For, ast.While)):
-                out.append(self.visit_For(st))      # (an inner loop: its own totals' starts)
+                # (an inner loop: its own totals' starts, and the outer loop's totals it only sums
+                # into, `loss = 0.0` / `for i ..: for j ..: loss += max(0, ..)`)
+                out.append(self.visit_For(st, {k: v for k, v in starts.items() if self._only_summed(loop, k)}))
                 continue
             new = self._one(st, loop, starts)
             if new is None:
@@ -1112,10 +1114,10 @@ class _NumberExtremes(_Rewrite):
                 out.extend(new)
         return out
 
-    def visit_For(self, node):
+    def visit_For(self, node, inherited=None):
         if self.off:
             return node
-        starts = self._starts(node)
+        starts = {**(inherited or {}), **self._starts(node)}
         node.body = self._stmts(node.body, node, starts)
         return node
 

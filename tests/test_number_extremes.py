@@ -53,10 +53,23 @@ def floored(x):
     return out
 
 
-FNS = [hinge, hinge_int_start, negative_part, clipped, floored]
+def multiclass_hinge(s, y, m: float = 1.0):
+    # (the total started before the outer loop, summed in the inner one; probeN)
+    loss = 0.0
+    for i in range(s.shape[0]):
+        for j in range(s.shape[1]):
+            if j == y[i]:
+                continue
+            loss += max(0, s[i, j] - s[i, y[i]] + m)
+    return loss
+
+
+FNS = [hinge, hinge_int_start, negative_part, clipped, floored, multiclass_hinge]
 
 
 def _args(fn, n, scale=1.0):
+    if fn is multiclass_hinge:
+        return torch.randn(n, 6) * scale, torch.randint(0, 6, (n,))
     if fn in (hinge, hinge_int_start):
         return tuple(torch.randn(n, 8) * scale for _ in range(3))
     return (torch.randn(n, 4) * scale,)
