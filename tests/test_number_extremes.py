@@ -241,3 +241,21 @@ def test_a_total_read_besides_its_updates_keeps_its_number_side():
         d, w = torch.tensor([1.0, -1.0], requires_grad=True), torch.tensor(2.0, requires_grad=True)
         with pytest.raises(RuntimeError, match="inplace"):
             fn(d, w).backward()
+
+
+def outer_reads_total(d):
+    loss = 0.0
+    hist = []
+    for i in range(d.shape[0]):
+        for j in range(d.shape[1]):
+            loss = loss + max(0, d[i, j])
+        hist.append(loss)          # (the outer loop reads the total: the inner keeps the number's side)
+        loss += 1.0
+    return hist
+
+
+def test_a_total_the_outer_loop_reads_keeps_its_number_side():
+    d = torch.tensor([[1.0, -1.0], [-1.0, -2.0], [-3.0, -1.0]])
+    want = [float(v) for v in outer_reads_total(d)]
+    assert [float(v) for v in autovec(outer_reads_total)(d)] == want
+    assert "max(" in ast.unparse(capture(outer_reads_total).tree)
