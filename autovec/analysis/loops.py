@@ -420,6 +420,9 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
     stmts = _forwarded(stmts, iter_vars, ctx)
     stmts = _counted(stmts, anchor or node, ctx)
     saved = [fastast.clone(s) for s in stmts] if len(indices) == 1 and _writes_row_parts(stmts, indices[0]) else None
+    # (the statements as they are, for a scatter into the iteration's own row read before it,
+    # tried last: _finish's own_rows)
+    again = [fastast.clone(s) for s in stmts] if len(indices) == 1 else None
     try:
         body = _classify(stmts, ctx, iter_vars)
         plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
@@ -434,6 +437,15 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
                 body = _classify(saved, ctx, iter_vars, row_local=True)
                 plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
                 plan = dataclasses.replace(plan, row_copies=True)
+            except Refuse:
+                plan = None
+        if plan is None and again is not None:
+            # (a scatter into the iteration's own row, read before it in the iteration, `sc =
+            # logits[i, prev[i]]` .. `logits[i, prev[i]] = f(sc)`, where the row copy above does
+            # not take it: _own_row_read)
+            try:
+                plan = _finish(node, ctx, loop_id, form, space, iter_vars, _classify(again, ctx, iter_vars),
+                               anchor or node, own_rows_ok=True)
             except Refuse:
                 plan = None
         if plan is None:
@@ -3769,7 +3781,7 @@ def _row_part(row, part, index: str) -> bool:
 
 
 def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
-            iter_vars: dict[str, str], body: _Body, anchor=None) -> LoopPlan:
+            iter_vars: dict[str, str], body: _Body, anchor=None, own_rows_ok=False) -> LoopPlan:
     line = node.lineno
     index = space.index
     outputs: list[Output] = []
@@ -3966,7 +3978,7 @@ def _finish(node, ctx: Context, loop_id: int, form: str, space: IterSpace,
                     _read_before_store(ld, all_nodes, o) and not _view_after_store(
                         ld, n, all_nodes, o, ctx, kept_values, store_subs.get(ld.id, ())):
                 continue
-            if o.kind == "scatter" and _distinct_rows(space) and _own_row_read(ld, n, o, index) \
+            if own_rows_ok and o.kind == "scatter" and _distinct_rows(space) and _own_row_read(ld, n, o, index) \
                     and _read_before_store(ld, all_nodes, o) \
                     and not _view_after_store(ld, n, all_nodes, o, ctx, kept_values, (), consumed=o.marker):
                 # (`sc = t[i, idx[i]]` .. `t[i, idx[i]] = f(sc)`: each iteration's own row, read
