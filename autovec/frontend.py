@@ -639,14 +639,19 @@ class _IndexSplits(_Rewrite):
       `reversed(range(..))`, `range` and `reversed` the real ones (recorded in `assumed`); no
       `else`, no `break` (it would let the next piece run), no `global` / `nonlocal` in it; the
       index never rebound in it (nor by a walrus in a comprehension);
-    - bounds that are Python ints whatever the values (`_int_bound`, or a local name every binding
-      of which is one, bound at the function's top level before the loop), read once, before the
-      first iteration, where the range is not empty; a `len(x)` / `x.shape[k]` of the test only
-      where the same call is one of the range's bounds and `x` is only indexed in the loop, whose
-      names are never rebound there;
+    - a test's bound made of int literals and local names every binding of which is an int
+      expression (`_int_names`; one at the function's top level before the loop, none an import,
+      `except .. as`, `match` capture or `del`) with `+`, `-`, `*` (`//`, `%` by a nonzero literal):
+      nothing that can raise, run code or change while the loop runs (`len(buf)` of a list grown
+      through an alias: probeL), read once, before the first iteration, where the range is not
+      empty; range bounds `_int_bound` ones, read once in the range's own order;
+    - a name or range bound that is a size (`T = s.shape[0]`: an int for tensors, not for any
+      object) checked to be an int on each call, else the loop runs as written over the same
+      range (marked `_av_as_written`: the analysis refuses it at once; probeL, probeM);
     - no list built by the loop (`append`, `insert`, ..: each piece would see the others' items,
       where the list rewrites need one loop building the whole list);
-    - at most two tests (at most four pieces for `<` kinds, six with one `==`).
+    - at most two tests (at most four pieces for `<` kinds, six with one `==`); a piece between
+      two bounds of one text (`t == T - 1` over `range(T)`'s [T, T)) is not made.
     Tests in nested functions, lambdas and comprehensions are left as written (still right)."""
 
     def __init__(self, fn, tree, assumed, made):
