@@ -115,7 +115,7 @@ def capture(fn) -> Captured:
         # Python mangles `__name` inside a class body; recompiling outside it would not
         raise NoSource("methods using private (name-mangled) names are not rewritten")
     node.decorator_list = []
-    if not _same_code(node, code):
+    if not _same_code(node, code, fn.__globals__):
         raise NoSource(f"the source file of `{fn.__qualname__}` ({code.co_filename}) no longer holds the code it "
                        "was imported from (edited since?): reload the module to let autovec rewrite it")
     written = ast.unparse(node)
@@ -123,16 +123,17 @@ def capture(fn) -> Captured:
     assumed: dict = {}
     nests = _ProductNests(fn, node, assumed)
     nests.visit(node)
-    _ShiftedStores(fn, node, assumed).visit(node)
+    scope = _scope(node, nests.made)
+    _ShiftedStores(fn, node, assumed, nests.made, scope).visit(node)
     _NoneTests(node).visit(node)
-    _NumberExtremes(fn, node, assumed, nests.made).visit(node)
-    _IndexSplits(fn, node, assumed, nests.made).visit(node)
+    _NumberExtremes(fn, node, assumed, nests.made, scope).visit(node)
+    _IndexSplits(fn, node, assumed, nests.made, scope).visit(node)
     return Captured(fn=fn, tree=node, filename=code.co_filename, qualname=fn.__qualname__, written=written,
                     assumed=assumed, generated=frozenset(nests.made), rests_on=frozenset(assumed))
 
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-def _same_code(node, code) -> bool:
+def _same_code(node, code, globals_=None) -> bool:
     """Whether the `def` found in the source file compiles to `code`: the same instructions,
     constants and names, its nested code's too. The file is read when the function is first
     called, and may have been edited since the module was imported (probeK): the edited text is
@@ -149,6 +150,13 @@ def _same_code(node, code) -> bool:
         body = [ast.FunctionDef(name="_av_scope", args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[],
                                                                      kw_defaults=[], defaults=[]),
                                 body=cells + body, decorator_list=[], returns=None, type_params=[])]
+    # (the module's imports of the names the code calls methods of, so that it compiles those
+    # calls as the module did, and the bytecode can be compared as it is: a global bound to a
+    # module, as `import torch` binds it; where a guess is wrong, _ops compares the two forms alike)
+    imported = sorted({n for c in _codes(code) for n in c.co_names
+                       if isinstance((globals_ or {}).get(n), types.ModuleType)})
+    if imported:
+        body = [ast.Import(names=[ast.alias(name=n)]) for n in imported] + body
     module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
     flags = 0
     for feature in ("annotations", "generator_stop", "barry_as_FLUFL"):
@@ -159,6 +167,14 @@ def _same_code(node, code) -> bool:
         return False
     found = _code_named(compiled, code.co_name)
     return found is not None and _same(found, code)
+
+
+def _codes(c):
+    """`c` and the code objects nested in it."""
+    yield c
+    for k in c.co_consts:
+        if isinstance(k, types.CodeType):
+            yield from _codes(k)
 
 
 def _code_named(c, name):
@@ -204,7 +220,9 @@ def _same(a, b) -> bool:
     """Code objects that run alike: bytecode, names, flags and constants (nested code the same way)."""
     if (a.co_varnames, a.co_freevars, a.co_cellvars, a.co_argcount, a.co_posonlyargcount, a.co_kwonlyargcount,
             a.co_flags) != (b.co_varnames, b.co_freevars, b.co_cellvars, b.co_argcount, b.co_posonlyargcount,
-                            b.co_kwonlyargcount, b.co_flags) or _ops(a) != _ops(b):
+                            b.co_kwonlyargcount, b.co_flags):
+        return False
+    if (a.co_code, a.co_names) != (b.co_code, b.co_names) and _ops(a) != _ops(b):
         return False
     if len(a.co_consts) != len(b.co_consts):
         return False
@@ -365,12 +383,10 @@ class _Rewrite(ast.NodeTransformer):
     defined in it), which knows the names the function binds and declares, and whether a name is
     a builtin for the function; the names it makes go into `made` (`_av_`: analysis.blocked_by)."""
 
-    def __init__(self, fn, tree, assumed, made=None):
+    def __init__(self, fn, tree, assumed, made=None, scope=None):
         self.fn, self.tree, self.assumed, self.made = fn, tree, assumed, made if made is not None else []
-        self.local, self.declared = _bound_names(tree), _declared(tree)
-        # (a function that names `_av_` itself is not rewritten at all: analysis.blocked_by)
-        self.off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") and n.id not in self.made
-                       for n in fastast.walk(tree))
+        # (`scope`: what `_scope` found, shared by the rewrites, which bind no name but their own `_av_`)
+        self.local, self.declared, self.off = scope if scope is not None else _scope(tree, self.made)
 
     def visit_FunctionDef(self, node):
         return self.generic_visit(node) if node is self.tree else node
@@ -381,6 +397,13 @@ class _Rewrite(ast.NodeTransformer):
         """Whether `name` is the builtin `obj` for the function (not its own, not a global)."""
         found, value = scope_lookup(self.fn, name)
         return name not in self.local and (not found or value is obj)
+
+
+def _scope(tree, made) -> tuple:
+    """(the names the function binds, those it declares `global` / `nonlocal`, whether it names
+    `_av_` itself: a function that does is not rewritten at all, analysis.blocked_by)."""
+    off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") and n.id not in made for n in fastast.walk(tree))
+    return _bound_names(tree), _declared(tree), off
 
 
 class _ShiftedStores(_Rewrite):
@@ -654,8 +677,8 @@ class _IndexSplits(_Rewrite):
       two bounds of one text (`t == T - 1` over `range(T)`'s [T, T)) is not made.
     Tests in nested functions, lambdas and comprehensions are left as written (still right)."""
 
-    def __init__(self, fn, tree, assumed, made):
-        super().__init__(fn, tree, assumed, made)
+    def __init__(self, fn, tree, assumed, made, scope=None):
+        super().__init__(fn, tree, assumed, made, scope)
         self.count = 0
         self.shift = 10000      # (the pieces' loops get their own columns, far from _NoneTests' copies)
         self.top = None
@@ -1091,8 +1114,8 @@ class _NumberExtremes(_Rewrite):
     before the loop and only added to or subtracted from in it (so never -0.0 nor a bool tensor).
     `max` / `min` must be the builtins (recorded in `assumed`)."""
 
-    def __init__(self, fn, tree, assumed, made):
-        super().__init__(fn, tree, assumed, made)
+    def __init__(self, fn, tree, assumed, made, scope=None):
+        super().__init__(fn, tree, assumed, made, scope)
         self.count = 0
 
     def _stmts(self, stmts, loop, starts):

@@ -422,7 +422,8 @@ def plan_for(node: ast.For, ctx: Context, loop_id: int, space: IterSpace | None 
     saved = [fastast.clone(s) for s in stmts] if len(indices) == 1 and _writes_row_parts(stmts, indices[0]) else None
     # (the statements as they are, for a scatter into the iteration's own row read before it,
     # tried last: _finish's own_rows)
-    again = [fastast.clone(s) for s in stmts] if len(indices) == 1 else None
+    again = [fastast.clone(s) for s in stmts] if len(indices) == 1 and _own_row_candidate(stmts, indices[0]) \
+        else None
     try:
         body = _classify(stmts, ctx, iter_vars)
         plan = _finish(node, ctx, loop_id, form, space, iter_vars, body, anchor or node)
@@ -4974,6 +4975,20 @@ def _ahead_read(ld: ast.Name, stmt: ast.AST, out: Output, index: str | None, spa
         # shares the output's memory out of place)
         return None
     return (src(ld), m[0], m[1])
+
+
+def _own_row_candidate(stmts, index) -> bool:
+    """Whether some tensor is stored into at `t[index, ..]` and read at `t[index, ..]` elsewhere in
+    the body: where _own_row_read may apply (plan_for tries it last, only there)."""
+    def row_of(sub):
+        first = sub.slice.elts[0] if isinstance(sub.slice, ast.Tuple) and sub.slice.elts else None
+        return isinstance(first, ast.Name) and first.id == index and isinstance(sub.value, ast.Name)
+    stored, read = set(), set()
+    for st in stmts:
+        for n in fastast.walk(st):
+            if isinstance(n, ast.Subscript) and row_of(n):
+                (stored if isinstance(n.ctx, ast.Store) else read).add(n.value.id)
+    return bool(stored & read)
 
 
 def _distinct_rows(space) -> bool:
