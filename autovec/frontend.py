@@ -213,6 +213,17 @@ def _ops(c) -> list:
         else:
             arg = i.argval
         out.append((name, repr(arg)))
+    # (and which instructions each `try` covers and where its handler starts: an edit that moves a
+    # statement across a `try`'s edge may leave the instructions as they were)
+    parse = getattr(dis, "_parse_exception_table", None)
+    if parse is not None:
+        import bisect
+        offsets = [i.offset for i in ins]
+        index = lambda off: bisect.bisect_left(offsets, off)      # noqa: E731
+        try:
+            out.extend(("EXCEPT", index(e.start), index(e.end), index(e.target), e.depth, e.lasti) for e in parse(c))
+        except Exception:
+            out.append(("EXCEPT", repr(getattr(c, "co_exceptiontable", b""))))
     return out
 
 
@@ -222,7 +233,8 @@ def _same(a, b) -> bool:
             a.co_flags) != (b.co_varnames, b.co_freevars, b.co_cellvars, b.co_argcount, b.co_posonlyargcount,
                             b.co_kwonlyargcount, b.co_flags):
         return False
-    if (a.co_code, a.co_names) != (b.co_code, b.co_names) and _ops(a) != _ops(b):
+    if (a.co_code, a.co_names, getattr(a, "co_exceptiontable", None)) != (
+            b.co_code, b.co_names, getattr(b, "co_exceptiontable", None)) and _ops(a) != _ops(b):
         return False
     if len(a.co_consts) != len(b.co_consts):
         return False
