@@ -787,7 +787,8 @@ def explain(fn, *args, **kwargs) -> Explanation:
             if "measured python" in est and path == "estimate" or "measured python" in est and lineno not in timed:
                 timed[lineno] = (est["measured python"], est["measured vectorized"])
     for k2, r in enumerate(ex.loops):
-        if r.lineno in by_line and by_line[r.lineno][0] == "vectorized" and by_line[r.lineno][1] in _RAN:
+        if r.lineno in by_line and by_line[r.lineno][0] == "vectorized" and by_line[r.lineno][1] in _RAN \
+                and r.vectorized:      # (not a loop kept as written on the same line: a split range's fallback)
             ex.loops[k2] = r = dataclasses.replace(r, ran=_RAN[by_line[r.lineno][1]])
         if r.lineno in by_line and by_line[r.lineno][0] == "python" and r.vectorized:
             ex.notes.append(f"line {r.lineno}: this call keeps the Python loop: {by_line[r.lineno][1]}")

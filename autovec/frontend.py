@@ -810,7 +810,8 @@ class _IndexSplits(_Rewrite):
             self.shift += 1000
             for n in fastast.walk(written):
                 if isinstance(n, (ast.For, ast.While) + _COMPREHENSIONS):
-                    n._av_as_written = "the bound of a test of the index is not an int: the loop runs as written"
+                    n._av_as_written = ("the copy of the loop for a call where a bound of its tests or range is not an int (a size of an "
+                                        "object other than a tensor): it runs as written, and only then")
                     n.col_offset += self.shift
                     if getattr(n, "end_col_offset", None) is not None:
                         n.end_col_offset += self.shift
