@@ -196,30 +196,20 @@ def _ops(c) -> list:
     # (EXTENDED_ARG carries the high bits of the next instruction's argument, which holds a
     # method flag beside the name's index, and PUSH_NULL is the other form of that flag: both left
     # out, the next instruction's name says it all)
-    every = list(dis.get_instructions(c))
-    ins = [i for i in every if i.opname not in ("EXTENDED_ARG", "PUSH_NULL")]
-    at = {i.offset: k for k, i in enumerate(ins)}
-    for i in every:
-        if i.offset not in at:
-            at[i.offset] = next((k for k, j in enumerate(ins) if j.offset > i.offset), len(ins))
+    import bisect
+    ins = [i for i in dis.get_instructions(c) if i.opname not in ("EXTENDED_ARG", "PUSH_NULL")]
+    offsets = [i.offset for i in ins]
+    index = lambda off: bisect.bisect_left(offsets, off)      # noqa: E731 (a left-out instruction: the next one)
     jumps = set(dis.hasjrel) | set(dis.hasjabs)
     out = []
     for i in ins:
         name = "LOAD_ATTR" if i.opname == "LOAD_METHOD" else i.opname
-        if i.opcode in jumps:
-            arg = at.get(i.argval, i.argval)
-        elif isinstance(i.argval, types.CodeType):
-            arg = "<code>"
-        else:
-            arg = i.argval
+        arg = index(i.argval) if i.opcode in jumps else "<code>" if isinstance(i.argval, types.CodeType) else i.argval
         out.append((name, repr(arg)))
     # (and which instructions each `try` covers and where its handler starts: an edit that moves a
     # statement across a `try`'s edge may leave the instructions as they were)
     parse = getattr(dis, "_parse_exception_table", None)
     if parse is not None:
-        import bisect
-        offsets = [i.offset for i in ins]
-        index = lambda off: bisect.bisect_left(offsets, off)      # noqa: E731
         try:
             out.extend(("EXCEPT", index(e.start), index(e.end), index(e.target), e.depth, e.lasti) for e in parse(c))
         except Exception:
@@ -316,9 +306,7 @@ class _ProductNests(ast.NodeTransformer):
         self.fn, self.tree, self.assumed = fn, tree, assumed
         self.count = 0
         self.made: list = []
-        # (a function that names `_av_` itself is not rewritten at all: analysis.blocked_by)
-        self.off = any(isinstance(n, ast.Name) and n.id.startswith("_av_") for n in fastast.walk(tree))
-        self.local, self.declared = _bound_names(tree), _declared(tree)
+        self.local, self.declared, self.off = _scope(tree, self.made)
 
     def _is(self, name, obj) -> bool:
         if name in self.local:
@@ -700,9 +688,8 @@ class _IndexSplits(_Rewrite):
     def ints(self) -> dict:
         """_int_names of the function, found where a loop first tests its index."""
         if self._ints is None:
-            self._ints = _int_names(self.tree, self.declared)
             self.real_len = self._builtin("len", builtins.len)
-            self.certain = _certain_ints(self.tree, self._ints, self.real_len)
+            self._ints, self.certain = _int_names(self.tree, self.declared, self.real_len)
         return self._ints
 
     def visit_FunctionDef(self, node):
@@ -1042,31 +1029,12 @@ def _sure_int(e, known, real_len) -> bool:
         and len(e.args) == 1 and not e.keywords and not isinstance(e.args[0], ast.Starred)
 
 
-def _certain_ints(tree, ints, real_len) -> set:
-    """The names of `ints` whose every binding is built from int literals, `len(..)` (the builtin:
-    `real_len`) and other such names with `+`, `-`, `*`, `//`, `%`: an int whatever the values
-    (`x.shape[0]` is one for a tensor, not for any object)."""
-    parents = {id(c): p for p in fastast.walk(tree) for c in ast.iter_child_nodes(p)}
-    sites: dict = {}
-    for n in fastast.walk(tree):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in ints:
-            sites.setdefault(n.id, []).append(parents[id(n)].value)
-
-    known = set(sites)
-    changed = True
-    while changed:
-        changed = False
-        for k in list(known):
-            if not all(_sure_int(v, known, real_len) for v in sites[k]):
-                known.discard(k)
-                changed = True
-    return known
-
-
-def _int_names(tree, declared) -> dict:
-    """{name: the index of the first top-level statement binding it} of the function's local names
+def _int_names(tree, declared, real_len) -> tuple:
+    """({name: the index of the first top-level statement binding it} of the function's local names
     every binding of which is `name = <int expression>` (`T = r.shape[0]`, `n = len(x) - 1`), one
-    of them at the top level: a Python int whenever a statement after that one reads it."""
+    of them at the top level: a Python int whenever a statement after that one reads it; the names
+    of those whose every binding is an int whatever the values, _sure_int: literals, `len(..)`
+    (the builtin: `real_len`) and such names; `x.shape[0]` is one for a tensor, not for any object)."""
     # (every binding that is not a Name's store: imports, `except .. as`, `match` captures, `def` /
     # `class`, parameters; a name bound so as well as by `T = 2` is not one; probeL)
     odd = set(declared) | {a.arg for a in fastast.walk(tree) if isinstance(a, ast.arg)}
@@ -1099,7 +1067,15 @@ def _int_names(tree, declared) -> dict:
         tops = [j for j, st in enumerate(tree.body) if any(s is st for s in sites[k])]
         if tops:
             out[k] = tops[0]
-    return out
+    sure = set(out)
+    changed = True
+    while changed:
+        changed = False
+        for k in list(sure):
+            if not all(_sure_int(s.value, sure, real_len) for s in sites[k]):
+                sure.discard(k)
+                changed = True
+    return out, sure
 
 
 def _as_function(stmts) -> ast.FunctionDef:
@@ -1177,7 +1153,7 @@ class _NumberExtremes(_Rewrite):
                     found.pop(n.id, None)
             if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
                     and isinstance(st.value, ast.Constant) and type(st.value.value) in (int, float) \
-                    and st.value.value == 0 and not str(st.value.value).startswith("-"):
+                    and st.value.value == 0:
                 found[st.targets[0].id] = st.value.value
         return found
 
@@ -1284,9 +1260,9 @@ class _NumberExtremes(_Rewrite):
                         and n.value.left.id == total):
                     return False
             elif isinstance(n, ast.Name) and n.id == total and not isinstance(n.ctx, ast.Load):
-                p = n
-                if not any(isinstance(a, (ast.AugAssign, ast.Assign)) and (getattr(a, "target", None) is p or p in getattr(
-                        a, "targets", [])) for a in fastast.walk(loop)):
+                up = parents.get(id(n))
+                if not (isinstance(up, ast.AugAssign) and up.target is n
+                        or isinstance(up, ast.Assign) and any(t is n for t in up.targets)):
                     return False       # (a `for` target, `with .. as`, a walrus, `del`)
         return True
 
